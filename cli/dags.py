@@ -1,0 +1,158 @@
+"""`ledger dags list|show|versions|errors|next-runs|pause|unpause`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from ledger.schedule import upcoming_intervals
+from rich.console import Console
+from rich.table import Table
+
+from cli.env import open_env, print_json
+from cli.options import DagId, DagsFolder, Json
+from ledger.dates import iso
+from ledger.store import dags as dag_store
+from ledger.store import events
+from ledger.store import runs as run_store
+
+app = typer.Typer(help="Inspect the DAGs of the DAGs folder and their versions.", no_args_is_help=True)
+out = Console()
+
+
+@app.command("list")
+def list_(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
+    """The DAGs of the DAGs folder with schedule, current version and paused state."""
+    env = open_env(dags_folder)
+    with env.transaction() as session:
+        env.refresh_dags(session)
+        rows = [{"dag_id": d.dag_id, "fileloc": d.fileloc, "schedule": d.schedule, "timezone": d.timezone,
+                 "version": d.current_version, "is_paused": d.is_paused}
+                for d in dag_store.listing(session)]
+        errors = len(dag_store.import_errors(session))
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("dag_id", "schedule", "timezone", "version", "paused", "file")
+    for r in rows:
+        table.add_row(r["dag_id"], r["schedule"], r["timezone"], (r["version"] or "")[:12],
+                      "yes" if r["is_paused"] else "no", r["fileloc"])
+    out.print(table)
+    if errors:
+        out.print(f"[yellow]{errors} file(s) failed to import; see `ledger dags errors`[/yellow]")
+
+
+@app.command()
+def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A version hash or prefix "
+         "(default: the current version).")] = None, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
+    """Tasks and edges of a DAG as of a version."""
+    env = open_env(dags_folder)
+    with env.transaction() as session:
+        env.refresh_dags(session)
+        dag = dag_store.get(session, dag_id, active_only=version is None)
+        row = dag_store.version(session, dag_id, version or dag.current_version or "")
+        structure: dict[str, Any] = json.loads(row.structure)
+        created = row.created_at
+    if as_json:
+        print_json({"dag_id": dag_id, "version": row.version_hash, "created_at": iso(created),
+                    "structure": structure})
+        return
+    out.print(f"[bold]{dag_id}[/bold]  version {row.version_hash[:12]}  registered {iso(created)}")
+    out.print(f"schedule {structure['schedule']}  timezone {structure['timezone']}  start {structure['start_date']}"
+              f"  end {structure['end_date']}  catchup {structure['catchup']}")
+    table = Table("task", "kind", "upstream", "retries", "depends_on_past", "trigger_rule", "pool")
+    for t in structure["tasks"]:
+        table.add_row(t["task_id"], t["kind"], ", ".join(t["upstream"]) or "-", str(t["retries"]),
+                      str(t["depends_on_past"]), t["trigger_rule"], t["pool"])
+    out.print(table)
+
+
+@app.command()
+def versions(dag_id: DagId, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
+    """Every version of a DAG, oldest first, with how many runs used each."""
+    env = open_env(dags_folder)
+    with env.transaction() as session:
+        env.refresh_dags(session)
+        dag = dag_store.get(session, dag_id, active_only=False)
+        rows = [{"version": v.version_hash, "created_at": iso(v.created_at),
+                 "current": v.version_hash == dag.current_version,
+                 "tasks": [t["task_id"] for t in json.loads(v.structure)["tasks"]],
+                 "schedule": json.loads(v.structure)["schedule"]}
+                for v in dag_store.versions(session, dag_id)]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("version", "registered", "current", "schedule", "tasks")
+    for r in rows:
+        table.add_row(r["version"][:12], r["created_at"], "*" if r["current"] else "",
+                      json.dumps(r["schedule"]), ", ".join(r["tasks"]))
+    out.print(table)
+
+
+@app.command()
+def errors(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
+    """DAG files that failed to import, with their error."""
+    env = open_env(dags_folder)
+    with env.transaction() as session:
+        env.refresh_dags(session)
+        rows = [{"file": e.fileloc, "error": e.error, "at": iso(e.at)} for e in dag_store.import_errors(session)]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("no import errors")
+    for r in rows:
+        out.print(f"[red]{r['file']}[/red]\n  {r['error']}", highlight=False)
+
+
+@app.command("next-runs")
+def next_runs(dag_id: DagId, n: Annotated[int, typer.Option("-n", "--num", min=1, max=10000,
+              help="How many intervals.")] = 5, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
+    """The next N intervals the scheduler would create from the current timeline, due or not."""
+    env = open_env(dags_folder)
+    with env.transaction() as session:
+        env.refresh_dags(session)
+        spec = dag_store.current_spec(session, dag_id)
+        latest = run_store.latest_scheduling_run(session, dag_id)
+    after = latest.data_interval_end if latest else None
+    intervals = upcoming_intervals(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
+                                   after=after, n=n)  # type: ignore[arg-type]
+    rows = [{"logical_date": iso(i.logical_date), "data_interval_start": iso(i.start),
+             "data_interval_end": iso(i.end)} for i in intervals]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print(f"{dag_id} has no further scheduled intervals (schedule {spec.schedule.summary()})")
+        return
+    table = Table("logical_date", "data_interval_start", "data_interval_end")
+    for r in rows:
+        table.add_row(r["logical_date"], r["data_interval_start"], r["data_interval_end"])
+    out.print(table)
+
+
+def _set_paused(dag_id: str, paused: bool, dags_folder: Any) -> None:
+    env = open_env(dags_folder)
+    with env.transaction() as session:
+        env.refresh_dags(session)
+        dag = dag_store.get(session, dag_id)
+        if dag.is_paused != paused:
+            dag.is_paused = paused
+            events.record(session, "dag_paused" if paused else "dag_unpaused", at=env.clock.now(),
+                          actor=env.actor, dag_id=dag_id)
+    out.print(f"{dag_id} is {'paused' if paused else 'unpaused'}")
+
+
+@app.command()
+def pause(dag_id: DagId, dags_folder: DagsFolder = None) -> None:
+    """Stop the scheduler from creating new runs of a DAG (runs already created still run)."""
+    _set_paused(dag_id, True, dags_folder)
+
+
+@app.command()
+def unpause(dag_id: DagId, dags_folder: DagsFolder = None) -> None:
+    """Let the scheduler create runs of a DAG again."""
+    _set_paused(dag_id, False, dags_folder)
+
+

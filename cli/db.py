@@ -1,0 +1,60 @@
+"""`ledger db upgrade|downgrade|check`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from alembic import command
+from alembic.util.exc import CommandError
+from rich.console import Console
+
+from cli.env import open_env
+from ledger.db import alembic_config, current_revision, describe_database, ensure_ready, head_revision
+from ledger.errors import DatabaseNotReady, InvalidInput
+
+app = typer.Typer(help="Create, upgrade and check the ledger database.", no_args_is_help=True)
+out = Console()
+
+
+@app.command()
+def upgrade(revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
+    """Create the database or bring its schema up to REVISION (default: the newest)."""
+    env = open_env()
+    before = current_revision(env.engine)
+    try:
+        command.upgrade(alembic_config(env.settings.database_url), revision)
+    except CommandError as exc:
+        raise InvalidInput(f"cannot upgrade to {revision!r}: {exc}") from None
+    after = current_revision(env.engine)
+    where = describe_database(env.settings.database_url)
+    if before == after:
+        out.print(f"{where} is already at revision {after}")
+    else:
+        out.print(f"upgraded {where} from {before or 'empty'} to {after}")
+
+
+@app.command()
+def downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'base' removes every "
+                                                      "table.")] = "-1") -> None:
+    """Take the schema down to REVISION (default: one step back)."""
+    env = open_env()
+    before = current_revision(env.engine)
+    if before is None:
+        raise DatabaseNotReady(f"{describe_database(env.settings.database_url)} has no ledger schema to "
+                               "downgrade")
+    try:
+        command.downgrade(alembic_config(env.settings.database_url), revision)
+    except CommandError as exc:
+        raise InvalidInput(f"cannot downgrade to {revision!r}: {exc}") from None
+    out.print(f"downgraded {describe_database(env.settings.database_url)} from {before} to "
+              f"{current_revision(env.engine) or 'base'}")
+
+
+@app.command()
+def check() -> None:
+    """Exit 0 when the database is at the newest revision, 1 (with the reason) otherwise."""
+    env = open_env()
+    ensure_ready(env.settings.database_url, env.engine)
+    out.print(f"{describe_database(env.settings.database_url)} is at revision "
+              f"{head_revision(env.settings.database_url)} (head)")

@@ -1,0 +1,38 @@
+"""`ledger events`: the append-only audit log."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.env import open_env, print_json
+from cli.options import Json
+from ledger.store import events as event_store
+
+out = Console()
+
+
+def events(
+    dag: Annotated[str | None, typer.Option("--dag", help="Only events of this DAG.")] = None,
+    run: Annotated[int | None, typer.Option("--run", help="Only events of this run.")] = None,
+    kind: Annotated[list[str] | None, typer.Option("--kind", help="Only events of this kind (repeatable).")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the newest N events.")] = None,
+    as_json: Json = False,
+) -> None:
+    """Every recorded change: runs created, spliced, overridden, state changes, locks, versions."""
+    env = open_env()
+    with env.transaction() as session:
+        rows = [event_store.as_json(e) for e in
+                event_store.listing(session, dag_id=dag, run_id=run, kinds=kind, limit=limit)]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("id", "at", "kind", "actor", "dag", "run", "details")
+    for e in rows:
+        table.add_row(str(e["id"]), e["at"], e["kind"], e["actor"], e["dag_id"] or "", e["run_id"] or "",
+                      json.dumps(e["details"], ensure_ascii=False))
+    out.print(table)

@@ -1,0 +1,66 @@
+"""`ledger runs show RUN`: a run as it was, with its own version's graph and its task instances."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.env import open_env, print_json
+from cli.options import Json
+from cli.timeline import run_json
+from ledger.dates import iso
+from ledger.store import dags as dag_store
+from ledger.store import runs as run_store
+
+app = typer.Typer(help="Inspect DAG runs.", no_args_is_help=True)
+out = Console()
+
+
+@app.command()
+def show(run: Annotated[str, typer.Argument(help="The run id.", show_default=False)], as_json: Json = False) -> None:
+    """A run, the graph of the version it was created with, and its task instances (the as-was view)."""
+    env = open_env()
+    with env.transaction() as session:
+        r = run_store.get(session, run)
+        version = dag_store.version(session, r.dag_id, r.version_hash)
+        structure = json.loads(version.structure)
+        tis = run_store.task_instances(session, r.id)
+        row = run_json(r)
+        row["dag_id"] = r.dag_id
+        row["conf"] = r.conf
+        row["lock_holder"] = None if r.lock_holder is None else str(r.lock_holder)
+        row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"]}
+                                  for t in structure["tasks"]]}
+        row["task_instances"] = [
+            {"task_id": ti.task_id, "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
+             "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
+             "priority_weight": ti.priority_weight}
+            for ti in tis
+        ]
+    if as_json:
+        print_json(row)
+        return
+    _render(row)
+
+
+def _render(row: dict[str, Any]) -> None:
+    out.print(f"[bold]run {row['run_id']}[/bold] of {row['dag_id']}  {row['run_type']}  [bold]{row['state']}[/bold]")
+    for key in ("logical_date", "data_interval_start", "data_interval_end", "previous_run_id", "dag_version",
+                "overridden_by", "backfill_id", "created_at", "started_at", "ended_at"):
+        if row.get(key) is not None:
+            out.print(f"  {key:20} {row[key]}", highlight=False)
+    if row.get("conf"):
+        out.print(f"  {'conf':20} {json.dumps(row['conf'])}", highlight=False)
+    table = Table("task", "upstream", "state", "try", "started", "ended", title="task instances (as-was graph)",
+                  title_justify="left")
+    states = {ti["task_id"]: ti for ti in row["task_instances"]}
+    for t in row["graph"]["tasks"]:
+        ti = states.get(t["task_id"], {})
+        table.add_row(t["task_id"], ", ".join(t["upstream"]) or "-", ti.get("state", "-"),
+                      f"{ti.get('try_number', 0)}/{ti.get('max_tries', 0)}", ti.get("started_at") or "",
+                      ti.get("ended_at") or "")
+    out.print(table)

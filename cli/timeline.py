@@ -1,0 +1,99 @@
+"""`ledger timeline DAG`: the chain of runs, what replaced what, where versions and schedules changed."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cli.env import open_env, print_json
+from cli.options import DagId, Json
+from ledger.dates import iso, parse_user_date
+from ledger.errors import DagNotFound, InvalidInput
+from ledger.models import Dag
+from ledger.store import runs as run_store
+
+out = Console()
+
+STATE_STYLE = {"success": "green", "failed": "red", "running": "cyan", "queued": "blue",
+               "overridden": "dim strike"}
+
+
+def _sid(value: int | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def run_json(r: Any) -> dict[str, Any]:
+    return {
+        "run_id": str(r.id), "logical_date": iso(r.logical_date), "data_interval_start": iso(r.data_interval_start),
+        "data_interval_end": iso(r.data_interval_end), "run_type": r.run_type, "state": r.state,
+        "previous_run_id": _sid(r.previous_run_id), "dag_version": r.version_hash,
+        "overridden_by": _sid(r.overridden_by), "backfill_id": _sid(r.backfill_id), "schedule": r.schedule,
+        "created_at": iso(r.created_at), "started_at": iso(r.started_at), "ended_at": iso(r.ended_at),
+        "overridden_at": iso(r.overridden_at),
+    }
+
+
+def timeline(
+    dag_id: DagId,
+    start: Annotated[str | None, typer.Option(help="Earliest logical date shown.")] = None,
+    end: Annotated[str | None, typer.Option(help="Latest logical date shown.")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Also show overridden runs as rows.")] = False,
+    as_json: Json = False,
+) -> None:
+    """The DAG's runs in chain order, with overrides, version and schedule changes."""
+    env = open_env()
+    with env.transaction() as session:
+        dag = session.get(Dag, dag_id)
+        if dag is None:
+            raise DagNotFound(dag_id)
+        lo = parse_user_date(start, timezone=dag.timezone, what="--start") if start else None
+        hi = parse_user_date(end, timezone=dag.timezone, what="--end") if end else None
+        if lo is not None and hi is not None and hi < lo:
+            raise InvalidInput(f"--end {end} is before --start {start}")
+        rows = run_store.timeline_rows(session, dag_id, start=lo, end=hi)
+    if as_json:
+        print_json([run_json(r) for r in rows])
+        return
+    render(dag_id, dag.timezone, rows, show_all=show_all)
+
+
+def render(dag_id: str, timezone: str, rows: list[Any], *, show_all: bool) -> None:
+    import pendulum
+
+    replaced: dict[int, list[Any]] = {}
+    for r in rows:
+        if r.overridden_by is not None:
+            replaced.setdefault(r.overridden_by, []).append(r)
+    table = Table(title=f"timeline of {dag_id} ({timezone})", title_justify="left")
+    for col in ("logical date", "run", "type", "state", "previous", "version", "notes"):
+        table.add_column(col)
+    last_version = last_schedule = None
+    live = 0
+    for r in rows:
+        is_live = r.state != "overridden"
+        if not is_live and not show_all:
+            continue
+        notes: list[str] = []
+        if is_live:
+            live += 1
+            if last_version is not None and r.version_hash != last_version:
+                notes.append(f"◆ version {last_version[:8]} → {r.version_hash[:8]}")
+            if last_schedule is not None and r.schedule != last_schedule:
+                notes.append(f"◆ schedule {last_schedule} → {r.schedule}")
+            last_version, last_schedule = r.version_hash, r.schedule
+            for old in replaced.get(r.id, []):
+                notes.append(f"replaced run {old.id} ({old.run_type}, v {old.version_hash[:8]}) at "
+                             f"{pendulum.instance(old.overridden_at).in_timezone(timezone).to_datetime_string()}")
+        else:
+            notes.append(f"overridden by run {r.overridden_by}")
+        local = pendulum.instance(r.logical_date).in_timezone(timezone)
+        table.add_row(local.to_datetime_string(), str(r.id), r.run_type,
+                      Text(r.state, style=STATE_STYLE.get(r.state, "")), str(r.previous_run_id or "-"),
+                      r.version_hash[:8], "; ".join(notes))
+    out.print(table)
+    overridden = sum(1 for r in rows if r.state == "overridden")
+    out.print(f"{live} live run(s), {overridden} overridden", highlight=False)

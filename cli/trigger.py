@@ -1,0 +1,44 @@
+"""`ledger trigger DAG`: a manual run spliced into the timeline."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from cli.env import open_env, parse_conf
+from cli.options import DagId, DagsFolder
+from ledger.dates import iso, parse_user_date
+from ledger.states import RunType
+from ledger.store import dags as dag_store
+from ledger.store import runs as run_store
+
+out = Console()
+
+
+def trigger(
+    dag_id: DagId,
+    logical_date: Annotated[str | None, typer.Option("--logical-date", help="ISO date or datetime; a bare date "
+                            "or naive time is read in the DAG's timezone (default: now).")] = None,
+    conf: Annotated[str | None, typer.Option(help="A JSON object given to the run.")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Override the live run at that date, if any.")] = False,
+    dags_folder: DagsFolder = None,
+) -> None:
+    """Create a manual run (queued) and splice it into the DAG's timeline."""
+    conf_value = parse_conf(conf)
+    env = open_env(dags_folder)
+    with env.transaction() as session:
+        env.refresh_dags(session)
+        spec = dag_store.current_spec(session, dag_id)
+        at = parse_user_date(logical_date, timezone=spec.timezone, what="--logical-date") \
+            if logical_date is not None else env.clock.now()
+        interval = spec.schedule.interval_for(at)
+        existing = run_store.live_at(session, dag_id, interval.logical_date)
+        run = run_store.splice(session, spec, run_store.NewRun(interval, RunType.MANUAL, conf_value),
+                               now=env.clock.now(), actor=env.actor, replace=replace)
+    line = (f"created manual run {run.id} of {dag_id} at {iso(run.logical_date)} "
+            f"(interval {iso(run.data_interval_start)} to {iso(run.data_interval_end)}), "
+            f"previous {run.previous_run_id or 'none'}, version {run.version_hash[:12]}"
+            + (f"; run {existing.id} is now overridden" if existing is not None else ""))
+    out.print(line, highlight=False, soft_wrap=True)

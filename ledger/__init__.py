@@ -1,0 +1,9 @@
+"""ledger: a workflow scheduler whose core is an auditable, timeline-versioned ledger of DAG runs.
+
+DAG authors import from here: `from ledger import DAG, PythonTask, BashTask, task`.
+"""
+
+from ledger.context import TaskContext
+from ledger.dag import DAG, BashTask, PythonTask, Task, task
+
+__all__ = ["DAG", "BashTask", "PythonTask", "Task", "TaskContext", "task"]

@@ -1,0 +1,352 @@
+"""The DAG authoring API, familiar to Airflow users: `with DAG(...)`, tasks, `a >> b`, `@task`."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, TypeVar, overload
+
+import pendulum
+from pendulum import DateTime
+
+from ledger.errors import DagDefinitionError
+from ledger.schedule import Schedule, ScheduleError, parse_schedule
+
+TRIGGER_RULES = ("all_success", "all_done", "one_success", "one_failed", "none_failed", "all_failed")
+TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
+                  "priority_weight", "execution_timeout")
+
+_context_stack: list[DAG] = []
+
+
+def _timezone_name(value: datetime) -> str | None:
+    tz = value.tzinfo
+    if tz is None or value.utcoffset() is None:
+        return None
+    name = getattr(tz, "name", None) or getattr(tz, "key", None)
+    if isinstance(name, str) and name:
+        return "UTC" if name in ("+00:00", "UTC", "Etc/UTC") else name
+    offset = value.utcoffset()
+    return "UTC" if offset == timedelta(0) else None
+
+
+def _to_utc(value: datetime) -> DateTime:
+    return pendulum.instance(value).in_timezone("UTC")
+
+
+class Task:
+    """A unit of work in a DAG. Subclasses say what kind of work and which arguments define it."""
+
+    kind: ClassVar[str] = "task"
+
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        dag: DAG | None = None,
+        retries: int | None = None,
+        retry_delay: timedelta | None = None,
+        depends_on_past: bool | None = None,
+        wait_for_downstream: bool | None = None,
+        trigger_rule: str | None = None,
+        pool: str | None = None,
+        priority_weight: int | None = None,
+        execution_timeout: timedelta | None = None,
+    ) -> None:
+        if not task_id or not isinstance(task_id, str):
+            raise DagDefinitionError("a task needs a non-empty string task_id")
+        self.task_id = task_id
+        self.upstream_ids: set[str] = set()
+        self.downstream_ids: set[str] = set()
+        dag = dag or (_context_stack[-1] if _context_stack else None)
+        if dag is None:
+            raise DagDefinitionError(f"task {task_id!r} is not inside a DAG: use `with DAG(...)` or pass dag=")
+        given = {"retries": retries, "retry_delay": retry_delay, "depends_on_past": depends_on_past,
+                 "wait_for_downstream": wait_for_downstream, "trigger_rule": trigger_rule, "pool": pool,
+                 "priority_weight": priority_weight, "execution_timeout": execution_timeout}
+        merged = {**dag.default_args, **{k: v for k, v in given.items() if v is not None}}
+        self.retries: int = int(merged.get("retries", 0))
+        self.retry_delay: timedelta = merged.get("retry_delay") or timedelta(seconds=300)
+        self.depends_on_past: bool = bool(merged.get("depends_on_past", False))
+        self.wait_for_downstream: bool = bool(merged.get("wait_for_downstream", False))
+        self.trigger_rule: str = merged.get("trigger_rule") or "all_success"
+        self.pool: str = merged.get("pool") or "default_pool"
+        self.priority_weight: int = int(merged.get("priority_weight", 1))
+        self.execution_timeout: timedelta | None = merged.get("execution_timeout")
+        if self.wait_for_downstream:
+            self.depends_on_past = True  # as in Airflow: waiting for downstream implies depending on the past
+        self._check(dag)
+        self.dag = dag
+        dag.add_task(self)
+
+    def _check(self, dag: DAG) -> None:
+        where = f"task {self.task_id!r}"
+        if self.trigger_rule not in TRIGGER_RULES:
+            raise DagDefinitionError(f"{where}: unknown trigger_rule {self.trigger_rule!r} "
+                                     f"(one of {', '.join(TRIGGER_RULES)})")
+        if self.retries < 0:
+            raise DagDefinitionError(f"{where}: retries must be >= 0")
+        if not isinstance(self.retry_delay, timedelta) or self.retry_delay.total_seconds() < 0:
+            raise DagDefinitionError(f"{where}: retry_delay must be a non-negative timedelta")
+        if self.execution_timeout is not None and (
+            not isinstance(self.execution_timeout, timedelta) or self.execution_timeout.total_seconds() <= 0
+        ):
+            raise DagDefinitionError(f"{where}: execution_timeout must be a positive timedelta")
+
+    # -- what defines this task, for the DAG version ------------------------------------------
+    def definition(self) -> dict[str, Any]:
+        """The kind-specific arguments that define this task (JSON-able)."""
+        return {}
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "retries": self.retries,
+            "retry_delay": self.retry_delay.total_seconds(),
+            "depends_on_past": self.depends_on_past,
+            "wait_for_downstream": self.wait_for_downstream,
+            "trigger_rule": self.trigger_rule,
+            "pool": self.pool,
+            "priority_weight": self.priority_weight,
+            "execution_timeout": self.execution_timeout.total_seconds() if self.execution_timeout else None,
+        }
+
+    # -- edges ---------------------------------------------------------------------------------
+    def set_downstream(self, other: Task | Sequence[Task]) -> None:
+        for task in [other] if isinstance(other, Task) else list(other):
+            if task.dag is not self.dag:
+                raise DagDefinitionError(f"cannot link {self.task_id!r} to {task.task_id!r}: different DAGs")
+            self.downstream_ids.add(task.task_id)
+            task.upstream_ids.add(self.task_id)
+
+    def set_upstream(self, other: Task | Sequence[Task]) -> None:
+        for task in [other] if isinstance(other, Task) else list(other):
+            task.set_downstream(self)
+
+    def __rshift__(self, other: Task | Sequence[Task]) -> Task | Sequence[Task]:
+        self.set_downstream(other)
+        return other
+
+    def __lshift__(self, other: Task | Sequence[Task]) -> Task | Sequence[Task]:
+        self.set_upstream(other)
+        return other
+
+    def __rrshift__(self, other: Sequence[Task]) -> Task:
+        self.set_upstream(other)
+        return self
+
+    def __rlshift__(self, other: Sequence[Task]) -> Task:
+        self.set_downstream(other)
+        return self
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.task_id}>"
+
+
+def _callable_definition(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Name and source digest of a callable, so that changing a task's code changes the DAG version."""
+    import hashlib
+
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        source = getattr(getattr(fn, "__code__", None), "co_code", b"").hex()
+    return {
+        "callable": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}",
+        "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    import json
+
+    try:
+        json.dumps(value, sort_keys=True)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class PythonTask(Task):
+    """Runs a Python callable; a parameter named `context` receives the run's facts (TaskContext)."""
+
+    kind = "python"
+
+    def __init__(self, task_id: str, python_callable: Callable[..., Any], *, op_args: Sequence[Any] = (),
+                 op_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not callable(python_callable):
+            raise DagDefinitionError(f"task {task_id!r}: python_callable must be callable")
+        self.python_callable = python_callable
+        self.op_args = list(op_args)
+        self.op_kwargs = dict(op_kwargs or {})
+        super().__init__(task_id, **kwargs)
+
+    def definition(self) -> dict[str, Any]:
+        return {**_callable_definition(self.python_callable),
+                "op_args": _jsonable(self.op_args), "op_kwargs": _jsonable(self.op_kwargs)}
+
+
+class BashTask(Task):
+    """Runs a shell command with LEDGER_* environment variables describing the run."""
+
+    kind = "bash"
+
+    def __init__(self, task_id: str, bash_command: str, *, env: dict[str, str] | None = None,
+                 cwd: str | None = None, **kwargs: Any) -> None:
+        if not isinstance(bash_command, str) or not bash_command.strip():
+            raise DagDefinitionError(f"task {task_id!r}: bash_command must be a non-empty string")
+        self.bash_command = bash_command
+        self.env = dict(env or {})
+        self.cwd = cwd
+        super().__init__(task_id, **kwargs)
+
+    def definition(self) -> dict[str, Any]:
+        return {"bash_command": self.bash_command, "env": self.env, "cwd": self.cwd}
+
+
+class DAG:
+    """A directed acyclic graph of tasks with a schedule. Use as a context manager."""
+
+    def __init__(
+        self,
+        dag_id: str,
+        *,
+        schedule: str | timedelta | None = None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        catchup: bool = False,
+        timezone: str | None = None,
+        max_active_runs: int = 16,
+        max_active_tasks: int = 16,
+        default_args: dict[str, Any] | None = None,
+        description: str = "",
+        tags: Iterable[str] = (),
+    ) -> None:
+        if not dag_id or not isinstance(dag_id, str) or not all(c.isalnum() or c in "._-" for c in dag_id):
+            raise DagDefinitionError(f"invalid dag_id {dag_id!r}: use letters, digits, '.', '_' and '-'")
+        self.dag_id = dag_id
+        unknown = set(default_args or {}) - set(TASK_ARGUMENTS)
+        if unknown:
+            raise DagDefinitionError(f"DAG {dag_id!r}: unknown default_args {sorted(unknown)}")
+        self.default_args = dict(default_args or {})
+        if start_date is None:
+            if schedule is not None:
+                raise DagDefinitionError(f"DAG {dag_id!r}: a scheduled DAG needs a start_date")
+            start_date = pendulum.datetime(1970, 1, 1, tz="UTC")
+        tz = _timezone_name(start_date)
+        if tz is None:
+            raise DagDefinitionError(
+                f"DAG {dag_id!r}: start_date {start_date.isoformat()} is naive; give it a timezone, "
+                "e.g. pendulum.datetime(2024, 1, 1, tz='UTC')")
+        if end_date is not None and end_date.tzinfo is None:
+            raise DagDefinitionError(f"DAG {dag_id!r}: end_date {end_date.isoformat()} is naive")
+        self.timezone = timezone or tz
+        try:
+            pendulum.timezone(self.timezone)
+        except Exception:
+            raise DagDefinitionError(f"DAG {dag_id!r}: unknown timezone {self.timezone!r}") from None
+        self.start_date = _to_utc(start_date)
+        self.end_date = _to_utc(end_date) if end_date is not None else None
+        if self.end_date is not None and self.end_date < self.start_date:
+            raise DagDefinitionError(f"DAG {dag_id!r}: end_date is before start_date")
+        try:
+            self.schedule: Schedule = parse_schedule(schedule, timezone=self.timezone, start_date=self.start_date)
+        except ScheduleError as exc:
+            raise DagDefinitionError(f"DAG {dag_id!r}: {exc}") from None
+        self.catchup = bool(catchup)
+        if max_active_runs < 1 or max_active_tasks < 1:
+            raise DagDefinitionError(f"DAG {dag_id!r}: max_active_runs and max_active_tasks must be >= 1")
+        self.max_active_runs = max_active_runs
+        self.max_active_tasks = max_active_tasks
+        self.description = description
+        self.tags = sorted(tags)
+        self.tasks: dict[str, Task] = {}
+        self.fileloc: str | None = None
+
+    def add_task(self, task: Task) -> None:
+        if task.task_id in self.tasks:
+            raise DagDefinitionError(f"DAG {self.dag_id!r}: duplicate task_id {task.task_id!r}")
+        self.tasks[task.task_id] = task
+
+    def __enter__(self) -> DAG:
+        _context_stack.append(self)
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        _context_stack.pop()
+        if exc_type is None:
+            self.validate()
+
+    def validate(self) -> None:
+        """Refuse cycles; called when the `with` block ends and again when the file is loaded."""
+        cycle = find_cycle({tid: sorted(t.downstream_ids) for tid, t in self.tasks.items()})
+        if cycle:
+            raise DagDefinitionError(f"DAG {self.dag_id!r} has a cycle: {' >> '.join(cycle)}")
+
+    def topological_order(self) -> list[str]:
+        order: list[str] = []
+        indegree = {tid: len(t.upstream_ids) for tid, t in self.tasks.items()}
+        ready = sorted(tid for tid, n in indegree.items() if n == 0)
+        while ready:
+            tid = ready.pop(0)
+            order.append(tid)
+            for down in sorted(self.tasks[tid].downstream_ids):
+                indegree[down] -= 1
+                if indegree[down] == 0:
+                    ready.append(down)
+        return order
+
+    def __repr__(self) -> str:
+        return f"<DAG {self.dag_id}>"
+
+
+def find_cycle(downstream: dict[str, list[str]]) -> list[str] | None:
+    """A cycle in a graph given as node -> downstream nodes, as a path that returns to its start."""
+    white, grey, black = 0, 1, 2
+    colour = dict.fromkeys(downstream, white)
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        colour[node] = grey
+        path.append(node)
+        for nxt in downstream.get(node, []):
+            if colour.get(nxt, white) == grey:
+                return [*path[path.index(nxt):], nxt]
+            if colour.get(nxt, white) == white:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        colour[node] = black
+        return None
+
+    for node in sorted(downstream):
+        if colour[node] == white:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def task(fn: Callable[..., Any], /) -> Callable[..., PythonTask]: ...
+@overload
+def task(*, task_id: str | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., PythonTask]]: ...
+
+
+def task(fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+         **kwargs: Any) -> Any:
+    """Decorator form of PythonTask: calling the decorated function inside a DAG adds the task."""
+
+    def wrap(func: Callable[..., Any]) -> Callable[..., PythonTask]:
+        @functools.wraps(func)
+        def make(*op_args: Any, **op_kwargs: Any) -> PythonTask:
+            return PythonTask(task_id or func.__name__, func, op_args=op_args, op_kwargs=op_kwargs, **kwargs)
+
+        return make
+
+    return wrap(fn) if fn is not None else wrap

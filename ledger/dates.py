@@ -1,0 +1,37 @@
+"""Reading dates given by people: ISO dates or datetimes; bare dates and naive times in a timezone."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pendulum
+from pendulum import DateTime
+
+from ledger.errors import InvalidInput
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_user_date(text: str, *, timezone: str, what: str = "date") -> DateTime:
+    """An aware UTC DateTime from `2024-03-01`, `2024-03-01T06:00` or `2024-03-01T06:00+02:00`."""
+    value = text.strip()
+    if not value:
+        raise InvalidInput(f"empty {what}; give an ISO date like 2024-03-01 or 2024-03-01T06:00:00+00:00")
+    try:
+        parsed = pendulum.parse(value, tz=pendulum.timezone(timezone), strict=True, exact=True)
+    except Exception:
+        parsed = None
+    if isinstance(parsed, pendulum.Date) and not isinstance(parsed, DateTime) and _DATE.match(value):
+        parsed = pendulum.datetime(parsed.year, parsed.month, parsed.day, tz=timezone)
+    if not isinstance(parsed, DateTime):
+        raise InvalidInput(f"invalid {what} {text!r}; give an ISO date like 2024-03-01 or "
+                           "2024-03-01T06:00:00+00:00")
+    return parsed.in_timezone("UTC")
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO-8601 with UTC offset, or None."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat()

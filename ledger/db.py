@@ -1,0 +1,98 @@
+"""Engines and sessions: SQLite (WAL, immediate write transactions) by default, PostgreSQL by URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from ledger.errors import DatabaseNotReady
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for `url`; SQLite files get WAL mode, a busy timeout and BEGIN IMMEDIATE transactions."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        kwargs.setdefault("pool_pre_ping", True)
+        return create_engine(url, **kwargs)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # take transaction control from pysqlite so that BEGIN IMMEDIATE below is ours
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # every transaction takes the write lock up front: no deadlocks from read-to-write upgrades
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def make_sessions(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def head_revision(url: str) -> str | None:
+    return ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def describe_database(url: str) -> str:
+    """The database URL with any password hidden, for messages."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def sqlite_file_missing(url: str) -> bool:
+    parsed = make_url(url)
+    return parsed.get_backend_name() == "sqlite" and bool(parsed.database) and parsed.database != ":memory:" \
+        and not Path(str(parsed.database)).exists()
+
+
+def ensure_ready(url: str, engine: Engine) -> None:
+    """Raise DatabaseNotReady unless the schema is at the newest migration."""
+    where = describe_database(url)
+    if sqlite_file_missing(url):
+        raise DatabaseNotReady(f"no database at {where}; run `ledger db upgrade` to create it")
+    try:
+        current = current_revision(engine)
+    except Exception as exc:  # connection refused, bad credentials, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseNotReady(f"cannot reach the database at {where}: {first}") from None
+    head = head_revision(url)
+    if current is None:
+        tables = inspect(engine).get_table_names()
+        hint = "it has no ledger schema" if not tables else "it has tables but no ledger schema version"
+        raise DatabaseNotReady(f"the database at {where} is not initialised ({hint}); run `ledger db upgrade`")
+    if current != head:
+        raise DatabaseNotReady(
+            f"the database at {where} is at revision {current}, not {head}; run `ledger db upgrade`"
+        )

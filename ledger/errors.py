@@ -1,0 +1,39 @@
+"""Errors a user can act on. The CLI prints them as one line and exits non-zero."""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Base for errors the CLI may show to a user."""
+
+
+class ConfigError(LedgerError):
+    """A setting or command-line value is invalid."""
+
+
+class DatabaseNotReady(LedgerError):
+    """The database is missing or not at the newest schema revision."""
+
+
+class DagNotFound(LedgerError, LookupError):
+    def __init__(self, dag_id: str) -> None:
+        super().__init__(f"no DAG named {dag_id!r}; run `ledger dags list` to see known DAGs")
+        self.dag_id = dag_id
+
+
+class RunNotFound(LedgerError, LookupError):
+    def __init__(self, run: str) -> None:
+        super().__init__(f"no DAG run {run!r}; run `ledger timeline DAG` to see a DAG's runs")
+        self.run = run
+
+
+class DagDefinitionError(LedgerError):
+    """A DAG file defines an invalid DAG (cycle, duplicate task, naive start_date, bad schedule...)."""
+
+
+class TimelineConflict(LedgerError):
+    """A timeline change would break the one-live-run-per-date rule."""
+
+
+class InvalidInput(LedgerError):
+    """A value given on the command line cannot be used."""

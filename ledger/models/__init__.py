@@ -1,0 +1,18 @@
+"""Typed SQLAlchemy models, one module per table. Behaviour lives in ledger/, not here."""
+
+from ledger.models.backfill import Backfill
+from ledger.models.base import Base, UtcDateTime
+from ledger.models.dag import Dag
+from ledger.models.dag_file import DagFile
+from ledger.models.dag_run import DagRun
+from ledger.models.dag_version import DagVersion
+from ledger.models.event import Event
+from ledger.models.import_error import ImportError_
+from ledger.models.job import Job
+from ledger.models.pool import Pool
+from ledger.models.task_instance import TaskInstance, TaskTry
+
+__all__ = [
+    "Backfill", "Base", "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "Pool",
+    "TaskInstance", "TaskTry", "UtcDateTime",
+]

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ledger.models.base import Base, UtcDateTime
+
+
+class DagVersion(Base):
+    """A DAG's canonical structure (JSON text) and its sha256; written only when the hash changes."""
+
+    __tablename__ = "dag_version"
+    __table_args__ = (UniqueConstraint("dag_id", "version_hash"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dag_id: Mapped[str] = mapped_column(String(250), ForeignKey("dag.dag_id"), index=True)
+    version_hash: Mapped[str] = mapped_column(String(64))
+    structure: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)

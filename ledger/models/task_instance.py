@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ledger.models.base import Base, UtcDateTime
+
+
+class TaskInstance(Base):
+    """A task of a run's own DAG version; every task instance belongs to a DagRun."""
+
+    __tablename__ = "task_instance"
+    __table_args__ = (
+        UniqueConstraint("run_id", "task_id"),
+        Index("ix_task_instance_state", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("dag_run.id"), nullable=False)
+    dag_id: Mapped[str] = mapped_column(String(250))
+    task_id: Mapped[str] = mapped_column(String(250))
+    state: Mapped[str] = mapped_column(String(20))
+    try_number: Mapped[int] = mapped_column(Integer, default=0)
+    max_tries: Mapped[int] = mapped_column(Integer, default=0)
+    priority_weight: Mapped[int] = mapped_column(Integer, default=1)
+    pool: Mapped[str] = mapped_column(String(250), default="default_pool")
+    queued_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    next_try_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    hostname: Mapped[str | None] = mapped_column(String(250))
+
+
+class TaskTry(Base):
+    """One row per try of a task instance; the unique key makes a try impossible to start twice."""
+
+    __tablename__ = "task_try"
+    __table_args__ = (UniqueConstraint("task_instance_id", "try_number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_instance_id: Mapped[int] = mapped_column(ForeignKey("task_instance.id"), nullable=False)
+    try_number: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(20))
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    hostname: Mapped[str | None] = mapped_column(String(250))
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -1,0 +1,533 @@
+"""Schedule maths: data intervals of cron, preset, timedelta, @once and manual-only schedules.
+
+Pure functions of their arguments: no I/O, no database, no clock (``now`` is always passed in).
+Every DateTime returned is an aware pendulum DateTime in UTC; the DAG timezone is only used for
+cron arithmetic. The semantics follow Apache Airflow's ``CronDataIntervalTimetable`` and
+``DeltaDataIntervalTimetable``: a run covers the data interval [start, end), its logical date is
+the start, it is due once the interval has ended, the first interval is the first whole one
+starting at or after ``start_date``, and no interval has a logical date after ``end_date``
+(inclusive).
+
+Decisions (documented for users):
+
+* Cron is evaluated on the wall clock of the schedule's timezone. croniter is only ever given
+  naive, whole-minute wall-clock datetimes (its aware-datetime DST handling is buggy, and it
+  computes with float timestamps); results are localized with pendulum.
+* Crons that pin the hour (``0 2 * * *``, ``@daily``): like Airflow, a wall time that does not exist
+  (spring-forward gap) is shifted forward by the gap (02:00 -> 03:00, 02:30 -> 03:30), and a wall
+  time that happens twice (fall-back) is taken at its *second* occurrence (standard time). Those
+  days' intervals are 23 h / 25 h long. If two wall ticks land on the same instant, it is one tick.
+* Crons whose hour field is ``*`` (``0 * * * *``, ``*/15 * * * *``): like Airflow, the distance to
+  the next/previous wall-clock match is added to the *absolute* time, so hourly schedules stay
+  exactly one hour long in UTC across DST, with no gap and no duplicate (both 02:00s of a fall-back
+  night are ticks).
+* Timedelta schedules are computed in UTC and anchored at ``start_date``: ticks are
+  ``start_date + k * delta`` (Airflow instead continues from the previous run's end). Without an
+  anchor (``parse_schedule(..., start_date=None)``), the ``start_date`` passed to
+  ``next_interval`` etc. anchors it, and the Unix epoch anchors ``is_tick``.
+* A schedule change continues at the first interval of the new schedule starting at or after the
+  previous run's interval end (Airflow would align back to the tick before it).
+* ``interval_for(d)`` (manual trigger / backfill of an arbitrary date): if ``d`` is a tick, [d, next
+  tick); otherwise the interval containing d, [previous tick, next tick). Timedelta: [d, d + delta).
+  @once and None: [d, d].
+* @once has the single interval [start_date, start_date], due when now >= start_date, and only if
+  the DAG has no scheduled run yet (``after is None``).
+* Only 5-field crons: seconds/year fields, hashed (H) and random (R) fields are refused.
+"""
+
+from __future__ import annotations
+
+import abc
+import calendar
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pendulum
+from croniter import CroniterBadDateError, CroniterError, croniter
+from pendulum import DateTime
+from pendulum.tz.timezone import FixedTimezone, Timezone
+
+from ledger.errors import LedgerError
+
+__all__ = [
+    "PRESETS",
+    "CronSchedule",
+    "DataInterval",
+    "DeltaSchedule",
+    "NoSchedule",
+    "OnceSchedule",
+    "Schedule",
+    "ScheduleError",
+    "due_intervals",
+    "parse_schedule",
+    "upcoming_intervals",
+]
+
+UTC = pendulum.UTC
+PRESETS: dict[str, str] = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+_MINUTE = dt.timedelta(minutes=1)
+_TINY = dt.timedelta(microseconds=1)
+# Largest UTC-offset change we handle exactly at a DST/offset transition (real ones are <= 2 h).
+_WINDOW = dt.timedelta(hours=3)
+_HASHED = re.compile(r"(?<![a-z])[hr](?![a-z])", re.IGNORECASE)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+class ScheduleError(LedgerError, ValueError):
+    """A schedule value or argument that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class DataInterval:
+    start: DateTime
+    end: DateTime
+
+    def __post_init__(self) -> None:
+        if self.end < self.start:
+            raise ValueError(f"data interval ends before it starts: {self.start} > {self.end}")
+
+    @property
+    def logical_date(self) -> DateTime:
+        return self.start
+
+
+def _utc(d: dt.datetime, what: str = "datetime") -> DateTime:
+    if d.tzinfo is None or d.utcoffset() is None:
+        raise ScheduleError(f"{what} must be timezone-aware, got naive {d.isoformat()}")
+    return pendulum.instance(d).in_timezone(UTC)
+
+
+def _load_timezone(name: str) -> Timezone | FixedTimezone:
+    try:
+        return pendulum.timezone(name)
+    except (ValueError, KeyError, OSError):
+        raise ScheduleError(f"unknown timezone {name!r}: expected an IANA name such as 'Europe/Amsterdam'") from None
+
+
+def _floor_minute(w: dt.datetime) -> dt.datetime:
+    return w.replace(second=0, microsecond=0)
+
+
+class Schedule(abc.ABC):
+    """When a DAG runs. Subclasses: CronSchedule, DeltaSchedule, OnceSchedule, NoSchedule."""
+
+    __slots__ = ()
+    timezone: str
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, object]:
+        """Canonical JSON-able description (part of the DAG version hash)."""
+
+    @abc.abstractmethod
+    def summary(self) -> str:
+        """Short human text: '0 0 * * *', '@daily', 'every 1:00:00', '@once', 'None'."""
+
+    @abc.abstractmethod
+    def next_interval(
+        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+    ) -> DataInterval | None:
+        """The first interval starting at or after max(after, start_date); None if past end_date."""
+
+    @abc.abstractmethod
+    def intervals_between(
+        self, earliest: DateTime, latest: DateTime, *, start_date: DateTime, end_date: DateTime | None
+    ) -> list[DataInterval]:
+        """Intervals whose logical date is in [earliest, latest] and [start_date, end_date], oldest first."""
+
+    @abc.abstractmethod
+    def interval_for(self, logical_date: DateTime) -> DataInterval:
+        """Data interval of a run at an arbitrary logical date.
+
+        On a tick: [d, next tick). Off a tick: the interval containing d, [previous tick, next
+        tick). Timedelta: [d, d + delta). @once and None: [d, d].
+        """
+
+    @abc.abstractmethod
+    def is_tick(self, d: DateTime) -> bool:
+        """Whether d is an interval start of this schedule (start_date ignored)."""
+
+    def _latest_due(
+        self, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, now: DateTime
+    ) -> DataInterval | None:
+        latest = None
+        interval = self.next_interval(after=after, start_date=start_date, end_date=end_date)
+        while interval is not None and interval.end <= now:
+            latest = interval
+            interval = self.next_interval(after=interval.end, start_date=start_date, end_date=end_date)
+        return latest
+
+
+class _PeriodicSchedule(Schedule):
+    """A schedule defined by an infinite, strictly increasing set of ticks (UTC instants)."""
+
+    __slots__ = ()
+
+    @abc.abstractmethod
+    def _after(self, t: DateTime) -> DateTime:
+        """The smallest tick strictly after t (t in UTC)."""
+
+    @abc.abstractmethod
+    def _before(self, t: DateTime) -> DateTime:
+        """The largest tick strictly before t (t in UTC)."""
+
+    def _bind(self, start_date: DateTime) -> _PeriodicSchedule:
+        return self
+
+    def _at_or_after(self, t: DateTime) -> DateTime:
+        return self._after(t - _TINY)
+
+    def _at_or_before(self, t: DateTime) -> DateTime:
+        return self._before(t + _TINY)
+
+    def is_tick(self, d: DateTime) -> bool:
+        d = _utc(d, "date")
+        return self._at_or_after(d) == d
+
+    def next_interval(
+        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+    ) -> DataInterval | None:
+        start_date = _utc(start_date, "start_date")
+        sched = self._bind(start_date)
+        lower = start_date if after is None else max(_utc(after, "after"), start_date)
+        start = sched._at_or_after(lower)
+        if end_date is not None and start > _utc(end_date, "end_date"):
+            return None
+        return DataInterval(start, sched._after(start))
+
+    def intervals_between(
+        self, earliest: DateTime, latest: DateTime, *, start_date: DateTime, end_date: DateTime | None
+    ) -> list[DataInterval]:
+        start_date = _utc(start_date, "start_date")
+        sched = self._bind(start_date)
+        upper = _utc(latest, "latest")
+        if end_date is not None:
+            upper = min(upper, _utc(end_date, "end_date"))
+        start = sched._at_or_after(max(_utc(earliest, "earliest"), start_date))
+        result: list[DataInterval] = []
+        while start <= upper:
+            end = sched._after(start)
+            result.append(DataInterval(start, end))
+            start = end
+        return result
+
+    def interval_for(self, logical_date: DateTime) -> DataInterval:
+        d = _utc(logical_date, "logical date")
+        start = d if self.is_tick(d) else self._before(d)
+        return DataInterval(start, self._after(d))
+
+    def _latest_due(
+        self, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, now: DateTime
+    ) -> DataInterval | None:
+        # Jump straight to the last interval that ended by `now` instead of walking to it.
+        first = self.next_interval(after=after, start_date=start_date, end_date=end_date)
+        if first is None or first.end > now:
+            return None
+        sched = self._bind(_utc(start_date, "start_date"))
+        start = sched._before(sched._at_or_before(now))
+        if end_date is not None and start > end_date:
+            start = sched._at_or_before(_utc(end_date, "end_date"))
+        return DataInterval(start, sched._after(start))
+
+
+@dataclass(frozen=True, slots=True)
+class CronSchedule(_PeriodicSchedule):
+    """A 5-field cron expression (or preset) evaluated on the wall clock of `timezone`."""
+
+    expression: str
+    timezone: str = "UTC"
+    preset: str | None = field(default=None, compare=False)
+    _tz: Timezone | FixedTimezone = field(init=False, repr=False, compare=False)
+    _fixed: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        text = " ".join(self.expression.split())
+        preset = self.preset
+        if text.startswith("@"):
+            preset = text.lower()
+            if preset not in PRESETS:
+                known = ", ".join(["@once", *PRESETS])
+                raise ScheduleError(f"unknown schedule preset {text!r}: expected one of {known}")
+            text = PRESETS[preset]
+        elif not text:
+            raise ScheduleError("invalid cron expression '': it is empty")
+        fields = text.split()
+        if len(fields) != 5:
+            raise ScheduleError(
+                f"invalid cron expression {text!r}: expected 5 fields "
+                f"(minute hour day-of-month month day-of-week), got {len(fields)}"
+            )
+        if _HASHED.search(text):
+            raise ScheduleError(f"invalid cron expression {text!r}: hashed (H) and random (R) fields are not supported")
+        try:
+            cron = croniter(text, dt.datetime(2000, 1, 1))
+            cron.get_next(dt.datetime)
+        except CroniterBadDateError:
+            raise ScheduleError(f"invalid cron expression {text!r}: it never matches any date") from None
+        except (CroniterError, ValueError, TypeError, KeyError, IndexError) as exc:
+            raise ScheduleError(f"invalid cron expression {text!r}: {exc}") from None
+        object.__setattr__(self, "expression", text)
+        object.__setattr__(self, "preset", preset)
+        object.__setattr__(self, "_tz", _load_timezone(self.timezone))
+        # Like Airflow: a cron that fires every hour is computed on absolute time (see module doc).
+        object.__setattr__(self, "_fixed", cron.expanded[1] == ["*"])
+
+    def describe(self) -> dict[str, object]:
+        return {"type": "cron", "expression": self.expression, "timezone": self.timezone}
+
+    def summary(self) -> str:
+        return self.preset or self.expression
+
+    # -- wall clock <-> UTC ---------------------------------------------------------------------
+    def _wall(self, t: DateTime) -> dt.datetime:
+        local = t.in_timezone(self._tz)
+        return dt.datetime(
+            local.year, local.month, local.day, local.hour, local.minute, local.second, local.microsecond
+        )
+
+    def _localize(self, wall: dt.datetime) -> DateTime:
+        # fold=1: the second occurrence of an ambiguous time; a non-existent time moves forward.
+        return pendulum.instance(self._tz.convert(wall.replace(fold=1))).in_timezone(UTC)
+
+    def _cron(self, wall: dt.datetime) -> Any:
+        return croniter(self.expression, wall)
+
+    def _step(self, cron: Any, forward: bool) -> dt.datetime:
+        try:
+            result: dt.datetime = cron.get_next(dt.datetime) if forward else cron.get_prev(dt.datetime)
+        except CroniterBadDateError:
+            raise ScheduleError(f"cron expression {self.expression!r} has no further date") from None
+        return result
+
+    # -- ticks ----------------------------------------------------------------------------------
+    def _after(self, t: DateTime) -> DateTime:
+        if self._fixed:
+            wall = self._wall(t)
+            return t + (self._step(self._cron(_floor_minute(wall)), True) - wall)
+        # Localizing is monotonic except right after a spring-forward gap, so scan the wall ticks
+        # that could map after t and keep the smallest instant.
+        cron = self._cron(_floor_minute(self._wall(t) - _WINDOW))
+        best: DateTime | None = None
+        stop = dt.datetime.max
+        while True:
+            wall = self._step(cron, True)
+            if best is not None and wall > stop:
+                return best
+            instant = self._localize(wall)
+            if instant > t and (best is None or instant < best):
+                if best is None:
+                    stop = wall + _WINDOW
+                best = instant
+
+    def _before(self, t: DateTime) -> DateTime:
+        if self._fixed:
+            wall = self._wall(t)
+            floor = _floor_minute(wall)
+            start = floor if floor == wall else floor + _MINUTE
+            return t - (wall - self._step(self._cron(start), False))
+        cron = self._cron(_floor_minute(self._wall(t) + _WINDOW) + _MINUTE)
+        best: DateTime | None = None
+        stop = dt.datetime.min
+        while True:
+            wall = self._step(cron, False)
+            if best is not None and wall < stop:
+                return best
+            instant = self._localize(wall)
+            if instant < t and (best is None or instant > best):
+                if best is None:
+                    stop = wall - _WINDOW
+                best = instant
+
+
+def _micros(d: dt.datetime) -> int:
+    return calendar.timegm(d.utctimetuple()) * 1_000_000 + d.microsecond
+
+
+def _from_micros(us: int) -> DateTime:
+    return pendulum.instance(_EPOCH + dt.timedelta(microseconds=us)).in_timezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaSchedule(_PeriodicSchedule):
+    """Fixed-length intervals in UTC: ticks are anchor + k * delta (anchor = start_date)."""
+
+    delta: dt.timedelta
+    anchor: DateTime | None = None
+    timezone: str = "UTC"
+    _step_us: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        delta = dt.timedelta(days=self.delta.days, seconds=self.delta.seconds, microseconds=self.delta.microseconds)
+        if delta <= dt.timedelta(0):
+            raise ScheduleError(f"invalid timedelta schedule {delta}: it must be positive")
+        object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "_step_us", delta // _TINY)
+        if self.anchor is not None:
+            object.__setattr__(self, "anchor", _utc(self.anchor, "start_date"))
+        _load_timezone(self.timezone)
+
+    def describe(self) -> dict[str, object]:
+        seconds = self.delta.total_seconds()
+        return {"type": "timedelta", "seconds": int(seconds) if seconds.is_integer() else seconds}
+
+    def summary(self) -> str:
+        return f"every {self.delta}"
+
+    def _bind(self, start_date: DateTime) -> DeltaSchedule:
+        return self if self.anchor is not None else DeltaSchedule(self.delta, start_date, self.timezone)
+
+    def _origin(self) -> int:
+        return 0 if self.anchor is None else _micros(self.anchor)
+
+    def _after(self, t: DateTime) -> DateTime:
+        origin = self._origin()
+        k = (_micros(t) - origin) // self._step_us + 1
+        return _from_micros(origin + k * self._step_us)
+
+    def _before(self, t: DateTime) -> DateTime:
+        origin = self._origin()
+        k = -((origin - _micros(t)) // self._step_us) - 1
+        return _from_micros(origin + k * self._step_us)
+
+    def interval_for(self, logical_date: DateTime) -> DataInterval:
+        d = _utc(logical_date, "logical date")
+        return DataInterval(d, d + self.delta)
+
+
+@dataclass(frozen=True, slots=True)
+class OnceSchedule(Schedule):
+    """@once: a single run with data interval [start_date, start_date]."""
+
+    timezone: str = "UTC"
+
+    def describe(self) -> dict[str, object]:
+        return {"type": "once"}
+
+    def summary(self) -> str:
+        return "@once"
+
+    def next_interval(
+        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+    ) -> DataInterval | None:
+        start = _utc(start_date, "start_date")
+        if after is not None or (end_date is not None and start > _utc(end_date, "end_date")):
+            return None
+        return DataInterval(start, start)
+
+    def intervals_between(
+        self, earliest: DateTime, latest: DateTime, *, start_date: DateTime, end_date: DateTime | None
+    ) -> list[DataInterval]:
+        interval = self.next_interval(after=None, start_date=start_date, end_date=end_date)
+        if interval is None or not _utc(earliest, "earliest") <= interval.start <= _utc(latest, "latest"):
+            return []
+        return [interval]
+
+    def interval_for(self, logical_date: DateTime) -> DataInterval:
+        d = _utc(logical_date, "logical date")
+        return DataInterval(d, d)
+
+    def is_tick(self, d: DateTime) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class NoSchedule(Schedule):
+    """None: runs only when triggered or signalled."""
+
+    timezone: str = "UTC"
+
+    def describe(self) -> dict[str, object]:
+        return {"type": "none"}
+
+    def summary(self) -> str:
+        return "None"
+
+    def next_interval(
+        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+    ) -> DataInterval | None:
+        return None
+
+    def intervals_between(
+        self, earliest: DateTime, latest: DateTime, *, start_date: DateTime, end_date: DateTime | None
+    ) -> list[DataInterval]:
+        return []
+
+    def interval_for(self, logical_date: DateTime) -> DataInterval:
+        d = _utc(logical_date, "logical date")
+        return DataInterval(d, d)
+
+    def is_tick(self, d: DateTime) -> bool:
+        return False
+
+
+def parse_schedule(
+    value: str | dt.timedelta | Schedule | None, *, timezone: str = "UTC", start_date: DateTime | None = None
+) -> Schedule:
+    """Build a Schedule from a DAG's `schedule` argument; ScheduleError names a bad value.
+
+    A Schedule instance is returned unchanged.
+    """
+    if isinstance(value, Schedule):
+        return value
+    if value is None:
+        _load_timezone(timezone)
+        return NoSchedule(timezone=timezone)
+    if isinstance(value, dt.timedelta):
+        return DeltaSchedule(value, anchor=start_date, timezone=timezone)
+    if isinstance(value, str):
+        if value.strip().lower() == "@once":
+            _load_timezone(timezone)
+            return OnceSchedule(timezone=timezone)
+        return CronSchedule(value, timezone=timezone)
+    raise ScheduleError(
+        f"unsupported schedule {value!r}: expected a cron string, a preset, @once, a timedelta or None"
+    )
+
+
+def due_intervals(
+    schedule: Schedule,
+    *,
+    start_date: DateTime,
+    end_date: DateTime | None,
+    after: DateTime | None,
+    now: DateTime,
+    catchup: bool,
+    limit: int | None = None,
+) -> list[DataInterval]:
+    """Intervals to create by `now`, walking from `after`: those that have ended (end <= now).
+
+    catchup: all of them, oldest first (at most `limit`); otherwise only the latest one.
+    """
+    now = _utc(now, "now")
+    if limit is not None and limit <= 0:
+        return []
+    if not catchup:
+        latest = schedule._latest_due(start_date=start_date, end_date=end_date, after=after, now=now)
+        return [] if latest is None else [latest]
+    result: list[DataInterval] = []
+    interval = schedule.next_interval(after=after, start_date=start_date, end_date=end_date)
+    while interval is not None and interval.end <= now and (limit is None or len(result) < limit):
+        result.append(interval)
+        interval = schedule.next_interval(after=interval.end, start_date=start_date, end_date=end_date)
+    return result
+
+
+def upcoming_intervals(
+    schedule: Schedule, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, n: int
+) -> list[DataInterval]:
+    """The next `n` intervals from `after`, due or not (for `ledger dags next-runs`)."""
+    result: list[DataInterval] = []
+    interval = schedule.next_interval(after=after, start_date=start_date, end_date=end_date)
+    while interval is not None and len(result) < n:
+        result.append(interval)
+        interval = schedule.next_interval(after=interval.end, start_date=start_date, end_date=end_date)
+    return result

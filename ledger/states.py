@@ -1,0 +1,50 @@
+"""The states runs and task instances move through, and what counts as finished."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunType(StrEnum):
+    SCHEDULED = "scheduled"
+    BACKFILL = "backfill"
+    MANUAL = "manual"
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    OVERRIDDEN = "overridden"
+
+
+class TaskState(StrEnum):
+    SCHEDULED = "scheduled"  # created, waiting for its dependencies
+    QUEUED = "queued"  # handed to an executor, try number taken
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    UP_FOR_RETRY = "up_for_retry"
+    SKIPPED = "skipped"
+    UPSTREAM_FAILED = "upstream_failed"
+
+
+class BackfillState(StrEnum):
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class JobState(StrEnum):
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+
+
+FINISHED_RUN_STATES = frozenset({RunState.SUCCESS, RunState.FAILED})
+UNFINISHED_RUN_STATES = frozenset({RunState.QUEUED, RunState.RUNNING})
+FINISHED_TASK_STATES = frozenset(
+    {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED}
+)

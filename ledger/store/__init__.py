@@ -1,0 +1,1 @@
+"""Persistence: functions that take a caller's Session and never commit."""

@@ -1,0 +1,119 @@
+"""DAG rows, their versions, and import errors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from ledger.errors import DagNotFound, InvalidInput
+from ledger.models import Dag, DagVersion, ImportError_
+from ledger.store import events
+from ledger.versions import DagSpec, spec_from_json
+
+
+def register(session: Session, *, dag_id: str, fileloc: str, version_hash: str, structure: str,
+             schedule: str, timezone: str, now: datetime, actor: str) -> bool:
+    """Record that `fileloc` defines `dag_id` with this structure. Returns True when the version is new."""
+    dag = session.get(Dag, dag_id)
+    if dag is None:
+        dag = Dag(dag_id=dag_id, fileloc=fileloc, schedule=schedule, timezone=timezone, is_paused=False,
+                  is_active=True)
+        session.add(dag)
+        session.flush()
+    dag.fileloc, dag.schedule, dag.timezone, dag.is_active, dag.last_parsed_at = (
+        fileloc, schedule, timezone, True, now)
+    if dag.current_version == version_hash:
+        return False
+    known = session.scalar(select(DagVersion.id).where(DagVersion.dag_id == dag_id,
+                                                        DagVersion.version_hash == version_hash))
+    previous = dag.current_version
+    dag.current_version = version_hash
+    if known is None:
+        session.add(DagVersion(dag_id=dag_id, version_hash=version_hash, structure=structure, created_at=now))
+        events.record(session, "version_registered", at=now, actor=actor, dag_id=dag_id,
+                      version=version_hash, previous_version=previous, fileloc=fileloc, schedule=schedule)
+        return True
+    events.record(session, "version_reverted", at=now, actor=actor, dag_id=dag_id, version=version_hash,
+                  previous_version=previous, fileloc=fileloc)
+    return False
+
+
+def deactivate_missing(session: Session, *, present: set[str], fileloc: str | None = None) -> None:
+    """Mark DAGs no longer defined (in `fileloc`, or anywhere) as inactive; their history stays."""
+    stmt = select(Dag).where(Dag.is_active.is_(True))
+    if fileloc is not None:
+        stmt = stmt.where(Dag.fileloc == fileloc)
+    for dag in session.scalars(stmt):
+        if dag.dag_id not in present:
+            dag.is_active = False
+
+
+def set_import_error(session: Session, fileloc: str, error: str, now: datetime) -> None:
+    row = session.scalar(select(ImportError_).where(ImportError_.fileloc == fileloc))
+    if row is None:
+        session.add(ImportError_(fileloc=fileloc, error=error, at=now))
+    elif row.error != error:
+        row.error, row.at = error, now
+
+
+def clear_import_errors(session: Session, filelocs: list[str]) -> None:
+    if filelocs:
+        session.execute(delete(ImportError_).where(ImportError_.fileloc.in_(filelocs)))
+
+
+def import_errors(session: Session) -> list[ImportError_]:
+    return list(session.scalars(select(ImportError_).order_by(ImportError_.fileloc)))
+
+
+def get(session: Session, dag_id: str, *, active_only: bool = True) -> Dag:
+    dag = session.get(Dag, dag_id)
+    if dag is None or (active_only and not dag.is_active) or dag.current_version is None:
+        raise DagNotFound(dag_id)
+    return dag
+
+
+def listing(session: Session, *, include_inactive: bool = False) -> list[Dag]:
+    stmt = select(Dag).order_by(Dag.dag_id)
+    if not include_inactive:
+        stmt = stmt.where(Dag.is_active.is_(True))
+    return list(session.scalars(stmt))
+
+
+def versions(session: Session, dag_id: str) -> list[DagVersion]:
+    return list(session.scalars(select(DagVersion).where(DagVersion.dag_id == dag_id)
+                                .order_by(DagVersion.created_at, DagVersion.id)))
+
+
+def version(session: Session, dag_id: str, version_hash: str) -> DagVersion:
+    """A version by its full hash or an unambiguous prefix."""
+    rows = list(session.scalars(select(DagVersion).where(DagVersion.dag_id == dag_id,
+                                                         DagVersion.version_hash.startswith(version_hash))))
+    if len(rows) != 1:
+        what = "no" if not rows else "more than one"
+        raise InvalidInput(f"{what} version of DAG {dag_id!r} matches {version_hash!r}; "
+                           f"see `ledger dags versions {dag_id}`")
+    return rows[0]
+
+
+_spec_cache: dict[tuple[str, str], DagSpec] = {}
+
+
+def spec(session: Session, dag_id: str, version_hash: str) -> DagSpec:
+    """The DagSpec of a stored version (versions never change, so they are cached per process)."""
+    key = (dag_id, version_hash)
+    found = _spec_cache.get(key)
+    if found is None:
+        text = session.scalar(select(DagVersion.structure).where(DagVersion.dag_id == dag_id,
+                                                                 DagVersion.version_hash == version_hash))
+        if text is None:
+            raise DagNotFound(dag_id)
+        found = _spec_cache[key] = spec_from_json(version_hash, text)
+    return found
+
+
+def current_spec(session: Session, dag_id: str) -> DagSpec:
+    dag = get(session, dag_id)
+    assert dag.current_version is not None
+    return spec(session, dag_id, dag.current_version)

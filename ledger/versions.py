@@ -1,0 +1,129 @@
+"""DAG versions: a canonical JSON description of a DAG's structure, its sha256, and the spec read back.
+
+The scheduler decides from specs (stored JSON), never from user code: a run's task instances and
+its schedule facts come from the version it was created with ("as-was" history).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pendulum
+from pendulum import DateTime
+
+from ledger.schedule import Schedule, parse_schedule
+
+if TYPE_CHECKING:
+    from ledger.dag import DAG
+
+FORMAT = 1
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def hash_structure(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def structure_of(dag: DAG) -> dict[str, Any]:
+    """Everything that defines the DAG: tasks with kind and arguments, edges, schedule and settings."""
+    return {
+        "format": FORMAT,
+        "dag_id": dag.dag_id,
+        "schedule": dag.schedule.describe(),
+        "timezone": dag.timezone,
+        "start_date": dag.start_date.isoformat(),
+        "end_date": dag.end_date.isoformat() if dag.end_date else None,
+        "catchup": dag.catchup,
+        "max_active_runs": dag.max_active_runs,
+        "max_active_tasks": dag.max_active_tasks,
+        "tasks": [
+            {"task_id": t.task_id, "kind": t.kind, "upstream": sorted(t.upstream_ids), **t.settings(),
+             "definition": t.definition()}
+            for t in (dag.tasks[tid] for tid in sorted(dag.tasks))
+        ],
+    }
+
+
+def version_of(dag: DAG) -> tuple[str, str]:
+    """(version hash, canonical JSON text) of a DAG."""
+    text = canonical_json(structure_of(dag))
+    return hash_structure(text), text
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    task_id: str
+    kind: str
+    upstream: tuple[str, ...]
+    retries: int
+    retry_delay: float
+    depends_on_past: bool
+    wait_for_downstream: bool
+    trigger_rule: str
+    pool: str
+    priority_weight: int
+    execution_timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DagSpec:
+    dag_id: str
+    version_hash: str
+    schedule: Schedule
+    timezone: str
+    start_date: DateTime
+    end_date: DateTime | None
+    catchup: bool
+    max_active_runs: int
+    max_active_tasks: int
+    tasks: dict[str, TaskSpec]
+
+    def downstream(self) -> dict[str, list[str]]:
+        down: dict[str, list[str]] = {tid: [] for tid in self.tasks}
+        for t in self.tasks.values():
+            for up in t.upstream:
+                down[up].append(t.task_id)
+        return down
+
+
+def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:
+    kind = desc.get("type")
+    value: str | timedelta | None
+    if kind == "cron":
+        value = str(desc["expression"])
+    elif kind == "timedelta":
+        value = timedelta(seconds=float(desc["seconds"]))
+    elif kind == "once":
+        value = "@once"
+    else:
+        value = None
+    return parse_schedule(value, timezone=timezone, start_date=start_date)
+
+
+def spec_from_json(version_hash: str, text: str) -> DagSpec:
+    data = json.loads(text)
+    start = pendulum.parse(data["start_date"])
+    end = pendulum.parse(data["end_date"]) if data.get("end_date") else None
+    assert isinstance(start, DateTime) and (end is None or isinstance(end, DateTime))
+    tasks = {
+        t["task_id"]: TaskSpec(
+            task_id=t["task_id"], kind=t["kind"], upstream=tuple(t["upstream"]), retries=t["retries"],
+            retry_delay=t["retry_delay"], depends_on_past=t["depends_on_past"],
+            wait_for_downstream=t["wait_for_downstream"], trigger_rule=t["trigger_rule"], pool=t["pool"],
+            priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
+        )
+        for t in data["tasks"]
+    }
+    return DagSpec(
+        dag_id=data["dag_id"], version_hash=version_hash,
+        schedule=schedule_from_description(data["schedule"], timezone=data["timezone"], start_date=start),
+        timezone=data["timezone"], start_date=start, end_date=end, catchup=data["catchup"],
+        max_active_runs=data["max_active_runs"], max_active_tasks=data["max_active_tasks"], tasks=tasks,
+    )

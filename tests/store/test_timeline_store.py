@@ -1,0 +1,165 @@
+"""The timeline's persistence: splices and overrides in a real database keep the invariant."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from ledger import DAG, BashTask
+from ledger.errors import TimelineConflict
+from ledger.models import DagRun, Event, TaskInstance
+from ledger.states import RunState, RunType
+from ledger.store import dags as dag_store
+from ledger.store import runs as run_store
+from ledger.sync import register_dag
+from ledger.timeline import ChainRun, chain_violations
+
+T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
+
+
+def a_dag(dag_id: str = "daily", tasks: tuple[str, ...] = ("a", "b")) -> DAG:
+    with DAG(dag_id, schedule="@daily", start_date=T0, catchup=True) as dag:
+        for t in tasks:
+            BashTask(t, f"echo {t}")
+    dag.fileloc = "/dags/daily.py"
+    return dag
+
+
+def setup_dag(session: Any, clock: Any, dag: DAG | None = None) -> Any:
+    dag = dag or a_dag()
+    register_dag(session, dag, now=clock.now(), actor="test")
+    return dag_store.current_spec(session, dag.dag_id)
+
+
+def add(session: Any, spec: Any, day: int, clock: Any, *, replace: bool = False,
+        run_type: RunType = RunType.BACKFILL) -> DagRun:
+    at = T0.add(days=day)
+    return run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(at), run_type),
+                            now=clock.now(), actor="test", replace=replace)
+
+
+def chain(session: Any, dag_id: str = "daily") -> list[ChainRun]:
+    rows = session.execute(select(DagRun).where(DagRun.dag_id == dag_id)).scalars()
+    return [ChainRun(r.id, r.logical_date, r.previous_run_id, r.state != "overridden", r.overridden_by)
+            for r in rows]
+
+
+def test_splice_into_a_gap_relinks_the_next_run_and_records_events(session: Any, clock: Any) -> None:
+    spec = setup_dag(session, clock)
+    first = add(session, spec, 0, clock)
+    last = add(session, spec, 5, clock)
+    middle = add(session, spec, 2, clock)
+    session.flush()
+    session.refresh(last)
+    assert middle.previous_run_id == first.id
+    assert last.previous_run_id == middle.id
+    kinds = [e.kind for e in session.scalars(select(Event).where(Event.run_id.is_not(None)).order_by(Event.id))]
+    assert kinds == ["run_created", "run_created", "run_created", "run_spliced"]
+    assert chain_violations(chain(session)) == []
+
+
+def test_override_keeps_the_old_run_its_task_instances_version_and_previous(session: Any, clock: Any) -> None:
+    spec_v1 = setup_dag(session, clock)
+    a = add(session, spec_v1, 0, clock)
+    old = add(session, spec_v1, 1, clock)
+    spec_v2 = setup_dag(session, clock, a_dag(tasks=("a", "b", "c")))
+    assert spec_v2.version_hash != spec_v1.version_hash
+    new = add(session, spec_v2, 1, clock, replace=True)
+    session.refresh(old)
+    assert old.state == RunState.OVERRIDDEN
+    assert old.overridden_by == new.id
+    assert old.previous_run_id == a.id
+    assert old.version_hash == spec_v1.version_hash
+    old_tasks = {ti.task_id for ti in run_store.task_instances(session, old.id)}
+    new_tasks = {ti.task_id for ti in run_store.task_instances(session, new.id)}
+    assert (old_tasks, new_tasks) == ({"a", "b"}, {"a", "b", "c"})
+    assert chain_violations(chain(session)) == []
+
+
+def test_a_held_date_is_refused_without_replace(session: Any, clock: Any) -> None:
+    spec = setup_dag(session, clock)
+    add(session, spec, 0, clock)
+    with pytest.raises(TimelineConflict):
+        add(session, spec, 0, clock)
+
+
+def test_the_database_refuses_two_live_runs_for_one_date(session: Any, clock: Any) -> None:
+    spec = setup_dag(session, clock)
+    run = add(session, spec, 0, clock)
+    other = add(session, spec, 1, clock)
+    with pytest.raises(IntegrityError):
+        session.execute(update(DagRun).where(DagRun.id == other.id).values(logical_date=run.logical_date))
+
+
+def test_overridden_runs_may_share_a_date(session: Any, clock: Any) -> None:
+    spec = setup_dag(session, clock)
+    for _ in range(3):
+        add(session, spec, 0, clock, replace=True)
+    states = sorted(r.state for r in session.scalars(select(DagRun)))
+    assert states == ["overridden", "overridden", "queued"]
+
+
+def test_a_run_in_flight_cannot_be_overridden(session: Any, clock: Any) -> None:
+    spec = setup_dag(session, clock)
+    run = add(session, spec, 0, clock)
+    run.lock_holder = 7
+    session.flush()
+    with pytest.raises(TimelineConflict, match="in flight"):
+        add(session, spec, 0, clock, replace=True)
+
+
+def test_every_task_instance_belongs_to_a_run(session: Any, clock: Any) -> None:
+    spec = setup_dag(session, clock)
+    add(session, spec, 0, clock)
+    tis = list(session.scalars(select(TaskInstance)))
+    assert len(tis) == 2 and all(ti.run_id is not None for ti in tis)
+
+
+def test_splicing_costs_a_constant_number_of_queries(sessions: Any, clock: Any) -> None:
+    from sqlalchemy import event
+
+    with sessions.begin() as session:
+        spec = setup_dag(session, clock)
+        for day in range(0, 400, 2):
+            add(session, spec, day, clock)
+    counts = []
+    for day in (1, 201, 399):
+        statements: list[str] = []
+        with sessions.begin() as session:
+            engine = session.get_bind()
+            def listener(*args: Any, seen: list[str] = statements) -> None:
+                seen.append(args[2])
+
+            event.listen(engine, "before_cursor_execute", listener)
+            add(session, spec, day, clock)
+            session.flush()
+            event.remove(engine, "before_cursor_execute", listener)
+        counts.append(len(statements))
+    assert counts[0] == counts[1] <= 10 and counts[2] <= counts[0]  # the tail has nothing to relink
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 15), st.booleans()), min_size=1, max_size=25))
+def test_random_splices_and_overrides_in_the_database_keep_the_invariant(
+        sessions: Any, clock: Any, ops: list[tuple[int, bool]]) -> None:
+    with sessions.begin() as session:
+        session.execute(TaskInstance.__table__.delete())  # a fresh timeline per example
+        session.execute(DagRun.__table__.delete().where(DagRun.dag_id == "prop"))
+        spec = setup_dag(session, clock, a_dag("prop", tasks=("a",)))
+    for day, replace in ops:
+        with sessions.begin() as session:
+            held = run_store.live_at(session, "prop", T0 + timedelta(days=day)) is not None
+            if held and not replace:
+                with pytest.raises(TimelineConflict):
+                    add(session, spec, day, clock)
+            else:
+                add(session, spec, day, clock, replace=replace)
+    with sessions.begin() as session:
+        assert chain_violations(chain(session, "prop")) == []

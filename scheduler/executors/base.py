@@ -1,0 +1,83 @@
+"""The executor interface: the scheduler hands over work items and drains task events.
+
+Executors never touch the database: the job that holds a run's lock writes every state change of
+its task instances, so one writer owns each run. Workers die with the process that started them.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One try of one task instance."""
+
+    ti_id: int
+    run_id: int
+    dag_id: str
+    task_id: str
+    try_number: int
+    fileloc: str  # the DAG file that defines the task
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    dag_version: str
+    run_type: str
+    log_path: str  # $LEDGER_HOME/logs/<dag>/<run>/<task>/try_<n>.log
+    execution_timeout: float | None = None  # seconds; the try is killed and fails when exceeded
+    conf: dict[str, Any] = field(default_factory=dict)
+    priority_weight: int = 1
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """Something that happened to a try: it started (with its pid) or it finished (with its state)."""
+
+    ti_id: int
+    try_number: int
+    kind: Literal["started", "finished"]
+    at: float  # wall-clock time.time() when it happened
+    state: Literal["success", "failed", "skipped"] | None = None  # for finished
+    pid: int | None = None
+    reason: str | None = None  # one line: "exit code 1", "timed out after 5.0 s", "worker died"
+
+
+class Executor(abc.ABC):
+    """Runs tries of task instances somewhere and reports what happened to them."""
+
+    def __init__(self, parallelism: int) -> None:
+        if parallelism < 1:
+            raise ValueError("parallelism must be >= 1")
+        self.parallelism = parallelism
+
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def open_slots(self) -> int:
+        """How many more work items can be submitted now."""
+
+    @abc.abstractmethod
+    def submit(self, item: WorkItem) -> None: ...
+
+    @abc.abstractmethod
+    def drain(self) -> list[TaskEvent]:
+        """Events that happened since the last call, without blocking (also runs housekeeping:
+        detecting dead workers, which yields a finished/failed event with reason 'worker died')."""
+
+    @abc.abstractmethod
+    def wait_handles(self) -> list[Any]:
+        """Objects that become readable when events arrive (for multiprocessing.connection.wait)."""
+
+    @abc.abstractmethod
+    def in_flight(self) -> set[int]:
+        """ti ids submitted and not yet reported finished."""
+
+    @abc.abstractmethod
+    def end(self, grace: float) -> list[TaskEvent]:
+        """Take no more work; let running tries finish within `grace` seconds, then kill them
+        (reported as failed with reason 'stopped by shutdown'); stop workers; return the last events."""

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
-from cli import dags, db, events, runs, timeline, trigger
+from cli import dags, db, events, runs, scheduler, timeline, trigger
 from ledger.errors import LedgerError
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.add_typer(runs.app, name="runs")
 app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)
+app.command("scheduler")(scheduler.scheduler)
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 

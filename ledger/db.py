@@ -40,10 +40,16 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        # every transaction takes the write lock up front: no deadlocks from read-to-write upgrades
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # a transaction that may write takes the write lock up front: no deadlocks from read-to-write
+        # upgrades; readers (engines made by `reader`) begin a plain deferred transaction
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("ledger_read_only") else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def reader(engine: Engine) -> Engine:
+    """The same engine for read-only work: on SQLite its transactions do not take the write lock."""
+    return engine.execution_options(ledger_read_only=True)
 
 
 def make_sessions(engine: Engine) -> sessionmaker[Session]:

@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import abc
 import calendar
+import collections
 import datetime as dt
+import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pendulum
 from croniter import CroniterBadDateError, CroniterError, croniter
@@ -52,29 +54,15 @@ from pendulum.tz.timezone import FixedTimezone, Timezone
 from ledger.errors import LedgerError
 
 __all__ = [
-    "PRESETS",
-    "CronSchedule",
-    "DataInterval",
-    "DeltaSchedule",
-    "NoSchedule",
-    "OnceSchedule",
-    "Schedule",
-    "ScheduleError",
-    "due_intervals",
-    "parse_schedule",
-    "upcoming_intervals",
-]
+    "PRESETS", "CronSchedule", "DataInterval", "DeltaSchedule", "NoSchedule", "OnceSchedule", "Schedule",
+    "ScheduleError", "due_intervals", "parse_schedule", "upcoming_intervals",
+]  # fmt: skip
 
-UTC = pendulum.UTC
+_UTC = pendulum.UTC
 PRESETS: dict[str, str] = {
-    "@hourly": "0 * * * *",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@weekly": "0 0 * * 0",
-    "@monthly": "0 0 1 * *",
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-}
+    "@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *",
+}  # fmt: skip
 _MINUTE = dt.timedelta(minutes=1)
 _TINY = dt.timedelta(microseconds=1)
 # Largest UTC-offset change we handle exactly at a DST/offset transition (real ones are <= 2 h).
@@ -104,7 +92,7 @@ class DataInterval:
 def _utc(d: dt.datetime, what: str = "datetime") -> DateTime:
     if d.tzinfo is None or d.utcoffset() is None:
         raise ScheduleError(f"{what} must be timezone-aware, got naive {d.isoformat()}")
-    return pendulum.instance(d).in_timezone(UTC)
+    return pendulum.instance(d).in_timezone(_UTC)
 
 
 def _load_timezone(name: str) -> Timezone | FixedTimezone:
@@ -116,6 +104,10 @@ def _load_timezone(name: str) -> Timezone | FixedTimezone:
 
 def _floor_minute(w: dt.datetime) -> dt.datetime:
     return w.replace(second=0, microsecond=0)
+
+
+def _beyond(a: dt.datetime, b: dt.datetime, forward: bool) -> bool:
+    return a > b if forward else a < b
 
 
 class Schedule(abc.ABC):
@@ -146,11 +138,7 @@ class Schedule(abc.ABC):
 
     @abc.abstractmethod
     def interval_for(self, logical_date: DateTime) -> DataInterval:
-        """Data interval of a run at an arbitrary logical date.
-
-        On a tick: [d, next tick). Off a tick: the interval containing d, [previous tick, next
-        tick). Timedelta: [d, d + delta). @once and None: [d, d].
-        """
+        """Data interval of a run at an arbitrary date: on a tick [d, next tick), else the one containing d."""
 
     @abc.abstractmethod
     def is_tick(self, d: DateTime) -> bool:
@@ -159,12 +147,9 @@ class Schedule(abc.ABC):
     def _latest_due(
         self, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, now: DateTime
     ) -> DataInterval | None:
-        latest = None
-        interval = self.next_interval(after=after, start_date=start_date, end_date=end_date)
-        while interval is not None and interval.end <= now:
-            latest = interval
-            interval = self.next_interval(after=interval.end, start_date=start_date, end_date=end_date)
-        return latest
+        due = itertools.takewhile(lambda i: i.end <= now, _walk(self, start_date, end_date, after))
+        last = collections.deque(due, maxlen=1)
+        return last[0] if last else None
 
 
 class _PeriodicSchedule(Schedule):
@@ -173,12 +158,14 @@ class _PeriodicSchedule(Schedule):
     __slots__ = ()
 
     @abc.abstractmethod
-    def _after(self, t: DateTime) -> DateTime:
-        """The smallest tick strictly after t (t in UTC)."""
+    def _tick(self, t: DateTime, forward: bool) -> DateTime:
+        """The nearest tick strictly after (forward) or strictly before t (t in UTC)."""
 
-    @abc.abstractmethod
+    def _after(self, t: DateTime) -> DateTime:
+        return self._tick(t, True)
+
     def _before(self, t: DateTime) -> DateTime:
-        """The largest tick strictly before t (t in UTC)."""
+        return self._tick(t, False)
 
     def _bind(self, start_date: DateTime) -> _PeriodicSchedule:
         return self
@@ -296,56 +283,37 @@ class CronSchedule(_PeriodicSchedule):
 
     def _localize(self, wall: dt.datetime) -> DateTime:
         # fold=1: the second occurrence of an ambiguous time; a non-existent time moves forward.
-        return pendulum.instance(self._tz.convert(wall.replace(fold=1))).in_timezone(UTC)
+        return pendulum.instance(self._tz.convert(wall.replace(fold=1))).in_timezone(_UTC)
 
-    def _cron(self, wall: dt.datetime) -> Any:
-        return croniter(self.expression, wall)
-
-    def _step(self, cron: Any, forward: bool) -> dt.datetime:
+    def _step(self, start: dt.datetime, forward: bool) -> Iterator[dt.datetime]:
+        """Iterate wall-clock ticks strictly after (forward) or before a whole-minute wall time."""
+        cron = croniter(self.expression, start)
         try:
-            result: dt.datetime = cron.get_next(dt.datetime) if forward else cron.get_prev(dt.datetime)
+            while True:
+                yield cron.get_next(dt.datetime) if forward else cron.get_prev(dt.datetime)
         except CroniterBadDateError:
             raise ScheduleError(f"cron expression {self.expression!r} has no further date") from None
-        return result
 
-    # -- ticks ----------------------------------------------------------------------------------
-    def _after(self, t: DateTime) -> DateTime:
-        if self._fixed:
-            wall = self._wall(t)
-            return t + (self._step(self._cron(_floor_minute(wall)), True) - wall)
-        # Localizing is monotonic except right after a spring-forward gap, so scan the wall ticks
-        # that could map after t and keep the smallest instant.
-        cron = self._cron(_floor_minute(self._wall(t) - _WINDOW))
-        best: DateTime | None = None
-        stop = dt.datetime.max
-        while True:
-            wall = self._step(cron, True)
-            if best is not None and wall > stop:
-                return best
-            instant = self._localize(wall)
-            if instant > t and (best is None or instant < best):
-                if best is None:
-                    stop = wall + _WINDOW
-                best = instant
-
-    def _before(self, t: DateTime) -> DateTime:
-        if self._fixed:
-            wall = self._wall(t)
+    def _tick(self, t: DateTime, forward: bool) -> DateTime:
+        wall = self._wall(t)
+        if self._fixed:  # the wall-clock distance to the next/previous match, added to absolute time
             floor = _floor_minute(wall)
-            start = floor if floor == wall else floor + _MINUTE
-            return t - (wall - self._step(self._cron(start), False))
-        cron = self._cron(_floor_minute(self._wall(t) + _WINDOW) + _MINUTE)
+            match = next(self._step(floor if forward or floor == wall else floor + _MINUTE, forward))
+            return t + (match - wall)
+        # Localizing wall ticks is monotonic except right after a spring-forward gap, so scan every
+        # wall tick that could land on the nearest instant (within _WINDOW of the first hit).
+        start = _floor_minute(wall - _WINDOW) if forward else _floor_minute(wall + _WINDOW) + _MINUTE
         best: DateTime | None = None
-        stop = dt.datetime.min
-        while True:
-            wall = self._step(cron, False)
-            if best is not None and wall < stop:
+        stop = wall
+        for candidate in self._step(start, forward):
+            if best is not None and _beyond(candidate, stop, forward):
                 return best
-            instant = self._localize(wall)
-            if instant < t and (best is None or instant > best):
+            instant = self._localize(candidate)
+            if _beyond(instant, t, forward) and (best is None or _beyond(best, instant, forward)):
                 if best is None:
-                    stop = wall - _WINDOW
+                    stop = candidate + _WINDOW if forward else candidate - _WINDOW
                 best = instant
+        raise AssertionError("unreachable: croniter iterates forever")  # pragma: no cover
 
 
 def _micros(d: dt.datetime) -> int:
@@ -353,7 +321,7 @@ def _micros(d: dt.datetime) -> int:
 
 
 def _from_micros(us: int) -> DateTime:
-    return pendulum.instance(_EPOCH + dt.timedelta(microseconds=us)).in_timezone(UTC)
+    return pendulum.instance(_EPOCH + dt.timedelta(microseconds=us)).in_timezone(_UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,17 +353,10 @@ class DeltaSchedule(_PeriodicSchedule):
     def _bind(self, start_date: DateTime) -> DeltaSchedule:
         return self if self.anchor is not None else DeltaSchedule(self.delta, start_date, self.timezone)
 
-    def _origin(self) -> int:
-        return 0 if self.anchor is None else _micros(self.anchor)
-
-    def _after(self, t: DateTime) -> DateTime:
-        origin = self._origin()
-        k = (_micros(t) - origin) // self._step_us + 1
-        return _from_micros(origin + k * self._step_us)
-
-    def _before(self, t: DateTime) -> DateTime:
-        origin = self._origin()
-        k = -((origin - _micros(t)) // self._step_us) - 1
+    def _tick(self, t: DateTime, forward: bool) -> DateTime:
+        origin = 0 if self.anchor is None else _micros(self.anchor)
+        offset = _micros(t) - origin
+        k = offset // self._step_us + 1 if forward else -(-offset // self._step_us) - 1
         return _from_micros(origin + k * self._step_us)
 
     def interval_for(self, logical_date: DateTime) -> DataInterval:
@@ -403,25 +364,13 @@ class DeltaSchedule(_PeriodicSchedule):
         return DataInterval(d, d + self.delta)
 
 
-@dataclass(frozen=True, slots=True)
-class OnceSchedule(Schedule):
-    """@once: a single run with data interval [start_date, start_date]."""
+class _AperiodicSchedule(Schedule):
+    """At most one scheduled interval, [start_date, start_date]; manual dates get [d, d]."""
 
-    timezone: str = "UTC"
+    __slots__ = ()
 
-    def describe(self) -> dict[str, object]:
-        return {"type": "once"}
-
-    def summary(self) -> str:
-        return "@once"
-
-    def next_interval(
-        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
-    ) -> DataInterval | None:
-        start = _utc(start_date, "start_date")
-        if after is not None or (end_date is not None and start > _utc(end_date, "end_date")):
-            return None
-        return DataInterval(start, start)
+    def __post_init__(self) -> None:
+        _load_timezone(self.timezone)
 
     def intervals_between(
         self, earliest: DateTime, latest: DateTime, *, start_date: DateTime, end_date: DateTime | None
@@ -440,7 +389,28 @@ class OnceSchedule(Schedule):
 
 
 @dataclass(frozen=True, slots=True)
-class NoSchedule(Schedule):
+class OnceSchedule(_AperiodicSchedule):
+    """@once: a single run with data interval [start_date, start_date], if none was scheduled yet."""
+
+    timezone: str = "UTC"
+
+    def describe(self) -> dict[str, object]:
+        return {"type": "once"}
+
+    def summary(self) -> str:
+        return "@once"
+
+    def next_interval(
+        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+    ) -> DataInterval | None:
+        start = _utc(start_date, "start_date")
+        if after is not None or (end_date is not None and start > _utc(end_date, "end_date")):
+            return None
+        return DataInterval(start, start)
+
+
+@dataclass(frozen=True, slots=True)
+class NoSchedule(_AperiodicSchedule):
     """None: runs only when triggered or signalled."""
 
     timezone: str = "UTC"
@@ -456,18 +426,6 @@ class NoSchedule(Schedule):
     ) -> DataInterval | None:
         return None
 
-    def intervals_between(
-        self, earliest: DateTime, latest: DateTime, *, start_date: DateTime, end_date: DateTime | None
-    ) -> list[DataInterval]:
-        return []
-
-    def interval_for(self, logical_date: DateTime) -> DataInterval:
-        d = _utc(logical_date, "logical date")
-        return DataInterval(d, d)
-
-    def is_tick(self, d: DateTime) -> bool:
-        return False
-
 
 def parse_schedule(
     value: str | dt.timedelta | Schedule | None, *, timezone: str = "UTC", start_date: DateTime | None = None
@@ -479,18 +437,23 @@ def parse_schedule(
     if isinstance(value, Schedule):
         return value
     if value is None:
-        _load_timezone(timezone)
         return NoSchedule(timezone=timezone)
     if isinstance(value, dt.timedelta):
         return DeltaSchedule(value, anchor=start_date, timezone=timezone)
     if isinstance(value, str):
         if value.strip().lower() == "@once":
-            _load_timezone(timezone)
             return OnceSchedule(timezone=timezone)
         return CronSchedule(value, timezone=timezone)
-    raise ScheduleError(
-        f"unsupported schedule {value!r}: expected a cron string, a preset, @once, a timedelta or None"
-    )
+    raise ScheduleError(f"unsupported schedule {value!r}: expected a cron string, a preset, @once, a timedelta or None")
+
+
+def _walk(
+    schedule: Schedule, start_date: DateTime, end_date: DateTime | None, after: DateTime | None
+) -> Iterator[DataInterval]:
+    interval = schedule.next_interval(after=after, start_date=start_date, end_date=end_date)
+    while interval is not None:
+        yield interval
+        interval = schedule.next_interval(after=interval.end, start_date=start_date, end_date=end_date)
 
 
 def due_intervals(
@@ -505,7 +468,8 @@ def due_intervals(
 ) -> list[DataInterval]:
     """Intervals to create by `now`, walking from `after`: those that have ended (end <= now).
 
-    catchup: all of them, oldest first (at most `limit`); otherwise only the latest one.
+    catchup: all of them, oldest first (at most `limit`); otherwise only the latest one, found by
+    jumping back from `now` rather than walking (cheap even when `after` is years behind).
     """
     now = _utc(now, "now")
     if limit is not None and limit <= 0:
@@ -513,21 +477,12 @@ def due_intervals(
     if not catchup:
         latest = schedule._latest_due(start_date=start_date, end_date=end_date, after=after, now=now)
         return [] if latest is None else [latest]
-    result: list[DataInterval] = []
-    interval = schedule.next_interval(after=after, start_date=start_date, end_date=end_date)
-    while interval is not None and interval.end <= now and (limit is None or len(result) < limit):
-        result.append(interval)
-        interval = schedule.next_interval(after=interval.end, start_date=start_date, end_date=end_date)
-    return result
+    due = itertools.takewhile(lambda i: i.end <= now, _walk(schedule, start_date, end_date, after))
+    return list(itertools.islice(due, limit))
 
 
 def upcoming_intervals(
     schedule: Schedule, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, n: int
 ) -> list[DataInterval]:
     """The next `n` intervals from `after`, due or not (for `ledger dags next-runs`)."""
-    result: list[DataInterval] = []
-    interval = schedule.next_interval(after=after, start_date=start_date, end_date=end_date)
-    while interval is not None and len(result) < n:
-        result.append(interval)
-        interval = schedule.next_interval(after=interval.end, start_date=start_date, end_date=end_date)
-    return result
+    return list(itertools.islice(_walk(schedule, start_date, end_date, after), max(n, 0)))

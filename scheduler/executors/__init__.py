@@ -1,0 +1,25 @@
+"""Executors run tries of task instances: `make_executor("local" | "sequential", parallelism)`."""
+
+from __future__ import annotations
+
+from scheduler.executors.base import Executor, TaskEvent, WorkItem
+
+EXECUTORS = ("local", "sequential")
+
+
+def make_executor(name: str, parallelism: int) -> Executor:
+    """The executor called `name` ("local": a pool of `parallelism` worker processes; "sequential": one
+    try at a time, for debugging; parallelism is then 1)."""
+    key = (name or "").strip().lower()
+    if key == "local":
+        from scheduler.executors.local import LocalExecutor
+
+        return LocalExecutor(parallelism)
+    if key == "sequential":
+        from scheduler.executors.sequential import SequentialExecutor
+
+        return SequentialExecutor(parallelism)
+    raise ValueError(f"unknown executor {name!r}: choose one of {', '.join(EXECUTORS)}")
+
+
+__all__ = ["EXECUTORS", "Executor", "TaskEvent", "WorkItem", "make_executor"]

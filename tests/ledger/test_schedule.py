@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -32,8 +33,8 @@ AMS = "Europe/Amsterdam"
 NY = "America/New_York"
 
 
-def U(*args: int) -> DateTime:
-    return pendulum.datetime(*args, tz="UTC")
+def U(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> DateTime:
+    return pendulum.datetime(year, month, day, hour, minute, second, tz="UTC")
 
 
 def iv(start: DateTime, end: DateTime) -> DataInterval:
@@ -292,7 +293,7 @@ def test_a_local_day_holds_as_many_hourly_intervals_as_it_has_hours(tz: str, day
     result = sched("@hourly", tz).intervals_between(earliest, latest, start_date=U(2024, 1, 1), end_date=None)
     assert len(result) == count
     assert all(i.end - i.start == timedelta(hours=1) for i in result)
-    assert all(a.end == b.start for a, b in zip(result, result[1:], strict=False))
+    assert all(a.end == b.start for a, b in itertools.pairwise(result))
 
 
 # -- interval_for and is_tick -------------------------------------------------------------------

@@ -1,0 +1,45 @@
+"""`ledger scheduler`: the daemon."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from cli.env import open_env
+from cli.options import DagsFolder
+
+out = Console(highlight=False, soft_wrap=True)
+
+
+def scheduler(
+    num_runs: Annotated[int | None, typer.Option("--num-runs", min=1, help="Stop after N loops.")] = None,
+    exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="Exit 0 once there is nothing left to "
+                              "do: no due interval and no task instance running or able to start.")] = False,
+    executor: Annotated[str | None, typer.Option(help="local (default) or sequential.")] = None,
+    parallelism: Annotated[int | None, typer.Option(min=1, help="Task tries running at once.")] = None,
+    dags_folder: DagsFolder = None,
+) -> None:
+    """Run the scheduler: parse DAG files, create due runs, execute task instances."""
+    from scheduler.executors import make_executor
+    from scheduler.scheduler_job import SchedulerJob
+    from scheduler.settings import SchedulerSettings
+
+    settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism)
+    env = open_env(dags_folder)
+    sessions = env.sessions  # checks that the database is ready before anything starts
+    job = SchedulerJob(
+        sessions=sessions, engine=env.engine, settings=settings,
+        executor=make_executor(settings.executor, settings.parallelism), clock=env.clock, actor=env.actor,
+        logs_folder=env.settings.logs_folder, say=_say, dags_folder=env.settings.dags_folder)
+    job.install_signal_handlers()
+    _say(f"scheduler starting: executor {settings.executor}, parallelism {settings.parallelism}, "
+         f"DAGs folder {env.settings.dags_folder}")
+    job.run(num_runs=num_runs, exit_when_idle=exit_when_idle)
+    _say(f"scheduler job {job.job_id} stopped")
+
+
+def _say(line: str) -> None:
+    out.print(f"[dim]{datetime.now().strftime('%H:%M:%S')}[/dim] {line}")

@@ -1,0 +1,161 @@
+"""Which task instances of a run may start: trigger rules, depends_on_past along the chain, and the
+run's own state. Pure: states in, a decision out; no database, no clock (`now` is an argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
+from ledger.versions import DagSpec
+
+S = TaskState
+OK_FOR_PAST = frozenset({S.SUCCESS, S.SKIPPED})
+FAILED_LIKE = frozenset({S.FAILED, S.UPSTREAM_FAILED})
+
+
+@dataclass(frozen=True, slots=True)
+class TiState:
+    state: TaskState
+    next_try_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousRun:
+    """The run's `previous` in the chain: the states of its task instances (absent task = not in its version)."""
+
+    states: Mapping[str, TaskState]
+
+
+@dataclass
+class Decision:
+    ready: list[str] = field(default_factory=list)  # may be queued now
+    mark: dict[str, TaskState] = field(default_factory=dict)  # skipped / upstream_failed by trigger rule
+    waiting_on_past: list[str] = field(default_factory=list)  # blocked by depends_on_past / wait_for_downstream
+    retry_at: datetime | None = None  # the earliest future retry, if any
+    run_state: RunState | None = None  # success/failed once every task instance has finished
+
+
+def trigger_rule_outcome(rule: str, upstream: list[TaskState]) -> TaskState | None:
+    """What the trigger rule says given the upstream states: SCHEDULED (may run), SKIPPED,
+    UPSTREAM_FAILED, or None (not decided yet: some upstream has not finished)."""
+    if not upstream:
+        return S.SCHEDULED
+    done = all(s in FINISHED_TASK_STATES for s in upstream)
+    success = sum(s == S.SUCCESS for s in upstream)
+    failed = sum(s in FAILED_LIKE for s in upstream)
+    skipped = sum(s == S.SKIPPED for s in upstream)
+    n = len(upstream)
+    if rule == "all_success":
+        if failed:
+            return S.UPSTREAM_FAILED
+        if skipped:
+            return S.SKIPPED
+        return S.SCHEDULED if success == n else None
+    if rule == "all_done":
+        return S.SCHEDULED if done else None
+    if rule == "one_success":
+        if success:
+            return S.SCHEDULED
+        if done:
+            return S.UPSTREAM_FAILED if failed else S.SKIPPED
+        return None
+    if rule == "one_failed":
+        if failed:
+            return S.SCHEDULED
+        return S.SKIPPED if done else None
+    if rule == "none_failed":
+        if failed:
+            return S.UPSTREAM_FAILED
+        return S.SCHEDULED if done else None
+    if rule == "all_failed":
+        if success or skipped:
+            return S.SKIPPED
+        return S.SCHEDULED if done else None
+    raise ValueError(f"unknown trigger rule {rule!r}")
+
+
+def past_allows(spec: DagSpec, task_id: str, previous: PreviousRun | None) -> bool:
+    """depends_on_past along the chain: the same task in the previous run succeeded or was skipped
+    (satisfied when there is no previous run or its version has no such task); wait_for_downstream
+    also needs that task's immediate downstream tasks in the previous run to have done so."""
+    task = spec.tasks[task_id]
+    if not task.depends_on_past or previous is None:
+        return True
+    before = previous.states.get(task_id)
+    if before is not None and before not in OK_FOR_PAST:
+        return False
+    if task.wait_for_downstream:
+        for down in spec.downstream()[task_id]:
+            state = previous.states.get(down)
+            if state is not None and state not in OK_FOR_PAST:
+                return False
+    return True
+
+
+def leaves(spec: DagSpec) -> list[str]:
+    down = spec.downstream()
+    return [tid for tid in spec.tasks if not down[tid]]
+
+
+def decide(spec: DagSpec, states: Mapping[str, TiState], previous: PreviousRun | None, *,
+           now: datetime) -> Decision:
+    """The next step for one run, given its task instance states (tasks of the run's own version)."""
+    decision = Decision()
+    current = {tid: st.state for tid, st in states.items()}
+    for tid in topological(spec):
+        st = states.get(tid)
+        if st is None:
+            continue
+        if st.state == S.UP_FOR_RETRY:
+            if st.next_try_at is None or st.next_try_at <= now:
+                if past_allows(spec, tid, previous):
+                    decision.ready.append(tid)
+                else:
+                    decision.waiting_on_past.append(tid)
+            elif decision.retry_at is None or st.next_try_at < decision.retry_at:
+                decision.retry_at = st.next_try_at
+            continue
+        if st.state != S.SCHEDULED:
+            continue
+        task = spec.tasks[tid]
+        outcome = trigger_rule_outcome(task.trigger_rule, [current.get(up, S.SUCCESS) for up in task.upstream])
+        if outcome is None:
+            continue
+        if outcome != S.SCHEDULED:
+            decision.mark[tid] = outcome
+            current[tid] = outcome
+        elif past_allows(spec, tid, previous):
+            decision.ready.append(tid)
+        else:
+            decision.waiting_on_past.append(tid)
+    if current and all(s in FINISHED_TASK_STATES for s in current.values()):
+        ok = all(current.get(tid, S.SUCCESS) in OK_FOR_PAST for tid in leaves(spec) if tid in current)
+        decision.run_state = RunState.SUCCESS if ok else RunState.FAILED
+    elif not current:
+        decision.run_state = RunState.SUCCESS
+    return decision
+
+
+_topo_cache: dict[str, list[str]] = {}
+
+
+def topological(spec: DagSpec) -> list[str]:
+    """Task ids upstream-first (cached per version)."""
+    found = _topo_cache.get(spec.version_hash)
+    if found is None:
+        indegree = {tid: len(t.upstream) for tid, t in spec.tasks.items()}
+        down = spec.downstream()
+        ready = sorted(tid for tid, n in indegree.items() if n == 0)
+        found = []
+        while ready:
+            tid = ready.pop(0)
+            found.append(tid)
+            for d in sorted(down[tid]):
+                indegree[d] -= 1
+                if indegree[d] == 0:
+                    ready.append(d)
+        _topo_cache[spec.version_hash] = found
+    return found

@@ -1,0 +1,195 @@
+"""Task instance state in the database: loading it by run, queueing tries, recording outcomes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Table, and_, bindparam, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from ledger.dependencies import TiState
+from ledger.models import DagRun, Pool, TaskInstance, TaskTry
+from ledger.states import TaskState
+
+ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
+DEFAULT_POOL = "default_pool"
+TI_TABLE: Table = TaskInstance.__table__  # type: ignore[assignment]
+TRY_TABLE: Table = TaskTry.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class TiRow:
+    id: int
+    run_id: int
+    task_id: str
+    state: TaskState
+    try_number: int
+    max_tries: int
+    next_try_at: datetime | None
+    priority_weight: int
+    pool: str
+    job_id: int | None
+
+
+def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, TiRow]]:
+    out: dict[int, dict[str, TiRow]] = defaultdict(dict)
+    if not run_ids:
+        return out
+    stmt = select(TaskInstance.id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
+                  TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.next_try_at,
+                  TaskInstance.priority_weight, TaskInstance.pool, TaskInstance.job_id).where(
+        TaskInstance.run_id.in_(run_ids))
+    for r in session.execute(stmt):
+        out[r.run_id][r.task_id] = TiRow(r.id, r.run_id, r.task_id, TaskState(r.state), r.try_number,
+                                         r.max_tries, r.next_try_at, r.priority_weight, r.pool, r.job_id)
+    return out
+
+
+def states_of(rows: dict[str, TiRow]) -> dict[str, TiState]:
+    return {tid: TiState(r.state, r.next_try_at) for tid, r in rows.items()}
+
+
+def previous_states(session: Session, previous_ids: list[int]) -> dict[int, dict[str, TaskState]]:
+    out: dict[int, dict[str, TaskState]] = defaultdict(dict)
+    if previous_ids:
+        for r in session.execute(select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state)
+                                 .where(TaskInstance.run_id.in_(previous_ids))):
+            out[r.run_id][r.task_id] = TaskState(r.state)
+    return out
+
+
+def active_counts_by_dag(session: Session, dag_ids: list[str]) -> dict[str, int]:
+    if not dag_ids:
+        return {}
+    stmt = (select(TaskInstance.dag_id, func.count()).where(TaskInstance.state.in_(ACTIVE),
+                                                             TaskInstance.dag_id.in_(dag_ids))
+            .group_by(TaskInstance.dag_id))
+    return {dag_id: n for dag_id, n in session.execute(stmt).tuples()}
+
+
+def pool_room(session: Session) -> dict[str, int]:
+    """Free slots per pool (pools absent from the table are unlimited, except default_pool if defined)."""
+    slots = {p.name: p.slots for p in session.scalars(select(Pool))}
+    if not slots:
+        return {}
+    used = dict(session.execute(select(TaskInstance.pool, func.count()).where(
+        TaskInstance.state.in_(ACTIVE), TaskInstance.pool.in_(list(slots))).group_by(TaskInstance.pool)).tuples())
+    return {name: n - used.get(name, 0) for name, n in slots.items()}
+
+
+def mark(session: Session, changes: list[tuple[int, TaskState]], *, now: datetime) -> None:
+    """Set states decided by trigger rules (skipped / upstream_failed) on scheduled task instances."""
+    if changes:
+        session.connection().execute(
+            update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti"))
+            .values(state=bindparam("st"), ended_at=now),
+            [{"ti": ti, "st": st.value} for ti, st in changes])
+
+
+def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime) -> dict[int, int]:
+    """Take the next try number of each task instance for this job; returns ti id -> try number.
+
+    The (task instance, try number) unique key of task_try makes it impossible to start a try twice.
+    """
+    if not tis:
+        return {}
+    tries = {ti.id: ti.try_number + 1 for ti in tis}
+    table = TI_TABLE
+    session.connection().execute(
+        update(table).where(and_(table.c.id == bindparam("ti"), table.c.try_number == bindparam("was")))
+        .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"), queued_at=now, job_id=job_id,
+                next_try_at=None, started_at=None, ended_at=None),
+        [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id]} for ti in tis])
+    session.execute(insert(TaskTry), [{"task_instance_id": ti.id, "try_number": tries[ti.id],
+                                       "state": TaskState.QUEUED.value, "job_id": job_id} for ti in tis])
+    return tries
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    ti_id: int
+    try_number: int
+    state: TaskState  # running, success, failed, skipped (failed may become up_for_retry)
+    at: datetime
+    pid: int | None = None
+    hostname: str | None = None
+    reason: str | None = None
+    retry_delay: float = 0.0
+
+
+def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Outcome, TaskState]]:
+    """Apply what executors reported; returns the states written (failed may become up_for_retry).
+
+    An outcome for a try that is no longer the current one is ignored.
+    """
+    if not outcomes:
+        return []
+    current = {r.id: r for r in session.execute(
+        select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state)
+        .where(TaskInstance.id.in_({o.ti_id for o in outcomes})))}
+    ti_rows: list[dict[str, Any]] = []
+    try_rows: list[dict[str, Any]] = []
+    written: list[tuple[Outcome, TaskState]] = []
+    for o in outcomes:
+        row = current.get(o.ti_id)
+        if row is None or row.try_number != o.try_number or row.state not in ACTIVE:
+            continue
+        state = o.state
+        next_try = None
+        if state == TaskState.FAILED and o.try_number < row.max_tries:
+            state = TaskState.UP_FOR_RETRY
+            next_try = o.at + timedelta(seconds=o.retry_delay)
+        if state == TaskState.RUNNING:
+            ti_rows.append({"ti": o.ti_id, "st": state.value, "started": o.at, "ended": None, "nxt": None,
+                            "pid": o.pid, "host": o.hostname})
+        else:
+            ti_rows.append({"ti": o.ti_id, "st": state.value, "started": None, "ended": o.at, "nxt": next_try,
+                            "pid": o.pid, "host": o.hostname})
+        try_rows.append({"ti": o.ti_id, "tn": o.try_number, "st": o.state.value,
+                         "started": o.at if state == TaskState.RUNNING else None,
+                         "ended": None if state == TaskState.RUNNING else o.at, "pid": o.pid, "host": o.hostname})
+        row = row._replace(state=state.value)
+        current[o.ti_id] = row
+        written.append((o, state))
+    if ti_rows:
+        t = TI_TABLE
+        conn = session.connection()
+        conn.execute(update(t).where(t.c.id == bindparam("ti")).values(
+            state=bindparam("st"), started_at=func.coalesce(bindparam("started", type_=t.c.started_at.type),
+                                                           t.c.started_at),
+            ended_at=bindparam("ended", type_=t.c.ended_at.type),
+            next_try_at=bindparam("nxt", type_=t.c.next_try_at.type),
+            pid=func.coalesce(bindparam("pid"), t.c.pid), hostname=func.coalesce(bindparam("host"), t.c.hostname)),
+            ti_rows)
+        tt = TRY_TABLE
+        conn.execute(update(tt).where(and_(tt.c.task_instance_id == bindparam("ti"),
+                                           tt.c.try_number == bindparam("tn"))).values(
+            state=bindparam("st"),
+            started_at=func.coalesce(bindparam("started", type_=tt.c.started_at.type), tt.c.started_at),
+            ended_at=bindparam("ended", type_=tt.c.ended_at.type), pid=func.coalesce(bindparam("pid"), tt.c.pid),
+            hostname=func.coalesce(bindparam("host"), tt.c.hostname)), try_rows)
+    return written
+
+
+def orphaned(session: Session, run_ids: list[int], *, job_id: int) -> list[tuple[int, int, int]]:
+    """Queued or running task instances of these runs that belong to another job (its tries are lost):
+    (ti id, try number, run id)."""
+    if not run_ids:
+        return []
+    stmt = select(TaskInstance.id, TaskInstance.try_number, TaskInstance.run_id).where(
+        TaskInstance.run_id.in_(run_ids), TaskInstance.state.in_(ACTIVE),
+        (TaskInstance.job_id.is_(None)) | (TaskInstance.job_id != job_id))
+    return [(r.id, r.try_number, r.run_id) for r in session.execute(stmt)]
+
+
+def unfinished_in_job(session: Session, job_id: int) -> list[tuple[int, int]]:
+    stmt = select(TaskInstance.id, TaskInstance.try_number).where(TaskInstance.job_id == job_id,
+                                                                  TaskInstance.state.in_(ACTIVE))
+    return [(r.id, r.try_number) for r in session.execute(stmt)]
+
+
+def run_dates(session: Session, run_ids: list[int]) -> dict[int, Any]:
+    return {r.id: r for r in session.execute(select(DagRun).where(DagRun.id.in_(run_ids)))} if run_ids else {}

@@ -1,0 +1,472 @@
+"""DAG file processing: a pool of long-lived processes that import DAG files and send back plain data.
+
+The manager (in the scheduler process) lists the DAGs folder every `dag_dir_list_interval`, hashes
+every file, and hands due files to idle processors, one processor per file at a time. A file is due
+when it is new, when its content hash changed, or when `min_file_process_interval` has passed since
+it was last parsed; an unchanged file parsed recently is not imported again. A processor that takes
+longer than `file_timeout` on a file is killed (SIGKILL) and replaced, and the file gets an error
+result. Processors never send DAG objects back: only `ParseResult`s of strings (the canonical JSON
+structure of each DAG and its hash), which `scheduler.dag_sync.sync_results` writes to the database.
+
+Time: `time` (injectable, monotonic seconds) drives the schedule of listing and parsing;
+file timeouts and durations are always measured with the real monotonic clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import time as _time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+from ledger.dagbag import _module_name, content_hash, list_dag_files, load_file
+from ledger.versions import version_of
+
+__all__ = ["DagFileProcessorManager", "ParseResult", "ParsedDag", "parse_file"]
+
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDag:
+    """One DAG of a parsed file, as plain data: what `ledger.store.dags.register` needs."""
+
+    dag_id: str
+    version_hash: str
+    structure: str  # canonical JSON text of the DAG's structure
+    schedule: str  # schedule summary: '@daily', '0 * * * *', 'every 1:00:00', 'None'
+    timezone: str
+    fileloc: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParseResult:
+    """The outcome of parsing one file: its DAGs, or an error (one readable message), or its deletion.
+
+    A result may carry both DAGs and an error: the DAGs the file defines that another file did not
+    define first, and the error naming the duplicates.
+    """
+
+    fileloc: str
+    content_hash: str
+    dags: list[ParsedDag] = field(default_factory=list)
+    error: str | None = None
+    duration: float = 0.0
+    deleted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.deleted
+
+
+def parse_file(fileloc: str) -> ParseResult:
+    """Import one DAG file (in the calling process) and describe its DAGs as plain data."""
+    started = _time.perf_counter()
+
+    def done(dags: list[ParsedDag], error: str | None, digest: str) -> ParseResult:
+        return ParseResult(fileloc, digest, dags, error, _time.perf_counter() - started)
+
+    try:
+        digest = content_hash(fileloc)
+    except OSError as exc:
+        return done([], f"{fileloc}: cannot read the file: {exc.strerror or exc}", "")
+    try:
+        loaded = load_file(fileloc)
+        if loaded.error is not None:
+            return done([], loaded.error, digest)
+        found: dict[str, ParsedDag] = {}
+        for dag in loaded.dags:
+            version_hash, text = version_of(dag)
+            found[dag.dag_id] = ParsedDag(dag.dag_id, version_hash, text, dag.schedule.summary(), dag.timezone,
+                                          fileloc)
+        return done(list(found.values()), None, digest)
+    except Exception as exc:  # describing a DAG failed: still one readable line
+        return done([], f"{fileloc}: {type(exc).__name__}: {exc}", digest)
+    finally:
+        # the DAG objects die with the module: a long-lived processor must not accumulate them
+        sys.modules.pop(_module_name(fileloc), None)
+
+
+# -- the processor (child process) ---------------------------------------------------------------------
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux); exit if it already has."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _processor_main(conn: Connection, parent_pid: int) -> None:
+    _die_with_parent(parent_pid)
+    # Ctrl-C reaches the whole process group: the manager stops its processors itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    while True:
+        try:
+            fileloc = conn.recv()
+        except (EOFError, OSError):
+            return
+        if fileloc is None:
+            return
+        conn.send(parse_file(fileloc))
+
+
+@dataclass(eq=False)
+class _Processor:
+    process: BaseProcess
+    conn: Connection
+    fileloc: str | None = None  # the file being parsed, None when idle
+    dispatched_hash: str = ""
+    started: float = 0.0  # real monotonic time of dispatch
+
+    @property
+    def pid(self) -> int:
+        assert self.process.pid is not None
+        return self.process.pid
+
+
+@dataclass(slots=True)
+class _FileState:
+    current_hash: str  # content hash at the latest listing
+    parsed_hash: str | None = None  # content hash when last parsed (or seeded)
+    last_parsed: float | None = None  # manager time of the last parse's end
+
+
+# -- the manager (scheduler process) -------------------------------------------------------------------
+
+class DagFileProcessorManager:
+    """Keeps the DAGs folder parsed with a pool of processors; see the module docstring."""
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        parsing_processes: int = 2,
+        min_file_process_interval: float = 30,
+        dag_dir_list_interval: float = 60,
+        file_timeout: float = 50,
+        time: Callable[[], float] = _time.monotonic,
+    ) -> None:
+        if parsing_processes < 1:
+            raise ValueError("parsing_processes must be >= 1")
+        if file_timeout <= 0:
+            raise ValueError("file_timeout must be > 0")
+        self.folder = Path(folder).expanduser().resolve()
+        self.parsing_processes = parsing_processes
+        self.min_file_process_interval = min_file_process_interval
+        self.dag_dir_list_interval = dag_dir_list_interval
+        self.file_timeout = file_timeout
+        self._time = time
+        self._ctx = multiprocessing.get_context("fork")
+        self._processors: list[_Processor] = []
+        self._started = False
+        self._files: dict[str, _FileState] = {}  # the listed files (plus seeded ones until the first listing)
+        self._listed_at: float | None = None
+        self._listed_real = 0.0  # real monotonic time of the latest listing
+        self._forced: set[str] = set()  # files to parse at the next chance, whatever their state
+        self._owners: dict[str, str] = {}  # dag_id -> the file that defines it
+        self._waiting: dict[str, set[str]] = {}  # dag_id -> files refused it as a duplicate
+        self.imports = 0  # files handed to processors so far
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the processors (idempotent); poll() and parse_all() call it when needed."""
+        self._started = True
+        self._fill_pool()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop every processor: idle ones are asked to exit, busy ones are killed."""
+        self._started = False
+        for proc in self._processors:
+            if proc.fileloc is None:
+                with contextlib.suppress(OSError, ValueError):
+                    proc.conn.send(None)
+            else:
+                self._forced.add(proc.fileloc)  # parse it again after a restart
+                proc.process.kill()
+        deadline = _time.monotonic() + timeout
+        for proc in self._processors:
+            proc.process.join(max(0.0, deadline - _time.monotonic()))
+            if proc.process.exitcode is None:
+                proc.process.kill()
+                proc.process.join(1)
+            proc.conn.close()
+            with contextlib.suppress(ValueError):
+                proc.process.close()
+        self._processors = []
+
+    def __enter__(self) -> DagFileProcessorManager:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def seed(self, known_hashes: Mapping[str, str], owners: Mapping[str, str] | None = None) -> None:
+        """What the database knows (see scheduler.dag_sync.known_hashes / known_owners), before the first listing.
+
+        A seeded file whose content still has the seeded hash counts as parsed now: it is not imported
+        again before `min_file_process_interval`. A seeded file missing from the folder yields a deleted
+        result. `owners` (dag_id -> fileloc) says which file defines each DAG, for duplicate detection.
+        """
+        now = self._time()
+        for fileloc, digest in known_hashes.items():
+            self._files[fileloc] = _FileState(current_hash=digest, parsed_hash=digest, last_parsed=now)
+        if owners:
+            self._owners.update(owners)
+
+    # -- introspection --------------------------------------------------------------------------------
+    @property
+    def processing(self) -> dict[str, int]:
+        """fileloc -> pid of the processor importing it right now."""
+        return {p.fileloc: p.pid for p in self._processors if p.fileloc is not None}
+
+    @property
+    def due_count(self) -> int:
+        """How many listed files are due for parsing and not being parsed."""
+        return len(self._due(self._time()))
+
+    @property
+    def files(self) -> list[str]:
+        """The files of the latest listing."""
+        return sorted(self._files)
+
+    @property
+    def processor_pids(self) -> list[int]:
+        return [p.pid for p in self._processors]
+
+    def wait_handles(self) -> list[Connection]:
+        """Connections of busy processors: readable when a result is ready (or the processor died)."""
+        return [p.conn for p in self._processors if p.fileloc is not None]
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def poll(self) -> list[ParseResult]:
+        """Never blocks: re-list when due, collect finished results, kill overdue processors, dispatch."""
+        if not self._started:
+            self.start()
+        now = self._time()
+        results: list[ParseResult] = []
+        if self._listed_at is None or now - self._listed_at >= self.dag_dir_list_interval:
+            results += self._refresh(now)
+        results += self._collect(block=0.0)
+        self._dispatch()
+        return self._settle(results)
+
+    def parse_all(self, timeout: float | None = None) -> list[ParseResult]:
+        """Block until every file of a fresh listing has been parsed once (or `timeout` seconds passed).
+
+        Returns the results of the pass (plus deleted files and anything else that finished meanwhile).
+        Files not done by the timeout stay queued or in flight for later polls.
+        """
+        if not self._started:
+            self.start()
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        results = self._refresh(self._time())
+        pending = set(self._files)
+        self._forced |= pending
+        while True:
+            self._dispatch()
+            for res in self._collect(block=0.0):
+                results.append(res)
+                state = self._files.get(res.fileloc)
+                # a result of an import started before this pass's listing, of older content, does not count
+                if state is None or res.content_hash == state.current_hash:
+                    pending.discard(res.fileloc)
+            if not pending:
+                break
+            remaining = None if deadline is None else deadline - _time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            self._dispatch()
+            wait_for = self._next_timeout()
+            if remaining is not None:
+                wait_for = min(wait_for, remaining)
+            handles = self.wait_handles()
+            if handles:
+                wait(handles, timeout=max(0.0, wait_for))
+            else:
+                _time.sleep(0.01)
+        return self._settle(results)
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _fill_pool(self) -> None:
+        while self._started and len(self._processors) < self.parsing_processes:
+            parent_end, child_end = self._ctx.Pipe(duplex=True)
+            process = self._ctx.Process(target=_processor_main, args=(child_end, os.getpid()),
+                                        name="ledger-dag-processor", daemon=True)
+            process.start()
+            child_end.close()
+            self._processors.append(_Processor(process, parent_end))
+
+    def _refresh(self, now: float) -> list[ParseResult]:
+        """List the folder and hash every file; files that are gone yield deleted results."""
+        self._listed_at = now
+        self._listed_real = _time.monotonic()
+        listed: dict[str, str] = {}
+        for fileloc in list_dag_files(self.folder):
+            try:
+                listed[fileloc] = content_hash(fileloc)
+            except OSError:  # removed between listing and hashing
+                continue
+        gone = [f for f in self._files if f not in listed]
+        for fileloc, digest in listed.items():
+            state = self._files.get(fileloc)
+            if state is None:
+                self._files[fileloc] = _FileState(current_hash=digest)
+            else:
+                state.current_hash = digest
+        results = []
+        for fileloc in sorted(gone):
+            del self._files[fileloc]
+            self._forced.discard(fileloc)
+            results.append(ParseResult(fileloc, "", [], None, 0.0, deleted=True))
+        return results
+
+    def _due(self, now: float) -> list[str]:
+        busy = {p.fileloc for p in self._processors if p.fileloc is not None}
+        first: list[str] = []  # forced, new or changed
+        later: list[tuple[float, str]] = []  # parsed long enough ago, oldest first
+        for fileloc, state in self._files.items():
+            if fileloc in busy:
+                continue
+            if fileloc in self._forced or state.last_parsed is None or state.parsed_hash != state.current_hash:
+                first.append(fileloc)
+            elif now - state.last_parsed >= self.min_file_process_interval:
+                later.append((state.last_parsed, fileloc))
+        first.sort()
+        later.sort()
+        return first + [f for _, f in later]
+
+    def _dispatch(self) -> None:
+        self._fill_pool()
+        idle = [p for p in self._processors if p.fileloc is None]
+        if not idle:
+            return
+        for proc, fileloc in zip(idle, self._due(self._time()), strict=False):
+            try:
+                proc.conn.send(fileloc)
+            except OSError:  # the processor died while idle: replace it and try again next time
+                self._discard(proc)
+                continue
+            proc.fileloc = fileloc
+            proc.dispatched_hash = self._files[fileloc].current_hash
+            proc.started = _time.monotonic()
+            self._forced.discard(fileloc)
+            self.imports += 1
+        self._fill_pool()
+
+    def _collect(self, block: float) -> list[ParseResult]:
+        """Results of processors that finished, died or timed out (replacing dead processors)."""
+        results: list[ParseResult] = []
+        busy = [p for p in self._processors if p.fileloc is not None]
+        if not busy:
+            return results
+        ready = set(wait([p.conn for p in busy], timeout=block))
+        now = _time.monotonic()
+        for proc in busy:
+            fileloc = proc.fileloc
+            assert fileloc is not None
+            res: ParseResult | None = None
+            if proc.conn in ready:
+                try:
+                    res = proc.conn.recv()
+                except (EOFError, OSError):
+                    proc.process.join(1)
+                    code = proc.process.exitcode
+                    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                    res = ParseResult(fileloc, proc.dispatched_hash, [],
+                                      f"{fileloc}: the processor died while importing ({how})", now - proc.started)
+                    self._discard(proc)
+                else:
+                    proc.fileloc = None
+            elif now - proc.started > self.file_timeout:
+                res = ParseResult(fileloc, proc.dispatched_hash, [],
+                                  f"{fileloc}: timed out after {self.file_timeout:g} s while importing",
+                                  now - proc.started)
+                self._discard(proc)
+            if res is not None:
+                self._finished(res, proc.started)
+                if res.fileloc in self._files:  # a file deleted meanwhile has already had its result
+                    results.append(res)
+        if len(self._processors) < self.parsing_processes:
+            self._fill_pool()
+        return results
+
+    def _discard(self, proc: _Processor) -> None:
+        """Kill a processor and forget it (a new one takes its place)."""
+        proc.process.kill()
+        proc.process.join(5)
+        proc.conn.close()
+        with contextlib.suppress(ValueError):
+            proc.process.close()
+        self._processors.remove(proc)
+
+    def _finished(self, res: ParseResult, started: float) -> None:
+        state = self._files.get(res.fileloc)
+        if state is None:
+            return
+        if res.content_hash and started >= self._listed_real:
+            # the processor read the file after the latest listing: its hash is the newest we know
+            state.current_hash = res.content_hash
+        state.parsed_hash = res.content_hash or state.current_hash  # unreadable: not again at once
+        state.last_parsed = self._time()
+
+    def _next_timeout(self) -> float:
+        """Seconds until the first busy processor reaches its file timeout."""
+        now = _time.monotonic()
+        left = [p.started + self.file_timeout - now for p in self._processors if p.fileloc is not None]
+        return max(0.0, min(left, default=self.file_timeout)) + 0.01
+
+    def _settle(self, results: list[ParseResult]) -> list[ParseResult]:
+        """Decide which file owns each dag_id: the first file keeps it; later files get an import error."""
+        if not results:
+            return results
+        # releases first, so that a DAG moving from one file to another in the same batch moves cleanly
+        for res in results:
+            if res.deleted:
+                keep: set[str] = set()
+            elif res.error is None:
+                keep = {d.dag_id for d in res.dags}
+            else:
+                continue  # a broken file keeps its DAGs (they stay active with their last good version)
+            for dag_id in [d for d, owner in self._owners.items() if owner == res.fileloc and d not in keep]:
+                del self._owners[dag_id]
+                self._forced |= {f for f in self._waiting.pop(dag_id, set()) if f in self._files}
+        settled: list[ParseResult] = []
+        for res in sorted(results, key=lambda r: (r.fileloc, not r.deleted)):
+            if not res.dags:
+                settled.append(res)
+                continue
+            kept: list[ParsedDag] = []
+            refused: list[str] = []
+            for dag in res.dags:
+                owner = self._owners.get(dag.dag_id)
+                if owner is None or owner == res.fileloc or owner not in self._files:
+                    self._owners[dag.dag_id] = res.fileloc
+                    kept.append(dag)
+                else:
+                    refused.append(f"{res.fileloc}: DAG {dag.dag_id!r} is already defined in {owner}")
+                    self._waiting.setdefault(dag.dag_id, set()).add(res.fileloc)
+            if refused:
+                error = "\n".join(([res.error] if res.error else []) + refused)
+                res = replace(res, dags=kept, error=error)
+            settled.append(res)
+        return settled
+
+
+def summarise(results: Iterable[ParseResult]) -> str:
+    """One line for logs: how many files parsed, failed, deleted."""
+    results = list(results)
+    failed = sum(1 for r in results if r.error)
+    deleted = sum(1 for r in results if r.deleted)
+    return f"{len(results) - failed - deleted} parsed, {failed} failed, {deleted} deleted"

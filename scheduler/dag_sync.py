@@ -1,0 +1,174 @@
+"""Writing DAG file parse results to the database: versions, active DAGs, import errors, DagFile rows.
+
+Everything happens inside the caller's transaction (nothing here commits). A file whose content hash
+is the stored one and whose DAGs' versions are the current ones is not re-serialised: only its
+`last_parsed_at` moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ledger.models import Dag, DagFile, ImportError_
+from ledger.store import dags as dag_store
+from scheduler.dag_processing import ParseResult
+
+__all__ = ["SyncReport", "known_hashes", "known_owners", "sync_results"]
+
+CHUNK = 500  # values per IN (...) clause
+
+T = TypeVar("T")
+
+
+@dataclass
+class SyncReport:
+    """What one sync changed (file paths and dag ids), for logs and tests."""
+
+    files: int = 0
+    new_versions: list[str] = field(default_factory=list)  # dag_ids that got a new version row
+    registered: list[str] = field(default_factory=list)  # dag_ids written (new or not)
+    unchanged: list[str] = field(default_factory=list)  # files skipped: same content, same versions
+    errors: list[str] = field(default_factory=list)  # files whose import error was stored
+    cleared: list[str] = field(default_factory=list)  # files whose import error was removed
+    deactivated: list[str] = field(default_factory=list)  # dag_ids no longer defined
+    deleted: list[str] = field(default_factory=list)  # files gone from the folder
+
+    def summary(self) -> str:
+        return (f"{self.files} files: {len(self.new_versions)} new versions, {len(self.unchanged)} unchanged, "
+                f"{len(self.errors)} import errors, {len(self.deactivated)} DAGs deactivated, "
+                f"{len(self.deleted)} files deleted")
+
+
+def _chunks(values: Sequence[T]) -> Iterator[Sequence[T]]:
+    for i in range(0, len(values), CHUNK):
+        yield values[i:i + CHUNK]
+
+
+def known_hashes(session: Session) -> dict[str, str]:
+    """fileloc -> content hash of the files the database knows, to seed DagFileProcessorManager.
+
+    Files that define active DAGs or have an import error but no DagFile row (written by the
+    in-process CLI path) are included with an empty hash: they are parsed at once, and reported
+    deleted if they are gone.
+    """
+    found = {fileloc: digest for fileloc, digest in session.execute(select(DagFile.fileloc, DagFile.content_hash))}
+    for fileloc in session.scalars(select(Dag.fileloc).where(Dag.is_active.is_(True)).distinct()):
+        found.setdefault(fileloc, "")
+    for fileloc in session.scalars(select(ImportError_.fileloc)):
+        found.setdefault(fileloc, "")
+    return found
+
+
+def known_owners(session: Session) -> dict[str, str]:
+    """dag_id -> fileloc of every active DAG: which file defined each DAG first, for duplicate detection."""
+    return {dag_id: fileloc for dag_id, fileloc in
+            session.execute(select(Dag.dag_id, Dag.fileloc).where(Dag.is_active.is_(True)))}
+
+
+def sync_results(session: Session, results: Iterable[ParseResult], *, now: datetime, actor: str) -> SyncReport:
+    """Write parse results to the database in the caller's transaction (never commits)."""
+    results = list(results)
+    report = SyncReport(files=len(results))
+    if not results:
+        return report
+    locs = sorted({r.fileloc for r in results})
+    dag_ids = sorted({d.dag_id for r in results for d in r.dags})
+
+    # load what the batch touches in a few queries; register() then finds the Dag rows in the session
+    files: dict[str, DagFile] = {}
+    errors: dict[str, ImportError_] = {}
+    dags: dict[str, Dag] = {}
+    for chunk in _chunks(locs):
+        files.update((f.fileloc, f) for f in session.scalars(select(DagFile).where(DagFile.fileloc.in_(chunk))))
+        errors.update((e.fileloc, e) for e in
+                      session.scalars(select(ImportError_).where(ImportError_.fileloc.in_(chunk))))
+        dags.update((d.dag_id, d) for d in session.scalars(select(Dag).where(Dag.fileloc.in_(chunk))))
+    for ids in _chunks(dag_ids):
+        dags.update((d.dag_id, d) for d in session.scalars(select(Dag).where(Dag.dag_id.in_(ids))))
+    of_file: dict[str, list[Dag]] = {}
+    for dag in dags.values():
+        of_file.setdefault(dag.fileloc, []).append(dag)
+
+    to_clear: list[str] = []
+    for res in results:
+        fileloc = res.fileloc
+        if res.deleted:
+            _deactivate(session, report, fileloc, of_file.get(fileloc, []), present=set())
+            if fileloc in errors:
+                to_clear.append(fileloc)
+            row = files.pop(fileloc, None)
+            if row is not None:
+                session.delete(row)
+                session.flush()
+            report.deleted.append(fileloc)
+            continue
+
+        row = files.get(fileloc)
+        if _unchanged(res, row, dags, of_file.get(fileloc, []), errors.get(fileloc)):
+            assert row is not None
+            row.last_parsed_at = now
+            for parsed in res.dags:
+                dags[parsed.dag_id].last_parsed_at = now
+            report.unchanged.append(fileloc)
+            continue
+
+        for parsed in res.dags:
+            if dag_store.register(session, dag_id=parsed.dag_id, fileloc=fileloc, version_hash=parsed.version_hash,
+                                  structure=parsed.structure, schedule=parsed.schedule, timezone=parsed.timezone,
+                                  now=now, actor=actor):
+                report.new_versions.append(parsed.dag_id)
+            report.registered.append(parsed.dag_id)
+        if res.error is None:
+            if fileloc in errors:
+                to_clear.append(fileloc)
+            _deactivate(session, report, fileloc, of_file.get(fileloc, []), present={d.dag_id for d in res.dags})
+        else:
+            # the file's DAGs stay active with their last good version
+            dag_store.set_import_error(session, fileloc, res.error, now)
+            report.errors.append(fileloc)
+
+        if row is None:
+            files[fileloc] = DagFile(fileloc=fileloc, content_hash=res.content_hash, last_parsed_at=now)
+            session.add(files[fileloc])
+        else:
+            row.content_hash, row.last_parsed_at = res.content_hash, now
+
+    dag_store.clear_import_errors(session, to_clear)
+    report.cleared = to_clear
+    session.flush()
+    return report
+
+
+def _unchanged(res: ParseResult, row: DagFile | None, dags: dict[str, Dag], of_file: list[Dag],
+               error: ImportError_ | None) -> bool:
+    """Same content as stored, every DAG at its stored version, nothing to deactivate, error as stored."""
+    if row is None or row.content_hash != res.content_hash:
+        return False
+    if res.error != (error.error if error is not None else None):
+        return False
+    present: set[str] = set()
+    for parsed in res.dags:
+        dag = dags.get(parsed.dag_id)
+        if (dag is None or not dag.is_active or dag.fileloc != res.fileloc
+                or dag.current_version != parsed.version_hash or dag.schedule != parsed.schedule
+                or dag.timezone != parsed.timezone):
+            return False
+        present.add(parsed.dag_id)
+    # a broken file keeps its DAGs active; a good one must not leave a DAG it no longer defines active
+    return res.error is not None or not any(
+        d.is_active and d.fileloc == res.fileloc and d.dag_id not in present for d in of_file)
+
+
+def _deactivate(session: Session, report: SyncReport, fileloc: str, candidates: list[Dag], *,
+                present: set[str]) -> None:
+    """Deactivate the DAGs of `fileloc` not in `present` (only queries when there is one)."""
+    gone = [d.dag_id for d in candidates if d.is_active and d.fileloc == fileloc and d.dag_id not in present]
+    if gone:
+        dag_store.deactivate_missing(session, present=present, fileloc=fileloc)
+        report.deactivated.extend(gone)

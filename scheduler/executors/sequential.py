@@ -1,0 +1,72 @@
+"""SequentialExecutor: one try at a time, run synchronously by submit() in a forked child (for debugging).
+
+The child is forked from the calling process and runs the same `run_try` as LocalExecutor's children, in
+its own process group, with the same execution timeout. The DAG file is imported in the child, never in
+the calling process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler import task_runner
+from scheduler.executors.base import Executor, TaskEvent, WorkItem
+
+
+class SequentialExecutor(Executor):
+    """parallelism is always 1: submit() returns when the try has ended; drain() hands over its events."""
+
+    def __init__(self, parallelism: int = 1) -> None:
+        super().__init__(1)
+        self._started = False
+        self._ending = False
+        self._pending: list[TaskEvent] = []
+        self._unreported: set[int] = set()
+
+    def start(self) -> None:
+        self._started = True
+        self._ending = False
+
+    def open_slots(self) -> int:
+        if not self._started or self._ending:
+            return 0
+        return 0 if self._unreported else 1
+
+    def submit(self, item: WorkItem) -> None:
+        if not self._started or self._ending:
+            raise RuntimeError("SequentialExecutor is not accepting work (not started, or ending)")
+        if self._unreported:
+            raise RuntimeError("no open slot: drain() the previous try's events first")
+        self._unreported.add(item.ti_id)
+        running = task_runner.fork_try(item)
+        self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
+                                       at=running.started_at, pid=running.pid))
+        try:
+            outcome = running.wait()
+        except BaseException:  # e.g. KeyboardInterrupt while waiting: the try must not outlive us
+            running.kill()
+            running.wait()
+            raise
+        assert outcome is not None
+        self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished",
+                                       at=outcome.at, state=outcome.state, pid=running.pid,
+                                       reason=outcome.reason))
+
+    def drain(self) -> list[TaskEvent]:
+        events, self._pending = self._pending, []
+        for event in events:
+            if event.kind == "finished":
+                self._unreported.discard(event.ti_id)
+        return events
+
+    def wait_handles(self) -> list[Any]:
+        return []
+
+    def in_flight(self) -> set[int]:
+        return set(self._unreported)
+
+    def end(self, grace: float) -> list[TaskEvent]:
+        self._ending = True
+        events = self.drain()
+        self._started = False
+        return events

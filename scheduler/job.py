@@ -1,0 +1,345 @@
+"""DagRunJob: the one loop shared by SchedulerJob and BackfillJob.
+
+    ┌─> refresh DAGs ─> collect runs ─> process runs ─> executor heartbeat ─> own heartbeat ─> sleep ─┐
+    └───────────────────────────────────────────────────────────────────────────────────────────────┘
+
+`collect runs` locks runs for this job (others leave them alone; a silent holder's lock is taken
+over). `process runs` applies what the executor reported, decides per run with the pure rules of
+ledger.dependencies, queues ready task instances within parallelism, max_active_runs,
+max_active_tasks and pools, and finishes runs. Each step is one transaction; executors never write
+to the database. Subclasses say which runs to collect and may create runs.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from ledger.clock import Clock
+from ledger.dependencies import PreviousRun, decide
+from ledger.models import Dag, DagRun
+from ledger.states import RunState, TaskState
+from ledger.store import dags as dag_store
+from ledger.store import events
+from ledger.store import jobs as job_store
+from ledger.store import tasks as task_store
+from ledger.versions import DagSpec
+from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.settings import SchedulerSettings
+from scheduler.wakeup import DatabaseWakeup, Wakeup
+
+RunLogger = Callable[[str], None]
+
+
+def log_path(logs: Path, dag_id: str, run_id: int, task_id: str, try_number: int) -> Path:
+    return logs / dag_id / f"run_{run_id}" / task_id / f"try_{try_number}.log"
+
+
+@dataclass
+class LoopReport:
+    outcomes: int = 0
+    created: int = 0
+    claimed: int = 0
+    queued: int = 0
+    marked: int = 0
+    runs_changed: int = 0
+    retry_at: datetime | None = None
+
+    @property
+    def progress(self) -> bool:
+        return any((self.outcomes, self.created, self.claimed, self.queued, self.marked, self.runs_changed))
+
+
+@dataclass
+class _InFlight:
+    run_id: int
+    dag_id: str
+    task_id: str
+    retry_delay: float
+
+
+@dataclass
+class DagRunJob:
+    sessions: sessionmaker[Session]
+    engine: Engine
+    settings: SchedulerSettings
+    executor: Executor
+    clock: Clock
+    actor: str
+    logs_folder: Path
+    say: RunLogger = print
+    job_type: str = "DagRunJob"
+    held: set[int] = field(default_factory=set)
+    job_id: int = 0
+    stopping: bool = False
+    wakeup: Wakeup | None = None
+    _inflight: dict[int, _InFlight] = field(default_factory=dict)
+    _last_heartbeat: float = 0.0
+    _fileloc: dict[str, str] = field(default_factory=dict)
+
+    # -- hooks for subclasses ------------------------------------------------------------------
+    def refresh_dags(self) -> bool:
+        return False
+
+    def create_runs(self, session: Session, now: datetime) -> int:
+        return 0
+
+    def claim_filter(self) -> dict[str, Any]:
+        return {}
+
+    def busy(self) -> bool:
+        """Work the subclass still expects (e.g. DAG files being parsed) that keeps the job from idling."""
+        return False
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        with self.sessions.begin() as session:
+            job = job_store.start_job(session, self.job_type, now=self.clock.now())
+            self.job_id = job.id
+        self.actor = f"{self.job_type.lower()}:{self.job_id}@{socket.gethostname()}"
+        self.wakeup = self.wakeup or DatabaseWakeup(self.engine)
+        self.executor.start()
+        self._last_heartbeat = time.monotonic()
+
+    def install_signal_handlers(self) -> None:
+        def stop(signum: int, _frame: Any) -> None:
+            self.stopping = True
+            if self.wakeup is not None:
+                self.wakeup.interrupt()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+
+    def run(self, *, num_runs: int | None = None, exit_when_idle: bool = False) -> None:
+        """Loop until stopped (SIGTERM/SIGINT), `num_runs` loops are done, or idle when asked to."""
+        self.start()
+        loops = 0
+        try:
+            while not self.stopping:
+                report = self.loop_once()
+                loops += 1
+                if num_runs is not None and loops >= num_runs:
+                    break
+                idle = not report.progress and not self.executor.in_flight() and report.retry_at is None \
+                    and not self.busy()
+                if exit_when_idle and idle:
+                    break
+                self.sleep(report)
+        finally:
+            self.shutdown()
+
+    def sleep(self, report: LoopReport) -> None:
+        if report.progress:
+            return
+        timeout = self.settings.poll_interval
+        if report.retry_at is not None:
+            wait_s = (report.retry_at - self.clock.now()).total_seconds()
+            timeout = max(0.0, min(timeout, wait_s))
+        assert self.wakeup is not None
+        self.wakeup.sleep(self.wait_handles(), timeout)
+
+    def wait_handles(self) -> list[Any]:
+        return list(self.executor.wait_handles())
+
+    def shutdown(self) -> None:
+        """Stop taking work, let running tries finish within the grace period, release the locks."""
+        last = self.executor.end(self.settings.shutdown_grace)
+        now = self.clock.now()
+        with self.sessions.begin() as session:
+            self._record(session, last, now)
+            lost = task_store.unfinished_in_job(session, self.job_id)
+            if lost:
+                self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
+                                                 reason="stopped by shutdown") for ti, tn in lost], now)
+            released = job_store.release_all(session, self.job_id)
+            if released:
+                events.record(session, "locks_released", at=now, actor=self.actor, run_ids=released,
+                              job_id=self.job_id)
+            job_store.end_job(session, self.job_id, now=now)
+        self.held.clear()
+
+    # -- one loop ------------------------------------------------------------------------------
+    def loop_once(self) -> LoopReport:
+        report = LoopReport()
+        self.refresh_dags()
+        drained = self.executor.drain()
+        now = self.clock.now()
+        work: list[WorkItem] = []
+        with self.sessions.begin() as session:
+            report.outcomes = self._record(session, drained, now)
+            report.created = self.create_runs(session, now)
+            report.claimed = self.collect_runs(session, now)
+            work = self.process_runs(session, now, report)
+            self._heartbeat(session, now)
+        for item in work:
+            self.executor.submit(item)
+        if self.wakeup is not None:
+            self.wakeup.settle()
+        return report
+
+    def _heartbeat(self, session: Session, now: datetime) -> None:
+        if time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
+            job_store.heartbeat(session, self.job_id, now=now)
+            self._last_heartbeat = time.monotonic()
+
+    def _record(self, session: Session, drained: list[TaskEvent], now: datetime) -> int:
+        outcomes = []
+        where: dict[tuple[int, int], _InFlight | None] = {}
+        host = socket.gethostname()
+        for ev in drained:
+            info = self._inflight.get(ev.ti_id)
+            where[(ev.ti_id, ev.try_number)] = info
+            at = datetime.fromtimestamp(ev.at, UTC)
+            state = TaskState.RUNNING if ev.kind == "started" else TaskState(ev.state or "failed")
+            outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
+                                               info.retry_delay if info else 0.0))
+            if ev.kind == "finished":
+                self._inflight.pop(ev.ti_id, None)
+        written = task_store.record_outcomes(session, outcomes)
+        failures = []
+        for o, st in written:
+            if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY):
+                info = where.get((o.ti_id, o.try_number))
+                failures.append(dict(
+                    at=now, kind="task_failed", actor=self.actor, dag_id=info.dag_id if info else None,
+                    run_id=info.run_id if info else None,
+                    details={"task_id": info.task_id if info else None, "ti_id": o.ti_id,
+                             "try_number": o.try_number, "reason": o.reason, "state": st.value}))
+                if info is not None:
+                    self.say(f"{info.dag_id} run {info.run_id} task {info.task_id} try {o.try_number}: "
+                             f"{st.value} ({o.reason})")
+        events.record_many(session, failures)
+        return len(written)
+
+    # -- collect runs --------------------------------------------------------------------------
+    def collect_runs(self, session: Session, now: datetime) -> int:
+        room = self.settings.max_held_runs - len(self.held)
+        claimed = job_store.claim_runs(session, self.job_id, now=now, stale_after=self.settings.lock_timeout,
+                                       limit=room, actor=self.actor, exclude=self.held, **self.claim_filter())
+        if not claimed:
+            return 0
+        ids = [run_id for run_id, _ in claimed]
+        self.held.update(ids)
+        for run_id, holder in claimed:
+            if holder is not None:
+                self.say(f"took over run {run_id} from job {holder}, which stopped heart-beating")
+        zombies = task_store.orphaned(session, ids, job_id=self.job_id)
+        if zombies:
+            self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
+                                             reason="its job stopped heart-beating (zombie)")
+                                   for ti, tn, _run in zombies], now)
+            events.record_many(session, [dict(at=now, kind="zombie", actor=self.actor, dag_id=None, run_id=run,
+                                              details={"ti_id": ti, "try_number": tn}) for ti, tn, run in zombies])
+        return len(claimed)
+
+    # -- process runs --------------------------------------------------------------------------
+    def process_runs(self, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
+        if not self.held:
+            return []
+        runs = {r.id: r for r in session.scalars(
+            select(DagRun).where(DagRun.id.in_(self.held), DagRun.lock_holder == self.job_id))}
+        self.held &= set(runs)
+        tis = task_store.rows_for_runs(session, list(runs))
+        previous = task_store.previous_states(
+            session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None])
+        running = dict(session.execute(
+            select(DagRun.dag_id, func.count()).where(DagRun.state == RunState.RUNNING.value,
+                                                      DagRun.dag_id.in_({r.dag_id for r in runs.values()}))
+            .group_by(DagRun.dag_id)).tuples())
+        candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
+        marks: list[tuple[int, TaskState]] = []
+        finished: list[tuple[DagRun, RunState]] = []
+        for run in sorted(runs.values(), key=lambda r: (r.logical_date, r.id)):
+            spec = dag_store.spec(session, run.dag_id, run.version_hash)
+            if run.state == RunState.QUEUED.value:
+                if running.get(run.dag_id, 0) >= spec.max_active_runs:
+                    continue
+                running[run.dag_id] = running.get(run.dag_id, 0) + 1
+                self._set_run_state(session, run, RunState.RUNNING, now)
+                report.runs_changed += 1
+            rows = tis.get(run.id, {})
+            prev = PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None else None
+            decision = decide(spec, task_store.states_of(rows), prev, now=now)
+            marks.extend((rows[tid].id, st) for tid, st in decision.mark.items())
+            if decision.run_state is not None:
+                finished.append((run, decision.run_state))
+                continue
+            candidates.extend((rows[tid], run, spec) for tid in decision.ready)
+            if decision.retry_at is not None and (report.retry_at is None or decision.retry_at < report.retry_at):
+                report.retry_at = decision.retry_at
+        task_store.mark(session, marks, now=now)
+        report.marked = len(marks)
+        for run, state in finished:
+            self._set_run_state(session, run, state, now, release=True)
+            self.held.discard(run.id)
+            running[run.dag_id] = running.get(run.dag_id, 1) - 1
+        report.runs_changed += len(finished)
+        return self._queue(session, candidates, now, report)
+
+    def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,
+               report: LoopReport) -> list[WorkItem]:
+        slots = self.executor.open_slots()
+        if not candidates or slots <= 0:
+            return []
+        candidates.sort(key=lambda c: (-c[0].priority_weight, c[1].logical_date, c[0].id))
+        active = task_store.active_counts_by_dag(session, list({c[1].dag_id for c in candidates}))
+        pools = task_store.pool_room(session)
+        chosen: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
+        for ti, run, spec in candidates:
+            if len(chosen) >= slots:
+                break
+            if active.get(run.dag_id, 0) >= spec.max_active_tasks:
+                continue
+            if ti.pool in pools and pools[ti.pool] <= 0:
+                continue
+            chosen.append((ti, run, spec))
+            active[run.dag_id] = active.get(run.dag_id, 0) + 1
+            if ti.pool in pools:
+                pools[ti.pool] -= 1
+        tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now)
+        report.queued = len(chosen)
+        work = []
+        for ti, run, spec in chosen:
+            task = spec.tasks[ti.task_id]
+            self._inflight[ti.id] = _InFlight(run.id, run.dag_id, ti.task_id, task.retry_delay)
+            work.append(WorkItem(
+                ti_id=ti.id, run_id=run.id, dag_id=run.dag_id, task_id=ti.task_id, try_number=tries[ti.id],
+                fileloc=self._dag_file(session, run.dag_id), logical_date=run.logical_date,
+                data_interval_start=run.data_interval_start, data_interval_end=run.data_interval_end,
+                dag_version=run.version_hash, run_type=run.run_type,
+                log_path=str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])),
+                execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
+                priority_weight=ti.priority_weight))
+        return work
+
+    def _dag_file(self, session: Session, dag_id: str) -> str:
+        found = self._fileloc.get(dag_id)
+        if found is None:
+            found = self._fileloc[dag_id] = session.scalar(select(Dag.fileloc).where(Dag.dag_id == dag_id)) or ""
+        return found
+
+    def _set_run_state(self, session: Session, run: DagRun, state: RunState, now: datetime,
+                       release: bool = False) -> None:
+        before = run.state
+        values: dict[str, Any] = {"state": state.value}
+        if state == RunState.RUNNING:
+            values["started_at"] = now
+        if state in (RunState.SUCCESS, RunState.FAILED):
+            values["ended_at"] = now
+        if release:
+            values["lock_holder"] = None
+        session.execute(update(DagRun).where(DagRun.id == run.id).values(**values))
+        run.state = state.value
+        events.record(session, "run_state_changed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
+                      **{"from": before, "to": state.value, "logical_date": run.logical_date.isoformat()})
+        self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} ({run.run_type}): {before} → {state.value}")
+

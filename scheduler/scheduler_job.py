@@ -1,0 +1,82 @@
+"""SchedulerJob: the DagRunJob that parses the DAGs folder, creates due runs, and collects every
+unfinished run that no live job holds."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from scheduler.dag_processing import DagFileProcessorManager
+from scheduler.dag_sync import known_hashes, sync_results
+from scheduler.job import DagRunJob
+from scheduler.scheduling import create_due_runs
+
+
+@dataclass
+class SchedulerJob(DagRunJob):
+    dags_folder: Path = Path(".")
+    job_type: str = "SchedulerJob"
+    manager: DagFileProcessorManager | None = None
+    _next_scheduling: float = 0.0
+    _parsed_once: bool = False
+    _dirty: bool = True
+    _pending: list[Any] = field(default_factory=list)
+
+    def start(self) -> None:
+        super().start()
+        s = self.settings
+        self.manager = DagFileProcessorManager(
+            self.dags_folder, parsing_processes=s.parsing_processes,
+            min_file_process_interval=s.min_file_process_interval, dag_dir_list_interval=s.dag_dir_list_interval,
+            file_timeout=s.dag_file_processor_timeout)
+        with self.sessions.begin() as session:
+            self.manager.seed(known_hashes(session))
+        self.manager.start()
+
+    def shutdown(self) -> None:
+        try:
+            super().shutdown()
+        finally:
+            if self.manager is not None:
+                self.manager.stop()
+
+    def refresh_dags(self) -> bool:
+        assert self.manager is not None
+        if not self._parsed_once:
+            results = self.manager.parse_all(timeout=self.settings.dag_file_processor_timeout * 2)
+            self._parsed_once = True
+        else:
+            results = self.manager.poll()
+        if not results:
+            return False
+        with self.sessions.begin() as session:
+            sync_results(session, results, now=self.clock.now(), actor=self.actor)
+        self._fileloc.clear()
+        self._dirty = True
+        return True
+
+    def create_runs(self, session: Session, now: datetime) -> int:
+        if not self._dirty and time.monotonic() < self._next_scheduling:
+            return 0
+        self._dirty = False
+        self._next_scheduling = time.monotonic() + self.settings.scheduling_interval
+        created = create_due_runs(session, now=now, actor=self.actor)
+        for run in created:
+            self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")
+        if len(created):
+            self._dirty = True  # catch-up may continue
+        return len(created)
+
+    def busy(self) -> bool:
+        return self.manager is not None and self.manager.busy()
+
+    def wait_handles(self) -> list[Any]:
+        handles = super().wait_handles()
+        if self.manager is not None:
+            handles.extend(self.manager.wait_handles())
+        return handles

@@ -1,0 +1,52 @@
+"""Scheduler settings, with their defaults; each can be set as LEDGER_<NAME> in the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ledger.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    executor: str = "local"  # local | sequential
+    parallelism: int = 4  # task tries running at once in this job's executor
+    poll_interval: float = 1.0  # longest sleep between loops when nothing wakes the job
+    heartbeat_interval: float = 2.0  # how often the job row's heartbeat is written
+    lock_timeout: float = 30.0  # a holder silent for this long loses its run locks to others
+    max_held_runs: int = 64  # runs one job locks at most at a time
+    shutdown_grace: float = 30.0  # seconds running tries get to finish on SIGTERM/SIGINT
+    parsing_processes: int = 2  # DAG file processors
+    min_file_process_interval: float = 30.0  # an unchanged file is re-imported at most this often
+    dag_dir_list_interval: float = 30.0  # how often the DAGs folder is listed for new/deleted files
+    dag_file_processor_timeout: float = 50.0  # a file whose import takes longer is killed
+    scheduling_interval: float = 1.0  # how often due intervals of every DAG are checked
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:
+        env = dict(os.environ) if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"LEDGER_{f.name.upper()}")
+            if raw is None:
+                continue
+            kind = type(getattr(cls, f.name))
+            try:
+                values[f.name] = kind(raw)
+            except ValueError:
+                raise ConfigError(f"LEDGER_{f.name.upper()}={raw!r} is not a valid {kind.__name__}") from None
+        settings = replace(cls(), **values, **{k: v for k, v in overrides.items() if v is not None})
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        if self.executor not in ("local", "sequential"):
+            raise ConfigError(f"unknown executor {self.executor!r}; use local or sequential")
+        for name in ("parallelism", "max_held_runs", "parsing_processes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1")
+        for name in ("poll_interval", "heartbeat_interval", "lock_timeout", "dag_file_processor_timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")

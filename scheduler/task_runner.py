@@ -1,0 +1,564 @@
+"""One try of one task instance, run inside a forked child process, and the watching of that child.
+
+The pieces, in the order they happen:
+
+* `prepare(item)` runs in the long-lived process that is about to fork (a LocalExecutor worker): it
+  imports the task's DAG file, cached per file and modification time, so the forked child inherits the
+  loaded module and repeated tries of tasks from the same file pay no import.
+* `fork_try(item)` forks the child. The child puts itself in its own process group (so a timeout or a
+  shutdown can kill the task with everything it started), asks the kernel to SIGKILL it when its parent
+  dies, runs `run_try` and exits with a code that says the outcome (`EXIT_SUCCESS`, `EXIT_FAILED`,
+  `EXIT_SKIPPED`), after writing its state and reason to a pipe.
+* `run_try(item)` sends fd 1 and 2 to the try's log file, finds the task, runs it and returns
+  (state, reason).
+* `RunningTry.wait()` waits for the child (a pidfd: woken the moment it exits), kills its process group
+  when the execution timeout passes, and returns the outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import inspect
+import io
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any, Literal, NoReturn
+
+from ledger.context import TaskContext
+from ledger.dag import BashTask, PythonTask, Task
+from ledger.dagbag import FileResult, load_file
+from scheduler.executors.base import WorkItem
+
+State = Literal["success", "failed", "skipped"]
+
+EXIT_SUCCESS = 0
+EXIT_FAILED = 1
+EXIT_SKIPPED = 99  # also what a BashTask exits with to say "skipped" (the Airflow convention)
+BASH_SKIP_EXIT_CODE = 99
+EXIT_CODES: dict[State, int] = {"success": EXIT_SUCCESS, "failed": EXIT_FAILED, "skipped": EXIT_SKIPPED}
+
+REASON_LIMIT = 300
+DEFAULT_IMPORT_TIMEOUT = 60.0  # seconds a worker gives a DAG file to import before failing the try
+PR_SET_PDEATHSIG = 1
+
+
+class SkipTask(Exception):
+    """Raise inside a Python task to end the try as skipped; the message becomes the reason."""
+
+
+class _ImportTimeout(BaseException):
+    """Raised by SIGALRM in a worker whose DAG file import hangs (BaseException: load_file must not catch it)."""
+
+
+# -- small helpers ---------------------------------------------------------------------------------
+
+def one_line(text: str, limit: int = REASON_LIMIT) -> str:
+    """Collapse whitespace to one line and cut it to `limit` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def describe_exception(exc: BaseException) -> str:
+    message = str(exc)
+    return one_line(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+
+
+def describe_status(status: int) -> str:
+    """'exit code N' or 'killed by signal SIGNAME' for a waitpid status."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = str(number)
+        return f"killed by signal {name}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()  # looked up once, before any fork: children only make the call
+
+
+def set_parent_death_signal(signum: int) -> bool:
+    """Ask Linux to send `signum` to this process when the thread that created it dies."""
+    return _prctl is not None and _prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+
+
+def kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+# -- DAG files: loaded once per (file, modification) in the process that forks ----------------------
+
+@dataclass
+class _Cached:
+    key: tuple[int, int, int]
+    result: FileResult
+
+
+@dataclass
+class _Prepared:
+    result: FileResult
+    output: str  # what the import printed, written to the log of the try that caused it
+
+
+_cache: dict[str, _Cached] = {}
+_prepared: dict[str, _Prepared] = {}  # filled by prepare() just before a fork, read by that child
+
+
+def _file_key(fileloc: str) -> tuple[int, int, int]:
+    st = os.stat(fileloc)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise _ImportTimeout after `seconds` (main thread only; a no-op elsewhere or without a limit)."""
+    import threading
+
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(signum: int, frame: FrameType | None) -> None:
+        raise _ImportTimeout
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def load_dag_file(fileloc: str, *, timeout: float | None = None, capture: io.StringIO | None = None) -> FileResult:
+    """load_file with a cache keyed on the file's mtime, size and inode; failures are not cached."""
+    try:
+        key = _file_key(fileloc)
+    except OSError as exc:
+        return FileResult(fileloc, error=f"{fileloc}: {exc.strerror or exc}")
+    cached = _cache.get(fileloc)
+    if cached is not None and cached.key == key:
+        return cached.result
+    try:
+        with _alarm(timeout):
+            if capture is None:
+                result = load_file(fileloc)
+            else:
+                with contextlib.redirect_stdout(capture), contextlib.redirect_stderr(capture):
+                    result = load_file(fileloc)
+    except _ImportTimeout:
+        _cache.pop(fileloc, None)
+        return FileResult(fileloc, error=f"{fileloc}: import timed out after {float(timeout or 0)} s")
+    if result.error is None:
+        _cache[fileloc] = _Cached(key, result)
+    else:
+        _cache.pop(fileloc, None)
+    return result
+
+
+def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIMEOUT) -> None:
+    """In a long-lived worker, before forking: load the item's DAG file so the child inherits it."""
+    _prepared.clear()
+    output = io.StringIO()
+    result = load_dag_file(item.fileloc, timeout=import_timeout, capture=output)
+    _prepared[item.fileloc] = _Prepared(result, output.getvalue())
+
+
+def forget_prepared() -> None:
+    _prepared.clear()
+
+
+def clear_cache() -> None:
+    _cache.clear()
+    _prepared.clear()
+
+
+# -- inside the child ------------------------------------------------------------------------------
+
+def _say(text: str) -> None:
+    sys.stdout.write(f"[ledger] {text}\n")
+    sys.stdout.flush()
+
+
+def _redirect_output(log_path: str) -> None:
+    """Send fd 1 and 2 (and sys.stdout/sys.stderr, line-buffered) to the try's log; stdin from /dev/null."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+    try:
+        fd = os.open(log_path, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+        fd = os.open(log_path, flags, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.close(null)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+
+
+def make_context(item: WorkItem) -> TaskContext:
+    return TaskContext(
+        dag_id=item.dag_id,
+        task_id=item.task_id,
+        run_id=str(item.run_id),
+        logical_date=item.logical_date,
+        data_interval_start=item.data_interval_start,
+        data_interval_end=item.data_interval_end,
+        try_number=item.try_number,
+        dag_version=item.dag_version,
+        run_type=item.run_type,
+        conf=dict(item.conf),
+        log_path=item.log_path,
+    )
+
+
+def wants_context(fn: Callable[..., Any]) -> bool:
+    """True when the callable has a parameter named `context` (passable by keyword) or **kwargs."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    for param in params:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            return True
+        if param.name == "context" and param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                      inspect.Parameter.KEYWORD_ONLY):
+            return True
+    return False
+
+
+def _call(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any]) -> tuple[State, str | None]:
+    """Call task code: SkipTask -> skipped, SystemExit(0) -> success, any other exception -> failed."""
+    try:
+        value = fn(*args, **kwargs)
+    except SkipTask as exc:
+        reason = one_line(str(exc)) or None
+        _say(f"skipped: {reason}" if reason else "skipped")
+        return "skipped", reason
+    except SystemExit as exc:
+        if exc.code in (None, 0):
+            return "success", None
+        traceback.print_exc()
+        return "failed", one_line(f"SystemExit: {exc.code}")
+    except BaseException as exc:
+        traceback.print_exc()
+        return "failed", describe_exception(exc)
+    if value is not None:
+        _say(f"returned {one_line(repr(value), 1000)}")
+    return "success", None
+
+
+def _run_python(task: PythonTask, context: TaskContext) -> tuple[State, str | None]:
+    kwargs = dict(task.op_kwargs)
+    if "context" not in kwargs and wants_context(task.python_callable):
+        kwargs["context"] = context
+    return _call(task.python_callable, task.op_args, kwargs)
+
+
+def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
+    env = {**os.environ, **context.env(), **task.env}
+    _say(f"running: bash -c {task.bash_command!r}" + (f" in {task.cwd}" if task.cwd else ""))
+    try:
+        code = subprocess.call(["bash", "-c", task.bash_command], env=env, cwd=task.cwd,
+                               stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        traceback.print_exc()
+        return "failed", describe_exception(exc)
+    if code == 0:
+        return "success", None
+    if code == BASH_SKIP_EXIT_CODE:
+        return "skipped", f"exit code {BASH_SKIP_EXIT_CODE}"
+    if code < 0:
+        try:
+            return "failed", f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return "failed", f"killed by signal {-code}"
+    return "failed", f"exit code {code}"
+
+
+def _execute(item: WorkItem, context: TaskContext) -> tuple[State, str | None]:
+    prepared = _prepared.get(item.fileloc)
+    if prepared is not None:
+        result = prepared.result
+        if prepared.output:
+            _say(f"output while importing {item.fileloc}:")
+            sys.stdout.write(prepared.output if prepared.output.endswith("\n") else prepared.output + "\n")
+    else:
+        result = load_dag_file(item.fileloc)
+    if result.error:
+        _say(f"cannot load the DAG file: {result.error}")
+        return "failed", one_line(f"cannot load DAG file: {result.error}")
+    dag = next((d for d in result.dags if d.dag_id == item.dag_id), None)
+    if dag is None:
+        return "failed", one_line(f"DAG {item.dag_id} no longer exists in {item.fileloc}")
+    task: Task | None = dag.tasks.get(item.task_id)
+    if task is None:
+        return "failed", one_line(f"task {item.task_id} no longer exists in {item.fileloc}")
+    if isinstance(task, PythonTask):
+        return _run_python(task, context)
+    if isinstance(task, BashTask):
+        return _run_bash(task, context)
+    execute = getattr(task, "execute", None)
+    if callable(execute):  # other task kinds run through execute(context)
+        return _call(execute, (), {"context": context})
+    return "failed", one_line(f"task {item.task_id} is of kind {task.kind!r}, which has no way to run")
+
+
+def run_try(item: WorkItem) -> tuple[State, str | None]:
+    """Run one try; meant for a forked child (it takes over fd 0, 1 and 2). Returns (state, reason)."""
+    _redirect_output(item.log_path)
+    began = time.monotonic()
+    _say(f"{_now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id} "
+         f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()})")
+    context = make_context(item)
+    try:
+        state, reason = _execute(item, context)
+    except BaseException as exc:  # a bug of ours must still end as a clean failed try
+        traceback.print_exc()
+        state, reason = "failed", describe_exception(exc)
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    took = time.monotonic() - began
+    _say(f"{_now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
+    return state, reason
+
+
+_CHILD_SIGNALS: tuple[tuple[signal.Signals, Any], ...] = (
+    (signal.SIGINT, signal.default_int_handler),
+    (signal.SIGTERM, signal.SIG_DFL),
+    (signal.SIGHUP, signal.SIG_DFL),
+    (signal.SIGALRM, signal.SIG_DFL),
+    (signal.SIGUSR1, signal.SIG_DFL),
+    (signal.SIGUSR2, signal.SIG_DFL),
+)
+
+
+def _reset_signals() -> None:
+    """Task code starts with Python's default signal handling, whatever the forking process installed."""
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+    for signum, handler in _CHILD_SIGNALS:
+        if signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
+
+
+def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iterable[int]) -> NoReturn:
+    code = EXIT_FAILED
+    try:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
+        set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(EXIT_FAILED)
+        for fd in close_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _reset_signals()
+        state, reason = run_try(item)
+        code = EXIT_CODES[state]
+        message = json.dumps({"state": state, "reason": reason}).encode()
+        os.write(result_fd, message[:4000])
+    except BaseException as exc:
+        code = EXIT_FAILED
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+            os.write(result_fd, json.dumps({"state": "failed", "reason": describe_exception(exc)}).encode())
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+# -- in the parent of the child --------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    state: State
+    reason: str | None
+    at: float  # time.time() when the end was seen
+
+
+class RunningTry:
+    """A forked child running one try: wait for it (with the execution timeout) or kill it."""
+
+    def __init__(self, item: WorkItem, pid: int, result_fd: int, started_at: float) -> None:
+        self.item = item
+        self.pid = pid
+        self.started_at = started_at  # time.time()
+        self._result_fd = result_fd
+        self._begun = time.monotonic()
+        self.deadline = (self._begun + item.execution_timeout) if item.execution_timeout else None
+        self._pidfd: int | None
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+        self._buffer = b""
+        self._eof = False
+        self._status: int | None = None
+        self.outcome: Outcome | None = None
+
+    def fileno(self) -> int:
+        """Readable when the child has exited (a pidfd; the result pipe where pidfds are missing)."""
+        return self._pidfd if self._pidfd is not None else self._result_fd
+
+    def _exited(self) -> bool:
+        """Has the child exited? Leaves it a zombie, so its pid and process group id cannot be reused yet."""
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def _read_result(self) -> None:
+        while not self._eof:
+            try:
+                ready, _, _ = select.select([self._result_fd], [], [], 0)
+                if not ready:
+                    return
+                chunk = os.read(self._result_fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._eof = True
+            self._buffer += chunk
+
+    def kill(self) -> None:
+        """SIGKILL the try's whole process group (the child and whatever it started)."""
+        kill_group(self.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> Outcome | None:
+        """Wait up to `timeout` seconds (None: until it ends) for the try to end; kill it at its deadline.
+        Returns the outcome once the try has ended, else None."""
+        if self.outcome is not None:
+            return self.outcome
+        until = None if timeout is None else time.monotonic() + timeout
+        timed_out = False
+        while not self._exited():
+            now = time.monotonic()
+            if self.deadline is not None and now >= self.deadline:
+                timed_out = True
+                self.kill()
+                break
+            limits = [t - now for t in (until, self.deadline) if t is not None]
+            if self._pidfd is None:
+                limits.append(0.05)  # without a pidfd the result pipe may stay silent: poll as well
+            if until is not None and now >= until:
+                return None
+            wait_for = max(0.0, min(limits)) if limits else None
+            handles = [self._pidfd] if self._pidfd is not None else ([] if self._eof else [self._result_fd])
+            if handles:
+                select.select(handles, [], [], wait_for)
+                if self._pidfd is None:
+                    self._read_result()
+            else:
+                time.sleep(wait_for if wait_for is not None else 0.05)
+        return self._finish(timed_out)
+
+    def _finish(self, timed_out: bool) -> Outcome:
+        # Still a zombie here: kill what the try left behind in its group, then reap it.
+        kill_group(self.pid)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            status = None
+        at = time.time()
+        self._read_result()
+        self.close()
+        state: State
+        reason: str | None
+        if timed_out:
+            state, reason = "failed", f"timed out after {float(self.item.execution_timeout or 0)} s"
+        else:
+            message = self._decode()
+            if message is not None:
+                state, reason = message
+            elif status is None:
+                state, reason = "failed", "the try's process vanished"
+            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_SUCCESS:
+                state, reason = "success", None
+            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_SKIPPED:
+                state, reason = "skipped", f"exit code {EXIT_SKIPPED}"
+            else:
+                state, reason = "failed", describe_status(status)
+        self._status = status
+        self.outcome = Outcome(state, reason, at)
+        return self.outcome
+
+    def _decode(self) -> tuple[State, str | None] | None:
+        if not self._buffer:
+            return None
+        try:
+            data = json.loads(self._buffer.decode("utf-8", "replace"))
+            state = data["state"]
+            if state not in EXIT_CODES:
+                return None
+            reason = data.get("reason")
+            return state, (one_line(str(reason)) if reason else None)
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    @property
+    def status(self) -> int | None:
+        """The raw waitpid status once the try has ended."""
+        return self._status
+
+    def close(self) -> None:
+        for fd in (self._pidfd, self._result_fd):
+            if fd is not None and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._pidfd = None
+        self._result_fd = -1
+        self._eof = True
+
+
+def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:
+    """Fork a child that runs `run_try(item)` in its own process group; `close_fds` are closed in it."""
+    read_fd, write_fd = os.pipe()
+    parent_pid = os.getpid()
+    fds = list(close_fds)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_fd)
+        _child_main(item, write_fd, parent_pid, fds)
+    started = time.time()
+    os.close(write_fd)
+    with contextlib.suppress(OSError):  # also here, so killpg works even before the child ran setpgid
+        os.setpgid(pid, pid)
+    return RunningTry(item, pid, read_fd, started)

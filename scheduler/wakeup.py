@@ -1,0 +1,68 @@
+"""How a job sleeps between loops and what wakes it early.
+
+Its own executor wakes it through the workers' pipes (a finished try is heard at once). Changes made
+by other processes (another scheduler, a backfill, the CLI) are heard through the database: every
+such change appends to the events table, and the sleeping job checks the newest event id every
+`check_interval` seconds, a query of a few microseconds on an index. The poll interval only bounds
+the worst case. The signals service (LISTEN/NOTIFY on PostgreSQL) plugs in behind the same interface.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from multiprocessing.connection import wait
+from typing import Any, Protocol
+
+from sqlalchemy import Engine, func, select
+
+from ledger.db import reader
+from ledger.models import Event
+
+
+class Wakeup(Protocol):
+    def settle(self) -> None:
+        """Called after the job's own transaction: what is in the database now is already seen."""
+
+    def sleep(self, handles: list[Any], timeout: float) -> bool:
+        """Sleep up to `timeout` seconds; True when woken by a handle, another process or interrupt()."""
+
+    def interrupt(self) -> None:
+        """Wake the sleeper now (safe to call from a signal handler)."""
+
+
+class DatabaseWakeup:
+    def __init__(self, engine: Engine, check_interval: float = 0.05) -> None:
+        self.engine = reader(engine)
+        self.check_interval = check_interval
+        self.seen = 0
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+
+    def _newest(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.max(Event.id))).scalar() or 0)
+
+    def settle(self) -> None:
+        self.seen = self._newest()
+
+    def interrupt(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._w, b"x")
+
+    def sleep(self, handles: list[Any], timeout: float) -> bool:
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            left = deadline - time.monotonic()
+            ready = wait([*handles, self._r], timeout=max(0.0, min(self.check_interval, left)))
+            if ready:
+                if self._r in ready:
+                    with contextlib.suppress(OSError):
+                        os.read(self._r, 1024)
+                return True
+            if self._newest() != self.seen:
+                return True
+            if time.monotonic() >= deadline:
+                return False

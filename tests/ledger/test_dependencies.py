@@ -1,0 +1,96 @@
+"""Trigger rules, depends_on_past along the chain, and when a run is finished."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+import pytest
+
+from ledger import DAG, BashTask
+from ledger.dependencies import PreviousRun, TiState, decide, trigger_rule_outcome
+from ledger.states import RunState, TaskState
+from ledger.versions import spec_from_json, version_of
+
+S = TaskState
+NOW = pendulum.datetime(2024, 3, 10, tz="UTC")
+
+
+def spec_of(dag: DAG):  # type: ignore[no-untyped-def]
+    return spec_from_json(*version_of(dag))
+
+
+def chain_dag(**task_args: object) -> DAG:
+    with DAG("d", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+        a = BashTask("a", "true", **task_args)  # type: ignore[arg-type]
+        b = BashTask("b", "true")
+        a >> b
+    return dag
+
+
+@pytest.mark.parametrize(("rule", "upstream", "expected"), [
+    pytest.param("all_success", [S.SUCCESS, S.SUCCESS], S.SCHEDULED, id="all-success-ready"),
+    pytest.param("all_success", [S.SUCCESS, S.RUNNING], None, id="all-success-waits"),
+    pytest.param("all_success", [S.FAILED, S.RUNNING], S.UPSTREAM_FAILED, id="all-success-failed-upstream"),
+    pytest.param("all_success", [S.SKIPPED, S.SUCCESS], S.SKIPPED, id="all-success-skip-propagates"),
+    pytest.param("all_done", [S.FAILED, S.SKIPPED], S.SCHEDULED, id="all-done-after-failure"),
+    pytest.param("all_done", [S.FAILED, S.RUNNING], None, id="all-done-waits"),
+    pytest.param("one_success", [S.SUCCESS, S.RUNNING], S.SCHEDULED, id="one-success-early"),
+    pytest.param("one_success", [S.FAILED, S.SKIPPED], S.UPSTREAM_FAILED, id="one-success-none"),
+    pytest.param("one_failed", [S.FAILED, S.RUNNING], S.SCHEDULED, id="one-failed-early"),
+    pytest.param("one_failed", [S.SUCCESS, S.SUCCESS], S.SKIPPED, id="one-failed-none-failed"),
+    pytest.param("none_failed", [S.SUCCESS, S.SKIPPED], S.SCHEDULED, id="none-failed-with-skip"),
+    pytest.param("none_failed", [S.UPSTREAM_FAILED, S.SUCCESS], S.UPSTREAM_FAILED, id="none-failed-fails"),
+    pytest.param("all_failed", [S.FAILED, S.UPSTREAM_FAILED], S.SCHEDULED, id="all-failed-ready"),
+    pytest.param("all_failed", [S.FAILED, S.SUCCESS], S.SKIPPED, id="all-failed-skips"),
+])
+def test_trigger_rules_follow_airflow(rule: str, upstream: list[TaskState], expected: TaskState | None) -> None:
+    assert trigger_rule_outcome(rule, upstream) == expected
+
+
+def test_a_task_without_upstream_is_ready_and_its_downstream_waits() -> None:
+    d = decide(spec_of(chain_dag()), {"a": TiState(S.SCHEDULED), "b": TiState(S.SCHEDULED)}, None, now=NOW)
+    assert d.ready == ["a"] and d.mark == {} and d.run_state is None
+
+
+def test_a_failed_upstream_marks_downstream_upstream_failed_and_fails_the_run() -> None:
+    d = decide(spec_of(chain_dag()), {"a": TiState(S.FAILED), "b": TiState(S.SCHEDULED)}, None, now=NOW)
+    assert d.mark == {"b": S.UPSTREAM_FAILED}
+    assert d.run_state == RunState.FAILED
+
+
+def test_a_run_succeeds_when_every_leaf_succeeded_or_was_skipped() -> None:
+    d = decide(spec_of(chain_dag()), {"a": TiState(S.SUCCESS), "b": TiState(S.SKIPPED)}, None, now=NOW)
+    assert d.run_state == RunState.SUCCESS
+
+
+def test_a_retry_waits_for_its_delay() -> None:
+    later = NOW + timedelta(minutes=5)
+    d = decide(spec_of(chain_dag()), {"a": TiState(S.UP_FOR_RETRY, later), "b": TiState(S.SCHEDULED)}, None,
+               now=NOW)
+    assert d.ready == [] and d.retry_at == later
+    d = decide(spec_of(chain_dag()), {"a": TiState(S.UP_FOR_RETRY, NOW), "b": TiState(S.SCHEDULED)}, None, now=NOW)
+    assert d.ready == ["a"]
+
+
+def test_depends_on_past_waits_for_the_same_task_in_the_previous_run() -> None:
+    spec = spec_of(chain_dag(depends_on_past=True))
+    states = {"a": TiState(S.SCHEDULED), "b": TiState(S.SCHEDULED)}
+    assert decide(spec, states, PreviousRun({"a": S.RUNNING}), now=NOW).waiting_on_past == ["a"]
+    assert decide(spec, states, PreviousRun({"a": S.FAILED}), now=NOW).waiting_on_past == ["a"]
+    assert decide(spec, states, PreviousRun({"a": S.SUCCESS}), now=NOW).ready == ["a"]
+    assert decide(spec, states, PreviousRun({"a": S.SKIPPED}), now=NOW).ready == ["a"]
+
+
+def test_depends_on_past_is_satisfied_without_a_previous_run_or_without_the_task_in_it() -> None:
+    spec = spec_of(chain_dag(depends_on_past=True))
+    states = {"a": TiState(S.SCHEDULED), "b": TiState(S.SCHEDULED)}
+    assert decide(spec, states, None, now=NOW).ready == ["a"]
+    assert decide(spec, states, PreviousRun({"other": S.FAILED}), now=NOW).ready == ["a"]
+
+
+def test_wait_for_downstream_also_needs_the_previous_runs_downstream_tasks() -> None:
+    spec = spec_of(chain_dag(wait_for_downstream=True))
+    states = {"a": TiState(S.SCHEDULED), "b": TiState(S.SCHEDULED)}
+    assert decide(spec, states, PreviousRun({"a": S.SUCCESS, "b": S.RUNNING}), now=NOW).waiting_on_past == ["a"]
+    assert decide(spec, states, PreviousRun({"a": S.SUCCESS, "b": S.SUCCESS}), now=NOW).ready == ["a"]

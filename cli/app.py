@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
-from cli import dags, db, events, runs, scheduler, timeline, trigger
+from cli import dags, db, events, pools, runs, scheduler, tasks, timeline, trigger
 from ledger.errors import LedgerError
 
 app = typer.Typer(
@@ -18,6 +18,8 @@ app = typer.Typer(
 app.add_typer(db.app, name="db")
 app.add_typer(dags.app, name="dags")
 app.add_typer(runs.app, name="runs")
+app.add_typer(tasks.app, name="tasks")
+app.add_typer(pools.app, name="pools")
 app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)

@@ -10,17 +10,23 @@ structure of each DAG and its hash), which `scheduler.dag_sync.sync_results` wri
 
 Time: `time` (injectable, monotonic seconds) drives the schedule of listing and parsing;
 file timeouts and durations are always measured with the real monotonic clock.
+
+Processors are forked ("fork" context) and ask the kernel for SIGKILL when their parent dies
+(PR_SET_PDEATHSIG; Linux ties it to the thread that forked them, so drive the manager from a thread that
+lives as long as it). The manager is not thread-safe: one thread calls poll() / parse_all().
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import multiprocessing
 import os
 import signal
 import sys
 import time as _time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
@@ -174,6 +180,10 @@ class DagFileProcessorManager:
         self._listed_at: float | None = None
         self._listed_real = 0.0  # real monotonic time of the latest listing
         self._forced: set[str] = set()  # files to parse at the next chance, whatever their state
+        # the dispatch queue: due files in order, rebuilt when something changed or a parsed file falls due
+        self._queue: deque[str] = deque()
+        self._stale = True
+        self._next_due_at = math.inf  # manager time when a file not in the queue falls due
         self._owners: dict[str, str] = {}  # dag_id -> the file that defines it
         self._waiting: dict[str, set[str]] = {}  # dag_id -> files refused it as a duplicate
         self.imports = 0  # files handed to processors so far
@@ -193,6 +203,7 @@ class DagFileProcessorManager:
                     proc.conn.send(None)
             else:
                 self._forced.add(proc.fileloc)  # parse it again after a restart
+                self._stale = True
                 proc.process.kill()
         deadline = _time.monotonic() + timeout
         for proc in self._processors:
@@ -224,6 +235,7 @@ class DagFileProcessorManager:
             self._files[fileloc] = _FileState(current_hash=digest, parsed_hash=digest, last_parsed=now)
         if owners:
             self._owners.update(owners)
+        self._stale = True
 
     # -- introspection --------------------------------------------------------------------------------
     @property
@@ -235,6 +247,17 @@ class DagFileProcessorManager:
     def due_count(self) -> int:
         """How many listed files are due for parsing and not being parsed."""
         return len(self._due(self._time()))
+
+    def busy(self) -> bool:
+        """A file is being parsed, or a forced, new or changed file waits for a processor.
+
+        Files that are only due because `min_file_process_interval` passed do not count, so that
+        `--exit-when-idle` can end.
+        """
+        if any(p.fileloc is not None for p in self._processors):
+            return True
+        return any(f in self._forced or s.last_parsed is None or s.parsed_hash != s.current_hash
+                   for f, s in self._files.items())
 
     @property
     def files(self) -> list[str]:
@@ -274,6 +297,7 @@ class DagFileProcessorManager:
         results = self._refresh(self._time())
         pending = set(self._files)
         self._forced |= pending
+        self._stale = True
         while True:
             self._dispatch()
             for res in self._collect(block=0.0):
@@ -325,6 +349,7 @@ class DagFileProcessorManager:
                 self._files[fileloc] = _FileState(current_hash=digest)
             else:
                 state.current_hash = digest
+        self._stale = True
         results = []
         for fileloc in sorted(gone):
             del self._files[fileloc]
@@ -333,9 +358,11 @@ class DagFileProcessorManager:
         return results
 
     def _due(self, now: float) -> list[str]:
+        """Files to parse, in order: forced, new or changed ones first, then the longest unparsed."""
         busy = {p.fileloc for p in self._processors if p.fileloc is not None}
         first: list[str] = []  # forced, new or changed
         later: list[tuple[float, str]] = []  # parsed long enough ago, oldest first
+        next_due_at = math.inf
         for fileloc, state in self._files.items():
             if fileloc in busy:
                 continue
@@ -343,8 +370,11 @@ class DagFileProcessorManager:
                 first.append(fileloc)
             elif now - state.last_parsed >= self.min_file_process_interval:
                 later.append((state.last_parsed, fileloc))
+            else:
+                next_due_at = min(next_due_at, state.last_parsed + self.min_file_process_interval)
         first.sort()
         later.sort()
+        self._next_due_at = next_due_at
         return first + [f for _, f in later]
 
     def _dispatch(self) -> None:
@@ -352,11 +382,21 @@ class DagFileProcessorManager:
         idle = [p for p in self._processors if p.fileloc is None]
         if not idle:
             return
-        for proc, fileloc in zip(idle, self._due(self._time()), strict=False):
+        now = self._time()
+        if self._stale or now >= self._next_due_at:
+            self._queue = deque(self._due(now))
+            self._stale = False
+        busy = {p.fileloc for p in self._processors if p.fileloc is not None}
+        while idle and self._queue:
+            fileloc = self._queue.popleft()
+            if fileloc in busy or fileloc not in self._files:
+                continue
+            proc = idle.pop(0)
             try:
                 proc.conn.send(fileloc)
-            except OSError:  # the processor died while idle: replace it and try again next time
+            except OSError:  # the processor died while idle: replace it, parse the file with another one
                 self._discard(proc)
+                self._queue.appendleft(fileloc)
                 continue
             proc.fileloc = fileloc
             proc.dispatched_hash = self._files[fileloc].current_hash
@@ -420,6 +460,10 @@ class DagFileProcessorManager:
             state.current_hash = res.content_hash
         state.parsed_hash = res.content_hash or state.current_hash  # unreadable: not again at once
         state.last_parsed = self._time()
+        if state.parsed_hash != state.current_hash:
+            self._stale = True  # changed while it was being parsed: due again now
+        else:
+            self._next_due_at = min(self._next_due_at, state.last_parsed + self.min_file_process_interval)
 
     def _next_timeout(self) -> float:
         """Seconds until the first busy processor reaches its file timeout."""
@@ -432,6 +476,9 @@ class DagFileProcessorManager:
         if not results:
             return results
         # releases first, so that a DAG moving from one file to another in the same batch moves cleanly
+        owned: dict[str, list[str]] = {}
+        for dag_id, owner in self._owners.items():
+            owned.setdefault(owner, []).append(dag_id)
         for res in results:
             if res.deleted:
                 keep: set[str] = set()
@@ -439,9 +486,14 @@ class DagFileProcessorManager:
                 keep = {d.dag_id for d in res.dags}
             else:
                 continue  # a broken file keeps its DAGs (they stay active with their last good version)
-            for dag_id in [d for d, owner in self._owners.items() if owner == res.fileloc and d not in keep]:
-                del self._owners[dag_id]
-                self._forced |= {f for f in self._waiting.pop(dag_id, set()) if f in self._files}
+            for dag_id in owned.get(res.fileloc, []):
+                if dag_id not in keep and self._owners.get(dag_id) == res.fileloc:
+                    del self._owners[dag_id]
+                    # files refused this DAG as a duplicate may have it now: parse them again at once
+                    waiting = {f for f in self._waiting.pop(dag_id, set()) if f in self._files}
+                    if waiting:
+                        self._forced |= waiting
+                        self._stale = True
         settled: list[ParseResult] = []
         for res in sorted(results, key=lambda r: (r.fileloc, not r.deleted)):
             if not res.dags:
@@ -450,12 +502,12 @@ class DagFileProcessorManager:
             kept: list[ParsedDag] = []
             refused: list[str] = []
             for dag in res.dags:
-                owner = self._owners.get(dag.dag_id)
-                if owner is None or owner == res.fileloc or owner not in self._files:
+                holder = self._owners.get(dag.dag_id)
+                if holder is None or holder == res.fileloc or holder not in self._files:
                     self._owners[dag.dag_id] = res.fileloc
                     kept.append(dag)
                 else:
-                    refused.append(f"{res.fileloc}: DAG {dag.dag_id!r} is already defined in {owner}")
+                    refused.append(f"{res.fileloc}: DAG {dag.dag_id!r} is already defined in {holder}")
                     self._waiting.setdefault(dag.dag_id, set()).add(res.fileloc)
             if refused:
                 error = "\n".join(([res.error] if res.error else []) + refused)

@@ -72,8 +72,11 @@ def known_owners(session: Session) -> dict[str, str]:
 
 
 def sync_results(session: Session, results: Iterable[ParseResult], *, now: datetime, actor: str) -> SyncReport:
-    """Write parse results to the database in the caller's transaction (never commits)."""
-    results = list(results)
+    """Write parse results to the database in the caller's transaction (never commits).
+
+    When several results of one file are given, the last one is the file's state and the others are ignored.
+    """
+    results = list({r.fileloc: r for r in results}.values())
     report = SyncReport(files=len(results))
     if not results:
         return report

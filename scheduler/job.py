@@ -251,10 +251,11 @@ class DagRunJob:
         tis = task_store.rows_for_runs(session, list(runs))
         previous = task_store.previous_states(
             session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None])
-        running = dict(session.execute(
-            select(DagRun.dag_id, func.count()).where(DagRun.state == RunState.RUNNING.value,
-                                                      DagRun.dag_id.in_({r.dag_id for r in runs.values()}))
-            .group_by(DagRun.dag_id)).tuples())
+        running_stmt = (
+            select(DagRun.dag_id, func.count())
+            .where(DagRun.state == RunState.RUNNING.value, DagRun.dag_id.in_({r.dag_id for r in runs.values()}))
+            .group_by(DagRun.dag_id))
+        running: dict[str, int] = dict(session.execute(running_stmt).tuples().all())
         candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
         marks: list[tuple[int, TaskState]] = []
         finished: list[tuple[DagRun, RunState]] = []

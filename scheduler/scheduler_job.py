@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from scheduler.dag_processing import DagFileProcessorManager
-from scheduler.dag_sync import known_hashes, sync_results
+from scheduler.dag_sync import known_hashes, known_owners, sync_results
 from scheduler.job import DagRunJob
 from scheduler.scheduling import create_due_runs
 
@@ -35,7 +35,7 @@ class SchedulerJob(DagRunJob):
             min_file_process_interval=s.min_file_process_interval, dag_dir_list_interval=s.dag_dir_list_interval,
             file_timeout=s.dag_file_processor_timeout)
         with self.sessions.begin() as session:
-            self.manager.seed(known_hashes(session))
+            self.manager.seed(known_hashes(session), known_owners(session))
         self.manager.start()
 
     def shutdown(self) -> None:

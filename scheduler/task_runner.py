@@ -118,14 +118,8 @@ class _Cached:
     result: FileResult
 
 
-@dataclass
-class _Prepared:
-    result: FileResult
-    output: str  # what the import printed, written to the log of the try that caused it
-
-
 _cache: dict[str, _Cached] = {}
-_prepared: dict[str, _Prepared] = {}  # filled by prepare() just before a fork, read by that child
+_context_wanted: dict[Callable[..., Any], bool] = {}
 
 
 def _file_key(fileloc: str) -> tuple[int, int, int]:
@@ -180,21 +174,66 @@ def load_dag_file(fileloc: str, *, timeout: float | None = None, capture: io.Str
     return result
 
 
-def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIMEOUT) -> None:
-    """In a long-lived worker, before forking: load the item's DAG file so the child inherits it."""
-    _prepared.clear()
-    output = io.StringIO()
-    result = load_dag_file(item.fileloc, timeout=import_timeout, capture=output)
-    _prepared[item.fileloc] = _Prepared(result, output.getvalue())
+@dataclass
+class Plan:
+    """Everything a try needs, worked out before the fork when possible (the child then only runs it)."""
+
+    item: WorkItem
+    output: str = ""  # what importing the DAG file printed, for the log of the try that caused the import
+    error: str | None = None  # the try fails before running: cannot load, no such DAG, no such task
+    task: Task | None = None
+    context: TaskContext | None = None
+    pass_context: bool = False
+
+
+_plans: dict[tuple[int, int], Plan] = {}  # made by prepare() just before a fork, read by the child
+
+
+def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: bool = False) -> Plan:
+    """Load the DAG file (cached), find the task, build its context."""
+    buffer = io.StringIO() if capture else None
+    result = load_dag_file(item.fileloc, timeout=import_timeout, capture=buffer)
+    plan = Plan(item, output=buffer.getvalue() if buffer is not None else "")
+    if result.error:
+        plan.error = one_line(f"cannot load DAG file: {result.error}")
+        return plan
+    dag = next((d for d in result.dags if d.dag_id == item.dag_id), None)
+    if dag is None:
+        plan.error = one_line(f"DAG {item.dag_id} no longer exists in {item.fileloc}")
+        return plan
+    plan.task = dag.tasks.get(item.task_id)
+    if plan.task is None:
+        plan.error = one_line(f"task {item.task_id} no longer exists in {item.fileloc}")
+        return plan
+    plan.context = make_context(item)
+    if isinstance(plan.task, PythonTask) and "context" not in plan.task.op_kwargs:
+        fn = plan.task.python_callable
+        try:
+            wanted = _context_wanted.get(fn)
+            if wanted is None:
+                wanted = _context_wanted[fn] = wants_context(fn)
+        except TypeError:  # an unhashable callable
+            wanted = wants_context(fn)
+        plan.pass_context = wanted
+    return plan
+
+
+def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIMEOUT) -> Plan:
+    """In a long-lived worker, just before forking the child for `item`: load its DAG file (cached per
+    file and modification time) and plan the try, so that the child inherits all of it."""
+    _plans.clear()
+    plan = _plans[(item.ti_id, item.try_number)] = make_plan(item, import_timeout=import_timeout, capture=True)
+    return plan
 
 
 def forget_prepared() -> None:
-    _prepared.clear()
+    _plans.clear()
 
 
 def clear_cache() -> None:
     _cache.clear()
-    _prepared.clear()
+    _plans.clear()
+    _context_wanted.clear()
 
 
 # -- inside the child ------------------------------------------------------------------------------
@@ -277,10 +316,8 @@ def _call(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any]) -
     return "success", None
 
 
-def _run_python(task: PythonTask, context: TaskContext) -> tuple[State, str | None]:
-    kwargs = dict(task.op_kwargs)
-    if "context" not in kwargs and wants_context(task.python_callable):
-        kwargs["context"] = context
+def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    kwargs = {**task.op_kwargs, "context": context} if pass_context else task.op_kwargs
     return _call(task.python_callable, task.op_args, kwargs)
 
 
@@ -305,43 +342,36 @@ def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
     return "failed", f"exit code {code}"
 
 
-def _execute(item: WorkItem, context: TaskContext) -> tuple[State, str | None]:
-    prepared = _prepared.get(item.fileloc)
-    if prepared is not None:
-        result = prepared.result
-        if prepared.output:
-            _say(f"output while importing {item.fileloc}:")
-            sys.stdout.write(prepared.output if prepared.output.endswith("\n") else prepared.output + "\n")
-    else:
-        result = load_dag_file(item.fileloc)
-    if result.error:
-        _say(f"cannot load the DAG file: {result.error}")
-        return "failed", one_line(f"cannot load DAG file: {result.error}")
-    dag = next((d for d in result.dags if d.dag_id == item.dag_id), None)
-    if dag is None:
-        return "failed", one_line(f"DAG {item.dag_id} no longer exists in {item.fileloc}")
-    task: Task | None = dag.tasks.get(item.task_id)
-    if task is None:
-        return "failed", one_line(f"task {item.task_id} no longer exists in {item.fileloc}")
+def _execute(plan: Plan) -> tuple[State, str | None]:
+    if plan.output:
+        _say(f"output while importing {plan.item.fileloc}:")
+        sys.stdout.write(plan.output if plan.output.endswith("\n") else plan.output + "\n")
+    if plan.error is not None or plan.task is None or plan.context is None:
+        reason = plan.error or "nothing to run"
+        _say(reason)
+        return "failed", reason
+    task, context = plan.task, plan.context
     if isinstance(task, PythonTask):
-        return _run_python(task, context)
+        return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):
         return _run_bash(task, context)
     execute = getattr(task, "execute", None)
     if callable(execute):  # other task kinds run through execute(context)
         return _call(execute, (), {"context": context})
-    return "failed", one_line(f"task {item.task_id} is of kind {task.kind!r}, which has no way to run")
+    return "failed", one_line(f"task {task.task_id} is of kind {task.kind!r}, which has no way to run")
 
 
 def run_try(item: WorkItem) -> tuple[State, str | None]:
-    """Run one try; meant for a forked child (it takes over fd 0, 1 and 2). Returns (state, reason)."""
+    """Run one try; meant for a forked child (it takes over fd 0, 1 and 2). Returns (state, reason).
+
+    Uses the plan prepare() made before the fork when there is one; else loads the DAG file itself."""
     _redirect_output(item.log_path)
     began = time.monotonic()
     _say(f"{_now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id} "
          f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()})")
-    context = make_context(item)
     try:
-        state, reason = _execute(item, context)
+        plan = _plans.get((item.ti_id, item.try_number)) or make_plan(item)
+        state, reason = _execute(plan)
     except BaseException as exc:  # a bug of ours must still end as a clean failed try
         traceback.print_exc()
         state, reason = "failed", describe_exception(exc)

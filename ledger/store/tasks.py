@@ -127,7 +127,7 @@ def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Out
     """
     if not outcomes:
         return []
-    current = {r.id: r for r in session.execute(
+    current = {r.id: (r.try_number, r.max_tries, r.state) for r in session.execute(
         select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state)
         .where(TaskInstance.id.in_({o.ti_id for o in outcomes})))}
     ti_rows: list[dict[str, Any]] = []
@@ -135,11 +135,11 @@ def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Out
     written: list[tuple[Outcome, TaskState]] = []
     for o in outcomes:
         row = current.get(o.ti_id)
-        if row is None or row.try_number != o.try_number or row.state not in ACTIVE:
+        if row is None or row[0] != o.try_number or row[2] not in ACTIVE:
             continue
         state = o.state
         next_try = None
-        if state == TaskState.FAILED and o.try_number < row.max_tries:
+        if state == TaskState.FAILED and o.try_number < row[1]:
             state = TaskState.UP_FOR_RETRY
             next_try = o.at + timedelta(seconds=o.retry_delay)
         if state == TaskState.RUNNING:
@@ -151,8 +151,7 @@ def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Out
         try_rows.append({"ti": o.ti_id, "tn": o.try_number, "st": o.state.value,
                          "started": o.at if state == TaskState.RUNNING else None,
                          "ended": None if state == TaskState.RUNNING else o.at, "pid": o.pid, "host": o.hostname})
-        row = row._replace(state=state.value)
-        current[o.ti_id] = row
+        current[o.ti_id] = (row[0], row[1], state.value)
         written.append((o, state))
     if ti_rows:
         t = TI_TABLE

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -114,10 +116,10 @@ def count(session: Any, model: Any, *where: Any) -> int:
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead too
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead too
-        return stat.read().split()[2] != "Z"
 
 
 # -- errors -------------------------------------------------------------------------------------------
@@ -208,6 +210,32 @@ def test_a_processor_that_dies_while_importing_is_replaced_and_the_file_gets_an_
     assert len(manager.processor_pids) == 1
 
 
+def test_processors_die_with_the_process_that_started_them(dags: Path) -> None:
+    code = textwrap.dedent(f"""\
+        import sys, time
+        from pathlib import Path
+        from scheduler.dag_processing import DagFileProcessorManager
+        manager = DagFileProcessorManager(Path({str(dags)!r}))
+        manager.start()
+        print(*manager.processor_pids, flush=True)
+        time.sleep(60)
+        """)
+    repo = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(repo)})
+    try:
+        assert parent.stdout is not None
+        pids = [int(pid) for pid in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(alive(pid) for pid in pids)
+    finally:
+        parent.kill()  # SIGKILL: no chance to stop its processors itself
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in pids)
+
+
 # -- when files are parsed --------------------------------------------------------------------------
 
 def test_a_changed_file_is_reparsed_and_an_unchanged_one_is_not_reimported_within_the_interval(
@@ -221,7 +249,7 @@ def test_a_changed_file_is_reparsed_and_an_unchanged_one_is_not_reimported_withi
     assert (imports(changes), imports(stays)) == (1, 1)
 
     # nothing is due within the interval, however often the scheduler polls
-    for _ in range(20):
+    for _ in range(10):
         assert manager.poll() == []
         clock.advance(1)
     assert manager.due_count == 0 and manager.processing == {}
@@ -240,13 +268,16 @@ def test_a_changed_file_is_reparsed_and_an_unchanged_one_is_not_reimported_withi
 def test_a_new_file_is_picked_up_at_the_next_listing(dags: Path, managers: Any) -> None:
     clock = FakeTime()
     (dags / "first.py").write_text(dag_source("first"))
-    manager = managers(dags, dag_dir_list_interval=60, time=clock)
+    manager = managers(dags, dag_dir_list_interval=10, time=clock)
     manager.parse_all(timeout=20)
     (dags / "second.py").write_text(dag_source("second"))
     assert manager.poll() == [] and manager.files == [str(dags / "first.py")]
-    clock.advance(60)
+    assert not manager.busy(), "nothing to do until the next listing: --exit-when-idle may end"
+    clock.advance(10)
+    assert manager.poll() == [] and manager.busy() and list(manager.processing) == [str(dags / "second.py")]
     results = poll_until(manager, has("second.py"))
     assert [d.dag_id for r in results for d in r.dags] == ["second"]
+    assert not manager.busy() and manager.due_count == 0
 
 
 def test_one_processor_works_on_a_file_at_a_time(dags: Path, tmp_path: Path, managers: Any) -> None:

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
-from cli import dags, db, events, pools, runs, scheduler, tasks, timeline, trigger
+from cli import backfill, dags, db, events, pools, runs, scheduler, tasks, timeline, trigger
 from ledger.errors import LedgerError
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app.add_typer(dags.app, name="dags")
 app.add_typer(runs.app, name="runs")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(pools.app, name="pools")
+app.add_typer(backfill.app, name="backfill")
 app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)

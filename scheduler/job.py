@@ -32,6 +32,7 @@ from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import jobs as job_store
 from ledger.store import tasks as task_store
+from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.settings import SchedulerSettings
@@ -78,7 +79,7 @@ class DagRunJob:
     logs_folder: Path
     say: RunLogger = print
     job_type: str = "DagRunJob"
-    held: set[int] = field(default_factory=set)
+    newest_first: bool = False  # process (and claim) runs newest first, for backwards backfills
     job_id: int = 0
     stopping: bool = False
     wakeup: Wakeup | None = None
@@ -122,6 +123,10 @@ class DagRunJob:
     def run(self, *, num_runs: int | None = None, exit_when_idle: bool = False) -> None:
         """Loop until stopped (SIGTERM/SIGINT), `num_runs` loops are done, or idle when asked to."""
         self.start()
+        self.run_started(num_runs=num_runs, exit_when_idle=exit_when_idle)
+
+    def run_started(self, *, num_runs: int | None = None, exit_when_idle: bool = False) -> None:
+        """The loop of a job whose start() has been called."""
         loops = 0
         try:
             while not self.stopping:
@@ -165,7 +170,6 @@ class DagRunJob:
                 events.record(session, "locks_released", at=now, actor=self.actor, run_ids=released,
                               job_id=self.job_id)
             job_store.end_job(session, self.job_id, now=now)
-        self.held.clear()
 
     # -- one loop ------------------------------------------------------------------------------
     def loop_once(self) -> LoopReport:
@@ -222,13 +226,13 @@ class DagRunJob:
 
     # -- collect runs --------------------------------------------------------------------------
     def collect_runs(self, session: Session, now: datetime) -> int:
-        room = self.settings.max_held_runs - len(self.held)
+        room = self.settings.max_held_runs - job_store.held_count(session, self.job_id)
         claimed = job_store.claim_runs(session, self.job_id, now=now, stale_after=self.settings.lock_timeout,
-                                       limit=room, actor=self.actor, exclude=self.held, **self.claim_filter())
+                                       limit=room, actor=self.actor, newest_first=self.newest_first,
+                                       **self.claim_filter())
         if not claimed:
             return 0
         ids = [run_id for run_id, _ in claimed]
-        self.held.update(ids)
         for run_id, holder in claimed:
             if holder is not None:
                 self.say(f"took over run {run_id} from job {holder}, which stopped heart-beating")
@@ -243,11 +247,13 @@ class DagRunJob:
 
     # -- process runs --------------------------------------------------------------------------
     def process_runs(self, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
-        if not self.held:
-            return []
+        order = ((DagRun.logical_date.desc(), DagRun.id.desc()) if self.newest_first
+                 else (DagRun.logical_date, DagRun.id))
         runs = {r.id: r for r in session.scalars(
-            select(DagRun).where(DagRun.id.in_(self.held), DagRun.lock_holder == self.job_id))}
-        self.held &= set(runs)
+            select(DagRun).where(DagRun.lock_holder == self.job_id, DagRun.state.in_(job_store.UNFINISHED))
+            .order_by(*order).limit(self.settings.max_held_runs))}
+        if not runs:
+            return []
         tis = task_store.rows_for_runs(session, list(runs))
         previous = task_store.previous_states(
             session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None])
@@ -259,7 +265,7 @@ class DagRunJob:
         candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
         marks: list[tuple[int, TaskState]] = []
         finished: list[tuple[DagRun, RunState]] = []
-        for run in sorted(runs.values(), key=lambda r: (r.logical_date, r.id)):
+        for run in sorted(runs.values(), key=lambda r: (r.logical_date, r.id), reverse=self.newest_first):
             spec = dag_store.spec(session, run.dag_id, run.version_hash)
             if run.state == RunState.QUEUED.value:
                 if running.get(run.dag_id, 0) >= spec.max_active_runs:
@@ -281,9 +287,10 @@ class DagRunJob:
         report.marked = len(marks)
         for run, state in finished:
             self._set_run_state(session, run, state, now, release=True)
-            self.held.discard(run.id)
             running[run.dag_id] = running.get(run.dag_id, 1) - 1
         report.runs_changed += len(finished)
+        for backfill_id in {run.backfill_id for run, _ in finished if run.backfill_id is not None}:
+            finish_backfill(session, backfill_id, now=now, actor=self.actor)
         return self._queue(session, candidates, now, report)
 
     def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,
@@ -291,7 +298,8 @@ class DagRunJob:
         slots = self.executor.open_slots()
         if not candidates or slots <= 0:
             return []
-        candidates.sort(key=lambda c: (-c[0].priority_weight, c[1].logical_date, c[0].id))
+        sign = -1 if self.newest_first else 1
+        candidates.sort(key=lambda c: (-c[0].priority_weight, sign * c[1].logical_date.timestamp(), c[0].id))
         active = task_store.active_counts_by_dag(session, list({c[1].dag_id for c in candidates}))
         pools = task_store.pool_room(session)
         chosen: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []

@@ -7,7 +7,7 @@ import os
 import socket
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun, Job
@@ -35,7 +35,7 @@ def end_job(session: Session, job_id: int, *, now: datetime, state: JobState = J
 
 
 def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: float, limit: int, actor: str,
-               backfill_id: int | None = None, exclude: set[int] | None = None) -> list[tuple[int, int | None]]:
+               backfill_id: int | None = None, newest_first: bool = False) -> list[tuple[int, int | None]]:
     """Lock up to `limit` unfinished live runs that nobody holds or whose holder stopped heart-beating.
 
     Returns (run id, previous holder) pairs; a previous holder means the lock was taken over.
@@ -54,14 +54,13 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
                    and_(DagRun.lock_holder != job_id,
                         or_(holder.c.id.is_(None), holder.c.state != JobState.RUNNING.value,
                             holder.c.latest_heartbeat < stale))))
-        .order_by(DagRun.logical_date, DagRun.id)
+        .order_by(*((DagRun.logical_date.desc(), DagRun.id.desc()) if newest_first
+                    else (DagRun.logical_date, DagRun.id)))
         .limit(limit)
         .with_for_update(of=DagRun, skip_locked=True)
     )
     if backfill_id is not None:
         stmt = stmt.where(DagRun.backfill_id == backfill_id)
-    if exclude:
-        stmt = stmt.where(DagRun.id.not_in(exclude))
     rows = list(session.execute(stmt))
     if not rows:
         return []
@@ -77,6 +76,11 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
                                      "reason": f"job {r.lock_holder} stopped heart-beating"}))
     events.record_many(session, log)
     return [(r.id, r.lock_holder) for r in rows]
+
+
+def held_count(session: Session, job_id: int) -> int:
+    return int(session.scalar(select(func.count()).select_from(DagRun).where(
+        DagRun.lock_holder == job_id, DagRun.state.in_(UNFINISHED))) or 0)
 
 
 def release_runs(session: Session, job_id: int, run_ids: list[int]) -> None:

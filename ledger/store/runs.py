@@ -50,6 +50,7 @@ class NewRun:
     conf: dict[str, Any] | None = None
     backfill_id: int | None = None
     state: RunState = RunState.QUEUED
+    lock_holder: int | None = None  # a job that creates runs to execute them itself holds them from the start
 
 
 def splice(session: Session, spec: DagSpec, new: NewRun, *, now: datetime, actor: str,
@@ -76,7 +77,7 @@ def splice(session: Session, spec: DagSpec, new: NewRun, *, now: datetime, actor
         dag_id=spec.dag_id, logical_date=at, data_interval_start=new.interval.start,
         data_interval_end=new.interval.end, run_type=new.run_type.value, state=new.state.value,
         previous_run_id=plan.previous, version_hash=spec.version_hash, schedule=spec.schedule.summary(),
-        backfill_id=new.backfill_id, conf=new.conf, created_at=now,
+        backfill_id=new.backfill_id, conf=new.conf, created_at=now, lock_holder=new.lock_holder,
     )
     session.add(run)
     session.flush()

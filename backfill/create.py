@@ -1,0 +1,85 @@
+"""Turning a backfill plan into a backfill row and runs spliced into the timeline (one transaction)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pendulum import DateTime
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backfill.plan import Action, LiveRun, PlanItem, Reprocess, backfill_intervals, plan_backfill
+from ledger.models import Backfill, DagRun, Job
+from ledger.states import BackfillState, JobState, RunState, RunType
+from ledger.store import events
+from ledger.store import runs as run_store
+from ledger.versions import DagSpec
+
+
+@dataclass(frozen=True)
+class BackfillRequest:
+    dag_id: str
+    start: DateTime
+    end: DateTime
+    reprocess: Reprocess = Reprocess.NONE
+    backwards: bool = False
+    conf: dict[str, Any] | None = None
+    max_active_runs: int | None = None
+    submit: bool = False
+    requested_by: str = "cli"
+
+
+def live_runs(session: Session, dag_id: str, start: datetime, end: datetime, *, now: datetime,
+              stale_after: float) -> dict[datetime, LiveRun]:
+    stale = now - timedelta(seconds=stale_after)
+    stmt = (select(DagRun.id, DagRun.logical_date, DagRun.state, DagRun.run_type, DagRun.lock_holder,
+                   Job.state.label("job_state"), Job.latest_heartbeat)
+            .outerjoin(Job, Job.id == DagRun.lock_holder)
+            .where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value,
+                   DagRun.logical_date >= start, DagRun.logical_date <= end))
+    out = {}
+    for r in session.execute(stmt):
+        alive = r.lock_holder is not None and r.job_state == JobState.RUNNING.value and r.latest_heartbeat >= stale
+        out[r.logical_date] = LiveRun(r.id, r.state, r.run_type, r.lock_holder, alive)
+    return out
+
+
+def make_plan(session: Session, spec: DagSpec, request: BackfillRequest, *, now: datetime,
+              stale_after: float) -> list[PlanItem]:
+    intervals = backfill_intervals(spec, request.start, request.end, now=now, backwards=request.backwards)
+    live = live_runs(session, spec.dag_id, intervals[0].start, intervals[-1].start, now=now,
+                     stale_after=stale_after)
+    return plan_backfill(intervals, live, request.reprocess, backwards=request.backwards)
+
+
+def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, plan: list[PlanItem], *,
+                    now: datetime, actor: str, job_id: int | None) -> Backfill:
+    """Write the backfill row and splice its runs; runs are held by `job_id` when it will execute them."""
+    row = Backfill(dag_id=spec.dag_id, range_start=request.start, range_end=request.end,
+                   reprocess=request.reprocess.value, state=BackfillState.RUNNING.value,
+                   requested_by=request.requested_by, backwards=request.backwards, submit_only=request.submit,
+                   max_active_runs=request.max_active_runs, conf=request.conf, created_at=now)
+    session.add(row)
+    session.flush()
+    run_store.lock_timeline(session, spec.dag_id)
+    for item in plan:
+        if item.action == Action.SKIP:
+            continue
+        run_store.splice(session, spec, run_store.NewRun(item.interval, RunType.BACKFILL, request.conf, row.id,
+                                                         lock_holder=job_id),
+                         now=now, actor=actor, replace=item.action == Action.OVERRIDE, lock=False)
+    counts = {a.value: sum(1 for i in plan if i.action == a) for a in Action}
+    events.record(session, "backfill_created", at=now, actor=actor, dag_id=spec.dag_id, backfill_id=row.id,
+                  start=request.start.isoformat(), end=request.end.isoformat(), reprocess=request.reprocess.value,
+                  version=spec.version_hash, submit=request.submit, **counts)
+    if not any(i.action != Action.SKIP for i in plan):
+        row.state, row.ended_at = BackfillState.SUCCESS.value, now
+    return row
+
+
+def plan_json(plan: list[PlanItem]) -> list[dict[str, Any]]:
+    return [{"logical_date": i.logical_date.isoformat(), "data_interval_start": i.interval.start.isoformat(),
+             "data_interval_end": i.interval.end.isoformat(), "action": i.action.value, "reason": i.reason,
+             "replaces_run_id": None if i.replaces_run_id is None else str(i.replaces_run_id)} for i in plan]

@@ -1,0 +1,99 @@
+"""Planning a backfill: for each logical date of the range, new / override / skip, with the reason.
+
+Pure: the intervals, the live runs at those dates and the policy in, the plan out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from pendulum import DateTime
+
+from ledger.errors import InvalidInput
+from ledger.schedule import DataInterval
+from ledger.versions import DagSpec
+
+
+class Reprocess(StrEnum):
+    NONE = "none"  # only dates without a live run
+    FAILED = "failed"  # also re-run dates whose live run failed
+    COMPLETED = "completed"  # also re-run dates whose live run finished, successfully or not
+
+
+class Action(StrEnum):
+    NEW = "new"
+    OVERRIDE = "override"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRun:
+    run_id: int
+    state: str
+    run_type: str
+    lock_holder: int | None  # a job holding the run
+    holder_alive: bool  # whether that job is still heart-beating
+
+
+@dataclass(frozen=True, slots=True)
+class PlanItem:
+    interval: DataInterval
+    action: Action
+    reason: str
+    replaces_run_id: int | None = None
+
+    @property
+    def logical_date(self) -> datetime:
+        return self.interval.logical_date
+
+
+def decide_date(live: LiveRun | None, policy: Reprocess) -> tuple[Action, str]:
+    if live is None:
+        return Action.NEW, "no live run at this date"
+    if live.lock_holder is not None and live.holder_alive:
+        return Action.SKIP, f"in flight: locked by job {live.lock_holder}"
+    if live.state in ("queued", "running"):
+        return Action.SKIP, f"{live.run_type} run {live.run_id} is {live.state}, not finished"
+    word = "succeeded" if live.state == "success" else live.state
+    if policy == Reprocess.COMPLETED or (policy == Reprocess.FAILED and live.state == "failed"):
+        return Action.OVERRIDE, f"{word}; reprocess={policy.value}"
+    return Action.SKIP, f"{word}; reprocess={policy.value}"
+
+
+def plan_backfill(intervals: Sequence[DataInterval], live: Mapping[datetime, LiveRun], policy: Reprocess,
+                  *, backwards: bool = False) -> list[PlanItem]:
+    items = []
+    for interval in intervals:
+        existing = live.get(interval.logical_date)
+        action, reason = decide_date(existing, policy)
+        items.append(PlanItem(interval, action, reason,
+                              existing.run_id if existing is not None and action == Action.OVERRIDE else None))
+    return list(reversed(items)) if backwards else items
+
+
+def backfill_intervals(spec: DagSpec, start: DateTime, end: DateTime, *, now: datetime,
+                       backwards: bool) -> list[DataInterval]:
+    """The schedule's intervals with logical dates in [start, end], or a clear refusal."""
+    if end < start:
+        raise InvalidInput(f"the range is backwards: --end {end.isoformat()} is before --start {start.isoformat()}")
+    if backwards and any(t.depends_on_past for t in spec.tasks.values()):
+        raise InvalidInput(f"--backwards cannot be used with DAG {spec.dag_id!r}: its tasks depend on the past, "
+                           "so its dates must run in chain order")
+    if spec.end_date is not None and start > spec.end_date:
+        raise InvalidInput(f"the range starts after DAG {spec.dag_id!r} ends ({spec.end_date.isoformat()})")
+    if end < spec.start_date:
+        raise InvalidInput(f"the range ends before DAG {spec.dag_id!r} starts ({spec.start_date.isoformat()})")
+    intervals = spec.schedule.intervals_between(start, end, start_date=spec.start_date, end_date=spec.end_date)
+    if not intervals:
+        raise InvalidInput(f"DAG {spec.dag_id!r} has no scheduled interval between {start.isoformat()} and "
+                           f"{end.isoformat()} (schedule {spec.schedule.summary()})")
+    open_ones = [i for i in intervals if i.end > now]
+    if open_ones:
+        ended = [i for i in intervals if i.end <= now]
+        hint = f"; the last one that has ended is {ended[-1].logical_date.isoformat()}" if ended else ""
+        raise InvalidInput(f"the range reaches past the last interval that has ended: the interval at "
+                           f"{open_ones[0].logical_date.isoformat()} ends {open_ones[0].end.isoformat()}{hint}")
+    return intervals

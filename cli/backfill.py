@@ -1,0 +1,230 @@
+"""`ledger backfill DAG --start A --end B`, `ledger backfill list`, `ledger backfill cancel ID`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy import func, select
+from typer.core import TyperGroup
+
+from cli.env import actor_name, open_env, parse_conf, print_json
+from cli.options import DagId, DagsFolder, Json
+from ledger.dates import iso, parse_user_date
+from ledger.errors import InvalidInput
+from ledger.models import Backfill, DagRun
+from ledger.store import dags as dag_store
+from ledger.store.backfills import Progress, progress_of
+
+
+class _DefaultToCreate(TyperGroup):
+    """`ledger backfill DAG ...` is short for `ledger backfill create DAG ...`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["create", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=_DefaultToCreate, no_args_is_help=True,
+                  help="Rewrite a DAG's history: `ledger backfill DAG --start A --end B` (short for "
+                       "`ledger backfill create ...`), `ledger backfill list`, `ledger backfill cancel ID`.")
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+ACTION_STYLE = {"new": "green", "override": "yellow", "skip": "dim"}
+
+
+@app.command()
+def create(
+    dag_id: DagId,
+    start: Annotated[str, typer.Option(help="First logical date (ISO; a bare date is read in the DAG's timezone).",
+                                       show_default=False)],
+    end: Annotated[str, typer.Option(help="Last logical date, inclusive.", show_default=False)],
+    reprocess: Annotated[str, typer.Option(help="Dates that already have a live run: none (skip them), failed "
+                                           "(re-run failed ones) or completed (re-run every finished one).")] = "none",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
+    as_json: Json = False,
+    max_active_runs: Annotated[int | None, typer.Option(min=1, help="Runs executed at once by this backfill.")]
+    = None,
+    backwards: Annotated[bool, typer.Option("--backwards", help="Run the newest dates first.")] = False,
+    conf: Annotated[str | None, typer.Option(help="A JSON object given to every run.")] = None,
+    submit: Annotated[bool, typer.Option("--submit", help="Create the runs and leave them to the scheduler.")]
+    = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    parallelism: Annotated[int | None, typer.Option(min=1, help="Task tries running at once.")] = None,
+    dags_folder: DagsFolder = None,
+) -> None:
+    """Plan the dates of a range (new / override / skip), then create and execute the runs."""
+    from backfill.create import BackfillRequest, make_plan, plan_json
+    from backfill.plan import Action, Reprocess
+    from scheduler.settings import SchedulerSettings
+
+    if reprocess not in {r.value for r in Reprocess}:
+        raise InvalidInput(f"--reprocess must be none, failed or completed, not {reprocess!r}")
+    conf_value = parse_conf(conf)
+    settings = SchedulerSettings.from_env(parallelism=parallelism,
+                                          max_held_runs=max_active_runs)
+    env = open_env(dags_folder)
+    env.actor = actor_name("backfill")
+    with env.transaction() as session:
+        env.refresh_dags(session)
+        spec = dag_store.current_spec(session, dag_id)
+        request = BackfillRequest(
+            dag_id=dag_id, start=parse_user_date(start, timezone=spec.timezone, what="--start"),
+            end=parse_user_date(end, timezone=spec.timezone, what="--end"), reprocess=Reprocess(reprocess),
+            backwards=backwards, conf=conf_value, max_active_runs=max_active_runs, submit=submit,
+            requested_by=env.actor)
+        plan = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
+    if dry_run:
+        if as_json:
+            print_json(plan_json(plan))
+        else:
+            _show_plan(dag_id, plan_json(plan))
+        return
+    if not as_json:
+        _show_plan(dag_id, plan_json(plan))
+    todo = [i for i in plan if i.action != Action.SKIP]
+    if not todo:
+        (print_json({"backfill_id": None, "plan": plan_json(plan), "state": "nothing to do"}) if as_json
+         else out.print("nothing to do: every date is skipped"))
+        return
+    if not yes and sys.stdin.isatty() and not typer.confirm(f"Create {len(todo)} run(s)?", default=False):
+        raise typer.Exit(1)
+    _run(env, settings, spec, request, as_json)
+
+
+def _run(env: Any, settings: Any, spec: Any, request: Any, as_json: bool) -> None:
+    from backfill.create import create_backfill, make_plan, plan_json
+    from backfill.job import BackfillJob
+    from scheduler.executors import make_executor
+
+    job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
+                      executor=make_executor(settings.executor, settings.parallelism), clock=env.clock,
+                      actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
+                      newest_first=request.backwards)
+    executing = not request.submit
+    if executing:
+        job.start()
+    with env.transaction() as session:  # re-plan inside the transaction that creates the runs
+        plan = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
+        row = create_backfill(session, spec, request, plan, now=env.clock.now(), actor=job.actor if executing
+                              else env.actor, job_id=job.job_id if executing else None)
+        backfill_id = row.id
+    if not executing:
+        if job.job_id:
+            job.shutdown()
+        (print_json({"backfill_id": str(backfill_id), "plan": plan_json(plan), "state": "submitted"}) if as_json
+         else out.print(f"backfill {backfill_id} submitted: the scheduler will run its runs"))
+        return
+    job.backfill_id = backfill_id
+    job.install_signal_handlers()
+    started = time.monotonic()
+    live = Live(console=out, refresh_per_second=4, transient=False) if not as_json else None
+    last: list[Progress] = []
+
+    def show(p: Progress) -> None:
+        last[:] = [p]
+        if live is not None:
+            live.update(_progress_line(backfill_id, p, time.monotonic() - started))
+
+    job.on_progress = show
+    if live is not None:
+        live.start()
+    try:
+        job.run_started(exit_when_idle=True)
+    finally:
+        with env.transaction() as session:
+            final = progress_of(session, backfill_id)
+            state = session.get(Backfill, backfill_id).state  # type: ignore[union-attr]
+        if live is not None:
+            live.update(_progress_line(backfill_id, final, time.monotonic() - started))
+            live.stop()
+    failed = final.tasks.get("failed", 0) + final.tasks.get("upstream_failed", 0)
+    if as_json:
+        print_json({"backfill_id": str(backfill_id), "state": state, "plan": plan_json(plan),
+                    "runs": {"total": final.runs_total, "done": final.runs_done, "failed": final.runs_failed},
+                    "tasks": final.tasks})
+    else:
+        out.print(f"backfill {backfill_id} {state}")
+    if failed or final.runs_failed or state not in ("success",):
+        raise typer.Exit(1)
+
+
+def _progress_line(backfill_id: int, p: Progress, elapsed: float) -> Text:
+    t = p.tasks
+    remaining = (elapsed / p.runs_done * (p.runs_total - p.runs_done)) if p.runs_done else None
+    text = Text(f"backfill {backfill_id}: runs {p.runs_done}/{p.runs_total} done · tasks ")
+    text.append(f"{t.get('success', 0)} succeeded", style="green")
+    text.append(" / ")
+    text.append(f"{t.get('failed', 0) + t.get('upstream_failed', 0)} failed", style="red")
+    text.append(f" / {t.get('skipped', 0)} skipped / {t.get('running', 0) + t.get('queued', 0)} running")
+    text.append(f" · elapsed {_clock(elapsed)} · remaining {_clock(remaining) if remaining is not None else '?'}")
+    return text
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _show_plan(dag_id: str, rows: list[dict[str, Any]]) -> None:
+    table = Table("logical date", "action", "reason", "replaces", title=f"backfill plan for {dag_id}",
+                  title_justify="left")
+    for r in rows:
+        table.add_row(r["logical_date"], Text(r["action"], style=ACTION_STYLE[r["action"]]), r["reason"],
+                      r["replaces_run_id"] or "")
+    out.print(table)
+    counts = {a: sum(1 for r in rows if r["action"] == a) for a in ("new", "override", "skip")}
+    out.print(f"{counts['new']} new, {counts['override']} override, {counts['skip']} skip")
+
+
+@app.command("list")
+def list_(as_json: Json = False) -> None:
+    """Backfills, newest first, with their range, policy, state and progress."""
+    env = open_env()
+    with env.transaction() as session:
+        rows = []
+        for b in session.scalars(select(Backfill).order_by(Backfill.id.desc())):
+            p = progress_of(session, b.id)
+            rows.append({"backfill_id": str(b.id), "dag_id": b.dag_id, "start": iso(b.range_start),
+                         "end": iso(b.range_end), "reprocess": b.reprocess, "state": b.state,
+                         "requested_by": b.requested_by, "created_at": iso(b.created_at), "ended_at": iso(b.ended_at),
+                         "submit": b.submit_only, "runs": p.runs_total, "runs_done": p.runs_done,
+                         "runs_failed": p.runs_failed})
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("id", "dag", "start", "end", "reprocess", "state", "runs", "requested by", "created")
+    for r in rows:
+        table.add_row(r["backfill_id"], r["dag_id"], r["start"], r["end"], r["reprocess"], r["state"],
+                      f"{r['runs_done']}/{r['runs']}" + (f" ({r['runs_failed']} failed)" if r["runs_failed"] else ""),
+                      r["requested_by"], r["created_at"])
+    out.print(table)
+
+
+@app.command()
+def cancel(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", show_default=False)]) -> None:
+    """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
+    from backfill.job import cancel_backfill
+    from scheduler.settings import SchedulerSettings
+
+    env = open_env()
+    with env.transaction() as session:
+        row = session.get(Backfill, backfill_id)
+        if row is None:
+            raise InvalidInput(f"no backfill {backfill_id}; see `ledger backfill list`")
+        if row.state != "running":
+            raise InvalidInput(f"backfill {backfill_id} is already {row.state}")
+        failed = cancel_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
+                                 stale_after=SchedulerSettings.from_env().lock_timeout)
+        unfinished = session.scalar(select(func.count()).select_from(DagRun).where(
+            DagRun.backfill_id == backfill_id, DagRun.state.in_(["queued", "running"])))
+    out.print(f"backfill {backfill_id} cancelled: {len(failed)} run(s) will not run"
+              + (f"; {unfinished} in flight are being stopped by their job" if unfinished else ""))

@@ -73,8 +73,8 @@ def create(
                                           max_held_runs=max_active_runs)
     env = open_env(dags_folder)
     env.actor = actor_name("backfill")
+    env.refresh_dags()
     with env.transaction() as session:
-        env.refresh_dags(session)
         spec = dag_store.current_spec(session, dag_id)
         request = BackfillRequest(
             dag_id=dag_id, start=parse_user_date(start, timezone=spec.timezone, what="--start"),

@@ -6,13 +6,13 @@ import json
 from typing import Annotated, Any
 
 import typer
-from ledger.schedule import upcoming_intervals
 from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json
 from ledger.dates import iso
+from ledger.schedule import upcoming_intervals
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import runs as run_store
@@ -25,8 +25,8 @@ out = Console()
 def list_(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     """The DAGs of the DAGs folder with schedule, current version and paused state."""
     env = open_env(dags_folder)
+    env.refresh_dags()
     with env.transaction() as session:
-        env.refresh_dags(session)
         rows = [{"dag_id": d.dag_id, "fileloc": d.fileloc, "schedule": d.schedule, "timezone": d.timezone,
                  "version": d.current_version, "is_paused": d.is_paused}
                 for d in dag_store.listing(session)]
@@ -48,8 +48,8 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
          "(default: the current version).")] = None, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     """Tasks and edges of a DAG as of a version."""
     env = open_env(dags_folder)
+    env.refresh_dags()
     with env.transaction() as session:
-        env.refresh_dags(session)
         dag = dag_store.get(session, dag_id, active_only=version is None)
         row = dag_store.version(session, dag_id, version or dag.current_version or "")
         structure: dict[str, Any] = json.loads(row.structure)
@@ -72,8 +72,8 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
 def versions(dag_id: DagId, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     """Every version of a DAG, oldest first, with how many runs used each."""
     env = open_env(dags_folder)
+    env.refresh_dags()
     with env.transaction() as session:
-        env.refresh_dags(session)
         dag = dag_store.get(session, dag_id, active_only=False)
         rows = [{"version": v.version_hash, "created_at": iso(v.created_at),
                  "current": v.version_hash == dag.current_version,
@@ -94,8 +94,8 @@ def versions(dag_id: DagId, dags_folder: DagsFolder = None, as_json: Json = Fals
 def errors(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     """DAG files that failed to import, with their error."""
     env = open_env(dags_folder)
+    env.refresh_dags()
     with env.transaction() as session:
-        env.refresh_dags(session)
         rows = [{"file": e.fileloc, "error": e.error, "at": iso(e.at)} for e in dag_store.import_errors(session)]
     if as_json:
         print_json(rows)
@@ -111,8 +111,8 @@ def next_runs(dag_id: DagId, n: Annotated[int, typer.Option("-n", "--num", min=1
               help="How many intervals.")] = 5, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     """The next N intervals the scheduler would create from the current timeline, due or not."""
     env = open_env(dags_folder)
+    env.refresh_dags()
     with env.transaction() as session:
-        env.refresh_dags(session)
         spec = dag_store.current_spec(session, dag_id)
         latest = run_store.latest_scheduling_run(session, dag_id)
     after = latest.data_interval_end if latest else None
@@ -134,8 +134,8 @@ def next_runs(dag_id: DagId, n: Annotated[int, typer.Option("-n", "--num", min=1
 
 def _set_paused(dag_id: str, paused: bool, dags_folder: Any) -> None:
     env = open_env(dags_folder)
+    env.refresh_dags()
     with env.transaction() as session:
-        env.refresh_dags(session)
         dag = dag_store.get(session, dag_id)
         if dag.is_paused != paused:
             dag.is_paused = paused

@@ -18,10 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock, SystemClock
 from ledger.config import Settings, load_settings
-from ledger.dagbag import collect
 from ledger.db import ensure_ready, make_engine, make_sessions
 from ledger.errors import InvalidInput
-from ledger.sync import sync_bag
 
 
 def actor_name(role: str = "cli") -> str:
@@ -53,10 +51,35 @@ class Env:
         with self.sessions.begin() as session:
             yield session
 
-    def refresh_dags(self, session: Session) -> None:
-        """Parse the DAGs folder and record versions and import errors (idempotent)."""
-        bag = collect(self.settings.dags_folder)
-        sync_bag(session, bag, now=self.clock.now(), actor=self.actor)
+    def refresh_dags(self) -> None:
+        """Bring DAG versions and import errors up to date with the DAGs folder (idempotent).
+
+        Runs in its own transactions, before the command's: no lock is held while files are imported.
+        Files are imported in DAG file processors (a file that hangs is killed after the processor
+        timeout), and only files that are new or changed since they were last parsed.
+        """
+        from multiprocessing.connection import wait
+
+        from scheduler.dag_processing import DagFileProcessorManager
+        from scheduler.dag_sync import known_hashes, known_owners, sync_results
+        from scheduler.settings import SchedulerSettings
+
+        s = SchedulerSettings.from_env()
+        with self.sessions.begin() as session:
+            seen, owners = known_hashes(session), known_owners(session)
+        manager = DagFileProcessorManager(
+            self.settings.dags_folder, parsing_processes=s.parsing_processes,
+            min_file_process_interval=s.min_file_process_interval, dag_dir_list_interval=s.dag_dir_list_interval,
+            file_timeout=s.dag_file_processor_timeout)
+        manager.seed(seen, owners)
+        with manager:
+            results = manager.poll()
+            while manager.busy():
+                wait(manager.wait_handles(), timeout=0.05)
+                results += manager.poll()
+        if results:
+            with self.sessions.begin() as session:
+                sync_results(session, results, now=self.clock.now(), actor=self.actor)
 
 
 def open_env(dags_folder: Path | None = None) -> Env:

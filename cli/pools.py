@@ -45,8 +45,9 @@ def list_(as_json: Json = False) -> None:
     """Pools with their slots and how many are in use."""
     env = open_env()
     with env.transaction() as session:
-        used = dict(session.execute(select(TaskInstance.pool, func.count()).where(TaskInstance.state.in_(ACTIVE))
-                                    .group_by(TaskInstance.pool)).tuples())
+        in_use = (select(TaskInstance.pool, func.count()).where(TaskInstance.state.in_(ACTIVE))
+                  .group_by(TaskInstance.pool))
+        used = dict(session.execute(in_use).tuples().all())
         rows = [{"name": p.name, "slots": p.slots, "used": used.get(p.name, 0), "description": p.description}
                 for p in session.scalars(select(Pool).order_by(Pool.name))]
     if as_json:

@@ -28,8 +28,8 @@ def trigger(
     """Create a manual run (queued) and splice it into the DAG's timeline."""
     conf_value = parse_conf(conf)
     env = open_env(dags_folder)
+    env.refresh_dags()
     with env.transaction() as session:
-        env.refresh_dags(session)
         spec = dag_store.current_spec(session, dag_id)
         at = parse_user_date(logical_date, timezone=spec.timezone, what="--logical-date") \
             if logical_date is not None else env.clock.now()

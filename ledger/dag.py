@@ -19,6 +19,7 @@ TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstr
                   "priority_weight", "execution_timeout")
 
 _context_stack: list[DAG] = []
+created: list[DAG] = []  # every DAG constructed while a file is imported (the loader reads and resets it)
 
 
 def _timezone_name(value: datetime) -> str | None:
@@ -263,6 +264,7 @@ class DAG:
         self.tags = sorted(tags)
         self.tasks: dict[str, Task] = {}
         self.fileloc: str | None = None
+        created.append(self)
 
     def add_task(self, task: Task) -> None:
         if task.task_id in self.tasks:

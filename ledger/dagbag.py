@@ -9,6 +9,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ledger import dag as dag_module
 from ledger.dag import DAG
 from ledger.errors import DagDefinitionError
 
@@ -18,13 +19,6 @@ class FileResult:
     fileloc: str
     dags: list[DAG] = field(default_factory=list)
     error: str | None = None
-
-
-@dataclass
-class DagBag:
-    dags: dict[str, DAG] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)
 
 
 def list_dag_files(folder: Path) -> list[str]:
@@ -62,6 +56,7 @@ def load_file(fileloc: str) -> FileResult:
     """Import one DAG file and return the DAGs it defines (module-level DAG objects), or its error."""
     result = FileResult(fileloc)
     name = _module_name(fileloc)
+    dag_module.created.clear()
     try:
         spec = importlib.util.spec_from_file_location(name, fileloc)
         if spec is None or spec.loader is None:
@@ -70,7 +65,8 @@ def load_file(fileloc: str) -> FileResult:
         sys.modules[name] = module
         spec.loader.exec_module(module)
         seen: set[int] = set()
-        for value in list(vars(module).values()):
+        # DAGs bound to module names, and DAGs made in a `with DAG(...):` block without a name
+        for value in [*vars(module).values(), *dag_module.created]:
             if isinstance(value, DAG) and id(value) not in seen:
                 seen.add(id(value))
                 value.validate()
@@ -80,27 +76,6 @@ def load_file(fileloc: str) -> FileResult:
         sys.modules.pop(name, None)
         result.dags = []
         result.error = _describe(exc, fileloc)
+    finally:
+        dag_module.created.clear()
     return result
-
-
-def collect(folder: Path) -> DagBag:
-    """Load every DAG file of a folder; a broken file is recorded and does not stop the others."""
-    bag = DagBag()
-    for fileloc in list_dag_files(folder):
-        bag.files.append(fileloc)
-        result = load_file(fileloc)
-        merge(bag, result)
-    return bag
-
-
-def merge(bag: DagBag, result: FileResult) -> None:
-    if result.error:
-        bag.errors[result.fileloc] = result.error
-        return
-    for dag in result.dags:
-        other = bag.dags.get(dag.dag_id)
-        if other is not None and other.fileloc != dag.fileloc:
-            bag.errors[result.fileloc] = (f"{result.fileloc}: DAG {dag.dag_id!r} is already defined in "
-                                          f"{other.fileloc}")
-            continue
-        bag.dags[dag.dag_id] = dag

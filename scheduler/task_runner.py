@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Literal, NoReturn
 
+from ledger import dagbag
 from ledger.context import TaskContext
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.dagbag import FileResult, load_file
@@ -88,7 +89,7 @@ def describe_status(status: int) -> str:
 
 def _load_prctl() -> Callable[..., int] | None:
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
 
@@ -140,12 +141,15 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         raise _ImportTimeout
 
     previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    began = time.monotonic()
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if old_delay > 0:  # someone else's alarm was pending: put it back, minus the time spent here
+            signal.setitimer(signal.ITIMER_REAL, max(0.001, old_delay - (time.monotonic() - began)), old_interval)
 
 
 def load_dag_file(fileloc: str, *, timeout: float | None = None, capture: io.StringIO | None = None) -> FileResult:
@@ -166,6 +170,7 @@ def load_dag_file(fileloc: str, *, timeout: float | None = None, capture: io.Str
                     result = load_file(fileloc)
     except _ImportTimeout:
         _cache.pop(fileloc, None)
+        sys.modules.pop(dagbag._module_name(fileloc), None)  # the half-imported module
         return FileResult(fileloc, error=f"{fileloc}: import timed out after {float(timeout or 0)} s")
     if result.error is None:
         _cache[fileloc] = _Cached(key, result)
@@ -222,7 +227,11 @@ def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIM
     """In a long-lived worker, just before forking the child for `item`: load its DAG file (cached per
     file and modification time) and plan the try, so that the child inherits all of it."""
     _plans.clear()
-    plan = _plans[(item.ti_id, item.try_number)] = make_plan(item, import_timeout=import_timeout, capture=True)
+    try:
+        plan = make_plan(item, import_timeout=import_timeout, capture=True)
+    except Exception as exc:  # never let a try take its worker down
+        plan = Plan(item, error=one_line(f"cannot prepare the try: {describe_exception(exc)}"))
+    _plans[(item.ti_id, item.try_number)] = plan
     return plan
 
 
@@ -243,6 +252,21 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
+_streams: tuple[io.TextIOWrapper, io.TextIOWrapper] | None = None
+
+
+def _output_streams() -> tuple[io.TextIOWrapper, io.TextIOWrapper]:
+    """Line-buffered text streams on fd 1 and 2 for tries, made once per forking process and never written
+    to by it (so they hold nothing when a child inherits them)."""
+    global _streams
+    if _streams is None:
+        _streams = tuple(  # type: ignore[assignment]
+            open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+            for fd in (1, 2))
+    assert _streams is not None
+    return _streams
+
+
 def _redirect_output(log_path: str) -> None:
     """Send fd 1 and 2 (and sys.stdout/sys.stderr, line-buffered) to the try's log; stdin from /dev/null."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
@@ -260,8 +284,7 @@ def _redirect_output(log_path: str) -> None:
     os.dup2(fd, 2)
     os.close(fd)
     os.close(null)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stdout, sys.stderr = _output_streams()
 
 
 def make_context(item: WorkItem) -> TaskContext:
@@ -392,17 +415,23 @@ _CHILD_SIGNALS: tuple[tuple[signal.Signals, Any], ...] = (
 )
 
 
-def _reset_signals() -> None:
+def _signals_to_reset() -> list[tuple[int, Any]]:
+    """Worked out in the forking process: the handlers its child must put back to Python's defaults."""
+    return [(signum, handler) for signum, handler in _CHILD_SIGNALS if signal.getsignal(signum) is not handler]
+
+
+def _reset_signals(signals: Iterable[tuple[int, Any]]) -> None:
     """Task code starts with Python's default signal handling, whatever the forking process installed."""
-    with contextlib.suppress(ValueError, OSError):
-        signal.set_wakeup_fd(-1)
-    for signum, handler in _CHILD_SIGNALS:
-        if signal.getsignal(signum) is not handler:
-            signal.signal(signum, handler)
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)  # e.g. set by an asyncio loop in the forking process
+    for signum, handler in signals:
+        signal.signal(signum, handler)
 
 
-def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iterable[int]) -> NoReturn:
+def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iterable[int],
+                signals: Iterable[tuple[int, Any]]) -> NoReturn:
     code = EXIT_FAILED
+    me = os.getpid()
     try:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
@@ -412,16 +441,17 @@ def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iter
         for fd in close_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        _reset_signals()
+        _reset_signals(signals)
         state, reason = run_try(item)
         code = EXIT_CODES[state]
-        message = json.dumps({"state": state, "reason": reason}).encode()
-        os.write(result_fd, message[:4000])
+        if os.getpid() == me:  # not a process the task forked that came back through here
+            os.write(result_fd, json.dumps({"state": state, "reason": reason}).encode()[:4000])
     except BaseException as exc:
         code = EXIT_FAILED
         with contextlib.suppress(BaseException):
             traceback.print_exc()
-            os.write(result_fd, json.dumps({"state": "failed", "reason": describe_exception(exc)}).encode())
+            if os.getpid() == me:
+                os.write(result_fd, json.dumps({"state": "failed", "reason": describe_exception(exc)}).encode())
     finally:
         with contextlib.suppress(BaseException):
             sys.stdout.flush()
@@ -502,19 +532,16 @@ class RunningTry:
                 timed_out = True
                 self.kill()
                 break
-            limits = [t - now for t in (until, self.deadline) if t is not None]
-            if self._pidfd is None:
-                limits.append(0.05)  # without a pidfd the result pipe may stay silent: poll as well
             if until is not None and now >= until:
                 return None
-            wait_for = max(0.0, min(limits)) if limits else None
-            handles = [self._pidfd] if self._pidfd is not None else ([] if self._eof else [self._result_fd])
-            if handles:
-                select.select(handles, [], [], wait_for)
-                if self._pidfd is None:
-                    self._read_result()
-            else:
-                time.sleep(wait_for if wait_for is not None else 0.05)
+            limits = [t - now for t in (until, self.deadline) if t is not None]
+            if self._pidfd is not None:  # readable the moment the child exits
+                select.select([self._pidfd], [], [], max(0.0, min(limits)) if limits else None)
+            elif not self._eof:  # no pidfd: the result pipe speaks (or closes) as the child ends; poll as well
+                select.select([self._result_fd], [], [], max(0.0, min([*limits, 0.05])))
+                self._read_result()
+            else:  # the pipe has closed: the child is exiting
+                time.sleep(max(0.0, min([*limits, 0.001])))
         return self._finish(timed_out)
 
     def _finish(self, timed_out: bool) -> Outcome:
@@ -580,13 +607,15 @@ def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:
     read_fd, write_fd = os.pipe()
     parent_pid = os.getpid()
     fds = list(close_fds)
+    signals = _signals_to_reset()
+    _output_streams()  # made once, before forking, so children only install them
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     pid = os.fork()
     if pid == 0:  # the child
         os.close(read_fd)
-        _child_main(item, write_fd, parent_pid, fds)
+        _child_main(item, write_fd, parent_pid, fds, signals)
     started = time.time()
     os.close(write_fd)
     with contextlib.suppress(OSError):  # also here, so killpg works even before the child ran setpgid

@@ -75,8 +75,9 @@ def pool_room(session: Session) -> dict[str, int]:
     slots = {p.name: p.slots for p in session.scalars(select(Pool))}
     if not slots:
         return {}
-    used = dict(session.execute(select(TaskInstance.pool, func.count()).where(
-        TaskInstance.state.in_(ACTIVE), TaskInstance.pool.in_(list(slots))).group_by(TaskInstance.pool)).tuples())
+    stmt = (select(TaskInstance.pool, func.count())
+            .where(TaskInstance.state.in_(ACTIVE), TaskInstance.pool.in_(list(slots))).group_by(TaskInstance.pool))
+    used = dict(session.execute(stmt).tuples().all())
     return {name: n - used.get(name, 0) for name, n in slots.items()}
 
 

@@ -64,36 +64,53 @@ def _on_terminate(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
+_WORKER_SIGNALS: tuple[tuple[signal.Signals, Any], ...] = (
+    (signal.SIGTERM, _on_terminate),
+    (signal.SIGINT, signal.SIG_IGN),  # Ctrl-C is for the scheduler, which then shuts us down
+    (signal.SIGHUP, signal.SIG_IGN),
+)
+
+
+def _own_signals() -> None:
+    """(Re)install the worker's handlers: a DAG file imported here may have changed them."""
+    for signum, handler in _WORKER_SIGNALS:
+        if signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
+
+
 def _serve(conn: Connection, parent_pid: int, import_timeout: float | None) -> None:
     """A worker's life: receive WorkItems, run each in a forked child, report started and finished."""
     global _current
     task_runner.set_parent_death_signal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, _on_terminate)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the scheduler, which then shuts us down
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _own_signals()
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
     if os.getppid() != parent_pid:  # the scheduler died before the parent-death signal was armed
         return
-    conn.send((READY, os.getpid()))
-    while True:
-        try:
-            item = conn.recv()
-        except (EOFError, OSError):
-            return
-        if item is None:
-            return
-        task_runner.prepare(item, import_timeout=import_timeout)
-        running = task_runner.fork_try(item, close_fds=[conn.fileno()])
-        _current = running
-        task_runner.forget_prepared()
-        conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
-                            at=running.started_at, pid=running.pid))
-        outcome = running.wait()
-        assert outcome is not None
-        _current = None
-        conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
-                            state=outcome.state, pid=running.pid, reason=outcome.reason))
+    try:
+        conn.send((READY, os.getpid()))
+        while True:
+            try:
+                item = conn.recv()
+            except (EOFError, OSError):
+                return
+            if item is None:
+                return
+            task_runner.prepare(item, import_timeout=import_timeout)
+            _own_signals()
+            running = task_runner.fork_try(item, close_fds=[conn.fileno()])
+            _current = running
+            task_runner.forget_prepared()
+            conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
+                                at=running.started_at, pid=running.pid))
+            outcome = running.wait()
+            assert outcome is not None
+            _current = None
+            conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
+                                state=outcome.state, pid=running.pid, reason=outcome.reason))
+    finally:
+        if _current is not None:  # leaving for any reason (e.g. the scheduler's end of the pipe is gone)
+            _current.kill()
 
 
 def _fork_worker_main(conn: Connection, parent_pid: int, close_fds: list[int], import_timeout: float | None) -> None:
@@ -104,12 +121,13 @@ def _fork_worker_main(conn: Connection, parent_pid: int, close_fds: list[int], i
 
 
 def exec_worker_main(argv: list[str]) -> None:
-    """Entry point of an "exec" worker: argv = [fd, parent pid, import timeout or "", sys.path as JSON]."""
+    """Entry point of an "exec" worker: argv = [fd, parent pid, import timeout or ""]."""
     fd, parent_pid, timeout = int(argv[0]), int(argv[1]), argv[2]
     _serve(Connection(fd), parent_pid, float(timeout) if timeout else None)
 
 
-_BOOT = ("import json, sys; sys.path[:] = json.loads(sys.argv[4]); "
+_PATH_VARIABLE = "LEDGER_WORKER_SYS_PATH"
+_BOOT = (f"import json, os, sys; sys.path[:] = json.loads(os.environ.pop({_PATH_VARIABLE!r})); "
          "from scheduler.executors.local import exec_worker_main; exec_worker_main(sys.argv[1:])")
 
 # -- the scheduler side ----------------------------------------------------------------------------
@@ -217,9 +235,9 @@ class LocalExecutor(Executor):
             mine, child = socket.socketpair()
             with mine, child:
                 timeout = "" if self.import_timeout is None else repr(float(self.import_timeout))
-                argv = [sys.executable, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout,
-                        json.dumps(sys.path)]
-                popen = subprocess.Popen(argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL)
+                argv = [sys.executable, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout]
+                env = {**os.environ, _PATH_VARIABLE: json.dumps(sys.path)}  # the worker imports as we do
+                popen = subprocess.Popen(argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, env=env)
                 ours = Connection(mine.detach())
             process = _ExecProcess(popen)
         worker = _Worker(process, ours)

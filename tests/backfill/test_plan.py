@@ -1,0 +1,168 @@
+"""Pure planning of a backfill: per date new / override / skip with its reason, the order, and refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pendulum
+import pytest
+
+from backfill.plan import Action, LiveRun, Reprocess, backfill_intervals, decide_date, plan_backfill
+from ledger import DAG, BashTask
+from ledger.errors import InvalidInput
+from ledger.versions import DagSpec, spec_from_json, version_of
+
+T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
+NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
+
+
+def a_spec(*, depends_on_past: bool = False, **kw: Any) -> DagSpec:
+    with DAG("d", schedule=kw.pop("schedule", "@daily"), start_date=kw.pop("start_date", T0), catchup=True,
+             **kw) as dag:
+        a = BashTask("a", "true")
+        b = BashTask("b", "true", depends_on_past=depends_on_past)
+        a >> b
+    return spec_from_json(*version_of(dag))
+
+
+def live(state: str, run_id: int = 7, *, run_type: str = "scheduled", holder: int | None = None,
+         alive: bool = False) -> LiveRun:
+    return LiveRun(run_id, state, run_type, holder, alive)
+
+
+def days(*ds: int) -> list[pendulum.DateTime]:
+    return [T0.add(days=d - 1) for d in ds]
+
+
+# -- decide_date ---------------------------------------------------------------------------------------
+
+def test_a_date_without_a_live_run_is_new_whatever_the_policy() -> None:
+    for policy in Reprocess:
+        assert decide_date(None, policy) == (Action.NEW, "no live run at this date")
+
+
+@pytest.mark.parametrize(("state", "policy", "action", "reason"), [
+    ("success", Reprocess.NONE, Action.SKIP, "succeeded; reprocess=none"),
+    ("failed", Reprocess.NONE, Action.SKIP, "failed; reprocess=none"),
+    ("success", Reprocess.FAILED, Action.SKIP, "succeeded; reprocess=failed"),
+    ("failed", Reprocess.FAILED, Action.OVERRIDE, "failed; reprocess=failed"),
+    ("success", Reprocess.COMPLETED, Action.OVERRIDE, "succeeded; reprocess=completed"),
+    ("failed", Reprocess.COMPLETED, Action.OVERRIDE, "failed; reprocess=completed"),
+])
+def test_a_finished_live_run_is_skipped_or_overridden_by_the_policy(state: str, policy: Reprocess,
+                                                                     action: Action, reason: str) -> None:
+    assert decide_date(live(state), policy) == (action, reason)
+
+
+@pytest.mark.parametrize("state", ["queued", "running"])
+def test_an_unfinished_live_run_is_skipped_under_every_policy(state: str) -> None:
+    for policy in Reprocess:
+        action, reason = decide_date(live(state, 12, run_type="manual"), policy)
+        assert action == Action.SKIP
+        assert reason == f"manual run 12 is {state}, not finished"
+
+
+@pytest.mark.parametrize("state", ["queued", "running", "success", "failed"])
+def test_a_run_locked_by_a_live_job_is_skipped_as_in_flight(state: str) -> None:
+    for policy in Reprocess:
+        assert decide_date(live(state, holder=12, alive=True), policy) == (Action.SKIP, "in flight: locked by job 12")
+
+
+def test_a_lock_whose_holder_stopped_heart_beating_does_not_count_as_in_flight() -> None:
+    action, reason = decide_date(live("running", 3, holder=12, alive=False), Reprocess.COMPLETED)
+    assert (action, reason) == (Action.SKIP, "scheduled run 3 is running, not finished")
+    assert decide_date(live("failed", 3, holder=12, alive=False), Reprocess.FAILED)[0] == Action.OVERRIDE
+
+
+# -- plan_backfill -------------------------------------------------------------------------------------
+
+def test_the_plan_has_one_item_per_date_in_date_order_with_the_replaced_run() -> None:
+    intervals = a_spec().schedule.intervals_between(T0, T0.add(days=3), start_date=T0, end_date=None)
+    runs = {T0.add(days=1): live("success", 21), T0.add(days=2): live("failed", 22),
+            T0.add(days=3): live("running", 23, holder=5, alive=True)}
+    plan = plan_backfill(intervals, runs, Reprocess.FAILED)
+    assert [i.logical_date for i in plan] == days(1, 2, 3, 4)
+    assert [(i.action, i.reason, i.replaces_run_id) for i in plan] == [
+        (Action.NEW, "no live run at this date", None),
+        (Action.SKIP, "succeeded; reprocess=failed", None),
+        (Action.OVERRIDE, "failed; reprocess=failed", 22),
+        (Action.SKIP, "in flight: locked by job 5", None),
+    ]
+    assert plan[0].interval.end == T0.add(days=1)
+
+
+def test_a_backwards_plan_lists_the_newest_date_first() -> None:
+    intervals = a_spec().schedule.intervals_between(T0, T0.add(days=4), start_date=T0, end_date=None)
+    runs = {T0.add(days=4): live("success", 9)}
+    forwards = plan_backfill(intervals, runs, Reprocess.COMPLETED)
+    backwards = plan_backfill(intervals, runs, Reprocess.COMPLETED, backwards=True)
+    assert [i.logical_date for i in backwards] == days(5, 4, 3, 2, 1)
+    assert backwards == list(reversed(forwards))
+    assert backwards[0].replaces_run_id == 9
+
+
+def test_skipped_dates_never_name_a_run_to_replace() -> None:
+    intervals = a_spec().schedule.intervals_between(T0, T0, start_date=T0, end_date=None)
+    (item,) = plan_backfill(intervals, {T0: live("success", 4)}, Reprocess.NONE)
+    assert item.action == Action.SKIP and item.replaces_run_id is None
+
+
+# -- backfill_intervals --------------------------------------------------------------------------------
+
+def test_the_intervals_are_the_schedules_logical_dates_in_the_inclusive_range() -> None:
+    intervals = backfill_intervals(a_spec(), T0.add(days=1), T0.add(days=3), now=NOW, backwards=False)
+    assert [i.logical_date for i in intervals] == days(2, 3, 4)
+    assert all(i.end == i.start.add(days=1) for i in intervals)
+
+
+def test_a_range_partly_before_start_date_or_after_end_date_is_clipped() -> None:
+    spec = a_spec(start_date=T0.add(days=2), end_date=T0.add(days=4))
+    intervals = backfill_intervals(spec, T0, T0.add(days=8), now=NOW, backwards=False)
+    assert [i.logical_date for i in intervals] == days(3, 4, 5)
+
+
+def test_a_backwards_range_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="backwards"):
+        backfill_intervals(a_spec(), T0.add(days=3), T0.add(days=1), now=NOW, backwards=False)
+
+
+def test_a_range_reaching_past_the_last_ended_interval_is_refused_and_names_it() -> None:
+    with pytest.raises(InvalidInput, match="past the last interval that has ended") as info:
+        backfill_intervals(a_spec(), T0.add(days=7), T0.add(days=9), now=NOW, backwards=False)
+    message = str(info.value)
+    assert "2024-03-10T00:00:00+00:00" in message  # the first interval still open
+    assert "the last one that has ended is 2024-03-09T00:00:00+00:00" in message
+
+
+def test_the_interval_that_ends_exactly_now_may_be_backfilled() -> None:
+    now = T0.add(days=9)  # 03-10 00:00: the 03-09 interval has just ended
+    intervals = backfill_intervals(a_spec(), T0.add(days=7), T0.add(days=8), now=now, backwards=False)
+    assert [i.logical_date for i in intervals] == days(8, 9)
+    with pytest.raises(InvalidInput, match="past the last interval"):
+        backfill_intervals(a_spec(), T0.add(days=7), T0.add(days=9), now=now, backwards=False)
+
+
+def test_a_range_entirely_before_start_date_is_refused() -> None:
+    spec = a_spec(start_date=T0.add(days=4))
+    with pytest.raises(InvalidInput, match="before DAG 'd' starts"):
+        backfill_intervals(spec, T0, T0.add(days=2), now=NOW, backwards=False)
+
+
+def test_a_range_entirely_after_end_date_is_refused() -> None:
+    spec = a_spec(end_date=T0.add(days=2))
+    with pytest.raises(InvalidInput, match="after DAG 'd' ends"):
+        backfill_intervals(spec, T0.add(days=4), T0.add(days=6), now=NOW, backwards=False)
+
+
+def test_a_range_holding_no_tick_of_the_schedule_is_refused() -> None:
+    spec = a_spec(schedule="@weekly")  # Sundays: 2024-03-03, 2024-03-10
+    with pytest.raises(InvalidInput, match="no scheduled interval"):
+        backfill_intervals(spec, T0.add(days=3), T0.add(days=5), now=NOW, backwards=False)
+
+
+def test_backwards_is_refused_when_a_task_depends_on_the_past() -> None:
+    with pytest.raises(InvalidInput, match="--backwards"):
+        backfill_intervals(a_spec(depends_on_past=True), T0, T0.add(days=2), now=NOW, backwards=True)
+    forwards = backfill_intervals(a_spec(depends_on_past=True), T0, T0.add(days=2), now=NOW, backwards=False)
+    assert len(forwards) == 3
+    assert len(backfill_intervals(a_spec(), T0, T0.add(days=2), now=NOW, backwards=True)) == 3

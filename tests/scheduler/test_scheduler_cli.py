@@ -1,0 +1,277 @@
+"""The scheduler daemon through the real `ledger scheduler` command, with real worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.timeline import ChainRun, chain_violations
+from tests.conftest import LEDGER, Cli
+
+FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}
+
+HEADER = """
+import pendulum
+from datetime import timedelta
+from ledger import DAG, BashTask, PythonTask
+START = pendulum.datetime(2024, 3, 1, tz="UTC")
+"""
+
+
+def db(cli: Cli) -> sqlite3.Connection:
+    return sqlite3.connect(cli.home / "ledger.db")
+
+
+def query(cli: Cli, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with db(cli) as conn:
+        return list(conn.execute(sql, args))
+
+
+def schedule(cli: Cli, *extra: str, timeout: float = 120, **env: str) -> str:
+    result = cli.run("scheduler", "--exit-when-idle", *extra, timeout=timeout, **{**FAST, **env})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def assert_chain(cli: Cli, dag_id: str) -> list[dict[str, Any]]:
+    import pendulum
+
+    runs = cli.json("timeline", dag_id)
+    chain = [ChainRun(int(r["run_id"]), pendulum.parse(r["logical_date"]),
+                      int(r["previous_run_id"]) if r["previous_run_id"] else None, r["state"] != "overridden",
+                      int(r["overridden_by"]) if r["overridden_by"] else None) for r in runs]
+    assert chain_violations(chain) == []
+    return runs
+
+
+def assert_each_try_ran_once(cli: Cli) -> None:
+    rows = query(cli, "SELECT ti.id, ti.try_number, count(tt.id), count(DISTINCT tt.try_number) "
+                      "FROM task_instance ti LEFT JOIN task_try tt ON tt.task_instance_id = ti.id GROUP BY ti.id")
+    for ti_id, try_number, tries, distinct in rows:
+        assert tries == distinct == try_number, f"task instance {ti_id}: {tries} tries for try number {try_number}"
+
+
+def test_catch_up_runs_every_due_interval_to_success_with_one_try_each(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", HEADER + """
+def work(context):
+    print("working on", context.logical_date.isoformat())
+
+with DAG("chain", schedule="@daily", start_date=START, end_date=START.add(days=4), catchup=True):
+    a = BashTask("a", 'echo "a for $LEDGER_LOGICAL_DATE try $LEDGER_TRY_NUMBER"')
+    b = PythonTask("b", work)
+    c = BashTask("c", "true")
+    a >> b >> c
+""")
+    log = schedule(cli)
+    runs = assert_chain(cli, "chain")
+    assert [r["state"] for r in runs] == ["success"] * 5
+    assert [r["run_type"] for r in runs] == ["scheduled"] * 5
+    assert "queued → running" in log and "running → success" in log
+    assert_each_try_ran_once(cli)
+    assert "a for 2024-03-02T00:00:00+00:00 try 1" in cli.ok("tasks", "logs", "chain", runs[1]["run_id"], "a")
+    assert "working on 2024-03-03T00:00:00+00:00" in cli.ok("tasks", "logs", "chain", runs[2]["run_id"], "b")
+    # a second scheduler finds nothing to do
+    schedule(cli)
+    assert len(cli.json("timeline", "chain")) == 5
+
+
+def test_a_failed_try_is_retried_after_its_delay_and_each_try_has_its_log(ready_cli: Cli) -> None:
+    cli = ready_cli
+    marker = cli.home / "failed-once"
+    cli.write_dag("flaky.py", HEADER + f"""
+with DAG("flaky", schedule=None, start_date=START):
+    BashTask("t", 'if [ ! -e {marker} ]; then touch {marker}; echo first; exit 3; fi; echo second',
+             retries=2, retry_delay=timedelta(seconds=0.5))
+""")
+    cli.ok("trigger", "flaky", "--logical-date", "2024-03-01")
+    schedule(cli)
+    (run,) = cli.json("timeline", "flaky")
+    assert run["state"] == "success"
+    (ti,) = cli.json("runs", "show", run["run_id"])["task_instances"]
+    assert (ti["state"], ti["try_number"]) == ("success", 2)
+    assert "first" in cli.ok("tasks", "logs", "flaky", run["run_id"], "t", "--try", "1")
+    assert "second" in cli.ok("tasks", "logs", "flaky", run["run_id"], "t")
+    failures = cli.json("events", "--kind", "task_failed")
+    assert failures[0]["details"]["reason"] == "exit code 3"
+    assert failures[0]["details"]["state"] == "up_for_retry"
+
+
+def test_a_task_over_its_execution_timeout_is_killed_and_fails_its_run(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("slow.py", HEADER + """
+with DAG("slow", schedule=None, start_date=START):
+    a = BashTask("a", "sleep 60", execution_timeout=timedelta(seconds=1))
+    b = BashTask("b", "true")
+    after = BashTask("cleanup", "echo cleanup", trigger_rule="all_done")
+    a >> b >> after
+""")
+    cli.ok("trigger", "slow", "--logical-date", "2024-03-01")
+    started = time.monotonic()
+    schedule(cli)
+    assert time.monotonic() - started < 30
+    (run,) = cli.json("timeline", "slow")
+    states = {t["task_id"]: t["state"] for t in cli.json("runs", "show", run["run_id"])["task_instances"]}
+    assert states == {"a": "failed", "b": "upstream_failed", "cleanup": "success"}
+    assert run["state"] == "success"  # the leaf ran: trigger rule all_done
+    reason = cli.json("events", "--kind", "task_failed")[0]["details"]["reason"]
+    assert "timed out" in reason
+
+
+def test_depends_on_past_waits_for_the_previous_run_in_the_chain(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("past.py", HEADER + """
+with DAG("past", schedule="@daily", start_date=START, end_date=START.add(days=2), catchup=True):
+    BashTask("t", '[ "$LEDGER_LOGICAL_DATE" != "2024-03-02T00:00:00+00:00" ]', depends_on_past=True)
+""")
+    schedule(cli)
+    runs = cli.json("timeline", "past")
+    assert [r["state"] for r in runs] == ["success", "failed", "running"]
+    third = cli.json("runs", "show", runs[2]["run_id"])["task_instances"][0]
+    assert (third["state"], third["try_number"]) == ("scheduled", 0)
+    # fixing the failed date by clearing it lets the chain continue
+    cli.write_dag("past.py", HEADER + """
+with DAG("past", schedule="@daily", start_date=START, end_date=START.add(days=2), catchup=True):
+    BashTask("t", 'true', depends_on_past=True)
+""")
+    cli.ok("tasks", "clear", "past", runs[1]["run_id"])
+    schedule(cli)
+    assert [r["state"] for r in cli.json("timeline", "past")] == ["success"] * 3
+
+
+def test_paused_dags_get_no_new_runs(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("daily.py", HEADER + """
+with DAG("daily", schedule="@daily", start_date=START, end_date=START.add(days=1), catchup=True):
+    BashTask("t", "true")
+""")
+    cli.ok("dags", "pause", "daily")
+    schedule(cli)
+    assert cli.json("timeline", "daily") == []
+    cli.ok("dags", "unpause", "daily")
+    schedule(cli)
+    assert len(cli.json("timeline", "daily")) == 2
+
+
+def test_a_pool_limits_how_many_tasks_run_at_once(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.ok("pools", "set", "narrow", "1")
+    cli.write_dag("pooled.py", HEADER + """
+with DAG("pooled", schedule=None, start_date=START):
+    for i in range(4):
+        BashTask(f"t{i}", "sleep 0.3", pool="narrow")
+""")
+    cli.ok("trigger", "pooled", "--logical-date", "2024-03-01")
+    schedule(cli, "--parallelism", "4")
+    spans = sorted(query(cli, "SELECT started_at, ended_at FROM task_try"))
+    assert len(spans) == 4
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end, "two tries of the one-slot pool overlapped"
+    assert cli.json("pools", "list") == [{"name": "narrow", "slots": 1, "used": 0, "description": ""}]
+
+
+def test_max_active_runs_limits_the_runs_running_at_once(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("limited.py", HEADER + """
+with DAG("limited", schedule="@daily", start_date=START, end_date=START.add(days=3), catchup=True,
+         max_active_runs=1):
+    BashTask("t", "sleep 0.2")
+""")
+    schedule(cli, "--parallelism", "4")
+    spans = sorted(query(cli, "SELECT started_at, ended_at FROM dag_run"))
+    assert len(spans) == 4
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end
+
+
+def test_broken_dag_files_are_recorded_and_the_others_are_scheduled(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("good.py", HEADER + """
+with DAG("good", schedule="@daily", start_date=START, end_date=START, catchup=True):
+    BashTask("t", "true")
+""")
+    cli.write_dag("syntax.py", "this is not python\n")
+    cli.write_dag("hangs.py", "import time\ntime.sleep(600)\n")
+    cli.write_dag("raises.py", "raise ValueError('no config')\n")
+    schedule(cli, LEDGER_DAG_FILE_PROCESSOR_TIMEOUT="2")
+    assert [r["state"] for r in cli.json("timeline", "good")] == ["success"]
+    errors = {Path(e["file"]).name: e["error"] for e in cli.json("dags", "errors")}
+    assert set(errors) == {"syntax.py", "hangs.py", "raises.py"}
+    assert "timed out" in errors["hangs.py"]
+    assert "ValueError: no config" in errors["raises.py"]
+
+
+def test_sigterm_stops_taking_work_lets_running_tries_finish_and_releases_locks(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("long.py", HEADER + """
+with DAG("long", schedule=None, start_date=START):
+    a = BashTask("a", "sleep 1.5")
+    b = BashTask("b", "true")
+    a >> b
+""")
+    cli.ok("trigger", "long", "--logical-date", "2024-03-01")
+    proc = subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while not query(cli, "SELECT 1 FROM task_try WHERE state = 'running'") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output
+    assert query(cli, "SELECT state FROM task_try") == [("success",)]  # a finished; b never started
+    assert query(cli, "SELECT count(*) FROM dag_run WHERE lock_holder IS NOT NULL") == [(0,)]
+    assert query(cli, "SELECT state FROM job") == [("success",)]
+    assert "locks_released" in [e["kind"] for e in cli.json("events")]
+
+
+@pytest.mark.slow
+def test_kill_9_in_the_middle_of_a_catch_up_then_a_restart_completes_every_run(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("catchup.py", HEADER + """
+with DAG("catchup", schedule="@daily", start_date=START, end_date=START.add(days=9), catchup=True,
+         default_args={"retries": 2, "retry_delay": timedelta(seconds=0)}):
+    a = BashTask("a", "sleep 0.2")
+    b = BashTask("b", "sleep 0.2")
+    a >> b
+""")
+    env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
+    proc = subprocess.Popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done = query(cli, "SELECT count(*) FROM dag_run WHERE state = 'success'")[0][0]
+        if done >= 3:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)
+    # the killed scheduler's workers died with it: nothing of it still runs
+    assert query(cli, "SELECT count(*) FROM dag_run WHERE state = 'success'")[0][0] < 10
+    schedule(cli, timeout=180, LEDGER_LOCK_TIMEOUT="2")
+    runs = assert_chain(cli, "catchup")
+    assert [r["state"] for r in runs] == ["success"] * 10
+    assert_each_try_ran_once(cli)
+    kinds = [e["kind"] for e in cli.json("events")]
+    assert "lock_stolen" in kinds
+
+
+def test_exit_when_idle_with_nothing_to_do_exits_at_once(ready_cli: Cli) -> None:
+    started = time.monotonic()
+    schedule(ready_cli)
+    assert time.monotonic() - started < 20
+
+
+def test_the_scheduler_refuses_a_missing_database_and_bad_settings(cli: Cli) -> None:
+    assert "ledger db upgrade" in cli.fails("scheduler", "--exit-when-idle").stderr
+    cli.ok("db", "upgrade")
+    assert "executor" in cli.fails("scheduler", "--executor", "nope").stderr
+    result = cli.run("scheduler", "--exit-when-idle", LEDGER_PARALLELISM="many")
+    assert result.exit_code != 0 and "LEDGER_PARALLELISM" in result.stderr and "Traceback" not in result.output

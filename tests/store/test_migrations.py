@@ -44,3 +44,9 @@ def test_sqlite_database_uses_wal_mode(tmp_path: Path) -> None:
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     engine.dispose()
+
+
+def test_the_recorded_head_is_the_newest_migration(tmp_path: Path) -> None:
+    from migrations.head import HEAD
+
+    assert head_revision(f"sqlite:///{tmp_path / 'x.db'}") == HEAD

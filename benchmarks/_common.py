@@ -7,6 +7,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +56,124 @@ def summarise(rounds: list[dict[str, Any]], key: str, digits: int = 4) -> dict[s
     values = [r[key] for r in rounds]
     return {key: round(statistics.median(values), digits), f"{key}_min": round(min(values), digits),
             f"{key}_max": round(max(values), digits)}
+
+
+# -- running a process while sampling it from /proc ----------------------------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _status_kb(pid: int, field: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _pss_kb(pid: int) -> int | None:
+    """Proportional set size (shared pages split between the processes sharing them), from smaps_rollup."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """utime + stime of the process itself (not of its children), from /proc/<pid>/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(p) for p in fh.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def run_sampled(cmd: list[str], *, env: dict[str, str], stdout: Any, interval: float = 0.02,
+                timeout: float | None = None, pss: bool = False) -> dict[str, Any]:
+    """Run `cmd`, sampling it every `interval` s from /proc, and return what was seen:
+
+    returncode, seconds (wall, start to exit), main_cpu_s (the process's own user+sys CPU at the last
+    sample), main_hwm_mb (its VmHWM, the kernel's peak RSS, at the last sample), main_rss_max_mb (the largest
+    VmRSS sampled), children_rss_max_mb (the largest sum of the VmRSS of all its descendants in one
+    sample), child_rss_max_mb (the largest VmRSS of any one descendant), children_max (most descendants
+    seen at once), total_cpu_s (user+sys of the process and every descendant it and they waited for,
+    from wait4), samples.
+    """
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=subprocess.STDOUT)
+    seen: dict[str, Any] = {"main_cpu_s": 0.0, "main_hwm_kb": 0, "main_rss_max_kb": 0, "children_rss_max_kb": 0,
+                            "child_rss_max_kb": 0, "children_max": 0, "samples": 0,
+                            "main_pss_max_kb": 0, "children_pss_max_kb": 0}
+    status, rusage, done = 0, None, False
+    try:
+        while True:
+            pid_done, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid_done == proc.pid:
+                done = True
+                break
+            cpu = _cpu_seconds(proc.pid)
+            hwm = _status_kb(proc.pid, "VmHWM")
+            rss = _status_kb(proc.pid, "VmRSS")
+            if cpu is not None:
+                seen["main_cpu_s"] = cpu
+            if hwm:
+                seen["main_hwm_kb"] = max(seen["main_hwm_kb"], hwm)
+            if rss:
+                seen["main_rss_max_kb"] = max(seen["main_rss_max_kb"], rss)
+            kids = descendants(proc.pid)
+            sizes = [s for s in (_status_kb(k, "VmRSS") for k in kids) if s]
+            seen["children_rss_max_kb"] = max(seen["children_rss_max_kb"], sum(sizes))
+            seen["child_rss_max_kb"] = max([seen["child_rss_max_kb"], *sizes])
+            seen["children_max"] = max(seen["children_max"], len(kids))
+            if pss:
+                seen["main_pss_max_kb"] = max(seen["main_pss_max_kb"], _pss_kb(proc.pid) or 0)
+                seen["children_pss_max_kb"] = max(seen["children_pss_max_kb"],
+                                                  sum(_pss_kb(k) or 0 for k in kids))
+            seen["samples"] += 1
+            if timeout is not None and time.perf_counter() - started > timeout:
+                proc.kill()
+            time.sleep(interval)
+    finally:
+        if not done:  # interrupted: do not leave the scheduler behind
+            proc.kill()
+            _, status, rusage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out = {"returncode": proc.returncode, "seconds": seconds,
+           "total_cpu_s": rusage.ru_utime + rusage.ru_stime if rusage is not None else None,
+           "main_cpu_s": seen["main_cpu_s"], "children_max": seen["children_max"], "samples": seen["samples"]}
+    for key in ("main_hwm", "main_rss_max", "children_rss_max", "child_rss_max", "main_pss_max", "children_pss_max"):
+        out[f"{key}_mb"] = seen[f"{key}_kb"] / 1024.0
+    return out
+
+
+def load_average() -> float:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return float("nan")

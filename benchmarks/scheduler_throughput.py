@@ -27,16 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import db_upgrade, ledger_command, ledger_env, percentile, summarise
+from benchmarks._common import db_upgrade, ledger_command, ledger_env, load_average, percentile, run_sampled, summarise
 
 TASKS = ["a", "b", "c", "d", "e"]
 EDGES = list(zip(TASKS, TASKS[1:], strict=False))
@@ -121,7 +119,7 @@ def check_and_measure(db: Path, runs: int) -> dict[str, Any]:
 
 
 def one_round(workdir: Path, runs: int, parallelism: int, extra_env: dict[str, str],
-              keep_output: bool) -> dict[str, Any]:
+              keep_output: bool, timeout: float | None = None) -> dict[str, Any]:
     home = workdir / "home"
     home.mkdir(parents=True)
     db_upgrade(home)
@@ -129,15 +127,14 @@ def one_round(workdir: Path, runs: int, parallelism: int, extra_env: dict[str, s
     log = (workdir / "scheduler.out").open("wb")
     cmd = [*ledger_command(), "scheduler", "--exit-when-idle", "--parallelism", str(parallelism),
            "--executor", "local"]
+    load = load_average()
     started_wall = datetime.now(UTC)
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, env=ledger_env(home, **extra_env), stdout=log, stderr=subprocess.STDOUT,
-                          check=False)
-    seconds = time.perf_counter() - started
+    proc = run_sampled(cmd, env=ledger_env(home, **extra_env), stdout=log, interval=0.05, timeout=timeout)
+    seconds = proc["seconds"]
     log.close()
-    if proc.returncode != 0:
+    if proc["returncode"] != 0:
         tail = (workdir / "scheduler.out").read_text(errors="replace")[-2000:]
-        raise SystemExit(f"`ledger scheduler` exited with {proc.returncode}:\n{tail}")
+        raise SystemExit(f"`ledger scheduler` exited with {proc['returncode']}:\n{tail}")
     measured = check_and_measure(home / "ledger.db", runs)
     lags = measured["lags_ms"]
     tis = runs * len(TASKS)
@@ -151,6 +148,11 @@ def one_round(workdir: Path, runs: int, parallelism: int, extra_env: dict[str, s
         "startup_s": (measured["first_start"] - started_wall).total_seconds(),
         "exec_seconds": span,
         "exec_ti_per_s": tis / span if span > 0 else float("inf"),
+        "sched_cpu_s": proc["main_cpu_s"],
+        "sched_cpu_ms_per_ti": proc["main_cpu_s"] * 1000.0 / tis,
+        "total_cpu_s": proc["total_cpu_s"],
+        "sched_rss_peak_mb": proc["main_hwm_mb"],
+        "load_before": load,
     }
     if keep_output:
         result["home"] = str(home)
@@ -167,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="work in DIR and keep it (databases, logs, scheduler output) instead of a temp dir")
     parser.add_argument("--env", action="append", default=[], metavar="LEDGER_X=VALUE",
                         help="extra environment for the scheduler, e.g. LEDGER_POLL_INTERVAL=0.5 (repeatable)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="kill a scheduler still running after this")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -177,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         base = args.keep or Path(tmp)
         for i in range(args.repeat):
             rounds.append(one_round(base / f"round{i}", args.runs, args.parallelism, extra_env,
-                                    keep_output=args.keep is not None))
+                                    keep_output=args.keep is not None, timeout=args.timeout))
             if args.each:
                 print(json.dumps({"benchmark": "scheduler_throughput_round", "round": i,
                                   **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in rounds[-1].items()}}),
@@ -187,8 +190,10 @@ def main(argv: list[str] | None = None) -> None:
                            "task_instances": args.runs * len(TASKS), "parallelism": args.parallelism,
                            "repeat": args.repeat}
     for key, digits in (("ti_per_s", 1), ("lag_p50_ms", 2), ("lag_p90_ms", 2), ("seconds", 3),
-                        ("startup_s", 3), ("exec_ti_per_s", 1)):
+                        ("startup_s", 3), ("exec_ti_per_s", 1), ("sched_cpu_ms_per_ti", 3)):
         out.update(summarise(rounds, key, digits))
+    out["sched_rss_peak_mb"] = round(max(r["sched_rss_peak_mb"] for r in rounds), 1)
+    out["load_before"] = [r["load_before"] for r in rounds]
     out["lag_max_ms"] = round(max(r["lag_max_ms"] for r in rounds), 2)
     if extra_env:
         out["env"] = extra_env

@@ -5,5 +5,6 @@ DAG authors import from here: `from ledger import DAG, PythonTask, BashTask, tas
 
 from ledger.context import TaskContext
 from ledger.dag import DAG, BashTask, PythonTask, Task, task
+from ledger.errors import SkipTask
 
-__all__ = ["DAG", "BashTask", "PythonTask", "Task", "TaskContext", "task"]
+__all__ = ["DAG", "BashTask", "PythonTask", "SkipTask", "Task", "TaskContext", "task"]

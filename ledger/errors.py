@@ -37,3 +37,7 @@ class TimelineConflict(LedgerError):
 
 class InvalidInput(LedgerError):
     """A value given on the command line cannot be used."""
+
+
+class SkipTask(Exception):
+    """Raise inside a Python task to end the try as skipped; the message becomes the reason."""

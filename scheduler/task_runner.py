@@ -39,6 +39,7 @@ from ledger import dagbag
 from ledger.context import TaskContext
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.dagbag import FileResult, load_file
+from ledger.errors import SkipTask  # re-exported: older DAG files import it from here
 from scheduler.executors.base import WorkItem
 
 State = Literal["success", "failed", "skipped"]
@@ -52,10 +53,6 @@ EXIT_CODES: dict[State, int] = {"success": EXIT_SUCCESS, "failed": EXIT_FAILED, 
 REASON_LIMIT = 300
 DEFAULT_IMPORT_TIMEOUT = 60.0  # seconds a worker gives a DAG file to import before failing the try
 PR_SET_PDEATHSIG = 1
-
-
-class SkipTask(Exception):
-    """Raise inside a Python task to end the try as skipped; the message becomes the reason."""
 
 
 class _ImportTimeout(BaseException):
@@ -501,12 +498,13 @@ class RunningTry:
         return info is not None
 
     def _read_result(self) -> None:
+        """Read what the child wrote so far (the pipe is non-blocking: a process the task left behind may
+        still hold its write end)."""
         while not self._eof:
             try:
-                ready, _, _ = select.select([self._result_fd], [], [], 0)
-                if not ready:
-                    return
                 chunk = os.read(self._result_fd, 65536)
+            except BlockingIOError:
+                return
             except OSError:
                 chunk = b""
             if not chunk:
@@ -605,6 +603,7 @@ class RunningTry:
 def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:
     """Fork a child that runs `run_try(item)` in its own process group; `close_fds` are closed in it."""
     read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
     parent_pid = os.getpid()
     fds = list(close_fds)
     signals = _signals_to_reset()

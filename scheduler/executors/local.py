@@ -235,7 +235,8 @@ class LocalExecutor(Executor):
             mine, child = socket.socketpair()
             with mine, child:
                 timeout = "" if self.import_timeout is None else repr(float(self.import_timeout))
-                argv = [sys.executable, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout]
+                flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()  # -X, -W, -O...
+                argv = [sys.executable, *flags, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout]
                 env = {**os.environ, _PATH_VARIABLE: json.dumps(sys.path)}  # the worker imports as we do
                 popen = subprocess.Popen(argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, env=env)
                 ours = Connection(mine.detach())

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import pendulum
 import pytest
 
 from ledger.timeline import ChainRun, chain_violations
@@ -57,9 +60,8 @@ def live_by_date(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["logical_date"]: r for r in runs if r["state"] != "overridden"}
 
 
-def backfill(cli: Cli, start: int, end: int, *args: str, dag_id: str = "d", **env: str) -> Any:
-    return cli.run("backfill", dag_id, "--start", f"2024-03-0{start}", "--end", f"2024-03-0{end}", *args,
-                   **env)
+def backfill(cli: Cli, start: int, end: int, *args: str, dag_id: str = "d") -> Any:
+    return cli.run("backfill", dag_id, "--start", f"2024-03-0{start}", "--end", f"2024-03-0{end}", *args)
 
 
 def plan(cli: Cli, start: int, end: int, *args: str, dag_id: str = "d") -> list[dict[str, Any]]:
@@ -73,8 +75,15 @@ def schedule(cli: Cli, **env: str) -> str:
     return cli.ok("scheduler", "--exit-when-idle", **{**FAST, **env})
 
 
-def db(cli: Cli) -> sqlite3.Connection:
-    return sqlite3.connect(cli.home / "ledger.db", timeout=30)
+@contextmanager
+def db(cli: Cli) -> Iterator[sqlite3.Connection]:
+    """A plain sqlite3 connection on the LEDGER_HOME database (committed and closed on exit)."""
+    conn = sqlite3.connect(cli.home / "ledger.db", timeout=30)
+    try:
+        with conn:
+            yield conn
+    finally:
+        conn.close()
 
 
 def sqlite_now() -> str:
@@ -93,6 +102,27 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0, what: str =
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
+
+
+def start_scheduler(cli: Cli, **env: str) -> subprocess.Popen[str]:
+    """`ledger scheduler` in the background, its output in $LEDGER_HOME/scheduler.log."""
+    with open(cli.home / "scheduler.log", "w") as log:
+        return subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST, **env}, cwd=cli.home, text=True,
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop_scheduler(proc: subprocess.Popen[str], cli: Cli) -> str:
+    """SIGTERM: the scheduler must stop cleanly with exit status 0. Returns its output."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = (cli.home / "scheduler.log").read_text()
+    assert proc.returncode == 0, out
+    return out
 
 
 # -- splicing into the timeline ------------------------------------------------------------------------
@@ -224,7 +254,7 @@ def test_reprocess_completed_overrides_every_finished_run(completed: tuple[Cli, 
     shown_text = cli.ok("timeline", "d")
     for day, old in before.items():
         assert live[day]["run_id"] != old["run_id"]
-        replaced = [r for r in runs if r["run_id"] == old["run_id"]][0]
+        replaced = next(r for r in runs if r["run_id"] == old["run_id"])
         assert (replaced["state"], replaced["overridden_by"]) == ("overridden", live[day]["run_id"])
         assert replaced["dag_version"] == old["dag_version"] != live[day]["dag_version"]
         assert task_states(cli, old["run_id"])["a"] == ("failed" if day == D(2) else "success", 1)
@@ -284,7 +314,6 @@ def test_dry_run_json_prints_the_plan_and_changes_nothing(ready_cli: Cli) -> Non
     assert "1 new, 0 override, 2 skip" in text
     assert cli.ok("events", "--json") == events_before
     assert live_by_date(timeline(cli)) == old
-    assert len(cli.json("backfill", "list")) == 1
 
 
 def test_the_exit_status_is_non_zero_when_a_task_failed(ready_cli: Cli) -> None:
@@ -303,7 +332,7 @@ def test_the_exit_status_is_non_zero_when_a_task_failed(ready_cli: Cli) -> None:
 
 def test_backfill_json_reports_the_outcome_and_the_conf_reaches_the_runs(ready_cli: Cli) -> None:
     cli = ready_cli
-    cli.write_dag("d.py", dag_source(command='[ "$(cat $LEDGER_HOME/flag 2>/dev/null)" = "" ]'))
+    cli.write_dag("d.py", dag_source())
     out = json.loads(cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--yes",
                             "--conf", '{"k": 1}', "--json"))
     assert out["state"] == "success" and out["runs"] == {"total": 2, "done": 2, "failed": 0}
@@ -343,15 +372,26 @@ def test_the_scheduler_fast_forwards_past_a_backfill_and_does_not_fill_the_gap(r
     schedule(cli)
     assert [r["logical_date"] for r in timeline(cli)] == [D(1), D(2)]
     cli.write_dag("d.py", dag_source(end=7))
-    cli.ok("dags", "pause", "d")  # nothing but the backfill may create runs until the scheduler starts
     assert backfill(cli, 5, 5, "--yes").exit_code == 0
-    cli.ok("dags", "unpause", "d")
     schedule(cli)
     runs = timeline(cli)
     assert [(r["logical_date"], r["run_type"], r["state"]) for r in runs] == [
         (D(1), "scheduled", "success"), (D(2), "scheduled", "success"), (D(5), "backfill", "success"),
         (D(6), "scheduled", "success"), (D(7), "scheduled", "success")]
     assert runs[3]["previous_run_id"] == runs[2]["run_id"]
+
+
+def test_backwards_with_max_active_runs_one_runs_the_newest_date_first_one_at_a_time(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(command="sleep 0.2"))
+    result = backfill(cli, 1, 4, "--backwards", "--max-active-runs", "1", "--yes")
+    assert result.exit_code == 0, result.output
+    assert len(timeline(cli)) == 4
+    with db(cli) as conn:
+        spans = conn.execute("SELECT logical_date, started_at, ended_at FROM dag_run ORDER BY started_at").fetchall()
+    assert [d[:10] for d, _, _ in spans] == ["2024-03-04", "2024-03-03", "2024-03-02", "2024-03-01"]
+    for (_, _, ended), (_, started, _) in zip(spans, spans[1:], strict=False):
+        assert started >= ended
 
 
 # -- depends_on_past along the chain -------------------------------------------------------------------
@@ -434,27 +474,93 @@ def test_cancel_fails_the_unfinished_runs_of_a_submitted_backfill(ready_cli: Cli
     assert row["state"] == "cancelled"
 
 
+def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(command="sleep 4"))  # the cancel lands while 03-01's task a runs
+    proc = subprocess.Popen([LEDGER, "backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes",
+                             "--max-active-runs", "1"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def started() -> bool:
+            with db(cli) as conn:
+                return bool(conn.execute("SELECT count(*) FROM dag_run WHERE state = 'running'").fetchone()[0] > 0)
+
+        wait_until(started, what="the backfill to start its first run")
+        with db(cli) as conn:
+            assert conn.execute("SELECT count(*) FROM dag_run WHERE state = 'running'").fetchone() == (1,)
+        assert "in flight are being stopped by their job" in cli.ok("backfill", "cancel", "1")
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, out
+    assert "Traceback" not in out and "backfill 1 cancelled" in out
+    live = live_by_date(timeline(cli))
+    assert [live[D(i)]["state"] for i in (1, 2, 3)] == ["failed", "failed", "failed"]
+    assert task_states(cli, live[D(1)]["run_id"]) == {"a": ("success", 1), "b": ("scheduled", 0)}  # let finish
+    for day in (2, 3):
+        assert all(tries == 0 for _, tries in task_states(cli, live[D(day)]["run_id"]).values())
+    (row,) = cli.json("backfill", "list")
+    assert (row["state"], row["runs_done"], row["runs_failed"]) == ("cancelled", 3, 3)
+    with db(cli) as conn:
+        (cancelled_at,) = conn.execute("SELECT ended_at FROM backfill").fetchone()
+        late = conn.execute("SELECT * FROM task_try WHERE started_at > ?", (cancelled_at,)).fetchall()
+    assert late == []  # nothing started once the cancellation was recorded
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a cancelled backfill's runs held by a scheduler keep running: "
+                   "backfill.job.cancel_backfill leaves runs locked by a live job to 'its job', but SchedulerJob "
+                   "never looks at the backfill's state")
+def test_cancel_stops_the_remaining_runs_of_a_submitted_backfill_that_a_scheduler_holds(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(end=3, command="sleep 1.5", max_active_runs=1))
+    out = json.loads(cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--submit",
+                            "--yes", "--json"))
+    proc = start_scheduler(cli)
+    try:
+        def holding() -> bool:
+            with db(cli) as conn:
+                sql = "SELECT count(*) FROM dag_run WHERE lock_holder IS NOT NULL AND state = 'queued'"
+                return bool(conn.execute(sql).fetchone()[0] > 0)
+
+        wait_until(holding, what="the scheduler to hold a queued run of the backfill")
+        cli.ok("backfill", "cancel", out["backfill_id"])
+
+        def settled() -> bool:
+            with db(cli) as conn:
+                sql = "SELECT count(*) FROM dag_run WHERE state IN ('queued', 'running')"
+                return bool(conn.execute(sql).fetchone()[0] == 0)
+
+        wait_until(settled, what="every run of the backfill to end")
+    finally:
+        stop_scheduler(proc, cli)
+    live = live_by_date(timeline(cli))
+    assert live[D(3)]["state"] == "failed"  # it never started: cancelling must keep it from running
+    assert all(tries == 0 for _, tries in task_states(cli, live[D(3)]["run_id"]).values())
+    (row,) = cli.json("backfill", "list")
+    assert row["state"] == "cancelled"
+
+
 # -- refusals -------------------------------------------------------------------------------------------
 
 def test_bad_backfill_requests_are_refused_in_one_line_and_change_nothing(ready_cli: Cli) -> None:
     cli = ready_cli
     cli.write_dag("d.py", dag_source(start=2, end=5))
     cli.write_dag("dop.py", dag_source("dop", depends_on_past=True))
-    cli.write_dag("future.py", dag_source("future", start=1).replace("2024, 3, 1", "2099, 1, 1"))
     cli.ok("trigger", "d", "--logical-date", "2024-03-03")
     events_before = cli.ok("events", "--json")
     timeline_before = timeline(cli)
+    soon = pendulum.now("UTC").add(days=2).to_date_string()
     cases: list[tuple[tuple[str, ...], str]] = [
         (("backfill", "nope", "--start", "2024-03-02", "--end", "2024-03-03"), "no DAG named 'nope'"),
         (("backfill", "d", "--start", "2024-03-04", "--end", "2024-03-02"), "backwards"),
-        (("backfill", "dop", "--start", "2024-03-02", "--end", "2099-01-01"), "past the last interval"),
-        (("backfill", "future", "--start", "2024-03-01", "--end", "2024-03-02"), "before DAG 'future' starts"),
+        (("backfill", "dop", "--start", "2024-03-02", "--end", soon), "past the last interval"),
         (("backfill", "d", "--start", "2024-02-01", "--end", "2024-02-20"), "before DAG 'd' starts"),
         (("backfill", "d", "--start", "2024-03-06", "--end", "2024-03-08"), "after DAG 'd' ends"),
         (("backfill", "dop", "--start", "2024-03-01", "--end", "2024-03-02", "--backwards"), "--backwards"),
         (("backfill", "d", "--start", "2024-03-02", "--end", "2024-03-03", "--reprocess", "all"), "--reprocess"),
         (("backfill", "d", "--start", "2024-03-02", "--end", "2024-03-03", "--conf", "{nope"), "--conf"),
-        (("backfill", "d", "--start", "2024-03-02", "--end", "2024-03-03", "--conf", "[1]"), "--conf"),
         (("backfill", "d", "--start", "yesterday", "--end", "2024-03-03"), "--start"),
     ]
     for i, (args, words) in enumerate(cases):
@@ -467,20 +573,9 @@ def test_bad_backfill_requests_are_refused_in_one_line_and_change_nothing(ready_
 
 # -- side by side with a scheduler ---------------------------------------------------------------------
 
-def start_scheduler(cli: Cli) -> subprocess.Popen[str]:
-    return subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def stop_scheduler(proc: subprocess.Popen[str]) -> str:
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, out
-    return out
-
-
-def assert_each_task_ran_once(rows: list[tuple[int, int, int]], tries: list[tuple[int, int]]) -> None:
-    """rows: (task instance id, try_number, max_tries) of the live finished runs; tries: task_try rows."""
+def assert_each_task_ran_once(rows: list[tuple[Any, ...]], tries: list[tuple[int, int]]) -> None:
+    """rows: (task instance id, try_number, max_tries) of the live runs, all finished; tries: the task_try rows
+    as (task instance id, try number). Each task instance has exactly tries 1..try_number, and no retries here."""
     assert len(tries) == len(set(tries)), "a try was started twice"
     per_ti: dict[int, list[int]] = {}
     for ti, n in tries:
@@ -498,22 +593,23 @@ ALL_TRIES = "SELECT task_instance_id, try_number FROM task_try"
 
 
 def side_by_side(cli: Cli, query: Callable[[str], list[tuple[Any, ...]]]) -> None:
-    cli.write_dag("d.py", dag_source(end=6, command="sleep 0.3"))
+    cli.write_dag("d.py", dag_source(end=6, command="sleep 0.5"))
     cli.write_dag("e.py", dag_source("e", end=6, command="sleep 0.2"))
-    proc = start_scheduler(cli)
+    proc = start_scheduler(cli, LEDGER_MAX_HELD_RUNS="2")  # so that the backfill finds runs in every state
     try:
         wait_until(lambda: any(r[0] == "success" for r in query("SELECT state FROM dag_run WHERE dag_id = 'd'")),
                    what="the scheduler to finish a run")
         over = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-06", "--reprocess",
                        "completed", "--yes")
         assert over.exit_code == 0, over.output
+        assert re.search(r"\b[1-9] override", over.stdout), over.stdout
         submitted = cli.run("backfill", "e", "--start", "2024-03-01", "--end", "2024-03-04", "--reprocess",
                             "completed", "--submit", "--yes")
         assert submitted.exit_code == 0, submitted.output
         wait_until(lambda: not query("SELECT id FROM dag_run WHERE state IN ('queued', 'running')"),
                    timeout=60, what="every run to finish")
     finally:
-        out = stop_scheduler(proc)
+        out = stop_scheduler(proc, cli)
     assert "Traceback" not in out, out
     for dag_id in ("d", "e"):
         runs = timeline(cli, dag_id)
@@ -523,7 +619,7 @@ def side_by_side(cli: Cli, query: Callable[[str], list[tuple[Any, ...]]]) -> Non
     assert {r["run_type"] for r in live_by_date(timeline(cli, "d")).values()} >= {"backfill"}
     rows = [tuple(r) for r in query(SIDE_BY_SIDE_RUNS)]
     tries = [(int(t), int(n)) for t, n in query(ALL_TRIES)]
-    assert_each_task_ran_once(rows, tries)  # type: ignore[arg-type]
+    assert_each_task_ran_once(rows, tries)
     overridden = query("SELECT ti.try_number FROM task_instance ti JOIN dag_run r ON r.id = ti.run_id "
                        "WHERE r.state = 'overridden'")
     assert overridden and all(n <= 1 for (n,) in overridden)

@@ -25,18 +25,18 @@ def ledger(*args: str) -> None:
 def main() -> None:
     shutil.rmtree(HOME, ignore_errors=True)
     (HOME / "dags").mkdir(parents=True)
-    shutil.copy(REPO / "examples" / "dags" / "daily_sales.py", HOME / "dags" / "daily_sales.py")
+    dag_file = HOME / "dags" / "daily_sales.py"
+    shutil.copy(REPO / "examples" / "dags" / "daily_sales.py", dag_file)
     print(f"LEDGER_HOME={HOME}")
     ledger("db", "upgrade")
     ledger("dags", "list")
-    for day in ("2024-03-01", "2024-03-02", "2024-03-04"):
-        ledger("trigger", "daily_sales", "--logical-date", day)
-    ledger("trigger", "daily_sales", "--logical-date", "2024-03-03")  # spliced into the gap
-    dag_file = HOME / "dags" / "daily_sales.py"
+    ledger("scheduler", "--exit-when-idle")  # catches up 2024-03-01 .. 2024-03-07
     dag_file.write_text(dag_file.read_text().replace("loading", "loading (v2)"))  # a new DAG version
-    ledger("trigger", "daily_sales", "--logical-date", "2024-03-02", "--replace")  # overrides the old run
     ledger("dags", "versions", "daily_sales")
+    ledger("backfill", "daily_sales", "--start", "2024-03-03", "--end", "2024-03-04",
+           "--reprocess", "completed", "--yes")
     ledger("timeline", "daily_sales", "--all")
+    ledger("events", "--dag", "daily_sales", "--kind", "run_overridden", "--kind", "version_registered")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ with DAG(
     "daily_sales",
     schedule="@daily",
     start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+    end_date=pendulum.datetime(2024, 3, 7, tz="UTC"),
     catchup=True,
-    default_args={"retries": 1},
+    default_args={"retries": 1, "depends_on_past": True},
 ) as dag:
     extract = BashTask("extract", 'echo "extracting $LEDGER_LOGICAL_DATE"')
     clean = PythonTask("transform", transform)

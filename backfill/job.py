@@ -26,6 +26,8 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     assert row is not None
     if row.state == BackfillState.RUNNING.value:
         row.state, row.ended_at = BackfillState.CANCELLED.value, now
+        events.record(session, "backfill_cancelled", at=now, actor=actor, dag_id=row.dag_id,
+                      backfill_id=backfill_id)
     runs = list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id,
                                                      DagRun.state.in_(job_store.UNFINISHED))))
     failed = []
@@ -54,11 +56,12 @@ class BackfillJob(DagRunJob):
         return {"backfill_id": self.backfill_id}
 
     def loop_once(self) -> LoopReport:
-        report = super().loop_once()
         with self.sessions.begin() as session:
             row = session.get(Backfill, self.backfill_id)
             if row is not None and row.state == BackfillState.CANCELLED.value:
                 self.cancelled = self.stopping = True
+        report = LoopReport() if self.stopping else super().loop_once()
+        with self.sessions.begin() as session:
             progress = progress_of(session, self.backfill_id)
         if self.on_progress is not None:
             self.on_progress(progress)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+import pendulum
 from pendulum import DateTime
 
 from ledger.errors import InvalidInput
@@ -86,14 +87,36 @@ def backfill_intervals(spec: DagSpec, start: DateTime, end: DateTime, *, now: da
         raise InvalidInput(f"the range starts after DAG {spec.dag_id!r} ends ({spec.end_date.isoformat()})")
     if end < spec.start_date:
         raise InvalidInput(f"the range ends before DAG {spec.dag_id!r} starts ({spec.start_date.isoformat()})")
-    intervals = spec.schedule.intervals_between(start, end, start_date=spec.start_date, end_date=spec.end_date)
-    if not intervals:
-        raise InvalidInput(f"DAG {spec.dag_id!r} has no scheduled interval between {start.isoformat()} and "
-                           f"{end.isoformat()} (schedule {spec.schedule.summary()})")
-    open_ones = [i for i in intervals if i.end > now]
+    # only intervals up to now are enumerated: a typo like --end 2099-01-01 is refused at once
+    intervals = spec.schedule.intervals_between(start, min(end, pendulum.instance(now)), start_date=spec.start_date,
+                                                end_date=spec.end_date)
+    following = spec.schedule.next_interval(after=intervals[-1].end if intervals else start,
+                                            start_date=spec.start_date, end_date=spec.end_date)
+    beyond = following if following is not None and following.logical_date <= end else None
+    open_ones = [i for i in intervals if i.end > now] + ([beyond] if beyond is not None else [])
     if open_ones:
         ended = [i for i in intervals if i.end <= now]
         hint = f"; the last one that has ended is {ended[-1].logical_date.isoformat()}" if ended else ""
         raise InvalidInput(f"the range reaches past the last interval that has ended: the interval at "
                            f"{open_ones[0].logical_date.isoformat()} ends {open_ones[0].end.isoformat()}{hint}")
+    if not intervals:
+        raise InvalidInput(f"DAG {spec.dag_id!r} has no scheduled interval between {start.isoformat()} and "
+                           f"{end.isoformat()} (schedule {spec.schedule.summary()})")
     return intervals
+
+
+def reconcile(shown: list[PlanItem], fresh: list[PlanItem]) -> list[PlanItem]:
+    """The plan to execute: what was shown (and confirmed), re-checked against the timeline as it is now.
+
+    A date whose action changed since it was shown is skipped with the reason, never overridden or
+    created without confirmation.
+    """
+    before = {i.logical_date: i for i in shown}
+    out = []
+    for item in fresh:
+        was = before.get(item.logical_date)
+        if was is None or (was.action == item.action and was.replaces_run_id == item.replaces_run_id):
+            out.append(item)
+        else:
+            out.append(PlanItem(item.interval, Action.SKIP, f"changed since the plan was shown: {item.reason}"))
+    return out

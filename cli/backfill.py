@@ -97,12 +97,14 @@ def create(
         return
     if not yes and sys.stdin.isatty() and not typer.confirm(f"Create {len(todo)} run(s)?", default=False):
         raise typer.Exit(1)
-    _run(env, settings, spec, request, as_json)
+    _run(env, settings, spec, request, plan, as_json)
 
 
-def _run(env: Any, settings: Any, spec: Any, request: Any, as_json: bool) -> None:
+def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: bool) -> None:
     from backfill.create import create_backfill, make_plan, plan_json
     from backfill.job import BackfillJob
+    from backfill.plan import reconcile
+    from ledger.store import runs as run_store
     from scheduler.executors import make_executor
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
@@ -112,11 +114,19 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, as_json: bool) -> Non
     executing = not request.submit
     if executing:
         job.start()
-    with env.transaction() as session:  # re-plan inside the transaction that creates the runs
-        plan = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
-        row = create_backfill(session, spec, request, plan, now=env.clock.now(), actor=job.actor if executing
-                              else env.actor, job_id=job.job_id if executing else None)
-        backfill_id = row.id
+    try:
+        with env.transaction() as session:  # lock the timeline, re-plan, create: one transaction
+            run_store.lock_timeline(session, spec.dag_id)
+            fresh = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
+            plan = reconcile(shown, fresh)
+            row = create_backfill(session, spec, request, plan, now=env.clock.now(),
+                                  actor=job.actor if executing else env.actor,
+                                  job_id=job.job_id if executing else None)
+            backfill_id = row.id
+    except BaseException:
+        if executing:
+            job.shutdown()
+        raise
     if not executing:
         if job.job_id:
             job.shutdown()

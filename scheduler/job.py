@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
 from ledger.dependencies import PreviousRun, decide
-from ledger.models import Dag, DagRun
-from ledger.states import RunState, TaskState
+from ledger.models import Backfill, Dag, DagRun
+from ledger.states import BackfillState, RunState, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import jobs as job_store
@@ -254,6 +254,9 @@ class DagRunJob:
             .order_by(*order).limit(self.settings.max_held_runs))}
         if not runs:
             return []
+        backfills = {r.backfill_id for r in runs.values() if r.backfill_id is not None}
+        cancelled = set(session.scalars(select(Backfill.id).where(
+            Backfill.id.in_(backfills), Backfill.state == BackfillState.CANCELLED.value))) if backfills else set()
         tis = task_store.rows_for_runs(session, list(runs))
         previous = task_store.previous_states(
             session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None])
@@ -266,6 +269,12 @@ class DagRunJob:
         marks: list[tuple[int, TaskState]] = []
         finished: list[tuple[DagRun, RunState]] = []
         for run in sorted(runs.values(), key=lambda r: (r.logical_date, r.id), reverse=self.newest_first):
+            if run.backfill_id in cancelled:  # start nothing more; fail it once its tries are done
+                if not any(t.state in (TaskState.QUEUED, TaskState.RUNNING) for t in tis.get(run.id, {}).values()):
+                    self._set_run_state(session, run, RunState.FAILED, now, release=True,
+                                        reason=f"backfill {run.backfill_id} cancelled")
+                    report.runs_changed += 1
+                continue
             spec = dag_store.spec(session, run.dag_id, run.version_hash)
             if run.state == RunState.QUEUED.value:
                 if running.get(run.dag_id, 0) >= spec.max_active_runs:
@@ -337,7 +346,7 @@ class DagRunJob:
         return found
 
     def _set_run_state(self, session: Session, run: DagRun, state: RunState, now: datetime,
-                       release: bool = False) -> None:
+                       release: bool = False, reason: str | None = None) -> None:
         before = run.state
         values: dict[str, Any] = {"state": state.value}
         if state == RunState.RUNNING:
@@ -349,6 +358,7 @@ class DagRunJob:
         session.execute(update(DagRun).where(DagRun.id == run.id).values(**values))
         run.state = state.value
         events.record(session, "run_state_changed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
-                      **{"from": before, "to": state.value, "logical_date": run.logical_date.isoformat()})
+                      **{"from": before, "to": state.value, "logical_date": run.logical_date.isoformat()},
+                      **({"reason": reason} if reason else {}))
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} ({run.run_type}): {before} → {state.value}")
 

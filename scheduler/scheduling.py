@@ -53,13 +53,16 @@ def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: lis
     for dag_id, version in dags:
         assert version is not None
         spec = dag_store.spec(session, dag_id, version)
-        intervals = due_for(spec, resume.get(dag_id), now)
+        if not due_for(spec, resume.get(dag_id), now):
+            continue
+        # something is due: lock the timeline, then read it again (a backfill may have just spliced)
+        run_store.lock_timeline(session, dag_id)
+        intervals = due_for(spec, resume_points(session, [dag_id]).get(dag_id), now)
         if not intervals:
             continue
         held = set(session.scalars(select(DagRun.logical_date).where(
             DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value,
             DagRun.logical_date >= intervals[0].start, DagRun.logical_date <= intervals[-1].start)))
-        run_store.lock_timeline(session, dag_id)
         for interval in intervals:
             if interval.logical_date in held:
                 continue

@@ -509,9 +509,6 @@ def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(re
     assert late == []  # nothing started once the cancellation was recorded
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a cancelled backfill's runs held by a scheduler keep running: "
-                   "backfill.job.cancel_backfill leaves runs locked by a live job to 'its job', but SchedulerJob "
-                   "never looks at the backfill's state")
 def test_cancel_stops_the_remaining_runs_of_a_submitted_backfill_that_a_scheduler_holds(ready_cli: Cli) -> None:
     cli = ready_cli
     cli.write_dag("d.py", dag_source(end=3, command="sleep 1.5", max_active_runs=1))

@@ -87,9 +87,6 @@ def assert_chain(session: Session) -> None:
                                       r.overridden_by) for r in runs]) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: scheduler.scheduling.create_due_runs reads the held dates before "
-                   "taking the timeline lock, so a backfill run committed meanwhile makes splice raise "
-                   "TimelineConflict and the scheduler loop dies")
 def test_the_scheduler_skips_a_date_a_backfill_committed_while_it_waited_for_the_lock(
         pg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     with pg.begin() as session:
@@ -129,9 +126,6 @@ def pg_cli_env(postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     engine.dispose()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cli/backfill.py _run plans (make_plan) before create_backfill takes "
-                   "the timeline lock, so a run the scheduler committed meanwhile at a date planned 'new' makes "
-                   "the backfill fail with TimelineConflict ('... use --replace to override it')")
 def test_a_backfill_skips_a_date_the_scheduler_committed_while_it_waited_for_the_lock(
         pg_cli_env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     invoke, sessions = pg_cli_env

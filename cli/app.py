@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
-from cli import backfill, dags, db, events, pools, runs, scheduler, tasks, timeline, trigger
+from cli import backfill, dags, db, events, lineage, pools, runs, scheduler, tasks, timeline, trigger
 from ledger.errors import LedgerError
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)
 app.command("scheduler")(scheduler.scheduler)
+app.command("lineage")(lineage.lineage)
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 

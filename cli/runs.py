@@ -14,6 +14,7 @@ from cli.options import Json
 from cli.timeline import run_json
 from ledger.dates import iso
 from ledger.store import dags as dag_store
+from ledger.store import lineage
 from ledger.store import runs as run_store
 
 app = typer.Typer(help="Inspect DAG runs.", no_args_is_help=True)
@@ -41,6 +42,9 @@ def show(run: Annotated[str, typer.Argument(help="The run id.", show_default=Fal
              "priority_weight": ti.priority_weight}
             for ti in tis
         ]
+        row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
+                          "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
+                          "written_at": iso(w.written_at)} for w in lineage.of_run(session, r.id)]
     if as_json:
         print_json(row)
         return
@@ -64,3 +68,10 @@ def _render(row: dict[str, Any]) -> None:
                       f"{ti.get('try_number', 0)}/{ti.get('max_tries', 0)}", ti.get("started_at") or "",
                       ti.get("ended_at") or "")
     out.print(table)
+    if row["writes"]:
+        writes = Table("dataset", "partition", "task", "try", "rows", "written", title="what this run wrote",
+                       title_justify="left")
+        for w in row["writes"]:
+            writes.add_row(w["dataset"], w["partition"], w["task_id"], f"{w['try_number']} ({w['try_state']})",
+                           "" if w["rows"] is None else str(w["rows"]), w["written_at"] or "")
+        out.print(writes)

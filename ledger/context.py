@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -25,6 +26,26 @@ class TaskContext:
     conf: dict[str, Any] = field(default_factory=dict)
     log_path: str | None = None
 
+    @property
+    def writes_path(self) -> str | None:
+        """Where this try's recorded writes go (a JSON-lines file beside its log)."""
+        return None if self.log_path is None else self.log_path + ".writes.jsonl"
+
+    def record_write(self, dataset: str, partition: str, *, rows: int | None = None,
+                     path: str | None = None) -> None:
+        """Record that this try wrote `partition` of `dataset` (lineage: `ledger lineage DATASET`).
+
+        The scheduler stores the record with the run, task, try and DAG version when the try ends.
+        """
+        if not dataset or not partition:
+            raise ValueError("record_write needs a dataset and a partition")
+        if self.writes_path is None:
+            return
+        line = json.dumps({"dataset": dataset, "partition": partition, "rows": rows, "path": path,
+                           "at": datetime.now(UTC).isoformat()})
+        with open(self.writes_path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
     def env(self) -> dict[str, str]:
         """The LEDGER_* environment variables a BashTask sees (dates ISO-8601 in UTC)."""
         return {
@@ -37,4 +58,5 @@ class TaskContext:
             "LEDGER_TRY_NUMBER": str(self.try_number),
             "LEDGER_DAG_VERSION": self.dag_version,
             "LEDGER_RUN_TYPE": self.run_type,
+            **({"LEDGER_WRITES_PATH": self.writes_path} if self.writes_path else {}),
         }

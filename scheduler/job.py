@@ -29,7 +29,7 @@ from ledger.dependencies import PreviousRun, decide
 from ledger.models import Backfill, Dag, DagRun
 from ledger.states import BackfillState, RunState, TaskState
 from ledger.store import dags as dag_store
-from ledger.store import events
+from ledger.store import events, lineage
 from ledger.store import jobs as job_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
@@ -66,6 +66,8 @@ class _InFlight:
     dag_id: str
     task_id: str
     retry_delay: float
+    dag_version: str = ""
+    log_path: str = ""
 
 
 @dataclass
@@ -209,6 +211,12 @@ class DagRunJob:
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes)
+        for o, st in written:
+            info = where.get((o.ti_id, o.try_number))
+            if info is not None and info.log_path and st != TaskState.RUNNING:
+                lineage.record(session, lineage.read_writes(info.log_path + ".writes.jsonl"), run_id=info.run_id,
+                               dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
+                               dag_version=info.dag_version, try_state=st.value, now=now)
         failures = []
         for o, st in written:
             if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY):
@@ -328,7 +336,9 @@ class DagRunJob:
         work = []
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]
-            self._inflight[ti.id] = _InFlight(run.id, run.dag_id, ti.task_id, task.retry_delay)
+            self._inflight[ti.id] = _InFlight(
+                run.id, run.dag_id, ti.task_id, task.retry_delay, run.version_hash,
+                str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])))
             work.append(WorkItem(
                 ti_id=ti.id, run_id=run.id, dag_id=run.dag_id, task_id=ti.task_id, try_number=tries[ti.id],
                 fileloc=self._dag_file(session, run.dag_id), logical_date=run.logical_date,

@@ -9,10 +9,12 @@ from ledger.models.dag_version import DagVersion
 from ledger.models.event import Event
 from ledger.models.import_error import ImportError_
 from ledger.models.job import Job
+from ledger.models.lineage import LineageWrite
 from ledger.models.pool import Pool
 from ledger.models.task_instance import TaskInstance, TaskTry
 
 __all__ = [
-    "Backfill", "Base", "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "Pool",
+    "Backfill", "Base", "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "LineageWrite",
+    "Pool",
     "TaskInstance", "TaskTry", "UtcDateTime",
 ]

@@ -1,0 +1,66 @@
+"""`ledger lineage DATASET`: which run produced the current data of each partition, and its rewrites."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.env import open_env, print_json
+from cli.options import Json
+from ledger.dates import iso
+from ledger.errors import InvalidInput
+from ledger.store import lineage as lineage_store
+
+out = Console(highlight=False, soft_wrap=True)
+
+
+def write_json(row: Any) -> dict[str, Any]:
+    w = row[0]
+    return {"run_id": str(w.run_id), "dag_id": w.dag_id, "task_id": w.task_id, "try_number": w.try_number,
+            "try_state": w.try_state, "dag_version": w.dag_version, "run_type": row.run_type,
+            "run_state": row.run_state, "overridden_by": None if row.overridden_by is None else str(row.overridden_by),
+            "logical_date": iso(row.logical_date), "rows": w.rows, "path": w.path, "written_at": iso(w.written_at)}
+
+
+def lineage(
+    dataset: Annotated[str, typer.Argument(help="The dataset name, as tasks record it.", show_default=False)],
+    partition: Annotated[str | None, typer.Option(help="Only this partition.")] = None,
+    as_json: Json = False,
+) -> None:
+    """For each partition of a dataset: the run (task, try, DAG version) that produced its current data,
+    and every earlier write, overridden runs included."""
+    env = open_env()
+    with env.transaction() as session:
+        rows = lineage_store.history(session, dataset, partition)
+        known = lineage_store.datasets(session) if not rows else []
+    if not rows:
+        what = f"partition {partition!r} of " if partition else ""
+        hint = f"; known datasets: {', '.join(known)}" if known else "; no task has recorded a write yet"
+        raise InvalidInput(f"no recorded write of {what}dataset {dataset!r}{hint}")
+    parts: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        parts.setdefault(row[0].partition, []).append(write_json(row))
+    result = []
+    for name, history in parts.items():
+        ok = [w for w in history if w["try_state"] == "success"]
+        result.append({"dataset": dataset, "partition": name, "current": ok[-1] if ok else None,
+                       "history": history})
+    if as_json:
+        print_json(result)
+        return
+    table = Table("partition", "current data from", "version", "rows", "written", "earlier writes",
+                  title=f"lineage of {dataset}", title_justify="left")
+    for p in result:
+        cur = p["current"]
+        earlier = [w for w in p["history"] if w is not cur]
+        table.add_row(
+            p["partition"],
+            f"run {cur['run_id']} ({cur['run_type']}) {cur['task_id']} try {cur['try_number']}" if cur else "-",
+            cur["dag_version"][:8] if cur else "-", str(cur["rows"]) if cur and cur["rows"] is not None else "",
+            cur["written_at"][:19] if cur else "",
+            "; ".join(f"run {w['run_id']} v {w['dag_version'][:8]} ({w['run_state']}"
+                      + (f" by {w['overridden_by']}" if w["overridden_by"] else "") + ")" for w in earlier) or "-")
+    out.print(table)

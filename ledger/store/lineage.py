@@ -1,0 +1,70 @@
+"""Lineage: which try of which run (and DAG version) wrote each partition of a dataset."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from ledger.models import DagRun, LineageWrite
+
+
+def read_writes(path: str) -> list[dict[str, Any]]:
+    """The writes a try recorded in its JSON-lines file (missing file: none; bad lines are skipped)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    out = []
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and item.get("dataset") and item.get("partition"):
+            out.append(item)
+    return out
+
+
+def record(session: Session, writes: list[dict[str, Any]], *, run_id: int, dag_id: str, task_id: str,
+           try_number: int, dag_version: str, try_state: str, now: datetime) -> int:
+    if not writes:
+        return 0
+    session.execute(insert(LineageWrite), [{
+        "dataset": str(w["dataset"])[:500], "partition": str(w["partition"])[:500], "run_id": run_id,
+        "dag_id": dag_id, "task_id": task_id, "try_number": try_number, "dag_version": dag_version,
+        "try_state": try_state, "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
+        "path": w.get("path"), "written_at": _parse(w.get("at"), now), "recorded_at": now} for w in writes])
+    return len(writes)
+
+
+def _parse(value: Any, default: datetime) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(str(value))
+    except ValueError:
+        return default
+    return parsed if parsed.tzinfo else default
+
+
+def history(session: Session, dataset: str, partition: str | None = None) -> list[Any]:
+    """Every recorded write of a dataset (optionally one partition), oldest first, with its run's state."""
+    stmt = (select(LineageWrite, DagRun.state.label("run_state"), DagRun.overridden_by, DagRun.run_type,
+                   DagRun.logical_date)
+            .join(DagRun, DagRun.id == LineageWrite.run_id)
+            .where(LineageWrite.dataset == dataset)
+            .order_by(LineageWrite.partition, LineageWrite.written_at, LineageWrite.id))
+    if partition is not None:
+        stmt = stmt.where(LineageWrite.partition == partition)
+    return list(session.execute(stmt))
+
+
+def of_run(session: Session, run_id: int) -> list[LineageWrite]:
+    return list(session.scalars(select(LineageWrite).where(LineageWrite.run_id == run_id)
+                                .order_by(LineageWrite.written_at, LineageWrite.id)))
+
+
+def datasets(session: Session) -> list[str]:
+    return list(session.scalars(select(LineageWrite.dataset).distinct().order_by(LineageWrite.dataset)))

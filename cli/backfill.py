@@ -136,7 +136,7 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
     job.backfill_id = backfill_id
     job.install_signal_handlers()
     started = time.monotonic()
-    live = Live(console=out, refresh_per_second=4, transient=False) if not as_json else None
+    live = Live(console=out, refresh_per_second=4, transient=False) if not as_json and out.is_terminal else None
     last: list[Progress] = []
 
     def show(p: Progress) -> None:
@@ -162,6 +162,8 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
                     "runs": {"total": final.runs_total, "done": final.runs_done, "failed": final.runs_failed},
                     "tasks": final.tasks})
     else:
+        if live is None:  # not a terminal: no live display, one final line
+            out.print(_progress_line(backfill_id, final, time.monotonic() - started))
         out.print(f"backfill {backfill_id} {state}")
     if failed or final.runs_failed or state not in ("success",):
         raise typer.Exit(1)

@@ -13,6 +13,13 @@ The pieces, in the order they happen:
   (state, reason).
 * `RunningTry.wait()` waits for the child (a pidfd: woken the moment it exits), kills its process group
   when the execution timeout passes, and returns the outcome.
+
+Spark tries (`runs_in_process(plan)`) are the exception: a JVM-backed SparkSession cannot be shared with
+forked children, so `run_in_process(item, plan)` runs them in the calling process itself, with the session
+that process keeps (scheduler/spark_session.py): fd 0/1/2 go to the try's log for the duration, the task
+runs in a thread so that the execution timeout can cancel its Spark jobs, and a task that still does not
+stop is reported `stuck` (a LocalExecutor worker then exits, to be replaced). A forked child that finds
+it was given a Spark try hands it back (`RunningTry.handed_over`) without running it.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -40,6 +48,7 @@ from ledger.context import TaskContext
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.dagbag import FileResult, load_file
 from ledger.errors import SkipTask  # re-exported: older DAG files import it from here
+from ledger.spark import SparkTask
 from scheduler.executors.base import WorkItem
 
 State = Literal["success", "failed", "skipped"]
@@ -53,6 +62,8 @@ EXIT_CODES: dict[State, int] = {"success": EXIT_SUCCESS, "failed": EXIT_FAILED, 
 REASON_LIMIT = 300
 DEFAULT_IMPORT_TIMEOUT = 60.0  # seconds a worker gives a DAG file to import before failing the try
 PR_SET_PDEATHSIG = 1
+CANCEL_GRACE = 5.0  # seconds an in-process try gets to stop after its timeout cancelled its Spark jobs
+HANDOVER_REASON = "a Spark try runs in its worker process, not in a forked child"
 
 
 class _ImportTimeout(BaseException):
@@ -186,6 +197,15 @@ class Plan:
     task: Task | None = None
     context: TaskContext | None = None
     pass_context: bool = False
+
+    @property
+    def in_process(self) -> bool:
+        """Runs in the process that made the plan, not in a forked child (Spark tries)."""
+        return isinstance(self.task, SparkTask)
+
+
+def runs_in_process(plan: Plan) -> bool:
+    return plan.in_process
 
 
 _plans: dict[tuple[int, int], Plan] = {}  # made by prepare() just before a fork, read by the child
@@ -439,6 +459,17 @@ def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iter
             with contextlib.suppress(OSError):
                 os.close(fd)
         _reset_signals(signals)
+        plan = _plans.get((item.ti_id, item.try_number))
+        if plan is None:  # plan here, before the log is opened: a Spark try goes back to the parent
+            try:
+                plan = make_plan(item, capture=True)
+            except Exception as exc:
+                plan = Plan(item, error=one_line(f"cannot prepare the try: {describe_exception(exc)}"))
+            _plans[(item.ti_id, item.try_number)] = plan
+        if plan.in_process:
+            os.write(result_fd, json.dumps({"state": "failed", "reason": HANDOVER_REASON,
+                                            "handover": True}).encode())
+            os._exit(EXIT_FAILED)
         state, reason = run_try(item)
         code = EXIT_CODES[state]
         if os.getpid() == me:  # not a process the task forked that came back through here
@@ -484,6 +515,7 @@ class RunningTry:
         self._eof = False
         self._status: int | None = None
         self.outcome: Outcome | None = None
+        self.handed_over = False  # the child found a Spark try: run it with run_in_process() instead
 
     def fileno(self) -> int:
         """Readable when the child has exited (a pidfd; the result pipe where pidfds are missing)."""
@@ -578,6 +610,7 @@ class RunningTry:
         try:
             data = json.loads(self._buffer.decode("utf-8", "replace"))
             state = data["state"]
+            self.handed_over = data.get("handover") is True
             if state not in EXIT_CODES:
                 return None
             reason = data.get("reason")

@@ -63,13 +63,10 @@ def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, p
                    max_active_runs=request.max_active_runs, conf=request.conf, created_at=now)
     session.add(row)
     session.flush()
-    run_store.lock_timeline(session, spec.dag_id)
-    for item in plan:
-        if item.action == Action.SKIP:
-            continue
-        run_store.splice(session, spec, run_store.NewRun(item.interval, RunType.BACKFILL, request.conf, row.id,
-                                                         lock_holder=job_id),
-                         now=now, actor=actor, replace=item.action == Action.OVERRIDE, lock=False)
+    todo = [i for i in plan if i.action != Action.SKIP]
+    run_store.splice_many(session, spec, [run_store.NewRun(i.interval, RunType.BACKFILL, request.conf, row.id,
+                                                           lock_holder=job_id) for i in todo],
+                          now=now, actor=actor, replace=[i.action == Action.OVERRIDE for i in todo])
     counts = {a.value: sum(1 for i in plan if i.action == a) for a in Action}
     events.record(session, "backfill_created", at=now, actor=actor, dag_id=spec.dag_id, backfill_id=row.id,
                   start=request.start.isoformat(), end=request.end.isoformat(), reprocess=request.reprocess.value,

@@ -35,3 +35,18 @@ def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).isoformat()
+
+
+def iso_raw(value: object) -> str | None:
+    """ISO-8601 (UTC offset) of a timestamp as a driver returns it without conversion: SQLite text
+    like '2024-03-01 00:00:00.000000' (stored in UTC) or an aware datetime. Fast: no parsing."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        date, _, time_part = value.partition(" ")
+        if time_part.endswith(".000000"):
+            time_part = time_part[:-7]
+        return f"{date}T{time_part}+00:00"
+    if isinstance(value, datetime):
+        return iso(value if value.tzinfo else value.replace(tzinfo=UTC))
+    raise TypeError(f"not a timestamp: {value!r}")

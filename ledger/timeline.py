@@ -109,3 +109,59 @@ def neighbours_in(live: Sequence[Link], at: datetime) -> Neighbours:
         elif after is None:
             after = link
     return Neighbours(before, same, after)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """A live run as the batch planner sees it: its date and its current previous."""
+
+    run_id: int
+    logical_date: datetime
+    previous: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    """Many runs spliced at once. New runs are referred to by their index in the request."""
+
+    displaced: dict[int, int]  # new index -> live run it overrides
+    new_previous: dict[int, tuple[str, int] | None]  # new index -> ("old", run id) | ("new", index) | None
+    relink: dict[int, tuple[str, int]]  # old run id -> its new previous (only where it changes)
+
+
+def plan_batch(window: Sequence[ChainLink], dates: Sequence[datetime], replace: Sequence[bool],
+               where: str = "") -> BatchPlan:
+    """Where each of many new runs (distinct dates) enters a chain, with one pass over the window.
+
+    `window` holds the live runs from the one before the earliest new date to the one after the
+    latest, sorted by date. The result keeps the invariant: every live run's previous is the live
+    run with the greatest earlier date.
+    """
+    by_date = {link.logical_date: link for link in window}
+    displaced: dict[int, int] = {}
+    for i, (at, rep) in enumerate(zip(dates, replace, strict=True)):
+        held = by_date.get(at)
+        if held is not None:
+            if not rep:
+                raise TimelineConflict(f"a live run (id {held.run_id}) already holds {at.isoformat()}"
+                                       f"{' for ' + where if where else ''}; use --replace to override it")
+            displaced[i] = held.run_id
+    gone = set(displaced.values())
+    entries: list[tuple[datetime, int, tuple[str, int]]] = [
+        (link.logical_date, 0, ("old", link.run_id)) for link in window if link.run_id not in gone]
+    entries += [(at, 1, ("new", i)) for i, at in enumerate(dates)]
+    entries.sort(key=lambda e: (e[0], e[1]))
+    current = {link.run_id: link.previous for link in window}
+    new_previous: dict[int, tuple[str, int] | None] = {}
+    relink: dict[int, tuple[str, int]] = {}
+    before: tuple[str, int] | None = None
+    for _, _, ref in entries:
+        kind, key = ref
+        if kind == "new":
+            new_previous[key] = before
+        elif before is not None and before[0] == "new":
+            relink[key] = before
+        elif before is not None and current[key] != before[1]:
+            relink[key] = before  # an old run whose old previous was displaced
+        before = ref
+    return BatchPlan(displaced, new_previous, relink)

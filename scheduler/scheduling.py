@@ -63,9 +63,9 @@ def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: lis
         held = set(session.scalars(select(DagRun.logical_date).where(
             DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value,
             DagRun.logical_date >= intervals[0].start, DagRun.logical_date <= intervals[-1].start)))
-        for interval in intervals:
-            if interval.logical_date in held:
-                continue
-            created.append(run_store.splice(session, spec, run_store.NewRun(interval, RunType.SCHEDULED),
-                                            now=now, actor=actor, lock=False))
+        todo = [i for i in intervals if i.logical_date not in held]
+        ids = run_store.splice_many(session, spec, [run_store.NewRun(i, RunType.SCHEDULED) for i in todo],
+                                    now=now, actor=actor, lock=False)
+        if ids:
+            created.extend(session.scalars(select(DagRun).where(DagRun.id.in_(ids)).order_by(DagRun.logical_date)))
     return created

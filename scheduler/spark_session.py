@@ -62,6 +62,11 @@ class SparkUnavailable(Exception):
     """Spark cannot run here; the message is the one line a failed try reports."""
 
 
+class DriverLost(SparkUnavailable):
+    """The JVM behind this process's session is gone: this process cannot start another one reliably, so it
+    should be replaced (a LocalExecutor worker exits after reporting the try)."""
+
+
 @dataclass(frozen=True)
 class SparkSettings:
     master: str = DEFAULT_MASTER
@@ -175,6 +180,32 @@ def current() -> Any:
 
 def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _alive(spark: Any) -> bool:
+    """False when the session was stopped (by task code, say): a new one can be built. DriverLost when its
+    JVM has died."""
+    if is_connect(spark):
+        return not bool(getattr(spark, "is_stopped", False))
+    context = spark.sparkContext
+    if getattr(context, "_jsc", None) is None:
+        return False
+    try:
+        return not bool(context._jsc.sc().isStopped())
+    except Exception as exc:
+        raise DriverLost(f"the worker's Spark driver (JVM) is gone: {' '.join(str(exc).split())[:200]}") from None
+
+
+def driver_lost() -> bool:
+    """Has the JVM behind this process's session died (e.g. killed for lack of memory)?"""
+    spark = _session
+    if spark is None:
+        return False
+    try:
+        _alive(spark)
+    except DriverLost:
+        return True
+    return False
 
 
 def describe(spark: Any) -> str:
@@ -318,6 +349,10 @@ def session(task_conf: Mapping[str, str] | None = None, *, say: Say = _quiet) ->
     with _lock:
         settings = load_settings()
         spark = _session
+        if spark is not None and not _alive(spark):
+            say("the Spark session was stopped: starting a new one")
+            stop_session()
+            spark = None
         if spark is not None and _session_settings is not None and (
                 (settings.remote, settings.master) != (_session_settings.remote, _session_settings.master)):
             say("the Spark configuration changed: restarting the session")

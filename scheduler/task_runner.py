@@ -17,9 +17,9 @@ The pieces, in the order they happen:
 Spark tries (`runs_in_process(plan)`) are the exception: a JVM-backed SparkSession cannot be shared with
 forked children, so `run_in_process(item, plan)` runs them in the calling process itself, with the session
 that process keeps (scheduler/spark_session.py): fd 0/1/2 go to the try's log for the duration, the task
-runs in a thread so that the execution timeout can cancel its Spark jobs, and a task that still does not
-stop is reported `stuck` (a LocalExecutor worker then exits, to be replaced). A forked child that finds
-it was given a Spark try hands it back (`RunningTry.handed_over`) without running it.
+runs in a thread so that the execution timeout can cancel its Spark jobs, and a try whose task still does
+not stop, or whose session's JVM died, says `retire` (a LocalExecutor worker then exits, to be replaced).
+A forked child that finds it was given a Spark try hands it back (`RunningTry.handed_over`) unrun.
 """
 
 from __future__ import annotations
@@ -395,6 +395,9 @@ def _execute(plan: Plan) -> tuple[State, str | None]:
         return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):
         return _run_bash(task, context)
+    if isinstance(task, SparkTask):  # never in a forked child: see run_in_process
+        _say(HANDOVER_REASON)
+        return "failed", HANDOVER_REASON
     execute = getattr(task, "execute", None)
     if callable(execute):  # other task kinds run through execute(context)
         return _call(execute, (), {"context": context})
@@ -420,6 +423,142 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
     took = time.monotonic() - began
     _say(f"{_now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
     return state, reason
+
+
+# -- in the calling process: Spark tries ---------------------------------------------------------------
+
+@dataclass
+class InProcessResult:
+    outcome: Outcome
+    # This process should run no more Spark tries (a LocalExecutor worker exits to be replaced): the task's
+    # thread was still running CANCEL_GRACE s after its timeout, or the session's JVM died.
+    retire: bool = False
+
+
+def _save_output() -> tuple[list[int], Any, Any]:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    return [os.dup(fd) for fd in (0, 1, 2)], sys.stdout, sys.stderr
+
+
+def _restore_output(saved: tuple[list[int], Any, Any]) -> None:
+    fds, stdout, stderr = saved
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    for target, fd in enumerate(fds):
+        with contextlib.suppress(OSError):
+            os.dup2(fd, target)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    sys.stdout, sys.stderr = stdout, stderr
+
+
+def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None, bool]:
+    """(state, reason, retire) of a Spark try, run in this thread with this process's session."""
+    from scheduler import spark_session
+
+    try:
+        with spark_session.session(task.spark_conf, say=_say) as spark:
+            state, reason = _call(task.run, (spark, context), {})
+        if state == "failed" and spark_session.driver_lost():
+            _say("the worker's Spark driver (JVM) is gone: this worker will be replaced")
+            return state, reason, True
+        return state, reason, False
+    except spark_session.SparkUnavailable as exc:
+        reason = one_line(str(exc))
+        _say(reason)
+        return "failed", reason, isinstance(exc, spark_session.DriverLost)
+
+
+def _execute_in_process(plan: Plan, began: float) -> tuple[State, str | None, bool]:
+    """Run a planned try in this process: the task in a thread, cancelled at its execution timeout.
+    Returns (state, reason, retire)."""
+    if plan.error is not None or not isinstance(plan.task, SparkTask) or plan.context is None:
+        state, reason = _execute(plan)
+        return state, reason, False
+    if plan.output:
+        _say(f"output while importing {plan.item.fileloc}:")
+        sys.stdout.write(plan.output if plan.output.endswith("\n") else plan.output + "\n")
+    task, context = plan.task, plan.context
+    result: list[tuple[State, str | None, bool]] = []
+
+    def body() -> None:
+        try:
+            result.append(_run_spark(task, context))
+        except BaseException as exc:  # a bug of ours: still a clean failed try
+            traceback.print_exc()
+            result.append(("failed", describe_exception(exc), False))
+
+    thread = threading.Thread(target=body, name=f"ledger-try-{plan.item.task_id}", daemon=True)
+    thread.start()
+    timeout = plan.item.execution_timeout
+    try:
+        thread.join(None if timeout is None else max(0.0, began + timeout - time.monotonic()))
+    except BaseException:  # e.g. Ctrl-C in a sequential executor: stop the Spark work, then go
+        from scheduler import spark_session
+
+        spark_session.cancel_all()
+        raise
+    if not thread.is_alive():
+        return result[0] if result else ("failed", "the try ended without an outcome", False)
+    from scheduler import spark_session
+
+    reason = f"timed out after {float(timeout or 0)} s"
+    _say(f"{reason}: cancelling its Spark jobs")
+    spark_session.cancel_all()
+    thread.join(CANCEL_GRACE)
+    if thread.is_alive():
+        _say(f"the task did not stop within {CANCEL_GRACE:.0f} s of the cancel")
+        return "failed", reason, True
+    return "failed", reason, False
+
+
+def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
+    """Run one try in this process (Spark tries: the process keeps their SparkSession), with the same log,
+    header, footer and outcomes as a forked try. fd 0, 1 and 2 go to the try's log while it runs.
+
+    When the task does not stop after its timeout (its thread is still running) or the session's JVM died,
+    the result says `retire`: the caller should end this process (a LocalExecutor worker does) or give up
+    the session."""
+    saved = _save_output()
+    began = time.monotonic()
+    retire = False
+    state: State
+    reason: str | None
+    try:
+        _redirect_output(item.log_path)
+        _say(f"{_now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id} "
+             f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()}, in process)")
+        try:
+            plan = plan or _plans.get((item.ti_id, item.try_number)) or make_plan(item, capture=True)
+            state, reason, retire = _execute_in_process(plan, began)
+        except Exception as exc:  # a bug of ours must still end as a clean failed try
+            traceback.print_exc()
+            state, reason = "failed", describe_exception(exc)
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        took = time.monotonic() - began
+        _say(f"{_now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
+    finally:
+        _restore_output(saved)
+    return InProcessResult(Outcome(state, reason, time.time()), retire)
+
+
+def end_in_process() -> None:
+    """Stop what in-process tries left in this process (its SparkSession), if anything."""
+    module = sys.modules.get("scheduler.spark_session")
+    if module is not None:
+        module.stop_session()
+
+
+def give_up_in_process() -> None:
+    """After a try that says `retire`, in a process that goes on (a sequential executor): drop the session
+    it holds."""
+    module = sys.modules.get("scheduler.spark_session")
+    if module is not None:
+        module.discard_session()
 
 
 _CHILD_SIGNALS: tuple[tuple[signal.Signals, Any], ...] = (

@@ -6,6 +6,12 @@ module), forks a child that runs the try in its own process group, reports "star
 at once, waits on a pidfd (woken the moment the child exits), kills the child's whole process group when
 the execution timeout passes, and reports "finished".
 
+Spark tries are the exception: they run in the worker process itself, with a SparkSession the worker builds
+on its first Spark try and keeps until it ends (a JVM-backed session does not survive a fork). Their
+"started" and "finished" carry the worker's own pid; at the execution timeout their Spark jobs are
+cancelled, and a try that still will not stop makes its worker report it "timed out" and exit, to be
+replaced like any dead worker.
+
 How workers are started (`start_method`):
 
 * "exec" (default): each worker is a fresh, lean Python interpreter (started once) that imports only what
@@ -48,6 +54,7 @@ StartMethod = Literal["exec", "fork"]
 
 READY = "ready"
 START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
+EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
 UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker that never said "started" is killed
 
 # -- the worker side -------------------------------------------------------------------------------
@@ -96,8 +103,11 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None) -> N
                 return
             if item is None:
                 return
-            task_runner.prepare(item, import_timeout=import_timeout)
+            plan = task_runner.prepare(item, import_timeout=import_timeout)
             _own_signals()
+            if task_runner.runs_in_process(plan):  # a Spark try: here, with this worker's SparkSession
+                _run_here(conn, item, plan)
+                continue
             running = task_runner.fork_try(item, close_fds=[conn.fileno()])
             _current = running
             task_runner.forget_prepared()
@@ -111,6 +121,22 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None) -> N
     finally:
         if _current is not None:  # leaving for any reason (e.g. the scheduler's end of the pipe is gone)
             _current.kill()
+        task_runner.end_in_process()  # stop the worker's SparkSession, if it has one
+
+
+def _run_here(conn: Connection, item: WorkItem, plan: task_runner.Plan) -> None:
+    """Run a try in the worker process itself, reporting it like a forked one (with the worker's pid).
+    A try that would not stop after its timeout, or whose JVM died, takes the worker down with it once
+    reported: the executor replaces it."""
+    pid = os.getpid()
+    conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started", at=time.time(), pid=pid))
+    result = task_runner.run_in_process(item, plan)
+    task_runner.forget_prepared()
+    outcome = result.outcome
+    conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
+                        state=outcome.state, pid=pid, reason=outcome.reason))
+    if result.retire:
+        os._exit(EXIT_RETIRED)
 
 
 def _fork_worker_main(conn: Connection, parent_pid: int, close_fds: list[int], import_timeout: float | None) -> None:
@@ -337,7 +363,7 @@ class LocalExecutor(Executor):
         """Kill workers and their running tries: SIGTERM first (a worker then SIGKILLs its try's process group,
         even one whose "started" we have not read yet), SIGKILL for any that do not go at once."""
         for worker in workers:
-            if worker.pid is not None:
+            if worker.pid is not None and worker.pid != worker.process.pid:  # not an in-process (Spark) try
                 task_runner.kill_group(worker.pid)
             if worker.process.is_alive():
                 worker.process.terminate()

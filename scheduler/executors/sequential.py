@@ -3,10 +3,17 @@
 The child is forked from the calling process and runs the same `run_try` as LocalExecutor's children, in
 its own process group, with the same execution timeout. The DAG file is imported in the child, never in
 the calling process.
+
+Spark tries are the exception (see task_runner.run_in_process): the child hands them back, and they run in
+the calling process, with a SparkSession it keeps until end(); the DAG file is then imported there too.
+A Spark try that will not stop after its timeout is reported "timed out" and left running in a background
+thread (its session is given up), since the calling process is the scheduler itself.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from scheduler import task_runner
@@ -48,9 +55,26 @@ class SequentialExecutor(Executor):
             running.wait()
             raise
         assert outcome is not None
+        pid = running.pid
+        if running.handed_over:  # a Spark try: run here, with this process's SparkSession
+            self._pending.pop()
+            pid = os.getpid()
+            self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
+                                           at=time.time(), pid=pid))
+            outcome = self._run_here(item)
         self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished",
-                                       at=outcome.at, state=outcome.state, pid=running.pid,
-                                       reason=outcome.reason))
+                                       at=outcome.at, state=outcome.state, pid=pid, reason=outcome.reason))
+
+    @staticmethod
+    def _run_here(item: WorkItem) -> task_runner.Outcome:
+        plan = task_runner.prepare(item)
+        try:
+            result = task_runner.run_in_process(item, plan)
+        finally:
+            task_runner.forget_prepared()
+        if result.retire:  # its thread goes on in the background; the next Spark try gets a new session
+            task_runner.give_up_in_process()
+        return result.outcome
 
     def drain(self) -> list[TaskEvent]:
         events, self._pending = self._pending, []
@@ -69,4 +93,5 @@ class SequentialExecutor(Executor):
         self._ending = True
         events = self.drain()
         self._started = False
+        task_runner.end_in_process()  # stop the SparkSession Spark tries left, if any
         return events

@@ -132,3 +132,45 @@ def test_any_sequence_of_splices_and_overrides_keeps_the_invariant(ops: list[tup
         cursor = t.runs[cursor].previous
     assert walked == [link.run_id for link in reversed(live)]
     assert all(t.runs[r].overridden_by in t.runs for r in t.runs if not t.runs[r].live)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.integers(0, 25), max_size=12), st.lists(st.tuples(st.integers(0, 25), st.booleans()),
+                                                          min_size=1, max_size=12, unique_by=lambda t: t[0]))
+def test_splicing_many_at_once_gives_the_same_chain_as_one_at_a_time(existing: set[int],
+                                                                    batch: list[tuple[int, bool]]) -> None:
+    from ledger.timeline import ChainLink, plan_batch
+
+    one = MemoryTimeline()
+    for day in sorted(existing):
+        one.add(DAY[0] + timedelta(days=day))
+    many = MemoryTimeline()
+    many.runs, many.next_id = dict(one.runs), one.next_id
+    batch = [(d, rep) for d, rep in batch]
+    conflicts = [d for d, rep in batch if d in existing and not rep]
+    dates = [DAY[0] + timedelta(days=d) for d, _ in batch]
+    window = [ChainLink(r.run_id, r.logical_date, r.previous) for r in many.runs.values() if r.live]
+    window.sort(key=lambda link: link.logical_date)
+    if conflicts:
+        with pytest.raises(TimelineConflict):
+            plan_batch(window, dates, [rep for _, rep in batch])
+        return
+    plan = plan_batch(window, dates, [rep for _, rep in batch])
+    for d, rep in batch:  # the reference: one splice at a time
+        one.add(DAY[0] + timedelta(days=d), replace_live=rep)
+    ids = {i: many.next_id + i for i in range(len(batch))}
+    many.next_id += len(batch)
+
+    def resolve(ref: tuple[str, int] | None) -> int | None:
+        return None if ref is None else (ids[ref[1]] if ref[0] == "new" else ref[1])
+
+    for i, old in plan.displaced.items():
+        many.runs[old] = replace(many.runs[old], live=False, overridden_by=ids[i])
+    for i, at in enumerate(dates):
+        many.runs[ids[i]] = ChainRun(ids[i], at, resolve(plan.new_previous[i]), True)
+    for old, ref in plan.relink.items():
+        many.runs[old] = replace(many.runs[old], previous=resolve(ref))
+    assert chain_violations(many.runs.values()) == []
+    live_one = sorted((r.logical_date, r.previous is None) for r in one.runs.values() if r.live)
+    live_many = sorted((r.logical_date, r.previous is None) for r in many.runs.values() if r.live)
+    assert live_one == live_many

@@ -163,3 +163,20 @@ def test_random_splices_and_overrides_in_the_database_keep_the_invariant(
                 add(session, spec, day, clock, replace=replace)
     with sessions.begin() as session:
         assert chain_violations(chain(session, "prop")) == []
+
+
+def test_splice_many_fills_gaps_overrides_and_relinks_in_one_pass(session: Any, clock: Any) -> None:
+    spec = setup_dag(session, clock)
+    for day in (0, 2, 4, 6):
+        add(session, spec, day, clock)
+    new = [run_store.NewRun(spec.schedule.interval_for(T0.add(days=d)), RunType.BACKFILL) for d in (1, 2, 3, 7)]
+    ids = run_store.splice_many(session, spec, new, now=clock.now(), actor="test",
+                                replace=[False, True, False, False])
+    session.flush()
+    assert chain_violations(chain(session)) == []
+    runs = {r.id: r for r in session.scalars(select(DagRun))}
+    assert runs[ids[3]].previous_run_id == next(r.id for r in runs.values() if r.logical_date.day == 7)
+    assert sum(r.state == RunState.OVERRIDDEN for r in runs.values()) == 1
+    assert len(list(session.scalars(select(TaskInstance).where(TaskInstance.run_id.in_(ids))))) == 8
+    with pytest.raises(TimelineConflict):
+        run_store.splice_many(session, spec, new[:1], now=clock.now(), actor="test")

@@ -287,7 +287,11 @@ class CronSchedule(_PeriodicSchedule):
 
     def _step(self, start: dt.datetime, forward: bool) -> Iterator[dt.datetime]:
         """Iterate wall-clock ticks strictly after (forward) or before a whole-minute wall time."""
-        cron = croniter(self.expression, start)
+        cron = _CRONS.get(self.expression)
+        if cron is None:  # parsing an expression is the costly part of croniter: do it once
+            cron = _CRONS[self.expression] = croniter(self.expression, start)
+        else:
+            cron.set_current(start, force=True)
         try:
             while True:
                 yield cron.get_next(dt.datetime) if forward else cron.get_prev(dt.datetime)
@@ -314,6 +318,9 @@ class CronSchedule(_PeriodicSchedule):
                     stop = candidate + _WINDOW if forward else candidate - _WINDOW
                 best = instant
         raise AssertionError("unreachable: croniter iterates forever")  # pragma: no cover
+
+
+_CRONS: dict[str, croniter] = {}  # parsed expressions; each _step resets the start before iterating
 
 
 def _micros(d: dt.datetime) -> int:

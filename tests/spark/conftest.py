@@ -101,7 +101,7 @@ def spark_item(dag_file: Path, task_id: str, *, ti_id: int = 1, try_number: int 
         ti_id=ti_id, run_id=run_id, dag_id="sparky", task_id=task_id, try_number=try_number,
         fileloc=str(dag_file), logical_date=day, data_interval_start=day,
         data_interval_end=day + timedelta(days=1), dag_version="v-spark", run_type="scheduled",
-        log_path=str(logs / "sparky" / str(run_id) / task_id / f"try_{try_number}.log"),
+        log_path=str(logs / "sparky" / str(run_id) / task_id / f"ti{ti_id}_try_{try_number}.log"),
         execution_timeout=timeout, conf=dict(conf or {}),
     )
 

@@ -26,6 +26,9 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "scheduler_memory": (["--files", "1000", "--tasks", "10"], ["--files", "200", "--tasks", "10"]),
     "parse_dags": (["--files", "1000", "--tasks", "10"], ["--files", "200", "--tasks", "10"]),
     "executor_throughput": (["--tries", "1000", "--parallelism", "2"], ["--tries", "200", "--parallelism", "2"]),
+    # smaller than its docstring's reference sizes (--dates 1000 --existing 100000 --splice 10000)
+    "backfill_bench": (["--dates", "200", "--existing", "20000", "--splice", "2000"],
+                       ["--dates", "40", "--existing", "2000", "--splice", "200"]),
 }
 
 

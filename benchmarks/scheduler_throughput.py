@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
-import sys
 import tempfile
 import textwrap
 from datetime import UTC, datetime, timedelta
@@ -201,4 +200,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
 from ledger.dependencies import PreviousRun, decide
-from ledger.models import Backfill, Dag, DagRun
-from ledger.states import BackfillState, RunState, TaskState
+from ledger.models import Backfill, Dag, DagRun, Event
+from ledger.states import BackfillState, JobState, RunState, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage
 from ledger.store import jobs as job_store
@@ -54,6 +54,7 @@ class LoopReport:
     marked: int = 0
     runs_changed: int = 0
     retry_at: datetime | None = None
+    looked_for_runs: bool = False  # collect_runs really queried (it is throttled between runs finishing)
 
     @property
     def progress(self) -> bool:
@@ -88,6 +89,13 @@ class DagRunJob:
     _inflight: dict[int, _InFlight] = field(default_factory=dict)
     _last_heartbeat: float = 0.0
     _fileloc: dict[str, str] = field(default_factory=dict)
+    _settled: dict[int, list[Any]] = field(default_factory=dict)  # held run -> its ready candidates (unchanged)
+    _successor: dict[int, int] = field(default_factory=dict)  # previous_run_id -> held run
+    _full_pass_at: float = 0.0
+    _claim_now: bool = True
+    _next_claim: float = 0.0
+    _own_events_to: int = 0  # newest event id when this job's last transaction ended
+    _looked: bool = False
 
     # -- hooks for subclasses ------------------------------------------------------------------
     def refresh_dags(self) -> bool:
@@ -139,6 +147,9 @@ class DagRunJob:
                 idle = not report.progress and not self.executor.in_flight() and report.retry_at is None \
                     and not self.busy()
                 if exit_when_idle and idle:
+                    if not report.looked_for_runs:  # look for claimable runs once more before leaving
+                        self._claim_now = True
+                        continue
                     break
                 self.sleep(report)
         finally:
@@ -180,15 +191,28 @@ class DagRunJob:
         drained = self.executor.drain()
         now = self.clock.now()
         work: list[WorkItem] = []
+        quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         with self.sessions.begin() as session:
+            if isinstance(self.wakeup, DatabaseWakeup) and self._settled \
+                    and int(session.scalar(select(func.max(Event.id))) or 0) != self._own_events_to:
+                self._settled.clear()  # another process wrote (CLI, backfill, another job): decide every run again
             report.outcomes = self._record(session, drained, now)
-            report.created = self.create_runs(session, now)
-            report.claimed = self.collect_runs(session, now)
-            work = self.process_runs(session, now, report)
+            if not quick:
+                report.created = self.create_runs(session, now)
+                if report.created:
+                    self._claim_now = True
+                self._looked = False
+                self.reap_dead_holders(session, now)
+                report.claimed = self.collect_runs(session, now)
+                report.looked_for_runs = self._looked
+                work = self.process_runs(session, now, report)
             self._heartbeat(session, now)
+            if isinstance(self.wakeup, DatabaseWakeup):
+                self.wakeup.seen = int(session.scalar(select(func.max(Event.id))) or 0)
+                self._own_events_to = self.wakeup.seen
         for item in work:
             self.executor.submit(item)
-        if self.wakeup is not None:
+        if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report
 
@@ -208,6 +232,15 @@ class DagRunJob:
             state = TaskState.RUNNING if ev.kind == "started" else TaskState(ev.state or "failed")
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
                                                info.retry_delay if info else 0.0))
+            if ev.kind == "started":
+                pass
+            elif info is None:
+                self._settled.clear()
+            else:
+                self._settled.pop(info.run_id, None)
+                nxt = self._successor.get(info.run_id)
+                if nxt is not None:
+                    self._settled.pop(nxt, None)
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes)
@@ -233,7 +266,23 @@ class DagRunJob:
         return len(written)
 
     # -- collect runs --------------------------------------------------------------------------
+    def reap_dead_holders(self, session: Session, now: datetime) -> None:
+        """Jobs on this host whose process is gone lose their locks at once, without waiting for
+        lock_timeout (a scheduler killed with kill -9 and restarted resumes straight away)."""
+        if not self._claim_now and time.monotonic() < self._next_claim:
+            return
+        for job_id in job_store.dead_local_holders(session, self.job_id):
+            job_store.end_job(session, job_id, now=now, state=JobState.FAILED)
+            events.record(session, "job_died", at=now, actor=self.actor, job_id=job_id,
+                          reason="its process is gone (same host)")
+            self._claim_now = True
+
     def collect_runs(self, session: Session, now: datetime) -> int:
+        if not self._claim_now and time.monotonic() < self._next_claim:
+            return 0
+        self._looked = True
+        self._claim_now = False
+        self._next_claim = time.monotonic() + self.settings.poll_interval
         room = self.settings.max_held_runs - job_store.held_count(session, self.job_id)
         claimed = job_store.claim_runs(session, self.job_id, now=now, stale_after=self.settings.lock_timeout,
                                        limit=room, actor=self.actor, newest_first=self.newest_first,
@@ -257,22 +306,38 @@ class DagRunJob:
     def process_runs(self, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
         order = ((DagRun.logical_date.desc(), DagRun.id.desc()) if self.newest_first
                  else (DagRun.logical_date, DagRun.id))
-        runs = {r.id: r for r in session.scalars(
-            select(DagRun).where(DagRun.lock_holder == self.job_id, DagRun.state.in_(job_store.UNFINISHED))
-            .order_by(*order).limit(self.settings.max_held_runs))}
-        if not runs:
+        held_ids = list(session.scalars(
+            select(DagRun.id).where(DagRun.lock_holder == self.job_id, DagRun.state.in_(job_store.UNFINISHED))
+            .order_by(*order).limit(self.settings.max_held_runs)))
+        if not held_ids:
+            self._settled.clear()
             return []
+        if time.monotonic() >= self._full_pass_at:
+            self._settled.clear()
+            self._full_pass_at = time.monotonic() + self.settings.poll_interval
+        keep = set(held_ids)
+        for gone in [i for i in self._settled if i not in keep]:
+            del self._settled[gone]
+        todo = [i for i in held_ids if i not in self._settled]
+        cached = [c for i in held_ids if i in self._settled for c in self._settled[i]]
+        if not todo:
+            return self._queue(session, cached, now, report)
+        runs = {r.id: r for r in session.scalars(select(DagRun).where(DagRun.id.in_(todo)))}
         backfills = {r.backfill_id for r in runs.values() if r.backfill_id is not None}
         cancelled = set(session.scalars(select(Backfill.id).where(
             Backfill.id.in_(backfills), Backfill.state == BackfillState.CANCELLED.value))) if backfills else set()
         tis = task_store.rows_for_runs(session, list(runs))
+        specs = {r.id: dag_store.spec(session, r.dag_id, r.version_hash) for r in runs.values()}
         previous = task_store.previous_states(
-            session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None])
-        running_stmt = (
-            select(DagRun.dag_id, func.count())
-            .where(DagRun.state == RunState.RUNNING.value, DagRun.dag_id.in_({r.dag_id for r in runs.values()}))
-            .group_by(DagRun.dag_id))
-        running: dict[str, int] = dict(session.execute(running_stmt).tuples().all())
+            session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None
+                      and any(t.depends_on_past for t in specs[r.id].tasks.values())])
+        running: dict[str, int] = {}
+        if any(r.state == RunState.QUEUED.value for r in runs.values()):
+            running_stmt = (
+                select(DagRun.dag_id, func.count())
+                .where(DagRun.state == RunState.RUNNING.value, DagRun.dag_id.in_({r.dag_id for r in runs.values()}))
+                .group_by(DagRun.dag_id))
+            running = dict(session.execute(running_stmt).tuples().all())
         candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
         marks: list[tuple[int, TaskState]] = []
         finished: list[tuple[DagRun, RunState]] = []
@@ -290,6 +355,8 @@ class DagRunJob:
                 running[run.dag_id] = running.get(run.dag_id, 0) + 1
                 self._set_run_state(session, run, RunState.RUNNING, now)
                 report.runs_changed += 1
+            if run.previous_run_id is not None:
+                self._successor[run.previous_run_id] = run.id
             rows = tis.get(run.id, {})
             prev = PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None else None
             decision = decide(spec, task_store.states_of(rows), prev, now=now)
@@ -297,18 +364,22 @@ class DagRunJob:
             if decision.run_state is not None:
                 finished.append((run, decision.run_state))
                 continue
-            candidates.extend((rows[tid], run, spec) for tid in decision.ready)
+            mine = [(rows[tid], run, spec) for tid in decision.ready]
+            candidates.extend(mine)
+            if not decision.mark and decision.retry_at is None and not decision.waiting_on_past:
+                self._settled[run.id] = mine
             if decision.retry_at is not None and (report.retry_at is None or decision.retry_at < report.retry_at):
                 report.retry_at = decision.retry_at
         task_store.mark(session, marks, now=now)
         report.marked = len(marks)
         for run, state in finished:
+            self._claim_now = True
             self._set_run_state(session, run, state, now, release=True)
             running[run.dag_id] = running.get(run.dag_id, 1) - 1
         report.runs_changed += len(finished)
         for backfill_id in {run.backfill_id for run, _ in finished if run.backfill_id is not None}:
             finish_backfill(session, backfill_id, now=now, actor=self.actor)
-        return self._queue(session, candidates, now, report)
+        return self._queue(session, candidates + cached, now, report)
 
     def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,
                report: LoopReport) -> list[WorkItem]:
@@ -332,6 +403,10 @@ class DagRunJob:
             if ti.pool in pools:
                 pools[ti.pool] -= 1
         tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now)
+        for ti, run, _spec in chosen:
+            pending = self._settled.get(run.id)
+            if pending is not None:
+                self._settled[run.id] = [c for c in pending if c[0].id != ti.id]
         report.queued = len(chosen)
         work = []
         for ti, run, spec in chosen:

@@ -162,6 +162,7 @@ def check_java(env: Mapping[str, str] | None = None) -> str:
 _lock = threading.RLock()
 _session: Any = None  # the SparkSession of this process, once built
 _session_settings: SparkSettings | None = None
+_session_pid = 0  # the process that built it: a forked child must not use its parent's session
 _atexit_registered = False
 _relay_target = 2  # where the JVM's output is copied to (fd 2, i.e. the log of the running try)
 _relay_lock = threading.Lock()
@@ -276,7 +277,7 @@ def _jvm_output_to_running_try() -> Iterator[None]:
 
 
 def _build(settings: SparkSettings, extra: Mapping[str, str], say: Say) -> Any:
-    global _session, _session_settings, _atexit_registered
+    global _session, _session_settings, _session_pid, _atexit_registered
     began = time.monotonic()
     conf = {**settings.conf, **extra}
     if settings.remote is not None:
@@ -306,6 +307,7 @@ def _build(settings: SparkSettings, extra: Mapping[str, str], say: Say) -> Any:
         with contextlib.suppress(Exception):
             spark.sparkContext.setLogLevel(conf.get("spark.log.level", "WARN"))
     _session, _session_settings = spark, settings
+    _session_pid = os.getpid()
     if not _atexit_registered:
         atexit.register(stop_session)
         _atexit_registered = True
@@ -349,6 +351,9 @@ def session(task_conf: Mapping[str, str] | None = None, *, say: Say = _quiet) ->
     with _lock:
         settings = load_settings()
         spark = _session
+        if spark is not None and _session_pid != os.getpid():
+            raise SparkUnavailable("this process was forked from one that runs a Spark session, which it "
+                                   "cannot share: run Spark tries in a process started afresh")
         if spark is not None and not _alive(spark):
             say("the Spark session was stopped: starting a new one")
             stop_session()
@@ -397,7 +402,7 @@ def stop_session() -> None:
     global _session, _session_settings
     with _lock:
         spark, _session, _session_settings = _session, None, None
-    if spark is not None:
+    if spark is not None and _session_pid == os.getpid():  # never a session inherited through fork
         with contextlib.suppress(Exception):
             spark.stop()
 
@@ -406,5 +411,5 @@ def discard_session() -> None:
     """Forget a session whose try would not stop: stop it in the background (it may hang)."""
     global _session, _session_settings
     spark, _session, _session_settings = _session, None, None
-    if spark is not None:
+    if spark is not None and _session_pid == os.getpid():
         threading.Thread(target=lambda: spark.stop(), name="ledger-spark-stop", daemon=True).start()

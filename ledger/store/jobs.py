@@ -78,6 +78,23 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
     return [(r.id, r.lock_holder) for r in rows]
 
 
+def dead_local_holders(session: Session, job_id: int) -> list[int]:
+    """Running jobs on this host, holding unfinished runs, whose process no longer exists."""
+    host = socket.gethostname()
+    rows = session.execute(
+        select(Job.id, Job.pid).where(Job.state == JobState.RUNNING.value, Job.hostname == host, Job.id != job_id,
+                                      Job.id.in_(select(DagRun.lock_holder).where(DagRun.state.in_(UNFINISHED)))))
+    dead = []
+    for other, pid in rows:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            dead.append(other)
+        except PermissionError:
+            pass  # alive, owned by someone else
+    return dead
+
+
 def held_count(session: Session, job_id: int) -> int:
     return int(session.scalar(select(func.count()).select_from(DagRun).where(
         DagRun.lock_holder == job_id, DagRun.state.in_(UNFINISHED))) or 0)

@@ -62,6 +62,10 @@ def slow_job(spark, context):
     spark.range(0, 10**13, numPartitions=2).selectExpr("sum(id % 7)").collect()  # hours, unless cancelled
 
 
+def executor_memory(spark, context):
+    print("EXECUTOR_MEMORY", spark.sparkContext.getConf().get("spark.executor.memory", "unset"))
+
+
 def stopper(spark, context):
     spark.stop()
 
@@ -82,6 +86,7 @@ with DAG("sparky", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, t
     SparkTask("slow", slow_job, execution_timeout=timedelta(seconds=3))
     SparkTask("stuck", python_loop, execution_timeout=timedelta(seconds=2))
     SparkTask("stopper", stopper)
+    SparkTask("static_conf", executor_memory, spark_conf={"spark.executor.memory": "600m"})
     decorated(label="hi")
 '''
 

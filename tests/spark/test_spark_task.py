@@ -271,6 +271,18 @@ def test_a_spark_try_past_its_timeout_has_its_jobs_cancelled_and_its_worker_goes
     assert "Spark session reused" in log_of(after)
 
 
+def test_a_task_conf_that_cannot_change_on_a_running_session_restarts_it(
+        spark_worker: LocalExecutor, spark_dag: Path) -> None:
+    jvm_pid = _jvm_pid(spark_worker, spark_dag, ti_id=22)
+    item = spark_item(spark_dag, "static_conf", ti_id=23)
+    _, finished = run_one(spark_worker, item)
+    assert finished.state == "success", log_of(item)
+    log = log_of(item)
+    assert "restarting the Spark session for spark_conf spark.executor.memory=600m" in log
+    assert "EXECUTOR_MEMORY 600m" in log
+    assert _jvm_pid(spark_worker, spark_dag, ti_id=24) == jvm_pid  # a new SparkContext, the same JVM
+
+
 def test_a_session_stopped_by_task_code_is_started_again_for_the_next_try(
         spark_worker: LocalExecutor, spark_dag: Path) -> None:
     jvm_pid = _jvm_pid(spark_worker, spark_dag, ti_id=25)

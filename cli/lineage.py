@@ -30,8 +30,9 @@ def lineage(
     partition: Annotated[str | None, typer.Option(help="Only this partition.")] = None,
     as_json: Json = False,
 ) -> None:
-    """For each partition of a dataset: the run (task, try, DAG version) that produced its current data,
-    and every earlier write, overridden runs included."""
+    """Which run (task, try, DAG version) produced each partition of a dataset, and what it replaced.
+
+    Lists the current write of every partition first, then the earlier writes, overridden runs included."""
     env = open_env()
     with env.transaction() as session:
         rows = lineage_store.history(session, dataset, partition)

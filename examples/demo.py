@@ -25,18 +25,24 @@ def ledger(*args: str) -> None:
 def main() -> None:
     shutil.rmtree(HOME, ignore_errors=True)
     (HOME / "dags").mkdir(parents=True)
-    dag_file = HOME / "dags" / "daily_sales.py"
-    shutil.copy(REPO / "examples" / "dags" / "daily_sales.py", dag_file)
-    print(f"LEDGER_HOME={HOME}")
+    dag_file = HOME / "dags" / "sales_pipeline.py"
+    shutil.copy(REPO / "examples" / "dags" / "sales_pipeline.py", dag_file)
+    print(f"LEDGER_HOME={HOME}  (raw, clean and aggregated data under {HOME / 'data'})")
     ledger("db", "upgrade")
     ledger("dags", "list")
-    ledger("scheduler", "--exit-when-idle")  # catches up 2024-03-01 .. 2024-03-07
-    dag_file.write_text(dag_file.read_text().replace("loading", "loading (v2)"))  # a new DAG version
-    ledger("dags", "versions", "daily_sales")
-    ledger("backfill", "daily_sales", "--start", "2024-03-03", "--end", "2024-03-04",
-           "--reprocess", "completed", "--yes")
-    ledger("timeline", "daily_sales", "--all")
-    ledger("events", "--dag", "daily_sales", "--kind", "run_overridden", "--kind", "version_registered")
+    # catch-up: every run generates its day's raw events, cleans them with Spark, aggregates them
+    ledger("scheduler", "--exit-when-idle", "--parallelism", "2")
+    ledger("timeline", "sales_pipeline")
+    # the pipeline changes: a new DAG version (bad rows are now kept with quantity 0)
+    source = dag_file.read_text()
+    dag_file.write_text(source.replace('.where(F.col("quantity").isNotNull())', ".fillna({'quantity': 0})"))
+    ledger("dags", "versions", "sales_pipeline")
+    # rewrite two dates with the new code: the old runs are kept, overridden
+    ledger("backfill", "sales_pipeline", "--start", "2024-03-02", "--end", "2024-03-03",
+           "--reprocess", "completed", "--yes", "--parallelism", "2")
+    ledger("timeline", "sales_pipeline", "--all")
+    ledger("lineage", "sales_clean")
+    ledger("lineage", "daily_sales", "--partition", "2024-03-02")
 
 
 if __name__ == "__main__":

@@ -6,5 +6,6 @@ DAG authors import from here: `from ledger import DAG, PythonTask, BashTask, tas
 from ledger.context import TaskContext
 from ledger.dag import DAG, BashTask, PythonTask, Task, task
 from ledger.errors import SkipTask
+from ledger.spark import SparkTask, spark_task
 
-__all__ = ["DAG", "BashTask", "PythonTask", "SkipTask", "Task", "TaskContext", "task"]
+__all__ = ["DAG", "BashTask", "PythonTask", "SkipTask", "SparkTask", "Task", "TaskContext", "spark_task", "task"]

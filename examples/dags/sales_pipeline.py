@@ -28,7 +28,9 @@ def day_of(context) -> str:
 
 
 def generate_raw(context) -> None:
-    """Raw events for the run's day: CSV with string fields, some malformed rows (as real feeds have)."""
+    """Raw events for the run's day: CSV with string fields, some malformed rows (as real feeds have).
+
+    Spark 4 runs in ANSI mode, where a bad cast fails the query: clean uses try_cast to turn them into nulls."""
     day = day_of(context)
     rng = random.Random(day)  # the same day always gives the same raw data
     folder = DATA / "raw" / f"date={day}"
@@ -51,8 +53,8 @@ def clean(spark, context) -> None:
 
     day = day_of(context)
     raw = spark.read.option("header", True).csv(str(DATA / "raw" / f"date={day}"))
-    typed = (raw.withColumn("quantity", F.col("quantity").cast("int"))
-             .withColumn("unit_price", F.col("unit_price").cast("double"))
+    typed = (raw.withColumn("quantity", F.col("quantity").try_cast("int"))
+             .withColumn("unit_price", F.col("unit_price").try_cast("double"))
              .withColumn("ts", F.to_timestamp("ts"))
              .where(F.col("quantity").isNotNull())
              .dropDuplicates(["event_id"])

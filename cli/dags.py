@@ -1,8 +1,10 @@
-"""`ledger dags list|show|versions|errors|next-runs|pause|unpause`."""
+"""`ledger dags list|show|versions|diff|errors|next-runs|pause|unpause`."""
 
 from __future__ import annotations
 
+import difflib
 import json
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +14,7 @@ from rich.table import Table
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json
 from ledger.dates import iso
+from ledger.errors import InvalidInput
 from ledger.schedule import upcoming_intervals
 from ledger.store import dags as dag_store
 from ledger.store import events
@@ -45,18 +48,27 @@ def list_(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
 
 @app.command()
 def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A version hash or prefix "
-         "(default: the current version).")] = None, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
-    """Tasks and edges of a DAG as of a version."""
+         "(default: the current version).")] = None,
+         source: Annotated[bool, typer.Option("--source", help="Print the DAG file's code as of that version.")]
+         = False, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
+    """Tasks and edges of a DAG as of a version, or with --source the code of its file then."""
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
         dag = dag_store.get(session, dag_id, active_only=version is None)
         row = dag_store.version(session, dag_id, version or dag.current_version or "")
         structure: dict[str, Any] = json.loads(row.structure)
-        created = row.created_at
+        created, source_code = row.created_at, row.source_code
+    if source and source_code is None:
+        raise InvalidInput(f"version {row.version_hash[:12]} of {dag_id} has no stored source code "
+                          "(it was registered before ledger kept it)")
     if as_json:
         print_json({"dag_id": dag_id, "version": row.version_hash, "created_at": iso(created),
-                    "structure": structure})
+                    "structure": structure, **({"source_code": source_code} if source else {})})
+        return
+    if source:
+        assert source_code is not None
+        sys.stdout.write(source_code if source_code.endswith("\n") else source_code + "\n")
         return
     out.print(f"[bold]{dag_id}[/bold]  version {row.version_hash[:12]}  registered {iso(created)}")
     out.print(f"schedule {structure['schedule']}  timezone {structure['timezone']}  start {structure['start_date']}"
@@ -88,6 +100,30 @@ def versions(dag_id: DagId, dags_folder: DagsFolder = None, as_json: Json = Fals
         table.add_row(r["version"][:12], r["created_at"], "*" if r["current"] else "",
                       json.dumps(r["schedule"]), ", ".join(r["tasks"]))
     out.print(table)
+
+
+@app.command()
+def diff(dag_id: DagId,
+         old: Annotated[str, typer.Argument(help="The older version (hash or prefix).")],
+         new: Annotated[str | None, typer.Argument(help="The newer version (default: the current one).")] = None,
+         dags_folder: DagsFolder = None) -> None:
+    """What changed between two versions of a DAG: a unified diff of the DAG file's code and of the structure."""
+    env = open_env(dags_folder)
+    env.refresh_dags()
+    with env.transaction() as session:
+        dag = dag_store.get(session, dag_id, active_only=False)
+        rows = [dag_store.version(session, dag_id, ref) for ref in (old, new or dag.current_version or "")]
+        texts = [(r.version_hash[:12], r.source_code, json.dumps(json.loads(r.structure), indent=2, sort_keys=True))
+                 for r in rows]
+    (a, a_code, a_struct), (b, b_code, b_struct) = texts
+    parts = [] if a_code is None or b_code is None else [
+        difflib.unified_diff(a_code.splitlines(keepends=True), b_code.splitlines(keepends=True),
+                             f"{dag_id}@{a} (code)", f"{dag_id}@{b} (code)")]
+    parts.append(difflib.unified_diff((a_struct + "\n").splitlines(keepends=True),
+                                      (b_struct + "\n").splitlines(keepends=True),
+                                      f"{dag_id}@{a} (structure)", f"{dag_id}@{b} (structure)"))
+    text = "".join(line for part in parts for line in part)
+    sys.stdout.write(text or f"versions {a} and {b} are the same\n")
 
 
 @app.command()

@@ -5,21 +5,27 @@ Runs the real `ledger` command step by step and shows each command before its ou
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 HOME = REPO / ".demo-home"
 LEDGER = str(Path(sys.executable).with_name("ledger"))
+ENV = {"COLUMNS": "150", **os.environ, "LEDGER_HOME": str(HOME)}
 
 
 def ledger(*args: str) -> None:
     print(f"\n$ ledger {' '.join(args)}", flush=True)
-    env = {"COLUMNS": "150", **os.environ, "LEDGER_HOME": str(HOME)}
-    subprocess.run([LEDGER, *args], check=True, env=env)
+    subprocess.run([LEDGER, *args], check=True, env=ENV)
+
+
+def ledger_json(*args: str) -> Any:
+    return json.loads(subprocess.run([LEDGER, *args, "--json"], check=True, env=ENV, capture_output=True).stdout)
 
 
 def main() -> None:
@@ -37,6 +43,8 @@ def main() -> None:
     source = dag_file.read_text()
     dag_file.write_text(source.replace('.where(F.col("quantity").isNotNull())', ".fillna({'quantity': 0})"))
     ledger("dags", "versions", "sales_pipeline")
+    first_version = ledger_json("dags", "versions", "sales_pipeline")[0]["version"][:8]
+    ledger("dags", "diff", "sales_pipeline", first_version)  # the code that changed, and the structure
     # rewrite two dates with the new code: the old runs are kept, overridden
     ledger("backfill", "sales_pipeline", "--start", "2024-03-02", "--end", "2024-03-03",
            "--reprocess", "completed", "--yes", "--parallelism", "2")

@@ -264,6 +264,7 @@ class DAG:
         self.tags = sorted(tags)
         self.tasks: dict[str, Task] = {}
         self.fileloc: str | None = None
+        self.source_code: str | None = None  # the text of the file that defined it (set by the loader)
         created.append(self)
 
     def add_task(self, task: Task) -> None:

@@ -61,6 +61,7 @@ def load_file(fileloc: str) -> FileResult:
         spec = importlib.util.spec_from_file_location(name, fileloc)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot import {fileloc}")
+        source_code = Path(fileloc).read_text(encoding="utf-8", errors="replace")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -71,6 +72,7 @@ def load_file(fileloc: str) -> FileResult:
                 seen.add(id(value))
                 value.validate()
                 value.fileloc = fileloc
+                value.source_code = source_code
                 result.dags.append(value)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)

@@ -15,5 +15,5 @@ def register_dag(session: Session, dag: DAG, *, now: datetime, actor: str) -> st
     version_hash, text = version_of(dag)
     dag_store.register(session, dag_id=dag.dag_id, fileloc=dag.fileloc or "?", version_hash=version_hash,
                        structure=text, schedule=dag.schedule.summary(), timezone=dag.timezone, now=now,
-                       actor=actor)
+                       actor=actor, source_code=dag.source_code)
     return version_hash

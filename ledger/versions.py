@@ -6,6 +6,7 @@ its schedule facts come from the version it was created with ("as-was" history).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from dataclasses import dataclass
@@ -31,9 +32,23 @@ def hash_structure(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def code_digest(source_code: str) -> str:
+    """sha256 of a Python file's syntax tree: edits to comments, blank lines or layout leave it unchanged,
+    any change to the code (a helper function, a constant, an import) changes it."""
+    try:
+        tree = ast.dump(ast.parse(source_code))
+    except SyntaxError:  # not Python we can parse (it imported, so this is rare): hash the text itself
+        tree = source_code
+    return hashlib.sha256(tree.encode("utf-8")).hexdigest()
+
+
 def structure_of(dag: DAG) -> dict[str, Any]:
-    """Everything that defines the DAG: tasks with kind and arguments, edges, schedule and settings."""
+    """Everything that defines the DAG: tasks with kind and arguments, edges, schedule and settings, and
+    (for a DAG loaded from a file) the digest of its file's code, so that changing a helper the tasks call
+    makes a new version too."""
+    code = {"code_sha256": code_digest(dag.source_code)} if dag.source_code is not None else {}
     return {
+        **code,
         "format": FORMAT,
         "dag_id": dag.dag_id,
         "schedule": dag.schedule.describe(),

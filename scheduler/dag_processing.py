@@ -51,6 +51,7 @@ class ParsedDag:
     schedule: str  # schedule summary: '@daily', '0 * * * *', 'every 1:00:00', 'None'
     timezone: str
     fileloc: str
+    source_code: str | None = None  # the file's text, kept with a new version
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,7 @@ def parse_file(fileloc: str) -> ParseResult:
         for dag in loaded.dags:
             version_hash, text = version_of(dag)
             found[dag.dag_id] = ParsedDag(dag.dag_id, version_hash, text, dag.schedule.summary(), dag.timezone,
-                                          fileloc)
+                                          fileloc, dag.source_code)
         return done(list(found.values()), None, digest)
     except Exception as exc:  # describing a DAG failed: still one readable line
         return done([], f"{fileloc}: {type(exc).__name__}: {exc}", digest)

@@ -124,7 +124,7 @@ def sync_results(session: Session, results: Iterable[ParseResult], *, now: datet
         for parsed in res.dags:
             if dag_store.register(session, dag_id=parsed.dag_id, fileloc=fileloc, version_hash=parsed.version_hash,
                                   structure=parsed.structure, schedule=parsed.schedule, timezone=parsed.timezone,
-                                  now=now, actor=actor):
+                                  now=now, actor=actor, source_code=parsed.source_code):
                 report.new_versions.append(parsed.dag_id)
             report.registered.append(parsed.dag_id)
         if res.error is None:

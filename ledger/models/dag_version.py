@@ -18,4 +18,6 @@ class DagVersion(Base):
     dag_id: Mapped[str] = mapped_column(String(250), ForeignKey("dag.dag_id"), index=True)
     version_hash: Mapped[str] = mapped_column(String(64))
     structure: Mapped[str] = mapped_column(Text)
+    # the DAG file's text when this version was registered (None for DAGs not loaded from a file)
+    source_code: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -14,8 +14,10 @@ from ledger.versions import DagSpec, spec_from_json
 
 
 def register(session: Session, *, dag_id: str, fileloc: str, version_hash: str, structure: str,
-             schedule: str, timezone: str, now: datetime, actor: str) -> bool:
-    """Record that `fileloc` defines `dag_id` with this structure. Returns True when the version is new."""
+             schedule: str, timezone: str, now: datetime, actor: str, source_code: str | None = None) -> bool:
+    """Record that `fileloc` defines `dag_id` with this structure. Returns True when the version is new.
+
+    A new version keeps `source_code`, the text of the file it was parsed from: the code that runs with it."""
     dag = session.get(Dag, dag_id)
     if dag is None:
         dag = Dag(dag_id=dag_id, fileloc=fileloc, schedule=schedule, timezone=timezone, is_paused=False,
@@ -31,7 +33,8 @@ def register(session: Session, *, dag_id: str, fileloc: str, version_hash: str, 
     previous = dag.current_version
     dag.current_version = version_hash
     if known is None:
-        session.add(DagVersion(dag_id=dag_id, version_hash=version_hash, structure=structure, created_at=now))
+        session.add(DagVersion(dag_id=dag_id, version_hash=version_hash, structure=structure, created_at=now,
+                               source_code=source_code))
         events.record(session, "version_registered", at=now, actor=actor, dag_id=dag_id,
                       version=version_hash, previous_version=previous, fileloc=fileloc, schedule=schedule)
         return True

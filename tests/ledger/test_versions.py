@@ -1,0 +1,33 @@
+"""Version hashes: the structure of a DAG plus the code of its file, ignoring comments and layout."""
+
+from __future__ import annotations
+
+import pendulum
+
+from ledger.dag import DAG, BashTask
+from ledger.versions import code_digest, version_of
+
+CODE = "LIMIT = 10\n\ndef f(x):\n    return x + LIMIT\n"
+
+
+def test_comments_blank_lines_and_layout_do_not_change_the_code_digest() -> None:
+    relaid = "# a note\nLIMIT  =  10\n\n\n\ndef f( x ):  # why\n    return (x + LIMIT)\n"
+    assert code_digest(CODE) == code_digest(relaid)
+
+
+def test_any_change_to_the_code_changes_the_code_digest() -> None:
+    assert code_digest(CODE) != code_digest(CODE.replace("10", "11"))
+    assert code_digest(CODE) != code_digest(CODE + "import os\n")
+
+
+def test_a_dag_from_a_file_is_versioned_with_its_code_and_one_built_in_memory_without() -> None:
+    def build(source: str | None) -> tuple[str, str]:
+        with DAG("d", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+            BashTask("t", "echo hi")
+        dag.source_code = source
+        return version_of(dag)
+
+    (plain, plain_text), (coded, coded_text) = build(None), build(CODE)
+    assert "code_sha256" not in plain_text and code_digest(CODE) in coded_text
+    assert plain != coded != build(CODE.replace("10", "11"))[0]
+    assert coded == build("# same code\n" + CODE)[0]

@@ -62,6 +62,9 @@ def lineage(
             f"run {cur['run_id']} ({cur['run_type']}) {cur['task_id']} try {cur['try_number']}" if cur else "-",
             cur["dag_version"][:8] if cur else "-", str(cur["rows"]) if cur and cur["rows"] is not None else "",
             cur["written_at"][:19] if cur else "",
-            "; ".join(f"run {w['run_id']} v {w['dag_version'][:8]} ({w['run_state']}"
+            "; ".join(f"run {w['run_id']} v {w['dag_version'][:8]}"
+                      + (f", {w['rows']} rows" if w["rows"] is not None else "")
+                      + (f", try {w['try_number']} {w['try_state']}" if w["try_state"] != "success" else "")
+                      + f" ({w['run_state']}"
                       + (f" by {w['overridden_by']}" if w["overridden_by"] else "") + ")" for w in earlier) or "-")
     out.print(table)

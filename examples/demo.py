@@ -51,6 +51,9 @@ def main() -> None:
     ledger("timeline", "sales_pipeline", "--all")
     ledger("lineage", "sales_clean")
     ledger("lineage", "daily_sales", "--partition", "2024-03-02")
+    # the run that rewrote 2024-03-02: its tasks, tries and everything it wrote
+    (partition,) = ledger_json("lineage", "daily_sales", "--partition", "2024-03-02")
+    ledger("runs", "show", partition["current"]["run_id"])
 
 
 if __name__ == "__main__":

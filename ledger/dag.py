@@ -145,6 +145,9 @@ class Task:
         return f"<{type(self).__name__} {self.task_id}>"
 
 
+DAG_MODULE_PREFIX = "ledger_dag_"  # DAG files are imported as modules named this + a digest of their path
+
+
 def _callable_definition(fn: Callable[..., Any]) -> dict[str, Any]:
     """Name and source digest of a callable, so that changing a task's code changes the DAG version."""
     import hashlib
@@ -153,8 +156,11 @@ def _callable_definition(fn: Callable[..., Any]) -> dict[str, Any]:
         source = inspect.getsource(fn)
     except (OSError, TypeError):
         source = getattr(getattr(fn, "__code__", None), "co_code", b"").hex()
+    module = getattr(fn, "__module__", None) or "?"
+    if module.startswith(DAG_MODULE_PREFIX):  # defined in the DAG file: its module name only encodes the file's path
+        module = "<dag file>"
     return {
-        "callable": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}",
+        "callable": f"{module}.{getattr(fn, '__qualname__', repr(fn))}",
         "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
     }
 

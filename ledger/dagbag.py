@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger import dag as dag_module
-from ledger.dag import DAG
+from ledger.dag import DAG, DAG_MODULE_PREFIX
 from ledger.errors import DagDefinitionError
 
 
@@ -39,7 +39,7 @@ def content_hash(fileloc: str) -> str:
 
 
 def _module_name(fileloc: str) -> str:
-    return "ledger_dag_" + hashlib.sha1(fileloc.encode()).hexdigest()[:16]
+    return DAG_MODULE_PREFIX + hashlib.sha1(fileloc.encode()).hexdigest()[:16]
 
 
 def _describe(exc: BaseException, fileloc: str) -> str:

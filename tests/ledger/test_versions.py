@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pendulum
 
 from ledger.dag import DAG, BashTask
+from ledger.dagbag import load_file
 from ledger.versions import code_digest, version_of
 
 CODE = "LIMIT = 10\n\ndef f(x):\n    return x + LIMIT\n"
@@ -31,3 +34,18 @@ def test_a_dag_from_a_file_is_versioned_with_its_code_and_one_built_in_memory_wi
     assert "code_sha256" not in plain_text and code_digest(CODE) in coded_text
     assert plain != coded != build(CODE.replace("10", "11"))[0]
     assert coded == build("# same code\n" + CODE)[0]
+
+
+def test_the_same_dag_file_in_another_folder_has_the_same_version(tmp_path: Path) -> None:
+    source = ("import pendulum\nfrom ledger import DAG, PythonTask\n\ndef work(context):\n    pass\n\n"
+              "with DAG('moved', schedule='@daily', start_date=pendulum.datetime(2024, 1, 1, tz='UTC')):\n"
+              "    PythonTask('work', work)\n")
+    versions = []
+    for folder in ("a", "b"):
+        path = tmp_path / folder / "moved.py"
+        path.parent.mkdir()
+        path.write_text(source)
+        (dag,) = load_file(str(path)).dags
+        versions.append(version_of(dag))
+    assert versions[0] == versions[1]
+    assert '"callable":"<dag file>.work"' in versions[0][1]

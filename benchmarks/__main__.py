@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "parse_dags": (["--files", "1000", "--tasks", "10"], ["--files", "200", "--tasks", "10"]),
     "executor_throughput": (["--tries", "1000", "--parallelism", "2"], ["--tries", "200", "--parallelism", "2"]),
     # smaller than its docstring's reference sizes (--dates 1000 --existing 100000 --splice 10000)
+    "signal_latency": (["--sends", "40"], ["--sends", "10"]),
     "backfill_bench": (["--dates", "200", "--existing", "20000", "--splice", "2000"],
                        ["--dates", "40", "--existing", "2000", "--splice", "200"]),
 }

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
-from cli import backfill, dags, db, events, lineage, pools, runs, scheduler, tasks, timeline, trigger
+from cli import backfill, dags, db, events, lineage, pools, runs, scheduler, signal, tasks, timeline, trigger
 from ledger.errors import LedgerError
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.add_typer(runs.app, name="runs")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(pools.app, name="pools")
 app.add_typer(backfill.app, name="backfill")
+app.add_typer(signal.app, name="signal")
 app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)

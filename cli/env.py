@@ -94,13 +94,14 @@ def print_json(value: Any) -> None:
         sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def parse_conf(text: str | None) -> dict[str, Any] | None:
+def parse_conf(text: str | None, option: str = "--conf") -> dict[str, Any] | None:
+    """A JSON object given on the command line (None when not given); bad JSON is one clear line."""
     if text is None:
         return None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"--conf is not valid JSON: {exc.msg} at character {exc.pos}") from None
+        raise InvalidInput(f"{option} is not valid JSON: {exc.msg} at character {exc.pos}") from None
     if not isinstance(value, dict):
-        raise InvalidInput("--conf must be a JSON object, like '{\"key\": \"value\"}'")
+        raise InvalidInput(f"{option} must be a JSON object, like '{{\"key\": \"value\"}}'")
     return value

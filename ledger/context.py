@@ -25,6 +25,7 @@ class TaskContext:
     run_type: str
     conf: dict[str, Any] = field(default_factory=dict)
     log_path: str | None = None
+    signal: dict[str, Any] | None = None  # the signal that started this try (id, key, version, value, ...)
 
     @property
     def writes_path(self) -> str | None:
@@ -46,6 +47,16 @@ class TaskContext:
         with open(self.writes_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
+    def send_signal(self, key: str, value: str, *, meta: dict[str, Any] | None = None) -> Any:
+        """Send a signal (see `ledger signal send`) from this try; returns the stored Signal.
+
+        It goes to the ledger database of this process's environment (LEDGER_HOME / LEDGER_DATABASE_URL,
+        inherited from the scheduler), with this try as the sender."""
+        from ledger.signal_sender import send_from_task
+
+        sender = f"task:{self.dag_id}.{self.task_id}@run {self.run_id} try {self.try_number}"
+        return send_from_task(key, value, sender=sender, meta=meta)
+
     def env(self) -> dict[str, str]:
         """The LEDGER_* environment variables a BashTask sees (dates ISO-8601 in UTC)."""
         return {
@@ -59,4 +70,6 @@ class TaskContext:
             "LEDGER_DAG_VERSION": self.dag_version,
             "LEDGER_RUN_TYPE": self.run_type,
             **({"LEDGER_WRITES_PATH": self.writes_path} if self.writes_path else {}),
+            **({"LEDGER_SIGNAL_KEY": str(self.signal["key"]), "LEDGER_SIGNAL_VALUE": str(self.signal["value"]),
+                "LEDGER_SIGNAL_VERSION": str(self.signal["version"])} if self.signal else {}),
         }

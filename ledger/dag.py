@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar, overload
 
@@ -13,6 +13,7 @@ from pendulum import DateTime
 
 from ledger.errors import DagDefinitionError
 from ledger.schedule import Schedule, ScheduleError, parse_schedule
+from ledger.signal_rules import rule_to_json
 
 TRIGGER_RULES = ("all_success", "all_done", "one_success", "one_failed", "none_failed", "all_failed")
 TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
@@ -55,6 +56,7 @@ class Task:
         pool: str | None = None,
         priority_weight: int | None = None,
         execution_timeout: timedelta | None = None,
+        signals: Mapping[str, Any] | None = None,
     ) -> None:
         if not task_id or not isinstance(task_id, str):
             raise DagDefinitionError("a task needs a non-empty string task_id")
@@ -79,6 +81,11 @@ class Task:
         if self.wait_for_downstream:
             self.depends_on_past = True  # as in Airflow: waiting for downstream implies depending on the past
         self._check(dag)
+        # signal-driven: {key: rule}; see ledger/signal_rules.py
+        self.signal_rules: dict[str, Any] = dict(signals or {})
+        self.signal_rules_json: dict[str, dict[str, Any]] = {
+            key: rule_to_json(key, rule, where=f"task {task_id!r}", describe_callable=_callable_definition)
+            for key, rule in self.signal_rules.items()}
         self.dag = dag
         dag.add_task(self)
 
@@ -111,6 +118,8 @@ class Task:
             "pool": self.pool,
             "priority_weight": self.priority_weight,
             "execution_timeout": self.execution_timeout.total_seconds() if self.execution_timeout else None,
+            # only when declared, so that versions of DAGs without signals keep their hashes
+            **({"signals": self.signal_rules_json} if self.signal_rules_json else {}),
         }
 
     # -- edges ---------------------------------------------------------------------------------

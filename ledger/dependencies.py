@@ -12,7 +12,8 @@ from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
 from ledger.versions import DagSpec
 
 S = TaskState
-OK_FOR_PAST = frozenset({S.SUCCESS, S.SKIPPED})
+OK_FOR_PAST = frozenset({S.SUCCESS, S.SKIPPED, S.STOPPED})
+SUCCESS_LIKE = frozenset({S.SUCCESS, S.STOPPED})  # a task stopped by a signal ended as it was asked to
 FAILED_LIKE = frozenset({S.FAILED, S.UPSTREAM_FAILED})
 
 
@@ -20,6 +21,7 @@ FAILED_LIKE = frozenset({S.FAILED, S.UPSTREAM_FAILED})
 class TiState:
     state: TaskState
     next_try_at: datetime | None = None
+    armed: bool = False  # a task that starts on signals got one (START/RESTART) and may start
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,7 @@ class Decision:
     ready: list[str] = field(default_factory=list)  # may be queued now
     mark: dict[str, TaskState] = field(default_factory=dict)  # skipped / upstream_failed by trigger rule
     waiting_on_past: list[str] = field(default_factory=list)  # blocked by depends_on_past / wait_for_downstream
+    waiting_for_signal: list[str] = field(default_factory=list)  # start on signals and have not had one
     retry_at: datetime | None = None  # the earliest future retry, if any
     run_state: RunState | None = None  # success/failed once every task instance has finished
 
@@ -44,7 +47,7 @@ def trigger_rule_outcome(rule: str, upstream: list[TaskState]) -> TaskState | No
     if not upstream:
         return S.SCHEDULED
     done = all(s in FINISHED_TASK_STATES for s in upstream)
-    success = sum(s == S.SUCCESS for s in upstream)
+    success = sum(s in SUCCESS_LIKE for s in upstream)
     failed = sum(s in FAILED_LIKE for s in upstream)
     skipped = sum(s == S.SKIPPED for s in upstream)
     n = len(upstream)
@@ -121,6 +124,9 @@ def decide(spec: DagSpec, states: Mapping[str, TiState], previous: PreviousRun |
         if st.state != S.SCHEDULED:
             continue
         task = spec.tasks[tid]
+        if task.starts_on_signal and not st.armed:
+            decision.waiting_for_signal.append(tid)
+            continue
         outcome = trigger_rule_outcome(task.trigger_rule, [current.get(up, S.SUCCESS) for up in task.upstream])
         if outcome is None:
             continue
@@ -131,6 +137,12 @@ def decide(spec: DagSpec, states: Mapping[str, TiState], previous: PreviousRun |
             decision.ready.append(tid)
         else:
             decision.waiting_on_past.append(tid)
+    waiting = set(decision.waiting_for_signal)
+    if waiting and all(s in FINISHED_TASK_STATES or tid in waiting for tid, s in current.items()):
+        # everything else has ended and no signal came: the run ends, those tasks skipped
+        for tid in decision.waiting_for_signal:
+            decision.mark[tid] = current[tid] = S.SKIPPED
+        decision.waiting_for_signal.clear()
     if current and all(s in FINISHED_TASK_STATES for s in current.values()):
         ok = all(current.get(tid, S.SUCCESS) in OK_FOR_PAST for tid in leaves(spec) if tid in current)
         decision.run_state = RunState.SUCCESS if ok else RunState.FAILED

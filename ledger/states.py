@@ -28,6 +28,7 @@ class TaskState(StrEnum):
     UP_FOR_RETRY = "up_for_retry"
     SKIPPED = "skipped"
     UPSTREAM_FAILED = "upstream_failed"
+    STOPPED = "stopped"  # ended by a STOP signal (a running try was ended, or it never started)
 
 
 class BackfillState(StrEnum):
@@ -46,5 +47,5 @@ class JobState(StrEnum):
 FINISHED_RUN_STATES = frozenset({RunState.SUCCESS, RunState.FAILED})
 UNFINISHED_RUN_STATES = frozenset({RunState.QUEUED, RunState.RUNNING})
 FINISHED_TASK_STATES = frozenset(
-    {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED}
+    {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED, TaskState.STOPPED}
 )

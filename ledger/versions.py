@@ -9,7 +9,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ import pendulum
 from pendulum import DateTime
 
 from ledger.schedule import Schedule, parse_schedule
+from ledger.signal_rules import can_start
 
 if TYPE_CHECKING:
     from ledger.dag import DAG
@@ -85,6 +87,12 @@ class TaskSpec:
     pool: str
     priority_weight: int
     execution_timeout: float | None
+    signals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # key pattern -> JSON rule
+
+    @property
+    def starts_on_signal(self) -> bool:
+        """Started by signals only (not when its dependencies are met): see ledger/signal_rules.py."""
+        return bool(self.signals) and can_start(self.signals.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +141,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             retry_delay=t["retry_delay"], depends_on_past=t["depends_on_past"],
             wait_for_downstream=t["wait_for_downstream"], trigger_rule=t["trigger_rule"], pool=t["pool"],
             priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
+            signals=t.get("signals", {}),
         )
         for t in data["tasks"]
     }

@@ -26,14 +26,18 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
 from ledger.dependencies import PreviousRun, decide
-from ledger.models import Backfill, Dag, DagRun, Event
+from ledger.models import Backfill, Dag, DagRun, Event, TaskInstance
+from ledger.signal_delivery import open_doorbell, ring
+from ledger.signals import is_valid_key
 from ledger.states import BackfillState, JobState, RunState, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage
 from ledger.store import jobs as job_store
+from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
+from scheduler import signal_actions
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.settings import SchedulerSettings
 from scheduler.wakeup import DatabaseWakeup, Wakeup
@@ -96,6 +100,13 @@ class DagRunJob:
     _next_claim: float = 0.0
     _own_events_to: int = 0  # newest event id when this job's last transaction ended
     _looked: bool = False
+    _stop_requests: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # ti -> (stop|restart, signal)
+    _sent_signals: bool = False  # this loop's transaction sent signals: ring the doorbells after commit
+    _state_items: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
+
+    @property
+    def home(self) -> Path:
+        return self.logs_folder.parent  # logs live in $LEDGER_HOME/logs
 
     # -- hooks for subclasses ------------------------------------------------------------------
     def refresh_dags(self) -> bool:
@@ -107,6 +118,10 @@ class DagRunJob:
     def claim_filter(self) -> dict[str, Any]:
         return {}
 
+    def handle_signals(self, session: Session, now: datetime) -> set[int]:
+        """Act on new signals; returns the runs whose task instances changed (SchedulerJob does this)."""
+        return set()
+
     def busy(self) -> bool:
         """Work the subclass still expects (e.g. DAG files being parsed) that keeps the job from idling."""
         return False
@@ -117,7 +132,9 @@ class DagRunJob:
             job = job_store.start_job(session, self.job_type, now=self.clock.now())
             self.job_id = job.id
         self.actor = f"{self.job_type.lower()}:{self.job_id}@{socket.gethostname()}"
-        self.wakeup = self.wakeup or DatabaseWakeup(self.engine)
+        if self.wakeup is None:
+            self.wakeup = DatabaseWakeup(self.engine, doorbell=open_doorbell(self.engine, self.home)) \
+                if self.settings.signal_wakeup else DatabaseWakeup(self.engine, self.settings.poll_interval)
         self.executor.start()
         self._last_heartbeat = time.monotonic()
 
@@ -170,6 +187,8 @@ class DagRunJob:
 
     def shutdown(self) -> None:
         """Stop taking work, let running tries finish within the grace period, release the locks."""
+        if isinstance(self.wakeup, DatabaseWakeup):
+            self.wakeup.close()
         last = self.executor.end(self.settings.shutdown_grace)
         now = self.clock.now()
         with self.sessions.begin() as session:
@@ -183,6 +202,10 @@ class DagRunJob:
                 events.record(session, "locks_released", at=now, actor=self.actor, run_ids=released,
                               job_id=self.job_id)
             job_store.end_job(session, self.job_id, now=now)
+            self._flush_task_states(session, now)
+        if self._sent_signals:
+            self._sent_signals = False
+            ring(self.engine, self.home)
 
     # -- one loop ------------------------------------------------------------------------------
     def loop_once(self) -> LoopReport:
@@ -198,6 +221,10 @@ class DagRunJob:
                 self._settled.clear()  # another process wrote (CLI, backfill, another job): decide every run again
             report.outcomes = self._record(session, drained, now)
             if not quick:
+                for run_id in self.handle_signals(session, now):
+                    report.runs_changed += 1
+                    self._settled.pop(run_id, None)
+                self._carry_out_stop_requests(session)
                 report.created = self.create_runs(session, now)
                 if report.created:
                     self._claim_now = True
@@ -207,14 +234,27 @@ class DagRunJob:
                 report.looked_for_runs = self._looked
                 work = self.process_runs(session, now, report)
             self._heartbeat(session, now)
+            self._flush_task_states(session, now)
             if isinstance(self.wakeup, DatabaseWakeup):
                 self.wakeup.seen = int(session.scalar(select(func.max(Event.id))) or 0)
                 self._own_events_to = self.wakeup.seen
+        if self._sent_signals:
+            self._sent_signals = False
+            ring(self.engine, self.home)
         for item in work:
             self.executor.submit(item)
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report
+
+    def _carry_out_stop_requests(self, session: Session) -> None:
+        """Kill the tries of this job that a STOP or RESTART signal asked to end."""
+        for ti_id, request, signal_id in signal_actions.requests_for_job(session, self.job_id):
+            if ti_id in self._stop_requests or ti_id not in self._inflight:
+                continue
+            reason = f"stopped by signal {signal_id}" + (" (restart)" if request == "restart" else "")
+            if self.executor.kill(ti_id, reason):
+                self._stop_requests[ti_id] = (request, signal_id)
 
     def _heartbeat(self, session: Session, now: datetime) -> None:
         if time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
@@ -230,6 +270,10 @@ class DagRunJob:
             where[(ev.ti_id, ev.try_number)] = info
             at = datetime.fromtimestamp(ev.at, UTC)
             state = TaskState.RUNNING if ev.kind == "started" else TaskState(ev.state or "failed")
+            if ev.kind == "finished" and ev.ti_id in self._stop_requests:
+                self._stop_requests.pop(ev.ti_id)
+                if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
+                    state = TaskState.STOPPED
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
                                                info.retry_delay if info else 0.0))
             if ev.kind == "started":
@@ -244,6 +288,8 @@ class DagRunJob:
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes)
+        signal_actions.settle(session, [o.ti_id for o, st in written if st != TaskState.RUNNING])
+        self._task_state_signals(session, written, where, now)
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is not None and info.log_path and st != TaskState.RUNNING:
@@ -264,6 +310,33 @@ class DagRunJob:
                              f"{st.value} ({o.reason})")
         events.record_many(session, failures)
         return len(written)
+
+    def _task_state_signals(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
+                            where: dict[tuple[int, int], _InFlight | None], now: datetime) -> None:
+        """Task state changes are signals: `ledger.task.<dag>.<task>` with the state as value, so that other
+        processes (and signal-driven tasks) hear of them at once."""
+        items: list[tuple[str, str, dict[str, Any] | None]] = []
+        for o, st in written:
+            info = where.get((o.ti_id, o.try_number))
+            if info is not None:
+                items.append((f"ledger.task.{info.dag_id}.{info.task_id}", st.value,
+                              {"run_id": info.run_id, "try_number": o.try_number}))
+        self._send_task_states(session, items, now)
+
+    def _send_task_states(self, session: Session, items: list[tuple[str, str, dict[str, Any] | None]],
+                          now: datetime) -> None:
+        """Collected, and sent in one batch at the end of the transaction (_flush_task_states): sending
+        takes locks until commit, and reading signals after sending in one transaction could wait on
+        another job doing the same."""
+        if self.settings.task_state_signals:
+            # a key outside the signal key set (a long or non-ASCII name) is left out, not an error
+            self._state_items.extend(item for item in items if is_valid_key(item[0]))
+
+    def _flush_task_states(self, session: Session, now: datetime) -> None:
+        if self._state_items:
+            items, self._state_items = self._state_items, []
+            signal_store.send_many(session, items, sender=self.actor, now=now)
+            self._sent_signals = True
 
     # -- collect runs --------------------------------------------------------------------------
     def reap_dead_holders(self, session: Session, now: datetime) -> None:
@@ -340,6 +413,7 @@ class DagRunJob:
             running = dict(session.execute(running_stmt).tuples().all())
         candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
         marks: list[tuple[int, TaskState]] = []
+        marked_tasks: list[tuple[str, str, str, int]] = []
         finished: list[tuple[DagRun, RunState]] = []
         for run in sorted(runs.values(), key=lambda r: (r.logical_date, r.id), reverse=self.newest_first):
             if run.backfill_id in cancelled:  # start nothing more; fail it once its tries are done
@@ -361,6 +435,7 @@ class DagRunJob:
             prev = PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None else None
             decision = decide(spec, task_store.states_of(rows), prev, now=now)
             marks.extend((rows[tid].id, st) for tid, st in decision.mark.items())
+            marked_tasks.extend((run.dag_id, tid, st.value, run.id) for tid, st in decision.mark.items())
             if decision.run_state is not None:
                 finished.append((run, decision.run_state))
                 continue
@@ -372,6 +447,8 @@ class DagRunJob:
                 report.retry_at = decision.retry_at
         task_store.mark(session, marks, now=now)
         report.marked = len(marks)
+        self._send_task_states(session, [(f"ledger.task.{dag_id}.{tid}", st, {"run_id": run_id})
+                                         for dag_id, tid, st, run_id in marked_tasks], now)
         for run, state in finished:
             self._claim_now = True
             self._set_run_state(session, run, state, now, release=True)
@@ -408,6 +485,11 @@ class DagRunJob:
             if pending is not None:
                 self._settled[run.id] = [c for c in pending if c[0].id != ti.id]
         report.queued = len(chosen)
+        by_signal = [c[0].signal_id for c in chosen if c[0].signal_id is not None and c[0].armed]
+        signals = signal_store.by_ids(session, by_signal) if by_signal else {}
+        if by_signal:  # a START is used up by the try it started
+            session.execute(update(TaskInstance).where(TaskInstance.id.in_(
+                [c[0].id for c in chosen if c[0].armed])).values(signal_armed=False))
         work = []
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]
@@ -421,7 +503,8 @@ class DagRunJob:
                 dag_version=run.version_hash, run_type=run.run_type,
                 log_path=str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])),
                 execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
-                priority_weight=ti.priority_weight))
+                priority_weight=ti.priority_weight,
+                signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
 
     def _dag_file(self, session: Session, dag_id: str) -> str:

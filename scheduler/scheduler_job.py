@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from scheduler import signal_actions
 from scheduler.dag_processing import DagFileProcessorManager
 from scheduler.dag_sync import known_hashes, known_owners, sync_results
 from scheduler.job import DagRunJob
@@ -71,6 +72,17 @@ class SchedulerJob(DagRunJob):
         if len(created):
             self._dirty = True  # catch-up may continue
         return len(created)
+
+    def handle_signals(self, session: Session, now: datetime) -> set[int]:
+        report = signal_actions.process_signals(session, now=now, actor=self.actor)
+        for run in report.created:
+            self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type}, "
+                     f"by signal {run.conf['signal']['key']} v{run.conf['signal']['version']})")
+        if report.created:
+            self._claim_now = True
+        if report.actions:
+            self._sent_signals = True  # wake the jobs that run those task instances
+        return report.runs | {run.id for run in report.created}
 
     def busy(self) -> bool:
         return self.manager is not None and self.manager.busy()

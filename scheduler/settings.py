@@ -23,6 +23,10 @@ class SchedulerSettings:
     dag_dir_list_interval: float = 30.0  # how often the DAGs folder is listed for new/deleted files
     dag_file_processor_timeout: float = 50.0  # a file whose import takes longer is killed
     scheduling_interval: float = 1.0  # how often due intervals of every DAG are checked
+    task_state_signals: bool = True  # send `ledger.task.<dag>.<task>` signals when task instances change state
+    # woken by signals (doorbell) and database changes (newest event id, every 50 ms); false: poll only,
+    # waking every poll_interval, as schedulers that poll the database do (for comparison)
+    signal_wakeup: bool = True
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:
@@ -33,6 +37,11 @@ class SchedulerSettings:
             if raw is None:
                 continue
             kind = type(getattr(cls, f.name))
+            if kind is bool:
+                if raw.strip().lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ConfigError(f"LEDGER_{f.name.upper()}={raw!r} is not a valid bool (true or false)")
+                values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+                continue
             try:
                 values[f.name] = kind(raw)
             except ValueError:

@@ -317,6 +317,7 @@ def make_context(item: WorkItem) -> TaskContext:
         run_type=item.run_type,
         conf=dict(item.conf),
         log_path=item.log_path,
+        signal=item.signal,
     )
 
 

@@ -11,10 +11,11 @@ from ledger.models.import_error import ImportError_
 from ledger.models.job import Job
 from ledger.models.lineage import LineageWrite
 from ledger.models.pool import Pool
+from ledger.models.signal import SignalCursor, SignalKey, SignalRecord
 from ledger.models.task_instance import TaskInstance, TaskTry
 
 __all__ = [
     "Backfill", "Base", "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "LineageWrite",
-    "Pool",
+    "Pool", "SignalCursor", "SignalKey", "SignalRecord",
     "TaskInstance", "TaskTry", "UtcDateTime",
 ]

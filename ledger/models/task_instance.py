@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ledger.models.base import Base, UtcDateTime
@@ -15,6 +15,7 @@ class TaskInstance(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "task_id"),
         Index("ix_task_instance_state", "state"),
+        Index("ix_task_instance_signal_request", "signal_request"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -33,6 +34,11 @@ class TaskInstance(Base):
     job_id: Mapped[int | None] = mapped_column(Integer)
     pid: Mapped[int | None] = mapped_column(Integer)
     hostname: Mapped[str | None] = mapped_column(String(250))
+    # signal-driven tasks (ledger/signal_rules.py): a START/RESTART arrived and it may start
+    signal_armed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # a STOP or RESTART for its running try, for the job that runs it; and the signal that asked
+    signal_request: Mapped[str | None] = mapped_column(String(10))
+    signal_id: Mapped[int | None] = mapped_column(Integer)
 
 
 class TaskTry(Base):

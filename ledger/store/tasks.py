@@ -32,6 +32,8 @@ class TiRow:
     priority_weight: int
     pool: str
     job_id: int | None
+    armed: bool = False
+    signal_id: int | None = None  # the signal that armed it (a signal-driven task)
 
 
 def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, TiRow]]:
@@ -40,16 +42,18 @@ def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, T
         return out
     stmt = select(TaskInstance.id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
                   TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.next_try_at,
-                  TaskInstance.priority_weight, TaskInstance.pool, TaskInstance.job_id).where(
+                  TaskInstance.priority_weight, TaskInstance.pool, TaskInstance.job_id,
+                  TaskInstance.signal_armed, TaskInstance.signal_id).where(
         TaskInstance.run_id.in_(run_ids))
     for r in session.execute(stmt):
         out[r.run_id][r.task_id] = TiRow(r.id, r.run_id, r.task_id, TaskState(r.state), r.try_number,
-                                         r.max_tries, r.next_try_at, r.priority_weight, r.pool, r.job_id)
+                                         r.max_tries, r.next_try_at, r.priority_weight, r.pool, r.job_id,
+                                         bool(r.signal_armed), r.signal_id)
     return out
 
 
 def states_of(rows: dict[str, TiRow]) -> dict[str, TiState]:
-    return {tid: TiState(r.state, r.next_try_at) for tid, r in rows.items()}
+    return {tid: TiState(r.state, r.next_try_at, r.armed) for tid, r in rows.items()}
 
 
 def previous_states(session: Session, previous_ids: list[int]) -> dict[int, dict[str, TaskState]]:

@@ -31,6 +31,7 @@ class WorkItem:
     execution_timeout: float | None = None  # seconds; the try is killed and fails when exceeded
     conf: dict[str, Any] = field(default_factory=dict)
     priority_weight: int = 1
+    signal: dict[str, Any] | None = None  # the signal that started this try (signal-driven tasks): Signal.as_json()
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def in_flight(self) -> set[int]:
         """ti ids submitted and not yet reported finished."""
+
+    def kill(self, ti_id: int, reason: str) -> bool:
+        """End a running try early (a STOP or RESTART signal): it is reported finished/failed with `reason`
+        by a later drain(). False when this executor cannot (the try is not here, or it runs them inline)."""
+        return False
 
     @abc.abstractmethod
     def end(self, grace: float) -> list[TaskEvent]:

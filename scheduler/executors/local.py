@@ -55,6 +55,7 @@ StartMethod = Literal["exec", "fork"]
 READY = "ready"
 START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
+KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL for a try ended by kill()
 UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker that never said "started" is killed
 
 # -- the worker side -------------------------------------------------------------------------------
@@ -242,6 +243,8 @@ class LocalExecutor(Executor):
         self._started = False
         self._ending = False
         self._spawned = 0
+        self._killed: dict[int, tuple[str, float]] = {}  # ti id -> (reason, when to SIGKILL what is left)
+        self._pending: list[TaskEvent] = []  # events made here (a worker ended to stop its try)
 
     # -- workers --------------------------------------------------------------------------------
     def _spawn(self) -> _Worker:
@@ -385,7 +388,7 @@ class LocalExecutor(Executor):
             self._spawn()
 
     def _collect(self, timeout: float = 0) -> list[TaskEvent]:
-        out: list[TaskEvent] = []
+        out, self._pending = self._pending, []
         if not self._workers:
             return out
         by_handle: dict[Any, _Worker] = {}
@@ -406,7 +409,12 @@ class LocalExecutor(Executor):
             if not worker.process.is_alive():
                 self._read(worker, out)
                 worker.dead = True
+        out = [self._as_killed(ev) for ev in out]
         now = time.monotonic()
+        for worker in self._workers:  # a stopped try that ignored SIGTERM
+            if worker.item is not None and worker.pid is not None and worker.item.ti_id in self._killed \
+                    and now >= self._killed[worker.item.ti_id][1]:
+                task_runner.kill_group(worker.pid)
         limit = (self.import_timeout or task_runner.DEFAULT_IMPORT_TIMEOUT) + UNRESPONSIVE_MARGIN
         for worker in list(self._workers):
             if worker.dead:
@@ -420,6 +428,26 @@ class LocalExecutor(Executor):
         if not self._started:
             return []
         return self._collect(0)
+
+    def kill(self, ti_id: int, reason: str) -> bool:
+        """SIGTERM the try's process group (SIGKILL after KILL_GRACE if anything is left); a try that runs in
+        its worker (Spark) or has not started yet takes its worker down with it, and the worker is replaced."""
+        worker = next((w for w in self._workers if w.item is not None and w.item.ti_id == ti_id), None)
+        if worker is None or ti_id in self._killed:
+            return worker is not None
+        if worker.pid is not None and worker.pid != worker.process.pid:
+            self._killed[ti_id] = (reason, time.monotonic() + KILL_GRACE)
+            task_runner.kill_group(worker.pid, signal.SIGTERM)
+        else:
+            self._bury(worker, reason, self._pending, replace=not self._ending)
+        return True
+
+    def _as_killed(self, event: TaskEvent) -> TaskEvent:
+        """A try that ended because kill() ended it is reported with kill()'s reason."""
+        if event.kind != "finished" or event.ti_id not in self._killed:
+            return event
+        reason, _ = self._killed.pop(event.ti_id)
+        return TaskEvent(event.ti_id, event.try_number, "finished", event.at, "failed", event.pid, reason)
 
     def wait_handles(self) -> list[Any]:
         handles: list[Any] = []

@@ -1,0 +1,243 @@
+"""What the scheduler does with signals: it reads new signals (a cursor in the database, so none is
+missed while it was down and two schedulers never act on one twice), finds the tasks that listen to
+each key, asks their rules for an action, and writes that action into the task instances of the DAG's
+active runs. Every action taken is an event (`signal_action`) naming the signal.
+
+The job that runs a try carries out STOP and RESTART (it alone can kill the try): this module only
+marks the task instance (`signal_request`), in the same transaction as the cursor moves, and the owning
+job kills the try on its next loop. START needs no executor: the task instance is made ready (armed,
+or given a new try) and the owning job queues it like any ready task.
+
+With no active run, START or RESTART creates a manual run at the current time (the way a DAG with
+schedule None is driven by signals alone); STOP and NONE need no run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pendulum
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ledger.models import Dag, DagRun, TaskInstance
+from ledger.signal_rules import STARTING, SignalAction, evaluate, matching_rules
+from ledger.signals import Signal
+from ledger.states import FINISHED_TASK_STATES, RunState, RunType, TaskState
+from ledger.store import dags as dag_store
+from ledger.store import events
+from ledger.store import runs as run_store
+from ledger.store import signals as signal_store
+
+LISTENER = "ledger.scheduler"
+CURSOR_KEY = "*"  # the scheduler reads every signal in id order; its cursor holds the last id it handled
+BATCH = 500
+FUNCTION_TIMEOUT = 30.0  # seconds for the DAG-file process that evaluates function rules
+
+ACTIVE = (TaskState.QUEUED.value, TaskState.RUNNING.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Listening:
+    dag_id: str
+    task_id: str
+    fileloc: str
+    rule: Mapping[str, Any]
+
+
+@dataclass
+class SignalReport:
+    handled: int = 0
+    actions: int = 0
+    runs: set[int] = field(default_factory=set)  # runs whose task instances changed
+    created: list[DagRun] = field(default_factory=list)
+
+
+def listeners(session: Session) -> dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]]:
+    """Per key pattern of active, unpaused DAGs' current versions: (dag_id, task_id, fileloc, rules)."""
+    out: dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]] = defaultdict(list)
+    rows = session.execute(select(Dag.dag_id, Dag.current_version, Dag.fileloc).where(
+        Dag.is_active.is_(True), Dag.is_paused.is_(False), Dag.current_version.is_not(None)))
+    for dag_id, version, fileloc in rows:
+        spec = dag_store.spec(session, dag_id, version)
+        for task in spec.tasks.values():
+            for pattern in task.signals:
+                out[pattern].append((dag_id, task.task_id, fileloc, task.signals))
+    return out
+
+
+def _who_listens(index: Mapping[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]],
+                 key: str) -> list[Listening]:
+    seen: dict[tuple[str, str], Listening] = {}
+    for pattern, tasks in index.items():
+        if pattern != key and not (pattern.endswith("*") and key.startswith(pattern[:-1])):
+            continue
+        for dag_id, task_id, fileloc, rules in tasks:
+            if (dag_id, task_id) in seen:
+                continue
+            for rule in matching_rules(rules, key):
+                seen[(dag_id, task_id)] = Listening(dag_id, task_id, fileloc, rule)
+                break
+    return list(seen.values())
+
+
+def evaluate_functions(calls: list[tuple[Listening, Signal]]) -> list[tuple[SignalAction, str | None]]:
+    """Evaluate function rules by importing their DAG files in a short-lived process (never in the
+    scheduler): one process for the batch. (action, error) per call; an error gives NONE."""
+    if not calls:
+        return []
+    payload = [{"fileloc": ls.fileloc, "dag_id": ls.dag_id, "task_id": ls.task_id, "signal": sig.as_json()}
+               for ls, sig in calls]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "scheduler.signal_functions"], input=json.dumps(payload),
+                              capture_output=True, text=True, timeout=FUNCTION_TIMEOUT)
+        answers = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+        if not isinstance(answers, list) or len(answers) != len(calls):
+            tail = (proc.stderr or "").strip().splitlines()
+            raise RuntimeError(tail[-1] if tail else f"exit code {proc.returncode}")
+    except (subprocess.TimeoutExpired, RuntimeError, ValueError) as exc:
+        message = f"timed out after {FUNCTION_TIMEOUT:.0f} s" if isinstance(exc, subprocess.TimeoutExpired) \
+            else str(exc)
+        return [(SignalAction.NONE, f"signal rule failed: {message}")] * len(calls)
+    return [(SignalAction(a["action"]), a.get("error")) if a.get("action") in SignalAction.__members__
+            else (SignalAction.NONE, a.get("error") or "signal rule returned no action") for a in answers]
+
+
+def process_signals(session: Session, *, now: datetime, actor: str) -> SignalReport:
+    """Handle the signals after the scheduler's cursor (at most BATCH), in this transaction."""
+    report = SignalReport()
+    after = signal_store.cursor(session, LISTENER, CURSOR_KEY, lock=True)
+    batch = signal_store.after_id(session, after, limit=BATCH)
+    if not batch:
+        return report
+    index = listeners(session)
+    decided: list[tuple[Listening, Signal, SignalAction, str | None]] = []
+    functions: list[tuple[Listening, Signal]] = []
+    for sig in batch:
+        for ls in _who_listens(index, sig.key):
+            action = evaluate(ls.rule, sig.value)
+            if action is None:
+                functions.append((ls, sig))
+            else:
+                decided.append((ls, sig, action, None))
+    for (ls, sig), (action, error) in zip(functions, evaluate_functions(functions), strict=True):
+        decided.append((ls, sig, action, error))
+    decided.sort(key=lambda d: d[1].id)  # in the order the signals were sent
+    for ls, sig, action, error in decided:
+        if error is not None:
+            events.record(session, "signal_rule_failed", at=now, actor=actor, dag_id=ls.dag_id,
+                          signal_id=sig.id, key=sig.key, version=sig.version, task_id=ls.task_id, error=error)
+        if action != SignalAction.NONE:
+            apply_action(session, ls, sig, action, now=now, actor=actor, report=report)
+    signal_store.advance(session, LISTENER, CURSOR_KEY, batch[-1].id, now)
+    report.handled = len(batch)
+    return report
+
+
+def apply_action(session: Session, ls: Listening, sig: Signal, action: SignalAction, *, now: datetime,
+                 actor: str, report: SignalReport) -> None:
+    runs = list(session.scalars(select(DagRun).where(
+        DagRun.dag_id == ls.dag_id, DagRun.state.in_((RunState.QUEUED.value, RunState.RUNNING.value)))
+        .order_by(DagRun.logical_date)))
+    base: dict[str, Any] = {"signal_id": sig.id, "key": sig.key, "version": sig.version, "task_id": ls.task_id,
+            "action": action.value}
+    if not runs:
+        if action not in STARTING:
+            events.record(session, "signal_action", at=now, actor=actor, dag_id=ls.dag_id, **base,
+                          outcome="no active run")
+            return
+        run = _new_run(session, ls.dag_id, sig, now=now, actor=actor)
+        if run is None:
+            events.record(session, "signal_action", at=now, actor=actor, dag_id=ls.dag_id, **base,
+                          outcome="no active run, and the current date is held by a finished run")
+            return
+        report.created.append(run)
+        runs = [run]
+    for run in runs:
+        ti = session.scalar(select(TaskInstance).where(TaskInstance.run_id == run.id,
+                                                       TaskInstance.task_id == ls.task_id))
+        task = dag_store.spec(session, run.dag_id, run.version_hash).tasks.get(ls.task_id)
+        if ti is None or task is None:  # the run's version has no such task
+            continue
+        outcome = _apply_to(ti, action, sig, now, retries=task.retries)
+        report.actions += 1
+        report.runs.add(run.id)
+        events.record(session, "signal_action", at=now, actor=actor, dag_id=ls.dag_id, run_id=run.id, **base,
+                      outcome=outcome)
+
+
+def _new_run(session: Session, dag_id: str, sig: Signal, *, now: datetime, actor: str) -> DagRun | None:
+    spec = dag_store.current_spec(session, dag_id)
+    interval = spec.schedule.interval_for(pendulum.instance(now))
+    if run_store.live_at(session, dag_id, interval.logical_date) is not None:
+        return None
+    conf = {"signal": {"id": sig.id, "key": sig.key, "version": sig.version, "value": sig.value[:200]}}
+    return run_store.splice(session, spec, run_store.NewRun(interval, RunType.MANUAL, conf), now=now, actor=actor)
+
+
+def _apply_to(ti: TaskInstance, action: SignalAction, sig: Signal, now: datetime, *, retries: int) -> str:
+    """Write the action into one task instance; returns what happened, for the event."""
+    state = TaskState(ti.state)
+    if action == SignalAction.STOP:
+        if state.value in ACTIVE:
+            ti.signal_request, ti.signal_id = "stop", sig.id
+            return "stop requested"
+        if state in (TaskState.SCHEDULED, TaskState.UP_FOR_RETRY):
+            ti.state, ti.ended_at, ti.signal_armed, ti.signal_id = TaskState.STOPPED.value, now, False, sig.id
+            ti.next_try_at = None
+            return "stopped before it started"
+        return f"already {state.value}"
+    if state.value in ACTIVE:
+        if action == SignalAction.RESTART:
+            ti.signal_request, ti.signal_id = "restart", sig.id
+            return "restart requested"
+        if ti.signal_request in ("stop", "restart"):
+            return f"already {state.value}, with a {ti.signal_request} requested"
+        # START while it runs: one more try once this one ends (STARTs meanwhile coalesce into it)
+        ti.signal_request, ti.signal_id = "start", sig.id
+        return f"new try after the {state.value} one"
+    ti.signal_armed, ti.signal_id = True, sig.id
+    if state in FINISHED_TASK_STATES:
+        rearm(ti, retries)
+        return "new try"
+    return "armed"
+
+
+def rearm(ti: TaskInstance, retries: int) -> None:
+    """A finished task instance gets a new try (and its retries again), waiting to be queued."""
+    ti.state = TaskState.SCHEDULED.value
+    ti.max_tries = ti.try_number + 1 + retries
+    ti.signal_armed = True
+    ti.next_try_at = ti.ended_at = None
+
+
+def requests_for_job(session: Session, job_id: int) -> list[tuple[int, str, int | None]]:
+    """(ti id, 'stop' | 'restart', signal id) of queued or running tries this job runs."""
+    return [(r.id, r.signal_request, r.signal_id) for r in session.execute(
+        select(TaskInstance.id, TaskInstance.signal_request, TaskInstance.signal_id).where(
+            TaskInstance.signal_request.in_(("stop", "restart")), TaskInstance.job_id == job_id,
+            TaskInstance.state.in_(ACTIVE)))]
+
+
+def settle(session: Session, finished: list[int]) -> None:
+    """After tries ended (these task instances): clear their signal requests; a RESTART, or a START that
+    came while the try ran, gives the task instance a new try. Cheap when no request is pending."""
+    if not finished:
+        return
+    pending = list(session.execute(
+        select(TaskInstance, DagRun).join(DagRun, DagRun.id == TaskInstance.run_id)
+        .where(TaskInstance.id.in_(finished), TaskInstance.signal_request.is_not(None))).tuples())
+    for ti, run in pending:
+        request, ti.signal_request = ti.signal_request, None
+        task = dag_store.spec(session, run.dag_id, run.version_hash).tasks.get(ti.task_id)
+        if task is None or TaskState(ti.state) not in FINISHED_TASK_STATES:
+            continue
+        if request == "start" or (request == "restart" and ti.state == TaskState.STOPPED.value):
+            rearm(ti, task.retries)

@@ -1,0 +1,49 @@
+"""Fixtures for the signal tests: a migrated database on SQLite or (marked postgres) PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from ledger.signal_service import SignalService
+from tests.conftest import REPO, migrated_sessions
+
+
+@dataclass
+class Db:
+    """A migrated database and a LEDGER_HOME, with the environment a subprocess needs to use them."""
+
+    url: str
+    home: Path
+    engine: Engine
+    sessions: sessionmaker[Session]
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+        env.update(LEDGER_HOME=str(self.home), LEDGER_DATABASE_URL=self.url, PYTHONPATH=str(REPO),
+                   COLUMNS="200", NO_COLOR="1")
+        return env
+
+    def service(self, clock: Any = None) -> SignalService:
+        return SignalService(self.engine, self.sessions, self.home, clock=clock)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
+    home = tmp_path / "home"
+    home.mkdir()
+    url = f"sqlite:///{home / 'ledger.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    engine, sessions = migrated_sessions(url)
+    yield Db(url, home, engine, sessions)
+    engine.dispose()

@@ -73,11 +73,25 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
     out.print(f"[bold]{dag_id}[/bold]  version {row.version_hash[:12]}  registered {iso(created)}")
     out.print(f"schedule {structure['schedule']}  timezone {structure['timezone']}  start {structure['start_date']}"
               f"  end {structure['end_date']}  catchup {structure['catchup']}")
-    table = Table("task", "kind", "upstream", "retries", "depends_on_past", "trigger_rule", "pool")
+    with_signals = any(t.get("signals") for t in structure["tasks"])
+    table = Table("task", "kind", "upstream", "retries", "depends_on_past", "trigger_rule", "pool",
+                  *(["signals"] if with_signals else []))
     for t in structure["tasks"]:
         table.add_row(t["task_id"], t["kind"], ", ".join(t["upstream"]) or "-", str(t["retries"]),
-                      str(t["depends_on_past"]), t["trigger_rule"], t["pool"])
+                      str(t["depends_on_past"]), t["trigger_rule"], t["pool"],
+                      *([_signal_rules(t.get("signals") or {})] if with_signals else []))
     out.print(table)
+
+
+def _signal_rules(rules: dict[str, Any]) -> str:
+    """`key: START`, `key: stop→STOP, *→START`, `key: fn()` per line."""
+    def one(rule: dict[str, Any]) -> str:
+        if "action" in rule:
+            return str(rule["action"])
+        if "values" in rule:
+            return ", ".join(f"{v}→{a}" for v, a in rule["values"].items())
+        return f"{str(rule.get('function', '?')).rsplit('.', 1)[-1]}()"
+    return "\n".join(f"{key}: {one(rule)}" for key, rule in rules.items()) or "-"
 
 
 @app.command()

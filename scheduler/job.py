@@ -335,7 +335,7 @@ class DagRunJob:
     def _flush_task_states(self, session: Session, now: datetime) -> None:
         if self._state_items:
             items, self._state_items = self._state_items, []
-            signal_store.send_many(session, items, sender=self.actor, now=now)
+            signal_store.send_many(session, items, sender=self.actor, now=now, record_events=False)
             self._sent_signals = True
 
     # -- collect runs --------------------------------------------------------------------------

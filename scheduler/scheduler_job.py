@@ -27,6 +27,9 @@ class SchedulerJob(DagRunJob):
     _parsed_once: bool = False
     _dirty: bool = True
     _pending: list[Any] = field(default_factory=list)
+    _signal_index: signal_actions.Index | None = None
+    _signal_index_until: float = 0.0
+    _next_signal_skip: float = 0.0  # with no listener, the cursor is moved past other signals this often
 
     def start(self) -> None:
         super().start()
@@ -59,6 +62,7 @@ class SchedulerJob(DagRunJob):
             sync_results(session, results, now=self.clock.now(), actor=self.actor)
         self._fileloc.clear()
         self._dirty = True
+        self._signal_index = None
         return True
 
     def create_runs(self, session: Session, now: datetime) -> int:
@@ -74,7 +78,15 @@ class SchedulerJob(DagRunJob):
         return len(created)
 
     def handle_signals(self, session: Session, now: datetime) -> set[int]:
-        report = signal_actions.process_signals(session, now=now, actor=self.actor)
+        if self._signal_index is None or time.monotonic() >= self._signal_index_until:
+            # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
+            # (pausing a DAG from the CLI changes it too)
+            self._signal_index = signal_actions.listeners(session)
+            self._signal_index_until = time.monotonic() + self.settings.scheduling_interval
+        if not self._signal_index and time.monotonic() < self._next_signal_skip:
+            return set()
+        self._next_signal_skip = time.monotonic() + self.settings.poll_interval
+        report = signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index)
         for run in report.created:
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type}, "
                      f"by signal {run.conf['signal']['key']} v{run.conf['signal']['version']})")

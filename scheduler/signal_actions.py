@@ -60,7 +60,10 @@ class SignalReport:
     created: list[DagRun] = field(default_factory=list)
 
 
-def listeners(session: Session) -> dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]]:
+Index = dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]]
+
+
+def listeners(session: Session) -> Index:
     """Per key pattern of active, unpaused DAGs' current versions: (dag_id, task_id, fileloc, rules)."""
     out: dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]] = defaultdict(list)
     rows = session.execute(select(Dag.dag_id, Dag.current_version, Dag.fileloc).where(
@@ -110,14 +113,24 @@ def evaluate_functions(calls: list[tuple[Listening, Signal]]) -> list[tuple[Sign
             else (SignalAction.NONE, a.get("error") or "signal rule returned no action") for a in answers]
 
 
-def process_signals(session: Session, *, now: datetime, actor: str) -> SignalReport:
-    """Handle the signals after the scheduler's cursor (at most BATCH), in this transaction."""
+def process_signals(session: Session, *, now: datetime, actor: str, index: Index | None = None) -> SignalReport:
+    """Handle the signals after the scheduler's cursor (at most BATCH), in this transaction.
+
+    Only signals whose key some task listens to are read (`index`, from `listeners`); the others are
+    passed over. With no listener at all nothing is read: the cursor moves to the newest signal."""
     report = SignalReport()
+    index = listeners(session) if index is None else index
     after = signal_store.cursor(session, LISTENER, CURSOR_KEY, lock=True)
-    batch = signal_store.after_id(session, after, limit=BATCH)
+    if not index:
+        newest = signal_store.newest_id(session)
+        if newest > after:
+            signal_store.advance(session, LISTENER, CURSOR_KEY, newest, now)
+        return report
+    exact = [p for p in index if not p.endswith("*")]
+    prefixes = [p[:-1] for p in index if p.endswith("*")]
+    batch = signal_store.after_id(session, after, exact, limit=BATCH, prefixes=prefixes)
     if not batch:
         return report
-    index = listeners(session)
     decided: list[tuple[Listening, Signal, SignalAction, str | None]] = []
     functions: list[tuple[Listening, Signal]] = []
     for sig in batch:

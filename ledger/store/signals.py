@@ -41,7 +41,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, func, select, text, union_all
+from sqlalchemy import Table, func, or_, select, text, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import DBAPIError
@@ -109,12 +109,14 @@ def send(session: Session, key: str, value: str, *, sender: str, now: datetime,
     return send_many(session, [(key, value, meta)], sender=sender, now=now)[0]
 
 
-def send_many(session: Session, items: Sequence[Item], *, sender: str, now: datetime) -> list[Signal]:
+def send_many(session: Session, items: Sequence[Item], *, sender: str, now: datetime,
+              record_events: bool = True) -> list[Signal]:
     """Store a batch of (key, value, meta): per key, consecutive versions in list order.
 
     Cheap enough for a hot loop: one counter upsert per 500 distinct keys, one bulk insert of the
     signals, one of their events, and on PostgreSQL one lock and one pg_notify. Nothing is stored
-    when any item is invalid.
+    when any item is invalid. `record_events=False` leaves the events out (task state signals: their
+    changes are recorded as task tries already).
     """
     if not items:
         return []
@@ -144,7 +146,7 @@ def send_many(session: Session, items: Sequence[Item], *, sender: str, now: date
                           rows).scalars().all()
     signals = [Signal(id=int(i), key=r["key"], version=r["version"], value=r["value"], sender=sender, sent_at=at,
                       meta=r["meta"]) for i, r in zip(ids, rows, strict=True)]
-    events.record_many(session, [
+    events.record_many(session, [] if not record_events else [
         {"at": at, "kind": "signal_sent", "actor": sender, "dag_id": None, "run_id": None,
          "details": {"key": s.key, "version": s.version, "value": s.value[:EVENT_VALUE_CHARS], "signal_id": s.id,
                      "meta": s.meta}}
@@ -202,7 +204,7 @@ def by_ids(session: Session, ids: Collection[int]) -> dict[int, Signal]:
 
 
 def after_id(session: Session, since_id: int, keys: Collection[str] | None = None,
-             limit: int = 1000) -> list[Signal]:
+             limit: int = 1000, *, prefixes: Collection[str] = ()) -> list[Signal]:
     """The first `limit` signals with an id above `since_id` (of `keys` only, if given), in id order.
 
     A reader that keeps the last id it handled never skips a signal that commits later: on PostgreSQL
@@ -211,11 +213,12 @@ def after_id(session: Session, since_id: int, keys: Collection[str] | None = Non
     it waits at most UPGRADE_WAIT for other senders and may return [] (nothing lost: ask again).
     """
     stmt = select(SIGNALS).where(SIGNALS.c.id > since_id)
-    if keys is not None:
+    if keys is not None:  # these keys, and keys starting with one of `prefixes`
         wanted = sorted(set(keys))
-        if not wanted:
+        if not wanted and not prefixes:
             return []
-        stmt = stmt.where(SIGNALS.c.key.in_(wanted))
+        stmt = stmt.where(or_(SIGNALS.c.key.in_(wanted),
+                              *(SIGNALS.c.key.startswith(p, autoescape=True) for p in sorted(set(prefixes)))))
     if dialect_of(session) == "postgresql":
         horizon = committed_horizon(session)
         if horizon is None:

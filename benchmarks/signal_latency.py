@@ -135,9 +135,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
         from tests.pgserver import PostgresServer, postgres_available
 
-        if postgres_available() is None:
-            print(json.dumps({"benchmark": "signal_latency", "backend": "postgres",
-                              "error": "PostgreSQL server binaries not found"}), flush=True)
+        reason = postgres_available()  # None when a throwaway server can be started
+        if reason is not None:
+            print(json.dumps({"benchmark": "signal_latency", "backend": "postgres", "error": reason}), flush=True)
             backends.remove("postgres")
         else:
             server = PostgresServer().start()

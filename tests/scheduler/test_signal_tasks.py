@@ -188,3 +188,39 @@ def tries_of(cli: Cli, task_id: str) -> list[tuple[int, str]]:
     return [(n, s) for n, s in query(
         cli, "SELECT tt.try_number, tt.state FROM task_try tt JOIN task_instance ti ON ti.id = tt.task_instance_id "
              "WHERE ti.task_id=? ORDER BY tt.try_number", task_id)]
+
+
+def test_a_storm_of_signals_is_all_stored_and_the_scheduler_stays_responsive(running: tuple[Cli, Any]) -> None:
+    """10,000 signals nobody listens to and 2,000 STARTs for one task, sent as fast as possible from
+    another process while the scheduler runs: all are stored, the STARTs coalesce into a few tries,
+    the scheduler's cursor passes the last START, and a STOP is still acted on at once."""
+    cli, _out = running
+    cli.ok("signal", "send", "ctl", "start")
+    wait_for(lambda: ti(cli, "forever") == ("running", 1))
+    storm = (
+        "from pathlib import Path\n"
+        "from ledger.config import load_settings\n"
+        "from ledger.db import make_engine, make_sessions\n"
+        "from ledger.signal_service import SignalService\n"
+        "s = load_settings(); e = make_engine(s.database_url)\n"
+        "svc = SignalService(e, make_sessions(e), s.home)\n"
+        "for i in range(100):\n"
+        "    svc.send_many([('noise', str(i * 100 + j), None) for j in range(100)], sender='storm')\n"
+        "    if i % 5 == 0:\n"
+        "        svc.send_many([('go', str(i * 100 + j), None) for j in range(100)], sender='storm')\n"
+    )
+    import sys
+    done = subprocess.run([sys.executable, "-c", storm], env=cli.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert query(cli, "SELECT key, count(*), max(version) FROM signal WHERE key IN ('noise', 'go') "
+                      "GROUP BY key ORDER BY key") == [("go", 2000, 2000), ("noise", 10000, 10000)]
+    newest = query(cli, "SELECT max(id) FROM signal WHERE key = 'go'")[0][0]  # 'noise' is not even read
+    wait_for(lambda: query(cli, "SELECT version FROM signal_cursor WHERE listener='ledger.scheduler'")[0][0]
+             >= newest, timeout=120)
+    wait_for(lambda: (ti(cli, "once") or ("", 0))[0] == "success", timeout=120)
+    assert 1 <= ti(cli, "once")[1] <= 2000  # type: ignore[index]
+    started = time.monotonic()
+    cli.ok("signal", "send", "ctl", "stop")
+    wait_for(lambda: ti(cli, "forever") == ("stopped", 1), timeout=30)
+    assert time.monotonic() - started < 10
+    wait_for(lambda: cli.json("timeline", "sig")[0]["state"] == "success")

@@ -100,7 +100,7 @@ class DagRunJob:
     _next_claim: float = 0.0
     _own_events_to: int = 0  # newest event id when this job's last transaction ended
     _looked: bool = False
-    _stop_requests: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # ti -> (stop|restart, signal)
+    _stop_requests: set[int] = field(default_factory=set)  # tries this job killed for a STOP or RESTART
     _sent_signals: bool = False  # this loop's transaction sent signals: ring the doorbells after commit
     _state_items: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
 
@@ -254,7 +254,7 @@ class DagRunJob:
                 continue
             reason = f"stopped by signal {signal_id}" + (" (restart)" if request == "restart" else "")
             if self.executor.kill(ti_id, reason):
-                self._stop_requests[ti_id] = (request, signal_id)
+                self._stop_requests.add(ti_id)
 
     def _heartbeat(self, session: Session, now: datetime) -> None:
         if time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
@@ -271,7 +271,7 @@ class DagRunJob:
             at = datetime.fromtimestamp(ev.at, UTC)
             state = TaskState.RUNNING if ev.kind == "started" else TaskState(ev.state or "failed")
             if ev.kind == "finished" and ev.ti_id in self._stop_requests:
-                self._stop_requests.pop(ev.ti_id)
+                self._stop_requests.discard(ev.ti_id)
                 if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
                     state = TaskState.STOPPED
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
@@ -289,7 +289,7 @@ class DagRunJob:
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes)
         signal_actions.settle(session, [o.ti_id for o, st in written if st != TaskState.RUNNING])
-        self._task_state_signals(session, written, where, now)
+        self._task_state_signals(written, where)
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is not None and info.log_path and st != TaskState.RUNNING:
@@ -311,26 +311,23 @@ class DagRunJob:
         events.record_many(session, failures)
         return len(written)
 
-    def _task_state_signals(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
-                            where: dict[tuple[int, int], _InFlight | None], now: datetime) -> None:
-        """Task state changes are signals: `ledger.task.<dag>.<task>` with the state as value, so that other
-        processes (and signal-driven tasks) hear of them at once."""
-        items: list[tuple[str, str, dict[str, Any] | None]] = []
+    def _task_state_signals(self, written: list[tuple[task_store.Outcome, TaskState]],
+                            where: dict[tuple[int, int], _InFlight | None]) -> None:
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is not None:
-                items.append((f"ledger.task.{info.dag_id}.{info.task_id}", st.value,
-                              {"run_id": info.run_id, "try_number": o.try_number}))
-        self._send_task_states(session, items, now)
+                self._task_state(info.dag_id, info.task_id, st.value,
+                                 {"run_id": info.run_id, "try_number": o.try_number})
 
-    def _send_task_states(self, session: Session, items: list[tuple[str, str, dict[str, Any] | None]],
-                          now: datetime) -> None:
-        """Collected, and sent in one batch at the end of the transaction (_flush_task_states): sending
-        takes locks until commit, and reading signals after sending in one transaction could wait on
-        another job doing the same."""
-        if self.settings.task_state_signals:
-            # a key outside the signal key set (a long or non-ASCII name) is left out, not an error
-            self._state_items.extend(item for item in items if is_valid_key(item[0]))
+    def _task_state(self, dag_id: str, task_id: str, state: str, meta: dict[str, Any]) -> None:
+        """Task state changes are signals: `ledger.task.<dag>.<task>` with the state as value, so that other
+        processes (and signal-driven tasks) hear of them at once. Collected here and sent in one batch at
+        the end of the transaction (_flush_task_states): sending takes locks until commit, and reading
+        signals after sending in one transaction could wait on another job doing the same."""
+        key = f"ledger.task.{dag_id}.{task_id}"
+        # a key outside the signal key set (a long or non-ASCII name) is left out, not an error
+        if self.settings.task_state_signals and is_valid_key(key):
+            self._state_items.append((key, state, meta))
 
     def _flush_task_states(self, session: Session, now: datetime) -> None:
         if self._state_items:
@@ -413,7 +410,6 @@ class DagRunJob:
             running = dict(session.execute(running_stmt).tuples().all())
         candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
         marks: list[tuple[int, TaskState]] = []
-        marked_tasks: list[tuple[str, str, str, int]] = []
         finished: list[tuple[DagRun, RunState]] = []
         for run in sorted(runs.values(), key=lambda r: (r.logical_date, r.id), reverse=self.newest_first):
             if run.backfill_id in cancelled:  # start nothing more; fail it once its tries are done
@@ -434,8 +430,9 @@ class DagRunJob:
             rows = tis.get(run.id, {})
             prev = PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None else None
             decision = decide(spec, task_store.states_of(rows), prev, now=now)
-            marks.extend((rows[tid].id, st) for tid, st in decision.mark.items())
-            marked_tasks.extend((run.dag_id, tid, st.value, run.id) for tid, st in decision.mark.items())
+            for tid, st in decision.mark.items():
+                marks.append((rows[tid].id, st))
+                self._task_state(run.dag_id, tid, st.value, {"run_id": run.id})
             if decision.run_state is not None:
                 finished.append((run, decision.run_state))
                 continue
@@ -447,8 +444,6 @@ class DagRunJob:
                 report.retry_at = decision.retry_at
         task_store.mark(session, marks, now=now)
         report.marked = len(marks)
-        self._send_task_states(session, [(f"ledger.task.{dag_id}.{tid}", st, {"run_id": run_id})
-                                         for dag_id, tid, st, run_id in marked_tasks], now)
         for run, state in finished:
             self._claim_now = True
             self._set_run_state(session, run, state, now, release=True)
@@ -485,11 +480,12 @@ class DagRunJob:
             if pending is not None:
                 self._settled[run.id] = [c for c in pending if c[0].id != ti.id]
         report.queued = len(chosen)
-        by_signal = [c[0].signal_id for c in chosen if c[0].signal_id is not None and c[0].armed]
-        signals = signal_store.by_ids(session, by_signal) if by_signal else {}
-        if by_signal:  # a START is used up by the try it started
-            session.execute(update(TaskInstance).where(TaskInstance.id.in_(
-                [c[0].id for c in chosen if c[0].armed])).values(signal_armed=False))
+        armed = [c[0] for c in chosen if c[0].armed]
+        signals: dict[int, Any] = {}
+        if armed:  # a START is used up by the try it started; the try sees its signal
+            signals = signal_store.by_ids(session, [ti.signal_id for ti in armed if ti.signal_id is not None])
+            session.execute(update(TaskInstance).where(TaskInstance.id.in_([ti.id for ti in armed]))
+                            .values(signal_armed=False))
         work = []
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]

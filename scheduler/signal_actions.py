@@ -28,20 +28,20 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ledger.models import Dag, DagRun, TaskInstance
-from ledger.signal_rules import STARTING, SignalAction, evaluate, matching_rules
+from ledger.signal_rules import STARTING, SignalAction, evaluate, key_matches, matching_rules
 from ledger.signals import Signal
-from ledger.states import FINISHED_TASK_STATES, RunState, RunType, TaskState
+from ledger.states import FINISHED_TASK_STATES, RunType, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events
+from ledger.store import jobs as job_store
 from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
+from ledger.store import tasks as task_store
 
 LISTENER = "ledger.scheduler"
 CURSOR_KEY = "*"  # the scheduler reads every signal in id order; its cursor holds the last id it handled
 BATCH = 500
 FUNCTION_TIMEOUT = 30.0  # seconds for the DAG-file process that evaluates function rules
-
-ACTIVE = (TaskState.QUEUED.value, TaskState.RUNNING.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,6 @@ class Listening:
 
 @dataclass
 class SignalReport:
-    handled: int = 0
     actions: int = 0
     runs: set[int] = field(default_factory=set)  # runs whose task instances changed
     created: list[DagRun] = field(default_factory=list)
@@ -65,7 +64,7 @@ Index = dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]]
 
 def listeners(session: Session) -> Index:
     """Per key pattern of active, unpaused DAGs' current versions: (dag_id, task_id, fileloc, rules)."""
-    out: dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]] = defaultdict(list)
+    out: Index = defaultdict(list)
     rows = session.execute(select(Dag.dag_id, Dag.current_version, Dag.fileloc).where(
         Dag.is_active.is_(True), Dag.is_paused.is_(False), Dag.current_version.is_not(None)))
     for dag_id, version, fileloc in rows:
@@ -76,11 +75,10 @@ def listeners(session: Session) -> Index:
     return out
 
 
-def _who_listens(index: Mapping[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]],
-                 key: str) -> list[Listening]:
+def _who_listens(index: Index, key: str) -> list[Listening]:
     seen: dict[tuple[str, str], Listening] = {}
     for pattern, tasks in index.items():
-        if pattern != key and not (pattern.endswith("*") and key.startswith(pattern[:-1])):
+        if not key_matches(pattern, key):
             continue
         for dag_id, task_id, fileloc, rules in tasks:
             if (dag_id, task_id) in seen:
@@ -150,14 +148,13 @@ def process_signals(session: Session, *, now: datetime, actor: str, index: Index
         if action != SignalAction.NONE:
             apply_action(session, ls, sig, action, now=now, actor=actor, report=report)
     signal_store.advance(session, LISTENER, CURSOR_KEY, batch[-1].id, now)
-    report.handled = len(batch)
     return report
 
 
 def apply_action(session: Session, ls: Listening, sig: Signal, action: SignalAction, *, now: datetime,
                  actor: str, report: SignalReport) -> None:
     runs = list(session.scalars(select(DagRun).where(
-        DagRun.dag_id == ls.dag_id, DagRun.state.in_((RunState.QUEUED.value, RunState.RUNNING.value)))
+        DagRun.dag_id == ls.dag_id, DagRun.state.in_(job_store.UNFINISHED))
         .order_by(DagRun.logical_date)))
     base: dict[str, Any] = {"signal_id": sig.id, "key": sig.key, "version": sig.version, "task_id": ls.task_id,
             "action": action.value}
@@ -199,7 +196,7 @@ def _apply_to(ti: TaskInstance, action: SignalAction, sig: Signal, now: datetime
     """Write the action into one task instance; returns what happened, for the event."""
     state = TaskState(ti.state)
     if action == SignalAction.STOP:
-        if state.value in ACTIVE:
+        if state.value in task_store.ACTIVE:
             ti.signal_request, ti.signal_id = "stop", sig.id
             return "stop requested"
         if state in (TaskState.SCHEDULED, TaskState.UP_FOR_RETRY):
@@ -207,7 +204,7 @@ def _apply_to(ti: TaskInstance, action: SignalAction, sig: Signal, now: datetime
             ti.next_try_at = None
             return "stopped before it started"
         return f"already {state.value}"
-    if state.value in ACTIVE:
+    if state.value in task_store.ACTIVE:
         if action == SignalAction.RESTART:
             ti.signal_request, ti.signal_id = "restart", sig.id
             return "restart requested"
@@ -236,7 +233,7 @@ def requests_for_job(session: Session, job_id: int) -> list[tuple[int, str, int 
     return [(r.id, r.signal_request, r.signal_id) for r in session.execute(
         select(TaskInstance.id, TaskInstance.signal_request, TaskInstance.signal_id).where(
             TaskInstance.signal_request.in_(("stop", "restart")), TaskInstance.job_id == job_id,
-            TaskInstance.state.in_(ACTIVE)))]
+            TaskInstance.state.in_(task_store.ACTIVE)))]
 
 
 def settle(session: Session, finished: list[int]) -> None:

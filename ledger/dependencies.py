@@ -98,6 +98,19 @@ def past_allows(spec: DagSpec, task_id: str, previous: PreviousRun | None) -> bo
     return True
 
 
+def ready_alone(spec: DagSpec, task_id: str, state: TiState) -> bool:
+    """Whether this task instance is ready to be queued whatever the other task instances of its run are
+    doing: scheduled (armed, if it starts on a signal), no upstream task, and no depends_on_past. The
+    scheduler queues such a task instance in the transaction that armed it (a signal's START), without
+    deciding the whole run first; `decide` would find it ready too."""
+    task = spec.tasks.get(task_id)
+    if task is None or state.state != S.SCHEDULED or state.next_try_at is not None:
+        return False
+    if task.starts_on_signal and not state.armed:
+        return False
+    return not task.upstream and not task.depends_on_past
+
+
 def leaves(spec: DagSpec) -> list[str]:
     down = spec.downstream()
     return [tid for tid in spec.tasks if not down[tid]]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,9 +26,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
 from ledger.dependencies import PreviousRun, decide
-from ledger.models import Backfill, Dag, DagRun, Event, TaskInstance
+from ledger.models import Backfill, Dag, DagRun, Event
 from ledger.signal_delivery import open_doorbell, ring
-from ledger.signals import is_valid_key
+from ledger.signals import Signal, is_valid_key
 from ledger.states import BackfillState, JobState, RunState, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage
@@ -118,9 +118,10 @@ class DagRunJob:
     def claim_filter(self) -> dict[str, Any]:
         return {}
 
-    def handle_signals(self, session: Session, now: datetime) -> set[int]:
-        """Act on new signals; returns the runs whose task instances changed (SchedulerJob does this)."""
-        return set()
+    def handle_signals(self, report: LoopReport) -> list[WorkItem]:
+        """Act on new signals, in a short transaction of its own at the start of a loop; returns the tries it
+        queued at once, for the loop to hand to the executor before anything else (SchedulerJob does this)."""
+        return []
 
     def busy(self) -> bool:
         """Work the subclass still expects (e.g. DAG files being parsed) that keeps the job from idling."""
@@ -211,6 +212,8 @@ class DagRunJob:
     def loop_once(self) -> LoopReport:
         report = LoopReport()
         self.refresh_dags()
+        for item in self.handle_signals(report):  # a signal's START reaches a worker before the rest of the loop
+            self.executor.submit(item)
         drained = self.executor.drain()
         now = self.clock.now()
         work: list[WorkItem] = []
@@ -221,9 +224,6 @@ class DagRunJob:
                 self._settled.clear()  # another process wrote (CLI, backfill, another job): decide every run again
             report.outcomes = self._record(session, drained, now)
             if not quick:
-                for run_id in self.handle_signals(session, now):
-                    report.runs_changed += 1
-                    self._settled.pop(run_id, None)
                 self._carry_out_stop_requests(session)
                 report.created = self.create_runs(session, now)
                 if report.created:
@@ -238,11 +238,11 @@ class DagRunJob:
             if isinstance(self.wakeup, DatabaseWakeup):
                 self.wakeup.seen = int(session.scalar(select(func.max(Event.id))) or 0)
                 self._own_events_to = self.wakeup.seen
+        for item in work:  # the tries first: ringing other processes' doorbells can wait a few microseconds
+            self.executor.submit(item)
         if self._sent_signals:
             self._sent_signals = False
             ring(self.engine, self.home)
-        for item in work:
-            self.executor.submit(item)
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report
@@ -454,7 +454,10 @@ class DagRunJob:
         return self._queue(session, candidates + cached, now, report)
 
     def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,
-               report: LoopReport) -> list[WorkItem]:
+               report: LoopReport, known: Mapping[int, Signal] | None = None) -> list[WorkItem]:
+        """Queue the candidates that parallelism, max_active_tasks and pools let through; their WorkItems.
+        `known`: signals already read, by id (the armed ones' signals are read only when missing)."""
+        known = known or {}
         slots = self.executor.open_slots()
         if not candidates or slots <= 0:
             return []
@@ -480,12 +483,11 @@ class DagRunJob:
             if pending is not None:
                 self._settled[run.id] = [c for c in pending if c[0].id != ti.id]
         report.queued = len(chosen)
-        armed = [c[0] for c in chosen if c[0].armed]
-        signals: dict[int, Any] = {}
-        if armed:  # a START is used up by the try it started; the try sees its signal
-            signals = signal_store.by_ids(session, [ti.signal_id for ti in armed if ti.signal_id is not None])
-            session.execute(update(TaskInstance).where(TaskInstance.id.in_([ti.id for ti in armed]))
-                            .values(signal_armed=False))
+        # a START is used up by the try it started (task_store.queue); the try sees its signal
+        wanted = {c[0].signal_id for c in chosen if c[0].armed and c[0].signal_id is not None}
+        signals = {i: known[i] for i in wanted if i in known}
+        if len(signals) < len(wanted):
+            signals.update(signal_store.by_ids(session, wanted - set(signals)))
         work = []
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]

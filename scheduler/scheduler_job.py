@@ -11,10 +11,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ledger.signal_delivery import ring
 from scheduler import signal_actions
 from scheduler.dag_processing import DagFileProcessorManager
 from scheduler.dag_sync import known_hashes, known_owners, sync_results
-from scheduler.job import DagRunJob
+from scheduler.executors.base import WorkItem
+from scheduler.job import DagRunJob, LoopReport
 from scheduler.scheduling import create_due_runs
 
 
@@ -77,24 +79,37 @@ class SchedulerJob(DagRunJob):
             self._dirty = True  # catch-up may continue
         return len(created)
 
-    def handle_signals(self, session: Session, now: datetime) -> set[int]:
+    def handle_signals(self, report: LoopReport) -> list[WorkItem]:
+        """Read new signals and act on them in one short transaction: a START that makes a task instance
+        of a run this job holds ready on its own (a root task: ledger.dependencies.ready_alone) queues it
+        right there, so the try is handed to a worker before the rest of the loop runs (the fast path from
+        `send` to a running task). Everything else a signal changed is decided by the loop that follows."""
         if self._signal_index is None or time.monotonic() >= self._signal_index_until:
             # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
             # (pausing a DAG from the CLI changes it too)
-            self._signal_index = signal_actions.listeners(session)
+            with self.sessions.begin() as session:
+                self._signal_index = signal_actions.listeners(session)
             self._signal_index_until = time.monotonic() + self.settings.scheduling_interval
         if not self._signal_index and time.monotonic() < self._next_signal_skip:
-            return set()
+            return []
         self._next_signal_skip = time.monotonic() + self.settings.poll_interval
-        report = signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index)
-        for run in report.created:
+        now = self.clock.now()
+        with self.sessions.begin() as session:
+            found = signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index,
+                                                   holder=self.job_id)
+            work = self._queue(session, list(found.ready.values()), now, report, known=found.signals) \
+                if found.ready else []
+        for run in found.created:
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type}, "
                      f"by signal {run.conf['signal']['key']} v{run.conf['signal']['version']})")
-        if report.created:
+        if found.created:
             self._claim_now = True
-        if report.actions:
-            self._sent_signals = True  # wake the jobs that run those task instances
-        return report.runs | {run.id for run in report.created}
+        if found.actions:
+            ring(self.engine, self.home)  # wake the jobs that run those task instances (SQLite; NOTIFY did on PG)
+        for run_id in found.runs | {run.id for run in found.created}:
+            report.runs_changed += 1
+            self._settled.pop(run_id, None)
+        return work
 
     def busy(self) -> bool:
         return self.manager is not None and self.manager.busy()

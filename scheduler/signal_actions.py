@@ -24,19 +24,21 @@ from datetime import datetime
 from typing import Any
 
 import pendulum
-from sqlalchemy import select
+from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
+from ledger.dependencies import TiState, ready_alone
 from ledger.models import Dag, DagRun, TaskInstance
 from ledger.signal_rules import STARTING, SignalAction, evaluate, key_matches, matching_rules
 from ledger.signals import Signal
-from ledger.states import FINISHED_TASK_STATES, RunType, TaskState
+from ledger.states import FINISHED_TASK_STATES, RunState, RunType, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import jobs as job_store
 from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
+from ledger.versions import DagSpec
 
 LISTENER = "ledger.scheduler"
 CURSOR_KEY = "*"  # the scheduler reads every signal in id order; its cursor holds the last id it handled
@@ -57,6 +59,8 @@ class SignalReport:
     actions: int = 0
     runs: set[int] = field(default_factory=set)  # runs whose task instances changed
     created: list[DagRun] = field(default_factory=list)
+    ready: dict[int, tuple[task_store.TiRow, DagRun, DagSpec]] = field(default_factory=dict)  # by ti id
+    signals: dict[int, Signal] = field(default_factory=dict)  # the signals that armed `ready`, by id
 
 
 Index = dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]]
@@ -111,7 +115,8 @@ def evaluate_functions(calls: list[tuple[Listening, Signal]]) -> list[tuple[Sign
             else (SignalAction.NONE, a.get("error") or "signal rule returned no action") for a in answers]
 
 
-def process_signals(session: Session, *, now: datetime, actor: str, index: Index | None = None) -> SignalReport:
+def process_signals(session: Session, *, now: datetime, actor: str, index: Index | None = None,
+                    holder: int | None = None) -> SignalReport:
     """Handle the signals after the scheduler's cursor (at most BATCH), in this transaction.
 
     Only signals whose key some task listens to are read (`index`, from `listeners`); the others are
@@ -146,19 +151,25 @@ def process_signals(session: Session, *, now: datetime, actor: str, index: Index
             events.record(session, "signal_rule_failed", at=now, actor=actor, dag_id=ls.dag_id,
                           signal_id=sig.id, key=sig.key, version=sig.version, task_id=ls.task_id, error=error)
         if action != SignalAction.NONE:
-            apply_action(session, ls, sig, action, now=now, actor=actor, report=report)
+            apply_action(session, ls, sig, action, now=now, actor=actor, report=report, holder=holder)
     signal_store.advance(session, LISTENER, CURSOR_KEY, batch[-1].id, now)
+    session.flush()  # the task instances' changes, before anything writes them with Core statements
     return report
 
 
 def apply_action(session: Session, ls: Listening, sig: Signal, action: SignalAction, *, now: datetime,
-                 actor: str, report: SignalReport) -> None:
-    runs = list(session.scalars(select(DagRun).where(
-        DagRun.dag_id == ls.dag_id, DagRun.state.in_(job_store.UNFINISHED))
-        .order_by(DagRun.logical_date)))
+                 actor: str, report: SignalReport, holder: int | None = None) -> None:
+    """Write `action` into the task instances of the DAG's active runs (one statement reads the runs with
+    their task instance). A START that leaves a task instance ready alone (ledger.dependencies.ready_alone)
+    in a running run that job `holder` holds goes into `report.ready`, for that job to queue at once."""
+    pairs: list[tuple[DagRun, TaskInstance | None]] = list(session.execute(
+        select(DagRun, TaskInstance).outerjoin(TaskInstance, and_(TaskInstance.run_id == DagRun.id,
+                                                                  TaskInstance.task_id == ls.task_id))
+        .where(DagRun.dag_id == ls.dag_id, DagRun.state.in_(job_store.UNFINISHED))
+        .order_by(DagRun.logical_date)).tuples())
     base: dict[str, Any] = {"signal_id": sig.id, "key": sig.key, "version": sig.version, "task_id": ls.task_id,
             "action": action.value}
-    if not runs:
+    if not pairs:
         if action not in STARTING:
             events.record(session, "signal_action", at=now, actor=actor, dag_id=ls.dag_id, **base,
                           outcome="no active run")
@@ -169,11 +180,11 @@ def apply_action(session: Session, ls: Listening, sig: Signal, action: SignalAct
                           outcome="no active run, and the current date is held by a finished run")
             return
         report.created.append(run)
-        runs = [run]
-    for run in runs:
-        ti = session.scalar(select(TaskInstance).where(TaskInstance.run_id == run.id,
-                                                       TaskInstance.task_id == ls.task_id))
-        task = dag_store.spec(session, run.dag_id, run.version_hash).tasks.get(ls.task_id)
+        pairs = [(run, session.scalar(select(TaskInstance).where(TaskInstance.run_id == run.id,
+                                                                 TaskInstance.task_id == ls.task_id)))]
+    for run, ti in pairs:
+        spec = dag_store.spec(session, run.dag_id, run.version_hash)
+        task = spec.tasks.get(ls.task_id)
         if ti is None or task is None:  # the run's version has no such task
             continue
         outcome = _apply_to(ti, action, sig, now, retries=task.retries)
@@ -181,6 +192,11 @@ def apply_action(session: Session, ls: Listening, sig: Signal, action: SignalAct
         report.runs.add(run.id)
         events.record(session, "signal_action", at=now, actor=actor, dag_id=ls.dag_id, run_id=run.id, **base,
                       outcome=outcome)
+        row = task_store.row_of(ti)
+        if holder is not None and run.lock_holder == holder and run.state == RunState.RUNNING.value \
+                and ready_alone(spec, ti.task_id, TiState(row.state, row.next_try_at, row.armed)):
+            report.ready[ti.id] = (row, run, spec)
+            report.signals[sig.id] = sig
 
 
 def _new_run(session: Session, dag_id: str, sig: Signal, *, now: datetime, actor: str) -> DagRun | None:

@@ -18,16 +18,17 @@ Signal ids come from a sequence, so on PostgreSQL two sending transactions may c
 opposite order of their ids, and a reader that keeps the last id it handled could skip the smaller one
 for good. `after_id` prevents that with a barrier: every sending transaction holds a shared
 transaction-level advisory lock (`SEND_LOCK`) from its first send to its end, and `after_id` first
-takes that lock exclusively inside a savepoint that it rolls back at once. That waits for the sending
-transactions in flight; the newest id read under the lock is a horizon below which every signal is
-committed (or rolled back), and `after_id` returns nothing above it. Senders never wait for each other;
-a reader waits for the senders in flight, and a sender starting meanwhile waits for the barrier. So
-send signals late in a transaction, after its other writes and after reading with `after_id`, to keep
-that wait short. (A transaction that has sent signals holds the shared lock; two of them each waiting
-for the other's would deadlock, so there `after_id` waits at most UPGRADE_WAIT and then returns
-nothing new, to be asked again.) On SQLite
-writers are serialised (``BEGIN IMMEDIATE``), so ids are in commit order already. Per key, versions
-need none of this: the counter row lock orders them. Each sending transaction also runs
+takes that lock exclusively (at session level) and releases it in the statement that reads the newest
+id: two round trips. That waits for the sending transactions in flight; the newest id read under the
+lock is a horizon below which every signal is committed (or rolled back), and `after_id` returns
+nothing above it. (Session-level advisory locks need a session: behind PgBouncer, use session pooling.)
+Senders never wait for each other; a reader waits for the senders in flight, and a sender starting
+meanwhile waits for the barrier. So send signals late in a transaction, after its other writes and
+after reading with `after_id`, to keep that wait short. (A transaction that has sent signals holds the
+shared lock; two of them each waiting for the other's would deadlock, so there `after_id` waits at most
+UPGRADE_WAIT and then returns nothing new, to be asked again.) On SQLite writers are serialised
+(``BEGIN IMMEDIATE``), so ids are in commit order already. Per key, versions need none of this: the
+counter row lock orders them. Each sending transaction also runs
 ``pg_notify('ledger_signals', <newest id>)``, delivered to listeners when (and only if) it commits; on
 SQLite the sender rings the doorbells after commit (`ledger.signal_delivery.ring`).
 
@@ -41,7 +42,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, func, or_, select, text, union_all
+from sqlalchemy import String, Table, bindparam, func, or_, select, text, union_all
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import DBAPIError
@@ -103,6 +105,22 @@ def _from_row(row: Row[Any]) -> Signal:
 # -- sending -----------------------------------------------------------------------------------------
 
 
+# One key's counter bump and one cursor's move, as text: SQLAlchemy compiles an ON CONFLICT statement afresh
+# on each execution (it has no cache key), which costs more than its round trip. The same SQL runs on
+# PostgreSQL and SQLite (3.35 or later, for RETURNING).
+_BUMP_ONE = text('INSERT INTO signal_key ("key", version) VALUES (:key, :n) ON CONFLICT ("key") DO UPDATE '
+                 'SET version = signal_key.version + excluded.version RETURNING "key", version')
+_LOCK_AND_BUMP_ONE = text(  # PostgreSQL: the shared send lock is taken before the row is written
+    'INSERT INTO signal_key ("key", version) SELECT :key, :n FROM (SELECT pg_advisory_xact_lock_shared(:lock)) '
+    'AS send_lock ON CONFLICT ("key") DO UPDATE SET version = signal_key.version + excluded.version '
+    'RETURNING "key", version')
+_INSERT_AND_NOTIFY = SIGNALS.insert().returning(SIGNALS.c.id, func.pg_notify(CHANNEL, sql_cast(SIGNALS.c.id, String)))
+_ADVANCE_ONE = text(
+    'INSERT INTO signal_cursor (listener, "key", version, updated_at) VALUES (:listener, :key, :version, :at) '
+    'ON CONFLICT (listener, "key") DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at '
+    'WHERE signal_cursor.version < excluded.version').bindparams(bindparam("at", type_=CURSORS.c.updated_at.type))
+
+
 def send(session: Session, key: str, value: str, *, sender: str, now: datetime,
          meta: dict[str, Any] | None = None) -> Signal:
     """Store the next version of `key` with `value`; an event records it. Validates first (InvalidInput)."""
@@ -125,13 +143,21 @@ def send_many(session: Session, items: Sequence[Item], *, sender: str, now: date
         raise InvalidInput(f"signal sender must have 1 to 250 characters, not {len(sender)}")
     dialect = dialect_of(session)
     insert = _insert(dialect)
-    if dialect == "postgresql":
-        session.execute(text("SELECT pg_advisory_xact_lock_shared(:lock)"), {"lock": SEND_LOCK})
-        session.info[_SENT_IN] = session.get_transaction()  # this transaction holds the shared lock
+    postgres = dialect == "postgresql"
     counts = Counter(key for key, _, _ in checked)
     following: dict[str, int] = {}
+    if len(counts) == 1:  # the usual send: one key, one cached statement (that takes the lock on PostgreSQL)
+        ((key, n),) = counts.items()
+        top = session.execute(_LOCK_AND_BUMP_ONE, {"key": key, "n": n, "lock": SEND_LOCK}).one()[1] if postgres \
+            else session.execute(_BUMP_ONE, {"key": key, "n": n}).one()[1]
+        counts = Counter()
+        following[key] = top - n + 1
+    elif postgres:
+        session.execute(text("SELECT pg_advisory_xact_lock_shared(:lock)"), {"lock": SEND_LOCK})
+    if postgres:
+        session.info[_SENT_IN] = session.get_transaction()  # this transaction holds the shared lock
     for chunk in _chunks(sorted(counts)):  # sorted: concurrent batches lock key rows in the same order
-        stmt = insert(KEYS).values([{"key": k, "version": counts[k]} for k in chunk])
+        stmt = insert(KEYS).values(_rows([{"key": k, "version": counts[k]} for k in chunk]))
         stmt = stmt.on_conflict_do_update(index_elements=[KEYS.c.key],
                                           set_={"version": KEYS.c.version + stmt.excluded.version})
         for key, top in session.execute(stmt.returning(KEYS.c.key, KEYS.c.version)).tuples():
@@ -142,8 +168,11 @@ def send_many(session: Session, items: Sequence[Item], *, sender: str, now: date
         rows.append({"key": key, "version": following[key], "value": value, "sender": sender, "sent_at": at,
                      "meta": meta})
         following[key] += 1
-    ids = session.execute(SIGNALS.insert().returning(SIGNALS.c.id, sort_by_parameter_order=True),
-                          rows).scalars().all()
+    if postgres and len(rows) == 1:  # its NOTIFY in the same statement
+        ids = [session.execute(_INSERT_AND_NOTIFY.values(rows[0])).one()[0]]
+    else:
+        ids = list(session.execute(SIGNALS.insert().returning(SIGNALS.c.id, sort_by_parameter_order=True),
+                                   rows).scalars())
     signals = [Signal(id=int(i), key=r["key"], version=r["version"], value=r["value"], sender=sender, sent_at=at,
                       meta=r["meta"]) for i, r in zip(ids, rows, strict=True)]
     events.record_many(session, [] if not record_events else [
@@ -151,7 +180,7 @@ def send_many(session: Session, items: Sequence[Item], *, sender: str, now: date
          "details": {"key": s.key, "version": s.version, "value": s.value[:EVENT_VALUE_CHARS], "signal_id": s.id,
                      "meta": s.meta}}
         for s in signals])
-    if dialect == "postgresql":
+    if postgres and len(rows) > 1:
         session.execute(text("SELECT pg_notify(:channel, :payload)"),
                         {"channel": CHANNEL, "payload": str(signals[-1].id)})
     return signals
@@ -231,20 +260,39 @@ def committed_horizon(session: Session) -> int | None:
     """PostgreSQL: wait for the sending transactions in flight (other than this one), then the newest
     signal id: every signal up to it is committed, rolled back, or this transaction's own.
 
+    Two statements: take the send lock exclusively at session level (it waits for the senders in
+    flight, and holds off new ones); then, in one statement whose snapshot is taken while the lock is
+    held, read the newest id and release the lock. Should anything fail between the two, the
+    connection is closed (the only sure way to release a session-level lock) and the error raised.
+
     A transaction that has sent signals itself holds the shared lock, and two such transactions waiting
-    for each other's would deadlock; so it waits at most UPGRADE_WAIT, and None (no horizon now: try
-    again later) is the answer when that is not enough. Read before you send to avoid this.
+    for each other's would deadlock; so it waits at most UPGRADE_WAIT (inside a savepoint that undoes
+    the lock and the timeout), and None (no horizon now: try again later) is the answer when that is not
+    enough. Read before you send to avoid this.
     """
-    upgrade = session.info.get(_SENT_IN) is session.get_transaction()
+    if session.info.get(_SENT_IN) is session.get_transaction():
+        return _horizon_after_sending(session)
+    conn = session.connection()
+    try:
+        conn.execute(_BARRIER, {"lock": SEND_LOCK})
+        newest = conn.execute(_RELEASE, {"lock": SEND_LOCK}).one()[1]
+    except BaseException:
+        conn.invalidate()
+        raise
+    return int(newest or 0)
+
+
+_BARRIER = text("SELECT pg_advisory_lock(:lock)")
+_RELEASE = text("SELECT pg_advisory_unlock(:lock), (SELECT max(id) FROM signal)")
+
+
+def _horizon_after_sending(session: Session) -> int | None:
     barrier = session.begin_nested()
     try:
-        if upgrade:
-            session.execute(text(f"SET LOCAL lock_timeout = '{int(UPGRADE_WAIT * 1000)}ms'"))
+        session.execute(text(f"SET LOCAL lock_timeout = '{int(UPGRADE_WAIT * 1000)}ms'"))
         try:
             session.execute(text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": SEND_LOCK})
         except DBAPIError:
-            if not upgrade:
-                raise
             return None
         return int(session.scalar(select(func.max(SIGNALS.c.id))) or 0)
     finally:
@@ -305,9 +353,11 @@ def cursors(session: Session, listener: str, keys: Collection[str], *, lock: boo
     stmt = select(CURSORS.c.key, CURSORS.c.version).where(CURSORS.c.listener == listener,
                                                            CURSORS.c.key.in_(wanted))
     if lock and dialect_of(session) == "postgresql":
-        if not skip_locked:
-            _ensure(session, listener, wanted, func.now())
         stmt = stmt.order_by(CURSORS.c.key).with_for_update(skip_locked=skip_locked)
+        found = {k: int(v) for k, v in session.execute(stmt).tuples()}
+        if skip_locked or len(found) == len(wanted):  # the usual case: every row exists, one statement
+            return found
+        _ensure(session, listener, [k for k in wanted if k not in found], func.now())
         return {k: int(v) for k, v in session.execute(stmt).tuples()}
     found = {k: int(v) for k, v in session.execute(stmt).tuples()}
     return {k: found.get(k, 0) for k in wanted}
@@ -326,9 +376,15 @@ def ensure_cursors(session: Session, listener: str, keys: Collection[str], now: 
 def _ensure(session: Session, listener: str, keys: Sequence[str], at: Any) -> None:
     insert = _insert(dialect_of(session))
     for chunk in _chunks(keys):
-        stmt = insert(CURSORS).values([{"listener": listener, "key": k, "version": 0, "updated_at": at}
-                                       for k in chunk])
+        stmt = insert(CURSORS).values(_rows([{"listener": listener, "key": k, "version": 0, "updated_at": at}
+                                             for k in chunk]))
         session.execute(stmt.on_conflict_do_nothing(index_elements=[CURSORS.c.listener, CURSORS.c.key]))
+
+
+def _rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | dict[str, Any]:
+    """VALUES for an insert: one row as a dict, so that SQLAlchemy can cache the compiled statement (a
+    multi-row VALUES is compiled afresh each time, which costs more than the round trip in a hot loop)."""
+    return rows[0] if len(rows) == 1 else rows
 
 
 def advance(session: Session, listener: str, key: str, version: int, now: datetime) -> None:
@@ -344,11 +400,15 @@ def advance_many(session: Session, listener: str, versions: Mapping[str, int], n
             raise InvalidInput(f"a cursor version is a whole number, 0 or more, not {version!r}")
     if not versions:
         return
-    insert = _insert(dialect_of(session))
     at = _utc(now)
+    if len(versions) == 1:
+        ((key, version),) = versions.items()
+        session.execute(_ADVANCE_ONE, {"listener": listener, "key": key, "version": version, "at": at})
+        return
+    insert = _insert(dialect_of(session))
     for chunk in _chunks(sorted(versions)):
-        stmt = insert(CURSORS).values([{"listener": listener, "key": k, "version": versions[k], "updated_at": at}
-                                       for k in chunk])
+        stmt = insert(CURSORS).values(_rows([{"listener": listener, "key": k, "version": versions[k],
+                                              "updated_at": at} for k in chunk]))
         stmt = stmt.on_conflict_do_update(
             index_elements=[CURSORS.c.listener, CURSORS.c.key],
             set_={"version": stmt.excluded.version, "updated_at": stmt.excluded.updated_at},

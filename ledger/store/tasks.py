@@ -36,6 +36,11 @@ class TiRow:
     signal_id: int | None = None  # the signal that armed it (a signal-driven task)
 
 
+def row_of(ti: TaskInstance) -> TiRow:
+    return TiRow(ti.id, ti.run_id, ti.task_id, TaskState(ti.state), ti.try_number, ti.max_tries, ti.next_try_at,
+                 ti.priority_weight, ti.pool, ti.job_id, bool(ti.signal_armed), ti.signal_id)
+
+
 def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, TiRow]]:
     out: dict[int, dict[str, TiRow]] = defaultdict(dict)
     if not run_ids:
@@ -97,7 +102,8 @@ def mark(session: Session, changes: list[tuple[int, TaskState]], *, now: datetim
 def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime) -> dict[int, int]:
     """Take the next try number of each task instance for this job; returns ti id -> try number.
 
-    The (task instance, try number) unique key of task_try makes it impossible to start a try twice.
+    The (task instance, try number) unique key of task_try makes it impossible to start a try twice. A
+    signal's START that armed a task instance is used up by the try queued here (signal_armed is cleared).
     """
     if not tis:
         return {}
@@ -106,7 +112,7 @@ def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime) -> 
     session.connection().execute(
         update(table).where(and_(table.c.id == bindparam("ti"), table.c.try_number == bindparam("was")))
         .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"), queued_at=now, job_id=job_id,
-                next_try_at=None, started_at=None, ended_at=None),
+                next_try_at=None, started_at=None, ended_at=None, signal_armed=False),
         [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id]} for ti in tis])
     session.execute(insert(TaskTry), [{"task_instance_id": ti.id, "try_number": tries[ti.id],
                                        "state": TaskState.QUEUED.value, "job_id": job_id} for ti in tis])

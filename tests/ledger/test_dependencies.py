@@ -8,7 +8,7 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask
-from ledger.dependencies import PreviousRun, TiState, decide, trigger_rule_outcome
+from ledger.dependencies import PreviousRun, TiState, decide, ready_alone, trigger_rule_outcome
 from ledger.states import RunState, TaskState
 from ledger.versions import spec_from_json, version_of
 
@@ -94,3 +94,24 @@ def test_wait_for_downstream_also_needs_the_previous_runs_downstream_tasks() -> 
     states = {"a": TiState(S.SCHEDULED), "b": TiState(S.SCHEDULED)}
     assert decide(spec, states, PreviousRun({"a": S.SUCCESS, "b": S.RUNNING}), now=NOW).waiting_on_past == ["a"]
     assert decide(spec, states, PreviousRun({"a": S.SUCCESS, "b": S.SUCCESS}), now=NOW).ready == ["a"]
+
+
+def test_only_an_armed_root_task_without_depends_on_past_is_ready_alone() -> None:
+    with DAG("d", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+        fed = BashTask("fed", "true", signals={"k": "START"})
+        BashTask("plain", "true")
+        BashTask("past", "true", depends_on_past=True)
+        fed >> BashTask("after", "true")
+    spec = spec_of(dag)
+    armed, waiting = TiState(S.SCHEDULED, None, True), TiState(S.SCHEDULED, None, False)
+    assert ready_alone(spec, "fed", armed)
+    assert not ready_alone(spec, "fed", waiting)  # it waits for its signal
+    assert ready_alone(spec, "plain", waiting)
+    assert not ready_alone(spec, "past", armed)  # the previous run decides
+    assert not ready_alone(spec, "after", armed)  # its upstream decides
+    assert not ready_alone(spec, "fed", TiState(S.SCHEDULED, NOW, True))  # a retry waits for its time
+    assert not ready_alone(spec, "fed", TiState(S.RUNNING, None, True))
+    assert not ready_alone(spec, "gone", armed)
+    for tid in ("fed", "plain"):  # whatever ready_alone says, decide agrees
+        states = {t: TiState(S.SCHEDULED, None, True) for t in spec.tasks}
+        assert tid in decide(spec, states, None, now=NOW).ready

@@ -10,6 +10,7 @@ from typing import Any
 import pendulum
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 
 from ledger.errors import InvalidInput
 from ledger.models import Event, SignalKey, SignalRecord
@@ -318,4 +319,38 @@ def test_on_postgres_a_locked_cursor_makes_a_second_process_wait_for_the_first(p
     first.close()
     t.join(timeout=10)
     assert seen == [9]
+    engine.dispose()
+
+
+def _send_lock_is_free(engine: Any) -> bool:
+    """Whether another connection could take the send lock exclusively right now (and gives it back)."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        free = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": store.SEND_LOCK}).scalar())
+        if free:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": store.SEND_LOCK})
+        return free
+
+
+@pytest.mark.postgres
+def test_on_postgres_the_read_barrier_gives_the_send_lock_back_even_when_its_read_fails(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import text
+
+    from tests.conftest import migrated_sessions
+
+    engine, sessions = migrated_sessions(postgres_url)
+    _send_one(sessions, "a", "1")
+    with sessions.begin() as s:
+        assert [x.value for x in store.after_id(s, 0)] == ["1"]
+        assert _send_lock_is_free(engine)  # released at once, not at the end of the transaction
+    monkeypatch.setattr(store, "_RELEASE", text("SELECT pg_advisory_unlock(:lock), no_such_column"))
+    with pytest.raises(DBAPIError), sessions.begin() as s:
+        store.after_id(s, 0)
+    assert _send_lock_is_free(engine)  # the connection that held it was closed
+    monkeypatch.undo()
+    _send_one(sessions, "a", "2")  # and senders go on
+    with sessions.begin() as s:
+        assert [x.value for x in store.after_id(s, 0)] == ["1", "2"]
     engine.dispose()

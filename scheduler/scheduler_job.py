@@ -84,17 +84,17 @@ class SchedulerJob(DagRunJob):
         of a run this job holds ready on its own (a root task: ledger.dependencies.ready_alone) queues it
         right there, so the try is handed to a worker before the rest of the loop runs (the fast path from
         `send` to a running task). Everything else a signal changed is decided by the loop that follows."""
-        if self._signal_index is None or time.monotonic() >= self._signal_index_until:
-            # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
-            # (pausing a DAG from the CLI changes it too)
-            with self.sessions.begin() as session:
-                self._signal_index = signal_actions.listeners(session)
-            self._signal_index_until = time.monotonic() + self.settings.scheduling_interval
-        if not self._signal_index and time.monotonic() < self._next_signal_skip:
+        stale = self._signal_index is None or time.monotonic() >= self._signal_index_until
+        if not stale and not self._signal_index and time.monotonic() < self._next_signal_skip:
             return []
-        self._next_signal_skip = time.monotonic() + self.settings.poll_interval
         now = self.clock.now()
         with self.sessions.begin() as session:
+            if stale:  # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
+                self._signal_index = signal_actions.listeners(session)  # (pausing a DAG from the CLI changes it)
+                self._signal_index_until = time.monotonic() + self.settings.scheduling_interval
+            if not self._signal_index and time.monotonic() < self._next_signal_skip:
+                return []
+            self._next_signal_skip = time.monotonic() + self.settings.poll_interval
             found = signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index,
                                                    holder=self.job_id)
             work = self._queue(session, list(found.ready.values()), now, report, known=found.signals) \

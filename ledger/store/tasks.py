@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, func, insert, select, update
+from sqlalchemy import Table, and_, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState
@@ -114,8 +114,9 @@ def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime) -> 
         .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"), queued_at=now, job_id=job_id,
                 next_try_at=None, started_at=None, ended_at=None, signal_armed=False),
         [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id]} for ti in tis])
-    session.execute(insert(TaskTry), [{"task_instance_id": ti.id, "try_number": tries[ti.id],
-                                       "state": TaskState.QUEUED.value, "job_id": job_id} for ti in tis])
+    session.connection().execute(TRY_TABLE.insert(), [  # Core: the ORM's bulk insert costs ~1 ms more per call
+        {"task_instance_id": ti.id, "try_number": tries[ti.id], "state": TaskState.QUEUED.value, "job_id": job_id}
+        for ti in tis])
     return tries
 
 

@@ -1,8 +1,10 @@
 """DagRunJob: the one loop shared by SchedulerJob and BackfillJob.
 
-    ┌─> refresh DAGs ─> collect runs ─> process runs ─> executor heartbeat ─> own heartbeat ─> sleep ─┐
-    └───────────────────────────────────────────────────────────────────────────────────────────────┘
+    ┌─> refresh DAGs ─> handle signals ─> collect runs ─> process runs ─> executor heartbeat ─> heartbeat ─> sleep ─┐
+    └─────────────────────────────────────────────────────────────────────────────────────────────────────────────┘
 
+`handle signals` (SchedulerJob) is a short transaction of its own that acts on new signals and queues
+the task instances a START made ready on their own, so their tries reach a worker at once.
 `collect runs` locks runs for this job (others leave them alone; a silent holder's lock is taken
 over). `process runs` applies what the executor reported, decides per run with the pure rules of
 ledger.dependencies, queues ready task instances within parallelism, max_active_runs,
@@ -327,7 +329,7 @@ class DagRunJob:
         key = f"ledger.task.{dag_id}.{task_id}"
         # a key outside the signal key set (a long or non-ASCII name) is left out, not an error
         if self.settings.task_state_signals and is_valid_key(key):
-            self._state_items.append((key, state, meta))
+            self._state_items.append((key, state, {"dag_id": dag_id, "task_id": task_id, **meta}))
 
     def _flush_task_states(self, session: Session, now: datetime) -> None:
         if self._state_items:

@@ -8,7 +8,7 @@ from typing import Any, cast
 from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
-from ledger.models import Event
+from ledger.models import Event, SignalRecord
 
 EVENTS = cast(Table, Event.__table__)
 _COLUMNS = ("at", "kind", "actor", "dag_id", "run_id", "details")
@@ -48,3 +48,50 @@ def as_json(event: Event) -> dict[str, Any]:
     return {"id": event.id, "at": event.at.isoformat(), "kind": event.kind, "actor": event.actor,
             "dag_id": event.dag_id, "run_id": None if event.run_id is None else str(event.run_id),
             "details": event.details}
+
+
+# -- task state signals, listed with the events ---------------------------------------------------------
+
+TASK_STATE_KIND = "task_state_signal"
+TASK_STATE_PREFIX = "ledger.task."  # the keys of task state signals: ledger.task.<dag>.<task>
+
+
+def listing_json(session: Session, *, dag_id: str | None = None, run_id: int | None = None,
+                 kinds: list[str] | None = None, limit: int | None = None,
+                 task_signals: bool = True) -> list[dict[str, Any]]:
+    """The events as JSON rows (as_json), oldest first, with the task state signals among them.
+
+    Task state signals are stored once, in the signal table, and not written as events too (each is a
+    `task_try` change already, and the scheduler sends them in its hot loop); here they are read from
+    there and merged in by time as rows of kind `task_state_signal` with no event id (the signal id is
+    in the details). `limit` is the newest N rows of the merged list."""
+    found = [(e.at, 0, e.id, as_json(e)) for e in listing(session, dag_id=dag_id, run_id=run_id, kinds=kinds,
+                                                           limit=limit)]
+    if task_signals and (not kinds or TASK_STATE_KIND in kinds):
+        found += [(s.sent_at, 1, s.id, task_state_as_json(s, dag_id))
+                  for s in task_state_signals(session, dag_id=dag_id, run_id=run_id, limit=limit)]
+        found.sort(key=lambda row: row[:3])
+    rows = [row[3] for row in found]
+    return rows[-limit:] if limit is not None else rows
+
+
+def task_state_signals(session: Session, *, dag_id: str | None = None, run_id: int | None = None,
+                       limit: int | None = None) -> list[SignalRecord]:
+    prefix = TASK_STATE_PREFIX + (f"{dag_id}." if dag_id is not None else "")
+    stmt = select(SignalRecord).where(SignalRecord.key.startswith(prefix, autoescape=True))
+    if run_id is not None:
+        stmt = stmt.where(SignalRecord.meta["run_id"].as_integer() == run_id)
+    if limit is not None:
+        return list(reversed(session.scalars(stmt.order_by(SignalRecord.id.desc()).limit(limit)).all()))
+    return list(session.scalars(stmt.order_by(SignalRecord.id)))
+
+
+def task_state_as_json(signal: SignalRecord, dag_id: str | None = None) -> dict[str, Any]:
+    meta = signal.meta or {}
+    run = meta.get("run_id")
+    details: dict[str, Any] = {"signal_id": signal.id, "key": signal.key, "version": signal.version,
+                               "state": signal.value}
+    details.update({k: meta[k] for k in ("task_id", "try_number") if k in meta})
+    return {"id": None, "at": signal.sent_at.isoformat(),
+            "kind": TASK_STATE_KIND, "actor": signal.sender, "dag_id": meta.get("dag_id", dag_id),
+            "run_id": None if run is None else str(run), "details": details}

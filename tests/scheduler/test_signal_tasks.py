@@ -160,6 +160,12 @@ def test_finished_tasks_send_task_state_signals(running: tuple[Cli, Any]) -> Non
     states = [s["value"] for s in cli.json("signal", "list", "ledger.task.sig.once")]
     assert states == ["running", "success"]
     assert [s["value"] for s in cli.json("signal", "list", "ledger.task.sig.forever")] == ["skipped"]
+    listed = cli.json("events", "--dag", "sig", "--kind", "task_state_signal")  # and they show in `ledger events`
+    assert [(e["details"]["task_id"], e["details"]["state"]) for e in listed if e["details"]["task_id"] == "once"] \
+        == [("once", "running"), ("once", "success")]
+    run_id = cli.json("timeline", "sig")[0]["run_id"]
+    assert all(e["dag_id"] == "sig" and e["run_id"] == str(run_id) for e in listed)
+    assert not [e for e in cli.json("events", "--dag", "sig", "--no-task-signals") if e["kind"] == "task_state_signal"]
 
 
 def test_the_clickstream_example_streams_until_stopped(ready_cli: Cli, tmp_path: Any) -> None:

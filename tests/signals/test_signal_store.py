@@ -354,3 +354,40 @@ def test_on_postgres_the_read_barrier_gives_the_send_lock_back_even_when_its_rea
     with sessions.begin() as s:
         assert [x.value for x in store.after_id(s, 0)] == ["1", "2"]
     engine.dispose()
+
+
+def test_task_state_signals_are_listed_among_the_events_by_time(db: Db) -> None:
+    def state(task: str, value: str, run: int, minute: int) -> None:
+        with db.sessions.begin() as s:
+            store.send_many(s, [(f"ledger.task.d.{task}", value, {"dag_id": "d", "task_id": task, "run_id": run,
+                                                                   "try_number": 1})],
+                            sender="schedulerjob:1", now=NOW.add(minutes=minute), record_events=False)
+
+    def event(kind: str, run: int, minute: int) -> None:
+        with db.sessions.begin() as s:
+            events.record(s, kind, at=NOW.add(minutes=minute), actor="t", dag_id="d", run_id=run)
+
+    event("run_created", 1, 0)
+    state("a", "running", 1, 1)
+    state("a", "success", 1, 2)
+    event("run_state_changed", 1, 3)
+    state("a", "running", 2, 4)
+    with db.sessions.begin() as s:  # another DAG's task states and a user's signal (an event already)
+        store.send_many(s, [("ledger.task.other.a", "running", {"run_id": 1})], sender="x", now=NOW,
+                        record_events=False)
+        store.send(s, "user.key", "v", sender="me", now=NOW.add(minutes=5))
+    with db.sessions.begin() as s:
+        rows = events.listing_json(s, dag_id="d")
+        assert [(r["kind"], r["details"].get("state")) for r in rows] == [
+            ("run_created", None), ("task_state_signal", "running"), ("task_state_signal", "success"),
+            ("run_state_changed", None), ("task_state_signal", "running")]
+        signal_row = rows[1]
+        assert signal_row["id"] is None and signal_row["dag_id"] == "d" and signal_row["run_id"] == "1"
+        assert signal_row["details"]["key"] == "ledger.task.d.a" and signal_row["details"]["task_id"] == "a"
+        assert [r["kind"] for r in events.listing_json(s, dag_id="d", run_id=2)] == ["task_state_signal"]
+        assert [r["details"].get("state") for r in events.listing_json(s, dag_id="d", limit=2)] == [None, "running"]
+        assert [r["kind"] for r in events.listing_json(s, dag_id="d", kinds=["run_created"])] == ["run_created"]
+        assert all(r["kind"] != "task_state_signal" for r in events.listing_json(s, task_signals=False))
+        everything = events.listing_json(s)
+        assert sum(r["kind"] == "task_state_signal" for r in everything) == 4
+        assert sum(r["kind"] == "signal_sent" for r in everything) == 1  # not listed twice

@@ -26,6 +26,8 @@ def record_many(session: Session, rows: list[dict[str, Any]]) -> None:
     A Core insert on the table (one cached statement; executemany for several rows): the ORM's bulk
     insert costs about a millisecond more per call, and events are written in the scheduler's hot loop."""
     if rows:
+        if session.autoflush:  # as the ORM would before its insert: pending changes reach the database first
+            session.flush()
         session.connection().execute(EVENTS.insert(), [{c: r.get(c) for c in _COLUMNS} for r in rows])
 
 

@@ -79,9 +79,12 @@ def active_counts_by_dag(session: Session, dag_ids: list[str]) -> dict[str, int]
     return {dag_id: n for dag_id, n in session.execute(stmt).tuples()}
 
 
+_POOL_SLOTS = select(Pool.name, Pool.slots)
+
+
 def pool_room(session: Session) -> dict[str, int]:
     """Free slots per pool (pools absent from the table are unlimited, except default_pool if defined)."""
-    slots = {p.name: p.slots for p in session.scalars(select(Pool))}
+    slots = dict(session.connection().execute(_POOL_SLOTS).tuples().all())  # Core: read every loop
     if not slots:
         return {}
     stmt = (select(TaskInstance.pool, func.count())

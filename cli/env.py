@@ -61,25 +61,28 @@ class Env:
         from multiprocessing.connection import wait
 
         from scheduler.dag_processing import DagFileProcessorManager
-        from scheduler.dag_sync import known_hashes, known_owners, sync_results
+        from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
         from scheduler.settings import SchedulerSettings
 
         s = SchedulerSettings.from_env()
+        folder = self.settings.dags_folder
+        if not folder.is_dir():
+            raise InvalidInput(f"the DAGs folder {folder} does not exist or is not a folder; create it, or "
+                               "give another with --dags-folder or LEDGER_DAGS_FOLDER")
         with self.sessions.begin() as session:
-            seen, owners = known_hashes(session), known_owners(session)
+            seen, owners, deps = known_hashes(session), known_owners(session), known_dependencies(session)
         manager = DagFileProcessorManager(
             self.settings.dags_folder, parsing_processes=s.parsing_processes,
             min_file_process_interval=s.min_file_process_interval, dag_dir_list_interval=s.dag_dir_list_interval,
             file_timeout=s.dag_file_processor_timeout)
-        manager.seed(seen, owners)
+        manager.seed(seen, owners, deps)
         with manager:
             results = manager.poll()
             while manager.busy():
                 wait(manager.wait_handles(), timeout=0.05)
                 results += manager.poll()
         if results:
-            with self.sessions.begin() as session:
-                sync_results(session, results, now=self.clock.now(), actor=self.actor)
+            sync_parsed(self.sessions, results, now=self.clock.now(), actor=self.actor)
 
 
 def open_env(dags_folder: Path | None = None) -> Env:

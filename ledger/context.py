@@ -26,6 +26,7 @@ class TaskContext:
     conf: dict[str, Any] = field(default_factory=dict)
     log_path: str | None = None
     signal: dict[str, Any] | None = None  # the signal that started this try (id, key, version, value, ...)
+    code_dir: str | None = None  # the folder of the version's code this try runs (LEDGER_CODE_DIR)
 
     @property
     def writes_path(self) -> str | None:
@@ -70,6 +71,7 @@ class TaskContext:
             "LEDGER_DAG_VERSION": self.dag_version,
             "LEDGER_RUN_TYPE": self.run_type,
             **({"LEDGER_WRITES_PATH": self.writes_path} if self.writes_path else {}),
+            **({"LEDGER_CODE_DIR": self.code_dir} if self.code_dir else {}),
             **({"LEDGER_SIGNAL_KEY": str(self.signal["key"]), "LEDGER_SIGNAL_VALUE": str(self.signal["value"]),
                 "LEDGER_SIGNAL_VERSION": str(self.signal["version"])} if self.signal else {}),
         }

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, TypeVar, overload
 import pendulum
 from pendulum import DateTime
 
+from ledger.code import CodeManifest
 from ledger.errors import DagDefinitionError
 from ledger.schedule import Schedule, ScheduleError, parse_schedule
 from ledger.signal_rules import rule_to_json
@@ -280,6 +281,7 @@ class DAG:
         self.tasks: dict[str, Task] = {}
         self.fileloc: str | None = None
         self.source_code: str | None = None  # the text of the file that defined it (set by the loader)
+        self.code: CodeManifest | None = None  # its file and the helpers it imports (set by the loader)
         created.append(self)
 
     def add_task(self, task: Task) -> None:

@@ -1,15 +1,27 @@
-"""Loading DAG files: import a file, collect its DAGs, turn any failure into a readable error."""
+"""Loading DAG files: import a file with its DAGs folder on `sys.path`, collect its DAGs and the code it
+needs (ledger/code.py), turn any failure into a readable error.
+
+The same loader imports a DAG file from the live DAGs folder (parsing) and from a version's materialised
+snapshot (a try: scheduler/code_cache.py). Either way the file's folder (the *code root*) is first on
+`sys.path` while it is imported, and the modules imported earlier from any other code root are forgotten
+first, so that a helper module is always the one beside the file being imported.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import os
 import sys
 import traceback
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from ledger import dag as dag_module
+from ledger.code import CodeFile, CodeManifest, helper_paths, wanted_file
 from ledger.dag import DAG, DAG_MODULE_PREFIX
 from ledger.errors import DagDefinitionError
 
@@ -19,6 +31,9 @@ class FileResult:
     fileloc: str
     dags: list[DAG] = field(default_factory=list)
     error: str | None = None
+    root: str | None = None  # the code root the file was imported from
+    code: CodeManifest | None = None  # the file and the helper files it needs
+    modules: dict[str, ModuleType] = field(default_factory=dict)  # modules it imported from its root
 
 
 def list_dag_files(folder: Path) -> list[str]:
@@ -52,19 +67,116 @@ def _describe(exc: BaseException, fileloc: str) -> str:
     return f"{where}: {type(exc).__name__}: {exc}"
 
 
-def load_file(fileloc: str) -> FileResult:
-    """Import one DAG file and return the DAGs it defines (module-level DAG objects), or its error."""
-    result = FileResult(fileloc)
+# -- code roots -------------------------------------------------------------------------------------
+
+_roots: set[str] = set()  # every code root this process imported from
+
+
+def _inside(path: str, root: str) -> bool:
+    return path.startswith(root + os.sep)
+
+
+def _module_paths(module: ModuleType) -> list[str]:
+    found = getattr(module, "__file__", None)
+    if found:
+        return [found]
+    return [str(p) for p in getattr(module, "__path__", None) or ()]  # a namespace package
+
+
+def forget_modules(roots: Iterable[str]) -> None:
+    """Drop from sys.modules every module loaded from one of `roots`."""
+    roots = tuple(roots)
+    if not roots:
+        return
+    for name, module in list(sys.modules.items()):
+        if module is None or name.startswith(DAG_MODULE_PREFIX):
+            continue
+        paths = _module_paths(module)
+        if paths and any(_inside(p, r) or p == r for p in paths for r in roots):
+            del sys.modules[name]
+
+
+@contextlib.contextmanager
+def code_root(root: str | None, *, keep: bool = False) -> Iterator[None]:
+    """While the block runs, `root` is first on sys.path (other code roots are off it) and modules imported
+    from other code roots are forgotten. With `keep`, sys.path stays that way after the block (a try's
+    process, whose task code may import later)."""
+    if root is None:
+        yield
+        return
+    root = os.path.abspath(root)
+    _roots.add(root)
+    forget_modules(r for r in _roots if r != root)
+    saved = list(sys.path)
+    sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") not in _roots)]
+    try:
+        yield
+    finally:
+        if not keep:
+            sys.path[:] = saved
+
+
+def activate(result: FileResult) -> None:
+    """Make the process import as the loaded file did: its root first on sys.path, the modules it imported
+    (and no others from any code root) in sys.modules. For a try's process, before task code runs."""
+    if result.root is None:
+        return
+    root = os.path.abspath(result.root)
+    forget_modules(_roots)
+    _roots.add(root)
+    sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") not in _roots)]
+    sys.modules.update(result.modules)
+
+
+def _files_under(root: str, top: str) -> list[str]:
+    """Relative paths of the code and configuration files of `root/top` (a folder)."""
+    base = Path(root) / top
+    if not base.is_dir():
+        return []
+    found = []
+    for path in base.rglob("*"):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and wanted_file(rel):
+            found.append(rel)
+    return sorted(found)
+
+
+def capture_code(fileloc: str, root: str, imported: Iterable[str]) -> CodeManifest:
+    """The manifest of a DAG file's code: the file, and the files of `root` its import needed
+    (`imported`: the files of modules it imported from `root`)."""
+    entry_rel = Path(fileloc).relative_to(root).as_posix()
+    rels = [Path(p).relative_to(root).as_posix() for p in imported]
+    tops = {Path(r).parts[0] for r in rels if len(Path(r).parts) > 1}
+    needed = helper_paths(rels, {top: _files_under(root, top) for top in tops})
+    support = [CodeFile.of(rel, (Path(root) / rel).read_bytes()) for rel in sorted(needed)
+               if rel != entry_rel and wanted_file(rel) and (Path(root) / rel).is_file()]
+    return CodeManifest.build(CodeFile.of(entry_rel, Path(fileloc).read_bytes()), support)
+
+
+def load_file(fileloc: str, root: str | None = None) -> FileResult:
+    """Import one DAG file and return the DAGs it defines (module-level DAG objects) and its code, or its
+    error. `root`: the folder imports are resolved from (the DAGs folder, or a version's snapshot); default:
+    the file's own folder."""
+    fileloc = os.path.abspath(fileloc)
+    root = os.path.abspath(root) if root is not None else os.path.dirname(fileloc)
+    if not _inside(fileloc, root):
+        root = os.path.dirname(fileloc)
+    result = FileResult(fileloc, root=root)
     name = _module_name(fileloc)
     dag_module.created.clear()
     try:
-        spec = importlib.util.spec_from_file_location(name, fileloc)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import {fileloc}")
-        source_code = Path(fileloc).read_text(encoding="utf-8", errors="replace")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        with code_root(root):
+            spec = importlib.util.spec_from_file_location(name, fileloc)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {fileloc}")
+            source_code = Path(fileloc).read_text(encoding="utf-8", errors="replace")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            result.modules = {n: m for n, m in sys.modules.items() if m is not None and n != name
+                              and any(_inside(p, root) for p in _module_paths(m))}
+        imported = {f for m in result.modules.values() if (f := getattr(m, "__file__", None))}
+        result.code = capture_code(fileloc, root, imported)
         seen: set[int] = set()
         # DAGs bound to module names, and DAGs made in a `with DAG(...):` block without a name
         for value in [*vars(module).values(), *dag_module.created]:
@@ -73,10 +185,13 @@ def load_file(fileloc: str) -> FileResult:
                 value.validate()
                 value.fileloc = fileloc
                 value.source_code = source_code
+                value.code = result.code
                 result.dags.append(value)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         result.dags = []
+        result.modules = {}
+        result.code = None
         result.error = _describe(exc, fileloc)
     finally:
         dag_module.created.clear()

@@ -6,7 +6,6 @@ its schedule facts come from the version it was created with ("as-was" history).
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pendulum
 from pendulum import DateTime
 
+from ledger.code import python_digest
 from ledger.schedule import Schedule, parse_schedule
 from ledger.signal_rules import can_start
 
@@ -35,20 +35,21 @@ def hash_structure(text: str) -> str:
 
 
 def code_digest(source_code: str) -> str:
-    """sha256 of a Python file's syntax tree: edits to comments, blank lines or layout leave it unchanged,
-    any change to the code (a helper function, a constant, an import) changes it."""
-    try:
-        tree = ast.dump(ast.parse(source_code))
-    except SyntaxError:  # not Python we can parse (it imported, so this is rare): hash the text itself
-        tree = source_code
-    return hashlib.sha256(tree.encode("utf-8")).hexdigest()
+    """sha256 of a Python file's syntax tree (see ledger.code.python_digest)."""
+    return python_digest(source_code)
 
 
 def structure_of(dag: DAG) -> dict[str, Any]:
     """Everything that defines the DAG: tasks with kind and arguments, edges, schedule and settings, and
-    (for a DAG loaded from a file) the digest of its file's code, so that changing a helper the tasks call
-    makes a new version too."""
-    code = {"code_sha256": code_digest(dag.source_code)} if dag.source_code is not None else {}
+    (for a DAG loaded from a file) the digest of its code: the file's syntax tree and, when it imports
+    helper modules of the DAGs folder, theirs (ledger/code.py), so that changing a helper makes a new
+    version of every DAG that imports it."""
+    if dag.code is not None:
+        code = dag.code.version_digest()
+    elif dag.source_code is not None:
+        code = {"code_sha256": code_digest(dag.source_code)}
+    else:
+        code = {}
     return {
         **code,
         "format": FORMAT,

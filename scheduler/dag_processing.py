@@ -33,7 +33,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from ledger.dagbag import _module_name, content_hash, list_dag_files, load_file
+from ledger.code import CodeManifest, canonical, sha256_bytes
+from ledger.dagbag import _module_name, content_hash, forget_modules, list_dag_files, load_file
 from ledger.versions import version_of
 
 __all__ = ["DagFileProcessorManager", "ParseResult", "ParsedDag", "parse_file"]
@@ -52,6 +53,8 @@ class ParsedDag:
     timezone: str
     fileloc: str
     source_code: str | None = None  # the file's text, kept with a new version
+    code: CodeManifest | None = None  # the file and the helper files it imports (ledger/code.py)
+    code_root: str | None = None  # the folder the manifest's paths are relative to (the DAGs folder)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,38 +71,64 @@ class ParseResult:
     error: str | None = None
     duration: float = 0.0
     deleted: bool = False
+    # the other files of the folder whose change must re-parse this one (ANY_FILE: every Python file of it)
+    depends_on: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.error is None and not self.deleted
 
 
-def parse_file(fileloc: str) -> ParseResult:
-    """Import one DAG file (in the calling process) and describe its DAGs as plain data."""
+ANY_FILE = "*"  # in depends_on: a change to any Python file of the folder (a file that failed to import)
+
+
+def combined_hash(own: str, deps: Mapping[str, str]) -> str:
+    """The hash that says whether a file must be parsed again: its content's, and its dependencies'."""
+    if not deps or not own:
+        return own
+    return sha256_bytes(canonical({"file": own, "deps": dict(deps)}).encode("utf-8"))
+
+
+def parse_file(fileloc: str, folder: str | None = None) -> ParseResult:
+    """Import one DAG file (in the calling process) with `folder` (the DAGs folder) on sys.path, and
+    describe its DAGs and their code as plain data."""
     started = _time.perf_counter()
 
-    def done(dags: list[ParsedDag], error: str | None, digest: str) -> ParseResult:
-        return ParseResult(fileloc, digest, dags, error, _time.perf_counter() - started)
+    def done(dags: list[ParsedDag], error: str | None, digest: str, deps: Mapping[str, str] | None = None
+             ) -> ParseResult:
+        if error is not None:  # whatever it failed to import may be fixed anywhere in the folder
+            return ParseResult(fileloc, digest, dags, error, _time.perf_counter() - started, depends_on=(ANY_FILE,))
+        deps = deps or {}
+        return ParseResult(fileloc, combined_hash(digest, deps), dags, error, _time.perf_counter() - started,
+                           depends_on=tuple(sorted(deps)))
 
     try:
         digest = content_hash(fileloc)
     except OSError as exc:
         return done([], f"{fileloc}: cannot read the file: {exc.strerror or exc}", "")
     try:
-        loaded = load_file(fileloc)
+        loaded = load_file(fileloc, folder)
         if loaded.error is not None:
             return done([], loaded.error, digest)
+        assert loaded.root is not None and loaded.code is not None
+        root = loaded.root
+        if loaded.code.entry.sha256 != digest:  # changed while it was imported: the next listing re-parses it
+            return done([], f"{fileloc}: the file changed while it was imported", digest)
         found: dict[str, ParsedDag] = {}
         for dag in loaded.dags:
             version_hash, text = version_of(dag)
             found[dag.dag_id] = ParsedDag(dag.dag_id, version_hash, text, dag.schedule.summary(), dag.timezone,
-                                          fileloc, dag.source_code)
-        return done(list(found.values()), None, digest)
+                                          fileloc, dag.source_code, loaded.code, root)
+        deps = {os.path.join(root, f.relpath): f.sha256 for f in loaded.code.support}
+        return done(list(found.values()), None, digest, deps)
     except Exception as exc:  # describing a DAG failed: still one readable line
         return done([], f"{fileloc}: {type(exc).__name__}: {exc}", digest)
     finally:
-        # the DAG objects die with the module: a long-lived processor must not accumulate them
+        # the DAG objects die with the module, the helpers with them: a long-lived processor must not
+        # accumulate them
         sys.modules.pop(_module_name(fileloc), None)
+        if folder is not None:
+            forget_modules([os.path.abspath(folder)])
 
 
 # -- the processor (child process) ---------------------------------------------------------------------
@@ -125,7 +154,8 @@ def _processor_main(conn: Connection, parent_pid: int) -> None:
             return
         if fileloc is None:
             return
-        conn.send(parse_file(fileloc))
+        path, folder = fileloc
+        conn.send(parse_file(path, folder))
 
 
 @dataclass(eq=False)
@@ -144,9 +174,10 @@ class _Processor:
 
 @dataclass(slots=True)
 class _FileState:
-    current_hash: str  # content hash at the latest listing
+    current_hash: str  # content hash at the latest listing (combined with its dependencies')
     parsed_hash: str | None = None  # content hash when last parsed (or seeded)
     last_parsed: float | None = None  # manager time of the last parse's end
+    depends_on: tuple[str, ...] = ()  # files whose change re-parses this one (see ParseResult.depends_on)
 
 
 # -- the manager (scheduler process) -------------------------------------------------------------------
@@ -187,6 +218,9 @@ class DagFileProcessorManager:
         self._next_due_at = math.inf  # manager time when a file not in the queue falls due
         self._owners: dict[str, str] = {}  # dag_id -> the file that defines it
         self._waiting: dict[str, set[str]] = {}  # dag_id -> files refused it as a duplicate
+        self._own: dict[str, str] = {}  # fileloc -> own content hash at the latest listing
+        self._folder_digest = ""  # digest of every listed file's hash: what ANY_FILE dependencies follow
+        self.folder_error: str | None = None  # why the latest listing could not read the folder
         self.imports = 0  # files handed to processors so far
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -224,16 +258,23 @@ class DagFileProcessorManager:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-    def seed(self, known_hashes: Mapping[str, str], owners: Mapping[str, str] | None = None) -> None:
-        """What the database knows (see scheduler.dag_sync.known_hashes / known_owners), before the first listing.
+    def seed(self, known_hashes: Mapping[str, str], owners: Mapping[str, str] | None = None,
+             depends_on: Mapping[str, Iterable[str]] | None = None) -> None:
+        """What the database knows (see scheduler.dag_sync.known_hashes / known_owners / known_dependencies),
+        before the first listing.
 
-        A seeded file whose content still has the seeded hash counts as parsed now: it is not imported
-        again before `min_file_process_interval`. A seeded file missing from the folder yields a deleted
-        result. `owners` (dag_id -> fileloc) says which file defines each DAG, for duplicate detection.
+        A seeded file whose content (and dependencies) still has the seeded hash counts as parsed now: it is
+        not imported again before `min_file_process_interval`. A seeded file of this folder missing from it
+        yields a deleted result; files outside the folder are not this manager's and are ignored.
+        `owners` (dag_id -> fileloc) says which file defines each DAG, for duplicate detection.
         """
         now = self._time()
+        deps = depends_on or {}
         for fileloc, digest in known_hashes.items():
-            self._files[fileloc] = _FileState(current_hash=digest, parsed_hash=digest, last_parsed=now)
+            if not self._mine(fileloc):
+                continue
+            self._files[fileloc] = _FileState(current_hash=digest, parsed_hash=digest, last_parsed=now,
+                                              depends_on=tuple(deps.get(fileloc, ())))
         if owners:
             self._owners.update(owners)
         self._stale = True
@@ -333,23 +374,52 @@ class DagFileProcessorManager:
             child_end.close()
             self._processors.append(_Processor(process, parent_end))
 
+    def _mine(self, fileloc: str) -> bool:
+        return fileloc.startswith(str(self.folder) + os.sep)
+
+    def _current_hash(self, own: str, depends_on: tuple[str, ...], cache: dict[str, str]) -> str:
+        """A file's own hash combined with its dependencies' hashes now (missing ones hash as empty)."""
+        if not depends_on:
+            return own
+        if ANY_FILE in depends_on:
+            return combined_hash(own, {ANY_FILE: self._folder_digest})
+        deps: dict[str, str] = {}
+        for dep in depends_on:
+            found = self._own.get(dep) or cache.get(dep)
+            if found is None:
+                try:
+                    found = content_hash(dep)
+                except OSError:
+                    found = ""
+                cache[dep] = found
+            deps[dep] = found
+        return combined_hash(own, deps)
+
     def _refresh(self, now: float) -> list[ParseResult]:
-        """List the folder and hash every file; files that are gone yield deleted results."""
+        """List the folder and hash every file; files that are gone yield deleted results. A folder that
+        cannot be read changes nothing (`folder_error` says why): it does not mean every file is gone."""
         self._listed_at = now
         self._listed_real = _time.monotonic()
+        if not self.folder.is_dir():
+            self.folder_error = f"the DAGs folder {self.folder} does not exist or is not a folder"
+            return []
+        self.folder_error = None
         listed: dict[str, str] = {}
         for fileloc in list_dag_files(self.folder):
             try:
                 listed[fileloc] = content_hash(fileloc)
             except OSError:  # removed between listing and hashing
                 continue
+        self._own = listed
+        self._folder_digest = sha256_bytes(canonical(listed).encode("utf-8"))
         gone = [f for f in self._files if f not in listed]
+        cache: dict[str, str] = {}
         for fileloc, digest in listed.items():
             state = self._files.get(fileloc)
             if state is None:
                 self._files[fileloc] = _FileState(current_hash=digest)
             else:
-                state.current_hash = digest
+                state.current_hash = self._current_hash(digest, state.depends_on, cache)
         self._stale = True
         results = []
         for fileloc in sorted(gone):
@@ -394,7 +464,7 @@ class DagFileProcessorManager:
                 continue
             proc = idle.pop(0)
             try:
-                proc.conn.send(fileloc)
+                proc.conn.send((fileloc, str(self.folder)))
             except OSError:  # the processor died while idle: replace it, parse the file with another one
                 self._discard(proc)
                 self._queue.appendleft(fileloc)
@@ -436,6 +506,8 @@ class DagFileProcessorManager:
                                   now - proc.started)
                 self._discard(proc)
             if res is not None:
+                if ANY_FILE in res.depends_on and res.content_hash:  # follows every file of the folder
+                    res = replace(res, content_hash=combined_hash(res.content_hash, {ANY_FILE: self._folder_digest}))
                 self._finished(res, proc.started)
                 if res.fileloc in self._files:  # a file deleted meanwhile has already had its result
                     results.append(res)
@@ -460,6 +532,7 @@ class DagFileProcessorManager:
             # the processor read the file after the latest listing: its hash is the newest we know
             state.current_hash = res.content_hash
         state.parsed_hash = res.content_hash or state.current_hash  # unreadable: not again at once
+        state.depends_on = res.depends_on
         state.last_parsed = self._time()
         if state.parsed_hash != state.current_hash:
             self._stale = True  # changed while it was being parsed: due again now

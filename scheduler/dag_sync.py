@@ -7,19 +7,24 @@ is the stored one and whose DAGs' versions are the current ones is not re-serial
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TypeVar
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from ledger.models import Dag, DagFile, ImportError_
+from ledger.code import sha256_bytes
+from ledger.models import Dag, DagFile, DagVersion, ImportError_
+from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from scheduler.dag_processing import ParseResult
 
-__all__ = ["SyncReport", "known_hashes", "known_owners", "sync_results"]
+__all__ = ["SyncReport", "known_dependencies", "known_hashes", "known_owners", "read_code", "sync_parsed",
+           "sync_results"]
 
 CHUNK = 500  # values per IN (...) clause
 
@@ -38,6 +43,7 @@ class SyncReport:
     cleared: list[str] = field(default_factory=list)  # files whose import error was removed
     deactivated: list[str] = field(default_factory=list)  # dag_ids no longer defined
     deleted: list[str] = field(default_factory=list)  # files gone from the folder
+    stale: list[str] = field(default_factory=list)  # files left out: changed after they were parsed
 
     def summary(self) -> str:
         return (f"{self.files} files: {len(self.new_versions)} new versions, {len(self.unchanged)} unchanged, "
@@ -65,19 +71,89 @@ def known_hashes(session: Session) -> dict[str, str]:
     return found
 
 
+def known_dependencies(session: Session) -> dict[str, list[str]]:
+    """fileloc -> the files whose change re-parses it, as stored by the latest sync."""
+    return {fileloc: list(deps) for fileloc, deps in
+            session.execute(select(DagFile.fileloc, DagFile.depends_on)) if deps}
+
+
+def code_needed(session: Session, results: Iterable[ParseResult]) -> dict[str, str]:
+    """sha256 -> path of the files that versions not stored yet need and the database lacks."""
+    wanted: dict[str, str] = {}
+    pairs = {(d.dag_id, d.version_hash): d for r in results if not r.deleted for d in r.dags if d.code is not None}
+    if not pairs:
+        return wanted
+    stored = set()
+    ids = sorted({dag_id for dag_id, _ in pairs})
+    for chunk in _chunks(ids):
+        stored.update(session.execute(select(DagVersion.dag_id, DagVersion.version_hash)
+                                      .where(DagVersion.dag_id.in_(chunk))).tuples())
+    for key, parsed in pairs.items():
+        if key in stored:
+            continue
+        assert parsed.code is not None and parsed.code_root is not None
+        for rel, sha in parsed.code.files().items():
+            wanted.setdefault(sha, os.path.join(parsed.code_root, rel))
+    missing = code_store.missing_blobs(session, wanted)
+    return {sha: path for sha, path in wanted.items() if sha in missing}
+
+
+def read_code(needed: dict[str, str]) -> tuple[dict[str, bytes], set[str]]:
+    """Read the needed files (outside any transaction). Returns (sha256 -> content, the shas whose file
+    changed or vanished since it was parsed)."""
+    contents: dict[str, bytes] = {}
+    stale: set[str] = set()
+    for sha, path in needed.items():
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            stale.add(sha)
+            continue
+        if sha256_bytes(data) == sha:
+            contents[sha] = data
+        else:
+            stale.add(sha)
+    return contents, stale
+
+
+def sync_parsed(sessions: sessionmaker[Session], results: list[ParseResult], *, now: datetime, actor: str
+                ) -> SyncReport:
+    """Write parse results with the code of their new versions: the files are read between a short read
+    transaction (which blobs are missing) and the write transaction (no file I/O inside it)."""
+    if not results:
+        return SyncReport()
+    with sessions.begin() as session:
+        needed = code_needed(session, results)
+    contents, stale = read_code(needed) if needed else ({}, set())
+    with sessions.begin() as session:
+        return sync_results(session, results, now=now, actor=actor, code=contents, stale=stale)
+
+
 def known_owners(session: Session) -> dict[str, str]:
     """dag_id -> fileloc of every active DAG: which file defined each DAG first, for duplicate detection."""
     return {dag_id: fileloc for dag_id, fileloc in
             session.execute(select(Dag.dag_id, Dag.fileloc).where(Dag.is_active.is_(True)))}
 
 
-def sync_results(session: Session, results: Iterable[ParseResult], *, now: datetime, actor: str) -> SyncReport:
+def sync_results(session: Session, results: Iterable[ParseResult], *, now: datetime, actor: str,
+                 code: Mapping[str, bytes] | None = None, stale: Iterable[str] = ()) -> SyncReport:
     """Write parse results to the database in the caller's transaction (never commits).
 
+    `code`: sha256 -> content of files new versions need (see sync_parsed); `stale`: shas whose file
+    changed after it was parsed: a result that needs one is left out (its file is parsed again).
     When several results of one file are given, the last one is the file's state and the others are ignored.
     """
     results = list({r.fileloc: r for r in results}.values())
+    stale = set(stale)
+    if stale:
+        report_stale = [r.fileloc for r in results
+                        if any(d.code is not None and stale & set(d.code.files().values()) for d in r.dags)]
+        results = [r for r in results if r.fileloc not in report_stale]
+    if code:
+        code_store.add_blobs(session, code)
     report = SyncReport(files=len(results))
+    if stale:
+        report.stale = report_stale
     if not results:
         return report
     locs = sorted({r.fileloc for r in results})
@@ -124,7 +200,7 @@ def sync_results(session: Session, results: Iterable[ParseResult], *, now: datet
         for parsed in res.dags:
             if dag_store.register(session, dag_id=parsed.dag_id, fileloc=fileloc, version_hash=parsed.version_hash,
                                   structure=parsed.structure, schedule=parsed.schedule, timezone=parsed.timezone,
-                                  now=now, actor=actor, source_code=parsed.source_code):
+                                  now=now, actor=actor, source_code=parsed.source_code, code=parsed.code):
                 report.new_versions.append(parsed.dag_id)
             report.registered.append(parsed.dag_id)
         if res.error is None:
@@ -136,11 +212,13 @@ def sync_results(session: Session, results: Iterable[ParseResult], *, now: datet
             dag_store.set_import_error(session, fileloc, res.error, now)
             report.errors.append(fileloc)
 
+        deps = list(res.depends_on) or None
         if row is None:
-            files[fileloc] = DagFile(fileloc=fileloc, content_hash=res.content_hash, last_parsed_at=now)
+            files[fileloc] = DagFile(fileloc=fileloc, content_hash=res.content_hash, last_parsed_at=now,
+                                     depends_on=deps)
             session.add(files[fileloc])
         else:
-            row.content_hash, row.last_parsed_at = res.content_hash, now
+            row.content_hash, row.last_parsed_at, row.depends_on = res.content_hash, now, deps
 
     dag_store.clear_import_errors(session, to_clear)
     report.cleared = to_clear

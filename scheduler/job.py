@@ -40,6 +40,7 @@ from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from scheduler import signal_actions
+from scheduler.code_cache import CodeCache
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.settings import SchedulerSettings
 from scheduler.wakeup import DatabaseWakeup, Wakeup
@@ -95,6 +96,7 @@ class DagRunJob:
     _inflight: dict[int, _InFlight] = field(default_factory=dict)
     _last_heartbeat: float = 0.0
     _fileloc: dict[str, str] = field(default_factory=dict)
+    _code: CodeCache | None = None  # where versions' code is materialised on this host
     _settled: dict[int, list[Any]] = field(default_factory=dict)  # held run -> its ready candidates (unchanged)
     _successor: dict[int, int] = field(default_factory=dict)  # previous_run_id -> held run
     _full_pass_at: float = 0.0
@@ -479,7 +481,8 @@ class DagRunJob:
             active[run.dag_id] = active.get(run.dag_id, 0) + 1
             if ti.pool in pools:
                 pools[ti.pool] -= 1
-        tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now)
+        tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now,
+                                 versions={c[0].id: c[1].version_hash for c in chosen})
         for ti, run, _spec in chosen:
             pending = self._settled.get(run.id)
             if pending is not None:
@@ -493,12 +496,15 @@ class DagRunJob:
         work = []
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]
+            code = self.code_cache().locate(session, run.dag_id, run.version_hash)
             self._inflight[ti.id] = _InFlight(
                 run.id, run.dag_id, ti.task_id, task.retry_delay, run.version_hash,
                 str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])))
             work.append(WorkItem(
                 ti_id=ti.id, run_id=run.id, dag_id=run.dag_id, task_id=ti.task_id, try_number=tries[ti.id],
-                fileloc=self._dag_file(session, run.dag_id), logical_date=run.logical_date,
+                fileloc=code.fileloc if code is not None else self._dag_file(session, run.dag_id),
+                code_root=code.root if code is not None else None,
+                code_captured=code.captured if code is not None else False, logical_date=run.logical_date,
                 data_interval_start=run.data_interval_start, data_interval_end=run.data_interval_end,
                 dag_version=run.version_hash, run_type=run.run_type,
                 log_path=str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])),
@@ -506,6 +512,12 @@ class DagRunJob:
                 priority_weight=ti.priority_weight,
                 signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
+
+    def code_cache(self) -> CodeCache:
+        """Where this host keeps versions' code ($LEDGER_HOME/code)."""
+        if self._code is None:
+            self._code = CodeCache(self.home / "code")
+        return self._code
 
     def _dag_file(self, session: Session, dag_id: str) -> str:
         found = self._fileloc.get(dag_id)

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from ledger.signal_delivery import ring
 from scheduler import signal_actions
 from scheduler.dag_processing import DagFileProcessorManager
-from scheduler.dag_sync import known_hashes, known_owners, sync_results
+from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
 from scheduler.executors.base import WorkItem
 from scheduler.job import DagRunJob, LoopReport
 from scheduler.scheduling import create_due_runs
@@ -41,7 +41,7 @@ class SchedulerJob(DagRunJob):
             min_file_process_interval=s.min_file_process_interval, dag_dir_list_interval=s.dag_dir_list_interval,
             file_timeout=s.dag_file_processor_timeout)
         with self.sessions.begin() as session:
-            self.manager.seed(known_hashes(session), known_owners(session))
+            self.manager.seed(known_hashes(session), known_owners(session), known_dependencies(session))
         self.manager.start()
 
     def shutdown(self) -> None:
@@ -60,8 +60,9 @@ class SchedulerJob(DagRunJob):
             results = self.manager.poll()
         if not results:
             return False
-        with self.sessions.begin() as session:
-            sync_results(session, results, now=self.clock.now(), actor=self.actor)
+        sync_parsed(self.sessions, results, now=self.clock.now(), actor=self.actor)
+        if self.manager.folder_error is not None:
+            self.say(f"warning: {self.manager.folder_error}; its DAGs stay as they were")
         self._fileloc.clear()
         self._dirty = True
         self._signal_index = None
@@ -90,7 +91,8 @@ class SchedulerJob(DagRunJob):
         now = self.clock.now()
         with self.sessions.begin() as session:
             if stale:  # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
-                self._signal_index = signal_actions.listeners(session)  # (pausing a DAG from the CLI changes it)
+                self._signal_index = signal_actions.listeners(session, self.code_cache())  # (pausing a DAG
+                # from the CLI changes it)
                 self._signal_index_until = time.monotonic() + self.settings.scheduling_interval
             if not self._signal_index and time.monotonic() < self._next_signal_skip:
                 return []

@@ -39,6 +39,7 @@ from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
 from ledger.versions import DagSpec
+from scheduler.code_cache import CodeCache
 
 LISTENER = "ledger.scheduler"
 CURSOR_KEY = "*"  # the scheduler reads every signal in id order; its cursor holds the last id it handled
@@ -52,6 +53,7 @@ class Listening:
     task_id: str
     fileloc: str
     rule: Mapping[str, Any]
+    root: str | None = None  # the code root of the version's snapshot (None: the live DAG file)
 
 
 @dataclass
@@ -63,19 +65,25 @@ class SignalReport:
     signals: dict[int, Signal] = field(default_factory=dict)  # the signals that armed `ready`, by id
 
 
-Index = dict[str, list[tuple[str, str, str, Mapping[str, Mapping[str, Any]]]]]
+CodeRef = tuple[str, str | None]  # (the DAG file, its code root)
+Index = dict[str, list[tuple[str, str, CodeRef, Mapping[str, Mapping[str, Any]]]]]
 
 
-def listeners(session: Session) -> Index:
-    """Per key pattern of active, unpaused DAGs' current versions: (dag_id, task_id, fileloc, rules)."""
+def listeners(session: Session, code: CodeCache | None = None) -> Index:
+    """Per key pattern of active, unpaused DAGs' current versions: (dag_id, task_id, code, rules). With a
+    code cache, function rules run from the version's code snapshot; without, from the live DAG file."""
     out: Index = defaultdict(list)
     rows = session.execute(select(Dag.dag_id, Dag.current_version, Dag.fileloc).where(
         Dag.is_active.is_(True), Dag.is_paused.is_(False), Dag.current_version.is_not(None)))
     for dag_id, version, fileloc in rows:
         spec = dag_store.spec(session, dag_id, version)
+        if not any(task.signals for task in spec.tasks.values()):
+            continue
+        where = code.locate(session, dag_id, version) if code is not None else None
+        ref: CodeRef = (where.fileloc, where.root) if where is not None else (fileloc, None)
         for task in spec.tasks.values():
             for pattern in task.signals:
-                out[pattern].append((dag_id, task.task_id, fileloc, task.signals))
+                out[pattern].append((dag_id, task.task_id, ref, task.signals))
     return out
 
 
@@ -84,11 +92,11 @@ def _who_listens(index: Index, key: str) -> list[Listening]:
     for pattern, tasks in index.items():
         if not key_matches(pattern, key):
             continue
-        for dag_id, task_id, fileloc, rules in tasks:
+        for dag_id, task_id, (fileloc, root), rules in tasks:
             if (dag_id, task_id) in seen:
                 continue
             for rule in matching_rules(rules, key):
-                seen[(dag_id, task_id)] = Listening(dag_id, task_id, fileloc, rule)
+                seen[(dag_id, task_id)] = Listening(dag_id, task_id, fileloc, rule, root)
                 break
     return list(seen.values())
 
@@ -98,8 +106,8 @@ def evaluate_functions(calls: list[tuple[Listening, Signal]]) -> list[tuple[Sign
     scheduler): one process for the batch. (action, error) per call; an error gives NONE."""
     if not calls:
         return []
-    payload = [{"fileloc": ls.fileloc, "dag_id": ls.dag_id, "task_id": ls.task_id, "signal": sig.as_json()}
-               for ls, sig in calls]
+    payload = [{"fileloc": ls.fileloc, "root": ls.root, "dag_id": ls.dag_id, "task_id": ls.task_id,
+                "signal": sig.as_json()} for ls, sig in calls]
     try:
         proc = subprocess.run([sys.executable, "-m", "scheduler.signal_functions"], input=json.dumps(payload),
                               capture_output=True, text=True, timeout=FUNCTION_TIMEOUT)

@@ -1,7 +1,8 @@
 """Evaluate function rules of signal-driven tasks, in a process of their own (`python -m
 scheduler.signal_functions`): the scheduler never imports DAG files itself.
 
-Reads a JSON list of {fileloc, dag_id, task_id, signal} on stdin, prints one JSON line: a list of
+Reads a JSON list of {fileloc, root, dag_id, task_id, signal} on stdin (root: the code root of the DAG
+version's snapshot the file is in), prints one JSON line: a list of
 {action, error} in the same order. A rule that raises, or answers something that is not an action,
 gives NONE with the error.
 """
@@ -21,7 +22,7 @@ from ledger.signals import Signal
 def _answer(call: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:
     fileloc = call["fileloc"]
     if fileloc not in loaded:
-        loaded[fileloc] = load_file(fileloc)
+        loaded[fileloc] = load_file(fileloc, call.get("root"))
     result = loaded[fileloc]
     if result.error is not None:
         return {"action": SignalAction.NONE.value, "error": result.error}

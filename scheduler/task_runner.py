@@ -47,7 +47,7 @@ from ledger import dagbag
 from ledger.context import TaskContext
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.dagbag import FileResult, load_file
-from ledger.errors import SkipTask  # re-exported: older DAG files import it from here
+from ledger.errors import SkipTask
 from ledger.spark import SparkTask
 from scheduler.executors.base import WorkItem
 
@@ -160,8 +160,10 @@ def _alarm(seconds: float | None) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(0.001, old_delay - (time.monotonic() - began)), old_interval)
 
 
-def load_dag_file(fileloc: str, *, timeout: float | None = None, capture: io.StringIO | None = None) -> FileResult:
-    """load_file with a cache keyed on the file's mtime, size and inode; failures are not cached."""
+def load_dag_file(fileloc: str, *, root: str | None = None, timeout: float | None = None,
+                  capture: io.StringIO | None = None) -> FileResult:
+    """load_file (with `root` first on sys.path) cached per file, keyed on its mtime, size and inode; a
+    version's snapshot never changes, so a worker imports it once. Failures are not cached."""
     try:
         key = _file_key(fileloc)
     except OSError as exc:
@@ -172,10 +174,10 @@ def load_dag_file(fileloc: str, *, timeout: float | None = None, capture: io.Str
     try:
         with _alarm(timeout):
             if capture is None:
-                result = load_file(fileloc)
+                result = load_file(fileloc, root)
             else:
                 with contextlib.redirect_stdout(capture), contextlib.redirect_stderr(capture):
-                    result = load_file(fileloc)
+                    result = load_file(fileloc, root)
     except _ImportTimeout:
         _cache.pop(fileloc, None)
         sys.modules.pop(dagbag._module_name(fileloc), None)  # the half-imported module
@@ -197,6 +199,7 @@ class Plan:
     task: Task | None = None
     context: TaskContext | None = None
     pass_context: bool = False
+    loaded: FileResult | None = None  # the imported DAG file: activated in the try's process before it runs
 
     @property
     def in_process(self) -> bool:
@@ -214,18 +217,19 @@ _plans: dict[tuple[int, int], Plan] = {}  # made by prepare() just before a fork
 def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: bool = False) -> Plan:
     """Load the DAG file (cached), find the task, build its context."""
     buffer = io.StringIO() if capture else None
-    result = load_dag_file(item.fileloc, timeout=import_timeout, capture=buffer)
-    plan = Plan(item, output=buffer.getvalue() if buffer is not None else "")
+    result = load_dag_file(item.fileloc, root=item.code_root, timeout=import_timeout, capture=buffer)
+    plan = Plan(item, output=buffer.getvalue() if buffer is not None else "", loaded=result)
+    where = f"version {item.dag_version[:12]} ({item.fileloc})"
     if result.error:
-        plan.error = one_line(f"cannot load DAG file: {result.error}")
+        plan.error = one_line(f"cannot load DAG file of {where}: {result.error}")
         return plan
     dag = next((d for d in result.dags if d.dag_id == item.dag_id), None)
     if dag is None:
-        plan.error = one_line(f"DAG {item.dag_id} no longer exists in {item.fileloc}")
+        plan.error = one_line(f"DAG {item.dag_id} is not defined by the code of {where}")
         return plan
     plan.task = dag.tasks.get(item.task_id)
     if plan.task is None:
-        plan.error = one_line(f"task {item.task_id} no longer exists in {item.fileloc}")
+        plan.error = one_line(f"task {item.task_id} is not in the code of {where}")
         return plan
     plan.context = make_context(item)
     if isinstance(plan.task, PythonTask) and "context" not in plan.task.op_kwargs:
@@ -263,6 +267,14 @@ def clear_cache() -> None:
 
 
 # -- inside the child ------------------------------------------------------------------------------
+
+def code_line(item: WorkItem) -> str:
+    """The log line that says which code a try runs."""
+    if item.code_root is None:
+        return f"version {item.dag_version}: this version has no stored code; running {item.fileloc}"
+    note = "" if item.code_captured else " (registered before helper modules were captured: its DAG file only)"
+    return f"version {item.dag_version}: code {item.code_root}{note}"
+
 
 def _say(text: str) -> None:
     sys.stdout.write(f"[ledger] {text}\n")
@@ -318,6 +330,7 @@ def make_context(item: WorkItem) -> TaskContext:
         conf=dict(item.conf),
         log_path=item.log_path,
         signal=item.signal,
+        code_dir=item.code_root,
     )
 
 
@@ -413,8 +426,11 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
     began = time.monotonic()
     _say(f"{_now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id} "
          f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()})")
+    _say(code_line(item))
     try:
         plan = _plans.get((item.ti_id, item.try_number)) or make_plan(item)
+        if plan.loaded is not None and plan.error is None:
+            dagbag.activate(plan.loaded)
         state, reason = _execute(plan)
     except BaseException as exc:  # a bug of ours must still end as a clean failed try
         traceback.print_exc()
@@ -532,8 +548,11 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
         _redirect_output(item.log_path)
         _say(f"{_now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id} "
              f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()}, in process)")
+        _say(code_line(item))
         try:
             plan = plan or _plans.get((item.ti_id, item.try_number)) or make_plan(item, capture=True)
+            if plan.loaded is not None and plan.error is None:
+                dagbag.activate(plan.loaded)
             state, reason, retire = _execute_in_process(plan, began)
         except Exception as exc:  # a bug of ours must still end as a clean failed try
             traceback.print_exc()

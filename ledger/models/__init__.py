@@ -2,6 +2,7 @@
 
 from ledger.models.backfill import Backfill
 from ledger.models.base import Base, UtcDateTime
+from ledger.models.code import CodeBlob, CodeBundle
 from ledger.models.dag import Dag
 from ledger.models.dag_file import DagFile
 from ledger.models.dag_run import DagRun
@@ -15,7 +16,8 @@ from ledger.models.signal import SignalCursor, SignalKey, SignalRecord
 from ledger.models.task_instance import TaskInstance, TaskTry
 
 __all__ = [
-    "Backfill", "Base", "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "LineageWrite",
+    "Backfill", "Base", "CodeBlob", "CodeBundle",
+    "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "LineageWrite",
     "Pool", "SignalCursor", "SignalKey", "SignalRecord",
     "TaskInstance", "TaskTry", "UtcDateTime",
 ]

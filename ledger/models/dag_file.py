@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Text
+from sqlalchemy import JSON, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ledger.models.base import Base, UtcDateTime
@@ -16,3 +16,5 @@ class DagFile(Base):
     fileloc: Mapped[str] = mapped_column(Text, primary_key=True)
     content_hash: Mapped[str] = mapped_column(Text)
     last_parsed_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # the other files of the DAGs folder it imported (JSON list of paths): a change to one re-parses it
+    depends_on: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True), nullable=True)

@@ -56,3 +56,5 @@ class TaskTry(Base):
     hostname: Mapped[str | None] = mapped_column(String(250))
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # the DAG version whose code this try ran (its run's version when it was queued)
+    dag_version: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -7,17 +7,22 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from ledger.code import CodeManifest
 from ledger.errors import DagNotFound, InvalidInput
 from ledger.models import Dag, DagVersion, ImportError_
+from ledger.store import code as code_store
 from ledger.store import events
 from ledger.versions import DagSpec, spec_from_json
 
 
 def register(session: Session, *, dag_id: str, fileloc: str, version_hash: str, structure: str,
-             schedule: str, timezone: str, now: datetime, actor: str, source_code: str | None = None) -> bool:
+             schedule: str, timezone: str, now: datetime, actor: str, source_code: str | None = None,
+             code: CodeManifest | None = None) -> bool:
     """Record that `fileloc` defines `dag_id` with this structure. Returns True when the version is new.
 
-    A new version keeps `source_code`, the text of the file it was parsed from: the code that runs with it."""
+    A new version keeps its code: with `code`, the manifest of its file and helper files (their blobs must
+    be stored already: ledger.store.code.add_blobs); without, `source_code`, the text of the file it was
+    parsed from (DAGs registered in process, and versions from before code was captured)."""
     dag = session.get(Dag, dag_id)
     if dag is None:
         dag = Dag(dag_id=dag_id, fileloc=fileloc, schedule=schedule, timezone=timezone, is_paused=False,
@@ -33,8 +38,13 @@ def register(session: Session, *, dag_id: str, fileloc: str, version_hash: str, 
     previous = dag.current_version
     dag.current_version = version_hash
     if known is None:
-        session.add(DagVersion(dag_id=dag_id, version_hash=version_hash, structure=structure, created_at=now,
-                               source_code=source_code))
+        row = DagVersion(dag_id=dag_id, version_hash=version_hash, structure=structure, created_at=now,
+                         source_code=source_code if code is None else None)
+        if code is not None:
+            code_store.add_manifest(session, code)
+            row.code_entry, row.code_entry_sha256 = code.entry.relpath, code.entry.sha256
+            row.code_bundle, row.code_snapshot = code.bundle_hash, code.snapshot
+        session.add(row)
         events.record(session, "version_registered", at=now, actor=actor, dag_id=dag_id,
                       version=version_hash, previous_version=previous, fileloc=fileloc, schedule=schedule)
         return True

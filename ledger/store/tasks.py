@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -102,8 +103,10 @@ def mark(session: Session, changes: list[tuple[int, TaskState]], *, now: datetim
             [{"ti": ti, "st": st.value} for ti, st in changes])
 
 
-def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime) -> dict[int, int]:
+def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime,
+          versions: Mapping[int, str] | None = None) -> dict[int, int]:
     """Take the next try number of each task instance for this job; returns ti id -> try number.
+    `versions`: ti id -> the DAG version whose code the try runs (recorded on the try).
 
     The (task instance, try number) unique key of task_try makes it impossible to start a try twice. A
     signal's START that armed a task instance is used up by the try queued here (signal_armed is cleared).
@@ -118,7 +121,8 @@ def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime) -> 
                 next_try_at=None, started_at=None, ended_at=None, signal_armed=False),
         [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id]} for ti in tis])
     session.connection().execute(TRY_TABLE.insert(), [  # Core: the ORM's bulk insert costs ~1 ms more per call
-        {"task_instance_id": ti.id, "try_number": tries[ti.id], "state": TaskState.QUEUED.value, "job_id": job_id}
+        {"task_instance_id": ti.id, "try_number": tries[ti.id], "state": TaskState.QUEUED.value, "job_id": job_id,
+         "dag_version": (versions or {}).get(ti.id)}
         for ti in tis])
     return tries
 

@@ -21,7 +21,7 @@ class WorkItem:
     dag_id: str
     task_id: str
     try_number: int
-    fileloc: str  # the DAG file that defines the task
+    fileloc: str  # the DAG file that defines the task: inside the run's version's code snapshot
     logical_date: datetime
     data_interval_start: datetime
     data_interval_end: datetime
@@ -32,6 +32,8 @@ class WorkItem:
     conf: dict[str, Any] = field(default_factory=dict)
     priority_weight: int = 1
     signal: dict[str, Any] | None = None  # the signal that started this try (signal-driven tasks): Signal.as_json()
+    code_root: str | None = None  # the version's snapshot folder (scheduler/code_cache.py): first on sys.path
+    code_captured: bool = True  # False: a version from before helper modules were captured
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,123 @@
+"""DAG versions' code in the database: content-addressed blobs, bundles of helper files, snapshots.
+
+See ledger/code.py for what a version's code is. Every function here runs in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ledger.code import CodeManifest, parse_bundle, sha256_bytes
+from ledger.errors import InvalidInput
+from ledger.models import CodeBlob, CodeBundle, DagVersion
+
+CHUNK = 500
+
+
+def missing_blobs(session: Session, shas: Iterable[str]) -> set[str]:
+    """Which of these blobs the database does not hold yet."""
+    wanted = sorted(set(shas))
+    have: set[str] = set()
+    for i in range(0, len(wanted), CHUNK):
+        have.update(session.scalars(select(CodeBlob.sha256).where(CodeBlob.sha256.in_(wanted[i:i + CHUNK]))))
+    return set(wanted) - have
+
+
+def add_blobs(session: Session, contents: Mapping[str, bytes]) -> None:
+    """Store file contents by sha256 (those already stored are left alone)."""
+    for sha in sorted(missing_blobs(session, contents)):
+        data = contents[sha]
+        if sha256_bytes(data) != sha:
+            raise ValueError(f"blob {sha[:12]} does not hash to its key")
+        session.add(CodeBlob(sha256=sha, size=len(data), data=zlib.compress(data, 6)))
+    session.flush()
+
+
+def add_manifest(session: Session, manifest: CodeManifest) -> None:
+    """Store the bundle of a manifest's helper files (its blobs must be stored already)."""
+    bundle_hash, text = manifest.bundle_hash, manifest.bundle_text
+    if bundle_hash is None or text is None:
+        return
+    if session.get(CodeBundle, bundle_hash) is None:
+        session.add(CodeBundle(bundle_hash=bundle_hash, manifest=text))
+        session.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A version's code as files: what a worker materialises (scheduler/code_cache.py)."""
+
+    key: str  # the snapshot key (a legacy version: sha256 of its source text)
+    entry: str  # the DAG file's path relative to the snapshot's root
+    files: dict[str, bytes]  # relative path -> content, the entry included
+    captured: bool  # False for versions registered before code was captured: only the DAG file's text
+
+
+def snapshot_key_of(version: DagVersion, legacy_name: str = "dag.py") -> str | None:
+    """The key of a version's snapshot without loading it (None: the version has no code). A version from
+    before code was captured has only its DAG file's text, materialised as `legacy_name`."""
+    if version.code_snapshot is not None:
+        return version.code_snapshot
+    if version.source_code is not None:
+        return "legacy-" + sha256_bytes(f"{legacy_name}\0{version.source_code}".encode())
+    return None
+
+
+def blobs(session: Session, shas: Iterable[str]) -> dict[str, bytes]:
+    wanted = sorted(set(shas))
+    found: dict[str, bytes] = {}
+    for i in range(0, len(wanted), CHUNK):
+        for sha, data in session.execute(select(CodeBlob.sha256, CodeBlob.data)
+                                         .where(CodeBlob.sha256.in_(wanted[i:i + CHUNK]))):
+            found[sha] = zlib.decompress(data)
+    missing = set(wanted) - set(found)
+    if missing:
+        raise InvalidInput(f"the database lacks code blob {sorted(missing)[0][:12]}")
+    return found
+
+
+def manifest_of(session: Session, version: DagVersion) -> dict[str, str]:
+    """relative path -> sha256 of every file of a captured version (the entry included)."""
+    assert version.code_entry is not None and version.code_entry_sha256 is not None
+    files = {}
+    if version.code_bundle is not None:
+        text = session.scalar(select(CodeBundle.manifest).where(CodeBundle.bundle_hash == version.code_bundle))
+        if text is None:
+            raise InvalidInput(f"the database lacks code bundle {version.code_bundle[:12]}")
+        files.update(parse_bundle(text))
+    files[version.code_entry] = version.code_entry_sha256
+    return files
+
+
+def snapshot(session: Session, version: DagVersion, *, legacy_name: str = "dag.py") -> Snapshot | None:
+    """The files of a version's code, or None when the version has none (not loaded from a file)."""
+    key = snapshot_key_of(version, legacy_name)
+    if key is None:
+        return None
+    if version.code_snapshot is None:
+        assert version.source_code is not None
+        return Snapshot(key, legacy_name, {legacy_name: version.source_code.encode("utf-8")}, captured=False)
+    assert version.code_entry is not None
+    manifest = manifest_of(session, version)
+    contents = blobs(session, manifest.values())
+    return Snapshot(key, version.code_entry, {path: contents[sha] for path, sha in manifest.items()}, captured=True)
+
+
+def entry_source(session: Session, version: DagVersion) -> str | None:
+    """The text of a version's DAG file."""
+    if version.code_entry_sha256 is not None:
+        data = blobs(session, [version.code_entry_sha256])[version.code_entry_sha256]
+        return data.decode("utf-8", errors="replace")
+    return version.source_code
+
+
+def stored_size(session: Session) -> dict[str, int]:
+    """Bytes the code tables hold (compressed blobs, bundle manifests), for benchmarks and `db` reports."""
+    blob_bytes = sum(len(d) for d in session.scalars(select(CodeBlob.data)))
+    bundle_bytes = sum(len(m) for m in session.scalars(select(CodeBundle.manifest)))
+    return {"blobs": blob_bytes, "bundles": bundle_bytes}

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import sys
 from typing import Annotated, Any
 
+import pendulum
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -16,9 +18,11 @@ from cli.options import DagId, DagsFolder, Json
 from ledger.dates import iso
 from ledger.errors import InvalidInput
 from ledger.schedule import upcoming_intervals
+from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import runs as run_store
+from ledger.versions import schedule_from_description
 
 app = typer.Typer(help="Inspect the DAGs of the DAGs folder and their versions.", no_args_is_help=True)
 out = Console()
@@ -50,29 +54,46 @@ def list_(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
 def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A version hash or prefix "
          "(default: the current version).")] = None,
          source: Annotated[bool, typer.Option("--source", help="Print the DAG file's code as of that version.")]
-         = False, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
-    """Tasks and edges of a DAG as of a version, or with --source the code of its file then."""
+         = False,
+         file: Annotated[str | None, typer.Option("--file", help="With --source: print this file of the version's "
+                         "code instead (a path relative to the DAGs folder, e.g. common/util.py).")] = None,
+         dags_folder: DagsFolder = None, as_json: Json = False) -> None:
+    """Tasks and edges of a DAG as of a version, or with --source the code it ran with then."""
+    if file is not None and not source:
+        raise InvalidInput("--file goes with --source")
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
         dag = dag_store.get(session, dag_id, active_only=version is None)
         row = dag_store.version(session, dag_id, version or dag.current_version or "")
         structure: dict[str, Any] = json.loads(row.structure)
-        created, source_code = row.created_at, row.source_code
-    if source and source_code is None:
-        raise InvalidInput(f"version {row.version_hash[:12]} of {dag_id} has no stored source code "
-                          "(it was registered before ledger kept it)")
+        created = row.created_at
+        code = code_store.describe(row)
+        texts = code_store.version_texts(session, row, _legacy_name(dag.fileloc)) if source or as_json else {}
+        files = sorted(texts) if texts else sorted(code_store.manifest_of(session, row)) if row.code_snapshot \
+            else [_legacy_name(dag.fileloc)] if row.source_code is not None else []
+    entry = row.code_entry or _legacy_name(dag.fileloc)
+    code["files"] = files
+    if source and not texts:
+        raise InvalidInput(f"version {row.version_hash[:12]} of {dag_id} has no stored code "
+                           "(it was registered before ledger kept it)")
+    if file is not None and file not in texts:
+        raise InvalidInput(f"version {row.version_hash[:12]} of {dag_id} has no file {file!r}; it has: "
+                           + ", ".join(sorted(texts)))
+    source_code = texts.get(file or entry) if source else None
     if as_json:
         print_json({"dag_id": dag_id, "version": row.version_hash, "created_at": iso(created),
-                    "structure": structure, **({"source_code": source_code} if source else {})})
+                    "structure": structure, "code": code,
+                    **({"source_code": source_code, "file": file or entry} if source else {})})
         return
     if source:
         assert source_code is not None
         sys.stdout.write(source_code if source_code.endswith("\n") else source_code + "\n")
         return
     out.print(f"[bold]{dag_id}[/bold]  version {row.version_hash[:12]}  registered {iso(created)}")
-    out.print(f"schedule {structure['schedule']}  timezone {structure['timezone']}  start {structure['start_date']}"
-              f"  end {structure['end_date']}  catchup {structure['catchup']}")
+    out.print(f"schedule {_schedule_text(structure)}  timezone {structure['timezone']}  "
+              f"start {structure['start_date']}  end {structure['end_date']}  catchup {structure['catchup']}")
+    out.print(f"code {_code_text(code)}", highlight=False)
     with_signals = any(t.get("signals") for t in structure["tasks"])
     table = Table("task", "kind", "upstream", "retries", "depends_on_past", "trigger_rule", "pool",
                   *(["signals"] if with_signals else []))
@@ -94,25 +115,57 @@ def _signal_rules(rules: dict[str, Any]) -> str:
     return "\n".join(f"{key}: {one(rule)}" for key, rule in rules.items()) or "-"
 
 
+def _legacy_name(fileloc: str | None) -> str:
+    """The name a version from before code was captured gives its DAG file (its file's base name)."""
+    return os.path.basename(fileloc) if fileloc and fileloc != "?" else "dag.py"
+
+
+def _schedule_text(structure: dict[str, Any]) -> str:
+    """The schedule of a version's structure as people write it: '@daily', '0 6 * * *', 'every 1:00:00'."""
+    start = pendulum.parse(structure["start_date"])
+    assert isinstance(start, pendulum.DateTime)
+    try:
+        return schedule_from_description(structure["schedule"], timezone=structure["timezone"],
+                                         start_date=start).summary()
+    except Exception:
+        return json.dumps(structure["schedule"])
+
+
+def _code_text(code: dict[str, Any]) -> str:
+    if not code["captured"]:
+        return "DAG file only (registered before helper modules were captured)"
+    helpers = [f for f in code.get("files", []) if f != code["entry"]]
+    return str(code["entry"]) + (f" + {len(helpers)} helpers" if helpers else "")
+
+
 @app.command()
 def versions(dag_id: DagId, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
-    """Every version of a DAG, oldest first, with how many runs used each."""
+    """Every version of a DAG, oldest first, with how many runs were created on it and how many tries ran its
+    code."""
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
         dag = dag_store.get(session, dag_id, active_only=False)
-        rows = [{"version": v.version_hash, "created_at": iso(v.created_at),
-                 "current": v.version_hash == dag.current_version,
-                 "tasks": [t["task_id"] for t in json.loads(v.structure)["tasks"]],
-                 "schedule": json.loads(v.structure)["schedule"]}
-                for v in dag_store.versions(session, dag_id)]
+        used = dag_store.usage(session, dag_id)
+        rows = []
+        for v in dag_store.versions(session, dag_id):
+            structure = json.loads(v.structure)
+            runs, tries = used.get(v.version_hash, (0, 0))
+            code = code_store.describe(v)
+            code["files"] = sorted(code_store.manifest_of(session, v)) if v.code_snapshot else \
+                [_legacy_name(dag.fileloc)] if v.source_code is not None else []
+            rows.append({"version": v.version_hash, "created_at": iso(v.created_at),
+                         "current": v.version_hash == dag.current_version,
+                         "tasks": [t["task_id"] for t in structure["tasks"]],
+                         "schedule": structure["schedule"], "schedule_text": _schedule_text(structure),
+                         "runs": runs, "tries": tries, "code": code})
     if as_json:
         print_json(rows)
         return
-    table = Table("version", "registered", "current", "schedule", "tasks")
+    table = Table("version", "registered", "current", "schedule", "runs", "tries", "code", "tasks")
     for r in rows:
-        table.add_row(r["version"][:12], r["created_at"], "*" if r["current"] else "",
-                      json.dumps(r["schedule"]), ", ".join(r["tasks"]))
+        table.add_row(r["version"][:12], r["created_at"], "*" if r["current"] else "", r["schedule_text"],
+                      str(r["runs"]), str(r["tries"]), _code_text(r["code"]), ", ".join(r["tasks"]))
     out.print(table)
 
 
@@ -121,18 +174,23 @@ def diff(dag_id: DagId,
          old: Annotated[str, typer.Argument(help="The older version (hash or prefix).")],
          new: Annotated[str | None, typer.Argument(help="The newer version (default: the current one).")] = None,
          dags_folder: DagsFolder = None) -> None:
-    """What changed between two versions of a DAG: a unified diff of the DAG file's code and of the structure."""
+    """What changed between two versions of a DAG: a unified diff of their code (the DAG file and its helper
+    files) and of the structure."""
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
         dag = dag_store.get(session, dag_id, active_only=False)
         rows = [dag_store.version(session, dag_id, ref) for ref in (old, new or dag.current_version or "")]
-        texts = [(r.version_hash[:12], r.source_code, json.dumps(json.loads(r.structure), indent=2, sort_keys=True))
-                 for r in rows]
+        texts = [(r.version_hash[:12], code_store.version_texts(session, r, _legacy_name(dag.fileloc)),
+                  json.dumps(json.loads(r.structure), indent=2, sort_keys=True)) for r in rows]
     (a, a_code, a_struct), (b, b_code, b_struct) = texts
-    parts = [] if a_code is None or b_code is None else [
-        difflib.unified_diff(a_code.splitlines(keepends=True), b_code.splitlines(keepends=True),
-                             f"{dag_id}@{a} (code)", f"{dag_id}@{b} (code)")]
+    parts = []
+    if a_code and b_code:
+        for path in sorted(set(a_code) | set(b_code)):
+            parts.append(difflib.unified_diff(
+                a_code.get(path, "").splitlines(keepends=True), b_code.get(path, "").splitlines(keepends=True),
+                f"{dag_id}@{a}/{path}" if path in a_code else "/dev/null",
+                f"{dag_id}@{b}/{path}" if path in b_code else "/dev/null"))
     parts.append(difflib.unified_diff((a_struct + "\n").splitlines(keepends=True),
                                       (b_struct + "\n").splitlines(keepends=True),
                                       f"{dag_id}@{a} (structure)", f"{dag_id}@{b} (structure)"))

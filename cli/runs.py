@@ -13,6 +13,7 @@ from cli.env import open_env, print_json
 from cli.options import Json
 from cli.timeline import run_json
 from ledger.dates import iso
+from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import lineage
 from ledger.store import runs as run_store
@@ -30,16 +31,22 @@ def show(run: Annotated[str, typer.Argument(help="The run id.", show_default=Fal
         version = dag_store.version(session, r.dag_id, r.version_hash)
         structure = json.loads(version.structure)
         tis = run_store.task_instances(session, r.id)
+        tries: dict[str, list[dict[str, Any]]] = {}
+        for task_id, t in run_store.tries_of_run(session, r.id):
+            tries.setdefault(task_id, []).append(
+                {"try_number": t.try_number, "state": t.state, "dag_version": t.dag_version,
+                 "hostname": t.hostname, "started_at": iso(t.started_at), "ended_at": iso(t.ended_at)})
         row = run_json(r)
         row["dag_id"] = r.dag_id
         row["conf"] = r.conf
         row["lock_holder"] = None if r.lock_holder is None else str(r.lock_holder)
+        row["code"] = code_store.describe(version)
         row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"]}
                                   for t in structure["tasks"]]}
         row["task_instances"] = [
             {"task_id": ti.task_id, "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
              "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
-             "priority_weight": ti.priority_weight}
+             "priority_weight": ti.priority_weight, "tries": tries.get(ti.task_id, [])}
             for ti in tis
         ]
         row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
@@ -59,6 +66,10 @@ def _render(row: dict[str, Any]) -> None:
             out.print(f"  {key:20} {row[key]}", highlight=False)
     if row.get("conf"):
         out.print(f"  {'conf':20} {json.dumps(row['conf'])}", highlight=False)
+    if not row["code"]["captured"]:
+        out.print(f"  {'code':20} the DAG file only: this version was registered before ledger captured the "
+                  "helper modules DAG files import, so its tries ran the stored DAG file with today's helpers",
+                  highlight=False)
     table = Table("task", "upstream", "state", "try", "started", "ended", title="task instances (as-was graph)",
                   title_justify="left")
     states = {ti["task_id"]: ti for ti in row["task_instances"]}
@@ -68,6 +79,14 @@ def _render(row: dict[str, Any]) -> None:
                       f"{ti.get('try_number', 0)}/{ti.get('max_tries', 0)}", ti.get("started_at") or "",
                       ti.get("ended_at") or "")
     out.print(table)
+    all_tries = [(ti["task_id"], t) for ti in row["task_instances"] for t in ti["tries"]]
+    if all_tries:
+        tries = Table("task", "try", "state", "version", "host", "started", "ended", title="tries (the code each ran)",
+                      title_justify="left")
+        for task_id, t in all_tries:
+            tries.add_row(task_id, str(t["try_number"]), t["state"], (t["dag_version"] or "not recorded")[:12],
+                          t["hostname"] or "", t["started_at"] or "", t["ended_at"] or "")
+        out.print(tries)
     if row["writes"]:
         writes = Table("dataset", "partition", "task", "try", "rows", "written", title="what this run wrote",
                        title_justify="left")

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cli.env import open_env
-from cli.options import DagId
+from cli.options import DagId, DagsFolder
 from ledger.errors import InvalidInput, TimelineConflict
 from ledger.models import DagRun, TaskInstance
 from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
@@ -46,6 +46,7 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
         if ti is None:
             raise InvalidInput(f"run {r.id} has no task {task_id!r}")
         latest = ti.try_number
+        tries = {t.try_number: t for _, t in run_store.tries_of_run(session, r.id) if t.task_instance_id == ti.id}
     if latest == 0:
         raise InvalidInput(f"task {task_id!r} of run {r.id} has not run yet")
     n = try_number or latest
@@ -54,6 +55,10 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     path = log_path(env.settings.logs_folder, dag_id, r.id, task_id, n)
     if not path.exists():
         raise InvalidInput(f"no log for try {n} of {task_id!r} in run {r.id} (expected {path})")
+    the_try = tries.get(n)
+    version = the_try.dag_version if the_try is not None and the_try.dag_version else "not recorded"
+    state = the_try.state if the_try is not None else "?"
+    typer.echo(f"=== {dag_id} run {r.id} task {task_id} try {n}/{latest}: {state}, version {version} ===")
     typer.echo(path.read_text(errors="replace"), nl=False)
 
 
@@ -62,20 +67,38 @@ def clear(dag_id: DagId, run: RunArg,
           task: Annotated[list[str] | None, typer.Option("--task", "-t", help="Task id to clear (repeatable; "
                           "default: every task).")] = None,
           downstream: Annotated[bool, typer.Option("--downstream", help="Also clear the chosen tasks' "
-                                "downstream tasks.")] = False) -> None:
-    """Re-run chosen finished task instances of a run (each gets fresh tries); the run is queued again."""
-    env = open_env()
+                                "downstream tasks.")] = False,
+          on_latest_version: Annotated[bool, typer.Option("--on-latest-version", help="First move the run to the "
+                                       "DAG's current version (recorded as an event); by default the cleared "
+                                       "tasks run the code of the run's own version.")] = False,
+          dags_folder: DagsFolder = None) -> None:
+    """Re-run chosen finished task instances of a run (each gets fresh tries); the run is queued again.
+
+    The tries run the code of the run's own version, as its first tries did, unless --on-latest-version."""
+    env = open_env(dags_folder)
+    if on_latest_version:
+        env.refresh_dags()  # "latest" is what the DAGs folder holds now
     now = env.clock.now()
+    moved: tuple[str, str, list[str], list[str]] | None = None
     with env.transaction() as session:
         r = _run_of(session, dag_id, run)
         if r.state == RunState.OVERRIDDEN:
             raise TimelineConflict(f"run {r.id} is overridden (by run {r.overridden_by}); it is history and is "
                                    "not re-run; backfill the date or clear the run that replaced it")
-        spec = dag_store.spec(session, dag_id, r.version_hash)
+        tis = run_store.task_instances(session, r.id)
+        if on_latest_version:
+            target = dag_store.get(session, dag_id).current_version
+            assert target is not None
+            spec = dag_store.spec(session, dag_id, target)
+            where = f"the current version {target[:12]} of {dag_id}"
+        else:
+            spec = dag_store.spec(session, dag_id, r.version_hash)
+            where = f"version {r.version_hash[:12]}, the version run {r.id} runs"
         chosen = set(task or spec.tasks)
         unknown = chosen - set(spec.tasks)
         if unknown:
-            raise InvalidInput(f"run {r.id} has no task {sorted(unknown)[0]!r}")
+            hint = "" if on_latest_version else "; --on-latest-version moves the run to the current version"
+            raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
         if downstream:
             down = spec.downstream()
             stack = list(chosen)
@@ -84,24 +107,39 @@ def clear(dag_id: DagId, run: RunArg,
                     if d not in chosen:
                         chosen.add(d)
                         stack.append(d)
-        tis = [ti for ti in run_store.task_instances(session, r.id) if ti.task_id in chosen]
-        busy = [ti.task_id for ti in tis if ti.state in (TaskState.QUEUED, TaskState.RUNNING)]
+        busy_all = [ti.task_id for ti in tis if ti.state in (TaskState.QUEUED, TaskState.RUNNING)]
+        busy = [t for t in busy_all if t in chosen] or (busy_all if on_latest_version else [])
         if busy:
             raise TimelineConflict(f"task {busy[0]!r} of run {r.id} is {TaskState.RUNNING.value} or queued; "
                                    "wait for it to finish")
+        if on_latest_version and spec.version_hash != r.version_hash:
+            before = r.version_hash
+            added, removed = run_store.move_to_version(session, r, spec, now=now, actor=env.actor,
+                                                       reason="ledger tasks clear --on-latest-version")
+            moved = (before, spec.version_hash, added, removed)
+            tis = run_store.task_instances(session, r.id)
         cleared = []
         for ti in tis:
+            if ti.task_id not in chosen:
+                continue
             if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
                 ti.state = TaskState.SCHEDULED.value
                 ti.max_tries = ti.try_number + spec.tasks[ti.task_id].retries + 1
                 ti.next_try_at = ti.ended_at = None
                 cleared.append(ti.task_id)
-        if not cleared:
+        if not cleared and moved is None:
             raise InvalidInput(f"nothing to clear in run {r.id}: the chosen tasks have not finished")
-        before = r.state
+        before_state = r.state
         if r.state in (RunState.SUCCESS, RunState.FAILED):
             r.state, r.ended_at = RunState.QUEUED.value, None
         events.record(session, "tasks_cleared", at=now, actor=env.actor, dag_id=dag_id, run_id=r.id,
-                      tasks=sorted(cleared), run_state_before=before, run_state=r.state)
+                      tasks=sorted(cleared), run_state_before=before_state, run_state=r.state,
+                      version=r.version_hash)
+        version = r.version_hash
+    if moved is not None:
+        old, new, added, removed = moved
+        out.print(f"run {r.id} moved from version {old[:12]} to {new[:12]}"
+                  + (f"; new tasks {json.dumps(added)}" if added else "")
+                  + (f"; removed tasks {json.dumps(removed)}" if removed else ""))
     out.print(f"cleared {len(cleared)} task instance(s) of run {r.id}: {json.dumps(sorted(cleared))}; "
-              f"run is {r.state}")
+              f"run is {r.state}; they run version {version[:12]}")

@@ -29,6 +29,7 @@ class TaskState(StrEnum):
     SKIPPED = "skipped"
     UPSTREAM_FAILED = "upstream_failed"
     STOPPED = "stopped"  # ended by a STOP signal (a running try was ended, or it never started)
+    REMOVED = "removed"  # its task is not in the version the run was moved to (`tasks clear --on-latest-version`)
 
 
 class BackfillState(StrEnum):
@@ -47,5 +48,6 @@ class JobState(StrEnum):
 FINISHED_RUN_STATES = frozenset({RunState.SUCCESS, RunState.FAILED})
 UNFINISHED_RUN_STATES = frozenset({RunState.QUEUED, RunState.RUNNING})
 FINISHED_TASK_STATES = frozenset(
-    {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED, TaskState.STOPPED}
+    {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED, TaskState.STOPPED,
+     TaskState.REMOVED}
 )

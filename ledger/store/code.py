@@ -116,6 +116,20 @@ def entry_source(session: Session, version: DagVersion) -> str | None:
     return version.source_code
 
 
+def version_texts(session: Session, version: DagVersion, legacy_name: str = "dag.py") -> dict[str, str]:
+    """relative path -> text of every file of a version's code (the DAG file of a legacy version only)."""
+    snap = snapshot(session, version, legacy_name=legacy_name)
+    if snap is None:
+        return {}
+    return {path: data.decode("utf-8", errors="replace") for path, data in sorted(snap.files.items())}
+
+
+def describe(version: DagVersion) -> dict[str, object]:
+    """What `--json` listings say about a version's code."""
+    return {"captured": version.code_snapshot is not None, "entry": version.code_entry,
+            "snapshot": version.code_snapshot, "bundle": version.code_bundle}
+
+
 def stored_size(session: Session) -> dict[str, int]:
     """Bytes the code tables hold (compressed blobs, bundle manifests), for benchmarks and `db` reports."""
     blob_bytes = sum(len(d) for d in session.scalars(select(CodeBlob.data)))

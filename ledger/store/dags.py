@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from ledger.code import CodeManifest
 from ledger.errors import DagNotFound, InvalidInput
-from ledger.models import Dag, DagVersion, ImportError_
+from ledger.models import Dag, DagRun, DagVersion, ImportError_, TaskInstance, TaskTry
 from ledger.store import code as code_store
 from ledger.store import events
 from ledger.versions import DagSpec, spec_from_json
@@ -108,6 +108,16 @@ def version(session: Session, dag_id: str, version_hash: str) -> DagVersion:
         raise InvalidInput(f"{what} version of DAG {dag_id!r} matches {version_hash!r}; "
                            f"see `ledger dags versions {dag_id}`")
     return rows[0]
+
+
+def usage(session: Session, dag_id: str) -> dict[str, tuple[int, int]]:
+    """version hash -> (runs created on or moved to it, tries that ran its code)."""
+    runs = {v: n for v, n in session.execute(select(DagRun.version_hash, func.count())
+                                             .where(DagRun.dag_id == dag_id).group_by(DagRun.version_hash))}
+    tries = {v: n for v, n in session.execute(
+        select(TaskTry.dag_version, func.count()).join(TaskInstance, TaskInstance.id == TaskTry.task_instance_id)
+        .where(TaskInstance.dag_id == dag_id, TaskTry.dag_version.is_not(None)).group_by(TaskTry.dag_version))}
+    return {v: (runs.get(v, 0), tries.get(v, 0)) for v in {*runs, *tries} if v is not None}
 
 
 _spec_cache: dict[tuple[str, str], DagSpec] = {}

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import NullType
 
 from ledger.errors import InvalidInput, RunNotFound, TimelineConflict
-from ledger.models import Dag, DagRun, TaskInstance, UtcDateTime
+from ledger.models import Dag, DagRun, TaskInstance, TaskTry, UtcDateTime
 from ledger.schedule import DataInterval
 from ledger.states import RunState, RunType, TaskState
 from ledger.store import events
@@ -182,6 +182,39 @@ def create_task_instances(session: Session, run: DagRun, spec: DagSpec) -> None:
          "try_number": 0, "max_tries": t.retries + 1, "priority_weight": t.priority_weight, "pool": t.pool}
         for t in spec.tasks.values()
     ])
+
+
+def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: datetime, actor: str,
+                    reason: str) -> tuple[list[str], list[str]]:
+    """Move a run to another version of its DAG (its next tries run that version's code), recorded as a
+    `run_version_changed` event. Tasks new in `spec` get task instances; task instances of tasks it lacks
+    become `removed` (kept, with their tries). Returns (tasks added, tasks removed)."""
+    before = run.version_hash
+    tis = task_instances(session, run.id)
+    have = {ti.task_id for ti in tis}
+    added = sorted(set(spec.tasks) - have)
+    removed = sorted(ti.task_id for ti in tis if ti.task_id not in spec.tasks and ti.state != TaskState.REMOVED)
+    for ti in tis:
+        if ti.task_id in removed:
+            ti.state, ti.next_try_at = TaskState.REMOVED.value, None
+    if added:
+        session.execute(insert(TaskInstance), [
+            {"run_id": run.id, "dag_id": run.dag_id, "task_id": t.task_id, "state": TaskState.SCHEDULED.value,
+             "try_number": 0, "max_tries": t.retries + 1, "priority_weight": t.priority_weight, "pool": t.pool}
+            for t in (spec.tasks[tid] for tid in added)])
+    run.version_hash = spec.version_hash
+    run.schedule = spec.schedule.summary()
+    events.record(session, "run_version_changed", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
+                  **{"from": before, "to": spec.version_hash, "reason": reason, "tasks_added": added,
+                     "tasks_removed": removed, "logical_date": run.logical_date.isoformat()})
+    return added, removed
+
+
+def tries_of_run(session: Session, run_id: int) -> list[tuple[str, TaskTry]]:
+    """(task_id, try) of every try of a run's task instances, by task then try number."""
+    return [(task_id, t) for task_id, t in session.execute(
+        select(TaskInstance.task_id, TaskTry).join(TaskTry, TaskTry.task_instance_id == TaskInstance.id)
+        .where(TaskInstance.run_id == run_id).order_by(TaskInstance.task_id, TaskTry.try_number))]
 
 
 def latest_scheduling_run(session: Session, dag_id: str) -> DagRun | None:

@@ -110,7 +110,7 @@ def test_tries_succeed_fail_and_skip_through_each_executor(make: MakeExecutor, d
         "bash_fail": ("failed", "exit code 1"),
         "bash_skip": ("skipped", "exit code 99"),
         "skip": ("skipped", "nothing to do today"),
-        "gone": ("failed", f"task gone no longer exists in {dag_file}"),
+        "gone": ("failed", f"task gone is not in the code of version v1abc ({dag_file})"),
     }
     items = [work_item(dag_file, task_id, ti_id=n) for n, task_id in enumerate(cases)]
     events = run_all(executor, items)

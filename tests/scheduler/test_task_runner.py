@@ -292,10 +292,10 @@ def test_a_return_value_is_written_to_the_log(dag_file: Path) -> None:
 
 def test_a_task_that_no_longer_exists_fails_with_a_clear_reason(dag_file: Path) -> None:
     item = work_item(dag_file, "gone")
-    assert outcome_of(item) == ("failed", f"task gone no longer exists in {dag_file}")
-    assert f"task gone no longer exists in {dag_file}" in read_log(item)
+    assert outcome_of(item) == ("failed", f"task gone is not in the code of version v1abc ({dag_file})")
+    assert f"task gone is not in the code of version v1abc ({dag_file})" in read_log(item)
     assert outcome_of(work_item(dag_file, "noop", dag_id="other")) == (
-        "failed", f"DAG other no longer exists in {dag_file}")
+        "failed", f"DAG other is not defined by the code of version v1abc ({dag_file})")
 
 
 def test_a_dag_file_that_no_longer_imports_fails_the_try_with_its_error(dag_file: Path) -> None:
@@ -303,7 +303,7 @@ def test_a_dag_file_that_no_longer_imports_fails_the_try_with_its_error(dag_file
     for prepared in (False, True):
         state, reason = outcome_of(work_item(dag_file, "noop"), prepared=prepared)
         assert state == "failed"
-        assert reason is not None and reason.startswith("cannot load DAG file:")
+        assert reason is not None and reason.startswith("cannot load DAG file of version v1abc")
         assert "NameError" in reason
 
 

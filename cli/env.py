@@ -51,6 +51,13 @@ class Env:
         with self.sessions.begin() as session:
             yield session
 
+    def require_dags_folder(self) -> None:
+        """A DAGs folder that is missing is an error, never "every DAG was deleted"."""
+        folder = self.settings.dags_folder
+        if not folder.is_dir():
+            raise InvalidInput(f"the DAGs folder {folder} does not exist or is not a folder; create it, or "
+                               "give another with --dags-folder or LEDGER_DAGS_FOLDER")
+
     def refresh_dags(self) -> None:
         """Bring DAG versions and import errors up to date with the DAGs folder (idempotent).
 
@@ -65,10 +72,7 @@ class Env:
         from scheduler.settings import SchedulerSettings
 
         s = SchedulerSettings.from_env()
-        folder = self.settings.dags_folder
-        if not folder.is_dir():
-            raise InvalidInput(f"the DAGs folder {folder} does not exist or is not a folder; create it, or "
-                               "give another with --dags-folder or LEDGER_DAGS_FOLDER")
+        self.require_dags_folder()
         with self.sessions.begin() as session:
             seen, owners, deps = known_hashes(session), known_owners(session), known_dependencies(session)
         manager = DagFileProcessorManager(

@@ -30,6 +30,7 @@ def scheduler(
     settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism)
     env = open_env(dags_folder)
     sessions = env.sessions  # checks that the database is ready before anything starts
+    env.require_dags_folder()
     job = SchedulerJob(
         sessions=sessions, engine=env.engine, settings=settings,
         executor=make_executor(settings.executor, settings.parallelism), clock=env.clock, actor=env.actor,

@@ -72,7 +72,8 @@ class Task:
                  "priority_weight": priority_weight, "execution_timeout": execution_timeout}
         merged = {**dag.default_args, **{k: v for k, v in given.items() if v is not None}}
         self.retries: int = int(merged.get("retries", 0))
-        self.retry_delay: timedelta = merged.get("retry_delay") or timedelta(seconds=300)
+        found = merged.get("retry_delay")
+        self.retry_delay: timedelta = timedelta(seconds=300) if found is None else found  # 0 means at once
         self.depends_on_past: bool = bool(merged.get("depends_on_past", False))
         self.wait_for_downstream: bool = bool(merged.get("wait_for_downstream", False))
         self.trigger_rule: str = merged.get("trigger_rule") or "all_success"

@@ -52,7 +52,7 @@ def test_diff_shows_the_code_and_structure_that_changed_between_versions(ready_c
     first = cli.json("dags", "versions", "coded")[0]["version"]
     cli.write_dag("coded.py", HELPER_DAG.replace("FACTOR = 2", "FACTOR = 3"))
     diff = cli.ok("dags", "diff", "coded", first[:8]).splitlines()
-    assert f"--- coded@{first[:12]} (code)" in diff
+    assert f"--- coded@{first[:12]}/coded.py" in diff
     assert "-FACTOR = 2" in diff and "+FACTOR = 3" in diff
     assert any(line.startswith('-  "code_sha256"') for line in diff)
     assert not any(line.startswith(("-def ", "+def ")) for line in diff)  # unchanged lines are context only

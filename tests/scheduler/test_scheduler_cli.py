@@ -141,7 +141,11 @@ with DAG("past", schedule="@daily", start_date=START, end_date=START.add(days=2)
 with DAG("past", schedule="@daily", start_date=START, end_date=START.add(days=2), catchup=True):
     BashTask("t", 'true', depends_on_past=True)
 """)
+    # a clear re-runs the run's own version (the failing command) unless the run moves to the fixed one
     cli.ok("tasks", "clear", "past", runs[1]["run_id"])
+    schedule(cli)
+    assert [r["state"] for r in cli.json("timeline", "past")] == ["success", "failed", "running"]
+    cli.ok("tasks", "clear", "past", runs[1]["run_id"], "--on-latest-version")
     schedule(cli)
     assert [r["state"] for r in cli.json("timeline", "past")] == ["success"] * 3
 
@@ -264,6 +268,7 @@ with DAG("catchup", schedule="@daily", start_date=START, end_date=START.add(days
 
 
 def test_exit_when_idle_with_nothing_to_do_exits_at_once(ready_cli: Cli) -> None:
+    ready_cli.dags.mkdir()
     started = time.monotonic()
     schedule(ready_cli)
     assert time.monotonic() - started < 20

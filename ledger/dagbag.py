@@ -98,15 +98,16 @@ def forget_modules(roots: Iterable[str]) -> None:
 
 @contextlib.contextmanager
 def code_root(root: str | None, *, keep: bool = False) -> Iterator[None]:
-    """While the block runs, `root` is first on sys.path (other code roots are off it) and modules imported
-    from other code roots are forgotten. With `keep`, sys.path stays that way after the block (a try's
-    process, whose task code may import later)."""
+    """While the block runs, `root` is first on sys.path (other code roots are off it) and every module
+    imported earlier from any code root, this one included, is forgotten: what the block imports is read
+    afresh. With `keep`, sys.path stays that way after the block (a try's process, whose task code may
+    import later)."""
     if root is None:
         yield
         return
     root = os.path.abspath(root)
     _roots.add(root)
-    forget_modules(r for r in _roots if r != root)
+    forget_modules(_roots)
     saved = list(sys.path)
     sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") not in _roots)]
     try:

@@ -260,3 +260,29 @@ def test_a_dag_file_removed_from_the_folder_deactivates_its_dag_and_its_runs_sti
     assert query(cli, "SELECT is_active FROM dag WHERE dag_id = 'pin'") == [(0,)]
     assert cli.json("runs", "show", "1")["state"] == "success"
     assert "CODE-A" in log_of(cli, "pin", 1, "b")
+
+
+@pytest.mark.postgres
+def test_a_second_host_with_only_the_database_runs_the_pinned_code(cli: Cli, tmp_path: Path,
+                                                                      postgres_url: str) -> None:
+    """Host 1 parses the DAGs folder and triggers; host 2 (its own LEDGER_HOME, an empty DAGs folder, the same
+    PostgreSQL database) runs the run from the code stored in the database."""
+    host1 = cli
+    host1.env["LEDGER_DATABASE_URL"] = postgres_url
+    host1.ok("db", "upgrade")
+    write_helpers(host1, "alpha")
+    host1.write_dag("pin.py", PIN_DAG)
+    host1.ok("trigger", "pin", "--logical-date", "2024-03-01")
+    version = host1.json("runs", "show", "1")["dag_version"]
+
+    home2 = tmp_path / "host2"
+    (home2 / "dags").mkdir(parents=True)
+    host2 = Cli(home=home2, env={**host1.env, "LEDGER_HOME": str(home2)})
+    host2.ok("scheduler", "--exit-when-idle")
+    shown = host2.json("runs", "show", "1")
+    assert shown["state"] == "success"
+    assert {t["dag_version"] for ti in shown["task_instances"] for t in ti["tries"]} == {version}
+    assert "CODE-A" in log_of(host2, "pin", 1, "b")
+    assert "word alpha alpha" in log_of(host2, "pin", 1, "p")
+    assert (home2 / "code" / "snapshots").is_dir() and not (host1.home / "code").exists()
+    assert [d["dag_id"] for d in host1.json("dags", "list")] == ["pin"]  # host 2 deactivated nothing

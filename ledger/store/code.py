@@ -8,8 +8,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ledger.code import CodeManifest, parse_bundle, sha256_bytes
@@ -28,14 +30,30 @@ def missing_blobs(session: Session, shas: Iterable[str]) -> set[str]:
     return set(wanted) - have
 
 
+def _insert_new(session: Session, table: Any, key: str, rows: list[dict[str, Any]]) -> None:
+    """Insert rows whose key may already be there (another process may store the same content at the same
+    moment): existing keys are left alone."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        stmt: Any = postgresql.insert(table).on_conflict_do_nothing(index_elements=[key])
+    elif dialect == "sqlite":
+        stmt = sqlite.insert(table).on_conflict_do_nothing(index_elements=[key])
+    else:
+        stmt = insert(table)
+    session.execute(stmt, rows)
+
+
 def add_blobs(session: Session, contents: Mapping[str, bytes]) -> None:
     """Store file contents by sha256 (those already stored are left alone)."""
+    rows = []
     for sha in sorted(missing_blobs(session, contents)):
         data = contents[sha]
         if sha256_bytes(data) != sha:
             raise ValueError(f"blob {sha[:12]} does not hash to its key")
-        session.add(CodeBlob(sha256=sha, size=len(data), data=zlib.compress(data, 6)))
-    session.flush()
+        rows.append({"sha256": sha, "size": len(data), "data": zlib.compress(data, 6)})
+    _insert_new(session, CodeBlob.__table__, "sha256", rows)
 
 
 def add_manifest(session: Session, manifest: CodeManifest) -> None:
@@ -44,8 +62,7 @@ def add_manifest(session: Session, manifest: CodeManifest) -> None:
     if bundle_hash is None or text is None:
         return
     if session.get(CodeBundle, bundle_hash) is None:
-        session.add(CodeBundle(bundle_hash=bundle_hash, manifest=text))
-        session.flush()
+        _insert_new(session, CodeBundle.__table__, "bundle_hash", [{"bundle_hash": bundle_hash, "manifest": text}])
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ledger import dag as dag_module
-from ledger.code import CodeFile, CodeManifest, helper_paths, wanted_file
+from ledger.code import CodeFile, CodeManifest, file_digest, helper_paths, sha256_bytes, wanted_file
 from ledger.dag import DAG, DAG_MODULE_PREFIX
 from ledger.errors import DagDefinitionError
 
@@ -142,6 +142,21 @@ def _files_under(root: str, top: str) -> list[str]:
     return sorted(found)
 
 
+_digests: dict[tuple[str, str], str] = {}  # (relative path, sha256 of its bytes) -> file_digest
+
+
+def _code_file(root: str, rel: str) -> CodeFile:
+    """The CodeFile of root/rel. The bytes are read and hashed every time (what is captured is what is on
+    disk now); the digest, a syntax tree for Python, is cached by content, so a processor that parses many
+    DAG files importing one large package parses each of its files once."""
+    data = Path(root, rel).read_bytes()
+    sha = sha256_bytes(data)
+    digest = _digests.get((rel, sha))
+    if digest is None:
+        digest = _digests[(rel, sha)] = file_digest(rel, data)
+    return CodeFile(rel, sha, digest)
+
+
 def capture_code(fileloc: str, root: str, imported: Iterable[str]) -> CodeManifest:
     """The manifest of a DAG file's code: the file, and the files of `root` its import needed
     (`imported`: the files of modules it imported from `root`)."""
@@ -149,7 +164,7 @@ def capture_code(fileloc: str, root: str, imported: Iterable[str]) -> CodeManife
     rels = [Path(p).relative_to(root).as_posix() for p in imported]
     tops = {Path(r).parts[0] for r in rels if len(Path(r).parts) > 1}
     needed = helper_paths(rels, {top: _files_under(root, top) for top in tops})
-    support = [CodeFile.of(rel, (Path(root) / rel).read_bytes()) for rel in sorted(needed)
+    support = [_code_file(root, rel) for rel in sorted(needed)
                if rel != entry_rel and wanted_file(rel) and (Path(root) / rel).is_file()]
     return CodeManifest.build(CodeFile.of(entry_rel, Path(fileloc).read_bytes()), support)
 

@@ -30,6 +30,9 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "signal_latency": (["--sends", "40"], ["--sends", "10"]),
     "backfill_bench": (["--dates", "200", "--existing", "20000", "--splice", "2000"],
                        ["--dates", "40", "--existing", "2000", "--splice", "200"]),
+    "code_storage": (["--files", "1000", "--package-kb", "1024"], ["--files", "100", "--package-kb", "256"]),
+    # --repeat is its number of A/B pairs; needs the worktree of the code before pinning (see its docstring)
+    "pinning_ab": (["--runs", "200"], ["--runs", "40"]),
 }
 
 

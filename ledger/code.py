@@ -13,8 +13,8 @@ Each file is stored once per distinct content (sha256 of its bytes). The helper 
 (entry + bundle); it is the name of the folder a worker materialises the code into.
 
 The version hash covers the code through `version_digest`: the entry's syntax-tree digest (so a comment
-or layout change to the DAG file makes no new version, as before) and, when there are helper files, the
-digest of each (syntax tree for Python, bytes for the rest).
+or layout change to the DAG file makes no new version, as before) and, when there are helper files, one
+digest over each helper's path and digest (syntax tree for Python, bytes for the rest).
 
 Pure: no I/O here. Reading files is `ledger.dagbag`'s job, storing them `ledger.store.code`'s.
 """
@@ -98,10 +98,13 @@ class CodeManifest:
         return snapshot_key(self.entry.relpath, self.entry.sha256, self.bundle_hash)
 
     def version_digest(self) -> dict[str, object]:
-        """The part of a version's structure that covers its code."""
+        """The part of a version's structure that covers its code: the entry's digest and, with helpers, one
+        digest of every helper's path and digest (one value, not a map: the structure is stored per version,
+        and the per-file digests are in the version's bundle already)."""
         found: dict[str, object] = {"code_sha256": self.entry.digest}
         if self.support:
-            found["modules"] = {f.relpath: f.digest for f in self.support}
+            modules = canonical({f.relpath: f.digest for f in self.support})
+            found["modules_sha256"] = sha256_bytes(modules.encode("utf-8"))
         return found
 
     def files(self) -> dict[str, str]:

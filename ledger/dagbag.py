@@ -70,6 +70,9 @@ def _describe(exc: BaseException, fileloc: str) -> str:
 # -- code roots -------------------------------------------------------------------------------------
 
 _roots: set[str] = set()  # every code root this process imported from
+# The load whose modules are the only code-root modules in sys.modules (None: unknown). Lets activate()
+# skip its walk of sys.modules when a forked try runs the file its worker loaded last, the common case.
+_active: FileResult | None = None
 
 
 def _inside(path: str, root: str) -> bool:
@@ -102,12 +105,14 @@ def code_root(root: str | None, *, keep: bool = False) -> Iterator[None]:
     imported earlier from any code root, this one included, is forgotten: what the block imports is read
     afresh. With `keep`, sys.path stays that way after the block (a try's process, whose task code may
     import later)."""
+    global _active
     if root is None:
         yield
         return
     root = os.path.abspath(root)
     _roots.add(root)
     forget_modules(_roots)
+    _active = None
     saved = list(sys.path)
     sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") not in _roots)]
     try:
@@ -120,13 +125,16 @@ def code_root(root: str | None, *, keep: bool = False) -> Iterator[None]:
 def activate(result: FileResult) -> None:
     """Make the process import as the loaded file did: its root first on sys.path, the modules it imported
     (and no others from any code root) in sys.modules. For a try's process, before task code runs."""
+    global _active
     if result.root is None:
         return
     root = os.path.abspath(result.root)
-    forget_modules(_roots)
     _roots.add(root)
     sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") not in _roots)]
-    sys.modules.update(result.modules)
+    if _active is not result:
+        forget_modules(_roots)
+        sys.modules.update(result.modules)
+        _active = result
 
 
 def _files_under(root: str, top: str) -> list[str]:
@@ -173,6 +181,7 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
     """Import one DAG file and return the DAGs it defines (module-level DAG objects) and its code, or its
     error. `root`: the folder imports are resolved from (the DAGs folder, or a version's snapshot); default:
     the file's own folder."""
+    global _active
     fileloc = os.path.abspath(fileloc)
     root = os.path.abspath(root) if root is not None else os.path.dirname(fileloc)
     if not _inside(fileloc, root):
@@ -193,6 +202,7 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
                               and any(_inside(p, root) for p in _module_paths(m))}
         imported = {f for m in result.modules.values() if (f := getattr(m, "__file__", None))}
         result.code = capture_code(fileloc, root, imported)
+        _active = result  # code_root() forgot every other code root's modules
         seen: set[int] = set()
         # DAGs bound to module names, and DAGs made in a `with DAG(...):` block without a name
         for value in [*vars(module).values(), *dag_module.created]:
@@ -205,6 +215,7 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
                 result.dags.append(value)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
+        _active = None
         result.dags = []
         result.modules = {}
         result.code = None

@@ -14,10 +14,11 @@ to the database. Subclasses say which runs to collect and may create runs.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +43,7 @@ from ledger.versions import DagSpec
 from scheduler import signal_actions
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.faults import Backoff, first_line, is_transient
 from scheduler.settings import SchedulerSettings
 from scheduler.wakeup import DatabaseWakeup, Wakeup
 
@@ -107,6 +109,9 @@ class DagRunJob:
     _stop_requests: set[int] = field(default_factory=set)  # tries this job killed for a STOP or RESTART
     _sent_signals: bool = False  # this loop's transaction sent signals: ring the doorbells after commit
     _state_items: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
+    _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
+    _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
+    backoff: Backoff = field(default_factory=Backoff)
 
     @property
     def home(self) -> Path:
@@ -160,9 +165,28 @@ class DagRunJob:
     def run_started(self, *, num_runs: int | None = None, exit_when_idle: bool = False) -> None:
         """The loop of a job whose start() has been called."""
         loops = 0
+        self.backoff.max_outage = self.settings.db_max_outage
+        outage_since: float | None = None
+        attempt = 0
         try:
             while not self.stopping:
-                report = self.loop_once()
+                try:
+                    report = self.loop_once()
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    now_m = time.monotonic()
+                    outage_since = now_m if outage_since is None else outage_since
+                    if self.backoff.gives_up(now_m - outage_since):
+                        raise
+                    attempt += 1
+                    wait_s = self.backoff.delay(attempt)
+                    self.say(f"database error, retrying in {wait_s:.1f} s (attempt {attempt}): {first_line(exc)}")
+                    self._pause(wait_s)
+                    continue
+                if outage_since is not None:
+                    self.say(f"database reachable again after {time.monotonic() - outage_since:.1f} s")
+                    outage_since, attempt = None, 0
                 loops += 1
                 if num_runs is not None and loops >= num_runs:
                     break
@@ -185,7 +209,33 @@ class DagRunJob:
             wait_s = (report.retry_at - self.clock.now()).total_seconds()
             timeout = max(0.0, min(timeout, wait_s))
         assert self.wakeup is not None
-        self.wakeup.sleep(self.wait_handles(), timeout)
+        try:
+            self.wakeup.sleep(self.wait_handles(), timeout)
+        except Exception as exc:  # the wake-up's check of the database failed: loop, and let the loop retry
+            if not is_transient(exc):
+                raise
+
+    def _pause(self, seconds: float) -> None:
+        """Wait out a database fault (a stop request ends the wait early). Tries keep running meanwhile;
+        their outcomes wait in the executor until they can be recorded."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(0.2, left))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """One transaction of this job. When it fails (a database fault), what it changed in the job's memory
+        is put back, so that the next try decides again from what the database holds."""
+        saved = (dict(self._inflight), set(self._stop_requests), list(self._state_items))
+        try:
+            with self.sessions.begin() as session:
+                yield session
+        except BaseException:
+            self._inflight, self._stop_requests, self._state_items = saved[0], saved[1], saved[2]
+            self._settled.clear()
+            self._claim_now = True
+            self._reconcile = True
+            raise
 
     def wait_handles(self) -> list[Any]:
         return list(self.executor.wait_handles())
@@ -194,9 +244,26 @@ class DagRunJob:
         """Stop taking work, let running tries finish within the grace period, release the locks."""
         if isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.close()
-        last = self.executor.end(self.settings.shutdown_grace)
+        last = self._unrecorded + self.executor.end(self.settings.shutdown_grace)
         now = self.clock.now()
-        with self.sessions.begin() as session:
+        attempt = 0
+        while True:  # a database fault while stopping: try a few times, else the lock timeout frees the runs
+            try:
+                self._end_in_database(last, now)
+                break
+            except Exception as exc:
+                attempt += 1
+                if not is_transient(exc) or attempt >= 6:
+                    raise
+                self.say(f"database error while stopping, retrying (attempt {attempt}): {first_line(exc)}")
+                time.sleep(self.backoff.delay(attempt))
+        self._unrecorded = []
+        if self._sent_signals:
+            self._sent_signals = False
+            ring(self.engine, self.home)
+
+    def _end_in_database(self, last: list[TaskEvent], now: datetime) -> None:
+        with self.transaction() as session:
             self._record(session, last, now)
             lost = task_store.unfinished_in_job(session, self.job_id)
             if lost:
@@ -208,9 +275,6 @@ class DagRunJob:
                               job_id=self.job_id)
             job_store.end_job(session, self.job_id, now=now)
             self._flush_task_states(session, now)
-        if self._sent_signals:
-            self._sent_signals = False
-            ring(self.engine, self.home)
 
     # -- one loop ------------------------------------------------------------------------------
     def loop_once(self) -> LoopReport:
@@ -218,15 +282,18 @@ class DagRunJob:
         self.refresh_dags()
         for item in self.handle_signals(report):  # a signal's START reaches a worker before the rest of the loop
             self.executor.submit(item)
-        drained = self.executor.drain()
+        drained = self._unrecorded + self.executor.drain()
+        self._unrecorded = drained  # until the transaction that records them commits
         now = self.clock.now()
         work: list[WorkItem] = []
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
-        with self.sessions.begin() as session:
+        with self.transaction() as session:
             if isinstance(self.wakeup, DatabaseWakeup) and self._settled \
                     and int(session.scalar(select(func.max(Event.id))) or 0) != self._own_events_to:
                 self._settled.clear()  # another process wrote (CLI, backfill, another job): decide every run again
             report.outcomes = self._record(session, drained, now)
+            if self._reconcile:
+                self._fail_unsubmitted(session, now)
             if not quick:
                 self._carry_out_stop_requests(session)
                 report.created = self.create_runs(session, now)
@@ -242,6 +309,7 @@ class DagRunJob:
             if isinstance(self.wakeup, DatabaseWakeup):
                 self.wakeup.seen = int(session.scalar(select(func.max(Event.id))) or 0)
                 self._own_events_to = self.wakeup.seen
+        self._unrecorded = []
         for item in work:  # the tries first: ringing other processes' doorbells can wait a few microseconds
             self.executor.submit(item)
         if self._sent_signals:
@@ -250,6 +318,18 @@ class DagRunJob:
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report
+
+    def _fail_unsubmitted(self, session: Session, now: datetime) -> None:
+        """After a failed transaction whose COMMIT may have reached the database unseen: tries queued in this
+        job's name that no worker was given are failed (retried when they have retries left), so that
+        nothing waits for them and nothing runs twice."""
+        self._reconcile = False
+        mine = set(self._inflight) | self.executor.in_flight()
+        lost = [(ti, tn) for ti, tn in task_store.unfinished_in_job(session, self.job_id) if ti not in mine]
+        if lost:
+            self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
+                                             reason="never started: queued in a transaction a database fault "
+                                                    "interrupted") for ti, tn in lost], now)
 
     def _carry_out_stop_requests(self, session: Session) -> None:
         """Kill the tries of this job that a STOP or RESTART signal asked to end."""
@@ -279,7 +359,7 @@ class DagRunJob:
                 if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
                     state = TaskState.STOPPED
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
-                                               info.retry_delay if info else 0.0))
+                                               info.retry_delay if info else 0.0, decided_at=now))
             if ev.kind == "started":
                 pass
             elif info is None:

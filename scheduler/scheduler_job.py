@@ -29,6 +29,7 @@ class SchedulerJob(DagRunJob):
     _parsed_once: bool = False
     _dirty: bool = True
     _pending: list[Any] = field(default_factory=list)
+    _unsynced: list[Any] = field(default_factory=list)  # parse results a database fault kept from being stored
     _signal_index: signal_actions.Index | None = None
     _signal_index_until: float = 0.0
     _next_signal_skip: float = 0.0  # with no listener, the cursor is moved past other signals this often
@@ -58,9 +59,12 @@ class SchedulerJob(DagRunJob):
             self._parsed_once = True
         else:
             results = self.manager.poll()
+        results = self._unsynced + results
         if not results:
             return False
+        self._unsynced = results
         sync_parsed(self.sessions, results, now=self.clock.now(), actor=self.actor)
+        self._unsynced = []
         if self.manager.folder_error is not None:
             self.say(f"warning: {self.manager.folder_error}; its DAGs stay as they were")
         self._fileloc.clear()
@@ -89,7 +93,7 @@ class SchedulerJob(DagRunJob):
         if not stale and not self._signal_index and time.monotonic() < self._next_signal_skip:
             return []
         now = self.clock.now()
-        with self.sessions.begin() as session:
+        with self.transaction() as session:
             if stale:  # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
                 self._signal_index = signal_actions.listeners(session, self.code_cache())  # (pausing a DAG
                 # from the CLI changes it)

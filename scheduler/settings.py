@@ -27,6 +27,9 @@ class SchedulerSettings:
     # woken by signals (doorbell) and database changes (newest event id, every 50 ms); false: poll only,
     # waking every poll_interval, as schedulers that poll the database do (for comparison)
     signal_wakeup: bool = True
+    # a transient database error (locked SQLite file, PostgreSQL restart, deadlock...) is retried with
+    # backoff; a job whose database stays unusable this many seconds exits with the error
+    db_max_outage: float = 600.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:
@@ -56,6 +59,7 @@ class SchedulerSettings:
         for name in ("parallelism", "max_held_runs", "parsing_processes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
-        for name in ("poll_interval", "heartbeat_interval", "lock_timeout", "dag_file_processor_timeout"):
+        for name in ("poll_interval", "heartbeat_interval", "lock_timeout", "dag_file_processor_timeout",
+                     "db_max_outage"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")

@@ -187,6 +187,16 @@ class PostgresServer:
         self.port = None
         atexit.unregister(self._atexit_stop)
 
+    def restart(self, down_for: float = 0.0) -> None:
+        """Fast shutdown (as `pg_ctl restart -m fast`: open transactions are aborted, clients disconnected),
+        `down_for` seconds without a server, then the same data directory on the same port again."""
+        if self.port is None or self.basedir is None:
+            raise RuntimeError("PostgreSQL server is not started")
+        self._stop_proc()
+        time.sleep(down_for)
+        self._spawn()
+        self._wait_ready()
+
     def _atexit_stop(self) -> None:
         # A forked child (e.g. a scheduler worker) exiting normally must not stop our server.
         if os.getpid() == self._owner_pid:

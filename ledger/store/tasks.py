@@ -137,6 +137,9 @@ class Outcome:
     hostname: str | None = None
     reason: str | None = None
     retry_delay: float = 0.0
+    # the job's clock when it recorded the outcome: a retry's due time counts from it, since the job compares
+    # due times with its clock (`at` is the executor's wall time, what happened, kept for the record)
+    decided_at: datetime | None = None
 
 
 def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Outcome, TaskState]]:
@@ -160,7 +163,7 @@ def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Out
         next_try = None
         if state == TaskState.FAILED and o.try_number < row[1]:
             state = TaskState.UP_FOR_RETRY
-            next_try = o.at + timedelta(seconds=o.retry_delay)
+            next_try = (o.decided_at or o.at) + timedelta(seconds=o.retry_delay)
         if state == TaskState.RUNNING:
             ti_rows.append({"ti": o.ti_id, "st": state.value, "started": o.at, "ended": None, "nxt": None,
                             "pid": o.pid, "host": o.hostname})

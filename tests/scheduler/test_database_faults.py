@@ -1,0 +1,296 @@
+"""A job survives database faults: transient errors are retried, the job's memory follows what was committed,
+no try runs twice; and the decisions it makes compare times of its own clock."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pendulum
+import pytest
+from sqlalchemy import event, select
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from ledger import DAG, BashTask
+from ledger.clock import FixedClock
+from ledger.db import make_engine, make_sessions
+from ledger.models import DagRun, TaskInstance, TaskTry
+from ledger.sync import register_dag
+from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.faults import Backoff, is_transient
+from scheduler.job import DagRunJob
+from scheduler.scheduling import create_due_runs
+from scheduler.settings import SchedulerSettings
+from tests.conftest import LEDGER, Cli, migrated_sessions
+from tests.pgserver import PostgresServer, postgres_available
+
+# -- which errors are transient ---------------------------------------------------------------------------
+
+
+def wrapped(kind: type[Any], orig: BaseException) -> Any:
+    return kind("SELECT 1", {}, orig)
+
+
+def test_a_locked_or_busy_sqlite_file_is_transient() -> None:
+    assert is_transient(wrapped(OperationalError, sqlite3.OperationalError("database is locked")))
+    assert is_transient(wrapped(OperationalError, sqlite3.OperationalError("database table is locked")))
+
+
+def test_postgresql_restarts_deadlocks_and_serialization_failures_are_transient() -> None:
+    import psycopg.errors as pg
+
+    assert is_transient(wrapped(OperationalError, pg.AdminShutdown("terminating connection")))
+    assert is_transient(wrapped(OperationalError, pg.SerializationFailure("could not serialize access")))
+    assert is_transient(wrapped(OperationalError, pg.DeadlockDetected("deadlock detected")))
+    assert is_transient(wrapped(OperationalError, pg.OperationalError(
+        "consuming input failed: server closed the connection unexpectedly")))
+    assert is_transient(wrapped(OperationalError, pg.OperationalError(
+        'connection failed: connection to server at "127.0.0.1", port 5 failed: Connection refused')))
+
+
+def test_bugs_and_broken_schemas_are_not_retried() -> None:
+    import psycopg.errors as pg
+
+    assert not is_transient(wrapped(IntegrityError, sqlite3.IntegrityError("UNIQUE constraint failed: dag.dag_id")))
+    assert not is_transient(wrapped(OperationalError, sqlite3.OperationalError("no such table: dag_run")))
+    assert not is_transient(wrapped(ProgrammingError, pg.UndefinedTable('relation "dag_run" does not exist')))
+    assert not is_transient(ValueError("database is locked"))  # not from the database at all
+
+
+def test_backoff_grows_to_its_cap_and_gives_up_after_the_longest_outage() -> None:
+    backoff = Backoff(initial=0.1, maximum=5.0, max_outage=60.0)
+    delays = [backoff.delay(n) for n in range(1, 12)]
+    assert 0.05 <= delays[0] <= 0.1
+    assert all(2.5 <= d <= 5.0 for d in delays[7:])
+    assert max(delays) <= 5.0
+    assert not backoff.gives_up(59.9) and backoff.gives_up(60.0)
+
+
+# -- in process: a fixed clock and a fake executor -----------------------------------------------------------
+
+
+class ScriptedExecutor(Executor):
+    """Runs nothing: each submitted try starts and ends at once, failing while `fail` says so."""
+
+    def __init__(self, fail: set[tuple[str, int]] | None = None) -> None:
+        super().__init__(4)
+        self.fail = fail or set()
+        self.submitted: list[WorkItem] = []
+        self._events: list[TaskEvent] = []
+        self._busy: set[int] = set()
+
+    def start(self) -> None:
+        pass
+
+    def open_slots(self) -> int:
+        return self.parallelism - len(self._busy)
+
+    def submit(self, item: WorkItem) -> None:
+        self.submitted.append(item)
+        self._busy.add(item.ti_id)
+        state = "failed" if (item.task_id, item.try_number) in self.fail else "success"
+        self._events += [TaskEvent(item.ti_id, item.try_number, "started", time.time(), pid=1),
+                         TaskEvent(item.ti_id, item.try_number, "finished", time.time(), state, pid=1,
+                                   reason="exit code 1" if state == "failed" else None)]
+
+    def drain(self) -> list[TaskEvent]:
+        events, self._events = self._events, []
+        self._busy -= {e.ti_id for e in events if e.kind == "finished"}
+        return events
+
+    def wait_handles(self) -> list[Any]:
+        return []
+
+    def in_flight(self) -> set[int]:
+        return set(self._busy)
+
+    def end(self, grace: float) -> list[TaskEvent]:
+        return self.drain()
+
+
+T0 = pendulum.datetime(2024, 3, 9, tz="UTC")
+
+
+@pytest.fixture
+def job_parts(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    """An engine and sessions on a real SQLite file whose busy timeout is short (100 ms), so that a held write
+    lock shows as 'database is locked' instead of a 60 s wait."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    migrated, _ = migrated_sessions(url)
+    migrated.dispose()
+    engine = make_engine(url)
+
+    @event.listens_for(engine, "connect")
+    def _short_wait(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute("PRAGMA busy_timeout=100")
+
+    yield engine, make_sessions(engine)
+    engine.dispose()
+
+
+def a_job(tmp_path: Path, engine: Any, sessions: Any, clock: FixedClock, executor: Executor) -> DagRunJob:
+    with DAG("d", schedule="@daily", start_date=T0, catchup=True) as dag:
+        a = BashTask("a", "true", retries=2, retry_delay=timedelta(seconds=60))
+        a >> BashTask("b", "true")
+    dag.fileloc = str(tmp_path / "d.py")
+    with sessions.begin() as session:
+        register_dag(session, dag, now=clock.now(), actor="test")
+        assert len(create_due_runs(session, now=clock.now(), actor="test")) == 1  # 2024-03-09
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    job = DagRunJob(sessions=sessions, engine=engine, settings=SchedulerSettings(), executor=executor,
+                    clock=clock, actor="test", logs_folder=tmp_path / "logs", say=lambda _line: None)
+    job.start()
+    return job
+
+
+def states(sessions: Any) -> dict[str, tuple[str, int]]:
+    with sessions() as s:
+        return {ti.task_id: (ti.state, ti.try_number) for ti in s.scalars(select(TaskInstance))}
+
+
+def test_a_retry_comes_due_by_the_jobs_clock(tmp_path: Path, job_parts: tuple[Any, Any]) -> None:
+    """The clock stands at 2024-03-10 while the executor stamps 2026 wall times: the retry is due 60 s after the
+    job recorded the failure, by the job's clock, not 60 s after the wall time."""
+    engine, sessions = job_parts
+    clock = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
+    executor = ScriptedExecutor(fail={("a", 1)})
+    job = a_job(tmp_path, engine, sessions, clock, executor)
+    job.loop_once()  # queues a
+    job.loop_once()  # a failed: up for retry
+    assert states(sessions)["a"] == ("up_for_retry", 1)
+    with sessions() as s:
+        due = s.scalar(select(TaskInstance.next_try_at).where(TaskInstance.task_id == "a"))
+    assert pendulum.instance(due, tz="UTC") == clock.now().add(seconds=60)
+    clock.advance(seconds=59)
+    job.loop_once()
+    assert states(sessions)["a"] == ("up_for_retry", 1)
+    clock.advance(seconds=2)
+    for _ in range(4):
+        job.loop_once()
+    assert states(sessions) == {"a": ("success", 2), "b": ("success", 1)}
+    job.shutdown()
+
+
+def test_a_locked_database_rolls_the_loop_back_and_the_next_loop_records_each_outcome_once(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:
+    engine, sessions = job_parts
+    executor = ScriptedExecutor()
+    job = a_job(tmp_path, engine, sessions, FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC")), executor)
+    job.loop_once()  # queues a (b waits for it)
+    assert [i.task_id for i in executor.submitted] == ["a"]
+    inflight = dict(job._inflight)
+    blocker = sqlite3.connect(str(tmp_path / "ledger.db"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    with pytest.raises(OperationalError) as raised:
+        job.loop_once()
+    assert is_transient(raised.value)
+    assert job._inflight == inflight  # the loop's changes to memory were put back with its transaction
+    assert [e.kind for e in job._unrecorded] == ["started", "finished"]  # a's outcome is kept, not lost
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    for _ in range(4):
+        job.loop_once()
+    assert states(sessions) == {"a": ("success", 1), "b": ("success", 1)}
+    assert [i.task_id for i in executor.submitted] == ["a", "b"]  # nothing was submitted twice
+    with sessions() as s:
+        assert s.scalar(select(DagRun.state)) == "success"
+        assert len(s.scalars(select(TaskTry)).all()) == 2
+    job.shutdown()
+
+
+# -- the real CLI ----------------------------------------------------------------------------------------------
+
+CATCHUP_DAG = """
+    import pendulum
+    from ledger import DAG, BashTask
+
+    with DAG("cu", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+             end_date=pendulum.datetime(2024, 1, {days}, tz="UTC"), catchup=True, max_active_runs=4) as dag:
+        first = BashTask("first", "sleep 0.2")
+        second = BashTask("second", "sleep 0.2")
+        first >> second
+"""
+
+
+def assert_every_task_ran_once(cli: Cli, days: int) -> None:
+    live = cli.json("timeline", "cu")
+    assert len(live) == days and {r["state"] for r in live} == {"success"}, live
+    for run in live:
+        for ti in cli.json("runs", "show", str(run["run_id"]))["task_instances"]:
+            assert len(ti["tries"]) == 1, (run, ti)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_the_scheduler_survives_a_postgresql_restart_during_a_catch_up(cli: Cli) -> None:
+    reason = postgres_available()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PostgresServer().start()
+    try:
+        cli.env["LEDGER_DATABASE_URL"] = server.create_database("faults")
+        cli.ok("db", "upgrade")
+        days = 16
+        cli.write_dag("cu.py", CATCHUP_DAG.format(days=days))
+        proc = subprocess.Popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:  # until some task instances have succeeded
+                with server.connect("faults") as conn:
+                    done = conn.execute("SELECT count(*) FROM task_instance WHERE state = 'success'").fetchone()[0]
+                if done >= 4:
+                    break
+                time.sleep(0.2)
+            assert done >= 4
+            server.restart(down_for=2.0)
+            out, _ = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+        assert proc.returncode == 0, out
+        assert "database error, retrying" in out and "database reachable again" in out, out
+        assert_every_task_ran_once(cli, days)
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_the_scheduler_waits_for_a_sqlite_file_another_process_locks_for_10_seconds(ready_cli: Cli) -> None:
+    cli = ready_cli
+    days = 6
+    cli.write_dag("cu.py", CATCHUP_DAG.format(days=days))
+    cli.ok("dags", "list")
+    holder = threading.Event()
+
+    def lock_for_10_seconds() -> None:
+        conn = sqlite3.connect(str(cli.home / "ledger.db"), isolation_level=None)
+        conn.execute("BEGIN EXCLUSIVE")
+        holder.set()
+        time.sleep(10)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    proc = subprocess.Popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(1.5)
+    locker = threading.Thread(target=lock_for_10_seconds)
+    locker.start()
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        locker.join()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert holder.is_set()
+    assert proc.returncode == 0, out
+    assert_every_task_ran_once(cli, days)

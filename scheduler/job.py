@@ -28,7 +28,7 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
-from ledger.dependencies import PreviousRun, decide
+from ledger.dependencies import PreviousRun
 from ledger.models import Backfill, Dag, DagRun, Event
 from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal, is_valid_key
@@ -44,6 +44,7 @@ from scheduler import signal_actions
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.faults import Backoff, first_line, is_transient
+from scheduler.planner import HeldRun, choose, plan_runs
 from scheduler.settings import SchedulerSettings
 from scheduler.wakeup import DatabaseWakeup, Wakeup
 
@@ -492,50 +493,26 @@ class DagRunJob:
                 .where(DagRun.state == RunState.RUNNING.value, DagRun.dag_id.in_({r.dag_id for r in runs.values()}))
                 .group_by(DagRun.dag_id))
             running = dict(session.execute(running_stmt).tuples().all())
-        candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
-        marks: list[tuple[int, TaskState]] = []
-        finished: list[tuple[DagRun, RunState]] = []
-        for run in sorted(runs.values(), key=lambda r: (r.logical_date, r.id), reverse=self.newest_first):
-            if run.backfill_id in cancelled:  # start nothing more; fail it once its tries are done
-                if not any(t.state in (TaskState.QUEUED, TaskState.RUNNING) for t in tis.get(run.id, {}).values()):
-                    self._set_run_state(session, run, RunState.FAILED, now, release=True,
-                                        reason=f"backfill {run.backfill_id} cancelled")
-                    report.runs_changed += 1
-                continue
-            spec = dag_store.spec(session, run.dag_id, run.version_hash)
-            if run.state == RunState.QUEUED.value:
-                if running.get(run.dag_id, 0) >= spec.max_active_runs:
-                    continue
-                running[run.dag_id] = running.get(run.dag_id, 0) + 1
-                self._set_run_state(session, run, RunState.RUNNING, now)
-                report.runs_changed += 1
-            if run.previous_run_id is not None:
-                self._successor[run.previous_run_id] = run.id
-            rows = tis.get(run.id, {})
-            prev = PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None else None
-            decision = decide(spec, task_store.states_of(rows), prev, now=now)
-            for tid, st in decision.mark.items():
-                marks.append((rows[tid].id, st))
-                self._task_state(run.dag_id, tid, st.value, {"run_id": run.id})
-            if decision.run_state is not None:
-                finished.append((run, decision.run_state))
-                continue
-            mine = [(rows[tid], run, spec) for tid in decision.ready]
-            candidates.extend(mine)
-            if not decision.mark and decision.retry_at is None and not decision.waiting_on_past:
-                self._settled[run.id] = mine
-            if decision.retry_at is not None and (report.retry_at is None or decision.retry_at < report.retry_at):
-                report.retry_at = decision.retry_at
-        task_store.mark(session, marks, now=now)
-        report.marked = len(marks)
-        for run, state in finished:
+        held = [HeldRun(run, specs[run.id], tis.get(run.id, {}),
+                        PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
+                        else None, backfill_cancelled=run.backfill_id in cancelled) for run in runs.values()]
+        plan = plan_runs(held, running, now=now, newest_first=self.newest_first)
+        for run in plan.start:
+            self._set_run_state(session, run, RunState.RUNNING, now)
+        self._successor.update(plan.successors)
+        for ti, st, run in plan.mark:
+            self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
+        task_store.mark(session, [(ti.id, st) for ti, st, _run in plan.mark], now=now)
+        self._settled.update(plan.settled)
+        report.retry_at = plan.retry_at
+        report.marked = len(plan.mark)
+        report.runs_changed += len(plan.start) + len(plan.finish)
+        for run, state, reason in plan.finish:
             self._claim_now = True
-            self._set_run_state(session, run, state, now, release=True)
-            running[run.dag_id] = running.get(run.dag_id, 1) - 1
-        report.runs_changed += len(finished)
-        for backfill_id in {run.backfill_id for run, _ in finished if run.backfill_id is not None}:
+            self._set_run_state(session, run, state, now, release=True, reason=reason)
+        for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
             finish_backfill(session, backfill_id, now=now, actor=self.actor)
-        return self._queue(session, candidates + cached, now, report)
+        return self._queue(session, plan.ready + cached, now, report)
 
     def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,
                report: LoopReport, known: Mapping[int, Signal] | None = None) -> list[WorkItem]:
@@ -545,22 +522,9 @@ class DagRunJob:
         slots = self.executor.open_slots()
         if not candidates or slots <= 0:
             return []
-        sign = -1 if self.newest_first else 1
-        candidates.sort(key=lambda c: (-c[0].priority_weight, sign * c[1].logical_date.timestamp(), c[0].id))
-        active = task_store.active_counts_by_dag(session, list({c[1].dag_id for c in candidates}))
-        pools = task_store.pool_room(session)
-        chosen: list[tuple[task_store.TiRow, DagRun, DagSpec]] = []
-        for ti, run, spec in candidates:
-            if len(chosen) >= slots:
-                break
-            if active.get(run.dag_id, 0) >= spec.max_active_tasks:
-                continue
-            if ti.pool in pools and pools[ti.pool] <= 0:
-                continue
-            chosen.append((ti, run, spec))
-            active[run.dag_id] = active.get(run.dag_id, 0) + 1
-            if ti.pool in pools:
-                pools[ti.pool] -= 1
+        chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session),
+                        active=task_store.active_counts_by_dag(session, list({c[1].dag_id for c in candidates})),
+                        newest_first=self.newest_first)
         tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now,
                                  versions={c[0].id: c[1].version_hash for c in chosen})
         for ti, run, _spec in chosen:

@@ -1,0 +1,140 @@
+"""The decisions of one scheduler loop, pure: no I/O, no clock, no database.
+
+The job (scheduler/job.py) gathers a snapshot of the runs it holds (their task instances, their version's
+spec, the states of their previous runs for depends_on_past) and the capacity it has (open executor slots,
+running task instances per DAG, pool room, running runs per DAG); these functions say what to do:
+
+* `plan_runs`: which queued runs start (within max_active_runs), which task instances are marked (skipped,
+  upstream_failed...) by the rules of ledger.dependencies, which runs finish and how, which task instances
+  are ready, and when the earliest retry comes due;
+* `choose`: which ready task instances get a slot now (parallelism, max_active_tasks, pools), highest
+  priority first, then oldest logical date (newest first for backwards backfills).
+
+The job applies the plan in its transaction. Property tests drive these functions directly
+(tests/scheduler/test_planner.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ledger.dependencies import PreviousRun, TiState, decide
+from ledger.states import RunState, TaskState
+from ledger.versions import DagSpec
+
+if TYPE_CHECKING:
+    from ledger.store.tasks import TiRow
+
+ACTIVE_STATES = (TaskState.QUEUED, TaskState.RUNNING)
+
+
+class RunLike(Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def dag_id(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def logical_date(self) -> datetime: ...
+    @property
+    def previous_run_id(self) -> int | None: ...
+    @property
+    def backfill_id(self) -> int | None: ...
+
+
+Candidate = tuple["TiRow", Any, DagSpec]  # (task instance, its run: a RunLike, the run's version's spec)
+
+
+@dataclass(frozen=True)
+class HeldRun:
+    """One run the job holds, as the planner sees it."""
+
+    run: Any  # RunLike (an ORM DagRun in the job; anything with those attributes in tests)
+    spec: DagSpec
+    tis: Mapping[str, TiRow]
+    previous: PreviousRun | None = None  # states of the previous run's task instances (depends_on_past)
+    backfill_cancelled: bool = False
+
+
+@dataclass
+class RunsPlan:
+    start: list[Any] = field(default_factory=list)  # queued runs that become running
+    mark: list[tuple[TiRow, TaskState, Any]] = field(default_factory=list)  # (ti, new state, run)
+    finish: list[tuple[Any, RunState, str | None]] = field(default_factory=list)  # (run, end state, reason)
+    ready: list[Candidate] = field(default_factory=list)
+    settled: dict[int, list[Candidate]] = field(default_factory=dict)  # run id -> its ready ones (stable)
+    successors: dict[int, int] = field(default_factory=dict)  # previous run id -> held run id
+    retry_at: datetime | None = None  # the earliest retry due after now
+
+
+def states_of(tis: Mapping[str, TiRow]) -> dict[str, TiState]:
+    return {tid: TiState(r.state, r.next_try_at, r.armed) for tid, r in tis.items()}
+
+
+def run_order(run: Any, newest_first: bool) -> tuple[float, int]:
+    sign = -1 if newest_first else 1
+    return sign * run.logical_date.timestamp(), sign * run.id
+
+
+def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datetime,
+              newest_first: bool = False) -> RunsPlan:
+    """What to do with the held runs. `running`: runs of each DAG in state running now (all jobs')."""
+    plan = RunsPlan()
+    running = dict(running)
+    for h in sorted(held, key=lambda h: run_order(h.run, newest_first)):
+        run, spec = h.run, h.spec
+        if h.backfill_cancelled:  # start nothing more; fail it once its tries are done
+            if not any(t.state in ACTIVE_STATES for t in h.tis.values()):
+                plan.finish.append((run, RunState.FAILED, f"backfill {run.backfill_id} cancelled"))
+            continue
+        if run.state == RunState.QUEUED.value:
+            if running.get(run.dag_id, 0) >= spec.max_active_runs:
+                continue
+            running[run.dag_id] = running.get(run.dag_id, 0) + 1
+            plan.start.append(run)
+        if run.previous_run_id is not None:
+            plan.successors[run.previous_run_id] = run.id
+        decision = decide(spec, states_of(h.tis), h.previous, now=now)
+        plan.mark.extend((h.tis[tid], st, run) for tid, st in decision.mark.items())
+        if decision.run_state is not None:
+            plan.finish.append((run, decision.run_state, None))
+            continue
+        mine = [(h.tis[tid], run, spec) for tid in decision.ready]
+        plan.ready.extend(mine)
+        if not decision.mark and decision.retry_at is None and not decision.waiting_on_past:
+            plan.settled[run.id] = mine
+        if decision.retry_at is not None and (plan.retry_at is None or decision.retry_at < plan.retry_at):
+            plan.retry_at = decision.retry_at
+    return plan
+
+
+def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, int],
+           pool_room: Mapping[str, int], newest_first: bool = False) -> list[Candidate]:
+    """The candidates that get a slot now: highest priority_weight first, then by logical date (oldest first,
+    or newest first), then task instance id; each within the open `slots`, its DAG's max_active_tasks
+    (`active`: task instances of each DAG queued or running now) and its pool's room (a pool missing from
+    `pool_room` is not limited)."""
+    if slots <= 0:
+        return []
+    sign = -1 if newest_first else 1
+    ordered = sorted(candidates, key=lambda c: (-c[0].priority_weight, sign * c[1].logical_date.timestamp(),
+                                                c[0].id))
+    active = dict(active)
+    room = dict(pool_room)
+    chosen: list[Candidate] = []
+    for ti, run, spec in ordered:
+        if len(chosen) >= slots:
+            break
+        if active.get(run.dag_id, 0) >= spec.max_active_tasks:
+            continue
+        if ti.pool in room and room[ti.pool] <= 0:
+            continue
+        chosen.append((ti, run, spec))
+        active[run.dag_id] = active.get(run.dag_id, 0) + 1
+        if ti.pool in room:
+            room[ti.pool] -= 1
+    return chosen

@@ -1,0 +1,173 @@
+"""The scheduler's pure planner, driven directly: capacity limits, maximal use of free slots, priority order,
+max_active_runs, cancelled backfills. No database, no clock, no processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pendulum
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger import DAG, BashTask
+from ledger.dependencies import PreviousRun
+from ledger.states import RunState, TaskState
+from ledger.store.tasks import TiRow
+from ledger.versions import DagSpec, spec_from_json, version_of
+from scheduler.planner import HeldRun, choose, plan_runs
+
+NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
+DAY0 = pendulum.datetime(2024, 3, 1, tz="UTC")
+
+
+@dataclass
+class Run:
+    id: int
+    dag_id: str
+    logical_date: datetime
+    state: str = RunState.RUNNING.value
+    previous_run_id: int | None = None
+    backfill_id: int | None = None
+
+
+@dataclass
+class Limits:
+    max_active_tasks: int
+
+
+# -- choose ------------------------------------------------------------------------------------------------
+
+candidate_rows = st.lists(st.tuples(st.integers(1, 3),  # priority weight
+                                    st.sampled_from(["d0", "d1", "d2"]),
+                                    st.sampled_from(["default_pool", "p1", "p2"]),
+                                    st.integers(0, 5)),  # logical day
+                          max_size=14)
+
+
+def make_candidates(rows: list[tuple[int, str, str, int]], caps: dict[str, int]) -> list[Any]:
+    out = []
+    for i, (priority, dag_id, pool, day) in enumerate(rows):
+        ti = TiRow(i + 1, 100 + i, f"t{i}", TaskState.SCHEDULED, 0, 1, None, priority, pool, None)
+        out.append((ti, Run(100 + i, dag_id, DAY0 + timedelta(days=day)), Limits(caps[dag_id])))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=candidate_rows, slots=st.integers(0, 6),
+       caps=st.fixed_dictionaries({d: st.integers(1, 4) for d in ("d0", "d1", "d2")}),
+       active=st.fixed_dictionaries({d: st.integers(0, 4) for d in ("d0", "d1", "d2")}),
+       room=st.fixed_dictionaries({"p1": st.integers(0, 3), "p2": st.integers(0, 3)}),
+       newest_first=st.booleans())
+def test_choose_fills_free_slots_within_every_limit_in_priority_order(
+        rows: list[tuple[int, str, str, int]], slots: int, caps: dict[str, int], active: dict[str, int],
+        room: dict[str, int], newest_first: bool) -> None:
+    candidates = make_candidates(rows, caps)
+    chosen = choose(candidates, slots=slots, active=active, pool_room=room, newest_first=newest_first)
+    chosen_ids = {c[0].id for c in chosen}
+    per_dag = {d: sum(1 for c in chosen if c[1].dag_id == d) for d in caps}
+    per_pool = {p: sum(1 for c in chosen if c[0].pool == p) for p in room}
+    # within every limit
+    assert len(chosen) <= slots
+    for d in caps:
+        assert per_dag[d] == 0 or active[d] + per_dag[d] <= caps[d]
+    for p in room:
+        assert per_pool[p] <= room[p]
+    assert len(chosen_ids) == len(chosen)
+
+    def blocked(c: Any) -> bool:  # what keeps an unchosen candidate out, at the end
+        return (len(chosen) >= slots or active[c[1].dag_id] + per_dag[c[1].dag_id] >= caps[c[1].dag_id]
+                or (c[0].pool in room and per_pool[c[0].pool] >= room[c[0].pool]))
+
+    # maximal: nothing left out that would still fit
+    assert all(blocked(c) for c in candidates if c[0].id not in chosen_ids)
+    # in order: a left-out candidate that ranks before a chosen one was kept out by its DAG or its pool
+    sign = -1 if newest_first else 1
+
+    def rank(c: Any) -> tuple[int, float, int]:
+        return -c[0].priority_weight, sign * c[1].logical_date.timestamp(), c[0].id
+
+    worst_chosen = max((rank(c) for c in chosen), default=None)
+    for c in candidates:
+        if c[0].id in chosen_ids or worst_chosen is None or rank(c) > worst_chosen:
+            continue
+        d, p = c[1].dag_id, c[0].pool
+        assert active[d] + per_dag[d] >= caps[d] or (p in room and per_pool[p] >= room[p])
+
+
+def test_choose_gives_nothing_without_a_slot() -> None:
+    candidates = make_candidates([(1, "d0", "default_pool", 0)], {"d0": 4, "d1": 4, "d2": 4})
+    assert choose(candidates, slots=0, active={}, pool_room={}) == []
+
+
+# -- plan_runs ----------------------------------------------------------------------------------------------
+
+
+def spec(max_active_runs: int) -> DagSpec:
+    with DAG("d", schedule="@daily", start_date=DAY0, max_active_runs=max_active_runs) as dag:
+        a = BashTask("a", "true", retries=1)
+        a >> BashTask("b", "true")
+    version, text = version_of(dag)
+    return spec_from_json(version, text)
+
+
+TI_STATES = [TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING, TaskState.SUCCESS, TaskState.FAILED,
+             TaskState.UP_FOR_RETRY, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED]
+
+held_runs = st.lists(st.tuples(st.sampled_from([RunState.QUEUED.value, RunState.RUNNING.value]),
+                               st.sampled_from(TI_STATES), st.sampled_from(TI_STATES),
+                               st.booleans(),  # its backfill was cancelled
+                               st.booleans()),  # a's retry is due (else in an hour)
+                     max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=held_runs, max_active_runs=st.integers(1, 4), running_elsewhere=st.integers(0, 4),
+       newest_first=st.booleans())
+def test_plan_runs_starts_within_max_active_runs_and_readies_only_runnable_tasks(
+        rows: list[tuple[str, TaskState, TaskState, bool, bool]], max_active_runs: int, running_elsewhere: int,
+        newest_first: bool) -> None:
+    the_spec = spec(max_active_runs)
+    held = []
+    for i, (run_state, a_state, b_state, cancelled, due) in enumerate(rows):
+        run = Run(i + 1, "d", DAY0 + timedelta(days=i), run_state, backfill_id=7 if cancelled else None)
+        retry_at = NOW - timedelta(seconds=1) if due else NOW + timedelta(hours=1)
+        tis = {"a": TiRow(10 * i + 1, run.id, "a", a_state, 1, 2,
+                          retry_at if a_state == TaskState.UP_FOR_RETRY else None, 1, "default_pool", None),
+               "b": TiRow(10 * i + 2, run.id, "b", b_state, 0, 1, None, 1, "default_pool", None)}
+        held.append(HeldRun(run, the_spec, tis, None, backfill_cancelled=cancelled))
+    running = {"d": running_elsewhere + sum(1 for h in held if h.run.state == RunState.RUNNING.value)}
+    plan = plan_runs(held, running, now=NOW, newest_first=newest_first)
+
+    started = {r.id for r in plan.start}
+    assert len(started) <= max(0, max_active_runs - running["d"])
+    assert all(r.state == RunState.QUEUED.value for r in plan.start)
+    by_id = {h.run.id: h for h in held}
+    for ti, run, _spec in plan.ready:
+        h = by_id[run.id]
+        assert not h.backfill_cancelled
+        assert run.state == RunState.RUNNING.value or run.id in started  # a queued run waits for its turn
+        assert ti.state in (TaskState.SCHEDULED, TaskState.UP_FOR_RETRY)
+        if ti.state == TaskState.UP_FOR_RETRY:
+            assert ti.next_try_at is None or ti.next_try_at <= NOW  # no due time: at once
+        if ti.task_id == "b" and ti.state == TaskState.SCHEDULED:  # its trigger rule: all_success
+            assert h.tis["a"].state == TaskState.SUCCESS
+    finished = {r.id: state for r, state, _ in plan.finish}
+    for h in held:
+        active = any(t.state in (TaskState.QUEUED, TaskState.RUNNING) for t in h.tis.values())
+        if h.backfill_cancelled:
+            assert h.run.id not in started
+            assert (h.run.id in finished) == (not active)
+        if h.run.id in finished:
+            assert not active and h.run.id not in {run.id for _ti, run, _s in plan.ready}
+    if plan.retry_at is not None:
+        assert plan.retry_at > NOW
+
+
+def test_a_run_finishes_failed_when_its_backfill_was_cancelled_and_nothing_runs() -> None:
+    run = Run(1, "d", DAY0, backfill_id=3)
+    tis = {"a": TiRow(1, 1, "a", TaskState.SUCCESS, 1, 1, None, 1, "default_pool", None),
+           "b": TiRow(2, 1, "b", TaskState.SCHEDULED, 0, 1, None, 1, "default_pool", None)}
+    plan = plan_runs([HeldRun(run, spec(1), tis, PreviousRun({}), backfill_cancelled=True)], {}, now=NOW)
+    assert plan.finish == [(run, RunState.FAILED, "backfill 3 cancelled")] and plan.ready == []

@@ -24,18 +24,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
 from ledger.dependencies import PreviousRun
-from ledger.models import Backfill, Dag, DagRun, Event
+from ledger.models import DagRun
 from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal, is_valid_key
-from ledger.states import BackfillState, JobState, RunState, TaskState
+from ledger.states import JobState, RunState, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage
 from ledger.store import jobs as job_store
+from ledger.store import loop as loop_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
@@ -290,7 +291,7 @@ class DagRunJob:
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         with self.transaction() as session:
             if isinstance(self.wakeup, DatabaseWakeup) and self._settled \
-                    and int(session.scalar(select(func.max(Event.id))) or 0) != self._own_events_to:
+                    and loop_store.newest_event_id(session) != self._own_events_to:
                 self._settled.clear()  # another process wrote (CLI, backfill, another job): decide every run again
             report.outcomes = self._record(session, drained, now)
             if self._reconcile:
@@ -308,7 +309,7 @@ class DagRunJob:
             self._heartbeat(session, now)
             self._flush_task_states(session, now)
             if isinstance(self.wakeup, DatabaseWakeup):
-                self.wakeup.seen = int(session.scalar(select(func.max(Event.id))) or 0)
+                self.wakeup.seen = loop_store.newest_event_id(session)
                 self._own_events_to = self.wakeup.seen
         self._unrecorded = []
         for item in work:  # the tries first: ringing other processes' doorbells can wait a few microseconds
@@ -459,11 +460,8 @@ class DagRunJob:
 
     # -- process runs --------------------------------------------------------------------------
     def process_runs(self, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
-        order = ((DagRun.logical_date.desc(), DagRun.id.desc()) if self.newest_first
-                 else (DagRun.logical_date, DagRun.id))
-        held_ids = list(session.scalars(
-            select(DagRun.id).where(DagRun.lock_holder == self.job_id, DagRun.state.in_(job_store.UNFINISHED))
-            .order_by(*order).limit(self.settings.max_held_runs)))
+        held_ids = loop_store.held_run_ids(session, self.job_id, limit=self.settings.max_held_runs,
+                                           newest_first=self.newest_first)
         if not held_ids:
             self._settled.clear()
             return []
@@ -477,22 +475,17 @@ class DagRunJob:
         cached = [c for i in held_ids if i in self._settled for c in self._settled[i]]
         if not todo:
             return self._queue(session, cached, now, report)
-        runs = {r.id: r for r in session.scalars(select(DagRun).where(DagRun.id.in_(todo)))}
-        backfills = {r.backfill_id for r in runs.values() if r.backfill_id is not None}
-        cancelled = set(session.scalars(select(Backfill.id).where(
-            Backfill.id.in_(backfills), Backfill.state == BackfillState.CANCELLED.value))) if backfills else set()
+        runs = loop_store.runs_by_id(session, todo)
+        cancelled = loop_store.cancelled_backfills(
+            session, {r.backfill_id for r in runs.values() if r.backfill_id is not None})
         tis = task_store.rows_for_runs(session, list(runs))
         specs = {r.id: dag_store.spec(session, r.dag_id, r.version_hash) for r in runs.values()}
         previous = task_store.previous_states(
             session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None
                       and any(t.depends_on_past for t in specs[r.id].tasks.values())])
-        running: dict[str, int] = {}
-        if any(r.state == RunState.QUEUED.value for r in runs.values()):
-            running_stmt = (
-                select(DagRun.dag_id, func.count())
-                .where(DagRun.state == RunState.RUNNING.value, DagRun.dag_id.in_({r.dag_id for r in runs.values()}))
-                .group_by(DagRun.dag_id))
-            running = dict(session.execute(running_stmt).tuples().all())
+        running = loop_store.running_runs_by_dag(
+            session, {r.dag_id for r in runs.values()}) if any(r.state == RunState.QUEUED.value
+                                                               for r in runs.values()) else {}
         held = [HeldRun(run, specs[run.id], tis.get(run.id, {}),
                         PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
                         else None, backfill_cancelled=run.backfill_id in cancelled) for run in runs.values()]
@@ -566,23 +559,12 @@ class DagRunJob:
     def _dag_file(self, session: Session, dag_id: str) -> str:
         found = self._fileloc.get(dag_id)
         if found is None:
-            found = self._fileloc[dag_id] = session.scalar(select(Dag.fileloc).where(Dag.dag_id == dag_id)) or ""
+            found = self._fileloc[dag_id] = loop_store.dag_fileloc(session, dag_id)
         return found
 
     def _set_run_state(self, session: Session, run: DagRun, state: RunState, now: datetime,
                        release: bool = False, reason: str | None = None) -> None:
-        before = run.state
-        values: dict[str, Any] = {"state": state.value}
-        if state == RunState.RUNNING:
-            values["started_at"] = now
-        if state in (RunState.SUCCESS, RunState.FAILED):
-            values["ended_at"] = now
-        if release:
-            values["lock_holder"] = None
-        session.execute(update(DagRun).where(DagRun.id == run.id).values(**values))
-        run.state = state.value
-        events.record(session, "run_state_changed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
-                      **{"from": before, "to": state.value, "logical_date": run.logical_date.isoformat()},
-                      **({"reason": reason} if reason else {}))
+        before = loop_store.set_run_state(session, run, state, now=now, actor=self.actor, release=release,
+                                          reason=reason)
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} ({run.run_type}): {before} → {state.value}")
 

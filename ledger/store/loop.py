@@ -1,0 +1,72 @@
+"""What a job's loop reads and writes about the runs it holds (scheduler/job.py): the held runs, the
+capacity they compete for, and a run's state changes with their event."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from ledger.models import Backfill, Dag, DagRun, Event
+from ledger.states import BackfillState, RunState
+from ledger.store import events
+from ledger.store.jobs import UNFINISHED
+
+
+def held_run_ids(session: Session, job_id: int, *, limit: int, newest_first: bool = False) -> list[int]:
+    """The unfinished runs `job_id` holds, oldest first (newest first for backwards backfills)."""
+    order = ((DagRun.logical_date.desc(), DagRun.id.desc()) if newest_first else (DagRun.logical_date, DagRun.id))
+    return list(session.scalars(select(DagRun.id).where(DagRun.lock_holder == job_id, DagRun.state.in_(UNFINISHED))
+                                .order_by(*order).limit(limit)))
+
+
+def runs_by_id(session: Session, run_ids: Iterable[int]) -> dict[int, DagRun]:
+    ids = list(run_ids)
+    return {r.id: r for r in session.scalars(select(DagRun).where(DagRun.id.in_(ids)))} if ids else {}
+
+
+def cancelled_backfills(session: Session, backfill_ids: set[int]) -> set[int]:
+    if not backfill_ids:
+        return set()
+    return set(session.scalars(select(Backfill.id).where(Backfill.id.in_(backfill_ids),
+                                                         Backfill.state == BackfillState.CANCELLED.value)))
+
+
+def running_runs_by_dag(session: Session, dag_ids: set[str]) -> dict[str, int]:
+    """How many runs of each DAG are running now (held by any job)."""
+    if not dag_ids:
+        return {}
+    stmt = (select(DagRun.dag_id, func.count()).where(DagRun.state == RunState.RUNNING.value,
+                                                      DagRun.dag_id.in_(dag_ids)).group_by(DagRun.dag_id))
+    return dict(session.execute(stmt).tuples().all())
+
+
+def newest_event_id(session: Session) -> int:
+    return int(session.scalar(select(func.max(Event.id))) or 0)
+
+
+def dag_fileloc(session: Session, dag_id: str) -> str:
+    return session.scalar(select(Dag.fileloc).where(Dag.dag_id == dag_id)) or ""
+
+
+def set_run_state(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str,
+                  release: bool = False, reason: str | None = None) -> str:
+    """Move `run` to `state` (stamping started_at / ended_at; `release`: drop its lock) and record the
+    `run_state_changed` event. Returns the state it had."""
+    before = run.state
+    values: dict[str, Any] = {"state": state.value}
+    if state == RunState.RUNNING:
+        values["started_at"] = now
+    if state in (RunState.SUCCESS, RunState.FAILED):
+        values["ended_at"] = now
+    if release:
+        values["lock_holder"] = None
+    session.execute(update(DagRun).where(DagRun.id == run.id).values(**values))
+    run.state = state.value
+    events.record(session, "run_state_changed", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
+                  **{"from": before, "to": state.value, "logical_date": run.logical_date.isoformat()},
+                  **({"reason": reason} if reason else {}))
+    return before

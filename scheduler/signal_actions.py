@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 import pendulum
-from sqlalchemy import and_, select
+from sqlalchemy import and_, bindparam, select
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState, ready_alone
@@ -252,12 +252,16 @@ def rearm(ti: TaskInstance, retries: int) -> None:
     ti.next_try_at = ti.ended_at = None
 
 
+_REQUESTS = select(TaskInstance.id, TaskInstance.signal_request, TaskInstance.signal_id).where(
+    TaskInstance.signal_request.in_(("stop", "restart")), TaskInstance.job_id == bindparam("job"),
+    TaskInstance.state.in_(task_store.ACTIVE))  # built once: the loop asks every time
+_PENDING_REQUESTS = select(TaskInstance, DagRun).join(DagRun, DagRun.id == TaskInstance.run_id).where(
+    TaskInstance.id.in_(bindparam("ids", expanding=True)), TaskInstance.signal_request.is_not(None))
+
+
 def requests_for_job(session: Session, job_id: int) -> list[tuple[int, str, int | None]]:
     """(ti id, 'stop' | 'restart', signal id) of queued or running tries this job runs."""
-    return [(r.id, r.signal_request, r.signal_id) for r in session.execute(
-        select(TaskInstance.id, TaskInstance.signal_request, TaskInstance.signal_id).where(
-            TaskInstance.signal_request.in_(("stop", "restart")), TaskInstance.job_id == job_id,
-            TaskInstance.state.in_(task_store.ACTIVE)))]
+    return [(r.id, r.signal_request, r.signal_id) for r in session.execute(_REQUESTS, {"job": job_id})]
 
 
 def settle(session: Session, finished: list[int]) -> None:
@@ -265,9 +269,7 @@ def settle(session: Session, finished: list[int]) -> None:
     came while the try ran, gives the task instance a new try. Cheap when no request is pending."""
     if not finished:
         return
-    pending = list(session.execute(
-        select(TaskInstance, DagRun).join(DagRun, DagRun.id == TaskInstance.run_id)
-        .where(TaskInstance.id.in_(finished), TaskInstance.signal_request.is_not(None))).tuples())
+    pending = list(session.execute(_PENDING_REQUESTS, {"ids": list(finished)}).tuples())
     for ti, run in pending:
         request, ti.signal_request = ti.signal_request, None
         task = dag_store.spec(session, run.dag_id, run.version_hash).tasks.get(ti.task_id)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from ledger.models import Backfill, Dag, DagRun, Event
@@ -15,17 +15,27 @@ from ledger.states import BackfillState, RunState
 from ledger.store import events
 from ledger.store.jobs import UNFINISHED
 
+# built once: the loop runs them every time, and building a statement costs more than running it on SQLite
+_HELD = select(DagRun.id).where(DagRun.lock_holder == bindparam("job"), DagRun.state.in_(UNFINISHED)) \
+    .limit(bindparam("limit"))
+_HELD_OLDEST = _HELD.order_by(DagRun.logical_date, DagRun.id)
+_HELD_NEWEST = _HELD.order_by(DagRun.logical_date.desc(), DagRun.id.desc())
+_RUNS = select(DagRun).where(DagRun.id.in_(bindparam("ids", expanding=True)))
+_NEWEST_EVENT = select(func.max(Event.id))
+_RUNNING_BY_DAG = (select(DagRun.dag_id, func.count())
+                   .where(DagRun.state == RunState.RUNNING.value,
+                          DagRun.dag_id.in_(bindparam("dag_ids", expanding=True)))
+                   .group_by(DagRun.dag_id))
+
 
 def held_run_ids(session: Session, job_id: int, *, limit: int, newest_first: bool = False) -> list[int]:
     """The unfinished runs `job_id` holds, oldest first (newest first for backwards backfills)."""
-    order = ((DagRun.logical_date.desc(), DagRun.id.desc()) if newest_first else (DagRun.logical_date, DagRun.id))
-    return list(session.scalars(select(DagRun.id).where(DagRun.lock_holder == job_id, DagRun.state.in_(UNFINISHED))
-                                .order_by(*order).limit(limit)))
+    return list(session.scalars(_HELD_NEWEST if newest_first else _HELD_OLDEST, {"job": job_id, "limit": limit}))
 
 
 def runs_by_id(session: Session, run_ids: Iterable[int]) -> dict[int, DagRun]:
     ids = list(run_ids)
-    return {r.id: r for r in session.scalars(select(DagRun).where(DagRun.id.in_(ids)))} if ids else {}
+    return {r.id: r for r in session.scalars(_RUNS, {"ids": ids})} if ids else {}
 
 
 def cancelled_backfills(session: Session, backfill_ids: set[int]) -> set[int]:
@@ -39,13 +49,11 @@ def running_runs_by_dag(session: Session, dag_ids: set[str]) -> dict[str, int]:
     """How many runs of each DAG are running now (held by any job)."""
     if not dag_ids:
         return {}
-    stmt = (select(DagRun.dag_id, func.count()).where(DagRun.state == RunState.RUNNING.value,
-                                                      DagRun.dag_id.in_(dag_ids)).group_by(DagRun.dag_id))
-    return dict(session.execute(stmt).tuples().all())
+    return dict(session.execute(_RUNNING_BY_DAG, {"dag_ids": list(dag_ids)}).tuples().all())
 
 
 def newest_event_id(session: Session) -> int:
-    return int(session.scalar(select(func.max(Event.id))) or 0)
+    return int(session.connection().execute(_NEWEST_EVENT).scalar() or 0)
 
 
 def dag_fileloc(session: Session, dag_id: str) -> str:

@@ -42,16 +42,21 @@ def row_of(ti: TaskInstance) -> TiRow:
                  ti.priority_weight, ti.pool, ti.job_id, bool(ti.signal_armed), ti.signal_id)
 
 
+_TI_ROWS = select(TaskInstance.id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
+                  TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.next_try_at,
+                  TaskInstance.priority_weight, TaskInstance.pool, TaskInstance.job_id,
+                  TaskInstance.signal_armed, TaskInstance.signal_id).where(
+    TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)))
+# Statements the loop runs every time are built once: building and keying a statement costs more than
+# executing it on SQLite (see docs/benchmarks.md, "Scheduler loop").
+
+
 def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, TiRow]]:
     out: dict[int, dict[str, TiRow]] = defaultdict(dict)
     if not run_ids:
         return out
-    stmt = select(TaskInstance.id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
-                  TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.next_try_at,
-                  TaskInstance.priority_weight, TaskInstance.pool, TaskInstance.job_id,
-                  TaskInstance.signal_armed, TaskInstance.signal_id).where(
-        TaskInstance.run_id.in_(run_ids))
-    for r in session.execute(stmt):
+    session.flush()  # as session.execute would: the ORM's pending changes first
+    for r in session.connection().execute(_TI_ROWS, {"run_ids": list(run_ids)}):
         out[r.run_id][r.task_id] = TiRow(r.id, r.run_id, r.task_id, TaskState(r.state), r.try_number,
                                          r.max_tries, r.next_try_at, r.priority_weight, r.pool, r.job_id,
                                          bool(r.signal_armed), r.signal_id)
@@ -62,25 +67,35 @@ def states_of(rows: dict[str, TiRow]) -> dict[str, TiState]:
     return {tid: TiState(r.state, r.next_try_at, r.armed) for tid, r in rows.items()}
 
 
+_PREVIOUS_STATES = select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state).where(
+    TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)))
+
+
 def previous_states(session: Session, previous_ids: list[int]) -> dict[int, dict[str, TaskState]]:
     out: dict[int, dict[str, TaskState]] = defaultdict(dict)
     if previous_ids:
-        for r in session.execute(select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state)
-                                 .where(TaskInstance.run_id.in_(previous_ids))):
+        session.flush()
+        for r in session.connection().execute(_PREVIOUS_STATES, {"run_ids": list(previous_ids)}):
             out[r.run_id][r.task_id] = TaskState(r.state)
     return out
+
+
+_ACTIVE_BY_DAG = (select(TaskInstance.dag_id, func.count())
+                  .where(TaskInstance.state.in_(ACTIVE), TaskInstance.dag_id.in_(bindparam("dag_ids", expanding=True)))
+                  .group_by(TaskInstance.dag_id))
 
 
 def active_counts_by_dag(session: Session, dag_ids: list[str]) -> dict[str, int]:
     if not dag_ids:
         return {}
-    stmt = (select(TaskInstance.dag_id, func.count()).where(TaskInstance.state.in_(ACTIVE),
-                                                             TaskInstance.dag_id.in_(dag_ids))
-            .group_by(TaskInstance.dag_id))
-    return {dag_id: n for dag_id, n in session.execute(stmt).tuples()}
+    session.flush()
+    return dict(session.connection().execute(_ACTIVE_BY_DAG, {"dag_ids": list(dag_ids)}).tuples().all())
 
 
 _POOL_SLOTS = select(Pool.name, Pool.slots)
+_POOL_USE = (select(TaskInstance.pool, func.count())
+             .where(TaskInstance.state.in_(ACTIVE), TaskInstance.pool.in_(bindparam("pools", expanding=True)))
+             .group_by(TaskInstance.pool))
 
 
 def pool_room(session: Session) -> dict[str, int]:
@@ -88,19 +103,25 @@ def pool_room(session: Session) -> dict[str, int]:
     slots = dict(session.connection().execute(_POOL_SLOTS).tuples().all())  # Core: read every loop
     if not slots:
         return {}
-    stmt = (select(TaskInstance.pool, func.count())
-            .where(TaskInstance.state.in_(ACTIVE), TaskInstance.pool.in_(list(slots))).group_by(TaskInstance.pool))
-    used = dict(session.execute(stmt).tuples().all())
+    session.flush()
+    used = dict(session.connection().execute(_POOL_USE, {"pools": list(slots)}).tuples().all())
     return {name: n - used.get(name, 0) for name, n in slots.items()}
+
+
+_MARK = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
+    state=bindparam("st"), ended_at=bindparam("at", type_=TI_TABLE.c.ended_at.type))
 
 
 def mark(session: Session, changes: list[tuple[int, TaskState]], *, now: datetime) -> None:
     """Set states decided by trigger rules (skipped / upstream_failed) on scheduled task instances."""
     if changes:
-        session.connection().execute(
-            update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti"))
-            .values(state=bindparam("st"), ended_at=now),
-            [{"ti": ti, "st": st.value} for ti, st in changes])
+        session.connection().execute(_MARK, [{"ti": ti, "st": st.value, "at": now} for ti, st in changes])
+
+
+_QUEUE = update(TI_TABLE).where(and_(TI_TABLE.c.id == bindparam("ti"), TI_TABLE.c.try_number == bindparam("was"))) \
+    .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"),
+            queued_at=bindparam("at", type_=TI_TABLE.c.queued_at.type), job_id=bindparam("job"),
+            next_try_at=None, started_at=None, ended_at=None, signal_armed=False)
 
 
 def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime,
@@ -114,12 +135,8 @@ def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime,
     if not tis:
         return {}
     tries = {ti.id: ti.try_number + 1 for ti in tis}
-    table = TI_TABLE
-    session.connection().execute(
-        update(table).where(and_(table.c.id == bindparam("ti"), table.c.try_number == bindparam("was")))
-        .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"), queued_at=now, job_id=job_id,
-                next_try_at=None, started_at=None, ended_at=None, signal_armed=False),
-        [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id]} for ti in tis])
+    session.connection().execute(_QUEUE, [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id], "at": now,
+                                           "job": job_id} for ti in tis])
     session.connection().execute(TRY_TABLE.insert(), [  # Core: the ORM's bulk insert costs ~1 ms more per call
         {"task_instance_id": ti.id, "try_number": tries[ti.id], "state": TaskState.QUEUED.value, "job_id": job_id,
          "dag_version": (versions or {}).get(ti.id)}
@@ -142,6 +159,22 @@ class Outcome:
     decided_at: datetime | None = None
 
 
+_CURRENT_TRIES = select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state) \
+    .where(TaskInstance.id.in_(bindparam("ids", expanding=True)))
+_OUTCOME_TI = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
+    state=bindparam("st"),
+    started_at=func.coalesce(bindparam("started", type_=TI_TABLE.c.started_at.type), TI_TABLE.c.started_at),
+    ended_at=bindparam("ended", type_=TI_TABLE.c.ended_at.type),
+    next_try_at=bindparam("nxt", type_=TI_TABLE.c.next_try_at.type),
+    pid=func.coalesce(bindparam("pid"), TI_TABLE.c.pid), hostname=func.coalesce(bindparam("host"), TI_TABLE.c.hostname))
+_OUTCOME_TRY = update(TRY_TABLE).where(and_(TRY_TABLE.c.task_instance_id == bindparam("ti"),
+                                            TRY_TABLE.c.try_number == bindparam("tn"))).values(
+    state=bindparam("st"),
+    started_at=func.coalesce(bindparam("started", type_=TRY_TABLE.c.started_at.type), TRY_TABLE.c.started_at),
+    ended_at=bindparam("ended", type_=TRY_TABLE.c.ended_at.type), pid=func.coalesce(bindparam("pid"), TRY_TABLE.c.pid),
+    hostname=func.coalesce(bindparam("host"), TRY_TABLE.c.hostname))
+
+
 def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Outcome, TaskState]]:
     """Apply what executors reported; returns the states written (failed may become up_for_retry).
 
@@ -149,9 +182,9 @@ def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Out
     """
     if not outcomes:
         return []
-    current = {r.id: (r.try_number, r.max_tries, r.state) for r in session.execute(
-        select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state)
-        .where(TaskInstance.id.in_({o.ti_id for o in outcomes})))}
+    session.flush()
+    current = {r.id: (r.try_number, r.max_tries, r.state) for r in session.connection().execute(
+        _CURRENT_TRIES, {"ids": list({o.ti_id for o in outcomes})})}
     ti_rows: list[dict[str, Any]] = []
     try_rows: list[dict[str, Any]] = []
     written: list[tuple[Outcome, TaskState]] = []
@@ -176,22 +209,9 @@ def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Out
         current[o.ti_id] = (row[0], row[1], state.value)
         written.append((o, state))
     if ti_rows:
-        t = TI_TABLE
         conn = session.connection()
-        conn.execute(update(t).where(t.c.id == bindparam("ti")).values(
-            state=bindparam("st"), started_at=func.coalesce(bindparam("started", type_=t.c.started_at.type),
-                                                           t.c.started_at),
-            ended_at=bindparam("ended", type_=t.c.ended_at.type),
-            next_try_at=bindparam("nxt", type_=t.c.next_try_at.type),
-            pid=func.coalesce(bindparam("pid"), t.c.pid), hostname=func.coalesce(bindparam("host"), t.c.hostname)),
-            ti_rows)
-        tt = TRY_TABLE
-        conn.execute(update(tt).where(and_(tt.c.task_instance_id == bindparam("ti"),
-                                           tt.c.try_number == bindparam("tn"))).values(
-            state=bindparam("st"),
-            started_at=func.coalesce(bindparam("started", type_=tt.c.started_at.type), tt.c.started_at),
-            ended_at=bindparam("ended", type_=tt.c.ended_at.type), pid=func.coalesce(bindparam("pid"), tt.c.pid),
-            hostname=func.coalesce(bindparam("host"), tt.c.hostname)), try_rows)
+        conn.execute(_OUTCOME_TI, ti_rows)
+        conn.execute(_OUTCOME_TRY, try_rows)
     return written
 
 

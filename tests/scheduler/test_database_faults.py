@@ -23,13 +23,14 @@ from ledger.clock import FixedClock
 from ledger.db import make_engine, make_sessions
 from ledger.models import DagRun, TaskInstance, TaskTry
 from ledger.sync import register_dag
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.executors.base import Executor
 from scheduler.faults import Backoff, is_transient
 from scheduler.job import DagRunJob
 from scheduler.scheduling import create_due_runs
 from scheduler.settings import SchedulerSettings
 from tests.conftest import LEDGER, Cli, migrated_sessions
 from tests.pgserver import PostgresServer, postgres_available
+from tests.scheduler.fakes import FakeExecutor
 
 # -- which errors are transient ---------------------------------------------------------------------------
 
@@ -74,45 +75,6 @@ def test_backoff_grows_to_its_cap_and_gives_up_after_the_longest_outage() -> Non
 
 
 # -- in process: a fixed clock and a fake executor -----------------------------------------------------------
-
-
-class ScriptedExecutor(Executor):
-    """Runs nothing: each submitted try starts and ends at once, failing while `fail` says so."""
-
-    def __init__(self, fail: set[tuple[str, int]] | None = None) -> None:
-        super().__init__(4)
-        self.fail = fail or set()
-        self.submitted: list[WorkItem] = []
-        self._events: list[TaskEvent] = []
-        self._busy: set[int] = set()
-
-    def start(self) -> None:
-        pass
-
-    def open_slots(self) -> int:
-        return self.parallelism - len(self._busy)
-
-    def submit(self, item: WorkItem) -> None:
-        self.submitted.append(item)
-        self._busy.add(item.ti_id)
-        state = "failed" if (item.task_id, item.try_number) in self.fail else "success"
-        self._events += [TaskEvent(item.ti_id, item.try_number, "started", time.time(), pid=1),
-                         TaskEvent(item.ti_id, item.try_number, "finished", time.time(), state, pid=1,
-                                   reason="exit code 1" if state == "failed" else None)]
-
-    def drain(self) -> list[TaskEvent]:
-        events, self._events = self._events, []
-        self._busy -= {e.ti_id for e in events if e.kind == "finished"}
-        return events
-
-    def wait_handles(self) -> list[Any]:
-        return []
-
-    def in_flight(self) -> set[int]:
-        return set(self._busy)
-
-    def end(self, grace: float) -> list[TaskEvent]:
-        return self.drain()
 
 
 T0 = pendulum.datetime(2024, 3, 9, tz="UTC")
@@ -160,7 +122,7 @@ def test_a_retry_comes_due_by_the_jobs_clock(tmp_path: Path, job_parts: tuple[An
     job recorded the failure, by the job's clock, not 60 s after the wall time."""
     engine, sessions = job_parts
     clock = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
-    executor = ScriptedExecutor(fail={("a", 1)})
+    executor = FakeExecutor(fail={("a", 1)})
     job = a_job(tmp_path, engine, sessions, clock, executor)
     job.loop_once()  # queues a
     job.loop_once()  # a failed: up for retry
@@ -181,7 +143,7 @@ def test_a_retry_comes_due_by_the_jobs_clock(tmp_path: Path, job_parts: tuple[An
 def test_a_locked_database_rolls_the_loop_back_and_the_next_loop_records_each_outcome_once(
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:
     engine, sessions = job_parts
-    executor = ScriptedExecutor()
+    executor = FakeExecutor()
     job = a_job(tmp_path, engine, sessions, FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC")), executor)
     job.loop_once()  # queues a (b waits for it)
     assert [i.task_id for i in executor.submitted] == ["a"]

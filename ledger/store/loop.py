@@ -60,19 +60,34 @@ def dag_fileloc(session: Session, dag_id: str) -> str:
     return session.scalar(select(Dag.fileloc).where(Dag.dag_id == dag_id)) or ""
 
 
+_STATE_UPDATES: dict[tuple[RunState, bool], Any] = {}
+_RUNS_TABLE: Any = DagRun.__table__
+
+
+def _state_update(state: RunState, release: bool) -> Any:
+    """The Core UPDATE for moving a run to `state` (built once per state and lock release)."""
+    found = _STATE_UPDATES.get((state, release))
+    if found is None:
+        t = _RUNS_TABLE
+        values: dict[str, Any] = {"state": state.value}
+        if state == RunState.RUNNING:
+            values["started_at"] = bindparam("at", type_=t.c.started_at.type)
+        if state in (RunState.SUCCESS, RunState.FAILED):
+            values["ended_at"] = bindparam("at", type_=t.c.ended_at.type)
+        if release:
+            values["lock_holder"] = None
+        found = _STATE_UPDATES[(state, release)] = update(t).where(t.c.id == bindparam("run")).values(**values)
+    return found
+
+
 def set_run_state(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str,
                   release: bool = False, reason: str | None = None) -> str:
     """Move `run` to `state` (stamping started_at / ended_at; `release`: drop its lock) and record the
     `run_state_changed` event. Returns the state it had."""
     before = run.state
-    values: dict[str, Any] = {"state": state.value}
-    if state == RunState.RUNNING:
-        values["started_at"] = now
-    if state in (RunState.SUCCESS, RunState.FAILED):
-        values["ended_at"] = now
-    if release:
-        values["lock_holder"] = None
-    session.execute(update(DagRun).where(DagRun.id == run.id).values(**values))
+    session.flush()
+    stamped = state in (RunState.RUNNING, RunState.SUCCESS, RunState.FAILED)
+    session.connection().execute(_state_update(state, release), {"run": run.id, **({"at": now} if stamped else {})})
     run.state = state.value
     events.record(session, "run_state_changed", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   **{"from": before, "to": state.value, "logical_date": run.logical_date.isoformat()},

@@ -7,6 +7,7 @@ import sys
 import typer
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from cli import backfill, dags, db, events, lineage, pools, runs, scheduler, signal, tasks, timeline, trigger
 from ledger.errors import LedgerError
@@ -35,10 +36,27 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _usage_line(exc: UsageError) -> str:
+    """A usage error as one line: the message and where to look, e.g. `ledger pools set: Missing argument
+    'slots'. (see ledger pools set --help)`."""
+    ctx = exc.ctx
+    where = ctx.command_path if ctx is not None else "ledger"
+    return f"Error: {where}: {_one_line(exc.format_message())} (see `{where} --help`)"
+
+
 def run(argv: list[str] | None = None) -> None:
-    """Console-script entry point: user errors become one line on stderr and exit status 1."""
+    """Console-script entry point: user errors become one line on stderr and exit status 1; usage errors
+    (a missing argument, an unknown option) one line and exit status 2."""
     try:
-        app(args=argv, prog_name="ledger")
+        code = app(args=argv, prog_name="ledger", standalone_mode=False)
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
+    except NoArgsIsHelpError as exc:  # `ledger` or `ledger dags` alone: the help, as before
+        exc.show()
+        sys.exit(2)
+    except UsageError as exc:
+        err.print(_usage_line(exc), markup=False)
+        sys.exit(2)
     except LedgerError as exc:
         err.print(f"Error: {_one_line(str(exc))}", markup=False)
         sys.exit(1)

@@ -10,7 +10,15 @@ from alembic.util.exc import CommandError
 from rich.console import Console
 
 from cli.env import open_env
-from ledger.db import alembic_config, current_revision, describe_database, ensure_ready, head_revision
+from ledger.db import (
+    alembic_config,
+    current_revision,
+    describe_database,
+    ensure_ready,
+    head_revision,
+    make_engine,
+    sqlite_file_missing,
+)
 from ledger.errors import DatabaseNotReady, InvalidInput
 
 app = typer.Typer(help="Create, upgrade and check the ledger database.", no_args_is_help=True)
@@ -21,6 +29,8 @@ out = Console()
 def upgrade(revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
     """Create the database or bring its schema up to REVISION (default: the newest)."""
     env = open_env()
+    if sqlite_file_missing(env.settings.database_url):  # the one command that creates the database
+        make_engine(env.settings.database_url, create=True).dispose()
     before = current_revision(env.engine)
     try:
         command.upgrade(alembic_config(env.settings.database_url), revision)
@@ -39,6 +49,9 @@ def downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'ba
                                                       "table.")] = "-1") -> None:
     """Take the schema down to REVISION (default: one step back)."""
     env = open_env()
+    if sqlite_file_missing(env.settings.database_url):
+        raise DatabaseNotReady(f"no database at {describe_database(env.settings.database_url)}; nothing to "
+                               "downgrade")
     before = current_revision(env.engine)
     if before is None:
         raise DatabaseNotReady(f"{describe_database(env.settings.database_url)} has no ledger schema to "

@@ -45,11 +45,33 @@ class Env:
         ensure_ready(self.settings.database_url, self.engine)
         return make_sessions(self.engine)
 
+    _staged: list[Any] = field(default_factory=list)  # parse results refresh_dags() read, not yet written
+
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """One transaction per operation: committed at the end, rolled back on any error."""
+        """One transaction per operation: committed at the end, rolled back on any error. What refresh_dags()
+        found (new versions, import errors) is written in this same transaction: a command that is refused
+        leaves the database exactly as it was, the DAG versions it read included."""
+        from scheduler.dag_sync import sync_results
+
         with self.sessions.begin() as session:
+            for results, contents, stale in self._staged:
+                sync_results(session, results, now=self.clock.now(), actor=self.actor, code=contents, stale=stale)
             yield session
+        self._staged.clear()
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A read-only transaction: on SQLite it never takes the write lock, so a long read does not stall
+        a scheduler. Nothing it does is committed."""
+        from ledger.db import reader
+
+        ensure_ready(self.settings.database_url, self.engine)
+        session = make_sessions(reader(self.engine))()
+        try:
+            yield session
+        finally:
+            session.close()  # ends the transaction without a commit; loaded objects stay readable
 
     def require_dags_folder(self) -> None:
         """A DAGs folder that is missing is an error, never "every DAG was deleted"."""
@@ -68,7 +90,7 @@ class Env:
         from multiprocessing.connection import wait
 
         from scheduler.dag_processing import DagFileProcessorManager
-        from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
+        from scheduler.dag_sync import code_needed, known_dependencies, known_hashes, known_owners, read_code
         from scheduler.settings import SchedulerSettings
 
         s = SchedulerSettings.from_env()
@@ -85,8 +107,11 @@ class Env:
             while manager.busy():
                 wait(manager.wait_handles(), timeout=0.05)
                 results += manager.poll()
-        if results:
-            sync_parsed(self.sessions, results, now=self.clock.now(), actor=self.actor)
+        if results:  # the files a new version needs are read now, outside any transaction
+            with self.sessions.begin() as session:
+                needed = code_needed(session, results)
+            contents, stale = read_code(needed) if needed else ({}, set())
+            self._staged.append((results, contents, stale))
 
 
 def open_env(dags_folder: Path | None = None) -> Env:

@@ -11,6 +11,8 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import Json
+from ledger.errors import DagNotFound
+from ledger.models import Dag
 from ledger.store import events as event_store
 
 out = Console()
@@ -32,7 +34,9 @@ def events(
     took on them `signal_action`. Task state changes are listed as `task_state_signal` rows, read from the
     signal table: they have no event id (their signal id is in the details)."""
     env = open_env()
-    with env.transaction() as session:
+    with env.reading() as session:
+        if dag is not None and session.get(Dag, dag) is None:
+            raise DagNotFound(dag)
         rows = event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
                                         task_signals=task_signals)
     if as_json:

@@ -34,7 +34,7 @@ def lineage(
 
     Lists the current write of every partition first, then the earlier writes, overridden runs included."""
     env = open_env()
-    with env.transaction() as session:
+    with env.reading() as session:
         rows = lineage_store.history(session, dataset, partition)
         known = lineage_store.datasets(session) if not rows else []
     if not rows:

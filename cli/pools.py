@@ -22,13 +22,15 @@ out = Console(highlight=False)
 Name = Annotated[str, typer.Argument(help="The pool name.", show_default=False)]
 
 
-@app.command("set")
-def set_(name: Name, slots: Annotated[int, typer.Argument(min=0, help="How many task instances may run at once.")],
+@app.command("set", context_settings={"ignore_unknown_options": True})  # `-1` is a (bad) number, not an option
+def set_(name: Name, slots: Annotated[int, typer.Argument(help="How many task instances may run at once.")],
          description: Annotated[str, typer.Option(help="What the pool is for.")] = "") -> None:
     """Create a pool or change its slots. Tasks name their pool with `pool=`; a pool that is not
     defined does not limit anything."""
     if not name.strip():
         raise InvalidInput("a pool needs a name")
+    if slots < 0:
+        raise typer.BadParameter(f"slots must be 0 or more, not {slots}", param_hint="'slots'")
     env = open_env()
     with env.transaction() as session:
         pool = session.get(Pool, name)

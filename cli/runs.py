@@ -26,7 +26,7 @@ out = Console()
 def show(run: Annotated[str, typer.Argument(help="The run id.", show_default=False)], as_json: Json = False) -> None:
     """A run, the graph of the version it was created with, and its task instances (the as-was view)."""
     env = open_env()
-    with env.transaction() as session:
+    with env.reading() as session:
         r = run_store.get(session, run)
         version = dag_store.version(session, r.dag_id, r.version_hash)
         structure = json.loads(version.structure)

@@ -62,7 +62,7 @@ def list_(
     if key is not None:
         validate_key(key)
     env = open_env()
-    with env.transaction() as session:
+    with env.reading() as session:
         found = signal_store.listing(session, key, since_version=since if key is not None else 0,
                                      since_id=since if key is None else 0, limit=limit)
     if as_json:

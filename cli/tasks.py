@@ -40,7 +40,7 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     from scheduler.job import log_path
 
     env = open_env()
-    with env.transaction() as session:
+    with env.reading() as session:
         r = _run_of(session, dag_id, run)
         ti = session.scalar(select(TaskInstance).where(TaskInstance.run_id == r.id, TaskInstance.task_id == task_id))
         if ti is None:

@@ -64,7 +64,7 @@ def timeline(
 ) -> None:
     """The DAG's runs in chain order, with overrides, version and schedule changes."""
     env = open_env()
-    with env.transaction() as session:
+    with env.reading() as session:
         dag = session.get(Dag, dag_id)
         if dag is None:
             raise DagNotFound(dag_id)

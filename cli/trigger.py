@@ -9,7 +9,7 @@ from rich.console import Console
 
 from cli.env import open_env, parse_conf
 from cli.options import DagId, DagsFolder
-from ledger.dates import iso, parse_user_date
+from ledger.dates import check_within_dag, iso, parse_user_date
 from ledger.states import RunType
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
@@ -33,6 +33,7 @@ def trigger(
         spec = dag_store.current_spec(session, dag_id)
         at = parse_user_date(logical_date, timezone=spec.timezone, what="--logical-date") \
             if logical_date is not None else env.clock.now()
+        check_within_dag(spec, at, what="--logical-date")
         interval = spec.schedule.interval_for(at)
         existing = run_store.live_at(session, dag_id, interval.logical_date)
         run = run_store.splice(session, spec, run_store.NewRun(interval, RunType.MANUAL, conf_value),

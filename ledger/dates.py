@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pendulum
 from pendulum import DateTime
@@ -11,6 +12,9 @@ from pendulum import DateTime
 from ledger.errors import InvalidInput
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+MIN_YEAR, MAX_YEAR = 1000, 9000
 
 
 def parse_user_date(text: str, *, timezone: str, what: str = "date") -> DateTime:
@@ -27,6 +31,10 @@ def parse_user_date(text: str, *, timezone: str, what: str = "date") -> DateTime
     if not isinstance(parsed, DateTime):
         raise InvalidInput(f"invalid {what} {text!r}; give an ISO date like 2024-03-01 or "
                            "2024-03-01T06:00:00+00:00")
+    # schedules step a period past a date, and time zones shift it: keep clear of datetime's limits
+    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise InvalidInput(f"{what} {text!r} is out of range; give a date between the years {MIN_YEAR} and "
+                           f"{MAX_YEAR}")
     return parsed.in_timezone("UTC")
 
 
@@ -50,3 +58,12 @@ def iso_raw(value: object) -> str | None:
     if isinstance(value, datetime):
         return iso(value if value.tzinfo else value.replace(tzinfo=UTC))
     raise TypeError(f"not a timestamp: {value!r}")
+
+
+def check_within_dag(spec: Any, at: datetime, *, what: str) -> None:
+    """Refuse a logical date before the DAG's start_date or after its end_date (as backfill does): a run
+    there would become the chain's head or tail outside the DAG's life."""
+    if at < spec.start_date:
+        raise InvalidInput(f"{what} {iso(at)} is before DAG {spec.dag_id!r} starts ({iso(spec.start_date)})")
+    if spec.end_date is not None and at > spec.end_date:
+        raise InvalidInput(f"{what} {iso(at)} is after DAG {spec.dag_id!r} ends ({iso(spec.end_date)})")

@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for `url`; SQLite files get WAL mode, a busy timeout and BEGIN IMMEDIATE transactions."""
+def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
+    """An engine for `url`; SQLite files get WAL mode, a busy timeout and BEGIN IMMEDIATE transactions.
+    `create`: make the SQLite file's folder (only `ledger db upgrade` creates a database)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         kwargs.setdefault("pool_pre_ping", True)
         return create_engine(url, **kwargs)
-    if parsed.database and parsed.database != ":memory:":
+    if create and parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, **kwargs)
 

@@ -25,7 +25,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(str(config.get_main_option("sqlalchemy.url")))
+    engine = make_engine(str(config.get_main_option("sqlalchemy.url")), create=True)
     with engine.connect() as conn:
         context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
         with context.begin_transaction():

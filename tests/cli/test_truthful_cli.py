@@ -1,0 +1,149 @@
+"""What the CLI prints and records is true, and a refused command changes nothing: the whole database is
+dumped before and after each refused command and compared."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DAILY_DAG, LEDGER, Cli
+
+ENDING_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("ending", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 10, tz="UTC")) as dag:
+    BashTask("a", "echo {word}")
+"""
+
+
+def dump(cli: Cli) -> list[str]:
+    """Every row of every table, as SQL text (sqlite3's iterdump), read without writing."""
+    conn = sqlite3.connect(f"file:{cli.home / 'ledger.db'}?mode=ro", uri=True)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def test_a_refused_command_leaves_the_database_exactly_as_it_was_even_after_a_dag_file_changed(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("ending.py", ENDING_DAG.format(word="one"))
+    cli.write_dag("daily.py", DAILY_DAG)
+    cli.ok("trigger", "ending", "--logical-date", "2024-03-02")
+    cli.write_dag("ending.py", ENDING_DAG.format(word="two"))  # a new version is waiting to be registered
+    before = dump(cli)
+    refused = [
+        ("backfill", "ending", "--start", "2024-03-05", "--end", "2024-03-01", "--yes"),
+        ("trigger", "ending", "--logical-date", "garbage"),
+        ("trigger", "ending", "--logical-date", "1900-01-01"),
+        ("trigger", "ending", "--logical-date", "2024-02-29"),
+        ("trigger", "ending", "--logical-date", "2024-03-11"),
+        ("trigger", "ending", "--logical-date", "9999-12-31"),
+        ("trigger", "ending", "--logical-date", "0001-01-01"),
+        ("trigger", "ending", "--logical-date", "2024-03-02"),  # held by a live run
+        ("trigger", "ending", "--conf", "[1]"),
+        ("dags", "show", "ending", "--version", "ffff"),
+    ]
+    for args in refused:
+        result = cli.fails(*args)
+        assert result.stderr.startswith("Error: "), (args, result.stderr)
+        assert dump(cli) == before, f"`ledger {' '.join(args)}` changed the database"
+    # the accepted command that follows registers the new version together with its own change
+    cli.ok("trigger", "ending", "--logical-date", "2024-03-03")
+    versions = cli.json("dags", "versions", "ending")
+    assert len(versions) == 2
+
+
+def test_trigger_refuses_dates_outside_the_dags_life_in_one_line(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("ending.py", ENDING_DAG.format(word="one"))
+    assert "before DAG 'ending' starts" in cli.fails("trigger", "ending", "--logical-date", "1900-01-01").stderr
+    assert "after DAG 'ending' ends" in cli.fails("trigger", "ending", "--logical-date", "2024-03-11").stderr
+    assert "out of range" in cli.fails("trigger", "ending", "--logical-date", "9999-12-31").stderr
+    assert "out of range" in cli.fails("trigger", "ending", "--logical-date", "0001-01-01").stderr
+    cli.ok("trigger", "ending", "--logical-date", "2024-03-10")  # the last date is inside
+    assert [r["logical_date"][:10] for r in cli.json("timeline", "ending")] == ["2024-03-10"]
+
+
+def test_events_of_an_unknown_dag_is_an_error(ready_cli: Cli) -> None:
+    assert "no DAG named 'nosuchdag'" in ready_cli.fails("events", "--dag", "nosuchdag").stderr
+
+
+def test_usage_errors_are_one_line_with_exit_status_2(ready_cli: Cli) -> None:
+    cases = {("pools", "set", "p", "-1"): "slots must be 0 or more",
+             ("trigger",): "Missing argument",
+             ("nosuchcommand",): "No such command",
+             ("pools", "set", "p", "many"): "Invalid value for 'slots'"}
+    for args, text in cases.items():
+        result = ready_cli.run(*args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and text in lines[0], (args, result.stderr)
+        assert "╭" not in result.output
+
+
+@pytest.mark.parametrize(("url", "text"), [
+    ("mysql://u@localhost/db", "not supported; use sqlite:///PATH or postgresql://"),
+    ("postgresql+psycopg2://u@localhost/db", "driver 'psycopg2'"),
+    ("nonsense", "is not a database URL"),
+])
+def test_unsupported_database_urls_are_one_line(cli: Cli, url: str, text: str) -> None:
+    result = cli_fails_env(cli, url)
+    assert text in result.stderr
+
+
+def cli_fails_env(cli: Cli, url: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([LEDGER, "events"], capture_output=True, text=True, cwd=cli.home,
+                          env={**cli.env, "LEDGER_DATABASE_URL": url}, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
+    return done
+
+
+@pytest.mark.postgres
+def test_a_postgresql_url_without_a_driver_uses_psycopg(cli: Cli, postgres_url: str) -> None:
+    plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    cli.env["LEDGER_DATABASE_URL"] = plain
+    assert "upgraded" in cli.ok("db", "upgrade")
+    cli.ok("events")
+
+
+def test_ledger_home_that_is_a_file_is_one_line(tmp_path: Path, cli: Cli) -> None:
+    home = tmp_path / "a-file"
+    home.write_text("not a folder")
+    cli.env["LEDGER_HOME"] = str(home)
+    assert "is a file, not a folder" in cli.fails("events").stderr
+
+
+def test_a_command_without_a_database_creates_nothing(tmp_path: Path, cli: Cli) -> None:
+    home = tmp_path / "fresh" / "home"
+    cli.env["LEDGER_HOME"] = str(home)
+    cli.env["LEDGER_DATABASE_URL"] = f"sqlite:///{tmp_path / 'elsewhere' / 'deep' / 'ledger.db'}"
+    for args in (("events",), ("timeline", "x"), ("db", "check"), ("db", "downgrade")):
+        cli.fails(*args)
+    assert not (tmp_path / "fresh").exists() and not (tmp_path / "elsewhere").exists()
+
+
+def test_reads_do_not_wait_for_a_writer(ready_cli: Cli) -> None:
+    """Another process holds SQLite's write lock (a scheduler in its transaction): read commands answer
+    at once instead of waiting for it (they used to take the write lock too)."""
+    cli = ready_cli
+    cli.write_dag("daily.py", DAILY_DAG)
+    cli.ok("trigger", "daily", "--logical-date", "2024-03-02")
+    writer = sqlite3.connect(str(cli.home / "ledger.db"), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        began = time.monotonic()
+        for args in (("timeline", "daily"), ("events", "--dag", "daily"), ("runs", "show", "1")):
+            cli.ok(*args)
+        assert time.monotonic() - began < 30  # a writer's lock would have held each for the 60 s busy timeout
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -272,9 +272,9 @@ class DagRunJob:
                 self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
                                                  reason="stopped by shutdown") for ti, tn in lost], now)
             released = job_store.release_all(session, self.job_id)
-            if released:
-                events.record(session, "locks_released", at=now, actor=self.actor, run_ids=released,
-                              job_id=self.job_id)
+            events.record_many(session, [  # one event per run, so that `ledger events --dag/--run` finds it
+                dict(at=now, kind="locks_released", actor=self.actor, dag_id=dag_id, run_id=run_id,
+                     details={"job_id": self.job_id}) for run_id, dag_id in released])
             job_store.end_job(session, self.job_id, now=now)
             self._flush_task_states(session, now)
 
@@ -382,18 +382,19 @@ class DagRunJob:
                 lineage.record(session, lineage.read_writes(info.log_path + ".writes.jsonl"), run_id=info.run_id,
                                dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                                dag_version=info.dag_version, try_state=st.value, now=now)
+        failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY)]
+        unknown = [o.ti_id for o, _ in failed if where.get((o.ti_id, o.try_number)) is None]  # zombies
+        found = task_store.subjects(session, unknown)
         failures = []
-        for o, st in written:
-            if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY):
-                info = where.get((o.ti_id, o.try_number))
-                failures.append(dict(
-                    at=now, kind="task_failed", actor=self.actor, dag_id=info.dag_id if info else None,
-                    run_id=info.run_id if info else None,
-                    details={"task_id": info.task_id if info else None, "ti_id": o.ti_id,
-                             "try_number": o.try_number, "reason": o.reason, "state": st.value}))
-                if info is not None:
-                    self.say(f"{info.dag_id} run {info.run_id} task {info.task_id} try {o.try_number}: "
-                             f"{st.value} ({o.reason})")
+        for o, st in failed:
+            info = where.get((o.ti_id, o.try_number))
+            dag_id, run_id, task_id = (info.dag_id, info.run_id, info.task_id) if info is not None \
+                else found.get(o.ti_id, (None, None, None))
+            failures.append(dict(
+                at=now, kind="task_failed", actor=self.actor, dag_id=dag_id, run_id=run_id,
+                details={"task_id": task_id, "ti_id": o.ti_id, "try_number": o.try_number, "reason": o.reason,
+                         "state": st.value}))
+            self.say(f"{dag_id} run {run_id} task {task_id} try {o.try_number}: {st.value} ({o.reason})")
         events.record_many(session, failures)
         return len(written)
 
@@ -454,8 +455,11 @@ class DagRunJob:
             self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
                                              reason="its job stopped heart-beating (zombie)")
                                    for ti, tn, _run in zombies], now)
-            events.record_many(session, [dict(at=now, kind="zombie", actor=self.actor, dag_id=None, run_id=run,
-                                              details={"ti_id": ti, "try_number": tn}) for ti, tn, run in zombies])
+            found = task_store.subjects(session, [ti for ti, _tn, _run in zombies])
+            events.record_many(session, [
+                dict(at=now, kind="zombie", actor=self.actor, dag_id=found.get(ti, (None,))[0], run_id=run,
+                     details={"ti_id": ti, "try_number": tn, "task_id": found.get(ti, (None, None, None))[2]})
+                for ti, tn, run in zombies])
         return len(claimed)
 
     # -- process runs --------------------------------------------------------------------------

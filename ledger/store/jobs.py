@@ -106,10 +106,12 @@ def release_runs(session: Session, job_id: int, run_ids: list[int]) -> None:
                         .values(lock_holder=None))
 
 
-def release_all(session: Session, job_id: int) -> list[int]:
-    ids = list(session.scalars(select(DagRun.id).where(DagRun.lock_holder == job_id)))
-    release_runs(session, job_id, ids)
-    return ids
+def release_all(session: Session, job_id: int) -> list[tuple[int, str]]:
+    """Release every run `job_id` holds; returns (run id, dag id) of each."""
+    held = [(r.id, r.dag_id) for r in session.execute(select(DagRun.id, DagRun.dag_id)
+                                                       .where(DagRun.lock_holder == job_id))]
+    release_runs(session, job_id, [run_id for run_id, _ in held])
+    return held
 
 
 def job_alive(session: Session, job_id: int, *, now: datetime, stale_after: float) -> bool:

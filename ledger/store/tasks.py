@@ -234,3 +234,12 @@ def unfinished_in_job(session: Session, job_id: int) -> list[tuple[int, int]]:
 
 def run_dates(session: Session, run_ids: list[int]) -> dict[int, Any]:
     return {r.id: r for r in session.execute(select(DagRun).where(DagRun.id.in_(run_ids)))} if run_ids else {}
+
+
+def subjects(session: Session, ti_ids: list[int]) -> dict[int, tuple[str, int, str]]:
+    """ti id -> (dag id, run id, task id): what an event about these task instances concerns."""
+    if not ti_ids:
+        return {}
+    rows = session.execute(select(TaskInstance.id, TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id)
+                           .where(TaskInstance.id.in_(ti_ids)))
+    return {r.id: (r.dag_id, r.run_id, r.task_id) for r in rows}

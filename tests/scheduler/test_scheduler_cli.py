@@ -232,7 +232,34 @@ with DAG("long", schedule=None, start_date=START):
     assert query(cli, "SELECT state FROM task_try") == [("success",)]  # a finished; b never started
     assert query(cli, "SELECT count(*) FROM dag_run WHERE lock_holder IS NOT NULL") == [(0,)]
     assert query(cli, "SELECT state FROM job") == [("success",)]
-    assert "locks_released" in [e["kind"] for e in cli.json("events")]
+    released = cli.json("events", "--dag", "long", "--kind", "locks_released")
+    assert [(e["dag_id"], str(e["run_id"])) for e in released] == [("long", "1")]  # one event per run, with its DAG
+
+
+def test_a_zombie_try_and_its_failure_name_the_dag_run_and_task(ready_cli: Cli) -> None:
+    """kill -9 of a scheduler during a try: the next scheduler fails the try as a zombie (retried), and both
+    events name what they concern, so `ledger events --dag` finds them."""
+    cli = ready_cli
+    cli.write_dag("zz.py", HEADER + """
+with DAG("zz", schedule=None, start_date=START,
+         default_args={"retries": 1, "retry_delay": timedelta(seconds=0)}):
+    BashTask("slow", 'if [ "$LEDGER_TRY_NUMBER" = 1 ]; then sleep 60; fi')
+""")
+    cli.ok("trigger", "zz", "--logical-date", "2024-03-01")
+    env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
+    proc = subprocess.Popen([LEDGER, "scheduler"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not query(cli, "SELECT 1 FROM task_try WHERE state = 'running'") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    schedule(cli, timeout=120, LEDGER_LOCK_TIMEOUT="2")
+    (zombie,) = cli.json("events", "--dag", "zz", "--kind", "zombie")
+    assert str(zombie["run_id"]) == "1" and zombie["details"]["task_id"] == "slow"
+    (failed,) = cli.json("events", "--dag", "zz", "--kind", "task_failed")
+    assert (failed["dag_id"], str(failed["run_id"]), failed["details"]["task_id"]) == ("zz", "1", "slow")
+    assert query(cli, "SELECT state FROM task_try ORDER BY try_number") == [("failed",), ("success",)]
 
 
 @pytest.mark.slow

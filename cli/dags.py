@@ -17,7 +17,7 @@ from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json
 from ledger.dates import iso
 from ledger.errors import InvalidInput
-from ledger.schedule import upcoming_intervals
+from ledger.schedule import next_scheduled
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import events
@@ -217,15 +217,18 @@ def errors(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
 @app.command("next-runs")
 def next_runs(dag_id: DagId, n: Annotated[int, typer.Option("-n", "--num", min=1, max=10000,
               help="How many intervals.")] = 5, dags_folder: DagsFolder = None, as_json: Json = False) -> None:
-    """The next N intervals the scheduler would create from the current timeline, due or not."""
+    """The next N runs the scheduler will create, in order: those due now (all since the latest scheduled
+    run with catchup, else only the latest), then the following ones as they fall due; dates held by a
+    live manual run are skipped, as the scheduler skips them."""
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
         spec = dag_store.current_spec(session, dag_id)
         latest = run_store.latest_scheduling_run(session, dag_id)
-    after = latest.data_interval_end if latest else None
-    intervals = upcoming_intervals(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
-                                   after=after, n=n)  # type: ignore[arg-type]
+        after = latest.data_interval_end if latest else None
+        held = run_store.live_dates_from(session, dag_id, after)
+    intervals = next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date, after=after,
+                               now=env.clock.now(), catchup=spec.catchup, held=held, n=n)  # type: ignore[arg-type]
     rows = [{"logical_date": iso(i.logical_date), "data_interval_start": iso(i.start),
              "data_interval_end": iso(i.end)} for i in intervals]
     if as_json:

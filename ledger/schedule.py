@@ -43,7 +43,7 @@ import collections
 import datetime as dt
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 import pendulum
@@ -55,7 +55,7 @@ from ledger.errors import LedgerError
 
 __all__ = [
     "PRESETS", "CronSchedule", "DataInterval", "DeltaSchedule", "NoSchedule", "OnceSchedule", "Schedule",
-    "ScheduleError", "due_intervals", "parse_schedule", "upcoming_intervals",
+    "ScheduleError", "due_intervals", "next_scheduled", "parse_schedule", "upcoming_intervals",
 ]  # fmt: skip
 
 _UTC = pendulum.UTC
@@ -491,5 +491,37 @@ def due_intervals(
 def upcoming_intervals(
     schedule: Schedule, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, n: int
 ) -> list[DataInterval]:
-    """The next `n` intervals from `after`, due or not (for `ledger dags next-runs`)."""
+    """The next `n` intervals of the schedule from `after`, due or not (the schedule's own walk; what the
+    scheduler creates next is `next_scheduled`)."""
     return list(itertools.islice(_walk(schedule, start_date, end_date, after), max(n, 0)))
+
+
+def next_scheduled(
+    schedule: Schedule,
+    *,
+    start_date: DateTime,
+    end_date: DateTime | None,
+    after: DateTime | None,
+    now: DateTime,
+    catchup: bool,
+    held: Collection[dt.datetime] = (),
+    n: int,
+) -> list[DataInterval]:
+    """The next `n` intervals the scheduler creates, in the order it creates them: first those due at `now`
+    (every one since `after` with catchup, else only the latest: the scheduler fast-forwards), then the
+    following ones, each when it falls due. Dates in `held` (a live manual run there) are skipped, as the
+    scheduler skips them. The scheduler (scheduler/scheduling.py) and `ledger dags next-runs` both use this:
+    what next-runs prints is what the scheduler will do, unless the timeline or the DAG changes first."""
+    if n <= 0:
+        return []
+    held = set(held)
+    due = due_intervals(schedule, start_date=start_date, end_date=end_date, after=after, now=now, catchup=catchup,
+                        limit=n + len(held))
+    out = [i for i in due if i.logical_date not in held][:n]
+    cursor = due[-1].end if due else after
+    for interval in _walk(schedule, start_date, end_date, cursor):
+        if len(out) >= n:
+            break
+        if interval.logical_date not in held:
+            out.append(interval)
+    return out

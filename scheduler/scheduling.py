@@ -6,13 +6,15 @@ never from a separately stored "next run" field, so rewriting history cannot lea
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Collection
 from datetime import datetime
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from ledger.models import Dag, DagRun
-from ledger.schedule import DataInterval, due_intervals
+from ledger.schedule import DataInterval, next_scheduled
 from ledger.states import RunState, RunType
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
@@ -35,9 +37,14 @@ def resume_points(session: Session, dag_ids: list[str] | None = None) -> dict[st
     return {dag_id: end for dag_id, end in session.execute(stmt).tuples()}
 
 
-def due_for(spec: DagSpec, after: datetime | None, now: datetime) -> list[DataInterval]:
-    return due_intervals(spec.schedule, start_date=spec.start_date, end_date=spec.end_date, after=after,  # type: ignore[arg-type]
-                         now=now, catchup=spec.catchup, limit=MAX_NEW_RUNS_PER_DAG)
+def due_for(spec: DagSpec, after: datetime | None, now: datetime,
+            held: Collection[datetime] = ()) -> list[DataInterval]:
+    """The intervals to create now: the first of `next_scheduled` that have ended (the same rule that
+    `ledger dags next-runs` prints)."""
+    upcoming = next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
+                              after=after, now=now, catchup=spec.catchup, held=held,  # type: ignore[arg-type]
+                              n=MAX_NEW_RUNS_PER_DAG)
+    return list(itertools.takewhile(lambda i: i.end <= now, upcoming))
 
 
 def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: list[str] | None = None) -> list[DagRun]:

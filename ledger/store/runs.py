@@ -225,6 +225,14 @@ def latest_scheduling_run(session: Session, dag_id: str) -> DagRun | None:
         .order_by(DagRun.logical_date.desc()).limit(1))
 
 
+def live_dates_from(session: Session, dag_id: str, after: datetime | None) -> set[datetime]:
+    """Logical dates of the DAG's live runs from `after` on (every live run when None)."""
+    stmt = select(DagRun.logical_date).where(DagRun.dag_id == dag_id, LIVE)
+    if after is not None:
+        stmt = stmt.where(DagRun.logical_date >= after)
+    return set(session.scalars(stmt))
+
+
 def live_at(session: Session, dag_id: str, at: datetime) -> DagRun | None:
     return session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, LIVE, DagRun.logical_date == at))
 

@@ -147,3 +147,46 @@ def test_reads_do_not_wait_for_a_writer(ready_cli: Cli) -> None:
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+NEXT_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("{dag_id}", schedule="{schedule}", start_date=pendulum.parse("{start}"), catchup={catchup}) as dag:
+    BashTask("a", "true")
+"""
+
+
+@pytest.mark.parametrize(("dag_id", "schedule", "days_back", "catchup"), [
+    ("daily6", "0 6 * * *", 5, False),
+    ("hourly_off", "@hourly", 0.3, False),
+    ("caught", "@daily", 3, True),
+])
+def test_next_runs_prints_what_the_scheduler_then_creates(ready_cli: Cli, dag_id: str, schedule: str,
+                                                          days_back: float, catchup: bool) -> None:
+    import pendulum
+
+    cli = ready_cli
+    start = pendulum.now("UTC").subtract(days=days_back).replace(second=17)  # off the schedule's ticks
+    cli.write_dag(f"{dag_id}.py", NEXT_DAG.format(dag_id=dag_id, schedule=schedule, start=start.isoformat(),
+                                                  catchup=catchup))
+    predicted = [r["logical_date"] for r in cli.json("dags", "next-runs", dag_id, "-n", "10")]
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
+    created = sorted(r["logical_date"] for r in cli.json("timeline", dag_id))
+    assert created and created == predicted[:len(created)], (predicted, created)
+    # and what it prints next continues from there
+    assert cli.json("dags", "next-runs", dag_id, "-n", "1")[0]["logical_date"] == predicted[len(created)]
+
+
+def test_next_runs_skips_a_date_a_manual_run_holds(ready_cli: Cli) -> None:
+    import pendulum
+
+    cli = ready_cli
+    start = pendulum.now("UTC").subtract(days=3).start_of("day")
+    cli.write_dag("man2.py", NEXT_DAG.format(dag_id="man2", schedule="@daily", start=start.isoformat(),
+                                             catchup=False))
+    first = cli.json("dags", "next-runs", "man2", "-n", "2")
+    cli.ok("trigger", "man2", "--logical-date", first[1]["logical_date"])
+    after = [r["logical_date"] for r in cli.json("dags", "next-runs", "man2", "-n", "2")]
+    assert first[1]["logical_date"] not in after and after[0] == first[0]["logical_date"]

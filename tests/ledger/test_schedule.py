@@ -635,3 +635,44 @@ def test_without_catchup_the_latest_due_interval_is_the_last_one_catchup_would_c
     every = due_intervals(schedule, start_date=start, end_date=None, after=None, now=now, catchup=True)
     latest = due_intervals(schedule, start_date=start, end_date=None, after=None, now=now, catchup=False)
     assert latest == every[-1:]
+
+
+# -- next_scheduled: what the scheduler creates next, and what `dags next-runs` prints -------------------
+
+
+def test_next_scheduled_without_catchup_starts_at_the_latest_due_interval_then_follows_the_schedule() -> None:
+    from ledger.schedule import next_scheduled
+
+    s = sched("0 6 * * *", "UTC", U(2026, 11, 1))
+    got = next_scheduled(s, start_date=U(2026, 11, 1), end_date=None, after=None, now=U(2026, 11, 24, 7),
+                         catchup=False, n=3)
+    # the interval [11-23 06:00, 11-24 06:00) is the latest that has ended: the scheduler creates that one
+    assert [i.logical_date for i in got] == [U(2026, 11, 23, 6), U(2026, 11, 24, 6), U(2026, 11, 25, 6)]
+
+
+def test_next_scheduled_with_catchup_lists_every_due_interval_first() -> None:
+    from ledger.schedule import next_scheduled
+
+    s = sched("@daily", "UTC", U(2026, 11, 20))
+    got = next_scheduled(s, start_date=U(2026, 11, 20), end_date=None, after=U(2026, 11, 22), now=U(2026, 11, 24, 1),
+                         catchup=True, n=4)
+    assert [i.logical_date.day for i in got] == [22, 23, 24, 25]
+
+
+def test_next_scheduled_skips_dates_held_by_a_manual_run_and_stops_at_end_date() -> None:
+    from ledger.schedule import next_scheduled
+
+    s = sched("@daily", "UTC", U(2026, 11, 1))
+    got = next_scheduled(s, start_date=U(2026, 11, 1), end_date=U(2026, 11, 27), after=U(2026, 11, 23),
+                         now=U(2026, 11, 24, 1), catchup=True, held={U(2026, 11, 25)}, n=10)
+    assert [i.logical_date.day for i in got] == [23, 24, 26, 27]
+
+
+def test_next_scheduled_off_tick_hourly_without_catchup_takes_the_latest_hour() -> None:
+    from ledger.schedule import next_scheduled
+
+    start = U(2026, 11, 24, 15, 37)
+    s = sched("@hourly", "UTC", start)
+    got = next_scheduled(s, start_date=start, end_date=None, after=None, now=U(2026, 11, 24, 21, 5),
+                         catchup=False, n=2)
+    assert [i.logical_date for i in got] == [U(2026, 11, 24, 20), U(2026, 11, 24, 21)]

@@ -305,18 +305,6 @@ class DAG:
         if cycle:
             raise DagDefinitionError(f"DAG {self.dag_id!r} has a cycle: {' >> '.join(cycle)}")
 
-    def topological_order(self) -> list[str]:
-        order: list[str] = []
-        indegree = {tid: len(t.upstream_ids) for tid, t in self.tasks.items()}
-        ready = sorted(tid for tid, n in indegree.items() if n == 0)
-        while ready:
-            tid = ready.pop(0)
-            order.append(tid)
-            for down in sorted(self.tasks[tid].downstream_ids):
-                indegree[down] -= 1
-                if indegree[down] == 0:
-                    ready.append(down)
-        return order
 
     def __repr__(self) -> str:
         return f"<DAG {self.dag_id}>"

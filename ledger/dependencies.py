@@ -4,6 +4,7 @@ run's own state. Pure: states in, a decision out; no database, no clock (`now` i
 
 from __future__ import annotations
 
+import graphlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -171,16 +172,12 @@ def topological(spec: DagSpec) -> list[str]:
     """Task ids upstream-first (cached per version)."""
     found = _topo_cache.get(spec.version_hash)
     if found is None:
-        indegree = {tid: len(t.upstream) for tid, t in spec.tasks.items()}
-        down = spec.downstream()
-        ready = sorted(tid for tid, n in indegree.items() if n == 0)
+        sorter = graphlib.TopologicalSorter({tid: t.upstream for tid, t in spec.tasks.items()})
+        sorter.prepare()
         found = []
-        while ready:
-            tid = ready.pop(0)
-            found.append(tid)
-            for d in sorted(down[tid]):
-                indegree[d] -= 1
-                if indegree[d] == 0:
-                    ready.append(d)
+        while sorter.is_active():  # level by level, each level sorted: the same order every time
+            ready = sorted(sorter.get_ready())
+            found.extend(ready)
+            sorter.done(*ready)
         _topo_cache[spec.version_hash] = found
     return found

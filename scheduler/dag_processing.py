@@ -589,10 +589,3 @@ class DagFileProcessorManager:
             settled.append(res)
         return settled
 
-
-def summarise(results: Iterable[ParseResult]) -> str:
-    """One line for logs: how many files parsed, failed, deleted."""
-    results = list(results)
-    failed = sum(1 for r in results if r.error)
-    deleted = sum(1 for r in results if r.deleted)
-    return f"{len(results) - failed - deleted} parsed, {failed} failed, {deleted} deleted"

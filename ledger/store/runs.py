@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, type_coerce, update
+from sqlalchemy import bindparam, insert, select, type_coerce, update
 from sqlalchemy.orm import Session
 from sqlalchemy.types import NullType
 
@@ -251,10 +251,6 @@ def get(session: Session, run_id: int | str) -> DagRun:
 def task_instances(session: Session, run_id: int) -> list[TaskInstance]:
     return list(session.scalars(select(TaskInstance).where(TaskInstance.run_id == run_id)
                                 .order_by(TaskInstance.id)))
-
-
-def count_runs(session: Session, dag_id: str) -> int:
-    return int(session.scalar(select(func.count()).select_from(DagRun).where(DagRun.dag_id == dag_id)) or 0)
 
 
 _PASSTHROUGH = NullType()

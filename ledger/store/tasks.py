@@ -12,7 +12,7 @@ from sqlalchemy import Table, and_, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState
-from ledger.models import DagRun, Pool, TaskInstance, TaskTry
+from ledger.models import Pool, TaskInstance, TaskTry
 from ledger.states import TaskState
 
 ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
@@ -230,10 +230,6 @@ def unfinished_in_job(session: Session, job_id: int) -> list[tuple[int, int]]:
     stmt = select(TaskInstance.id, TaskInstance.try_number).where(TaskInstance.job_id == job_id,
                                                                   TaskInstance.state.in_(ACTIVE))
     return [(r.id, r.try_number) for r in session.execute(stmt)]
-
-
-def run_dates(session: Session, run_ids: list[int]) -> dict[int, Any]:
-    return {r.id: r for r in session.execute(select(DagRun).where(DagRun.id.in_(run_ids)))} if run_ids else {}
 
 
 def subjects(session: Session, ti_ids: list[int]) -> dict[int, tuple[str, int, str]]:

@@ -27,9 +27,22 @@ def run_migrations_online() -> None:
         return
     engine = make_engine(str(config.get_main_option("sqlalchemy.url")), create=True)
     with engine.connect() as conn:
+        sqlite = engine.dialect.name == "sqlite"
+        if sqlite:
+            # SQLite changes a table by copying it, dropping the old one and renaming the copy ("batch"
+            # mode); with foreign keys enforced, dropping a table that other rows point at fails. They are
+            # switched off for the migration (outside its transaction, as SQLite requires) and every
+            # reference is checked before the transaction commits.
+            conn.connection.dbapi_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
         context.configure(connection=conn, target_metadata=target_metadata, render_as_batch=True)
         with context.begin_transaction():
             context.run_migrations()
+            if sqlite:
+                broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"the migration left {len(broken)} broken references, e.g. {broken[0]}")
+        if sqlite:
+            conn.connection.dbapi_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
     engine.dispose()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
@@ -50,3 +51,48 @@ def test_the_recorded_head_is_the_newest_migration(tmp_path: Path) -> None:
     from migrations.head import HEAD
 
     assert head_revision(f"sqlite:///{tmp_path / 'x.db'}") == HEAD
+
+
+FULL_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("full", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 3, tz="UTC"), catchup=True) as dag:
+    a = BashTask("a", "echo a")
+    b = BashTask("b", "echo b")
+    a >> b
+"""
+
+
+def walk_down_and_up_with_data(cli: Any) -> None:
+    """A database full of data (runs, tries, events, versions with code, signals) goes down one migration at a
+    time to the first, up again to head with its data intact, then down to base."""
+    from migrations.head import HEAD
+
+    cli.ok("db", "upgrade")
+    cli.write_dag("full.py", FULL_DAG)
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
+    cli.ok("trigger", "full", "--logical-date", "2024-03-02", "--replace")
+    cli.ok("signal", "send", "orders.ready", "2024-03-01")
+    before = cli.json("timeline", "full", "--all")
+    steps = int(HEAD)
+    for n in range(steps - 1):
+        out = cli.ok("db", "downgrade")
+        assert f"to {steps - n - 1:04d}" in out, out
+    cli.ok("db", "upgrade")
+    after = cli.json("timeline", "full", "--all")
+    assert [(r["run_id"], r["state"]) for r in after] == [(r["run_id"], r["state"]) for r in before]
+    assert cli.json("runs", "show", str(before[0]["run_id"]))["task_instances"]
+    cli.ok("db", "downgrade", "base")
+    cli.ok("db", "upgrade")
+
+
+def test_every_migration_goes_down_and_up_on_a_sqlite_database_full_of_data(ready_cli: Any) -> None:
+    walk_down_and_up_with_data(ready_cli)
+
+
+@pytest.mark.postgres
+def test_every_migration_goes_down_and_up_on_a_postgresql_database_full_of_data(cli: Any, postgres_url: str) -> None:
+    cli.env["LEDGER_DATABASE_URL"] = postgres_url
+    walk_down_and_up_with_data(cli)

@@ -14,7 +14,7 @@ from ledger.models import Backfill, DagRun
 from ledger.states import BackfillState, RunState
 from ledger.store import events
 from ledger.store import jobs as job_store
-from ledger.store.backfills import Progress, finish_backfill, progress_of
+from ledger.store.backfills import Progress, finish_backfill, progress_of, waiting_reasons
 from scheduler.job import DagRunJob, LoopReport
 
 
@@ -46,23 +46,41 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
 
 @dataclass
 class BackfillJob(DagRunJob):
+    """Executes the runs of one backfill until every one has finished (or the backfill is cancelled, or the
+    job is stopped). Runs it cannot start yet (max_active_runs, a run another job holds, pools,
+    depends_on_past) keep it waiting, and `waiting` says why."""
+
     backfill_id: int = 0
     job_type: str = "BackfillJob"
     on_progress: Callable[[Progress], None] | None = None
     cancelled: bool = False
+    interrupted: bool = False  # stopped with runs unfinished: the backfill is now `interrupted`
+    waiting: list[tuple[int, str, bool]] = field(default_factory=list)  # (run id, why it waits, blocked)
+    blocked: bool = False  # stopped: every unfinished run waits on a failed previous run (depends_on_past)
+    _unfinished: int = 1
     _extra: dict[str, Any] = field(default_factory=dict)
 
     def claim_filter(self) -> dict[str, Any]:
         return {"backfill_id": self.backfill_id}
 
+    def busy(self) -> bool:
+        return not self.stopping and self._unfinished > 0
+
     def loop_once(self) -> LoopReport:
-        with self.sessions.begin() as session:
+        with self.transaction() as session:
             row = session.get(Backfill, self.backfill_id)
             if row is not None and row.state == BackfillState.CANCELLED.value:
                 self.cancelled = self.stopping = True
         report = LoopReport() if self.stopping else super().loop_once()
-        with self.sessions.begin() as session:
+        with self.transaction() as session:
             progress = progress_of(session, self.backfill_id)
+            self._unfinished = progress.runs_total - progress.runs_done
+            self.waiting = waiting_reasons(session, self.backfill_id, self.job_id) if self._unfinished else []
+        if self.waiting and not report.progress:
+            self._claim_now = True  # a run another job held may be free now
+            if len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \
+                    and not self.executor.in_flight() and report.retry_at is None:
+                self.blocked = self.stopping = True  # nothing can move until a person re-runs those dates
         if self.on_progress is not None:
             self.on_progress(progress)
         return report
@@ -74,4 +92,18 @@ class BackfillJob(DagRunJob):
             if self.cancelled:
                 cancel_backfill(session, self.backfill_id, now=now, actor=self.actor,
                                 stale_after=self.settings.lock_timeout, held_by=self.job_id)
-            finish_backfill(session, self.backfill_id, now=now, actor=self.actor)
+            state = finish_backfill(session, self.backfill_id, now=now, actor=self.actor)
+            if state == BackfillState.RUNNING.value:  # stopped before its runs finished
+                why = ("blocked: " + "; ".join(w for _r, w, _b in self.waiting)) if self.blocked \
+                    else f"signal {self.stop_signal}" if self.stop_signal else "stopped"
+                mark_interrupted(session, self.backfill_id, now=now, actor=self.actor, reason=why)
+                self.interrupted = True
+
+
+def mark_interrupted(session: Session, backfill_id: int, *, now: datetime, actor: str, reason: str) -> None:
+    row = session.get(Backfill, backfill_id)
+    assert row is not None
+    row.state = BackfillState.INTERRUPTED.value
+    p = progress_of(session, backfill_id)
+    events.record(session, "backfill_interrupted", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
+                  reason=reason, runs_unfinished=p.runs_total - p.runs_done)

@@ -75,18 +75,23 @@ def plan_backfill(intervals: Sequence[DataInterval], live: Mapping[datetime, Liv
     return list(reversed(items)) if backwards else items
 
 
+def _local(value: datetime, spec: DagSpec) -> str:
+    """A time as the DAG's users read it: in the DAG's time zone, with its offset."""
+    return pendulum.instance(value).in_timezone(spec.timezone).isoformat()
+
+
 def backfill_intervals(spec: DagSpec, start: DateTime, end: DateTime, *, now: datetime,
                        backwards: bool) -> list[DataInterval]:
     """The schedule's intervals with logical dates in [start, end], or a clear refusal."""
     if end < start:
-        raise InvalidInput(f"the range is backwards: --end {end.isoformat()} is before --start {start.isoformat()}")
+        raise InvalidInput(f"the range is backwards: --end {_local(end, spec)} is before --start {_local(start, spec)}")
     if backwards and any(t.depends_on_past for t in spec.tasks.values()):
         raise InvalidInput(f"--backwards cannot be used with DAG {spec.dag_id!r}: its tasks depend on the past, "
                            "so its dates must run in chain order")
     if spec.end_date is not None and start > spec.end_date:
-        raise InvalidInput(f"the range starts after DAG {spec.dag_id!r} ends ({spec.end_date.isoformat()})")
+        raise InvalidInput(f"the range starts after DAG {spec.dag_id!r} ends ({_local(spec.end_date, spec)})")
     if end < spec.start_date:
-        raise InvalidInput(f"the range ends before DAG {spec.dag_id!r} starts ({spec.start_date.isoformat()})")
+        raise InvalidInput(f"the range ends before DAG {spec.dag_id!r} starts ({_local(spec.start_date, spec)})")
     # only intervals up to now are enumerated: a typo like --end 2099-01-01 is refused at once
     intervals = spec.schedule.intervals_between(start, min(end, pendulum.instance(now)), start_date=spec.start_date,
                                                 end_date=spec.end_date)
@@ -96,12 +101,12 @@ def backfill_intervals(spec: DagSpec, start: DateTime, end: DateTime, *, now: da
     open_ones = [i for i in intervals if i.end > now] + ([beyond] if beyond is not None else [])
     if open_ones:
         ended = [i for i in intervals if i.end <= now]
-        hint = f"; the last one that has ended is {ended[-1].logical_date.isoformat()}" if ended else ""
+        hint = f"; the last one that has ended is {_local(ended[-1].logical_date, spec)}" if ended else ""
         raise InvalidInput(f"the range reaches past the last interval that has ended: the interval at "
-                           f"{open_ones[0].logical_date.isoformat()} ends {open_ones[0].end.isoformat()}{hint}")
+                           f"{_local(open_ones[0].logical_date, spec)} ends {_local(open_ones[0].end, spec)}{hint}")
     if not intervals:
-        raise InvalidInput(f"DAG {spec.dag_id!r} has no scheduled interval between {start.isoformat()} and "
-                           f"{end.isoformat()} (schedule {spec.schedule.summary()})")
+        raise InvalidInput(f"DAG {spec.dag_id!r} has no scheduled interval between {_local(start, spec)} and "
+                           f"{_local(end, spec)} (schedule {spec.schedule.summary()})")
     return intervals
 
 

@@ -20,7 +20,7 @@ from ledger.dates import iso, parse_user_date
 from ledger.errors import InvalidInput
 from ledger.models import Backfill, DagRun
 from ledger.store import dags as dag_store
-from ledger.store.backfills import Progress, progress_of
+from ledger.store.backfills import Progress, history_of, planned_of, progress_of
 
 
 class _DefaultToCreate(TyperGroup):
@@ -78,7 +78,8 @@ def create(
         spec = dag_store.current_spec(session, dag_id)
         request = BackfillRequest(
             dag_id=dag_id, start=parse_user_date(start, timezone=spec.timezone, what="--start"),
-            end=parse_user_date(end, timezone=spec.timezone, what="--end"), reprocess=Reprocess(reprocess),
+            end=parse_user_date(end, timezone=spec.timezone, what="--end", end_of_day=True),
+            reprocess=Reprocess(reprocess),
             backwards=backwards, conf=conf_value, max_active_runs=max_active_runs, submit=submit,
             requested_by=env.actor)
         plan = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
@@ -127,12 +128,27 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
         if executing:
             job.shutdown()
         raise
+    if not as_json:
+        shown_action = {i.logical_date: i.action for i in shown}
+        for item in plan:
+            if shown_action.get(item.logical_date) not in (None, item.action):
+                out.print(f"{iso(item.logical_date)}: planned {shown_action[item.logical_date].value}, "
+                          f"now {item.action.value}: {item.reason}")
+        done = {a: sum(1 for i in plan if i.action.value == a) for a in ("new", "override", "skip")}
+        out.print(f"backfill {backfill_id} created: {done['new']} new, {done['override']} override, "
+                  f"{done['skip']} skip")
     if not executing:
         if job.job_id:
             job.shutdown()
         (print_json({"backfill_id": str(backfill_id), "plan": plan_json(plan), "state": "submitted"}) if as_json
          else out.print(f"backfill {backfill_id} submitted: the scheduler will run its runs"))
         return
+    _execute(env, job, backfill_id, plan_json(plan), as_json)
+
+
+def _execute(env: Any, job: Any, backfill_id: int, plan_rows: list[dict[str, Any]] | None, as_json: bool) -> None:
+    """Run the backfill's runs in this process until each has finished; report, and exit 0 (all succeeded),
+    1 (a task failed) or 128 + signal (interrupted, with how to resume)."""
     job.backfill_id = backfill_id
     job.install_signal_handlers()
     started = time.monotonic()
@@ -142,7 +158,12 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
     def show(p: Progress) -> None:
         last[:] = [p]
         if live is not None:
-            live.update(_progress_line(backfill_id, p, time.monotonic() - started))
+            live.update(_progress_line(backfill_id, p, time.monotonic() - started, job.waiting))
+        elif job.waiting and not as_json and job.waiting[0][1] != said[0]:  # not a terminal: say it once
+            said[0] = job.waiting[0][1]
+            out.print(f"backfill {backfill_id}: run {job.waiting[0][0]} waiting: {said[0]}")
+
+    said = [""]
 
     job.on_progress = show
     if live is not None:
@@ -157,19 +178,33 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
             live.update(_progress_line(backfill_id, final, time.monotonic() - started))
             live.stop()
     failed = final.tasks.get("failed", 0) + final.tasks.get("upstream_failed", 0)
+    resume = (f"backfill {backfill_id} interrupted with {final.runs_total - final.runs_done} run(s) unfinished: "
+              f"`ledger backfill resume {backfill_id}` finishes them (a running scheduler will too); "
+              f"`ledger backfill cancel {backfill_id}` stops them")
     if as_json:
-        print_json({"backfill_id": str(backfill_id), "state": state, "plan": plan_json(plan),
+        print_json({"backfill_id": str(backfill_id), "state": state, "plan": plan_rows,
                     "runs": {"total": final.runs_total, "done": final.runs_done, "failed": final.runs_failed},
                     "tasks": final.tasks})
     else:
         if live is None:  # not a terminal: no live display, one final line
             out.print(_progress_line(backfill_id, final, time.monotonic() - started))
-        out.print(f"backfill {backfill_id} {state}")
+        if state != "interrupted":
+            out.print(f"backfill {backfill_id} {state}")
+    if state == "interrupted" and job.blocked:
+        first = job.waiting[0]
+        err.print(f"backfill {backfill_id} stopped: run {first[0]} cannot start, {first[1]}; re-run that date "
+                  f"(--reprocess failed), then `ledger backfill resume {backfill_id}` (a running scheduler "
+                  f"will also finish it)")
+        raise typer.Exit(1)
+    if state == "interrupted":
+        err.print(resume)
+        raise typer.Exit(128 + (job.stop_signal or 2))  # 130 after Ctrl-C, 143 after SIGTERM
     if failed or final.runs_failed or state not in ("success",):
         raise typer.Exit(1)
 
 
-def _progress_line(backfill_id: int, p: Progress, elapsed: float) -> Text:
+def _progress_line(backfill_id: int, p: Progress, elapsed: float,
+                   waiting: list[tuple[int, str, bool]] | None = None) -> Text:
     t = p.tasks
     remaining = (elapsed / p.runs_done * (p.runs_total - p.runs_done)) if p.runs_done else None
     text = Text(f"backfill {backfill_id}: runs {p.runs_done}/{p.runs_total} done · tasks ")
@@ -178,6 +213,10 @@ def _progress_line(backfill_id: int, p: Progress, elapsed: float) -> Text:
     text.append(f"{t.get('failed', 0) + t.get('upstream_failed', 0)} failed", style="red")
     text.append(f" / {t.get('skipped', 0)} skipped / {t.get('running', 0) + t.get('queued', 0)} running")
     text.append(f" · elapsed {_clock(elapsed)} · remaining {_clock(remaining) if remaining is not None else '?'}")
+    if waiting:
+        run_id, why, _blocked = waiting[0]
+        more = f" (+{len(waiting) - 1} more)" if len(waiting) > 1 else ""
+        text.append(f" · run {run_id} waiting: {why}{more}", style="yellow")
     return text
 
 
@@ -197,27 +236,103 @@ def _show_plan(dag_id: str, rows: list[dict[str, Any]]) -> None:
     out.print(f"{counts['new']} new, {counts['override']} override, {counts['skip']} skip")
 
 
+@app.command()
+def resume(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", show_default=False)],
+           parallelism: Annotated[int | None, typer.Option(min=1, help="Task tries running at once.")] = None,
+           as_json: Json = False) -> None:
+    """Finish an interrupted backfill (or one whose process died): take over its unfinished runs (at once
+    when their job's process is gone on this host, after the lock timeout otherwise) and run them here."""
+    from backfill.job import BackfillJob
+    from ledger.states import BackfillState
+    from ledger.store import events
+    from scheduler.executors import make_executor
+    from scheduler.settings import SchedulerSettings
+
+    env = open_env()
+    env.actor = actor_name("backfill")
+    with env.transaction() as session:
+        row = session.get(Backfill, backfill_id)
+        if row is None:
+            raise InvalidInput(f"no backfill {backfill_id}; see `ledger backfill list`")
+        if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
+            raise InvalidInput(f"backfill {backfill_id} is {row.state}: there is nothing to resume")
+        settings = SchedulerSettings.from_env(parallelism=parallelism, max_held_runs=row.max_active_runs)
+        newest_first = row.backwards
+    job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
+                      executor=make_executor(settings.executor, settings.parallelism), clock=env.clock,
+                      actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
+                      newest_first=newest_first)
+    job.start()
+    try:
+        with env.transaction() as session:
+            row = session.get(Backfill, backfill_id)
+            assert row is not None
+            if row.state == BackfillState.INTERRUPTED.value:
+                row.state = BackfillState.RUNNING.value
+            events.record(session, "backfill_resumed", at=env.clock.now(), actor=job.actor, dag_id=row.dag_id,
+                          backfill_id=backfill_id, job_id=job.job_id)
+    except BaseException:
+        job.shutdown()
+        raise
+    if not as_json:
+        out.print(f"resuming backfill {backfill_id}")
+    _execute(env, job, backfill_id, None, as_json)
+
+
+def _backfill_row(session: Any, b: Backfill) -> dict[str, Any]:
+    h = history_of(session, b.id)
+    p = progress_of(session, b.id)  # its live runs now (runs, runs_done, runs_failed)
+    return {"backfill_id": str(b.id), "dag_id": b.dag_id, "start": iso(b.range_start), "end": iso(b.range_end),
+            "reprocess": b.reprocess, "state": b.state, "requested_by": b.requested_by,
+            "created_at": iso(b.created_at), "ended_at": iso(b.ended_at), "submit": b.submit_only,
+            "planned": planned_of(session, b.id), "created": h.created, "overridden_later": h.overridden,
+            "succeeded": h.succeeded, "failed": h.failed, "unfinished": h.unfinished,
+            "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed}
+
+
 @app.command("list")
 def list_(as_json: Json = False) -> None:
-    """Backfills, newest first, with their range, policy, state and progress."""
+    """Backfills, newest first: range, policy, state, and what became of their runs (planned, created,
+    later overridden by another run, succeeded, failed), who asked and when."""
     env = open_env()
-    with env.transaction() as session:
-        rows = []
-        for b in session.scalars(select(Backfill).order_by(Backfill.id.desc())):
-            p = progress_of(session, b.id)
-            rows.append({"backfill_id": str(b.id), "dag_id": b.dag_id, "start": iso(b.range_start),
-                         "end": iso(b.range_end), "reprocess": b.reprocess, "state": b.state,
-                         "requested_by": b.requested_by, "created_at": iso(b.created_at), "ended_at": iso(b.ended_at),
-                         "submit": b.submit_only, "runs": p.runs_total, "runs_done": p.runs_done,
-                         "runs_failed": p.runs_failed})
+    with env.reading() as session:
+        rows = [_backfill_row(session, b) for b in session.scalars(select(Backfill).order_by(Backfill.id.desc()))]
     if as_json:
         print_json(rows)
         return
-    table = Table("id", "dag", "start", "end", "reprocess", "state", "runs", "requested by", "created")
+    table = Table("id", "dag", "start", "end", "reprocess", "state", "planned", "created", "overridden later",
+                  "succeeded", "failed", "requested by", "created at")
     for r in rows:
         table.add_row(r["backfill_id"], r["dag_id"], r["start"], r["end"], r["reprocess"], r["state"],
-                      f"{r['runs_done']}/{r['runs']}" + (f" ({r['runs_failed']} failed)" if r["runs_failed"] else ""),
-                      r["requested_by"], r["created_at"])
+                      str(r["planned"]), str(r["created"]), str(r["overridden_later"]), str(r["succeeded"]),
+                      str(r["failed"]), r["requested_by"], r["created_at"])
+    out.print(table)
+
+
+@app.command()
+def show(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", show_default=False)],
+         as_json: Json = False) -> None:
+    """One backfill and its dates: each run it created, its state, and what replaced it."""
+    env = open_env()
+    with env.reading() as session:
+        b = session.get(Backfill, backfill_id)
+        if b is None:
+            raise InvalidInput(f"no backfill {backfill_id}; see `ledger backfill list`")
+        doc = _backfill_row(session, b)
+        doc["runs"] = [{"run_id": str(r.id), "logical_date": iso(r.logical_date), "state": r.state,
+                        "overridden_by": str(r.overridden_by) if r.overridden_by else None}
+                       for r in session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id)
+                                                .order_by(DagRun.logical_date, DagRun.id))]
+    if as_json:
+        print_json(doc)
+        return
+    out.print(f"backfill {doc['backfill_id']} of {doc['dag_id']}: {doc['start']} to {doc['end']}, "
+              f"reprocess {doc['reprocess']}, {doc['state']}; requested by {doc['requested_by']} at "
+              f"{doc['created_at']}; planned {doc['planned']}, created {doc['created']}, overridden later "
+              f"{doc['overridden_later']}, succeeded {doc['succeeded']}, failed {doc['failed']}")
+    table = Table("run", "logical date", "state", "overridden by")
+    for r in doc["runs"]:
+        table.add_row(r["run_id"], r["logical_date"], r["state"], r["overridden_by"] or "")
     out.print(table)
 
 
@@ -232,7 +347,7 @@ def cancel(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", s
         row = session.get(Backfill, backfill_id)
         if row is None:
             raise InvalidInput(f"no backfill {backfill_id}; see `ledger backfill list`")
-        if row.state != "running":
+        if row.state not in ("running", "interrupted"):
             raise InvalidInput(f"backfill {backfill_id} is already {row.state}")
         failed = cancel_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
                                  stale_after=SchedulerSettings.from_env().lock_timeout)

@@ -17,8 +17,11 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 MIN_YEAR, MAX_YEAR = 1000, 9000
 
 
-def parse_user_date(text: str, *, timezone: str, what: str = "date") -> DateTime:
-    """An aware UTC DateTime from `2024-03-01`, `2024-03-01T06:00` or `2024-03-01T06:00+02:00`."""
+def parse_user_date(text: str, *, timezone: str, what: str = "date", end_of_day: bool = False) -> DateTime:
+    """An aware UTC DateTime from `2024-03-01`, `2024-03-01T06:00` or `2024-03-01T06:00+02:00`.
+
+    A bare date is a whole day in `timezone`: its first instant, or with `end_of_day` its last (the
+    inclusive end of a range), whatever the day's length (23 or 25 hours when clocks change)."""
     value = text.strip()
     if not value:
         raise InvalidInput(f"empty {what}; give an ISO date like 2024-03-01 or 2024-03-01T06:00:00+00:00")
@@ -27,7 +30,8 @@ def parse_user_date(text: str, *, timezone: str, what: str = "date") -> DateTime
     except Exception:
         parsed = None
     if isinstance(parsed, pendulum.Date) and not isinstance(parsed, DateTime) and _DATE.match(value):
-        parsed = pendulum.datetime(parsed.year, parsed.month, parsed.day, tz=timezone)
+        day = pendulum.datetime(parsed.year, parsed.month, parsed.day, tz=timezone)
+        parsed = day.add(days=1).subtract(microseconds=1) if end_of_day and parsed.year < MAX_YEAR else day
     if not isinstance(parsed, DateTime):
         raise InvalidInput(f"invalid {what} {text!r}; give an ISO date like 2024-03-01 or "
                            "2024-03-01T06:00:00+00:00")

@@ -37,6 +37,7 @@ class BackfillState(StrEnum):
     SUCCESS = "success"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"  # its process was stopped (Ctrl-C, SIGTERM, killed) with runs unfinished
 
 
 class JobState(StrEnum):

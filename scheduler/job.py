@@ -96,6 +96,7 @@ class DagRunJob:
     newest_first: bool = False  # process (and claim) runs newest first, for backwards backfills
     job_id: int = 0
     stopping: bool = False
+    stop_signal: int | None = None  # the signal that stopped the job (SIGINT, SIGTERM), if one did
     wakeup: Wakeup | None = None
     _inflight: dict[int, _InFlight] = field(default_factory=dict)
     _last_heartbeat: float = 0.0
@@ -153,6 +154,7 @@ class DagRunJob:
     def install_signal_handlers(self) -> None:
         def stop(signum: int, _frame: Any) -> None:
             self.stopping = True
+            self.stop_signal = signum
             if self.wakeup is not None:
                 self.wakeup.interrupt()
 

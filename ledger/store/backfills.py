@@ -8,9 +8,11 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ledger.models import Backfill, DagRun, TaskInstance
-from ledger.states import BackfillState, RunState
+from ledger.models import Backfill, DagRun, Job, TaskInstance
+from ledger.states import BackfillState, RunState, TaskState
 from ledger.store import events
+
+UNFINISHED_RUNS = [RunState.QUEUED.value, RunState.RUNNING.value]
 
 
 @dataclass(frozen=True)
@@ -34,10 +36,11 @@ def progress_of(session: Session, backfill_id: int) -> Progress:
 
 
 def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str) -> str:
-    """Set the backfill's final state once none of its runs is unfinished."""
+    """Set the backfill's final state once none of its runs is unfinished (also for an interrupted
+    backfill whose runs a scheduler or `backfill resume` finished)."""
     row = session.get(Backfill, backfill_id)
     assert row is not None
-    if row.state != BackfillState.RUNNING.value:
+    if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
         return row.state
     p = progress_of(session, backfill_id)
     if p.runs_done < p.runs_total:
@@ -47,3 +50,85 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     events.record(session, "backfill_finished", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
                   state=row.state, runs=p.runs_total, failed_runs=p.runs_failed)
     return row.state
+
+
+@dataclass(frozen=True)
+class History:
+    """What became of a backfill's runs: created (every run it made), later overridden, succeeded, failed,
+    still unfinished."""
+
+    created: int
+    overridden: int
+    succeeded: int
+    failed: int
+    unfinished: int
+
+
+def history_of(session: Session, backfill_id: int) -> History:
+    """Counts over every run the backfill created; a run overridden after it finished still counts as the
+    success or failure it was (its task instances keep their states)."""
+    runs = dict(session.execute(select(DagRun.state, func.count()).where(DagRun.backfill_id == backfill_id)
+                                .group_by(DagRun.state)).tuples().all())
+    ended_then_overridden = select(DagRun.id).where(DagRun.backfill_id == backfill_id,
+                                                    DagRun.state == RunState.OVERRIDDEN.value,
+                                                    DagRun.ended_at.is_not(None))
+    failed_later = session.scalar(select(func.count(func.distinct(TaskInstance.run_id))).where(
+        TaskInstance.run_id.in_(ended_then_overridden),
+        TaskInstance.state.in_([TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value]))) or 0
+    ended_later = session.scalar(select(func.count()).select_from(ended_then_overridden.subquery())) or 0
+    return History(sum(runs.values()), runs.get(RunState.OVERRIDDEN.value, 0),
+                   runs.get(RunState.SUCCESS.value, 0) + ended_later - failed_later,
+                   runs.get(RunState.FAILED.value, 0) + failed_later,
+                   runs.get(RunState.QUEUED.value, 0) + runs.get(RunState.RUNNING.value, 0))
+
+
+def waiting_reasons(session: Session, backfill_id: int, job_id: int) -> list[tuple[int, str, bool]]:
+    """(run id, why it waits, blocked) for the backfill's unfinished runs that this job cannot run now: held
+    by another job, queued while max_active_runs runs of the DAG are running, or held back by
+    depends_on_past. `blocked`: only a person can unblock it (its previous run failed)."""
+    from ledger.store import dags as dag_store
+
+    out: list[tuple[int, str, bool]] = []
+    runs = list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id,
+                                                     DagRun.state.in_(UNFINISHED_RUNS))
+                                .order_by(DagRun.logical_date)))
+    for run in runs:
+        spec = dag_store.spec(session, run.dag_id, run.version_hash)
+        if run.lock_holder is not None and run.lock_holder != job_id:
+            holder = session.get(Job, run.lock_holder)
+            what = f"{holder.job_type} {holder.id}" if holder is not None else f"job {run.lock_holder}"
+            out.append((run.id, f"held by {what}", False))
+        elif run.state == RunState.QUEUED.value:
+            running = list(session.execute(select(DagRun.id, DagRun.backfill_id).where(
+                DagRun.dag_id == run.dag_id, DagRun.state == RunState.RUNNING.value).limit(spec.max_active_runs)))
+            if len(running) >= spec.max_active_runs:
+                first = running[0]
+                whose = f" of backfill {first.backfill_id}" if first.backfill_id is not None else ""
+                out.append((run.id, f"max_active_runs {spec.max_active_runs} reached by run {first.id}{whose}",
+                            False))
+        elif run.previous_run_id is not None and any(t.depends_on_past for t in spec.tasks.values()):
+            previous = session.get(DagRun, run.previous_run_id)
+            started = session.scalar(select(func.count()).select_from(TaskInstance).where(
+                TaskInstance.run_id == run.id, TaskInstance.try_number > 0)) or 0
+            if previous is not None and not started:
+                if previous.state == RunState.FAILED.value:
+                    out.append((run.id, f"depends_on_past: its previous run {previous.id} ({previous.run_type}) "
+                                        "failed", True))
+                elif previous.state in UNFINISHED_RUNS:
+                    out.append((run.id, f"depends_on_past: waits for run {previous.id} ({previous.run_type})",
+                                False))
+    return out
+
+
+def planned_of(session: Session, backfill_id: int) -> int:
+    """How many runs the backfill's plan said to create (new + override), from its `backfill_created` event."""
+    from ledger.models import Event
+
+    row = session.get(Backfill, backfill_id)
+    if row is None:
+        return 0
+    for event in session.scalars(select(Event).where(Event.kind == "backfill_created", Event.dag_id == row.dag_id)):
+        details = event.details or {}
+        if details.get("backfill_id") == backfill_id:
+            return int(details.get("new", 0)) + int(details.get("override", 0))
+    return 0

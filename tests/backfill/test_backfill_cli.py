@@ -433,8 +433,10 @@ def test_depends_on_past_across_a_backfill_follows_the_chain_whatever_the_run_ty
     assert live[D(3)]["previous_run_id"] == manual["run_id"]
     assert live[D(3)]["state"] in ("queued", "running")
     assert task_states(cli, live[D(3)]["run_id"])["a"] == ("scheduled", 0)
+    # it does not wait for ever: it says which run is blocked by what, and how to go on
+    assert f"depends_on_past: its previous run {manual['run_id']} (manual) failed" in result.stderr, result.output
     (row,) = cli.json("backfill", "list")
-    assert row["state"] == "running"
+    assert row["state"] == "interrupted"
 
     # re-running the failed date relinks 03-03 to the new run, after which 03-03 can go
     flag.unlink()

@@ -1,0 +1,146 @@
+"""A backfill finishes what it starts: it waits for runs it cannot start yet and says why, an interrupted one
+says how to resume and `backfill resume` finishes it, its dates are local days, and `backfill list` keeps
+its history. After each scenario the timeline invariant holds and no task instance ran twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from tests.backfill.test_backfill_cli import FAST, dag_source, db, timeline, wait_until
+from tests.conftest import LEDGER, Cli
+
+
+def assert_each_task_instance_ran_once(cli: Cli) -> None:
+    with db(cli) as conn:
+        twice = conn.execute("SELECT task_instance_id, count(*) FROM task_try GROUP BY task_instance_id "
+                             "HAVING count(*) > 1").fetchall()
+    assert twice == []
+
+
+def start_backfill(cli: Cli, start: int, end: int, *args: str, log: str = "bf.log") -> subprocess.Popen[str]:
+    with open(cli.home / log, "w") as out:
+        return subprocess.Popen([LEDGER, "backfill", "d", "--start", f"2024-03-0{start}", "--end",
+                                 f"2024-03-0{end}", "--yes", *args], env={**cli.env, **FAST}, cwd=cli.home,
+                                text=True, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def running_tries(cli: Cli) -> int:
+    with db(cli) as conn:
+        return int(conn.execute("SELECT count(*) FROM task_try WHERE state = 'running'").fetchone()[0])
+
+
+def test_a_backfill_waits_for_max_active_runs_says_why_and_finishes(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(command="sleep 3", max_active_runs=1))
+    cli.ok("dags", "pause", "d")
+    first = start_backfill(cli, 4, 4)
+    wait_until(lambda: running_tries(cli) > 0, what="the first backfill's try")
+    second = cli.run("backfill", "d", "--start", "2024-03-05", "--end", "2024-03-05", "--yes", timeout=120, **FAST)
+    assert first.wait(timeout=120) == 0, (cli.home / "bf.log").read_text()
+    assert second.exit_code == 0, second.output
+    assert "waiting: max_active_runs 1 reached by run 1 of backfill 1" in second.stdout, second.stdout
+    assert "backfill 2 success" in second.stdout
+    runs = timeline(cli)
+    assert [r["state"] for r in runs] == ["success", "success"]
+    assert_each_task_instance_ran_once(cli)
+
+
+def test_ctrl_c_interrupts_a_backfill_and_resume_finishes_it(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(command="sleep 1", max_active_runs=1))
+    cli.ok("dags", "pause", "d")
+    proc = start_backfill(cli, 1, 5)
+    wait_until(lambda: running_tries(cli) > 0, what="a running try")
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, (cli.home / "bf.log").read_text()
+    output = (cli.home / "bf.log").read_text()
+    assert "`ledger backfill resume 1`" in output, output
+    (row,) = cli.json("backfill", "list")
+    assert row["state"] == "interrupted" and row["unfinished"] > 0, row
+    assert any(e["kind"] == "backfill_interrupted" for e in cli.json("events", "--dag", "d"))
+    resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST)
+    assert resumed.exit_code == 0, resumed.output
+    (row,) = cli.json("backfill", "list")
+    assert row["state"] == "success" and row["succeeded"] == 5 and row["unfinished"] == 0, row
+    assert [r["state"] for r in timeline(cli)] == ["success"] * 5
+    assert_each_task_instance_ran_once(cli)
+
+
+RETRIED_DAG = """
+import pendulum
+from datetime import timedelta
+from ledger import DAG, BashTask
+
+with DAG("d", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), max_active_runs=1,
+         default_args={"retries": 1, "retry_delay": timedelta(seconds=0)}) as dag:
+    BashTask("a", "sleep 1") >> BashTask("b", "true")
+"""
+
+
+def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", RETRIED_DAG)
+    cli.ok("dags", "pause", "d")
+    proc = start_backfill(cli, 1, 4)
+    wait_until(lambda: running_tries(cli) > 0, what="a running try")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    began = time.monotonic()
+    resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST)
+    assert resumed.exit_code == 0, resumed.output
+    assert time.monotonic() - began < 60  # the dead job's locks are taken over at once on the same host
+    assert [r["state"] for r in timeline(cli)] == ["success"] * 4
+    with db(cli) as conn:  # the try the kill cut short failed as a zombie and was retried: one try each else
+        tries = conn.execute("SELECT task_instance_id, try_number, state FROM task_try ORDER BY id").fetchall()
+    assert [t[2] for t in tries].count("failed") == 1 and "running" not in [t[2] for t in tries]
+    assert len({(t[0], t[1]) for t in tries}) == len(tries)  # no try ran twice
+    (row,) = cli.json("backfill", "list")
+    assert row["state"] == "success" and row["unfinished"] == 0
+
+
+@pytest.mark.parametrize(("tz", "cron", "start", "end", "expected"), [
+    ("America/New_York", "0 6 * * *", "2026-11-10", "2026-11-12",
+     ["2026-11-10T06:00:00-05:00", "2026-11-11T06:00:00-05:00", "2026-11-12T06:00:00-05:00"]),
+    ("Europe/Berlin", "@daily", "2024-10-27", "2024-10-27", ["2024-10-27T00:00:00+02:00"]),
+])
+def test_bare_dates_are_whole_local_days(ready_cli: Cli, tz: str, cron: str, start: str, end: str,
+                                         expected: list[str]) -> None:
+    cli = ready_cli
+    cli.write_dag("z.py", f"""
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("z", schedule="{cron}", start_date=pendulum.datetime(2024, 1, 1, tz="{tz}"), catchup=False) as dag:
+    BashTask("a", "true")
+""")
+    rows = cli.json("backfill", "z", "--start", start, "--end", end, "--dry-run")
+    import pendulum
+
+    got = [pendulum.parse(r["logical_date"]).in_timezone(tz).isoformat() for r in rows]
+    assert got == expected
+
+
+def test_backfill_list_and_show_keep_the_history_of_an_overridden_backfill(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source())
+    cli.ok("dags", "pause", "d")
+    assert cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes", **FAST).exit_code == 0
+    assert cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes", "--reprocess",
+                   "completed", **FAST).exit_code == 0
+    rows: list[dict[str, Any]] = {r["backfill_id"]: r for r in cli.json("backfill", "list")}  # type: ignore[assignment]
+    first = rows["1"]  # type: ignore[index]
+    assert (first["planned"], first["created"], first["overridden_later"], first["succeeded"], first["failed"]) == \
+        (3, 3, 3, 3, 0), first
+    shown = cli.json("backfill", "show", "1")
+    assert [r["state"] for r in shown["runs"]] == ["overridden"] * 3
+    assert all(r["overridden_by"] is not None for r in shown["runs"])
+    assert "no backfill 9" in cli.fails("backfill", "show", "9").stderr
+    assert "nothing to resume" in cli.fails("backfill", "resume", "1").stderr
+    timeline(cli)
+    assert_each_task_instance_ran_once(cli)

@@ -14,6 +14,7 @@ from backfill.plan import Action, LiveRun, PlanItem, Reprocess, backfill_interva
 from ledger.models import Backfill, DagRun, Job
 from ledger.states import BackfillState, JobState, RunState, RunType
 from ledger.store import events
+from ledger.store import jobs as job_store
 from ledger.store import runs as run_store
 from ledger.versions import DagSpec
 
@@ -35,14 +36,16 @@ def live_runs(session: Session, dag_id: str, start: datetime, end: datetime, *, 
               stale_after: float) -> dict[datetime, LiveRun]:
     stale = now - timedelta(seconds=stale_after)
     stmt = (select(DagRun.id, DagRun.logical_date, DagRun.state, DagRun.run_type, DagRun.lock_holder,
-                   Job.state.label("job_state"), Job.latest_heartbeat)
+                   DagRun.backfill_id, Job.state.label("job_state"), Job.latest_heartbeat)
             .outerjoin(Job, Job.id == DagRun.lock_holder)
             .where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value,
                    DagRun.logical_date >= start, DagRun.logical_date <= end))
+    dead = set(job_store.dead_local_holders(session, 0))  # on this host, a job whose process is gone is dead now
     out = {}
     for r in session.execute(stmt):
-        alive = r.lock_holder is not None and r.job_state == JobState.RUNNING.value and r.latest_heartbeat >= stale
-        out[r.logical_date] = LiveRun(r.id, r.state, r.run_type, r.lock_holder, alive)
+        alive = r.lock_holder is not None and r.job_state == JobState.RUNNING.value and r.latest_heartbeat >= stale \
+            and r.lock_holder not in dead
+        out[r.logical_date] = LiveRun(r.id, r.state, r.run_type, r.lock_holder, alive, r.backfill_id)
     return out
 
 
@@ -79,4 +82,5 @@ def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, p
 def plan_json(plan: list[PlanItem]) -> list[dict[str, Any]]:
     return [{"logical_date": i.logical_date.isoformat(), "data_interval_start": i.interval.start.isoformat(),
              "data_interval_end": i.interval.end.isoformat(), "action": i.action.value, "reason": i.reason,
-             "replaces_run_id": None if i.replaces_run_id is None else str(i.replaces_run_id)} for i in plan]
+             "replaces_run_id": None if i.replaces_run_id is None else str(i.replaces_run_id),
+             "adopts_backfill": None if i.adopts_backfill is None else str(i.adopts_backfill)} for i in plan]

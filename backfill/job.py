@@ -14,7 +14,7 @@ from ledger.models import Backfill, DagRun
 from ledger.states import BackfillState, RunState
 from ledger.store import events
 from ledger.store import jobs as job_store
-from ledger.store.backfills import Progress, finish_backfill, progress_of, waiting_reasons
+from ledger.store.backfills import Progress, finish_backfill, history_of, progress_of, waiting_reasons
 from scheduler.job import DagRunJob, LoopReport
 
 
@@ -60,8 +60,10 @@ class BackfillJob(DagRunJob):
     _unfinished: int = 1
     _extra: dict[str, Any] = field(default_factory=dict)
 
+    adopted: list[int] = field(default_factory=list)  # dead backfills whose unfinished runs this one finishes
+
     def claim_filter(self) -> dict[str, Any]:
-        return {"backfill_id": self.backfill_id}
+        return {"backfill_id": [self.backfill_id, *self.adopted] if self.adopted else self.backfill_id}
 
     def busy(self) -> bool:
         return not self.stopping and self._unfinished > 0
@@ -76,6 +78,11 @@ class BackfillJob(DagRunJob):
             progress = progress_of(session, self.backfill_id)
             self._unfinished = progress.runs_total - progress.runs_done
             self.waiting = waiting_reasons(session, self.backfill_id, self.job_id) if self._unfinished else []
+            for other in self.adopted:
+                left = history_of(session, other).unfinished
+                self._unfinished += left
+                if left:
+                    self.waiting += waiting_reasons(session, other, self.job_id)
         if self.waiting and not report.progress:
             self._claim_now = True  # a run another job held may be free now
             if len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \
@@ -92,6 +99,8 @@ class BackfillJob(DagRunJob):
             if self.cancelled:
                 cancel_backfill(session, self.backfill_id, now=now, actor=self.actor,
                                 stale_after=self.settings.lock_timeout, held_by=self.job_id)
+            for other in self.adopted:
+                finish_backfill(session, other, now=now, actor=self.actor)
             state = finish_backfill(session, self.backfill_id, now=now, actor=self.actor)
             if state == BackfillState.RUNNING.value:  # stopped before its runs finished
                 why = ("blocked: " + "; ".join(w for _r, w, _b in self.waiting)) if self.blocked \

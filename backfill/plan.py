@@ -37,6 +37,7 @@ class LiveRun:
     run_type: str
     lock_holder: int | None  # a job holding the run
     holder_alive: bool  # whether that job is still heart-beating
+    backfill_id: int | None = None  # the backfill that created it
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class PlanItem:
     action: Action
     reason: str
     replaces_run_id: int | None = None
+    adopts_backfill: int | None = None  # the date's run is an unfinished run of this dead backfill: finish it
 
     @property
     def logical_date(self) -> datetime:
@@ -57,6 +59,9 @@ def decide_date(live: LiveRun | None, policy: Reprocess) -> tuple[Action, str]:
     if live.lock_holder is not None and live.holder_alive:
         return Action.SKIP, f"in flight: locked by job {live.lock_holder}"
     if live.state in ("queued", "running"):
+        if live.backfill_id is not None and live.run_type == "backfill":
+            return Action.SKIP, (f"adopted: run {live.run_id} of backfill {live.backfill_id}, whose process is gone, "
+                                 "is finished by this backfill")
         return Action.SKIP, f"{live.run_type} run {live.run_id} is {live.state}, not finished"
     word = "succeeded" if live.state == "success" else live.state
     if policy == Reprocess.COMPLETED or (policy == Reprocess.FAILED and live.state == "failed"):
@@ -70,8 +75,10 @@ def plan_backfill(intervals: Sequence[DataInterval], live: Mapping[datetime, Liv
     for interval in intervals:
         existing = live.get(interval.logical_date)
         action, reason = decide_date(existing, policy)
+        adopts = existing.backfill_id if existing is not None and reason.startswith("adopted:") else None
         items.append(PlanItem(interval, action, reason,
-                              existing.run_id if existing is not None and action == Action.OVERRIDE else None))
+                              existing.run_id if existing is not None and action == Action.OVERRIDE else None,
+                              adopts))
     return list(reversed(items)) if backwards else items
 
 

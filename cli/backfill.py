@@ -91,7 +91,7 @@ def create(
         return
     if not as_json:
         _show_plan(dag_id, plan_json(plan))
-    todo = [i for i in plan if i.action != Action.SKIP]
+    todo = [i for i in plan if i.action != Action.SKIP or i.adopts_backfill is not None]
     if not todo:
         (print_json({"backfill_id": None, "plan": plan_json(plan), "state": "nothing to do"}) if as_json
          else out.print("nothing to do: every date is skipped"))
@@ -105,6 +105,7 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
     from backfill.create import create_backfill, make_plan, plan_json
     from backfill.job import BackfillJob
     from backfill.plan import reconcile
+    from ledger.store import events
     from ledger.store import runs as run_store
     from scheduler.executors import make_executor
 
@@ -124,6 +125,10 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
                                   actor=job.actor if executing else env.actor,
                                   job_id=job.job_id if executing else None)
             backfill_id = row.id
+            job.adopted = sorted({i.adopts_backfill for i in plan if i.adopts_backfill is not None})
+            for other in job.adopted:
+                events.record(session, "backfill_adopted", at=env.clock.now(), actor=job.actor, dag_id=spec.dag_id,
+                              backfill_id=other, by_backfill_id=backfill_id)
     except BaseException:
         if executing:
             job.shutdown()

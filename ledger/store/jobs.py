@@ -35,7 +35,8 @@ def end_job(session: Session, job_id: int, *, now: datetime, state: JobState = J
 
 
 def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: float, limit: int, actor: str,
-               backfill_id: int | None = None, newest_first: bool = False) -> list[tuple[int, int | None]]:
+               backfill_id: int | list[int] | None = None,
+               newest_first: bool = False) -> list[tuple[int, int | None]]:
     """Lock up to `limit` unfinished live runs that nobody holds or whose holder stopped heart-beating.
 
     Returns (run id, previous holder) pairs; a previous holder means the lock was taken over.
@@ -59,7 +60,9 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
         .limit(limit)
         .with_for_update(of=DagRun, skip_locked=True)
     )
-    if backfill_id is not None:
+    if isinstance(backfill_id, list):
+        stmt = stmt.where(DagRun.backfill_id.in_(backfill_id))
+    elif backfill_id is not None:
         stmt = stmt.where(DagRun.backfill_id == backfill_id)
     rows = list(session.execute(stmt))
     if not rows:

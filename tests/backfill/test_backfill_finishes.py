@@ -104,6 +104,23 @@ def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(ready_cli:
     assert row["state"] == "success" and row["unfinished"] == 0
 
 
+def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", RETRIED_DAG)
+    cli.ok("dags", "pause", "d")
+    proc = start_backfill(cli, 1, 4)
+    wait_until(lambda: running_tries(cli) > 0, what="a running try")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    again = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-04", "--yes", timeout=180, **FAST)
+    assert again.exit_code == 0, again.output
+    assert "adopted: run" in again.stdout and "of backfill 1, whose process is gone" in again.stdout, again.stdout
+    assert [r["state"] for r in timeline(cli)] == ["success"] * 4
+    rows = {r["backfill_id"]: r for r in cli.json("backfill", "list")}
+    assert rows["1"]["state"] == "success" and rows["1"]["unfinished"] == 0, rows
+    assert any(e["kind"] == "backfill_adopted" for e in cli.json("events", "--dag", "d"))
+
+
 @pytest.mark.parametrize(("tz", "cron", "start", "end", "expected"), [
     ("America/New_York", "0 6 * * *", "2026-11-10", "2026-11-12",
      ["2026-11-10T06:00:00-05:00", "2026-11-11T06:00:00-05:00", "2026-11-12T06:00:00-05:00"]),
@@ -144,3 +161,36 @@ def test_backfill_list_and_show_keep_the_history_of_an_overridden_backfill(ready
     assert "nothing to resume" in cli.fails("backfill", "resume", "1").stderr
     timeline(cli)
     assert_each_task_instance_ran_once(cli)
+
+
+@pytest.mark.postgres
+def test_on_postgresql_an_interrupted_backfill_is_resumed_and_a_second_one_waits_its_turn(
+        cli: Cli, postgres_url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    cli.env["LEDGER_DATABASE_URL"] = postgres_url
+    cli.ok("db", "upgrade")
+    cli.write_dag("d.py", RETRIED_DAG)
+    cli.ok("dags", "pause", "d")
+    engine = create_engine(postgres_url)
+
+    def running() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM task_try WHERE state = 'running'")).scalar() or 0)
+
+    proc = start_backfill(cli, 1, 3)
+    wait_until(lambda: running() > 0, what="a running try")
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, (cli.home / "bf.log").read_text()
+    second = start_backfill(cli, 4, 4, log="bf2.log")  # waits: max_active_runs 1, and the first resumes
+    resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST)
+    assert resumed.exit_code == 0, resumed.output
+    assert second.wait(timeout=180) == 0, (cli.home / "bf2.log").read_text()
+    states = {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")}
+    assert states == {"1": "success", "2": "success"}
+    with engine.connect() as conn:
+        twice = conn.execute(text("SELECT task_instance_id FROM task_try GROUP BY task_instance_id, try_number "
+                                  "HAVING count(*) > 1")).fetchall()
+    assert twice == []
+    engine.dispose()
+    timeline(cli)

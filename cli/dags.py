@@ -15,7 +15,7 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json
-from ledger.dates import iso
+from ledger.dates import iso, local_text
 from ledger.errors import InvalidInput
 from ledger.schedule import next_scheduled
 from ledger.store import code as code_store
@@ -237,9 +237,13 @@ def next_runs(dag_id: DagId, n: Annotated[int, typer.Option("-n", "--num", min=1
     if not rows:
         out.print(f"{dag_id} has no further scheduled intervals (schedule {spec.schedule.summary()})")
         return
-    table = Table("logical_date", "data_interval_start", "data_interval_end")
-    for r in rows:
-        table.add_row(r["logical_date"], r["data_interval_start"], r["data_interval_end"])
+    # in the DAG's time zone with the offset; the interval starts at its logical date, so two columns fit
+    # 80 columns (--json has all three, in UTC)
+    table = Table(f"logical date ({spec.timezone})", "interval ends", title=f"next runs of {dag_id}",
+                  title_justify="left")
+    for i in intervals:
+        start = "" if i.start == i.logical_date else f" (from {local_text(i.start, spec.timezone)})"
+        table.add_row(local_text(i.logical_date, spec.timezone) + start, local_text(i.end, spec.timezone))
     out.print(table)
 
 

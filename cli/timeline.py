@@ -11,7 +11,7 @@ from rich.text import Text
 
 from cli.env import open_env, print_json
 from cli.options import DagId, Json
-from ledger.dates import iso, iso_raw, parse_user_date
+from ledger.dates import iso, iso_raw, local_text, parse_user_date
 from ledger.errors import DagNotFound, InvalidInput
 from ledger.models import Dag
 from ledger.store import runs as run_store
@@ -80,14 +80,13 @@ def timeline(
 
 
 def render(dag_id: str, timezone: str, rows: list[Any], *, show_all: bool) -> None:
-    import pendulum
-
     replaced: dict[int, list[Any]] = {}
     for r in rows:
         if r.overridden_by is not None:
             replaced.setdefault(r.overridden_by, []).append(r)
     table = Table(title=f"timeline of {dag_id} ({timezone})", title_justify="left")
-    for col in ("logical date", "run", "type", "state", "previous", "version", "notes"):
+    table.add_column("logical date", no_wrap=True)  # with its offset: two 02:00 of one night read differently
+    for col in ("run", "type", "state", "previous", "version", "notes"):
         table.add_column(col)
     last_version = last_schedule = None
     live = 0
@@ -108,8 +107,7 @@ def render(dag_id: str, timezone: str, rows: list[Any], *, show_all: bool) -> No
                              f"{_local(old.overridden_at, timezone)}")
         else:
             notes.append(f"overridden by run {r.overridden_by}")
-        local = pendulum.parse(iso_raw(r.logical_date) or "").in_timezone(timezone)  # type: ignore[union-attr]
-        table.add_row(local.to_datetime_string(), str(r.id), r.run_type,
+        table.add_row(local_text(iso_raw(r.logical_date), timezone), str(r.id), r.run_type,
                       Text(r.state, style=STATE_STYLE.get(r.state, "")), str(r.previous_run_id or "-"),
                       r.version_hash[:8], "; ".join(notes))
     out.print(table)
@@ -118,7 +116,4 @@ def render(dag_id: str, timezone: str, rows: list[Any], *, show_all: bool) -> No
 
 
 def _local(raw: Any, timezone: str) -> str:
-    import pendulum
-
-    parsed = pendulum.parse(iso_raw(raw) or "")
-    return parsed.in_timezone(timezone).to_datetime_string()  # type: ignore[union-attr]
+    return local_text(iso_raw(raw), timezone)

@@ -71,3 +71,12 @@ def check_within_dag(spec: Any, at: datetime, *, what: str) -> None:
         raise InvalidInput(f"{what} {iso(at)} is before DAG {spec.dag_id!r} starts ({iso(spec.start_date)})")
     if spec.end_date is not None and at > spec.end_date:
         raise InvalidInput(f"{what} {iso(at)} is after DAG {spec.dag_id!r} ends ({iso(spec.end_date)})")
+
+
+def local_text(value: datetime | str | None, timezone: str) -> str:
+    """A time for people: in `timezone`, with its UTC offset, so that the two 02:00 of a night when clocks go
+    back read differently (`2024-10-27 02:00:00+02:00`, `2024-10-27 02:00:00+01:00`)."""
+    if value is None:
+        return ""
+    moment = pendulum.parse(value) if isinstance(value, str) else pendulum.instance(value)
+    return str(moment.in_timezone(timezone).format("YYYY-MM-DD HH:mm:ssZ"))  # type: ignore[union-attr]

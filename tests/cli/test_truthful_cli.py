@@ -190,3 +190,24 @@ def test_next_runs_skips_a_date_a_manual_run_holds(ready_cli: Cli) -> None:
     cli.ok("trigger", "man2", "--logical-date", first[1]["logical_date"])
     after = [r["logical_date"] for r in cli.json("dags", "next-runs", "man2", "-n", "2")]
     assert first[1]["logical_date"] not in after and after[0] == first[0]["logical_date"]
+
+
+def test_times_people_read_carry_their_offset_and_fit_80_columns(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("berlin.py", """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("berlin", schedule="@hourly", start_date=pendulum.datetime(2024, 10, 26, 22, tz="Europe/Berlin"),
+         catchup=False) as dag:
+    BashTask("a", "true")
+""")
+    for hour in (0, 1):  # 02:00 CEST and 02:00 CET: the same wall time twice that night
+        cli.ok("trigger", "berlin", "--logical-date", f"2024-10-27T0{hour}:30:00+00:00")
+    shown = cli.ok("timeline", "berlin", COLUMNS="80")
+    assert "2024-10-27 02:00:00+02:00" in shown and "2024-10-27 02:00:00+01:00" in shown, shown
+    assert [r["logical_date"] for r in cli.json("timeline", "berlin")] == [
+        "2024-10-27T00:00:00+00:00", "2024-10-27T01:00:00+00:00"]  # --json stays ISO 8601 (UTC, with offset)
+    listed = cli.ok("dags", "next-runs", "berlin", "-n", "2", COLUMNS="80")
+    assert "…" not in listed and all(len(line) <= 80 for line in listed.splitlines()), listed
+    assert "+01:00" in listed

@@ -213,7 +213,8 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
                 value.source_code = source_code
                 value.code = result.code
                 result.dags.append(value)
-    except (Exception, SystemExit) as exc:
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # a file that raises KeyboardInterrupt is broken
+        # (the processes that import DAG files ignore SIGINT: a real Ctrl-C does not arrive here)
         sys.modules.pop(name, None)
         _active = None
         result.dags = []

@@ -211,3 +211,13 @@ with DAG("berlin", schedule="@hourly", start_date=pendulum.datetime(2024, 10, 26
     listed = cli.ok("dags", "next-runs", "berlin", "-n", "2", COLUMNS="80")
     assert "…" not in listed and all(len(line) <= 80 for line in listed.splitlines()), listed
     assert "+01:00" in listed
+
+
+def test_a_dag_file_raising_keyboardinterrupt_is_an_import_error_without_a_traceback(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("k.py", "raise KeyboardInterrupt\n")
+    cli.write_dag("daily.py", DAILY_DAG)
+    result = cli.run("dags", "list")
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert "k.py:1: KeyboardInterrupt" in cli.ok("dags", "errors")
+    assert [d["dag_id"] for d in cli.json("dags", "list")] == ["daily"]

@@ -94,3 +94,48 @@ def _render(row: dict[str, Any]) -> None:
             writes.add_row(w["dataset"], w["partition"], w["task_id"], f"{w['try_number']} ({w['try_state']})",
                            "" if w["rows"] is None else str(w["rows"]), w["written_at"] or "")
         out.print(writes)
+
+
+RunId = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
+
+
+def _operate(run: str, what: str, apply: Any) -> None:
+    """Run one operator control on a run in one transaction; print what it did."""
+    env = open_env()
+    with env.transaction() as session:
+        r = run_store.get(session, run)
+        done = apply(session, r, env.clock.now(), env.actor)
+        run_id, dag_id = r.id, r.dag_id
+    said = f"run {run_id} of {dag_id} {what}: {done.run_state_before} → {done.run_state}"
+    if done.changed:
+        said += f"; tasks set: {', '.join(sorted(done.changed))}"
+    if done.stopping:
+        said += f"; stopping the running tries of: {', '.join(sorted(done.stopping))}"
+    out.print(said, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def cancel(run: RunId) -> None:
+    """Cancel a queued or running run: its running tries are stopped by the job running them, its tasks that
+    have not started are skipped, and the run ends failed. Recorded as a `run_cancelled` event with who did it."""
+    from ledger.operations import cancel_run
+
+    _operate(run, "cancelled", lambda s, r, now, actor: cancel_run(s, r, now=now, actor=actor))
+
+
+@app.command("mark-success")
+def mark_success(run: RunId) -> None:
+    """Mark a run success by hand: its unfinished task instances become success (refused while a try runs)."""
+    from ledger.operations import mark_run
+    from ledger.states import RunState
+
+    _operate(run, "marked success", lambda s, r, now, actor: mark_run(s, r, RunState.SUCCESS, now=now, actor=actor))
+
+
+@app.command("mark-failed")
+def mark_failed(run: RunId) -> None:
+    """Mark a run failed by hand: its unfinished task instances become failed (refused while a try runs)."""
+    from ledger.operations import mark_run
+    from ledger.states import RunState
+
+    _operate(run, "marked failed", lambda s, r, now, actor: mark_run(s, r, RunState.FAILED, now=now, actor=actor))

@@ -143,3 +143,26 @@ def clear(dag_id: DagId, run: RunArg,
                   + (f"; removed tasks {json.dumps(removed)}" if removed else ""))
     out.print(f"cleared {len(cleared)} task instance(s) of run {r.id}: {json.dumps(sorted(cleared))}; "
               f"run is {r.state}; they run version {version[:12]}")
+
+
+@app.command()
+def mark(dag_id: DagId, run: RunArg,
+         task: Annotated[str, typer.Argument(help="The task id.", show_default=False)],
+         state: Annotated[str, typer.Option("--state", help="success, failed or skipped.", show_default=False)],
+         downstream: Annotated[bool, typer.Option("--downstream", help="Also mark the task's downstream "
+                               "tasks.")] = False) -> None:
+    """Set a task instance's state by hand (an event records who did it). The run then finishes when every
+    task instance has, or is queued again for the scheduler to carry on."""
+    from ledger.operations import MARKABLE, mark_tasks
+
+    if state not in {s.value for s in MARKABLE}:
+        raise typer.BadParameter(f"--state must be success, failed or skipped, not {state!r}", param_hint="'--state'")
+    env = open_env()
+    with env.transaction() as session:
+        r = _run_of(session, dag_id, run)
+        spec = dag_store.spec(session, dag_id, r.version_hash)
+        done = mark_tasks(session, r, spec, [task], TaskState(state), downstream=downstream, now=env.clock.now(),
+                          actor=env.actor)
+        run_id = r.id
+    out.print(f"run {run_id} of {dag_id}: marked {state}: {', '.join(sorted(done.changed))}; run "
+              f"{done.run_state_before} → {done.run_state}", highlight=False, soft_wrap=True)

@@ -340,7 +340,8 @@ class DagRunJob:
         for ti_id, request, signal_id in signal_actions.requests_for_job(session, self.job_id):
             if ti_id in self._stop_requests or ti_id not in self._inflight:
                 continue
-            reason = f"stopped by signal {signal_id}" + (" (restart)" if request == "restart" else "")
+            reason = (f"stopped by signal {signal_id}" if signal_id is not None else "stopped by an operator "
+                      "(ledger runs cancel)") + (" (restart)" if request == "restart" else "")
             if self.executor.kill(ti_id, reason):
                 self._stop_requests.add(ti_id)
 

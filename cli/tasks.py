@@ -100,13 +100,7 @@ def clear(dag_id: DagId, run: RunArg,
             hint = "" if on_latest_version else "; --on-latest-version moves the run to the current version"
             raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
         if downstream:
-            down = spec.downstream()
-            stack = list(chosen)
-            while stack:
-                for d in down[stack.pop()]:
-                    if d not in chosen:
-                        chosen.add(d)
-                        stack.append(d)
+            chosen = spec.and_downstream(chosen)
         busy_all = [ti.task_id for ti in tis if ti.state in (TaskState.QUEUED, TaskState.RUNNING)]
         busy = [t for t in busy_all if t in chosen] or (busy_all if on_latest_version else [])
         if busy:

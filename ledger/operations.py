@@ -101,15 +101,7 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
     unknown = [t for t in task_ids if t not in spec.tasks]
     if unknown:
         raise InvalidInput(f"task {unknown[0]!r} is not in version {run.version_hash[:12]} of {run.dag_id}")
-    chosen = set(task_ids)
-    if downstream:
-        down = spec.downstream()
-        stack = list(chosen)
-        while stack:
-            for d in down[stack.pop()]:
-                if d not in chosen:
-                    chosen.add(d)
-                    stack.append(d)
+    chosen = spec.and_downstream(task_ids) if downstream else set(task_ids)
     tis = run_store.task_instances(session, run.id)
     busy = _busy(tis, chosen)
     if busy:

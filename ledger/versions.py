@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -108,6 +108,18 @@ class DagSpec:
     max_active_runs: int
     max_active_tasks: int
     tasks: dict[str, TaskSpec]
+
+    def and_downstream(self, task_ids: Iterable[str]) -> set[str]:
+        """The tasks and everything downstream of them."""
+        down = self.downstream()
+        chosen = set(task_ids)
+        stack = list(chosen)
+        while stack:
+            for d in down[stack.pop()]:
+                if d not in chosen:
+                    chosen.add(d)
+                    stack.append(d)
+        return chosen
 
     def downstream(self) -> dict[str, list[str]]:
         down: dict[str, list[str]] = {tid: [] for tid in self.tasks}

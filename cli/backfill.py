@@ -176,9 +176,11 @@ def _execute(env: Any, job: Any, backfill_id: int, plan_rows: list[dict[str, Any
     try:
         job.run_started(exit_when_idle=True)
     finally:
-        with env.transaction() as session:
+        with env.reading() as session:
             final = progress_of(session, backfill_id)
             state = session.get(Backfill, backfill_id).state  # type: ignore[union-attr]
+            results = {iso(r.logical_date): {"run_id": str(r.id), "state": r.state} for r in session.scalars(
+                select(DagRun).where(DagRun.backfill_id == backfill_id, DagRun.state != "overridden"))}
         if live is not None:
             live.update(_progress_line(backfill_id, final, time.monotonic() - started))
             live.stop()
@@ -187,6 +189,8 @@ def _execute(env: Any, job: Any, backfill_id: int, plan_rows: list[dict[str, Any
               f"`ledger backfill resume {backfill_id}` finishes them (a running scheduler will too); "
               f"`ledger backfill cancel {backfill_id}` stops them")
     if as_json:
+        if plan_rows is not None:  # the plan carried out, with the result of each date
+            plan_rows = [{**row, "result": results.get(iso(parse_iso(row["logical_date"])))} for row in plan_rows]
         print_json({"backfill_id": str(backfill_id), "state": state, "plan": plan_rows,
                     "runs": {"total": final.runs_total, "done": final.runs_done, "failed": final.runs_failed},
                     "tasks": final.tasks})
@@ -206,6 +210,12 @@ def _execute(env: Any, job: Any, backfill_id: int, plan_rows: list[dict[str, Any
         raise typer.Exit(128 + (job.stop_signal or 2))  # 130 after Ctrl-C, 143 after SIGTERM
     if failed or final.runs_failed or state not in ("success",):
         raise typer.Exit(1)
+
+
+def parse_iso(text: str) -> Any:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text)
 
 
 def _progress_line(backfill_id: int, p: Progress, elapsed: float,

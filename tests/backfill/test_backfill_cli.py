@@ -338,6 +338,7 @@ def test_backfill_json_reports_the_outcome_and_the_conf_reaches_the_runs(ready_c
     assert out["state"] == "success" and out["runs"] == {"total": 2, "done": 2, "failed": 0}
     assert out["tasks"] == {"success": 4}
     assert [p["action"] for p in out["plan"]] == ["new", "new"]
+    assert [p["result"]["state"] for p in out["plan"]] == ["success", "success"]  # what each date came to
     for r in timeline(cli):
         assert cli.json("runs", "show", r["run_id"])["conf"] == {"k": 1}
 

@@ -16,7 +16,8 @@ from ledger.errors import DagDefinitionError
 from ledger.schedule import Schedule, ScheduleError, parse_schedule
 from ledger.signal_rules import rule_to_json
 
-TRIGGER_RULES = ("all_success", "all_done", "one_success", "one_failed", "none_failed", "all_failed")
+TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
+                 "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
 TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
                   "priority_weight", "execution_timeout")
 

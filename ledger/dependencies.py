@@ -78,6 +78,32 @@ def trigger_rule_outcome(rule: str, upstream: list[TaskState]) -> TaskState | No
         if success or skipped:
             return S.SKIPPED
         return S.SCHEDULED if done else None
+    if rule == "always":
+        return S.SCHEDULED  # runs whatever its upstream does, without waiting for it
+    if rule == "all_done_min_one_success":
+        if not done:
+            return None
+        if success:
+            return S.SCHEDULED
+        return S.UPSTREAM_FAILED if failed else S.SKIPPED
+    if rule == "all_skipped":
+        if success or failed:
+            return S.SKIPPED
+        return S.SCHEDULED if done else None
+    if rule == "one_done":
+        if success or failed:
+            return S.SCHEDULED
+        return S.SKIPPED if done else None
+    if rule == "none_failed_min_one_success":
+        if failed:
+            return S.UPSTREAM_FAILED
+        if not done:
+            return None
+        return S.SCHEDULED if success else S.SKIPPED
+    if rule == "none_skipped":
+        if skipped:
+            return S.SKIPPED
+        return S.SCHEDULED if done else None
     raise ValueError(f"unknown trigger rule {rule!r}")
 
 

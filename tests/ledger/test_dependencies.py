@@ -6,8 +6,11 @@ from datetime import timedelta
 
 import pendulum
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger import DAG, BashTask
+from ledger.dag import TRIGGER_RULES
 from ledger.dependencies import PreviousRun, TiState, decide, ready_alone, trigger_rule_outcome
 from ledger.states import RunState, TaskState
 from ledger.versions import spec_from_json, version_of
@@ -43,6 +46,21 @@ def chain_dag(**task_args: object) -> DAG:
     pytest.param("none_failed", [S.UPSTREAM_FAILED, S.SUCCESS], S.UPSTREAM_FAILED, id="none-failed-fails"),
     pytest.param("all_failed", [S.FAILED, S.UPSTREAM_FAILED], S.SCHEDULED, id="all-failed-ready"),
     pytest.param("all_failed", [S.FAILED, S.SUCCESS], S.SKIPPED, id="all-failed-skips"),
+    pytest.param("always", [S.RUNNING, S.QUEUED], S.SCHEDULED, id="always-without-waiting"),
+    pytest.param("all_done_min_one_success", [S.FAILED, S.SUCCESS], S.SCHEDULED, id="done-min-one-ready"),
+    pytest.param("all_done_min_one_success", [S.SUCCESS, S.RUNNING], None, id="done-min-one-waits"),
+    pytest.param("all_done_min_one_success", [S.FAILED, S.SKIPPED], S.UPSTREAM_FAILED, id="done-min-one-none"),
+    pytest.param("all_done_min_one_success", [S.SKIPPED, S.SKIPPED], S.SKIPPED, id="done-min-one-all-skipped"),
+    pytest.param("all_skipped", [S.SKIPPED, S.SKIPPED], S.SCHEDULED, id="all-skipped-ready"),
+    pytest.param("all_skipped", [S.SKIPPED, S.SUCCESS], S.SKIPPED, id="all-skipped-not"),
+    pytest.param("all_skipped", [S.SKIPPED, S.RUNNING], None, id="all-skipped-waits"),
+    pytest.param("one_done", [S.FAILED, S.RUNNING], S.SCHEDULED, id="one-done-early"),
+    pytest.param("one_done", [S.SKIPPED, S.SKIPPED], S.SKIPPED, id="one-done-none"),
+    pytest.param("none_failed_min_one_success", [S.SUCCESS, S.SKIPPED], S.SCHEDULED, id="nfmos-ready"),
+    pytest.param("none_failed_min_one_success", [S.SKIPPED, S.SKIPPED], S.SKIPPED, id="nfmos-all-skipped"),
+    pytest.param("none_failed_min_one_success", [S.FAILED, S.RUNNING], S.UPSTREAM_FAILED, id="nfmos-failed"),
+    pytest.param("none_skipped", [S.SUCCESS, S.FAILED], S.SCHEDULED, id="none-skipped-ready"),
+    pytest.param("none_skipped", [S.SKIPPED, S.RUNNING], S.SKIPPED, id="none-skipped-skips"),
 ])
 def test_trigger_rules_follow_airflow(rule: str, upstream: list[TaskState], expected: TaskState | None) -> None:
     assert trigger_rule_outcome(rule, upstream) == expected
@@ -115,3 +133,57 @@ def test_only_an_armed_root_task_without_depends_on_past_is_ready_alone() -> Non
     for tid in ("fed", "plain"):  # whatever ready_alone says, decide agrees
         states = {t: TiState(S.SCHEDULED, None, True) for t in spec.tasks}
         assert tid in decide(spec, states, None, now=NOW).ready
+
+
+# -- every rule against a reference written from Airflow's documentation ------------------------------------
+
+DONE = {S.SUCCESS, S.FAILED, S.UPSTREAM_FAILED, S.SKIPPED, S.STOPPED, S.REMOVED}
+
+
+def reference(rule: str, up: list[TaskState]) -> TaskState | None:
+    """Airflow's documented meaning of each rule: when the task may run (SCHEDULED), when it is decided that
+    it will not (UPSTREAM_FAILED or SKIPPED), else not yet decided (None)."""
+    ok = any(s in (S.SUCCESS, S.STOPPED) for s in up)
+    every_ok = all(s in (S.SUCCESS, S.STOPPED) for s in up)
+    bad = any(s in (S.FAILED, S.UPSTREAM_FAILED) for s in up)
+    skip = any(s == S.SKIPPED for s in up)
+    every_skip = all(s == S.SKIPPED for s in up)
+    done = all(s in DONE for s in up)
+    run, wait = S.SCHEDULED, None
+    no_success = S.UPSTREAM_FAILED if bad else S.SKIPPED
+    if rule == "always":
+        return run
+    if rule == "all_success":
+        return S.UPSTREAM_FAILED if bad else S.SKIPPED if skip else run if every_ok else wait
+    if rule == "all_failed":
+        return S.SKIPPED if ok or skip else run if done else wait
+    if rule == "all_done":
+        return run if done else wait
+    if rule == "all_done_min_one_success":
+        return wait if not done else run if ok else no_success
+    if rule == "all_skipped":
+        return S.SKIPPED if ok or bad else run if done and every_skip else wait
+    if rule == "one_success":
+        return run if ok else no_success if done else wait
+    if rule == "one_failed":
+        return run if bad else S.SKIPPED if done else wait
+    if rule == "one_done":
+        return run if ok or bad else S.SKIPPED if done else wait
+    if rule == "none_failed":
+        return S.UPSTREAM_FAILED if bad else run if done else wait
+    if rule == "none_failed_min_one_success":
+        return S.UPSTREAM_FAILED if bad else wait if not done else run if ok else S.SKIPPED
+    if rule == "none_skipped":
+        return S.SKIPPED if skip else run if done else wait
+    raise AssertionError(rule)
+
+
+@settings(max_examples=500, deadline=None)
+@given(rule=st.sampled_from(TRIGGER_RULES),
+       up=st.lists(st.sampled_from([S.SUCCESS, S.FAILED, S.UPSTREAM_FAILED, S.SKIPPED, S.RUNNING, S.QUEUED,
+                                    S.SCHEDULED, S.UP_FOR_RETRY]), min_size=1, max_size=5))
+def test_every_trigger_rule_matches_its_documented_meaning(rule: str, up: list[TaskState]) -> None:
+    got = trigger_rule_outcome(rule, up)
+    assert got == reference(rule, up), (rule, up)
+    if all(s in DONE for s in up):
+        assert got is not None  # once every upstream has finished, each rule has decided

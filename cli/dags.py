@@ -94,6 +94,9 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
     out.print(f"schedule {_schedule_text(structure)}  timezone {structure['timezone']}  "
               f"start {structure['start_date']}  end {structure['end_date']}  catchup {structure['catchup']}")
     out.print(f"code {_code_text(code)}", highlight=False)
+    if structure.get("ignored_args"):
+        out.print(f"ignored default_args (accepted for Airflow compatibility, no effect in ledger): "
+                  f"{', '.join(structure['ignored_args'])}", highlight=False)
     with_signals = any(t.get("signals") for t in structure["tasks"])
     table = Table("task", "kind", "upstream", "retries", "depends_on_past", "trigger_rule", "pool",
                   *(["signals"] if with_signals else []))

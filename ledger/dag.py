@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,6 +21,10 @@ TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_succ
                  "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
 TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
                   "priority_weight", "execution_timeout")
+# Airflow default_args keys that ledger accepts, so that an Airflow DAG loads, but does not act on (yet): the
+# version records them and `ledger dags show` lists them as ignored, so nobody believes they took effect
+IGNORED_AIRFLOW_ARGUMENTS = ("owner", "email", "email_on_failure", "email_on_retry", "retry_exponential_backoff",
+                             "max_retry_delay", "queue", "sla")
 
 _context_stack: list[DAG] = []
 created: list[DAG] = []  # every DAG constructed while a file is imported (the loader reads and resets it)
@@ -245,10 +250,13 @@ class DAG:
         if not dag_id or not isinstance(dag_id, str) or not all(c.isalnum() or c in "._-" for c in dag_id):
             raise DagDefinitionError(f"invalid dag_id {dag_id!r}: use letters, digits, '.', '_' and '-'")
         self.dag_id = dag_id
-        unknown = set(default_args or {}) - set(TASK_ARGUMENTS)
+        unknown = sorted(set(default_args or {}) - set(TASK_ARGUMENTS) - set(IGNORED_AIRFLOW_ARGUMENTS))
         if unknown:
-            raise DagDefinitionError(f"DAG {dag_id!r}: unknown default_args {sorted(unknown)}")
-        self.default_args = dict(default_args or {})
+            close = difflib.get_close_matches(unknown[0], [*TASK_ARGUMENTS, *IGNORED_AIRFLOW_ARGUMENTS], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(TASK_ARGUMENTS)}"
+            raise DagDefinitionError(f"DAG {dag_id!r}: unknown default_args key {unknown[0]!r}{hint}")
+        self.ignored_args = sorted(k for k in (default_args or {}) if k in IGNORED_AIRFLOW_ARGUMENTS)
+        self.default_args = {k: v for k, v in (default_args or {}).items() if k in TASK_ARGUMENTS}
         if start_date is None:
             if schedule is not None:
                 raise DagDefinitionError(f"DAG {dag_id!r}: a scheduled DAG needs a start_date")

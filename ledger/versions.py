@@ -61,6 +61,8 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         "catchup": dag.catchup,
         "max_active_runs": dag.max_active_runs,
         "max_active_tasks": dag.max_active_tasks,
+        # only when given, so that other DAGs keep their version hashes
+        **({"ignored_args": dag.ignored_args} if getattr(dag, "ignored_args", None) else {}),
         "tasks": [
             {"task_id": t.task_id, "kind": t.kind, "upstream": sorted(t.upstream_ids), **t.settings(),
              "definition": t.definition()}

@@ -221,3 +221,17 @@ def test_a_dag_file_raising_keyboardinterrupt_is_an_import_error_without_a_trace
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
     assert "k.py:1: KeyboardInterrupt" in cli.ok("dags", "errors")
     assert [d["dag_id"] for d in cli.json("dags", "list")] == ["daily"]
+
+
+def test_dags_show_lists_the_airflow_default_args_ledger_ignores(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("af.py", """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("af", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+         default_args={"owner": "data-eng", "email_on_failure": True}) as dag:
+    BashTask("a", "true")
+""")
+    shown = cli.ok("dags", "show", "af")
+    assert "ignored default_args" in shown and "email_on_failure, owner" in shown, shown

@@ -49,3 +49,27 @@ def test_the_same_dag_file_in_another_folder_has_the_same_version(tmp_path: Path
         versions.append(version_of(dag))
     assert versions[0] == versions[1]
     assert '"callable":"<dag file>.work"' in versions[0][1]
+
+
+def test_airflow_default_args_load_and_the_version_lists_those_ledger_ignores() -> None:
+    import pendulum
+
+    from ledger import DAG, BashTask
+    from ledger.errors import DagDefinitionError
+    from ledger.versions import structure_of
+
+    with DAG("airflowish", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+             default_args={"owner": "data-eng", "email": ["a@b.c"], "email_on_failure": True, "retries": 2,
+                           "sla": None}) as dag:
+        task = BashTask("a", "true")
+    assert task.retries == 2
+    assert structure_of(dag)["ignored_args"] == ["email", "email_on_failure", "owner", "sla"]
+    with DAG("plain", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as plain:
+        BashTask("a", "true")
+    assert "ignored_args" not in structure_of(plain)  # other DAGs keep their version hashes
+    try:
+        DAG("typo", schedule=None, default_args={"retires": 1})
+    except DagDefinitionError as exc:
+        assert "unknown default_args key 'retires'; did you mean 'retries'?" in str(exc)
+    else:
+        raise AssertionError("an unknown default_args key was accepted")

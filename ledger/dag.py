@@ -20,11 +20,10 @@ from ledger.signal_rules import rule_to_json
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
                  "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
 TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
-                  "priority_weight", "execution_timeout")
+                  "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay")
 # Airflow default_args keys that ledger accepts, so that an Airflow DAG loads, but does not act on (yet): the
 # version records them and `ledger dags show` lists them as ignored, so nobody believes they took effect
-IGNORED_AIRFLOW_ARGUMENTS = ("owner", "email", "email_on_failure", "email_on_retry", "retry_exponential_backoff",
-                             "max_retry_delay", "queue", "sla")
+IGNORED_AIRFLOW_ARGUMENTS = ("owner", "email", "email_on_failure", "email_on_retry", "queue", "sla")
 
 _context_stack: list[DAG] = []
 created: list[DAG] = []  # every DAG constructed while a file is imported (the loader reads and resets it)
@@ -64,6 +63,8 @@ class Task:
         priority_weight: int | None = None,
         execution_timeout: timedelta | None = None,
         signals: Mapping[str, Any] | None = None,
+        retry_exponential_backoff: bool | None = None,
+        max_retry_delay: timedelta | None = None,
     ) -> None:
         if not task_id or not isinstance(task_id, str):
             raise DagDefinitionError("a task needs a non-empty string task_id")
@@ -75,7 +76,8 @@ class Task:
             raise DagDefinitionError(f"task {task_id!r} is not inside a DAG: use `with DAG(...)` or pass dag=")
         given = {"retries": retries, "retry_delay": retry_delay, "depends_on_past": depends_on_past,
                  "wait_for_downstream": wait_for_downstream, "trigger_rule": trigger_rule, "pool": pool,
-                 "priority_weight": priority_weight, "execution_timeout": execution_timeout}
+                 "priority_weight": priority_weight, "execution_timeout": execution_timeout,
+                 "retry_exponential_backoff": retry_exponential_backoff, "max_retry_delay": max_retry_delay}
         merged = {**dag.default_args, **{k: v for k, v in given.items() if v is not None}}
         self.retries: int = int(merged.get("retries", 0))
         found = merged.get("retry_delay")
@@ -86,6 +88,8 @@ class Task:
         self.pool: str = merged.get("pool") or "default_pool"
         self.priority_weight: int = int(merged.get("priority_weight", 1))
         self.execution_timeout: timedelta | None = merged.get("execution_timeout")
+        self.retry_exponential_backoff: bool = bool(merged.get("retry_exponential_backoff", False))
+        self.max_retry_delay: timedelta | None = merged.get("max_retry_delay")
         if self.wait_for_downstream:
             self.depends_on_past = True  # as in Airflow: waiting for downstream implies depending on the past
         self._check(dag)
@@ -106,6 +110,10 @@ class Task:
             raise DagDefinitionError(f"{where}: retries must be >= 0")
         if not isinstance(self.retry_delay, timedelta) or self.retry_delay.total_seconds() < 0:
             raise DagDefinitionError(f"{where}: retry_delay must be a non-negative timedelta")
+        if self.max_retry_delay is not None and (
+            not isinstance(self.max_retry_delay, timedelta) or self.max_retry_delay.total_seconds() < 0
+        ):
+            raise DagDefinitionError(f"{where}: max_retry_delay must be a non-negative timedelta")
         if self.execution_timeout is not None and (
             not isinstance(self.execution_timeout, timedelta) or self.execution_timeout.total_seconds() <= 0
         ):
@@ -128,6 +136,8 @@ class Task:
             "execution_timeout": self.execution_timeout.total_seconds() if self.execution_timeout else None,
             # only when declared, so that versions of DAGs without signals keep their hashes
             **({"signals": self.signal_rules_json} if self.signal_rules_json else {}),
+            **({"retry_exponential_backoff": True} if self.retry_exponential_backoff else {}),
+            **({"max_retry_delay": self.max_retry_delay.total_seconds()} if self.max_retry_delay is not None else {}),
         }
 
     # -- edges ---------------------------------------------------------------------------------

@@ -91,6 +91,15 @@ class TaskSpec:
     priority_weight: int
     execution_timeout: float | None
     signals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # key pattern -> JSON rule
+    retry_exponential_backoff: bool = False
+    max_retry_delay: float | None = None
+
+    def delay_after(self, try_number: int) -> float:
+        """Seconds before the retry that follows failed try `try_number` (1 for the first): retry_delay, or with
+        retry_exponential_backoff retry_delay * 2^(try_number - 1), at most max_retry_delay (as in Airflow,
+        without its jitter: the due time is recorded, and should be what happens)."""
+        delay = self.retry_delay * (2 ** max(0, try_number - 1) if self.retry_exponential_backoff else 1)
+        return min(delay, self.max_retry_delay) if self.max_retry_delay is not None else delay
 
     @property
     def starts_on_signal(self) -> bool:
@@ -156,7 +165,8 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             retry_delay=t["retry_delay"], depends_on_past=t["depends_on_past"],
             wait_for_downstream=t["wait_for_downstream"], trigger_rule=t["trigger_rule"], pool=t["pool"],
             priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
-            signals=t.get("signals", {}),
+            signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
+            max_retry_delay=t.get("max_retry_delay"),
         )
         for t in data["tasks"]
     }

@@ -542,7 +542,7 @@ class DagRunJob:
             task = spec.tasks[ti.task_id]
             code = self.code_cache().locate(session, run.dag_id, run.version_hash)
             self._inflight[ti.id] = _InFlight(
-                run.id, run.dag_id, ti.task_id, task.retry_delay, run.version_hash,
+                run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), run.version_hash,
                 str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])))
             work.append(WorkItem(
                 ti_id=ti.id, run_id=run.id, dag_id=run.dag_id, task_id=ti.task_id, try_number=tries[ti.id],

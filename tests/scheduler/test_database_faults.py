@@ -256,3 +256,30 @@ def test_the_scheduler_waits_for_a_sqlite_file_another_process_locks_for_10_seco
     assert holder.is_set()
     assert proc.returncode == 0, out
     assert_every_task_ran_once(cli, days)
+
+
+def test_retry_exponential_backoff_doubles_the_delay_up_to_max_retry_delay(tmp_path: Path,
+                                                                        job_parts: tuple[Any, Any]) -> None:
+    engine, sessions = job_parts
+    clock = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
+    with DAG("x", schedule="@daily", start_date=T0, catchup=True) as dag:
+        BashTask("a", "false", retries=3, retry_delay=timedelta(seconds=60), retry_exponential_backoff=True,
+                 max_retry_delay=timedelta(seconds=150))
+    dag.fileloc = str(tmp_path / "x.py")
+    with sessions.begin() as session:
+        register_dag(session, dag, now=clock.now(), actor="test")
+        create_due_runs(session, now=clock.now(), actor="test")
+    executor = FakeExecutor(fail={("a", 1), ("a", 2), ("a", 3)})
+    job = DagRunJob(sessions=sessions, engine=engine, settings=SchedulerSettings(), executor=executor, clock=clock,
+                    actor="test", logs_folder=tmp_path / "logs", say=lambda _line: None)
+    job.start()
+    waits = []
+    for _ in range(3):
+        for _ in range(3):
+            job.loop_once()
+        with sessions() as s:
+            due = pendulum.instance(s.scalar(select(TaskInstance.next_try_at)), tz="UTC")
+        waits.append((due - clock.now()).total_seconds())
+        clock.current = due
+    job.shutdown()
+    assert waits == [60, 120, 150]  # 60 * 2^0, 60 * 2^1, then capped (60 * 2^2 = 240 > 150)

@@ -10,7 +10,18 @@ from pendulum import DateTime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backfill.plan import Action, LiveRun, PlanItem, Reprocess, backfill_intervals, plan_backfill
+from backfill.plan import (
+    Action,
+    LiveRun,
+    PastRun,
+    PlanItem,
+    Reprocess,
+    backfill_intervals,
+    blocking_run,
+    local,
+    plan_backfill,
+)
+from ledger.errors import InvalidInput
 from ledger.models import Backfill, DagRun, Job
 from ledger.states import BackfillState, JobState, RunState, RunType
 from ledger.store import events
@@ -54,7 +65,22 @@ def make_plan(session: Session, spec: DagSpec, request: BackfillRequest, *, now:
     intervals = backfill_intervals(spec, request.start, request.end, now=now, backwards=request.backwards)
     live = live_runs(session, spec.dag_id, intervals[0].start, intervals[-1].start, now=now,
                      stale_after=stale_after)
-    return plan_backfill(intervals, live, request.reprocess, backwards=request.backwards)
+    plan = plan_backfill(intervals, live, request.reprocess, backwards=request.backwards)
+    found = run_store.live_before(session, spec.dag_id, intervals[0].start)
+    before = None if found is None else PastRun(found[0].id, found[0].logical_date, found[0].run_type,
+                                                found[0].state, found[1])
+    blocked = blocking_run(plan, before, [t.task_id for t in spec.tasks.values() if t.depends_on_past])
+    if blocked is not None:
+        run, tasks = blocked
+        first = min(i.logical_date for i in plan if i.action != Action.SKIP)
+        overrides = sum(1 for i in plan if i.action == Action.OVERRIDE)
+        raise InvalidInput(
+            f"the backfill would replace {overrides} finished run(s) with runs that could never start: task(s) "
+            f"{', '.join(tasks)} depend on the past and did not succeed in {run.run_type} run {run.run_id} "
+            f"({local(run.logical_date, spec)}, failed), the live run before {local(first, spec)}; "
+            f"start the range at {local(run.logical_date, spec)} with --reprocess failed, or re-run that date "
+            "first")
+    return plan
 
 
 def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, plan: list[PlanItem], *,

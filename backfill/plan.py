@@ -5,7 +5,7 @@ Pure: the intervals, the live runs at those dates and the policy in, the plan ou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -82,23 +82,57 @@ def plan_backfill(intervals: Sequence[DataInterval], live: Mapping[datetime, Liv
     return list(reversed(items)) if backwards else items
 
 
-def _local(value: datetime, spec: DagSpec) -> str:
-    """A time as the DAG's users read it: in the DAG's time zone, with its offset."""
-    return pendulum.instance(value).in_timezone(spec.timezone).isoformat()
+@dataclass(frozen=True, slots=True)
+class PastRun:
+    """The live run just before the range, with the states of its task instances (absent: not in its version)."""
+
+    run_id: int
+    logical_date: datetime
+    run_type: str
+    state: str
+    task_states: Mapping[str, str]
+
+
+def blocking_run(plan: Sequence[PlanItem], before: PastRun | None,
+                 depends_on_past: Collection[str]) -> tuple[PastRun, list[str]] | None:
+    """The run before the range when it would keep the plan's runs from ever starting while the plan replaces
+    finished runs: the first date the plan creates follows it in the chain, it has failed, and a task that
+    depends on the past did not succeed in it. Returns that run and those tasks.
+
+    None when the plan overrides nothing: new runs displace no history, so they are created, wait, and the
+    backfill stops saying why (as before)."""
+    if before is None or before.state != "failed" or not any(i.action == Action.OVERRIDE for i in plan):
+        return None
+    ordered = sorted(plan, key=lambda i: i.logical_date)
+    first = next((i for i in ordered if i.action != Action.SKIP), None)
+    if first is None or any(i.action == Action.SKIP for i in ordered if i.logical_date < first.logical_date):
+        return None  # a skipped date holds a live run that the first created run follows instead
+    ok = {"success", "skipped", "stopped"}  # ledger.dependencies.OK_FOR_PAST
+    tasks = sorted(t for t in depends_on_past if t in before.task_states and before.task_states[t] not in ok)
+    return (before, tasks) if tasks else None
+
+
+def local(value: datetime, spec: DagSpec) -> str:
+    """A time as the DAG's users read it: in the DAG's time zone, with its offset. The last instant of a day
+    (how `--end 2024-03-01` is read: the whole day) is that day's date, as the user wrote it."""
+    moment = pendulum.instance(value).in_timezone(spec.timezone)
+    if moment.add(microseconds=1).day != moment.day:
+        return moment.date().isoformat()
+    return moment.isoformat()
 
 
 def backfill_intervals(spec: DagSpec, start: DateTime, end: DateTime, *, now: datetime,
                        backwards: bool) -> list[DataInterval]:
     """The schedule's intervals with logical dates in [start, end], or a clear refusal."""
     if end < start:
-        raise InvalidInput(f"the range is backwards: --end {_local(end, spec)} is before --start {_local(start, spec)}")
+        raise InvalidInput(f"the range is backwards: --end {local(end, spec)} is before --start {local(start, spec)}")
     if backwards and any(t.depends_on_past for t in spec.tasks.values()):
         raise InvalidInput(f"--backwards cannot be used with DAG {spec.dag_id!r}: its tasks depend on the past, "
                            "so its dates must run in chain order")
     if spec.end_date is not None and start > spec.end_date:
-        raise InvalidInput(f"the range starts after DAG {spec.dag_id!r} ends ({_local(spec.end_date, spec)})")
+        raise InvalidInput(f"the range starts after DAG {spec.dag_id!r} ends ({local(spec.end_date, spec)})")
     if end < spec.start_date:
-        raise InvalidInput(f"the range ends before DAG {spec.dag_id!r} starts ({_local(spec.start_date, spec)})")
+        raise InvalidInput(f"the range ends before DAG {spec.dag_id!r} starts ({local(spec.start_date, spec)})")
     # only intervals up to now are enumerated: a typo like --end 2099-01-01 is refused at once
     intervals = spec.schedule.intervals_between(start, min(end, pendulum.instance(now)), start_date=spec.start_date,
                                                 end_date=spec.end_date)
@@ -108,12 +142,12 @@ def backfill_intervals(spec: DagSpec, start: DateTime, end: DateTime, *, now: da
     open_ones = [i for i in intervals if i.end > now] + ([beyond] if beyond is not None else [])
     if open_ones:
         ended = [i for i in intervals if i.end <= now]
-        hint = f"; the last one that has ended is {_local(ended[-1].logical_date, spec)}" if ended else ""
+        hint = f"; the last one that has ended is {local(ended[-1].logical_date, spec)}" if ended else ""
         raise InvalidInput(f"the range reaches past the last interval that has ended: the interval at "
-                           f"{_local(open_ones[0].logical_date, spec)} ends {_local(open_ones[0].end, spec)}{hint}")
+                           f"{local(open_ones[0].logical_date, spec)} ends {local(open_ones[0].end, spec)}{hint}")
     if not intervals:
-        raise InvalidInput(f"DAG {spec.dag_id!r} has no scheduled interval between {_local(start, spec)} and "
-                           f"{_local(end, spec)} (schedule {spec.schedule.summary()})")
+        raise InvalidInput(f"DAG {spec.dag_id!r} has no scheduled interval between {local(start, spec)} and "
+                           f"{local(end, spec)} (schedule {spec.schedule.summary()})")
     return intervals
 
 

@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "code_storage": (["--files", "1000", "--package-kb", "1024"], ["--files", "100", "--package-kb", "256"]),
     # --repeat is its number of A/B pairs; needs the worktree of the code before pinning (see its docstring)
     "pinning_ab": (["--runs", "200"], ["--runs", "40"]),
+    "web_bench": (["--existing", "100000", "--requests", "500"], ["--existing", "10000", "--requests", "100"]),
 }
 
 

@@ -9,7 +9,23 @@ from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
-from cli import backfill, dags, db, events, lineage, pools, runs, scheduler, signal, tasks, timeline, trigger
+from cli import (
+    backfill,
+    callbacks,
+    dags,
+    db,
+    events,
+    lineage,
+    pools,
+    runs,
+    scheduler,
+    secrets,
+    signal,
+    tasks,
+    timeline,
+    trigger,
+    webserver,
+)
 from ledger.errors import LedgerError
 
 app = typer.Typer(
@@ -23,9 +39,13 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(pools.app, name="pools")
 app.add_typer(backfill.app, name="backfill")
 app.add_typer(signal.app, name="signal")
+app.add_typer(secrets.variables, name="variables")
+app.add_typer(secrets.connections, name="connections")
 app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)
+app.command("callbacks")(callbacks.callbacks)
+app.command("webserver")(webserver.webserver)
 app.command("scheduler")(scheduler.scheduler)
 app.command("lineage")(lineage.lineage)
 

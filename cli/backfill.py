@@ -17,10 +17,12 @@ from typer.core import TyperGroup
 from cli.env import actor_name, open_env, parse_conf, print_json
 from cli.options import DagId, DagsFolder, Json
 from ledger.dates import iso, parse_user_date
+from ledger.documents import backfill_document, backfills_document
 from ledger.errors import InvalidInput
 from ledger.models import Backfill, DagRun
+from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
-from ledger.store.backfills import Progress, history_of, planned_of, progress_of
+from ledger.store.backfills import Progress, progress_of
 
 
 class _DefaultToCreate(TyperGroup):
@@ -139,9 +141,7 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
             if shown_action.get(item.logical_date) not in (None, item.action):
                 out.print(f"{iso(item.logical_date)}: planned {shown_action[item.logical_date].value}, "
                           f"now {item.action.value}: {item.reason}")
-        done = {a: sum(1 for i in plan if i.action.value == a) for a in ("new", "override", "skip")}
-        out.print(f"backfill {backfill_id} created: {done['new']} new, {done['override']} override, "
-                  f"{done['skip']} skip")
+        out.print(f"backfill {backfill_id} created: {_counts(plan_json(plan))}")
     if not executing:
         if job.job_id:
             job.shutdown()
@@ -178,7 +178,7 @@ def _execute(env: Any, job: Any, backfill_id: int, plan_rows: list[dict[str, Any
     finally:
         with env.reading() as session:
             final = progress_of(session, backfill_id)
-            state = session.get(Backfill, backfill_id).state  # type: ignore[union-attr]
+            state = backfill_store.get(session, backfill_id).state
             results = {iso(r.logical_date): {"run_id": str(r.id), "state": r.state} for r in session.scalars(
                 select(DagRun).where(DagRun.backfill_id == backfill_id, DagRun.state != "overridden"))}
         if live is not None:
@@ -247,8 +247,17 @@ def _show_plan(dag_id: str, rows: list[dict[str, Any]]) -> None:
         table.add_row(r["logical_date"], Text(r["action"], style=ACTION_STYLE[r["action"]]), r["reason"],
                       r["replaces_run_id"] or "")
     out.print(table)
-    counts = {a: sum(1 for r in rows if r["action"] == a) for a in ("new", "override", "skip")}
-    out.print(f"{counts['new']} new, {counts['override']} override, {counts['skip']} skip")
+    out.print(_counts(rows))
+
+
+def _counts(rows: list[dict[str, Any]]) -> str:
+    """What a plan does, by action: a date whose run an earlier, dead backfill left unfinished is adopted
+    (this backfill finishes that run), counted apart from the dates it leaves alone."""
+    adopted = sum(1 for r in rows if r.get("adopts_backfill") is not None)
+    n = {a: sum(1 for r in rows if r["action"] == a and r.get("adopts_backfill") is None)
+         for a in ("new", "override", "skip")}
+    return f"{n['new']} new, {n['override']} override, " + (f"{adopted} adopted, " if adopted else "") + \
+        f"{n['skip']} skip"
 
 
 @app.command()
@@ -294,24 +303,13 @@ def resume(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", s
     _execute(env, job, backfill_id, None, as_json)
 
 
-def _backfill_row(session: Any, b: Backfill) -> dict[str, Any]:
-    h = history_of(session, b.id)
-    p = progress_of(session, b.id)  # its live runs now (runs, runs_done, runs_failed)
-    return {"backfill_id": str(b.id), "dag_id": b.dag_id, "start": iso(b.range_start), "end": iso(b.range_end),
-            "reprocess": b.reprocess, "state": b.state, "requested_by": b.requested_by,
-            "created_at": iso(b.created_at), "ended_at": iso(b.ended_at), "submit": b.submit_only,
-            "planned": planned_of(session, b.id), "created": h.created, "overridden_later": h.overridden,
-            "succeeded": h.succeeded, "failed": h.failed, "unfinished": h.unfinished,
-            "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed}
-
-
 @app.command("list")
 def list_(as_json: Json = False) -> None:
     """Backfills, newest first: range, policy, state, and what became of their runs (planned, created,
     later overridden by another run, succeeded, failed), who asked and when."""
     env = open_env()
     with env.reading() as session:
-        rows = [_backfill_row(session, b) for b in session.scalars(select(Backfill).order_by(Backfill.id.desc()))]
+        rows = backfills_document(session)
     if as_json:
         print_json(rows)
         return
@@ -330,14 +328,7 @@ def show(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", sho
     """One backfill and its dates: each run it created, its state, and what replaced it."""
     env = open_env()
     with env.reading() as session:
-        b = session.get(Backfill, backfill_id)
-        if b is None:
-            raise InvalidInput(f"no backfill {backfill_id}; see `ledger backfill list`")
-        doc = _backfill_row(session, b)
-        doc["runs"] = [{"run_id": str(r.id), "logical_date": iso(r.logical_date), "state": r.state,
-                        "overridden_by": str(r.overridden_by) if r.overridden_by else None}
-                       for r in session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id)
-                                                .order_by(DagRun.logical_date, DagRun.id))]
+        doc = backfill_document(session, backfill_id)
     if as_json:
         print_json(doc)
         return

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import difflib
-import json
-import os
 import sys
 from typing import Annotated, Any
 
-import pendulum
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from cli import testing
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json
-from ledger.dates import iso, local_text
+from ledger import documents
+from ledger.dag import callback_target
+from ledger.dates import local_text
 from ledger.errors import InvalidInput
-from ledger.schedule import next_scheduled
-from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import events
-from ledger.store import runs as run_store
-from ledger.versions import schedule_from_description
 
 app = typer.Typer(help="Inspect the DAGs of the DAGs folder and their versions.", no_args_is_help=True)
 out = Console()
@@ -34,9 +29,7 @@ def list_(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
-        rows = [{"dag_id": d.dag_id, "fileloc": d.fileloc, "schedule": d.schedule, "timezone": d.timezone,
-                 "version": d.current_version, "is_paused": d.is_paused}
-                for d in dag_store.listing(session)]
+        rows = [documents.dag_json(d) for d in dag_store.listing(session)]
         errors = len(dag_store.import_errors(session))
     if as_json:
         print_json(rows)
@@ -65,33 +58,17 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
     env.refresh_dags()
     with env.transaction() as session:
         dag = dag_store.get(session, dag_id, active_only=version is None)
-        row = dag_store.version(session, dag_id, version or dag.current_version or "")
-        structure: dict[str, Any] = json.loads(row.structure)
-        created = row.created_at
-        code = code_store.describe(row)
-        texts = code_store.version_texts(session, row, _legacy_name(dag.fileloc)) if source or as_json else {}
-        files = sorted(texts) if texts else sorted(code_store.manifest_of(session, row)) if row.code_snapshot \
-            else [_legacy_name(dag.fileloc)] if row.source_code is not None else []
-    entry = row.code_entry or _legacy_name(dag.fileloc)
-    code["files"] = files
-    if source and not texts:
-        raise InvalidInput(f"version {row.version_hash[:12]} of {dag_id} has no stored code "
-                           "(it was registered before ledger kept it)")
-    if file is not None and file not in texts:
-        raise InvalidInput(f"version {row.version_hash[:12]} of {dag_id} has no file {file!r}; it has: "
-                           + ", ".join(sorted(texts)))
-    source_code = texts.get(file or entry) if source else None
+        doc = documents.version_document(session, dag, version, source=source, file=file)
     if as_json:
-        print_json({"dag_id": dag_id, "version": row.version_hash, "created_at": iso(created),
-                    "structure": structure, "code": code,
-                    **({"source_code": source_code, "file": file or entry} if source else {})})
+        print_json(doc)
         return
     if source:
-        assert source_code is not None
+        source_code = doc["source_code"]
         sys.stdout.write(source_code if source_code.endswith("\n") else source_code + "\n")
         return
-    out.print(f"[bold]{dag_id}[/bold]  version {row.version_hash[:12]}  registered {iso(created)}")
-    out.print(f"schedule {_schedule_text(structure)}  timezone {structure['timezone']}  "
+    structure, code, row_hash = doc["structure"], doc["code"], doc["version"]
+    out.print(f"[bold]{dag_id}[/bold]  version {row_hash[:12]}  registered {doc['created_at']}")
+    out.print(f"schedule {documents.schedule_text(structure)}  timezone {structure['timezone']}  "
               f"start {structure['start_date']}  end {structure['end_date']}  catchup {structure['catchup']}")
     out.print(f"code {_code_text(code)}", highlight=False)
     if structure.get("ignored_args"):
@@ -105,6 +82,14 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
                       str(t["depends_on_past"]), t["trigger_rule"], t["pool"],
                       *([_signal_rules(t.get("signals") or {})] if with_signals else []))
     out.print(table)
+    limits = [f"{name} {structure[name]:g} s" for name in ("dagrun_timeout", "deadline") if structure.get(name)]
+    if limits:
+        out.print("run limits: " + ", ".join(limits), highlight=False)
+    calls = [("DAG", kind, fns) for kind, fns in (structure.get("callbacks") or {}).items()] + [
+        (f"task {t['task_id']}", kind, fns) for t in structure["tasks"]
+        for kind, fns in (t.get("callbacks") or {}).items()]
+    for owner, kind, fns in calls:
+        out.print(f"callback {owner} {kind}: {', '.join(callback_target(f) for f in fns)}", highlight=False)
 
 
 def _signal_rules(rules: dict[str, Any]) -> str:
@@ -116,22 +101,6 @@ def _signal_rules(rules: dict[str, Any]) -> str:
             return ", ".join(f"{v}→{a}" for v, a in rule["values"].items())
         return f"{str(rule.get('function', '?')).rsplit('.', 1)[-1]}()"
     return "\n".join(f"{key}: {one(rule)}" for key, rule in rules.items()) or "-"
-
-
-def _legacy_name(fileloc: str | None) -> str:
-    """The name a version from before code was captured gives its DAG file (its file's base name)."""
-    return os.path.basename(fileloc) if fileloc and fileloc != "?" else "dag.py"
-
-
-def _schedule_text(structure: dict[str, Any]) -> str:
-    """The schedule of a version's structure as people write it: '@daily', '0 6 * * *', 'every 1:00:00'."""
-    start = pendulum.parse(structure["start_date"])
-    assert isinstance(start, pendulum.DateTime)
-    try:
-        return schedule_from_description(structure["schedule"], timezone=structure["timezone"],
-                                         start_date=start).summary()
-    except Exception:
-        return json.dumps(structure["schedule"])
 
 
 def _code_text(code: dict[str, Any]) -> str:
@@ -149,19 +118,7 @@ def versions(dag_id: DagId, dags_folder: DagsFolder = None, as_json: Json = Fals
     env.refresh_dags()
     with env.transaction() as session:
         dag = dag_store.get(session, dag_id, active_only=False)
-        used = dag_store.usage(session, dag_id)
-        rows = []
-        for v in dag_store.versions(session, dag_id):
-            structure = json.loads(v.structure)
-            runs, tries = used.get(v.version_hash, (0, 0))
-            code = code_store.describe(v)
-            code["files"] = sorted(code_store.manifest_of(session, v)) if v.code_snapshot else \
-                [_legacy_name(dag.fileloc)] if v.source_code is not None else []
-            rows.append({"version": v.version_hash, "created_at": iso(v.created_at),
-                         "current": v.version_hash == dag.current_version,
-                         "tasks": [t["task_id"] for t in structure["tasks"]],
-                         "schedule": structure["schedule"], "schedule_text": _schedule_text(structure),
-                         "runs": runs, "tries": tries, "code": code})
+        rows = documents.versions_document(session, dag)
     if as_json:
         print_json(rows)
         return
@@ -183,21 +140,9 @@ def diff(dag_id: DagId,
     env.refresh_dags()
     with env.transaction() as session:
         dag = dag_store.get(session, dag_id, active_only=False)
-        rows = [dag_store.version(session, dag_id, ref) for ref in (old, new or dag.current_version or "")]
-        texts = [(r.version_hash[:12], code_store.version_texts(session, r, _legacy_name(dag.fileloc)),
-                  json.dumps(json.loads(r.structure), indent=2, sort_keys=True)) for r in rows]
-    (a, a_code, a_struct), (b, b_code, b_struct) = texts
-    parts = []
-    if a_code and b_code:
-        for path in sorted(set(a_code) | set(b_code)):
-            parts.append(difflib.unified_diff(
-                a_code.get(path, "").splitlines(keepends=True), b_code.get(path, "").splitlines(keepends=True),
-                f"{dag_id}@{a}/{path}" if path in a_code else "/dev/null",
-                f"{dag_id}@{b}/{path}" if path in b_code else "/dev/null"))
-    parts.append(difflib.unified_diff((a_struct + "\n").splitlines(keepends=True),
-                                      (b_struct + "\n").splitlines(keepends=True),
-                                      f"{dag_id}@{a} (structure)", f"{dag_id}@{b} (structure)"))
-    text = "".join(line for part in parts for line in part)
+        a_row, b_row = (dag_store.version(session, dag_id, ref) for ref in (old, new or dag.current_version or ""))
+        text = documents.version_diff(session, dag, a_row, b_row)
+    a, b = a_row.version_hash[:12], b_row.version_hash[:12]
     sys.stdout.write(text or f"versions {a} and {b} are the same\n")
 
 
@@ -207,7 +152,7 @@ def errors(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
-        rows = [{"file": e.fileloc, "error": e.error, "at": iso(e.at)} for e in dag_store.import_errors(session)]
+        rows = [documents.import_error_json(e) for e in dag_store.import_errors(session)]
     if as_json:
         print_json(rows)
         return
@@ -227,13 +172,7 @@ def next_runs(dag_id: DagId, n: Annotated[int, typer.Option("-n", "--num", min=1
     env.refresh_dags()
     with env.transaction() as session:
         spec = dag_store.current_spec(session, dag_id)
-        latest = run_store.latest_scheduling_run(session, dag_id)
-        after = latest.data_interval_end if latest else None
-        held = run_store.live_dates_from(session, dag_id, after)
-    intervals = next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date, after=after,
-                               now=env.clock.now(), catchup=spec.catchup, held=held, n=n)  # type: ignore[arg-type]
-    rows = [{"logical_date": iso(i.logical_date), "data_interval_start": iso(i.start),
-             "data_interval_end": iso(i.end)} for i in intervals]
+        rows = documents.next_runs_document(session, dag_id, now=env.clock.now(), n=n)
     if as_json:
         print_json(rows)
         return
@@ -244,28 +183,35 @@ def next_runs(dag_id: DagId, n: Annotated[int, typer.Option("-n", "--num", min=1
     # 80 columns (--json has all three, in UTC)
     table = Table(f"logical date ({spec.timezone})", "interval ends", title=f"next runs of {dag_id}",
                   title_justify="left")
-    for i in intervals:
-        start = "" if i.start == i.logical_date else f" (from {local_text(i.start, spec.timezone)})"
-        table.add_row(local_text(i.logical_date, spec.timezone) + start, local_text(i.end, spec.timezone))
+    for i in rows:
+        start = "" if i["data_interval_start"] == i["logical_date"] else \
+            f" (from {local_text(i['data_interval_start'], spec.timezone)})"
+        table.add_row(local_text(i["logical_date"], spec.timezone) + start, local_text(i["data_interval_end"],
+                                                                                        spec.timezone))
     out.print(table)
 
 
-def _set_paused(dag_id: str, paused: bool, dags_folder: Any) -> None:
+def _set_paused(dag_id: str, paused: bool, dags_folder: Any, stop_queued: bool = False) -> None:
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
         dag = dag_store.get(session, dag_id)
-        if dag.is_paused != paused:
-            dag.is_paused = paused
+        if dag.is_paused != paused or dag.hold_queued != stop_queued:
+            dag.is_paused, dag.hold_queued = paused, stop_queued
             events.record(session, "dag_paused" if paused else "dag_unpaused", at=env.clock.now(),
-                          actor=env.actor, dag_id=dag_id)
-    out.print(f"{dag_id} is {'paused' if paused else 'unpaused'}")
+                          actor=env.actor, dag_id=dag_id, **({"stop_queued": True} if stop_queued else {}))
+    out.print(f"{dag_id} is {'paused' if paused else 'unpaused'}"
+              + (": no new runs, and its queued runs do not start" if stop_queued else ""))
 
 
 @app.command()
-def pause(dag_id: DagId, dags_folder: DagsFolder = None) -> None:
-    """Stop the scheduler from creating new runs of a DAG (runs already created still run)."""
-    _set_paused(dag_id, True, dags_folder)
+def pause(dag_id: DagId, stop_queued: Annotated[bool, typer.Option(
+              "--stop-queued", help="Also keep its queued runs (scheduled, manual, backfill) from starting; runs "
+              "already running carry on.")] = False,
+          dags_folder: DagsFolder = None) -> None:
+    """Stop the scheduler from creating new runs of a DAG (runs already created still run, unless
+    --stop-queued)."""
+    _set_paused(dag_id, True, dags_folder, stop_queued)
 
 
 @app.command()
@@ -274,3 +220,4 @@ def unpause(dag_id: DagId, dags_folder: DagsFolder = None) -> None:
     _set_paused(dag_id, False, dags_folder)
 
 
+app.command("test")(testing.dag_test)

@@ -68,6 +68,6 @@ def downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'ba
 def check() -> None:
     """Exit 0 when the database is at the newest revision, 1 (with the reason) otherwise."""
     env = open_env()
-    ensure_ready(env.settings.database_url, env.engine)
+    ensure_ready(env.settings.database_url, env.read_engine)
     out.print(f"{describe_database(env.settings.database_url)} is at revision "
               f"{head_revision(env.settings.database_url)} (head)")

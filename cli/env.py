@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock, SystemClock
 from ledger.config import Settings, load_settings
-from ledger.db import ensure_ready, make_engine, make_sessions
+from ledger.db import ensure_ready, make_engine, make_read_engine, make_sessions
 from ledger.errors import InvalidInput
 
 
@@ -41,8 +41,13 @@ class Env:
         return make_engine(self.settings.database_url)
 
     @cached_property
+    def read_engine(self) -> Engine:
+        """Connections that cannot write (SQLite opened read-only, PostgreSQL READ ONLY transactions)."""
+        return make_read_engine(self.settings.database_url)
+
+    @cached_property
     def sessions(self) -> sessionmaker[Session]:
-        ensure_ready(self.settings.database_url, self.engine)
+        ensure_ready(self.settings.database_url, self.read_engine)
         return make_sessions(self.engine)
 
     _staged: list[Any] = field(default_factory=list)  # parse results refresh_dags() read, not yet written
@@ -64,10 +69,8 @@ class Env:
     def reading(self) -> Iterator[Session]:
         """A read-only transaction: on SQLite it never takes the write lock, so a long read does not stall
         a scheduler. Nothing it does is committed."""
-        from ledger.db import reader
-
-        ensure_ready(self.settings.database_url, self.engine)
-        session = make_sessions(reader(self.engine))()
+        ensure_ready(self.settings.database_url, self.read_engine)
+        session = make_sessions(self.read_engine)()
         try:
             yield session
         finally:

@@ -21,6 +21,8 @@ out = Console()
 def events(
     dag: Annotated[str | None, typer.Option("--dag", help="Only events of this DAG.")] = None,
     run: Annotated[int | None, typer.Option("--run", help="Only events of this run.")] = None,
+    task: Annotated[str | None, typer.Option(
+        "--task", help="Only events about this task (its tries, marks, clears, signals).")] = None,
     kind: Annotated[list[str] | None, typer.Option("--kind", help="Only events of this kind (repeatable).")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the newest N events.")] = None,
     task_signals: Annotated[bool, typer.Option(
@@ -38,7 +40,7 @@ def events(
         if dag is not None and session.get(Dag, dag) is None:
             raise DagNotFound(dag)
         rows = event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
-                                        task_signals=task_signals)
+                                        task_signals=task_signals, task_id=task)
     if as_json:
         print_json(rows)
         return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -10,19 +10,9 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import Json
-from ledger.dates import iso
-from ledger.errors import InvalidInput
-from ledger.store import lineage as lineage_store
+from ledger.documents import lineage_document
 
 out = Console(highlight=False, soft_wrap=True)
-
-
-def write_json(row: Any) -> dict[str, Any]:
-    w = row[0]
-    return {"run_id": str(w.run_id), "dag_id": w.dag_id, "task_id": w.task_id, "try_number": w.try_number,
-            "try_state": w.try_state, "dag_version": w.dag_version, "run_type": row.run_type,
-            "run_state": row.run_state, "overridden_by": None if row.overridden_by is None else str(row.overridden_by),
-            "logical_date": iso(row.logical_date), "rows": w.rows, "path": w.path, "written_at": iso(w.written_at)}
 
 
 def lineage(
@@ -35,20 +25,7 @@ def lineage(
     Lists the current write of every partition first, then the earlier writes, overridden runs included."""
     env = open_env()
     with env.reading() as session:
-        rows = lineage_store.history(session, dataset, partition)
-        known = lineage_store.datasets(session) if not rows else []
-    if not rows:
-        what = f"partition {partition!r} of " if partition else ""
-        hint = f"; known datasets: {', '.join(known)}" if known else "; no task has recorded a write yet"
-        raise InvalidInput(f"no recorded write of {what}dataset {dataset!r}{hint}")
-    parts: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        parts.setdefault(row[0].partition, []).append(write_json(row))
-    result = []
-    for name, history in parts.items():
-        ok = [w for w in history if w["try_state"] == "success"]
-        result.append({"dataset": dataset, "partition": name, "current": ok[-1] if ok else None,
-                       "history": history})
+        result = lineage_document(session, dataset, partition)
     if as_json:
         print_json(result)
         return

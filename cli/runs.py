@@ -10,12 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
-from cli.options import Json
-from cli.timeline import run_json
-from ledger.dates import iso
-from ledger.store import code as code_store
-from ledger.store import dags as dag_store
-from ledger.store import lineage
+from cli.options import Json, Reason, reason_text
+from ledger.documents import run_document
 from ledger.store import runs as run_store
 
 app = typer.Typer(help="Inspect DAG runs.", no_args_is_help=True)
@@ -27,31 +23,7 @@ def show(run: Annotated[str, typer.Argument(help="The run id.", show_default=Fal
     """A run, the graph of the version it was created with, and its task instances (the as-was view)."""
     env = open_env()
     with env.reading() as session:
-        r = run_store.get(session, run)
-        version = dag_store.version(session, r.dag_id, r.version_hash)
-        structure = json.loads(version.structure)
-        tis = run_store.task_instances(session, r.id)
-        tries: dict[str, list[dict[str, Any]]] = {}
-        for task_id, t in run_store.tries_of_run(session, r.id):
-            tries.setdefault(task_id, []).append(
-                {"try_number": t.try_number, "state": t.state, "dag_version": t.dag_version,
-                 "hostname": t.hostname, "started_at": iso(t.started_at), "ended_at": iso(t.ended_at)})
-        row = run_json(r)
-        row["dag_id"] = r.dag_id
-        row["conf"] = r.conf
-        row["lock_holder"] = None if r.lock_holder is None else str(r.lock_holder)
-        row["code"] = code_store.describe(version)
-        row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"]}
-                                  for t in structure["tasks"]]}
-        row["task_instances"] = [
-            {"task_id": ti.task_id, "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
-             "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
-             "priority_weight": ti.priority_weight, "tries": tries.get(ti.task_id, [])}
-            for ti in tis
-        ]
-        row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
-                          "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
-                          "written_at": iso(w.written_at)} for w in lineage.of_run(session, r.id)]
+        row = run_document(session, run)
     if as_json:
         print_json(row)
         return
@@ -99,7 +71,7 @@ def _render(row: dict[str, Any]) -> None:
 RunId = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
 
 
-def _operate(run: str, what: str, apply: Any) -> None:
+def _operate(run: str, what: str, apply: Any, why: str | None) -> None:
     """Run one operator control on a run in one transaction; print what it did."""
     env = open_env()
     with env.transaction() as session:
@@ -111,31 +83,38 @@ def _operate(run: str, what: str, apply: Any) -> None:
         said += f"; tasks set: {', '.join(sorted(done.changed))}"
     if done.stopping:
         said += f"; stopping the running tries of: {', '.join(sorted(done.stopping))}"
+    if why:
+        said += f"; reason: {why}"
     out.print(said, highlight=False, soft_wrap=True)
 
 
 @app.command()
-def cancel(run: RunId) -> None:
+def cancel(run: RunId, reason: Reason = None) -> None:
     """Cancel a queued or running run: its running tries are stopped by the job running them, its tasks that
     have not started are skipped, and the run ends failed. Recorded as a `run_cancelled` event with who did it."""
     from ledger.operations import cancel_run
 
-    _operate(run, "cancelled", lambda s, r, now, actor: cancel_run(s, r, now=now, actor=actor))
+    why = reason_text(reason)
+    _operate(run, "cancelled", lambda s, r, now, actor: cancel_run(s, r, now=now, actor=actor, reason=why), why)
 
 
 @app.command("mark-success")
-def mark_success(run: RunId) -> None:
+def mark_success(run: RunId, reason: Reason = None) -> None:
     """Mark a run success by hand: its unfinished task instances become success (refused while a try runs)."""
     from ledger.operations import mark_run
     from ledger.states import RunState
 
-    _operate(run, "marked success", lambda s, r, now, actor: mark_run(s, r, RunState.SUCCESS, now=now, actor=actor))
+    why = reason_text(reason)
+    _operate(run, "marked success",
+             lambda s, r, now, actor: mark_run(s, r, RunState.SUCCESS, now=now, actor=actor, reason=why), why)
 
 
 @app.command("mark-failed")
-def mark_failed(run: RunId) -> None:
+def mark_failed(run: RunId, reason: Reason = None) -> None:
     """Mark a run failed by hand: its unfinished task instances become failed (refused while a try runs)."""
     from ledger.operations import mark_run
     from ledger.states import RunState
 
-    _operate(run, "marked failed", lambda s, r, now, actor: mark_run(s, r, RunState.FAILED, now=now, actor=actor))
+    why = reason_text(reason)
+    _operate(run, "marked failed",
+             lambda s, r, now, actor: mark_run(s, r, RunState.FAILED, now=now, actor=actor, reason=why), why)

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from cli.env import open_env
 from cli.options import DagsFolder
+from ledger.errors import InvalidInput
 
 out = Console(highlight=False, soft_wrap=True)
 
@@ -20,6 +21,8 @@ def scheduler(
                               "do: no due interval and no task instance running or able to start.")] = False,
     executor: Annotated[str | None, typer.Option(help="local (default) or sequential.")] = None,
     parallelism: Annotated[int | None, typer.Option(min=1, help="Task tries running at once.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(min=1, max=65535, help="Serve Prometheus metrics on "
+                            "127.0.0.1:PORT/metrics (also LEDGER_METRICS_PORT).")] = None,
     dags_folder: DagsFolder = None,
 ) -> None:
     """Run the scheduler: parse DAG files, create due runs, execute task instances."""
@@ -27,7 +30,7 @@ def scheduler(
     from scheduler.scheduler_job import SchedulerJob
     from scheduler.settings import SchedulerSettings
 
-    settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism)
+    settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism, metrics_port=metrics_port)
     env = open_env(dags_folder)
     sessions = env.sessions  # checks that the database is ready before anything starts
     env.require_dags_folder()
@@ -35,6 +38,13 @@ def scheduler(
         sessions=sessions, engine=env.engine, settings=settings,
         executor=make_executor(settings.executor, settings.parallelism), clock=env.clock, actor=env.actor,
         logs_folder=env.settings.logs_folder, say=_say, dags_folder=env.settings.dags_folder)
+    if settings.metrics_port:
+        try:
+            job.metrics.serve(settings.metrics_port, settings.metrics_host)
+        except OSError as exc:
+            raise InvalidInput(f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port}: "
+                               f"{exc.strerror or exc}") from None
+        _say(f"metrics on http://{settings.metrics_host}:{settings.metrics_port}/metrics")
     job.install_signal_handlers()
     _say(f"scheduler starting: executor {settings.executor}, parallelism {settings.parallelism}, "
          f"DAGs folder {env.settings.dags_folder}")

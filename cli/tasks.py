@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cli.env import open_env
-from cli.options import DagId, DagsFolder
+from cli import testing
+from cli.env import open_env, print_json
+from cli.options import DagId, DagsFolder, Json, Reason, reason_text
+from ledger.dates import iso
 from ledger.errors import InvalidInput, TimelineConflict
 from ledger.models import DagRun, TaskInstance
 from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import runs as run_store
+from ledger.store import xcom as xcom_store
 
 app = typer.Typer(help="Inspect and re-run task instances.", no_args_is_help=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -87,7 +92,14 @@ def clear(dag_id: DagId, run: RunArg,
                                    "not re-run; backfill the date or clear the run that replaced it")
         tis = run_store.task_instances(session, r.id)
         if on_latest_version:
-            target = dag_store.get(session, dag_id).current_version
+            dag = dag_store.get(session, dag_id)
+            broken = dag_store.import_error_of(session, dag.fileloc)
+            if broken is not None:  # its current version is the last one that imported, not what the file holds
+                first = next((line for line in broken.splitlines() if line.strip()), "")
+                raise InvalidInput(f"{dag_id}'s DAG file {dag.fileloc} fails to import ({first.strip()[:160]}), "
+                                   "so the latest version is unknown; fix it (ledger dags errors), or clear "
+                                   f"without --on-latest-version to re-run version {r.version_hash[:12]}")
+            target = dag.current_version
             assert target is not None
             spec = dag_store.spec(session, dag_id, target)
             where = f"the current version {target[:12]} of {dag_id}"
@@ -144,11 +156,13 @@ def mark(dag_id: DagId, run: RunArg,
          task: Annotated[str, typer.Argument(help="The task id.", show_default=False)],
          state: Annotated[str, typer.Option("--state", help="success, failed or skipped.", show_default=False)],
          downstream: Annotated[bool, typer.Option("--downstream", help="Also mark the task's downstream "
-                               "tasks.")] = False) -> None:
+                               "tasks.")] = False,
+         reason: Reason = None) -> None:
     """Set a task instance's state by hand (an event records who did it). The run then finishes when every
     task instance has, or is queued again for the scheduler to carry on."""
     from ledger.operations import MARKABLE, mark_tasks
 
+    why = reason_text(reason)
     if state not in {s.value for s in MARKABLE}:
         raise typer.BadParameter(f"--state must be success, failed or skipped, not {state!r}", param_hint="'--state'")
     env = open_env()
@@ -156,7 +170,64 @@ def mark(dag_id: DagId, run: RunArg,
         r = _run_of(session, dag_id, run)
         spec = dag_store.spec(session, dag_id, r.version_hash)
         done = mark_tasks(session, r, spec, [task], TaskState(state), downstream=downstream, now=env.clock.now(),
-                          actor=env.actor)
+                          actor=env.actor, reason=why)
         run_id = r.id
     out.print(f"run {run_id} of {dag_id}: marked {state}: {', '.join(sorted(done.changed))}; run "
-              f"{done.run_state_before} → {done.run_state}", highlight=False, soft_wrap=True)
+              f"{done.run_state_before} → {done.run_state}" + (f"; reason: {why}" if why else ""), highlight=False,
+              soft_wrap=True)
+
+
+@app.command()
+def xcom(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
+         as_json: Json = False) -> None:
+    """The values a task instance's tries passed on (return value and xcom_push), per try."""
+    run_id, rows = _task_rows(dag_id, run, task_id, lambda s, r: [
+        {"try_number": x.try_number, "key": x.key, "value": x.value, "created_at": iso(x.created_at)}
+        for x in xcom_store.for_task(s, r, task_id)])
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print(f"task {task_id!r} of run {run_id} passed no values on", highlight=False)
+        return
+    table = Table("try", "key", "value")
+    for row in rows:
+        table.add_row(str(row["try_number"]), row["key"], json.dumps(row["value"], ensure_ascii=False))
+    out.print(table)
+
+
+@app.command()
+def rendered(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
+             as_json: Json = False) -> None:
+    """The templated fields of a task instance as each try rendered them (Jinja: {{ ds }}, {{ params.x }}...)."""
+    run_id, rows = _task_rows(dag_id, run, task_id, lambda s, r: [
+        {"try_number": t.try_number, "rendered": t.rendered} for t in xcom_store.rendered_tries(s, r, task_id)])
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print(f"task {task_id!r} of run {run_id} has not run yet", highlight=False)
+        return
+    for row in rows:
+        out.print(f"try {row['try_number']}:", highlight=False)
+        for name, value in (row["rendered"] or {}).items():
+            out.print(f"  {name}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}",
+                      highlight=False, markup=False)
+        if not row["rendered"]:
+            out.print("  (no templated fields)", highlight=False)
+
+
+def _task_rows(dag_id: str, run: str, task_id: str,
+               fetch: Callable[[Session, int], list[dict[str, Any]]]) -> tuple[int, list[dict[str, Any]]]:
+    """(run id, rows fetch() reads for the run's task instance), in a read-only session; unknown run or task:
+    one line."""
+    env = open_env()
+    with env.reading() as session:
+        r = _run_of(session, dag_id, run)
+        if session.scalar(select(TaskInstance.id).where(TaskInstance.run_id == r.id,
+                                                        TaskInstance.task_id == task_id)) is None:
+            raise InvalidInput(f"run {r.id} has no task {task_id!r}")
+        return r.id, fetch(session, r.id)
+
+
+app.command("test")(testing.task_test)

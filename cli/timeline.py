@@ -11,8 +11,9 @@ from rich.text import Text
 
 from cli.env import open_env, print_json
 from cli.options import DagId, Json
-from ledger.dates import iso, iso_raw, local_text, parse_user_date
-from ledger.errors import DagNotFound, InvalidInput
+from ledger.dates import iso_raw, local_text
+from ledger.documents import timeline_json, timeline_range
+from ledger.errors import DagNotFound
 from ledger.models import Dag
 from ledger.store import runs as run_store
 
@@ -20,39 +21,6 @@ out = Console()
 
 STATE_STYLE = {"success": "green", "failed": "red", "running": "cyan", "queued": "blue",
                "overridden": "dim strike"}
-
-
-def _sid(value: int | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def run_json(r: Any, stamp: Any = iso) -> dict[str, Any]:
-    """The stable JSON shape of a run; `stamp` formats timestamps (iso_raw for raw timeline rows)."""
-    return {
-        "run_id": str(r.id), "logical_date": stamp(r.logical_date),
-        "data_interval_start": stamp(r.data_interval_start), "data_interval_end": stamp(r.data_interval_end),
-        "run_type": r.run_type, "state": r.state, "previous_run_id": _sid(r.previous_run_id),
-        "dag_version": r.version_hash, "overridden_by": _sid(r.overridden_by), "backfill_id": _sid(r.backfill_id),
-        "schedule": r.schedule, "created_at": stamp(r.created_at), "started_at": stamp(r.started_at),
-        "ended_at": stamp(r.ended_at), "overridden_at": stamp(r.overridden_at),
-    }
-
-
-def timeline_json(rows: list[Any]) -> list[dict[str, Any]]:
-    """run_json over raw timeline rows, unrolled: 100,000 runs must print in well under 2 s."""
-    t = iso_raw
-    out = []
-    for (run_id, logical, start, end, run_type, state, previous, version, by, backfill_id, schedule, created,
-         started, ended, overridden_at, _holder) in rows:
-        out.append({
-            "run_id": str(run_id), "logical_date": t(logical), "data_interval_start": t(start),
-            "data_interval_end": t(end), "run_type": run_type, "state": state,
-            "previous_run_id": None if previous is None else str(previous), "dag_version": version,
-            "overridden_by": None if by is None else str(by),
-            "backfill_id": None if backfill_id is None else str(backfill_id), "schedule": schedule,
-            "created_at": t(created), "started_at": t(started), "ended_at": t(ended), "overridden_at": t(overridden_at),
-        })
-    return out
 
 
 def timeline(
@@ -68,10 +36,7 @@ def timeline(
         dag = session.get(Dag, dag_id)
         if dag is None:
             raise DagNotFound(dag_id)
-        lo = parse_user_date(start, timezone=dag.timezone, what="--start") if start else None
-        hi = parse_user_date(end, timezone=dag.timezone, what="--end") if end else None
-        if lo is not None and hi is not None and hi < lo:
-            raise InvalidInput(f"--end {end} is before --start {start}")
+        lo, hi = timeline_range(dag, start, end)
         rows = run_store.timeline_rows(session, dag_id, start=lo, end=hi)
     if as_json:
         print_json(timeline_json(rows))

@@ -1,27 +1,39 @@
-"""Writes the command outputs shown in docs/backfill.md from a real run of the real `ledger` command.
+"""Writes the command outputs shown in the docs from real runs of the real `ledger` command.
 
-    python docs/generate_examples.py          # run the scenario, rewrite the generated blocks
-    python docs/generate_examples.py --check  # exit 1 when a generated block is out of date (a test runs this)
+    python docs/generate_examples.py [DOC ...]          # run the scenarios, rewrite the generated blocks
+    python docs/generate_examples.py --check [DOC ...]  # exit 1 when a generated block is out of date (tests)
 
-Each block between `<!-- generated: NAME -->` and `<!-- end generated -->` is the output of the commands
-that SCENARIO lists under NAME, run in order on a fresh LEDGER_HOME with the example DAG
-examples/dags/daily_sales.py (COLUMNS=110). Values that change from one run to the next (the wall-clock
-time of a change, elapsed time, the host name) are masked before comparing, so --check fails only when
+DOC is `backfill` (docs/backfill.md), `tutorial` (docs/tutorial.md), `operations` (docs/operations.md),
+`signals`, `spark`, or `web` (the screenshots of docs/web.md, docs/web/*.png, taken by headless Chromium);
+default: all of them (with --check: backfill, tutorial and spark).
+
+Each block between `<!-- generated: NAME -->` and `<!-- end generated -->` is written by a run:
+- docs/backfill.md: the output of the commands that SCENARIO lists under NAME, run in order on a fresh
+  LEDGER_HOME with the example DAG examples/dags/daily_sales.py (COLUMNS=110);
+- docs/tutorial.md: `make demo`'s output (examples/demo.py, with Spark), one block per command, NAME being
+  the command (`ledger timeline sales_pipeline --all`); the demo runs in /tmp/ledger-docs-demo;
+- docs/operations.md: the commands OPERATIONS lists under NAME, on examples/dags/orders_alerts.py.
+Values that change from one run to the next (the wall-clock time of a change, elapsed times, the host
+name, process and session ids, the demo's home) are masked before comparing, so --check fails only when
 what the commands print has really changed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-DOC = REPO / "docs" / "backfill.md"
 LEDGER = str(Path(sys.executable).with_name("ledger"))
 
 # (block name, commands whose output it shows); commands with a leading "#" run but are not shown
@@ -40,10 +52,19 @@ SCENARIO: list[tuple[str, list[str]]] = [
 ]
 
 VOLATILE = [
+    (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),  # free ports
     (re.compile(r"20(2[5-9]|[3-9]\d)-\d\d-\d\d"), "<today>"),  # a table may wrap the time onto its own line
     (re.compile(r"\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d)?"), "<time>"),
     (re.compile(r"(elapsed|remaining) \d\d:\d\d:\d\d"), r"\1 <t>"),
     (re.compile(r"@[\w.-]+"), "@<host>"),
+    (re.compile(r"\S*/\.venv/bin/ledger"), ".venv/bin/ledger"),  # where the virtualenv is
+    (re.compile(r"^I\d{4} .*fork_posix.*\n", re.M), ""),  # gRPC's note when a Spark Connect client forks
+    (re.compile(r"^.* waiting: .*\n", re.M), ""),  # whether a run had to wait for another depends on timing
+    (re.compile(r"(│ \d+ +│ \w+ +│ [0-9a-f]{12} +│ )[^│]+│"), r"\1<host> │"),  # the host of a try
+    (re.compile(r"\d+\.\d+ s\b"), "<n> s"),
+    (re.compile(r"\d+(\.\d+)?s\b"), "<n>s"),
+    (re.compile(r"pid \d+"), "pid <n>"),
+    (re.compile(r"session [0-9a-f-]{36}"), "session <id>"),
     (re.compile(r"[─━]+"), "─"),  # table widths follow the masked values
     (re.compile(r" +"), " "),
 ]
@@ -55,7 +76,7 @@ def mask(text: str) -> str:
     return text
 
 
-def run_scenario() -> dict[str, str]:
+def run_backfill_scenario() -> dict[str, str]:
     home = Path(tempfile.mkdtemp(prefix="ledger-docs-"))
     try:
         (home / "dags").mkdir()
@@ -85,29 +106,324 @@ def run_scenario() -> dict[str, str]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-BLOCK = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
+DEMO_HOME = Path("/tmp/ledger-docs-demo/.demo-home")
 
 
-def rewrite(doc: str, blocks: dict[str, str]) -> str:
+def run_demo() -> dict[str, str]:
+    """`make demo`, split into one block per command (the first also shows the LEDGER_HOME line)."""
+    home = DEMO_HOME  # one path wherever it runs: a longer one would wrap the tables differently
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env.update(LEDGER_DEMO_HOME=str(home), NO_COLOR="1", PYTHONPATH=str(REPO), COLUMNS="150")  # make demo's width
+    try:
+        done = subprocess.run([sys.executable, str(REPO / "examples" / "demo.py")], capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=900)
+    finally:
+        shutil.rmtree(home.parent, ignore_errors=True)
+    if done.returncode != 0:
+        raise SystemExit(f"examples/demo.py failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    preamble, *steps = done.stdout.split("\n$ ledger ")
+    blocks: dict[str, str] = {}
+    for step in steps:
+        command, _, output = step.partition("\n")
+        text = f"$ ledger {command}\n" + "\n".join(line.rstrip() for line in output.rstrip().splitlines())
+        if not blocks:
+            text = preamble.strip() + "\n\n" + text
+        blocks[f"ledger {command}"] = "```\n" + text + "\n```"
+    return blocks
+
+
+# docs/operations.md: (block name, commands); "# " runs a command without showing it, "VAR=value" before a
+# command sets it in that command's environment. Callback calls run one at a time here
+# (LEDGER_CALLBACK_PARALLELISM=1), so that their ids and outcomes come in the same order on every run.
+OPERATIONS: list[tuple[str, list[str]]] = [
+    ("ops-show", ["# db upgrade", "dags show orders"]),
+    ("ops-run", ["trigger orders --logical-date 2024-03-01",
+                 "# LEDGER_SMTP_PORT=9 scheduler --exit-when-idle",
+                 "events --run 1 --kind run_state_changed --kind deadline_missed",
+                 "callbacks --run 1"]),
+    ("ops-callback-log", ["@cat logs/orders/run_1/callbacks/*_deadline_missed.log"]),
+    ("ops-controls", ["tasks mark orders 1 load --state success --reason 'loaded by hand, ticket OPS-12'",
+                      "runs cancel 1",
+                      "trigger orders --logical-date 2024-03-02",
+                      "runs cancel 2 --reason 'upstream data not delivered'",
+                      "trigger orders --logical-date 2024-03-01 --replace",
+                      "runs mark-failed 1",
+                      "events --dag orders --kind tasks_marked --kind run_cancelled --kind run_overridden"]),
+    ("ops-pause", ["dags pause orders --stop-queued", "dags unpause orders"]),
+    ("ops-tasks-test", ["tasks test orders extract --logical-date 2024-03-05"]),
+    ("ops-dags-test", ["dags test orders --logical-date 2024-03-05"]),
+]
+
+
+def run_operations() -> dict[str, str]:
+    """docs/operations.md: examples/dags/orders_alerts.py (the DAG the guide shows) run by the real commands on a
+    fresh LEDGER_HOME; no SMTP server or webhook listens (port 9), so the notifiers' errors are recorded."""
+    home = Path(tempfile.mkdtemp(prefix="ledger-ops-"))
+    try:
+        (home / "dags").mkdir()
+        source = (REPO / "examples" / "dags" / "orders_alerts.py").read_text()
+        (home / "dags" / "orders.py").write_text(source)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+        env.update(LEDGER_HOME=str(home), COLUMNS="110", NO_COLOR="1", LEDGER_POLL_INTERVAL="0.2",
+                   LEDGER_CALLBACK_PARALLELISM="1", PYTHONPATH=str(REPO))
+        code = source.split('"""', 2)[2].strip()
+        blocks = {"ops-dag": "```python\n# $LEDGER_HOME/dags/orders.py\n" + code + "\n```"}
+        for name, commands in OPERATIONS:
+            shown: list[str] = []
+            for command in commands:
+                hidden = command.startswith("# ")
+                words = shlex.split(command.removeprefix("# "))
+                extra = dict(w.split("=", 1) for w in words if re.match(r"[A-Z_]+=", w))
+                words = [w for w in words if w.split("=", 1)[0] not in extra]
+                command = shlex.join(words)
+                if words[0] == "@cat":
+                    found = sorted(home.glob(words[1]))
+                    output = found[0].read_text().rstrip() if found else f"cat: {words[1]}: No such file"
+                    shown.append(f"$ cat $LEDGER_HOME/{words[1]}\n{output}")
+                    continue
+                done = subprocess.run([LEDGER, *words], capture_output=True, text=True, env={**env, **extra},
+                                      cwd=home, timeout=600)
+                if not hidden:
+                    output = (done.stdout + done.stderr).rstrip().replace(str(home), "$LEDGER_HOME")
+                    shown.append(f"$ ledger {command}\n"
+                                 + "\n".join(line.rstrip() for line in output.splitlines()))
+            blocks[name] = "```text\n" + "\n\n".join(shown) + "\n```"
+        return blocks
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run_signals() -> dict[str, str]:
+    """The signals guide's session: a scheduler in the background, a stream started and stopped by signals.
+    Its numbers (batches, signal ids) depend on timing, so it is generated on request, not checked."""
+    import json as _json
+    import time as _time
+
+    home = Path(tempfile.mkdtemp(prefix="ledger-signals-")) / "home"
+    try:
+        (home / "dags").mkdir(parents=True)
+        shutil.copy(REPO / "examples" / "dags" / "clickstream.py", home / "dags" / "clickstream.py")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+        env.update(LEDGER_HOME=str(home), COLUMNS="130", NO_COLOR="1", PYTHONPATH=str(REPO),
+                   LEDGER_PARALLELISM="2")
+        shown: list[str] = []
+
+        def ledger(command: str, *, show: str | None = None, pipe: str | None = None) -> str:
+            argv = [LEDGER, *command.split()]
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=home, timeout=120)
+            output = done.stdout + done.stderr
+            if pipe is not None:
+                output = subprocess.run(["sh", "-c", pipe], input=done.stdout, capture_output=True, text=True).stdout
+            shown.append(f"$ ledger {show or command}\n" + "\n".join(x.rstrip() for x in output.rstrip().splitlines()))
+            return done.stdout
+
+        def wait_for(check: Callable[[], bool], seconds: float = 60) -> None:
+            until = _time.monotonic() + seconds
+            while not check():
+                if _time.monotonic() > until:
+                    raise SystemExit("the signals session did not get where it should")
+                _time.sleep(0.3)
+
+        def quiet_json(command: str) -> Any:
+            done = subprocess.run([LEDGER, *command.split(), "--json"], capture_output=True, text=True, env=env,
+                                  cwd=home, timeout=120)
+            return _json.loads(done.stdout or "[]")
+
+        ledger("db upgrade")
+        ledger("dags show clickstream")
+        log = open(home / "scheduler.log", "w")  # noqa: SIM115 - closed below
+        scheduler = subprocess.Popen([LEDGER, "scheduler"], env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)
+        shown.append("$ ledger scheduler &      # in another terminal")
+        try:
+            _time.sleep(3)
+            ledger("signal send clickstream.control start")
+            wait_for(lambda: len(quiet_json("signal list clickstream.batch")) >= 4)
+            ledger("signal list clickstream.batch")
+            ledger("signal send clickstream.control stop")
+            wait_for(lambda: [r["state"] for r in quiet_json("timeline clickstream")] == ["success"])
+            ledger("timeline clickstream")
+            ledger("runs show 1")
+            jq = "jq -c '.[].details | {signal_id, key, version, task_id, action, outcome}'"
+            ledger("events --dag clickstream --kind signal_action --json",
+                   show=f"events --dag clickstream --kind signal_action --json | {jq}", pipe=jq)
+            ledger("signal list ledger.task.clickstream.stream")
+        finally:
+            scheduler.terminate()
+            scheduler.wait(timeout=60)
+            log.close()
+        scheduler_log = (home / "scheduler.log").read_text().rstrip()
+        text = "\n\n".join(shown) + "\n\n# the scheduler's log:\n" + scheduler_log
+        return {"signals-session": "```\n" + text.replace(str(home), "/tmp/sigdemo/home") + "\n```"}
+    finally:
+        shutil.rmtree(home.parent, ignore_errors=True)
+
+
+def run_spark() -> dict[str, str]:
+    """The Spark guide's session: the example pipeline on a throwaway PostgreSQL server, its Spark work going
+    through a Spark Connect server on loopback. Needs PostgreSQL's server binaries and Java; generated on
+    request (ports and timings differ from run to run)."""
+    import signal as _signal
+    import socket
+    import time as _time
+
+    import pyspark
+
+    sys.path.insert(0, str(REPO))
+    from tests.pgserver import PostgresServer
+
+    base = Path(tempfile.mkdtemp(prefix="ledger-spark-"))
+    home = base / "home"
+    (home / "dags").mkdir(parents=True)
+    shutil.copy(REPO / "examples" / "dags" / "sales_pipeline.py", home / "dags" / "sales_pipeline.py")
+    server = PostgresServer().start()
+    connect = None
+    try:
+        url = server.create_database("ledger")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        spark_home = Path(pyspark.__path__[0])
+        logs = base / "connect-server"
+        logs.mkdir()
+        spark_env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOG_DIR": str(logs),
+                     "SPARK_PID_DIR": str(logs), "SPARK_LOCAL_IP": "127.0.0.1"}
+        with open(logs / "server.log", "wb") as out:
+            connect = subprocess.Popen(
+                ["bash", str(spark_home / "sbin" / "start-connect-server.sh"), "--wait", "--master", "local[2]",
+                 "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                 "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false",
+                 "--conf", "spark.sql.shuffle.partitions=4",
+                 "--conf", "spark.sql.sources.partitionOverwriteMode=dynamic", "--conf", "spark.driver.memory=1g"],
+                env=spark_env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        until = _time.monotonic() + 180
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if _time.monotonic() > until or connect.poll() is not None:
+                    raise SystemExit("the Spark Connect server did not start") from None
+                _time.sleep(0.5)
+        remote = f"sc://127.0.0.1:{port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+        env.update(LEDGER_HOME=str(home), LEDGER_DATABASE_URL=url, LEDGER_SPARK_REMOTE=remote, COLUMNS="130",
+                   NO_COLOR="1", PYTHONPATH=str(REPO))
+        shown = [f"LEDGER_DATABASE_URL={url}\nLEDGER_SPARK_REMOTE={remote}"]
+        for command in ("db upgrade", "scheduler --exit-when-idle --parallelism 2", "timeline sales_pipeline",
+                        "lineage daily_sales --partition 2024-03-05", "tasks logs sales_pipeline 5 clean"):
+            done = subprocess.run([LEDGER, *command.split()], capture_output=True, text=True, env=env, cwd=home,
+                                  timeout=600)
+            output = (done.stdout + done.stderr).rstrip()
+            shown.append(f"$ ledger {command}\n" + "\n".join(x.rstrip() for x in output.splitlines()))
+        text = "\n\n".join(shown).replace(str(home), "/tmp/pgdemo/home")
+        return {"spark-postgres-connect": "```\n" + text + "\n```"}
+    finally:
+        if connect is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(connect.pid, _signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                connect.wait(timeout=30)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(connect.pid, _signal.SIGKILL)
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# docs/web/NAME.png: the page at PATH ({current}: the DAG's current version), HEIGHT pixels tall
+WEB_SHOTS = [("dags", "/", 760), ("timeline", "/dags/web", 760), ("run", "/runs/4", 760),
+             ("version", "/dags/web/versions/{current}", 1100), ("lineage", "/lineage/sales_clean", 760),
+             ("backfills", "/backfills", 760)]
+
+
+def run_web() -> dict[str, str]:
+    """docs/web.md's screenshots (docs/web/*.png) of the real pages: the ledger tests/web builds (a catch-up, a
+    new version, a backfill, a manual --replace) served by a real `ledger webserver` and shot by headless
+    Chromium. The pages show wall-clock times, so they are written on request, not compared; no text block."""
+    import json as _json
+    import time as _time
+
+    sys.path.insert(0, str(REPO))
+    from tests.web.conftest import build
+    from tests.web.test_browser import chromium, fetch, free_port
+
+    binary = chromium()
+    if binary is None:
+        raise SystemExit("the web screenshots need Chromium: apt-get install chromium")
+    home = Path(tempfile.mkdtemp(prefix="ledger-web-")) / "home"
+    home.mkdir()
+    try:
+        cli = build(home)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        server = subprocess.Popen([LEDGER, "webserver", "--port", str(port)], env=cli.env, cwd=home,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = _time.monotonic() + 60
+            while True:
+                with contextlib.suppress(OSError):
+                    if fetch(url + "/api/v1/dags")[0] == 200:
+                        break
+                if server.poll() is not None or _time.monotonic() > deadline:
+                    raise SystemExit("ledger webserver did not answer")
+                _time.sleep(0.2)
+            current = _json.loads(fetch(url + "/api/v1/dags")[1])[0]["version"]
+            for name, path, height in WEB_SHOTS:
+                shot = REPO / "docs" / "web" / f"{name}.png"
+                subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                f"--window-size=1200,{height}", f"--screenshot={shot}",
+                                url + path.format(current=current)],
+                               check=True, capture_output=True, timeout=120)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    finally:
+        shutil.rmtree(home.parent, ignore_errors=True)
+    return {}
+
+
+DOCS: dict[str, tuple[Path, Callable[[], dict[str, str]]]] = {
+    "backfill": (REPO / "docs" / "backfill.md", run_backfill_scenario),
+    "tutorial": (REPO / "docs" / "tutorial.md", run_demo),
+    "signals": (REPO / "docs" / "signals.md", run_signals),  # timing-dependent: written on request only
+    "spark": (REPO / "docs" / "spark.md", run_spark),  # needs PostgreSQL and Java
+    "operations": (REPO / "docs" / "operations.md", run_operations),  # not yet run to completion: see decisions
+    "web": (REPO / "docs" / "web.md", run_web),  # screenshots (docs/web/*.png); needs Chromium
+}
+CHECKED = ("backfill", "tutorial", "spark")  # signals: how many batches a stream sends before STOP varies
+BLOCK = re.compile(r"<!-- generated: (?P<name>[^>]+?) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
+
+
+def rewrite(doc: Path, blocks: dict[str, str]) -> str:
     def put(match: re.Match[str]) -> str:
-        name = match.group("name")
-        if name not in blocks:
-            raise SystemExit(f"docs/backfill.md names a block {name!r} that the scenario does not make")
-        return f"<!-- generated: {name} -->\n{blocks[name]}\n<!-- end generated -->"
+        name = match.group("name")  # a command, or the start of one whose arguments come from the run
+        found = [name] if name in blocks else [key for key in blocks if key.startswith(name + " ")]
+        if len(found) != 1:
+            raise SystemExit(f"{doc.name} names a block {name!r} that its run does not make once; it made: "
+                             f"{', '.join(blocks)}")
+        return f"<!-- generated: {name} -->\n{blocks[found[0]]}\n<!-- end generated -->"
 
-    return BLOCK.sub(put, doc)
+    return BLOCK.sub(put, doc.read_text())
 
 
 def main(argv: list[str]) -> int:
-    doc = DOC.read_text()
-    fresh = rewrite(doc, run_scenario())
-    if "--check" in argv:
-        if mask(fresh) != mask(doc):
-            sys.stderr.write("docs/backfill.md is out of date: run `python docs/generate_examples.py`\n")
-            return 1
-        return 0
-    DOC.write_text(fresh)
-    return 0
+    check = "--check" in argv
+    names = [a for a in argv if not a.startswith("--")] or (list(CHECKED) if check else list(DOCS))
+    stale = []
+    for name in names:
+        path, run = DOCS[name]
+        fresh = rewrite(path, run())
+        if not check:
+            path.write_text(fresh)
+        elif mask(fresh) != mask(path.read_text()):
+            stale.append(name)
+            shown = difflib.unified_diff(mask(path.read_text()).splitlines(), mask(fresh).splitlines(),
+                                         "in the doc", "printed now", lineterm="", n=1)
+            sys.stderr.write("\n".join(list(shown)[:40]) + "\n")
+    for name in stale:
+        sys.stderr.write(f"{DOCS[name][0].relative_to(REPO)} is out of date: run "
+                         f"`python docs/generate_examples.py {name}`\n")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-HOME = REPO / ".demo-home"
+HOME = Path(os.environ.get("LEDGER_DEMO_HOME", REPO / ".demo-home"))  # docs/generate_examples.py moves it
 LEDGER = str(Path(sys.executable).with_name("ledger"))
 ENV = {"COLUMNS": "150", **os.environ, "LEDGER_HOME": str(HOME)}
+ENV.pop("LEDGER_DATABASE_URL", None)
+ENV.pop("LEDGER_DAGS_FOLDER", None)
 
 
 def ledger(*args: str) -> None:
@@ -54,6 +56,9 @@ def main() -> None:
     # the run that rewrote 2024-03-02: its tasks, tries and everything it wrote
     (partition,) = ledger_json("lineage", "daily_sales", "--partition", "2024-03-02")
     ledger("runs", "show", partition["current"]["run_id"])
+    command = Path(LEDGER).relative_to(REPO) if Path(LEDGER).is_relative_to(REPO) else Path(LEDGER)
+    print(f"\nTo look at this ledger in a browser: LEDGER_HOME={HOME} {command} webserver   "
+          "(then open http://127.0.0.1:8793/)")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,34 @@ class TaskContext:
     log_path: str | None = None
     signal: dict[str, Any] | None = None  # the signal that started this try (id, key, version, value, ...)
     code_dir: str | None = None  # the folder of the version's code this try runs (LEDGER_CODE_DIR)
+    params: dict[str, Any] = field(default_factory=dict)  # the DAG's params, with the run's conf over them
+    xcom_values: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> key -> value, this run
+    templates_dict: dict[str, Any] = field(default_factory=dict)  # a PythonTask's templates_dict, rendered
+    prev_interval: tuple[str, str] | None = None  # the previous run's data interval (ISO), if any
+
+    @property
+    def xcom_path(self) -> str | None:
+        """Where the values this try passes on go (a JSON-lines file beside its log)."""
+        return None if self.log_path is None else self.log_path + ".xcom.jsonl"
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        """Pass `value` on under `key` (JSON, at most 64 KiB: else XComError, and the try fails)."""
+        from ledger.xcom import encode
+
+        if not isinstance(key, str) or not key:
+            raise ValueError("xcom_push needs a non-empty string key")
+        text = encode(key, value)
+        self.xcom_values.setdefault(self.task_id, {})[key] = value
+        if self.xcom_path is not None:
+            with open(self.xcom_path, "a", encoding="utf-8") as f:
+                f.write(f'{{"key": {json.dumps(key)}, "value": {text}}}\n')
+
+    def xcom_pull(self, task_ids: str | list[str] | None = None, key: str = "return_value") -> Any:
+        """The value `task_ids` passed on under `key` in this run (None when it passed none); a list of task
+        ids gives a list of values. Without task_ids: this task's own."""
+        if isinstance(task_ids, (list, tuple)):
+            return [self.xcom_values.get(t, {}).get(key) for t in task_ids]
+        return self.xcom_values.get(task_ids or self.task_id, {}).get(key)
 
     @property
     def writes_path(self) -> str | None:

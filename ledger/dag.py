@@ -14,18 +14,26 @@ from pendulum import DateTime
 
 from ledger.code import CodeManifest
 from ledger.errors import DagDefinitionError
+from ledger.params import as_params
 from ledger.schedule import Schedule, ScheduleError, parse_schedule
 from ledger.signal_rules import rule_to_json
+from ledger.xcom import XComRef, refs_in
 
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
                  "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
+TASK_CALLBACKS = {"on_failure_callback": "task_failure", "on_success_callback": "task_success",
+                  "on_retry_callback": "task_retry"}
+DAG_CALLBACKS = {"on_failure_callback": "run_failure", "on_success_callback": "run_success",
+                 "on_deadline_missed": "deadline_missed"}
 TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
-                  "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay")
+                  "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
+                  *TASK_CALLBACKS, "email", "email_on_failure", "email_on_retry")
 # Airflow default_args keys that ledger accepts, so that an Airflow DAG loads, but does not act on (yet): the
 # version records them and `ledger dags show` lists them as ignored, so nobody believes they took effect
-IGNORED_AIRFLOW_ARGUMENTS = ("owner", "email", "email_on_failure", "email_on_retry", "queue", "sla")
+IGNORED_AIRFLOW_ARGUMENTS = ("owner", "queue", "sla")
 
 _context_stack: list[DAG] = []
+_group_stack: list[TaskGroup] = []
 created: list[DAG] = []  # every DAG constructed while a file is imported (the loader reads and resets it)
 
 
@@ -48,6 +56,7 @@ class Task:
     """A unit of work in a DAG. Subclasses say what kind of work and which arguments define it."""
 
     kind: ClassVar[str] = "task"
+    template_fields: ClassVar[tuple[str, ...]] = ()  # attributes rendered with Jinja before each try
 
     def __init__(
         self,
@@ -65,19 +74,30 @@ class Task:
         signals: Mapping[str, Any] | None = None,
         retry_exponential_backoff: bool | None = None,
         max_retry_delay: timedelta | None = None,
+        on_failure_callback: Callback | list[Callback] | None = None,
+        on_success_callback: Callback | list[Callback] | None = None,
+        on_retry_callback: Callback | list[Callback] | None = None,
+        email: str | list[str] | None = None,
+        email_on_failure: bool | None = None,
+        email_on_retry: bool | None = None,
     ) -> None:
         if not task_id or not isinstance(task_id, str):
             raise DagDefinitionError("a task needs a non-empty string task_id")
-        self.task_id = task_id
         self.upstream_ids: set[str] = set()
         self.downstream_ids: set[str] = set()
         dag = dag or (_context_stack[-1] if _context_stack else None)
         if dag is None:
             raise DagDefinitionError(f"task {task_id!r} is not inside a DAG: use `with DAG(...)` or pass dag=")
+        self.group: TaskGroup | None = _group_stack[-1] if _group_stack and _group_stack[-1].dag is dag else None
+        task_id = (self.group.prefix + task_id) if self.group is not None else task_id
+        self.task_id = task_id
         given = {"retries": retries, "retry_delay": retry_delay, "depends_on_past": depends_on_past,
                  "wait_for_downstream": wait_for_downstream, "trigger_rule": trigger_rule, "pool": pool,
                  "priority_weight": priority_weight, "execution_timeout": execution_timeout,
-                 "retry_exponential_backoff": retry_exponential_backoff, "max_retry_delay": max_retry_delay}
+                 "retry_exponential_backoff": retry_exponential_backoff, "max_retry_delay": max_retry_delay,
+                 "on_failure_callback": on_failure_callback, "on_success_callback": on_success_callback,
+                 "on_retry_callback": on_retry_callback, "email": email, "email_on_failure": email_on_failure,
+                 "email_on_retry": email_on_retry}
         merged = {**dag.default_args, **{k: v for k, v in given.items() if v is not None}}
         self.retries: int = int(merged.get("retries", 0))
         found = merged.get("retry_delay")
@@ -92,6 +112,18 @@ class Task:
         self.max_retry_delay: timedelta | None = merged.get("max_retry_delay")
         if self.wait_for_downstream:
             self.depends_on_past = True  # as in Airflow: waiting for downstream implies depending on the past
+        where = f"task {task_id!r}"
+        # kind (task_failure, task_success, task_retry) -> the callables, in order; `email` adds an e-mail
+        # notifier on failure and on retry unless email_on_failure / email_on_retry say no, as in Airflow
+        self.callbacks: dict[str, list[Callback]] = {
+            kind: callback_list(merged.get(arg), where=f"{where}: {arg}") for arg, kind in TASK_CALLBACKS.items()}
+        if merged.get("email"):
+            from ledger.notifiers import EmailNotifier
+
+            for flag, kind in (("email_on_failure", "task_failure"), ("email_on_retry", "task_retry")):
+                if merged.get(flag, True):
+                    self.callbacks[kind].append(EmailNotifier(to=merged["email"]))
+        self.callbacks = {kind: fns for kind, fns in self.callbacks.items() if fns}
         self._check(dag)
         # signal-driven: {key: rule}; see ledger/signal_rules.py
         self.signal_rules: dict[str, Any] = dict(signals or {})
@@ -138,18 +170,20 @@ class Task:
             **({"signals": self.signal_rules_json} if self.signal_rules_json else {}),
             **({"retry_exponential_backoff": True} if self.retry_exponential_backoff else {}),
             **({"max_retry_delay": self.max_retry_delay.total_seconds()} if self.max_retry_delay is not None else {}),
+            **({"callbacks": describe_callbacks(self.callbacks)} if self.callbacks else {}),
+            **({"group": self.group.group_id} if self.group is not None else {}),
         }
 
     # -- edges ---------------------------------------------------------------------------------
-    def set_downstream(self, other: Task | Sequence[Task]) -> None:
-        for task in [other] if isinstance(other, Task) else list(other):
+    def set_downstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup]) -> None:
+        for task in _edge_tasks(other, "roots"):
             if task.dag is not self.dag:
                 raise DagDefinitionError(f"cannot link {self.task_id!r} to {task.task_id!r}: different DAGs")
             self.downstream_ids.add(task.task_id)
             task.upstream_ids.add(self.task_id)
 
-    def set_upstream(self, other: Task | Sequence[Task]) -> None:
-        for task in [other] if isinstance(other, Task) else list(other):
+    def set_upstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup]) -> None:
+        for task in _edge_tasks(other, "leaves"):
             task.set_downstream(self)
 
     def __rshift__(self, other: Task | Sequence[Task]) -> Task | Sequence[Task]:
@@ -170,6 +204,80 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.task_id}>"
+
+    @property
+    def output(self) -> XComRef:
+        """The value this task returns, to pass to another task (which then runs after it)."""
+        return XComRef(self.task_id)
+
+
+def _edge_tasks(other: Any, side: str) -> list[Task]:
+    """The tasks an edge to (or from) `other` links: a task, a group's roots (or leaves), or a list of those."""
+    if isinstance(other, Task):
+        return [other]
+    if isinstance(other, TaskGroup):
+        return other.roots() if side == "roots" else other.leaves()
+    return [t for item in other for t in _edge_tasks(item, side)]
+
+
+class TaskGroup:
+    """A group of tasks, as in Airflow: `with TaskGroup("load"):` prefixes the ids of the tasks made inside
+    (`load.copy`), groups nest (`load.s3.copy`), and an edge to a group links its roots (tasks with no
+    upstream inside it), an edge from a group its leaves. The version records each task's group."""
+
+    def __init__(self, group_id: str, *, dag: DAG | None = None, prefix_group_id: bool = True,
+                 tooltip: str = "") -> None:
+        if not group_id or not all(c.isalnum() or c in "_-" for c in group_id):
+            raise DagDefinitionError(f"invalid group_id {group_id!r}: use letters, digits, '_' and '-'")
+        found = dag or (_context_stack[-1] if _context_stack else None)
+        if found is None:
+            raise DagDefinitionError(f"task group {group_id!r} is not inside a DAG")
+        self.dag: DAG = found
+        parent: TaskGroup | None = _group_stack[-1] if _group_stack and _group_stack[-1].dag is found else None
+        self.group_id: str = f"{parent.group_id}.{group_id}" if parent is not None else group_id
+        self.prefix: str = f"{self.group_id}." if prefix_group_id else (parent.prefix if parent is not None else "")
+        self.tooltip = tooltip
+
+    def tasks(self) -> list[Task]:
+        inside = self.group_id + "."
+        return [t for t in self.dag.tasks.values() if t.group is not None
+                and (t.group is self or t.group.group_id.startswith(inside))]
+
+    def roots(self) -> list[Task]:
+        members = {t.task_id for t in self.tasks()}
+        return [t for t in self.tasks() if not (t.upstream_ids & members)]
+
+    def leaves(self) -> list[Task]:
+        members = {t.task_id for t in self.tasks()}
+        return [t for t in self.tasks() if not (t.downstream_ids & members)]
+
+    def __enter__(self) -> TaskGroup:
+        _group_stack.append(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        _group_stack.pop()
+
+    def __rshift__(self, other: Any) -> Any:
+        for leaf in self.leaves():
+            leaf.set_downstream(other)
+        return other
+
+    def __lshift__(self, other: Any) -> Any:
+        for root in self.roots():
+            root.set_upstream(other)
+        return other
+
+    def __rrshift__(self, other: Any) -> TaskGroup:
+        self.__lshift__(other)
+        return self
+
+    def __rlshift__(self, other: Any) -> TaskGroup:
+        self.__rshift__(other)
+        return self
+
+    def __repr__(self) -> str:
+        return f"<TaskGroup {self.group_id}>"
 
 
 DAG_MODULE_PREFIX = "ledger_dag_"  # DAG files are imported as modules named this + a digest of their path
@@ -202,29 +310,81 @@ def _jsonable(value: Any) -> Any:
         return repr(value)
 
 
+Callback = Callable[[dict[str, Any]], Any]
+
+
+def callback_list(value: Any, *, where: str) -> list[Callback]:
+    """A callback argument as a list: None, one callable (a function or a notifier) or a list of them."""
+    if value is None:
+        return []
+    found = list(value) if isinstance(value, (list, tuple)) else [value]
+    for fn in found:
+        if not callable(fn):
+            raise DagDefinitionError(f"{where} must be a callable or a list of callables, not {fn!r}")
+    return found
+
+
+def describe_callback(fn: Callback) -> dict[str, Any]:
+    """How a version records a callback: a notifier by its class and settings, a function by name and source."""
+    describe = getattr(fn, "describe", None)
+    if callable(describe) and not inspect.isfunction(fn):
+        return {"notifier": type(fn).__name__, **describe()}
+    return _callable_definition(fn)
+
+
+def describe_callbacks(callbacks: Mapping[str, list[Callback]]) -> dict[str, list[dict[str, Any]]]:
+    return {kind: [describe_callback(fn) for fn in fns] for kind, fns in sorted(callbacks.items())}
+
+
+def callback_target(description: Mapping[str, Any]) -> str:
+    """One line naming a recorded callback, for listings and the callback table."""
+    if "notifier" in description:
+        args = ", ".join(f"{k}={v!r}" for k, v in sorted(description.items()) if k != "notifier")
+        return f"{description['notifier']}({args})"[:500]
+    return str(description.get("callable", "?"))[:500]
+
+
 class PythonTask(Task):
-    """Runs a Python callable; a parameter named `context` receives the run's facts (TaskContext)."""
+    """Runs a Python callable; a parameter named `context` receives the run's facts (TaskContext). Its
+    return value is passed on (ledger/xcom.py); `op_args` and `op_kwargs` may hold other tasks' values
+    (`other.output`), which makes this task run after them."""
 
     kind = "python"
+    template_fields = ("op_args", "op_kwargs", "templates_dict")
 
     def __init__(self, task_id: str, python_callable: Callable[..., Any], *, op_args: Sequence[Any] = (),
-                 op_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 op_kwargs: dict[str, Any] | None = None, templates_dict: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
         if not callable(python_callable):
             raise DagDefinitionError(f"task {task_id!r}: python_callable must be callable")
         self.python_callable = python_callable
-        self.op_args = list(op_args)
-        self.op_kwargs = dict(op_kwargs or {})
+        self.op_args = [_as_ref(a) for a in op_args]
+        self.op_kwargs = {k: _as_ref(v) for k, v in (op_kwargs or {}).items()}
+        self.templates_dict = dict(templates_dict or {})
         super().__init__(task_id, **kwargs)
+        for ref in refs_in([self.op_args, self.op_kwargs]):
+            upstream = self.dag.tasks.get(ref.task_id)
+            if upstream is None:
+                raise DagDefinitionError(f"task {task_id!r} takes the value of {ref.task_id!r}, which is not in "
+                                         f"DAG {self.dag.dag_id!r}")
+            upstream.set_downstream(self)
 
     def definition(self) -> dict[str, Any]:
         return {**_callable_definition(self.python_callable),
-                "op_args": _jsonable(self.op_args), "op_kwargs": _jsonable(self.op_kwargs)}
+                "op_args": _jsonable(self.op_args), "op_kwargs": _jsonable(self.op_kwargs),
+                **({"templates_dict": _jsonable(self.templates_dict)} if self.templates_dict else {})}
+
+
+def _as_ref(value: Any) -> Any:
+    """A task given as an argument stands for its return value."""
+    return value.output if isinstance(value, Task) else value
 
 
 class BashTask(Task):
     """Runs a shell command with LEDGER_* environment variables describing the run."""
 
     kind = "bash"
+    template_fields = ("bash_command", "env")
 
     def __init__(self, task_id: str, bash_command: str, *, env: dict[str, str] | None = None,
                  cwd: str | None = None, **kwargs: Any) -> None:
@@ -256,6 +416,12 @@ class DAG:
         default_args: dict[str, Any] | None = None,
         description: str = "",
         tags: Iterable[str] = (),
+        on_failure_callback: Callback | list[Callback] | None = None,
+        on_success_callback: Callback | list[Callback] | None = None,
+        dagrun_timeout: timedelta | None = None,
+        deadline: timedelta | None = None,
+        on_deadline_missed: Callback | list[Callback] | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> None:
         if not dag_id or not isinstance(dag_id, str) or not all(c.isalnum() or c in "._-" for c in dag_id):
             raise DagDefinitionError(f"invalid dag_id {dag_id!r}: use letters, digits, '.', '_' and '-'")
@@ -298,6 +464,17 @@ class DAG:
         self.max_active_tasks = max_active_tasks
         self.description = description
         self.tags = sorted(tags)
+        for name, value in (("dagrun_timeout", dagrun_timeout), ("deadline", deadline)):
+            if value is not None and (not isinstance(value, timedelta) or value.total_seconds() <= 0):
+                raise DagDefinitionError(f"DAG {dag_id!r}: {name} must be a positive timedelta")
+        self.dagrun_timeout = dagrun_timeout
+        self.deadline = deadline
+        given = {"on_failure_callback": on_failure_callback, "on_success_callback": on_success_callback,
+                 "on_deadline_missed": on_deadline_missed}
+        self.callbacks: dict[str, list[Callback]] = {
+            kind: fns for arg, kind in DAG_CALLBACKS.items()
+            if (fns := callback_list(given[arg], where=f"DAG {dag_id!r}: {arg}"))}
+        self.params = as_params(params, where=f"DAG {dag_id!r}")
         self.tasks: dict[str, Task] = {}
         self.fileloc: str | None = None
         self.source_code: str | None = None  # the text of the file that defined it (set by the loader)

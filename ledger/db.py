@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
@@ -52,6 +54,43 @@ def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
 def reader(engine: Engine) -> Engine:
     """The same engine for read-only work: on SQLite its transactions do not take the write lock."""
     return engine.execution_options(ledger_read_only=True)
+
+
+def _open_sqlite_read_only(path: str) -> sqlite3.Connection:
+    """A connection that cannot write the file. A WAL database needs its -shm file: when no writer has it open
+    and the folder cannot be written (a read-only LEDGER_HOME), SQLite cannot create it and refuses with
+    "unable to open database file"; then nothing can be writing, and the file is read as immutable."""
+    target = quote(str(Path(path).resolve()))
+    conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True, timeout=60, check_same_thread=False)
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if "unable to open" not in str(exc):
+            raise
+        conn = sqlite3.connect(f"file:{target}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    conn.isolation_level = None  # transactions are ours: a plain deferred BEGIN, see make_read_engine
+    conn.execute("PRAGMA busy_timeout=60000")
+    return conn
+
+
+def make_read_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine whose connections cannot write: read commands work on a read-only LEDGER_HOME and never take
+    SQLite's write lock; on PostgreSQL every transaction is READ ONLY."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        kwargs.setdefault("pool_pre_ping", True)
+        return create_engine(url, execution_options={"postgresql_readonly": True}, **kwargs)
+    path = parsed.database
+    if not path or path == ":memory:":
+        return reader(make_engine(url, **kwargs))
+    engine = create_engine(url, creator=lambda: _open_sqlite_read_only(path), **kwargs)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+    return engine
 
 
 def make_sessions(engine: Engine) -> sessionmaker[Session]:

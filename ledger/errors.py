@@ -39,5 +39,9 @@ class InvalidInput(LedgerError):
     """A value given on the command line cannot be used."""
 
 
+class NotFound(InvalidInput, LookupError):
+    """What was asked for by name or id does not exist (the web API answers 404)."""
+
+
 class SkipTask(Exception):
     """Raise inside a Python task to end the try as skipped; the message becomes the reason."""

@@ -47,27 +47,38 @@ def _finish(run: DagRun, state: RunState, now: datetime) -> None:
     run.state, run.ended_at, run.lock_holder = state.value, now, None
 
 
-def cancel_run(session: Session, run: DagRun, *, now: datetime, actor: str) -> Outcome:
+def stop_tasks(session: Session, run: DagRun, *, now: datetime) -> tuple[list[str], list[str]]:
+    """Ask the jobs running the run's tries to stop them (they end `stopped`) and skip the task instances that
+    have not started: (task ids being stopped, task ids skipped)."""
+    stopping, skipped = [], []
+    for ti in run_store.task_instances(session, run.id):
+        if ti.state in ACTIVE:
+            ti.signal_request = "stop"
+            stopping.append(ti.task_id)
+        elif ti.state not in {s.value for s in FINISHED_TASK_STATES}:
+            ti.state, ti.ended_at, ti.next_try_at = TaskState.SKIPPED.value, now, None
+            skipped.append(ti.task_id)
+    return stopping, skipped
+
+
+def cancel_run(session: Session, run: DagRun, *, now: datetime, actor: str, reason: str | None = None) -> Outcome:
     """Stop a queued or running run: its running tries are stopped (by the job that runs them; they end
-    `stopped`), the task instances that have not started are skipped, and the run ends `failed`."""
+    `stopped`), the task instances that have not started are skipped, and the run ends `failed`. `reason`:
+    the operator's words, kept in the event."""
     _not_overridden(run)
     if run.state not in (RunState.QUEUED.value, RunState.RUNNING.value):
         raise TimelineConflict(f"run {run.id} is {run.state}: only a queued or running run can be cancelled")
     out = Outcome(run.state, RunState.FAILED.value)
-    for ti in run_store.task_instances(session, run.id):
-        if ti.state in ACTIVE:
-            ti.signal_request = "stop"
-            out.stopping.append(ti.task_id)
-        elif ti.state not in {s.value for s in FINISHED_TASK_STATES}:
-            ti.state, ti.ended_at, ti.next_try_at = TaskState.SKIPPED.value, now, None
-            out.changed.append(ti.task_id)
+    out.stopping, out.changed = stop_tasks(session, run, now=now)
     _finish(run, RunState.FAILED, now)
     events.record(session, "run_cancelled", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
-                  **{"from": out.run_state_before, "skipped": out.changed, "stopping": out.stopping})
+                  **{"from": out.run_state_before, "skipped": out.changed, "stopping": out.stopping,
+                     "reason": reason})
     return out
 
 
-def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str) -> Outcome:
+def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str,
+             reason: str | None = None) -> Outcome:
     """Set a run's outcome by hand: its unfinished task instances take the same state (success or failed)."""
     _not_overridden(run)
     if state not in (RunState.SUCCESS, RunState.FAILED):
@@ -86,12 +97,12 @@ def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, a
             out.changed.append(ti.task_id)
     _finish(run, state, now)
     events.record(session, "run_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
-                  **{"from": out.run_state_before, "to": state.value, "tasks": out.changed})
+                  **{"from": out.run_state_before, "to": state.value, "tasks": out.changed, "reason": reason})
     return out
 
 
 def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str], state: TaskState, *,
-               downstream: bool, now: datetime, actor: str) -> Outcome:
+               downstream: bool, now: datetime, actor: str, reason: str | None = None) -> Outcome:
     """Set task instances' state by hand (with `downstream`, their downstream ones too). The run's state then
     follows the rules: finished (success or failed) when every task instance has finished, else queued again
     for a scheduler to carry on."""
@@ -123,5 +134,5 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
     out.run_state = run.state
     events.record(session, "tasks_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   tasks=sorted(out.changed), state=state.value, run_state_before=out.run_state_before,
-                  run_state=run.state)
+                  run_state=run.state, reason=reason)
     return out

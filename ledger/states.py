@@ -9,6 +9,7 @@ class RunType(StrEnum):
     SCHEDULED = "scheduled"
     BACKFILL = "backfill"
     MANUAL = "manual"
+    TEST = "test"  # `ledger dags test --record`
 
 
 class RunState(StrEnum):

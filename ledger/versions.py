@@ -17,11 +17,14 @@ import pendulum
 from pendulum import DateTime
 
 from ledger.code import python_digest
+from ledger.dag import describe_callbacks
 from ledger.schedule import Schedule, parse_schedule
 from ledger.signal_rules import can_start
 
 if TYPE_CHECKING:
     from ledger.dag import DAG
+
+EMPTY: Mapping[str, Any] = {}
 
 FORMAT = 1
 
@@ -63,6 +66,10 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         "max_active_tasks": dag.max_active_tasks,
         # only when given, so that other DAGs keep their version hashes
         **({"ignored_args": dag.ignored_args} if getattr(dag, "ignored_args", None) else {}),
+        **({"dagrun_timeout": dag.dagrun_timeout.total_seconds()} if dag.dagrun_timeout is not None else {}),
+        **({"deadline": dag.deadline.total_seconds()} if dag.deadline is not None else {}),
+        **({"callbacks": describe_callbacks(dag.callbacks)} if dag.callbacks else {}),
+        **({"params": {name: p.describe() for name, p in sorted(dag.params.items())}} if dag.params else {}),
         "tasks": [
             {"task_id": t.task_id, "kind": t.kind, "upstream": sorted(t.upstream_ids), **t.settings(),
              "definition": t.definition()}
@@ -93,6 +100,7 @@ class TaskSpec:
     signals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # key pattern -> JSON rule
     retry_exponential_backoff: bool = False
     max_retry_delay: float | None = None
+    callbacks: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> recorded callables
 
     def delay_after(self, try_number: int) -> float:
         """Seconds before the retry that follows failed try `try_number` (1 for the first): retry_delay, or with
@@ -119,6 +127,10 @@ class DagSpec:
     max_active_runs: int
     max_active_tasks: int
     tasks: dict[str, TaskSpec]
+    dagrun_timeout: float | None = None  # seconds a run may run before it is failed
+    deadline: float | None = None  # seconds after the interval's end by which a run should have finished
+    callbacks: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> recorded callables
+    params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> default, type, enum
 
     def and_downstream(self, task_ids: Iterable[str]) -> set[str]:
         """The tasks and everything downstream of them."""
@@ -166,7 +178,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             wait_for_downstream=t["wait_for_downstream"], trigger_rule=t["trigger_rule"], pool=t["pool"],
             priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
-            max_retry_delay=t.get("max_retry_delay"),
+            max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
         )
         for t in data["tasks"]
     }
@@ -175,4 +187,6 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
         schedule=schedule_from_description(data["schedule"], timezone=data["timezone"], start_date=start),
         timezone=data["timezone"], start_date=start, end_date=end, catchup=data["catchup"],
         max_active_runs=data["max_active_runs"], max_active_tasks=data["max_active_tasks"], tasks=tasks,
+        dagrun_timeout=data.get("dagrun_timeout"), deadline=data.get("deadline"),
+        callbacks=data.get("callbacks", EMPTY), params=data.get("params", EMPTY),
     )

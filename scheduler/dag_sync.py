@@ -83,7 +83,7 @@ def code_needed(session: Session, results: Iterable[ParseResult]) -> dict[str, s
     pairs = {(d.dag_id, d.version_hash): d for r in results if not r.deleted for d in r.dags if d.code is not None}
     if not pairs:
         return wanted
-    stored = set()
+    stored: set[tuple[str, str]] = set()
     ids = sorted({dag_id for dag_id, _ in pairs})
     for chunk in _chunks(ids):
         stored.update(session.execute(select(DagVersion.dag_id, DagVersion.version_hash)

@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,26 +30,39 @@ from sqlalchemy.orm import Session, sessionmaker
 from ledger.clock import Clock
 from ledger.dependencies import PreviousRun
 from ledger.models import DagRun
+from ledger.operations import stop_tasks
 from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal, is_valid_key
 from ledger.states import JobState, RunState, TaskState
+from ledger.store import callbacks as callback_store
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage
 from ledger.store import jobs as job_store
 from ledger.store import loop as loop_store
+from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
+from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
+from ledger.xcom import read_pushed, read_rendered
 from scheduler import signal_actions
+from scheduler.callbacks import CallbackProcesses
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.faults import Backoff, first_line, is_transient
+from scheduler.metrics import SchedulerMetrics
 from scheduler.planner import HeldRun, choose, plan_runs
 from scheduler.settings import SchedulerSettings
 from scheduler.wakeup import DatabaseWakeup, Wakeup
 
 RunLogger = Callable[[str], None]
+
+
+def _tell_log(path: str, at: datetime, text: str) -> None:
+    """Append a line to a try's log once the try has ended (its process is gone): why it was stopped."""
+    with contextlib.suppress(OSError), open(path, "a") as log:
+        log.write(f"[ledger] {at.astimezone(UTC).isoformat(timespec='milliseconds')} {text}\n")
 
 
 def log_path(logs: Path, dag_id: str, run_id: int, task_id: str, try_number: int) -> Path:
@@ -66,10 +79,12 @@ class LoopReport:
     runs_changed: int = 0
     retry_at: datetime | None = None
     looked_for_runs: bool = False  # collect_runs really queried (it is throttled between runs finishing)
+    callbacks: int = 0  # callback calls started or ended
 
     @property
     def progress(self) -> bool:
-        return any((self.outcomes, self.created, self.claimed, self.queued, self.marked, self.runs_changed))
+        return any((self.outcomes, self.created, self.claimed, self.queued, self.marked, self.runs_changed,
+                    self.callbacks))
 
 
 @dataclass
@@ -80,6 +95,8 @@ class _InFlight:
     retry_delay: float
     dag_version: str = ""
     log_path: str = ""
+    queued_at: float = 0.0  # wall time the try was handed to the executor (for the task lag metric)
+    started: bool = False
 
 
 @dataclass
@@ -109,11 +126,21 @@ class DagRunJob:
     _next_claim: float = 0.0
     _own_events_to: int = 0  # newest event id when this job's last transaction ended
     _looked: bool = False
-    _stop_requests: set[int] = field(default_factory=set)  # tries this job killed for a STOP or RESTART
+    _stop_requests: dict[int, str] = field(default_factory=dict)  # tries this job killed: why
+    _stop_reasons: dict[int, str] = field(default_factory=dict)  # ti id -> why this job asked it to stop
+    _log_notes: list[tuple[str, datetime, str]] = field(default_factory=list)  # written to try logs after commit
     _sent_signals: bool = False  # this loop's transaction sent signals: ring the doorbells after commit
     _state_items: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
     _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
+    _calls: CallbackProcesses | None = None  # callback calls running in processes of their own
+    _call_results: list[tuple[int, str, str | None]] = field(default_factory=list)  # ended, not yet recorded
+    metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
+    _callbacks_requested: bool = False  # this job requested calls in this loop: claim them at once
+    _next_callback_look: float = 0.0
+    _xcom: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  # held run -> its stored values
+    _intervals: dict[int, tuple[str, str]] = field(default_factory=dict)  # run -> data interval (immutable)
+    _holding: tuple[float, set[str]] = (0.0, set())  # (until, DAGs paused with --stop-queued)
     backoff: Backoff = field(default_factory=Backoff)
 
     @property
@@ -195,7 +222,7 @@ class DagRunJob:
                 if num_runs is not None and loops >= num_runs:
                     break
                 idle = not report.progress and not self.executor.in_flight() and report.retry_at is None \
-                    and not self.busy()
+                    and not self.busy() and not self.calls().running
                 if exit_when_idle and idle:
                     if not report.looked_for_runs:  # look for claimable runs once more before leaving
                         self._claim_now = True
@@ -209,6 +236,8 @@ class DagRunJob:
         if report.progress:
             return
         timeout = self.settings.poll_interval
+        if self.calls().running:  # callback processes are polled: look again soon
+            timeout = min(timeout, 0.1)
         if report.retry_at is not None:
             wait_s = (report.retry_at - self.clock.now()).total_seconds()
             timeout = max(0.0, min(timeout, wait_s))
@@ -230,12 +259,13 @@ class DagRunJob:
     def transaction(self) -> Iterator[Session]:
         """One transaction of this job. When it fails (a database fault), what it changed in the job's memory
         is put back, so that the next try decides again from what the database holds."""
-        saved = (dict(self._inflight), set(self._stop_requests), list(self._state_items))
+        saved = (dict(self._inflight), dict(self._stop_requests), list(self._state_items), dict(self._stop_reasons),
+                 list(self._log_notes))
         try:
             with self.sessions.begin() as session:
                 yield session
         except BaseException:
-            self._inflight, self._stop_requests, self._state_items = saved[0], saved[1], saved[2]
+            self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes = saved
             self._settled.clear()
             self._claim_now = True
             self._reconcile = True
@@ -249,6 +279,7 @@ class DagRunJob:
         if isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.close()
         last = self._unrecorded + self.executor.end(self.settings.shutdown_grace)
+        self._call_results += self.calls().end(self.settings.shutdown_grace)
         now = self.clock.now()
         attempt = 0
         while True:  # a database fault while stopping: try a few times, else the lock timeout frees the runs
@@ -262,9 +293,18 @@ class DagRunJob:
                 self.say(f"database error while stopping, retrying (attempt {attempt}): {first_line(exc)}")
                 time.sleep(self.backoff.delay(attempt))
         self._unrecorded = []
+        self._call_results = []
+        self._write_log_notes()
         if self._sent_signals:
             self._sent_signals = False
             ring(self.engine, self.home)
+
+    def _write_log_notes(self) -> None:
+        """What the last committed transaction decided about tries that a log should say (why a try stopped):
+        file writes stay out of transactions."""
+        notes, self._log_notes = self._log_notes, []
+        for path, at, text in notes:
+            _tell_log(path, at, text)
 
     def _end_in_database(self, last: list[TaskEvent], now: datetime) -> None:
         with self.transaction() as session:
@@ -273,6 +313,7 @@ class DagRunJob:
             if lost:
                 self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
                                                  reason="stopped by shutdown") for ti, tn in lost], now)
+            self._callbacks_ended(session, now)
             released = job_store.release_all(session, self.job_id)
             events.record_many(session, [  # one event per run, so that `ledger events --dag/--run` finds it
                 dict(at=now, kind="locks_released", actor=self.actor, dag_id=dag_id, run_id=run_id,
@@ -282,12 +323,23 @@ class DagRunJob:
 
     # -- one loop ------------------------------------------------------------------------------
     def loop_once(self) -> LoopReport:
+        began = time.perf_counter()
+        report = self._loop_once()
+        self.metrics.loop.observe(time.perf_counter() - began)
+        running = sum(1 for info in self._inflight.values() if info.started)
+        self.metrics.running.set(running)
+        self.metrics.queued.set(len(self._inflight) - running)
+        return report
+
+    def _loop_once(self) -> LoopReport:
         report = LoopReport()
         self.refresh_dags()
         for item in self.handle_signals(report):  # a signal's START reaches a worker before the rest of the loop
             self.executor.submit(item)
         drained = self._unrecorded + self.executor.drain()
         self._unrecorded = drained  # until the transaction that records them commits
+        self._call_results += self.calls().poll()
+        to_call: list[tuple[int, dict[str, Any]]] = []
         now = self.clock.now()
         work: list[WorkItem] = []
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
@@ -308,12 +360,19 @@ class DagRunJob:
                 report.claimed = self.collect_runs(session, now)
                 report.looked_for_runs = self._looked
                 work = self.process_runs(session, now, report)
+            report.callbacks = len(self._call_results)
+            to_call = self._callbacks(session, now)
+            report.callbacks += len(to_call)
             self._heartbeat(session, now)
             self._flush_task_states(session, now)
             if isinstance(self.wakeup, DatabaseWakeup):
                 self.wakeup.seen = loop_store.newest_event_id(session)
                 self._own_events_to = self.wakeup.seen
         self._unrecorded = []
+        self._call_results = []
+        self._write_log_notes()
+        for call_id, request in to_call:
+            self.calls().start(call_id, request)
         for item in work:  # the tries first: ringing other processes' doorbells can wait a few microseconds
             self.executor.submit(item)
         if self._sent_signals:
@@ -322,6 +381,80 @@ class DagRunJob:
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report
+
+    # -- callbacks -----------------------------------------------------------------------------
+    def calls(self) -> CallbackProcesses:
+        if self._calls is None:
+            self._calls = CallbackProcesses(self.logs_folder, timeout=self.settings.callback_timeout,
+                                            parallelism=self.settings.callback_parallelism)
+        return self._calls
+
+    def _callbacks(self, session: Session, now: datetime) -> list[tuple[int, dict[str, Any]]]:
+        """Record the calls that ended; claim pending ones (requests to start once this transaction commits)."""
+        self._callbacks_ended(session, now)
+        if not (self._callbacks_requested or self.calls().running or time.monotonic() >= self._next_callback_look):
+            return []  # nothing requested here; others' requests are looked for every poll_interval
+        self._callbacks_requested = False
+        self._next_callback_look = time.monotonic() + self.settings.poll_interval
+        requests = []
+        for call in callback_store.claim(session, self.job_id, limit=self.calls().room(), now=now, actor=self.actor):
+            code = self.code_cache().locate(session, call.dag_id, call.dag_version)
+            requests.append((call.id, {
+                "dag_id": call.dag_id, "run_id": call.run_id, "task_id": call.task_id, "try_number": call.try_number,
+                "kind": call.kind, "position": call.position, "target": call.target, "dag_version": call.dag_version,
+                "fileloc": code.fileloc if code is not None else self._dag_file(session, call.dag_id),
+                "code_root": code.root if code is not None else None, "context": call.context}))
+        return requests
+
+    def _callbacks_ended(self, session: Session, now: datetime) -> None:
+        ended = callback_store.by_ids(session, [call_id for call_id, _, _ in self._call_results])
+        for call_id, state, message in self._call_results:
+            call = ended.get(call_id)
+            if call is not None and call.state == callback_store.RUNNING:
+                callback_store.finish(session, call, state, message, now=now, actor=self.actor)
+                self.metrics.callbacks.labels(state).inc()
+                self.say(f"{call.dag_id} run {call.run_id} {call.kind} callback {call.target}: {state}"
+                         + (f" ({message})" if message else ""))
+
+    def _request_task_callbacks(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
+                                where: dict[tuple[int, int], _InFlight | None]) -> None:
+        kinds = {TaskState.SUCCESS: "task_success", TaskState.FAILED: "task_failure",
+                 TaskState.UP_FOR_RETRY: "task_retry"}
+        for o, st in written:
+            kind = kinds.get(st)
+            if kind is None:
+                continue
+            info = where.get((o.ti_id, o.try_number))
+            if info is not None:
+                task_spec = dag_store.spec(session, info.dag_id, info.dag_version).tasks.get(info.task_id)
+                if task_spec is None or not task_spec.callbacks.get(kind):
+                    continue  # the common case: no callback, no query
+                run_id, task_id = info.run_id, info.task_id
+            else:  # a zombie: its job is gone
+                _dag, found_run, found_task = task_store.subjects(session, [o.ti_id]).get(o.ti_id, (None, None, None))
+                if found_run is None or found_task is None:
+                    continue
+                run_id, task_id = found_run, found_task
+            run = session.get(DagRun, run_id)
+            if run is None:
+                continue
+            described = dag_store.spec(session, run.dag_id, run.version_hash).tasks[task_id].callbacks.get(kind)
+            if described:
+                self._callbacks_requested = True
+                callback_store.request(
+                    session, kind=kind, dag_id=run.dag_id, run_id=run.id, dag_version=run.version_hash,
+                    described=list(described), now=o.decided_at or o.at, task_id=task_id, try_number=o.try_number,
+                    context={**callback_store.run_context(run), "task_id": task_id, "try_number": o.try_number,
+                             "state": st.value, "reason": o.reason, "log_path": info.log_path if info else None})
+
+    def _request_run_callbacks(self, session: Session, run: DagRun, kind: str, now: datetime,
+                               **context: Any) -> None:
+        described = dag_store.spec(session, run.dag_id, run.version_hash).callbacks.get(kind)
+        if described:
+            self._callbacks_requested = True
+            callback_store.request(session, kind=kind, dag_id=run.dag_id, run_id=run.id,
+                                   dag_version=run.version_hash, described=list(described), now=now,
+                                   context={**callback_store.run_context(run), **context})
 
     def _fail_unsubmitted(self, session: Session, now: datetime) -> None:
         """After a failed transaction whose COMMIT may have reached the database unseen: tries queued in this
@@ -340,10 +473,10 @@ class DagRunJob:
         for ti_id, request, signal_id in signal_actions.requests_for_job(session, self.job_id):
             if ti_id in self._stop_requests or ti_id not in self._inflight:
                 continue
-            reason = (f"stopped by signal {signal_id}" if signal_id is not None else "stopped by an operator "
-                      "(ledger runs cancel)") + (" (restart)" if request == "restart" else "")
+            reason = (f"stopped by signal {signal_id}" if signal_id is not None else self._stop_reasons.pop(
+                ti_id, "stopped by an operator (ledger runs cancel)")) + (" (restart)" if request == "restart" else "")
             if self.executor.kill(ti_id, reason):
-                self._stop_requests.add(ti_id)
+                self._stop_requests[ti_id] = reason
 
     def _heartbeat(self, session: Session, now: datetime) -> None:
         if time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
@@ -360,13 +493,19 @@ class DagRunJob:
             at = datetime.fromtimestamp(ev.at, UTC)
             state = TaskState.RUNNING if ev.kind == "started" else TaskState(ev.state or "failed")
             if ev.kind == "finished" and ev.ti_id in self._stop_requests:
-                self._stop_requests.discard(ev.ti_id)
+                why = self._stop_requests.pop(ev.ti_id)
                 if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
                     state = TaskState.STOPPED
+                    if info is not None and info.log_path:  # written once this transaction has committed
+                        self._log_notes.append((info.log_path, at, f"outcome: {why}"))
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
                                                info.retry_delay if info else 0.0, decided_at=now))
             if ev.kind == "started":
-                pass
+                if info is not None and not info.started:
+                    info.started = True
+                    self.metrics.started.inc()
+                    if info.queued_at:
+                        self.metrics.lag.observe(max(0.0, ev.at - info.queued_at))
             elif info is None:
                 self._settled.clear()
             else:
@@ -377,11 +516,24 @@ class DagRunJob:
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes)
+        for _o, st in written:
+            if st != TaskState.RUNNING:
+                self.metrics.finished.labels(st.value).inc()
         signal_actions.settle(session, [o.ti_id for o, st in written if st != TaskState.RUNNING])
         self._task_state_signals(written, where)
+        self._request_task_callbacks(session, written, where)
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is not None and info.log_path and st != TaskState.RUNNING:
+                pushed = read_pushed(info.log_path + ".xcom.jsonl")
+                if pushed:
+                    xcom_store.record(session, pushed, run_id=info.run_id, task_id=info.task_id,
+                                      try_number=o.try_number, now=now)
+                    if info.run_id in self._xcom:
+                        self._xcom[info.run_id].setdefault(info.task_id, {}).update(dict(pushed))
+                rendered = read_rendered(info.log_path + ".rendered.json")
+                if rendered is not None:
+                    xcom_store.set_rendered(session, o.ti_id, o.try_number, rendered)
                 lineage.record(session, lineage.read_writes(info.log_path + ".writes.jsonl"), run_id=info.run_id,
                                dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                                dag_version=info.dag_version, try_state=st.value, now=now)
@@ -432,9 +584,13 @@ class DagRunJob:
         if not self._claim_now and time.monotonic() < self._next_claim:
             return
         for job_id in job_store.dead_local_holders(session, self.job_id):
+            held = job_store.held_runs(session, job_id)
             job_store.end_job(session, job_id, now=now, state=JobState.FAILED)
-            events.record(session, "job_died", at=now, actor=self.actor, job_id=job_id,
-                          reason="its process is gone (same host)")
+            # one event per run it held, naming the run and its DAG, so that `ledger events --dag/--run` finds it
+            events.record_many(session, [
+                dict(at=now, kind="job_died", actor=self.actor, dag_id=dag_id, run_id=run_id,
+                     details={"job_id": job_id, "reason": "its process is gone (same host)"})
+                for run_id, dag_id in held])
             self._claim_now = True
 
     def collect_runs(self, session: Session, now: datetime) -> int:
@@ -450,6 +606,10 @@ class DagRunJob:
         if not claimed:
             return 0
         ids = [run_id for run_id, _ in claimed]
+        for run_id in ids:  # another job may have held it meanwhile: read its values again when needed
+            self._xcom.pop(run_id, None)
+        if len(self._intervals) > 100_000:
+            self._intervals.clear()
         for run_id, holder in claimed:
             if holder is not None:
                 self.say(f"took over run {run_id} from job {holder}, which stopped heart-beating")
@@ -490,12 +650,13 @@ class DagRunJob:
         previous = task_store.previous_states(
             session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None
                       and any(t.depends_on_past for t in specs[r.id].tasks.values())])
-        running = loop_store.running_runs_by_dag(
-            session, {r.dag_id for r in runs.values()}) if any(r.state == RunState.QUEUED.value
-                                                               for r in runs.values()) else {}
+        queued = {r.dag_id for r in runs.values() if r.state == RunState.QUEUED.value}
+        running = loop_store.running_runs_by_dag(session, {r.dag_id for r in runs.values()}) if queued else {}
+        holding = self._dags_holding(session, queued)
         held = [HeldRun(run, specs[run.id], tis.get(run.id, {}),
                         PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
-                        else None, backfill_cancelled=run.backfill_id in cancelled) for run in runs.values()]
+                        else None, backfill_cancelled=run.backfill_id in cancelled, held_queued=run.dag_id in holding)
+                for run in runs.values()]
         plan = plan_runs(held, running, now=now, newest_first=self.newest_first)
         for run in plan.start:
             self._set_run_state(session, run, RunState.RUNNING, now)
@@ -507,7 +668,18 @@ class DagRunJob:
         report.retry_at = plan.retry_at
         report.marked = len(plan.mark)
         report.runs_changed += len(plan.start) + len(plan.finish)
+        for run in plan.deadline_missed:
+            self._deadline_missed(session, run, specs[run.id], now)
+        for run in plan.timed_out:
+            stopping, skipped = stop_tasks(session, run, now=now)
+            limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
+            for instance in run_store.task_instances(session, run.id) if stopping else []:
+                if instance.task_id in stopping:  # the try's log and outcome say why it was stopped
+                    self._stop_reasons[instance.id] = f"stopped by the run's {limit}"
+            plan.finish.append((run, RunState.FAILED, f"{limit} passed; stopping {stopping or 'no tries'}, skipped "
+                                                      f"{skipped or 'nothing'}"))
         for run, state, reason in plan.finish:
+            self._xcom.pop(run.id, None)
             self._claim_now = True
             self._set_run_state(session, run, state, now, release=True, reason=reason)
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
@@ -537,13 +709,16 @@ class DagRunJob:
         signals = {i: known[i] for i in wanted if i in known}
         if len(signals) < len(wanted):
             signals.update(signal_store.by_ids(session, wanted - set(signals)))
+        passed = self._passed_values(session, {run.id for _ti, run, _s in chosen})
+        previous = self._run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
+                                                 if run.previous_run_id is not None})
         work = []
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]
             code = self.code_cache().locate(session, run.dag_id, run.version_hash)
             self._inflight[ti.id] = _InFlight(
                 run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), run.version_hash,
-                str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])))
+                str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])), time.time())
             work.append(WorkItem(
                 ti_id=ti.id, run_id=run.id, dag_id=run.dag_id, task_id=ti.task_id, try_number=tries[ti.id],
                 fileloc=code.fileloc if code is not None else self._dag_file(session, run.dag_id),
@@ -553,9 +728,32 @@ class DagRunJob:
                 dag_version=run.version_hash, run_type=run.run_type,
                 log_path=str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])),
                 execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
-                priority_weight=ti.priority_weight,
+                priority_weight=ti.priority_weight, xcom=passed.get(run.id, {}),
+                prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
                 signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
+
+    def _passed_values(self, session: Session, run_ids: set[int]) -> dict[int, dict[str, dict[str, Any]]]:
+        """The values each run's tasks passed on: read once per held run, then kept up to date by _record (this
+        job is the only writer of the tries of the runs it holds)."""
+        missing = run_ids - set(self._xcom)
+        if missing:
+            self._xcom.update(xcom_store.values_for_runs(session, missing))
+        return {i: self._xcom[i] for i in run_ids}
+
+    def _run_intervals(self, session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]:
+        missing = run_ids - set(self._intervals)
+        if missing:
+            self._intervals.update(loop_store.intervals(session, missing))
+        return {i: self._intervals[i] for i in run_ids if i in self._intervals}
+
+    def _dags_holding(self, session: Session, dag_ids: set[str]) -> set[str]:
+        """DAGs paused with --stop-queued, read again every poll_interval."""
+        until, found = self._holding
+        if time.monotonic() >= until:
+            found = loop_store.dags_holding_queued(session, None)
+            self._holding = (time.monotonic() + self.settings.poll_interval, found)
+        return found & dag_ids
 
     def code_cache(self) -> CodeCache:
         """Where this host keeps versions' code ($LEDGER_HOME/code)."""
@@ -569,9 +767,22 @@ class DagRunJob:
             found = self._fileloc[dag_id] = loop_store.dag_fileloc(session, dag_id)
         return found
 
+    def _deadline_missed(self, session: Session, run: DagRun, spec: DagSpec, now: datetime) -> None:
+        """Once per run: the event, and the DAG's on_deadline_missed callbacks."""
+        assert spec.deadline is not None
+        due = run.data_interval_end + timedelta(seconds=spec.deadline)
+        run.deadline_missed_at = now
+        events.record(session, "deadline_missed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
+                      deadline=due.isoformat(), seconds_after_interval=spec.deadline, state=run.state)
+        self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id}: deadline {due.isoformat()} missed")
+        self._request_run_callbacks(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state)
+
     def _set_run_state(self, session: Session, run: DagRun, state: RunState, now: datetime,
                        release: bool = False, reason: str | None = None) -> None:
         before = loop_store.set_run_state(session, run, state, now=now, actor=self.actor, release=release,
                                           reason=reason)
+        if state in (RunState.SUCCESS, RunState.FAILED):
+            self._request_run_callbacks(session, run, "run_success" if state == RunState.SUCCESS else "run_failure",
+                                        now, state=state.value, reason=reason)
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} ({run.run_type}): {before} → {state.value}")
 

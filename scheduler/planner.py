@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ledger.dependencies import PreviousRun, TiState, decide
@@ -58,6 +58,7 @@ class HeldRun:
     tis: Mapping[str, TiRow]
     previous: PreviousRun | None = None  # states of the previous run's task instances (depends_on_past)
     backfill_cancelled: bool = False
+    held_queued: bool = False  # its DAG was paused with --stop-queued: a queued run does not start
 
 
 @dataclass
@@ -68,7 +69,13 @@ class RunsPlan:
     ready: list[Candidate] = field(default_factory=list)
     settled: dict[int, list[Candidate]] = field(default_factory=dict)  # run id -> its ready ones (stable)
     successors: dict[int, int] = field(default_factory=dict)  # previous run id -> held run id
-    retry_at: datetime | None = None  # the earliest retry due after now
+    retry_at: datetime | None = None  # the earliest time something comes due after now (a retry, a timeout)
+    timed_out: list[Any] = field(default_factory=list)  # running runs past their DAG's dagrun_timeout
+    deadline_missed: list[Any] = field(default_factory=list)  # unfinished runs past their deadline (once)
+
+    def wake_at(self, when: datetime) -> None:
+        if self.retry_at is None or when < self.retry_at:
+            self.retry_at = when
 
 
 def states_of(tis: Mapping[str, TiRow]) -> dict[str, TiState]:
@@ -92,12 +99,15 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
                 plan.finish.append((run, RunState.FAILED, f"backfill {run.backfill_id} cancelled"))
             continue
         if run.state == RunState.QUEUED.value:
-            if running.get(run.dag_id, 0) >= spec.max_active_runs:
+            if h.held_queued or running.get(run.dag_id, 0) >= spec.max_active_runs:
                 continue
             running[run.dag_id] = running.get(run.dag_id, 0) + 1
             plan.start.append(run)
         if run.previous_run_id is not None:
             plan.successors[run.previous_run_id] = run.id
+        due = _due_times(h, plan, now)
+        if run in plan.timed_out:
+            continue
         decision = decide(spec, states_of(h.tis), h.previous, now=now)
         plan.mark.extend((h.tis[tid], st, run) for tid, st in decision.mark.items())
         if decision.run_state is not None:
@@ -105,11 +115,30 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
             continue
         mine = [(h.tis[tid], run, spec) for tid in decision.ready]
         plan.ready.extend(mine)
-        if not decision.mark and decision.retry_at is None and not decision.waiting_on_past:
+        if not decision.mark and decision.retry_at is None and not decision.waiting_on_past and not due:
             plan.settled[run.id] = mine
-        if decision.retry_at is not None and (plan.retry_at is None or decision.retry_at < plan.retry_at):
-            plan.retry_at = decision.retry_at
+        if decision.retry_at is not None:
+            plan.wake_at(decision.retry_at)
     return plan
+
+
+def _due_times(h: HeldRun, plan: RunsPlan, now: datetime) -> bool:
+    """The run's deadline and dagrun_timeout: passed ones go into the plan, coming ones set when to wake.
+    True when one is still to come (the run is then decided again every loop, not settled)."""
+    run, spec = h.run, h.spec
+    limits = []
+    if spec.deadline is not None and run.deadline_missed_at is None:
+        limits.append((run.data_interval_end + timedelta(seconds=spec.deadline), plan.deadline_missed))
+    if spec.dagrun_timeout is not None and run.state == RunState.RUNNING.value and run.started_at is not None:
+        limits.append((run.started_at + timedelta(seconds=spec.dagrun_timeout), plan.timed_out))
+    coming = False
+    for at, passed in limits:
+        if now >= at:
+            passed.append(run)
+        else:
+            plan.wake_at(at)
+            coming = True
+    return coming
 
 
 def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, int],

@@ -59,6 +59,7 @@ class SchedulerJob(DagRunJob):
             self._parsed_once = True
         else:
             results = self.manager.poll()
+        self.metrics.parsed(results)
         results = self._unsynced + results
         if not results:
             return False
@@ -79,6 +80,7 @@ class SchedulerJob(DagRunJob):
         self._next_scheduling = time.monotonic() + self.settings.scheduling_interval
         created = create_due_runs(session, now=now, actor=self.actor)
         for run in created:
+            self.metrics.runs_created.labels(run.run_type).inc()
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")
         if len(created):
             self._dirty = True  # catch-up may continue
@@ -105,9 +107,12 @@ class SchedulerJob(DagRunJob):
                                                    holder=self.job_id)
             work = self._queue(session, list(found.ready.values()), now, report, known=found.signals) \
                 if found.ready else []
+        self.metrics.signals.inc(found.actions)
         for run in found.created:
+            self.metrics.runs_created.labels(run.run_type).inc()
+            by = (run.conf or {}).get("signal", {})
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type}, "
-                     f"by signal {run.conf['signal']['key']} v{run.conf['signal']['version']})")
+                     f"by signal {by.get('key')} v{by.get('version')})")
         if found.created:
             self._claim_now = True
         if found.actions:

@@ -30,6 +30,10 @@ class SchedulerSettings:
     # a transient database error (locked SQLite file, PostgreSQL restart, deadlock...) is retried with
     # backoff; a job whose database stays unusable this many seconds exits with the error
     db_max_outage: float = 600.0
+    callback_timeout: float = 60.0  # a callback (or notifier) call still running after this long is killed
+    callback_parallelism: int = 4  # callback calls one job makes at once, each in a process of its own
+    metrics_port: int = 0  # serve Prometheus metrics on this port (0: not served)
+    metrics_host: str = "127.0.0.1"  # the address the metrics are served on
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:
@@ -56,10 +60,12 @@ class SchedulerSettings:
     def check(self) -> None:
         if self.executor not in ("local", "sequential"):
             raise ConfigError(f"unknown executor {self.executor!r}; use local or sequential")
-        for name in ("parallelism", "max_held_runs", "parsing_processes"):
+        for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metrics port must be between 1 and 65535 (0: off), not {self.metrics_port}")
         for name in ("poll_interval", "heartbeat_interval", "lock_timeout", "dag_file_processor_timeout",
-                     "db_max_outage"):
+                     "db_max_outage", "callback_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")

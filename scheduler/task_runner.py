@@ -25,6 +25,7 @@ A forked child that finds it was given a Spark try hands it back (`RunningTry.ha
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import inspect
 import io
@@ -40,15 +41,20 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from types import FrameType
 from typing import Any, Literal, NoReturn
 
-from ledger import dagbag
+from ledger import dagbag, secrets
 from ledger.context import TaskContext
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.dagbag import FileResult, load_file
 from ledger.errors import SkipTask
+from ledger.params import resolve as resolve_params
 from ledger.spark import SparkTask
+from ledger.templates import TemplateError, has_template, render, template_names
+from ledger.xcom import RETURN_KEY, MissingValue, XComError
+from ledger.xcom import resolve as resolve_xcom
 from scheduler.executors.base import WorkItem
 
 State = Literal["success", "failed", "skipped"]
@@ -231,7 +237,7 @@ def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: b
     if plan.task is None:
         plan.error = one_line(f"task {item.task_id} is not in the code of {where}")
         return plan
-    plan.context = make_context(item)
+    plan.context = make_context(item, resolve_params(dag.params, item.conf))
     if isinstance(plan.task, PythonTask) and "context" not in plan.task.op_kwargs:
         fn = plan.task.python_callable
         try:
@@ -316,7 +322,7 @@ def _redirect_output(log_path: str) -> None:
     sys.stdout, sys.stderr = _output_streams()
 
 
-def make_context(item: WorkItem) -> TaskContext:
+def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskContext:
     return TaskContext(
         dag_id=item.dag_id,
         task_id=item.task_id,
@@ -331,6 +337,9 @@ def make_context(item: WorkItem) -> TaskContext:
         log_path=item.log_path,
         signal=item.signal,
         code_dir=item.code_root,
+        params=dict(params or {}),
+        xcom_values={task: dict(values) for task, values in item.xcom.items()},
+        prev_interval=item.prev_interval,
     )
 
 
@@ -349,8 +358,10 @@ def wants_context(fn: Callable[..., Any]) -> bool:
     return False
 
 
-def _call(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any]) -> tuple[State, str | None]:
-    """Call task code: SkipTask -> skipped, SystemExit(0) -> success, any other exception -> failed."""
+def _call(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any],
+          keep: Callable[[Any], None] | None = None) -> tuple[State, str | None]:
+    """Call task code: SkipTask -> skipped, SystemExit(0) -> success, any other exception -> failed. `keep`
+    receives a value it returned (and may refuse it with XComError: the try fails)."""
     try:
         value = fn(*args, **kwargs)
     except SkipTask as exc:
@@ -367,12 +378,79 @@ def _call(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any]) -
         return "failed", describe_exception(exc)
     if value is not None:
         _say(f"returned {one_line(repr(value), 1000)}")
+        if keep is not None:
+            try:
+                keep(value)
+            except XComError as exc:
+                _say(f"cannot pass the return value on: {exc}")
+                return "failed", one_line(f"return value: {exc}")
     return "success", None
 
 
 def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
-    kwargs = {**task.op_kwargs, "context": context} if pass_context else task.op_kwargs
-    return _call(task.python_callable, task.op_args, kwargs)
+    try:
+        args = resolve_xcom(task.op_args, context.xcom_values)
+        op_kwargs = resolve_xcom(task.op_kwargs, context.xcom_values)
+    except MissingValue as exc:
+        _say(str(exc))
+        return "failed", one_line(str(exc))
+    kwargs = {**op_kwargs, "context": context} if pass_context else op_kwargs
+    kwargs = {**_airflow_kwargs(task, context, kwargs), **kwargs}
+    return _call(task.python_callable, args, kwargs, keep=lambda value: context.xcom_push(RETURN_KEY, value))
+
+
+def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
+    """Airflow's context for a callable that asks for it: every name when it takes **kwargs, else the names it
+    has parameters for (`ti`, `ds`, `params`, `templates_dict`, ...), as Airflow's PythonOperator does."""
+    try:
+        params = inspect.signature(task.python_callable).parameters
+    except (TypeError, ValueError):
+        return {}
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    wanted = [n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                          inspect.Parameter.KEYWORD_ONLY) and n not in given]
+    if not takes_all and not any(n in AIRFLOW_NAMES for n in wanted):
+        return {}
+    names = {**_template_names(task, context), "templates_dict": context.templates_dict or None}
+    if takes_all:
+        return {k: v for k, v in names.items() if k not in given and k != "context"}
+    return {n: names[n] for n in wanted if n in AIRFLOW_NAMES}
+
+
+AIRFLOW_NAMES = ("ds", "ds_nodash", "ts", "ts_nodash", "logical_date", "data_interval_start", "data_interval_end",
+                 "prev_data_interval_start", "prev_data_interval_end", "run_id", "dag", "task", "ti",
+                 "task_instance", "params", "conf", "dag_run", "templates_dict", "var", "conn", "macros")
+
+
+def _template_names(task: Task, context: TaskContext) -> dict[str, Any]:
+    return template_names(
+        logical_date=context.logical_date, data_interval_start=context.data_interval_start,
+        data_interval_end=context.data_interval_end, prev_interval=context.prev_interval, run_id=context.run_id,
+        run_type=context.run_type, try_number=context.try_number, dag_version=context.dag_version, dag=task.dag,
+        task=task, params=context.params, conf=context.conf, ti=context)
+
+
+def _render(plan: Plan) -> Task:
+    """The task with its template fields rendered (a copy: the planned task is shared by tries); what was
+    rendered is written beside the log for the scheduler to store with the try. TemplateError when a
+    template fails."""
+    task, context, item = plan.task, plan.context, plan.item
+    assert task is not None and context is not None
+    if not any(has_template(getattr(task, name, None)) for name in task.template_fields):
+        return task  # nothing to render: the version's definition is what ran (no file, no cost)
+    names = _template_names(task, context)
+    rendered = copy.copy(task)
+    shown: dict[str, Any] = {}
+    for name in task.template_fields:
+        value = render(getattr(task, name, None), names, field=name)
+        setattr(rendered, name, value)
+        shown[name] = value
+    if isinstance(rendered, PythonTask) and rendered.templates_dict:
+        object.__setattr__(context, "templates_dict", dict(rendered.templates_dict))
+    if item.log_path:
+        with contextlib.suppress(OSError), open(item.log_path + ".rendered.json", "w", encoding="utf-8") as f:
+            json.dump(shown, f, default=repr)
+    return rendered
 
 
 def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
@@ -404,7 +482,12 @@ def _execute(plan: Plan) -> tuple[State, str | None]:
         reason = plan.error or "nothing to run"
         _say(reason)
         return "failed", reason
-    task, context = plan.task, plan.context
+    context = plan.context
+    try:
+        task = _render(plan)
+    except TemplateError as exc:
+        _say(str(exc))
+        return "failed", one_line(str(exc))
     if isinstance(task, PythonTask):
         return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):
@@ -439,7 +522,24 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
         sys.stderr.flush()
     took = time.monotonic() - began
     _say(f"{_now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
+    _mask_secrets(item)
     return state, reason
+
+
+def _mask_secrets(item: WorkItem) -> None:
+    """Secrets the try read (variables, connection passwords: ledger/secrets.py) become *** in its log and its
+    rendered templates, once it has ended (its subprocesses wrote to the same file)."""
+    if not secrets.secrets_seen():
+        return
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    for path in (item.log_path, item.log_path + ".rendered.json"):
+        with contextlib.suppress(OSError):
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+            masked = secrets.mask(text)
+            if masked != text:
+                Path(path).write_text(masked, encoding="utf-8")
 
 
 # -- in the calling process: Spark tries ---------------------------------------------------------------
@@ -561,6 +661,7 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
             sys.stderr.flush()
         took = time.monotonic() - began
         _say(f"{_now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
+        _mask_secrets(item)
     finally:
         _restore_output(saved)
     return InProcessResult(Outcome(state, reason, time.time()), retire)
@@ -747,6 +848,8 @@ class RunningTry:
         reason: str | None
         if timed_out:
             state, reason = "failed", f"timed out after {float(self.item.execution_timeout or 0)} s"
+            self._log_line(f"{_now_iso()} outcome: failed ({reason}: execution_timeout; its processes were "
+                           f"killed) after {time.monotonic() - self._begun:.3f} s")
         else:
             message = self._decode()
             if message is not None:
@@ -762,6 +865,11 @@ class RunningTry:
         self._status = status
         self.outcome = Outcome(state, reason, at)
         return self.outcome
+
+    def _log_line(self, text: str) -> None:
+        """A line the try could not write itself (it was killed), appended to its log."""
+        with contextlib.suppress(OSError), open(self.item.log_path, "a", encoding="utf-8") as log:
+            log.write(f"[ledger] {text}\n")
 
     def _decode(self) -> tuple[State, str | None] | None:
         if not self._buffer:

@@ -70,7 +70,8 @@ class Cli:
     def dags(self) -> Path:
         return self.home / "dags"
 
-    def run(self, *args: str, input: str | None = None, timeout: float = 120, **env: str) -> Result:
+    def run(self, *args: str, input: str | None = None, timeout: float = 300, **env: str) -> Result:
+        """`timeout`: generous, for loaded CI machines; a command normally takes well under a second."""
         proc = subprocess.run([LEDGER, *args], capture_output=True, text=True, env={**self.env, **env},
                               input=input, timeout=timeout, cwd=self.home)
         return Result(proc.returncode, proc.stdout, proc.stderr)

@@ -2,6 +2,7 @@
 
 from ledger.models.backfill import Backfill
 from ledger.models.base import Base, UtcDateTime
+from ledger.models.callback import Callback
 from ledger.models.code import CodeBlob, CodeBundle
 from ledger.models.dag import Dag
 from ledger.models.dag_file import DagFile
@@ -12,12 +13,14 @@ from ledger.models.import_error import ImportError_
 from ledger.models.job import Job
 from ledger.models.lineage import LineageWrite
 from ledger.models.pool import Pool
+from ledger.models.secret import Connection, Variable
 from ledger.models.signal import SignalCursor, SignalKey, SignalRecord
 from ledger.models.task_instance import TaskInstance, TaskTry
+from ledger.models.xcom import XCom
 
 __all__ = [
-    "Backfill", "Base", "CodeBlob", "CodeBundle",
+    "Backfill", "Base", "Callback", "CodeBlob", "CodeBundle", "Connection",
     "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "LineageWrite",
     "Pool", "SignalCursor", "SignalKey", "SignalRecord",
-    "TaskInstance", "TaskTry", "UtcDateTime",
+    "TaskInstance", "TaskTry", "UtcDateTime", "Variable", "XCom",
 ]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, String, Text
+from sqlalchemy import Boolean, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ledger.models.base import Base, UtcDateTime
@@ -19,5 +19,7 @@ class Dag(Base):
     schedule: Mapped[str] = mapped_column(String(250), default="None")
     timezone: Mapped[str] = mapped_column(String(64), default="UTC")
     is_paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    # paused with --stop-queued: its queued runs do not start either (until unpaused)
+    hold_queued: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     is_active: Mapped[bool] = mapped_column(Boolean, default=True)
     last_parsed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -38,6 +38,7 @@ class DagRun(Base):
     backfill_id: Mapped[int | None] = mapped_column(ForeignKey("backfill.id"))
     lock_holder: Mapped[int | None] = mapped_column(Integer)
     conf: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    deadline_missed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # when its DAG's deadline passed
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, UniqueConstraint, false
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ledger.models.base import Base, UtcDateTime
@@ -58,3 +59,5 @@ class TaskTry(Base):
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # the DAG version whose code this try ran (its run's version when it was queued)
     dag_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # the try's templated fields as rendered (Jinja), by field name
+    rendered: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)

@@ -8,9 +8,11 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ledger.models import Backfill, DagRun, Job, TaskInstance
+from ledger.errors import NotFound
+from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
 from ledger.states import BackfillState, RunState, TaskState
 from ledger.store import events
+from ledger.store.tasks import ACTIVE
 
 UNFINISHED_RUNS = [RunState.QUEUED.value, RunState.RUNNING.value]
 
@@ -84,8 +86,9 @@ def history_of(session: Session, backfill_id: int) -> History:
 
 def waiting_reasons(session: Session, backfill_id: int, job_id: int) -> list[tuple[int, str, bool]]:
     """(run id, why it waits, blocked) for the backfill's unfinished runs that this job cannot run now: held
-    by another job, queued while max_active_runs runs of the DAG are running, or held back by
-    depends_on_past. `blocked`: only a person can unblock it (its previous run failed)."""
+    by another job, queued while max_active_runs runs of the DAG are running, held back by depends_on_past, or
+    running with a task that needs a pool whose slots are all taken. `blocked`: only a person can unblock it
+    (its previous run failed)."""
     from ledger.store import dags as dag_store
 
     out: list[tuple[int, str, bool]] = []
@@ -93,11 +96,16 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int) -> list[tup
                                                      DagRun.state.in_(UNFINISHED_RUNS))
                                 .order_by(DagRun.logical_date)))
     for run in runs:
+        said = len(out)
         spec = dag_store.spec(session, run.dag_id, run.version_hash)
         if run.lock_holder is not None and run.lock_holder != job_id:
             holder = session.get(Job, run.lock_holder)
             what = f"{holder.job_type} {holder.id}" if holder is not None else f"job {run.lock_holder}"
             out.append((run.id, f"held by {what}", False))
+        elif run.state == RunState.QUEUED.value and session.scalar(select(Dag.hold_queued).where(
+                Dag.dag_id == run.dag_id)):
+            out.append((run.id, f"DAG {run.dag_id} is paused with --stop-queued (ledger dags unpause "
+                                f"{run.dag_id})", False))
         elif run.state == RunState.QUEUED.value:
             running = list(session.execute(select(DagRun.id, DagRun.backfill_id).where(
                 DagRun.dag_id == run.dag_id, DagRun.state == RunState.RUNNING.value).limit(spec.max_active_runs)))
@@ -117,7 +125,35 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int) -> list[tup
                 elif previous.state in UNFINISHED_RUNS:
                     out.append((run.id, f"depends_on_past: waits for run {previous.id} ({previous.run_type})",
                                 False))
+        if run.state == RunState.RUNNING.value and len(out) == said:  # no other reason given for it
+            full = full_pool(session, run.id)
+            if full is not None:
+                out.append((run.id, full, False))
     return out
+
+
+def full_pool(session: Session, run_id: int) -> str | None:
+    """Why a running run with nothing queued or running waits on a pool: a task instance of it that is
+    scheduled needs a pool whose slots are all taken (by whom, first). None when it is not so: the run is
+    moving, or what holds it is not a pool (upstream tasks, a retry delay, a signal)."""
+    active = session.scalar(select(func.count()).select_from(TaskInstance).where(
+        TaskInstance.run_id == run_id, TaskInstance.state.in_(ACTIVE))) or 0
+    if active:
+        return None
+    wanted = session.scalars(select(TaskInstance.pool).where(
+        TaskInstance.run_id == run_id, TaskInstance.state == TaskState.SCHEDULED.value).distinct()).all()
+    for name in sorted(wanted):
+        pool = session.get(Pool, name)
+        if pool is None:
+            continue  # a pool that is not defined does not limit (as the scheduler reads pools)
+        if pool.slots == 0:
+            return f"pool {name} has 0 slots (ledger pools set {name} N)"
+        holders = session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
+            TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE)).order_by(TaskInstance.id)
+            .limit(pool.slots)).all()
+        if len(holders) >= pool.slots:
+            return f"pool {name}: all {pool.slots} slot(s) in use (first by run {holders[0][0]}, task {holders[0][1]})"
+    return None
 
 
 def planned_of(session: Session, backfill_id: int) -> int:
@@ -132,3 +168,21 @@ def planned_of(session: Session, backfill_id: int) -> int:
         if details.get("backfill_id") == backfill_id:
             return int(details.get("new", 0)) + int(details.get("override", 0))
     return 0
+
+
+def listing(session: Session) -> list[Backfill]:
+    """Every backfill, newest first."""
+    return list(session.scalars(select(Backfill).order_by(Backfill.id.desc())))
+
+
+def get(session: Session, backfill_id: int) -> Backfill:
+    row = session.get(Backfill, backfill_id)
+    if row is None:
+        raise NotFound(f"no backfill {backfill_id}; see `ledger backfill list`")
+    return row
+
+
+def runs_of(session: Session, backfill_id: int) -> list[DagRun]:
+    """Every run a backfill created, overridden ones included, by logical date."""
+    return list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id)
+                                .order_by(DagRun.logical_date, DagRun.id)))

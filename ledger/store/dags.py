@@ -8,7 +8,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from ledger.code import CodeManifest
-from ledger.errors import DagNotFound, InvalidInput
+from ledger.errors import DagNotFound, InvalidInput, NotFound
 from ledger.models import Dag, DagRun, DagVersion, ImportError_, TaskInstance, TaskTry
 from ledger.store import code as code_store
 from ledger.store import events
@@ -76,6 +76,11 @@ def clear_import_errors(session: Session, filelocs: list[str]) -> None:
         session.execute(delete(ImportError_).where(ImportError_.fileloc.in_(filelocs)))
 
 
+def import_error_of(session: Session, fileloc: str) -> str | None:
+    """The stored import error of one DAG file (None: it imported)."""
+    return session.scalar(select(ImportError_.error).where(ImportError_.fileloc == fileloc))
+
+
 def import_errors(session: Session) -> list[ImportError_]:
     return list(session.scalars(select(ImportError_).order_by(ImportError_.fileloc)))
 
@@ -104,9 +109,10 @@ def version(session: Session, dag_id: str, version_hash: str) -> DagVersion:
     rows = list(session.scalars(select(DagVersion).where(DagVersion.dag_id == dag_id,
                                                          DagVersion.version_hash.startswith(version_hash))))
     if len(rows) != 1:
+        error = NotFound if not rows else InvalidInput
         what = "no" if not rows else "more than one"
-        raise InvalidInput(f"{what} version of DAG {dag_id!r} matches {version_hash!r}; "
-                           f"see `ledger dags versions {dag_id}`")
+        raise error(f"{what} version of DAG {dag_id!r} matches {version_hash!r}; "
+                    f"see `ledger dags versions {dag_id}`")
     return rows[0]
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, select
+from sqlalchemy import String, Table, select
+from sqlalchemy import cast as cast_sql
 from sqlalchemy.orm import Session
 
 from ledger.models import Event, SignalRecord
@@ -32,7 +34,10 @@ def record_many(session: Session, rows: list[dict[str, Any]]) -> None:
 
 
 def listing(session: Session, *, dag_id: str | None = None, run_id: int | None = None,
-            kinds: list[str] | None = None, limit: int | None = None) -> list[Event]:
+            kinds: list[str] | None = None, limit: int | None = None, task_id: str | None = None) -> list[Event]:
+    """Events, oldest first; `task_id` keeps those about one task: its id is their details' `task_id` or one of
+    their `tasks` (a clear or a mark of several). The JSON text is searched for the quoted id, portably on
+    SQLite and PostgreSQL, and each match is checked exactly."""
     stmt = select(Event).order_by(Event.id)
     if dag_id is not None:
         stmt = stmt.where(Event.dag_id == dag_id)
@@ -40,10 +45,20 @@ def listing(session: Session, *, dag_id: str | None = None, run_id: int | None =
         stmt = stmt.where(Event.run_id == run_id)
     if kinds:
         stmt = stmt.where(Event.kind.in_(kinds))
+    if task_id is not None:
+        stmt = stmt.where(cast_sql(Event.details, String).contains(json.dumps(task_id), autoescape=True))
+        about = [e for e in session.scalars(stmt) if _about_task(e.details, task_id)]
+        return about[-limit:] if limit is not None else about
     if limit is not None:
         stmt = select(Event).where(Event.id.in_(
             stmt.with_only_columns(Event.id).order_by(Event.id.desc()).limit(limit))).order_by(Event.id)
     return list(session.scalars(stmt))
+
+
+def _about_task(details: dict[str, Any] | None, task_id: str) -> bool:
+    details = details or {}
+    tasks = details.get("tasks")
+    return details.get("task_id") == task_id or (isinstance(tasks, list) and task_id in tasks)
 
 
 def as_json(event: Event) -> dict[str, Any]:
@@ -60,7 +75,7 @@ TASK_STATE_PREFIX = "ledger.task."  # the keys of task state signals: ledger.tas
 
 def listing_json(session: Session, *, dag_id: str | None = None, run_id: int | None = None,
                  kinds: list[str] | None = None, limit: int | None = None,
-                 task_signals: bool = True) -> list[dict[str, Any]]:
+                 task_signals: bool = True, task_id: str | None = None) -> list[dict[str, Any]]:
     """The events as JSON rows (as_json), oldest first, with the task state signals among them.
 
     Task state signals are stored once, in the signal table, and not written as events too (each is a
@@ -68,21 +83,23 @@ def listing_json(session: Session, *, dag_id: str | None = None, run_id: int | N
     there and merged in by time as rows of kind `task_state_signal` with no event id (the signal id is
     in the details). `limit` is the newest N rows of the merged list."""
     found = [(e.at, 0, e.id, as_json(e)) for e in listing(session, dag_id=dag_id, run_id=run_id, kinds=kinds,
-                                                           limit=limit)]
+                                                           limit=limit, task_id=task_id)]
     if task_signals and (not kinds or TASK_STATE_KIND in kinds):
         found += [(s.sent_at, 1, s.id, task_state_as_json(s, dag_id))
-                  for s in task_state_signals(session, dag_id=dag_id, run_id=run_id, limit=limit)]
+                  for s in task_state_signals(session, dag_id=dag_id, run_id=run_id, limit=limit, task_id=task_id)]
         found.sort(key=lambda row: row[:3])
     rows = [row[3] for row in found]
     return rows[-limit:] if limit is not None else rows
 
 
 def task_state_signals(session: Session, *, dag_id: str | None = None, run_id: int | None = None,
-                       limit: int | None = None) -> list[SignalRecord]:
+                       limit: int | None = None, task_id: str | None = None) -> list[SignalRecord]:
     prefix = TASK_STATE_PREFIX + (f"{dag_id}." if dag_id is not None else "")
     stmt = select(SignalRecord).where(SignalRecord.key.startswith(prefix, autoescape=True))
     if run_id is not None:
         stmt = stmt.where(SignalRecord.meta["run_id"].as_integer() == run_id)
+    if task_id is not None:
+        stmt = stmt.where(SignalRecord.meta["task_id"].as_string() == task_id)
     if limit is not None:
         return list(reversed(session.scalars(stmt.order_by(SignalRecord.id.desc()).limit(limit)).all()))
     return list(session.scalars(stmt.order_by(SignalRecord.id)))

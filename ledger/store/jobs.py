@@ -35,7 +35,7 @@ def end_job(session: Session, job_id: int, *, now: datetime, state: JobState = J
 
 
 def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: float, limit: int, actor: str,
-               backfill_id: int | list[int] | None = None,
+               backfill_id: int | list[int] | None = None, run_ids: list[int] | None = None,
                newest_first: bool = False) -> list[tuple[int, int | None]]:
     """Lock up to `limit` unfinished live runs that nobody holds or whose holder stopped heart-beating.
 
@@ -60,6 +60,8 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
         .limit(limit)
         .with_for_update(of=DagRun, skip_locked=True)
     )
+    if run_ids is not None:
+        stmt = stmt.where(DagRun.id.in_(run_ids))
     if isinstance(backfill_id, list):
         stmt = stmt.where(DagRun.backfill_id.in_(backfill_id))
     elif backfill_id is not None:
@@ -96,6 +98,13 @@ def dead_local_holders(session: Session, job_id: int) -> list[int]:
         except PermissionError:
             pass  # alive, owned by someone else
     return dead
+
+
+def held_runs(session: Session, job_id: int) -> list[tuple[int, str]]:
+    """(run id, dag id) of every unfinished run `job_id` holds, oldest first."""
+    return [(r.id, r.dag_id) for r in session.execute(
+        select(DagRun.id, DagRun.dag_id).where(DagRun.lock_holder == job_id, DagRun.state.in_(UNFINISHED))
+        .order_by(DagRun.id))]
 
 
 def held_count(session: Session, job_id: int) -> int:

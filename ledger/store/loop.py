@@ -52,6 +52,23 @@ def running_runs_by_dag(session: Session, dag_ids: set[str]) -> dict[str, int]:
     return dict(session.execute(_RUNNING_BY_DAG, {"dag_ids": list(dag_ids)}).tuples().all())
 
 
+def dags_holding_queued(session: Session, dag_ids: set[str] | None) -> set[str]:
+    """The DAGs paused with --stop-queued (of `dag_ids`, or all): their queued runs do not start."""
+    if dag_ids is not None and not dag_ids:
+        return set()
+    stmt = select(Dag.dag_id).where(Dag.hold_queued.is_(True))
+    return set(session.scalars(stmt if dag_ids is None else stmt.where(Dag.dag_id.in_(dag_ids))))
+
+
+def intervals(session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]:
+    """Each run's data interval (ISO), for templates' prev_data_interval_*."""
+    if not run_ids:
+        return {}
+    rows = session.execute(select(DagRun.id, DagRun.data_interval_start, DagRun.data_interval_end)
+                           .where(DagRun.id.in_(run_ids)))
+    return {i: (start.isoformat(), end.isoformat()) for i, start, end in rows}
+
+
 def newest_event_id(session: Session) -> int:
     return int(session.connection().execute(_NEWEST_EVENT).scalar() or 0)
 

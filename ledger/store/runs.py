@@ -187,21 +187,34 @@ def create_task_instances(session: Session, run: DagRun, spec: DagSpec) -> None:
 def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: datetime, actor: str,
                     reason: str) -> tuple[list[str], list[str]]:
     """Move a run to another version of its DAG (its next tries run that version's code), recorded as a
-    `run_version_changed` event. Tasks new in `spec` get task instances; task instances of tasks it lacks
-    become `removed` (kept, with their tries). Returns (tasks added, tasks removed)."""
+    `run_version_changed` event. Tasks new in `spec` get task instances, and a `removed` task instance whose
+    task is in `spec` again is scheduled again (as Airflow's verify_integrity restores it); task instances of
+    tasks it lacks become `removed` (kept, with their tries). Kept task instances take `spec`'s pool and
+    priority weight, and its retries when they have not run yet. Returns (tasks added, tasks removed)."""
     before = run.version_hash
     tis = task_instances(session, run.id)
     have = {ti.task_id for ti in tis}
-    added = sorted(set(spec.tasks) - have)
+    returning = sorted(ti.task_id for ti in tis if ti.task_id in spec.tasks and ti.state == TaskState.REMOVED)
+    added = sorted([*(set(spec.tasks) - have), *returning])
     removed = sorted(ti.task_id for ti in tis if ti.task_id not in spec.tasks and ti.state != TaskState.REMOVED)
     for ti in tis:
         if ti.task_id in removed:
             ti.state, ti.next_try_at = TaskState.REMOVED.value, None
-    if added:
+            continue
+        task = spec.tasks.get(ti.task_id)
+        if task is None:
+            continue
+        ti.pool, ti.priority_weight = task.pool, task.priority_weight
+        if ti.task_id in returning:
+            ti.state, ti.next_try_at, ti.ended_at = TaskState.SCHEDULED.value, None, None
+            ti.max_tries = ti.try_number + task.retries + 1
+        elif ti.try_number == 0:
+            ti.max_tries = task.retries + 1
+    if set(added) - have:
         session.execute(insert(TaskInstance), [
             {"run_id": run.id, "dag_id": run.dag_id, "task_id": t.task_id, "state": TaskState.SCHEDULED.value,
              "try_number": 0, "max_tries": t.retries + 1, "priority_weight": t.priority_weight, "pool": t.pool}
-            for t in (spec.tasks[tid] for tid in added)])
+            for t in (spec.tasks[tid] for tid in added if tid not in have)])
     run.version_hash = spec.version_hash
     run.schedule = spec.schedule.summary()
     events.record(session, "run_version_changed", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
@@ -237,6 +250,17 @@ def live_at(session: Session, dag_id: str, at: datetime) -> DagRun | None:
     return session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, LIVE, DagRun.logical_date == at))
 
 
+def live_before(session: Session, dag_id: str, at: datetime) -> tuple[DagRun, dict[str, str]] | None:
+    """The live run with the greatest logical date before `at`, with its task instances' states."""
+    run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, LIVE, DagRun.logical_date < at)
+                         .order_by(DagRun.logical_date.desc()).limit(1))
+    if run is None:
+        return None
+    states = dict(session.execute(select(TaskInstance.task_id, TaskInstance.state)
+                                  .where(TaskInstance.run_id == run.id)).tuples().all())
+    return run, {task_id: str(state) for task_id, state in states.items()}
+
+
 def get(session: Session, run_id: int | str) -> DagRun:
     try:
         key = int(run_id)
@@ -267,7 +291,7 @@ def _raw(column: Any) -> Any:
 
 
 def timeline_rows(session: Session, dag_id: str, *, start: datetime | None = None,
-                  end: datetime | None = None) -> list[Any]:
+                  end: datetime | None = None, limit: int | None = None) -> list[Any]:
     """Every run of a DAG, live and overridden, by logical date then creation (as plain rows).
 
     Timestamps come back raw (SQLite text or PostgreSQL datetimes): format them with dates.iso_raw.
@@ -278,5 +302,8 @@ def timeline_rows(session: Session, dag_id: str, *, start: datetime | None = Non
         stmt = stmt.where(DagRun.logical_date >= start)
     if end is not None:
         stmt = stmt.where(DagRun.logical_date <= end)
+    stmt = stmt.order_by(DagRun.logical_date, DagRun.created_at, DagRun.id)
+    if limit is not None:  # a page: from `start` on (the web view pages by logical date)
+        stmt = stmt.limit(limit)
     # Core execution on the session's connection: no ORM row loading for plain columns
-    return list(session.connection().execute(stmt.order_by(DagRun.logical_date, DagRun.created_at, DagRun.id)))
+    return list(session.connection().execute(stmt))

@@ -34,6 +34,8 @@ class WorkItem:
     signal: dict[str, Any] | None = None  # the signal that started this try (signal-driven tasks): Signal.as_json()
     code_root: str | None = None  # the version's snapshot folder (scheduler/code_cache.py): first on sys.path
     code_captured: bool = True  # False: a version from before helper modules were captured
+    xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # values the run's tasks passed on so far
+    prev_interval: tuple[str, str] | None = None  # the data interval of the run's previous run (templates)
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,9 @@ def task_states(cli: Cli, run_id: str) -> dict[str, tuple[str, int]]:
         return {task_id: (state, tries) for task_id, state, tries in rows}
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+def wait_until(condition: Callable[[], bool], timeout: float = 180.0, what: str = "condition") -> None:
+    """Poll until `condition` holds; the limit is generous because a loaded CI machine starts processes slowly
+    (a pass returns as soon as the condition holds)."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"

@@ -5,6 +5,7 @@ its history. After each scenario the timeline invariant holds and no task instan
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.backfill.test_backfill_cli import FAST, dag_source, db, timeline, wait_until
+from tests.backfill.test_backfill_cli import FAST, dag_source, db, fails_on, live_by_date, timeline, wait_until
 from tests.conftest import LEDGER, Cli
 
 
@@ -24,10 +25,20 @@ def assert_each_task_instance_ran_once(cli: Cli) -> None:
 
 
 def start_backfill(cli: Cli, start: int, end: int, *args: str, log: str = "bf.log") -> subprocess.Popen[str]:
-    with open(cli.home / log, "w") as out:
+    with open(cli.home / log, "w") as out:  # unbuffered: a test reads the progress lines while it runs
         return subprocess.Popen([LEDGER, "backfill", "d", "--start", f"2024-03-0{start}", "--end",
-                                 f"2024-03-0{end}", "--yes", *args], env={**cli.env, **FAST}, cwd=cli.home,
-                                text=True, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                 f"2024-03-0{end}", "--yes", *args], env={**cli.env, **FAST, "PYTHONUNBUFFERED": "1"},
+                                cwd=cli.home, text=True, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def held_until_released(cli: Cli) -> str:
+    """A task command that runs until the test creates the file `release` in LEDGER_HOME: what a scenario
+    must see while tries run does not depend on how fast the machine starts processes."""
+    return f'while [ ! -f "{cli.home / "release"}" ]; do sleep 0.2; done'
+
+
+def printed(cli: Cli, log: str) -> str:
+    return (cli.home / log).read_text()
 
 
 def running_tries(cli: Cli) -> int:
@@ -37,17 +48,47 @@ def running_tries(cli: Cli) -> int:
 
 def test_a_backfill_waits_for_max_active_runs_says_why_and_finishes(ready_cli: Cli) -> None:
     cli = ready_cli
-    cli.write_dag("d.py", dag_source(command="sleep 3", max_active_runs=1))
+    cli.write_dag("d.py", dag_source(command=held_until_released(cli), max_active_runs=1))
     cli.ok("dags", "pause", "d")
     first = start_backfill(cli, 4, 4)
     wait_until(lambda: running_tries(cli) > 0, what="the first backfill's try")
-    second = cli.run("backfill", "d", "--start", "2024-03-05", "--end", "2024-03-05", "--yes", timeout=120, **FAST)
-    assert first.wait(timeout=120) == 0, (cli.home / "bf.log").read_text()
-    assert second.exit_code == 0, second.output
-    assert "waiting: max_active_runs 1 reached by run 1 of backfill 1" in second.stdout, second.stdout
-    assert "backfill 2 success" in second.stdout
+    second = start_backfill(cli, 5, 5, log="bf2.log")
+    wait_until(lambda: "waiting: max_active_runs 1 reached by run 1 of backfill 1" in printed(cli, "bf2.log"),
+               what="the second backfill saying why it waits")
+    (cli.home / "release").touch()
+    assert first.wait(timeout=300) == 0, printed(cli, "bf.log")
+    assert second.wait(timeout=300) == 0, printed(cli, "bf2.log")
+    assert "backfill 2 success" in printed(cli, "bf2.log")
     runs = timeline(cli)
     assert [r["state"] for r in runs] == ["success", "success"]
+    assert_each_task_instance_ran_once(cli)
+
+
+def test_two_overlapping_backfills_at_once_leave_each_date_to_one_of_them_say_so_and_both_finish(
+        ready_cli: Cli) -> None:
+    """Backfill 1 covers 03-01..03-05 and is running when backfill 2 asks for 03-04..03-07: the second
+    leaves 03-04 and 03-05 to the first (in flight), says so per date and in its summary, creates the other
+    two and waits for them; both finish, each date has one live run, no task instance ran twice."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(command=held_until_released(cli), max_active_runs=2))
+    cli.ok("dags", "pause", "d")
+    first = start_backfill(cli, 1, 5)
+    wait_until(lambda: running_tries(cli) > 0, what="the first backfill's try")
+    second = start_backfill(cli, 4, 7, log="bf2.log")
+    wait_until(lambda: "waiting: max_active_runs 2 reached" in printed(cli, "bf2.log"),
+               what="the second backfill created and waiting")
+    (cli.home / "release").touch()
+    assert first.wait(timeout=300) == 0, printed(cli, "bf.log")
+    assert second.wait(timeout=300) == 0, printed(cli, "bf2.log")
+    shown = printed(cli, "bf2.log")
+    for day in ("2024-03-04", "2024-03-05"):
+        (row,) = [line for line in shown.splitlines() if day in line and "skip" in line]
+        assert "in flight: locked by job" in row, shown
+    assert "backfill 2 created: 2 new, 0 override, 2 skip" in shown, shown
+    assert "backfill 2 success" in shown, shown
+    runs = timeline(cli)
+    assert [(r["logical_date"][:10], r["state"], r["backfill_id"]) for r in runs] == [
+        (f"2024-03-0{day}", "success", "1" if day <= 5 else "2") for day in range(1, 8)]
     assert_each_task_instance_ran_once(cli)
 
 
@@ -115,6 +156,10 @@ def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(rea
     again = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-04", "--yes", timeout=180, **FAST)
     assert again.exit_code == 0, again.output
     assert "adopted: run" in again.stdout and "of backfill 1, whose process is gone" in again.stdout, again.stdout
+    # the summary counts the adopted dates apart from the skipped ones: it finishes them
+    adopted = again.stdout.count("adopted: run")
+    assert adopted and re.search(rf"created: \d+ new, \d+ override, {adopted} adopted, \d+ skip", again.stdout), \
+        again.stdout
     assert [r["state"] for r in timeline(cli)] == ["success"] * 4
     rows = {r["backfill_id"]: r for r in cli.json("backfill", "list")}
     assert rows["1"]["state"] == "success" and rows["1"]["unfinished"] == 0, rows
@@ -194,3 +239,32 @@ def test_on_postgresql_an_interrupted_backfill_is_resumed_and_a_second_one_waits
     assert twice == []
     engine.dispose()
     timeline(cli)
+
+
+def test_overriding_finished_runs_after_a_failed_previous_run_with_depends_on_past_is_refused(
+        ready_cli: Cli) -> None:
+    """Issue 12: `--reprocess completed` after a failed previous date replaced two successful runs with runs
+    that could never start. Now the backfill is refused before it changes anything, with the way out."""
+    cli = ready_cli
+    flag = cli.home / "broken"
+    flag.touch()
+    command = f'{fails_on(1)} || [ ! -e "{flag}" ]'
+    cli.write_dag("d.py", dag_source(end=3, command=command))
+    cli.ok("dags", "pause", "d")
+    assert cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes",
+                   **FAST).exit_code == 1  # 03-01 failed, 03-02 and 03-03 succeeded
+    cli.write_dag("d.py", dag_source(end=3, command=command, depends_on_past=True))
+    before = timeline(cli)
+    refused = cli.run("backfill", "d", "--start", "2024-03-02", "--end", "2024-03-03", "--reprocess", "completed",
+                      "--yes", **FAST)
+    assert refused.exit_code == 1 and "Traceback" not in refused.output, refused.output
+    assert refused.stderr.startswith("Error: the backfill would replace 2 finished run(s) with runs that could "
+                                     "never start: task(s) a depend on the past"), refused.stderr
+    assert "start the range at 2024-03-01T00:00:00+00:00 with --reprocess failed" in refused.stderr
+    assert timeline(cli) == before and len(cli.json("backfill", "list")) == 1  # nothing changed
+    flag.unlink()  # the way out it names: re-run from the failed date
+    fixed = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--reprocess", "completed",
+                    "--yes", timeout=180, **FAST)
+    assert fixed.exit_code == 0, fixed.output
+    assert [r["state"] for r in live_by_date(timeline(cli)).values()] == ["success"] * 3
+    assert_each_task_instance_ran_once(cli)

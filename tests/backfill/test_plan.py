@@ -8,8 +8,18 @@ from typing import Any
 import pendulum
 import pytest
 
-from backfill.plan import Action, LiveRun, Reprocess, backfill_intervals, decide_date, plan_backfill
+from backfill.plan import (
+    Action,
+    LiveRun,
+    PastRun,
+    Reprocess,
+    backfill_intervals,
+    blocking_run,
+    decide_date,
+    plan_backfill,
+)
 from ledger import DAG, BashTask
+from ledger.dates import parse_user_date
 from ledger.errors import InvalidInput
 from ledger.versions import DagSpec, spec_from_json, version_of
 
@@ -128,6 +138,15 @@ def test_a_backwards_range_is_refused() -> None:
         backfill_intervals(a_spec(), T0.add(days=3), T0.add(days=1), now=NOW, backwards=False)
 
 
+def test_a_backwards_range_is_refused_in_the_users_own_dates() -> None:
+    spec = a_spec()
+    end = parse_user_date("2024-03-01", timezone=spec.timezone, what="--end", end_of_day=True)
+    start = parse_user_date("2024-03-02", timezone=spec.timezone, what="--start")
+    with pytest.raises(InvalidInput) as refused:
+        backfill_intervals(spec, start, end, now=NOW, backwards=False)
+    assert str(refused.value) == "the range is backwards: --end 2024-03-01 is before --start 2024-03-02T00:00:00+00:00"
+
+
 def test_a_range_reaching_past_the_last_ended_interval_is_refused_and_names_it() -> None:
     with pytest.raises(InvalidInput, match="past the last interval that has ended") as info:
         backfill_intervals(a_spec(), T0.add(days=7), T0.add(days=9), now=NOW, backwards=False)
@@ -184,3 +203,53 @@ def test_refusing_a_range_that_reaches_far_into_the_future_enumerates_only_up_to
         with pytest.raises(InvalidInput, match="past the last interval"):
             backfill_intervals(spec, T0, T0.add(years=50), now=NOW, backwards=False)
     assert asked == [NOW]
+
+
+# -- blocking_run: overrides that depends_on_past would keep from ever starting ---------------------------
+
+def two_day_plan(*actions: Action) -> list[Any]:
+    from backfill.plan import PlanItem
+
+    spec = a_spec()
+    intervals = backfill_intervals(spec, T0.add(days=1), T0.add(days=len(actions)), now=NOW, backwards=False)
+    return [PlanItem(i, a, "r", 9 if a == Action.OVERRIDE else None) for i, a in zip(intervals, actions, strict=True)]
+
+
+def before(state: str = "failed", **task_states: str) -> PastRun:
+    return PastRun(1, T0, "scheduled", state, task_states or {"a": "success", "b": "failed"})
+
+
+@pytest.mark.parametrize(("plan_actions", "previous", "depends", "blocked"), [
+    pytest.param((Action.OVERRIDE, Action.OVERRIDE), before(), ["b"], True, id="overrides-after-a-failed-run"),
+    pytest.param((Action.NEW, Action.OVERRIDE), before(), ["b"], True, id="a-new-run-first-then-an-override"),
+    pytest.param((Action.NEW, Action.NEW), before(), ["b"], False, id="only-new-runs-wait-and-stop-later"),
+    pytest.param((Action.OVERRIDE, Action.OVERRIDE), before(), [], False, id="no-task-depends-on-the-past"),
+    pytest.param((Action.OVERRIDE, Action.OVERRIDE), before(), ["a"], False, id="that-task-succeeded-there"),
+    pytest.param((Action.OVERRIDE, Action.OVERRIDE), before(a="success"), ["b"], False,
+                 id="that-task-is-not-in-its-version"),
+    pytest.param((Action.OVERRIDE, Action.OVERRIDE), before("success"), ["b"], False, id="previous-succeeded"),
+    pytest.param((Action.SKIP, Action.OVERRIDE), before(), ["b"], False, id="a-kept-run-comes-first"),
+    pytest.param((Action.OVERRIDE, Action.OVERRIDE), None, ["b"], False, id="no-run-before-the-range"),
+])
+def test_overrides_that_a_failed_previous_run_would_block_for_ever_are_found(
+        plan_actions: tuple[Action, ...], previous: PastRun | None, depends: list[str], blocked: bool) -> None:
+    found = blocking_run(two_day_plan(*plan_actions), previous, depends)
+    assert (found is not None) == blocked
+    if found is not None:
+        assert found == (previous, ["b"])
+
+
+# -- reconcile: what was shown, checked again at creation ---------------------------------------------
+
+def test_a_date_whose_action_changed_since_the_plan_was_shown_is_skipped_with_the_reason() -> None:
+    from backfill.plan import PlanItem, reconcile
+
+    shown = two_day_plan(Action.NEW, Action.OVERRIDE)
+    fresh = [PlanItem(shown[0].interval, Action.SKIP, "in flight: locked by job 5"),
+             PlanItem(shown[1].interval, Action.OVERRIDE, "succeeded; reprocess=completed", 9)]
+    done = reconcile(shown, fresh)
+    assert [(i.action, i.reason) for i in done] == [
+        (Action.SKIP, "changed since the plan was shown: in flight: locked by job 5"),
+        (Action.OVERRIDE, "succeeded; reprocess=completed")]
+    moved = [fresh[0], PlanItem(shown[1].interval, Action.OVERRIDE, "r", 10)]  # another run holds the date now
+    assert reconcile(shown, moved)[1].action == Action.SKIP

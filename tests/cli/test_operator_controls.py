@@ -33,14 +33,32 @@ def test_a_failed_run_is_marked_success_by_hand_and_the_event_names_who(ready_cl
     cli.ok("scheduler", "--exit-when-idle", **FAST)
     assert cli.json("runs", "show", "1")["state"] == "failed"
     assert states(cli) == {"a": "failed", "b": "upstream_failed"}
-    out = cli.ok("tasks", "mark", "ops", "1", "a", "--state", "success", "--downstream")
-    assert "run failed → success" in out, out
+    out = cli.ok("tasks", "mark", "ops", "1", "a", "--state", "success", "--downstream",
+                 "--reason", "loaded by hand, ticket OPS-12")
+    assert "run failed → success; reason: loaded by hand, ticket OPS-12" in out, out
     assert states(cli) == {"a": "success", "b": "success"}
     (event,) = cli.json("events", "--dag", "ops", "--kind", "tasks_marked")
     assert event["actor"].startswith("cli:") and event["details"]["tasks"] == ["a", "b"]
+    assert event["details"]["reason"] == "loaded by hand, ticket OPS-12"
     assert "run 1 of ops marked failed: success → failed" in cli.ok("runs", "mark-failed", "1")
     assert cli.json("runs", "show", "1")["state"] == "failed"
-    assert [e["details"]["to"] for e in cli.json("events", "--dag", "ops", "--kind", "run_marked")] == ["failed"]
+    marked = cli.json("events", "--dag", "ops", "--kind", "run_marked")
+    assert [(e["details"]["to"], e["details"]["reason"]) for e in marked] == [("failed", None)]
+
+
+def test_a_cancelled_run_ends_failed_with_who_cancelled_it_and_why(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("ops.py", DAG.format(command="true"))
+    cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
+    before = dump(cli)
+    empty = cli.run("runs", "cancel", "1", "--reason", " ")
+    assert empty.exit_code == 2 and "--reason must not be empty" in empty.stderr and dump(cli) == before
+    out = cli.ok("runs", "cancel", "1", "--reason", "upstream data\nnot delivered")
+    assert out.strip() == ("run 1 of ops cancelled: queued → failed; tasks set: a, b; "
+                           "reason: upstream data not delivered"), out
+    assert cli.json("runs", "show", "1")["state"] == "failed" and states(cli) == {"a": "skipped", "b": "skipped"}
+    (event,) = cli.json("events", "--run", "1", "--kind", "run_cancelled")
+    assert event["actor"].startswith("cli:") and event["details"]["reason"] == "upstream data not delivered"
 
 
 def test_refused_controls_are_one_line_and_change_nothing(ready_cli: Cli) -> None:
@@ -65,12 +83,12 @@ def test_refused_controls_are_one_line_and_change_nothing(ready_cli: Cli) -> Non
 
 def test_cancelling_a_running_run_stops_its_try_and_skips_the_rest(ready_cli: Cli) -> None:
     cli = ready_cli
-    cli.write_dag("ops.py", DAG.format(command="sleep 60"))
+    cli.write_dag("ops.py", DAG.format(command="sleep 600"))  # long enough to outlast a slow `runs cancel`
     cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
     proc = subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, cwd=cli.home,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while states(cli).get("a") != "running":
             assert time.monotonic() < deadline, "the try never started"
             time.sleep(0.2)
@@ -83,7 +101,30 @@ def test_cancelling_a_running_run_stops_its_try_and_skips_the_rest(ready_cli: Cl
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert states(cli) == {"a": "stopped", "b": "skipped"}
+    log = (cli.home / "logs" / "ops" / "run_1" / "a" / "try_1.log").read_text()
+    assert log.rstrip().splitlines()[-1].endswith("outcome: stopped by an operator (ledger runs cancel)"), log
     shown = cli.json("runs", "show", "1")
     assert shown["state"] == "failed"
     (cancelled,) = cli.json("events", "--dag", "ops", "--kind", "run_cancelled")
     assert cancelled["details"]["stopping"] == ["a"] and cancelled["details"]["skipped"] == ["b"]
+
+
+def test_pause_with_stop_queued_keeps_queued_runs_from_starting_until_unpaused(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("held.py", """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("held", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    BashTask("t", "true")
+""")
+    cli.ok("trigger", "held", "--logical-date", "2024-03-01")
+    cli.ok("trigger", "held", "--logical-date", "2024-03-02")
+    assert "its queued runs do not start" in cli.ok("dags", "pause", "held", "--stop-queued")
+    cli.ok("scheduler", "--exit-when-idle")
+    assert [r["state"] for r in cli.json("timeline", "held")] == ["queued", "queued"]
+    paused = [e for e in cli.json("events", "--dag", "held") if e["kind"] == "dag_paused"]
+    assert paused[-1]["details"] == {"stop_queued": True} and paused[-1]["actor"].startswith("cli:")
+    cli.ok("dags", "pause", "held")  # a plain pause: queued runs run again (no new ones are created)
+    cli.ok("scheduler", "--exit-when-idle")
+    assert [r["state"] for r in cli.json("timeline", "held")] == ["success", "success"]

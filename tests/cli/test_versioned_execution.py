@@ -146,6 +146,20 @@ def test_clear_reruns_the_runs_own_version_by_default_and_moves_it_with_on_lates
     assert_tries_ran_their_versions(cli)
 
 
+def test_on_latest_version_is_refused_while_the_dag_file_fails_to_import(pinned: Cli) -> None:
+    """The DAG's current version is then the last one that imported, not what the file holds: moving the run
+    there would run code the user did not ask for."""
+    cli = pinned
+    cli.ok("trigger", "pin", "--logical-date", "2024-03-01")
+    version_a = cli.json("runs", "show", "1")["dag_version"]
+    cli.write_dag("pin.py", PIN_DAG.replace("CODE-A", "CODE-B"))
+    cli.ok("dags", "list")  # registers version B
+    cli.write_dag("pin.py", PIN_DAG.replace("CODE-A", "CODE-C") + "\nraise RuntimeError('half-deployed')\n")
+    refused = cli.fails("tasks", "clear", "pin", "1", "--on-latest-version")
+    assert "fails to import" in refused.stderr and "half-deployed" in refused.stderr
+    assert cli.json("runs", "show", "1")["dag_version"] == version_a  # not moved to B
+
+
 RETRY_DAG = """
 import pathlib
 from datetime import timedelta

@@ -63,7 +63,11 @@ def test_airflow_default_args_load_and_the_version_lists_those_ledger_ignores() 
                            "sla": None}) as dag:
         task = BashTask("a", "true")
     assert task.retries == 2
-    assert structure_of(dag)["ignored_args"] == ["email", "email_on_failure", "owner", "sla"]
+    assert structure_of(dag)["ignored_args"] == ["owner", "sla"]
+    # email is acted on: an e-mail notifier on failure and on retry, recorded in the version
+    assert structure_of(dag)["tasks"][0]["callbacks"] == {
+        "task_failure": [{"notifier": "EmailNotifier", "to": ["a@b.c"]}],
+        "task_retry": [{"notifier": "EmailNotifier", "to": ["a@b.c"]}]}
     with DAG("plain", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as plain:
         BashTask("a", "true")
     assert "ignored_args" not in structure_of(plain)  # other DAGs keep their version hashes

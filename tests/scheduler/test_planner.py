@@ -171,3 +171,44 @@ def test_a_run_finishes_failed_when_its_backfill_was_cancelled_and_nothing_runs(
            "b": TiRow(2, 1, "b", TaskState.SCHEDULED, 0, 1, None, 1, "default_pool", None)}
     plan = plan_runs([HeldRun(run, spec(1), tis, PreviousRun({}), backfill_cancelled=True)], {}, now=NOW)
     assert plan.finish == [(run, RunState.FAILED, "backfill 3 cancelled")] and plan.ready == []
+
+
+@dataclass
+class TimedRun(Run):
+    data_interval_end: datetime = DAY0
+    started_at: datetime | None = None
+    deadline_missed_at: datetime | None = None
+
+
+def timed_spec(**limits: timedelta) -> DagSpec:
+    with DAG("d", schedule="@daily", start_date=DAY0, **limits) as dag:  # type: ignore[arg-type]
+        BashTask("a", "true")
+    version, text = version_of(dag)
+    return spec_from_json(version, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(started_minutes_ago=st.integers(0, 120), timeout_minutes=st.integers(1, 120),
+       interval_end_minutes_ago=st.integers(-120, 120), deadline_minutes=st.integers(1, 120),
+       already_missed=st.booleans())
+def test_a_run_times_out_and_misses_its_deadline_exactly_when_their_times_pass(
+        started_minutes_ago: int, timeout_minutes: int, interval_end_minutes_ago: int, deadline_minutes: int,
+        already_missed: bool) -> None:
+    run = TimedRun(1, "d", DAY0, RunState.RUNNING.value,
+                   data_interval_end=NOW - timedelta(minutes=interval_end_minutes_ago),
+                   started_at=NOW - timedelta(minutes=started_minutes_ago),
+                   deadline_missed_at=NOW - timedelta(minutes=1) if already_missed else None)
+    the_spec = timed_spec(dagrun_timeout=timedelta(minutes=timeout_minutes),
+                          deadline=timedelta(minutes=deadline_minutes))
+    tis = {"a": TiRow(1, 1, "a", TaskState.RUNNING, 1, 1, None, 1, "default_pool", None)}
+    plan = plan_runs([HeldRun(run, the_spec, tis)], {"d": 1}, now=NOW)
+    timed_out = started_minutes_ago >= timeout_minutes
+    missed = not already_missed and interval_end_minutes_ago >= deadline_minutes
+    assert plan.timed_out == ([run] if timed_out else [])
+    assert plan.deadline_missed == ([run] if missed else [])
+    coming = [t for t in (
+        None if timed_out else run.started_at + timedelta(minutes=timeout_minutes),  # type: ignore[operator]
+        None if already_missed or missed else run.data_interval_end + timedelta(minutes=deadline_minutes),
+    ) if t is not None]
+    assert plan.retry_at == (min(coming) if coming else None)  # the loop wakes when the next one comes due
+    assert (1 in plan.settled) == (not coming and not timed_out)

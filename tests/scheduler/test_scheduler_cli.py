@@ -123,6 +123,8 @@ with DAG("slow", schedule=None, start_date=START):
     assert run["state"] == "success"  # the leaf ran: trigger rule all_done
     reason = cli.json("events", "--kind", "task_failed")[0]["details"]["reason"]
     assert "timed out" in reason
+    log = cli.ok("tasks", "logs", "slow", run["run_id"], "a").strip().splitlines()
+    assert "outcome: failed (timed out after 1.0 s: execution_timeout" in log[-1]  # the log says why it ended
 
 
 def test_depends_on_past_waits_for_the_previous_run_in_the_chain(ready_cli: Cli) -> None:
@@ -259,6 +261,12 @@ with DAG("zz", schedule=None, start_date=START,
     assert str(zombie["run_id"]) == "1" and zombie["details"]["task_id"] == "slow"
     (failed,) = cli.json("events", "--dag", "zz", "--kind", "task_failed")
     assert (failed["dag_id"], str(failed["run_id"]), failed["details"]["task_id"]) == ("zz", "1", "slow")
+    # the killed scheduler's death is told once per run it held, with the run's DAG
+    died = cli.json("events", "--dag", "zz", "--kind", "job_died")
+    assert [(e["dag_id"], str(e["run_id"])) for e in died] == [("zz", "1")], cli.json("events", "--kind", "job_died")
+    # and `--task` finds the task's own events among them: its zombie try and that try's failure
+    about = cli.json("events", "--dag", "zz", "--task", "slow", "--no-task-signals")
+    assert sorted(e["kind"] for e in about) == ["task_failed", "zombie"], about
     assert query(cli, "SELECT state FROM task_try ORDER BY try_number") == [("failed",), ("success",)]
 
 

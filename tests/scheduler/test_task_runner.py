@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import time
 from datetime import timedelta
@@ -209,10 +210,12 @@ def test_the_callable_gets_the_context_only_when_it_has_a_context_parameter(dag_
     assert outcome_of(work_item(dag_file, "noop", ti_id=2)) == ("success", None)  # no context parameter
 
 
-def test_a_callable_with_kwargs_gets_its_op_args_op_kwargs_and_the_context(dag_file: Path) -> None:
+def test_a_callable_with_kwargs_gets_its_op_args_op_kwargs_the_context_and_airflows_names(dag_file: Path) -> None:
     item = work_item(dag_file, "with_kwargs")
     assert outcome_of(item) == ("success", None)
-    assert "kwargs 1 2 ['context'] with_kwargs" in read_log(item)
+    line = next(x for x in read_log(item).splitlines() if x.startswith("kwargs 1 2 "))
+    names = set(ast.literal_eval(line.removeprefix("kwargs 1 2 ").rsplit(" ", 1)[0]))
+    assert {"context", "ti", "ds", "params", "dag_run", "logical_date", "templates_dict"} <= names  # as Airflow
 
 
 def test_an_exception_fails_the_try_with_a_one_line_reason_and_the_traceback_in_the_log(dag_file: Path) -> None:

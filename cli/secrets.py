@@ -1,0 +1,151 @@
+"""`ledger variables set|get|list|delete` and `ledger connections add|get|list|delete`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.env import open_env, print_json
+from cli.options import Json
+from ledger.dates import iso
+from ledger.errors import InvalidInput
+from ledger.secrets import ConnectionInfo, decrypt, encrypt
+from ledger.store import events
+from ledger.store import secrets as store
+
+variables = typer.Typer(help="Named values for DAGs ({{ var.value.NAME }}, Variable.get), stored encrypted.",
+                        no_args_is_help=True)
+connections = typer.Typer(help="How DAGs reach other systems ({{ conn.ID.host }}, get_connection), passwords "
+                               "stored encrypted.", no_args_is_help=True)
+out = Console(highlight=False, soft_wrap=True)
+Key = Annotated[str, typer.Argument(help="The variable's name.", show_default=False)]
+ConnId = Annotated[str, typer.Argument(help="The connection id.", show_default=False)]
+
+
+def _name(value: str, what: str) -> str:
+    if not value or not all(c.isalnum() or c in "_-." for c in value) or len(value) > 250:
+        raise InvalidInput(f"{what} {value!r}: use letters, digits, '_', '-' and '.' (at most 250)")
+    return value
+
+
+@variables.command("set")
+def variable_set(key: Key, value: Annotated[str, typer.Argument(help="Its value (text; JSON for var.json).",
+                                                                show_default=False)],
+                 description: Annotated[str, typer.Option(help="What it is for.")] = "") -> None:
+    """Create or change a variable (its value is encrypted with LEDGER_FERNET_KEY)."""
+    sealed = encrypt(value)
+    env = open_env()
+    with env.transaction() as session:
+        new = store.set_variable(session, _name(key, "variable"), sealed, description, env.clock.now())
+        events.record(session, "variable_set", at=env.clock.now(), actor=env.actor, key=key, new=new)
+    out.print(f"variable {key} {'created' if new else 'changed'}")
+
+
+@variables.command("get")
+def variable_get(key: Key) -> None:
+    """Print a variable's value."""
+    env = open_env()
+    with env.reading() as session:
+        row = store.variable(session, key)
+        if row is None:
+            raise InvalidInput(f"no variable named {key!r}; see `ledger variables list`")
+        sealed = row.value_encrypted
+    typer.echo(decrypt(sealed))
+
+
+@variables.command("list")
+def variable_list(as_json: Json = False) -> None:
+    """Variables by name, without their values."""
+    env = open_env()
+    with env.reading() as session:
+        rows = [{"key": v.key, "description": v.description, "updated_at": iso(v.updated_at)}
+                for v in store.variables(session)]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("key", "description", "updated")
+    for r in rows:
+        table.add_row(r["key"], r["description"], r["updated_at"])
+    out.print(table)
+
+
+@variables.command("delete")
+def variable_delete(key: Key) -> None:
+    _delete("variable", key, store.variable)
+
+
+def _delete(kind: str, name: str, find: Any) -> None:
+    """Delete a variable or connection, with an event naming who did it."""
+    env = open_env()
+    with env.transaction() as session:
+        row = find(session, name)
+        if row is None:
+            raise InvalidInput(f"no {kind} named {name!r}; see `ledger {kind}s list`")
+        store.delete(session, row)
+        events.record(session, f"{kind}_deleted", at=env.clock.now(), actor=env.actor, name=name)
+    out.print(f"{kind} {name} deleted")
+
+
+def _connection_json(c: Any) -> dict[str, Any]:
+    return {"conn_id": c.conn_id, "conn_type": c.conn_type, "host": c.host, "port": c.port, "login": c.login,
+            "schema": c.schema, "password": "***" if c.password_encrypted else None,
+            "extra": "***" if c.extra_encrypted else None, "description": c.description,
+            "updated_at": iso(c.updated_at)}
+
+
+@connections.command("add")
+def connection_add(conn_id: ConnId,
+                   uri: Annotated[str, typer.Option(help="postgresql://user:password@host:5432/db?opt=1",
+                                                    show_default=False)],
+                   description: Annotated[str, typer.Option(help="What it is for.")] = "") -> None:
+    """Create or change a connection from a URI (its password and extra are encrypted)."""
+    info = ConnectionInfo.from_uri(_name(conn_id, "connection"), uri)
+    values = {"conn_id": conn_id, "conn_type": info.conn_type, "host": info.host, "port": info.port,
+              "login": info.login, "schema": info.schema,
+              "password_encrypted": encrypt(info.password) if info.password else None,
+              "extra_encrypted": encrypt(info.extra) if info.extra else None, "description": description}
+    env = open_env()
+    with env.transaction() as session:
+        new = store.set_connection(session, values, env.clock.now())
+        events.record(session, "connection_set", at=env.clock.now(), actor=env.actor, conn_id=conn_id, new=new)
+    out.print(f"connection {conn_id} {'created' if new else 'changed'}")
+
+
+@connections.command("get")
+def connection_get(conn_id: ConnId, as_json: Json = False) -> None:
+    """A connection, its password and extra shown as ***."""
+    env = open_env()
+    with env.reading() as session:
+        row = store.connection(session, conn_id)
+        if row is None:
+            raise InvalidInput(f"no connection named {conn_id!r}; see `ledger connections list`")
+        doc = _connection_json(row)
+    if as_json:
+        print_json(doc)
+        return
+    for name, value in doc.items():
+        out.print(f"{name:12} {'' if value is None else value}")
+
+
+@connections.command("list")
+def connection_list(as_json: Json = False) -> None:
+    """Connections, their passwords and extras shown as ***."""
+    env = open_env()
+    with env.reading() as session:
+        rows = [_connection_json(c) for c in store.connections(session)]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("conn_id", "type", "host", "port", "login", "schema", "password", "description")
+    for r in rows:
+        table.add_row(r["conn_id"], r["conn_type"], r["host"] or "", str(r["port"] or ""), r["login"] or "",
+                      r["schema"] or "", r["password"] or "", r["description"])
+    out.print(table)
+
+
+@connections.command("delete")
+def connection_delete(conn_id: ConnId) -> None:
+    _delete("connection", conn_id, store.connection)

@@ -1,0 +1,281 @@
+"""The JSON documents of ledger: what `ledger ... --json` prints and what the web API returns.
+
+One serializer for both: the CLI commands and the web server call these functions, so the two cannot
+drift apart (tests/web asserts they are equal). Each function reads through ledger.store and builds
+plain dicts; none writes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import pendulum
+from sqlalchemy.orm import Session
+
+from ledger.dates import iso, iso_raw, parse_user_date
+from ledger.errors import InvalidInput, NotFound
+from ledger.models import Backfill, Dag, DagVersion, ImportError_
+from ledger.schedule import next_scheduled
+from ledger.store import backfills as backfill_store
+from ledger.store import code as code_store
+from ledger.store import dags as dag_store
+from ledger.store import lineage as lineage_store
+from ledger.store import runs as run_store
+from ledger.versions import schedule_from_description
+
+Doc = dict[str, Any]
+
+
+def _sid(value: int | None) -> str | None:
+    return None if value is None else str(value)
+
+
+# -- runs and the timeline ------------------------------------------------------------------------------
+
+
+def run_json(r: Any, stamp: Callable[[Any], str | None] = iso) -> Doc:
+    """The stable JSON shape of a run; `stamp` formats timestamps (iso_raw for raw timeline rows)."""
+    return {
+        "run_id": str(r.id), "logical_date": stamp(r.logical_date),
+        "data_interval_start": stamp(r.data_interval_start), "data_interval_end": stamp(r.data_interval_end),
+        "run_type": r.run_type, "state": r.state, "previous_run_id": _sid(r.previous_run_id),
+        "dag_version": r.version_hash, "overridden_by": _sid(r.overridden_by), "backfill_id": _sid(r.backfill_id),
+        "schedule": r.schedule, "created_at": stamp(r.created_at), "started_at": stamp(r.started_at),
+        "ended_at": stamp(r.ended_at), "overridden_at": stamp(r.overridden_at),
+    }
+
+
+def timeline_json(rows: Iterable[Any]) -> list[Doc]:
+    """run_json over raw timeline rows (store.runs.timeline_rows), unrolled: 100,000 runs must print in
+    well under 2 s."""
+    t = iso_raw
+    out = []
+    for (run_id, logical, start, end, run_type, state, previous, version, by, backfill_id, schedule, created,
+         started, ended, overridden_at, _holder) in rows:
+        out.append({
+            "run_id": str(run_id), "logical_date": t(logical), "data_interval_start": t(start),
+            "data_interval_end": t(end), "run_type": run_type, "state": state,
+            "previous_run_id": None if previous is None else str(previous), "dag_version": version,
+            "overridden_by": None if by is None else str(by),
+            "backfill_id": None if backfill_id is None else str(backfill_id), "schedule": schedule,
+            "created_at": t(created), "started_at": t(started), "ended_at": t(ended), "overridden_at": t(overridden_at),
+        })
+    return out
+
+
+def timeline_range(dag: Dag, start: str | None, end: str | None) -> tuple[datetime | None, datetime | None]:
+    """The logical-date range `ledger timeline DAG --start A --end B` reads (dates in the DAG's timezone)."""
+    lo = parse_user_date(start, timezone=dag.timezone, what="--start") if start else None
+    hi = parse_user_date(end, timezone=dag.timezone, what="--end") if end else None
+    if lo is not None and hi is not None and hi < lo:
+        raise InvalidInput(f"--end {end} is before --start {start}")
+    return lo, hi
+
+
+def run_document(session: Session, run_id: int | str) -> Doc:
+    """`ledger runs show RUN --json`: a run as it was, with its own version's graph, its task instances and
+    their tries, and what it wrote."""
+    r = run_store.get(session, run_id)
+    version = dag_store.version(session, r.dag_id, r.version_hash)
+    structure = json.loads(version.structure)
+    tries: dict[str, list[Doc]] = {}
+    for task_id, t in run_store.tries_of_run(session, r.id):
+        tries.setdefault(task_id, []).append(
+            {"try_number": t.try_number, "state": t.state, "dag_version": t.dag_version,
+             "hostname": t.hostname, "started_at": iso(t.started_at), "ended_at": iso(t.ended_at)})
+    row = run_json(r)
+    row["dag_id"] = r.dag_id
+    row["conf"] = r.conf
+    row["lock_holder"] = _sid(r.lock_holder)
+    row["code"] = code_store.describe(version)
+    row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"]}
+                              for t in structure["tasks"]]}
+    row["task_instances"] = [
+        {"task_id": ti.task_id, "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
+         "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
+         "priority_weight": ti.priority_weight, "tries": tries.get(ti.task_id, [])}
+        for ti in run_store.task_instances(session, r.id)
+    ]
+    row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
+                      "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
+                      "written_at": iso(w.written_at)} for w in lineage_store.of_run(session, r.id)]
+    return row
+
+
+# -- DAGs and their versions ----------------------------------------------------------------------------
+
+
+def dag_json(d: Dag) -> Doc:
+    """A row of `ledger dags list --json`."""
+    return {"dag_id": d.dag_id, "fileloc": d.fileloc, "schedule": d.schedule, "timezone": d.timezone,
+            "version": d.current_version, "is_paused": d.is_paused}
+
+
+def import_error_json(e: ImportError_) -> Doc:
+    """A row of `ledger dags errors --json`."""
+    return {"file": e.fileloc, "error": e.error, "at": iso(e.at)}
+
+
+def legacy_name(fileloc: str | None) -> str:
+    """The name a version from before code was captured gives its DAG file (its file's base name)."""
+    return os.path.basename(fileloc) if fileloc and fileloc != "?" else "dag.py"
+
+
+def schedule_text(structure: Doc) -> str:
+    """The schedule of a version's structure as people write it: '@daily', '0 6 * * *', 'every 1:00:00'."""
+    start = pendulum.parse(structure["start_date"])
+    assert isinstance(start, pendulum.DateTime)
+    try:
+        return schedule_from_description(structure["schedule"], timezone=structure["timezone"],
+                                         start_date=start).summary()
+    except Exception:
+        return json.dumps(structure["schedule"])
+
+
+def code_files(session: Session, dag: Dag, v: DagVersion) -> list[str]:
+    """The files of a version's code (relative paths), without reading their text."""
+    if v.code_snapshot:
+        return sorted(code_store.manifest_of(session, v))
+    return [legacy_name(dag.fileloc)] if v.source_code is not None else []
+
+
+def versions_document(session: Session, dag: Dag) -> list[Doc]:
+    """`ledger dags versions DAG --json`: every version, oldest first, with its runs and tries."""
+    used = dag_store.usage(session, dag.dag_id)
+    rows = []
+    for v in dag_store.versions(session, dag.dag_id):
+        structure = json.loads(v.structure)
+        runs, tries = used.get(v.version_hash, (0, 0))
+        code = code_store.describe(v)
+        code["files"] = code_files(session, dag, v)
+        rows.append({"version": v.version_hash, "created_at": iso(v.created_at),
+                     "current": v.version_hash == dag.current_version,
+                     "tasks": [t["task_id"] for t in structure["tasks"]],
+                     "schedule": structure["schedule"], "schedule_text": schedule_text(structure),
+                     "runs": runs, "tries": tries, "code": code})
+    return rows
+
+
+def version_texts(session: Session, dag: Dag, v: DagVersion) -> dict[str, str]:
+    """relative path -> text of every file of a version's code."""
+    return code_store.version_texts(session, v, legacy_name(dag.fileloc))
+
+
+def version_document(session: Session, dag: Dag, ref: str | None, *, source: bool = False,
+                     file: str | None = None) -> Doc:
+    """`ledger dags show DAG [--version REF] [--source [--file F]] --json`: a version's structure and code;
+    with `source`, the text of its DAG file (or of `file`)."""
+    row = dag_store.version(session, dag.dag_id, ref or dag.current_version or "")
+    code = code_store.describe(row)
+    code["files"] = code_files(session, dag, row)
+    doc: Doc = {"dag_id": dag.dag_id, "version": row.version_hash, "created_at": iso(row.created_at),
+                "structure": json.loads(row.structure), "code": code}
+    if not source:
+        return doc
+    texts = version_texts(session, dag, row)
+    if not texts:
+        raise InvalidInput(f"version {row.version_hash[:12]} of {dag.dag_id} has no stored code "
+                           "(it was registered before ledger kept it)")
+    if file is not None and file not in texts:
+        raise InvalidInput(f"version {row.version_hash[:12]} of {dag.dag_id} has no file {file!r}; it has: "
+                           + ", ".join(sorted(texts)))
+    chosen = file or row.code_entry or legacy_name(dag.fileloc)
+    return {**doc, "source_code": texts.get(chosen), "file": chosen}
+
+
+def version_diff(session: Session, dag: Dag, old: DagVersion, new: DagVersion) -> str:
+    """`ledger dags diff`: a unified diff of two versions' code (file by file) and of their structure;
+    empty when they are the same."""
+    a, b = old.version_hash[:12], new.version_hash[:12]
+    a_code, b_code = version_texts(session, dag, old), version_texts(session, dag, new)
+    a_struct, b_struct = (json.dumps(json.loads(v.structure), indent=2, sort_keys=True) for v in (old, new))
+    dag_id = dag.dag_id
+    parts = []
+    if a_code and b_code:
+        for path in sorted(set(a_code) | set(b_code)):
+            parts.append(difflib.unified_diff(
+                a_code.get(path, "").splitlines(keepends=True), b_code.get(path, "").splitlines(keepends=True),
+                f"{dag_id}@{a}/{path}" if path in a_code else "/dev/null",
+                f"{dag_id}@{b}/{path}" if path in b_code else "/dev/null"))
+    parts.append(difflib.unified_diff((a_struct + "\n").splitlines(keepends=True),
+                                      (b_struct + "\n").splitlines(keepends=True),
+                                      f"{dag_id}@{a} (structure)", f"{dag_id}@{b} (structure)"))
+    return "".join(line for part in parts for line in part)
+
+
+def next_runs_document(session: Session, dag_id: str, *, now: pendulum.DateTime, n: int) -> list[Doc]:
+    """`ledger dags next-runs DAG --json`: the next `n` intervals the scheduler will create."""
+    spec = dag_store.current_spec(session, dag_id)
+    latest = run_store.latest_scheduling_run(session, dag_id)
+    after = latest.data_interval_end if latest else None
+    held = run_store.live_dates_from(session, dag_id, after)
+    intervals = next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
+                               after=after,  # type: ignore[arg-type]
+                               now=now, catchup=spec.catchup, held=held, n=n)
+    return [{"logical_date": iso(i.logical_date), "data_interval_start": iso(i.start),
+             "data_interval_end": iso(i.end)} for i in intervals]
+
+
+# -- lineage --------------------------------------------------------------------------------------------
+
+
+def write_json(row: Any) -> Doc:
+    w = row[0]
+    return {"run_id": str(w.run_id), "dag_id": w.dag_id, "task_id": w.task_id, "try_number": w.try_number,
+            "try_state": w.try_state, "dag_version": w.dag_version, "run_type": row.run_type,
+            "run_state": row.run_state, "overridden_by": _sid(row.overridden_by),
+            "logical_date": iso(row.logical_date), "rows": w.rows, "path": w.path, "written_at": iso(w.written_at)}
+
+
+def lineage_document(session: Session, dataset: str, partition: str | None = None) -> list[Doc]:
+    """`ledger lineage DATASET [--partition P] --json`: per partition, the current write and every write."""
+    rows = lineage_store.history(session, dataset, partition)
+    if not rows:
+        known = lineage_store.datasets(session)
+        what = f"partition {partition!r} of " if partition else ""
+        hint = f"; known datasets: {', '.join(known)}" if known else "; no task has recorded a write yet"
+        raise NotFound(f"no recorded write of {what}dataset {dataset!r}{hint}")
+    parts: dict[str, list[Doc]] = {}
+    for row in rows:
+        parts.setdefault(row[0].partition, []).append(write_json(row))
+    result = []
+    for name, history in parts.items():
+        ok = [w for w in history if w["try_state"] == "success"]
+        result.append({"dataset": dataset, "partition": name, "current": ok[-1] if ok else None,
+                       "history": history})
+    return result
+
+
+# -- backfills ------------------------------------------------------------------------------------------
+
+
+def backfill_json(session: Session, b: Backfill) -> Doc:
+    """A row of `ledger backfill list --json`: range, policy, state, and what became of its runs."""
+    h = backfill_store.history_of(session, b.id)
+    p = backfill_store.progress_of(session, b.id)  # its live runs now (runs, runs_done, runs_failed)
+    return {"backfill_id": str(b.id), "dag_id": b.dag_id, "start": iso(b.range_start), "end": iso(b.range_end),
+            "reprocess": b.reprocess, "state": b.state, "requested_by": b.requested_by,
+            "created_at": iso(b.created_at), "ended_at": iso(b.ended_at), "submit": b.submit_only,
+            "planned": backfill_store.planned_of(session, b.id), "created": h.created,
+            "overridden_later": h.overridden, "succeeded": h.succeeded, "failed": h.failed,
+            "unfinished": h.unfinished, "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed}
+
+
+def backfills_document(session: Session) -> list[Doc]:
+    """`ledger backfill list --json`: every backfill, newest first."""
+    return [backfill_json(session, b) for b in backfill_store.listing(session)]
+
+
+def backfill_document(session: Session, backfill_id: int) -> Doc:
+    """`ledger backfill show ID --json`: one backfill and each run it created."""
+    b = backfill_store.get(session, backfill_id)
+    doc = backfill_json(session, b)
+    doc["runs"] = [{"run_id": str(r.id), "logical_date": iso(r.logical_date), "state": r.state,
+                    "overridden_by": _sid(r.overridden_by)} for r in backfill_store.runs_of(session, backfill_id)]
+    return doc
+

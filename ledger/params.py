@@ -1,0 +1,98 @@
+"""DAG params: named values with defaults and types, given to tasks as `params` (templates and context).
+
+    DAG(..., params={"days": 7, "mode": Param("full", type="string", enum=["full", "delta"])})
+
+`ledger trigger --conf` is checked against them: a key that a param declares must have the param's type
+(and be one of its `enum`); a param without a default must be given. A param given as a plain value takes
+that value's JSON type (`"days": 7` takes integers). A run's params are the defaults with
+its conf laid over them. Types are JSON Schema's: string, integer, number, boolean, array, object, null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ledger.errors import DagDefinitionError
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,),
+    "object": (dict,), "null": (type(None),),
+}
+_NOTSET: Any = object()
+
+
+class Param:
+    def __init__(self, default: Any = _NOTSET, *, type: str | list[str] | None = None,
+                 enum: list[Any] | None = None, description: str = "") -> None:
+        types = [type] if isinstance(type, str) else list(type or [])
+        unknown = [t for t in types if t not in _TYPES]
+        if unknown:
+            raise DagDefinitionError(f"Param: unknown type {unknown[0]!r} (one of {', '.join(_TYPES)})")
+        self.default, self.types, self.enum, self.description = default, types, enum, description
+        if default is not _NOTSET and (problem := self.problem(default)):
+            raise DagDefinitionError(f"Param: its default {default!r} {problem}")
+
+    @property
+    def required(self) -> bool:
+        return self.default is _NOTSET
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` does not fit, or None."""
+        if self.types and not any(_fits(value, t) for t in self.types):
+            return f"is not of type {' or '.join(self.types)}"
+        if self.enum is not None and value not in self.enum:
+            return f"is not one of {self.enum}"
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {**({} if self.required else {"default": self.default}), **({"type": self.types} if self.types else {}),
+                **({"enum": self.enum} if self.enum is not None else {}),
+                **({"description": self.description} if self.description else {})}
+
+
+def _fits(value: Any, type_name: str) -> bool:
+    if type_name in ("integer", "number") and isinstance(value, bool):
+        return False  # JSON's true is not a number
+    return isinstance(value, _TYPES[type_name])
+
+
+def as_params(given: Mapping[str, Any] | None, *, where: str) -> dict[str, Param]:
+    out = {}
+    for name, value in (given or {}).items():
+        if not isinstance(name, str) or not name:
+            raise DagDefinitionError(f"{where}: param names must be non-empty strings")
+        out[name] = value if isinstance(value, Param) else Param(value, type=json_type(value))
+    return out
+
+
+def json_type(value: Any) -> str | None:
+    """The JSON type of a plain default (a param given as `"days": 7` takes integers only)."""
+    for name in ("boolean", "integer", "number", "string", "array", "object"):
+        if _fits(value, name):
+            return name
+    return None
+
+
+def from_description(described: Mapping[str, Mapping[str, Any]]) -> dict[str, Param]:
+    """Params as a version recorded them (for checking --conf without importing the DAG file)."""
+    return {name: Param(d.get("default", _NOTSET), type=d.get("type"), enum=d.get("enum"),
+                        description=d.get("description", "")) for name, d in described.items()}
+
+
+def check_conf(params: Mapping[str, Param], conf: Mapping[str, Any] | None, *, dag_id: str) -> None:
+    """Raise ValueError (one line) when the conf does not fit the DAG's params."""
+    conf = conf or {}
+    for name, param in params.items():
+        if name in conf:
+            problem = param.problem(conf[name])
+            if problem:
+                raise ValueError(f"--conf {name}={conf[name]!r} {problem} (param {name!r} of DAG {dag_id!r})")
+        elif param.required:
+            raise ValueError(f"--conf must give {name!r}: param {name!r} of DAG {dag_id!r} has no default")
+
+
+def resolve(params: Mapping[str, Param], conf: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A run's params: the defaults, with the conf's values of the same names laid over them."""
+    conf = conf or {}
+    return {name: conf.get(name, None if p.required else p.default) for name, p in params.items()}

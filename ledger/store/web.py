@@ -1,0 +1,67 @@
+"""Read-only queries of the web view: pages of a timeline, the latest runs of DAGs, a version's predecessor.
+
+Pages are keyed by a cursor (the id of the last run shown) and read with the (dag_id, logical_date) index,
+so the first page of a 100,000-run timeline reads a page of rows, not the timeline."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from ledger.errors import InvalidInput
+from ledger.models import DagRun, DagVersion
+from ledger.store.runs import TIMELINE_COLUMNS, _raw
+
+
+def timeline_page(session: Session, dag_id: str, *, start: datetime | None = None, end: datetime | None = None,
+                  cursor: int | None = None, limit: int = 100, newest_first: bool = False) -> list[Any]:
+    """Up to `limit` + 1 runs of a DAG (live and overridden, raw rows as store.runs.timeline_rows gives them),
+    in timeline order (logical date, creation, id) or its reverse, after the run `cursor` in that order.
+    The extra row says that there is a next page."""
+    key = (DagRun.logical_date, DagRun.created_at, DagRun.id)
+    stmt = select(*(_raw(c) for c in TIMELINE_COLUMNS)).where(DagRun.dag_id == dag_id)
+    if start is not None:
+        stmt = stmt.where(DagRun.logical_date >= start)
+    if end is not None:
+        stmt = stmt.where(DagRun.logical_date <= end)
+    if cursor is not None:
+        at = session.execute(select(*key).where(DagRun.id == cursor, DagRun.dag_id == dag_id)).first()
+        if at is None:
+            raise InvalidInput(f"cursor {cursor} is not a run of DAG {dag_id!r}")
+        logical, created, run_id = at
+        if newest_first:
+            stmt = stmt.where(DagRun.logical_date <= logical, or_(
+                DagRun.logical_date < logical,
+                and_(DagRun.logical_date == logical, or_(
+                    DagRun.created_at < created, and_(DagRun.created_at == created, DagRun.id < run_id)))))
+        else:
+            stmt = stmt.where(DagRun.logical_date >= logical, or_(
+                DagRun.logical_date > logical,
+                and_(DagRun.logical_date == logical, or_(
+                    DagRun.created_at > created, and_(DagRun.created_at == created, DagRun.id > run_id)))))
+    order = [c.desc() for c in key] if newest_first else list(key)
+    return list(session.connection().execute(stmt.order_by(*order).limit(limit + 1)))
+
+
+def latest_states(session: Session, dag_id: str, n: int = 5) -> list[tuple[int, str]]:
+    """(run id, state) of the DAG's `n` latest runs by logical date, newest first."""
+    return [(r.id, r.state) for r in session.execute(
+        select(DagRun.id, DagRun.state).where(DagRun.dag_id == dag_id)
+        .order_by(DagRun.logical_date.desc(), DagRun.created_at.desc()).limit(n))]
+
+
+def previous_version(session: Session, version: DagVersion) -> DagVersion | None:
+    """The version of the same DAG registered just before `version`."""
+    return session.scalar(
+        select(DagVersion).where(DagVersion.dag_id == version.dag_id, or_(
+            DagVersion.created_at < version.created_at,
+            and_(DagVersion.created_at == version.created_at, DagVersion.id < version.id)))
+        .order_by(DagVersion.created_at.desc(), DagVersion.id.desc()).limit(1))
+
+
+def replaced_by_run(session: Session, run_id: int) -> list[DagRun]:
+    """The runs that `run_id` overrode (they point at it with overridden_by)."""
+    return list(session.scalars(select(DagRun).where(DagRun.overridden_by == run_id).order_by(DagRun.id)))

@@ -1,0 +1,52 @@
+"""Stored XCom values (ledger/xcom.py) and the templates each try rendered."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.orm import Session
+
+from ledger.models import TaskInstance, TaskTry, XCom
+
+
+def record(session: Session, pushed: list[tuple[str, Any]], *, run_id: int, task_id: str, try_number: int,
+           now: datetime) -> int:
+    """Store what a try passed on (a key pushed twice keeps its last value)."""
+    last = dict(pushed)
+    if last:
+        session.execute(insert(XCom), [{"run_id": run_id, "task_id": task_id, "try_number": try_number,
+                                        "key": key[:250], "value": value, "created_at": now}
+                                       for key, value in last.items()])
+    return len(last)
+
+
+def values_for_runs(session: Session, run_ids: Iterable[int]) -> dict[int, dict[str, dict[str, Any]]]:
+    """run -> task -> key -> value, from each task's newest try that stored that key."""
+    ids = sorted(set(run_ids))
+    out: dict[int, dict[str, dict[str, Any]]] = {i: {} for i in ids}
+    if not ids:
+        return out
+    rows = session.execute(select(XCom.run_id, XCom.task_id, XCom.key, XCom.value)
+                           .where(XCom.run_id.in_(ids)).order_by(XCom.try_number, XCom.id))
+    for run_id, task_id, key, value in rows:
+        out[run_id].setdefault(task_id, {})[key] = value
+    return out
+
+
+def for_task(session: Session, run_id: int, task_id: str) -> list[XCom]:
+    return list(session.scalars(select(XCom).where(XCom.run_id == run_id, XCom.task_id == task_id)
+                                .order_by(XCom.try_number, XCom.key)))
+
+
+def set_rendered(session: Session, ti_id: int, try_number: int, rendered: dict[str, Any]) -> None:
+    session.execute(update(TaskTry).where(TaskTry.task_instance_id == ti_id, TaskTry.try_number == try_number)
+                    .values(rendered=rendered))
+
+
+def rendered_tries(session: Session, run_id: int, task_id: str) -> list[TaskTry]:
+    return list(session.scalars(select(TaskTry).join(TaskInstance, TaskInstance.id == TaskTry.task_instance_id)
+                                .where(TaskInstance.run_id == run_id, TaskInstance.task_id == task_id)
+                                .order_by(TaskTry.try_number)))

@@ -1,0 +1,135 @@
+"""The JSON API under /api/v1: the same documents as `ledger ... --json` (built by ledger.documents).
+
+Only GET. Errors are {"message": ...} with status 400 (bad input) or 404 (no such thing). A timeline is
+read a page at a time: the body is the page (a slice of `ledger timeline DAG --json`), the next page's
+cursor is in the `X-Next-Cursor` header and a `Link: <...>; rel="next"` header."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from ledger import documents
+from ledger.store import dags as dag_store
+from ledger.store import events as event_store
+from ledger.store import signals as signal_store
+from ledger.store import web as web_store
+from ledger.web.app import now, session_of
+
+router = APIRouter(prefix="/api/v1", tags=["ledger"])
+
+MAX_PAGE = 10_000
+
+
+def _json(value: Any, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(value, headers=headers)
+
+
+@router.get("/dags", summary="`ledger dags list --json`: the active DAGs")
+def dags(request: Request) -> JSONResponse:
+    with session_of(request) as session:
+        return _json([documents.dag_json(d) for d in dag_store.listing(session)])
+
+
+@router.get("/dags/{dag_id}/timeline", summary="`ledger timeline DAG --json`, a page at a time")
+def timeline(request: Request, dag_id: str,
+             start: Annotated[str | None, Query(description="Earliest logical date.")] = None,
+             end: Annotated[str | None, Query(description="Latest logical date.")] = None,
+             cursor: Annotated[int | None, Query(description="X-Next-Cursor of the page before.")] = None,
+             limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Runs per page.")] = 1000) -> JSONResponse:
+    with session_of(request) as session:
+        dag = dag_store.get(session, dag_id, active_only=False)
+        lo, hi = documents.timeline_range(dag, start, end)
+        rows = web_store.timeline_page(session, dag_id, start=lo, end=hi, cursor=cursor, limit=limit)
+    page = documents.timeline_json(rows[:limit])
+    headers = {}
+    if len(rows) > limit:
+        following = request.url.include_query_params(cursor=page[-1]["run_id"])
+        headers = {"X-Next-Cursor": page[-1]["run_id"], "Link": f'<{following}>; rel="next"'}
+    return _json(page, headers)
+
+
+@router.get("/dags/{dag_id}/versions", summary="`ledger dags versions DAG --json`")
+def versions(request: Request, dag_id: str) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(documents.versions_document(session, dag_store.get(session, dag_id, active_only=False)))
+
+
+@router.get("/dags/{dag_id}/versions/{version}", summary="`ledger dags show DAG --version V [--source] --json`")
+def version(request: Request, dag_id: str, version: str, source: bool = False,
+            file: str | None = None) -> JSONResponse:
+    with session_of(request) as session:
+        dag = dag_store.get(session, dag_id, active_only=False)
+        return _json(documents.version_document(session, dag, version, source=source or file is not None,
+                                                file=file))
+
+
+@router.get("/dags/{dag_id}/versions/{version}/diff",
+            summary="`ledger dags diff DAG OLD VERSION` (OLD: the version before, unless given)")
+def diff(request: Request, dag_id: str, version: str, old: str | None = None) -> JSONResponse:
+    with session_of(request) as session:
+        dag = dag_store.get(session, dag_id, active_only=False)
+        new_row = dag_store.version(session, dag_id, version)
+        old_row = dag_store.version(session, dag_id, old) if old else web_store.previous_version(session, new_row)
+        text = documents.version_diff(session, dag, old_row, new_row) if old_row is not None else None
+    return _json({"dag_id": dag_id, "old": old_row.version_hash if old_row else None,
+                  "new": new_row.version_hash, "diff": text})
+
+
+@router.get("/dags/{dag_id}/next-runs", summary="`ledger dags next-runs DAG -n N --json`")
+def next_runs(request: Request, dag_id: str, n: Annotated[int, Query(ge=1, le=10_000)] = 5) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(documents.next_runs_document(session, dag_id, now=now(), n=n))
+
+
+@router.get("/import-errors", summary="`ledger dags errors --json`")
+def import_errors(request: Request) -> JSONResponse:
+    with session_of(request) as session:
+        return _json([documents.import_error_json(e) for e in dag_store.import_errors(session)])
+
+
+@router.get("/runs/{run_id}", summary="`ledger runs show RUN --json`: a run as it was")
+def run(request: Request, run_id: str) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(documents.run_document(session, run_id))
+
+
+@router.get("/lineage/{dataset:path}", summary="`ledger lineage DATASET [--partition P] --json`")
+def lineage(request: Request, dataset: str, partition: str | None = None) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(documents.lineage_document(session, dataset, partition))
+
+
+@router.get("/backfills", summary="`ledger backfill list --json`")
+def backfills(request: Request) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(documents.backfills_document(session))
+
+
+@router.get("/backfills/{backfill_id}", summary="`ledger backfill show ID --json`")
+def backfill(request: Request, backfill_id: int) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(documents.backfill_document(session, backfill_id))
+
+
+@router.get("/events", summary="`ledger events [--dag D] [--run R] [--task T] [--kind K]... [--limit N] --json`")
+def events(request: Request, dag: str | None = None, run: int | None = None, task: str | None = None,
+           kind: Annotated[list[str] | None, Query()] = None,
+           limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
+           task_signals: bool = True) -> JSONResponse:
+    with session_of(request) as session:
+        if dag is not None:
+            dag_store.get(session, dag, active_only=False)
+        return _json(event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
+                                              task_signals=task_signals, task_id=task))
+
+
+@router.get("/signals", summary="`ledger signal list [KEY] [--since N] [--limit N] --json`")
+def signals(request: Request, key: str | None = None, since: Annotated[int, Query(ge=0)] = 0,
+            limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None) -> JSONResponse:
+    with session_of(request) as session:
+        found = signal_store.listing(session, key, since_version=since if key is not None else 0,
+                                     since_id=since if key is None else 0, limit=limit)
+    return _json([s.as_json() for s in found])

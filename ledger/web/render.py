@@ -1,0 +1,48 @@
+"""Jinja2 templates with autoescaping on: everything a user controls is shown as text, never as markup."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def short(value: str | None, n: int = 8) -> str:
+    return (value or "")[:n]
+
+
+def when(value: str | None) -> str:
+    """An ISO timestamp as `2024-03-01 06:00:00Z`-style text (UTC), '' for none."""
+    if not value:
+        return ""
+    return value.replace("T", " ").replace("+00:00", "Z")
+
+
+def duration(start: str | None, end: str | None) -> str:
+    """How long between two ISO timestamps, as `1m 05s`; '' when either is missing."""
+    if not start or not end:
+        return ""
+    seconds = max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+ENV.filters.update(short=short, when=when, as_json=as_json)
+ENV.globals.update(duration=duration)
+
+
+def render(name: str, **context: Any) -> str:
+    return ENV.get_template(name).render(**context)

@@ -1,0 +1,113 @@
+"""Values passed between tasks (XCom, as Airflow calls them).
+
+A Python task's return value is stored for its try under the key `return_value`; `context.xcom_push(key,
+value)` stores others. Values must be JSON (at most LEDGER_XCOM_MAX_BYTES, 64 KiB by default): a value that
+is not, or is larger, fails the try with a clear reason. The try writes them to a JSON-lines file beside its
+log; the scheduler stores them with the try's outcome, in the `xcom` table, per try and with its run, so a
+run that was overridden keeps its own values.
+
+Before a try starts, the scheduler gives it the values its run's tasks stored so far (the newest try of
+each); `context.xcom_pull` and the `XComRef` placeholders that `@task` functions pass read from those.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+RETURN_KEY = "return_value"
+
+
+class XComError(ValueError):
+    """A value that cannot be passed on: not JSON, or too large."""
+
+
+def max_bytes() -> int:
+    return int(os.environ.get("LEDGER_XCOM_MAX_BYTES", str(64 * 1024)))
+
+
+def encode(key: str, value: Any) -> str:
+    """The JSON text of a value to pass on, or XComError."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise XComError(f"the value for {key!r} is not JSON-serialisable ({type(value).__name__}: {exc})") from None
+    size = len(text.encode("utf-8"))
+    if size > max_bytes():
+        raise XComError(f"the value for {key!r} is {size} bytes of JSON, more than the {max_bytes()} allowed "
+                        "(LEDGER_XCOM_MAX_BYTES); pass a path or a table name instead")
+    return text
+
+
+@dataclass(frozen=True)
+class XComRef:
+    """Stands for a value another task of the run passes on: `b(a())` with `@task` functions, or `a.output`."""
+
+    task_id: str
+    key: str = RETURN_KEY
+
+    def as_json(self) -> dict[str, str]:
+        return {"xcom_from": self.task_id, "key": self.key}
+
+    def __repr__(self) -> str:  # how it reads in op_args of a version's structure
+        return f"XComRef({self.task_id!r}, {self.key!r})"
+
+
+class MissingValue(LookupError):
+    pass
+
+
+def resolve(value: Any, values: dict[str, dict[str, Any]]) -> Any:
+    """`value` with every XComRef in it (also inside lists, tuples and dicts) replaced by the value it stands for."""
+    if isinstance(value, XComRef):
+        found = values.get(value.task_id, {})
+        if value.key not in found:
+            raise MissingValue(f"task {value.task_id!r} passed no value {value.key!r} in this run")
+        return found[value.key]
+    if isinstance(value, list):
+        return [resolve(v, values) for v in value]
+    if isinstance(value, tuple):
+        return tuple(resolve(v, values) for v in value)
+    if isinstance(value, dict):
+        return {k: resolve(v, values) for k, v in value.items()}
+    return value
+
+
+def refs_in(value: Any) -> list[XComRef]:
+    if isinstance(value, XComRef):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [r for v in value for r in refs_in(v)]
+    if isinstance(value, dict):
+        return [r for v in value.values() for r in refs_in(v)]
+    return []
+
+
+def read_pushed(path: str) -> list[tuple[str, Any]]:
+    """(key, value) pairs a try wrote to its file (a missing file: none; a bad line is skipped)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("key"), str) and "value" in item:
+            out.append((item["key"], item["value"]))
+    return out
+
+
+def read_rendered(path: str) -> dict[str, Any] | None:
+    """The template fields a try rendered (None: it rendered none, or the file is unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

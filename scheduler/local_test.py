@@ -1,0 +1,140 @@
+"""The local test loop: run one task, or a whole DAG, from the DAG file as it is now in the DAGs folder, in
+the foreground, with the context and environment the scheduler gives a try; records nothing.
+
+`ledger tasks test` and `ledger dags test` use it. The tries run exactly as a SequentialExecutor runs them
+for the scheduler (a forked child, the execution timeout, Spark tasks in this process), with their log
+in a temporary folder that is printed and then removed. The database is not opened.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pendulum
+
+from ledger.dag import DAG
+from ledger.dagbag import list_dag_files, load_file
+from ledger.dependencies import TiState, decide
+from ledger.errors import DagNotFound, InvalidInput
+from ledger.states import RunState, TaskState
+from ledger.versions import DagSpec, spec_from_json, version_of
+from ledger.xcom import read_pushed
+from scheduler.executors.base import WorkItem
+from scheduler.executors.sequential import SequentialExecutor
+
+TEST_RUN_TYPE = "test"
+
+
+def find_dag(folder: Path, dag_id: str) -> DAG:
+    """The DAG as the DAGs folder defines it now (files imported in this process, helpers beside them)."""
+    errors = []
+    for fileloc in list_dag_files(folder):
+        loaded = load_file(fileloc, str(folder))
+        if loaded.error:
+            errors.append(loaded.error.strip().splitlines()[-1])
+        for dag in loaded.dags:
+            if dag.dag_id == dag_id:
+                return dag
+    if errors:
+        raise InvalidInput(f"no DAG named {dag_id!r} in {folder}; files that failed to import: "
+                           + "; ".join(errors))
+    raise DagNotFound(dag_id)
+
+
+@dataclass
+class TestRun:
+    """What a test run is about: the DAG, its spec (from the DAG as it is now), the interval, the conf."""
+
+    dag: DAG
+    spec: DagSpec
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    code_root: str  # the DAGs folder: helper modules resolve from it, as for the scheduler
+    conf: dict[str, Any] = field(default_factory=dict)
+    xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # what the test's tries passed on so far
+
+    @classmethod
+    def of(cls, dag: DAG, at: datetime, conf: dict[str, Any] | None, folder: Path) -> TestRun:
+        version, text = version_of(dag)
+        interval = dag.schedule.interval_for(pendulum.instance(at))
+        return cls(dag, spec_from_json(version, text), interval.logical_date, interval.start, interval.end,
+                   str(folder), dict(conf or {}))
+
+    def item(self, task_id: str, try_number: int, logs: Path, ti_id: int) -> WorkItem:
+        task = self.spec.tasks[task_id]
+        assert self.dag.fileloc is not None
+        return WorkItem(
+            ti_id=ti_id, run_id=0, dag_id=self.dag.dag_id, task_id=task_id, try_number=try_number,
+            fileloc=self.dag.fileloc, code_root=self.code_root, logical_date=self.logical_date,
+            data_interval_start=self.data_interval_start,
+            data_interval_end=self.data_interval_end, dag_version=self.spec.version_hash, run_type=TEST_RUN_TYPE,
+            log_path=str(logs / f"{task_id}.try_{try_number}.log"), execution_timeout=task.execution_timeout,
+            conf=self.conf, xcom=self.xcom)
+
+
+@contextmanager
+def _executor() -> Iterator[SequentialExecutor]:
+    executor = SequentialExecutor()
+    executor.start()
+    try:
+        yield executor
+    finally:
+        executor.end(0)
+
+
+def run_one(executor: SequentialExecutor, item: WorkItem) -> tuple[str, str | None, str]:
+    """Run one try to its end: (state, reason, its log). What it passed on goes into item.xcom (in memory)."""
+    executor.submit(item)
+    for key, value in read_pushed(item.log_path + ".xcom.jsonl"):
+        item.xcom.setdefault(item.task_id, {})[key] = value
+    finished = [e for e in executor.drain() if e.kind == "finished"]
+    state, reason = (finished[-1].state or "failed", finished[-1].reason) if finished else ("failed", "no outcome")
+    log = Path(item.log_path)
+    return state, reason, log.read_text(errors="replace") if log.exists() else ""
+
+
+def test_task(run: TestRun, task_id: str, say: Callable[[str], None]) -> str:
+    """One try of one task; its log is passed to `say` as it was written. Returns its state."""
+    if task_id not in run.spec.tasks:
+        raise InvalidInput(f"DAG {run.dag.dag_id!r} has no task {task_id!r}; it has: "
+                           f"{', '.join(sorted(run.spec.tasks))}")
+    with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
+        state, _reason, log = run_one(executor, run.item(task_id, 1, Path(tmp), 1))
+    say(log.rstrip("\n"))
+    return state
+
+
+def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
+    """Every task of the DAG in dependency order, by the real rules (trigger rules, retries), one try at a time.
+    Retries run at once: a test does not wait out retry_delay."""
+    spec = run.spec
+    states = {tid: TiState(TaskState.SCHEDULED) for tid in spec.tasks}
+    tries = dict.fromkeys(spec.tasks, 0)
+    ids = {tid: i + 1 for i, tid in enumerate(sorted(spec.tasks))}
+    with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
+        while True:
+            decision = decide(spec, states, None, now=datetime.now(UTC))
+            for tid, st in decision.mark.items():
+                states[tid] = TiState(st)
+                say(f"--- {tid}: {st.value} (trigger rule {spec.tasks[tid].trigger_rule})")
+            if decision.run_state is not None:
+                return decision.run_state
+            if not decision.ready:
+                if decision.mark:
+                    continue
+                return RunState.FAILED  # nothing can run: waiting on signals
+            for tid in decision.ready:
+                tries[tid] += 1
+                state, reason, log = run_one(executor, run.item(tid, tries[tid], Path(tmp), ids[tid]))
+                retry = state == "failed" and tries[tid] <= spec.tasks[tid].retries
+                shown = "up_for_retry" if retry else state
+                say(f"--- {tid} try {tries[tid]}: {shown}" + (f" ({reason})" if reason else ""))
+                say(log.rstrip("\n"))
+                states[tid] = TiState(TaskState.UP_FOR_RETRY if retry else TaskState(state))

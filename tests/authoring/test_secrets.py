@@ -1,0 +1,65 @@
+"""Variables and connections: stored encrypted, read from the environment first, never listed, masked in
+the logs and rendered templates of the tries that read them."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from cryptography.fernet import Fernet
+
+from tests.cli.test_truthful_cli import dump
+from tests.conftest import Cli
+
+SECRET_DAG = """
+import pendulum
+from ledger import DAG, BashTask, PythonTask
+from ledger.secrets import Variable, get_connection
+
+def use(context):
+    conn = get_connection("warehouse")
+    print("connecting to", conn.host, conn.port, "as", conn.login, "with", conn.password)
+    print("token", Variable.get("api_token"), "bucket", Variable.get("bucket"))
+
+with DAG("sec", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    PythonTask("use", use)
+    BashTask("templated", "echo {{ var.value.api_token }} {{ conn.warehouse.password }} {{ var.value.bucket }}")
+"""
+
+
+def test_secrets_are_encrypted_never_listed_and_masked_in_logs(ready_cli: Cli) -> None:
+    cli = ready_cli
+    before = dump(cli)
+    refused = cli.fails("variables", "set", "api_token", "tok-SECRET-123")
+    assert "set LEDGER_FERNET_KEY" in refused.stderr and dump(cli) == before
+    cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()
+    cli.ok("variables", "set", "api_token", "tok-SECRET-123", "--description", "the API's token")
+    cli.ok("variables", "set", "bucket", "s3://from-the-database")
+    cli.ok("connections", "add", "warehouse", "--uri", "postgresql://etl:pa%40ss-SECRET@db.internal:5432/dw")
+    stored = sqlite3.connect(cli.home / "ledger.db").execute(
+        "SELECT value_encrypted FROM variable UNION ALL SELECT password_encrypted FROM connection").fetchall()
+    assert stored and all("SECRET" not in row[0] and row[0].startswith("gAAAA") for row in stored)
+    listed = cli.ok("variables", "list") + cli.ok("connections", "list") + cli.ok("connections", "get", "warehouse")
+    assert "SECRET" not in listed and "***" in listed
+    assert cli.ok("variables", "get", "api_token").strip() == "tok-SECRET-123"
+
+    cli.write_dag("sec.py", SECRET_DAG)
+    cli.ok("trigger", "sec")
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_VAR_BUCKET="s3://from-the-environment")
+    log = cli.ok("tasks", "logs", "sec", "1", "use")
+    assert "connecting to db.internal 5432 as etl with ***" in log and "token ***" in log
+    assert "bucket s3://from-the-environment" in log  # the environment comes first
+    templated = cli.ok("tasks", "logs", "sec", "1", "templated")
+    assert "SECRET" not in templated and "*** ***" in templated
+    (rendered,) = cli.json("tasks", "rendered", "sec", "1", "templated")
+    assert rendered["rendered"]["bash_command"] == "echo *** *** s3://from-the-environment"
+    assert {t["state"] for t in cli.json("runs", "show", "1")["task_instances"]} == {"success"}
+
+
+def test_a_wrong_key_or_a_bad_uri_is_one_line(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()
+    cli.ok("variables", "set", "v", "value")
+    cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()  # rotated without keeping the old key
+    assert "cannot be decrypted" in cli.fails("variables", "get", "v").stderr
+    assert "is not a URI" in cli.fails("connections", "add", "c", "--uri", "nothing").stderr
+    assert "no variable named 'nope'" in cli.fails("variables", "get", "nope").stderr

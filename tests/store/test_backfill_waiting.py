@@ -1,0 +1,74 @@
+"""Why a backfill's run waits, as its progress line says: here, a pool whose slots are all taken."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger import DAG, BashTask
+from ledger.models import Backfill
+from ledger.states import BackfillState, RunState, RunType, TaskState
+from ledger.store import backfills
+from ledger.store import dags as dag_store
+from ledger.store import pools as pool_store
+from ledger.store import runs as run_store
+from ledger.sync import register_dag
+from tests.store.test_timeline_store import T0
+
+
+def a_backfill_run(session: Any, clock: Any, *, pool_slots: int | None) -> tuple[int, Any, Any]:
+    """A backfill whose one run is running with its task `load` (pool `db`) scheduled, and a manual run of
+    another DAG whose task holds a slot of `db`. Returns the backfill id and the two runs."""
+    for dag_id in ("bf", "other"):
+        with DAG(dag_id, schedule="@daily", start_date=T0) as dag:
+            BashTask("load", "true", pool="db")
+        dag.fileloc = f"/dags/{dag_id}.py"
+        register_dag(session, dag, now=clock.now(), actor="test")
+    if pool_slots is not None:
+        pool_store.set_pool(session, "db", pool_slots, "")
+    row = Backfill(dag_id="bf", range_start=T0, range_end=T0, reprocess="failed", state=BackfillState.RUNNING.value,
+                   requested_by="test", created_at=clock.now())
+    session.add(row)
+    session.flush()
+    spec = dag_store.current_spec(session, "bf")
+    mine = run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0), RunType.BACKFILL,
+                                                            backfill_id=row.id), now=clock.now(), actor="test")
+    other_spec = dag_store.current_spec(session, "other")
+    theirs = run_store.splice(session, other_spec, run_store.NewRun(other_spec.schedule.interval_for(T0),
+                                                                    RunType.MANUAL), now=clock.now(), actor="test")
+    session.flush()
+    mine.state = theirs.state = RunState.RUNNING.value
+    for ti in run_store.task_instances(session, theirs.id):
+        ti.state = TaskState.RUNNING.value
+    session.flush()
+    return row.id, mine, theirs
+
+
+def test_a_running_backfill_run_whose_pool_is_full_says_which_pool_and_who_holds_it(session: Any,
+                                                                                     clock: Any) -> None:
+    backfill_id, mine, theirs = a_backfill_run(session, clock, pool_slots=1)
+    assert backfills.waiting_reasons(session, backfill_id, job_id=1) == [
+        (mine.id, f"pool db: all 1 slot(s) in use (first by run {theirs.id}, task load)", False)]
+
+
+def test_a_pool_with_room_or_no_pool_row_is_no_reason_to_wait(session: Any, clock: Any) -> None:
+    backfill_id, _mine, _theirs = a_backfill_run(session, clock, pool_slots=2)
+    assert backfills.waiting_reasons(session, backfill_id, job_id=1) == []
+
+
+def test_an_undefined_pool_does_not_limit(session: Any, clock: Any) -> None:
+    backfill_id, _mine, _theirs = a_backfill_run(session, clock, pool_slots=None)
+    assert backfills.waiting_reasons(session, backfill_id, job_id=1) == []
+
+
+def test_a_pool_of_zero_slots_says_how_to_open_it(session: Any, clock: Any) -> None:
+    backfill_id, mine, _theirs = a_backfill_run(session, clock, pool_slots=0)
+    assert backfills.waiting_reasons(session, backfill_id, job_id=1) == [
+        (mine.id, "pool db has 0 slots (ledger pools set db N)", False)]
+
+
+def test_a_run_with_a_try_in_flight_is_moving_and_not_reported(session: Any, clock: Any) -> None:
+    backfill_id, mine, _theirs = a_backfill_run(session, clock, pool_slots=1)
+    for ti in run_store.task_instances(session, mine.id):
+        ti.state = TaskState.QUEUED.value
+    session.flush()
+    assert backfills.waiting_reasons(session, backfill_id, job_id=1) == []

@@ -1,0 +1,66 @@
+"""One ledger that went through a real catch-up, a new version, a backfill and a manual override, built with
+the real `ledger` command once per test session; the web tests read it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ledger.config import load_settings
+from ledger.web.app import create_app
+from tests.conftest import REPO, Cli
+
+FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}
+EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+
+WEB_DAG = """
+import pendulum
+from datetime import timedelta
+from ledger import DAG, BashTask, PythonTask
+
+def write(context):
+    print("log line: EVIL")
+    context.record_write("sales_clean", context.logical_date.date().isoformat(), rows=ROWS, path="/data/x")
+
+with DAG("web", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 3, tz="UTC"), catchup=True,
+         default_args={"retry_delay": timedelta(0)}):
+    flaky = BashTask("flaky", 'test "$LEDGER_TRY_NUMBER" -gt 1', retries=1)
+    PythonTask("write", write) >> flaky
+"""
+
+
+def dag_source(rows: int) -> str:
+    return WEB_DAG.replace("ROWS", str(rows)).replace("EVIL", EVIL.replace("'", "\\'"))
+
+
+def build(home: Path, **extra: str) -> Cli:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **FAST, **extra)
+    cli = Cli(home=home, env=env)
+    cli.ok("db", "upgrade")
+    cli.write_dag("web.py", dag_source(10))
+    cli.ok("scheduler", "--exit-when-idle")  # catch-up: 3 runs, each task `flaky` fails once, then succeeds
+    cli.write_dag("web.py", dag_source(11))  # a new version
+    cli.ok("backfill", "web", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed", "--yes")
+    cli.ok("trigger", "web", "--logical-date", "2024-03-03", "--replace", "--conf", f'{{"note": "{EVIL}"}}')
+    cli.ok("signal", "send", "web.ready", EVIL)
+    return cli
+
+
+@pytest.fixture(scope="session")
+def ledger_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
+    home = tmp_path_factory.mktemp("web") / "home"
+    home.mkdir()
+    return build(home)
+
+
+@pytest.fixture(scope="session")
+def client(ledger_home: Cli) -> Iterator[TestClient]:
+    settings = load_settings({"LEDGER_HOME": str(ledger_home.home)})
+    with TestClient(create_app(settings)) as c:
+        yield c

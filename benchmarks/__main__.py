@@ -33,6 +33,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "code_storage": (["--files", "1000", "--package-kb", "1024"], ["--files", "100", "--package-kb", "256"]),
     # --repeat is its number of A/B pairs; needs the worktree of the code before pinning (see its docstring)
     "pinning_ab": (["--runs", "200"], ["--runs", "40"]),
+    # a busy scheduler with and without `ledger timeline --json` of a 100,000-run DAG read beside it
+    "read_beside_scheduler": (["--existing", "100000", "--runs", "100"], ["--existing", "10000", "--runs", "20"]),
     "web_bench": (["--existing", "100000", "--requests", "500"], ["--existing", "10000", "--requests", "100"]),
 }
 

@@ -204,6 +204,26 @@ def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(eac
     assert_no_try_ran_twice(cli, cut_short=1)
 
 
+def test_a_backfill_over_the_queued_runs_of_a_submitted_one_finishes_them_without_calling_it_dead(
+        ready_cli: Cli) -> None:
+    """A `--submit` backfill never had a process of its own: a self-executing backfill over its dates adopts the
+    runs no scheduler has taken yet, and says so truthfully (not "whose process is gone"); both end success."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source())
+    cli.ok("dags", "pause", "d")
+    cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit", "--yes")
+    again = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes", timeout=180, **FAST)
+    assert again.exit_code == 0, again.output
+    for run in (1, 2):
+        assert f"adopted: run {run} of submitted backfill 1, which no live job holds, is finished by this " \
+               "backfill" in again.stdout, again.stdout
+    assert "process is gone" not in again.stdout, again.stdout
+    assert "backfill 2 created: 1 new, 0 override, 2 adopted, 0 skip" in again.stdout, again.stdout
+    assert [r["state"] for r in timeline(cli)] == ["success"] * 3
+    assert {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")} == {"1": "success", "2": "success"}
+    assert_each_task_instance_ran_once(cli)
+
+
 @pytest.mark.parametrize(("tz", "cron", "start", "end", "expected"), [
     ("America/New_York", "0 6 * * *", "2026-11-10", "2026-11-12",
      ["2026-11-10T06:00:00-05:00", "2026-11-11T06:00:00-05:00", "2026-11-12T06:00:00-05:00"]),

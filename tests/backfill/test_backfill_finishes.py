@@ -224,6 +224,28 @@ def test_a_backfill_over_the_queued_runs_of_a_submitted_one_finishes_them_withou
     assert_each_task_instance_ran_once(cli)
 
 
+def test_an_operator_ending_the_last_unfinished_run_of_a_backfill_by_hand_ends_the_backfill(
+        ready_cli: Cli) -> None:
+    """`runs cancel` / `runs mark-success` on a backfill's last unfinished run set the backfill's state, as a job
+    finishing that run does; before, the backfill stayed `running` for ever, since no job had a run left to
+    finish it."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source())
+    cli.ok("dags", "pause", "d")
+    cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit", "--yes")
+    cli.ok("runs", "mark-success", "1")
+    assert [r["state"] for r in cli.json("backfill", "list")] == ["running"]  # run 2 has not finished
+    cli.ok("runs", "cancel", "2")
+    (row,) = cli.json("backfill", "list")
+    assert (row["state"], row["succeeded"], row["failed"], row["unfinished"]) == ("failed", 1, 1, 0), row
+    cli.ok("backfill", "d", "--start", "2024-03-03", "--end", "2024-03-03", "--submit", "--yes")
+    cli.ok("runs", "mark-success", "3")
+    assert {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")} == {"1": "failed", "2": "success"}
+    kinds = [e["kind"] for e in cli.json("events", "--dag", "d")]
+    assert kinds.count("backfill_finished") == 2, kinds
+    timeline(cli)
+
+
 @pytest.mark.parametrize(("tz", "cron", "start", "end", "expected"), [
     ("America/New_York", "0 6 * * *", "2026-11-10", "2026-11-12",
      ["2026-11-10T06:00:00-05:00", "2026-11-11T06:00:00-05:00", "2026-11-12T06:00:00-05:00"]),

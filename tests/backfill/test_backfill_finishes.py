@@ -171,6 +171,7 @@ def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(each_db_cl
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert [r["state"] for r in cli.json("backfill", "list")] == ["running"]  # nothing was left to mark it
     began = time.monotonic()
     resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST, **LONG_LEASE)
     assert resumed.exit_code == 0, resumed.output

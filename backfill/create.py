@@ -47,8 +47,9 @@ def live_runs(session: Session, dag_id: str, start: datetime, end: datetime, *, 
               stale_after: float) -> dict[datetime, LiveRun]:
     stale = now - timedelta(seconds=stale_after)
     stmt = (select(DagRun.id, DagRun.logical_date, DagRun.state, DagRun.run_type, DagRun.lock_holder,
-                   DagRun.backfill_id, Job.state.label("job_state"), Job.latest_heartbeat)
+                   DagRun.backfill_id, Job.state.label("job_state"), Job.latest_heartbeat, Backfill.submit_only)
             .outerjoin(Job, Job.id == DagRun.lock_holder)
+            .outerjoin(Backfill, Backfill.id == DagRun.backfill_id)
             .where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value,
                    DagRun.logical_date >= start, DagRun.logical_date <= end))
     dead = set(job_store.dead_local_holders(session, 0))  # on this host, a job whose process is gone is dead now
@@ -56,7 +57,8 @@ def live_runs(session: Session, dag_id: str, start: datetime, end: datetime, *, 
     for r in session.execute(stmt):
         alive = r.lock_holder is not None and r.job_state == JobState.RUNNING.value and r.latest_heartbeat >= stale \
             and r.lock_holder not in dead
-        out[r.logical_date] = LiveRun(r.id, r.state, r.run_type, r.lock_holder, alive, r.backfill_id)
+        out[r.logical_date] = LiveRun(r.id, r.state, r.run_type, r.lock_holder, alive, r.backfill_id,
+                                      bool(r.submit_only))
     return out
 
 

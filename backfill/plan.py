@@ -38,6 +38,7 @@ class LiveRun:
     lock_holder: int | None  # a job holding the run
     holder_alive: bool  # whether that job is still heart-beating
     backfill_id: int | None = None  # the backfill that created it
+    submitted: bool = False  # that backfill was `--submit`: it had no process of its own, schedulers run its runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +61,9 @@ def decide_date(live: LiveRun | None, policy: Reprocess) -> tuple[Action, str]:
         return Action.SKIP, f"in flight: locked by job {live.lock_holder}"
     if live.state in ("queued", "running"):
         if live.backfill_id is not None and live.run_type == "backfill":
-            return Action.SKIP, (f"adopted: run {live.run_id} of backfill {live.backfill_id}, whose process is gone, "
-                                 "is finished by this backfill")
+            whose = (f"submitted backfill {live.backfill_id}, which no live job holds" if live.submitted
+                     else f"backfill {live.backfill_id}, whose process is gone")
+            return Action.SKIP, f"adopted: run {live.run_id} of {whose}, is finished by this backfill"
         return Action.SKIP, f"{live.run_type} run {live.run_id} is {live.state}, not finished"
     word = "succeeded" if live.state == "success" else live.state
     if policy == Reprocess.COMPLETED or (policy == Reprocess.FAILED and live.state == "failed"):

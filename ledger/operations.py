@@ -19,6 +19,7 @@ from ledger.models import DagRun, TaskInstance
 from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
 from ledger.store import events
 from ledger.store import runs as run_store
+from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 
 ACTIVE = (TaskState.QUEUED.value, TaskState.RUNNING.value)
@@ -45,6 +46,14 @@ def _busy(tis: list[TaskInstance], task_ids: set[str] | None = None) -> list[str
 
 def _finish(run: DagRun, state: RunState, now: datetime) -> None:
     run.state, run.ended_at, run.lock_holder = state.value, now, None
+
+
+def _backfill_follows(session: Session, run: DagRun, *, now: datetime, actor: str) -> None:
+    """A backfill ends when its last run does, whoever ends it: a job finishing it, or an operator here (no job
+    would have a run of it left to finish it otherwise)."""
+    if run.backfill_id is not None and run.state in (RunState.SUCCESS.value, RunState.FAILED.value):
+        session.flush()
+        finish_backfill(session, run.backfill_id, now=now, actor=actor)
 
 
 def stop_tasks(session: Session, run: DagRun, *, now: datetime) -> tuple[list[str], list[str]]:
@@ -74,6 +83,7 @@ def cancel_run(session: Session, run: DagRun, *, now: datetime, actor: str, reas
     events.record(session, "run_cancelled", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   **{"from": out.run_state_before, "skipped": out.changed, "stopping": out.stopping,
                      "reason": reason})
+    _backfill_follows(session, run, now=now, actor=actor)
     return out
 
 
@@ -98,6 +108,7 @@ def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, a
     _finish(run, state, now)
     events.record(session, "run_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   **{"from": out.run_state_before, "to": state.value, "tasks": out.changed, "reason": reason})
+    _backfill_follows(session, run, now=now, actor=actor)
     return out
 
 
@@ -135,4 +146,5 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
     events.record(session, "tasks_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   tasks=sorted(out.changed), state=state.value, run_state_before=out.run_state_before,
                   run_state=run.state, reason=reason)
+    _backfill_follows(session, run, now=now, actor=actor)
     return out

@@ -86,6 +86,24 @@ def db(cli: Cli) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+def query(cli: Cli, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of `sql` on the Cli's database: the PostgreSQL one LEDGER_DATABASE_URL names, else the SQLite
+    file in LEDGER_HOME. A connection per call (no pool), so that nothing is left open when the test ends."""
+    url = cli.env.get("LEDGER_DATABASE_URL")
+    if url is None:
+        with db(cli) as conn:
+            return conn.execute(sql).fetchall()
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
+
+
 def sqlite_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 

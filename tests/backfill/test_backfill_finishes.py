@@ -13,22 +13,45 @@ from typing import Any
 
 import pytest
 
-from tests.backfill.test_backfill_cli import FAST, dag_source, db, fails_on, live_by_date, timeline, wait_until
+from tests.backfill.test_backfill_cli import FAST, dag_source, fails_on, live_by_date, query, timeline, wait_until
 from tests.conftest import LEDGER, Cli
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])])
+def each_db_cli(request: pytest.FixtureRequest, cli: Cli) -> Cli:
+    """A Cli whose database has been created: the SQLite file in LEDGER_HOME, then (marked postgres) a fresh
+    PostgreSQL database that every command of the scenario uses through LEDGER_DATABASE_URL."""
+    if request.param == "postgres":
+        cli.env["LEDGER_DATABASE_URL"] = request.getfixturevalue("postgres_url")
+    cli.ok("db", "upgrade")
+    return cli
+
+
 def assert_each_task_instance_ran_once(cli: Cli) -> None:
-    with db(cli) as conn:
-        twice = conn.execute("SELECT task_instance_id, count(*) FROM task_try GROUP BY task_instance_id "
-                             "HAVING count(*) > 1").fetchall()
+    twice = query(cli, "SELECT task_instance_id, count(*) FROM task_try GROUP BY task_instance_id "
+                       "HAVING count(*) > 1")
     assert twice == []
 
 
-def start_backfill(cli: Cli, start: int, end: int, *args: str, log: str = "bf.log") -> subprocess.Popen[str]:
-    with open(cli.home / log, "w") as out:  # unbuffered: a test reads the progress lines while it runs
-        return subprocess.Popen([LEDGER, "backfill", "d", "--start", f"2024-03-0{start}", "--end",
-                                 f"2024-03-0{end}", "--yes", *args], env={**cli.env, **FAST, "PYTHONUNBUFFERED": "1"},
-                                cwd=cli.home, text=True, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+def assert_no_try_ran_twice(cli: Cli, *, cut_short: int | None = None) -> None:
+    """For scenarios that kill a backfill while a try runs: each try (task instance, try number) ran once and
+    none is left `running`; `cut_short` (when given) tries failed, those the kill cut short, which the task's
+    retry then ran again as its next try."""
+    tries = query(cli, "SELECT task_instance_id, try_number, state FROM task_try")
+    assert len({(t[0], t[1]) for t in tries}) == len(tries), f"a try was started twice: {tries}"
+    states = [t[2] for t in tries]
+    assert "running" not in states, tries
+    assert cut_short is None or states.count("failed") == cut_short, tries
+
+
+def start_backfill(cli: Cli, start: int, end: int, *args: str, log: str = "bf.log",
+                   errors: str | None = None) -> subprocess.Popen[str]:
+    """`ledger backfill d` in the background, in a session of its own. Its output goes, unbuffered, to `log` in
+    LEDGER_HOME (a test reads the progress lines while it runs), its stderr too unless `errors` names a file."""
+    argv = [LEDGER, "backfill", "d", "--start", f"2024-03-0{start}", "--end", f"2024-03-0{end}", "--yes", *args]
+    with open(cli.home / log, "w") as out, open(cli.home / (errors or os.devnull), "w") as err:
+        return subprocess.Popen(argv, env={**cli.env, **FAST, "PYTHONUNBUFFERED": "1"}, cwd=cli.home, text=True,
+                                stdout=out, stderr=err if errors else subprocess.STDOUT, start_new_session=True)
 
 
 def held_until_released(cli: Cli) -> str:
@@ -42,12 +65,11 @@ def printed(cli: Cli, log: str) -> str:
 
 
 def running_tries(cli: Cli) -> int:
-    with db(cli) as conn:
-        return int(conn.execute("SELECT count(*) FROM task_try WHERE state = 'running'").fetchone()[0])
+    return int(query(cli, "SELECT count(*) FROM task_try WHERE state = 'running'")[0][0])
 
 
-def test_a_backfill_waits_for_max_active_runs_says_why_and_finishes(ready_cli: Cli) -> None:
-    cli = ready_cli
+def test_a_backfill_waits_for_max_active_runs_says_why_and_finishes(each_db_cli: Cli) -> None:
+    cli = each_db_cli
     cli.write_dag("d.py", dag_source(command=held_until_released(cli), max_active_runs=1))
     cli.ok("dags", "pause", "d")
     first = start_backfill(cli, 4, 4)
@@ -65,11 +87,11 @@ def test_a_backfill_waits_for_max_active_runs_says_why_and_finishes(ready_cli: C
 
 
 def test_two_overlapping_backfills_at_once_leave_each_date_to_one_of_them_say_so_and_both_finish(
-        ready_cli: Cli) -> None:
+        each_db_cli: Cli) -> None:
     """Backfill 1 covers 03-01..03-05 and is running when backfill 2 asks for 03-04..03-07: the second
     leaves 03-04 and 03-05 to the first (in flight), says so per date and in its summary, creates the other
     two and waits for them; both finish, each date has one live run, no task instance ran twice."""
-    cli = ready_cli
+    cli = each_db_cli
     cli.write_dag("d.py", dag_source(command=held_until_released(cli), max_active_runs=2))
     cli.ok("dags", "pause", "d")
     first = start_backfill(cli, 1, 5)
@@ -92,26 +114,43 @@ def test_two_overlapping_backfills_at_once_leave_each_date_to_one_of_them_say_so
     assert_each_task_instance_ran_once(cli)
 
 
-def test_ctrl_c_interrupts_a_backfill_and_resume_finishes_it(ready_cli: Cli) -> None:
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_backfill_releases_its_locks_says_how_to_resume_and_resume_finishes_it(
+        ready_cli: Cli, signum: int, status: int) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) or SIGTERM to the backfill's process alone (`kill PID`,
+    as a service manager stops it): the try it runs gets the grace period and finishes, the job releases its
+    locks and ends, the backfill is `interrupted` (not `running`), the exit status is 128 + the signal and one
+    line on stderr says how to resume; `backfill resume` then finishes it without running anything twice."""
     cli = ready_cli
     cli.write_dag("d.py", dag_source(command="sleep 1", max_active_runs=1))
     cli.ok("dags", "pause", "d")
-    proc = start_backfill(cli, 1, 5)
+    proc = start_backfill(cli, 1, 3, errors="bf.err")
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
-    os.killpg(proc.pid, signal.SIGINT)
-    assert proc.wait(timeout=120) == 130, (cli.home / "bf.log").read_text()
-    output = (cli.home / "bf.log").read_text()
-    assert "`ledger backfill resume 1`" in output, output
+    (os.killpg if signum == signal.SIGINT else os.kill)(proc.pid, signum)
+    assert proc.wait(timeout=120) == status, printed(cli, "bf.log") + printed(cli, "bf.err")
+    (line,) = printed(cli, "bf.err").splitlines()
+    assert line.startswith("backfill 1 interrupted with ") and "`ledger backfill resume 1` finishes them" in line
     (row,) = cli.json("backfill", "list")
     assert row["state"] == "interrupted" and row["unfinished"] > 0, row
-    assert any(e["kind"] == "backfill_interrupted" for e in cli.json("events", "--dag", "d"))
+    assert query(cli, "SELECT id FROM dag_run WHERE lock_holder IS NOT NULL") == []
+    assert query(cli, "SELECT state FROM job WHERE job_type = 'BackfillJob' AND ended_at IS NOT NULL") == [
+        ("success",)]
+    tries = [state for (state,) in query(cli, "SELECT state FROM task_try")]
+    assert tries and set(tries) == {"success"}, tries  # the running try was let finish, not killed
+    kinds = [e["kind"] for e in cli.json("events", "--dag", "d")]
+    assert "locks_released" in kinds and kinds.count("backfill_interrupted") == 1, kinds
     resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST)
     assert resumed.exit_code == 0, resumed.output
     (row,) = cli.json("backfill", "list")
-    assert row["state"] == "success" and row["succeeded"] == 5 and row["unfinished"] == 0, row
-    assert [r["state"] for r in timeline(cli)] == ["success"] * 5
+    assert row["state"] == "success" and row["succeeded"] == 3 and row["unfinished"] == 0, row
+    assert [r["state"] for r in timeline(cli)] == ["success"] * 3
     assert_each_task_instance_ran_once(cli)
 
+
+LONG_LEASE = {"LEDGER_LOCK_TIMEOUT": "3600"}
+"""A lock timeout far longer than a test: what takes over the runs of a killed backfill within the test can only
+be the same-host check that its process is gone, not the lease running out."""
 
 RETRIED_DAG = """
 import pendulum
@@ -124,36 +163,35 @@ with DAG("d", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UT
 """
 
 
-def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(ready_cli: Cli) -> None:
-    cli = ready_cli
+def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(each_db_cli: Cli) -> None:
+    cli = each_db_cli
     cli.write_dag("d.py", RETRIED_DAG)
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 4)
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert [r["state"] for r in cli.json("backfill", "list")] == ["running"]  # nothing was left to mark it
     began = time.monotonic()
-    resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST)
+    resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST, **LONG_LEASE)
     assert resumed.exit_code == 0, resumed.output
     assert time.monotonic() - began < 60  # the dead job's locks are taken over at once on the same host
     assert [r["state"] for r in timeline(cli)] == ["success"] * 4
-    with db(cli) as conn:  # the try the kill cut short failed as a zombie and was retried: one try each else
-        tries = conn.execute("SELECT task_instance_id, try_number, state FROM task_try ORDER BY id").fetchall()
-    assert [t[2] for t in tries].count("failed") == 1 and "running" not in [t[2] for t in tries]
-    assert len({(t[0], t[1]) for t in tries}) == len(tries)  # no try ran twice
+    assert_no_try_ran_twice(cli, cut_short=1)  # the try the kill cut short failed as a zombie and was retried
     (row,) = cli.json("backfill", "list")
     assert row["state"] == "success" and row["unfinished"] == 0
 
 
-def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(ready_cli: Cli) -> None:
-    cli = ready_cli
+def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(each_db_cli: Cli) -> None:
+    cli = each_db_cli
     cli.write_dag("d.py", RETRIED_DAG)
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 4)
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    again = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-04", "--yes", timeout=180, **FAST)
+    again = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-04", "--yes", timeout=180,
+                    **FAST, **LONG_LEASE)
     assert again.exit_code == 0, again.output
     assert "adopted: run" in again.stdout and "of backfill 1, whose process is gone" in again.stdout, again.stdout
     # the summary counts the adopted dates apart from the skipped ones: it finishes them
@@ -164,6 +202,49 @@ def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(rea
     rows = {r["backfill_id"]: r for r in cli.json("backfill", "list")}
     assert rows["1"]["state"] == "success" and rows["1"]["unfinished"] == 0, rows
     assert any(e["kind"] == "backfill_adopted" for e in cli.json("events", "--dag", "d"))
+    assert_no_try_ran_twice(cli, cut_short=1)
+
+
+def test_a_backfill_over_the_queued_runs_of_a_submitted_one_finishes_them_without_calling_it_dead(
+        ready_cli: Cli) -> None:
+    """A `--submit` backfill never had a process of its own: a self-executing backfill over its dates adopts the
+    runs no scheduler has taken yet, and says so truthfully (not "whose process is gone"); both end success."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source())
+    cli.ok("dags", "pause", "d")
+    cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit", "--yes")
+    again = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes", timeout=180, **FAST)
+    assert again.exit_code == 0, again.output
+    for run in (1, 2):
+        assert f"adopted: run {run} of submitted backfill 1, which no live job holds, is finished by this " \
+               "backfill" in again.stdout, again.stdout
+    assert "process is gone" not in again.stdout, again.stdout
+    assert "backfill 2 created: 1 new, 0 override, 2 adopted, 0 skip" in again.stdout, again.stdout
+    assert [r["state"] for r in timeline(cli)] == ["success"] * 3
+    assert {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")} == {"1": "success", "2": "success"}
+    assert_each_task_instance_ran_once(cli)
+
+
+def test_an_operator_ending_the_last_unfinished_run_of_a_backfill_by_hand_ends_the_backfill(
+        ready_cli: Cli) -> None:
+    """`runs cancel` / `runs mark-success` on a backfill's last unfinished run set the backfill's state, as a job
+    finishing that run does; before, the backfill stayed `running` for ever, since no job had a run left to
+    finish it."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source())
+    cli.ok("dags", "pause", "d")
+    cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit", "--yes")
+    cli.ok("runs", "mark-success", "1")
+    assert [r["state"] for r in cli.json("backfill", "list")] == ["running"]  # run 2 has not finished
+    cli.ok("runs", "cancel", "2")
+    (row,) = cli.json("backfill", "list")
+    assert (row["state"], row["succeeded"], row["failed"], row["unfinished"]) == ("failed", 1, 1, 0), row
+    cli.ok("backfill", "d", "--start", "2024-03-03", "--end", "2024-03-03", "--submit", "--yes")
+    cli.ok("runs", "mark-success", "3")
+    assert {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")} == {"1": "failed", "2": "success"}
+    kinds = [e["kind"] for e in cli.json("events", "--dag", "d")]
+    assert kinds.count("backfill_finished") == 2, kinds
+    timeline(cli)
 
 
 @pytest.mark.parametrize(("tz", "cron", "start", "end", "expected"), [
@@ -211,20 +292,12 @@ def test_backfill_list_and_show_keep_the_history_of_an_overridden_backfill(ready
 @pytest.mark.postgres
 def test_on_postgresql_an_interrupted_backfill_is_resumed_and_a_second_one_waits_its_turn(
         cli: Cli, postgres_url: str) -> None:
-    from sqlalchemy import create_engine, text
-
     cli.env["LEDGER_DATABASE_URL"] = postgres_url
     cli.ok("db", "upgrade")
     cli.write_dag("d.py", RETRIED_DAG)
     cli.ok("dags", "pause", "d")
-    engine = create_engine(postgres_url)
-
-    def running() -> int:
-        with engine.connect() as conn:
-            return int(conn.execute(text("SELECT count(*) FROM task_try WHERE state = 'running'")).scalar() or 0)
-
     proc = start_backfill(cli, 1, 3)
-    wait_until(lambda: running() > 0, what="a running try")
+    wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) == 130, (cli.home / "bf.log").read_text()
     second = start_backfill(cli, 4, 4, log="bf2.log")  # waits: max_active_runs 1, and the first resumes
@@ -233,11 +306,7 @@ def test_on_postgresql_an_interrupted_backfill_is_resumed_and_a_second_one_waits
     assert second.wait(timeout=180) == 0, (cli.home / "bf2.log").read_text()
     states = {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")}
     assert states == {"1": "success", "2": "success"}
-    with engine.connect() as conn:
-        twice = conn.execute(text("SELECT task_instance_id FROM task_try GROUP BY task_instance_id, try_number "
-                                  "HAVING count(*) > 1")).fetchall()
-    assert twice == []
-    engine.dispose()
+    assert_no_try_ran_twice(cli)
     timeline(cli)
 
 

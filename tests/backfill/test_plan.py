@@ -85,6 +85,20 @@ def test_a_lock_whose_holder_stopped_heart_beating_does_not_count_as_in_flight()
     assert decide_date(live("failed", 3, holder=12, alive=False), Reprocess.FAILED)[0] == Action.OVERRIDE
 
 
+
+def test_an_unfinished_backfill_run_no_live_job_holds_is_adopted_saying_truly_whose_it_was() -> None:
+    """A self-executing backfill's run is left by a process that is gone; a `--submit` backfill never had one."""
+    dead = LiveRun(3, "running", "backfill", 12, False, backfill_id=2)
+    submitted = LiveRun(4, "queued", "backfill", None, False, backfill_id=5, submitted=True)
+    assert decide_date(dead, Reprocess.NONE) == (
+        Action.SKIP, "adopted: run 3 of backfill 2, whose process is gone, is finished by this backfill")
+    assert decide_date(submitted, Reprocess.COMPLETED) == (
+        Action.SKIP, "adopted: run 4 of submitted backfill 5, which no live job holds, is finished by this backfill")
+    intervals = a_spec().schedule.intervals_between(T0, T0, start_date=T0, end_date=None)
+    (item,) = plan_backfill(intervals, {T0: submitted}, Reprocess.NONE)
+    assert item.adopts_backfill == 5
+
+
 # -- plan_backfill -------------------------------------------------------------------------------------
 
 def test_the_plan_has_one_item_per_date_in_date_order_with_the_replaced_run() -> None:

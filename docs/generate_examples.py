@@ -81,9 +81,11 @@ VOLATILE = [
     (re.compile(r"session [0-9a-f-]{36}"), "session <id>"),
     (re.compile(r'^( *"id": )\d+', re.M), r"\1<n>"),  # callback processes may record their events first
     (re.compile(r"\bcli:[\w.-]+@"), "cli:<user>@"),  # who ran a command
-    (re.compile(r"--port \d+"), "--port <port>"),
+    (re.compile(r"(--(metrics-)?port) \d+"), r"\1 <port>"),
     (re.compile(r"^date: .*$", re.M), "date: <date>"),  # HTTP headers
     (re.compile(r"^content-length: \d+$", re.M), "content-length: <n>"),  # a time may end in 0 microseconds
+    (re.compile(r"^(ledger_\w+_seconds_sum|ledger_loop_duration_seconds_count|ledger_dag_file_parse_seconds\S*) \S+$",
+                re.M), r"\1 <n>"),  # durations, and how many loops a scheduler made
     (re.compile(r"[─━]+"), "─"),  # table widths follow the masked values
     (re.compile(r" +"), " "),
 ]
@@ -224,7 +226,28 @@ def run_operations() -> dict[str, str]:
     fresh LEDGER_HOME; no SMTP server or webhook listens (port 9), so the notifiers' errors are recorded."""
     source = example("orders_alerts.py")
     return {"ops-dag": dag_source(source, "$LEDGER_HOME/dags/orders.py"),
-            **run_scenario({"orders.py": source}, OPERATIONS, COLUMNS="150")}
+            **run_scenario({"orders.py": source}, OPERATIONS, COLUMNS="150"), **run_metrics()}
+
+
+def run_metrics() -> dict[str, str]:
+    """docs/operations.md's metrics: a scheduler with --metrics-port over the DAG tests/operations/test_metrics.py
+    runs (its second task fails after one retry, for three dates), scraped by curl once its tries have ended."""
+    sys.path.insert(0, str(REPO))
+    from tests.operations.test_metrics import METRICS_DAG
+
+    def settled(text: str) -> bool:
+        return all(line in text.splitlines() for line in (
+            'ledger_task_instances_finished_total{state="failed"} 3.0', "ledger_running_tries 0.0",
+            "ledger_queue_depth 0.0"))
+
+    scheduler = Background("scheduler", "--metrics-port", "{port}", path="/metrics", ready=settled, first_line=False)
+    try:
+        return run_scenario({"m.py": METRICS_DAG}, [("ops-metrics", [
+            "# db upgrade", scheduler.start,
+            f"@sh curl -s {scheduler.url}/metrics | grep '^ledger_' | grep -Ev '_bucket|_created[{{ ]'",
+            scheduler.stop])], between="\n")
+    finally:
+        scheduler.stop()
 
 
 # docs/authoring.md, on the DAG tests/authoring/test_values_templates_params.py checks (FLOW_DAG). The scheduler's
@@ -410,37 +433,45 @@ def run_spark() -> dict[str, str]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-class WebServer:
-    """`ledger webserver` in the background of a scenario, on a free port: steps `start` (shows its first line)
-    and `stop`; URL is the address the scenario's curl commands ask."""
+class Background:
+    """A `ledger` command serving HTTP in the background of a scenario, on a free port: step `start` runs
+    `ledger WORDS` ("{port}" in them: the port) and waits until `url + path` answers with a text `ready` accepts,
+    then shows the command (`shown`: followed by its first line of output, or with " &"); step `stop` ends it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *words: str, path: str, ready: Callable[[str], bool] = lambda _text: True,
+                 first_line: bool = True) -> None:
         import socket
 
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[str] | None = None
+        self.words = [word.format(port=self.port) for word in words]
+        self.path, self.ready, self.first_line = path, ready, first_line
+        self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, home: Path, env: dict[str, str]) -> str:
         import time as _time
         import urllib.request
 
-        self.process = subprocess.Popen([LEDGER, "webserver", "--port", str(self.port)], env=env, cwd=home,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert self.process.stdout is not None
-        first = self.process.stdout.readline().rstrip()
-        until = _time.monotonic() + 120
+        log = home / f"{self.words[0]}.log"
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen([LEDGER, *self.words], env=env, cwd=home, stdout=out,
+                                            stderr=subprocess.STDOUT)
+        until = _time.monotonic() + 180
         while True:
-            try:
-                with urllib.request.urlopen(self.url + "/api/v1/dags", timeout=5):
-                    break
-            except OSError:
-                if self.process.poll() is not None or _time.monotonic() > until:
-                    raise SystemExit(f"ledger webserver did not answer: {first}") from None
-                _time.sleep(0.1)
-        return f"$ ledger webserver --port {self.port}\n{first}"
+            text = ""
+            with contextlib.suppress(OSError), urllib.request.urlopen(self.url + self.path, timeout=5) as answer:
+                text = answer.read().decode()
+            if text and self.ready(text):
+                break
+            if self.process.poll() is not None or _time.monotonic() > until:
+                raise SystemExit(f"ledger {shlex.join(self.words)} did not get ready:\n{log.read_text()}")
+            _time.sleep(0.1)
+        command = f"$ ledger {shlex.join(self.words)}"
+        if not self.first_line:
+            return command + " &"
+        return command + "\n" + log.read_text().splitlines()[0].rstrip()
 
     def stop(self, _home: Path | None = None, _env: dict[str, str] | None = None) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -454,7 +485,7 @@ def run_web_commands() -> dict[str, str]:
     for tool in ("curl", "jq"):
         if shutil.which(tool) is None:
             raise SystemExit(f"docs/web.md's examples need {tool}")
-    server = WebServer()
+    server = Background("webserver", "--port", "{port}", path="/api/v1/dags")
     timeline = f"{server.url}/api/v1/dags/daily_sales/timeline"
     try:
         return run_scenario({"daily_sales.py": example("daily_sales.py")}, [

@@ -39,10 +39,10 @@ def _check(*docs: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # about 17 commands, 15 s on a healthy machine
+@pytest.mark.timeout(1800)  # about 17 commands and a scheduler scraped for metrics: 20 s on a healthy machine
 def test_the_operations_guide_shows_what_the_commands_print_today() -> None:
     """docs/operations.md: the example orders_alerts DAG's version, a failing run with its missed deadline and
-    its callbacks' outcomes, the operator controls and their refusals, `dags test`."""
+    its callbacks' outcomes, the metrics of a scheduler, the operator controls and their refusals, `dags test`."""
     _check("operations")
 
 

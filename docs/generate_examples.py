@@ -3,19 +3,22 @@
     python docs/generate_examples.py [DOC ...]          # run the scenarios, rewrite the generated blocks
     python docs/generate_examples.py --check [DOC ...]  # exit 1 when a generated block is out of date (tests)
 
-DOC is `backfill` (docs/backfill.md), `tutorial` (docs/tutorial.md), `operations` (docs/operations.md),
-`signals`, `spark`, or `web` (the screenshots of docs/web.md, docs/web/*.png, taken by headless Chromium);
-default: all of them (with --check: backfill, tutorial and spark).
+DOC is `backfill`, `tutorial`, `operations`, `authoring`, `scheduler`, `from-airflow`, `web` (docs/DOC.md),
+`signals`, `spark`, or `web-screenshots` (docs/web/*.png, taken by headless Chromium); default: all of them
+(with --check: all but signals and web-screenshots).
 
 Each block between `<!-- generated: NAME -->` and `<!-- end generated -->` is written by a run:
 - docs/backfill.md: the output of the commands that SCENARIO lists under NAME, run in order on a fresh
   LEDGER_HOME with the example DAG examples/dags/daily_sales.py (COLUMNS=110);
 - docs/tutorial.md: `make demo`'s output (examples/demo.py, with Spark), one block per command, NAME being
   the command (`ledger timeline sales_pipeline --all`); the demo runs in /tmp/ledger-docs-demo;
-- docs/operations.md: the commands OPERATIONS lists under NAME, on examples/dags/orders_alerts.py.
-Values that change from one run to the next (the wall-clock time of a change, elapsed times, the host
-name, process and session ids, the demo's home) are masked before comparing, so --check fails only when
-what the commands print has really changed.
+- docs/operations.md, authoring.md, scheduler.md, from-airflow.md, web.md: likewise (run_scenario), the
+  steps OPERATIONS, AUTHORING, ... list under NAME, on example DAGs of examples/dags (authoring.md: the DAG
+  of its scenario test); web.md's on a `ledger webserver` asked by curl;
+- docs/spark.md and signals.md: a session each, in run_spark and run_signals.
+Values that change from one run to the next (the wall-clock time of a change, elapsed times, the user and
+host name, process and session ids, ports, event ids, the demo's home) are masked before comparing, so
+--check fails only when what the commands print has really changed.
 """
 
 from __future__ import annotations
@@ -36,13 +39,24 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 LEDGER = str(Path(sys.executable).with_name("ledger"))
 
+# a step of a scenario: a command line (see run_step), or a function of $LEDGER_HOME and the commands'
+# environment that returns what it shows (None: nothing)
+Step = str | Callable[[Path, dict[str, str]], str | None]
+
+
+def add_notify_task(home: Path, _env: dict[str, str]) -> None:
+    """A new version of daily_sales: one more task."""
+    path = home / "dags" / "daily_sales.py"
+    path.write_text(path.read_text() + '    load >> BashTask("notify", "echo done")\n')
+
+
 # (block name, commands whose output it shows); commands with a leading "#" run but are not shown
-SCENARIO: list[tuple[str, list[str]]] = [
+SCENARIO: list[tuple[str, list[Step]]] = [
     ("setup", ["# db upgrade", "# dags list", "# scheduler --exit-when-idle"]),
     ("plan", ["backfill daily_sales --start 2024-03-02 --end 2024-03-04 --dry-run"]),
     ("plan-json", ["backfill daily_sales --start 2024-03-02 --end 2024-03-02 --dry-run --json"]),
     ("rerun", ["backfill daily_sales --start 2024-03-03 --end 2024-03-04 --reprocess completed --yes"]),
-    ("new-version", ["# @edit",
+    ("new-version", [add_notify_task,
                      "# backfill daily_sales --start 2024-03-04 --end 2024-03-04 --reprocess completed --yes"]),
     ("timeline", ["timeline daily_sales --all --start 2024-03-02 --end 2024-03-05"]),
     ("events", ["events --dag daily_sales --kind backfill_created --kind run_overridden --json"]),
@@ -65,6 +79,13 @@ VOLATILE = [
     (re.compile(r"\d+(\.\d+)?s\b"), "<n>s"),
     (re.compile(r"pid \d+"), "pid <n>"),
     (re.compile(r"session [0-9a-f-]{36}"), "session <id>"),
+    (re.compile(r'^( *"id": )\d+', re.M), r"\1<n>"),  # callback processes may record their events first
+    (re.compile(r"\bcli:[\w.-]+@"), "cli:<user>@"),  # who ran a command
+    (re.compile(r"(--(metrics-)?port) \d+"), r"\1 <port>"),
+    (re.compile(r"^date: .*$", re.M), "date: <date>"),  # HTTP headers
+    (re.compile(r"^content-length: \d+$", re.M), "content-length: <n>"),  # a time may end in 0 microseconds
+    (re.compile(r"^(ledger_\w+_seconds_sum|ledger_loop_duration_seconds_count|ledger_dag_file_parse_seconds\S*) \S+$",
+                re.M), r"\1 <n>"),  # durations, and how many loops a scheduler made
     (re.compile(r"[─━]+"), "─"),  # table widths follow the masked values
     (re.compile(r" +"), " "),
 ]
@@ -76,34 +97,75 @@ def mask(text: str) -> str:
     return text
 
 
-def run_backfill_scenario() -> dict[str, str]:
+def ledger_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a scenario's commands: no LEDGER_* setting of the caller's, this repository's code."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env.update(LEDGER_HOME=str(home), COLUMNS="110", NO_COLOR="1", LEDGER_POLL_INTERVAL="0.2", PYTHONPATH=str(REPO),
+               PATH=os.pathsep.join([str(Path(LEDGER).parent), env.get("PATH", "/usr/bin:/bin")]))
+    env.update(extra)
+    return env
+
+
+def run_step(home: Path, env: dict[str, str], step: Step) -> str | None:
+    """Carry out one step of a scenario in `home`; return what it shows (None: a step that is not shown).
+
+    A step is a `ledger` command line (its words as in a shell: `--reason 'two words'`); with a leading "# " it
+    runs but is not shown; "VAR=value" words before it set them in its environment. "@cat GLOB" shows a file
+    under $LEDGER_HOME, "@sh COMMAND" runs a shell command (curl, ...) in $LEDGER_HOME. A function changes
+    $LEDGER_HOME (a new version of a DAG file) or starts something (a server) and returns what it shows."""
+    if callable(step):
+        return step(home, env)
+    hidden = step.startswith("# ")
+    step = step.removeprefix("# ")
+    if step.startswith("@sh "):
+        shell = step.removeprefix("@sh ")
+        done = subprocess.run(["sh", "-c", shell], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env, cwd=home, timeout=300)  # one stream, in the order a terminal shows it
+        shown = f"$ {shell}"
+    else:
+        words = shlex.split(step)
+        extra = dict(w.split("=", 1) for w in words if re.match(r"[A-Z_]+=", w))
+        words = [w for w in words if w.split("=", 1)[0] not in extra]
+        if words[0] == "@cat":
+            found = sorted(home.glob(words[1]))
+            output = found[0].read_text() if found else f"cat: {words[1]}: No such file"
+            return None if hidden else f"$ cat $LEDGER_HOME/{words[1]}\n{output.rstrip()}"
+        done = subprocess.run([LEDGER, *words], capture_output=True, text=True, env={**env, **extra}, cwd=home,
+                              timeout=600)
+        shown = "$ " + " ".join([*(f"{k}={v}" for k, v in extra.items()), "ledger", shlex.join(words)])
+    if hidden:
+        return None
+    output = (done.stdout + (done.stderr or "")).rstrip().replace(str(home), "$LEDGER_HOME")
+    return "\n".join([shown, *(line.rstrip() for line in output.splitlines())])
+
+
+def example(name: str) -> str:
+    """The source of examples/dags/NAME."""
+    return (REPO / "examples" / "dags" / name).read_text()
+
+
+def run_scenario(dags: dict[str, str], steps: list[tuple[str, list[Step]]], *, between: str = "\n\n",
+                 **env: str) -> dict[str, str]:
+    """Run `steps` (block name, its steps) on a fresh LEDGER_HOME whose DAGs folder holds `dags` (file name:
+    its source); one ```text block per name that shows something."""
     home = Path(tempfile.mkdtemp(prefix="ledger-docs-"))
     try:
         (home / "dags").mkdir()
-        shutil.copy(REPO / "examples" / "dags" / "daily_sales.py", home / "dags" / "daily_sales.py")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-        env.update(LEDGER_HOME=str(home), COLUMNS="110", NO_COLOR="1", LEDGER_POLL_INTERVAL="0.2",
-                   PYTHONPATH=str(REPO))
+        for name, source in dags.items():
+            (home / "dags" / name).write_text(source)
+        environment = ledger_env(home, **env)
         blocks: dict[str, str] = {}
-        for name, commands in SCENARIO:
-            shown: list[str] = []
-            for command in commands:
-                hidden = command.startswith("# ")
-                command = command.removeprefix("# ")
-                if command == "@edit":  # a new version of the DAG: one more task
-                    path = home / "dags" / "daily_sales.py"
-                    path.write_text(path.read_text() + '    load >> BashTask("notify", "echo done")\n')
-                    continue
-                done = subprocess.run([LEDGER, *command.split()], capture_output=True, text=True, env=env,
-                                      cwd=home, timeout=300)
-                if not hidden:
-                    output = (done.stdout + done.stderr).rstrip()
-                    shown.append(f"$ ledger {command}\n" + "\n".join(line.rstrip() for line in output.splitlines()))
+        for name, block_steps in steps:
+            shown = [text for step in block_steps if (text := run_step(home, environment, step)) is not None]
             if shown:
-                blocks[name] = "```text\n" + "\n".join(shown) + "\n```"
+                blocks[name] = "```text\n" + between.join(shown) + "\n```"
         return blocks
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def run_backfill_scenario() -> dict[str, str]:
+    return run_scenario({"daily_sales.py": example("daily_sales.py")}, SCENARIO, between="\n")
 
 
 DEMO_HOME = Path("/tmp/ledger-docs-demo/.demo-home")
@@ -132,14 +194,20 @@ def run_demo() -> dict[str, str]:
     return blocks
 
 
-# docs/operations.md: (block name, commands); "# " runs a command without showing it, "VAR=value" before a
-# command sets it in that command's environment. Callback calls run one at a time here
-# (LEDGER_CALLBACK_PARALLELISM=1), so that their ids and outcomes come in the same order on every run.
-OPERATIONS: list[tuple[str, list[str]]] = [
+def dag_source(source: str, shown_as: str) -> str:
+    """A ```python block of a DAG file (the docstring of an example file left out), named as the guide puts it."""
+    code = source.split('"""', 2)[2] if source.lstrip().startswith('"""') else source
+    return f"```python\n# {shown_as}\n{code.strip()}\n```"
+
+
+# docs/operations.md: (block name, steps), on examples/dags/orders_alerts.py. The scheduler's own log is not
+# shown: its callback lines come when each callback process ends, interleaved with the task lines by timing;
+# `ledger events` and `ledger callbacks` show the same, in the order things were requested.
+OPERATIONS: list[tuple[str, list[Step]]] = [
     ("ops-show", ["# db upgrade", "dags show orders"]),
     ("ops-run", ["trigger orders --logical-date 2024-03-01",
                  "# LEDGER_SMTP_PORT=9 scheduler --exit-when-idle",
-                 "events --run 1 --kind run_state_changed --kind deadline_missed",
+                 "events --run 1 --kind run_state_changed --kind deadline_missed --json",
                  "callbacks --run 1"]),
     ("ops-callback-log", ["@cat logs/orders/run_1/callbacks/*_deadline_missed.log"]),
     ("ops-controls", ["tasks mark orders 1 load --state success --reason 'loaded by hand, ticket OPS-12'",
@@ -148,9 +216,7 @@ OPERATIONS: list[tuple[str, list[str]]] = [
                       "runs cancel 2 --reason 'upstream data not delivered'",
                       "trigger orders --logical-date 2024-03-01 --replace",
                       "runs mark-failed 1",
-                      "events --dag orders --kind tasks_marked --kind run_cancelled --kind run_overridden"]),
-    ("ops-pause", ["dags pause orders --stop-queued", "dags unpause orders"]),
-    ("ops-tasks-test", ["tasks test orders extract --logical-date 2024-03-05"]),
+                      "events --dag orders --kind tasks_marked --kind run_cancelled --kind run_overridden --json"]),
     ("ops-dags-test", ["dags test orders --logical-date 2024-03-05"]),
 ]
 
@@ -158,39 +224,76 @@ OPERATIONS: list[tuple[str, list[str]]] = [
 def run_operations() -> dict[str, str]:
     """docs/operations.md: examples/dags/orders_alerts.py (the DAG the guide shows) run by the real commands on a
     fresh LEDGER_HOME; no SMTP server or webhook listens (port 9), so the notifiers' errors are recorded."""
-    home = Path(tempfile.mkdtemp(prefix="ledger-ops-"))
+    source = example("orders_alerts.py")
+    return {"ops-dag": dag_source(source, "$LEDGER_HOME/dags/orders.py"),
+            **run_scenario({"orders.py": source}, OPERATIONS, COLUMNS="150"), **run_metrics()}
+
+
+def run_metrics() -> dict[str, str]:
+    """docs/operations.md's metrics: a scheduler with --metrics-port over the DAG tests/operations/test_metrics.py
+    runs (its second task fails after one retry, for three dates), scraped by curl once its tries have ended."""
+    sys.path.insert(0, str(REPO))
+    from tests.operations.test_metrics import METRICS_DAG
+
+    def settled(text: str) -> bool:
+        return all(line in text.splitlines() for line in (
+            'ledger_task_instances_finished_total{state="failed"} 3.0', "ledger_running_tries 0.0",
+            "ledger_queue_depth 0.0"))
+
+    scheduler = Background("scheduler", "--metrics-port", "{port}", path="/metrics", ready=settled, first_line=False)
     try:
-        (home / "dags").mkdir()
-        source = (REPO / "examples" / "dags" / "orders_alerts.py").read_text()
-        (home / "dags" / "orders.py").write_text(source)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-        env.update(LEDGER_HOME=str(home), COLUMNS="110", NO_COLOR="1", LEDGER_POLL_INTERVAL="0.2",
-                   LEDGER_CALLBACK_PARALLELISM="1", PYTHONPATH=str(REPO))
-        code = source.split('"""', 2)[2].strip()
-        blocks = {"ops-dag": "```python\n# $LEDGER_HOME/dags/orders.py\n" + code + "\n```"}
-        for name, commands in OPERATIONS:
-            shown: list[str] = []
-            for command in commands:
-                hidden = command.startswith("# ")
-                words = shlex.split(command.removeprefix("# "))
-                extra = dict(w.split("=", 1) for w in words if re.match(r"[A-Z_]+=", w))
-                words = [w for w in words if w.split("=", 1)[0] not in extra]
-                command = shlex.join(words)
-                if words[0] == "@cat":
-                    found = sorted(home.glob(words[1]))
-                    output = found[0].read_text().rstrip() if found else f"cat: {words[1]}: No such file"
-                    shown.append(f"$ cat $LEDGER_HOME/{words[1]}\n{output}")
-                    continue
-                done = subprocess.run([LEDGER, *words], capture_output=True, text=True, env={**env, **extra},
-                                      cwd=home, timeout=600)
-                if not hidden:
-                    output = (done.stdout + done.stderr).rstrip().replace(str(home), "$LEDGER_HOME")
-                    shown.append(f"$ ledger {command}\n"
-                                 + "\n".join(line.rstrip() for line in output.splitlines()))
-            blocks[name] = "```text\n" + "\n\n".join(shown) + "\n```"
-        return blocks
+        return run_scenario({"m.py": METRICS_DAG}, [("ops-metrics", [
+            "# db upgrade", scheduler.start,
+            f"@sh curl -s {scheduler.url}/metrics | grep '^ledger_' | grep -Ev '_bucket|_created[{{ ]'",
+            scheduler.stop])], between="\n")
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        scheduler.stop()
+
+
+# docs/authoring.md, on the DAG tests/authoring/test_values_templates_params.py checks (FLOW_DAG). The scheduler's
+# log is not shown (which run's line comes first depends on timing); the timeline and the tries' records show
+# what it did.
+AUTHORING: list[tuple[str, list[Step]]] = [
+    ("authoring-secrets", ["# db upgrade",
+                           "variables set api_token tok-SECRET-123 --description 'token of the orders API'",
+                           "connections add warehouse --uri 'postgresql://etl:pa%40ss-SECRET@db.internal:5432/dw'",
+                           "connections list"]),
+    ("authoring-run", ["trigger flow --logical-date 2024-03-02 --conf '{\"days\": \"seven\"}'",
+                       "trigger flow --logical-date 2024-03-01",
+                       "trigger flow --logical-date 2024-03-02 --conf '{\"mode\": \"delta\"}'",
+                       "# scheduler --exit-when-idle",
+                       "timeline flow",
+                       "tasks xcom flow 2 extract",
+                       "tasks xcom flow 2 load",
+                       "tasks rendered flow 2 report",
+                       "@sh ledger tasks logs flow 2 too_big | cut -c -300"]),
+]
+
+
+def run_authoring() -> dict[str, str]:
+    """docs/authoring.md: variables and connections (under a Fernet key made for the run), then the values,
+    templates and params of the DAG the authoring scenario test runs (tests/authoring)."""
+    from cryptography.fernet import Fernet
+
+    sys.path.insert(0, str(REPO))
+    from tests.authoring.test_values_templates_params import FLOW_DAG
+
+    key = Fernet.generate_key().decode()
+    return {"authoring-dag": dag_source(FLOW_DAG, "$LEDGER_HOME/dags/flow.py"),
+            **run_scenario({"flow.py": FLOW_DAG}, AUTHORING, LEDGER_FERNET_KEY=key)}
+
+
+def run_scheduler_log() -> dict[str, str]:
+    """docs/scheduler.md: the log of a scheduler catching up the example daily_sales (whose depends_on_past makes
+    the runs end in order, so the log's lines come in the same order on every run)."""
+    return run_scenario({"daily_sales.py": example("daily_sales.py")},
+                        [("scheduler-log", ["# db upgrade", "scheduler --exit-when-idle"])])
+
+
+def run_from_airflow() -> dict[str, str]:
+    """docs/from-airflow.md: the ported example (examples/dags/orders_daily.py) in the local test loop."""
+    return run_scenario({"orders_daily.py": example("orders_daily.py")},
+                        [("airflow-dags-test", ["dags test orders_daily --logical-date 2024-03-05T06:00"])])
 
 
 def run_signals() -> dict[str, str]:
@@ -330,6 +433,77 @@ def run_spark() -> dict[str, str]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+class Background:
+    """A `ledger` command serving HTTP in the background of a scenario, on a free port: step `start` runs
+    `ledger WORDS` ("{port}" in them: the port) and waits until `url + path` answers with a text `ready` accepts,
+    then shows the command (`shown`: followed by its first line of output, or with " &"); step `stop` ends it."""
+
+    def __init__(self, *words: str, path: str, ready: Callable[[str], bool] = lambda _text: True,
+                 first_line: bool = True) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.words = [word.format(port=self.port) for word in words]
+        self.path, self.ready, self.first_line = path, ready, first_line
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, home: Path, env: dict[str, str]) -> str:
+        import time as _time
+        import urllib.request
+
+        log = home / f"{self.words[0]}.log"
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen([LEDGER, *self.words], env=env, cwd=home, stdout=out,
+                                            stderr=subprocess.STDOUT)
+        until = _time.monotonic() + 180
+        while True:
+            text = ""
+            with contextlib.suppress(OSError), urllib.request.urlopen(self.url + self.path, timeout=5) as answer:
+                text = answer.read().decode()
+            if text and self.ready(text):
+                break
+            if self.process.poll() is not None or _time.monotonic() > until:
+                raise SystemExit(f"ledger {shlex.join(self.words)} did not get ready:\n{log.read_text()}")
+            _time.sleep(0.1)
+        command = f"$ ledger {shlex.join(self.words)}"
+        if not self.first_line:
+            return command + " &"
+        return command + "\n" + log.read_text().splitlines()[0].rstrip()
+
+    def stop(self, _home: Path | None = None, _env: dict[str, str] | None = None) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=60)
+
+
+def run_web_commands() -> dict[str, str]:
+    """docs/web.md's command outputs: a `ledger webserver` over the example daily_sales after its catch-up and a
+    manual --replace (run 8 overrides run 2), asked by curl; and the refusal to serve another address."""
+    for tool in ("curl", "jq"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"docs/web.md's examples need {tool}")
+    server = Background("webserver", "--port", "{port}", path="/api/v1/dags")
+    timeline = f"{server.url}/api/v1/dags/daily_sales/timeline"
+    try:
+        return run_scenario({"daily_sales.py": example("daily_sales.py")}, [
+            ("web-start", ["# db upgrade", "# scheduler --exit-when-idle",
+                           "# trigger daily_sales --logical-date 2024-03-02 --replace", server.start]),
+            ("web-refuse", ["@sh ledger webserver --host 0.0.0.0; echo $?"]),
+            ("web-cursor", [f"@sh curl -s -D - -o /dev/null '{timeline}?limit=2'",
+                            f"@sh curl -s '{timeline}?limit=2' | jq -c '.[] | {{run_id, logical_date, state, "
+                            "overridden_by}'"]),
+            ("web-errors", [f"@sh curl -si {server.url}/api/v1/runs/999",
+                            f"@sh curl -s '{timeline}?start=bad'",
+                            f"@sh curl -si -X POST {server.url}/api/v1/runs/4 | head -1"]),
+            ("web-stop", [server.stop]),
+        ], between="\n")
+    finally:
+        server.stop()
+
+
 # docs/web/NAME.png: the page at PATH ({current}: the DAG's current version), HEIGHT pixels tall
 WEB_SHOTS = [("dags", "/", 760), ("timeline", "/dags/web", 760), ("run", "/runs/4", 760),
              ("version", "/dags/web/versions/{current}", 1100), ("lineage", "/lineage/sales_clean", 760),
@@ -382,15 +556,20 @@ def run_web() -> dict[str, str]:
     return {}
 
 
-DOCS: dict[str, tuple[Path, Callable[[], dict[str, str]]]] = {
+DOCS: dict[str, tuple[Path | None, Callable[[], dict[str, str]]]] = {
     "backfill": (REPO / "docs" / "backfill.md", run_backfill_scenario),
     "tutorial": (REPO / "docs" / "tutorial.md", run_demo),
     "signals": (REPO / "docs" / "signals.md", run_signals),  # timing-dependent: written on request only
     "spark": (REPO / "docs" / "spark.md", run_spark),  # needs PostgreSQL and Java
-    "operations": (REPO / "docs" / "operations.md", run_operations),  # not yet run to completion: see decisions
-    "web": (REPO / "docs" / "web.md", run_web),  # screenshots (docs/web/*.png); needs Chromium
+    "operations": (REPO / "docs" / "operations.md", run_operations),
+    "authoring": (REPO / "docs" / "authoring.md", run_authoring),
+    "scheduler": (REPO / "docs" / "scheduler.md", run_scheduler_log),
+    "from-airflow": (REPO / "docs" / "from-airflow.md", run_from_airflow),
+    "web": (REPO / "docs" / "web.md", run_web_commands),  # needs curl and jq
+    "web-screenshots": (None, run_web),  # docs/web/*.png, no text block; needs Chromium
 }
-CHECKED = ("backfill", "tutorial", "spark")  # signals: how many batches a stream sends before STOP varies
+CHECKED = ("backfill", "tutorial", "spark", "operations", "authoring", "scheduler", "from-airflow", "web")
+# not checked: signals (how many batches a stream sends before STOP varies), web-screenshots (wall-clock times)
 BLOCK = re.compile(r"<!-- generated: (?P<name>[^>]+?) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 
 
@@ -412,6 +591,9 @@ def main(argv: list[str]) -> int:
     stale = []
     for name in names:
         path, run = DOCS[name]
+        if path is None:  # files of their own (screenshots), not compared
+            run()
+            continue
         fresh = rewrite(path, run())
         if not check:
             path.write_text(fresh)
@@ -421,7 +603,7 @@ def main(argv: list[str]) -> int:
                                          "in the doc", "printed now", lineterm="", n=1)
             sys.stderr.write("\n".join(list(shown)[:40]) + "\n")
     for name in stale:
-        sys.stderr.write(f"{DOCS[name][0].relative_to(REPO)} is out of date: run "
+        sys.stderr.write(f"{DOCS[name][0]} is out of date: run "
                          f"`python docs/generate_examples.py {name}`\n")
     return 1 if stale else 0
 

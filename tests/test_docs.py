@@ -1,7 +1,9 @@
-"""The docs show the real commands: the CLI reference must match every command's --help."""
+"""The docs show the real commands: the CLI reference must match every command's --help, and every output a
+guide shows must be what its command prints today (docs/generate_examples.py)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,11 +31,40 @@ def test_the_backfill_guide_shows_what_the_commands_print_today() -> None:
     _check("backfill")
 
 
-def _check(doc: str) -> None:
-    """Run docs/generate_examples.py --check DOC: the doc's outputs must be what the commands print now."""
-    result = subprocess.run([sys.executable, "docs/generate_examples.py", "--check", doc], cwd=REPO,
+def _check(*docs: str) -> None:
+    """Run docs/generate_examples.py --check DOC...: the docs' outputs must be what the commands print now."""
+    result = subprocess.run([sys.executable, "docs/generate_examples.py", "--check", *docs], cwd=REPO,
                             capture_output=True, text=True, timeout=1700)
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 17 commands and a scheduler scraped for metrics: 20 s on a healthy machine
+def test_the_operations_guide_shows_what_the_commands_print_today() -> None:
+    """docs/operations.md: the example orders_alerts DAG's version, a failing run with its missed deadline and
+    its callbacks' outcomes, the metrics of a scheduler, the operator controls and their refusals, `dags test`."""
+    _check("operations")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 12 commands, 12 s on a healthy machine
+def test_the_authoring_guide_shows_what_the_commands_print_today() -> None:
+    """docs/authoring.md: variables and connections, then the example flow DAG's values, templates and params."""
+    _check("authoring")
+
+
+@pytest.mark.timeout(1800)  # a few seconds on a healthy machine
+def test_the_scheduler_and_porting_guides_show_what_the_commands_print_today() -> None:
+    """docs/scheduler.md (a scheduler's log of a catch-up) and docs/from-airflow.md (`ledger dags test` of the
+    ported example)."""
+    _check("scheduler", "from-airflow")
+
+
+@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")), reason="docs/web.md's examples use curl, jq")
+@pytest.mark.timeout(1800)  # about 8 s on a healthy machine
+def test_the_web_guide_shows_what_the_server_answers_today() -> None:
+    """docs/web.md's command outputs: a real `ledger webserver` asked by curl, and its refusal of 0.0.0.0."""
+    _check("web")
 
 
 @pytest.mark.spark

@@ -137,6 +137,7 @@ class DagRunJob:
     _call_results: list[tuple[int, str, str | None]] = field(default_factory=list)  # ended, not yet recorded
     metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
     _callbacks_requested: bool = False  # this job requested calls in this loop: claim them at once
+    _callbacks_backlog: bool = False  # the last claim had no room for every pending call
     _next_callback_look: float = 0.0
     _xcom: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  # held run -> its stored values
     _intervals: dict[int, tuple[str, str]] = field(default_factory=dict)  # run -> data interval (immutable)
@@ -222,7 +223,7 @@ class DagRunJob:
                 if num_runs is not None and loops >= num_runs:
                     break
                 idle = not report.progress and not self.executor.in_flight() and report.retry_at is None \
-                    and not self.busy() and not self.calls().running
+                    and not self.busy() and not self.calls().running and not self._callbacks_backlog
                 if exit_when_idle and idle:
                     if not report.looked_for_runs:  # look for claimable runs once more before leaving
                         self._claim_now = True
@@ -392,12 +393,18 @@ class DagRunJob:
     def _callbacks(self, session: Session, now: datetime) -> list[tuple[int, dict[str, Any]]]:
         """Record the calls that ended; claim pending ones (requests to start once this transaction commits)."""
         self._callbacks_ended(session, now)
-        if not (self._callbacks_requested or self.calls().running or time.monotonic() >= self._next_callback_look):
+        if not (self._callbacks_requested or self._callbacks_backlog or self.calls().running
+                or time.monotonic() >= self._next_callback_look):
             return []  # nothing requested here; others' requests are looked for every poll_interval
         self._callbacks_requested = False
         self._next_callback_look = time.monotonic() + self.settings.poll_interval
+        room = self.calls().room()
+        claimed = callback_store.claim(session, self.job_id, limit=room, now=now, actor=self.actor)
+        # all slots taken (or filled now): more calls may be pending; claim again as soon as a slot frees,
+        # and do not count as idle until a claim finds fewer than it had room for
+        self._callbacks_backlog = len(claimed) >= room
         requests = []
-        for call in callback_store.claim(session, self.job_id, limit=self.calls().room(), now=now, actor=self.actor):
+        for call in claimed:
             code = self.code_cache().locate(session, call.dag_id, call.dag_version)
             requests.append((call.id, {
                 "dag_id": call.dag_id, "run_id": call.run_id, "task_id": call.task_id, "try_number": call.try_number,

@@ -168,10 +168,14 @@ def test_email_and_webhook_notifiers_tell_people_when_a_run_fails(
 
 
 def test_a_callback_that_cannot_reach_its_service_is_an_error_event(ready_cli: Cli) -> None:
+    """With one callback process at a time, the second call waits for the first: --exit-when-idle still makes
+    both before it exits (none is left pending)."""
     cli = ready_cli
     cli.write_dag("notify.py", NOTIFY_DAG.format(url="http://127.0.0.1:9/nothing-listens"))
     cli.ok("trigger", "notify")
-    cli.ok("scheduler", "--exit-when-idle", LEDGER_SMTP_HOST="127.0.0.1", LEDGER_SMTP_PORT="9")
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_SMTP_HOST="127.0.0.1", LEDGER_SMTP_PORT="9",
+           LEDGER_CALLBACK_PARALLELISM="1")
+    assert [c["state"] for c in cli.json("callbacks")] == ["error", "error"]
     errors = [e for e in cli.json("events", "--dag", "notify") if e["kind"] == "callback_error"]
     assert len(errors) == 2
     assert all("refused" in e["details"]["message"].lower() for e in errors), errors

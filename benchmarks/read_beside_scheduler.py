@@ -8,7 +8,10 @@ chained no-op PythonTasks). Then `ledger scheduler --exit-when-idle --parallelis
 
   alone        nothing else touches the database, or
   with_reader  a second process runs `ledger timeline big --json` (the whole 100,000-run chain as JSON)
-               again and again, from before the scheduler starts until it exits.
+               again and again, from before the scheduler starts until it exits;
+  niced_reader the same reader at `nice -n 19`: on a 2-core machine the reader also takes a core from the
+               scheduler and its workers, and this mode tells that CPU competition from waiting on the
+               database (a reader that blocked writes would still raise the lag here).
 
 Rounds alternate alone / with_reader so that the machine's load hits both sides alike. Reported per mode
 (median of the repeats, min and max): ti_per_s and task lag p50 / p90 (downstream try start - upstream try
@@ -40,9 +43,10 @@ from benchmarks.scheduler_throughput import write_dag as write_throughput_dag
 class Reader(threading.Thread):
     """Runs `ledger timeline big --json` back to back until stopped; keeps each read's duration."""
 
-    def __init__(self, home: Path, existing: int) -> None:
+    def __init__(self, home: Path, existing: int, nice: bool) -> None:
         super().__init__(daemon=True)
         self.home, self.existing = home, existing
+        self.prefix = ["nice", "-n", "19"] if nice else []
         self.stop = threading.Event()
         self.seconds: list[float] = []
         self.error: str | None = None
@@ -56,8 +60,8 @@ class Reader(threading.Thread):
     def read_until_stopped(self) -> None:
         while not self.stop.is_set():
             began = time.perf_counter()
-            done = subprocess.run([*ledger_command(), "timeline", "big", "--json"], env=ledger_env(self.home),
-                                  capture_output=True, text=True, check=False)
+            done = subprocess.run([*self.prefix, *ledger_command(), "timeline", "big", "--json"],
+                                  env=ledger_env(self.home), capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 self.error = done.stderr.strip()[-500:]
                 return
@@ -75,7 +79,7 @@ def one_round(workdir: Path, mode: str, existing: int, runs: int, parallelism: i
     db_upgrade(home)
     seed_timeline(home, existing)
     write_throughput_dag(home / "dags", runs, datetime.now(UTC))
-    reader = Reader(home, existing) if mode == "with_reader" else None
+    reader = Reader(home, existing, nice=mode == "niced_reader") if mode != "alone" else None
     if reader is not None:
         reader.start()
         while not reader.seconds and reader.error is None:  # the reader is warm and reading when we start
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.existing < 1:
         parser.error("--runs and --existing must be at least 1")
-    rounds: dict[str, list[dict[str, Any]]] = {"alone": [], "with_reader": []}
+    rounds: dict[str, list[dict[str, Any]]] = {"alone": [], "with_reader": [], "niced_reader": []}
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
         for i in range(args.repeat):
             for mode in rounds:
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         for key, digits in (("ti_per_s", 1), ("lag_p50_ms", 2), ("lag_p90_ms", 2)):
             out.update(summarise(results, key, digits))
         out["lag_max_ms"] = round(max(r["lag_max_ms"] for r in results), 2)
-        if mode == "with_reader":
+        if mode != "alone":
             out["reads_during"] = [r["reads_during"] for r in results]
             out["read_s"] = round(statistics.median(r["read_s"] for r in results), 3)
             out["target_lag_p90_ms"] = 50

@@ -92,6 +92,22 @@ def get(session: Session, dag_id: str, *, active_only: bool = True) -> Dag:
     return dag
 
 
+def find(session: Session, dag_id: str) -> Dag | None:
+    """The DAG row, active or not (None: never registered)."""
+    return session.get(Dag, dag_id)
+
+
+def schedulable(session: Session, dag_ids: list[str] | None = None) -> list[tuple[str, str, str]]:
+    """(dag_id, current version, fileloc) of the active, unpaused DAGs that have a version (of `dag_ids`, or
+    all)."""
+    stmt = select(Dag.dag_id, Dag.current_version, Dag.fileloc).where(
+        Dag.is_active.is_(True), Dag.is_paused.is_(False), Dag.current_version.is_not(None))
+    if dag_ids is not None:
+        stmt = stmt.where(Dag.dag_id.in_(dag_ids))
+    return [(dag_id, version, fileloc) for dag_id, version, fileloc in session.execute(stmt).tuples()
+            if version is not None]
+
+
 def listing(session: Session, *, include_inactive: bool = False) -> list[Dag]:
     stmt = select(Dag).order_by(Dag.dag_id)
     if not include_inactive:

@@ -266,10 +266,14 @@ def get(session: Session, run_id: int | str) -> DagRun:
         key = int(run_id)
     except (TypeError, ValueError):
         raise InvalidInput(f"run id must be a number, got {run_id!r}") from None
-    run = session.get(DagRun, key)
+    run = find(session, key)
     if run is None:
         raise RunNotFound(str(run_id))
     return run
+
+
+def find(session: Session, run_id: int) -> DagRun | None:
+    return session.get(DagRun, run_id)
 
 
 def task_instances(session: Session, run_id: int) -> list[TaskInstance]:

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cli import testing
@@ -17,11 +16,12 @@ from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, Reason, reason_text
 from ledger.dates import iso
 from ledger.errors import InvalidInput, TimelineConflict
-from ledger.models import DagRun, TaskInstance
+from ledger.models import DagRun
 from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import runs as run_store
+from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
 
 app = typer.Typer(help="Inspect and re-run task instances.", no_args_is_help=True)
@@ -47,7 +47,7 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     env = open_env()
     with env.reading() as session:
         r = _run_of(session, dag_id, run)
-        ti = session.scalar(select(TaskInstance).where(TaskInstance.run_id == r.id, TaskInstance.task_id == task_id))
+        ti = task_store.instance(session, r.id, task_id)
         if ti is None:
             raise InvalidInput(f"run {r.id} has no task {task_id!r}")
         latest = ti.try_number
@@ -129,9 +129,7 @@ def clear(dag_id: DagId, run: RunArg,
             if ti.task_id not in chosen:
                 continue
             if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
-                ti.state = TaskState.SCHEDULED.value
-                ti.max_tries = ti.try_number + spec.tasks[ti.task_id].retries + 1
-                ti.next_try_at = ti.ended_at = None
+                task_store.rearm(ti, spec.tasks[ti.task_id].retries, arm=False)
                 cleared.append(ti.task_id)
         if not cleared and moved is None:
             raise InvalidInput(f"nothing to clear in run {r.id}: the chosen tasks have not finished")
@@ -224,8 +222,7 @@ def _task_rows(dag_id: str, run: str, task_id: str,
     env = open_env()
     with env.reading() as session:
         r = _run_of(session, dag_id, run)
-        if session.scalar(select(TaskInstance.id).where(TaskInstance.run_id == r.id,
-                                                        TaskInstance.task_id == task_id)) is None:
+        if task_store.instance(session, r.id, task_id) is None:
             raise InvalidInput(f"run {r.id} has no task {task_id!r}")
         return r.id, fetch(session, r.id)
 

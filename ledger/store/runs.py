@@ -252,14 +252,13 @@ def live_dates_from(session: Session, dag_id: str, after: datetime | None, *,
 
 def resume_points(session: Session, dag_ids: list[str] | None = None) -> dict[str, datetime]:
     """Per DAG, the data-interval end of the latest live scheduled or backfill run (one query)."""
-    live = LIVE
     latest = (select(DagRun.dag_id, func.max(DagRun.logical_date).label("at"))
-              .where(live, DagRun.run_type.in_(SCHEDULING_TYPES)).group_by(DagRun.dag_id))
+              .where(LIVE, DagRun.run_type.in_(SCHEDULING_TYPES)).group_by(DagRun.dag_id))
     if dag_ids is not None:
         latest = latest.where(DagRun.dag_id.in_(dag_ids))
     sub = latest.subquery()
     stmt = select(DagRun.dag_id, DagRun.data_interval_end).join(
-        sub, and_(sub.c.dag_id == DagRun.dag_id, sub.c.at == DagRun.logical_date)).where(live)
+        sub, and_(sub.c.dag_id == DagRun.dag_id, sub.c.at == DagRun.logical_date)).where(LIVE)
     return {dag_id: end for dag_id, end in session.execute(stmt).tuples()}
 
 

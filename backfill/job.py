@@ -9,33 +9,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ledger.states import BackfillState, RunState
+from ledger.operations import cancel_backfill
+from ledger.states import BackfillState
 from ledger.store import backfills as backfill_store
 from ledger.store import events
-from ledger.store import jobs as job_store
 from ledger.store.backfills import Progress, finish_backfill, history_of, progress_of, waiting_reasons
-from ledger.store.loop import set_run_state
 from scheduler.job import DagRunJob, LoopReport
-
-
-def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, stale_after: float,
-                    held_by: int | None = None) -> list[int]:
-    """Mark the backfill cancelled and fail its unfinished runs that no live job (other than `held_by`)
-    is executing. Finished runs stay as they are. Returns the ids of the runs failed."""
-    row = backfill_store.get(session, backfill_id)
-    if row.state == BackfillState.RUNNING.value:
-        row.state, row.ended_at = BackfillState.CANCELLED.value, now
-        events.record(session, "backfill_cancelled", at=now, actor=actor, dag_id=row.dag_id,
-                      backfill_id=backfill_id)
-    failed = []
-    for run in backfill_store.unfinished_runs(session, backfill_id):
-        if run.lock_holder is not None and run.lock_holder != held_by and job_store.job_alive(
-                session, run.lock_holder, now=now, stale_after=stale_after):
-            continue  # its job sees the cancellation and fails it itself
-        set_run_state(session, run, RunState.FAILED, now=now, actor=actor, release=True,
-                      reason=f"backfill {backfill_id} cancelled")
-        failed.append(run.id)
-    return failed
 
 
 @dataclass

@@ -340,7 +340,7 @@ def show(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", sho
 @app.command()
 def cancel(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", show_default=False)]) -> None:
     """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
-    from backfill.job import cancel_backfill
+    from ledger.operations import cancel_backfill
     from scheduler.settings import SchedulerSettings
 
     env = open_env()

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pendulum import DateTime
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backfill.plan import (
@@ -22,8 +21,9 @@ from backfill.plan import (
     plan_backfill,
 )
 from ledger.errors import InvalidInput
-from ledger.models import Backfill, DagRun, Job
-from ledger.states import BackfillState, JobState, RunState, RunType
+from ledger.models import Backfill
+from ledger.states import BackfillState, JobState, RunType
+from ledger.store import backfills as backfill_store
 from ledger.store import events
 from ledger.store import jobs as job_store
 from ledger.store import runs as run_store
@@ -46,15 +46,9 @@ class BackfillRequest:
 def live_runs(session: Session, dag_id: str, start: datetime, end: datetime, *, now: datetime,
               stale_after: float) -> dict[datetime, LiveRun]:
     stale = now - timedelta(seconds=stale_after)
-    stmt = (select(DagRun.id, DagRun.logical_date, DagRun.state, DagRun.run_type, DagRun.lock_holder,
-                   DagRun.backfill_id, Job.state.label("job_state"), Job.latest_heartbeat, Backfill.submit_only)
-            .outerjoin(Job, Job.id == DagRun.lock_holder)
-            .outerjoin(Backfill, Backfill.id == DagRun.backfill_id)
-            .where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value,
-                   DagRun.logical_date >= start, DagRun.logical_date <= end))
     dead = set(job_store.dead_local_holders(session, 0))  # on this host, a job whose process is gone is dead now
     out = {}
-    for r in session.execute(stmt):
+    for r in backfill_store.runs_in_range(session, dag_id, start, end):
         alive = r.lock_holder is not None and r.job_state == JobState.RUNNING.value and r.latest_heartbeat >= stale \
             and r.lock_holder not in dead
         out[r.logical_date] = LiveRun(r.id, r.state, r.run_type, r.lock_holder, alive, r.backfill_id,
@@ -92,8 +86,7 @@ def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, p
                    reprocess=request.reprocess.value, state=BackfillState.RUNNING.value,
                    requested_by=request.requested_by, backwards=request.backwards, submit_only=request.submit,
                    max_active_runs=request.max_active_runs, conf=request.conf, created_at=now)
-    session.add(row)
-    session.flush()
+    backfill_store.add(session, row)
     todo = [i for i in plan if i.action != Action.SKIP]
     run_store.splice_many(session, spec, [run_store.NewRun(i.interval, RunType.BACKFILL, request.conf, row.id,
                                                            lock_holder=job_id) for i in todo],

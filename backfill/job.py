@@ -7,41 +7,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from ledger.models import Backfill, DagRun
-from ledger.states import BackfillState, RunState
+from ledger.operations import cancel_backfill
+from ledger.states import BackfillState
+from ledger.store import backfills as backfill_store
 from ledger.store import events
-from ledger.store import jobs as job_store
 from ledger.store.backfills import Progress, finish_backfill, history_of, progress_of, waiting_reasons
 from scheduler.job import DagRunJob, LoopReport
-
-
-def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, stale_after: float,
-                    held_by: int | None = None) -> list[int]:
-    """Mark the backfill cancelled and fail its unfinished runs that no live job (other than `held_by`)
-    is executing. Finished runs stay as they are. Returns the ids of the runs failed."""
-    row = session.get(Backfill, backfill_id)
-    assert row is not None
-    if row.state == BackfillState.RUNNING.value:
-        row.state, row.ended_at = BackfillState.CANCELLED.value, now
-        events.record(session, "backfill_cancelled", at=now, actor=actor, dag_id=row.dag_id,
-                      backfill_id=backfill_id)
-    runs = list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id,
-                                                     DagRun.state.in_(job_store.UNFINISHED))))
-    failed = []
-    for run in runs:
-        if run.lock_holder is not None and run.lock_holder != held_by and job_store.job_alive(
-                session, run.lock_holder, now=now, stale_after=stale_after):
-            continue  # its job sees the cancellation and fails it itself
-        before = run.state
-        session.execute(update(DagRun).where(DagRun.id == run.id).values(
-            state=RunState.FAILED.value, ended_at=now, lock_holder=None))
-        events.record(session, "run_state_changed", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
-                      **{"from": before, "to": RunState.FAILED.value, "reason": f"backfill {backfill_id} cancelled"})
-        failed.append(run.id)
-    return failed
 
 
 @dataclass
@@ -70,7 +43,7 @@ class BackfillJob(DagRunJob):
 
     def loop_once(self) -> LoopReport:
         with self.transaction() as session:
-            row = session.get(Backfill, self.backfill_id)
+            row = backfill_store.find(session, self.backfill_id)
             if row is not None and row.state == BackfillState.CANCELLED.value:
                 self.cancelled = self.stopping = True
         report = LoopReport() if self.stopping else super().loop_once()
@@ -110,8 +83,7 @@ class BackfillJob(DagRunJob):
 
 
 def mark_interrupted(session: Session, backfill_id: int, *, now: datetime, actor: str, reason: str) -> None:
-    row = session.get(Backfill, backfill_id)
-    assert row is not None
+    row = backfill_store.get(session, backfill_id)
     row.state = BackfillState.INTERRUPTED.value
     p = progress_of(session, backfill_id)
     events.record(session, "backfill_interrupted", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,

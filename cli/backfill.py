@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy import func, select
 from typer.core import TyperGroup
 
 from cli.env import actor_name, open_env, parse_conf, print_json
@@ -19,7 +18,6 @@ from cli.options import DagId, DagsFolder, Json
 from ledger.dates import iso, parse_user_date
 from ledger.documents import backfill_document, backfills_document
 from ledger.errors import InvalidInput
-from ledger.models import Backfill, DagRun
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store.backfills import Progress, progress_of
@@ -179,8 +177,8 @@ def _execute(env: Any, job: Any, backfill_id: int, plan_rows: list[dict[str, Any
         with env.reading() as session:
             final = progress_of(session, backfill_id)
             state = backfill_store.get(session, backfill_id).state
-            results = {iso(r.logical_date): {"run_id": str(r.id), "state": r.state} for r in session.scalars(
-                select(DagRun).where(DagRun.backfill_id == backfill_id, DagRun.state != "overridden"))}
+            results = {iso(r.logical_date): {"run_id": str(r.id), "state": r.state}
+                       for r in backfill_store.runs_of(session, backfill_id) if r.state != "overridden"}
         if live is not None:
             live.update(_progress_line(backfill_id, final, time.monotonic() - started))
             live.stop()
@@ -275,9 +273,7 @@ def resume(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", s
     env = open_env()
     env.actor = actor_name("backfill")
     with env.transaction() as session:
-        row = session.get(Backfill, backfill_id)
-        if row is None:
-            raise InvalidInput(f"no backfill {backfill_id}; see `ledger backfill list`")
+        row = backfill_store.get(session, backfill_id)
         if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
             raise InvalidInput(f"backfill {backfill_id} is {row.state}: there is nothing to resume")
         settings = SchedulerSettings.from_env(parallelism=parallelism, max_held_runs=row.max_active_runs)
@@ -289,8 +285,7 @@ def resume(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", s
     job.start()
     try:
         with env.transaction() as session:
-            row = session.get(Backfill, backfill_id)
-            assert row is not None
+            row = backfill_store.get(session, backfill_id)
             if row.state == BackfillState.INTERRUPTED.value:
                 row.state = BackfillState.RUNNING.value
             events.record(session, "backfill_resumed", at=env.clock.now(), actor=job.actor, dag_id=row.dag_id,
@@ -345,19 +340,16 @@ def show(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", sho
 @app.command()
 def cancel(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", show_default=False)]) -> None:
     """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
-    from backfill.job import cancel_backfill
+    from ledger.operations import cancel_backfill
     from scheduler.settings import SchedulerSettings
 
     env = open_env()
     with env.transaction() as session:
-        row = session.get(Backfill, backfill_id)
-        if row is None:
-            raise InvalidInput(f"no backfill {backfill_id}; see `ledger backfill list`")
+        row = backfill_store.get(session, backfill_id)
         if row.state not in ("running", "interrupted"):
             raise InvalidInput(f"backfill {backfill_id} is already {row.state}")
         failed = cancel_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
                                  stale_after=SchedulerSettings.from_env().lock_timeout)
-        unfinished = session.scalar(select(func.count()).select_from(DagRun).where(
-            DagRun.backfill_id == backfill_id, DagRun.state.in_(["queued", "running"])))
+        unfinished = backfill_store.history_of(session, backfill_id).unfinished
     out.print(f"backfill {backfill_id} cancelled: {len(failed)} run(s) will not run"
               + (f"; {unfinished} in flight are being stopped by their job" if unfinished else ""))

@@ -12,8 +12,8 @@ from cli.env import open_env, print_json
 from cli.options import Json
 from ledger.dates import local_text
 from ledger.errors import DagNotFound
-from ledger.models import Dag
 from ledger.store import callbacks as callback_store
+from ledger.store import dags as dag_store
 
 out = Console(highlight=False)
 
@@ -29,7 +29,7 @@ def callbacks(
     error, timeout, lost). Each outcome is also an event (callback_ok, callback_error, ...)."""
     env = open_env()
     with env.reading() as session:
-        if dag is not None and session.get(Dag, dag) is None:
+        if dag is not None and dag_store.find(session, dag) is None:
             raise DagNotFound(dag)
         rows = [callback_store.as_json(c) for c in callback_store.listing(session, dag_id=dag, run_id=run,
                                                                           limit=limit)]

@@ -12,7 +12,7 @@ from rich.table import Table
 from cli.env import open_env, print_json
 from cli.options import Json
 from ledger.errors import DagNotFound
-from ledger.models import Dag
+from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 
 out = Console()
@@ -37,7 +37,7 @@ def events(
     signal table: they have no event id (their signal id is in the details)."""
     env = open_env()
     with env.reading() as session:
-        if dag is not None and session.get(Dag, dag) is None:
+        if dag is not None and dag_store.find(session, dag) is None:
             raise DagNotFound(dag)
         rows = event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
                                         task_signals=task_signals, task_id=task)

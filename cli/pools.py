@@ -11,7 +11,7 @@ from rich.table import Table
 from cli.env import open_env, print_json
 from cli.options import Json
 from ledger.errors import InvalidInput
-from ledger.store import events
+from ledger.operations import delete_pool, set_pool
 from ledger.store import pools as pool_store
 
 app = typer.Typer(help="Pools limit how many task instances run at once across DAGs.", no_args_is_help=True)
@@ -31,8 +31,7 @@ def set_(name: Name, slots: Annotated[int, typer.Argument(help="How many task in
         raise typer.BadParameter(f"slots must be 0 or more, not {slots}", param_hint="'slots'")
     env = open_env()
     with env.transaction() as session:
-        pool_store.set_pool(session, name, slots, description)
-        events.record(session, "pool_set", at=env.clock.now(), actor=env.actor, pool=name, slots=slots)
+        set_pool(session, name, slots, description, now=env.clock.now(), actor=env.actor)
     out.print(f"pool {name} has {slots} slot(s)")
 
 
@@ -56,7 +55,5 @@ def delete(name: Name) -> None:
     """Delete a pool; its tasks are no longer limited."""
     env = open_env()
     with env.transaction() as session:
-        if not pool_store.delete_pool(session, name):
-            raise InvalidInput(f"no pool named {name!r}; see `ledger pools list`")
-        events.record(session, "pool_deleted", at=env.clock.now(), actor=env.actor, pool=name)
+        delete_pool(session, name, now=env.clock.now(), actor=env.actor)
     out.print(f"pool {name} deleted")

@@ -9,19 +9,18 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cli import testing
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, Reason, reason_text
 from ledger.dates import iso
-from ledger.errors import InvalidInput, TimelineConflict
-from ledger.models import DagRun, TaskInstance
-from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
+from ledger.errors import InvalidInput
+from ledger.models import DagRun
+from ledger.states import TaskState
 from ledger.store import dags as dag_store
-from ledger.store import events
 from ledger.store import runs as run_store
+from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
 
 app = typer.Typer(help="Inspect and re-run task instances.", no_args_is_help=True)
@@ -47,7 +46,7 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     env = open_env()
     with env.reading() as session:
         r = _run_of(session, dag_id, run)
-        ti = session.scalar(select(TaskInstance).where(TaskInstance.run_id == r.id, TaskInstance.task_id == task_id))
+        ti = task_store.instance(session, r.id, task_id)
         if ti is None:
             raise InvalidInput(f"run {r.id} has no task {task_id!r}")
         latest = ti.try_number
@@ -80,68 +79,17 @@ def clear(dag_id: DagId, run: RunArg,
     """Re-run chosen finished task instances of a run (each gets fresh tries); the run is queued again.
 
     The tries run the code of the run's own version, as its first tries did, unless --on-latest-version."""
+    from ledger.operations import clear_tasks
+
     env = open_env(dags_folder)
     if on_latest_version:
         env.refresh_dags()  # "latest" is what the DAGs folder holds now
     now = env.clock.now()
-    moved: tuple[str, str, list[str], list[str]] | None = None
     with env.transaction() as session:
         r = _run_of(session, dag_id, run)
-        if r.state == RunState.OVERRIDDEN:
-            raise TimelineConflict(f"run {r.id} is overridden (by run {r.overridden_by}); it is history and is "
-                                   "not re-run; backfill the date or clear the run that replaced it")
-        tis = run_store.task_instances(session, r.id)
-        if on_latest_version:
-            dag = dag_store.get(session, dag_id)
-            broken = dag_store.import_error_of(session, dag.fileloc)
-            if broken is not None:  # its current version is the last one that imported, not what the file holds
-                first = next((line for line in broken.splitlines() if line.strip()), "")
-                raise InvalidInput(f"{dag_id}'s DAG file {dag.fileloc} fails to import ({first.strip()[:160]}), "
-                                   "so the latest version is unknown; fix it (ledger dags errors), or clear "
-                                   f"without --on-latest-version to re-run version {r.version_hash[:12]}")
-            target = dag.current_version
-            assert target is not None
-            spec = dag_store.spec(session, dag_id, target)
-            where = f"the current version {target[:12]} of {dag_id}"
-        else:
-            spec = dag_store.spec(session, dag_id, r.version_hash)
-            where = f"version {r.version_hash[:12]}, the version run {r.id} runs"
-        chosen = set(task or spec.tasks)
-        unknown = chosen - set(spec.tasks)
-        if unknown:
-            hint = "" if on_latest_version else "; --on-latest-version moves the run to the current version"
-            raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
-        if downstream:
-            chosen = spec.and_downstream(chosen)
-        busy_all = [ti.task_id for ti in tis if ti.state in (TaskState.QUEUED, TaskState.RUNNING)]
-        busy = [t for t in busy_all if t in chosen] or (busy_all if on_latest_version else [])
-        if busy:
-            raise TimelineConflict(f"task {busy[0]!r} of run {r.id} is {TaskState.RUNNING.value} or queued; "
-                                   "wait for it to finish")
-        if on_latest_version and spec.version_hash != r.version_hash:
-            before = r.version_hash
-            added, removed = run_store.move_to_version(session, r, spec, now=now, actor=env.actor,
-                                                       reason="ledger tasks clear --on-latest-version")
-            moved = (before, spec.version_hash, added, removed)
-            tis = run_store.task_instances(session, r.id)
-        cleared = []
-        for ti in tis:
-            if ti.task_id not in chosen:
-                continue
-            if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
-                ti.state = TaskState.SCHEDULED.value
-                ti.max_tries = ti.try_number + spec.tasks[ti.task_id].retries + 1
-                ti.next_try_at = ti.ended_at = None
-                cleared.append(ti.task_id)
-        if not cleared and moved is None:
-            raise InvalidInput(f"nothing to clear in run {r.id}: the chosen tasks have not finished")
-        before_state = r.state
-        if r.state in (RunState.SUCCESS, RunState.FAILED):
-            r.state, r.ended_at = RunState.QUEUED.value, None
-        events.record(session, "tasks_cleared", at=now, actor=env.actor, dag_id=dag_id, run_id=r.id,
-                      tasks=sorted(cleared), run_state_before=before_state, run_state=r.state,
-                      version=r.version_hash)
-        version = r.version_hash
+        done = clear_tasks(session, r, task, downstream=downstream, on_latest_version=on_latest_version, now=now,
+                           actor=env.actor)
+        moved, cleared, version = done.moved, done.cleared, r.version_hash
     if moved is not None:
         old, new, added, removed = moved
         out.print(f"run {r.id} moved from version {old[:12]} to {new[:12]}"
@@ -224,8 +172,7 @@ def _task_rows(dag_id: str, run: str, task_id: str,
     env = open_env()
     with env.reading() as session:
         r = _run_of(session, dag_id, run)
-        if session.scalar(select(TaskInstance.id).where(TaskInstance.run_id == r.id,
-                                                        TaskInstance.task_id == task_id)) is None:
+        if task_store.instance(session, r.id, task_id) is None:
             raise InvalidInput(f"run {r.id} has no task {task_id!r}")
         return r.id, fetch(session, r.id)
 

@@ -14,7 +14,7 @@ from cli.options import DagId, Json
 from ledger.dates import iso_raw, local_text
 from ledger.documents import timeline_json, timeline_range
 from ledger.errors import DagNotFound
-from ledger.models import Dag
+from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 
 out = Console()
@@ -33,7 +33,7 @@ def timeline(
     """The DAG's runs in chain order, with overrides, version and schedule changes."""
     env = open_env()
     with env.reading() as session:
-        dag = session.get(Dag, dag_id)
+        dag = dag_store.find(session, dag_id)
         if dag is None:
             raise DagNotFound(dag_id)
         lo, hi = timeline_range(dag, start, end)

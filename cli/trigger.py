@@ -10,11 +10,8 @@ from rich.console import Console
 from cli.env import open_env, parse_conf
 from cli.options import DagId, DagsFolder
 from ledger.dates import check_within_dag, iso, parse_user_date
-from ledger.errors import InvalidInput
-from ledger.params import check_conf, from_description
-from ledger.states import RunType
+from ledger.operations import trigger as trigger_run
 from ledger.store import dags as dag_store
-from ledger.store import runs as run_store
 
 out = Console()
 
@@ -36,14 +33,8 @@ def trigger(
         at = parse_user_date(logical_date, timezone=spec.timezone, what="--logical-date") \
             if logical_date is not None else env.clock.now()
         check_within_dag(spec, at, what="--logical-date")
-        try:
-            check_conf(from_description(spec.params), conf_value, dag_id=dag_id)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
-        interval = spec.schedule.interval_for(at)
-        existing = run_store.live_at(session, dag_id, interval.logical_date)
-        run = run_store.splice(session, spec, run_store.NewRun(interval, RunType.MANUAL, conf_value),
-                               now=env.clock.now(), actor=env.actor, replace=replace)
+        run, existing = trigger_run(session, spec, at, conf_value, replace=replace, now=env.clock.now(),
+                                    actor=env.actor)
     line = (f"created manual run {run.id} of {dag_id} at {iso(run.logical_date)} "
             f"(interval {iso(run.data_interval_start)} to {iso(run.data_interval_end)}), "
             f"previous {run.previous_run_id or 'none'}, version {run.version_hash[:12]}"

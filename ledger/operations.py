@@ -1,7 +1,8 @@
-"""Operator controls, shared by the CLI (and later the web API): cancel a run, mark a run or task instances
-success / failed / skipped. Each runs in the caller's transaction, records an event naming who did it, and
-refuses (a LedgerError, nothing changed) what would make the record untrue: changing an overridden run,
-cancelling a finished one, marking tasks whose tries are still running.
+"""Operator controls, shared by the CLI (and later the web API): trigger a run, cancel a run, mark a run or task
+instances success / failed / skipped, clear task instances, cancel a backfill, set and delete pools. Each runs in
+the caller's transaction, records an event naming who did it (a trigger's is the splice's), and refuses (a
+LedgerError, nothing changed) what would make the record untrue: changing an overridden run, cancelling a
+finished one, marking tasks whose tries are still running.
 
 No I/O here beyond the session; the job that runs a try carries out a stop request (scheduler/job.py).
 """
@@ -10,16 +11,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from pendulum import DateTime
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, TimelineConflict
 from ledger.models import DagRun, TaskInstance
-from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
+from ledger.params import check_conf, from_description
+from ledger.states import FINISHED_TASK_STATES, BackfillState, RunState, RunType, TaskState
+from ledger.store import backfills as backfill_store
+from ledger.store import dags as dag_store
 from ledger.store import events
+from ledger.store import jobs as job_store
+from ledger.store import pools as pool_store
 from ledger.store import runs as run_store
+from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
+from ledger.store.loop import set_run_state
 from ledger.versions import DagSpec
 
 ACTIVE = (TaskState.QUEUED.value, TaskState.RUNNING.value)
@@ -148,3 +158,118 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
                   run_state=run.state, reason=reason)
     _backfill_follows(session, run, now=now, actor=actor)
     return out
+
+
+def trigger(session: Session, spec: DagSpec, at: DateTime, conf: dict[str, Any] | None, *, replace: bool,
+            now: datetime, actor: str) -> tuple[DagRun, DagRun | None]:
+    """Create a manual run (queued) of the interval containing `at` and splice it into the timeline; with
+    `replace`, it overrides the live run at that date. Returns (the new run, the run it overrode or None)."""
+    try:
+        check_conf(from_description(spec.params), conf, dag_id=spec.dag_id)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    interval = spec.schedule.interval_for(at)
+    existing = run_store.live_at(session, spec.dag_id, interval.logical_date)
+    run = run_store.splice(session, spec, run_store.NewRun(interval, RunType.MANUAL, conf), now=now, actor=actor,
+                           replace=replace)
+    return run, existing
+
+
+@dataclass
+class Cleared:
+    cleared: list[str]  # task ids given fresh tries
+    moved: tuple[str, str, list[str], list[str]] | None  # (from version, to version, tasks added, tasks removed)
+
+
+def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
+                on_latest_version: bool, now: datetime, actor: str) -> Cleared:
+    """Re-run chosen finished task instances of a run (every task when `task_ids` is None; with `downstream`,
+    their downstream ones too): each gets fresh tries and the run is queued again. The tries run the code of the
+    run's own version unless `on_latest_version`, which first moves the run to the DAG's current version
+    (recorded as an event)."""
+    dag_id = run.dag_id
+    if run.state == RunState.OVERRIDDEN:
+        raise TimelineConflict(f"run {run.id} is overridden (by run {run.overridden_by}); it is history and is "
+                               "not re-run; backfill the date or clear the run that replaced it")
+    tis = run_store.task_instances(session, run.id)
+    if on_latest_version:
+        dag = dag_store.get(session, dag_id)
+        broken = dag_store.import_error_of(session, dag.fileloc)
+        if broken is not None:  # its current version is the last one that imported, not what the file holds
+            first = next((line for line in broken.splitlines() if line.strip()), "")
+            raise InvalidInput(f"{dag_id}'s DAG file {dag.fileloc} fails to import ({first.strip()[:160]}), "
+                               "so the latest version is unknown; fix it (ledger dags errors), or clear "
+                               f"without --on-latest-version to re-run version {run.version_hash[:12]}")
+        target = dag.current_version
+        assert target is not None
+        spec = dag_store.spec(session, dag_id, target)
+        where = f"the current version {target[:12]} of {dag_id}"
+    else:
+        spec = dag_store.spec(session, dag_id, run.version_hash)
+        where = f"version {run.version_hash[:12]}, the version run {run.id} runs"
+    chosen = set(task_ids or spec.tasks)
+    unknown = chosen - set(spec.tasks)
+    if unknown:
+        hint = "" if on_latest_version else "; --on-latest-version moves the run to the current version"
+        raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
+    if downstream:
+        chosen = spec.and_downstream(chosen)
+    busy_all = [ti.task_id for ti in tis if ti.state in (TaskState.QUEUED, TaskState.RUNNING)]
+    busy = [t for t in busy_all if t in chosen] or (busy_all if on_latest_version else [])
+    if busy:
+        raise TimelineConflict(f"task {busy[0]!r} of run {run.id} is {TaskState.RUNNING.value} or queued; "
+                               "wait for it to finish")
+    out = Cleared([], None)
+    if on_latest_version and spec.version_hash != run.version_hash:
+        before = run.version_hash
+        added, removed = run_store.move_to_version(session, run, spec, now=now, actor=actor,
+                                                   reason="ledger tasks clear --on-latest-version")
+        out.moved = (before, spec.version_hash, added, removed)
+        tis = run_store.task_instances(session, run.id)
+    for ti in tis:
+        if ti.task_id not in chosen:
+            continue
+        if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
+            task_store.rearm(ti, spec.tasks[ti.task_id].retries, arm=False)
+            out.cleared.append(ti.task_id)
+    if not out.cleared and out.moved is None:
+        raise InvalidInput(f"nothing to clear in run {run.id}: the chosen tasks have not finished")
+    before_state = run.state
+    if run.state in (RunState.SUCCESS, RunState.FAILED):
+        run.state, run.ended_at = RunState.QUEUED.value, None
+    events.record(session, "tasks_cleared", at=now, actor=actor, dag_id=dag_id, run_id=run.id,
+                  tasks=sorted(out.cleared), run_state_before=before_state, run_state=run.state,
+                  version=run.version_hash)
+    return out
+
+
+def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, stale_after: float,
+                    held_by: int | None = None) -> list[int]:
+    """Mark the backfill cancelled and fail its unfinished runs that no live job (other than `held_by`)
+    is executing. Finished runs stay as they are. Returns the ids of the runs failed."""
+    row = backfill_store.get(session, backfill_id)
+    if row.state == BackfillState.RUNNING.value:
+        row.state, row.ended_at = BackfillState.CANCELLED.value, now
+        events.record(session, "backfill_cancelled", at=now, actor=actor, dag_id=row.dag_id,
+                      backfill_id=backfill_id)
+    failed = []
+    for run in backfill_store.unfinished_runs(session, backfill_id):
+        if run.lock_holder is not None and run.lock_holder != held_by and job_store.job_alive(
+                session, run.lock_holder, now=now, stale_after=stale_after):
+            continue  # its job sees the cancellation and fails it itself
+        set_run_state(session, run, RunState.FAILED, now=now, actor=actor, release=True,
+                      reason=f"backfill {backfill_id} cancelled")
+        failed.append(run.id)
+    return failed
+
+
+def set_pool(session: Session, name: str, slots: int, description: str, *, now: datetime, actor: str) -> None:
+    """Create a pool or change its slots."""
+    pool_store.set_pool(session, name, slots, description)
+    events.record(session, "pool_set", at=now, actor=actor, pool=name, slots=slots)
+
+
+def delete_pool(session: Session, name: str, *, now: datetime, actor: str) -> None:
+    if not pool_store.delete_pool(session, name):
+        raise InvalidInput(f"no pool named {name!r}; see `ledger pools list`")
+    events.record(session, "pool_deleted", at=now, actor=actor, pool=name)

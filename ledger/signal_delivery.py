@@ -36,7 +36,6 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-CHANNEL = "ledger_signals"
 DOORBELLS = Path("run") / "doorbells"
 RECONNECT_EVERY = 5.0  # seconds between attempts to reopen a broken LISTEN connection
 _MAX_SOCKET_PATH = 100  # sockaddr_un holds 108 bytes on Linux, 104 on macOS
@@ -164,6 +163,8 @@ class PostgresDoorbell(Doorbell):
     def _connect(self) -> None:
         import psycopg
 
+        from ledger.store import signals as signal_store
+
         try:
             conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=self.connect_timeout)
         except psycopg.Error:
@@ -171,7 +172,7 @@ class PostgresDoorbell(Doorbell):
             self._retry_at = time.monotonic() + RECONNECT_EVERY
             return
         try:
-            conn.execute(f"LISTEN {CHANNEL}")
+            signal_store.listen(conn)
         except psycopg.Error:
             with contextlib.suppress(Exception):
                 conn.close()

@@ -19,12 +19,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ledger.code import sha256_bytes
-from ledger.models import Dag, DagVersion
 from ledger.store import code as code_store
+from ledger.store import dags as dag_store
+from ledger.store import loop as loop_store
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +100,12 @@ class CodeCache:
         key = (dag_id, version_hash)
         if key in self._known:
             return self._known[key]
-        version = session.scalar(select(DagVersion).where(DagVersion.dag_id == dag_id,
-                                                          DagVersion.version_hash == version_hash))
+        version = dag_store.find_version(session, dag_id, version_hash)
         found: CodeLocation | None = None
         if version is not None:
             legacy_name = "dag.py"
             if version.code_snapshot is None:
-                fileloc = session.scalar(select(Dag.fileloc).where(Dag.dag_id == dag_id))
+                fileloc = loop_store.dag_fileloc(session, dag_id)
                 if fileloc and fileloc != "?":
                     legacy_name = os.path.basename(fileloc)
             snapshot_key = code_store.snapshot_key_of(version, legacy_name)

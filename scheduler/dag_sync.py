@@ -8,28 +8,22 @@ is the stored one and whose DAGs' versions are the current ones is not re-serial
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.code import sha256_bytes
-from ledger.models import Dag, DagFile, DagVersion, ImportError_
+from ledger.models import Dag, DagFile, ImportError_
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
+from ledger.store.dags import known_dependencies, known_hashes, known_owners
 from scheduler.dag_processing import ParseResult
 
 __all__ = ["SyncReport", "known_dependencies", "known_hashes", "known_owners", "read_code", "sync_parsed",
            "sync_results"]
-
-CHUNK = 500  # values per IN (...) clause
-
-T = TypeVar("T")
-
 
 @dataclass
 class SyncReport:
@@ -51,43 +45,13 @@ class SyncReport:
                 f"{len(self.deleted)} files deleted")
 
 
-def _chunks(values: Sequence[T]) -> Iterator[Sequence[T]]:
-    for i in range(0, len(values), CHUNK):
-        yield values[i:i + CHUNK]
-
-
-def known_hashes(session: Session) -> dict[str, str]:
-    """fileloc -> content hash of the files the database knows, to seed DagFileProcessorManager.
-
-    Files that define active DAGs or have an import error but no DagFile row (written by the
-    in-process CLI path) are included with an empty hash: they are parsed at once, and reported
-    deleted if they are gone.
-    """
-    found = {fileloc: digest for fileloc, digest in session.execute(select(DagFile.fileloc, DagFile.content_hash))}
-    for fileloc in session.scalars(select(Dag.fileloc).where(Dag.is_active.is_(True)).distinct()):
-        found.setdefault(fileloc, "")
-    for fileloc in session.scalars(select(ImportError_.fileloc)):
-        found.setdefault(fileloc, "")
-    return found
-
-
-def known_dependencies(session: Session) -> dict[str, list[str]]:
-    """fileloc -> the files whose change re-parses it, as stored by the latest sync."""
-    return {fileloc: list(deps) for fileloc, deps in
-            session.execute(select(DagFile.fileloc, DagFile.depends_on)) if deps}
-
-
 def code_needed(session: Session, results: Iterable[ParseResult]) -> dict[str, str]:
     """sha256 -> path of the files that versions not stored yet need and the database lacks."""
     wanted: dict[str, str] = {}
     pairs = {(d.dag_id, d.version_hash): d for r in results if not r.deleted for d in r.dags if d.code is not None}
     if not pairs:
         return wanted
-    stored: set[tuple[str, str]] = set()
-    ids = sorted({dag_id for dag_id, _ in pairs})
-    for chunk in _chunks(ids):
-        stored.update(session.execute(select(DagVersion.dag_id, DagVersion.version_hash)
-                                      .where(DagVersion.dag_id.in_(chunk))).tuples())
+    stored = dag_store.stored_versions(session, sorted({dag_id for dag_id, _ in pairs}))
     for key, parsed in pairs.items():
         if key in stored:
             continue
@@ -129,12 +93,6 @@ def sync_parsed(sessions: sessionmaker[Session], results: list[ParseResult], *, 
         return sync_results(session, results, now=now, actor=actor, code=contents, stale=stale)
 
 
-def known_owners(session: Session) -> dict[str, str]:
-    """dag_id -> fileloc of every active DAG: which file defined each DAG first, for duplicate detection."""
-    return {dag_id: fileloc for dag_id, fileloc in
-            session.execute(select(Dag.dag_id, Dag.fileloc).where(Dag.is_active.is_(True)))}
-
-
 def sync_results(session: Session, results: Iterable[ParseResult], *, now: datetime, actor: str,
                  code: Mapping[str, bytes] | None = None, stale: Iterable[str] = ()) -> SyncReport:
     """Write parse results to the database in the caller's transaction (never commits).
@@ -160,16 +118,7 @@ def sync_results(session: Session, results: Iterable[ParseResult], *, now: datet
     dag_ids = sorted({d.dag_id for r in results for d in r.dags})
 
     # load what the batch touches in a few queries; register() then finds the Dag rows in the session
-    files: dict[str, DagFile] = {}
-    errors: dict[str, ImportError_] = {}
-    dags: dict[str, Dag] = {}
-    for chunk in _chunks(locs):
-        files.update((f.fileloc, f) for f in session.scalars(select(DagFile).where(DagFile.fileloc.in_(chunk))))
-        errors.update((e.fileloc, e) for e in
-                      session.scalars(select(ImportError_).where(ImportError_.fileloc.in_(chunk))))
-        dags.update((d.dag_id, d) for d in session.scalars(select(Dag).where(Dag.fileloc.in_(chunk))))
-    for ids in _chunks(dag_ids):
-        dags.update((d.dag_id, d) for d in session.scalars(select(Dag).where(Dag.dag_id.in_(ids))))
+    files, errors, dags = dag_store.files_state(session, locs, dag_ids)
     of_file: dict[str, list[Dag]] = {}
     for dag in dags.values():
         of_file.setdefault(dag.fileloc, []).append(dag)
@@ -183,8 +132,7 @@ def sync_results(session: Session, results: Iterable[ParseResult], *, now: datet
                 to_clear.append(fileloc)
             row = files.pop(fileloc, None)
             if row is not None:
-                session.delete(row)
-                session.flush()
+                dag_store.delete_file(session, row)
             report.deleted.append(fileloc)
             continue
 
@@ -214,9 +162,8 @@ def sync_results(session: Session, results: Iterable[ParseResult], *, now: datet
 
         deps = list(res.depends_on) or None
         if row is None:
-            files[fileloc] = DagFile(fileloc=fileloc, content_hash=res.content_hash, last_parsed_at=now,
-                                     depends_on=deps)
-            session.add(files[fileloc])
+            files[fileloc] = dag_store.add_file(session, DagFile(fileloc=fileloc, content_hash=res.content_hash,
+                                                                 last_parsed_at=now, depends_on=deps))
         else:
             row.content_hash, row.last_parsed_at, row.depends_on = res.content_hash, now, deps
 

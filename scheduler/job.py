@@ -442,7 +442,7 @@ class DagRunJob:
                 if found_run is None or found_task is None:
                     continue
                 run_id, task_id = found_run, found_task
-            run = session.get(DagRun, run_id)
+            run = run_store.find(session, run_id)
             if run is None:
                 continue
             described = dag_store.spec(session, run.dag_id, run.version_hash).tasks[task_id].callbacks.get(kind)
@@ -477,7 +477,7 @@ class DagRunJob:
 
     def _carry_out_stop_requests(self, session: Session) -> None:
         """Kill the tries of this job that a STOP or RESTART signal asked to end."""
-        for ti_id, request, signal_id in signal_actions.requests_for_job(session, self.job_id):
+        for ti_id, request, signal_id in task_store.stop_and_restart_requests(session, self.job_id):
             if ti_id in self._stop_requests or ti_id not in self._inflight:
                 continue
             reason = (f"stopped by signal {signal_id}" if signal_id is not None else self._stop_reasons.pop(

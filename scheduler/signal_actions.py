@@ -24,17 +24,15 @@ from datetime import datetime
 from typing import Any
 
 import pendulum
-from sqlalchemy import and_, bindparam, select
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState, ready_alone
-from ledger.models import Dag, DagRun, TaskInstance
+from ledger.models import DagRun, TaskInstance
 from ledger.signal_rules import STARTING, SignalAction, evaluate, key_matches, matching_rules
 from ledger.signals import Signal
 from ledger.states import FINISHED_TASK_STATES, RunState, RunType, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events
-from ledger.store import jobs as job_store
 from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
@@ -73,9 +71,7 @@ def listeners(session: Session, code: CodeCache | None = None) -> Index:
     """Per key pattern of active, unpaused DAGs' current versions: (dag_id, task_id, code, rules). With a
     code cache, function rules run from the version's code snapshot; without, from the live DAG file."""
     out: Index = defaultdict(list)
-    rows = session.execute(select(Dag.dag_id, Dag.current_version, Dag.fileloc).where(
-        Dag.is_active.is_(True), Dag.is_paused.is_(False), Dag.current_version.is_not(None)))
-    for dag_id, version, fileloc in rows:
+    for dag_id, version, fileloc in dag_store.schedulable(session):
         spec = dag_store.spec(session, dag_id, version)
         if not any(task.signals for task in spec.tasks.values()):
             continue
@@ -170,11 +166,7 @@ def apply_action(session: Session, ls: Listening, sig: Signal, action: SignalAct
     """Write `action` into the task instances of the DAG's active runs (one statement reads the runs with
     their task instance). A START that leaves a task instance ready alone (ledger.dependencies.ready_alone)
     in a running run that job `holder` holds goes into `report.ready`, for that job to queue at once."""
-    pairs: list[tuple[DagRun, TaskInstance | None]] = list(session.execute(
-        select(DagRun, TaskInstance).outerjoin(TaskInstance, and_(TaskInstance.run_id == DagRun.id,
-                                                                  TaskInstance.task_id == ls.task_id))
-        .where(DagRun.dag_id == ls.dag_id, DagRun.state.in_(job_store.UNFINISHED))
-        .order_by(DagRun.logical_date)).tuples())
+    pairs = task_store.in_unfinished_runs(session, ls.dag_id, ls.task_id)
     base: dict[str, Any] = {"signal_id": sig.id, "key": sig.key, "version": sig.version, "task_id": ls.task_id,
             "action": action.value}
     if not pairs:
@@ -188,8 +180,7 @@ def apply_action(session: Session, ls: Listening, sig: Signal, action: SignalAct
                           outcome="no active run, and the current date is held by a finished run")
             return
         report.created.append(run)
-        pairs = [(run, session.scalar(select(TaskInstance).where(TaskInstance.run_id == run.id,
-                                                                 TaskInstance.task_id == ls.task_id)))]
+        pairs = [(run, task_store.instance(session, run.id, ls.task_id))]
     for run, ti in pairs:
         spec = dag_store.spec(session, run.dag_id, run.version_hash)
         task = spec.tasks.get(ls.task_id)
@@ -239,29 +230,9 @@ def _apply_to(ti: TaskInstance, action: SignalAction, sig: Signal, now: datetime
         return f"new try after the {state.value} one"
     ti.signal_armed, ti.signal_id = True, sig.id
     if state in FINISHED_TASK_STATES:
-        rearm(ti, retries)
+        task_store.rearm(ti, retries, arm=True)
         return "new try"
     return "armed"
-
-
-def rearm(ti: TaskInstance, retries: int) -> None:
-    """A finished task instance gets a new try (and its retries again), waiting to be queued."""
-    ti.state = TaskState.SCHEDULED.value
-    ti.max_tries = ti.try_number + 1 + retries
-    ti.signal_armed = True
-    ti.next_try_at = ti.ended_at = None
-
-
-_REQUESTS = select(TaskInstance.id, TaskInstance.signal_request, TaskInstance.signal_id).where(
-    TaskInstance.signal_request.in_(("stop", "restart")), TaskInstance.job_id == bindparam("job"),
-    TaskInstance.state.in_(task_store.ACTIVE))  # built once: the loop asks every time
-_PENDING_REQUESTS = select(TaskInstance, DagRun).join(DagRun, DagRun.id == TaskInstance.run_id).where(
-    TaskInstance.id.in_(bindparam("ids", expanding=True)), TaskInstance.signal_request.is_not(None))
-
-
-def requests_for_job(session: Session, job_id: int) -> list[tuple[int, str, int | None]]:
-    """(ti id, 'stop' | 'restart', signal id) of queued or running tries this job runs."""
-    return [(r.id, r.signal_request, r.signal_id) for r in session.execute(_REQUESTS, {"job": job_id})]
 
 
 def settle(session: Session, finished: list[int]) -> None:
@@ -269,11 +240,10 @@ def settle(session: Session, finished: list[int]) -> None:
     came while the try ran, gives the task instance a new try. Cheap when no request is pending."""
     if not finished:
         return
-    pending = list(session.execute(_PENDING_REQUESTS, {"ids": list(finished)}).tuples())
-    for ti, run in pending:
+    for ti, run in task_store.with_pending_requests(session, finished):
         request, ti.signal_request = ti.signal_request, None
         task = dag_store.spec(session, run.dag_id, run.version_hash).tasks.get(ti.task_id)
         if task is None or TaskState(ti.state) not in FINISHED_TASK_STATES:
             continue
         if request == "start" or (request == "restart" and ti.state == TaskState.STOPPED.value):
-            rearm(ti, task.retries)
+            task_store.rearm(ti, task.retries, arm=True)

@@ -17,11 +17,11 @@ import time
 from multiprocessing.connection import wait
 from typing import Any, Protocol
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from ledger.db import reader
-from ledger.models import Event
 from ledger.signal_delivery import Doorbell
+from ledger.store.loop import newest_event_id_on
 
 
 class Wakeup(Protocol):
@@ -47,7 +47,7 @@ class DatabaseWakeup:
 
     def _newest(self) -> int:
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.max(Event.id))).scalar() or 0)
+            return newest_event_id_on(conn)
 
     def settle(self) -> None:
         self.seen = self._newest()

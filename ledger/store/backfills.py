@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -175,8 +176,19 @@ def listing(session: Session) -> list[Backfill]:
     return list(session.scalars(select(Backfill).order_by(Backfill.id.desc())))
 
 
+def add(session: Session, row: Backfill) -> Backfill:
+    """Store a new backfill row (flushed: it has its id)."""
+    session.add(row)
+    session.flush()
+    return row
+
+
+def find(session: Session, backfill_id: int) -> Backfill | None:
+    return session.get(Backfill, backfill_id)
+
+
 def get(session: Session, backfill_id: int) -> Backfill:
-    row = session.get(Backfill, backfill_id)
+    row = find(session, backfill_id)
     if row is None:
         raise NotFound(f"no backfill {backfill_id}; see `ledger backfill list`")
     return row
@@ -186,3 +198,22 @@ def runs_of(session: Session, backfill_id: int) -> list[DagRun]:
     """Every run a backfill created, overridden ones included, by logical date."""
     return list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id)
                                 .order_by(DagRun.logical_date, DagRun.id)))
+
+
+def unfinished_runs(session: Session, backfill_id: int) -> list[DagRun]:
+    """The backfill's queued and running runs."""
+    return list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id,
+                                                     DagRun.state.in_(UNFINISHED_RUNS))))
+
+
+def runs_in_range(session: Session, dag_id: str, start: datetime, end: datetime) -> list[Any]:
+    """The DAG's live runs with a logical date in [start, end], each with its lock holder's state and latest
+    heartbeat (`job_state`, `latest_heartbeat`; None when no job holds it) and whether its backfill was
+    submit-only (`submit_only`; None for a run of no backfill), as plain rows."""
+    stmt = (select(DagRun.id, DagRun.logical_date, DagRun.state, DagRun.run_type, DagRun.lock_holder,
+                   DagRun.backfill_id, Job.state.label("job_state"), Job.latest_heartbeat, Backfill.submit_only)
+            .outerjoin(Job, Job.id == DagRun.lock_holder)
+            .outerjoin(Backfill, Backfill.id == DagRun.backfill_id)
+            .where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value,
+                   DagRun.logical_date >= start, DagRun.logical_date <= end))
+    return list(session.execute(stmt))

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from ledger.code import CodeManifest
 from ledger.errors import DagNotFound, InvalidInput, NotFound
-from ledger.models import Dag, DagRun, DagVersion, ImportError_, TaskInstance, TaskTry
+from ledger.models import Dag, DagFile, DagRun, DagVersion, ImportError_, TaskInstance, TaskTry
 from ledger.store import code as code_store
 from ledger.store import events
 from ledger.versions import DagSpec, spec_from_json
+
+CHUNK = 500  # values per IN (...) clause
+
+T = TypeVar("T")
+
+
+def _chunks(values: Sequence[T]) -> Iterator[Sequence[T]]:
+    for i in range(0, len(values), CHUNK):
+        yield values[i:i + CHUNK]
 
 
 def register(session: Session, *, dag_id: str, fileloc: str, version_hash: str, structure: str,
@@ -92,6 +103,22 @@ def get(session: Session, dag_id: str, *, active_only: bool = True) -> Dag:
     return dag
 
 
+def find(session: Session, dag_id: str) -> Dag | None:
+    """The DAG row, active or not (None: never registered)."""
+    return session.get(Dag, dag_id)
+
+
+def schedulable(session: Session, dag_ids: list[str] | None = None) -> list[tuple[str, str, str]]:
+    """(dag_id, current version, fileloc) of the active, unpaused DAGs that have a version (of `dag_ids`, or
+    all)."""
+    stmt = select(Dag.dag_id, Dag.current_version, Dag.fileloc).where(
+        Dag.is_active.is_(True), Dag.is_paused.is_(False), Dag.current_version.is_not(None))
+    if dag_ids is not None:
+        stmt = stmt.where(Dag.dag_id.in_(dag_ids))
+    return [(dag_id, version, fileloc) for dag_id, version, fileloc in session.execute(stmt).tuples()
+            if version is not None]
+
+
 def listing(session: Session, *, include_inactive: bool = False) -> list[Dag]:
     stmt = select(Dag).order_by(Dag.dag_id)
     if not include_inactive:
@@ -114,6 +141,12 @@ def version(session: Session, dag_id: str, version_hash: str) -> DagVersion:
         raise error(f"{what} version of DAG {dag_id!r} matches {version_hash!r}; "
                     f"see `ledger dags versions {dag_id}`")
     return rows[0]
+
+
+def find_version(session: Session, dag_id: str, version_hash: str) -> DagVersion | None:
+    """A version by its full hash (None: not stored)."""
+    return session.scalar(select(DagVersion).where(DagVersion.dag_id == dag_id,
+                                                   DagVersion.version_hash == version_hash))
 
 
 def usage(session: Session, dag_id: str) -> dict[str, tuple[int, int]]:
@@ -146,3 +179,68 @@ def current_spec(session: Session, dag_id: str) -> DagSpec:
     dag = get(session, dag_id)
     assert dag.current_version is not None
     return spec(session, dag_id, dag.current_version)
+
+
+# DAG files: what the DAG file processors and the scheduler know of them (scheduler/dag_sync.py writes them)
+
+def known_hashes(session: Session) -> dict[str, str]:
+    """fileloc -> content hash of the files the database knows, to seed DagFileProcessorManager.
+
+    Files that define active DAGs or have an import error but no DagFile row (written by the
+    in-process CLI path) are included with an empty hash: they are parsed at once, and reported
+    deleted if they are gone.
+    """
+    found = {fileloc: digest for fileloc, digest in session.execute(select(DagFile.fileloc, DagFile.content_hash))}
+    for fileloc in session.scalars(select(Dag.fileloc).where(Dag.is_active.is_(True)).distinct()):
+        found.setdefault(fileloc, "")
+    for fileloc in session.scalars(select(ImportError_.fileloc)):
+        found.setdefault(fileloc, "")
+    return found
+
+
+def known_dependencies(session: Session) -> dict[str, list[str]]:
+    """fileloc -> the files whose change re-parses it, as stored by the latest sync."""
+    return {fileloc: list(deps) for fileloc, deps in
+            session.execute(select(DagFile.fileloc, DagFile.depends_on)) if deps}
+
+
+def known_owners(session: Session) -> dict[str, str]:
+    """dag_id -> fileloc of every active DAG: which file defined each DAG first, for duplicate detection."""
+    return {dag_id: fileloc for dag_id, fileloc in
+            session.execute(select(Dag.dag_id, Dag.fileloc).where(Dag.is_active.is_(True)))}
+
+
+def stored_versions(session: Session, dag_ids: Sequence[str]) -> set[tuple[str, str]]:
+    """(dag_id, version hash) of every stored version of these DAGs."""
+    stored: set[tuple[str, str]] = set()
+    for chunk in _chunks(dag_ids):
+        stored.update(session.execute(select(DagVersion.dag_id, DagVersion.version_hash)
+                                      .where(DagVersion.dag_id.in_(chunk))).tuples())
+    return stored
+
+
+def files_state(session: Session, filelocs: Sequence[str], dag_ids: Sequence[str]
+                ) -> tuple[dict[str, DagFile], dict[str, ImportError_], dict[str, Dag]]:
+    """What a sync of these files touches, in a few queries: their DagFile rows and import errors by fileloc,
+    and the Dag rows of these files or with these ids, by dag_id."""
+    files: dict[str, DagFile] = {}
+    errors: dict[str, ImportError_] = {}
+    dags: dict[str, Dag] = {}
+    for chunk in _chunks(filelocs):
+        files.update((f.fileloc, f) for f in session.scalars(select(DagFile).where(DagFile.fileloc.in_(chunk))))
+        errors.update((e.fileloc, e) for e in
+                      session.scalars(select(ImportError_).where(ImportError_.fileloc.in_(chunk))))
+        dags.update((d.dag_id, d) for d in session.scalars(select(Dag).where(Dag.fileloc.in_(chunk))))
+    for ids in _chunks(dag_ids):
+        dags.update((d.dag_id, d) for d in session.scalars(select(Dag).where(Dag.dag_id.in_(ids))))
+    return files, errors, dags
+
+
+def add_file(session: Session, row: DagFile) -> DagFile:
+    session.add(row)
+    return row
+
+
+def delete_file(session: Session, row: DagFile) -> None:
+    session.delete(row)
+    session.flush()

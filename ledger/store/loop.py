@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from ledger.models import Backfill, Dag, DagRun, Event
@@ -70,7 +70,12 @@ def intervals(session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]
 
 
 def newest_event_id(session: Session) -> int:
-    return int(session.connection().execute(_NEWEST_EVENT).scalar() or 0)
+    return newest_event_id_on(session.connection())
+
+
+def newest_event_id_on(conn: Connection) -> int:
+    """The newest event's id, on a bare connection (the sleeping scheduler's wake-up check)."""
+    return int(conn.execute(_NEWEST_EVENT).scalar() or 0)
 
 
 def dag_fileloc(session: Session, dag_id: str) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, type_coerce, update
+from sqlalchemy import and_, bindparam, func, insert, select, type_coerce, update
 from sqlalchemy.orm import Session
 from sqlalchemy.types import NullType
 
@@ -24,6 +24,7 @@ from ledger.timeline import ChainLink, Link, Neighbours, plan_batch, plan_splice
 from ledger.versions import DagSpec
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
+SCHEDULING_TYPES = [RunType.SCHEDULED.value, RunType.BACKFILL.value]  # the runs a schedule resumes after
 
 
 def lock_timeline(session: Session, dag_id: str) -> None:
@@ -233,17 +234,32 @@ def tries_of_run(session: Session, run_id: int) -> list[tuple[str, TaskTry]]:
 def latest_scheduling_run(session: Session, dag_id: str) -> DagRun | None:
     """The live scheduled or backfill run with the greatest logical date: where the schedule resumes."""
     return session.scalar(
-        select(DagRun).where(DagRun.dag_id == dag_id, LIVE,
-                             DagRun.run_type.in_([RunType.SCHEDULED.value, RunType.BACKFILL.value]))
+        select(DagRun).where(DagRun.dag_id == dag_id, LIVE, DagRun.run_type.in_(SCHEDULING_TYPES))
         .order_by(DagRun.logical_date.desc()).limit(1))
 
 
-def live_dates_from(session: Session, dag_id: str, after: datetime | None) -> set[datetime]:
-    """Logical dates of the DAG's live runs from `after` on (every live run when None)."""
+def live_dates_from(session: Session, dag_id: str, after: datetime | None, *,
+                    until: datetime | None = None) -> set[datetime]:
+    """Logical dates of the DAG's live runs from `after` on (every live run when None), up to `until`
+    included when given."""
     stmt = select(DagRun.logical_date).where(DagRun.dag_id == dag_id, LIVE)
     if after is not None:
         stmt = stmt.where(DagRun.logical_date >= after)
+    if until is not None:
+        stmt = stmt.where(DagRun.logical_date <= until)
     return set(session.scalars(stmt))
+
+
+def resume_points(session: Session, dag_ids: list[str] | None = None) -> dict[str, datetime]:
+    """Per DAG, the data-interval end of the latest live scheduled or backfill run (one query)."""
+    latest = (select(DagRun.dag_id, func.max(DagRun.logical_date).label("at"))
+              .where(LIVE, DagRun.run_type.in_(SCHEDULING_TYPES)).group_by(DagRun.dag_id))
+    if dag_ids is not None:
+        latest = latest.where(DagRun.dag_id.in_(dag_ids))
+    sub = latest.subquery()
+    stmt = select(DagRun.dag_id, DagRun.data_interval_end).join(
+        sub, and_(sub.c.dag_id == DagRun.dag_id, sub.c.at == DagRun.logical_date)).where(LIVE)
+    return {dag_id: end for dag_id, end in session.execute(stmt).tuples()}
 
 
 def live_at(session: Session, dag_id: str, at: datetime) -> DagRun | None:
@@ -266,10 +282,14 @@ def get(session: Session, run_id: int | str) -> DagRun:
         key = int(run_id)
     except (TypeError, ValueError):
         raise InvalidInput(f"run id must be a number, got {run_id!r}") from None
-    run = session.get(DagRun, key)
+    run = find(session, key)
     if run is None:
         raise RunNotFound(str(run_id))
     return run
+
+
+def find(session: Session, run_id: int) -> DagRun | None:
+    return session.get(DagRun, run_id)
 
 
 def task_instances(session: Session, run_id: int) -> list[TaskInstance]:

@@ -121,6 +121,12 @@ _ADVANCE_ONE = text(
     'WHERE signal_cursor.version < excluded.version').bindparams(bindparam("at", type_=CURSORS.c.updated_at.type))
 
 
+def listen(conn: Any) -> None:
+    """Subscribe a raw psycopg connection (autocommit) to the signals' NOTIFY channel (ledger.signal_delivery's
+    PostgreSQL doorbell)."""
+    conn.execute(f"LISTEN {CHANNEL}")
+
+
 def send(session: Session, key: str, value: str, *, sender: str, now: datetime,
          meta: dict[str, Any] | None = None) -> Signal:
     """Store the next version of `key` with `value`; an event records it. Validates first (InvalidInput)."""

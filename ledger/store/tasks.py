@@ -12,8 +12,9 @@ from sqlalchemy import Table, and_, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState
-from ledger.models import Pool, TaskInstance, TaskTry
+from ledger.models import DagRun, Pool, TaskInstance, TaskTry
 from ledger.states import TaskState
+from ledger.store.jobs import UNFINISHED
 
 ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
 DEFAULT_POOL = "default_pool"
@@ -239,3 +240,45 @@ def subjects(session: Session, ti_ids: list[int]) -> dict[int, tuple[str, int, s
     rows = session.execute(select(TaskInstance.id, TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id)
                            .where(TaskInstance.id.in_(ti_ids)))
     return {r.id: (r.dag_id, r.run_id, r.task_id) for r in rows}
+
+
+def instance(session: Session, run_id: int, task_id: str) -> TaskInstance | None:
+    """The task instance of `task_id` in run `run_id` (None: the run's version has no such task)."""
+    return session.scalar(select(TaskInstance).where(TaskInstance.run_id == run_id, TaskInstance.task_id == task_id))
+
+
+def in_unfinished_runs(session: Session, dag_id: str, task_id: str) -> list[tuple[DagRun, TaskInstance | None]]:
+    """The DAG's queued and running runs, by logical date, each with its task instance of `task_id` (None when
+    the run's version has no such task): one statement."""
+    return list(session.execute(
+        select(DagRun, TaskInstance).outerjoin(TaskInstance, and_(TaskInstance.run_id == DagRun.id,
+                                                                  TaskInstance.task_id == task_id))
+        .where(DagRun.dag_id == dag_id, DagRun.state.in_(UNFINISHED))
+        .order_by(DagRun.logical_date)).tuples())
+
+
+_REQUESTS = select(TaskInstance.id, TaskInstance.signal_request, TaskInstance.signal_id).where(
+    TaskInstance.signal_request.in_(("stop", "restart")), TaskInstance.job_id == bindparam("job"),
+    TaskInstance.state.in_(ACTIVE))  # built once: the loop asks every time
+_PENDING_REQUESTS = select(TaskInstance, DagRun).join(DagRun, DagRun.id == TaskInstance.run_id).where(
+    TaskInstance.id.in_(bindparam("ids", expanding=True)), TaskInstance.signal_request.is_not(None))
+
+
+def stop_and_restart_requests(session: Session, job_id: int) -> list[tuple[int, str, int | None]]:
+    """(ti id, 'stop' | 'restart', signal id) of queued or running tries this job runs."""
+    return [(r.id, r.signal_request, r.signal_id) for r in session.execute(_REQUESTS, {"job": job_id})]
+
+
+def with_pending_requests(session: Session, ti_ids: list[int]) -> list[tuple[TaskInstance, DagRun]]:
+    """Those of these task instances that have a signal request pending, each with its run."""
+    return list(session.execute(_PENDING_REQUESTS, {"ids": list(ti_ids)}).tuples())
+
+
+def rearm(ti: TaskInstance, retries: int, *, arm: bool) -> None:
+    """A finished task instance gets a new try (and its retries again), waiting to be queued. `arm`: a signal's
+    START made it ready (signal_armed is set); otherwise signal_armed is left as it was (`ledger tasks clear`)."""
+    ti.state = TaskState.SCHEDULED.value
+    ti.max_tries = ti.try_number + 1 + retries
+    if arm:
+        ti.signal_armed = True
+    ti.next_try_at = ti.ended_at = None

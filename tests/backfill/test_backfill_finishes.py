@@ -248,6 +248,33 @@ def test_the_json_result_of_a_backfill_that_adopts_runs_counts_them_and_gives_ea
     assert_each_task_instance_ran_once(cli)
 
 
+def test_a_backfill_interrupted_with_adopted_runs_left_says_which_backfill_resumes_them(ready_cli: Cli) -> None:
+    """Adopted runs stay their backfill's (`backfill_id`): interrupted, the adopting backfill counts them with its
+    own and says that `backfill resume` of their backfill finishes them; resuming both finishes everything."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(command="sleep 1", max_active_runs=1))
+    cli.ok("dags", "pause", "d")
+    cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit", "--yes")
+    proc = start_backfill(cli, 1, 3, errors="bf.err")  # adopts runs 1 and 2, creates run 3
+    wait_until(lambda: running_tries(cli) > 0, what="a running try")
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, printed(cli, "bf.log") + printed(cli, "bf.err")
+    assert "backfill 2 created: 1 new, 0 override, 2 adopted, 0 skip" in printed(cli, "bf.log")
+    left = dict(query(cli, "SELECT backfill_id, count(*) FROM dag_run WHERE state IN ('queued', 'running') "
+                           "GROUP BY backfill_id"))
+    assert left.get(1), left  # run 1 was cut short, run 2 not started
+    (line,) = printed(cli, "bf.err").splitlines()
+    assert line.startswith(f"backfill 2 interrupted with {sum(left.values())} run(s) unfinished: "), line
+    for backfill_id, n in left.items():
+        assert f"{n} of backfill {backfill_id}: `ledger backfill resume {backfill_id}` finishes them" in line, line
+    for backfill_id in (1, 2):  # in chain order: max_active_runs 1
+        resumed = cli.run("backfill", "resume", str(backfill_id), timeout=180, **FAST)
+        assert resumed.exit_code == 0, resumed.output
+    assert [r["state"] for r in timeline(cli)] == ["success"] * 3
+    assert {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")} == {"1": "success", "2": "success"}
+    assert_each_task_instance_ran_once(cli)
+
+
 def test_resume_executes_the_queued_runs_of_a_submitted_backfill_to_the_end(each_db_cli: Cli) -> None:
     """`ledger backfill resume ID` on a `--submit` backfill whose runs no scheduler has taken: it runs them here,
     each task instance once, and the backfill ends `success`."""

@@ -95,8 +95,8 @@ def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, p
     events.record(session, "backfill_created", at=now, actor=actor, dag_id=spec.dag_id, backfill_id=row.id,
                   start=request.start.isoformat(), end=request.end.isoformat(), reprocess=request.reprocess.value,
                   version=spec.version_hash, submit=request.submit, **counts)
-    if not any(i.action != Action.SKIP for i in plan):
-        row.state, row.ended_at = BackfillState.SUCCESS.value, now
+    if not any(i.action != Action.SKIP or i.adopts_backfill is not None for i in plan):
+        row.state, row.ended_at = BackfillState.SUCCESS.value, now  # nothing to create, nothing to finish
     return row
 
 

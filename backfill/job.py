@@ -13,7 +13,7 @@ from ledger.operations import cancel_backfill
 from ledger.states import BackfillState
 from ledger.store import backfills as backfill_store
 from ledger.store import events
-from ledger.store.backfills import Progress, finish_backfill, history_of, progress_of, waiting_reasons
+from ledger.store.backfills import Progress, finish_backfill, progress_of, waiting_reasons
 from scheduler.job import DagRunJob, LoopReport
 
 
@@ -34,9 +34,15 @@ class BackfillJob(DagRunJob):
     _extra: dict[str, Any] = field(default_factory=dict)
 
     adopted: list[int] = field(default_factory=list)  # dead backfills whose unfinished runs this one finishes
+    adopted_runs: list[int] = field(default_factory=list)  # those runs: the ones its plan adopted, no others
 
     def claim_filter(self) -> dict[str, Any]:
-        return {"backfill_id": [self.backfill_id, *self.adopted] if self.adopted else self.backfill_id}
+        return {"backfill_id": self.backfill_id, "also_run_ids": self.adopted_runs}
+
+    def settle_backfill(self, session: Session, backfill_id: int, now: datetime) -> None:
+        """Its own backfill ends once the adopted runs have finished too (their backfills, once all theirs have)."""
+        finish_backfill(session, backfill_id, now=now, actor=self.actor,
+                        adopted=self.adopted_runs if backfill_id == self.backfill_id else ())
 
     def busy(self) -> bool:
         return not self.stopping and self._unfinished > 0
@@ -48,14 +54,10 @@ class BackfillJob(DagRunJob):
                 self.cancelled = self.stopping = True
         report = LoopReport() if self.stopping else super().loop_once()
         with self.transaction() as session:
-            progress = progress_of(session, self.backfill_id)
+            progress = progress_of(session, self.backfill_id, self.adopted_runs)
             self._unfinished = progress.runs_total - progress.runs_done
-            self.waiting = waiting_reasons(session, self.backfill_id, self.job_id) if self._unfinished else []
-            for other in self.adopted:
-                left = history_of(session, other).unfinished
-                self._unfinished += left
-                if left:
-                    self.waiting += waiting_reasons(session, other, self.job_id)
+            self.waiting = waiting_reasons(session, self.backfill_id, self.job_id, self.adopted_runs) \
+                if self._unfinished else []
         if self.waiting and not report.progress:
             self._claim_now = True  # a run another job held may be free now
             if len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \
@@ -74,17 +76,19 @@ class BackfillJob(DagRunJob):
                                 stale_after=self.settings.lock_timeout, held_by=self.job_id)
             for other in self.adopted:
                 finish_backfill(session, other, now=now, actor=self.actor)
-            state = finish_backfill(session, self.backfill_id, now=now, actor=self.actor)
+            state = finish_backfill(session, self.backfill_id, now=now, actor=self.actor, adopted=self.adopted_runs)
             if state == BackfillState.RUNNING.value:  # stopped before its runs finished
                 why = ("blocked: " + "; ".join(w for _r, w, _b in self.waiting)) if self.blocked \
                     else f"signal {self.stop_signal}" if self.stop_signal else "stopped"
-                mark_interrupted(session, self.backfill_id, now=now, actor=self.actor, reason=why)
+                mark_interrupted(session, self.backfill_id, now=now, actor=self.actor, reason=why,
+                                 adopted=self.adopted_runs)
                 self.interrupted = True
 
 
-def mark_interrupted(session: Session, backfill_id: int, *, now: datetime, actor: str, reason: str) -> None:
+def mark_interrupted(session: Session, backfill_id: int, *, now: datetime, actor: str, reason: str,
+                     adopted: list[int] | None = None) -> None:
     row = backfill_store.get(session, backfill_id)
     row.state = BackfillState.INTERRUPTED.value
-    p = progress_of(session, backfill_id)
+    p = progress_of(session, backfill_id, adopted or ())
     events.record(session, "backfill_interrupted", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
                   reason=reason, runs_unfinished=p.runs_total - p.runs_done)

@@ -48,6 +48,7 @@ class PlanItem:
     reason: str
     replaces_run_id: int | None = None
     adopts_backfill: int | None = None  # the date's run is an unfinished run of this dead backfill: finish it
+    adopts_run_id: int | None = None  # that run
 
     @property
     def logical_date(self) -> datetime:
@@ -80,7 +81,7 @@ def plan_backfill(intervals: Sequence[DataInterval], live: Mapping[datetime, Liv
         adopts = existing.backfill_id if existing is not None and reason.startswith("adopted:") else None
         items.append(PlanItem(interval, action, reason,
                               existing.run_id if existing is not None and action == Action.OVERRIDE else None,
-                              adopts))
+                              adopts, existing.run_id if existing is not None and adopts is not None else None))
     return list(reversed(items)) if backwards else items
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from typing import Annotated, Any
 
 import typer
@@ -126,6 +127,7 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
                                   job_id=job.job_id if executing else None)
             backfill_id = row.id
             job.adopted = sorted({i.adopts_backfill for i in plan if i.adopts_backfill is not None})
+            job.adopted_runs = sorted(i.adopts_run_id for i in plan if i.adopts_run_id is not None)
             for other in job.adopted:
                 events.record(session, "backfill_adopted", at=env.clock.now(), actor=job.actor, dag_id=spec.dag_id,
                               backfill_id=other, by_backfill_id=backfill_id)
@@ -175,22 +177,30 @@ def _execute(env: Any, job: Any, backfill_id: int, plan_rows: list[dict[str, Any
         job.run_started(exit_when_idle=True)
     finally:
         with env.reading() as session:
-            final = progress_of(session, backfill_id)
+            final = progress_of(session, backfill_id, job.adopted_runs)
             state = backfill_store.get(session, backfill_id).state
             results = {iso(r.logical_date): {"run_id": str(r.id), "state": r.state}
-                       for r in backfill_store.runs_of(session, backfill_id) if r.state != "overridden"}
+                       for r in backfill_store.finishing_runs(session, backfill_id, job.adopted_runs)}
+            left = backfill_store.unfinished_among(session, job.adopted_runs)
         if live is not None:
             live.update(_progress_line(backfill_id, final, time.monotonic() - started))
             live.stop()
     failed = final.tasks.get("failed", 0) + final.tasks.get("upstream_failed", 0)
-    resume = (f"backfill {backfill_id} interrupted with {final.runs_total - final.runs_done} run(s) unfinished: "
-              f"`ledger backfill resume {backfill_id}` finishes them (a running scheduler will too); "
-              f"`ledger backfill cancel {backfill_id}` stops them")
+    resume = f"backfill {backfill_id} interrupted with {final.runs_total - final.runs_done} run(s) unfinished: "
+    own_left = final.runs_total - final.runs_done - len(left)
+    if not left:
+        resume += (f"`ledger backfill resume {backfill_id}` finishes them (a running scheduler will too); "
+                   f"`ledger backfill cancel {backfill_id}` stops them")
+    else:  # an adopted run is still its own backfill's: resuming that one finishes it
+        whose = ([(backfill_id, own_left)] if own_left else []) + sorted(Counter(left.values()).items())
+        resume += "; ".join(f"{n} of backfill {b}: `ledger backfill resume {b}` finishes them, `ledger backfill "
+                            f"cancel {b}` stops them" for b, n in whose) + " (a running scheduler finishes them too)"
     if as_json:
         if plan_rows is not None:  # the plan carried out, with the result of each date
             plan_rows = [{**row, "result": results.get(iso(parse_iso(row["logical_date"])))} for row in plan_rows]
         print_json({"backfill_id": str(backfill_id), "state": state, "plan": plan_rows,
-                    "runs": {"total": final.runs_total, "done": final.runs_done, "failed": final.runs_failed},
+                    "runs": {"total": final.runs_total, "done": final.runs_done, "failed": final.runs_failed,
+                             "adopted": len(job.adopted_runs)},
                     "tasks": final.tasks})
     else:
         if live is None:  # not a terminal: no live display, one final line

@@ -163,6 +163,10 @@ class DagRunJob:
         queued at once, for the loop to hand to the executor before anything else (SchedulerJob does this)."""
         return []
 
+    def settle_backfill(self, session: Session, backfill_id: int, now: datetime) -> None:
+        """A run of the backfill finished: the backfill ends when it has no unfinished run left."""
+        finish_backfill(session, backfill_id, now=now, actor=self.actor)
+
     def busy(self) -> bool:
         """Work the subclass still expects (e.g. DAG files being parsed) that keeps the job from idling."""
         return False
@@ -690,7 +694,7 @@ class DagRunJob:
             self._claim_now = True
             self._set_run_state(session, run, state, now, release=True, reason=reason)
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
-            finish_backfill(session, backfill_id, now=now, actor=self.actor)
+            self.settle_backfill(session, backfill_id, now)
         return self._queue(session, plan.ready + cached, now, report)
 
     def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,

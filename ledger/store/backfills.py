@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
 from ledger.errors import NotFound
@@ -26,26 +27,35 @@ class Progress:
     tasks: dict[str, int]
 
 
-def progress_of(session: Session, backfill_id: int) -> Progress:
-    runs = dict(session.execute(select(DagRun.state, func.count()).where(DagRun.backfill_id == backfill_id)
+def finishing(backfill_id: int, adopted: Collection[int] = ()) -> ColumnElement[bool]:
+    """The runs a backfill finishes: those it created, and `adopted` (the ids of the unfinished runs of other,
+    dead backfills that its plan adopted)."""
+    own = DagRun.backfill_id == backfill_id
+    return or_(own, DagRun.id.in_(sorted(adopted))) if adopted else own
+
+
+def progress_of(session: Session, backfill_id: int, adopted: Collection[int] = ()) -> Progress:
+    """Counts over the live runs the backfill finishes: its own and the `adopted` ones."""
+    runs = dict(session.execute(select(DagRun.state, func.count()).where(finishing(backfill_id, adopted))
                                 .group_by(DagRun.state)).tuples().all())
     tasks = dict(session.execute(
         select(TaskInstance.state, func.count()).join(DagRun, DagRun.id == TaskInstance.run_id)
-        .where(DagRun.backfill_id == backfill_id, DagRun.state != RunState.OVERRIDDEN.value)
+        .where(finishing(backfill_id, adopted), DagRun.state != RunState.OVERRIDDEN.value)
         .group_by(TaskInstance.state)).tuples().all())
     live_total = sum(n for s, n in runs.items() if s != RunState.OVERRIDDEN.value)
     done = runs.get(RunState.SUCCESS.value, 0) + runs.get(RunState.FAILED.value, 0)
     return Progress(live_total, done, runs.get(RunState.FAILED.value, 0), tasks)
 
 
-def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str) -> str:
-    """Set the backfill's final state once none of its runs is unfinished (also for an interrupted
-    backfill whose runs a scheduler or `backfill resume` finished)."""
+def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str,
+                    adopted: Collection[int] = ()) -> str:
+    """Set the backfill's final state once none of its runs (nor of the `adopted` runs it finishes) is
+    unfinished (also for an interrupted backfill whose runs a scheduler or `backfill resume` finished)."""
     row = session.get(Backfill, backfill_id)
     assert row is not None
     if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
         return row.state
-    p = progress_of(session, backfill_id)
+    p = progress_of(session, backfill_id, adopted)
     if p.runs_done < p.runs_total:
         return row.state
     row.state = (BackfillState.FAILED if p.runs_failed else BackfillState.SUCCESS).value
@@ -85,15 +95,16 @@ def history_of(session: Session, backfill_id: int) -> History:
                    runs.get(RunState.QUEUED.value, 0) + runs.get(RunState.RUNNING.value, 0))
 
 
-def waiting_reasons(session: Session, backfill_id: int, job_id: int) -> list[tuple[int, str, bool]]:
-    """(run id, why it waits, blocked) for the backfill's unfinished runs that this job cannot run now: held
-    by another job, queued while max_active_runs runs of the DAG are running, held back by depends_on_past, or
-    running with a task that needs a pool whose slots are all taken. `blocked`: only a person can unblock it
-    (its previous run failed)."""
+def waiting_reasons(session: Session, backfill_id: int, job_id: int,
+                    adopted: Collection[int] = ()) -> list[tuple[int, str, bool]]:
+    """(run id, why it waits, blocked) for the backfill's unfinished runs (and the `adopted` ones) that this job
+    cannot run now: held by another job, queued while max_active_runs runs of the DAG are running, held back by
+    depends_on_past, or running with a task that needs a pool whose slots are all taken. `blocked`: only a
+    person can unblock it (its previous run failed)."""
     from ledger.store import dags as dag_store
 
     out: list[tuple[int, str, bool]] = []
-    runs = list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id,
+    runs = list(session.scalars(select(DagRun).where(finishing(backfill_id, adopted),
                                                      DagRun.state.in_(UNFINISHED_RUNS))
                                 .order_by(DagRun.logical_date)))
     for run in runs:
@@ -198,6 +209,21 @@ def runs_of(session: Session, backfill_id: int) -> list[DagRun]:
     """Every run a backfill created, overridden ones included, by logical date."""
     return list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id)
                                 .order_by(DagRun.logical_date, DagRun.id)))
+
+
+def finishing_runs(session: Session, backfill_id: int, adopted: Collection[int] = ()) -> list[DagRun]:
+    """The live runs a backfill finishes (its own and the `adopted` ones), by logical date."""
+    return list(session.scalars(select(DagRun).where(finishing(backfill_id, adopted),
+                                                     DagRun.state != RunState.OVERRIDDEN.value)
+                                .order_by(DagRun.logical_date, DagRun.id)))
+
+
+def unfinished_among(session: Session, run_ids: Collection[int]) -> dict[int, int | None]:
+    """Which of these runs are still queued or running: run id -> the backfill that created it."""
+    if not run_ids:
+        return {}
+    return {r.id: r.backfill_id for r in session.scalars(select(DagRun).where(
+        DagRun.id.in_(sorted(run_ids)), DagRun.state.in_(UNFINISHED_RUNS)))}
 
 
 def unfinished_runs(session: Session, backfill_id: int) -> list[DagRun]:

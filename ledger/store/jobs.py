@@ -35,9 +35,10 @@ def end_job(session: Session, job_id: int, *, now: datetime, state: JobState = J
 
 
 def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: float, limit: int, actor: str,
-               backfill_id: int | list[int] | None = None, run_ids: list[int] | None = None,
-               newest_first: bool = False) -> list[tuple[int, int | None]]:
-    """Lock up to `limit` unfinished live runs that nobody holds or whose holder stopped heart-beating.
+               backfill_id: int | None = None, run_ids: list[int] | None = None,
+               also_run_ids: list[int] | None = None, newest_first: bool = False) -> list[tuple[int, int | None]]:
+    """Lock up to `limit` unfinished live runs that nobody holds or whose holder stopped heart-beating:
+    only `run_ids` when given, only the runs of `backfill_id` (and the runs `also_run_ids`) when given.
 
     Returns (run id, previous holder) pairs; a previous holder means the lock was taken over.
     On PostgreSQL the candidate rows are locked with FOR UPDATE SKIP LOCKED, so concurrent jobs
@@ -62,10 +63,10 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
     )
     if run_ids is not None:
         stmt = stmt.where(DagRun.id.in_(run_ids))
-    if isinstance(backfill_id, list):
-        stmt = stmt.where(DagRun.backfill_id.in_(backfill_id))
-    elif backfill_id is not None:
-        stmt = stmt.where(DagRun.backfill_id == backfill_id)
+    if backfill_id is not None:
+        from ledger.store.backfills import finishing
+
+        stmt = stmt.where(finishing(backfill_id, also_run_ids or ()))
     rows = list(session.execute(stmt))
     if not rows:
         return []

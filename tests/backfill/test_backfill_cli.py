@@ -355,7 +355,7 @@ def test_backfill_json_reports_the_outcome_and_the_conf_reaches_the_runs(ready_c
     cli.write_dag("d.py", dag_source())
     out = json.loads(cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--yes",
                             "--conf", '{"k": 1}', "--json"))
-    assert out["state"] == "success" and out["runs"] == {"total": 2, "done": 2, "failed": 0}
+    assert out["state"] == "success" and out["runs"] == {"total": 2, "done": 2, "failed": 0, "adopted": 0}
     assert out["tasks"] == {"success": 4}
     assert [p["action"] for p in out["plan"]] == ["new", "new"]
     assert [p["result"]["state"] for p in out["plan"]] == ["success", "success"]  # what each date came to

@@ -4,6 +4,7 @@ its history. After each scenario the timeline invariant holds and no task instan
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -196,7 +197,11 @@ def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(eac
     assert "adopted: run" in again.stdout and "of backfill 1, whose process is gone" in again.stdout, again.stdout
     # the summary counts the adopted dates apart from the skipped ones: it finishes them
     adopted = again.stdout.count("adopted: run")
-    assert adopted and re.search(rf"created: \d+ new, \d+ override, {adopted} adopted, \d+ skip", again.stdout), \
+    created = re.search(rf"created: (\d+) new, (\d+) override, {adopted} adopted, \d+ skip", again.stdout)
+    assert adopted and created, again.stdout
+    # its progress counts every run it finishes, its own and the adopted ones
+    total = int(created[1]) + int(created[2]) + adopted
+    assert f"backfill 2: runs {total}/{total} done · tasks {2 * total} succeeded / 0 failed" in again.stdout, \
         again.stdout
     assert [r["state"] for r in timeline(cli)] == ["success"] * 4
     rows = {r["backfill_id"]: r for r in cli.json("backfill", "list")}
@@ -220,8 +225,75 @@ def test_a_backfill_over_the_queued_runs_of_a_submitted_one_finishes_them_withou
                "backfill" in again.stdout, again.stdout
     assert "process is gone" not in again.stdout, again.stdout
     assert "backfill 2 created: 1 new, 0 override, 2 adopted, 0 skip" in again.stdout, again.stdout
+    assert "backfill 2: runs 3/3 done · tasks 6 succeeded / 0 failed" in again.stdout, again.stdout
     assert [r["state"] for r in timeline(cli)] == ["success"] * 3
     assert {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")} == {"1": "success", "2": "success"}
+    assert_each_task_instance_ran_once(cli)
+
+
+def test_the_json_result_of_a_backfill_that_adopts_runs_counts_them_and_gives_each_adopted_date_its_result(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source())
+    cli.ok("dags", "pause", "d")
+    cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit", "--yes")
+    out = json.loads(cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes", "--json",
+                            **FAST))
+    assert out["state"] == "success" and out["runs"] == {"total": 3, "done": 3, "failed": 0, "adopted": 2}, out
+    assert out["tasks"] == {"success": 6}, out
+    assert [(p["adopts_backfill"], p["result"]) for p in out["plan"]] == [
+        ("1", {"run_id": "1", "state": "success"}), ("1", {"run_id": "2", "state": "success"}),
+        (None, {"run_id": "3", "state": "success"})], out["plan"]
+    timeline(cli)
+    assert_each_task_instance_ran_once(cli)
+
+
+def test_a_backfill_interrupted_with_adopted_runs_left_says_which_backfill_resumes_them(ready_cli: Cli) -> None:
+    """Adopted runs stay their backfill's (`backfill_id`): interrupted, the adopting backfill counts them with its
+    own and says that `backfill resume` of their backfill finishes them; resuming both finishes everything."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(command="sleep 1", max_active_runs=1))
+    cli.ok("dags", "pause", "d")
+    cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit", "--yes")
+    proc = start_backfill(cli, 1, 3, errors="bf.err")  # adopts runs 1 and 2, creates run 3
+    wait_until(lambda: running_tries(cli) > 0, what="a running try")
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, printed(cli, "bf.log") + printed(cli, "bf.err")
+    assert "backfill 2 created: 1 new, 0 override, 2 adopted, 0 skip" in printed(cli, "bf.log")
+    left = dict(query(cli, "SELECT backfill_id, count(*) FROM dag_run WHERE state IN ('queued', 'running') "
+                           "GROUP BY backfill_id"))
+    assert left.get(1), left  # run 1 was cut short, run 2 not started
+    (line,) = printed(cli, "bf.err").splitlines()
+    assert line.startswith(f"backfill 2 interrupted with {sum(left.values())} run(s) unfinished: "), line
+    for backfill_id, n in left.items():
+        assert f"{n} of backfill {backfill_id}: `ledger backfill resume {backfill_id}` finishes them" in line, line
+    for backfill_id in (1, 2):  # in chain order: max_active_runs 1
+        resumed = cli.run("backfill", "resume", str(backfill_id), timeout=180, **FAST)
+        assert resumed.exit_code == 0, resumed.output
+    assert [r["state"] for r in timeline(cli)] == ["success"] * 3
+    assert {r["backfill_id"]: r["state"] for r in cli.json("backfill", "list")} == {"1": "success", "2": "success"}
+    assert_each_task_instance_ran_once(cli)
+
+
+def test_resume_executes_the_queued_runs_of_a_submitted_backfill_to_the_end(each_db_cli: Cli) -> None:
+    """`ledger backfill resume ID` on a `--submit` backfill whose runs no scheduler has taken: it runs them here,
+    each task instance once, and the backfill ends `success`."""
+    cli = each_db_cli
+    cli.write_dag("d.py", dag_source())
+    cli.ok("dags", "pause", "d")
+    cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--submit", "--yes")
+    assert [(r["state"], r["backfill_id"]) for r in timeline(cli)] == [("queued", "1")] * 3
+    resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST)
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.stdout.startswith("resuming backfill 1\n"), resumed.stdout
+    assert "backfill 1: runs 3/3 done · tasks 6 succeeded / 0 failed" in resumed.stdout, resumed.stdout
+    assert resumed.stdout.rstrip().endswith("backfill 1 success"), resumed.stdout
+    assert [(r["state"], r["backfill_id"]) for r in timeline(cli)] == [("success", "1")] * 3
+    (row,) = cli.json("backfill", "list")
+    assert (row["state"], row["succeeded"], row["failed"], row["unfinished"]) == ("success", 3, 0, 0), row
+    assert query(cli, "SELECT id FROM dag_run WHERE lock_holder IS NOT NULL") == []
+    kinds = [e["kind"] for e in cli.json("events", "--dag", "d")]
+    assert kinds.count("backfill_resumed") == 1 and kinds.count("backfill_finished") == 1, kinds
     assert_each_task_instance_ran_once(cli)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -77,6 +78,17 @@ def mask(text: str) -> str:
 
 def secrets_seen() -> bool:
     return bool(_seen)
+
+
+def mask_file(path: str) -> None:
+    """Rewrite a file (a try's or a callback's log) with the secrets read in this process as ***."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        masked = mask(text)
+        if masked != text:
+            Path(path).write_text(masked, encoding="utf-8")
+    except OSError:
+        pass
 
 
 def _stored(read: Any) -> Any:

@@ -11,6 +11,8 @@ import sys
 import traceback
 from typing import Any
 
+from ledger import secrets
+
 FAILED_PREFIX = "[ledger] callback failed: "
 
 
@@ -48,11 +50,21 @@ def main() -> int:
         fn(request["context"])
     except BaseException as exc:
         traceback.print_exc()
-        text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+        text = f"{type(exc).__name__}: {secrets.mask(str(exc))}".strip().splitlines()
         print(FAILED_PREFIX + (text[0] if text else type(exc).__name__)[:500], flush=True)
+        _mask_log(request.get("log_path"))
         return 1
     print("[ledger] callback ok", flush=True)
+    _mask_log(request.get("log_path"))
     return 0
+
+
+def _mask_log(path: str | None) -> None:
+    """Secrets the call read (Variable.get, get_connection) become *** in its log, as in a try's."""
+    if path is None or not secrets.secrets_seen():
+        return
+    sys.stdout.flush()
+    secrets.mask_file(path)
 
 
 if __name__ == "__main__":

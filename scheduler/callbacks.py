@@ -63,7 +63,7 @@ class CallbackProcesses:
                                    stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
         assert process.stdin is not None
         try:
-            process.stdin.write(json.dumps(request, default=str).encode())
+            process.stdin.write(json.dumps({**request, "log_path": str(log)}, default=str).encode())
             process.stdin.close()
         except BrokenPipeError:
             pass

@@ -41,7 +41,6 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from types import FrameType
 from typing import Any, Literal, NoReturn
 
@@ -523,7 +522,13 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
     took = time.monotonic() - began
     _say(f"{_now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
     _mask_secrets(item)
-    return state, reason
+    return state, _masked(reason)
+
+
+def _masked(reason: str | None) -> str | None:
+    """A try's reason leaves its process (the try's row, its event, the callback context, the scheduler's
+    log): secrets it read are *** there too, as in its log."""
+    return secrets.mask(reason) if reason and secrets.secrets_seen() else reason
 
 
 def _mask_secrets(item: WorkItem) -> None:
@@ -535,11 +540,7 @@ def _mask_secrets(item: WorkItem) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     for path in (item.log_path, item.log_path + ".rendered.json"):
-        with contextlib.suppress(OSError):
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
-            masked = secrets.mask(text)
-            if masked != text:
-                Path(path).write_text(masked, encoding="utf-8")
+        secrets.mask_file(path)
 
 
 # -- in the calling process: Spark tries ---------------------------------------------------------------
@@ -664,7 +665,7 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
         _mask_secrets(item)
     finally:
         _restore_output(saved)
-    return InProcessResult(Outcome(state, reason, time.time()), retire)
+    return InProcessResult(Outcome(state, _masked(reason), time.time()), retire)
 
 
 def end_in_process() -> None:

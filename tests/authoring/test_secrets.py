@@ -63,3 +63,43 @@ def test_a_wrong_key_or_a_bad_uri_is_one_line(ready_cli: Cli) -> None:
     assert "cannot be decrypted" in cli.fails("variables", "get", "v").stderr
     assert "is not a URI" in cli.fails("connections", "add", "c", "--uri", "nothing").stderr
     assert "no variable named 'nope'" in cli.fails("variables", "get", "nope").stderr
+
+
+FAILING_DAG = """
+import pendulum
+from ledger import DAG, PythonTask
+from ledger.secrets import Variable
+
+def login(context):
+    raise ValueError("login refused for token " + Variable.get("api_token"))
+
+def page(context):
+    print("paging with", Variable.get("api_token"))
+    raise RuntimeError("pager refused " + Variable.get("api_token"))
+
+with DAG("fails", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), on_failure_callback=page) as dag:
+    PythonTask("login", login)
+"""
+
+
+def test_a_secret_in_a_failure_reason_is_masked_everywhere(ready_cli: Cli) -> None:
+    """The reason a try failed is kept beside its log (the try's row, its event, the scheduler's log, the
+    callback context) and a callback has a log of its own: a secret the code read is *** in all of them."""
+    cli = ready_cli
+    cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()
+    cli.ok("variables", "set", "api_token", "tok-SECRET-123")
+    cli.write_dag("fails.py", FAILING_DAG)
+    tested = cli.run("dags", "test", "fails")
+    assert tested.exit_code == 1 and "login refused for token ***" in tested.stdout
+    assert "SECRET" not in tested.output
+    cli.ok("trigger", "fails")
+    printed = cli.run("scheduler", "--exit-when-idle")
+    assert "login refused for token ***" in printed.output and "SECRET" not in printed.output
+    events = cli.ok("events", "--json")
+    assert "login refused for token ***" in events and "SECRET" not in events
+    (call,) = cli.json("callbacks")
+    assert call["state"] == "error" and call["message"] == "RuntimeError: pager refused ***"
+    logs = [p.read_text() for p in (cli.home / "logs").rglob("*.log")]
+    assert any("paging with ***" in text for text in logs)
+    assert not [text for text in logs if "SECRET" in text]
+    assert b"SECRET" not in (cli.home / "ledger.db").read_bytes()

@@ -96,6 +96,8 @@ def task_state_signals(session: Session, *, dag_id: str | None = None, run_id: i
                        limit: int | None = None, task_id: str | None = None) -> list[SignalRecord]:
     prefix = TASK_STATE_PREFIX + (f"{dag_id}." if dag_id is not None else "")
     stmt = select(SignalRecord).where(SignalRecord.key.startswith(prefix, autoescape=True))
+    if dag_id is not None:  # DAG `ops.v2`'s keys start with DAG `ops`'s prefix too
+        stmt = stmt.where(SignalRecord.meta["dag_id"].as_string() == dag_id)
     if run_id is not None:
         stmt = stmt.where(SignalRecord.meta["run_id"].as_integer() == run_id)
     if task_id is not None:

@@ -1,0 +1,26 @@
+"""Scenarios found by trying the newest features as an Airflow user would: each output says exactly what
+happened, to the DAG it names."""
+
+from __future__ import annotations
+
+from tests.conftest import Cli
+
+TWO_DAGS = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("{dag_id}", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")) as dag:
+    BashTask("a", "echo a")
+"""
+
+
+def test_events_of_a_dag_leave_out_the_task_signals_of_a_dag_whose_id_it_prefixes(ready_cli: Cli) -> None:
+    """Task state signals are keyed ledger.task.<dag>.<task>: DAG `ops.v2`'s start with DAG `ops`'s prefix."""
+    cli = ready_cli
+    cli.write_dag("ops.py", TWO_DAGS.format(dag_id="ops"))
+    cli.write_dag("ops_v2.py", TWO_DAGS.format(dag_id="ops.v2"))
+    cli.ok("trigger", "ops.v2")
+    cli.ok("scheduler", "--exit-when-idle")
+    assert {e["dag_id"] for e in cli.json("events", "--dag", "ops.v2")} == {"ops.v2"}
+    assert {e["dag_id"] for e in cli.json("events", "--dag", "ops")} == {"ops"}
+    assert cli.json("events", "--dag", "ops", "--kind", "task_state_signal") == []

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 import typer
 
@@ -11,6 +12,7 @@ from cli.env import open_env, parse_conf
 from cli.options import DagId, DagsFolder
 from ledger.dates import check_within_dag, parse_user_date
 from ledger.errors import InvalidInput
+from ledger.params import check_conf, from_description
 from ledger.states import RunState, TaskState
 from scheduler.local_test import TestRun, find_dag, test_dag, test_task
 
@@ -24,12 +26,21 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
+def _check_conf(params: Mapping[str, Mapping[str, Any]], conf: dict[str, Any] | None, dag_id: str) -> None:
+    """A --conf that does not fit the DAG's params is one line, as for `ledger trigger`."""
+    try:
+        check_conf(from_description(params), conf, dag_id=dag_id)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
 def _prepare(dag_id: str, logical_date: str | None, conf: str | None, dags_folder: object) -> TestRun:
     conf_value = parse_conf(conf)
     env = open_env(dags_folder)  # type: ignore[arg-type]
     env.require_dags_folder()
     dag = find_dag(env.settings.dags_folder, dag_id)
     run = TestRun.of(dag, env.clock.now(), conf_value, env.settings.dags_folder)
+    _check_conf(run.spec.params, conf_value, dag_id)  # as `ledger trigger` checks it
     if logical_date is not None:
         at = parse_user_date(logical_date, timezone=run.spec.timezone, what="--logical-date")
         check_within_dag(run.spec, at, what="--logical-date")
@@ -76,7 +87,6 @@ def dag_test(dag_id: DagId, logical_date: LogicalDate = None, conf: Conf = None,
 def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bool, dags_folder: object) -> None:
     """A run of type `test`, spliced into the timeline like a manual run and executed here, with the code of
     the version just registered (the DAG file as it is now)."""
-    from ledger.params import check_conf, from_description
     from ledger.states import RunType
     from ledger.store import dags as dag_store
     from ledger.store import runs as run_store
@@ -92,10 +102,7 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
         at = parse_user_date(logical_date, timezone=spec.timezone, what="--logical-date") \
             if logical_date is not None else env.clock.now()
         check_within_dag(spec, at, what="--logical-date")
-        try:
-            check_conf(from_description(spec.params), conf_value, dag_id=dag_id)
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
+        _check_conf(spec.params, conf_value, dag_id)
         run = run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(at), RunType.TEST,
                                                                conf_value), now=env.clock.now(), actor=env.actor,
                                replace=replace)

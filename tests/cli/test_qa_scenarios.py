@@ -24,3 +24,23 @@ def test_events_of_a_dag_leave_out_the_task_signals_of_a_dag_whose_id_it_prefixe
     assert {e["dag_id"] for e in cli.json("events", "--dag", "ops.v2")} == {"ops.v2"}
     assert {e["dag_id"] for e in cli.json("events", "--dag", "ops")} == {"ops"}
     assert cli.json("events", "--dag", "ops", "--kind", "task_state_signal") == []
+
+
+PARAMS_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("p", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), params={"days": 7}) as dag:
+    BashTask("a", "echo days={{ params.days }}")
+"""
+
+
+def test_the_test_loop_checks_conf_against_params_as_trigger_does(cli: Cli) -> None:
+    """`tasks test` and `dags test` take --conf as `trigger` and `dags test --record` do: a wrong type is one
+    line and nothing runs (before, the task ran with days='seven')."""
+    cli.write_dag("p.py", PARAMS_DAG)
+    for command in (("tasks", "test", "p", "a"), ("dags", "test", "p")):
+        refused = cli.fails(*command, "--conf", '{"days": "seven"}')
+        assert refused.stderr == "Error: --conf days='seven' is not of type integer (param 'days' of DAG 'p')\n"
+        assert refused.stdout == ""
+        assert "days=3" in cli.ok(*command, "--conf", '{"days": 3}')

@@ -198,7 +198,9 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
+            # other DAG files this process imported (ledger_dag_*) are not modules this file imports
             result.modules = {n: m for n, m in sys.modules.items() if m is not None and n != name
+                              and not n.startswith(DAG_MODULE_PREFIX)
                               and any(_inside(p, root) for p in _module_paths(m))}
         imported = {f for m in result.modules.values() if (f := getattr(m, "__file__", None))}
         result.code = capture_code(fileloc, root, imported)

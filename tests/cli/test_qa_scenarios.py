@@ -44,3 +44,14 @@ def test_the_test_loop_checks_conf_against_params_as_trigger_does(cli: Cli) -> N
         assert refused.stderr == "Error: --conf days='seven' is not of type integer (param 'days' of DAG 'p')\n"
         assert refused.stdout == ""
         assert "days=3" in cli.ok(*command, "--conf", '{"days": 3}')
+
+
+def test_the_test_loop_prints_the_version_the_scheduler_registers(ready_cli: Cli) -> None:
+    """`dags test` imports every DAG file in one process: a file imported before the DAG's own was taken for a
+    helper module of it, so the test printed a version (`not registered`) that no parse of the file makes."""
+    cli = ready_cli
+    cli.write_dag("a_first.py", TWO_DAGS.format(dag_id="first"))
+    cli.write_dag("b_second.py", TWO_DAGS.format(dag_id="second"))
+    (registered,) = [d["version"] for d in cli.json("dags", "list") if d["dag_id"] == "second"]
+    assert f"version {registered[:12]} (not registered)" in cli.ok("dags", "test", "second").splitlines()[0]
+    assert f"[ledger] version {registered}: code " in cli.ok("tasks", "test", "second", "a")

@@ -14,6 +14,7 @@ from ledger.dates import local_text
 from ledger.errors import DagNotFound
 from ledger.store import callbacks as callback_store
 from ledger.store import dags as dag_store
+from ledger.store import runs as run_store
 
 out = Console(highlight=False)
 
@@ -31,6 +32,8 @@ def callbacks(
     with env.reading() as session:
         if dag is not None and dag_store.find(session, dag) is None:
             raise DagNotFound(dag)
+        if run is not None:
+            run_store.get(session, run)  # an unknown run is one line, as an unknown DAG is
         rows = [callback_store.as_json(c) for c in callback_store.listing(session, dag_id=dag, run_id=run,
                                                                           limit=limit)]
     if as_json:

@@ -14,6 +14,7 @@ from cli.options import Json
 from ledger.errors import DagNotFound
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
+from ledger.store import runs as run_store
 
 out = Console()
 
@@ -39,6 +40,8 @@ def events(
     with env.reading() as session:
         if dag is not None and dag_store.find(session, dag) is None:
             raise DagNotFound(dag)
+        if run is not None:
+            run_store.get(session, run)  # an unknown run is one line, as an unknown DAG is
         rows = event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
                                         task_signals=task_signals, task_id=task)
     if as_json:

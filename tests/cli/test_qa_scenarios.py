@@ -55,3 +55,12 @@ def test_the_test_loop_prints_the_version_the_scheduler_registers(ready_cli: Cli
     (registered,) = [d["version"] for d in cli.json("dags", "list") if d["dag_id"] == "second"]
     assert f"version {registered[:12]} (not registered)" in cli.ok("dags", "test", "second").splitlines()[0]
     assert f"[ledger] version {registered}: code " in cli.ok("tasks", "test", "second", "a")
+
+
+def test_events_and_callbacks_of_an_unknown_run_are_refused_like_an_unknown_dag(ready_cli: Cli) -> None:
+    """`--dag nodag` was one line and exit 1, `--run 999` an empty listing and exit 0: as if the run existed."""
+    cli = ready_cli
+    for command in ("events", "callbacks"):
+        assert "no DAG named 'nodag'" in cli.fails(command, "--dag", "nodag").stderr
+        assert "no DAG run '999'" in cli.fails(command, "--run", "999").stderr
+        assert cli.json(command) == []

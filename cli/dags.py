@@ -37,7 +37,7 @@ def list_(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     table = Table("dag_id", "schedule", "timezone", "version", "paused", "file")
     for r in rows:
         table.add_row(r["dag_id"], r["schedule"], r["timezone"], (r["version"] or "")[:12],
-                      "yes" if r["is_paused"] else "no", r["fileloc"])
+                      "yes, queued runs held" if r["stop_queued"] else "yes" if r["is_paused"] else "no", r["fileloc"])
     out.print(table)
     if errors:
         out.print(f"[yellow]{errors} file(s) failed to import; see `ledger dags errors`[/yellow]")

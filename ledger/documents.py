@@ -113,7 +113,8 @@ def run_document(session: Session, run_id: int | str) -> Doc:
 def dag_json(d: Dag) -> Doc:
     """A row of `ledger dags list --json`."""
     return {"dag_id": d.dag_id, "fileloc": d.fileloc, "schedule": d.schedule, "timezone": d.timezone,
-            "version": d.current_version, "is_paused": d.is_paused}
+            "version": d.current_version, "is_paused": d.is_paused,
+            "stop_queued": bool(d.is_paused and d.hold_queued)}  # paused with --stop-queued
 
 
 def import_error_json(e: ImportError_) -> Doc:

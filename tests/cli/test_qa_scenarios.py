@@ -64,3 +64,20 @@ def test_events_and_callbacks_of_an_unknown_run_are_refused_like_an_unknown_dag(
         assert "no DAG named 'nodag'" in cli.fails(command, "--dag", "nodag").stderr
         assert "no DAG run '999'" in cli.fails(command, "--run", "999").stderr
         assert cli.json(command) == []
+
+
+def test_dags_list_says_which_paused_dags_also_hold_their_queued_runs(ready_cli: Cli) -> None:
+    """`dags pause --stop-queued` keeps queued runs from starting; `dags list` showed it as a plain pause, so a
+    queued run that never started had no visible reason outside `ledger events`."""
+    cli = ready_cli
+    cli.write_dag("ops.py", TWO_DAGS.format(dag_id="ops"))
+    cli.write_dag("other.py", TWO_DAGS.format(dag_id="other"))
+    cli.ok("dags", "pause", "ops", "--stop-queued")
+    cli.ok("dags", "pause", "other")
+    rows = {d["dag_id"]: (d["is_paused"], d["stop_queued"]) for d in cli.json("dags", "list")}
+    assert rows == {"ops": (True, True), "other": (True, False)}
+    table = {line.split()[1]: line for line in cli.ok("dags", "list").splitlines() if "ops.py" in line
+             or "other.py" in line}
+    assert "yes, queued runs held" in table["ops"] and "yes, queued runs held" not in table["other"]
+    cli.ok("dags", "unpause", "ops")
+    assert [d["stop_queued"] for d in cli.json("dags", "list") if d["dag_id"] == "ops"] == [False]

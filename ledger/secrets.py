@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import SplitResult, quote, unquote, urlsplit, urlunsplit
 
 from ledger.errors import ConfigError, InvalidInput
 
@@ -140,16 +140,24 @@ class ConnectionInfo:
     @staticmethod
     def from_uri(conn_id: str, uri: str) -> ConnectionInfo:
         parts = urlsplit(uri)
-        if not parts.scheme:
-            raise InvalidInput(f"connection {conn_id!r}: {uri!r} is not a URI like postgresql://user:pw@host:5432/db")
+        if not parts.scheme:  # not parsed: the text is not echoed, it may hold a password
+            raise InvalidInput(f"connection {conn_id!r}: its URI is not a URI like postgresql://user:pw@host:5432/db")
         try:
             port = parts.port
         except ValueError:
-            raise InvalidInput(f"connection {conn_id!r}: the port of {uri!r} is not a number") from None
+            raise InvalidInput(f"connection {conn_id!r}: the port of {_redacted(parts)!r} is not a number") from None
         return ConnectionInfo(conn_id, parts.scheme, parts.hostname, port,
                               unquote(parts.username) if parts.username else None,
                               unquote(parts.password) if parts.password else None,
                               parts.path.lstrip("/") or None, parts.query or None)
+
+
+def _redacted(parts: SplitResult) -> str:
+    """A URI with its password as *** (for messages)."""
+    if parts.password is None:
+        return urlunsplit(parts)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def get_connection(conn_id: str) -> ConnectionInfo:

@@ -103,3 +103,12 @@ def test_a_secret_in_a_failure_reason_is_masked_everywhere(ready_cli: Cli) -> No
     assert any("paging with ***" in text for text in logs)
     assert not [text for text in logs if "SECRET" in text]
     assert b"SECRET" not in (cli.home / "ledger.db").read_bytes()
+
+
+def test_a_refused_uri_does_not_echo_its_password(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()
+    bad_port = cli.fails("connections", "add", "c", "--uri", "postgresql://etl:pw-SECRET@db:port/dw")
+    assert bad_port.stderr == "Error: connection 'c': the port of 'postgresql://etl:***@db:port/dw' is not a number\n"
+    no_scheme = cli.fails("connections", "add", "c", "--uri", "//etl:pw-SECRET@db/dw")
+    assert "is not a URI like" in no_scheme.stderr and "SECRET" not in no_scheme.stderr

@@ -99,6 +99,9 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
     env.refresh_dags()
     with env.transaction() as session:
         spec = dag_store.current_spec(session, dag_id)
+        if dag_store.get(session, dag_id).hold_queued:  # its job would leave the run queued, for later
+            raise InvalidInput(f"DAG {dag_id} is paused with --stop-queued: its queued runs do not start, a recorded "
+                               f"test's included; `ledger dags unpause {dag_id}` first, or test without --record")
         at = parse_user_date(logical_date, timezone=spec.timezone, what="--logical-date") \
             if logical_date is not None else env.clock.now()
         check_within_dag(spec, at, what="--logical-date")

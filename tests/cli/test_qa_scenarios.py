@@ -3,6 +3,7 @@ happened, to the DAG it names."""
 
 from __future__ import annotations
 
+from tests.cli.test_truthful_cli import dump
 from tests.conftest import Cli
 
 TWO_DAGS = """
@@ -81,3 +82,16 @@ def test_dags_list_says_which_paused_dags_also_hold_their_queued_runs(ready_cli:
     assert "yes, queued runs held" in table["ops"] and "yes, queued runs held" not in table["other"]
     cli.ok("dags", "unpause", "ops")
     assert [d["stop_queued"] for d in cli.json("dags", "list") if d["dag_id"] == "ops"] == [False]
+
+
+def test_a_recorded_test_of_a_dag_holding_its_queued_runs_is_refused(ready_cli: Cli) -> None:
+    """`dags test --record` of a DAG paused with --stop-queued spliced a queued run that its own job then
+    left alone: it printed `test run 1 of ops: queued` and left a run for a later scheduler to run."""
+    cli = ready_cli
+    cli.write_dag("ops.py", TWO_DAGS.format(dag_id="ops"))
+    cli.ok("dags", "pause", "ops", "--stop-queued")
+    before = dump(cli)
+    refused = cli.fails("dags", "test", "ops", "--record")
+    assert "paused with --stop-queued" in refused.stderr and dump(cli) == before
+    cli.ok("dags", "pause", "ops")  # a plain pause stops new scheduled runs only: the test runs
+    assert "test run 1 of ops: success" in cli.ok("dags", "test", "ops", "--record")

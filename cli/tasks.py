@@ -19,6 +19,7 @@ from ledger.errors import InvalidInput
 from ledger.models import DagRun
 from ledger.states import TaskState
 from ledger.store import dags as dag_store
+from ledger.store import events
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
@@ -149,7 +150,8 @@ def rendered(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(
              as_json: Json = False) -> None:
     """The templated fields of a task instance as each try rendered them (Jinja: {{ ds }}, {{ params.x }}...)."""
     run_id, rows = _task_rows(dag_id, run, task_id, lambda s, r: [
-        {"try_number": t.try_number, "rendered": t.rendered} for t in xcom_store.rendered_tries(s, r, task_id)])
+        {"try_number": t.try_number, "rendered": t.rendered, "error": _template_error(s, r, task_id, t.try_number)}
+        for t in xcom_store.rendered_tries(s, r, task_id)])
     if as_json:
         print_json(rows)
         return
@@ -161,8 +163,19 @@ def rendered(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(
         for name, value in (row["rendered"] or {}).items():
             out.print(f"  {name}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}",
                       highlight=False, markup=False)
-        if not row["rendered"]:
+        if row["error"]:
+            out.print(f"  (not rendered: {row['error']})", highlight=False, markup=False)
+        elif not row["rendered"]:
             out.print("  (no templated fields)", highlight=False)
+
+
+def _template_error(session: Session, run_id: int, task_id: str, try_number: int) -> str | None:
+    """Why a try's templates were not rendered (its task_failed event's reason), or None."""
+    for e in events.listing(session, run_id=run_id, kinds=["task_failed"], task_id=task_id):
+        reason = (e.details or {}).get("reason") or ""
+        if e.details.get("try_number") == try_number and reason.startswith("template error"):
+            return str(reason)
+    return None
 
 
 def _task_rows(dag_id: str, run: str, task_id: str,

@@ -95,3 +95,27 @@ def test_a_recorded_test_of_a_dag_holding_its_queued_runs_is_refused(ready_cli: 
     assert "paused with --stop-queued" in refused.stderr and dump(cli) == before
     cli.ok("dags", "pause", "ops")  # a plain pause stops new scheduled runs only: the test runs
     assert "test run 1 of ops: success" in cli.ok("dags", "test", "ops", "--record")
+
+
+TEMPLATE_ERROR_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("tpl", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")) as dag:
+    BashTask("bad", "echo {{ nope }}")
+    BashTask("plain", "echo plain")
+"""
+
+
+def test_rendered_says_a_template_failed_rather_than_that_there_was_none(ready_cli: Cli) -> None:
+    """A try whose template failed showed `(no templated fields)`, as a task without templates does."""
+    cli = ready_cli
+    cli.write_dag("tpl.py", TEMPLATE_ERROR_DAG)
+    cli.ok("trigger", "tpl")
+    cli.ok("scheduler", "--exit-when-idle")
+    assert cli.ok("tasks", "rendered", "tpl", "1", "bad") == (
+        "try 1:\n  (not rendered: template error in bash_command: 'nope' is undefined)\n")
+    assert cli.json("tasks", "rendered", "tpl", "1", "bad") == [
+        {"try_number": 1, "rendered": None, "error": "template error in bash_command: 'nope' is undefined"}]
+    assert cli.ok("tasks", "rendered", "tpl", "1", "plain") == "try 1:\n  (no templated fields)\n"
+    assert cli.json("tasks", "rendered", "tpl", "1", "plain") == [{"try_number": 1, "rendered": None, "error": None}]

@@ -70,6 +70,14 @@ def seen(secret: str | None) -> None:
         _seen.add(secret)
 
 
+def seen_settings() -> None:
+    """The secrets of ledger's own settings (LEDGER_FERNET_KEY, LEDGER_SMTP_PASSWORD) are in every try's
+    environment: they are masked like the secrets a try read."""
+    for key in os.environ.get("LEDGER_FERNET_KEY", "").split(","):
+        seen(key.strip())
+    seen(os.environ.get("LEDGER_SMTP_PASSWORD"))
+
+
 def mask(text: str) -> str:
     for secret in sorted(_seen, key=len, reverse=True):
         text = text.replace(secret, "***")

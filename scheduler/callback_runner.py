@@ -41,6 +41,7 @@ def find_callable(request: dict[str, Any]) -> Any:
 
 def main() -> int:
     request = json.loads(sys.stdin.read())
+    secrets.seen_settings()
     print(f"[ledger] {request['kind']} callback #{request['position'] + 1} ({request['target']}) of "
           f"dag={request['dag_id']} run={request['run_id']}"
           + (f" task={request['task_id']} try={request['try_number']}" if request.get("task_id") else "")

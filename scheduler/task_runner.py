@@ -505,6 +505,7 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
 
     Uses the plan prepare() made before the fork when there is one; else loads the DAG file itself."""
     _redirect_output(item.log_path)
+    secrets.seen_settings()
     began = time.monotonic()
     _say(f"{_now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id} "
          f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()})")
@@ -647,6 +648,7 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
     reason: str | None
     try:
         _redirect_output(item.log_path)
+        secrets.seen_settings()
         _say(f"{_now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id} "
              f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()}, in process)")
         _say(code_line(item))

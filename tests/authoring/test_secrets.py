@@ -112,3 +112,27 @@ def test_a_refused_uri_does_not_echo_its_password(ready_cli: Cli) -> None:
     assert bad_port.stderr == "Error: connection 'c': the port of 'postgresql://etl:***@db:port/dw' is not a number\n"
     no_scheme = cli.fails("connections", "add", "c", "--uri", "//etl:pw-SECRET@db/dw")
     assert "is not a URI like" in no_scheme.stderr and "SECRET" not in no_scheme.stderr
+
+
+ENV_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("envdump", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    BashTask("dump", "echo key=$LEDGER_FERNET_KEY smtp=$LEDGER_SMTP_PASSWORD")
+"""
+
+
+def test_the_schedulers_own_secrets_are_masked_in_a_tries_log(ready_cli: Cli) -> None:
+    """Tries get the scheduler's environment (they need LEDGER_FERNET_KEY to read variables): a task that prints
+    it printed the Fernet key and the SMTP password in clear (Airflow masks its fernet_key likewise)."""
+    cli = ready_cli
+    cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()
+    cli.env["LEDGER_SMTP_PASSWORD"] = "smtp-SECRET"
+    cli.write_dag("envdump.py", ENV_DAG)
+    tested = cli.ok("tasks", "test", "envdump", "dump")
+    assert "key=*** smtp=***" in tested and cli.env["LEDGER_FERNET_KEY"] not in tested and "SECRET" not in tested
+    cli.ok("trigger", "envdump")
+    cli.ok("scheduler", "--exit-when-idle")
+    log = cli.ok("tasks", "logs", "envdump", "1", "dump")
+    assert "key=*** smtp=***" in log

@@ -8,13 +8,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json
+from cli.env import open_env, print_json, refuse_unknown_filters
 from cli.options import Json
 from ledger.dates import local_text
-from ledger.errors import DagNotFound
 from ledger.store import callbacks as callback_store
-from ledger.store import dags as dag_store
-from ledger.store import runs as run_store
 
 out = Console(highlight=False)
 
@@ -30,10 +27,7 @@ def callbacks(
     error, timeout, lost). Each outcome is also an event (callback_ok, callback_error, ...)."""
     env = open_env()
     with env.reading() as session:
-        if dag is not None and dag_store.find(session, dag) is None:
-            raise DagNotFound(dag)
-        if run is not None:
-            run_store.get(session, run)  # an unknown run is one line, as an unknown DAG is
+        refuse_unknown_filters(session, dag, run)
         rows = [callback_store.as_json(c) for c in callback_store.listing(session, dag_id=dag, run_id=run,
                                                                           limit=limit)]
     if as_json:

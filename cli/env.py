@@ -19,7 +19,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from ledger.clock import Clock, SystemClock
 from ledger.config import Settings, load_settings
 from ledger.db import ensure_ready, make_engine, make_read_engine, make_sessions
-from ledger.errors import InvalidInput
+from ledger.errors import DagNotFound, InvalidInput
+from ledger.store import dags as dag_store
+from ledger.store import runs as run_store
 
 
 def actor_name(role: str = "cli") -> str:
@@ -119,6 +121,14 @@ class Env:
 
 def open_env(dags_folder: Path | None = None) -> Env:
     return Env(settings=load_settings(dags_folder=dags_folder))
+
+
+def refuse_unknown_filters(session: Session, dag_id: str | None, run_id: int | str | None) -> None:
+    """A listing filtered on a DAG or a run that does not exist is refused in one line, not an empty listing."""
+    if dag_id is not None and dag_store.find(session, dag_id) is None:
+        raise DagNotFound(dag_id)
+    if run_id is not None:
+        run_store.get(session, run_id)
 
 
 def print_json(value: Any) -> None:

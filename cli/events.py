@@ -9,12 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json
+from cli.env import open_env, print_json, refuse_unknown_filters
 from cli.options import Json
-from ledger.errors import DagNotFound
-from ledger.store import dags as dag_store
 from ledger.store import events as event_store
-from ledger.store import runs as run_store
 
 out = Console()
 
@@ -38,10 +35,7 @@ def events(
     signal table: they have no event id (their signal id is in the details)."""
     env = open_env()
     with env.reading() as session:
-        if dag is not None and dag_store.find(session, dag) is None:
-            raise DagNotFound(dag)
-        if run is not None:
-            run_store.get(session, run)  # an unknown run is one line, as an unknown DAG is
+        refuse_unknown_filters(session, dag, run)
         rows = event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
                                         task_signals=task_signals, task_id=task)
     if as_json:

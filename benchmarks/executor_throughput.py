@@ -1,6 +1,6 @@
 """Benchmark the LocalExecutor alone (no scheduler, no database): the ceiling for scheduler throughput.
 
-    python -m benchmarks.executor_throughput --tries 1000 --parallelism 2 --repeat 3
+    python -m benchmarks.executor_throughput --tries 1000 --parallelism 2 --repeat 3 [--reuse-workers both]
 
 Writes one DAG file with a no-op PythonTask, starts a LocalExecutor, keeps every slot busy with tries of
 that task (submitting a new one the moment a slot frees: drain, then wait on the executor's handles)
@@ -42,12 +42,13 @@ def write_dag(folder: Path) -> Path:
     return path
 
 
-def one_round(fileloc: Path, logs: Path, tries: int, parallelism: int, start_method: str) -> dict[str, float]:
+def one_round(fileloc: Path, logs: Path, tries: int, parallelism: int, start_method: str,
+              reuse: bool = False) -> dict[str, float]:
     from scheduler.executors.base import WorkItem
     from scheduler.executors.local import LocalExecutor
 
     now = datetime(2024, 1, 1, tzinfo=UTC)
-    executor = LocalExecutor(parallelism, start_method=start_method)  # type: ignore[arg-type]
+    executor = LocalExecutor(parallelism, start_method=start_method, reuse_workers=reuse)  # type: ignore[arg-type]
     boot = time.perf_counter()
     executor.start()
     started_up = time.perf_counter() - boot
@@ -92,21 +93,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--start-method", choices=["exec", "fork", "both"], default="exec")
+    parser.add_argument("--reuse-workers", choices=["no", "yes", "both"], default="both",
+                        help="Python tries in a child forked per try (no), in the worker itself (yes), or both")
     args = parser.parse_args(argv)
     methods = ["exec", "fork"] if args.start_method == "both" else [args.start_method]
+    reuses = {"no": [False], "yes": [True], "both": [False, True]}[args.reuse_workers]
+    variants = [(method, reuse) for method in methods for reuse in reuses]
+    rounds: dict[tuple[str, bool], list[dict[str, float]]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
         fileloc = write_dag(Path(tmp))
-        for method in methods:
-            rounds = []
-            for i in range(args.repeat):
-                logs = Path(tmp) / f"logs-{method}-{i}"
+        for i in range(args.repeat):  # the variants take turns, so that the machine's load hits each alike
+            for method, reuse in variants:
+                logs = Path(tmp) / f"logs-{method}-{reuse}-{i}"
                 logs.mkdir()
-                rounds.append(one_round(fileloc, logs, args.tries, args.parallelism, method))
-            out = {"benchmark": "executor_throughput", "start_method": method, "tries": args.tries,
-                   "parallelism": args.parallelism, "repeat": args.repeat}
-            for key, digits in (("tries_per_s", 1), ("submit_to_start_ms", 2), ("startup_s", 3)):
-                out.update(summarise(rounds, key, digits))
-            print(json.dumps(out), flush=True)
+                rounds[(method, reuse)].append(one_round(fileloc, logs, args.tries, args.parallelism, method, reuse))
+    for (method, reuse), done in rounds.items():
+        out = {"benchmark": "executor_throughput", "start_method": method, "reuse_workers": reuse,
+               "tries": args.tries, "parallelism": args.parallelism, "repeat": args.repeat}
+        for key, digits in (("tries_per_s", 1), ("submit_to_start_ms", 2), ("startup_s", 3)):
+            out.update(summarise(done, key, digits))
+        print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

@@ -111,7 +111,8 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
     from scheduler.executors import make_executor
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
-                      executor=make_executor(settings.executor, settings.parallelism), clock=env.clock,
+                      executor=make_executor(settings.executor, settings.parallelism,
+                                             reuse_workers=settings.reuse_workers), clock=env.clock,
                       actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
                       newest_first=request.backwards)
     executing = not request.submit
@@ -289,7 +290,8 @@ def resume(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", s
         settings = SchedulerSettings.from_env(parallelism=parallelism, max_held_runs=row.max_active_runs)
         newest_first = row.backwards
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
-                      executor=make_executor(settings.executor, settings.parallelism), clock=env.clock,
+                      executor=make_executor(settings.executor, settings.parallelism,
+                                             reuse_workers=settings.reuse_workers), clock=env.clock,
                       actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
                       newest_first=newest_first)
     job.start()

@@ -23,6 +23,9 @@ def scheduler(
     parallelism: Annotated[int | None, typer.Option(min=1, help="Task tries running at once.")] = None,
     metrics_port: Annotated[int | None, typer.Option(min=1, max=65535, help="Serve Prometheus metrics on "
                             "127.0.0.1:PORT/metrics (also LEDGER_METRICS_PORT).")] = None,
+    reuse_workers: Annotated[bool | None, typer.Option("--reuse-workers", help="Run Python tries in the "
+                             "long-lived worker processes, without a fork per try: faster, but tries of a worker "
+                             "share its module state (also LEDGER_REUSE_WORKERS).")] = None,
     dags_folder: DagsFolder = None,
 ) -> None:
     """Run the scheduler: parse DAG files, create due runs, execute task instances."""
@@ -30,13 +33,15 @@ def scheduler(
     from scheduler.scheduler_job import SchedulerJob
     from scheduler.settings import SchedulerSettings
 
-    settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism, metrics_port=metrics_port)
+    settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism, metrics_port=metrics_port,
+                                          reuse_workers=reuse_workers or None)
     env = open_env(dags_folder)
     sessions = env.sessions  # checks that the database is ready before anything starts
     env.require_dags_folder()
     job = SchedulerJob(
         sessions=sessions, engine=env.engine, settings=settings,
-        executor=make_executor(settings.executor, settings.parallelism), clock=env.clock, actor=env.actor,
+        executor=make_executor(settings.executor, settings.parallelism, reuse_workers=settings.reuse_workers),
+        clock=env.clock, actor=env.actor,
         logs_folder=env.settings.logs_folder, say=_say, dags_folder=env.settings.dags_folder)
     if settings.metrics_port:
         try:
@@ -46,7 +51,8 @@ def scheduler(
                                f"{exc.strerror or exc}") from None
         _say(f"metrics on http://{settings.metrics_host}:{settings.metrics_port}/metrics")
     job.install_signal_handlers()
-    _say(f"scheduler starting: executor {settings.executor}, parallelism {settings.parallelism}, "
+    reusing = ", Python tries in reused workers" if settings.reuse_workers and settings.executor == "local" else ""
+    _say(f"scheduler starting: executor {settings.executor}, parallelism {settings.parallelism}{reusing}, "
          f"DAGs folder {env.settings.dags_folder}")
     job.run(num_runs=num_runs, exit_when_idle=exit_when_idle)
     _say(f"scheduler job {job.job_id} stopped")

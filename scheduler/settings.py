@@ -34,6 +34,9 @@ class SchedulerSettings:
     callback_parallelism: int = 4  # callback calls one job makes at once, each in a process of its own
     metrics_port: int = 0  # serve Prometheus metrics on this port (0: not served)
     metrics_host: str = "127.0.0.1"  # the address the metrics are served on
+    # LocalExecutor: Python tries run in the (long-lived) worker process itself instead of a child forked per
+    # try: faster, no per-try isolation (docs/scheduler.md, "Reusing workers")
+    reuse_workers: bool = False
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:

@@ -212,8 +212,12 @@ class Plan:
         return isinstance(self.task, SparkTask)
 
 
-def runs_in_process(plan: Plan) -> bool:
-    return plan.in_process
+def runs_in_process(plan: Plan, *, reuse: bool = False) -> bool:
+    """Whether the try runs in the worker process itself rather than in a forked child: Spark tries always;
+    with `reuse` (LEDGER_REUSE_WORKERS), Python tries too, and tries that fail before running."""
+    if plan.in_process:
+        return True
+    return reuse and (plan.error is not None or isinstance(plan.task, PythonTask))
 
 
 _plans: dict[tuple[int, int], Plan] = {}  # made by prepare() just before a fork, read by the child
@@ -594,6 +598,8 @@ def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None
 def _execute_in_process(plan: Plan, began: float) -> tuple[State, str | None, bool]:
     """Run a planned try in this process: the task in a thread, cancelled at its execution timeout.
     Returns (state, reason, retire)."""
+    if plan.error is None and plan.context is not None and isinstance(plan.task, PythonTask):
+        return _python_in_thread(plan, began)
     if plan.error is not None or not isinstance(plan.task, SparkTask) or plan.context is None:
         state, reason = _execute(plan)
         return state, reason, False
@@ -632,6 +638,31 @@ def _execute_in_process(plan: Plan, began: float) -> tuple[State, str | None, bo
         _say(f"the task did not stop within {CANCEL_GRACE:.0f} s of the cancel")
         return "failed", reason, True
     return "failed", reason, False
+
+
+def _python_in_thread(plan: Plan, began: float) -> tuple[State, str | None, bool]:
+    """A Python try in a reused worker (LEDGER_REUSE_WORKERS): the task runs in a thread of this process.
+    A thread cannot be stopped, so a try still running at its execution timeout is failed at once and the
+    result says `retire`: its worker exits, and the try's thread with it."""
+    result: list[tuple[State, str | None]] = []
+
+    def body() -> None:
+        try:
+            result.append(_execute(plan))
+        except BaseException as exc:  # a bug of ours: still a clean failed try
+            traceback.print_exc()
+            result.append(("failed", describe_exception(exc)))
+
+    thread = threading.Thread(target=body, name=f"ledger-try-{plan.item.task_id}", daemon=True)
+    thread.start()
+    timeout = plan.item.execution_timeout
+    thread.join(None if timeout is None else max(0.0, began + timeout - time.monotonic()))
+    if thread.is_alive():
+        timed_out = f"timed out after {float(timeout or 0)} s"
+        _say(f"{timed_out}: the task runs in its worker process, which ends with it")
+        return "failed", timed_out, True
+    state, reason = result[0] if result else ("failed", "the try ended without an outcome")
+    return state, reason, False
 
 
 def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:

@@ -7,14 +7,15 @@ from scheduler.executors.base import Executor, TaskEvent, WorkItem
 EXECUTORS = ("local", "sequential")
 
 
-def make_executor(name: str, parallelism: int) -> Executor:
-    """The executor called `name` ("local": a pool of `parallelism` worker processes; "sequential": one
-    try at a time, for debugging; parallelism is then 1)."""
+def make_executor(name: str, parallelism: int, *, reuse_workers: bool = False) -> Executor:
+    """The executor called `name` ("local": a pool of `parallelism` worker processes, which run Python tries
+    themselves with `reuse_workers`; "sequential": one try at a time, for debugging; parallelism is then 1,
+    and every try forks)."""
     key = (name or "").strip().lower()
     if key == "local":
         from scheduler.executors.local import LocalExecutor
 
-        return LocalExecutor(parallelism)
+        return LocalExecutor(parallelism, reuse_workers=reuse_workers)
     if key == "sequential":
         from scheduler.executors.sequential import SequentialExecutor
 

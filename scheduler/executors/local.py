@@ -12,6 +12,13 @@ on its first Spark try and keeps until it ends (a JVM-backed session does not su
 cancelled, and a try that still will not stop makes its worker report it "timed out" and exit, to be
 replaced like any dead worker.
 
+With `reuse_workers` (LEDGER_REUSE_WORKERS=true, `ledger scheduler --reuse-workers`) Python tries run in the
+worker process too, in a thread, with no fork: per try this saves the fork and the child's start, and gives
+up per-try isolation (module globals, os.environ, the working directory, threads and open files a task
+leaves behind are seen by the next tries of that worker; see docs/scheduler.md). A Python try still running
+at its execution timeout is failed at once and its worker exits (a thread cannot be stopped), to be replaced.
+Bash tries still fork.
+
 How workers are started (`start_method`):
 
 * "exec" (default): each worker is a fresh, lean Python interpreter (started once) that imports only what
@@ -86,8 +93,9 @@ def _own_signals() -> None:
             signal.signal(signum, handler)
 
 
-def _serve(conn: Connection, parent_pid: int, import_timeout: float | None) -> None:
-    """A worker's life: receive WorkItems, run each in a forked child, report started and finished."""
+def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reuse: bool = False) -> None:
+    """A worker's life: receive WorkItems, run each in a forked child (or, for Spark tries and with `reuse`
+    for Python tries, in this process), report started and finished."""
     global _current
     task_runner.set_parent_death_signal(signal.SIGTERM)
     _own_signals()
@@ -106,7 +114,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None) -> N
                 return
             plan = task_runner.prepare(item, import_timeout=import_timeout)
             _own_signals()
-            if task_runner.runs_in_process(plan):  # a Spark try: here, with this worker's SparkSession
+            if task_runner.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
                 _run_here(conn, item, plan)
                 continue
             running = task_runner.fork_try(item, close_fds=[conn.fileno()])
@@ -140,17 +148,19 @@ def _run_here(conn: Connection, item: WorkItem, plan: task_runner.Plan) -> None:
         os._exit(EXIT_RETIRED)
 
 
-def _fork_worker_main(conn: Connection, parent_pid: int, close_fds: list[int], import_timeout: float | None) -> None:
+def _fork_worker_main(conn: Connection, parent_pid: int, close_fds: list[int], import_timeout: float | None,
+                      reuse: bool) -> None:
     for fd in close_fds:  # the scheduler's ends of the other workers' pipes
         with contextlib.suppress(OSError):
             os.close(fd)
-    _serve(conn, parent_pid, import_timeout)
+    _serve(conn, parent_pid, import_timeout, reuse)
 
 
 def exec_worker_main(argv: list[str]) -> None:
-    """Entry point of an "exec" worker: argv = [fd, parent pid, import timeout or ""]."""
+    """Entry point of an "exec" worker: argv = [fd, parent pid, import timeout or "", "reuse" or ""]."""
     fd, parent_pid, timeout = int(argv[0]), int(argv[1]), argv[2]
-    _serve(Connection(fd), parent_pid, float(timeout) if timeout else None)
+    reuse = len(argv) > 3 and argv[3] == "reuse"
+    _serve(Connection(fd), parent_pid, float(timeout) if timeout else None, reuse)
 
 
 _PATH_VARIABLE = "LEDGER_WORKER_SYS_PATH"
@@ -233,8 +243,10 @@ class LocalExecutor(Executor):
     """`parallelism` long-lived worker processes; one try at a time each."""
 
     def __init__(self, parallelism: int, *, start_method: StartMethod = "exec",
-                 import_timeout: float | None = task_runner.DEFAULT_IMPORT_TIMEOUT) -> None:
+                 import_timeout: float | None = task_runner.DEFAULT_IMPORT_TIMEOUT,
+                 reuse_workers: bool = False) -> None:
         super().__init__(parallelism)
+        self.reuse_workers = reuse_workers  # Python tries run in their worker process: no fork, no isolation
         if start_method not in ("exec", "fork"):
             raise ValueError(f"unknown start_method {start_method!r}: use 'exec' or 'fork'")
         self.start_method: StartMethod = start_method
@@ -255,7 +267,7 @@ class LocalExecutor(Executor):
             ours, theirs = ctx.Pipe(duplex=True)
             others = [w.conn.fileno() for w in self._workers if not w.conn.closed]
             mp_process = ctx.Process(target=_fork_worker_main,
-                                     args=(theirs, os.getpid(), others, self.import_timeout),
+                                     args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers),
                                      name=f"ledger-worker-{self._spawned}", daemon=True)
             mp_process.start()
             theirs.close()
@@ -265,7 +277,8 @@ class LocalExecutor(Executor):
             with mine, child:
                 timeout = "" if self.import_timeout is None else repr(float(self.import_timeout))
                 flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()  # -X, -W, -O...
-                argv = [sys.executable, *flags, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout]
+                argv = [sys.executable, *flags, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout,
+                        "reuse" if self.reuse_workers else ""]
                 env = {**os.environ, _PATH_VARIABLE: json.dumps(sys.path)}  # the worker imports as we do
                 popen = subprocess.Popen(argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, env=env)
                 ours = Connection(mine.detach())

@@ -17,14 +17,15 @@ from tests.scheduler.fakes import DEMO_OUTCOMES, FakeExecutor
 from tests.scheduler.test_executors import run_all
 from tests.scheduler.test_task_runner import work_item, write_dag_file
 
-KINDS = ["fake", "sequential", "local"]
+KINDS = ["fake", "sequential", "local", "local_reusing_workers"]
 
 
 @pytest.fixture(params=KINDS)
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     kind = request.param
     made: Executor = (FakeExecutor(2, outcome=lambda item: DEMO_OUTCOMES[item.task_id]) if kind == "fake"
-                      else SequentialExecutor(1) if kind == "sequential" else LocalExecutor(2))
+                      else SequentialExecutor(1) if kind == "sequential"
+                      else LocalExecutor(2, reuse_workers=kind == "local_reusing_workers"))
     made.start()
     yield made
     made.end(0)

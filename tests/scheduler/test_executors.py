@@ -38,12 +38,12 @@ def dag_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make(request: pytest.FixtureRequest) -> Iterator[MakeExecutor]:
-    """Makes started executors and ends them after the test (kind: 'local' or 'sequential')."""
+    """Makes started executors and ends them after the test (kind: 'local', 'local_reuse' or 'sequential')."""
     made: list[Executor] = []
 
     def factory(kind: str = "local", parallelism: int = 2, **kwargs: object) -> Executor:
-        executor: Executor = (LocalExecutor(parallelism, **kwargs)  # type: ignore[arg-type]
-                              if kind == "local" else SequentialExecutor(parallelism))
+        executor: Executor = (LocalExecutor(parallelism, reuse_workers=kind == "local_reuse", **kwargs)  # type: ignore[arg-type]
+                              if kind in ("local", "local_reuse") else SequentialExecutor(parallelism))
         executor.start()
         made.append(executor)
         return executor
@@ -97,7 +97,7 @@ def wait_for_event(executor: Executor, kind: str, within: float = 20.0) -> TaskE
     raise AssertionError(f"no {kind!r} event within {within} s")
 
 
-EXECUTORS = pytest.mark.parametrize("kind", ["local", "sequential"])
+EXECUTORS = pytest.mark.parametrize("kind", ["local", "local_reuse", "sequential"])
 
 
 @EXECUTORS
@@ -329,9 +329,58 @@ def test_the_local_executor_can_also_fork_its_workers_from_the_scheduler(make: M
     assert outcome(events[2]) == ("failed", "exit code 1")
 
 
+def test_reused_workers_run_python_tries_themselves_and_bash_tries_in_a_child(make: MakeExecutor,
+                                                                             dag_file: Path) -> None:
+    executor = make("local_reuse", 1)
+    assert isinstance(executor, LocalExecutor)
+    worker_pid = executor._workers[0].process.pid
+    items = [work_item(dag_file, "noop", ti_id=1), work_item(dag_file, "boom", ti_id=2),
+             work_item(dag_file, "bash_ok", ti_id=3)]
+    events = run_all(executor, items)
+    assert [outcome(events[n]) for n in (1, 2, 3)] == [("success", None), ("failed", "ValueError: boom"),
+                                                      ("success", None)]
+    assert events[1][0].pid == events[2][0].pid == worker_pid  # no fork: the try's pid is its worker's
+    assert events[3][0].pid != worker_pid  # a Bash try still runs in a child of its own
+    log = read_log(items[1])
+    assert f"pid {worker_pid}, in process)" in log and "ValueError: boom" in log
+    assert "outcome: failed (ValueError: boom)" in log.splitlines()[-1]
+
+
+@pytest.mark.parametrize("kind, counts", [("local", ["count 1", "count 1"]), ("local_reuse", ["count 1", "count 2"])])
+def test_tries_of_a_reused_worker_share_its_module_state_and_forked_tries_do_not(
+        make: MakeExecutor, dag_file: Path, kind: str, counts: list[str]) -> None:
+    executor = make(kind, 1)
+    items = [work_item(dag_file, "counter", ti_id=1), work_item(dag_file, "counter", ti_id=1, try_number=2)]
+    for item in items:
+        assert outcome(run_all(executor, [item])[1]) == ("success", None)
+    assert [next(line for line in read_log(i).splitlines() if line.startswith("count")) for i in items] == counts
+
+
+def test_a_python_try_past_its_timeout_ends_its_reused_worker_which_is_replaced(make: MakeExecutor,
+                                                                               dag_file: Path) -> None:
+    executor = make("local_reuse", 1)
+    assert isinstance(executor, LocalExecutor)
+    worker_pid = executor._workers[0].process.pid
+    assert worker_pid is not None
+    events = run_all(executor, [work_item(dag_file, "sleepy", ti_id=1, timeout=0.5)])
+    assert outcome(events[1]) == ("failed", "timed out after 0.5 s")
+    assert "the task runs in its worker process, which ends with it" in read_log(
+        work_item(dag_file, "sleepy", ti_id=1))
+    assert process_gone(worker_pid)
+    deadline = time.monotonic() + 30
+    while executor._workers[0].process.pid == worker_pid:  # its exit is seen, and a new worker started
+        assert time.monotonic() < deadline
+        assert executor.drain() == []  # the worker's end is not reported as another outcome
+        time.sleep(0.05)
+    assert outcome(run_all(executor, [work_item(dag_file, "noop", ti_id=2)])[2]) == ("success", None)
+
+
 def test_make_executor_builds_local_and_sequential_and_refuses_anything_else() -> None:
     local = make_executor("local", 3)
     assert isinstance(local, LocalExecutor) and local.parallelism == 3
+    assert not local.reuse_workers
+    reusing = make_executor("local", 2, reuse_workers=True)
+    assert isinstance(reusing, LocalExecutor) and reusing.reuse_workers
     sequential = make_executor("Sequential", 3)
     assert isinstance(sequential, SequentialExecutor) and sequential.parallelism == 1
     with pytest.raises(ValueError, match="unknown executor 'celery': choose one of local, sequential"):

@@ -315,3 +315,31 @@ def test_the_scheduler_refuses_a_missing_database_and_bad_settings(cli: Cli) -> 
     assert "executor" in cli.fails("scheduler", "--executor", "nope").stderr
     result = cli.run("scheduler", "--exit-when-idle", LEDGER_PARALLELISM="many")
     assert result.exit_code != 0 and "LEDGER_PARALLELISM" in result.stderr and "Traceback" not in result.output
+
+
+def test_reused_workers_run_python_tries_in_process_on_the_code_of_each_runs_version(ready_cli: Cli) -> None:
+    cli = ready_cli
+    source = HEADER + """
+def work(context):
+    print("code A for", context.logical_date.date())
+
+with DAG("reuse", schedule=None, start_date=START):
+    PythonTask("p", work, retries=1) >> BashTask("b", "echo bash for $LEDGER_LOGICAL_DATE")
+"""
+    cli.write_dag("reuse.py", source)
+    cli.ok("trigger", "reuse", "--logical-date", "2024-03-01")
+    cli.write_dag("reuse.py", source.replace("code A", "code B"))  # a new version before the first run ran
+    cli.ok("trigger", "reuse", "--logical-date", "2024-03-02")
+    log = schedule(cli, "--reuse-workers")
+    assert "Python tries in reused workers" in log
+    first, second = cli.json("timeline", "reuse")
+    assert (first["state"], second["state"]) == ("success", "success")
+    assert first["dag_version"] != second["dag_version"]
+    for run, code in ((first, "code A for 2024-03-01"), (second, "code B for 2024-03-02")):
+        python_log = cli.ok("tasks", "logs", "reuse", run["run_id"], "p")
+        assert code in python_log and ", in process)" in python_log
+        bash_log = cli.ok("tasks", "logs", "reuse", run["run_id"], "b")
+        assert "bash for" in bash_log and ", in process)" not in bash_log
+    assert_each_try_ran_once(cli)
+    result = cli.run("scheduler", "--exit-when-idle", LEDGER_REUSE_WORKERS="sometimes")
+    assert result.exit_code != 0 and "LEDGER_REUSE_WORKERS" in result.stderr and "Traceback" not in result.output

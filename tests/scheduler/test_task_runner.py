@@ -88,6 +88,15 @@ def returns():
     return {"rows": 3}
 
 
+COUNT = 0
+
+
+def counter():
+    global COUNT
+    COUNT += 1
+    print("count", COUNT)
+
+
 def barrier(mine, other):
     open(os.path.join(TMP, mine), "w").close()
     deadline = time.monotonic() + 20
@@ -112,6 +121,7 @@ with DAG("demo", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz=
     PythonTask("exits_zero", exits_zero)
     PythonTask("exits_two", exits_two)
     PythonTask("returns", returns)
+    PythonTask("counter", counter)
     PythonTask("barrier_a", barrier, op_args=["a.started", "b.started"])
     PythonTask("barrier_b", barrier, op_args=["b.started", "a.started"])
     BashTask("bash_ok", "echo hello from bash; echo oops >&2")

@@ -19,6 +19,7 @@ from backfill.plan import (
     blocking_run,
     local,
     plan_backfill,
+    reconcile,
 )
 from ledger.errors import InvalidInput
 from ledger.models import Backfill
@@ -98,6 +99,32 @@ def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, p
     if not any(i.action != Action.SKIP or i.adopts_backfill is not None for i in plan):
         row.state, row.ended_at = BackfillState.SUCCESS.value, now  # nothing to create, nothing to finish
     return row
+
+
+@dataclass(frozen=True)
+class Created:
+    """What create_confirmed() did: the backfill, the plan it carried out, what it took over from dead ones."""
+
+    backfill_id: int
+    plan: list[PlanItem]
+    adopted: list[int]  # earlier backfills whose unfinished runs this one finishes
+    adopted_runs: list[int]
+
+
+def create_confirmed(session: Session, spec: DagSpec, request: BackfillRequest, shown: list[PlanItem], *,
+                     now: datetime, actor: str, job_id: int | None, stale_after: float) -> Created:
+    """The backfill the user confirmed, in one transaction: lock the DAG's timeline, plan again, keep of the
+    plan shown only what still holds (backfill.plan.reconcile), write the backfill and its runs (held by
+    `job_id` when this process executes them), and record which dead backfills it adopts."""
+    run_store.lock_timeline(session, spec.dag_id)
+    fresh = make_plan(session, spec, request, now=now, stale_after=stale_after)
+    plan = reconcile(shown, fresh)
+    row = create_backfill(session, spec, request, plan, now=now, actor=actor, job_id=job_id)
+    adopted = sorted({i.adopts_backfill for i in plan if i.adopts_backfill is not None})
+    for other in adopted:
+        events.record(session, "backfill_adopted", at=now, actor=actor, dag_id=spec.dag_id, backfill_id=other,
+                      by_backfill_id=row.id)
+    return Created(row.id, plan, adopted, sorted(i.adopts_run_id for i in plan if i.adopts_run_id is not None))
 
 
 def plan_json(plan: list[PlanItem]) -> list[dict[str, Any]]:

@@ -103,11 +103,8 @@ def create(
 
 
 def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: bool) -> None:
-    from backfill.create import create_backfill, make_plan, plan_json
+    from backfill.create import create_confirmed, plan_json
     from backfill.job import BackfillJob
-    from backfill.plan import reconcile
-    from ledger.store import events
-    from ledger.store import runs as run_store
     from scheduler.executors import make_executor
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
@@ -119,23 +116,16 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
     if executing:
         job.start()
     try:
-        with env.transaction() as session:  # lock the timeline, re-plan, create: one transaction
-            run_store.lock_timeline(session, spec.dag_id)
-            fresh = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
-            plan = reconcile(shown, fresh)
-            row = create_backfill(session, spec, request, plan, now=env.clock.now(),
-                                  actor=job.actor if executing else env.actor,
-                                  job_id=job.job_id if executing else None)
-            backfill_id = row.id
-            job.adopted = sorted({i.adopts_backfill for i in plan if i.adopts_backfill is not None})
-            job.adopted_runs = sorted(i.adopts_run_id for i in plan if i.adopts_run_id is not None)
-            for other in job.adopted:
-                events.record(session, "backfill_adopted", at=env.clock.now(), actor=job.actor, dag_id=spec.dag_id,
-                              backfill_id=other, by_backfill_id=backfill_id)
+        with env.transaction() as session:
+            created = create_confirmed(session, spec, request, shown, now=env.clock.now(),
+                                       actor=job.actor if executing else env.actor,
+                                       job_id=job.job_id if executing else None, stale_after=settings.lock_timeout)
     except BaseException:
         if executing:
             job.shutdown()
         raise
+    backfill_id, plan = created.backfill_id, created.plan
+    job.adopted, job.adopted_runs = created.adopted, created.adopted_runs
     if not as_json:
         shown_action = {i.logical_date: i.action for i in shown}
         for item in plan:

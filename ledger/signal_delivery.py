@@ -231,22 +231,23 @@ def open_doorbell(engine: Engine, home: Path) -> Doorbell:
     return NullDoorbell()
 
 
-def ring(engine: Engine, home: Path) -> None:
-    """Tell sleeping listeners that signals were committed. Call after the commit; never raises.
+def ring(engine: Engine, home: Path, *, skip: Doorbell | None = None) -> None:
+    """Tell sleeping listeners that signals were committed. Call after the commit; never raises. `skip`:
+    the caller's own doorbell, which it need not ring (it goes on to read what it sent anyway).
 
     On PostgreSQL this does nothing: the NOTIFY went with the transaction.
     """
     try:
         if engine.dialect.name == "sqlite":
-            ring_folder(doorbell_folder(home))
+            ring_folder(doorbell_folder(home), skip=skip.path.name if isinstance(skip, SocketDoorbell) else None)
     except Exception:  # waking listeners early is an optimisation; they poll anyway
         pass
 
 
-def ring_folder(folder: Path) -> int:
-    """Send one byte to every doorbell socket in `folder`; remove dead ones. Returns how many rang."""
+def ring_folder(folder: Path, *, skip: str | None = None) -> int:
+    """Send one byte to every doorbell socket in `folder` but `skip`; remove dead ones. Returns how many rang."""
     try:
-        names = [n for n in os.listdir(folder) if n.endswith(".sock")]
+        names = [n for n in os.listdir(folder) if n.endswith(".sock") and n != skip]
     except OSError:
         return 0
     if not names:

@@ -380,9 +380,9 @@ class DagRunJob:
             self.calls().start(call_id, request)
         for item in work:  # the tries first: ringing other processes' doorbells can wait a few microseconds
             self.executor.submit(item)
-        if self._sent_signals:
+        if self._sent_signals:  # such a loop recorded outcomes or marked tasks: it loops again and needs no wake-up
             self._sent_signals = False
-            ring(self.engine, self.home)
+            ring(self.engine, self.home, skip=self.wakeup.doorbell if isinstance(self.wakeup, DatabaseWakeup) else None)
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report

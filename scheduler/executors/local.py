@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
-from scheduler import task_runner
+from scheduler import in_process, try_plan, try_process
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 
 StartMethod = Literal["exec", "fork"]
@@ -67,7 +67,7 @@ UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker th
 
 # -- the worker side -------------------------------------------------------------------------------
 
-_current: task_runner.RunningTry | None = None  # in a worker: the try it is watching
+_current: try_process.RunningTry | None = None  # in a worker: the try it is watching
 
 
 def _on_terminate(signum: int, frame: object) -> None:
@@ -97,7 +97,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
     """A worker's life: receive WorkItems, run each in a forked child (or, for Spark tries and with `reuse`
     for Python tries, in this process), report started and finished."""
     global _current
-    task_runner.set_parent_death_signal(signal.SIGTERM)
+    try_process.set_parent_death_signal(signal.SIGTERM)
     _own_signals()
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
@@ -112,14 +112,14 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
                 return
             if item is None:
                 return
-            plan = task_runner.prepare(item, import_timeout=import_timeout)
+            plan = try_plan.prepare(item, import_timeout=import_timeout)
             _own_signals()
-            if task_runner.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
+            if try_plan.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
                 _run_here(conn, item, plan)
                 continue
-            running = task_runner.fork_try(item, close_fds=[conn.fileno()])
+            running = try_process.fork_try(item, close_fds=[conn.fileno()])
             _current = running
-            task_runner.forget_prepared()
+            try_plan.forget_prepared()
             conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
                                 at=running.started_at, pid=running.pid))
             outcome = running.wait()
@@ -130,17 +130,17 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
     finally:
         if _current is not None:  # leaving for any reason (e.g. the scheduler's end of the pipe is gone)
             _current.kill()
-        task_runner.end_in_process()  # stop the worker's SparkSession, if it has one
+        in_process.end_in_process()  # stop the worker's SparkSession, if it has one
 
 
-def _run_here(conn: Connection, item: WorkItem, plan: task_runner.Plan) -> None:
+def _run_here(conn: Connection, item: WorkItem, plan: try_plan.Plan) -> None:
     """Run a try in the worker process itself, reporting it like a forked one (with the worker's pid).
     A try that would not stop after its timeout, or whose JVM died, takes the worker down with it once
     reported: the executor replaces it."""
     pid = os.getpid()
     conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started", at=time.time(), pid=pid))
-    result = task_runner.run_in_process(item, plan)
-    task_runner.forget_prepared()
+    result = in_process.run_in_process(item, plan)
+    try_plan.forget_prepared()
     outcome = result.outcome
     conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
                         state=outcome.state, pid=pid, reason=outcome.reason))
@@ -243,7 +243,7 @@ class LocalExecutor(Executor):
     """`parallelism` long-lived worker processes; one try at a time each."""
 
     def __init__(self, parallelism: int, *, start_method: StartMethod = "exec",
-                 import_timeout: float | None = task_runner.DEFAULT_IMPORT_TIMEOUT,
+                 import_timeout: float | None = try_plan.DEFAULT_IMPORT_TIMEOUT,
                  reuse_workers: bool = False) -> None:
         super().__init__(parallelism)
         self.reuse_workers = reuse_workers  # Python tries run in their worker process: no fork, no isolation
@@ -380,7 +380,7 @@ class LocalExecutor(Executor):
         even one whose "started" we have not read yet), SIGKILL for any that do not go at once."""
         for worker in workers:
             if worker.pid is not None and worker.pid != worker.process.pid:  # not an in-process (Spark) try
-                task_runner.kill_group(worker.pid)
+                try_process.kill_group(worker.pid)
             if worker.process.is_alive():
                 worker.process.terminate()
         deadline = time.monotonic() + 1.0
@@ -427,8 +427,8 @@ class LocalExecutor(Executor):
         for worker in self._workers:  # a stopped try that ignored SIGTERM
             if worker.item is not None and worker.pid is not None and worker.item.ti_id in self._killed \
                     and now >= self._killed[worker.item.ti_id][1]:
-                task_runner.kill_group(worker.pid)
-        limit = (self.import_timeout or task_runner.DEFAULT_IMPORT_TIMEOUT) + UNRESPONSIVE_MARGIN
+                try_process.kill_group(worker.pid)
+        limit = (self.import_timeout or try_plan.DEFAULT_IMPORT_TIMEOUT) + UNRESPONSIVE_MARGIN
         for worker in list(self._workers):
             if worker.dead:
                 self._bury(worker, "worker died", out, replace=not self._ending)
@@ -450,7 +450,7 @@ class LocalExecutor(Executor):
             return worker is not None
         if worker.pid is not None and worker.pid != worker.process.pid:
             self._killed[ti_id] = (reason, time.monotonic() + KILL_GRACE)
-            task_runner.kill_group(worker.pid, signal.SIGTERM)
+            try_process.kill_group(worker.pid, signal.SIGTERM)
         else:
             self._bury(worker, reason, self._pending, replace=not self._ending)
         return True

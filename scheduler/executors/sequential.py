@@ -4,7 +4,7 @@ The child is forked from the calling process and runs the same `run_try` as Loca
 its own process group, with the same execution timeout. The DAG file is imported in the child, never in
 the calling process.
 
-Spark tries are the exception (see task_runner.run_in_process): the child hands them back, and they run in
+Spark tries are the exception (see in_process.run_in_process): the child hands them back, and they run in
 the calling process, with a SparkSession it keeps until end(); the DAG file is then imported there too.
 A Spark try that will not stop after its timeout is reported "timed out" and left running in a background
 thread (its session is given up), since the calling process is the scheduler itself.
@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any
 
-from scheduler import task_runner
+from scheduler import in_process, try_outcome, try_plan, try_process
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 
 
@@ -45,7 +45,7 @@ class SequentialExecutor(Executor):
         if self._unreported:
             raise RuntimeError("no open slot: drain() the previous try's events first")
         self._unreported.add(item.ti_id)
-        running = task_runner.fork_try(item)
+        running = try_process.fork_try(item)
         self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
                                        at=running.started_at, pid=running.pid))
         try:
@@ -66,14 +66,14 @@ class SequentialExecutor(Executor):
                                        at=outcome.at, state=outcome.state, pid=pid, reason=outcome.reason))
 
     @staticmethod
-    def _run_here(item: WorkItem) -> task_runner.Outcome:
-        plan = task_runner.prepare(item)
+    def _run_here(item: WorkItem) -> try_outcome.Outcome:
+        plan = try_plan.prepare(item)
         try:
-            result = task_runner.run_in_process(item, plan)
+            result = in_process.run_in_process(item, plan)
         finally:
-            task_runner.forget_prepared()
+            try_plan.forget_prepared()
         if result.retire:  # its thread goes on in the background; the next Spark try gets a new session
-            task_runner.give_up_in_process()
+            in_process.give_up_in_process()
         return result.outcome
 
     def drain(self) -> list[TaskEvent]:
@@ -93,5 +93,5 @@ class SequentialExecutor(Executor):
         self._ending = True
         events = self.drain()
         self._started = False
-        task_runner.end_in_process()  # stop the SparkSession Spark tries left, if any
+        in_process.end_in_process()  # stop the SparkSession Spark tries left, if any
         return events

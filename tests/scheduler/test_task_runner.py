@@ -11,7 +11,7 @@ from pathlib import Path
 import pendulum
 import pytest
 
-from scheduler import task_runner
+from scheduler import try_outcome, try_plan, try_process
 from scheduler.executors.base import WorkItem
 
 LOGICAL_DATE = pendulum.datetime(2024, 3, 10, tz="UTC")
@@ -179,11 +179,11 @@ def wait_for_file(path: Path, within: float = 10.0) -> str:
     raise AssertionError(f"{path} did not appear within {within} s")
 
 
-def run_in_child(item: WorkItem, *, prepared: bool = False) -> task_runner.RunningTry:
+def run_in_child(item: WorkItem, *, prepared: bool = False) -> try_process.RunningTry:
     if prepared:
-        task_runner.prepare(item)
-    running = task_runner.fork_try(item)
-    task_runner.forget_prepared()
+        try_plan.prepare(item)
+    running = try_process.fork_try(item)
+    try_plan.forget_prepared()
     outcome = running.wait(timeout=30)
     assert outcome is not None, "the try did not end within 30 s"
     return running
@@ -191,7 +191,7 @@ def run_in_child(item: WorkItem, *, prepared: bool = False) -> task_runner.Runni
 
 @pytest.fixture
 def dag_file(tmp_path: Path) -> Path:
-    task_runner.clear_cache()
+    try_plan.clear_cache()
     return write_dag_file(tmp_path)
 
 
@@ -276,14 +276,14 @@ def test_a_bash_task_sees_the_ledger_variables_its_own_env_and_its_cwd(dag_file:
 
 
 @pytest.mark.parametrize(("task_id", "exit_code"), [
-    ("noop", task_runner.EXIT_SUCCESS), ("boom", task_runner.EXIT_FAILED), ("skip", task_runner.EXIT_SKIPPED),
+    ("noop", try_outcome.EXIT_SUCCESS), ("boom", try_outcome.EXIT_FAILED), ("skip", try_outcome.EXIT_SKIPPED),
 ])
 def test_the_child_exit_code_alone_tells_success_failure_and_skip(dag_file: Path, task_id: str,
                                                                    exit_code: int) -> None:
     running = run_in_child(work_item(dag_file, task_id))
     assert running.status is not None
     assert os.waitstatus_to_exitcode(running.status) == exit_code
-    assert len({task_runner.EXIT_SUCCESS, task_runner.EXIT_FAILED, task_runner.EXIT_SKIPPED}) == 3
+    assert len({try_outcome.EXIT_SUCCESS, try_outcome.EXIT_FAILED, try_outcome.EXIT_SKIPPED}) == 3
 
 
 @pytest.mark.parametrize(("task_id", "outcome"), [
@@ -348,12 +348,12 @@ def test_each_try_has_its_own_log_file_in_a_created_directory(dag_file: Path) ->
 
 
 def test_a_dag_file_is_imported_once_per_modification(dag_file: Path) -> None:
-    first = task_runner.load_dag_file(str(dag_file))
+    first = try_plan.load_dag_file(str(dag_file))
     assert first.error is None
-    assert task_runner.load_dag_file(str(dag_file)) is first
+    assert try_plan.load_dag_file(str(dag_file)) is first
     stat = dag_file.stat()
     os.utime(dag_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    again = task_runner.load_dag_file(str(dag_file))
+    again = try_plan.load_dag_file(str(dag_file))
     assert again is not first and again.error is None
     assert (dag_file.parent / "imports.txt").read_text().count("imported") == 2
 
@@ -369,22 +369,22 @@ def test_prepared_tries_run_the_module_loaded_before_the_fork_without_importing_
 
 
 def test_a_dag_file_that_hangs_on_import_fails_the_try_after_the_import_timeout(tmp_path: Path) -> None:
-    task_runner.clear_cache()
+    try_plan.clear_cache()
     slow = write_dag_file(tmp_path, "import time\ntime.sleep(30)\n" + DAG_SOURCE)
     item = work_item(slow, "noop")
     began = time.monotonic()
-    plan = task_runner.prepare(item, import_timeout=0.3)
+    plan = try_plan.prepare(item, import_timeout=0.3)
     assert time.monotonic() - began < 5
     assert plan.error is not None and "import timed out after 0.3 s" in plan.error
-    running = task_runner.fork_try(item)
-    task_runner.forget_prepared()
+    running = try_process.fork_try(item)
+    try_plan.forget_prepared()
     outcome = running.wait(timeout=10)
     assert outcome is not None and outcome.state == "failed"
     assert outcome.reason is not None and "import timed out" in outcome.reason
 
 
 def test_one_line_folds_whitespace() -> None:
-    assert task_runner.one_line("a\n  b\tc") == "a b c"
+    assert try_outcome.one_line("a\n  b\tc") == "a b c"
 
 
 def test_tries_are_watched_by_polling_where_pidfds_are_missing(dag_file: Path,

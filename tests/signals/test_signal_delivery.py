@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from sqlalchemy import create_engine
 
 from ledger.signal_delivery import SocketDoorbell, doorbell_folder, open_doorbell, ring, ring_folder
 from ledger.signals import Signal
@@ -286,6 +287,16 @@ def test_a_ring_wakes_every_doorbell_and_removes_dead_ones(tmp_path: Path) -> No
     two.close()
     assert list(folder.iterdir()) == []
     ring_folder(tmp_path / "nowhere")  # no folder, no doorbells, no error
+
+
+def test_a_job_does_not_ring_its_own_doorbell(tmp_path: Path) -> None:
+    own, other = SocketDoorbell(tmp_path), SocketDoorbell(tmp_path)
+    try:
+        ring(create_engine(f"sqlite:///{tmp_path / 'ledger.db'}"), tmp_path, skip=own)
+        assert wait([own.handle(), other.handle()], timeout=1) == [other.handle()]
+    finally:
+        own.close()
+        other.close()
 
 
 def test_ring_never_raises(db: Db, tmp_path: Path) -> None:

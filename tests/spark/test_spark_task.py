@@ -22,7 +22,7 @@ from ledger.dag import DAG
 from ledger.errors import DagDefinitionError
 from ledger.spark import SparkTask, spark_task
 from ledger.versions import version_of
-from scheduler import spark_session, task_runner
+from scheduler import in_process, spark_session, task_runner, try_plan, try_process
 from scheduler.executors.local import LocalExecutor
 from scheduler.executors.sequential import SequentialExecutor
 from tests.scheduler.test_task_runner import process_gone
@@ -169,9 +169,9 @@ def test_the_sequential_executor_runs_spark_tries_in_its_own_process(no_java: Pa
 
 
 def test_a_forked_child_hands_a_spark_try_back_without_running_it(no_java: Path) -> None:
-    task_runner.clear_cache()
+    try_plan.clear_cache()
     item = spark_item(no_java, "identity")
-    running = task_runner.fork_try(item)
+    running = try_process.fork_try(item)
     outcome = running.wait(timeout=30)
     assert outcome is not None and running.handed_over
     assert (outcome.state, outcome.reason) == ("failed", task_runner.HANDOVER_REASON)
@@ -263,7 +263,7 @@ def test_a_spark_try_past_its_timeout_has_its_jobs_cancelled_and_its_worker_goes
     began = time.monotonic()
     _, finished = run_one(spark_worker, slow)
     assert (finished.state, finished.reason) == ("failed", "timed out after 3.0 s")
-    assert time.monotonic() - began < 3.0 + task_runner.CANCEL_GRACE + 5
+    assert time.monotonic() - began < 3.0 + in_process.CANCEL_GRACE + 5
     assert "cancelling its Spark jobs" in log_of(slow)
     after = spark_item(spark_dag, "identity", ti_id=21)
     _, finished = run_one(spark_worker, after)

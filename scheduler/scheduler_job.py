@@ -17,7 +17,7 @@ from scheduler.dag_processing import DagFileProcessorManager
 from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
 from scheduler.executors.base import WorkItem
 from scheduler.job import DagRunJob, LoopReport
-from scheduler.scheduling import create_due_runs
+from scheduler.scheduling import DueCache, create_due_runs
 
 
 @dataclass
@@ -28,6 +28,7 @@ class SchedulerJob(DagRunJob):
     _next_scheduling: float = 0.0
     _parsed_once: bool = False
     _dirty: bool = True
+    _due: DueCache = field(default_factory=DueCache)  # DAGs with nothing due until their next interval ends
     _pending: list[Any] = field(default_factory=list)
     _unsynced: list[Any] = field(default_factory=list)  # parse results a database fault kept from being stored
     _signal_index: signal_actions.Index | None = None
@@ -78,7 +79,7 @@ class SchedulerJob(DagRunJob):
             return 0
         self._dirty = False
         self._next_scheduling = time.monotonic() + self.settings.scheduling_interval
-        created = create_due_runs(session, now=now, actor=self.actor)
+        created = create_due_runs(session, now=now, actor=self.actor, cache=self._due)
         for run in created:
             self.metrics.runs_created.labels(run.run_type).inc()
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -24,25 +25,50 @@ from ledger.versions import DagSpec
 MAX_NEW_RUNS_PER_DAG = 256  # per loop; catch-up continues on the next loop
 
 
+def _upcoming(spec: DagSpec, after: datetime | None, now: datetime,
+              held: Collection[datetime] = ()) -> list[DataInterval]:
+    return next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
+                          after=after, now=now, catchup=spec.catchup, held=held,  # type: ignore[arg-type]
+                          n=MAX_NEW_RUNS_PER_DAG)
+
+
 def due_for(spec: DagSpec, after: datetime | None, now: datetime,
             held: Collection[datetime] = ()) -> list[DataInterval]:
     """The intervals to create now: the first of `next_scheduled` that have ended (the same rule that
     `ledger dags next-runs` prints)."""
-    upcoming = next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
-                              after=after, now=now, catchup=spec.catchup, held=held,  # type: ignore[arg-type]
-                              n=MAX_NEW_RUNS_PER_DAG)
-    return list(itertools.takewhile(lambda i: i.end <= now, upcoming))
+    return list(itertools.takewhile(lambda i: i.end <= now, _upcoming(spec, after, now, held)))
 
 
-def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: list[str] | None = None) -> list[DagRun]:
+@dataclass
+class DueCache:
+    """What a job learnt while looking for due runs: for a DAG with nothing due, when its next interval
+    ends (None: never, its end_date has passed), keyed on its version and the end of its latest live
+    scheduled or backfill run. Until then, looking again is skipped: the schedule's arithmetic is the
+    costliest part of a scheduling pass. A new version or a change to the timeline changes the key."""
+
+    nothing_until: dict[str, tuple[str, datetime | None, datetime | None]] = field(default_factory=dict)
+
+    def nothing_due(self, dag_id: str, version: str, after: datetime | None, now: datetime) -> bool:
+        known = self.nothing_until.get(dag_id)
+        return known is not None and known[:2] == (version, after) and (known[2] is None or now < known[2])
+
+
+def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: list[str] | None = None,
+                    cache: DueCache | None = None) -> list[DagRun]:
     """Create (and splice) every due run of every active, unpaused DAG; dates already held by a live
     run (for example a manual one) are skipped, not created twice."""
     dags = dag_store.schedulable(session, dag_ids)
     resume = resume_points(session, [d for d, _, _ in dags])
     created: list[DagRun] = []
     for dag_id, version, _fileloc in dags:
+        after = resume.get(dag_id)
+        if cache is not None and cache.nothing_due(dag_id, version, after, now):
+            continue
         spec = dag_store.spec(session, dag_id, version)
-        if not due_for(spec, resume.get(dag_id), now):
+        upcoming = _upcoming(spec, after, now)
+        if not upcoming or upcoming[0].end > now:  # nothing has ended since the latest run
+            if cache is not None:
+                cache.nothing_until[dag_id] = (version, after, upcoming[0].end if upcoming else None)
             continue
         # something is due: lock the timeline, then read it again (a backfill may have just spliced)
         run_store.lock_timeline(session, dag_id)

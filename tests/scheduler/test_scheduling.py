@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
+import pytest
 from sqlalchemy import select
 
 from ledger import DAG, BashTask
@@ -16,7 +17,8 @@ from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from ledger.sync import register_dag
 from ledger.timeline import ChainRun, chain_violations
-from scheduler.scheduling import create_due_runs
+from scheduler import scheduling
+from scheduler.scheduling import DueCache, create_due_runs
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 
@@ -33,8 +35,38 @@ def live_dates(session: Any) -> list[str]:
     return [r.logical_date.strftime("%m-%d %H:%M") for r in rows]
 
 
+_cache: list[DueCache | None] = [None]
+
+
+@pytest.fixture(autouse=True, params=["without_cache", "with_a_jobs_cache"])
+def due_cache(request: pytest.FixtureRequest) -> DueCache | None:
+    """Every rule here holds whether or not the job remembers which DAGs have nothing due (DueCache)."""
+    _cache[0] = DueCache() if request.param == "with_a_jobs_cache" else None
+    return _cache[0]
+
+
 def create(session: Any, now: Any) -> list[DagRun]:
-    return create_due_runs(session, now=now, actor="test")
+    return create_due_runs(session, now=now, actor="test", cache=_cache[0])
+
+
+def test_a_dag_with_nothing_due_is_not_worked_out_again_until_its_next_interval_ends(
+        session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = DueCache()
+    register_dag(session, a_dag(), now=T0, actor="t")
+    calls = []
+    real = scheduling.next_scheduled
+    monkeypatch.setattr(scheduling, "next_scheduled", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert len(create_due_runs(session, now=T0.add(days=2, hours=1), actor="t", cache=cache)) == 2
+    worked_out = len(calls)
+    for hours in (2, 12, 23):  # 03-03's interval ends at 03-04 00:00
+        assert create_due_runs(session, now=T0.add(days=2, hours=hours), actor="t", cache=cache) == []
+    assert len(calls) == worked_out + 1  # the first pass with nothing due, then not again
+    assert [r.logical_date.day for r in create_due_runs(session, now=T0.add(days=3), actor="t", cache=cache)] == [3]
+    spec = dag_store.current_spec(session, "d")  # the timeline changes: a backfill's run after the latest
+    run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0.add(days=5)), RunType.BACKFILL),
+                     now=T0, actor="t")
+    assert create_due_runs(session, now=T0.add(days=3, hours=1), actor="t", cache=cache) == []
+    assert [r.logical_date.day for r in create_due_runs(session, now=T0.add(days=7), actor="t", cache=cache)] == [7]
 
 
 def test_catchup_creates_every_due_interval_and_not_the_one_still_open(session: Any) -> None:

@@ -117,6 +117,23 @@ def source_text(sources: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     return ", ".join(f"the value of task {n!r}" for n in names)
 
 
+def choose_instance(task_id: str, run_id: int, indexes: Sequence[int], wanted: int | None) -> int:
+    """Which task instance a command about `task_id` of a run means (`indexes`: the map indexes the run has of
+    it; `wanted`: --map-index). LookupError, with the one line to show, when there is none or it is ambiguous."""
+    if not indexes:
+        raise LookupError(f"run {run_id} has no task {task_id!r}")
+    mapped = [i for i in indexes if i >= 0]
+    if wanted is None:
+        if not mapped:
+            return NOT_MAPPED
+        raise LookupError(f"task {task_id!r} of run {run_id} is mapped ({len(mapped)} instance(s): "
+                          f"{map_indexes(mapped)}); choose one with --map-index")
+    if wanted not in mapped:
+        has = f"instances {map_indexes(mapped)}" if mapped else "no mapped instances"
+        raise LookupError(f"task {task_id!r} of run {run_id} has no instance {wanted} ({has})")
+    return wanted
+
+
 def map_indexes(rows: Sequence[int]) -> str:
     """A short text of which map indexes exist, for error messages: '0-2' or '-1' (not expanded)."""
     found = sorted(rows)

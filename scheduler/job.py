@@ -696,7 +696,7 @@ class DagRunJob:
             stopping, skipped = stop_tasks(session, run, now=now)
             limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
             for instance in run_store.task_instances(session, run.id) if stopping else []:
-                if instance.task_id in stopping:  # the try's log and outcome say why it was stopped
+                if label(instance.task_id, instance.map_index) in stopping:  # its log and outcome say why
                     self._stop_reasons[instance.id] = f"stopped by the run's {limit}"
             plan.finish.append((run, RunState.FAILED, f"{limit} passed; stopping {stopping or 'no tries'}, skipped "
                                                       f"{skipped or 'nothing'}"))

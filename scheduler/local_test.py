@@ -146,7 +146,8 @@ def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
                 return RunState.FAILED  # nothing can run: waiting on signals
             for key in decision.ready:
                 tries[key] = tries.get(key, 0) + 1
-                state, reason, log = run_one(executor, run.item(key, tries[key], Path(tmp), ids.setdefault(key, len(ids) + 1)), run.xcom)
+                item = run.item(key, tries[key], Path(tmp), ids.setdefault(key, len(ids) + 1))
+                state, reason, log = run_one(executor, item, run.xcom)
                 retry = state == "failed" and tries[key] <= spec.tasks[split_label(key)[0]].retries
                 shown = "up_for_retry" if retry else state
                 say(f"--- {key} try {tries[key]}: {shown}" + (f" ({reason})" if reason else ""))

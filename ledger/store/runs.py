@@ -316,11 +316,6 @@ def task_instances(session: Session, run_id: int) -> list[TaskInstance]:
                                 .order_by(TaskInstance.id)))
 
 
-def task_instances_in_order(session: Session, run_id: int) -> list[TaskInstance]:
-    """A run's task instances by task, then map index (a mapped task's instances together, in order)."""
-    return list(session.scalars(select(TaskInstance).where(TaskInstance.run_id == run_id)
-                                .order_by(TaskInstance.task_id, TaskInstance.map_index)))
-
 
 _PASSTHROUGH = NullType()
 

@@ -693,6 +693,12 @@ class TaskFunction:
     def __call__(self, *op_args: Any, **op_kwargs: Any) -> PythonTask:
         return PythonTask(self.task_id, self.func, op_args=op_args, op_kwargs=op_kwargs, **self.task_kwargs)
 
+    def override(self, **task_kwargs: Any) -> TaskFunction:
+        """Airflow's `f.override(task_id=..., retries=...)`: the same function as another task, or with other
+        task arguments."""
+        task_id = task_kwargs.pop("task_id", self.task_id)
+        return TaskFunction(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
+
     def partial(self, **kwargs: Any) -> TaskFunction:
         self._check_names(kwargs, "partial")
         return TaskFunction(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})

@@ -17,13 +17,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.errors import ConfigError
+
 NOT_MAPPED = -1
 DEFAULT_MAX_MAP_LENGTH = 1024
 
 
-def max_map_length() -> int:
-    """The most instances one mapped task may have (LEDGER_MAX_MAP_LENGTH; Airflow's max_map_length)."""
-    return int(os.environ.get("LEDGER_MAX_MAP_LENGTH", str(DEFAULT_MAX_MAP_LENGTH)))
+def max_map_length(env: Mapping[str, str] | None = None) -> int:
+    """The most instances one mapped task may have (LEDGER_MAX_MAP_LENGTH; Airflow's max_map_length).
+    The scheduler reads it once, with its settings (scheduler/settings.py); DAG files check literal lists here."""
+    raw = (os.environ if env is None else env).get("LEDGER_MAX_MAP_LENGTH", str(DEFAULT_MAX_MAP_LENGTH))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"LEDGER_MAX_MAP_LENGTH={raw!r} is not a valid number of instances (a positive integer)")
+    return value
 
 
 def label(task_id: str, map_index: int) -> str:

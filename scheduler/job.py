@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
 from ledger.dependencies import PreviousRun
-from ledger.mapping import NOT_MAPPED, expand_task, label, max_map_length, source_text
+from ledger.mapping import NOT_MAPPED, expand_task, label, source_text
 from ledger.models import DagRun
 from ledger.operations import stop_tasks
 from ledger.signal_delivery import open_doorbell, ring
@@ -716,7 +716,7 @@ class DagRunJob:
         if not candidates:
             return
         passed = self._passed_values(session, {run.id for _ti, run, _spec in candidates})
-        limit = max_map_length()
+        limit = self.settings.max_map_length
         for ti, run, spec in candidates:
             sources = spec.tasks[ti.task_id].expand
             source = source_text(sources)

@@ -34,6 +34,7 @@ class SchedulerSettings:
     callback_parallelism: int = 4  # callback calls one job makes at once, each in a process of its own
     metrics_port: int = 0  # serve Prometheus metrics on this port (0: not served)
     metrics_host: str = "127.0.0.1"  # the address the metrics are served on
+    max_map_length: int = 1024  # the most instances a task mapped over another task's value gets (else: failed)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:
@@ -60,7 +61,7 @@ class SchedulerSettings:
     def check(self) -> None:
         if self.executor not in ("local", "sequential"):
             raise ConfigError(f"unknown executor {self.executor!r}; use local or sequential")
-        for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism"):
+        for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism", "max_map_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
         if not 0 <= self.metrics_port <= 65535:

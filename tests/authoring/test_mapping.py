@@ -4,6 +4,10 @@ empty list skips, a bad value fails with its reason; commands about a mapped tas
 
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
+
+from ledger.config import load_settings
+from ledger.web.app import create_app
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import Cli
 
@@ -105,6 +109,11 @@ def test_mapped_tasks_run_one_instance_per_value_each_with_its_own_tries_values_
     assert "has no instance 0 (no mapped instances)" in cli.fails("tasks", "rendered", "fan", "1", "report",
                                                                   "--map-index", "0").stderr
     assert dump(cli) == before
+    # the web run page lists the instances and links each one's log
+    with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)}))) as client:
+        page = client.get("/runs/1").text
+        assert "3 mapped instance(s)" in page and "<td>load[1]</td>" in page
+        assert "b.csv is not there yet" in client.get("/runs/1/tasks/load%5B1%5D/tries/1/log").text
     # clearing a mapped task clears all its instances
     assert '["load[0]", "load[1]", "load[2]"]' in cli.ok("tasks", "clear", "fan", "1", "-t", "load")
 

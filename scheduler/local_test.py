@@ -109,6 +109,9 @@ def test_task(run: TestRun, task_id: str, say: Callable[[str], None]) -> str:
     if task_id not in run.spec.tasks:
         raise InvalidInput(f"DAG {run.dag.dag_id!r} has no task {task_id!r}; it has: "
                            f"{', '.join(sorted(run.spec.tasks))}")
+    if run.spec.tasks[task_id].mapped:
+        raise InvalidInput(f"task {task_id!r} is mapped: its instances get their values from the run; "
+                           f"`ledger dags test {run.dag.dag_id}` runs them")
     with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
         state, _reason, log = run_one(executor, run.item(task_id, 1, Path(tmp), 1), run.xcom)
     say(log.rstrip("\n"))

@@ -121,6 +121,7 @@ def test_mapped_tasks_run_one_instance_per_value_each_with_its_own_tries_values_
 def test_an_empty_list_skips_the_mapped_task_and_a_bad_value_fails_it_with_the_reason(ready_cli: Cli) -> None:
     cli = ready_cli
     cli.write_dag("odd.py", ODD_DAG)
+    assert "task 'on_word' is mapped" in cli.fails("tasks", "test", "odd", "on_word").stderr
     cli.ok("trigger", "odd", "--logical-date", "2024-03-01")
     cli.ok("scheduler", "--exit-when-idle", LEDGER_MAX_MAP_LENGTH="3")
     run = cli.json("runs", "show", "1")

@@ -206,3 +206,16 @@ def test_a_literal_longer_than_the_maximum_is_refused_at_parse_time(monkeypatch:
     with pytest.raises(DagDefinitionError, match=r"expand\(\) over 3 values, more than the 2 allowed"), \
             DAG("long", schedule=None, start_date=START):
         BashTask.partial(task_id="b").expand(bash_command=["a", "b", "c"])
+
+
+def test_the_maximum_number_of_instances_is_a_setting_checked_when_read() -> None:
+    from ledger.errors import ConfigError
+    from ledger.mapping import max_map_length
+    from scheduler.settings import SchedulerSettings
+
+    assert max_map_length({}) == 1024 and max_map_length({"LEDGER_MAX_MAP_LENGTH": "5"}) == 5
+    assert SchedulerSettings.from_env({"LEDGER_MAX_MAP_LENGTH": "7"}).max_map_length == 7
+    with pytest.raises(ConfigError, match="LEDGER_MAX_MAP_LENGTH='many' is not a valid number"):
+        max_map_length({"LEDGER_MAX_MAP_LENGTH": "many"})
+    with pytest.raises(ConfigError, match="max_map_length must be at least 1"):
+        SchedulerSettings.from_env({"LEDGER_MAX_MAP_LENGTH": "0"})

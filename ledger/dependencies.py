@@ -166,7 +166,8 @@ def decide(spec: DagSpec, states: Mapping[str, TiState], previous: PreviousRun |
             decision.mark[key] = current[key] = S.SKIPPED
         decision.waiting_for_signal.clear()
     if current and all(s in FINISHED_TASK_STATES for s in current.values()):
-        ok = all(current[key] in OK_FOR_PAST for tid in leaves(spec) for key in instances.get(tid, ()))
+        ok = all(current[key] in OK_FOR_PAST for tid in leaves(spec) for key in instances.get(tid, ())
+                 if current[key] != S.REMOVED)
         decision.run_state = RunState.SUCCESS if ok else RunState.FAILED
     elif not current:
         decision.run_state = RunState.SUCCESS
@@ -191,7 +192,9 @@ def _decide_one(spec: DagSpec, tid: str, key: str, st: TiState, current: dict[st
     if task.starts_on_signal and not st.armed:
         decision.waiting_for_signal.append(key)
         return
-    upstream = [current.get(k, S.SUCCESS) for up in task.upstream for k in instances.get(up, [up])]
+    # a removed instance (a mapped task re-expanded over a shorter list) is no upstream any more, as in Airflow
+    found = (current.get(k, S.SUCCESS) for up in task.upstream for k in instances.get(up, [up]))
+    upstream: list[TaskState] = [state for state in found if state != S.REMOVED]
     outcome = trigger_rule_outcome(task.trigger_rule, upstream)
     if outcome is None:
         return

@@ -101,9 +101,10 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     instances.sort(key=lambda ti: (first[ti.task_id], ti.map_index))  # a mapped task's instances together
     counts: dict[str, int] = {}
     for ti in instances:
-        if ti.map_index >= 0:
+        if ti.map_index >= 0 and ti.state != "removed":
             counts[ti.task_id] = counts.get(ti.task_id, 0) + 1
-    # a mapped task says how many instances it had in this run (0: not expanded, or skipped or failed unexpanded)
+    # a mapped task says how many instances it had in this run (0: not expanded, or skipped or failed unexpanded;
+    # instances `removed` by an expansion over a shorter list after a clear are listed, not counted)
     row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"],
                                **({"mapped": True, "instances": counts.get(t["task_id"], 0)} if t.get("expand")
                                   else {})}

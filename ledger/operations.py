@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, TimelineConflict
-from ledger.mapping import label
+from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, TaskInstance
 from ledger.params import check_conf, from_description
 from ledger.states import FINISHED_TASK_STATES, BackfillState, RunState, RunType, TaskState
@@ -229,11 +229,18 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
                                                    reason="ledger tasks clear --on-latest-version")
         out.moved = (before, spec.version_hash, added, removed)
         tis = run_store.task_instances(session, run.id)
+    again = _expanded_again(spec, chosen)
     for ti in tis:
         if ti.task_id not in chosen:
             continue
+        if ti.task_id in again and ti.map_index > 0:  # its list is made again: expanded again (see below)
+            if ti.state != TaskState.REMOVED:
+                ti.state, ti.next_try_at = TaskState.REMOVED.value, None
+            continue
         if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
             task_store.rearm(ti, spec.tasks[ti.task_id].retries, arm=False)
+            if ti.task_id in again:
+                ti.map_index = NOT_MAPPED
             out.cleared.append(label(ti.task_id, ti.map_index))
     if not out.cleared and out.moved is None:
         raise InvalidInput(f"nothing to clear in run {run.id}: the chosen tasks have not finished")
@@ -242,8 +249,16 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         run.state, run.ended_at = RunState.QUEUED.value, None
     events.record(session, "tasks_cleared", at=now, actor=actor, dag_id=dag_id, run_id=run.id,
                   tasks=sorted(out.cleared), run_state_before=before_state, run_state=run.state,
-                  version=run.version_hash)
+                  version=run.version_hash, **({"expanded_again": sorted(again)} if again else {}))
     return out
+
+
+def _expanded_again(spec: DagSpec, chosen: set[str]) -> set[str]:
+    """The chosen tasks mapped over the value of another chosen task: that value is made again, so they wait to be
+    expanded again over it (instance 0 becomes the waiting row, map_index -1; the others are `removed`, kept
+    with their tries, until the new list says how many come back)."""
+    return {tid for tid in chosen if any("xcom_from" in src and src["xcom_from"] in chosen
+                                         for _arg, src in spec.tasks[tid].expand)}
 
 
 def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, stale_after: float,

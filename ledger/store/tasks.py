@@ -268,16 +268,25 @@ def instances(session: Session, run_id: int, task_id: str) -> list[TaskInstance]
 
 def expand(session: Session, ti: TiRow, count: int) -> None:
     """A mapped task's unexpanded instance (map_index -1) becomes instance 0 of `count`; instances 1..count-1
-    are made like it (scheduled, no try yet). Its row is kept, not replaced: nothing it recorded is lost."""
+    are made like it (scheduled, no try yet), or, for a task expanded again after a clear, its `removed`
+    instances below `count` come back (scheduled, with fresh tries); those at or past `count` stay removed.
+    No row is deleted: nothing an instance recorded is lost."""
     session.execute(update(TaskInstance).where(TaskInstance.id == ti.id, TaskInstance.map_index == NOT_MAPPED)
                     .values(map_index=0))
-    if count > 1:
+    retries = ti.max_tries - ti.try_number - 1  # what the waiting row was given, by its run or by a clear
+    have = {r.map_index: r for r in session.scalars(select(TaskInstance).where(
+        TaskInstance.run_id == ti.run_id, TaskInstance.task_id == ti.task_id, TaskInstance.map_index > 0))}
+    for i, row in have.items():
+        if i < count and row.state == TaskState.REMOVED.value:
+            rearm(row, retries, arm=False)
+    missing = [i for i in range(1, count) if i not in have]
+    if missing:
         session.execute(insert(TaskInstance), [
             {"run_id": ti.run_id, "dag_id": dag_id, "task_id": ti.task_id, "map_index": i,
-             "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": ti.max_tries,
+             "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": retries + 1,
              "priority_weight": ti.priority_weight, "pool": ti.pool}
             for dag_id in session.scalars(select(TaskInstance.dag_id).where(TaskInstance.id == ti.id))
-            for i in range(1, count)])
+            for i in missing])
 
 
 def in_unfinished_runs(session: Session, dag_id: str, task_id: str) -> list[tuple[DagRun, TaskInstance | None]]:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import TaskInstance, TaskTry, XCom
+from ledger.states import TaskState
 
 
 def record(session: Session, pushed: list[tuple[str, Any]], *, run_id: int, task_id: str, try_number: int,
@@ -31,8 +32,13 @@ def values_for_runs(session: Session, run_ids: Iterable[int]) -> dict[int, dict[
     out: dict[int, dict[str, dict[str, Any]]] = {i: {} for i in ids}
     if not ids:
         return out
+    # not the instances a mapped task lost when it was expanded again over a shorter list (`removed`)
+    removed = select(TaskInstance.id).where(TaskInstance.run_id == XCom.run_id, TaskInstance.task_id == XCom.task_id,
+                                            TaskInstance.map_index == XCom.map_index,
+                                            TaskInstance.state == TaskState.REMOVED.value)
     rows = session.execute(select(XCom.run_id, XCom.task_id, XCom.map_index, XCom.key, XCom.value)
-                           .where(XCom.run_id.in_(ids)).order_by(XCom.try_number, XCom.id))
+                           .where(XCom.run_id.in_(ids), (XCom.map_index < 0) | ~removed.exists())
+                           .order_by(XCom.try_number, XCom.id))
     for run_id, task_id, map_index, key, value in rows:
         out[run_id].setdefault(label(task_id, map_index), {})[key] = value
     return out

@@ -4,10 +4,6 @@ empty list skips, a bad value fails with its reason; commands about a mapped tas
 
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
-
-from ledger.config import load_settings
-from ledger.web.app import create_app
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import Cli
 
@@ -22,7 +18,8 @@ from ledger import DAG, BashTask, task
 with DAG("fan", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")) as dag:
     @task
     def files():
-        return ["a.csv", "b.csv", "c.csv"]
+        listed = Path(os.environ["LEDGER_HOME"]) / "files.txt"
+        return listed.read_text().split() if listed.exists() else ["a.csv", "b.csv", "c.csv"]
 
     @task(retries=1, retry_delay=timedelta(0))
     def load(path, prefix, ti=None):
@@ -110,12 +107,31 @@ def test_mapped_tasks_run_one_instance_per_value_each_with_its_own_tries_values_
                                                                   "--map-index", "0").stderr
     assert dump(cli) == before
     # the web run page lists the instances and links each one's log
+    from fastapi.testclient import TestClient
+
+    from ledger.config import load_settings
+    from ledger.web.app import create_app
+
     with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)}))) as client:
         page = client.get("/runs/1").text
         assert "3 mapped instance(s)" in page and "<td>load[1]</td>" in page
         assert "b.csv is not there yet" in client.get("/runs/1/tasks/load%5B1%5D/tries/1/log").text
     # clearing a mapped task clears all its instances
     assert '["load[0]", "load[1]", "load[2]"]' in cli.ok("tasks", "clear", "fan", "1", "-t", "load")
+    cli.ok("scheduler", "--exit-when-idle")
+    assert [t["try_number"] for t in cli.json("runs", "show", "1")["task_instances"] if t["task_id"] == "load"] == [
+        2, 3, 2]
+    # clearing it with the task whose list it maps over expands it again, over the list made again
+    (cli.home / "files.txt").write_text("a.csv")
+    assert '["files", "load", "report"]' in cli.ok("tasks", "clear", "fan", "1", "-t", "files", "--downstream")
+    cli.ok("scheduler", "--exit-when-idle")
+    run = cli.json("runs", "show", "1")
+    assert [(t["label"], t["state"]) for t in run["task_instances"] if t["task_id"] == "load"] == [
+        ("load[0]", "success"), ("load[1]", "removed"), ("load[2]", "removed")]
+    assert [t["instances"] for t in run["graph"]["tasks"] if t["task_id"] == "load"] == [1]
+    assert [x["value"] for x in cli.json("tasks", "xcom", "fan", "1", "report")] == [
+        ["s3://raw/a.csv", "s3://raw/b.csv", "s3://raw/c.csv"], ["s3://raw/a.csv"]]
+    assert run["state"] == "success"
 
 
 def test_an_empty_list_skips_the_mapped_task_and_a_bad_value_fails_it_with_the_reason(ready_cli: Cli) -> None:

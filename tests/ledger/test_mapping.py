@@ -219,3 +219,12 @@ def test_the_maximum_number_of_instances_is_a_setting_checked_when_read() -> Non
         max_map_length({"LEDGER_MAX_MAP_LENGTH": "many"})
     with pytest.raises(ConfigError, match="max_map_length must be at least 1"):
         SchedulerSettings.from_env({"LEDGER_MAX_MAP_LENGTH": "0"})
+
+
+def test_instances_removed_by_an_expansion_over_a_shorter_list_are_no_upstream_and_do_not_fail_the_run() -> None:
+    spec = spec_of(mapped_dag())
+    states = {"nums": TiState(S.SUCCESS), "add[0]": TiState(S.SUCCESS), "add[1]": TiState(S.REMOVED),
+              "total": TiState(S.SCHEDULED), **{f"echo[{i}]": TiState(S.SUCCESS) for i in range(3)}}
+    assert decide(spec, states, None, now=NOW).ready == ["total"]
+    done = decide(spec, {**states, "total": TiState(S.SUCCESS), "add[1]": TiState(S.REMOVED)}, None, now=NOW)
+    assert done.run_state == RunState.SUCCESS

@@ -143,6 +143,8 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
                                f"`ledger runs cancel {run.id}`")
     out = Outcome(run.state, run.state)
     for ti in tis:
+        if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its mapped task's list
+            continue
         if ti.task_id in chosen and ti.state != state.value:
             ti.state, ti.ended_at, ti.next_try_at = state.value, now, None
             out.changed.append(label(ti.task_id, ti.map_index))
@@ -236,6 +238,8 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         if ti.task_id in again and ti.map_index > 0:  # its list is made again: expanded again (see below)
             if ti.state != TaskState.REMOVED:
                 ti.state, ti.next_try_at = TaskState.REMOVED.value, None
+            continue
+        if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its task's list: stays out
             continue
         if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
             task_store.rearm(ti, spec.tasks[ti.task_id].retries, arm=False)

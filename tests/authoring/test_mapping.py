@@ -132,6 +132,8 @@ def test_mapped_tasks_run_one_instance_per_value_each_with_its_own_tries_values_
     assert [x["value"] for x in cli.json("tasks", "xcom", "fan", "1", "report")] == [
         ["s3://raw/a.csv", "s3://raw/b.csv", "s3://raw/c.csv"], ["s3://raw/a.csv"]]
     assert run["state"] == "success"
+    # removed instances stay out when the mapped task alone is cleared again
+    assert 'cleared 1 task instance(s) of run 1: ["load[0]"]' in cli.ok("tasks", "clear", "fan", "1", "-t", "load")
 
 
 def test_an_empty_list_skips_the_mapped_task_and_a_bad_value_fails_it_with_the_reason(ready_cli: Cli) -> None:

@@ -735,6 +735,9 @@ class DagRunJob:
             events.record(session, kind, at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
                           task_id=ti.task_id, ti_id=ti.id, try_number=0, count=0, source=source, state=state.value,
                           reason=found.reason)
+            if state == TaskState.FAILED:  # its on_failure_callback, as for a failed try (this one had none: 0)
+                self._request_task_callbacks(session, [(task_store.Outcome(
+                    ti.id, 0, state, now, reason=found.reason, decided_at=now), state)], {})
             self.say(f"{where}: {state.value} ({found.reason})")
 
     def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,

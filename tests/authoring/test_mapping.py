@@ -42,6 +42,9 @@ ODD_DAG = """
 import pendulum
 from ledger import DAG, task
 
+def alert(context):
+    print("expansion failed:", context["task_id"], context["reason"])
+
 with DAG("odd", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")) as dag:
     @task
     def nothing():
@@ -64,7 +67,7 @@ with DAG("odd", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC"
         return "after"
 
     show.override(task_id="on_empty").expand(x=nothing()) >> after()
-    show.override(task_id="on_word").expand(x=word())
+    show.override(task_id="on_word", on_failure_callback=alert).expand(x=word())
     show.override(task_id="on_many").expand(x=many())
 """
 
@@ -156,3 +159,5 @@ def test_an_empty_list_skips_the_mapped_task_and_a_bad_value_fails_it_with_the_r
                                    "'not a list'"),
         "on_many": ("task_failed", "expanding over the value of task 'many' would make 5 instances, more than the "
                                    "3 allowed (LEDGER_MAX_MAP_LENGTH)")}
+    (called,) = cli.json("callbacks", "--dag", "odd")  # its on_failure_callback, called once
+    assert (called["task_id"], called["kind"], called["state"]) == ("on_word", "task_failure", "ok")

@@ -78,7 +78,8 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
     table = Table("task", "kind", "upstream", "retries", "depends_on_past", "trigger_rule", "pool",
                   *(["signals"] if with_signals else []))
     for t in structure["tasks"]:
-        table.add_row(t["task_id"], t["kind"], ", ".join(t["upstream"]) or "-", str(t["retries"]),
+        kind = f"{t['kind']}, mapped" if t.get("expand") else t["kind"]  # instances per run: `ledger runs show`
+        table.add_row(t["task_id"], kind, ", ".join(t["upstream"]) or "-", str(t["retries"]),
                       str(t["depends_on_past"]), t["trigger_rule"], t["pool"],
                       *([_signal_rules(t.get("signals") or {})] if with_signals else []))
     out.print(table)

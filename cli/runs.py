@@ -44,14 +44,20 @@ def _render(row: dict[str, Any]) -> None:
                   highlight=False)
     table = Table("task", "upstream", "state", "try", "started", "ended", title="task instances (as-was graph)",
                   title_justify="left")
-    states = {ti["task_id"]: ti for ti in row["task_instances"]}
+    instances: dict[str, list[dict[str, Any]]] = {}
+    for ti in row["task_instances"]:
+        instances.setdefault(ti["task_id"], []).append(ti)
     for t in row["graph"]["tasks"]:
-        ti = states.get(t["task_id"], {})
-        table.add_row(t["task_id"], ", ".join(t["upstream"]) or "-", ti.get("state", "-"),
-                      f"{ti.get('try_number', 0)}/{ti.get('max_tries', 0)}", ti.get("started_at") or "",
-                      ti.get("ended_at") or "")
+        upstream = ", ".join(t["upstream"]) or "-"
+        if t.get("mapped"):  # one line for the task and its count, then one per instance
+            table.add_row(t["task_id"], upstream, f"{t['instances']} mapped", "", "", "")
+        for ti in instances.get(t["task_id"], [{}]) if not t.get("mapped") else instances.get(t["task_id"], []):
+            shown = ti.get("label", t["task_id"]) if t.get("mapped") else t["task_id"]
+            table.add_row(shown, "" if t.get("mapped") else upstream, ti.get("state", "-"),
+                          f"{ti.get('try_number', 0)}/{ti.get('max_tries', 0)}", ti.get("started_at") or "",
+                          ti.get("ended_at") or "")
     out.print(table)
-    all_tries = [(ti["task_id"], t) for ti in row["task_instances"] for t in ti["tries"]]
+    all_tries = [(ti.get("label", ti["task_id"]), t) for ti in row["task_instances"] for t in ti["tries"]]
     if all_tries:
         tries = Table("task", "try", "state", "version", "host", "started", "ended", title="tries (the code each ran)",
                       title_justify="left")

@@ -16,7 +16,8 @@ from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, Reason, reason_text
 from ledger.dates import iso
 from ledger.errors import InvalidInput
-from ledger.models import DagRun
+from ledger.mapping import NOT_MAPPED, choose_instance, label
+from ledger.models import DagRun, TaskInstance
 from ledger.states import TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events
@@ -28,6 +29,8 @@ app = typer.Typer(help="Inspect and re-run task instances.", no_args_is_help=Tru
 out = Console(highlight=False, soft_wrap=True)
 
 RunArg = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
+MapIndex = Annotated[int | None, typer.Option("--map-index", help="Which instance of a mapped task (0, 1, ...); "
+                                              "required for a mapped task.", show_default=False)]
 
 
 def _run_of(session: Session, dag_id: str, run: str) -> DagRun:
@@ -37,33 +40,41 @@ def _run_of(session: Session, dag_id: str, run: str) -> DagRun:
     return r
 
 
+def _instance_of(session: Session, r: DagRun, task_id: str, map_index: int | None) -> TaskInstance:
+    """The task instance a command names: the task's one instance, or instance --map-index of a mapped task
+    (refused, one line, when missing or not given for a mapped task)."""
+    found = {ti.map_index: ti for ti in task_store.instances(session, r.id, task_id)}
+    try:
+        return found[choose_instance(task_id, r.id, sorted(found), map_index)]
+    except LookupError as exc:
+        raise InvalidInput(str(exc.args[0])) from None
+
+
 @app.command()
 def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
          try_number: Annotated[int | None, typer.Option("--try", min=1, help="Which try (default: the latest).")]
-         = None) -> None:
+         = None, map_index: MapIndex = None) -> None:
     """Print the log of one try of a task instance."""
     from scheduler.job import log_path
 
     env = open_env()
     with env.reading() as session:
         r = _run_of(session, dag_id, run)
-        ti = task_store.instance(session, r.id, task_id)
-        if ti is None:
-            raise InvalidInput(f"run {r.id} has no task {task_id!r}")
-        latest = ti.try_number
+        ti = _instance_of(session, r, task_id, map_index)
+        latest, index, name = ti.try_number, ti.map_index, label(task_id, ti.map_index)
         tries = {t.try_number: t for _, t in run_store.tries_of_run(session, r.id) if t.task_instance_id == ti.id}
     if latest == 0:
-        raise InvalidInput(f"task {task_id!r} of run {r.id} has not run yet")
+        raise InvalidInput(f"task {name!r} of run {r.id} has not run yet")
     n = try_number or latest
     if n > latest:
-        raise InvalidInput(f"task {task_id!r} of run {r.id} has had {latest} tr{'y' if latest == 1 else 'ies'}")
-    path = log_path(env.settings.logs_folder, dag_id, r.id, task_id, n)
+        raise InvalidInput(f"task {name!r} of run {r.id} has had {latest} tr{'y' if latest == 1 else 'ies'}")
+    path = log_path(env.settings.logs_folder, dag_id, r.id, task_id, n, index)
     if not path.exists():
-        raise InvalidInput(f"no log for try {n} of {task_id!r} in run {r.id} (expected {path})")
+        raise InvalidInput(f"no log for try {n} of {name!r} in run {r.id} (expected {path})")
     the_try = tries.get(n)
     version = the_try.dag_version if the_try is not None and the_try.dag_version else "not recorded"
     state = the_try.state if the_try is not None else "?"
-    typer.echo(f"=== {dag_id} run {r.id} task {task_id} try {n}/{latest}: {state}, version {version} ===")
+    typer.echo(f"=== {dag_id} run {r.id} task {name} try {n}/{latest}: {state}, version {version} ===")
     typer.echo(path.read_text(errors="replace"), nl=False)
 
 
@@ -128,11 +139,11 @@ def mark(dag_id: DagId, run: RunArg,
 
 @app.command()
 def xcom(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
-         as_json: Json = False) -> None:
+         as_json: Json = False, map_index: MapIndex = None) -> None:
     """The values a task instance's tries passed on (return value and xcom_push), per try."""
-    run_id, rows = _task_rows(dag_id, run, task_id, lambda s, r: [
+    run_id, rows = _task_rows(dag_id, run, task_id, map_index, lambda s, r, i: [
         {"try_number": x.try_number, "key": x.key, "value": x.value, "created_at": iso(x.created_at)}
-        for x in xcom_store.for_task(s, r, task_id)])
+        for x in xcom_store.for_task(s, r, task_id, i)])
     if as_json:
         print_json(rows)
         return
@@ -147,11 +158,12 @@ def xcom(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
 
 @app.command()
 def rendered(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
-             as_json: Json = False) -> None:
+             as_json: Json = False, map_index: MapIndex = None) -> None:
     """The templated fields of a task instance as each try rendered them (Jinja: {{ ds }}, {{ params.x }}...)."""
-    run_id, rows = _task_rows(dag_id, run, task_id, lambda s, r: [
-        {"try_number": t.try_number, "rendered": t.rendered, "error": _template_error(s, r, task_id, t.try_number)}
-        for t in xcom_store.rendered_tries(s, r, task_id)])
+    run_id, rows = _task_rows(dag_id, run, task_id, map_index, lambda s, r, i: [
+        {"try_number": t.try_number, "rendered": t.rendered,
+         "error": _template_error(s, r, task_id, t.try_number, i)}
+        for t in xcom_store.rendered_tries(s, r, task_id, i)])
     if as_json:
         print_json(rows)
         return
@@ -169,25 +181,25 @@ def rendered(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(
             out.print("  (no templated fields)", highlight=False)
 
 
-def _template_error(session: Session, run_id: int, task_id: str, try_number: int) -> str | None:
+def _template_error(session: Session, run_id: int, task_id: str, try_number: int, map_index: int) -> str | None:
     """Why a try's templates were not rendered (its task_failed event's reason), or None."""
     for e in events.listing(session, run_id=run_id, kinds=["task_failed"], task_id=task_id):
         reason = (e.details or {}).get("reason") or ""
-        if e.details.get("try_number") == try_number and reason.startswith("template error"):
+        if e.details.get("try_number") == try_number and e.details.get("map_index", NOT_MAPPED) == map_index \
+                and reason.startswith("template error"):
             return str(reason)
     return None
 
 
-def _task_rows(dag_id: str, run: str, task_id: str,
-               fetch: Callable[[Session, int], list[dict[str, Any]]]) -> tuple[int, list[dict[str, Any]]]:
-    """(run id, rows fetch() reads for the run's task instance), in a read-only session; unknown run or task:
-    one line."""
+def _task_rows(dag_id: str, run: str, task_id: str, map_index: int | None,
+               fetch: Callable[[Session, int, int], list[dict[str, Any]]]) -> tuple[int, list[dict[str, Any]]]:
+    """(run id, rows fetch() reads for the run's task instance: run id, map index), in a read-only session;
+    unknown run, task or instance, or a mapped task without --map-index: one line."""
     env = open_env()
     with env.reading() as session:
         r = _run_of(session, dag_id, run)
-        if task_store.instance(session, r.id, task_id) is None:
-            raise InvalidInput(f"run {r.id} has no task {task_id!r}")
-        return r.id, fetch(session, r.id)
+        ti = _instance_of(session, r, task_id, map_index)
+        return r.id, fetch(session, r.id, ti.map_index)
 
 
 app.command("test")(testing.task_test)

@@ -12,6 +12,7 @@ from cli.env import open_env, parse_conf
 from cli.options import DagId, DagsFolder
 from ledger.dates import check_within_dag, parse_user_date
 from ledger.errors import InvalidInput
+from ledger.mapping import split_label
 from ledger.params import check_conf, from_description
 from ledger.states import RunState, TaskState
 from scheduler.local_test import TestRun, find_dag, test_dag, test_task
@@ -123,9 +124,10 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
         state = run_store.get(session, run_id).state
         tries = sorted(((t.started_at, task_id, t.try_number, t.state) for task_id, t in
                         run_store.tries_of_run(session, run_id)), key=lambda x: (x[0] is None, x[0] or 0, x[2]))
-    for _started, task_id, number, try_state in tries:  # each try's log, as the unrecorded test prints them
-        _say(f"--- {task_id} try {number}: {try_state}")
-        log = log_path(env.settings.logs_folder, dag_id, run_id, task_id, number)
+    for _started, key, number, try_state in tries:  # each try's log, as the unrecorded test prints them
+        _say(f"--- {key} try {number}: {try_state}")
+        task_id, map_index = split_label(key)
+        log = log_path(env.settings.logs_folder, dag_id, run_id, task_id, number, map_index)
         if log.is_file():
             _say(log.read_text(errors="replace").rstrip("\n"))
     _say(f"test run {run_id} of {dag_id}: {state}")

@@ -270,17 +270,33 @@ AUTHORING: list[tuple[str, list[Step]]] = [
 ]
 
 
+# docs/authoring.md's mapping section, on the DAG tests/authoring/test_mapping.py runs (FAN_DAG): one instance of
+# `load` fails once and is retried on its own. COLUMNS=200: the table's times are whole, then masked.
+MAPPING: list[tuple[str, list[Step]]] = [
+    ("authoring-mapping-run", ["# db upgrade",
+                               "trigger fan --logical-date 2024-03-01",
+                               "# scheduler --exit-when-idle",
+                               "COLUMNS=200 runs show 1",
+                               "tasks xcom fan 1 report",
+                               "tasks rendered fan 1 echo --map-index 1",
+                               "tasks logs fan 1 load"]),
+]
+
+
 def run_authoring() -> dict[str, str]:
     """docs/authoring.md: variables and connections (under a Fernet key made for the run), then the values,
     templates and params of the DAG the authoring scenario test runs (tests/authoring)."""
     from cryptography.fernet import Fernet
 
     sys.path.insert(0, str(REPO))
+    from tests.authoring.test_mapping import FAN_DAG
     from tests.authoring.test_values_templates_params import FLOW_DAG
 
     key = Fernet.generate_key().decode()
     return {"authoring-dag": dag_source(FLOW_DAG, "$LEDGER_HOME/dags/flow.py"),
-            **run_scenario({"flow.py": FLOW_DAG}, AUTHORING, LEDGER_FERNET_KEY=key)}
+            **run_scenario({"flow.py": FLOW_DAG}, AUTHORING, LEDGER_FERNET_KEY=key),
+            "authoring-mapping-dag": dag_source(FAN_DAG, "$LEDGER_HOME/dags/fan.py"),
+            **run_scenario({"fan.py": FAN_DAG}, MAPPING)}
 
 
 def run_scheduler_log() -> dict[str, str]:

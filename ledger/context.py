@@ -31,6 +31,7 @@ class TaskContext:
     xcom_values: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> key -> value, this run
     templates_dict: dict[str, Any] = field(default_factory=dict)  # a PythonTask's templates_dict, rendered
     prev_interval: tuple[str, str] | None = None  # the previous run's data interval (ISO), if any
+    map_index: int = -1  # instance i of a mapped task (`{{ ti.map_index }}`, LEDGER_MAP_INDEX); -1: not mapped
 
     @property
     def xcom_path(self) -> str | None:
@@ -98,6 +99,7 @@ class TaskContext:
             "LEDGER_TRY_NUMBER": str(self.try_number),
             "LEDGER_DAG_VERSION": self.dag_version,
             "LEDGER_RUN_TYPE": self.run_type,
+            **({"LEDGER_MAP_INDEX": str(self.map_index)} if self.map_index >= 0 else {}),
             **({"LEDGER_WRITES_PATH": self.writes_path} if self.writes_path else {}),
             **({"LEDGER_CODE_DIR": self.code_dir} if self.code_dir else {}),
             **({"LEDGER_SIGNAL_KEY": str(self.signal["key"]), "LEDGER_SIGNAL_VALUE": str(self.signal["value"]),

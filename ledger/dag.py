@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import inspect
@@ -14,10 +15,11 @@ from pendulum import DateTime
 
 from ledger.code import CodeManifest
 from ledger.errors import DagDefinitionError
+from ledger.mapping import instance_args, max_map_length
 from ledger.params import as_params
 from ledger.schedule import Schedule, ScheduleError, parse_schedule
 from ledger.signal_rules import rule_to_json
-from ledger.xcom import XComRef, refs_in
+from ledger.xcom import XComRef, refs_in, resolve
 
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
                  "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
@@ -57,6 +59,11 @@ class Task:
 
     kind: ClassVar[str] = "task"
     template_fields: ClassVar[tuple[str, ...]] = ()  # attributes rendered with Jinja before each try
+    mappable_fields: ClassVar[tuple[str, ...]] = ()  # constructor arguments `Cls.partial(...).expand()` takes
+    # a mapped task (ledger/mapping.py): (argument, literal list or XComRef) in expand() order; "call": the
+    # arguments go to a @task function's call, "fields": they set the task's own fields (classic tasks)
+    expand_args: tuple[tuple[str, Any], ...] = ()
+    expand_kind: str = "fields"
 
     def __init__(
         self,
@@ -83,6 +90,8 @@ class Task:
     ) -> None:
         if not task_id or not isinstance(task_id, str):
             raise DagDefinitionError("a task needs a non-empty string task_id")
+        if "[" in task_id or "]" in task_id:  # `task[2]` names instance 2 of a mapped task
+            raise DagDefinitionError(f"task_id {task_id!r} may not contain '[' or ']'")
         self.upstream_ids: set[str] = set()
         self.downstream_ids: set[str] = set()
         dag = dag or (_context_stack[-1] if _context_stack else None)
@@ -172,7 +181,56 @@ class Task:
             **({"max_retry_delay": self.max_retry_delay.total_seconds()} if self.max_retry_delay is not None else {}),
             **({"callbacks": describe_callbacks(self.callbacks)} if self.callbacks else {}),
             **({"group": self.group.group_id} if self.group is not None else {}),
+            **({"expand": [[arg, _source_json(src)] for arg, src in self.expand_args]} if self.expand_args else {}),
         }
+
+    # -- mapping -------------------------------------------------------------------------------
+    @classmethod
+    def partial(cls, **kwargs: Any) -> PartialTask:
+        """Airflow's `Operator.partial(task_id=..., ...)`: the arguments every mapped instance shares; then
+        `.expand(field=[...])` makes the mapped task."""
+        return PartialTask(cls, kwargs)
+
+    def _map(self, expand: Mapping[str, Any], kind: str) -> None:
+        """Make this task mapped over `expand` (checked by _expand_sources); link the upstream tasks it
+        expands over."""
+        if self.signal_rules:
+            raise DagDefinitionError(f"task {self.task_id!r}: a mapped task cannot start on signals")
+        self.expand_args = tuple(expand.items())
+        self.expand_kind = kind
+        for _arg, src in self.expand_args:
+            if isinstance(src, XComRef):
+                upstream = self.dag.tasks.get(src.task_id)
+                if upstream is None:
+                    raise DagDefinitionError(f"task {self.task_id!r} is expanded over the value of {src.task_id!r}, "
+                                             f"which is not in DAG {self.dag.dag_id!r}")
+                upstream.set_downstream(self)
+
+    def for_instance(self, map_index: int, values: dict[str, dict[str, Any]]) -> Task:
+        """This task as instance `map_index` of it runs: a copy with the instance's values of the expanded
+        arguments (`values`: what the run's tasks passed on, for expansion over an upstream's list).
+        MissingValue, or ValueError for a value that is not a list or an index out of range."""
+        if not self.expand_args or map_index < 0:
+            return self
+        lists = []
+        for arg, src in self.expand_args:
+            found = resolve(src, values)
+            if not isinstance(found, list):
+                raise ValueError(f"cannot expand {arg!r}: the value is not a list")
+            lists.append((arg, found))
+        args = instance_args(lists, map_index)
+        instance = copy.copy(self)
+        if self.expand_kind == "call":
+            assert isinstance(instance, PythonTask)
+            instance.op_kwargs = {**instance.op_kwargs, **args}
+        else:
+            for arg, value in args.items():
+                setattr(instance, arg, value)
+            instance.check_mapped_value()
+        return instance
+
+    def check_mapped_value(self) -> None:
+        """Refuse (ValueError) a mapped instance's field value that the task could not run with."""
 
     # -- edges ---------------------------------------------------------------------------------
     def set_downstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup]) -> None:
@@ -218,6 +276,71 @@ def _edge_tasks(other: Any, side: str) -> list[Task]:
     if isinstance(other, TaskGroup):
         return other.roots() if side == "roots" else other.leaves()
     return [t for item in other for t in _edge_tasks(item, side)]
+
+
+class Mapped:
+    """Stands, in a mapped task's fields, for the value each instance gets from the list it is expanded over."""
+
+    def __repr__(self) -> str:
+        return "<mapped>"
+
+
+MAPPED = Mapped()
+
+
+def _source_json(src: Any) -> dict[str, Any]:
+    """How a version records what a task is expanded over: a literal list (its length and values) or another
+    task's value."""
+    if isinstance(src, XComRef):
+        return src.as_json()
+    return {"literal": len(src), "values": _jsonable(src)}
+
+
+def _expand_sources(where: str, expand: Mapping[str, Any], known: Sequence[str] | None,
+                    given: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked arguments of expand(): each a list or another task's value, a known argument (`known`:
+    None when any name goes), not also given to partial(). DagDefinitionError otherwise."""
+    if not expand:
+        raise DagDefinitionError(f"{where}: expand() needs at least one argument to map over")
+    out: dict[str, Any] = {}
+    for arg, value in expand.items():
+        if known is not None and arg not in known:
+            raise DagDefinitionError(f"{where}: expand() got an unknown argument {arg!r}; it takes: "
+                                     f"{', '.join(known) or 'none'}")
+        if arg in given:
+            raise DagDefinitionError(f"{where}: {arg!r} is given to both partial() and expand(); give it to one")
+        value = _as_ref(value)
+        if isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, (list, XComRef)):
+            raise DagDefinitionError(f"{where}: expand() maps over a list or another task's value; {arg}= is a "
+                                     f"{type(value).__name__} ({value!r:.60})")
+        if isinstance(value, list) and len(value) > max_map_length():
+            raise DagDefinitionError(f"{where}: expand() over {len(value)} values, more than the "
+                                     f"{max_map_length()} allowed (LEDGER_MAX_MAP_LENGTH)")
+        out[arg] = value
+    return out
+
+
+class PartialTask:
+    """`BashTask.partial(task_id="b", env=...)`: the shared arguments of a mapped classic task, waiting for
+    `.expand(bash_command=[...])`."""
+
+    def __init__(self, cls: type[Task], kwargs: dict[str, Any]) -> None:
+        self.cls = cls
+        self.kwargs = kwargs
+
+    def expand(self, **expand: Any) -> Task:
+        task_id = self.kwargs.get("task_id")
+        where = f"task {task_id!r}"
+        if not task_id:
+            raise DagDefinitionError(f"{self.cls.__name__}.partial() needs a task_id")
+        sources = _expand_sources(where, expand, self.cls.mappable_fields, self.kwargs)
+        args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
+        placeholders: dict[str, Any] = dict.fromkeys(sources, MAPPED)
+        task = self.cls(task_id, **args, **placeholders)
+        task._map(sources, "fields")
+        return task
 
 
 class TaskGroup:
@@ -351,16 +474,19 @@ class PythonTask(Task):
 
     kind = "python"
     template_fields = ("op_args", "op_kwargs", "templates_dict")
+    mappable_fields = ("op_args", "op_kwargs", "templates_dict")
 
-    def __init__(self, task_id: str, python_callable: Callable[..., Any], *, op_args: Sequence[Any] = (),
-                 op_kwargs: dict[str, Any] | None = None, templates_dict: dict[str, Any] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, task_id: str, python_callable: Callable[..., Any], *, op_args: Sequence[Any] | Mapped = (),
+                 op_kwargs: dict[str, Any] | Mapped | None = None,
+                 templates_dict: dict[str, Any] | Mapped | None = None, **kwargs: Any) -> None:
         if not callable(python_callable):
             raise DagDefinitionError(f"task {task_id!r}: python_callable must be callable")
         self.python_callable = python_callable
-        self.op_args = [_as_ref(a) for a in op_args]
-        self.op_kwargs = {k: _as_ref(v) for k, v in (op_kwargs or {}).items()}
-        self.templates_dict = dict(templates_dict or {})
+        self.op_args: Any = op_args if isinstance(op_args, Mapped) else [_as_ref(a) for a in op_args]
+        self.op_kwargs: Any = op_kwargs if isinstance(op_kwargs, Mapped) else {
+            k: _as_ref(v) for k, v in (op_kwargs or {}).items()}
+        self.templates_dict: Any = templates_dict if isinstance(templates_dict, Mapped) else dict(
+            templates_dict or {})
         super().__init__(task_id, **kwargs)
         for ref in refs_in([self.op_args, self.op_kwargs]):
             upstream = self.dag.tasks.get(ref.task_id)
@@ -374,6 +500,12 @@ class PythonTask(Task):
                 "op_args": _jsonable(self.op_args), "op_kwargs": _jsonable(self.op_kwargs),
                 **({"templates_dict": _jsonable(self.templates_dict)} if self.templates_dict else {})}
 
+    def check_mapped_value(self) -> None:
+        for name, kind in (("op_args", list), ("op_kwargs", dict), ("templates_dict", dict)):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(f"the mapped value of {name} must be a {kind.__name__}, not "
+                                 f"{type(getattr(self, name)).__name__}")
+
 
 def _as_ref(value: Any) -> Any:
     """A task given as an argument stands for its return value."""
@@ -385,18 +517,26 @@ class BashTask(Task):
 
     kind = "bash"
     template_fields = ("bash_command", "env")
+    mappable_fields = ("bash_command", "env", "cwd")
 
-    def __init__(self, task_id: str, bash_command: str, *, env: dict[str, str] | None = None,
-                 cwd: str | None = None, **kwargs: Any) -> None:
-        if not isinstance(bash_command, str) or not bash_command.strip():
+    def __init__(self, task_id: str, bash_command: str | Mapped, *, env: dict[str, str] | Mapped | None = None,
+                 cwd: str | Mapped | None = None, **kwargs: Any) -> None:
+        if not isinstance(bash_command, Mapped) and (not isinstance(bash_command, str) or not bash_command.strip()):
             raise DagDefinitionError(f"task {task_id!r}: bash_command must be a non-empty string")
-        self.bash_command = bash_command
-        self.env = dict(env or {})
-        self.cwd = cwd
+        self.bash_command: Any = bash_command
+        self.env: Any = env if isinstance(env, Mapped) else dict(env or {})
+        self.cwd: Any = cwd
         super().__init__(task_id, **kwargs)
 
     def definition(self) -> dict[str, Any]:
-        return {"bash_command": self.bash_command, "env": self.env, "cwd": self.cwd}
+        return {"bash_command": _jsonable(self.bash_command), "env": _jsonable(self.env), "cwd": _jsonable(self.cwd)}
+
+    def check_mapped_value(self) -> None:
+        if not isinstance(self.bash_command, str) or not self.bash_command.strip():
+            raise ValueError(f"the mapped value of bash_command must be a non-empty string, not "
+                             f"{self.bash_command!r:.60}")
+        if not isinstance(self.env, dict):
+            raise ValueError(f"the mapped value of env must be a dict, not {type(self.env).__name__}")
 
 
 class DAG:
@@ -537,21 +677,65 @@ def find_cycle(downstream: dict[str, list[str]]) -> list[str] | None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class TaskFunction:
+    """A `@task` function: calling it inside a DAG adds the task (its arguments may be other tasks' values);
+    `.partial(y=1)` fixes arguments every mapped instance shares and `.expand(x=[...])` (or another task's
+    value) adds a mapped task, as Airflow's."""
+
+    def __init__(self, func: Callable[..., Any], task_id: str | None, task_kwargs: dict[str, Any],
+                 partial: dict[str, Any] | None = None) -> None:
+        self.func = func
+        self.task_id = task_id or func.__name__
+        self.task_kwargs = task_kwargs
+        self.partial_kwargs = dict(partial or {})
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *op_args: Any, **op_kwargs: Any) -> PythonTask:
+        return PythonTask(self.task_id, self.func, op_args=op_args, op_kwargs=op_kwargs, **self.task_kwargs)
+
+    def override(self, **task_kwargs: Any) -> TaskFunction:
+        """Airflow's `f.override(task_id=..., retries=...)`: the same function as another task, or with other
+        task arguments."""
+        task_id = task_kwargs.pop("task_id", self.task_id)
+        return TaskFunction(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
+
+    def partial(self, **kwargs: Any) -> TaskFunction:
+        self._check_names(kwargs, "partial")
+        return TaskFunction(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})
+
+    def expand(self, **expand: Any) -> PythonTask:
+        sources = _expand_sources(f"task {self.task_id!r}", expand, self._parameters(), self.partial_kwargs)
+        made = PythonTask(self.task_id, self.func, op_kwargs=self.partial_kwargs, **self.task_kwargs)
+        made._map(sources, "call")
+        return made
+
+    def _parameters(self) -> list[str] | None:
+        """The names the function takes by keyword (None: any, it has **kwargs)."""
+        params = inspect.signature(self.func).parameters.values()
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return None
+        return [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                     inspect.Parameter.KEYWORD_ONLY) and p.name != "context"]
+
+    def _check_names(self, kwargs: Mapping[str, Any], method: str) -> None:
+        known = self._parameters()
+        for name in kwargs:
+            if known is not None and name not in known:
+                raise DagDefinitionError(f"task {self.task_id!r}: {method}() got an unknown argument {name!r}; it "
+                                         f"takes: {', '.join(known) or 'none'}")
+
+
 @overload
-def task(fn: Callable[..., Any], /) -> Callable[..., PythonTask]: ...
+def task(fn: Callable[..., Any], /) -> TaskFunction: ...
 @overload
-def task(*, task_id: str | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., PythonTask]]: ...
+def task(*, task_id: str | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], TaskFunction]: ...
 
 
 def task(fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
          **kwargs: Any) -> Any:
     """Decorator form of PythonTask: calling the decorated function inside a DAG adds the task."""
 
-    def wrap(func: Callable[..., Any]) -> Callable[..., PythonTask]:
-        @functools.wraps(func)
-        def make(*op_args: Any, **op_kwargs: Any) -> PythonTask:
-            return PythonTask(task_id or func.__name__, func, op_args=op_args, op_kwargs=op_kwargs, **kwargs)
-
-        return make
+    def wrap(func: Callable[..., Any]) -> TaskFunction:
+        return TaskFunction(func, task_id, kwargs)
 
     return wrap(fn) if fn is not None else wrap

@@ -5,10 +5,11 @@ run's own state. Pure: states in, a decision out; no database, no clock (`now` i
 from __future__ import annotations
 
 import graphlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ledger.mapping import split_label
 from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
 from ledger.versions import DagSpec
 
@@ -40,6 +41,8 @@ class Decision:
     waiting_for_signal: list[str] = field(default_factory=list)  # start on signals and have not had one
     retry_at: datetime | None = None  # the earliest future retry, if any
     run_state: RunState | None = None  # success/failed once every task instance has finished
+    # mapped tasks whose upstream is done and that wait as one unexpanded instance (map_index -1): expand now
+    expand: list[str] = field(default_factory=list)
 
 
 def trigger_rule_outcome(rule: str, upstream: list[TaskState]) -> TaskState | None:
@@ -114,15 +117,9 @@ def past_allows(spec: DagSpec, task_id: str, previous: PreviousRun | None) -> bo
     task = spec.tasks[task_id]
     if not task.depends_on_past or previous is None:
         return True
-    before = previous.states.get(task_id)
-    if before is not None and before not in OK_FOR_PAST:
-        return False
-    if task.wait_for_downstream:
-        for down in spec.downstream()[task_id]:
-            state = previous.states.get(down)
-            if state is not None and state not in OK_FOR_PAST:
-                return False
-    return True
+    watched = {task_id, *(spec.downstream()[task_id] if task.wait_for_downstream else ())}
+    # every instance of a mapped task counts (the keys are labels: `task[i]`)
+    return all(state in OK_FOR_PAST for key, state in previous.states.items() if split_label(key)[0] in watched)
 
 
 def ready_alone(spec: DagSpec, task_id: str, state: TiState) -> bool:
@@ -143,52 +140,73 @@ def leaves(spec: DagSpec) -> list[str]:
     return [tid for tid in spec.tasks if not down[tid]]
 
 
+def by_task(keys: Iterable[str]) -> dict[str, list[str]]:
+    """Task id -> the labels of its task instances (one, or a mapped task's instances `task[i]`)."""
+    out: dict[str, list[str]] = {}
+    for key in keys:
+        out.setdefault(split_label(key)[0], []).append(key)
+    return out
+
+
 def decide(spec: DagSpec, states: Mapping[str, TiState], previous: PreviousRun | None, *,
            now: datetime) -> Decision:
-    """The next step for one run, given its task instance states (tasks of the run's own version)."""
+    """The next step for one run, given its task instance states by label (the task id, or `task[i]` for instance
+    i of a mapped task; tasks of the run's own version). A downstream task sees every instance of a mapped task as
+    an upstream; a mapped task waiting unexpanded is to be expanded (`expand`) when its trigger rule lets it run."""
     decision = Decision()
-    current = {tid: st.state for tid, st in states.items()}
+    current = {key: st.state for key, st in states.items()}
+    instances = by_task(states)
     for tid in topological(spec):
-        st = states.get(tid)
-        if st is None:
-            continue
-        if st.state == S.UP_FOR_RETRY:
-            if st.next_try_at is None or st.next_try_at <= now:
-                if past_allows(spec, tid, previous):
-                    decision.ready.append(tid)
-                else:
-                    decision.waiting_on_past.append(tid)
-            elif decision.retry_at is None or st.next_try_at < decision.retry_at:
-                decision.retry_at = st.next_try_at
-            continue
-        if st.state != S.SCHEDULED:
-            continue
-        task = spec.tasks[tid]
-        if task.starts_on_signal and not st.armed:
-            decision.waiting_for_signal.append(tid)
-            continue
-        outcome = trigger_rule_outcome(task.trigger_rule, [current.get(up, S.SUCCESS) for up in task.upstream])
-        if outcome is None:
-            continue
-        if outcome != S.SCHEDULED:
-            decision.mark[tid] = outcome
-            current[tid] = outcome
-        elif past_allows(spec, tid, previous):
-            decision.ready.append(tid)
-        else:
-            decision.waiting_on_past.append(tid)
+        for key in instances.get(tid, ()):
+            _decide_one(spec, tid, key, states[key], current, instances, previous, now, decision)
     waiting = set(decision.waiting_for_signal)
-    if waiting and all(s in FINISHED_TASK_STATES or tid in waiting for tid, s in current.items()):
+    if waiting and all(s in FINISHED_TASK_STATES or key in waiting for key, s in current.items()):
         # everything else has ended and no signal came: the run ends, those tasks skipped
-        for tid in decision.waiting_for_signal:
-            decision.mark[tid] = current[tid] = S.SKIPPED
+        for key in decision.waiting_for_signal:
+            decision.mark[key] = current[key] = S.SKIPPED
         decision.waiting_for_signal.clear()
     if current and all(s in FINISHED_TASK_STATES for s in current.values()):
-        ok = all(current.get(tid, S.SUCCESS) in OK_FOR_PAST for tid in leaves(spec) if tid in current)
+        ok = all(current[key] in OK_FOR_PAST for tid in leaves(spec) for key in instances.get(tid, ())
+                 if current[key] != S.REMOVED)
         decision.run_state = RunState.SUCCESS if ok else RunState.FAILED
     elif not current:
         decision.run_state = RunState.SUCCESS
     return decision
+
+
+def _decide_one(spec: DagSpec, tid: str, key: str, st: TiState, current: dict[str, TaskState],
+                instances: Mapping[str, list[str]], previous: PreviousRun | None, now: datetime,
+                decision: Decision) -> None:
+    if st.state == S.UP_FOR_RETRY:
+        if st.next_try_at is None or st.next_try_at <= now:
+            if past_allows(spec, tid, previous):
+                decision.ready.append(key)
+            else:
+                decision.waiting_on_past.append(key)
+        elif decision.retry_at is None or st.next_try_at < decision.retry_at:
+            decision.retry_at = st.next_try_at
+        return
+    if st.state != S.SCHEDULED:
+        return
+    task = spec.tasks[tid]
+    if task.starts_on_signal and not st.armed:
+        decision.waiting_for_signal.append(key)
+        return
+    # a removed instance (a mapped task re-expanded over a shorter list) is no upstream any more, as in Airflow
+    found = (current.get(k, S.SUCCESS) for up in task.upstream for k in instances.get(up, [up]))
+    upstream: list[TaskState] = [state for state in found if state != S.REMOVED]
+    outcome = trigger_rule_outcome(task.trigger_rule, upstream)
+    if outcome is None:
+        return
+    if outcome != S.SCHEDULED:
+        decision.mark[key] = outcome
+        current[key] = outcome
+    elif task.mapped and key == tid:  # not expanded yet: its instances are made first
+        decision.expand.append(key)
+    elif past_allows(spec, tid, previous):
+        decision.ready.append(key)
+    else:
+        decision.waiting_on_past.append(key)
 
 
 _topo_cache: dict[str, list[str]] = {}

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
+from ledger.mapping import label
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
 from ledger.schedule import next_scheduled
 from ledger.store import backfills as backfill_store
@@ -84,8 +85,8 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     version = dag_store.version(session, r.dag_id, r.version_hash)
     structure = json.loads(version.structure)
     tries: dict[str, list[Doc]] = {}
-    for task_id, t in run_store.tries_of_run(session, r.id):
-        tries.setdefault(task_id, []).append(
+    for key, t in run_store.tries_of_run(session, r.id):
+        tries.setdefault(key, []).append(
             {"try_number": t.try_number, "state": t.state, "dag_version": t.dag_version,
              "hostname": t.hostname, "started_at": iso(t.started_at), "ended_at": iso(t.ended_at)})
     row = run_json(r)
@@ -93,13 +94,27 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     row["conf"] = r.conf
     row["lock_holder"] = _sid(r.lock_holder)
     row["code"] = code_store.describe(version)
-    row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"]}
+    instances = run_store.task_instances(session, r.id)  # by id: the order they were made in
+    first: dict[str, int] = {}
+    for ti in instances:
+        first.setdefault(ti.task_id, ti.id)
+    instances.sort(key=lambda ti: (first[ti.task_id], ti.map_index))  # a mapped task's instances together
+    counts: dict[str, int] = {}
+    for ti in instances:
+        if ti.map_index >= 0 and ti.state != "removed":
+            counts[ti.task_id] = counts.get(ti.task_id, 0) + 1
+    # a mapped task says how many instances it had in this run (0: not expanded, or skipped or failed unexpanded;
+    # instances `removed` by an expansion over a shorter list after a clear are listed, not counted)
+    row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"],
+                               **({"mapped": True, "instances": counts.get(t["task_id"], 0)} if t.get("expand")
+                                  else {})}
                               for t in structure["tasks"]]}
     row["task_instances"] = [
-        {"task_id": ti.task_id, "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
+        {"task_id": ti.task_id, "map_index": ti.map_index, "label": label(ti.task_id, ti.map_index),
+         "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
          "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
-         "priority_weight": ti.priority_weight, "tries": tries.get(ti.task_id, [])}
-        for ti in run_store.task_instances(session, r.id)
+         "priority_weight": ti.priority_weight, "tries": tries.get(label(ti.task_id, ti.map_index), [])}
+        for ti in instances
     ]
     row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
                       "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, TimelineConflict
+from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, TaskInstance
 from ledger.params import check_conf, from_description
 from ledger.states import FINISHED_TASK_STATES, BackfillState, RunState, RunType, TaskState
@@ -51,7 +52,8 @@ def _not_overridden(run: DagRun) -> None:
 
 
 def _busy(tis: list[TaskInstance], task_ids: set[str] | None = None) -> list[str]:
-    return [ti.task_id for ti in tis if ti.state in ACTIVE and (task_ids is None or ti.task_id in task_ids)]
+    return [label(ti.task_id, ti.map_index) for ti in tis
+            if ti.state in ACTIVE and (task_ids is None or ti.task_id in task_ids)]
 
 
 def _finish(run: DagRun, state: RunState, now: datetime) -> None:
@@ -73,10 +75,10 @@ def stop_tasks(session: Session, run: DagRun, *, now: datetime) -> tuple[list[st
     for ti in run_store.task_instances(session, run.id):
         if ti.state in ACTIVE:
             ti.signal_request = "stop"
-            stopping.append(ti.task_id)
+            stopping.append(label(ti.task_id, ti.map_index))
         elif ti.state not in {s.value for s in FINISHED_TASK_STATES}:
             ti.state, ti.ended_at, ti.next_try_at = TaskState.SKIPPED.value, now, None
-            skipped.append(ti.task_id)
+            skipped.append(label(ti.task_id, ti.map_index))
     return stopping, skipped
 
 
@@ -114,7 +116,7 @@ def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, a
     for ti in tis:
         if ti.state not in {s.value for s in FINISHED_TASK_STATES}:
             ti.state, ti.ended_at, ti.next_try_at = state.value, now, None
-            out.changed.append(ti.task_id)
+            out.changed.append(label(ti.task_id, ti.map_index))
     _finish(run, state, now)
     events.record(session, "run_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   **{"from": out.run_state_before, "to": state.value, "tasks": out.changed, "reason": reason})
@@ -141,12 +143,15 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
                                f"`ledger runs cancel {run.id}`")
     out = Outcome(run.state, run.state)
     for ti in tis:
+        if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its mapped task's list
+            continue
         if ti.task_id in chosen and ti.state != state.value:
             ti.state, ti.ended_at, ti.next_try_at = state.value, now, None
-            out.changed.append(ti.task_id)
+            out.changed.append(label(ti.task_id, ti.map_index))
     if not out.changed:
         raise InvalidInput(f"nothing to mark: the chosen tasks of run {run.id} are already {state.value}")
-    decision = decide(spec, {ti.task_id: TiState(TaskState(ti.state), ti.next_try_at) for ti in tis}, None, now=now)
+    decision = decide(spec, {label(ti.task_id, ti.map_index): TiState(TaskState(ti.state), ti.next_try_at)
+                             for ti in tis}, None, now=now)
     if decision.run_state is not None:
         if run.state != decision.run_state.value:
             _finish(run, decision.run_state, now)
@@ -214,8 +219,8 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
     if downstream:
         chosen = spec.and_downstream(chosen)
-    busy_all = [ti.task_id for ti in tis if ti.state in (TaskState.QUEUED, TaskState.RUNNING)]
-    busy = [t for t in busy_all if t in chosen] or (busy_all if on_latest_version else [])
+    busy_all = [ti for ti in tis if ti.state in (TaskState.QUEUED, TaskState.RUNNING)]
+    busy = [label(ti.task_id, ti.map_index) for ti in busy_all if ti.task_id in chosen or on_latest_version]
     if busy:
         raise TimelineConflict(f"task {busy[0]!r} of run {run.id} is {TaskState.RUNNING.value} or queued; "
                                "wait for it to finish")
@@ -226,12 +231,21 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
                                                    reason="ledger tasks clear --on-latest-version")
         out.moved = (before, spec.version_hash, added, removed)
         tis = run_store.task_instances(session, run.id)
+    again = _expanded_again(spec, chosen)
     for ti in tis:
         if ti.task_id not in chosen:
             continue
+        if ti.task_id in again and ti.map_index > 0:  # its list is made again: expanded again (see below)
+            if ti.state != TaskState.REMOVED:
+                ti.state, ti.next_try_at = TaskState.REMOVED.value, None
+            continue
+        if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its task's list: stays out
+            continue
         if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
             task_store.rearm(ti, spec.tasks[ti.task_id].retries, arm=False)
-            out.cleared.append(ti.task_id)
+            if ti.task_id in again:
+                ti.map_index = NOT_MAPPED
+            out.cleared.append(label(ti.task_id, ti.map_index))
     if not out.cleared and out.moved is None:
         raise InvalidInput(f"nothing to clear in run {run.id}: the chosen tasks have not finished")
     before_state = run.state
@@ -239,8 +253,16 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         run.state, run.ended_at = RunState.QUEUED.value, None
     events.record(session, "tasks_cleared", at=now, actor=actor, dag_id=dag_id, run_id=run.id,
                   tasks=sorted(out.cleared), run_state_before=before_state, run_state=run.state,
-                  version=run.version_hash)
+                  version=run.version_hash, **({"expanded_again": sorted(again)} if again else {}))
     return out
+
+
+def _expanded_again(spec: DagSpec, chosen: set[str]) -> set[str]:
+    """The chosen tasks mapped over the value of another chosen task: that value is made again, so they wait to be
+    expanded again over it (instance 0 becomes the waiting row, map_index -1; the others are `removed`, kept
+    with their tries, until the new list says how many come back)."""
+    return {tid for tid in chosen if any("xcom_from" in src and src["xcom_from"] in chosen
+                                         for _arg, src in spec.tasks[tid].expand)}
 
 
 def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, stale_after: float,

@@ -18,6 +18,7 @@ from pendulum import DateTime
 
 from ledger.code import python_digest
 from ledger.dag import describe_callbacks
+from ledger.mapping import literal_count
 from ledger.schedule import Schedule, parse_schedule
 from ledger.signal_rules import can_start
 
@@ -101,6 +102,19 @@ class TaskSpec:
     retry_exponential_backoff: bool = False
     max_retry_delay: float | None = None
     callbacks: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> recorded callables
+    # a mapped task (ledger/mapping.py): (argument, {"literal": n, "values": [...]} or {"xcom_from": task, "key":
+    # key}) in expand() order; empty for a task that is not mapped
+    expand: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+
+    @property
+    def mapped(self) -> bool:
+        return bool(self.expand)
+
+    @property
+    def literal_count(self) -> int | None:
+        """How many instances a task mapped over literal lists has (None: not mapped, or mapped over another
+        task's value, known only once that has run)."""
+        return literal_count(self.expand)
 
     def delay_after(self, try_number: int) -> float:
         """Seconds before the retry that follows failed try `try_number` (1 for the first): retry_delay, or with
@@ -179,6 +193,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
             max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
+            expand=tuple((arg, src) for arg, src in t.get("expand", ())),
         )
         for t in data["tasks"]
     }

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ledger.mapping import split_label
 
 RETURN_KEY = "return_value"
 
@@ -73,6 +76,25 @@ def resolve(value: Any, values: dict[str, dict[str, Any]]) -> Any:
     if isinstance(value, dict):
         return {k: resolve(v, values) for k, v in value.items()}
     return value
+
+
+def pull_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What tries pull (task id -> key -> value) from what a run's task instances stored (by label: the task id,
+    or `task[i]` for instance i of a mapped task): a mapped task's value under a key is the list of its
+    instances' values, ordered by map index (instances that stored none under that key are left out)."""
+    out: dict[str, dict[str, Any]] = {}
+    mapped: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for key, values in stored.items():
+        task_id, index = split_label(key)
+        if index < 0:
+            out[task_id] = dict(values)
+        else:
+            mapped.setdefault(task_id, []).append((index, values))
+    for task_id, items in mapped.items():
+        items.sort(key=lambda item: item[0])
+        names = sorted({name for _i, values in items for name in values})
+        out[task_id] = {name: [values[name] for _i, values in items if name in values] for name in names}
+    return out
 
 
 def refs_in(value: Any) -> list[XComRef]:

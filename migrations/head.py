@@ -3,4 +3,4 @@
 A test keeps this equal to the head of migrations/versions; change it with every new migration.
 """
 
-HEAD = "0007"
+HEAD = "0008"

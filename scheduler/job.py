@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
 from ledger.dependencies import PreviousRun
+from ledger.mapping import NOT_MAPPED, expand_task, label, source_text
 from ledger.models import DagRun
 from ledger.operations import stop_tasks
 from ledger.signal_delivery import open_doorbell, ring
@@ -45,7 +46,7 @@ from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
-from ledger.xcom import read_pushed, read_rendered
+from ledger.xcom import pull_view, read_pushed, read_rendered
 from scheduler import signal_actions
 from scheduler.callbacks import CallbackProcesses
 from scheduler.code_cache import CodeCache
@@ -65,8 +66,10 @@ def _tell_log(path: str, at: datetime, text: str) -> None:
         log.write(f"[ledger] {at.astimezone(UTC).isoformat(timespec='milliseconds')} {text}\n")
 
 
-def log_path(logs: Path, dag_id: str, run_id: int, task_id: str, try_number: int) -> Path:
-    return logs / dag_id / f"run_{run_id}" / task_id / f"try_{try_number}.log"
+def log_path(logs: Path, dag_id: str, run_id: int, task_id: str, try_number: int, map_index: int = NOT_MAPPED) -> Path:
+    """Where a try's log goes: $LEDGER_HOME/logs/<dag>/run_<run>/<task>[/map_<i>]/try_<n>.log."""
+    folder = logs / dag_id / f"run_{run_id}" / task_id
+    return (folder if map_index < 0 else folder / f"map_{map_index}") / f"try_{try_number}.log"
 
 
 @dataclass
@@ -97,6 +100,11 @@ class _InFlight:
     log_path: str = ""
     queued_at: float = 0.0  # wall time the try was handed to the executor (for the task lag metric)
     started: bool = False
+    map_index: int = NOT_MAPPED
+
+    @property
+    def label(self) -> str:
+        return label(self.task_id, self.map_index)
 
 
 @dataclass
@@ -539,9 +547,9 @@ class DagRunJob:
                 pushed = read_pushed(info.log_path + ".xcom.jsonl")
                 if pushed:
                     xcom_store.record(session, pushed, run_id=info.run_id, task_id=info.task_id,
-                                      try_number=o.try_number, now=now)
+                                      try_number=o.try_number, now=now, map_index=info.map_index)
                     if info.run_id in self._xcom:
-                        self._xcom[info.run_id].setdefault(info.task_id, {}).update(dict(pushed))
+                        self._xcom[info.run_id].setdefault(info.label, {}).update(dict(pushed))
                 rendered = read_rendered(info.log_path + ".rendered.json")
                 if rendered is not None:
                     xcom_store.set_rendered(session, o.ti_id, o.try_number, rendered)
@@ -556,11 +564,13 @@ class DagRunJob:
             info = where.get((o.ti_id, o.try_number))
             dag_id, run_id, task_id = (info.dag_id, info.run_id, info.task_id) if info is not None \
                 else found.get(o.ti_id, (None, None, None))
+            index = info.map_index if info is not None else NOT_MAPPED
             failures.append(dict(
                 at=now, kind="task_failed", actor=self.actor, dag_id=dag_id, run_id=run_id,
                 details={"task_id": task_id, "ti_id": o.ti_id, "try_number": o.try_number, "reason": o.reason,
-                         "state": st.value}))
-            self.say(f"{dag_id} run {run_id} task {task_id} try {o.try_number}: {st.value} ({o.reason})")
+                         "state": st.value, **({"map_index": index} if index >= 0 else {})}))
+            self.say(f"{dag_id} run {run_id} task {label(task_id or '?', index)} try {o.try_number}: {st.value} "
+                     f"({o.reason})")
         events.record_many(session, failures)
         return len(written)
 
@@ -675,9 +685,10 @@ class DagRunJob:
         for ti, st, run in plan.mark:
             self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
         task_store.mark(session, [(ti.id, st) for ti, st, _run in plan.mark], now=now)
+        self._expand(session, plan.expand, now)
         self._settled.update(plan.settled)
         report.retry_at = plan.retry_at
-        report.marked = len(plan.mark)
+        report.marked = len(plan.mark) + len(plan.expand)
         report.runs_changed += len(plan.start) + len(plan.finish)
         for run in plan.deadline_missed:
             self._deadline_missed(session, run, specs[run.id], now)
@@ -685,7 +696,7 @@ class DagRunJob:
             stopping, skipped = stop_tasks(session, run, now=now)
             limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
             for instance in run_store.task_instances(session, run.id) if stopping else []:
-                if instance.task_id in stopping:  # the try's log and outcome say why it was stopped
+                if label(instance.task_id, instance.map_index) in stopping:  # its log and outcome say why
                     self._stop_reasons[instance.id] = f"stopped by the run's {limit}"
             plan.finish.append((run, RunState.FAILED, f"{limit} passed; stopping {stopping or 'no tries'}, skipped "
                                                       f"{skipped or 'nothing'}"))
@@ -696,6 +707,38 @@ class DagRunJob:
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
             self.settle_backfill(session, backfill_id, now)
         return self._queue(session, plan.ready + cached, now, report)
+
+    def _expand(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
+                now: datetime) -> None:
+        """Expand mapped tasks whose upstream is done (ledger/mapping.py), from their run's version and the values
+        its tasks passed on: the instances are made, or the task is skipped (empty list) or fails (not a list,
+        too long, no value), each recorded as an event with the reason."""
+        if not candidates:
+            return
+        passed = self._passed_values(session, {run.id for _ti, run, _spec in candidates})
+        limit = self.settings.max_map_length
+        for ti, run, spec in candidates:
+            sources = spec.tasks[ti.task_id].expand
+            source = source_text(sources)
+            found = expand_task(sources, pull_view(passed[run.id]), max_length=limit)
+            where = f"{run.dag_id} run {run.id} task {ti.task_id}"
+            if found.state is None:
+                task_store.expand(session, ti, found.count)
+                events.record(session, "task_expanded", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
+                              task_id=ti.task_id, count=found.count, source=source)
+                self.say(f"{where}: expanded into {found.count} instance(s) over {source}")
+                continue
+            state = TaskState(found.state)
+            task_store.mark(session, [(ti.id, state)], now=now)
+            self._task_state(run.dag_id, ti.task_id, state.value, {"run_id": run.id})
+            kind = "task_expanded" if state == TaskState.SKIPPED else "task_failed"
+            events.record(session, kind, at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
+                          task_id=ti.task_id, ti_id=ti.id, try_number=0, count=0, source=source, state=state.value,
+                          reason=found.reason)
+            if state == TaskState.FAILED:  # its on_failure_callback, as for a failed try (this one had none: 0)
+                self._request_task_callbacks(session, [(task_store.Outcome(
+                    ti.id, 0, state, now, reason=found.reason, decided_at=now), state)], {})
+            self.say(f"{where}: {state.value} ({found.reason})")
 
     def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,
                report: LoopReport, known: Mapping[int, Signal] | None = None) -> list[WorkItem]:
@@ -720,16 +763,17 @@ class DagRunJob:
         signals = {i: known[i] for i in wanted if i in known}
         if len(signals) < len(wanted):
             signals.update(signal_store.by_ids(session, wanted - set(signals)))
-        passed = self._passed_values(session, {run.id for _ti, run, _s in chosen})
+        passed = {i: pull_view(v) for i, v in self._passed_values(session, {run.id for _ti, run, _s in chosen}).items()}
         previous = self._run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
                                                  if run.previous_run_id is not None})
         work = []
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]
             code = self.code_cache().locate(session, run.dag_id, run.version_hash)
+            path = str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id], ti.map_index))
             self._inflight[ti.id] = _InFlight(
-                run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), run.version_hash,
-                str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])), time.time())
+                run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), run.version_hash, path, time.time(),
+                map_index=ti.map_index)
             work.append(WorkItem(
                 ti_id=ti.id, run_id=run.id, dag_id=run.dag_id, task_id=ti.task_id, try_number=tries[ti.id],
                 fileloc=code.fileloc if code is not None else self._dag_file(session, run.dag_id),
@@ -737,7 +781,7 @@ class DagRunJob:
                 code_captured=code.captured if code is not None else False, logical_date=run.logical_date,
                 data_interval_start=run.data_interval_start, data_interval_end=run.data_interval_end,
                 dag_version=run.version_hash, run_type=run.run_type,
-                log_path=str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id])),
+                log_path=path, map_index=ti.map_index,
                 execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
                 priority_weight=ti.priority_weight, xcom=passed.get(run.id, {}),
                 prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,

@@ -22,9 +22,10 @@ from ledger.dag import DAG
 from ledger.dagbag import list_dag_files, load_file
 from ledger.dependencies import TiState, decide
 from ledger.errors import DagNotFound, InvalidInput
+from ledger.mapping import expand_task, label, max_map_length, split_label
 from ledger.states import RunState, TaskState
 from ledger.versions import DagSpec, spec_from_json, version_of
-from ledger.xcom import read_pushed
+from ledger.xcom import pull_view, read_pushed
 from scheduler.executors.base import WorkItem
 from scheduler.executors.sequential import SequentialExecutor
 
@@ -58,7 +59,7 @@ class TestRun:
     data_interval_end: datetime
     code_root: str  # the DAGs folder: helper modules resolve from it, as for the scheduler
     conf: dict[str, Any] = field(default_factory=dict)
-    xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # what the test's tries passed on so far
+    xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> what its tries passed on so far
 
     @classmethod
     def of(cls, dag: DAG, at: datetime, conf: dict[str, Any] | None, folder: Path) -> TestRun:
@@ -67,7 +68,9 @@ class TestRun:
         return cls(dag, spec_from_json(version, text), interval.logical_date, interval.start, interval.end,
                    str(folder), dict(conf or {}))
 
-    def item(self, task_id: str, try_number: int, logs: Path, ti_id: int) -> WorkItem:
+    def item(self, key: str, try_number: int, logs: Path, ti_id: int) -> WorkItem:
+        """The work item of one try of task instance `key` (a task id, or `task[i]`)."""
+        task_id, map_index = split_label(key)
         task = self.spec.tasks[task_id]
         assert self.dag.fileloc is not None
         return WorkItem(
@@ -75,8 +78,8 @@ class TestRun:
             fileloc=self.dag.fileloc, code_root=self.code_root, logical_date=self.logical_date,
             data_interval_start=self.data_interval_start,
             data_interval_end=self.data_interval_end, dag_version=self.spec.version_hash, run_type=TEST_RUN_TYPE,
-            log_path=str(logs / f"{task_id}.try_{try_number}.log"), execution_timeout=task.execution_timeout,
-            conf=self.conf, xcom=self.xcom)
+            log_path=str(logs / f"{key}.try_{try_number}.log"), execution_timeout=task.execution_timeout,
+            conf=self.conf, xcom=pull_view(self.xcom), map_index=map_index)
 
 
 @contextmanager
@@ -89,11 +92,12 @@ def _executor() -> Iterator[SequentialExecutor]:
         executor.end(0)
 
 
-def run_one(executor: SequentialExecutor, item: WorkItem) -> tuple[str, str | None, str]:
-    """Run one try to its end: (state, reason, its log). What it passed on goes into item.xcom (in memory)."""
+def run_one(executor: SequentialExecutor, item: WorkItem,
+            stored: dict[str, dict[str, Any]]) -> tuple[str, str | None, str]:
+    """Run one try to its end: (state, reason, its log). What it passed on goes into `stored` (in memory)."""
     executor.submit(item)
     for key, value in read_pushed(item.log_path + ".xcom.jsonl"):
-        item.xcom.setdefault(item.task_id, {})[key] = value
+        stored.setdefault(label(item.task_id, item.map_index), {})[key] = value
     finished = [e for e in executor.drain() if e.kind == "finished"]
     state, reason = (finished[-1].state or "failed", finished[-1].reason) if finished else ("failed", "no outcome")
     log = Path(item.log_path)
@@ -105,8 +109,11 @@ def test_task(run: TestRun, task_id: str, say: Callable[[str], None]) -> str:
     if task_id not in run.spec.tasks:
         raise InvalidInput(f"DAG {run.dag.dag_id!r} has no task {task_id!r}; it has: "
                            f"{', '.join(sorted(run.spec.tasks))}")
+    if run.spec.tasks[task_id].mapped:
+        raise InvalidInput(f"task {task_id!r} is mapped: its instances get their values from the run; "
+                           f"`ledger dags test {run.dag.dag_id}` runs them")
     with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
-        state, _reason, log = run_one(executor, run.item(task_id, 1, Path(tmp), 1))
+        state, _reason, log = run_one(executor, run.item(task_id, 1, Path(tmp), 1), run.xcom)
     say(log.rstrip("\n"))
     return state
 
@@ -115,26 +122,37 @@ def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
     """Every task of the DAG in dependency order, by the real rules (trigger rules, retries), one try at a time.
     Retries run at once: a test does not wait out retry_delay."""
     spec = run.spec
-    states = {tid: TiState(TaskState.SCHEDULED) for tid in spec.tasks}
-    tries = dict.fromkeys(spec.tasks, 0)
-    ids = {tid: i + 1 for i, tid in enumerate(sorted(spec.tasks))}
+    states = {key: TiState(TaskState.SCHEDULED) for t in spec.tasks.values()
+              for key in ([label(t.task_id, i) for i in range(t.literal_count)] if t.literal_count else [t.task_id])}
+    tries: dict[str, int] = {}
+    ids: dict[str, int] = {}  # label -> a task instance id of its own, for the executor
     with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
         while True:
             decision = decide(spec, states, None, now=datetime.now(UTC))
-            for tid, st in decision.mark.items():
-                states[tid] = TiState(st)
-                say(f"--- {tid}: {st.value} (trigger rule {spec.tasks[tid].trigger_rule})")
+            for key, st in decision.mark.items():
+                states[key] = TiState(st)
+                say(f"--- {key}: {st.value} (trigger rule {spec.tasks[split_label(key)[0]].trigger_rule})")
+            for tid in decision.expand:
+                found = expand_task(spec.tasks[tid].expand, pull_view(run.xcom), max_length=max_map_length())
+                del states[tid]
+                if found.state is None:
+                    states.update((label(tid, i), TiState(TaskState.SCHEDULED)) for i in range(found.count))
+                else:
+                    states[tid] = TiState(TaskState(found.state))
+                say(f"--- {tid}: " + (f"expanded into {found.count} instance(s)" if found.state is None
+                                      else f"{found.state} ({found.reason})"))
             if decision.run_state is not None:
                 return decision.run_state
             if not decision.ready:
-                if decision.mark:
+                if decision.mark or decision.expand:
                     continue
                 return RunState.FAILED  # nothing can run: waiting on signals
-            for tid in decision.ready:
-                tries[tid] += 1
-                state, reason, log = run_one(executor, run.item(tid, tries[tid], Path(tmp), ids[tid]))
-                retry = state == "failed" and tries[tid] <= spec.tasks[tid].retries
+            for key in decision.ready:
+                tries[key] = tries.get(key, 0) + 1
+                item = run.item(key, tries[key], Path(tmp), ids.setdefault(key, len(ids) + 1))
+                state, reason, log = run_one(executor, item, run.xcom)
+                retry = state == "failed" and tries[key] <= spec.tasks[split_label(key)[0]].retries
                 shown = "up_for_retry" if retry else state
-                say(f"--- {tid} try {tries[tid]}: {shown}" + (f" ({reason})" if reason else ""))
+                say(f"--- {key} try {tries[key]}: {shown}" + (f" ({reason})" if reason else ""))
                 say(log.rstrip("\n"))
-                states[tid] = TiState(TaskState.UP_FOR_RETRY if retry else TaskState(state))
+                states[key] = TiState(TaskState.UP_FOR_RETRY if retry else TaskState(state))

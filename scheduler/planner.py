@@ -67,6 +67,7 @@ class RunsPlan:
     mark: list[tuple[TiRow, TaskState, Any]] = field(default_factory=list)  # (ti, new state, run)
     finish: list[tuple[Any, RunState, str | None]] = field(default_factory=list)  # (run, end state, reason)
     ready: list[Candidate] = field(default_factory=list)
+    expand: list[Candidate] = field(default_factory=list)  # mapped tasks to expand now (ledger/mapping.py)
     settled: dict[int, list[Candidate]] = field(default_factory=dict)  # run id -> its ready ones (stable)
     successors: dict[int, int] = field(default_factory=dict)  # previous run id -> held run id
     retry_at: datetime | None = None  # the earliest time something comes due after now (a retry, a timeout)
@@ -115,7 +116,9 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
             continue
         mine = [(h.tis[tid], run, spec) for tid in decision.ready]
         plan.ready.extend(mine)
-        if not decision.mark and decision.retry_at is None and not decision.waiting_on_past and not due:
+        plan.expand.extend((h.tis[key], run, spec) for key in decision.expand)
+        if not decision.mark and not decision.expand and decision.retry_at is None and not decision.waiting_on_past \
+                and not due:
             plan.settled[run.id] = mine
         if decision.retry_at is not None:
             plan.wake_at(decision.retry_at)

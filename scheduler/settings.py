@@ -37,6 +37,7 @@ class SchedulerSettings:
     # LocalExecutor: Python tries run in the (long-lived) worker process itself instead of a child forked per
     # try: faster, no per-try isolation (docs/scheduler.md, "Reusing workers")
     reuse_workers: bool = False
+    max_map_length: int = 1024  # the most instances a task mapped over another task's value gets (else: failed)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:
@@ -63,7 +64,7 @@ class SchedulerSettings:
     def check(self) -> None:
         if self.executor not in ("local", "sequential"):
             raise ConfigError(f"unknown executor {self.executor!r}; use local or sequential")
-        for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism"):
+        for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism", "max_map_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
         if not 0 <= self.metrics_port <= 65535:

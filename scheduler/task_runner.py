@@ -154,12 +154,12 @@ def _template_names(task: Task, context: TaskContext) -> dict[str, Any]:
         task=task, params=context.params, conf=context.conf, ti=context)
 
 
-def _render(plan: Plan) -> Task:
+def _render(plan: Plan, task: Task) -> Task:
     """The task with its template fields rendered (a copy: the planned task is shared by tries); what was
     rendered is written beside the log for the scheduler to store with the try. TemplateError when a
     template fails."""
-    task, context, item = plan.task, plan.context, plan.item
-    assert task is not None and context is not None
+    context, item = plan.context, plan.item
+    assert context is not None
     if not any(has_template(getattr(task, name, None)) for name in task.template_fields):
         return task  # nothing to render: the version's definition is what ran (no file, no cost)
     names = _template_names(task, context)
@@ -175,6 +175,15 @@ def _render(plan: Plan) -> Task:
         with contextlib.suppress(OSError), open(item.log_path + ".rendered.json", "w", encoding="utf-8") as f:
             json.dump(shown, f, default=repr)
     return rendered
+
+
+def _mapped_values(task: Task) -> str:
+    """The values a mapped instance got, for its log."""
+    if isinstance(task, PythonTask) and task.expand_kind == "call":
+        got = {arg: task.op_kwargs.get(arg) for arg, _src in task.expand_args}
+    else:
+        got = {arg: getattr(task, arg, None) for arg, _src in task.expand_args}
+    return ", ".join(f"{arg}={one_line(repr(value), 200)}" for arg, value in got.items())
 
 
 def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
@@ -208,7 +217,15 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
         return "failed", reason
     context = plan.context
     try:
-        task = _render(plan)
+        instance = plan.task.for_instance(plan.item.map_index, context.xcom_values)
+    except (MissingValue, ValueError, IndexError) as exc:
+        reason = one_line(f"cannot make mapped instance {plan.item.map_index}: {exc}")
+        say(reason)
+        return "failed", reason
+    if plan.item.map_index >= 0:
+        say(f"mapped instance {plan.item.map_index}: {_mapped_values(instance)}")
+    try:
+        task = _render(plan, instance)
     except TemplateError as exc:
         say(str(exc))
         return "failed", one_line(str(exc))
@@ -247,8 +264,9 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
 def say_started(item: WorkItem, where: str = "") -> None:
     """The head of a try's log (once its output goes there): which try, which process, which code."""
     secrets.seen_settings()
-    say(f"{now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id} "
-        f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()}{where})")
+    say(f"{now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id}"
+        + (f" map_index={item.map_index} " if item.map_index >= 0 else " ")
+        + f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()}{where})")
     say(code_line(item))
 
 

@@ -213,6 +213,7 @@ def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskCo
         params=dict(params or {}),
         xcom_values={task: dict(values) for task, values in item.xcom.items()},
         prev_interval=item.prev_interval,
+        map_index=item.map_index,
     )
 
 

@@ -1,6 +1,7 @@
 """An Airflow 2 DAG as teams write them: default_args, params, a task group, @task functions passing
-values, templates, a trigger rule and a run timeout. examples/dags/orders_daily.py is the same file with
-its imports changed for ledger (docs/from-airflow.md); a test checks that nothing else differs."""
+values, templates, a trigger rule, a run timeout and mapped tasks (.expand()). examples/dags/orders_daily.py
+is the same file with its imports changed for ledger (docs/from-airflow.md); a test checks that nothing else
+differs."""
 
 from datetime import timedelta
 
@@ -59,4 +60,18 @@ with DAG(
     quality = PythonOperator(task_id="check_quality", python_callable=check_quality)
     cleanup = BashOperator(task_id="cleanup", bash_command="echo 'cleaning up {{ ds }}'", trigger_rule="all_done")
 
+    @task
+    def regions():
+        return ["eu", "us"]
+
+    @task
+    def publish(region, fmt, ds=None):
+        print(f"publishing the {fmt} orders of {ds} to {region}")
+        return f"{region}/{ds}.{fmt}"
+
+    archive = BashOperator.partial(task_id="archive", trigger_rule="all_done").expand(
+        bash_command=["echo 'archiving part {{ ti.map_index }} of {{ ds }}'", "echo 'archiving the index'"]
+    )
+
     extract >> load >> quality >> cleanup
+    extract >> publish.partial(fmt="csv").expand(region=regions()) >> archive >> cleanup

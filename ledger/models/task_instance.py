@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, UniqueConstraint, false
+from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, UniqueConstraint, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ledger.models.base import Base, UtcDateTime
@@ -14,7 +14,7 @@ class TaskInstance(Base):
 
     __tablename__ = "task_instance"
     __table_args__ = (
-        UniqueConstraint("run_id", "task_id"),
+        UniqueConstraint("run_id", "task_id", "map_index"),
         Index("ix_task_instance_state", "state"),
         Index("ix_task_instance_signal_request", "signal_request"),
     )
@@ -23,6 +23,8 @@ class TaskInstance(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("dag_run.id"), nullable=False)
     dag_id: Mapped[str] = mapped_column(String(250))
     task_id: Mapped[str] = mapped_column(String(250))
+    # a mapped task's instance number (0..N-1; ledger/mapping.py); -1: not mapped, or not expanded yet
+    map_index: Mapped[int] = mapped_column(Integer, default=-1, server_default=text("-1"))
     state: Mapped[str] = mapped_column(String(20))
     try_number: Mapped[int] = mapped_column(Integer, default=0)
     max_tries: Mapped[int] = mapped_column(Integer, default=0)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ledger.models.base import Base, UtcDateTime
@@ -19,6 +19,7 @@ class XCom(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("dag_run.id"))
     task_id: Mapped[str] = mapped_column(String(250))
+    map_index: Mapped[int] = mapped_column(Integer, default=-1, server_default=text("-1"))  # -1: not mapped
     try_number: Mapped[int] = mapped_column(Integer)
     key: Mapped[str] = mapped_column(String(250))
     value: Mapped[Any] = mapped_column(JSON, nullable=True)

@@ -10,6 +10,7 @@ from sqlalchemy import String, Table, select
 from sqlalchemy import cast as cast_sql
 from sqlalchemy.orm import Session
 
+from ledger.mapping import split_label
 from ledger.models import Event, SignalRecord
 
 EVENTS = cast(Table, Event.__table__)
@@ -46,7 +47,8 @@ def listing(session: Session, *, dag_id: str | None = None, run_id: int | None =
     if kinds:
         stmt = stmt.where(Event.kind.in_(kinds))
     if task_id is not None:
-        stmt = stmt.where(cast_sql(Event.details, String).contains(json.dumps(task_id), autoescape=True))
+        # the quoted id, or its start: a mapped task's instances are named `task[i]` in lists of tasks
+        stmt = stmt.where(cast_sql(Event.details, String).contains(json.dumps(task_id)[:-1], autoescape=True))
         about = [e for e in session.scalars(stmt) if _about_task(e.details, task_id)]
         return about[-limit:] if limit is not None else about
     if limit is not None:
@@ -58,7 +60,8 @@ def listing(session: Session, *, dag_id: str | None = None, run_id: int | None =
 def _about_task(details: dict[str, Any] | None, task_id: str) -> bool:
     details = details or {}
     tasks = details.get("tasks")
-    return details.get("task_id") == task_id or (isinstance(tasks, list) and task_id in tasks)
+    return details.get("task_id") == task_id or (
+        isinstance(tasks, list) and any(isinstance(t, str) and split_label(t)[0] == task_id for t in tasks))
 
 
 def as_json(event: Event) -> dict[str, Any]:

@@ -7,6 +7,7 @@ transactions are already serialised by BEGIN IMMEDIATE).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,12 +17,13 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import NullType
 
 from ledger.errors import InvalidInput, RunNotFound, TimelineConflict
+from ledger.mapping import NOT_MAPPED, label, source_text
 from ledger.models import Dag, DagRun, TaskInstance, TaskTry, UtcDateTime
 from ledger.schedule import DataInterval
 from ledger.states import RunState, RunType, TaskState
 from ledger.store import events
 from ledger.timeline import ChainLink, Link, Neighbours, plan_batch, plan_splice
-from ledger.versions import DagSpec
+from ledger.versions import DagSpec, TaskSpec
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
 SCHEDULING_TYPES = [RunType.SCHEDULED.value, RunType.BACKFILL.value]  # the runs a schedule resumes after
@@ -88,7 +90,8 @@ def splice(session: Session, spec: DagSpec, new: NewRun, *, now: datetime, actor
     create_task_instances(session, run, spec)
     rows = [dict(at=now, kind="run_created", actor=actor, dag_id=spec.dag_id, run_id=run.id, details={
         "logical_date": at.isoformat(), "run_type": run.run_type, "version": spec.version_hash,
-        "previous_run_id": _str(plan.previous), "backfill_id": new.backfill_id})]
+        "previous_run_id": _str(plan.previous), "backfill_id": new.backfill_id}),
+        *expanded_at_creation(spec.tasks.values(), spec.dag_id, run.id, now=now, actor=actor)]
     if plan.relink is not None:
         rows.append(dict(at=now, kind="run_spliced", actor=actor, dag_id=spec.dag_id, run_id=plan.relink,
                          details={"previous_run_id": str(run.id), "was": _str(plan.previous)}))
@@ -153,13 +156,13 @@ def splice_many(session: Session, spec: DagSpec, new: list[NewRun], *, now: date
                      [{"rid": old, "by": ids[i]} for i, old in plan.displaced.items()])
     if spec.tasks:
         session.execute(insert(TaskInstance), [
-            {"run_id": rid, "dag_id": spec.dag_id, "task_id": task.task_id, "state": TaskState.SCHEDULED.value,
-             "try_number": 0, "max_tries": task.retries + 1, "priority_weight": task.priority_weight,
-             "pool": task.pool} for rid in ids for task in spec.tasks.values()])
+            row for rid in ids for row in instance_rows(rid, spec.dag_id, spec.tasks.values())])
     log = [dict(at=now, kind="run_created", actor=actor, dag_id=spec.dag_id, run_id=ids[i], details={
         "logical_date": dates[i].isoformat(), "run_type": new[i].run_type.value, "version": spec.version_hash,
         "previous_run_id": _str(resolve(plan.new_previous.get(i))), "backfill_id": new[i].backfill_id})
         for i in range(len(new))]
+    log += [e for rid in ids for e in expanded_at_creation(spec.tasks.values(), spec.dag_id, rid, now=now,
+                                                          actor=actor)]
     current = {link.run_id: link.previous for link in window}
     log += [dict(at=now, kind="run_spliced", actor=actor, dag_id=spec.dag_id, run_id=old,
                  details={"previous_run_id": _str(resolve(ref)), "was": _str(current.get(old))})
@@ -175,14 +178,27 @@ def _str(value: int | None) -> str | None:
     return None if value is None else str(value)
 
 
+def instance_rows(run_id: int, dag_id: str, tasks: Iterable[TaskSpec]) -> list[dict[str, Any]]:
+    """The task instance rows a run gets for `tasks`: one per task, or for a task mapped over literal lists one
+    per value (map_index 0..N-1); a task mapped over another task's value waits as one row, map_index -1, until
+    the scheduler expands it (ledger/mapping.py)."""
+    return [{"run_id": run_id, "dag_id": dag_id, "task_id": t.task_id, "map_index": i,
+             "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": t.retries + 1,
+             "priority_weight": t.priority_weight, "pool": t.pool}
+            for t in tasks for i in (range(t.literal_count) if t.literal_count else [NOT_MAPPED])]
+
+
+def expanded_at_creation(tasks: Iterable[TaskSpec], dag_id: str, run_id: int, *, now: datetime,
+                         actor: str) -> list[dict[str, Any]]:
+    """The `task_expanded` events of the tasks mapped over literal lists that a new run expanded."""
+    return [dict(at=now, kind="task_expanded", actor=actor, dag_id=dag_id, run_id=run_id,
+                 details={"task_id": t.task_id, "count": t.literal_count, "source": source_text(t.expand)})
+            for t in tasks if t.literal_count]
+
+
 def create_task_instances(session: Session, run: DagRun, spec: DagSpec) -> None:
-    if not spec.tasks:
-        return
-    session.execute(insert(TaskInstance), [
-        {"run_id": run.id, "dag_id": run.dag_id, "task_id": t.task_id, "state": TaskState.SCHEDULED.value,
-         "try_number": 0, "max_tries": t.retries + 1, "priority_weight": t.priority_weight, "pool": t.pool}
-        for t in spec.tasks.values()
-    ])
+    if spec.tasks:
+        session.execute(insert(TaskInstance), instance_rows(run.id, run.dag_id, spec.tasks.values()))
 
 
 def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: datetime, actor: str,
@@ -212,10 +228,8 @@ def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: dateti
         elif ti.try_number == 0:
             ti.max_tries = task.retries + 1
     if set(added) - have:
-        session.execute(insert(TaskInstance), [
-            {"run_id": run.id, "dag_id": run.dag_id, "task_id": t.task_id, "state": TaskState.SCHEDULED.value,
-             "try_number": 0, "max_tries": t.retries + 1, "priority_weight": t.priority_weight, "pool": t.pool}
-            for t in (spec.tasks[tid] for tid in added if tid not in have)])
+        session.execute(insert(TaskInstance), instance_rows(
+            run.id, run.dag_id, [spec.tasks[tid] for tid in added if tid not in have]))
     run.version_hash = spec.version_hash
     run.schedule = spec.schedule.summary()
     events.record(session, "run_version_changed", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
@@ -225,10 +239,12 @@ def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: dateti
 
 
 def tries_of_run(session: Session, run_id: int) -> list[tuple[str, TaskTry]]:
-    """(task_id, try) of every try of a run's task instances, by task then try number."""
-    return [(task_id, t) for task_id, t in session.execute(
-        select(TaskInstance.task_id, TaskTry).join(TaskTry, TaskTry.task_instance_id == TaskInstance.id)
-        .where(TaskInstance.run_id == run_id).order_by(TaskInstance.task_id, TaskTry.try_number))]
+    """(label, try) of every try of a run's task instances (label: the task id, `task[i]` for a mapped
+    instance), by task, map index, then try number."""
+    return [(label(task_id, map_index), t) for task_id, map_index, t in session.execute(
+        select(TaskInstance.task_id, TaskInstance.map_index, TaskTry)
+        .join(TaskTry, TaskTry.task_instance_id == TaskInstance.id).where(TaskInstance.run_id == run_id)
+        .order_by(TaskInstance.task_id, TaskInstance.map_index, TaskTry.try_number))]
 
 
 def latest_scheduling_run(session: Session, dag_id: str) -> DagRun | None:
@@ -272,9 +288,12 @@ def live_before(session: Session, dag_id: str, at: datetime) -> tuple[DagRun, di
                          .order_by(DagRun.logical_date.desc()).limit(1))
     if run is None:
         return None
-    states = dict(session.execute(select(TaskInstance.task_id, TaskInstance.state)
-                                  .where(TaskInstance.run_id == run.id)).tuples().all())
-    return run, {task_id: str(state) for task_id, state in states.items()}
+    states: dict[str, str] = {}
+    for task_id, state in session.execute(select(TaskInstance.task_id, TaskInstance.state)
+                                          .where(TaskInstance.run_id == run.id)).tuples():
+        if states.get(task_id) in (None, TaskState.SUCCESS.value):  # a mapped task: an instance that did not
+            states[task_id] = str(state)                            # succeed speaks for the task
+    return run, states
 
 
 def get(session: Session, run_id: int | str) -> DagRun:
@@ -295,6 +314,7 @@ def find(session: Session, run_id: int) -> DagRun | None:
 def task_instances(session: Session, run_id: int) -> list[TaskInstance]:
     return list(session.scalars(select(TaskInstance).where(TaskInstance.run_id == run_id)
                                 .order_by(TaskInstance.id)))
+
 
 
 _PASSTHROUGH = NullType()

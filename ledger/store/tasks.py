@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, func, select, update
+from sqlalchemy import Table, and_, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState
+from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
 from ledger.states import TaskState
 from ledger.store.jobs import UNFINISHED
@@ -36,31 +37,38 @@ class TiRow:
     job_id: int | None
     armed: bool = False
     signal_id: int | None = None  # the signal that armed it (a signal-driven task)
+    map_index: int = NOT_MAPPED  # a mapped task's instance number (ledger/mapping.py)
+
+    @property
+    def label(self) -> str:
+        """The task id, or `task[i]` for a mapped instance: the key of the run's task instances."""
+        return label(self.task_id, self.map_index)
 
 
 def row_of(ti: TaskInstance) -> TiRow:
     return TiRow(ti.id, ti.run_id, ti.task_id, TaskState(ti.state), ti.try_number, ti.max_tries, ti.next_try_at,
-                 ti.priority_weight, ti.pool, ti.job_id, bool(ti.signal_armed), ti.signal_id)
+                 ti.priority_weight, ti.pool, ti.job_id, bool(ti.signal_armed), ti.signal_id, ti.map_index)
 
 
 _TI_ROWS = select(TaskInstance.id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
                   TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.next_try_at,
                   TaskInstance.priority_weight, TaskInstance.pool, TaskInstance.job_id,
-                  TaskInstance.signal_armed, TaskInstance.signal_id).where(
+                  TaskInstance.signal_armed, TaskInstance.signal_id, TaskInstance.map_index).where(
     TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)))
 # Statements the loop runs every time are built once: building and keying a statement costs more than
 # executing it on SQLite (see docs/benchmarks.md, "Scheduler loop").
 
 
 def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, TiRow]]:
+    """run id -> label (task id, or `task[i]` for a mapped instance) -> its task instance."""
     out: dict[int, dict[str, TiRow]] = defaultdict(dict)
     if not run_ids:
         return out
     session.flush()  # as session.execute would: the ORM's pending changes first
     for r in session.connection().execute(_TI_ROWS, {"run_ids": list(run_ids)}):
-        out[r.run_id][r.task_id] = TiRow(r.id, r.run_id, r.task_id, TaskState(r.state), r.try_number,
-                                         r.max_tries, r.next_try_at, r.priority_weight, r.pool, r.job_id,
-                                         bool(r.signal_armed), r.signal_id)
+        out[r.run_id][label(r.task_id, r.map_index)] = TiRow(
+            r.id, r.run_id, r.task_id, TaskState(r.state), r.try_number, r.max_tries, r.next_try_at,
+            r.priority_weight, r.pool, r.job_id, bool(r.signal_armed), r.signal_id, r.map_index)
     return out
 
 
@@ -68,16 +76,17 @@ def states_of(rows: dict[str, TiRow]) -> dict[str, TiState]:
     return {tid: TiState(r.state, r.next_try_at, r.armed) for tid, r in rows.items()}
 
 
-_PREVIOUS_STATES = select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state).where(
-    TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)))
+_PREVIOUS_STATES = select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index,
+                          TaskInstance.state).where(TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)))
 
 
 def previous_states(session: Session, previous_ids: list[int]) -> dict[int, dict[str, TaskState]]:
+    """run id -> label -> state, of the runs given (the previous runs of held runs, for depends_on_past)."""
     out: dict[int, dict[str, TaskState]] = defaultdict(dict)
     if previous_ids:
         session.flush()
         for r in session.connection().execute(_PREVIOUS_STATES, {"run_ids": list(previous_ids)}):
-            out[r.run_id][r.task_id] = TaskState(r.state)
+            out[r.run_id][label(r.task_id, r.map_index)] = TaskState(r.state)
     return out
 
 
@@ -242,9 +251,42 @@ def subjects(session: Session, ti_ids: list[int]) -> dict[int, tuple[str, int, s
     return {r.id: (r.dag_id, r.run_id, r.task_id) for r in rows}
 
 
-def instance(session: Session, run_id: int, task_id: str) -> TaskInstance | None:
-    """The task instance of `task_id` in run `run_id` (None: the run's version has no such task)."""
-    return session.scalar(select(TaskInstance).where(TaskInstance.run_id == run_id, TaskInstance.task_id == task_id))
+def instance(session: Session, run_id: int, task_id: str, map_index: int = NOT_MAPPED) -> TaskInstance | None:
+    """The task instance of `task_id` (instance `map_index` of a mapped task) in run `run_id` (None: the run's
+    version has no such task, or it has no such instance)."""
+    return session.scalar(select(TaskInstance).where(TaskInstance.run_id == run_id, TaskInstance.task_id == task_id,
+                                                     TaskInstance.map_index == map_index))
+
+
+def instances(session: Session, run_id: int, task_id: str) -> list[TaskInstance]:
+    """Every task instance of `task_id` in run `run_id`, by map index (one, map_index -1, when it is not mapped
+    or not expanded yet; none when the run's version has no such task)."""
+    return list(session.scalars(select(TaskInstance).where(TaskInstance.run_id == run_id,
+                                                           TaskInstance.task_id == task_id)
+                                .order_by(TaskInstance.map_index)))
+
+
+def expand(session: Session, ti: TiRow, count: int) -> None:
+    """A mapped task's unexpanded instance (map_index -1) becomes instance 0 of `count`; instances 1..count-1
+    are made like it (scheduled, no try yet), or, for a task expanded again after a clear, its `removed`
+    instances below `count` come back (scheduled, with fresh tries); those at or past `count` stay removed.
+    No row is deleted: nothing an instance recorded is lost."""
+    session.execute(update(TaskInstance).where(TaskInstance.id == ti.id, TaskInstance.map_index == NOT_MAPPED)
+                    .values(map_index=0))
+    retries = ti.max_tries - ti.try_number - 1  # what the waiting row was given, by its run or by a clear
+    have = {r.map_index: r for r in session.scalars(select(TaskInstance).where(
+        TaskInstance.run_id == ti.run_id, TaskInstance.task_id == ti.task_id, TaskInstance.map_index > 0))}
+    for i, row in have.items():
+        if i < count and row.state == TaskState.REMOVED.value:
+            rearm(row, retries, arm=False)
+    missing = [i for i in range(1, count) if i not in have]
+    if missing:
+        session.execute(insert(TaskInstance), [
+            {"run_id": ti.run_id, "dag_id": dag_id, "task_id": ti.task_id, "map_index": i,
+             "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": retries + 1,
+             "priority_weight": ti.priority_weight, "pool": ti.pool}
+            for dag_id in session.scalars(select(TaskInstance.dag_id).where(TaskInstance.id == ti.id))
+            for i in missing])
 
 
 def in_unfinished_runs(session: Session, dag_id: str, task_id: str) -> list[tuple[DagRun, TaskInstance | None]]:

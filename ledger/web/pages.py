@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 
 from ledger import documents
 from ledger.errors import InvalidInput, LedgerError, NotFound
+from ledger.mapping import split_label
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
@@ -90,10 +91,12 @@ def log(request: Request, run_id: str, task_id: str, try_number: int) -> HTMLRes
 
     with session_of(request) as session:
         doc = documents.run_document(session, run_id)
-    tries = {t["try_number"]: t for ti in doc["task_instances"] if ti["task_id"] == task_id for t in ti["tries"]}
+    # task_id: the task's id, or `task[i]` for instance i of a mapped task (its label)
+    tries = {t["try_number"]: t for ti in doc["task_instances"] if ti["label"] == task_id for t in ti["tries"]}
     if try_number not in tries:
         raise NotFound(f"run {doc['run_id']} has no try {try_number} of task {task_id!r}")
-    path = log_path(request.app.state.settings.logs_folder, doc["dag_id"], int(doc["run_id"]), task_id, try_number)
+    name, index = split_label(task_id)
+    path = log_path(request.app.state.settings.logs_folder, doc["dag_id"], int(doc["run_id"]), name, try_number, index)
     text = path.read_text(errors="replace") if path.is_file() else None
     return _page(request, "log.html", run=doc, task_id=task_id, the_try=tries[try_number], text=text, path=str(path))
 

@@ -36,6 +36,7 @@ class WorkItem:
     code_captured: bool = True  # False: a version from before helper modules were captured
     xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # values the run's tasks passed on so far
     prev_interval: tuple[str, str] | None = None  # the data interval of the run's previous run (templates)
+    map_index: int = -1  # instance i of a mapped task (ledger/mapping.py); -1: not mapped
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,13 @@ def test_the_ported_dag_runs_in_the_test_loop_and_under_the_scheduler(ready_cli:
     cli.ok("trigger", "orders_daily", "--logical-date", "2024-03-05T06:00", "--conf", '{"min_rows": 50}')
     cli.ok("scheduler", "--exit-when-idle")
     run = cli.json("runs", "show", "1")
-    states = {t["task_id"]: t["state"] for t in run["task_instances"]}
+    states = {t["label"]: t["state"] for t in run["task_instances"]}
     assert states == {"extract": "success", "load.count_rows": "success", "load.store": "success",
-                      "check_quality": "failed", "cleanup": "success"}  # min_rows 50 from --conf: too few
+                      "check_quality": "failed", "cleanup": "success",  # min_rows 50 from --conf: too few
+                      "regions": "success", "publish[0]": "success", "publish[1]": "success",
+                      "archive[0]": "success", "archive[1]": "success"}
+    assert [x["value"] for x in cli.json("tasks", "xcom", "orders_daily", "1", "publish", "--map-index", "1")] == [
+        "us/2024-03-05.csv"]
     assert [t["try_number"] for t in run["task_instances"] if t["task_id"] == "check_quality"] == [3]
     assert [x["value"] for x in cli.json("tasks", "xcom", "orders_daily", "1", "load.store")] == [
         {"rows": 45, "min_rows": 50}]

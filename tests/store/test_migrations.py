@@ -96,3 +96,45 @@ def test_every_migration_goes_down_and_up_on_a_sqlite_database_full_of_data(read
 def test_every_migration_goes_down_and_up_on_a_postgresql_database_full_of_data(cli: Any, postgres_url: str) -> None:
     cli.env["LEDGER_DATABASE_URL"] = postgres_url
     walk_down_and_up_with_data(cli)
+
+
+MAPPED_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("mapped", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")) as dag:
+    BashTask.partial(task_id="m").expand(bash_command=["echo 0", "echo 1"])
+"""
+
+
+def test_a_0007_database_with_task_instances_upgrades_to_mapped_instances(ready_cli: Any) -> None:
+    """Task instances made before mapping existed become map_index -1 (not mapped); their runs show as before,
+    and mapped runs can be made in the upgraded database."""
+    import sqlite3
+
+    cli = ready_cli
+    cli.write_dag("full.py", FULL_DAG)
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
+    assert "to 0007" in cli.ok("db", "downgrade")
+    db = sqlite3.connect(cli.home / "ledger.db")
+    try:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(task_instance)")]
+        before = db.execute("SELECT id, run_id, task_id, state, try_number FROM task_instance ORDER BY id").fetchall()
+    finally:
+        db.close()
+    assert "map_index" not in columns and len(before) == 6  # three runs of two tasks
+    cli.ok("db", "upgrade")
+    db = sqlite3.connect(cli.home / "ledger.db")
+    try:
+        after = db.execute("SELECT id, run_id, task_id, state, try_number, map_index FROM task_instance "
+                           "ORDER BY id").fetchall()
+    finally:
+        db.close()
+    assert after == [(*row, -1) for row in before]
+    shown = cli.json("runs", "show", "1")
+    assert [(t["label"], t["map_index"], t["state"]) for t in shown["task_instances"]] == [
+        ("a", -1, "success"), ("b", -1, "success")]
+    cli.write_dag("mapped.py", MAPPED_DAG)
+    cli.ok("trigger", "mapped", "--logical-date", "2024-03-01")
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
+    assert "0" in cli.ok("tasks", "logs", "mapped", "4", "m", "--map-index", "0")

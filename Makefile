@@ -19,7 +19,7 @@ demo: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --maxschedchunk 1
 
 test-quick: install
 	$(BIN)/python -m pytest -m 'not slow and not postgres and not spark' -x -q

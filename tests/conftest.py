@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -34,11 +35,43 @@ def migrated_sessions(url: str) -> Any:
     return engine, make_sessions(engine)
 
 
+def _clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
+    return env
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file the real `ledger db upgrade` brought to the newest migration, once per test session (per
+    xdist worker). Fixtures that need a migrated database copy it instead of running the migrations again
+    (a `ledger db upgrade` costs a second or more of CPU); the tests of `db upgrade` and of the migrations
+    themselves still start from an empty database."""
+    home = tmp_path_factory.mktemp("migrated") / "home"
+    home.mkdir()
+    done = subprocess.run([LEDGER, "db", "upgrade"], capture_output=True, text=True, env=_clean_env(home),
+                          cwd=home, timeout=300)
+    assert done.returncode == 0 and "upgraded" in done.stdout, done.stdout + done.stderr
+    template = home / "ledger.db"
+    # the last connection closed checkpoints the WAL into the file: the file alone is the whole database
+    leftovers = sorted(p.name for p in home.iterdir() if p != template)
+    assert leftovers == [], f"db upgrade left {leftovers} beside the database"
+    return template
+
+
+def copy_migrated(template: Path, target: Path) -> Path:
+    """A fresh, migrated database at `target` (a copy of the session's template)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    assert not target.exists(), target
+    shutil.copyfile(template, target)
+    return target
+
+
 @pytest.fixture
-def sessions(tmp_path: Path) -> Iterator[Any]:
+def sessions(tmp_path: Path, migrated_sqlite: Path) -> Iterator[Any]:
     """A sessionmaker on a real SQLite file whose schema comes from the migrations."""
-    engine, factory = migrated_sessions(f"sqlite:///{tmp_path / 'ledger.db'}")
-    yield factory
+    engine = make_engine(f"sqlite:///{copy_migrated(migrated_sqlite, tmp_path / 'ledger.db')}")
+    yield make_sessions(engine)
     engine.dispose()
 
 
@@ -104,15 +137,13 @@ class Cli:
 def cli(tmp_path: Path) -> Cli:
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
-    return Cli(home=home, env=env)
+    return Cli(home=home, env=_clean_env(home))
 
 
 @pytest.fixture
-def ready_cli(cli: Cli) -> Cli:
-    """A Cli whose database has been created."""
-    cli.ok("db", "upgrade")
+def ready_cli(cli: Cli, migrated_sqlite: Path) -> Cli:
+    """A Cli whose database has been created: a copy of the one `ledger db upgrade` made for the session."""
+    copy_migrated(migrated_sqlite, cli.home / "ledger.db")
     return cli
 
 
@@ -125,3 +156,23 @@ with DAG("daily", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz
     b = BashTask("b", "echo b")
     a >> b
 """
+
+
+# -- the order tests are handed to xdist workers ---------------------------------------------------------------
+# `make test` runs `pytest -n 2 --maxschedchunk 1`: a worker is handed the next test in the order below whenever
+# it runs low (xdist otherwise hands each worker a quarter of its share at once, in collection order). The long
+# tests (real Spark, the docs' scenarios, PostgreSQL restarts: marked slow or spark) come first, the scenarios
+# through the real `ledger` command next and the quick in-process tests last, so that the run does not end with
+# one worker alone on a 3-minute test while the other idles. Each worker still runs its tests in this order.
+
+
+def _weight(item: pytest.Item) -> int:
+    if item.get_closest_marker("spark") or item.get_closest_marker("slow") or item.path.name == "test_docs.py":
+        return 0
+    if item.get_closest_marker("postgres") or "cli" in getattr(item, "fixturenames", ()):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_weight)  # stable: collection order within each weight

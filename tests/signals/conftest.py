@@ -12,8 +12,9 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from ledger.db import make_engine, make_sessions
 from ledger.signal_service import SignalService
-from tests.conftest import REPO, migrated_sessions
+from tests.conftest import REPO, copy_migrated, migrated_sessions
 
 
 @dataclass
@@ -43,7 +44,12 @@ class Db:
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
     home = tmp_path / "home"
     home.mkdir()
-    url = f"sqlite:///{home / 'ledger.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    engine, sessions = migrated_sessions(url)
+    if request.param == "sqlite":  # a copy of the session's migrated file (tests/conftest.py)
+        url = f"sqlite:///{copy_migrated(request.getfixturevalue('migrated_sqlite'), home / 'ledger.db')}"
+        engine = make_engine(url)
+        sessions = make_sessions(engine)
+    else:
+        url = request.getfixturevalue("postgres_url")
+        engine, sessions = migrated_sessions(url)
     yield Db(url, home, engine, sessions)
     engine.dispose()

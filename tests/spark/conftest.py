@@ -136,9 +136,12 @@ def spark_dag(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_spark_dag(tmp_path_factory.mktemp("spark"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark_worker() -> Iterator[LocalExecutor]:
-    """One LocalExecutor worker for the whole module: its SparkSession is built once, by the first try."""
+    """One LocalExecutor worker for the session (per xdist worker): its SparkSession is built once, by the first
+    try, and not again when the xdist worker runs tests of other modules in between (a module-scoped one was
+    torn down and its JVM started again each time). test_ending_the_executor_stops_the_workers_session_and_its_jvm
+    ends it: it comes after every other test that uses it."""
     executor = LocalExecutor(1)
     executor.start()
     yield executor

@@ -137,12 +137,22 @@ def spark_dag(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def spark_worker() -> Iterator[LocalExecutor]:
+def _spark_workers() -> Iterator[list[LocalExecutor]]:
+    made: list[LocalExecutor] = []
+    yield made
+    for executor in made:
+        executor.end(0)
+
+
+@pytest.fixture
+def spark_worker(_spark_workers: list[LocalExecutor]) -> LocalExecutor:
     """One LocalExecutor worker for the session (per xdist worker): its SparkSession is built once, by the first
     try, and not again when the xdist worker runs tests of other modules in between (a module-scoped one was
-    torn down and its JVM started again each time). test_ending_the_executor_stops_the_workers_session_and_its_jvm
-    ends it: it comes after every other test that uses it."""
-    executor = LocalExecutor(1)
-    executor.start()
-    yield executor
-    executor.end(0)
+    torn down and its JVM started again each time). A test that ends it
+    (test_ending_the_executor_stops_the_workers_session_and_its_jvm) leaves the next test a new one, whatever
+    order the tests run in."""
+    if not _spark_workers or not _spark_workers[-1]._started:
+        executor = LocalExecutor(1)
+        executor.start()
+        _spark_workers.append(executor)
+    return _spark_workers[-1]

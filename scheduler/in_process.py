@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,9 +78,44 @@ def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None
         return "failed", reason, isinstance(exc, spark_session.DriverLost)
 
 
-def _execute_in_process(plan: Plan, began: float) -> tuple[State, str | None, bool]:
-    """Run a planned try in this process: the task in a thread, cancelled at its execution timeout.
-    Returns (state, reason, retire)."""
+Result = tuple[State, str | None, bool]  # (state, reason, retire)
+_NO_OUTCOME: Result = ("failed", "the try ended without an outcome", False)
+
+
+def _in_thread(plan: Plan, began: float, work: Callable[[], Result],
+               on_interrupt: Callable[[], None] | None = None) -> tuple[threading.Thread, list[Result]]:
+    """Run `work` in a daemon thread and wait for it until the try's execution timeout. Returns the thread
+    (still alive when the timeout passed first) and what `work` returned, once it has. A bug of ours in
+    `work` still ends as a clean failed try."""
+    result: list[Result] = []
+
+    def body() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:
+            traceback.print_exc()
+            result.append(("failed", describe_exception(exc), False))
+
+    thread = threading.Thread(target=body, name=f"ledger-try-{plan.item.task_id}", daemon=True)
+    thread.start()
+    timeout = plan.item.execution_timeout
+    try:
+        thread.join(None if timeout is None else max(0.0, began + timeout - time.monotonic()))
+    except BaseException:  # e.g. Ctrl-C in a sequential executor
+        if on_interrupt is not None:
+            on_interrupt()
+        raise
+    return thread, result
+
+
+def _cancel_spark() -> None:
+    from scheduler import spark_session
+
+    spark_session.cancel_all()
+
+
+def _execute_in_process(plan: Plan, began: float) -> Result:
+    """Run a planned try in this process: the task in a thread, cancelled at its execution timeout."""
     if plan.error is None and plan.context is not None and isinstance(plan.task, PythonTask):
         return _python_in_thread(plan, began)
     if plan.error is not None or not isinstance(plan.task, SparkTask) or plan.context is None:
@@ -89,32 +125,12 @@ def _execute_in_process(plan: Plan, began: float) -> tuple[State, str | None, bo
         say(f"output while importing {plan.item.fileloc}:")
         sys.stdout.write(plan.output if plan.output.endswith("\n") else plan.output + "\n")
     task, context = plan.task, plan.context
-    result: list[tuple[State, str | None, bool]] = []
-
-    def body() -> None:
-        try:
-            result.append(_run_spark(task, context))
-        except BaseException as exc:  # a bug of ours: still a clean failed try
-            traceback.print_exc()
-            result.append(("failed", describe_exception(exc), False))
-
-    thread = threading.Thread(target=body, name=f"ledger-try-{plan.item.task_id}", daemon=True)
-    thread.start()
-    timeout = plan.item.execution_timeout
-    try:
-        thread.join(None if timeout is None else max(0.0, began + timeout - time.monotonic()))
-    except BaseException:  # e.g. Ctrl-C in a sequential executor: stop the Spark work, then go
-        from scheduler import spark_session
-
-        spark_session.cancel_all()
-        raise
+    thread, result = _in_thread(plan, began, lambda: _run_spark(task, context), on_interrupt=_cancel_spark)
     if not thread.is_alive():
-        return result[0] if result else ("failed", "the try ended without an outcome", False)
-    from scheduler import spark_session
-
-    reason = f"timed out after {float(timeout or 0)} s"
+        return result[0] if result else _NO_OUTCOME
+    reason = f"timed out after {float(plan.item.execution_timeout or 0)} s"
     say(f"{reason}: cancelling its Spark jobs")
-    spark_session.cancel_all()
+    _cancel_spark()
     thread.join(CANCEL_GRACE)
     if thread.is_alive():
         say(f"the task did not stop within {CANCEL_GRACE:.0f} s of the cancel")
@@ -122,29 +138,16 @@ def _execute_in_process(plan: Plan, began: float) -> tuple[State, str | None, bo
     return "failed", reason, False
 
 
-def _python_in_thread(plan: Plan, began: float) -> tuple[State, str | None, bool]:
+def _python_in_thread(plan: Plan, began: float) -> Result:
     """A Python try in a reused worker (LEDGER_REUSE_WORKERS): the task runs in a thread of this process.
     A thread cannot be stopped, so a try still running at its execution timeout is failed at once and the
     result says `retire`: its worker exits, and the try's thread with it."""
-    result: list[tuple[State, str | None]] = []
-
-    def body() -> None:
-        try:
-            result.append(execute_plan(plan))
-        except BaseException as exc:  # a bug of ours: still a clean failed try
-            traceback.print_exc()
-            result.append(("failed", describe_exception(exc)))
-
-    thread = threading.Thread(target=body, name=f"ledger-try-{plan.item.task_id}", daemon=True)
-    thread.start()
-    timeout = plan.item.execution_timeout
-    thread.join(None if timeout is None else max(0.0, began + timeout - time.monotonic()))
+    thread, result = _in_thread(plan, began, lambda: (*execute_plan(plan), False))
     if thread.is_alive():
-        timed_out = f"timed out after {float(timeout or 0)} s"
+        timed_out = f"timed out after {float(plan.item.execution_timeout or 0)} s"
         say(f"{timed_out}: the task runs in its worker process, which ends with it")
         return "failed", timed_out, True
-    state, reason = result[0] if result else ("failed", "the try ended without an outcome")
-    return state, reason, False
+    return result[0] if result else _NO_OUTCOME
 
 
 def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:

@@ -723,7 +723,7 @@ class DagRunJob:
             found = expand_task(sources, pull_view(passed[run.id]), max_length=limit)
             where = f"{run.dag_id} run {run.id} task {ti.task_id}"
             if found.state is None:
-                task_store.expand(session, ti, found.count)
+                task_store.expand(session, ti, run.dag_id, found.count)
                 events.record(session, "task_expanded", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
                               task_id=ti.task_id, count=found.count, source=source)
                 self.say(f"{where}: expanded into {found.count} instance(s) over {source}")

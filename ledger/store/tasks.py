@@ -266,7 +266,7 @@ def instances(session: Session, run_id: int, task_id: str) -> list[TaskInstance]
                                 .order_by(TaskInstance.map_index)))
 
 
-def expand(session: Session, ti: TiRow, count: int) -> None:
+def expand(session: Session, ti: TiRow, dag_id: str, count: int) -> None:
     """A mapped task's unexpanded instance (map_index -1) becomes instance 0 of `count`; instances 1..count-1
     are made like it (scheduled, no try yet), or, for a task expanded again after a clear, its `removed`
     instances below `count` come back (scheduled, with fresh tries); those at or past `count` stay removed.
@@ -285,7 +285,6 @@ def expand(session: Session, ti: TiRow, count: int) -> None:
             {"run_id": ti.run_id, "dag_id": dag_id, "task_id": ti.task_id, "map_index": i,
              "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": retries + 1,
              "priority_weight": ti.priority_weight, "pool": ti.pool}
-            for dag_id in session.scalars(select(TaskInstance.dag_id).where(TaskInstance.id == ti.id))
             for i in missing])
 
 

@@ -64,7 +64,7 @@ def test_expansion_keeps_the_waiting_row_as_instance_zero_and_adds_the_others(se
     spec = mapped_spec(session, clock)
     run = new_run(session, clock, spec)
     waiting = task_store.rows_for_runs(session, [run.id])[run.id]["double"]
-    task_store.expand(session, waiting, 3)
+    task_store.expand(session, waiting, run.dag_id, 3)
     rows = task_store.rows_for_runs(session, [run.id])[run.id]
     assert [k for k in sorted(rows) if k.startswith("double")] == ["double[0]", "double[1]", "double[2]"]
     assert rows["double[0]"].id == waiting.id  # the same row: nothing it recorded is lost

@@ -57,7 +57,8 @@ class SchedulerSettings:
                 values[f.name] = kind(raw)
             except ValueError:
                 raise ConfigError(f"LEDGER_{f.name.upper()}={raw!r} is not a valid {kind.__name__}") from None
-        settings = replace(cls(), **values, **{k: v for k, v in overrides.items() if v is not None})
+        values.update({k: v for k, v in overrides.items() if v is not None})  # a given option wins
+        settings = replace(cls(), **values)
         settings.check()
         return settings
 

@@ -1,0 +1,24 @@
+"""Scheduler settings: the environment gives defaults, options given on the command line win."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger.errors import ConfigError
+from scheduler.settings import SchedulerSettings
+
+
+def test_an_option_given_wins_over_the_same_setting_in_the_environment() -> None:
+    env = {"LEDGER_PARALLELISM": "4", "LEDGER_REUSE_WORKERS": "false"}
+    settings = SchedulerSettings.from_env(env, parallelism=2, reuse_workers=True)
+    assert (settings.parallelism, settings.reuse_workers) == (2, True)
+
+
+def test_an_option_left_out_keeps_the_environments_value() -> None:
+    settings = SchedulerSettings.from_env({"LEDGER_PARALLELISM": "4"}, parallelism=None)
+    assert settings.parallelism == 4
+
+
+def test_a_bad_value_in_the_environment_is_refused_with_its_name() -> None:
+    with pytest.raises(ConfigError, match="LEDGER_PARALLELISM"):
+        SchedulerSettings.from_env({"LEDGER_PARALLELISM": "many"})

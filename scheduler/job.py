@@ -83,6 +83,7 @@ class LoopReport:
     retry_at: datetime | None = None
     looked_for_runs: bool = False  # collect_runs really queried (it is throttled between runs finishing)
     callbacks: int = 0  # callback calls started or ended
+    write_by: float | None = None  # time.monotonic() by which tries' starts held back must be written
 
     @property
     def progress(self) -> bool:
@@ -140,6 +141,7 @@ class DagRunJob:
     _sent_signals: bool = False  # this loop's transaction sent signals: ring the doorbells after commit
     _state_items: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
+    _held_since: float | None = None  # time.monotonic() of the first start held back in _unrecorded
     _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
     _calls: CallbackProcesses | None = None  # callback calls running in processes of their own
     _call_results: list[tuple[int, str, str | None]] = field(default_factory=list)  # ended, not yet recorded
@@ -254,6 +256,8 @@ class DagRunJob:
         if report.retry_at is not None:
             wait_s = (report.retry_at - self.clock.now()).total_seconds()
             timeout = max(0.0, min(timeout, wait_s))
+        if report.write_by is not None:
+            timeout = max(0.0, min(timeout, report.write_by - time.monotonic()))
         assert self.wakeup is not None
         try:
             self.wakeup.sleep(self.wait_handles(), timeout)
@@ -352,6 +356,8 @@ class DagRunJob:
         drained = self._unrecorded + self.executor.drain()
         self._unrecorded = drained  # until the transaction that records them commits
         self._call_results += self.calls().poll()
+        if self._hold_starts(drained, report):
+            return report
         to_call: list[tuple[int, dict[str, Any]]] = []
         now = self.clock.now()
         work: list[WorkItem] = []
@@ -382,6 +388,7 @@ class DagRunJob:
                 self.wakeup.seen = loop_store.newest_event_id(session)
                 self._own_events_to = self.wakeup.seen
         self._unrecorded = []
+        self._held_since = None
         self._call_results = []
         self._write_log_notes()
         for call_id, request in to_call:
@@ -394,6 +401,23 @@ class DagRunJob:
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report
+
+    def _hold_starts(self, drained: list[TaskEvent], report: LoopReport) -> bool:
+        """Whether this loop can leave out its transaction: it would only write that tries started, while every
+        worker is busy (nothing could be queued). Those starts are written, with the times they happened, by
+        the next transaction (mostly the one that records how the tries ended), at most
+        `started_write_delay` seconds later: one transaction per try instead of two."""
+        delay = self.settings.started_write_delay
+        if delay <= 0 or not drained or any(ev.kind != "started" for ev in drained) or self._call_results \
+                or self._reconcile or self.stopping or self.executor.open_slots() > 0:
+            return False
+        now = time.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+        if now - self._held_since >= delay:
+            return False
+        report.write_by = self._held_since + delay
+        return True
 
     # -- callbacks -----------------------------------------------------------------------------
     def calls(self) -> CallbackProcesses:
@@ -595,7 +619,7 @@ class DagRunJob:
     def _flush_task_states(self, session: Session, now: datetime) -> None:
         if self._state_items:
             items, self._state_items = self._state_items, []
-            signal_store.send_many(session, items, sender=self.actor, now=now, record_events=False)
+            signal_store.send_unreturned(session, items, sender=self.actor, now=now)
             self._sent_signals = True
 
     # -- collect runs --------------------------------------------------------------------------

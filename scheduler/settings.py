@@ -37,6 +37,9 @@ class SchedulerSettings:
     # LocalExecutor: Python tries run in the (long-lived) worker process itself instead of a child forked per
     # try: faster, no per-try isolation (docs/scheduler.md, "Reusing workers")
     reuse_workers: bool = False
+    # a try's start is written with the next transaction the loop needs anyway, at most this many seconds later,
+    # instead of in a transaction of its own while every worker is busy (0: at once); see docs/scheduler.md
+    started_write_delay: float = 0.25
     max_map_length: int = 1024  # the most instances a task mapped over another task's value gets (else: failed)
 
     @classmethod
@@ -70,6 +73,8 @@ class SchedulerSettings:
                 raise ConfigError(f"{name} must be at least 1")
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics port must be between 1 and 65535 (0: off), not {self.metrics_port}")
+        if self.started_write_delay < 0:
+            raise ConfigError("started_write_delay must be 0 or more")
         for name in ("poll_interval", "heartbeat_interval", "lock_timeout", "dag_file_processor_timeout",
                      "db_max_outage", "callback_timeout"):
             if getattr(self, name) <= 0:

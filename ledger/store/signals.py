@@ -115,6 +115,7 @@ _LOCK_AND_BUMP_ONE = text(  # PostgreSQL: the shared send lock is taken before t
     'AS send_lock ON CONFLICT ("key") DO UPDATE SET version = signal_key.version + excluded.version '
     'RETURNING "key", version')
 _INSERT_AND_NOTIFY = SIGNALS.insert().returning(SIGNALS.c.id, func.pg_notify(CHANNEL, sql_cast(SIGNALS.c.id, String)))
+_NOTIFY_NEWEST = text("SELECT pg_notify(:channel, (SELECT max(id) FROM signal)::text)")
 _ADVANCE_ONE = text(
     'INSERT INTO signal_cursor (listener, "key", version, updated_at) VALUES (:listener, :key, :version, :at) '
     'ON CONFLICT (listener, "key") DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at '
@@ -142,6 +143,18 @@ def send_many(session: Session, items: Sequence[Item], *, sender: str, now: date
     when any item is invalid. `record_events=False` leaves the events out (task state signals: their
     changes are recorded as task tries already).
     """
+    return _send(session, items, sender=sender, now=now, record_events=record_events) or []
+
+
+def send_unreturned(session: Session, items: Sequence[Item], *, sender: str, now: datetime) -> None:
+    """send_many without events and without reading the new signals' ids back: the batch is one executemany
+    (SQLite cannot return the ids of a multi-row insert in order, so send_many inserts row by row there).
+    For the scheduler's task state signals, whose ids nobody asks for."""
+    _send(session, items, sender=sender, now=now, record_events=False, want_ids=False)
+
+
+def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime, record_events: bool,
+          want_ids: bool = True) -> list[Signal] | None:
     if not items:
         return []
     checked = [(validate_key(k), validate_value(v), validate_meta(m)) for k, v, m in items]
@@ -174,6 +187,11 @@ def send_many(session: Session, items: Sequence[Item], *, sender: str, now: date
         rows.append({"key": key, "version": following[key], "value": value, "sender": sender, "sent_at": at,
                      "meta": meta})
         following[key] += 1
+    if not want_ids:
+        session.execute(SIGNALS.insert(), rows)
+        if postgres:
+            session.execute(_NOTIFY_NEWEST, {"channel": CHANNEL})
+        return None
     if postgres and len(rows) == 1:  # its NOTIFY in the same statement
         ids = [session.execute(_INSERT_AND_NOTIFY.values(rows[0])).one()[0]]
     else:

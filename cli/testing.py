@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,7 +15,9 @@ from ledger.errors import InvalidInput
 from ledger.mapping import split_label
 from ledger.params import check_conf, from_description
 from ledger.states import RunState, TaskState
-from scheduler.local_test import TestRun, find_dag, test_dag, test_task
+
+if TYPE_CHECKING:  # the test loop (task running, templates, jinja2) is imported by the test commands only
+    from scheduler.local_test import TestRun
 
 LogicalDate = Annotated[str | None, typer.Option("--logical-date", help="ISO date or datetime, in the DAG's "
                         "timezone when naive (default: now).")]
@@ -39,6 +41,8 @@ def _prepare(dag_id: str, logical_date: str | None, conf: str | None, dags_folde
     conf_value = parse_conf(conf)
     env = open_env(dags_folder)  # type: ignore[arg-type]
     env.require_dags_folder()
+    from scheduler.local_test import TestRun, find_dag
+
     dag = find_dag(env.settings.dags_folder, dag_id)
     run = TestRun.of(dag, env.clock.now(), conf_value, env.settings.dags_folder)
     _check_conf(run.spec.params, conf_value, dag_id)  # as `ledger trigger` checks it
@@ -55,6 +59,8 @@ def task_test(dag_id: DagId, task_id: Annotated[str, typer.Argument(help="The ta
     environment the scheduler would give its try; print its log. Records nothing (the database is not
     opened). Exit 0 when the try succeeded (or skipped), 1 otherwise."""
     run = _prepare(dag_id, logical_date, conf, dags_folder)
+    from scheduler.local_test import test_task
+
     state = test_task(run, task_id, _say)
     if state not in (TaskState.SUCCESS.value, TaskState.SKIPPED.value):
         raise typer.Exit(1)
@@ -79,6 +85,8 @@ def dag_test(dag_id: DagId, logical_date: LogicalDate = None, conf: Conf = None,
     run = _prepare(dag_id, logical_date, conf, dags_folder)
     _say(f"test run of {dag_id} at {run.logical_date.isoformat()} (interval {run.data_interval_start.isoformat()} "
          f"to {run.data_interval_end.isoformat()}), version {run.spec.version_hash[:12]} (not registered)")
+    from scheduler.local_test import test_dag
+
     state = test_dag(run, _say)
     _say(f"test run of {dag_id}: {state.value}")
     if state != RunState.SUCCESS:

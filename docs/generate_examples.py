@@ -11,7 +11,8 @@ Each block between `<!-- generated: NAME -->` and `<!-- end generated -->` is wr
 - docs/backfill.md: the output of the commands that SCENARIO lists under NAME, run in order on a fresh
   LEDGER_HOME with the example DAG examples/dags/daily_sales.py (COLUMNS=110);
 - docs/tutorial.md: `make demo`'s output (examples/demo.py, with Spark), one block per command, NAME being
-  the command (`ledger timeline sales_pipeline --all`); the demo runs in /tmp/ledger-docs-demo;
+  the command (`ledger timeline sales_pipeline --all`); the demo runs in /tmp/ledger-docs-demo (with
+  LEDGER_DOCS_KEEP_DEMO=DIR its LEDGER_HOME is moved to DIR afterwards, for tests/test_docs.py to look at);
 - docs/operations.md, authoring.md, scheduler.md, from-airflow.md, web.md: likewise (run_scenario), the
   steps OPERATIONS, AUTHORING, ... list under NAME, on example DAGs of examples/dags (authoring.md: the DAG
   of its scenario test); web.md's on a `ledger webserver` asked by curl;
@@ -176,9 +177,12 @@ def run_demo() -> dict[str, str]:
     home = DEMO_HOME  # one path wherever it runs: a longer one would wrap the tables differently
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update(LEDGER_DEMO_HOME=str(home), NO_COLOR="1", PYTHONPATH=str(REPO), COLUMNS="150")  # make demo's width
+    keep = os.environ.get("LEDGER_DOCS_KEEP_DEMO")  # tests/test_docs.py then checks the demo's data and records
     try:
         done = subprocess.run([sys.executable, str(REPO / "examples" / "demo.py")], capture_output=True, text=True,
                               env=env, cwd=REPO, timeout=900)
+        if keep and home.exists():
+            shutil.move(home, keep)
     finally:
         shutil.rmtree(home.parent, ignore_errors=True)
     if done.returncode != 0:

@@ -177,3 +177,35 @@ def load_average() -> float:
         return round(os.getloadavg()[0], 2)
     except OSError:
         return float("nan")
+
+
+def physical_baseline(samples: int = 200) -> dict[str, float]:
+    """What this machine allows at the moment, measured beside a benchmark (issue 13, item 7): the median time
+    for a warm interpreter to fork a child that exits at once and reap it (ms), and the median time of one
+    small SQLite transaction committed in WAL mode with synchronous=NORMAL, as ledger opens its file (us)."""
+    import sqlite3
+    import tempfile
+
+    forks = []
+    for _ in range(samples):
+        began = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        forks.append(time.perf_counter() - began)
+    commits = []
+    with tempfile.TemporaryDirectory(prefix="ledger-baseline-") as folder:
+        conn = sqlite3.connect(os.path.join(folder, "b.db"), isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        for i in range(samples * 5):
+            began = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (v) VALUES (?)", (str(i),))
+            conn.execute("COMMIT")
+            commits.append(time.perf_counter() - began)
+        conn.close()
+    return {"fork_exit_ms": round(statistics.median(forks) * 1000.0, 3),
+            "sqlite_commit_us": round(statistics.median(commits) * 1e6, 1)}

@@ -21,7 +21,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks._common import summarise
+from benchmarks._common import physical_baseline, summarise
 
 
 def write_dag(folder: Path) -> Path:
@@ -48,6 +48,7 @@ def one_round(fileloc: Path, logs: Path, tries: int, parallelism: int, start_met
     from scheduler.executors.local import LocalExecutor
 
     now = datetime(2024, 1, 1, tzinfo=UTC)
+    baseline = physical_baseline()  # before the workers start: the fork is the scheduler process's
     executor = LocalExecutor(parallelism, start_method=start_method, reuse_workers=reuse)  # type: ignore[arg-type]
     boot = time.perf_counter()
     executor.start()
@@ -84,7 +85,7 @@ def one_round(fileloc: Path, logs: Path, tries: int, parallelism: int, start_met
     if failed:
         raise SystemExit(f"no-op tries failed: {failed[:3]}")
     return {"tries_per_s": tries / seconds, "seconds": seconds, "startup_s": started_up,
-            "submit_to_start_ms": statistics.median(lat)}
+            "submit_to_start_ms": statistics.median(lat), **baseline}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     for (method, reuse), done in rounds.items():
         out = {"benchmark": "executor_throughput", "start_method": method, "reuse_workers": reuse,
                "tries": args.tries, "parallelism": args.parallelism, "repeat": args.repeat}
-        for key, digits in (("tries_per_s", 1), ("submit_to_start_ms", 2), ("startup_s", 3)):
+        for key, digits in (("tries_per_s", 1), ("submit_to_start_ms", 2), ("startup_s", 3), ("fork_exit_ms", 3),
+                            ("sqlite_commit_us", 1)):
             out.update(summarise(done, key, digits))
         print(json.dumps(out), flush=True)
 

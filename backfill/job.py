@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,7 @@ class BackfillJob(DagRunJob):
     waiting: list[tuple[int, str, bool]] = field(default_factory=list)  # (run id, why it waits, blocked)
     blocked: bool = False  # stopped: every unfinished run waits on a failed previous run (depends_on_past)
     _unfinished: int = 1
+    _next_wait_look: float = 0.0  # time.monotonic() when waiting_reasons may be read again
     _extra: dict[str, Any] = field(default_factory=dict)
 
     adopted: list[int] = field(default_factory=list)  # dead backfills whose unfinished runs this one finishes
@@ -53,14 +55,20 @@ class BackfillJob(DagRunJob):
             if row is not None and row.state == BackfillState.CANCELLED.value:
                 self.cancelled = self.stopping = True
         report = LoopReport() if self.stopping else super().loop_once()
+        # why runs wait is looked up when the backfill stands still (a loop without progress), at most once per
+        # poll_interval: it reads every unfinished run, which a loop that moves does not need
+        look = not report.progress and time.monotonic() >= self._next_wait_look
         with self.transaction() as session:
             progress = progress_of(session, self.backfill_id, self.adopted_runs)
             self._unfinished = progress.runs_total - progress.runs_done
-            self.waiting = waiting_reasons(session, self.backfill_id, self.job_id, self.adopted_runs) \
-                if self._unfinished else []
+            if not self._unfinished:
+                self.waiting = []
+            elif look:
+                self.waiting = waiting_reasons(session, self.backfill_id, self.job_id, self.adopted_runs)
+                self._next_wait_look = time.monotonic() + self.settings.poll_interval
         if self.waiting and not report.progress:
             self._claim_now = True  # a run another job held may be free now
-            if len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \
+            if look and len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \
                     and not self.executor.in_flight() and report.retry_at is None:
                 self.blocked = self.stopping = True  # nothing can move until a person re-runs those dates
         if self.on_progress is not None:

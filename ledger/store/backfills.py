@@ -100,13 +100,26 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
     """(run id, why it waits, blocked) for the backfill's unfinished runs (and the `adopted` ones) that this job
     cannot run now: held by another job, queued while max_active_runs runs of the DAG are running, held back by
     depends_on_past, or running with a task that needs a pool whose slots are all taken. `blocked`: only a
-    person can unblock it (its previous run failed)."""
+    person can unblock it (its previous run failed).
+
+    A handful of statements whatever the number of runs (a backfill of 1,000 dates asks this while it waits):
+    what is the same for every run of a DAG is read once, and per-run facts in one grouped query each."""
     from ledger.store import dags as dag_store
 
     out: list[tuple[int, str, bool]] = []
     runs = list(session.scalars(select(DagRun).where(finishing(backfill_id, adopted),
                                                      DagRun.state.in_(UNFINISHED_RUNS))
                                 .order_by(DagRun.logical_date)))
+    if not runs:
+        return out
+    ids = [run.id for run in runs]
+    tried = _runs_with(session, ids, TaskInstance.try_number > 0)  # runs with a task that has started
+    active = _runs_with(session, ids, TaskInstance.state.in_(ACTIVE))
+    holding: dict[str, bool] = {}
+    running_of: dict[tuple[str, int], list[Any]] = {}
+    stalled: list[int] = []
+    previous = {r.id: r for r in session.scalars(select(DagRun).where(DagRun.id.in_(
+        {run.previous_run_id for run in runs if run.previous_run_id is not None})))}
     for run in runs:
         said = len(out)
         spec = dag_store.spec(session, run.dag_id, run.version_hash)
@@ -114,58 +127,85 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
             holder = session.get(Job, run.lock_holder)
             what = f"{holder.job_type} {holder.id}" if holder is not None else f"job {run.lock_holder}"
             out.append((run.id, f"held by {what}", False))
-        elif run.state == RunState.QUEUED.value and session.scalar(select(Dag.hold_queued).where(
-                Dag.dag_id == run.dag_id)):
+        elif run.state == RunState.QUEUED.value and _holds_queued(session, holding, run.dag_id):
             out.append((run.id, f"DAG {run.dag_id} is paused with --stop-queued (ledger dags unpause "
                                 f"{run.dag_id})", False))
         elif run.state == RunState.QUEUED.value:
-            running = list(session.execute(select(DagRun.id, DagRun.backfill_id).where(
-                DagRun.dag_id == run.dag_id, DagRun.state == RunState.RUNNING.value).limit(spec.max_active_runs)))
+            key = (run.dag_id, spec.max_active_runs)
+            if key not in running_of:
+                running_of[key] = list(session.execute(select(DagRun.id, DagRun.backfill_id).where(
+                    DagRun.dag_id == run.dag_id, DagRun.state == RunState.RUNNING.value).order_by(DagRun.id)
+                    .limit(spec.max_active_runs)))
+            running = running_of[key]
             if len(running) >= spec.max_active_runs:
                 first = running[0]
                 whose = f" of backfill {first.backfill_id}" if first.backfill_id is not None else ""
                 out.append((run.id, f"max_active_runs {spec.max_active_runs} reached by run {first.id}{whose}",
                             False))
         elif run.previous_run_id is not None and any(t.depends_on_past for t in spec.tasks.values()):
-            previous = session.get(DagRun, run.previous_run_id)
-            started = session.scalar(select(func.count()).select_from(TaskInstance).where(
-                TaskInstance.run_id == run.id, TaskInstance.try_number > 0)) or 0
-            if previous is not None and not started:
-                if previous.state == RunState.FAILED.value:
-                    out.append((run.id, f"depends_on_past: its previous run {previous.id} ({previous.run_type}) "
+            before = previous.get(run.previous_run_id)
+            if before is not None and run.id not in tried:
+                if before.state == RunState.FAILED.value:
+                    out.append((run.id, f"depends_on_past: its previous run {before.id} ({before.run_type}) "
                                         "failed", True))
-                elif previous.state in UNFINISHED_RUNS:
-                    out.append((run.id, f"depends_on_past: waits for run {previous.id} ({previous.run_type})",
+                elif before.state in UNFINISHED_RUNS:
+                    out.append((run.id, f"depends_on_past: waits for run {before.id} ({before.run_type})",
                                 False))
-        if run.state == RunState.RUNNING.value and len(out) == said:  # no other reason given for it
-            full = full_pool(session, run.id)
-            if full is not None:
-                out.append((run.id, full, False))
-    return out
+        if run.state == RunState.RUNNING.value and len(out) == said and run.id not in active:
+            stalled.append(run.id)  # no other reason given, and nothing of it queued or running: a pool?
+            out.append((run.id, "", False))
+    full = full_pools(session, stalled)
+    return [(run_id, why or full[run_id], blocked) for run_id, why, blocked in out
+            if why or run_id in full]
 
 
-def full_pool(session: Session, run_id: int) -> str | None:
-    """Why a running run with nothing queued or running waits on a pool: a task instance of it that is
-    scheduled needs a pool whose slots are all taken (by whom, first). None when it is not so: the run is
-    moving, or what holds it is not a pool (upstream tasks, a retry delay, a signal)."""
-    active = session.scalar(select(func.count()).select_from(TaskInstance).where(
-        TaskInstance.run_id == run_id, TaskInstance.state.in_(ACTIVE))) or 0
-    if active:
-        return None
-    wanted = session.scalars(select(TaskInstance.pool).where(
-        TaskInstance.run_id == run_id, TaskInstance.state == TaskState.SCHEDULED.value).distinct()).all()
-    for name in sorted(wanted):
-        pool = session.get(Pool, name)
-        if pool is None:
-            continue  # a pool that is not defined does not limit (as the scheduler reads pools)
-        if pool.slots == 0:
-            return f"pool {name} has 0 slots (ledger pools set {name} N)"
+def _runs_with(session: Session, run_ids: list[int], where: ColumnElement[bool]) -> set[int]:
+    """Those of the runs that have a task instance matching `where`."""
+    found: set[int] = set()
+    for chunk in range(0, len(run_ids), 500):
+        found.update(session.scalars(select(TaskInstance.run_id).where(
+            TaskInstance.run_id.in_(run_ids[chunk:chunk + 500]), where).distinct()))
+    return found
+
+
+def _holds_queued(session: Session, seen: dict[str, bool], dag_id: str) -> bool:
+    if dag_id not in seen:
+        seen[dag_id] = bool(session.scalar(select(Dag.hold_queued).where(Dag.dag_id == dag_id)))
+    return seen[dag_id]
+
+
+def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
+    """Why each of these running runs, with nothing queued or running, waits on a pool: a task instance of it
+    that is scheduled needs a pool whose slots are all taken (by whom, first). A run left out is not so: what
+    holds it is not a pool (upstream tasks, a retry delay, a signal). One query for the runs, one for the
+    pools, one per full pool wanted."""
+    wanted: dict[int, set[str]] = {}
+    ids = list(run_ids)
+    for chunk in range(0, len(ids), 500):
+        for run_id, pool in session.execute(select(TaskInstance.run_id, TaskInstance.pool).where(
+                TaskInstance.run_id.in_(ids[chunk:chunk + 500]),
+                TaskInstance.state == TaskState.SCHEDULED.value).distinct()):
+            wanted.setdefault(run_id, set()).add(pool)
+    if not wanted:
+        return {}
+    names = set().union(*wanted.values())
+    slots = {p.name: p.slots for p in session.scalars(select(Pool).where(Pool.name.in_(names)))}
+    why_full: dict[str, str | None] = {}
+    for name in sorted(n for n in names if n in slots):  # a pool that is not defined does not limit
+        if slots[name] == 0:
+            why_full[name] = f"pool {name} has 0 slots (ledger pools set {name} N)"
+            continue
         holders = session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
             TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE)).order_by(TaskInstance.id)
-            .limit(pool.slots)).all()
-        if len(holders) >= pool.slots:
-            return f"pool {name}: all {pool.slots} slot(s) in use (first by run {holders[0][0]}, task {holders[0][1]})"
-    return None
+            .limit(slots[name])).all()
+        why_full[name] = f"pool {name}: all {slots[name]} slot(s) in use (first by run {holders[0][0]}, task " \
+                         f"{holders[0][1]})" if len(holders) >= slots[name] else None
+    out: dict[int, str] = {}
+    for run_id, pools in wanted.items():
+        full = next((why_full[n] for n in sorted(pools) if why_full.get(n)), None)
+        if full is not None:
+            out[run_id] = full
+    return out
 
 
 def planned_of(session: Session, backfill_id: int) -> int:

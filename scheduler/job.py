@@ -409,8 +409,9 @@ class DagRunJob:
         `started_write_delay` seconds later: one transaction per try instead of two."""
         delay = self.settings.started_write_delay
         if delay <= 0 or not drained or any(ev.kind != "started" for ev in drained) or self._call_results \
-                or self._reconcile or self.stopping or self.executor.open_slots() > 0:
-            return False
+                or self._reconcile or self.stopping or self.executor.open_slots() > 0 \
+                or time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
+            return False  # (a due heartbeat is written: holding starts never makes the job look silent)
         now = time.monotonic()
         if self._held_since is None:
             self._held_since = now

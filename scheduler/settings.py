@@ -73,8 +73,9 @@ class SchedulerSettings:
                 raise ConfigError(f"{name} must be at least 1")
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics port must be between 1 and 65535 (0: off), not {self.metrics_port}")
-        if self.started_write_delay < 0:
-            raise ConfigError("started_write_delay must be 0 or more")
+        if not 0 <= self.started_write_delay < self.heartbeat_interval:  # (nan is refused too)
+            raise ConfigError(f"started_write_delay must be 0 or more and less than heartbeat_interval "
+                              f"({self.heartbeat_interval:g} s)")
         for name in ("poll_interval", "heartbeat_interval", "lock_timeout", "dag_file_processor_timeout",
                      "db_max_outage", "callback_timeout"):
             if getattr(self, name) <= 0:

@@ -24,6 +24,20 @@ REPO = Path(__file__).resolve().parent.parent
 LEDGER = str(Path(sys.executable).with_name("ledger"))
 
 
+def _import_cli_as_a_command_would() -> None:
+    """The CLI's rich consoles take their width and colours from the environment when `cli` is first imported:
+    import it here, before any test does, in the environment every command gets (_clean_env), so that commands
+    run in this process (IN_PROCESS) print as the `ledger` console script does."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(_clean_env(REPO))
+    try:
+        import cli.app  # noqa: F401
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture
 def clock() -> FixedClock:
     return FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
@@ -39,6 +53,9 @@ def _clean_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
     return env
+
+
+_import_cli_as_a_command_would()
 
 
 @pytest.fixture(scope="session")
@@ -93,14 +110,15 @@ class Result:
 
 
 # commands whose whole work is reading and writing the database: no fork, no signal handler, no DAG file import
+# (trigger and `tasks clear --on-latest-version` read the DAGs folder first, in forked DAG file processors)
 IN_PROCESS = {"timeline", "events", "runs", "lineage", "signal", "variables", "connections", "callbacks", "pools",
-              "trigger", "tasks"}
+              "tasks"}
 
 
 def _in_process(args: tuple[str, ...]) -> bool:
     if os.environ.get("LEDGER_TEST_CLI") == "subprocess" or not args or args[0] not in IN_PROCESS:
         return False
-    return not (args[0] == "tasks" and len(args) > 1 and args[1] == "test")  # runs task code
+    return not (args[0] == "tasks" and (args[1:2] == ("test",) or "--on-latest-version" in args))
 
 
 def _run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd: Path) -> Result:
@@ -120,7 +138,7 @@ def _run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd
         engines.add(connection.engine)
 
     out, err = io.StringIO(), io.StringIO()
-    saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
+    saved_env, saved_cwd, saved_stdin, saved_hook = dict(os.environ), os.getcwd(), sys.stdin, sys.excepthook
     event.listen(Engine, "engine_connect", opened)
     os.environ.clear()
     os.environ.update(env)
@@ -147,7 +165,7 @@ def _run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
-        sys.stdin = saved_stdin
+        sys.stdin, sys.excepthook = saved_stdin, saved_hook
     return Result(code, out.getvalue(), err.getvalue())
 
 

@@ -118,8 +118,9 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
     holding: dict[str, bool] = {}
     running_of: dict[tuple[str, int], list[Any]] = {}
     stalled: list[int] = []
-    previous = {r.id: r for r in session.scalars(select(DagRun).where(DagRun.id.in_(
-        {run.previous_run_id for run in runs if run.previous_run_id is not None})))}
+    before_ids = sorted({run.previous_run_id for run in runs if run.previous_run_id is not None})
+    previous = {r.id: r for chunk in range(0, len(before_ids), 500) for r in session.scalars(
+        select(DagRun).where(DagRun.id.in_(before_ids[chunk:chunk + 500])))}
     for run in runs:
         said = len(out)
         spec = dag_store.spec(session, run.dag_id, run.version_hash)

@@ -115,7 +115,7 @@ _LOCK_AND_BUMP_ONE = text(  # PostgreSQL: the shared send lock is taken before t
     'AS send_lock ON CONFLICT ("key") DO UPDATE SET version = signal_key.version + excluded.version '
     'RETURNING "key", version')
 _INSERT_AND_NOTIFY = SIGNALS.insert().returning(SIGNALS.c.id, func.pg_notify(CHANNEL, sql_cast(SIGNALS.c.id, String)))
-_NOTIFY_NEWEST = text("SELECT pg_notify(:channel, (SELECT max(id) FROM signal)::text)")
+_NOTIFY_NEWEST = text("SELECT pg_notify(:channel, lastval()::text)")  # the id of the row just inserted
 _ADVANCE_ONE = text(
     'INSERT INTO signal_cursor (listener, "key", version, updated_at) VALUES (:listener, :key, :version, :at) '
     'ON CONFLICT (listener, "key") DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at '

@@ -88,3 +88,13 @@ def test_a_start_held_back_is_written_when_the_job_stops(tmp_path: Path, job_par
     job.shutdown()  # the try is still running: it is failed by the shutdown, and its start is on record
     ti_state, try_state, started, ended = try_of(job_parts[1], "a")
     assert (ti_state, try_state) != ("queued", "queued") and started is not None and ended is not None
+
+
+def test_a_due_heartbeat_is_not_held_back_with_the_starts(tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    """Holding starts must never make the job look silent to others (they would take its runs over)."""
+    job, _executor = a_busy_job(tmp_path, job_parts, delay=60.0)
+    job.settings = replace(job.settings, heartbeat_interval=0.05)
+    time.sleep(0.06)
+    job.loop_once()
+    assert try_of(job_parts[1], "a")[:2] == ("running", "running")
+    job.shutdown()

@@ -22,3 +22,10 @@ def test_an_option_left_out_keeps_the_environments_value() -> None:
 def test_a_bad_value_in_the_environment_is_refused_with_its_name() -> None:
     with pytest.raises(ConfigError, match="LEDGER_PARALLELISM"):
         SchedulerSettings.from_env({"LEDGER_PARALLELISM": "many"})
+
+
+def test_the_started_write_delay_stays_under_the_heartbeat_interval() -> None:
+    assert SchedulerSettings.from_env({"LEDGER_STARTED_WRITE_DELAY": "0"}).started_write_delay == 0
+    for bad in ("-1", "nan", "2", "60"):  # the heartbeat interval is 2 s by default
+        with pytest.raises(ConfigError, match="started_write_delay"):
+            SchedulerSettings.from_env({"LEDGER_STARTED_WRITE_DELAY": bad})

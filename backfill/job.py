@@ -66,6 +66,8 @@ class BackfillJob(DagRunJob):
             elif look:
                 self.waiting = waiting_reasons(session, self.backfill_id, self.job_id, self.adopted_runs)
                 self._next_wait_look = time.monotonic() + self.settings.poll_interval
+            elif report.queued or report.runs_changed:
+                self.waiting = []  # something moved: what waited may not wait now; looked up again when it stands still
         if self.waiting and not report.progress:
             self._claim_now = True  # a run another job held may be free now
             if look and len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \

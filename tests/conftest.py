@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,18 +25,25 @@ REPO = Path(__file__).resolve().parent.parent
 LEDGER = str(Path(sys.executable).with_name("ledger"))
 
 
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """os.environ is exactly `env` inside the block, and what it was again after it."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def _import_cli_as_a_command_would() -> None:
     """The CLI's rich consoles take their width and colours from the environment when `cli` is first imported:
     import it here, before any test does, in the environment every command gets (_clean_env), so that commands
     run in this process (IN_PROCESS) print as the `ledger` console script does."""
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(_clean_env(REPO))
-    try:
+    with _environment(_clean_env(REPO)):
         import cli.app  # noqa: F401
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 @pytest.fixture
@@ -125,7 +133,6 @@ def _run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd
     """`ledger ARGS` through the console script's entry point, in this process, as a subprocess would see it:
     its environment and working directory, stdin from `input`; an uncaught exception is a traceback on stderr
     and exit status 1, as Python's."""
-    import contextlib
     import io
     import traceback
 
@@ -138,15 +145,13 @@ def _run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd
         engines.add(connection.engine)
 
     out, err = io.StringIO(), io.StringIO()
-    saved_env, saved_cwd, saved_stdin, saved_hook = dict(os.environ), os.getcwd(), sys.stdin, sys.excepthook
+    saved_cwd, saved_stdin, saved_hook = os.getcwd(), sys.stdin, sys.excepthook
     event.listen(Engine, "engine_connect", opened)
-    os.environ.clear()
-    os.environ.update(env)
     os.chdir(cwd)
     sys.stdin = io.StringIO(input or "")
     code = 0
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with _environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             from cli.app import run
 
             try:
@@ -162,8 +167,6 @@ def _run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd
         event.remove(Engine, "engine_connect", opened)
         for engine in engines:
             engine.dispose()
-        os.environ.clear()
-        os.environ.update(saved_env)
         os.chdir(saved_cwd)
         sys.stdin, sys.excepthook = saved_stdin, saved_hook
     return Result(code, out.getvalue(), err.getvalue())
@@ -171,7 +174,8 @@ def _run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd
 
 @dataclass
 class Cli:
-    """Drives the real `ledger` console script in a subprocess on a temporary LEDGER_HOME."""
+    """Drives the real `ledger` CLI on a temporary LEDGER_HOME: the console script in a subprocess, or its entry
+    point in this process for database-only commands (run)."""
 
     home: Path
     env: dict[str, str]

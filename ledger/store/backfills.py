@@ -14,6 +14,7 @@ from ledger.errors import NotFound
 from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
 from ledger.states import BackfillState, RunState, TaskState
 from ledger.store import events
+from ledger.store.dags import chunks
 from ledger.store.tasks import ACTIVE
 
 UNFINISHED_RUNS = [RunState.QUEUED.value, RunState.RUNNING.value]
@@ -119,8 +120,8 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
     running_of: dict[tuple[str, int], list[Any]] = {}
     stalled: list[int] = []
     before_ids = sorted({run.previous_run_id for run in runs if run.previous_run_id is not None})
-    previous = {r.id: r for chunk in range(0, len(before_ids), 500) for r in session.scalars(
-        select(DagRun).where(DagRun.id.in_(before_ids[chunk:chunk + 500])))}
+    previous = {r.id: r for chunk in chunks(before_ids)
+                for r in session.scalars(select(DagRun).where(DagRun.id.in_(chunk)))}
     for run in runs:
         said = len(out)
         spec = dag_store.spec(session, run.dag_id, run.version_hash)
@@ -163,9 +164,9 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
 def _runs_with(session: Session, run_ids: list[int], where: ColumnElement[bool]) -> set[int]:
     """Those of the runs that have a task instance matching `where`."""
     found: set[int] = set()
-    for chunk in range(0, len(run_ids), 500):
-        found.update(session.scalars(select(TaskInstance.run_id).where(
-            TaskInstance.run_id.in_(run_ids[chunk:chunk + 500]), where).distinct()))
+    for chunk in chunks(run_ids):
+        found.update(session.scalars(select(TaskInstance.run_id).where(TaskInstance.run_id.in_(chunk), where)
+                                     .distinct()))
     return found
 
 
@@ -181,11 +182,9 @@ def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
     holds it is not a pool (upstream tasks, a retry delay, a signal). One query for the runs, one for the
     pools, one per full pool wanted."""
     wanted: dict[int, set[str]] = {}
-    ids = list(run_ids)
-    for chunk in range(0, len(ids), 500):
+    for chunk in chunks(list(run_ids)):
         for run_id, pool in session.execute(select(TaskInstance.run_id, TaskInstance.pool).where(
-                TaskInstance.run_id.in_(ids[chunk:chunk + 500]),
-                TaskInstance.state == TaskState.SCHEDULED.value).distinct()):
+                TaskInstance.run_id.in_(chunk), TaskInstance.state == TaskState.SCHEDULED.value).distinct()):
             wanted.setdefault(run_id, set()).add(pool)
     if not wanted:
         return {}

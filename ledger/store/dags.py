@@ -21,7 +21,8 @@ CHUNK = 500  # values per IN (...) clause
 T = TypeVar("T")
 
 
-def _chunks(values: Sequence[T]) -> Iterator[Sequence[T]]:
+def chunks(values: Sequence[T]) -> Iterator[Sequence[T]]:
+    """`values` in slices of CHUNK, one per IN (...) clause."""
     for i in range(0, len(values), CHUNK):
         yield values[i:i + CHUNK]
 
@@ -213,7 +214,7 @@ def known_owners(session: Session) -> dict[str, str]:
 def stored_versions(session: Session, dag_ids: Sequence[str]) -> set[tuple[str, str]]:
     """(dag_id, version hash) of every stored version of these DAGs."""
     stored: set[tuple[str, str]] = set()
-    for chunk in _chunks(dag_ids):
+    for chunk in chunks(dag_ids):
         stored.update(session.execute(select(DagVersion.dag_id, DagVersion.version_hash)
                                       .where(DagVersion.dag_id.in_(chunk))).tuples())
     return stored
@@ -226,12 +227,12 @@ def files_state(session: Session, filelocs: Sequence[str], dag_ids: Sequence[str
     files: dict[str, DagFile] = {}
     errors: dict[str, ImportError_] = {}
     dags: dict[str, Dag] = {}
-    for chunk in _chunks(filelocs):
+    for chunk in chunks(filelocs):
         files.update((f.fileloc, f) for f in session.scalars(select(DagFile).where(DagFile.fileloc.in_(chunk))))
         errors.update((e.fileloc, e) for e in
                       session.scalars(select(ImportError_).where(ImportError_.fileloc.in_(chunk))))
         dags.update((d.dag_id, d) for d in session.scalars(select(Dag).where(Dag.fileloc.in_(chunk))))
-    for ids in _chunks(dag_ids):
+    for ids in chunks(dag_ids):
         dags.update((d.dag_id, d) for d in session.scalars(select(Dag).where(Dag.dag_id.in_(ids))))
     return files, errors, dags
 

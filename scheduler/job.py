@@ -19,7 +19,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -129,7 +129,10 @@ class DagRunJob:
     _fileloc: dict[str, str] = field(default_factory=dict)
     _code: CodeCache | None = None  # where versions' code is materialised on this host
     _settled: dict[int, list[Any]] = field(default_factory=dict)  # held run -> its ready candidates (unchanged)
-    _successor: dict[int, int] = field(default_factory=dict)  # previous_run_id -> held run
+    # held run -> the job's picture of it (run, spec, task instances), kept up to date with what this job writes:
+    # a run whose task instance changed is decided again from it, without reading the database (see _forget)
+    _pictures: dict[int, HeldRun] = field(default_factory=dict)
+    _successor: dict[int, int] = field(default_factory=dict)  # previous_run_id -> held run depending on it
     _full_pass_at: float = 0.0
     _claim_now: bool = True
     _next_claim: float = 0.0
@@ -283,7 +286,7 @@ class DagRunJob:
                 yield session
         except BaseException:
             self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes = saved
-            self._settled.clear()
+            self._forget()
             self._claim_now = True
             self._reconcile = True
             raise
@@ -363,9 +366,9 @@ class DagRunJob:
         work: list[WorkItem] = []
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         with self.transaction() as session:
-            if isinstance(self.wakeup, DatabaseWakeup) and self._settled \
-                    and loop_store.newest_event_id(session) != self._own_events_to:
-                self._settled.clear()  # another process wrote (CLI, backfill, another job): decide every run again
+            newest = loop_store.newest_event_id(session)
+            if newest != self._own_events_to:
+                self._forget()  # another process wrote (CLI, backfill, another job): read and decide every run again
             report.outcomes = self._record(session, drained, now)
             if self._reconcile:
                 self._fail_unsubmitted(session, now)
@@ -384,9 +387,11 @@ class DagRunJob:
             report.callbacks += len(to_call)
             self._heartbeat(session, now)
             self._flush_task_states(session, now)
+            if events.wrote_events(session):
+                newest = loop_store.newest_event_id(session)
+            self._own_events_to = newest
             if isinstance(self.wakeup, DatabaseWakeup):
-                self.wakeup.seen = loop_store.newest_event_id(session)
-                self._own_events_to = self.wakeup.seen
+                self.wakeup.seen = newest
         self._unrecorded = []
         self._held_since = None
         self._call_results = []
@@ -551,19 +556,19 @@ class DagRunJob:
                     if info.queued_at:
                         self.metrics.lag.observe(max(0.0, ev.at - info.queued_at))
             elif info is None:
-                self._settled.clear()
+                self._forget()  # a try this job does not know of (a zombie, a lost one): read every run again
             else:
                 self._settled.pop(info.run_id, None)
-                nxt = self._successor.get(info.run_id)
-                if nxt is not None:
-                    self._settled.pop(nxt, None)
+                self._forget_past_of(info.run_id)
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes)
+        self._picture_outcomes(drained, written, where)
         for _o, st in written:
             if st != TaskState.RUNNING:
                 self.metrics.finished.labels(st.value).inc()
-        signal_actions.settle(session, [o.ti_id for o, st in written if st != TaskState.RUNNING])
+        for rearmed in signal_actions.settle(session, [o.ti_id for o, st in written if st != TaskState.RUNNING]):
+            self._forget(rearmed)  # a request pending on a try that ended gave its task instance a new try
         self._task_state_signals(written, where)
         self._request_task_callbacks(session, written, where)
         for o, st in written:
@@ -598,6 +603,48 @@ class DagRunJob:
                      f"({o.reason})")
         events.record_many(session, failures)
         return len(written)
+
+    def _picture_outcomes(self, drained: list[TaskEvent], written: list[tuple[task_store.Outcome, TaskState]],
+                          where: dict[tuple[int, int], _InFlight | None]) -> None:
+        """The held runs' pictures take the states just written: a try that started or succeeded changes only its
+        task instance's state. Anything else (a failure, a retry, a stop, an outcome the database ignored) is
+        read again from the database, which decided it."""
+        states = {(o.ti_id, o.try_number): st for o, st in written}  # the last one written (a start, then its end)
+        kept = {key for key, st in states.items() if st in (TaskState.RUNNING, TaskState.SUCCESS)}
+        for ev in drained:
+            info = where.get((ev.ti_id, ev.try_number))
+            if info is None or info.run_id not in self._pictures:
+                continue
+            picture = self._pictures[info.run_id]
+            row = picture.tis.get(info.label)
+            if (ev.ti_id, ev.try_number) not in kept or row is None or row.id != ev.ti_id \
+                    or row.try_number != ev.try_number:
+                self._forget(info.run_id)
+                continue
+            self._picture_task(picture, replace(row, state=states[(ev.ti_id, ev.try_number)]))
+
+    def _picture_task(self, picture: HeldRun, row: task_store.TiRow) -> None:
+        tis = dict(picture.tis)
+        tis[row.label] = row
+        self._pictures[row.run_id] = replace(picture, tis=tis)
+
+    def _forget(self, run_id: int | None = None) -> None:
+        """What the job remembers of a held run (of every run: None) no longer holds: the next loop reads it
+        from the database and decides it again."""
+        if run_id is None:
+            self._settled.clear()
+            self._pictures.clear()
+            return
+        self._settled.pop(run_id, None)
+        self._pictures.pop(run_id, None)
+        self._forget_past_of(run_id)
+
+    def _forget_past_of(self, run_id: int) -> None:
+        """The run that depends on `run_id`'s task states (depends_on_past) is decided again from the database."""
+        nxt = self._successor.get(run_id)
+        if nxt is not None:
+            self._settled.pop(nxt, None)
+            self._pictures.pop(nxt, None)
 
     def _task_state_signals(self, written: list[tuple[task_store.Outcome, TaskState]],
                             where: dict[tuple[int, int], _InFlight | None]) -> None:
@@ -676,40 +723,35 @@ class DagRunJob:
         held_ids = loop_store.held_run_ids(session, self.job_id, limit=self.settings.max_held_runs,
                                            newest_first=self.newest_first)
         if not held_ids:
-            self._settled.clear()
+            self._forget()
             return []
         if time.monotonic() >= self._full_pass_at:
-            self._settled.clear()
+            self._forget()
             self._full_pass_at = time.monotonic() + self.settings.poll_interval
         keep = set(held_ids)
         for gone in [i for i in self._settled if i not in keep]:
             del self._settled[gone]
+        for gone in [i for i in self._pictures if i not in keep]:
+            del self._pictures[gone]
         todo = [i for i in held_ids if i not in self._settled]
         cached = [c for i in held_ids if i in self._settled for c in self._settled[i]]
         if not todo:
             return self._queue(session, cached, now, report)
-        runs = loop_store.runs_by_id(session, todo)
-        cancelled = loop_store.cancelled_backfills(
-            session, {r.backfill_id for r in runs.values() if r.backfill_id is not None})
-        tis = task_store.rows_for_runs(session, list(runs))
-        specs = {r.id: dag_store.spec(session, r.dag_id, r.version_hash) for r in runs.values()}
-        previous = task_store.previous_states(
-            session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None
-                      and any(t.depends_on_past for t in specs[r.id].tasks.values())])
-        queued = {r.dag_id for r in runs.values() if r.state == RunState.QUEUED.value}
-        running = loop_store.running_runs_by_dag(session, {r.dag_id for r in runs.values()}) if queued else {}
-        holding = self._dags_holding(session, queued)
-        held = [HeldRun(run, specs[run.id], tis.get(run.id, {}),
-                        PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
-                        else None, backfill_cancelled=run.backfill_id in cancelled, held_queued=run.dag_id in holding)
-                for run in runs.values()]
+        held = [self._pictures[i] for i in todo if i in self._pictures]
+        held += self._read_held(session, [i for i in todo if i not in self._pictures])
+        queued = {h.run.dag_id for h in held if h.run.state == RunState.QUEUED.value}
+        running = loop_store.running_runs_by_dag(session, {h.run.dag_id for h in held}) if queued else {}
         plan = plan_runs(held, running, now=now, newest_first=self.newest_first)
+        self._pictures.update((h.run.id, h) for h in held)
+        specs = {h.run.id: h.spec for h in held}
         for run in plan.start:
             self._set_run_state(session, run, RunState.RUNNING, now)
         self._successor.update(plan.successors)
         for ti, st, run in plan.mark:
             self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
         task_store.mark(session, [(ti.id, st) for ti, st, _run in plan.mark], now=now)
+        for ti, st, run in plan.mark:
+            self._picture_task(self._pictures[run.id], replace(ti, state=st))
         self._expand(session, plan.expand, now)
         self._settled.update(plan.settled)
         report.retry_at = plan.retry_at
@@ -718,6 +760,7 @@ class DagRunJob:
         for run in plan.deadline_missed:
             self._deadline_missed(session, run, specs[run.id], now)
         for run in plan.timed_out:
+            self._forget(run.id)
             stopping, skipped = stop_tasks(session, run, now=now)
             limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
             for instance in run_store.task_instances(session, run.id) if stopping else []:
@@ -727,6 +770,7 @@ class DagRunJob:
                                                       f"{skipped or 'nothing'}"))
         for run, state, reason in plan.finish:
             self._xcom.pop(run.id, None)
+            self._forget(run.id)
             self._claim_now = True
             self._set_run_state(session, run, state, now, release=True, reason=reason)
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
@@ -740,6 +784,8 @@ class DagRunJob:
         too long, no value), each recorded as an event with the reason."""
         if not candidates:
             return
+        for _ti, run, _spec in candidates:
+            self._forget(run.id)  # its task instances change in ways read again from the database
         passed = self._passed_values(session, {run.id for _ti, run, _spec in candidates})
         limit = self.settings.max_map_length
         for ti, run, spec in candidates:
@@ -782,6 +828,10 @@ class DagRunJob:
             pending = self._settled.get(run.id)
             if pending is not None:
                 self._settled[run.id] = [c for c in pending if c[0].id != ti.id]
+            picture = self._pictures.get(run.id)
+            if picture is not None:  # as task_store.queue wrote it
+                self._picture_task(picture, replace(ti, state=TaskState.QUEUED, try_number=tries[ti.id],
+                                                    job_id=self.job_id, next_try_at=None, armed=False))
         report.queued = len(chosen)
         # a START is used up by the try it started (task_store.queue); the try sees its signal
         wanted = {c[0].signal_id for c in chosen if c[0].armed and c[0].signal_id is not None}
@@ -812,6 +862,24 @@ class DagRunJob:
                 prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
                 signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
+
+    def _read_held(self, session: Session, run_ids: list[int]) -> list[HeldRun]:
+        """The held runs from the database, as the planner sees them."""
+        if not run_ids:
+            return []
+        runs = loop_store.runs_by_id(session, run_ids)
+        cancelled = loop_store.cancelled_backfills(
+            session, {r.backfill_id for r in runs.values() if r.backfill_id is not None})
+        tis = task_store.rows_for_runs(session, list(runs))
+        specs = {r.id: dag_store.spec(session, r.dag_id, r.version_hash) for r in runs.values()}
+        previous = task_store.previous_states(
+            session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None
+                      and any(t.depends_on_past for t in specs[r.id].tasks.values())])
+        holding = self._dags_holding(session, {r.dag_id for r in runs.values() if r.state == RunState.QUEUED.value})
+        return [HeldRun(run, specs[run.id], tis.get(run.id, {}),
+                        PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
+                        else None, backfill_cancelled=run.backfill_id in cancelled, held_queued=run.dag_id in holding)
+                for run in runs.values()]
 
     def _passed_values(self, session: Session, run_ids: set[int]) -> dict[int, dict[str, dict[str, Any]]]:
         """The values each run's tasks passed on: read once per held run, then kept up to date by _record (this
@@ -851,7 +919,7 @@ class DagRunJob:
         """Once per run: the event, and the DAG's on_deadline_missed callbacks."""
         assert spec.deadline is not None
         due = run.data_interval_end + timedelta(seconds=spec.deadline)
-        run.deadline_missed_at = now
+        loop_store.set_deadline_missed(session, run, now=now)
         events.record(session, "deadline_missed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
                       deadline=due.isoformat(), seconds_after_interval=spec.deadline, state=run.state)
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id}: deadline {due.isoformat()} missed")

@@ -69,7 +69,7 @@ class RunsPlan:
     ready: list[Candidate] = field(default_factory=list)
     expand: list[Candidate] = field(default_factory=list)  # mapped tasks to expand now (ledger/mapping.py)
     settled: dict[int, list[Candidate]] = field(default_factory=dict)  # run id -> its ready ones (stable)
-    successors: dict[int, int] = field(default_factory=dict)  # previous run id -> held run id
+    successors: dict[int, int] = field(default_factory=dict)  # previous run id -> held run that depends on it
     retry_at: datetime | None = None  # the earliest time something comes due after now (a retry, a timeout)
     timed_out: list[Any] = field(default_factory=list)  # running runs past their DAG's dagrun_timeout
     deadline_missed: list[Any] = field(default_factory=list)  # unfinished runs past their deadline (once)
@@ -104,8 +104,8 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
                 continue
             running[run.dag_id] = running.get(run.dag_id, 0) + 1
             plan.start.append(run)
-        if run.previous_run_id is not None:
-            plan.successors[run.previous_run_id] = run.id
+        if run.previous_run_id is not None and any(t.depends_on_past for t in spec.tasks.values()):
+            plan.successors[run.previous_run_id] = run.id  # its decisions read the previous run's states
         due = _due_times(h, plan, now)
         if run in plan.timed_out:
             continue

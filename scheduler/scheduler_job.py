@@ -120,7 +120,7 @@ class SchedulerJob(DagRunJob):
             ring(self.engine, self.home)  # wake the jobs that run those task instances (SQLite; NOTIFY did on PG)
         for run_id in found.runs | {run.id for run in found.created}:
             report.runs_changed += 1
-            self._settled.pop(run_id, None)
+            self._forget(run_id)
         return work
 
     def busy(self) -> bool:

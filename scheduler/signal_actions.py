@@ -235,15 +235,19 @@ def _apply_to(ti: TaskInstance, action: SignalAction, sig: Signal, now: datetime
     return "armed"
 
 
-def settle(session: Session, finished: list[int]) -> None:
+def settle(session: Session, finished: list[int]) -> set[int]:
     """After tries ended (these task instances): clear their signal requests; a RESTART, or a START that
-    came while the try ran, gives the task instance a new try. Cheap when no request is pending."""
+    came while the try ran, gives the task instance a new try. Cheap when no request is pending.
+    Returns the runs whose task instances it changed."""
+    changed: set[int] = set()
     if not finished:
-        return
+        return changed
     for ti, run in task_store.with_pending_requests(session, finished):
         request, ti.signal_request = ti.signal_request, None
+        changed.add(run.id)
         task = dag_store.spec(session, run.dag_id, run.version_hash).tasks.get(ti.task_id)
         if task is None or TaskState(ti.state) not in FINISHED_TASK_STATES:
             continue
         if request == "start" or (request == "restart" and ti.state == TaskState.STOPPED.value):
             task_store.rearm(ti, task.retries, arm=True)
+    return changed

@@ -32,6 +32,16 @@ def record_many(session: Session, rows: list[dict[str, Any]]) -> None:
         if session.autoflush:  # as the ORM would before its insert: pending changes reach the database first
             session.flush()
         session.connection().execute(EVENTS.insert(), [{c: r.get(c) for c in _COLUMNS} for r in rows])
+        session.info[WROTE_EVENTS] = True
+
+
+WROTE_EVENTS = "ledger.wrote_events"  # session.info key: this session appended events (see wrote_events)
+
+
+def wrote_events(session: Session) -> bool:
+    """Whether this session appended events: a job that did not knows the newest event id is still the one
+    it read at the start of its transaction."""
+    return bool(session.info.get(WROTE_EVENTS))
 
 
 def listing(session: Session, *, dag_id: str | None = None, run_id: int | None = None,

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from ledger.models import Backfill, Dag, DagRun, Event
 from ledger.states import BackfillState, RunState
@@ -102,6 +103,16 @@ def _state_update(state: RunState, release: bool) -> Any:
     return found
 
 
+_DEADLINE_MISSED = update(_RUNS_TABLE).where(_RUNS_TABLE.c.id == bindparam("run")).values(
+    deadline_missed_at=bindparam("at", type_=_RUNS_TABLE.c.deadline_missed_at.type))
+
+
+def set_deadline_missed(session: Session, run: DagRun, *, now: datetime) -> None:
+    """Note on `run` that its deadline passed (once: the event and callbacks are the caller's)."""
+    session.connection().execute(_DEADLINE_MISSED, {"run": run.id, "at": now})
+    set_committed_value(run, "deadline_missed_at", now)
+
+
 def set_run_state(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str,
                   release: bool = False, reason: str | None = None) -> str:
     """Move `run` to `state` (stamping started_at / ended_at; `release`: drop its lock) and record the
@@ -110,7 +121,15 @@ def set_run_state(session: Session, run: DagRun, state: RunState, *, now: dateti
     session.flush()
     stamped = state in (RunState.RUNNING, RunState.SUCCESS, RunState.FAILED)
     session.connection().execute(_state_update(state, release), {"run": run.id, **({"at": now} if stamped else {})})
-    run.state = state.value
+    # the object says what the row now holds, without the ORM writing it a second time: the job may keep it
+    # (detached) as its picture of the run
+    set_committed_value(run, "state", state.value)
+    if state == RunState.RUNNING:
+        set_committed_value(run, "started_at", now)
+    if state in (RunState.SUCCESS, RunState.FAILED):
+        set_committed_value(run, "ended_at", now)
+    if release:
+        set_committed_value(run, "lock_holder", None)
     events.record(session, "run_state_changed", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   **{"from": before, "to": state.value, "logical_date": run.logical_date.isoformat()},
                   **({"reason": reason} if reason else {}))

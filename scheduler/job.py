@@ -133,6 +133,11 @@ class DagRunJob:
     # a run whose task instance changed is decided again from it, without reading the database (see _forget)
     _pictures: dict[int, HeldRun] = field(default_factory=dict)
     _successor: dict[int, int] = field(default_factory=dict)  # previous_run_id -> held run depending on it
+    _held_ids: list[int] | None = None  # the runs this job holds, in the order it decides them (None: read them)
+    _pool_slots: dict[str, int] | None = None  # each pool's slots (None: read them; a pool changes with an event)
+    _requested: set[int] = field(default_factory=set)  # this job's task instances with a signal request pending
+    _requests_known: bool = False  # _requested holds every request pending (none came since it was read)
+    _unkilled: bool = False  # a STOP or RESTART could not be carried out yet: read the requests again
     _full_pass_at: float = 0.0
     _claim_now: bool = True
     _next_claim: float = 0.0
@@ -367,8 +372,11 @@ class DagRunJob:
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         with self.transaction() as session:
             newest = loop_store.newest_event_id(session)
-            if newest != self._own_events_to:
-                self._forget()  # another process wrote (CLI, backfill, another job): read and decide every run again
+            if newest != self._own_events_to or time.monotonic() >= self._full_pass_at:
+                # another process wrote (CLI, backfill, another job; every change comes with an event), or a
+                # poll interval passed: read and decide every run again
+                self._forget()
+                self._full_pass_at = time.monotonic() + self.settings.poll_interval
             report.outcomes = self._record(session, drained, now)
             if self._reconcile:
                 self._fail_unsubmitted(session, now)
@@ -518,14 +526,22 @@ class DagRunJob:
                                                     "interrupted") for ti, tn in lost], now)
 
     def _carry_out_stop_requests(self, session: Session) -> None:
-        """Kill the tries of this job that a STOP or RESTART signal asked to end."""
-        for ti_id, request, signal_id in task_store.stop_and_restart_requests(session, self.job_id):
-            if ti_id in self._stop_requests or ti_id not in self._inflight:
+        """Kill the tries of this job that a STOP or RESTART signal asked to end. The requests are read again only
+        when one may have come (a request is written with an event) or one could not be carried out yet."""
+        if self._requests_known and not self._unkilled:
+            return
+        requests = task_store.signal_requests(session, self.job_id)
+        self._requested = {ti_id for ti_id, _request, _signal in requests}
+        self._requests_known, self._unkilled = True, False
+        for ti_id, request, signal_id in requests:
+            if request not in ("stop", "restart") or ti_id in self._stop_requests or ti_id not in self._inflight:
                 continue
             reason = (f"stopped by signal {signal_id}" if signal_id is not None else self._stop_reasons.pop(
                 ti_id, "stopped by an operator (ledger runs cancel)")) + (" (restart)" if request == "restart" else "")
             if self.executor.kill(ti_id, reason):
                 self._stop_requests[ti_id] = reason
+            else:
+                self._unkilled = True
 
     def _heartbeat(self, session: Session, now: datetime) -> None:
         if time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
@@ -567,8 +583,11 @@ class DagRunJob:
         for _o, st in written:
             if st != TaskState.RUNNING:
                 self.metrics.finished.labels(st.value).inc()
-        for rearmed in signal_actions.settle(session, [o.ti_id for o, st in written if st != TaskState.RUNNING]):
-            self._forget(rearmed)  # a request pending on a try that ended gave its task instance a new try
+        ended = [o.ti_id for o, st in written if st != TaskState.RUNNING]
+        if not self._requests_known or self._requested.intersection(ended):
+            for rearmed in signal_actions.settle(session, ended):
+                self._forget(rearmed)  # a request pending on a try that ended gave its task instance a new try
+            self._requested.difference_update(ended)
         self._task_state_signals(written, where)
         self._request_task_callbacks(session, written, where)
         for o, st in written:
@@ -634,6 +653,8 @@ class DagRunJob:
         if run_id is None:
             self._settled.clear()
             self._pictures.clear()
+            self._held_ids = self._pool_slots = None
+            self._requests_known = False
             return
         self._settled.pop(run_id, None)
         self._pictures.pop(run_id, None)
@@ -698,6 +719,7 @@ class DagRunJob:
                                        **self.claim_filter())
         if not claimed:
             return 0
+        self._held_ids = None
         ids = [run_id for run_id, _ in claimed]
         for run_id in ids:  # another job may have held it meanwhile: read its values again when needed
             self._xcom.pop(run_id, None)
@@ -720,14 +742,13 @@ class DagRunJob:
 
     # -- process runs --------------------------------------------------------------------------
     def process_runs(self, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
-        held_ids = loop_store.held_run_ids(session, self.job_id, limit=self.settings.max_held_runs,
-                                           newest_first=self.newest_first)
+        if self._held_ids is None:  # read when the job claimed runs or another process wrote
+            self._held_ids = loop_store.held_run_ids(session, self.job_id, limit=self.settings.max_held_runs,
+                                                     newest_first=self.newest_first)
+        held_ids = list(self._held_ids)
         if not held_ids:
             self._forget()
             return []
-        if time.monotonic() >= self._full_pass_at:
-            self._forget()
-            self._full_pass_at = time.monotonic() + self.settings.poll_interval
         keep = set(held_ids)
         for gone in [i for i in self._settled if i not in keep]:
             del self._settled[gone]
@@ -771,6 +792,8 @@ class DagRunJob:
         for run, state, reason in plan.finish:
             self._xcom.pop(run.id, None)
             self._forget(run.id)
+            if self._held_ids is not None and run.id in self._held_ids:
+                self._held_ids.remove(run.id)  # its lock is released below
             self._claim_now = True
             self._set_run_state(session, run, state, now, release=True, reason=reason)
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
@@ -819,7 +842,9 @@ class DagRunJob:
         slots = self.executor.open_slots()
         if not candidates or slots <= 0:
             return []
-        chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session),
+        if self._pool_slots is None:
+            self._pool_slots = task_store.pool_slots(session)
+        chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, self._pool_slots),
                         active=task_store.active_counts_by_dag(session, list({c[1].dag_id for c in candidates})),
                         newest_first=self.newest_first)
         tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now,

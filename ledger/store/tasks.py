@@ -108,9 +108,14 @@ _POOL_USE = (select(TaskInstance.pool, func.count())
              .group_by(TaskInstance.pool))
 
 
-def pool_room(session: Session) -> dict[str, int]:
-    """Free slots per pool (pools absent from the table are unlimited, except default_pool if defined)."""
-    slots = dict(session.connection().execute(_POOL_SLOTS).tuples().all())  # Core: read every loop
+def pool_slots(session: Session) -> dict[str, int]:
+    """Each pool's slots (pools absent from the table are unlimited, except default_pool if defined)."""
+    return dict(session.connection().execute(_POOL_SLOTS).tuples().all())
+
+
+def pool_room(session: Session, slots: Mapping[str, int]) -> dict[str, int]:
+    """Free slots per pool, of the pools given with their slots (pool_slots): slots less the task instances
+    queued or running in it."""
     if not slots:
         return {}
     session.flush()
@@ -299,14 +304,14 @@ def in_unfinished_runs(session: Session, dag_id: str, task_id: str) -> list[tupl
 
 
 _REQUESTS = select(TaskInstance.id, TaskInstance.signal_request, TaskInstance.signal_id).where(
-    TaskInstance.signal_request.in_(("stop", "restart")), TaskInstance.job_id == bindparam("job"),
+    TaskInstance.signal_request.is_not(None), TaskInstance.job_id == bindparam("job"),
     TaskInstance.state.in_(ACTIVE))  # built once: the loop asks every time
 _PENDING_REQUESTS = select(TaskInstance, DagRun).join(DagRun, DagRun.id == TaskInstance.run_id).where(
     TaskInstance.id.in_(bindparam("ids", expanding=True)), TaskInstance.signal_request.is_not(None))
 
 
-def stop_and_restart_requests(session: Session, job_id: int) -> list[tuple[int, str, int | None]]:
-    """(ti id, 'stop' | 'restart', signal id) of queued or running tries this job runs."""
+def signal_requests(session: Session, job_id: int) -> list[tuple[int, str, int | None]]:
+    """(ti id, 'stop' | 'restart' | 'start', signal id) of queued or running tries this job runs."""
     return [(r.id, r.signal_request, r.signal_id) for r in session.execute(_REQUESTS, {"job": job_id})]
 
 

@@ -4,6 +4,7 @@ task instances back. What another process changed (it records an event) is read 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,14 +16,28 @@ from sqlalchemy import event, select
 
 from ledger.clock import FixedClock
 from ledger.models import DagRun
-from ledger.operations import mark_tasks
+from ledger.operations import cancel_run, mark_tasks, set_pool
 from ledger.states import TaskState
 from ledger.store import dags as dag_store
+from scheduler.executors.base import TaskEvent
 from tests.scheduler.fakes import FakeExecutor
+from tests.scheduler.test_held_starts import SteppedExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts, states  # noqa: F401  (a fixture)
 
 CLOCK = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
 READS_OF_RUNS = ("FROM task_instance WHERE task_instance.run_id IN", "FROM dag_run WHERE dag_run.id IN")
+READS_KEPT_IN_MEMORY = ("SELECT dag_run.id FROM dag_run WHERE dag_run.lock_holder",  # the held runs
+                        "FROM pool",  # the pools' slots
+                        "task_instance.signal_request IS NOT NULL")  # signal requests on the job's tries
+
+
+class KillableExecutor(SteppedExecutor):
+    """A try runs until the test ends it or the job kills it."""
+
+    def kill(self, ti_id: int, reason: str) -> bool:
+        item = next(i for i in self.submitted if i.ti_id == ti_id)
+        self._events.append(TaskEvent(ti_id, item.try_number, "finished", time.time(), "failed", pid=7, reason=reason))
+        return True
 
 
 @pytest.fixture
@@ -52,7 +67,7 @@ def test_a_run_whose_try_ended_is_decided_from_the_jobs_picture(
     job.loop_once()  # b succeeded: the run succeeds
     assert states(job_parts[1]) == {"a": ("success", 1), "b": ("success", 1)}
     assert run_state(job_parts[1]) == "success"
-    assert not [s for s in statements if any(read in s for read in READS_OF_RUNS)]
+    assert not [s for s in statements if any(read in s for read in READS_OF_RUNS + READS_KEPT_IN_MEMORY)]
     job.shutdown()
 
 
@@ -84,4 +99,35 @@ def test_what_another_process_changed_is_read_before_the_job_decides_again(
     assert states(job_parts[1]) == {"a": ("success", 1), "b": ("skipped", 0)}
     assert [item.task_id for item in job.executor.submitted] == ["a"]  # type: ignore[attr-defined]
     assert run_state(sessions) == "success"
+    job.shutdown()
+
+
+def test_a_pool_changed_by_another_process_limits_the_next_queueing(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    engine, sessions = job_parts
+    job = a_job(tmp_path, engine, sessions, CLOCK, FakeExecutor())
+    job.settings = replace(job.settings, poll_interval=600.0)
+    job.loop_once()  # reads the pools (none), queues a
+    with sessions.begin() as session:
+        set_pool(session, "default_pool", 0, "closed", now=CLOCK.now(), actor="someone")
+    job.loop_once()  # a succeeded; b is ready but its pool has no room
+    job.loop_once()
+    assert states(sessions) == {"a": ("success", 1), "b": ("scheduled", 0)}
+    job.shutdown()
+
+
+def test_a_cancel_by_another_process_stops_the_try_the_job_runs(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    engine, sessions = job_parts
+    executor = KillableExecutor(parallelism=1)
+    job = a_job(tmp_path, engine, sessions, CLOCK, executor)
+    job.settings = replace(job.settings, poll_interval=600.0, started_write_delay=0.0)
+    job.loop_once()  # queues a, which starts and keeps running
+    job.loop_once()  # records its start; no request pending
+    with sessions.begin() as session:
+        cancel_run(session, session.scalars(select(DagRun)).one(), now=CLOCK.now(), actor="someone")
+    job.loop_once()  # reads the request: kills a
+    job.loop_once()  # records a's end
+    assert states(sessions) == {"a": ("stopped", 1), "b": ("skipped", 0)}
+    assert run_state(sessions) == "failed"
     job.shutdown()

@@ -138,6 +138,7 @@ class DagRunJob:
     _requested: set[int] = field(default_factory=set)  # this job's task instances with a signal request pending
     _requests_known: bool = False  # _requested holds every request pending (none came since it was read)
     _unkilled: bool = False  # a STOP or RESTART could not be carried out yet: read the requests again
+    _claims_limited: bool = True  # the last claim took as many runs as it had room for: claim again when one ends
     _full_pass_at: float = 0.0
     _claim_now: bool = True
     _next_claim: float = 0.0
@@ -377,6 +378,7 @@ class DagRunJob:
                 # poll interval passed: read and decide every run again
                 self._forget()
                 self._full_pass_at = time.monotonic() + self.settings.poll_interval
+                self._claim_now = True  # it may have made runs to claim (a trigger, a backfill, a lock released)
             report.outcomes = self._record(session, drained, now)
             if self._reconcile:
                 self._fail_unsubmitted(session, now)
@@ -717,6 +719,7 @@ class DagRunJob:
         claimed = job_store.claim_runs(session, self.job_id, now=now, stale_after=self.settings.lock_timeout,
                                        limit=room, actor=self.actor, newest_first=self.newest_first,
                                        **self.claim_filter())
+        self._claims_limited = len(claimed) >= room
         if not claimed:
             return 0
         self._held_ids = None
@@ -794,7 +797,8 @@ class DagRunJob:
             self._forget(run.id)
             if self._held_ids is not None and run.id in self._held_ids:
                 self._held_ids.remove(run.id)  # its lock is released below
-            self._claim_now = True
+            if self._claims_limited:  # runs were left unclaimed for want of room: there is room now
+                self._claim_now = True
             self._set_run_state(session, run, state, now, release=True, reason=reason)
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
             self.settle_backfill(session, backfill_id, now)

@@ -122,6 +122,20 @@ _ADVANCE_ONE = text(
     'WHERE signal_cursor.version < excluded.version').bindparams(bindparam("at", type_=CURSORS.c.updated_at.type))
 
 
+_BUMP_MANY: dict[int, Any] = {}
+
+
+def _bump_many(n: int) -> Any:
+    """The counter upsert of `n` keys, as text built once per `n` (as _BUMP_ONE, and for the same reason)."""
+    found = _BUMP_MANY.get(n)
+    if found is None:
+        values = ", ".join(f"(:k{i}, :n{i})" for i in range(n))
+        found = _BUMP_MANY[n] = text(
+            f'INSERT INTO signal_key ("key", version) VALUES {values} ON CONFLICT ("key") DO UPDATE '
+            'SET version = signal_key.version + excluded.version RETURNING "key", version')
+    return found
+
+
 def listen(conn: Any) -> None:
     """Subscribe a raw psycopg connection (autocommit) to the signals' NOTIFY channel (ledger.signal_delivery's
     PostgreSQL doorbell)."""
@@ -161,7 +175,7 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
     if not sender or len(sender) > 250:
         raise InvalidInput(f"signal sender must have 1 to 250 characters, not {len(sender)}")
     dialect = dialect_of(session)
-    insert = _insert(dialect)
+    _insert(dialect)  # refuses a database other than SQLite and PostgreSQL
     postgres = dialect == "postgresql"
     counts = Counter(key for key, _, _ in checked)
     following: dict[str, int] = {}
@@ -176,10 +190,10 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
     if postgres:
         session.info[_SENT_IN] = session.get_transaction()  # this transaction holds the shared lock
     for chunk in _chunks(sorted(counts)):  # sorted: concurrent batches lock key rows in the same order
-        stmt = insert(KEYS).values(_rows([{"key": k, "version": counts[k]} for k in chunk]))
-        stmt = stmt.on_conflict_do_update(index_elements=[KEYS.c.key],
-                                          set_={"version": KEYS.c.version + stmt.excluded.version})
-        for key, top in session.execute(stmt.returning(KEYS.c.key, KEYS.c.version)).tuples():
+        params: dict[str, Any] = {}
+        for i, k in enumerate(chunk):
+            params[f"k{i}"], params[f"n{i}"] = k, counts[k]
+        for key, top in session.execute(_bump_many(len(chunk)), params).tuples():
             following[key] = top - counts[key] + 1
     at = _utc(now)
     rows: list[dict[str, Any]] = []

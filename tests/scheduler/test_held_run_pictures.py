@@ -21,8 +21,8 @@ from ledger.states import TaskState
 from ledger.store import dags as dag_store
 from scheduler.executors.base import TaskEvent
 from tests.scheduler.fakes import FakeExecutor
-from tests.scheduler.test_held_starts import SteppedExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts, states  # noqa: F401  (a fixture)
+from tests.scheduler.test_held_starts import SteppedExecutor
 
 CLOCK = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
 READS_OF_RUNS = ("FROM task_instance WHERE task_instance.run_id IN", "FROM dag_run WHERE dag_run.id IN")

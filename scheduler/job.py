@@ -580,7 +580,7 @@ class DagRunJob:
                 self._forget_past_of(info.run_id)
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
-        written = task_store.record_outcomes(session, outcomes)
+        written = task_store.record_outcomes(session, outcomes, self._known_tries(drained, where))
         self._picture_outcomes(drained, written, where)
         for _o, st in written:
             if st != TaskState.RUNNING:
@@ -624,6 +624,19 @@ class DagRunJob:
                      f"({o.reason})")
         events.record_many(session, failures)
         return len(written)
+
+    def _known_tries(self, drained: list[TaskEvent], where: dict[tuple[int, int], _InFlight | None]
+                     ) -> dict[int, tuple[int, int, str]]:
+        """ti id -> (try number, max tries, state) of the drained tries' task instances, from the held runs'
+        pictures (which hold what the database holds: see _forget); those not pictured are read."""
+        known = {}
+        for ev in drained:
+            info = where.get((ev.ti_id, ev.try_number))
+            picture = self._pictures.get(info.run_id) if info is not None else None
+            row = picture.tis.get(info.label) if picture is not None and info is not None else None
+            if row is not None and row.id == ev.ti_id:
+                known[row.id] = (row.try_number, row.max_tries, row.state.value)
+        return known
 
     def _picture_outcomes(self, drained: list[TaskEvent], written: list[tuple[task_store.Outcome, TaskState]],
                           where: dict[tuple[int, int], _InFlight | None]) -> None:

@@ -190,16 +190,22 @@ _OUTCOME_TRY = update(TRY_TABLE).where(and_(TRY_TABLE.c.task_instance_id == bind
     hostname=func.coalesce(bindparam("host"), TRY_TABLE.c.hostname))
 
 
-def record_outcomes(session: Session, outcomes: list[Outcome]) -> list[tuple[Outcome, TaskState]]:
+def record_outcomes(session: Session, outcomes: list[Outcome],
+                    known: Mapping[int, tuple[int, int, str]] | None = None) -> list[tuple[Outcome, TaskState]]:
     """Apply what executors reported; returns the states written (failed may become up_for_retry).
 
-    An outcome for a try that is no longer the current one is ignored.
+    An outcome for a try that is no longer the current one is ignored. `known`: ti id -> (try number, max tries,
+    state) as the caller knows the database holds them in this transaction (a job, of the runs it holds); the
+    others are read.
     """
     if not outcomes:
         return []
     session.flush()
-    current = {r.id: (r.try_number, r.max_tries, r.state) for r in session.connection().execute(
-        _CURRENT_TRIES, {"ids": list({o.ti_id for o in outcomes})})}
+    current = dict(known or {})
+    missing = list({o.ti_id for o in outcomes if o.ti_id not in current})
+    if missing:
+        current.update((r.id, (r.try_number, r.max_tries, r.state))
+                       for r in session.connection().execute(_CURRENT_TRIES, {"ids": missing}))
     ti_rows: list[dict[str, Any]] = []
     try_rows: list[dict[str, Any]] = []
     written: list[tuple[Outcome, TaskState]] = []

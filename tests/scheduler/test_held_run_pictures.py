@@ -28,7 +28,8 @@ CLOCK = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
 READS_OF_RUNS = ("FROM task_instance WHERE task_instance.run_id IN", "FROM dag_run WHERE dag_run.id IN")
 READS_KEPT_IN_MEMORY = ("SELECT dag_run.id FROM dag_run WHERE dag_run.lock_holder",  # the held runs
                         "FROM pool",  # the pools' slots
-                        "task_instance.signal_request IS NOT NULL")  # signal requests on the job's tries
+                        "task_instance.signal_request IS NOT NULL",  # signal requests on the job's tries
+                        "task_instance.max_tries, task_instance.state FROM task_instance WHERE task_instance.id IN")
 
 
 class KillableExecutor(SteppedExecutor):

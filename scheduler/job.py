@@ -810,8 +810,9 @@ class DagRunJob:
             self._forget(run.id)
             if self._held_ids is not None and run.id in self._held_ids:
                 self._held_ids.remove(run.id)  # its lock is released below
-            if self._claims_limited:  # runs were left unclaimed for want of room: there is room now
-                self._claim_now = True
+            if self._claims_limited and (self._held_ids is None or self.settings.max_held_runs - len(self._held_ids)
+                                         >= max(1, self.settings.max_held_runs // 8)):
+                self._claim_now = True  # runs were left unclaimed for want of room: claim a batch of them
             self._set_run_state(session, run, state, now, release=True, reason=reason)
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
             self.settle_backfill(session, backfill_id, now)
@@ -918,6 +919,9 @@ class DagRunJob:
             session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None
                       and any(t.depends_on_past for t in specs[r.id].tasks.values())])
         holding = self._dags_holding(session, {r.dag_id for r in runs.values() if r.state == RunState.QUEUED.value})
+        self._passed_values(session, set(runs))  # with one statement for all of them, before their tries are queued
+        for r in runs.values():  # the next run's prev_data_interval_* (a run's interval never changes)
+            self._intervals[r.id] = (r.data_interval_start.isoformat(), r.data_interval_end.isoformat())
         return [HeldRun(run, specs[run.id], tis.get(run.id, {}),
                         PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
                         else None, backfill_cancelled=run.backfill_id in cancelled, held_queued=run.dag_id in holding)

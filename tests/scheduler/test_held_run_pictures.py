@@ -14,12 +14,17 @@ import pendulum
 import pytest
 from sqlalchemy import event, select
 
+from ledger import DAG, BashTask
 from ledger.clock import FixedClock
 from ledger.models import DagRun
 from ledger.operations import cancel_run, mark_tasks, set_pool
 from ledger.states import TaskState
 from ledger.store import dags as dag_store
+from ledger.sync import register_dag
 from scheduler.executors.base import TaskEvent
+from scheduler.job import DagRunJob
+from scheduler.scheduling import create_due_runs
+from scheduler.settings import SchedulerSettings
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts, states  # noqa: F401  (a fixture)
 from tests.scheduler.test_held_starts import SteppedExecutor
@@ -131,4 +136,27 @@ def test_a_cancel_by_another_process_stops_the_try_the_job_runs(
     job.loop_once()  # records a's end
     assert states(sessions) == {"a": ("stopped", 1), "b": ("skipped", 0)}
     assert run_state(sessions) == "failed"
+    job.shutdown()
+
+
+def test_a_job_with_more_runs_than_it_may_hold_claims_them_in_batches_and_runs_them_all(
+        tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
+    engine, sessions = job_parts
+    with DAG("many", schedule="@daily", start_date=pendulum.datetime(2024, 2, 9, tz="UTC"), catchup=True) as dag:
+        BashTask("only", "true")
+    dag.fileloc = str(tmp_path / "many.py")
+    with sessions.begin() as session:
+        register_dag(session, dag, now=CLOCK.now(), actor="test")
+        assert len(create_due_runs(session, now=CLOCK.now(), actor="test")) == 30
+    (tmp_path / "logs").mkdir()
+    job = DagRunJob(sessions=sessions, engine=engine, executor=FakeExecutor(parallelism=1), clock=CLOCK,
+                    settings=replace(SchedulerSettings(), max_held_runs=16, poll_interval=600.0), actor="test",
+                    logs_folder=tmp_path / "logs", say=lambda _line: None)
+    job.start()
+    for _ in range(100):
+        job.loop_once()
+    with sessions() as s:
+        assert list(s.scalars(select(DagRun.state).distinct())) == ["success"]
+    claims = [s for s in statements if "LEFT OUTER JOIN job AS holder" in s]
+    assert 3 <= len(claims) <= 9  # the first 16, then 2 at a time (an eighth of 16), not one per finished run
     job.shutdown()

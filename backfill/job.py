@@ -17,6 +17,8 @@ from ledger.store import events
 from ledger.store.backfills import Progress, finish_backfill, progress_of, waiting_reasons
 from scheduler.job import DagRunJob, LoopReport
 
+PROGRESS_EVERY = 0.5  # seconds: how stale the backfill's progress line may be while only tries move
+
 
 @dataclass
 class BackfillJob(DagRunJob):
@@ -33,6 +35,8 @@ class BackfillJob(DagRunJob):
     blocked: bool = False  # stopped: every unfinished run waits on a failed previous run (depends_on_past)
     _unfinished: int = 1
     _next_wait_look: float = 0.0  # time.monotonic() when waiting_reasons may be read again
+    _progress: Progress | None = None  # the counts last read
+    _next_progress: float = 0.0  # time.monotonic() when the counts are read again though no run moved
     _extra: dict[str, Any] = field(default_factory=dict)
 
     adopted: list[int] = field(default_factory=list)  # dead backfills whose unfinished runs this one finishes
@@ -49,23 +53,33 @@ class BackfillJob(DagRunJob):
     def busy(self) -> bool:
         return not self.stopping and self._unfinished > 0
 
+    def others_wrote(self, session: Session) -> None:
+        """A cancel (`ledger backfill cancel`) comes with an event: the job stops (its runs fail once their tries
+        have ended, ledger/operations.py cancel_backfill)."""
+        row = backfill_store.find(session, self.backfill_id)
+        if row is not None and row.state == BackfillState.CANCELLED.value:
+            self.cancelled = self.stopping = True
+
     def loop_once(self) -> LoopReport:
-        with self.transaction() as session:
-            row = backfill_store.find(session, self.backfill_id)
-            if row is not None and row.state == BackfillState.CANCELLED.value:
-                self.cancelled = self.stopping = True
         report = LoopReport() if self.stopping else super().loop_once()
         # why runs wait is looked up when the backfill stands still (a loop without progress), at most once per
         # poll_interval: it reads every unfinished run, which a loop that moves does not need
-        look = not report.progress and time.monotonic() >= self._next_wait_look
-        with self.transaction() as session:
-            progress = progress_of(session, self.backfill_id, self.adopted_runs)
+        now = time.monotonic()
+        look = not report.progress and now >= self._next_wait_look
+        # the counts read every run and task instance of the backfill: read when a run started or ended, when
+        # the job looks why runs wait, and at most every PROGRESS_EVERY seconds while tries only come and go
+        if not (report.runs_changed or report.claimed or look or self.stopping or self._progress is None
+                or now >= self._next_progress):
+            return report
+        with self.reading() as session:
+            progress = self._progress = progress_of(session, self.backfill_id, self.adopted_runs)
+            self._next_progress = now + PROGRESS_EVERY
             self._unfinished = progress.runs_total - progress.runs_done
             if not self._unfinished:
                 self.waiting = []
             elif look:
                 self.waiting = waiting_reasons(session, self.backfill_id, self.job_id, self.adopted_runs)
-                self._next_wait_look = time.monotonic() + self.settings.poll_interval
+                self._next_wait_look = now + self.settings.poll_interval
             elif report.queued or report.runs_changed:
                 self.waiting = []  # something moved: what waited may not wait now; looked up again when it stands still
         if self.waiting and not report.progress:

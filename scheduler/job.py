@@ -28,6 +28,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
+from ledger.db import reader
 from ledger.dependencies import PreviousRun
 from ledger.mapping import NOT_MAPPED, expand_task, label, source_text
 from ledger.models import DagRun
@@ -185,6 +186,16 @@ class DagRunJob:
     def settle_backfill(self, session: Session, backfill_id: int, now: datetime) -> None:
         """A run of the backfill finished: the backfill ends when it has no unfinished run left."""
         finish_backfill(session, backfill_id, now=now, actor=self.actor)
+
+    def others_wrote(self, session: Session) -> None:
+        """Called in a loop's transaction when another process wrote since this job's last transaction (and at
+        each full pass, every poll_interval): what a subclass must notice of others' changes."""
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A read-only transaction (on SQLite, it does not take the write lock)."""
+        with Session(reader(self.engine), expire_on_commit=False) as session, session.begin():
+            yield session
 
     def busy(self) -> bool:
         """Work the subclass still expects (e.g. DAG files being parsed) that keeps the job from idling."""
@@ -379,6 +390,8 @@ class DagRunJob:
                 self._forget()
                 self._full_pass_at = time.monotonic() + self.settings.poll_interval
                 self._claim_now = True  # it may have made runs to claim (a trigger, a backfill, a lock released)
+                self.others_wrote(session)
+                quick = quick or self.stopping  # (a subclass saw it must stop: only record what ended)
             report.outcomes = self._record(session, drained, now)
             if self._reconcile:
                 self._fail_unsubmitted(session, now)

@@ -299,6 +299,17 @@ class CronSchedule(_PeriodicSchedule):
             raise ScheduleError(f"cron expression {self.expression!r} has no further date") from None
 
     def _tick(self, t: DateTime, forward: bool) -> DateTime:
+        # a catch-up walks the same intervals again each time it creates a batch of runs, and croniter takes
+        # a few hundred microseconds a tick: a tick, once found, is remembered (it depends on nothing else)
+        key = (self.expression, self.timezone, t, forward)
+        found = _TICKS.get(key)
+        if found is None:
+            if len(_TICKS) >= _TICKS_KEPT:
+                _TICKS.clear()
+            found = _TICKS[key] = self._find_tick(t, forward)
+        return found
+
+    def _find_tick(self, t: DateTime, forward: bool) -> DateTime:
         wall = self._wall(t)
         if self._fixed:  # the wall-clock distance to the next/previous match, added to absolute time
             floor = _floor_minute(wall)
@@ -320,6 +331,8 @@ class CronSchedule(_PeriodicSchedule):
         raise AssertionError("unreachable: croniter iterates forever")  # pragma: no cover
 
 
+_TICKS: dict[tuple[str, str, DateTime, bool], DateTime] = {}  # (expression, timezone, t, forward) -> tick
+_TICKS_KEPT = 20_000
 _CRONS: dict[str, croniter] = {}  # parsed expressions; each _step resets the start before iterating
 
 

@@ -142,7 +142,7 @@ def main() -> None:
     e2e = [end_to_end(args.dates) for _ in range(args.repeat)]
     print(json.dumps({"benchmark": "backfill_end_to_end", "dates": args.dates, "tasks_per_run": 5,
                       "parallelism": 2, "repeat": args.repeat, **summarise(e2e, "ti_per_second", 1),
-                      **summarise(e2e, "seconds", 2), "target_ti_per_second": 300}), flush=True)
+                      **summarise(e2e, "seconds", 2), "target_ti_per_second": 500}), flush=True)
     big = [splice_and_timeline(args.existing, args.splice) for _ in range(args.repeat)]
     print(json.dumps({"benchmark": "backfill_splice", "existing_runs": args.existing, "spliced": args.splice,
                       "repeat": args.repeat, **summarise(big, "splice_seconds", 3), "target_seconds": 5}), flush=True)

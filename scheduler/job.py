@@ -140,10 +140,19 @@ class DagRunJob:
     _requests_known: bool = False  # _requested holds every request pending (none came since it was read)
     _unkilled: bool = False  # a STOP or RESTART could not be carried out yet: read the requests again
     _claims_limited: bool = True  # the last claim took as many runs as it had room for: claim again when one ends
+    _held_full: bool = False  # _held_ids was read up to max_held_runs: the job may hold more runs than that
+
+    @property
+    def _serial(self) -> bool:
+        """Whether transactions take the database's one write lock (SQLite): an event id then says exactly whether
+        another process wrote since, and what the job remembers of its runs is exactly what the database holds.
+        On PostgreSQL the job still checks outcomes and signal requests against the database."""
+        return self.engine.dialect.name == "sqlite"
     _full_pass_at: float = 0.0
     _claim_now: bool = True
     _next_claim: float = 0.0
-    _own_events_to: int = 0  # newest event id when this job's last transaction ended
+    _seen_event: int = 0  # the newest event id this job has taken into account
+    _own_events: list[int] = field(default_factory=list)  # ids of the events its last loop transaction appended
     _looked: bool = False
     _stop_requests: dict[int, str] = field(default_factory=dict)  # tries this job killed: why
     _stop_reasons: dict[int, str] = field(default_factory=dict)  # ti id -> why this job asked it to stop
@@ -297,12 +306,13 @@ class DagRunJob:
         """One transaction of this job. When it fails (a database fault), what it changed in the job's memory
         is put back, so that the next try decides again from what the database holds."""
         saved = (dict(self._inflight), dict(self._stop_requests), list(self._state_items), dict(self._stop_reasons),
-                 list(self._log_notes))
+                 list(self._log_notes), self._seen_event, list(self._own_events))
         try:
             with self.sessions.begin() as session:
                 yield session
         except BaseException:
-            self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes = saved
+            (self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes,
+             self._seen_event, self._own_events) = saved
             self._forget()
             self._claim_now = True
             self._reconcile = True
@@ -383,8 +393,10 @@ class DagRunJob:
         work: list[WorkItem] = []
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         with self.transaction() as session:
-            newest = loop_store.newest_event_id(session)
-            if newest != self._own_events_to or time.monotonic() >= self._full_pass_at:
+            others = loop_store.events_since(session, self._seen_event, self._own_events)
+            if others is not None:
+                self._seen_event = max(self._seen_event, others)
+            if others is not None or time.monotonic() >= self._full_pass_at:
                 # another process wrote (CLI, backfill, another job; every change comes with an event), or a
                 # poll interval passed: read and decide every run again
                 self._forget()
@@ -400,6 +412,7 @@ class DagRunJob:
                 report.created = self.create_runs(session, now)
                 if report.created:
                     self._claim_now = True
+                    self._forget()  # a new run may have become a held run's previous one (its chain is relinked)
                 self._looked = False
                 self.reap_dead_holders(session, now)
                 report.claimed = self.collect_runs(session, now)
@@ -410,11 +423,10 @@ class DagRunJob:
             report.callbacks += len(to_call)
             self._heartbeat(session, now)
             self._flush_task_states(session, now)
-            if events.wrote_events(session):
-                newest = loop_store.newest_event_id(session)
-            self._own_events_to = newest
+            self._own_events = events.written_ids(session)
+            self._seen_event = max([self._seen_event, *self._own_events])
             if isinstance(self.wakeup, DatabaseWakeup):
-                self.wakeup.seen = newest
+                self.wakeup.seen = self._seen_event
         self._unrecorded = []
         self._held_since = None
         self._call_results = []
@@ -593,13 +605,14 @@ class DagRunJob:
                 self._forget_past_of(info.run_id)
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
-        written = task_store.record_outcomes(session, outcomes, self._known_tries(drained, where))
+        written = task_store.record_outcomes(session, outcomes,
+                                             self._known_tries(drained, where) if self._serial else None)
         self._picture_outcomes(drained, written, where)
         for _o, st in written:
             if st != TaskState.RUNNING:
                 self.metrics.finished.labels(st.value).inc()
         ended = [o.ti_id for o, st in written if st != TaskState.RUNNING]
-        if not self._requests_known or self._requested.intersection(ended):
+        if not self._requests_known or not self._serial or self._requested.intersection(ended):
             for rearmed in signal_actions.settle(session, ended):
                 self._forget(rearmed)  # a request pending on a try that ended gave its task instance a new try
             self._requested.difference_update(ended)
@@ -774,6 +787,7 @@ class DagRunJob:
         if self._held_ids is None:  # read when the job claimed runs or another process wrote
             self._held_ids = loop_store.held_run_ids(session, self.job_id, limit=self.settings.max_held_runs,
                                                      newest_first=self.newest_first)
+            self._held_full = len(self._held_ids) >= self.settings.max_held_runs  # it may hold more (a backfill)
         held_ids = list(self._held_ids)
         if not held_ids:
             self._forget()
@@ -802,6 +816,9 @@ class DagRunJob:
         task_store.mark(session, [(ti.id, st) for ti, st, _run in plan.mark], now=now)
         for ti, st, run in plan.mark:
             self._picture_task(self._pictures[run.id], replace(ti, state=st))
+            self._forget_past_of(run.id)
+        for run_id in plan.waiting_on_past:  # its previous run's states are read again each loop, as they change
+            self._pictures.pop(run_id, None)
         self._expand(session, plan.expand, now)
         self._settled.update(plan.settled)
         report.retry_at = plan.retry_at
@@ -812,6 +829,7 @@ class DagRunJob:
         for run in plan.timed_out:
             self._forget(run.id)
             stopping, skipped = stop_tasks(session, run, now=now)
+            self._requests_known = False  # its stop requests: carried out below, and settled when the tries end
             limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
             for instance in run_store.task_instances(session, run.id) if stopping else []:
                 if label(instance.task_id, instance.map_index) in stopping:  # its log and outcome say why
@@ -821,9 +839,13 @@ class DagRunJob:
         for run, state, reason in plan.finish:
             self._xcom.pop(run.id, None)
             self._forget(run.id)
+            holding = None
             if self._held_ids is not None and run.id in self._held_ids:
                 self._held_ids.remove(run.id)  # its lock is released below
-            if self._claims_limited and (self._held_ids is None or self.settings.max_held_runs - len(self._held_ids)
+                holding = len(self._held_ids)
+                if self._held_full:
+                    self._held_ids = None  # the runs it holds beyond the ones it decides come next
+            if self._claims_limited and (holding is None or self.settings.max_held_runs - holding
                                          >= max(1, self.settings.max_held_runs // 8)):
                 self._claim_now = True  # runs were left unclaimed for want of room: claim a batch of them
             self._set_run_state(session, run, state, now, release=True, reason=reason)

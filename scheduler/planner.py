@@ -73,6 +73,7 @@ class RunsPlan:
     retry_at: datetime | None = None  # the earliest time something comes due after now (a retry, a timeout)
     timed_out: list[Any] = field(default_factory=list)  # running runs past their DAG's dagrun_timeout
     deadline_missed: list[Any] = field(default_factory=list)  # unfinished runs past their deadline (once)
+    waiting_on_past: set[int] = field(default_factory=set)  # runs with a task waiting on their previous run
 
     def wake_at(self, when: datetime) -> None:
         if self.retry_at is None or when < self.retry_at:
@@ -122,6 +123,8 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
             plan.settled[run.id] = mine
         if decision.retry_at is not None:
             plan.wake_at(decision.retry_at)
+        if decision.waiting_on_past:
+            plan.waiting_on_past.add(run.id)
     return plan
 
 

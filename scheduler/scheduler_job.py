@@ -106,6 +106,8 @@ class SchedulerJob(DagRunJob):
             self._next_signal_skip = time.monotonic() + self.settings.poll_interval
             found = signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index,
                                                    holder=self.job_id)
+            if found.ready:
+                self._pool_slots = None  # read in this transaction: a pool may have changed since the last loop
             work = self._queue(session, list(found.ready.values()), now, report, known=found.signals) \
                 if found.ready else []
         self.metrics.signals.inc(found.actions)
@@ -116,6 +118,7 @@ class SchedulerJob(DagRunJob):
                      f"by signal {by.get('key')} v{by.get('version')})")
         if found.created:
             self._claim_now = True
+            self._forget()  # a new run may have become a held run's previous one
         if found.actions:
             ring(self.engine, self.home)  # wake the jobs that run those task instances (SQLite; NOTIFY did on PG)
         for run_id in found.runs | {run.id for run in found.created}:

@@ -31,17 +31,18 @@ def record_many(session: Session, rows: list[dict[str, Any]]) -> None:
     if rows:
         if session.autoflush:  # as the ORM would before its insert: pending changes reach the database first
             session.flush()
-        session.connection().execute(EVENTS.insert(), [{c: r.get(c) for c in _COLUMNS} for r in rows])
-        session.info[WROTE_EVENTS] = True
+        ids = session.connection().execute(_INSERT, [{c: r.get(c) for c in _COLUMNS} for r in rows]).scalars()
+        session.info.setdefault(WRITTEN, []).extend(ids)
 
 
-WROTE_EVENTS = "ledger.wrote_events"  # session.info key: this session appended events (see wrote_events)
+_INSERT = EVENTS.insert().returning(EVENTS.c.id)
+WRITTEN = "ledger.events_written"  # session.info key: the ids of the events this session appended
 
 
-def wrote_events(session: Session) -> bool:
-    """Whether this session appended events: a job that did not knows the newest event id is still the one
-    it read at the start of its transaction."""
-    return bool(session.info.get(WROTE_EVENTS))
+def written_ids(session: Session) -> list[int]:
+    """The ids of the events this session appended: a job tells its own changes from other processes' by
+    them (ledger.store.loop.events_since)."""
+    return list(session.info.get(WRITTEN, []))
 
 
 def listing(session: Session, *, dag_id: str | None = None, run_id: int | None = None,

@@ -3,7 +3,7 @@ capacity they compete for, and a run's state changes with their event."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -72,6 +72,19 @@ def intervals(session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]
 
 def newest_event_id(session: Session) -> int:
     return newest_event_id_on(session.connection())
+
+
+_SINCE = select(func.max(Event.id), func.count()).where(
+    Event.id > bindparam("seen"), Event.id.not_in(bindparam("mine", expanding=True)))
+
+
+def events_since(session: Session, seen: int, mine: Collection[int]) -> int | None:
+    """The newest event id newer than `seen` that is not one of `mine` (the caller's own events), or None: whether
+    another process changed something since the caller's transaction that read `seen`. Counting by ids, not by
+    comparing the newest id, an event another process committed while the caller's transaction ran is not
+    taken for the caller's own."""
+    newest, count = session.connection().execute(_SINCE, {"seen": seen, "mine": list(mine)}).one()
+    return int(newest) if count else None
 
 
 def newest_event_id_on(conn: Connection) -> int:

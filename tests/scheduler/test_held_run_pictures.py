@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,9 @@ from sqlalchemy import event, select
 
 from ledger import DAG, BashTask
 from ledger.clock import FixedClock
-from ledger.models import DagRun
-from ledger.operations import cancel_run, mark_tasks, set_pool
-from ledger.states import TaskState
+from ledger.models import DagRun, TaskInstance, TaskTry
+from ledger.operations import cancel_run, clear_tasks, mark_run, mark_tasks, set_pool, trigger
+from ledger.states import RunState, TaskState
 from ledger.store import dags as dag_store
 from ledger.sync import register_dag
 from scheduler.executors.base import TaskEvent
@@ -30,6 +31,7 @@ from tests.scheduler.test_database_faults import a_job, job_parts, states  # noq
 from tests.scheduler.test_held_starts import SteppedExecutor
 
 CLOCK = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
+T0 = pendulum.datetime(2024, 3, 9, tz="UTC")
 READS_OF_RUNS = ("FROM task_instance WHERE task_instance.run_id IN", "FROM dag_run WHERE dag_run.id IN")
 READS_KEPT_IN_MEMORY = ("SELECT dag_run.id FROM dag_run WHERE dag_run.lock_holder",  # the held runs
                         "FROM pool",  # the pools' slots
@@ -56,6 +58,23 @@ def statements(job_parts: tuple[Any, Any]) -> Iterator[list[str]]:  # noqa: F811
     event.listen(job_parts[0], "before_cursor_execute", note)
     yield seen
     event.remove(job_parts[0], "before_cursor_execute", note)
+
+
+@dataclass
+class CreatingJob(DagRunJob):
+    """Creates the due runs, as SchedulerJob does, once `creating` is set."""
+
+    creating: bool = False
+
+    def create_runs(self, session: Any, now: Any) -> int:
+        return len(create_due_runs(session, now=now, actor=self.actor)) if self.creating else 0
+
+
+def tries_of(sessions: Any, task_id: str) -> list[tuple[int, str]]:
+    with sessions() as s:
+        ti = s.scalars(select(TaskInstance).where(TaskInstance.task_id == task_id)).one()
+        return [(t.try_number, t.state) for t in s.scalars(select(TaskTry).where(TaskTry.task_instance_id == ti.id)
+                                                            .order_by(TaskTry.try_number))]
 
 
 def run_state(sessions: Any) -> str:
@@ -159,4 +178,76 @@ def test_a_job_with_more_runs_than_it_may_hold_claims_them_in_batches_and_runs_t
         assert list(s.scalars(select(DagRun.state).distinct())) == ["success"]
     claims = [s for s in statements if "LEFT OUTER JOIN job AS holder" in s]
     assert 3 <= len(claims) <= 9  # the first 16, then 2 at a time (an eighth of 16), not one per finished run
+    job.shutdown()
+
+
+def test_a_run_timed_out_by_the_job_has_its_try_stopped_at_once_and_no_stop_left_for_a_later_try(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    """The job writes the timeout's stop request itself (no other process's event): it still carries it out on the
+    next loop, and the request ends with the try, so the try a later clear makes runs on."""
+    engine, sessions = job_parts
+    clock = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
+    with DAG("slow", schedule="@daily", start_date=T0, catchup=True, dagrun_timeout=timedelta(seconds=30)) as slow:
+        BashTask("a", "sleep 100")
+    with DAG("other", schedule="@daily", start_date=T0, catchup=True) as other:  # a second held run, kept running
+        BashTask("x", "sleep 100")
+    slow.fileloc, other.fileloc = str(tmp_path / "slow.py"), str(tmp_path / "other.py")
+    with sessions.begin() as session:
+        for dag in (slow, other):
+            register_dag(session, dag, now=clock.now(), actor="test")
+        create_due_runs(session, now=clock.now(), actor="test")
+    (tmp_path / "logs").mkdir()
+    executor = KillableExecutor(parallelism=2)
+    job = DagRunJob(sessions=sessions, engine=engine, executor=executor, clock=clock, actor="test",
+                    settings=replace(SchedulerSettings(), poll_interval=600.0, started_write_delay=0.0),
+                    logs_folder=tmp_path / "logs", say=lambda _line: None)
+    job.start()
+    job.loop_once()  # both runs start; a and x run
+    job.loop_once()
+    clock.advance(seconds=31)
+    job._full_pass_at = 0.0  # a run settled at its start is decided again at the next full pass
+    for _ in range(3):
+        job.loop_once()
+    assert tries_of(sessions, "a") == [(1, "stopped")]
+    with sessions.begin() as session:
+        a = session.scalars(select(TaskInstance).where(TaskInstance.task_id == "a")).one()
+        assert a.signal_request is None
+        clear_tasks(session, session.get(DagRun, a.run_id), ["a"], downstream=False, on_latest_version=False,
+                    now=clock.now(), actor="someone")
+    for _ in range(4):
+        job.loop_once()
+    assert tries_of(sessions, "a") == [(1, "stopped"), (2, "running")]
+    job.shutdown()
+
+
+def test_a_run_created_in_front_of_a_held_run_becomes_its_previous_run_for_depends_on_past(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    """A manual run on 03-05 follows the 03-01 run; the job then creates 03-02..03-09, and 03-04 becomes the manual
+    run's previous run: its depends_on_past task waits for 03-04's, not for what the job remembered."""
+    engine, sessions = job_parts
+    with DAG("p", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), catchup=True) as dag:
+        BashTask("u", "true") >> BashTask("t", "true", depends_on_past=True)
+    dag.fileloc = str(tmp_path / "p.py")
+    with sessions.begin() as session:
+        register_dag(session, dag, now=CLOCK.now(), actor="test")
+        [first] = create_due_runs(session, now=pendulum.datetime(2024, 3, 2, 1, tz="UTC"), actor="test")
+        mark_run(session, first, RunState.SUCCESS, now=CLOCK.now(), actor="test")
+        manual, _ = trigger(session, dag_store.current_spec(session, "p"), pendulum.datetime(2024, 3, 5, 6, tz="UTC"),
+                            None, replace=False, now=CLOCK.now(), actor="test")
+        manual_id = manual.id
+    (tmp_path / "logs").mkdir()
+    executor = SteppedExecutor(parallelism=32)
+    job = CreatingJob(sessions=sessions, engine=engine, executor=executor, clock=CLOCK, actor="test",
+                      settings=replace(SchedulerSettings(), poll_interval=600.0, started_write_delay=0.0),
+                      logs_folder=tmp_path / "logs", say=lambda _line: None)
+    job.start()
+    job.loop_once()  # holds the manual run, queues its u
+    job.loop_once()
+    job.creating = True
+    job.loop_once()  # creates 03-02 .. 03-09
+    job.loop_once()
+    executor.finish(next(i for i in executor.submitted if i.run_id == manual_id and i.task_id == "u"))
+    job.loop_once()
+    job.loop_once()
+    assert not [i for i in executor.submitted if i.run_id == manual_id and i.task_id == "t"]
     job.shutdown()

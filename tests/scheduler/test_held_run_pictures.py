@@ -70,6 +70,17 @@ class CreatingJob(DagRunJob):
         return len(create_due_runs(session, now=now, actor=self.actor)) if self.creating else 0
 
 
+def a_started_job(kind: type[DagRunJob], tmp_path: Path, parts: tuple[Any, Any], executor: Any,
+                  clock: FixedClock) -> Any:
+    """A job of `kind` on the test's database, with no full pass during the test and starts written at once."""
+    (tmp_path / "logs").mkdir()
+    job = kind(sessions=parts[1], engine=parts[0], executor=executor, clock=clock, actor="test",
+               settings=replace(SchedulerSettings(), poll_interval=600.0, started_write_delay=0.0),
+               logs_folder=tmp_path / "logs", say=lambda _line: None)
+    job.start()
+    return job
+
+
 def tries_of(sessions: Any, task_id: str) -> list[tuple[int, str]]:
     with sessions() as s:
         ti = s.scalars(select(TaskInstance).where(TaskInstance.task_id == task_id)).one()
@@ -185,7 +196,7 @@ def test_a_run_timed_out_by_the_job_has_its_try_stopped_at_once_and_no_stop_left
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
     """The job writes the timeout's stop request itself (no other process's event): it still carries it out on the
     next loop, and the request ends with the try, so the try a later clear makes runs on."""
-    engine, sessions = job_parts
+    sessions = job_parts[1]
     clock = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
     with DAG("slow", schedule="@daily", start_date=T0, catchup=True, dagrun_timeout=timedelta(seconds=30)) as slow:
         BashTask("a", "sleep 100")
@@ -196,12 +207,8 @@ def test_a_run_timed_out_by_the_job_has_its_try_stopped_at_once_and_no_stop_left
         for dag in (slow, other):
             register_dag(session, dag, now=clock.now(), actor="test")
         create_due_runs(session, now=clock.now(), actor="test")
-    (tmp_path / "logs").mkdir()
     executor = KillableExecutor(parallelism=2)
-    job = DagRunJob(sessions=sessions, engine=engine, executor=executor, clock=clock, actor="test",
-                    settings=replace(SchedulerSettings(), poll_interval=600.0, started_write_delay=0.0),
-                    logs_folder=tmp_path / "logs", say=lambda _line: None)
-    job.start()
+    job = a_started_job(DagRunJob, tmp_path, job_parts, executor, clock)
     job.loop_once()  # both runs start; a and x run
     job.loop_once()
     clock.advance(seconds=31)
@@ -224,7 +231,7 @@ def test_a_run_created_in_front_of_a_held_run_becomes_its_previous_run_for_depen
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
     """A manual run on 03-05 follows the 03-01 run; the job then creates 03-02..03-09, and 03-04 becomes the manual
     run's previous run: its depends_on_past task waits for 03-04's, not for what the job remembered."""
-    engine, sessions = job_parts
+    sessions = job_parts[1]
     with DAG("p", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), catchup=True) as dag:
         BashTask("u", "true") >> BashTask("t", "true", depends_on_past=True)
     dag.fileloc = str(tmp_path / "p.py")
@@ -235,12 +242,8 @@ def test_a_run_created_in_front_of_a_held_run_becomes_its_previous_run_for_depen
         manual, _ = trigger(session, dag_store.current_spec(session, "p"), pendulum.datetime(2024, 3, 5, 6, tz="UTC"),
                             None, replace=False, now=CLOCK.now(), actor="test")
         manual_id = manual.id
-    (tmp_path / "logs").mkdir()
     executor = SteppedExecutor(parallelism=32)
-    job = CreatingJob(sessions=sessions, engine=engine, executor=executor, clock=CLOCK, actor="test",
-                      settings=replace(SchedulerSettings(), poll_interval=600.0, started_write_delay=0.0),
-                      logs_folder=tmp_path / "logs", say=lambda _line: None)
-    job.start()
+    job = a_started_job(CreatingJob, tmp_path, job_parts, executor, CLOCK)
     job.loop_once()  # holds the manual run, queues its u
     job.loop_once()
     job.creating = True

@@ -151,8 +151,8 @@ class DagRunJob:
     _full_pass_at: float = 0.0
     _claim_now: bool = True
     _next_claim: float = 0.0
-    _seen_event: int = 0  # the newest event id this job has taken into account
-    _own_events: list[int] = field(default_factory=list)  # ids of the events its last loop transaction appended
+    _seen_event: int = 0  # the newest event id when this job's last loop transaction began
+    _own_events: list[int] = field(default_factory=list)  # ids of the events that transaction appended
     _looked: bool = False
     _stop_requests: dict[int, str] = field(default_factory=dict)  # tries this job killed: why
     _stop_reasons: dict[int, str] = field(default_factory=dict)  # ti id -> why this job asked it to stop
@@ -393,10 +393,8 @@ class DagRunJob:
         work: list[WorkItem] = []
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         with self.transaction() as session:
-            others = loop_store.events_since(session, self._seen_event, self._own_events)
-            if others is not None:
-                self._seen_event = max(self._seen_event, others)
-            if others is not None or time.monotonic() >= self._full_pass_at:
+            self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
+            if others or time.monotonic() >= self._full_pass_at:
                 # another process wrote (CLI, backfill, another job; every change comes with an event), or a
                 # poll interval passed: read and decide every run again
                 self._forget()
@@ -423,10 +421,9 @@ class DagRunJob:
             report.callbacks += len(to_call)
             self._heartbeat(session, now)
             self._flush_task_states(session, now)
-            self._own_events = events.written_ids(session)
-            self._seen_event = max([self._seen_event, *self._own_events])
+            self._own_events = events.written_ids(session)  # left out of the next transaction's check
             if isinstance(self.wakeup, DatabaseWakeup):
-                self.wakeup.seen = self._seen_event
+                self.wakeup.seen = max([self._seen_event, *self._own_events])  # its own events do not wake it
         self._unrecorded = []
         self._held_since = None
         self._call_results = []
@@ -843,12 +840,12 @@ class DagRunJob:
             if self._held_ids is not None and run.id in self._held_ids:
                 self._held_ids.remove(run.id)  # its lock is released below
                 holding = len(self._held_ids)
-                if self._held_full:
-                    self._held_ids = None  # the runs it holds beyond the ones it decides come next
             if self._claims_limited and (holding is None or self.settings.max_held_runs - holding
                                          >= max(1, self.settings.max_held_runs // 8)):
                 self._claim_now = True  # runs were left unclaimed for want of room: claim a batch of them
             self._set_run_state(session, run, state, now, release=True, reason=reason)
+        if plan.finish and self._held_full:
+            self._held_ids = None  # it may hold more runs than it read: the next ones come into the list
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
             self.settle_backfill(session, backfill_id, now)
         return self._queue(session, plan.ready + cached, now, report)

@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -74,17 +74,17 @@ def newest_event_id(session: Session) -> int:
     return newest_event_id_on(session.connection())
 
 
-_SINCE = select(func.max(Event.id), func.count()).where(
-    Event.id > bindparam("seen"), Event.id.not_in(bindparam("mine", expanding=True)))
+_SINCE = select(func.max(Event.id), func.count(case((Event.id.not_in(bindparam("mine", expanding=True)), 1)))) \
+    .where(Event.id > bindparam("seen"))
 
 
-def events_since(session: Session, seen: int, mine: Collection[int]) -> int | None:
-    """The newest event id newer than `seen` that is not one of `mine` (the caller's own events), or None: whether
-    another process changed something since the caller's transaction that read `seen`. Counting by ids, not by
-    comparing the newest id, an event another process committed while the caller's transaction ran is not
-    taken for the caller's own."""
-    newest, count = session.connection().execute(_SINCE, {"seen": seen, "mine": list(mine)}).one()
-    return int(newest) if count else None
+def events_since(session: Session, seen: int, mine: Collection[int]) -> tuple[int, bool]:
+    """(the newest event id, whether an event newer than `seen` is not one of `mine`): `seen` is the newest id the
+    caller's last transaction read at its start, `mine` the ids of the events that transaction appended. An
+    event another process committed while the caller's transaction ran is newer than `seen` and not the
+    caller's, whatever its id is next to the caller's own."""
+    newest, others = session.connection().execute(_SINCE, {"seen": seen, "mine": list(mine)}).one()
+    return (seen if newest is None else int(newest)), bool(others)
 
 
 def newest_event_id_on(conn: Connection) -> int:

@@ -141,13 +141,6 @@ class DagRunJob:
     _unkilled: bool = False  # a STOP or RESTART could not be carried out yet: read the requests again
     _claims_limited: bool = True  # the last claim took as many runs as it had room for: claim again when one ends
     _held_full: bool = False  # _held_ids was read up to max_held_runs: the job may hold more runs than that
-
-    @property
-    def _serial(self) -> bool:
-        """Whether transactions take the database's one write lock (SQLite): an event id then says exactly whether
-        another process wrote since, and what the job remembers of its runs is exactly what the database holds.
-        On PostgreSQL the job still checks outcomes and signal requests against the database."""
-        return self.engine.dialect.name == "sqlite"
     _full_pass_at: float = 0.0
     _claim_now: bool = True
     _next_claim: float = 0.0
@@ -176,6 +169,13 @@ class DagRunJob:
     @property
     def home(self) -> Path:
         return self.logs_folder.parent  # logs live in $LEDGER_HOME/logs
+
+    @property
+    def _serial(self) -> bool:
+        """Whether transactions take the database's one write lock (SQLite): an event id then says exactly whether
+        another process wrote since, and what the job remembers of its runs is exactly what the database holds.
+        On PostgreSQL the job still checks outcomes and signal requests against the database."""
+        return self.engine.dialect.name == "sqlite"
 
     # -- hooks for subclasses ------------------------------------------------------------------
     def refresh_dags(self) -> bool:

@@ -70,10 +70,6 @@ def intervals(session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]
     return {i: (start.isoformat(), end.isoformat()) for i, start, end in rows}
 
 
-def newest_event_id(session: Session) -> int:
-    return newest_event_id_on(session.connection())
-
-
 _SINCE = select(func.max(Event.id), func.count(case((Event.id.not_in(bindparam("mine", expanding=True)), 1)))) \
     .where(Event.id > bindparam("seen"))
 

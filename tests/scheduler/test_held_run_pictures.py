@@ -70,6 +70,13 @@ class CreatingJob(DagRunJob):
         return len(create_due_runs(session, now=now, actor=self.actor)) if self.creating else 0
 
 
+def a_steady_job(tmp_path: Path, parts: tuple[Any, Any], executor: Any) -> Any:
+    """tests/scheduler/test_database_faults.py's job (runs d: a >> b), with no full pass during the test."""
+    job = a_job(tmp_path, *parts, CLOCK, executor)
+    job.settings = replace(job.settings, poll_interval=600.0)
+    return job
+
+
 def a_started_job(kind: type[DagRunJob], tmp_path: Path, parts: tuple[Any, Any], executor: Any,
                   clock: FixedClock) -> Any:
     """A job of `kind` on the test's database, with no full pass during the test and starts written at once."""
@@ -95,8 +102,7 @@ def run_state(sessions: Any) -> str:
 
 def test_a_run_whose_try_ended_is_decided_from_the_jobs_picture(
         tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
-    job = a_job(tmp_path, *job_parts, CLOCK, FakeExecutor())
-    job.settings = replace(job.settings, poll_interval=600.0)  # no periodic full read during the test
+    job = a_steady_job(tmp_path, job_parts, FakeExecutor())  # no periodic full read during the test
     job.loop_once()  # reads the run, queues a
     statements.clear()
     job.loop_once()  # a succeeded: b is queued
@@ -109,8 +115,7 @@ def test_a_run_whose_try_ended_is_decided_from_the_jobs_picture(
 
 def test_a_failed_try_is_read_back_as_the_database_decided_it(
         tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
-    job = a_job(tmp_path, *job_parts, CLOCK, FakeExecutor(fail={("a", 1)}))
-    job.settings = replace(job.settings, poll_interval=600.0)
+    job = a_steady_job(tmp_path, job_parts, FakeExecutor(fail={("a", 1)}))
     job.loop_once()
     statements.clear()
     job.loop_once()  # a failed with retries left: up for retry in 60 s by the job's clock, b does not start
@@ -122,9 +127,8 @@ def test_a_failed_try_is_read_back_as_the_database_decided_it(
 def test_what_another_process_changed_is_read_before_the_job_decides_again(
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
     """b is marked skipped by hand while a runs: the job's picture still has b waiting for a; it must not queue b."""
-    engine, sessions = job_parts
-    job = a_job(tmp_path, engine, sessions, CLOCK, FakeExecutor())
-    job.settings = replace(job.settings, poll_interval=600.0)
+    sessions = job_parts[1]
+    job = a_steady_job(tmp_path, job_parts, FakeExecutor())
     job.loop_once()  # queues a (its start and end wait in the executor)
     with sessions.begin() as session:
         run = session.scalars(select(DagRun)).one()
@@ -140,9 +144,8 @@ def test_what_another_process_changed_is_read_before_the_job_decides_again(
 
 def test_a_pool_changed_by_another_process_limits_the_next_queueing(
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
-    engine, sessions = job_parts
-    job = a_job(tmp_path, engine, sessions, CLOCK, FakeExecutor())
-    job.settings = replace(job.settings, poll_interval=600.0)
+    sessions = job_parts[1]
+    job = a_steady_job(tmp_path, job_parts, FakeExecutor())
     job.loop_once()  # reads the pools (none), queues a
     with sessions.begin() as session:
         set_pool(session, "default_pool", 0, "closed", now=CLOCK.now(), actor="someone")
@@ -154,10 +157,9 @@ def test_a_pool_changed_by_another_process_limits_the_next_queueing(
 
 def test_a_cancel_by_another_process_stops_the_try_the_job_runs(
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
-    engine, sessions = job_parts
-    executor = KillableExecutor(parallelism=1)
-    job = a_job(tmp_path, engine, sessions, CLOCK, executor)
-    job.settings = replace(job.settings, poll_interval=600.0, started_write_delay=0.0)
+    sessions = job_parts[1]
+    job = a_steady_job(tmp_path, job_parts, KillableExecutor(parallelism=1))
+    job.settings = replace(job.settings, started_write_delay=0.0)
     job.loop_once()  # queues a, which starts and keeps running
     job.loop_once()  # records its start; no request pending
     with sessions.begin() as session:

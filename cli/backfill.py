@@ -105,11 +105,10 @@ def create(
 def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: bool) -> None:
     from backfill.create import create_confirmed, plan_json
     from backfill.job import BackfillJob
-    from scheduler.executors import make_executor
+    from scheduler.executors import executor_for
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
-                      executor=make_executor(settings.executor, settings.parallelism,
-                                             reuse_workers=settings.reuse_workers), clock=env.clock,
+                      executor=executor_for(settings), clock=env.clock,
                       actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
                       newest_first=request.backwards)
     executing = not request.submit
@@ -268,7 +267,7 @@ def resume(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", s
     from backfill.job import BackfillJob
     from ledger.states import BackfillState
     from ledger.store import events
-    from scheduler.executors import make_executor
+    from scheduler.executors import executor_for
     from scheduler.settings import SchedulerSettings
 
     env = open_env()
@@ -280,8 +279,7 @@ def resume(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", s
         settings = SchedulerSettings.from_env(parallelism=parallelism, max_held_runs=row.max_active_runs)
         newest_first = row.backwards
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
-                      executor=make_executor(settings.executor, settings.parallelism,
-                                             reuse_workers=settings.reuse_workers), clock=env.clock,
+                      executor=executor_for(settings), clock=env.clock,
                       actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
                       newest_first=newest_first)
     job.start()

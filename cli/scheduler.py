@@ -31,7 +31,7 @@ def scheduler(
     dags_folder: DagsFolder = None,
 ) -> None:
     """Run the scheduler: parse DAG files, create due runs, execute task instances."""
-    from scheduler.executors import make_executor
+    from scheduler.executors import executor_for
     from scheduler.scheduler_job import SchedulerJob
     from scheduler.settings import SchedulerSettings
 
@@ -42,7 +42,7 @@ def scheduler(
     env.require_dags_folder()
     job = SchedulerJob(
         sessions=sessions, engine=env.engine, settings=settings,
-        executor=make_executor(settings.executor, settings.parallelism, reuse_workers=settings.reuse_workers),
+        executor=executor_for(settings),
         clock=env.clock, actor=env.actor,
         logs_folder=env.settings.logs_folder, say=_say, dags_folder=env.settings.dags_folder)
     if settings.metrics_port:

@@ -62,7 +62,10 @@ RunLogger = Callable[[str], None]
 
 
 def _tell_log(path: str, at: datetime, text: str) -> None:
-    """Append a line to a try's log once the try has ended (its process is gone): why it was stopped."""
+    """Append a line to a try's log once the try has ended (its process is gone): why it was stopped. A try
+    stopped before it started gets a log of this one line."""
+    with contextlib.suppress(OSError):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError), open(path, "a") as log:
         log.write(f"[ledger] {at.astimezone(UTC).isoformat(timespec='milliseconds')} {text}\n")
 
@@ -586,6 +589,8 @@ class DagRunJob:
                 if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
                     state = TaskState.STOPPED
                     if info is not None and info.log_path:  # written once this transaction has committed
+                        if not info.started:  # it waited in its worker (queue_ahead) and was taken out
+                            why = f"never started: {why}"
                         self._log_notes.append((info.log_path, at, f"outcome: {why}"))
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
                                                info.retry_delay if info else 0.0, decided_at=now))

@@ -37,10 +37,22 @@ class SchedulerSettings:
     # LocalExecutor: Python tries run in the (long-lived) worker process itself instead of a child forked per
     # try: faster, no per-try isolation (docs/scheduler.md, "Reusing workers")
     reuse_workers: bool = False
+    # LocalExecutor: work items each worker is sent beyond the try it runs, so that it starts its next try the
+    # moment one ends instead of waiting for the loop (docs/scheduler.md, "Queueing ahead"); 0: only idle
+    # workers get work; -1 (auto): 1 with reuse_workers, 0 when each try forks
+    queue_ahead: int = -1
     # a try's start is written with the next transaction the loop needs anyway, at most this many seconds later,
     # instead of in a transaction of its own while every worker is busy (0: at once); see docs/scheduler.md
     started_write_delay: float = 0.25
     max_map_length: int = 1024  # the most instances a task mapped over another task's value gets (else: failed)
+
+    def items_ahead(self) -> int:
+        """queue_ahead, with auto (-1) resolved: a worker that runs tries itself finishes one in well under a
+        loop, so it is sent one more; a try that forks takes longer than a loop, and an item sent ahead
+        would only wait behind it (measured in docs/benchmarks.md)."""
+        if self.queue_ahead >= 0:
+            return self.queue_ahead
+        return 1 if self.reuse_workers else 0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:
@@ -71,6 +83,8 @@ class SchedulerSettings:
         for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism", "max_map_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
+        if self.queue_ahead < -1:
+            raise ConfigError(f"queue_ahead must be 0 or more (-1: auto), not {self.queue_ahead}")
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics port must be between 1 and 65535 (0: off), not {self.metrics_port}")
         if not 0 <= self.started_write_delay < self.heartbeat_interval:  # (nan is refused too)

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.settings import SchedulerSettings
 
 EXECUTORS = ("local", "sequential")
 
 
-def make_executor(name: str, parallelism: int, *, reuse_workers: bool = False) -> Executor:
+def make_executor(name: str, parallelism: int, *, reuse_workers: bool = False, queue_ahead: int = 0) -> Executor:
     """The executor called `name` ("local": a pool of `parallelism` worker processes, which run Python tries
-    themselves with `reuse_workers`; "sequential": one try at a time, for debugging; parallelism is then 1,
-    and every try forks)."""
+    themselves with `reuse_workers` and are each sent `queue_ahead` items beyond the one they run;
+    "sequential": one try at a time, for debugging; parallelism is then 1, and every try forks)."""
     key = (name or "").strip().lower()
     if key == "local":
         from scheduler.executors.local import LocalExecutor
 
-        return LocalExecutor(parallelism, reuse_workers=reuse_workers)
+        return LocalExecutor(parallelism, reuse_workers=reuse_workers, queue_ahead=queue_ahead)
     if key == "sequential":
         from scheduler.executors.sequential import SequentialExecutor
 
@@ -23,4 +24,10 @@ def make_executor(name: str, parallelism: int, *, reuse_workers: bool = False) -
     raise ValueError(f"unknown executor {name!r}: choose one of {', '.join(EXECUTORS)}")
 
 
-__all__ = ["EXECUTORS", "Executor", "TaskEvent", "WorkItem", "make_executor"]
+def executor_for(settings: SchedulerSettings) -> Executor:
+    """The executor a job's settings describe."""
+    return make_executor(settings.executor, settings.parallelism, reuse_workers=settings.reuse_workers,
+                         queue_ahead=settings.items_ahead())
+
+
+__all__ = ["EXECUTORS", "Executor", "TaskEvent", "WorkItem", "executor_for", "make_executor"]

@@ -40,6 +40,7 @@ kernel's parent-death signal fires when the *thread* that started the worker end
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import multiprocessing
@@ -49,8 +50,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
@@ -60,6 +62,8 @@ from scheduler.executors.base import Executor, TaskEvent, WorkItem
 StartMethod = Literal["exec", "fork"]
 
 READY = "ready"
+CANCEL = "cancel"  # (CANCEL, ti id): take an item sent ahead out before it starts
+NEVER_STARTED = "never started: cancelled while it waited for its worker"
 START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL for a try ended by kill()
@@ -93,9 +97,71 @@ def _own_signals() -> None:
             signal.signal(signum, handler)
 
 
-def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reuse: bool = False) -> None:
+class _Inbox:
+    """A worker's end of its pipe. Without items sent ahead, the worker reads the next item when it is idle.
+    With them, a thread reads the pipe all the time: items wait here in order, and a CANCEL for one that has
+    not started takes it out at once, reported finished and never started, even while a long try runs. The
+    worker's main thread takes the next item under the same lock: one taken has started, and one cancelled
+    is never taken. Every message to the executor goes through send(), which both threads use."""
+
+    def __init__(self, conn: Connection, threaded: bool) -> None:
+        self.conn = conn
+        self._sending = threading.Lock()
+        self._changed = threading.Condition()
+        self._waiting: collections.deque[WorkItem] = collections.deque()
+        self._open = True
+        if threaded:
+            threading.Thread(target=self._read_all, name="ledger-worker-inbox", daemon=True).start()
+        self._threaded = threaded
+
+    def send(self, message: object) -> None:
+        with self._sending:
+            self.conn.send(message)
+
+    def next_item(self) -> WorkItem | None:
+        """The next item to start; None once the executor said to end (or its end of the pipe is gone)."""
+        if not self._threaded:
+            message = self._receive()
+            return message if isinstance(message, WorkItem) else None
+        with self._changed:
+            while self._open and not self._waiting:
+                self._changed.wait()
+            return self._waiting.popleft() if self._open else None
+
+    def _receive(self) -> object:
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            return None
+
+    def _read_all(self) -> None:
+        while True:
+            message = self._receive()
+            if isinstance(message, WorkItem):
+                with self._changed:
+                    self._waiting.append(message)
+                    self._changed.notify()
+            elif isinstance(message, tuple) and len(message) == 2 and message[0] == CANCEL:
+                with self._changed:
+                    found = next((item for item in self._waiting if item.ti_id == message[1]), None)
+                    if found is not None:  # one already taken has started: the executor stops it as it runs
+                        self._waiting.remove(found)
+                if found is not None:
+                    with contextlib.suppress(OSError, ValueError):  # (the scheduler is gone: so is this worker)
+                        self.send(TaskEvent(ti_id=found.ti_id, try_number=found.try_number, kind="finished",
+                                            at=time.time(), state="failed", reason=NEVER_STARTED))
+            else:  # None: the executor ends this worker
+                with self._changed:
+                    self._open = False
+                    self._changed.notify()
+                return
+
+
+def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reuse: bool = False,
+           ahead: bool = False) -> None:
     """A worker's life: receive WorkItems, run each in a forked child (or, for Spark tries and with `reuse`
-    for Python tries, in this process), report started and finished."""
+    for Python tries, in this process), report started and finished. `ahead`: the executor sends items ahead
+    of the running try (see _Inbox)."""
     global _current
     try_process.set_parent_death_signal(signal.SIGTERM)
     _own_signals()
@@ -103,64 +169,63 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
         signal.set_wakeup_fd(-1)
     if os.getppid() != parent_pid:  # the scheduler died before the parent-death signal was armed
         return
+    inbox = _Inbox(conn, threaded=ahead)
     try:
-        conn.send((READY, os.getpid()))
-        while True:
-            try:
-                item = conn.recv()
-            except (EOFError, OSError):
-                return
-            if item is None:
-                return
+        inbox.send((READY, os.getpid()))
+        while (item := inbox.next_item()) is not None:
             plan = try_plan.prepare(item, import_timeout=import_timeout)
             _own_signals()
             if try_plan.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
-                _run_here(conn, item, plan)
+                _run_here(inbox, item, plan)
                 continue
             running = try_process.fork_try(item, close_fds=[conn.fileno()])
             _current = running
             try_plan.forget_prepared()
-            conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
-                                at=running.started_at, pid=running.pid))
+            inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
+                                 at=running.started_at, pid=running.pid))
             outcome = running.wait()
             assert outcome is not None
             _current = None
-            conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
-                                state=outcome.state, pid=running.pid, reason=outcome.reason))
+            inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
+                                 state=outcome.state, pid=running.pid, reason=outcome.reason))
+    except (EOFError, OSError):
+        return  # the scheduler's end of the pipe is gone
     finally:
         if _current is not None:  # leaving for any reason (e.g. the scheduler's end of the pipe is gone)
             _current.kill()
         in_process.end_in_process()  # stop the worker's SparkSession, if it has one
 
 
-def _run_here(conn: Connection, item: WorkItem, plan: try_plan.Plan) -> None:
+def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
     """Run a try in the worker process itself, reporting it like a forked one (with the worker's pid).
     A try that would not stop after its timeout, or whose JVM died, takes the worker down with it once
     reported: the executor replaces it."""
     pid = os.getpid()
-    conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started", at=time.time(), pid=pid))
+    inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started", at=time.time(), pid=pid))
     result = in_process.run_in_process(item, plan)
     try_plan.forget_prepared()
     outcome = result.outcome
-    conn.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
-                        state=outcome.state, pid=pid, reason=outcome.reason))
+    inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
+                         state=outcome.state, pid=pid, reason=outcome.reason))
     if result.retire:
         os._exit(EXIT_RETIRED)
 
 
 def _fork_worker_main(conn: Connection, parent_pid: int, close_fds: list[int], import_timeout: float | None,
-                      reuse: bool) -> None:
+                      reuse: bool, ahead: bool) -> None:
     for fd in close_fds:  # the scheduler's ends of the other workers' pipes
         with contextlib.suppress(OSError):
             os.close(fd)
-    _serve(conn, parent_pid, import_timeout, reuse)
+    _serve(conn, parent_pid, import_timeout, reuse, ahead)
 
 
 def exec_worker_main(argv: list[str]) -> None:
-    """Entry point of an "exec" worker: argv = [fd, parent pid, import timeout or "", "reuse" or ""]."""
+    """Entry point of an "exec" worker: argv = [fd, parent pid, import timeout or "", "reuse" or "",
+    "ahead" or ""]."""
     fd, parent_pid, timeout = int(argv[0]), int(argv[1]), argv[2]
     reuse = len(argv) > 3 and argv[3] == "reuse"
-    _serve(Connection(fd), parent_pid, float(timeout) if timeout else None, reuse)
+    ahead = len(argv) > 4 and argv[4] == "ahead"
+    _serve(Connection(fd), parent_pid, float(timeout) if timeout else None, reuse, ahead)
 
 
 _PATH_VARIABLE = "LEDGER_WORKER_SYS_PATH"
@@ -232,20 +297,34 @@ class _ExecProcess:
 class _Worker:
     process: _Process
     conn: Connection
-    item: WorkItem | None = None
-    pid: int | None = None  # the running try's child (and process group) once "started" arrived
-    assigned_at: float = 0.0  # time.monotonic()
+    items: list[WorkItem] = field(default_factory=list)  # sent to it and not finished, in order: the first runs
+    pid: int | None = None  # the first item's child (and process group) once "started" arrived
+    assigned_at: float = 0.0  # time.monotonic() when the first item became its to start
     ready: bool = False
     dead: bool = False
 
+    @property
+    def item(self) -> WorkItem | None:
+        """The try it runs (or is about to start); the others wait behind it."""
+        return self.items[0] if self.items else None
+
 
 class LocalExecutor(Executor):
-    """`parallelism` long-lived worker processes; one try at a time each."""
+    """`parallelism` long-lived worker processes; one try at a time each.
+
+    `queue_ahead`: how many more items each worker is sent beyond the one it runs. They wait in the worker,
+    which starts the next the moment a try ends, without waiting for the scheduler's next loop; they are
+    queued (not running) until their "started" arrives. 0: a worker gets an item only when it is idle.
+    """
 
     def __init__(self, parallelism: int, *, start_method: StartMethod = "exec",
                  import_timeout: float | None = try_plan.DEFAULT_IMPORT_TIMEOUT,
-                 reuse_workers: bool = False) -> None:
+                 reuse_workers: bool = False, queue_ahead: int = 0) -> None:
         super().__init__(parallelism)
+        if queue_ahead < 0:
+            raise ValueError("queue_ahead must be 0 or more")
+        self.depth = 1 + queue_ahead  # items a worker holds at most
+        self._cancelled: set[int] = set()  # ti ids sent a CANCEL while they waited in their worker
         self.reuse_workers = reuse_workers  # Python tries run in their worker process: no fork, no isolation
         if start_method not in ("exec", "fork"):
             raise ValueError(f"unknown start_method {start_method!r}: use 'exec' or 'fork'")
@@ -267,7 +346,8 @@ class LocalExecutor(Executor):
             ours, theirs = ctx.Pipe(duplex=True)
             others = [w.conn.fileno() for w in self._workers if not w.conn.closed]
             mp_process = ctx.Process(target=_fork_worker_main,
-                                     args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers),
+                                     args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers,
+                                           self.depth > 1),
                                      name=f"ledger-worker-{self._spawned}", daemon=True)
             mp_process.start()
             theirs.close()
@@ -278,7 +358,7 @@ class LocalExecutor(Executor):
                 timeout = "" if self.import_timeout is None else repr(float(self.import_timeout))
                 flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()  # -X, -W, -O...
                 argv = [sys.executable, *flags, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout,
-                        "reuse" if self.reuse_workers else ""]
+                        "reuse" if self.reuse_workers else "", "ahead" if self.depth > 1 else ""]
                 env = {**os.environ, _PATH_VARIABLE: json.dumps(sys.path)}  # the worker imports as we do
                 popen = subprocess.Popen(argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, env=env)
                 ours = Connection(mine.detach())
@@ -327,7 +407,7 @@ class LocalExecutor(Executor):
     def open_slots(self) -> int:
         if not self._started or self._ending:
             return 0
-        return sum(1 for w in self._workers if w.item is None and not w.dead)
+        return sum(self.depth - len(w.items) for w in self._workers if not w.dead and len(w.items) < self.depth)
 
     def submit(self, item: WorkItem) -> None:
         if not self._started or self._ending:
@@ -335,21 +415,28 @@ class LocalExecutor(Executor):
         if item.ti_id in self.in_flight():
             raise ValueError(f"task instance {item.ti_id} is already in flight")
         for _ in range(2):  # a worker found dead on send is replaced, and the item goes to the new one
-            worker = next((w for w in self._workers if w.item is None and not w.dead), None)
-            if worker is None:
+            open_ = [w for w in self._workers if not w.dead and len(w.items) < self.depth]
+            if not open_:
                 raise RuntimeError("no open slot: check open_slots() before submit()")
+            worker = min(open_, key=lambda w: len(w.items))  # an idle worker first, then the least loaded
             try:
                 worker.conn.send(item)
             except (OSError, ValueError):
-                worker.dead = True
-                self._retire(worker)
-                self._spawn()
+                worker.dead = True  # its try fails, what waited behind it goes to the others
+                self._bury(worker, "worker died", self._pending, replace=True)
                 continue
-            worker.item = item
-            worker.pid = None
-            worker.assigned_at = time.monotonic()
+            if not worker.items:
+                worker.pid = None
+                worker.assigned_at = time.monotonic()
+            worker.items.append(item)
             return
         raise RuntimeError("could not hand the work item to a worker")
+
+    def _hand_over(self, items: list[WorkItem]) -> None:
+        """Items that waited in a worker that died, never started (a worker starts an item only after it
+        reported the one before it finished): they go to the other workers."""
+        for item in items:
+            self.submit(item)
 
     def _read(self, worker: _Worker, out: list[TaskEvent]) -> None:
         """Everything a worker has sent so far; marks it dead on EOF."""
@@ -365,13 +452,16 @@ class LocalExecutor(Executor):
                 if isinstance(message, tuple) and message and message[0] == READY:
                     worker.ready = True
                 continue
-            if worker.item is None or message.ti_id != worker.item.ti_id:
+            index = next((i for i, item in enumerate(worker.items) if item.ti_id == message.ti_id), None)
+            if index is None:
                 continue  # a late message about a try already given up on
             if message.kind == "started":
                 worker.pid = message.pid
             else:
-                worker.item = None
-                worker.pid = None
+                del worker.items[index]
+                if index == 0:
+                    worker.pid = None
+                    worker.assigned_at = time.monotonic()  # the next item's turn
             out.append(message)
 
     @staticmethod
@@ -390,15 +480,22 @@ class LocalExecutor(Executor):
                 worker.process.kill()
 
     def _bury(self, worker: _Worker, reason: str, out: list[TaskEvent], *, replace: bool) -> None:
-        """A worker died (or is being stopped): fail its try, kill the try's process group, maybe replace it."""
+        """A worker died (or is being stopped): fail its try, kill the try's process group, maybe replace it.
+        Items that waited behind its try never started: replaced, it hands them to the other workers; else
+        they fail as never started."""
         self._stop([worker])
-        if worker.item is not None:
-            out.append(TaskEvent(ti_id=worker.item.ti_id, try_number=worker.item.try_number, kind="finished",
+        head, waiting = worker.item, worker.items[1:]
+        if head is not None:
+            out.append(TaskEvent(ti_id=head.ti_id, try_number=head.try_number, kind="finished",
                                  at=time.time(), state="failed", pid=worker.pid, reason=reason))
-            worker.item = None
+        worker.items = []
         self._retire(worker)
         if replace:
             self._spawn()
+            self._hand_over(waiting)
+        else:
+            out.extend(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
+                                 state="failed", reason=f"never started: {reason}") for item in waiting)
 
     def _collect(self, timeout: float = 0) -> list[TaskEvent]:
         out, self._pending = self._pending, []
@@ -423,6 +520,12 @@ class LocalExecutor(Executor):
                 self._read(worker, out)
                 worker.dead = True
         out = [self._as_killed(ev) for ev in out]
+        for worker in list(self._workers):  # a try cancelled while it waited, that its worker had started already
+            head = worker.item
+            if head is not None and head.ti_id in self._cancelled and worker.pid is not None:
+                self._cancelled.discard(head.ti_id)
+                reason = self._killed.pop(head.ti_id, ("stopped", 0.0))[0]
+                self.kill(head.ti_id, reason)
         now = time.monotonic()
         for worker in self._workers:  # a stopped try that ignored SIGTERM
             if worker.item is not None and worker.pid is not None and worker.item.ti_id in self._killed \
@@ -445,9 +548,15 @@ class LocalExecutor(Executor):
     def kill(self, ti_id: int, reason: str) -> bool:
         """SIGTERM the try's process group (SIGKILL after KILL_GRACE if anything is left); a try that runs in
         its worker (Spark) or has not started yet takes its worker down with it, and the worker is replaced."""
-        worker = next((w for w in self._workers if w.item is not None and w.item.ti_id == ti_id), None)
+        worker = next((w for w in self._workers if any(item.ti_id == ti_id for item in w.items)), None)
         if worker is None or ti_id in self._killed:
             return worker is not None
+        if worker.item is not None and worker.item.ti_id != ti_id:  # it waits behind another try: take it out
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.send((CANCEL, ti_id))
+            self._cancelled.add(ti_id)
+            self._killed[ti_id] = (reason, float("inf"))
+            return True
         if worker.pid is not None and worker.pid != worker.process.pid:
             self._killed[ti_id] = (reason, time.monotonic() + KILL_GRACE)
             try_process.kill_group(worker.pid, signal.SIGTERM)
@@ -460,6 +569,10 @@ class LocalExecutor(Executor):
         if event.kind != "finished" or event.ti_id not in self._killed:
             return event
         reason, _ = self._killed.pop(event.ti_id)
+        if event.ti_id in self._cancelled:
+            self._cancelled.discard(event.ti_id)
+            if event.reason == NEVER_STARTED:
+                reason = f"never started: {reason}"
         return TaskEvent(event.ti_id, event.try_number, "finished", event.at, "failed", event.pid, reason)
 
     def wait_handles(self) -> list[Any]:
@@ -471,7 +584,7 @@ class LocalExecutor(Executor):
         return handles
 
     def in_flight(self) -> set[int]:
-        return {w.item.ti_id for w in self._workers if w.item is not None}
+        return {item.ti_id for w in self._workers for item in w.items}
 
     def end(self, grace: float) -> list[TaskEvent]:
         if not self._started:

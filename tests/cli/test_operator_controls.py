@@ -4,6 +4,7 @@ event naming who did it; refusals are one line and change nothing."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -128,3 +129,41 @@ with DAG("held", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC
     cli.ok("dags", "pause", "held")  # a plain pause: queued runs run again (no new ones are created)
     cli.ok("scheduler", "--exit-when-idle")
     assert [r["state"] for r in cli.json("timeline", "held")] == ["success", "success"]
+
+
+def test_cancelling_a_run_whose_try_waits_in_a_busy_worker_stops_it_at_once_as_never_started(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("ops.py", DAG.format(command="sleep 600"))
+    cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
+    cli.ok("trigger", "ops", "--logical-date", "2024-03-02")
+    # one worker, sent one item beyond the try it runs: one run's `a` runs, the other's waits behind it
+    env = {**cli.env, **FAST, "LEDGER_PARALLELISM": "1", "LEDGER_QUEUE_AHEAD": "1", "LEDGER_SHUTDOWN_GRACE": "1"}
+    proc = subprocess.Popen([LEDGER, "scheduler"], env=env, cwd=cli.home,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while sorted(states(cli, run)["a"] for run in ("1", "2")) != ["queued", "running"]:
+            assert time.monotonic() < deadline, "the tries were not running and queued"
+            time.sleep(0.2)
+        running, waiting = sorted(("1", "2"), key=lambda run: states(cli, run)["a"] != "running")
+        cli.ok("runs", "cancel", waiting)
+        while states(cli, waiting)["a"] == "queued":  # long before the other's `sleep 600` ends
+            assert time.monotonic() < deadline, "the waiting try was not stopped"
+            time.sleep(0.2)
+        assert states(cli, running)["a"] == "running"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert states(cli, waiting) == {"a": "stopped", "b": "skipped"}
+    conn = sqlite3.connect(f"file:{cli.home / 'ledger.db'}?mode=ro", uri=True)
+    try:
+        tried = conn.execute("SELECT r.state, r.started_at, r.pid FROM task_try r JOIN task_instance ti "
+                             "ON ti.id = r.task_instance_id WHERE ti.run_id = ? AND ti.task_id = 'a'",
+                             (int(waiting),)).fetchall()
+    finally:
+        conn.close()
+    assert tried == [("stopped", None, None)]  # one try, which never started
+    log = (cli.home / "logs" / "ops" / f"run_{waiting}" / "a" / "try_1.log").read_text()
+    assert log.rstrip().splitlines()[-1].endswith(
+        "outcome: never started: stopped by an operator (ledger runs cancel)"), log

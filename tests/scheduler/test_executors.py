@@ -9,7 +9,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,40 +17,15 @@ from scheduler.executors import make_executor
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.executors.local import LocalExecutor
 from scheduler.executors.sequential import SequentialExecutor
+from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_task_runner import (
     process_gone,
     read_log,
     wait_for_file,
     work_item,
-    write_dag_file,
 )
 
 REPO = Path(__file__).resolve().parents[2]
-
-MakeExecutor = Callable[..., Executor]
-
-
-@pytest.fixture
-def dag_file(tmp_path: Path) -> Path:
-    return write_dag_file(tmp_path)
-
-
-@pytest.fixture
-def make(request: pytest.FixtureRequest) -> Iterator[MakeExecutor]:
-    """Makes started executors and ends them after the test (kind: 'local', 'local_reuse' or 'sequential')."""
-    made: list[Executor] = []
-
-    def factory(kind: str = "local", parallelism: int = 2, **kwargs: object) -> Executor:
-        executor: Executor = (LocalExecutor(parallelism, reuse_workers=kind == "local_reuse", **kwargs)  # type: ignore[arg-type]
-                              if kind in ("local", "local_reuse") else SequentialExecutor(parallelism))
-        executor.start()
-        made.append(executor)
-        return executor
-
-    yield factory
-    for executor in made:
-        executor.end(0)
-
 
 def run_all(executor: Executor, items: list[WorkItem], within: float = 30.0) -> dict[int, list[TaskEvent]]:
     """Submit every item as slots open, until each has finished; the events per ti id, in order."""

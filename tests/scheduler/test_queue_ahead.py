@@ -1,0 +1,125 @@
+"""LocalExecutor workers sent items ahead of the try they run (queue_ahead): real worker processes."""
+
+from __future__ import annotations
+
+import multiprocessing.connection
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import ConfigError
+from scheduler.executors import executor_for
+from scheduler.executors.base import TaskEvent
+from scheduler.executors.local import LocalExecutor
+from scheduler.settings import SchedulerSettings
+from tests.scheduler.conftest import MakeExecutor
+from tests.scheduler.test_executors import wait_for_event
+from tests.scheduler.test_task_runner import process_gone, wait_for_file, work_item
+
+
+def local(make: MakeExecutor, kind: str, parallelism: int, ahead: int) -> LocalExecutor:
+    executor = make(kind, parallelism, queue_ahead=ahead)
+    assert isinstance(executor, LocalExecutor)
+    return executor
+
+
+def drain_until_finished(executor: LocalExecutor, ti_ids: set[int], within: float = 30.0
+                         ) -> dict[int, list[TaskEvent]]:
+    """Drain, submitting nothing, until each of these tries has finished: the events per ti id, in order."""
+    seen: dict[int, list[TaskEvent]] = {ti: [] for ti in ti_ids}
+    deadline = time.monotonic() + within
+    while not all(events and events[-1].kind == "finished" for events in seen.values()):
+        assert time.monotonic() < deadline, f"not finished within {within} s: {seen}"
+        drained = executor.drain()
+        if not drained:
+            multiprocessing.connection.wait(executor.wait_handles(), timeout=0.5)
+        for event in drained:
+            seen.setdefault(event.ti_id, []).append(event)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["local", "local_reuse"])
+def test_a_worker_starts_the_items_sent_ahead_one_after_another_without_another_submit(
+        make: MakeExecutor, dag_file: Path, kind: str) -> None:
+    executor = local(make, kind, 1, ahead=2)
+    assert executor.open_slots() == 3
+    for ti in (1, 2, 3):
+        executor.submit(work_item(dag_file, "noop", ti_id=ti))
+    assert executor.open_slots() == 0 and executor.in_flight() == {1, 2, 3}
+    with pytest.raises(RuntimeError, match="no open slot"):
+        executor.submit(work_item(dag_file, "noop", ti_id=4))
+    seen = drain_until_finished(executor, {1, 2, 3})
+    assert {ti: [(e.kind, e.state) for e in events] for ti, events in seen.items()} == {
+        ti: [("started", None), ("finished", "success")] for ti in (1, 2, 3)}
+    # one try at a time (parallelism 1), in the order they were sent
+    spans = [(seen[ti][0].at, seen[ti][1].at) for ti in (1, 2, 3)]
+    assert all(ended <= next_start for (_, ended), (next_start, _) in zip(spans, spans[1:], strict=False))
+    assert executor.open_slots() == 3 and executor.in_flight() == set()
+
+
+def test_items_go_to_idle_workers_before_any_is_sent_ahead(make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 2, ahead=1)
+    # each of the two waits for the other to have started: sent to one worker, they would never both start
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=1))
+    executor.submit(work_item(dag_file, "barrier_b", ti_id=2))
+    seen = drain_until_finished(executor, {1, 2})
+    assert [seen[ti][-1].state for ti in (1, 2)] == ["success", "success"]
+
+
+@pytest.mark.parametrize("kind", ["local", "local_reuse"])
+def test_an_item_stopped_while_it_waits_never_starts_and_the_try_before_it_runs_on(
+        make: MakeExecutor, dag_file: Path, kind: str) -> None:
+    executor = local(make, kind, 1, ahead=1)
+    executor.submit(work_item(dag_file, "sleepy", ti_id=1))  # 60 s
+    executor.submit(work_item(dag_file, "noop", ti_id=2))
+    assert wait_for_event(executor, "started").ti_id == 1
+    assert executor.kill(2, "stopped by signal 7")
+    seen = drain_until_finished(executor, {2})
+    assert [(e.kind, e.state, e.reason) for e in seen[2]] == [
+        ("finished", "failed", "never started: stopped by signal 7")]
+    assert 1 not in seen and executor.in_flight() == {1}  # the running try was not touched
+    assert executor.kill(1, "stopped by signal 8")
+    assert drain_until_finished(executor, {1})[1][-1].reason == "stopped by signal 8"
+
+
+def test_what_waited_in_a_worker_that_died_runs_on_its_replacement(make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 1, ahead=1)
+    executor.submit(work_item(dag_file, "bash_sleep", ti_id=1))
+    executor.submit(work_item(dag_file, "noop", ti_id=2))
+    started = wait_for_event(executor, "started")
+    sleep_pid = int(wait_for_file(dag_file.parent / "sleep.pid"))
+    worker = executor._workers[0]
+    assert worker.process.pid is not None
+    os.kill(worker.process.pid, signal.SIGKILL)
+    seen = drain_until_finished(executor, {1, 2})
+    assert (seen[1][-1].state, seen[1][-1].reason) == ("failed", "worker died")
+    assert [(e.kind, e.state) for e in seen[2]] == [("started", None), ("finished", "success")]
+    assert seen[2][0].pid not in (started.pid, worker.process.pid)
+    assert process_gone(sleep_pid)
+
+
+def test_at_shutdown_what_still_waits_when_the_grace_ends_is_failed_as_never_started(
+        make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 1, ahead=1)
+    executor.submit(work_item(dag_file, "bash_sleep", ti_id=1))
+    executor.submit(work_item(dag_file, "noop", ti_id=2))
+    wait_for_event(executor, "started")
+    ended = {e.ti_id: (e.kind, e.state, e.reason) for e in executor.end(grace=0.5)}
+    assert ended == {1: ("finished", "failed", "stopped by shutdown"),
+                     2: ("finished", "failed", "never started: stopped by shutdown")}
+
+
+def test_queue_ahead_is_one_with_reused_workers_and_none_with_a_fork_per_try_unless_set() -> None:
+    assert SchedulerSettings.from_env({}).items_ahead() == 0
+    assert SchedulerSettings.from_env({"LEDGER_REUSE_WORKERS": "true"}).items_ahead() == 1
+    assert SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "3"}).items_ahead() == 3
+    assert SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "0", "LEDGER_REUSE_WORKERS": "1"}).items_ahead() == 0
+    built = executor_for(SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "2"}))
+    assert isinstance(built, LocalExecutor) and built.depth == 3
+    with pytest.raises(ConfigError, match="queue_ahead must be 0 or more"):
+        SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "-2"})
+    with pytest.raises(ValueError, match="queue_ahead"):
+        LocalExecutor(1, queue_ahead=-1)

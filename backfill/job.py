@@ -14,7 +14,7 @@ from ledger.operations import cancel_backfill
 from ledger.states import BackfillState
 from ledger.store import backfills as backfill_store
 from ledger.store import events
-from ledger.store.backfills import Progress, finish_backfill, progress_of, waiting_reasons
+from ledger.store.backfills import Progress, count_unfinished, finish_backfill, progress_of, waiting_reasons
 from scheduler.job import DagRunJob, LoopReport
 
 PROGRESS_EVERY = 0.5  # seconds: how stale the backfill's progress line may be while only tries move
@@ -46,9 +46,14 @@ class BackfillJob(DagRunJob):
         return {"backfill_id": self.backfill_id, "also_run_ids": self.adopted_runs}
 
     def settle_backfill(self, session: Session, backfill_id: int, now: datetime) -> None:
-        """Its own backfill ends once the adopted runs have finished too (their backfills, once all theirs have)."""
-        finish_backfill(session, backfill_id, now=now, actor=self.actor,
-                        adopted=self.adopted_runs if backfill_id == self.backfill_id else ())
+        """Its own backfill ends once the adopted runs have finished too (their backfills, once all theirs have).
+        As its own runs end, it counts those left (the loop reads the full counts once none is)."""
+        adopted = self.adopted_runs if backfill_id == self.backfill_id else []
+        if backfill_id == self.backfill_id:
+            self._unfinished = count_unfinished(session, backfill_id, adopted)
+            if self._unfinished:
+                return
+        finish_backfill(session, backfill_id, now=now, actor=self.actor, adopted=adopted)
 
     def busy(self) -> bool:
         return not self.stopping and self._unfinished > 0
@@ -66,10 +71,13 @@ class BackfillJob(DagRunJob):
         # poll_interval: it reads every unfinished run, which a loop that moves does not need
         now = time.monotonic()
         look = not report.progress and now >= self._next_wait_look
-        # the counts read every run and task instance of the backfill: read when a run started or ended, when
-        # the job looks why runs wait, and at most every PROGRESS_EVERY seconds while tries only come and go
-        if not (report.runs_changed or report.claimed or look or self.stopping or self._progress is None
-                or now >= self._next_progress):
+        # the counts read every run and task instance of the backfill: read when the job looks why runs wait,
+        # when it stops, when its last run ended (settle_backfill counts what is left as its runs end), and
+        # at most every PROGRESS_EVERY seconds otherwise
+        if report.queued or report.runs_changed:
+            self.waiting = []  # something moved: what waited may not wait now; looked up again when it stands still
+        if not (look or self.stopping or self._progress is None or now >= self._next_progress
+                or not self._unfinished or (report.runs_changed and self.adopted_runs)):
             return report
         with self.reading() as session:
             progress = self._progress = progress_of(session, self.backfill_id, self.adopted_runs)
@@ -80,8 +88,6 @@ class BackfillJob(DagRunJob):
             elif look:
                 self.waiting = waiting_reasons(session, self.backfill_id, self.job_id, self.adopted_runs)
                 self._next_wait_look = now + self.settings.poll_interval
-            elif report.queued or report.runs_changed:
-                self.waiting = []  # something moved: what waited may not wait now; looked up again when it stands still
         if self.waiting and not report.progress:
             self._claim_now = True  # a run another job held may be free now
             if look and len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \

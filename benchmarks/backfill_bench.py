@@ -7,6 +7,7 @@
   timeline   : `ledger timeline DAG --json` over that timeline (110,000 runs), wall time of the command.
 
     python -m benchmarks.backfill_bench --dates 1000 --existing 100000 --splice 10000 --repeat 3
+    python -m benchmarks.backfill_bench --dates 1000 --repeat 3 --skip-splice --env LEDGER_REUSE_WORKERS=true
 """
 
 from __future__ import annotations
@@ -43,14 +44,14 @@ def write_dag(home: Path, dag_id: str, schedule: str, year: int) -> None:
                                                                                 y=year)))
 
 
-def end_to_end(dates: int) -> dict[str, float]:
+def end_to_end(dates: int, extra_env: dict[str, str] | None = None) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
         home = Path(tmp)
         write_dag(home, "bf", "@daily", 2020)
         db_upgrade(home)
         start = datetime(2020, 1, 1)
         end = start + timedelta(days=dates - 1)
-        env = ledger_env(home, LEDGER_PARALLELISM="2", LEDGER_MAX_HELD_RUNS="64")
+        env = ledger_env(home, LEDGER_PARALLELISM="2", LEDGER_MAX_HELD_RUNS="64", **(extra_env or {}))
         began = time.perf_counter()
         done = subprocess.run([*ledger_command(), "backfill", "bf", "--start", start.date().isoformat(), "--end",
                                end.date().isoformat(), "--yes", "--json"], env=env, capture_output=True, text=True)
@@ -138,11 +139,18 @@ def main() -> None:
     parser.add_argument("--existing", type=int, default=100_000)
     parser.add_argument("--splice", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--env", action="append", default=[], metavar="LEDGER_X=VALUE",
+                        help="extra environment for `ledger backfill`, e.g. LEDGER_REUSE_WORKERS=true (repeatable)")
+    parser.add_argument("--skip-splice", action="store_true", help="only the end-to-end backfill")
     args = parser.parse_args()
-    e2e = [end_to_end(args.dates) for _ in range(args.repeat)]
+    extra_env = dict(item.split("=", 1) for item in args.env)
+    e2e = [end_to_end(args.dates, extra_env) for _ in range(args.repeat)]
     print(json.dumps({"benchmark": "backfill_end_to_end", "dates": args.dates, "tasks_per_run": 5,
                       "parallelism": 2, "repeat": args.repeat, **summarise(e2e, "ti_per_second", 1),
-                      **summarise(e2e, "seconds", 2), "target_ti_per_second": 500}), flush=True)
+                      **summarise(e2e, "seconds", 2), "target_ti_per_second": 500, "env": extra_env}),
+          flush=True)
+    if args.skip_splice:
+        return
     big = [splice_and_timeline(args.existing, args.splice) for _ in range(args.repeat)]
     print(json.dumps({"benchmark": "backfill_splice", "existing_runs": args.existing, "spliced": args.splice,
                       "repeat": args.repeat, **summarise(big, "splice_seconds", 3), "target_seconds": 5}), flush=True)

@@ -35,6 +35,9 @@ def finishing(backfill_id: int, adopted: Collection[int] = ()) -> ColumnElement[
     return or_(own, DagRun.id.in_(sorted(adopted))) if adopted else own
 
 
+UNFINISHED_RUN_STATES = (RunState.QUEUED.value, RunState.RUNNING.value)
+
+
 def progress_of(session: Session, backfill_id: int, adopted: Collection[int] = ()) -> Progress:
     """Counts over the live runs the backfill finishes: its own and the `adopted` ones."""
     runs = dict(session.execute(select(DagRun.state, func.count()).where(finishing(backfill_id, adopted))
@@ -48,6 +51,13 @@ def progress_of(session: Session, backfill_id: int, adopted: Collection[int] = (
     return Progress(live_total, done, runs.get(RunState.FAILED.value, 0), tasks)
 
 
+def count_unfinished(session: Session, backfill_id: int, adopted: Collection[int] = ()) -> int:
+    """How many of the runs the backfill finishes are queued or running: one count over its runs, without the
+    task instances that progress_of also counts."""
+    return session.scalar(select(func.count()).select_from(DagRun).where(
+        finishing(backfill_id, adopted), DagRun.state.in_(UNFINISHED_RUN_STATES))) or 0
+
+
 def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str,
                     adopted: Collection[int] = ()) -> str:
     """Set the backfill's final state once none of its runs (nor of the `adopted` runs it finishes) is
@@ -55,6 +65,8 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     row = session.get(Backfill, backfill_id)
     assert row is not None
     if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
+        return row.state
+    if count_unfinished(session, backfill_id, adopted):  # (asked as each run ends: the cheap count first)
         return row.state
     p = progress_of(session, backfill_id, adopted)
     if p.runs_done < p.runs_total:

@@ -51,7 +51,7 @@ from ledger.xcom import pull_view, read_pushed, read_rendered
 from scheduler import signal_actions
 from scheduler.callbacks import CallbackProcesses
 from scheduler.code_cache import CodeCache
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
 from scheduler.faults import Backoff, first_line, is_transient
 from scheduler.metrics import SchedulerMetrics
 from scheduler.planner import HeldRun, choose, plan_runs
@@ -589,8 +589,8 @@ class DagRunJob:
                 if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
                     state = TaskState.STOPPED
                     if info is not None and info.log_path:  # written once this transaction has committed
-                        if not info.started:  # it waited in its worker (queue_ahead) and was taken out
-                            why = f"never started: {why}"
+                        if (ev.reason or "").startswith(NEVER_STARTED_PREFIX):  # taken out while it waited
+                            why = ev.reason or why
                         self._log_notes.append((info.log_path, at, f"outcome: {why}"))
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
                                                info.retry_delay if info else 0.0, decided_at=now))

@@ -39,6 +39,9 @@ class WorkItem:
     map_index: int = -1  # instance i of a mapped task (ledger/mapping.py); -1: not mapped
 
 
+NEVER_STARTED_PREFIX = "never started: "  # a finished event's reason for a try that never began (no start)
+
+
 @dataclass(frozen=True)
 class TaskEvent:
     """Something that happened to a try: it started (with its pid) or it finished (with its state)."""

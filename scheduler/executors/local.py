@@ -57,13 +57,13 @@ from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
 from scheduler import in_process, try_plan, try_process
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
 
 StartMethod = Literal["exec", "fork"]
 
 READY = "ready"
 CANCEL = "cancel"  # (CANCEL, ti id): take an item sent ahead out before it starts
-NEVER_STARTED = "never started: cancelled while it waited for its worker"
+NEVER_STARTED = f"{NEVER_STARTED_PREFIX}cancelled while it waited for its worker"
 START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL for a try ended by kill()
@@ -324,7 +324,7 @@ class LocalExecutor(Executor):
         if queue_ahead < 0:
             raise ValueError("queue_ahead must be 0 or more")
         self.depth = 1 + queue_ahead  # items a worker holds at most
-        self._cancelled: set[int] = set()  # ti ids sent a CANCEL while they waited in their worker
+        self._cancelled: set[tuple[int, int]] = set()  # (ti id, try number) sent a CANCEL while it waited
         self.reuse_workers = reuse_workers  # Python tries run in their worker process: no fork, no isolation
         if start_method not in ("exec", "fork"):
             raise ValueError(f"unknown start_method {start_method!r}: use 'exec' or 'fork'")
@@ -334,7 +334,8 @@ class LocalExecutor(Executor):
         self._started = False
         self._ending = False
         self._spawned = 0
-        self._killed: dict[int, tuple[str, float]] = {}  # ti id -> (reason, when to SIGKILL what is left)
+        # (ti id, try number) -> (kill()'s reason, when to SIGKILL what is left of it)
+        self._killed: dict[tuple[int, int], tuple[str, float]] = {}
         self._pending: list[TaskEvent] = []  # events made here (a worker ended to stop its try)
 
     # -- workers --------------------------------------------------------------------------------
@@ -432,11 +433,16 @@ class LocalExecutor(Executor):
             return
         raise RuntimeError("could not hand the work item to a worker")
 
-    def _hand_over(self, items: list[WorkItem]) -> None:
-        """Items that waited in a worker that died, never started (a worker starts an item only after it
-        reported the one before it finished): they go to the other workers."""
+    def _hand_over(self, items: list[WorkItem], out: list[TaskEvent]) -> None:
+        """Items that waited in a worker that died and never started (all it said was read first, and a worker
+        starts an item only after it has reported the one before it finished): they go to the other workers,
+        or fail as never started when none can take them."""
         for item in items:
-            self.submit(item)
+            try:
+                self.submit(item)
+            except (RuntimeError, ValueError) as exc:
+                out.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
+                                     state="failed", reason=f"{NEVER_STARTED_PREFIX}no worker could take it ({exc})"))
 
     def _read(self, worker: _Worker, out: list[TaskEvent]) -> None:
         """Everything a worker has sent so far; marks it dead on EOF."""
@@ -479,23 +485,34 @@ class LocalExecutor(Executor):
             if worker.process.is_alive():
                 worker.process.kill()
 
-    def _bury(self, worker: _Worker, reason: str, out: list[TaskEvent], *, replace: bool) -> None:
-        """A worker died (or is being stopped): fail its try, kill the try's process group, maybe replace it.
-        Items that waited behind its try never started: replaced, it hands them to the other workers; else
-        they fail as never started."""
+    def _bury(self, worker: _Worker, reason: str, out: list[TaskEvent], *, replace: bool,
+              target: int | None = None) -> None:
+        """A worker died (or is being stopped, to end the try of task instance `target`): kill its try's process
+        group, read everything it said before it went (a try may have ended and the next begun since the last
+        read), fail the try it was running, maybe replace it. Items that waited behind that try never started:
+        those stopped while they waited are reported so; the others go to the replacement (else fail as never
+        started)."""
         self._stop([worker])
+        mine: list[TaskEvent] = []
+        self._read(worker, mine)
         head, waiting = worker.item, worker.items[1:]
-        if head is not None:
-            out.append(TaskEvent(ti_id=head.ti_id, try_number=head.try_number, kind="finished",
-                                 at=time.time(), state="failed", pid=worker.pid, reason=reason))
         worker.items = []
+        if head is not None:
+            why = reason if target is None or head.ti_id == target else f"worker stopped to end another try ({reason})"
+            mine.append(TaskEvent(ti_id=head.ti_id, try_number=head.try_number, kind="finished",
+                                  at=time.time(), state="failed", pid=worker.pid, reason=why))
+        for item in [item for item in waiting if (item.ti_id, item.try_number) in self._cancelled]:
+            waiting.remove(item)
+            mine.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
+                                  state="failed", reason=NEVER_STARTED))
         self._retire(worker)
         if replace:
             self._spawn()
-            self._hand_over(waiting)
+            self._hand_over(waiting, mine)
         else:
-            out.extend(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
-                                 state="failed", reason=f"never started: {reason}") for item in waiting)
+            mine.extend(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
+                                  state="failed", reason=f"{NEVER_STARTED_PREFIX}{reason}") for item in waiting)
+        out.extend(self._as_killed(event) for event in mine)
 
     def _collect(self, timeout: float = 0) -> list[TaskEvent]:
         out, self._pending = self._pending, []
@@ -519,17 +536,18 @@ class LocalExecutor(Executor):
             if not worker.process.is_alive():
                 self._read(worker, out)
                 worker.dead = True
-        out = [self._as_killed(ev) for ev in out]
         for worker in list(self._workers):  # a try cancelled while it waited, that its worker had started already
             head = worker.item
-            if head is not None and head.ti_id in self._cancelled and worker.pid is not None:
-                self._cancelled.discard(head.ti_id)
-                reason = self._killed.pop(head.ti_id, ("stopped", 0.0))[0]
-                self.kill(head.ti_id, reason)
+            key = (head.ti_id, head.try_number) if head is not None else None
+            if key is not None and key in self._cancelled and worker.pid is not None:
+                self._cancelled.discard(key)
+                reason = self._killed.pop(key, ("stopped", 0.0))[0]
+                self.kill(key[0], reason)
         now = time.monotonic()
         for worker in self._workers:  # a stopped try that ignored SIGTERM
-            if worker.item is not None and worker.pid is not None and worker.item.ti_id in self._killed \
-                    and now >= self._killed[worker.item.ti_id][1]:
+            head = worker.item
+            if head is not None and worker.pid is not None \
+                    and now >= self._killed.get((head.ti_id, head.try_number), ("", float("inf")))[1]:
                 try_process.kill_group(worker.pid)
         limit = (self.import_timeout or try_plan.DEFAULT_IMPORT_TIMEOUT) + UNRESPONSIVE_MARGIN
         for worker in list(self._workers):
@@ -538,7 +556,7 @@ class LocalExecutor(Executor):
             elif worker.item is not None and worker.pid is None and now - worker.assigned_at > limit:
                 self._bury(worker, f"worker unresponsive for {limit:.0f} s before starting the try", out,
                            replace=not self._ending)
-        return out
+        return [self._as_killed(ev) for ev in out]
 
     def drain(self) -> list[TaskEvent]:
         if not self._started:
@@ -549,30 +567,42 @@ class LocalExecutor(Executor):
         """SIGTERM the try's process group (SIGKILL after KILL_GRACE if anything is left); a try that runs in
         its worker (Spark) or has not started yet takes its worker down with it, and the worker is replaced."""
         worker = next((w for w in self._workers if any(item.ti_id == ti_id for item in w.items)), None)
-        if worker is None or ti_id in self._killed:
-            return worker is not None
-        if worker.item is not None and worker.item.ti_id != ti_id:  # it waits behind another try: take it out
+        if worker is None:
+            return False
+        self._read(worker, self._pending)  # what it said so far: the try may have ended, the next one begun
+        item = next((item for item in worker.items if item.ti_id == ti_id), None)
+        if item is None:
+            return True  # it ended meanwhile: its outcome comes with the next drain()
+        key = (ti_id, item.try_number)
+        if key in self._killed:
+            return True
+        if item is not worker.item:  # it waits behind another try: taken out (or, if started by now, stopped)
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send((CANCEL, ti_id))
-            self._cancelled.add(ti_id)
-            self._killed[ti_id] = (reason, float("inf"))
+            self._cancelled.add(key)
+            self._killed[key] = (reason, float("inf"))
             return True
         if worker.pid is not None and worker.pid != worker.process.pid:
-            self._killed[ti_id] = (reason, time.monotonic() + KILL_GRACE)
+            self._killed[key] = (reason, time.monotonic() + KILL_GRACE)
             try_process.kill_group(worker.pid, signal.SIGTERM)
         else:
-            self._bury(worker, reason, self._pending, replace=not self._ending)
+            self._bury(worker, reason, self._pending, replace=not self._ending, target=ti_id)
         return True
 
     def _as_killed(self, event: TaskEvent) -> TaskEvent:
-        """A try that ended because kill() ended it is reported with kill()'s reason."""
-        if event.kind != "finished" or event.ti_id not in self._killed:
+        """A try that kill() ended is reported failed with kill()'s reason; one taken out while it waited, as never
+        started with it. A try that succeeded (or skipped) before the kill reached it is reported as it ended."""
+        key = (event.ti_id, event.try_number)
+        if event.kind != "finished" or key not in self._killed:
             return event
-        reason, _ = self._killed.pop(event.ti_id)
-        if event.ti_id in self._cancelled:
-            self._cancelled.discard(event.ti_id)
+        reason, _ = self._killed.pop(key)
+        if key in self._cancelled:
+            self._cancelled.discard(key)
             if event.reason == NEVER_STARTED:
-                reason = f"never started: {reason}"
+                return TaskEvent(event.ti_id, event.try_number, "finished", event.at, "failed", None,
+                                 f"{NEVER_STARTED_PREFIX}{reason}")
+        if event.state in ("success", "skipped"):
+            return event
         return TaskEvent(event.ti_id, event.try_number, "finished", event.at, "failed", event.pid, reason)
 
     def wait_handles(self) -> list[Any]:

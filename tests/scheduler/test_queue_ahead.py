@@ -123,3 +123,21 @@ def test_queue_ahead_is_one_with_reused_workers_and_none_with_a_fork_per_try_unl
         SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "-2"})
     with pytest.raises(ValueError, match="queue_ahead"):
         LocalExecutor(1, queue_ahead=-1)
+
+
+@pytest.mark.parametrize("kind", ["local", "local_reuse"])
+def test_a_stop_for_a_try_that_just_ended_leaves_the_try_that_began_after_it_alone(
+        make: MakeExecutor, dag_file: Path, kind: str) -> None:
+    executor = local(make, kind, 1, ahead=1)
+    executor.submit(work_item(dag_file, "nap", ti_id=1))  # 0.3 s
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=2))  # starts when the nap ends, then waits for b.started
+    deadline = time.monotonic() + 20
+    while not (dag_file.parent / "a.started").exists():  # the second has begun; the executor has read none of it
+        assert time.monotonic() < deadline, "the second try never began"
+        time.sleep(0.01)
+    assert executor.kill(1, "stopped by signal 7")  # a STOP a moment too late for the first
+    (dag_file.parent / "b.started").touch()
+    seen = drain_until_finished(executor, {1, 2})
+    assert [(e.kind, e.state, e.reason) for e in seen[1]] == [("started", None, None), ("finished", "success", None)]
+    assert [(e.kind, e.state) for e in seen[2]] == [("started", None), ("finished", "success")]  # once, to the end
+    assert executor.in_flight() == set() and not executor._killed and not executor._cancelled

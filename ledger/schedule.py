@@ -235,6 +235,8 @@ class CronSchedule(_PeriodicSchedule):
     preset: str | None = field(default=None, compare=False)
     _tz: Timezone | FixedTimezone = field(init=False, repr=False, compare=False)
     _fixed: bool = field(init=False, repr=False, compare=False)
+    # (first tick, period) in UTC microseconds when the ticks are evenly spaced in absolute time: None otherwise
+    _even: tuple[int, int] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         text = " ".join(self.expression.split())
@@ -267,6 +269,7 @@ class CronSchedule(_PeriodicSchedule):
         object.__setattr__(self, "_tz", _load_timezone(self.timezone))
         # Like Airflow: a cron that fires every hour is computed on absolute time (see module doc).
         object.__setattr__(self, "_fixed", cron.expanded[1] == ["*"])
+        object.__setattr__(self, "_even", _even_ticks(fields, self.timezone, self._tz))
 
     def describe(self) -> dict[str, object]:
         return {"type": "cron", "expression": self.expression, "timezone": self.timezone}
@@ -310,6 +313,12 @@ class CronSchedule(_PeriodicSchedule):
         return found
 
     def _find_tick(self, t: DateTime, forward: bool) -> DateTime:
+        if self._even is not None:  # hourly or daily in a zone without DST: arithmetic, no cron walk
+            first, period = self._even
+            now = _micros(t)
+            k, rest = divmod(now - first, period)
+            tick = first + (k + 1 if forward else k if rest else k - 1) * period
+            return t + dt.timedelta(microseconds=tick - now)
         wall = self._wall(t)
         if self._fixed:  # the wall-clock distance to the next/previous match, added to absolute time
             floor = _floor_minute(wall)
@@ -329,6 +338,25 @@ class CronSchedule(_PeriodicSchedule):
                     stop = candidate + _WINDOW if forward else candidate - _WINDOW
                 best = instant
         raise AssertionError("unreachable: croniter iterates forever")  # pragma: no cover
+
+
+_FIXED_OFFSET_ZONES = re.compile(r"(Etc/)?(UTC|UCT|GMT|Universal|Zulu|GMT[+-]\d{1,2})")
+
+
+def _even_ticks(fields: list[str], name: str, tz: Timezone | FixedTimezone) -> tuple[int, int] | None:
+    """For "M H * * *" (daily) and "M * * * *" (hourly) in a zone whose UTC offset never changes: the first tick
+    at or after 1970-01-01 UTC and the period, in microseconds. Other expressions and zones: None."""
+    minute, hour, *rest = fields
+    if rest != ["*", "*", "*"] or not minute.isdigit() or not (hour == "*" or hour.isdigit()):
+        return None
+    if not isinstance(tz, FixedTimezone) and not _FIXED_OFFSET_ZONES.fullmatch(name):
+        return None
+    offset = tz.utcoffset(dt.datetime(2000, 1, 1))
+    if offset is None:
+        return None
+    period = (3_600 if hour == "*" else 86_400) * 1_000_000
+    wall = (int(minute) * 60 + (0 if hour == "*" else int(hour) * 3_600)) * 1_000_000
+    return (wall - int(offset.total_seconds() * 1_000_000)) % period, period
 
 
 _TICKS: dict[tuple[str, str, DateTime, bool], DateTime] = {}  # (expression, timezone, t, forward) -> tick

@@ -676,3 +676,32 @@ def test_next_scheduled_off_tick_hourly_without_catchup_takes_the_latest_hour() 
     got = next_scheduled(s, start_date=start, end_date=None, after=None, now=U(2026, 11, 24, 21, 5),
                          catchup=False, n=2)
     assert [i.logical_date for i in got] == [U(2026, 11, 24, 20), U(2026, 11, 24, 21)]
+
+
+EVEN = ["0 * * * *", "30 * * * *", "7 * * * *", "0 0 * * *", "0 2 * * *", "30 2 * * *", "59 23 * * *", "@daily",
+        "@hourly"]
+FIXED_ZONES = ["UTC", "Etc/UTC", "Etc/GMT-5", "Etc/GMT+11", "GMT"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(expression=st.sampled_from(EVEN), tz=st.sampled_from(FIXED_ZONES), t=instants(), forward=st.booleans(),
+       micros=st.sampled_from([0, 1, 999_999]))
+def test_hourly_and_daily_ticks_in_a_zone_without_dst_are_found_by_arithmetic_as_croniter_finds_them(
+    expression: str, tz: str, t: DateTime, forward: bool, micros: int
+) -> None:
+    fast = sched(expression, tz)
+    assert isinstance(fast, CronSchedule) and fast._even is not None
+    walked = sched(expression, tz)
+    object.__setattr__(walked, "_even", None)  # the cron walk every other schedule takes
+    t = t.add(microseconds=micros)
+    assert fast._find_tick(t, forward) == walked._find_tick(t, forward)
+
+
+def test_only_hourly_and_daily_cron_in_zones_without_dst_take_the_arithmetic() -> None:
+    def even(expression: str, tz: str) -> bool:
+        s = sched(expression, tz)
+        return isinstance(s, CronSchedule) and s._even is not None
+
+    assert even("@daily", "UTC") and even("15 * * * *", "Etc/GMT+3")
+    assert not even("@daily", AMS) and not even("@daily", "Asia/Kolkata")  # zones whose offset has changed
+    assert not even("*/15 * * * *", "UTC") and not even("0 0 * * 1", "UTC") and not even("0 */6 * * *", "UTC")

@@ -584,6 +584,12 @@ class DagRunJob:
             where[(ev.ti_id, ev.try_number)] = info
             at = datetime.fromtimestamp(ev.at, UTC)
             state = TaskState.RUNNING if ev.kind == "started" else TaskState(ev.state or "failed")
+            # a try that never started though nobody stopped it (it waited in a worker when the job stopped):
+            # recorded stopped, and its task instance gets a new try that costs it no retry
+            requeue = ev.kind == "finished" and (ev.reason or "").startswith(NEVER_STARTED_PREFIX) \
+                and ev.ti_id not in self._stop_requests
+            if requeue and info is not None and info.log_path:
+                self._log_notes.append((info.log_path, at, f"outcome: {ev.reason}; it gets a new try"))
             if ev.kind == "finished" and ev.ti_id in self._stop_requests:
                 why = self._stop_requests.pop(ev.ti_id)
                 if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
@@ -593,7 +599,7 @@ class DagRunJob:
                             why = ev.reason or why
                         self._log_notes.append((info.log_path, at, f"outcome: {why}"))
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
-                                               info.retry_delay if info else 0.0, decided_at=now))
+                                               info.retry_delay if info else 0.0, decided_at=now, requeue=requeue))
             if ev.kind == "started":
                 if info is not None and not info.started:
                     info.started = True
@@ -635,7 +641,7 @@ class DagRunJob:
                 lineage.record(session, lineage.read_writes(info.log_path + ".writes.jsonl"), run_id=info.run_id,
                                dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                                dag_version=info.dag_version, try_state=st.value, now=now)
-        failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY)]
+        failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)]
         unknown = [o.ti_id for o, _ in failed if where.get((o.ti_id, o.try_number)) is None]  # zombies
         found = task_store.subjects(session, unknown)
         failures = []
@@ -645,7 +651,8 @@ class DagRunJob:
                 else found.get(o.ti_id, (None, None, None))
             index = info.map_index if info is not None else NOT_MAPPED
             failures.append(dict(
-                at=now, kind="task_failed", actor=self.actor, dag_id=dag_id, run_id=run_id,
+                at=now, kind="try_not_started" if st == TaskState.SCHEDULED else "task_failed", actor=self.actor,
+                dag_id=dag_id, run_id=run_id,
                 details={"task_id": task_id, "ti_id": o.ti_id, "try_number": o.try_number, "reason": o.reason,
                          "state": st.value, **({"map_index": index} if index >= 0 else {})}))
             self.say(f"{dag_id} run {run_id} task {label(task_id or '?', index)} try {o.try_number}: {st.value} "

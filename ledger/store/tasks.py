@@ -172,6 +172,9 @@ class Outcome:
     # the job's clock when it recorded the outcome: a retry's due time counts from it, since the job compares
     # due times with its clock (`at` is the executor's wall time, what happened, kept for the record)
     decided_at: datetime | None = None
+    # a try that never started (it waited in a worker when the job stopped): the try is recorded stopped, and the
+    # task instance waits for a new try, with one more try allowed so that this one costs it no retry
+    requeue: bool = False
 
 
 _CURRENT_TRIES = select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state) \
@@ -188,6 +191,9 @@ _OUTCOME_TRY = update(TRY_TABLE).where(and_(TRY_TABLE.c.task_instance_id == bind
     started_at=func.coalesce(bindparam("started", type_=TRY_TABLE.c.started_at.type), TRY_TABLE.c.started_at),
     ended_at=bindparam("ended", type_=TRY_TABLE.c.ended_at.type), pid=func.coalesce(bindparam("pid"), TRY_TABLE.c.pid),
     hostname=func.coalesce(bindparam("host"), TRY_TABLE.c.hostname))
+
+
+_ONE_MORE_TRY = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(max_tries=TI_TABLE.c.max_tries + 1)
 
 
 def record_outcomes(session: Session, outcomes: list[Outcome],
@@ -215,16 +221,20 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
             continue
         state = o.state
         next_try = None
-        if state == TaskState.FAILED and o.try_number < row[1]:
+        if o.requeue and state == TaskState.FAILED:
+            state = TaskState.SCHEDULED
+        elif state == TaskState.FAILED and o.try_number < row[1]:
             state = TaskState.UP_FOR_RETRY
             next_try = (o.decided_at or o.at) + timedelta(seconds=o.retry_delay)
         if state == TaskState.RUNNING:
             ti_rows.append({"ti": o.ti_id, "st": state.value, "started": o.at, "ended": None, "nxt": None,
                             "pid": o.pid, "host": o.hostname})
         else:
-            ti_rows.append({"ti": o.ti_id, "st": state.value, "started": None, "ended": o.at, "nxt": next_try,
+            ti_rows.append({"ti": o.ti_id, "st": state.value, "started": None,
+                            "ended": None if state == TaskState.SCHEDULED else o.at, "nxt": next_try,
                             "pid": o.pid, "host": o.hostname})
-        try_rows.append({"ti": o.ti_id, "tn": o.try_number, "st": o.state.value,
+        try_rows.append({"ti": o.ti_id, "tn": o.try_number,
+                         "st": TaskState.STOPPED.value if state == TaskState.SCHEDULED else o.state.value,
                          "started": o.at if state == TaskState.RUNNING else None,
                          "ended": None if state == TaskState.RUNNING else o.at, "pid": o.pid, "host": o.hostname})
         current[o.ti_id] = (row[0], row[1], state.value)
@@ -233,6 +243,9 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
         conn = session.connection()
         conn.execute(_OUTCOME_TI, ti_rows)
         conn.execute(_OUTCOME_TRY, try_rows)
+        requeued = [{"ti": o.ti_id} for o, st in written if st == TaskState.SCHEDULED]
+        if requeued:
+            conn.execute(_ONE_MORE_TRY, requeued)
     return written
 
 

@@ -3,10 +3,12 @@ event naming who did it; refusals are one line and change nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import LEDGER, Cli
@@ -131,13 +133,13 @@ with DAG("held", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC
     assert [r["state"] for r in cli.json("timeline", "held")] == ["success", "success"]
 
 
-def test_cancelling_a_run_whose_try_waits_in_a_busy_worker_stops_it_at_once_as_never_started(
-        ready_cli: Cli) -> None:
-    cli = ready_cli
+@contextlib.contextmanager
+def one_running_one_waiting(cli: Cli) -> Iterator[tuple[str, str]]:
+    """Two runs of `ops` whose `a` sleeps 600 s, a scheduler with one worker sent one item beyond the try it runs:
+    yields (the run whose `a` runs, the run whose `a` waits behind it in the worker); SIGTERMs the scheduler."""
     cli.write_dag("ops.py", DAG.format(command="sleep 600"))
     cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
     cli.ok("trigger", "ops", "--logical-date", "2024-03-02")
-    # one worker, sent one item beyond the try it runs: one run's `a` runs, the other's waits behind it
     env = {**cli.env, **FAST, "LEDGER_PARALLELISM": "1", "LEDGER_QUEUE_AHEAD": "1", "LEDGER_SHUTDOWN_GRACE": "1"}
     proc = subprocess.Popen([LEDGER, "scheduler"], env=env, cwd=cli.home,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -147,23 +149,53 @@ def test_cancelling_a_run_whose_try_waits_in_a_busy_worker_stops_it_at_once_as_n
             assert time.monotonic() < deadline, "the tries were not running and queued"
             time.sleep(0.2)
         running, waiting = sorted(("1", "2"), key=lambda run: states(cli, run)["a"] != "running")
+        yield running, waiting
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def tries_of_a(cli: Cli, run: str) -> list[tuple[int, str, str | None]]:
+    """(try number, state, started_at) of run `run`'s task `a`, read from the database file."""
+    conn = sqlite3.connect(f"file:{cli.home / 'ledger.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT r.try_number, r.state, r.started_at FROM task_try r JOIN task_instance ti "
+                            "ON ti.id = r.task_instance_id WHERE ti.run_id = ? AND ti.task_id = 'a' "
+                            "ORDER BY r.try_number", (int(run),)).fetchall()
+    finally:
+        conn.close()
+
+
+def test_cancelling_a_run_whose_try_waits_in_a_busy_worker_stops_it_at_once_as_never_started(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    with one_running_one_waiting(cli) as (running, waiting):
         cli.ok("runs", "cancel", waiting)
+        deadline = time.monotonic() + 60
         while states(cli, waiting)["a"] == "queued":  # long before the other's `sleep 600` ends
             assert time.monotonic() < deadline, "the waiting try was not stopped"
             time.sleep(0.2)
         assert states(cli, running)["a"] == "running"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
     assert states(cli, waiting) == {"a": "stopped", "b": "skipped"}
-    conn = sqlite3.connect(f"file:{cli.home / 'ledger.db'}?mode=ro", uri=True)
-    try:
-        tried = conn.execute("SELECT r.state, r.started_at, r.pid FROM task_try r JOIN task_instance ti "
-                             "ON ti.id = r.task_instance_id WHERE ti.run_id = ? AND ti.task_id = 'a'",
-                             (int(waiting),)).fetchall()
-    finally:
-        conn.close()
-    assert tried == [("stopped", None, None)]  # one try, which never started
+    assert tries_of_a(cli, waiting) == [(1, "stopped", None)]  # one try, which never started
     log = (cli.home / "logs" / "ops" / f"run_{waiting}" / "a" / "try_1.log").read_text()
     assert log.rstrip().splitlines()[-1].endswith(
         "outcome: never started: stopped by an operator (ledger runs cancel)"), log
+
+
+def test_a_try_still_waiting_in_a_worker_when_the_scheduler_stops_is_tried_again_and_costs_no_retry(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    with one_running_one_waiting(cli) as (running, waiting):
+        pass
+    assert states(cli, running)["a"] == "failed"  # its `sleep 600` was stopped by the shutdown
+    assert states(cli, waiting)["a"] == "scheduled"  # waiting for a new try, as if never queued
+    assert tries_of_a(cli, waiting) == [(1, "stopped", None)]  # try 1 never ran
+    (max_tries,) = {ti["max_tries"] for ti in cli.json("runs", "show", waiting)["task_instances"]
+                    if ti["task_id"] == "a"} or {None}
+    assert max_tries == 2  # the next try is not a retry (the DAG gives `a` none)
+    (event,) = cli.json("events", "--dag", "ops", "--kind", "try_not_started")
+    assert str(event["run_id"]) == waiting
+    assert event["details"]["reason"] == "never started: stopped by shutdown"
+    log = (cli.home / "logs" / "ops" / f"run_{waiting}" / "a" / "try_1.log").read_text()
+    assert log.rstrip().endswith("outcome: never started: stopped by shutdown; it gets a new try"), log

@@ -179,10 +179,13 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
     postgres = dialect == "postgresql"
     counts = Counter(key for key, _, _ in checked)
     following: dict[str, int] = {}
+    if session.autoflush:  # Core statements on the session's connection (the ORM's execute costs more per call)
+        session.flush()
+    conn = session.connection()
     if len(counts) == 1:  # the usual send: one key, one cached statement (that takes the lock on PostgreSQL)
         ((key, n),) = counts.items()
-        top = session.execute(_LOCK_AND_BUMP_ONE, {"key": key, "n": n, "lock": SEND_LOCK}).one()[1] if postgres \
-            else session.execute(_BUMP_ONE, {"key": key, "n": n}).one()[1]
+        top = conn.execute(_LOCK_AND_BUMP_ONE, {"key": key, "n": n, "lock": SEND_LOCK}).one()[1] if postgres \
+            else conn.execute(_BUMP_ONE, {"key": key, "n": n}).one()[1]
         counts = Counter()
         following[key] = top - n + 1
     elif postgres:
@@ -193,7 +196,7 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
         params: dict[str, Any] = {}
         for i, k in enumerate(chunk):
             params[f"k{i}"], params[f"n{i}"] = k, counts[k]
-        for key, top in session.execute(_bump_many(len(chunk)), params).tuples():
+        for key, top in conn.execute(_bump_many(len(chunk)), params).tuples():
             following[key] = top - counts[key] + 1
     at = _utc(now)
     rows: list[dict[str, Any]] = []
@@ -202,9 +205,9 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
                      "meta": meta})
         following[key] += 1
     if not want_ids:
-        session.execute(SIGNALS.insert(), rows)
+        conn.execute(SIGNALS.insert(), rows)
         if postgres:
-            session.execute(_NOTIFY_NEWEST, {"channel": CHANNEL})
+            conn.execute(_NOTIFY_NEWEST, {"channel": CHANNEL})
         return None
     if postgres and len(rows) == 1:  # its NOTIFY in the same statement
         ids = [session.execute(_INSERT_AND_NOTIFY.values(rows[0])).one()[0]]

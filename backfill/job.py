@@ -55,6 +55,9 @@ class BackfillJob(DagRunJob):
                 return
         finish_backfill(session, backfill_id, now=now, actor=self.actor, adopted=adopted)
 
+    def requeues_unstarted(self) -> bool:
+        return not self.cancelled
+
     def busy(self) -> bool:
         return not self.stopping and self._unfinished > 0
 

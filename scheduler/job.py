@@ -106,6 +106,7 @@ class _InFlight:
     queued_at: float = 0.0  # wall time the try was handed to the executor (for the task lag metric)
     started: bool = False
     map_index: int = NOT_MAPPED
+    armed: bool = False  # a signal's START armed it, and this try used the arm up
 
     @property
     def label(self) -> str:
@@ -542,8 +543,8 @@ class DagRunJob:
 
     def _fail_unsubmitted(self, session: Session, now: datetime) -> None:
         """After a failed transaction whose COMMIT may have reached the database unseen: tries queued in this
-        job's name that no worker was given are failed (retried when they have retries left), so that
-        nothing waits for them and nothing runs twice."""
+        job's name that no worker was given end as never started (their task instances get a new try, see
+        _record), so that nothing waits for them and nothing runs twice."""
         self._reconcile = False
         mine = set(self._inflight) | self.executor.in_flight()
         lost = [(ti, tn) for ti, tn in task_store.unfinished_in_job(session, self.job_id) if ti not in mine]
@@ -584,12 +585,11 @@ class DagRunJob:
             where[(ev.ti_id, ev.try_number)] = info
             at = datetime.fromtimestamp(ev.at, UTC)
             state = TaskState.RUNNING if ev.kind == "started" else TaskState(ev.state or "failed")
-            # a try that never started though nobody stopped it (it waited in a worker when the job stopped):
-            # recorded stopped, and its task instance gets a new try that costs it no retry
+            # a try that never started though nobody stopped it (it waited in a worker when the job stopped, or a
+            # database fault kept it from a worker): recorded stopped, and its task instance gets a new try that
+            # costs it no retry (task_store.record_outcomes: unless a stop is pending or its run has ended)
             requeue = ev.kind == "finished" and (ev.reason or "").startswith(NEVER_STARTED_PREFIX) \
-                and ev.ti_id not in self._stop_requests
-            if requeue and info is not None and info.log_path:
-                self._log_notes.append((info.log_path, at, f"outcome: {ev.reason}; it gets a new try"))
+                and ev.ti_id not in self._stop_requests and self.requeues_unstarted()
             if ev.kind == "finished" and ev.ti_id in self._stop_requests:
                 why = self._stop_requests.pop(ev.ti_id)
                 if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
@@ -599,7 +599,8 @@ class DagRunJob:
                             why = ev.reason or why
                         self._log_notes.append((info.log_path, at, f"outcome: {why}"))
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
-                                               info.retry_delay if info else 0.0, decided_at=now, requeue=requeue))
+                                               info.retry_delay if info else 0.0, decided_at=now, requeue=requeue,
+                                               armed=requeue and info is not None and info.armed))
             if ev.kind == "started":
                 if info is not None and not info.started:
                     info.started = True
@@ -615,6 +616,11 @@ class DagRunJob:
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes,
                                              self._known_tries(drained, where) if self._serial else None)
+        for o, st in written:
+            requeued_info = where.get((o.ti_id, o.try_number)) if o.requeue else None
+            if requeued_info is not None and requeued_info.log_path:  # written once this transaction has committed
+                again = "; it gets a new try" if st == TaskState.SCHEDULED else ""
+                self._log_notes.append((requeued_info.log_path, o.at, f"outcome: {o.reason}{again}"))
         self._picture_outcomes(drained, written, where)
         for _o, st in written:
             if st != TaskState.RUNNING:
@@ -659,6 +665,11 @@ class DagRunJob:
                      f"({o.reason})")
         events.record_many(session, failures)
         return len(written)
+
+    def requeues_unstarted(self) -> bool:
+        """Whether a try that never started gets a new try (not when the job stops because its work was
+        cancelled: a cancelled backfill)."""
+        return True
 
     def _known_tries(self, drained: list[TaskEvent], where: dict[tuple[int, int], _InFlight | None]
                      ) -> dict[int, tuple[int, int, str]]:
@@ -935,7 +946,7 @@ class DagRunJob:
             path = str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id], ti.map_index))
             self._inflight[ti.id] = _InFlight(
                 run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), run.version_hash, path, time.time(),
-                map_index=ti.map_index)
+                map_index=ti.map_index, armed=ti.armed)
             work.append(WorkItem(
                 ti_id=ti.id, run_id=run.id, dag_id=run.dag_id, task_id=ti.task_id, try_number=tries[ti.id],
                 fileloc=code.fileloc if code is not None else self._dag_file(session, run.dag_id),

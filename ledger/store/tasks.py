@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, func, insert, select, update
+from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
-from ledger.states import TaskState
+from ledger.states import RunState, TaskState
 from ledger.store.jobs import UNFINISHED
 
 ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
@@ -172,9 +172,12 @@ class Outcome:
     # the job's clock when it recorded the outcome: a retry's due time counts from it, since the job compares
     # due times with its clock (`at` is the executor's wall time, what happened, kept for the record)
     decided_at: datetime | None = None
-    # a try that never started (it waited in a worker when the job stopped): the try is recorded stopped, and the
-    # task instance waits for a new try, with one more try allowed so that this one costs it no retry
+    # a try that never started though nobody stopped it (it waited in a worker when the job stopped): the try is
+    # recorded stopped, and the task instance waits for a new try, with one more try allowed so that this one
+    # costs it no retry, armed again if a signal's START had armed it (`armed`). Unless a stop is pending on it
+    # or its run has ended: then it stays stopped.
     requeue: bool = False
+    armed: bool = False
 
 
 _CURRENT_TRIES = select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state) \
@@ -193,7 +196,11 @@ _OUTCOME_TRY = update(TRY_TABLE).where(and_(TRY_TABLE.c.task_instance_id == bind
     hostname=func.coalesce(bindparam("host"), TRY_TABLE.c.hostname))
 
 
-_ONE_MORE_TRY = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(max_tries=TI_TABLE.c.max_tries + 1)
+_ONE_MORE_TRY = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
+    max_tries=TI_TABLE.c.max_tries + 1, signal_armed=or_(TI_TABLE.c.signal_armed, bindparam("armed")))
+_MAY_REQUEUE = select(TaskInstance.id).join(DagRun, DagRun.id == TaskInstance.run_id).where(
+    TaskInstance.id.in_(bindparam("ids", expanding=True)), TaskInstance.signal_request.is_(None),
+    DagRun.state.in_([RunState.QUEUED.value, RunState.RUNNING.value]))
 
 
 def record_outcomes(session: Session, outcomes: list[Outcome],
@@ -212,6 +219,8 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
     if missing:
         current.update((r.id, (r.try_number, r.max_tries, r.state))
                        for r in session.connection().execute(_CURRENT_TRIES, {"ids": missing}))
+    asked = [o.ti_id for o in outcomes if o.requeue]  # (rare: a job that stopped with tries waiting in workers)
+    may_requeue = set(session.connection().execute(_MAY_REQUEUE, {"ids": asked}).scalars()) if asked else set()
     ti_rows: list[dict[str, Any]] = []
     try_rows: list[dict[str, Any]] = []
     written: list[tuple[Outcome, TaskState]] = []
@@ -222,7 +231,7 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
         state = o.state
         next_try = None
         if o.requeue and state == TaskState.FAILED:
-            state = TaskState.SCHEDULED
+            state = TaskState.SCHEDULED if o.ti_id in may_requeue else TaskState.STOPPED
         elif state == TaskState.FAILED and o.try_number < row[1]:
             state = TaskState.UP_FOR_RETRY
             next_try = (o.decided_at or o.at) + timedelta(seconds=o.retry_delay)
@@ -234,7 +243,7 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
                             "ended": None if state == TaskState.SCHEDULED else o.at, "nxt": next_try,
                             "pid": o.pid, "host": o.hostname})
         try_rows.append({"ti": o.ti_id, "tn": o.try_number,
-                         "st": TaskState.STOPPED.value if state == TaskState.SCHEDULED else o.state.value,
+                         "st": TaskState.STOPPED.value if o.requeue and o.state == TaskState.FAILED else o.state.value,
                          "started": o.at if state == TaskState.RUNNING else None,
                          "ended": None if state == TaskState.RUNNING else o.at, "pid": o.pid, "host": o.hostname})
         current[o.ti_id] = (row[0], row[1], state.value)
@@ -243,7 +252,7 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
         conn = session.connection()
         conn.execute(_OUTCOME_TI, ti_rows)
         conn.execute(_OUTCOME_TRY, try_rows)
-        requeued = [{"ti": o.ti_id} for o, st in written if st == TaskState.SCHEDULED]
+        requeued = [{"ti": o.ti_id, "armed": o.armed} for o, st in written if st == TaskState.SCHEDULED]
         if requeued:
             conn.execute(_ONE_MORE_TRY, requeued)
     return written

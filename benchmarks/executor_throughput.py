@@ -1,6 +1,7 @@
 """Benchmark the LocalExecutor alone (no scheduler, no database): the ceiling for scheduler throughput.
 
     python -m benchmarks.executor_throughput --tries 1000 --parallelism 2 --repeat 3 [--reuse-workers both]
+        [--queue-ahead 1]
 
 Writes one DAG file with a no-op PythonTask, starts a LocalExecutor, keeps every slot busy with tries of
 that task (submitting a new one the moment a slot frees: drain, then wait on the executor's handles)
@@ -43,13 +44,14 @@ def write_dag(folder: Path) -> Path:
 
 
 def one_round(fileloc: Path, logs: Path, tries: int, parallelism: int, start_method: str,
-              reuse: bool = False) -> dict[str, float]:
+              reuse: bool = False, ahead: int = 0) -> dict[str, float]:
     from scheduler.executors.base import WorkItem
     from scheduler.executors.local import LocalExecutor
 
     now = datetime(2024, 1, 1, tzinfo=UTC)
     baseline = physical_baseline()  # before the workers start: the fork is the scheduler process's
-    executor = LocalExecutor(parallelism, start_method=start_method, reuse_workers=reuse)  # type: ignore[arg-type]
+    executor = LocalExecutor(parallelism, start_method=start_method, reuse_workers=reuse,  # type: ignore[arg-type]
+                             queue_ahead=ahead)
     boot = time.perf_counter()
     executor.start()
     started_up = time.perf_counter() - boot
@@ -96,6 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--start-method", choices=["exec", "fork", "both"], default="exec")
     parser.add_argument("--reuse-workers", choices=["no", "yes", "both"], default="both",
                         help="Python tries in a child forked per try (no), in the worker itself (yes), or both")
+    parser.add_argument("--queue-ahead", type=int, default=0,
+                        help="items each worker is sent beyond the try it runs (LEDGER_QUEUE_AHEAD)")
     args = parser.parse_args(argv)
     methods = ["exec", "fork"] if args.start_method == "both" else [args.start_method]
     reuses = {"no": [False], "yes": [True], "both": [False, True]}[args.reuse_workers]
@@ -107,10 +111,12 @@ def main(argv: list[str] | None = None) -> None:
             for method, reuse in variants:
                 logs = Path(tmp) / f"logs-{method}-{reuse}-{i}"
                 logs.mkdir()
-                rounds[(method, reuse)].append(one_round(fileloc, logs, args.tries, args.parallelism, method, reuse))
+                rounds[(method, reuse)].append(one_round(fileloc, logs, args.tries, args.parallelism, method, reuse,
+                                                         args.queue_ahead))
     for (method, reuse), done in rounds.items():
         out = {"benchmark": "executor_throughput", "start_method": method, "reuse_workers": reuse,
-               "tries": args.tries, "parallelism": args.parallelism, "repeat": args.repeat}
+               "tries": args.tries, "parallelism": args.parallelism, "queue_ahead": args.queue_ahead,
+               "repeat": args.repeat}
         for key, digits in (("tries_per_s", 1), ("submit_to_start_ms", 2), ("startup_s", 3), ("fork_exit_ms", 3),
                             ("sqlite_commit_us", 1)):
             out.update(summarise(done, key, digits))

@@ -494,7 +494,9 @@ class LocalExecutor(Executor):
         started)."""
         self._stop([worker])
         mine: list[TaskEvent] = []
+        worker.dead = False  # (a worker found dead may have said more than was read: read it to the end)
         self._read(worker, mine)
+        worker.dead = True
         head, waiting = worker.item, worker.items[1:]
         worker.items = []
         if head is not None:

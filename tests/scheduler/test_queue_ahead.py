@@ -141,3 +141,24 @@ def test_a_stop_for_a_try_that_just_ended_leaves_the_try_that_began_after_it_alo
     assert [(e.kind, e.state, e.reason) for e in seen[1]] == [("started", None, None), ("finished", "success", None)]
     assert [(e.kind, e.state) for e in seen[2]] == [("started", None), ("finished", "success")]  # once, to the end
     assert executor.in_flight() == set() and not executor._killed and not executor._cancelled
+
+
+def test_a_worker_found_dead_when_sent_an_item_is_read_to_the_end_before_its_tries_are_judged(
+        make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 1, ahead=2)
+    executor.submit(work_item(dag_file, "nap", ti_id=1))  # 0.3 s
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=2))  # starts when the nap ends
+    deadline = time.monotonic() + 20
+    while not (dag_file.parent / "a.started").exists():  # the first has ended, the second begun: nothing read yet
+        assert time.monotonic() < deadline, "the second try never began"
+        time.sleep(0.01)
+    worker = executor._workers[0]
+    assert worker.process.pid is not None
+    os.kill(worker.process.pid, signal.SIGKILL)
+    worker.process.join(5)
+    executor.submit(work_item(dag_file, "noop", ti_id=3))  # finds the worker dead on send
+    seen = drain_until_finished(executor, {1, 2, 3})
+    assert [(e.kind, e.state) for e in seen[1]] == [("started", None), ("finished", "success")]  # as it ended
+    assert [(e.kind, e.state, e.reason) for e in seen[2]] == [("started", None, None),
+                                                              ("finished", "failed", "worker died")]  # once
+    assert [(e.kind, e.state) for e in seen[3]] == [("started", None), ("finished", "success")]

@@ -53,7 +53,10 @@ def scheduler(
                                f"{exc.strerror or exc}") from None
         _say(f"metrics on http://{settings.metrics_host}:{settings.metrics_port}/metrics")
     job.install_signal_handlers()
-    reusing = ", Python tries in reused workers" if settings.reuse_workers and settings.executor == "local" else ""
+    local = settings.executor == "local"
+    reusing = ", Python tries in reused workers" if settings.reuse_workers and local else ""
+    if local and settings.items_ahead():
+        reusing += f", {settings.items_ahead()} queued ahead per worker"
     _say(f"scheduler starting: executor {settings.executor}, parallelism {settings.parallelism}{reusing}, "
          f"DAGs folder {env.settings.dags_folder}")
     job.run(num_runs=num_runs, exit_when_idle=exit_when_idle)

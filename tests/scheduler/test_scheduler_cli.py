@@ -331,7 +331,7 @@ with DAG("reuse", schedule=None, start_date=START):
     cli.write_dag("reuse.py", source.replace("code A", "code B"))  # a new version before the first run ran
     cli.ok("trigger", "reuse", "--logical-date", "2024-03-02")
     log = schedule(cli, "--reuse-workers")
-    assert "Python tries in reused workers" in log
+    assert "Python tries in reused workers, 1 queued ahead per worker" in log
     first, second = cli.json("timeline", "reuse")
     assert (first["state"], second["state"]) == ("success", "success")
     assert first["dag_version"] != second["dag_version"]

@@ -588,14 +588,14 @@ class DagRunJob:
             # a try that never started though nobody stopped it (it waited in a worker when the job stopped, or a
             # database fault kept it from a worker): recorded stopped, and its task instance gets a new try that
             # costs it no retry (task_store.record_outcomes: unless a stop is pending or its run has ended)
-            requeue = ev.kind == "finished" and (ev.reason or "").startswith(NEVER_STARTED_PREFIX) \
-                and ev.ti_id not in self._stop_requests and self.requeues_unstarted()
+            unstarted = ev.kind == "finished" and (ev.reason or "").startswith(NEVER_STARTED_PREFIX)
+            requeue = unstarted and ev.ti_id not in self._stop_requests and self.requeues_unstarted()
             if ev.kind == "finished" and ev.ti_id in self._stop_requests:
                 why = self._stop_requests.pop(ev.ti_id)
                 if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
                     state = TaskState.STOPPED
                     if info is not None and info.log_path:  # written once this transaction has committed
-                        if (ev.reason or "").startswith(NEVER_STARTED_PREFIX):  # taken out while it waited
+                        if unstarted:  # taken out while it waited in its worker
                             why = ev.reason or why
                         self._log_notes.append((info.log_path, at, f"outcome: {why}"))
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,

@@ -35,9 +35,6 @@ def finishing(backfill_id: int, adopted: Collection[int] = ()) -> ColumnElement[
     return or_(own, DagRun.id.in_(sorted(adopted))) if adopted else own
 
 
-UNFINISHED_RUN_STATES = (RunState.QUEUED.value, RunState.RUNNING.value)
-
-
 def progress_of(session: Session, backfill_id: int, adopted: Collection[int] = ()) -> Progress:
     """Counts over the live runs the backfill finishes: its own and the `adopted` ones."""
     runs = dict(session.execute(select(DagRun.state, func.count()).where(finishing(backfill_id, adopted))
@@ -55,7 +52,7 @@ def count_unfinished(session: Session, backfill_id: int, adopted: Collection[int
     """How many of the runs the backfill finishes are queued or running: one count over its runs, without the
     task instances that progress_of also counts."""
     return session.scalar(select(func.count()).select_from(DagRun).where(
-        finishing(backfill_id, adopted), DagRun.state.in_(UNFINISHED_RUN_STATES))) or 0
+        finishing(backfill_id, adopted), DagRun.state.in_(UNFINISHED_RUNS))) or 0
 
 
 def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str,

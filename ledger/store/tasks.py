@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from ledger.dependencies import TiState
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
-from ledger.states import RunState, TaskState
+from ledger.states import TaskState
 from ledger.store.jobs import UNFINISHED
 
 ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
@@ -200,7 +200,7 @@ _ONE_MORE_TRY = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
     max_tries=TI_TABLE.c.max_tries + 1, signal_armed=or_(TI_TABLE.c.signal_armed, bindparam("armed")))
 _MAY_REQUEUE = select(TaskInstance.id).join(DagRun, DagRun.id == TaskInstance.run_id).where(
     TaskInstance.id.in_(bindparam("ids", expanding=True)), TaskInstance.signal_request.is_(None),
-    DagRun.state.in_([RunState.QUEUED.value, RunState.RUNNING.value]))
+    DagRun.state.in_(UNFINISHED))
 
 
 def record_outcomes(session: Session, outcomes: list[Outcome],

@@ -47,8 +47,8 @@ from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
-from ledger.xcom import pull_view, read_pushed, read_rendered
-from scheduler import signal_actions
+from ledger.xcom import pull_view
+from scheduler import signal_actions, try_files
 from scheduler.callbacks import CallbackProcesses
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
@@ -358,8 +358,9 @@ class DagRunJob:
             _tell_log(path, at, text)
 
     def _end_in_database(self, last: list[TaskEvent], now: datetime) -> None:
+        files = self._try_files(last)
         with self.transaction() as session:
-            self._record(session, last, now)
+            self._record(session, last, now, files)
             lost = task_store.unfinished_in_job(session, self.job_id)
             if lost:
                 self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
@@ -396,6 +397,7 @@ class DagRunJob:
         now = self.clock.now()
         work: list[WorkItem] = []
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
+        files = self._try_files(drained)
         with self.transaction() as session:
             self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
             if others or time.monotonic() >= self._full_pass_at:
@@ -406,7 +408,7 @@ class DagRunJob:
                 self._claim_now = True  # it may have made runs to claim (a trigger, a backfill, a lock released)
                 self.others_wrote(session)
                 quick = quick or self.stopping  # (a subclass saw it must stop: only record what ended)
-            report.outcomes = self._record(session, drained, now)
+            report.outcomes = self._record(session, drained, now, files)
             if self._reconcile:
                 self._fail_unsubmitted(session, now)
             if not quick:
@@ -576,7 +578,19 @@ class DagRunJob:
             job_store.heartbeat(session, self.job_id, now=now)
             self._last_heartbeat = time.monotonic()
 
-    def _record(self, session: Session, drained: list[TaskEvent], now: datetime) -> int:
+    def _try_files(self, drained: list[TaskEvent]) -> dict[tuple[int, int], try_files.TryFiles]:
+        """What the ended tries left beside their logs, read before the transaction that records them."""
+        out = {}
+        for ev in drained:
+            info = self._inflight.get(ev.ti_id) if ev.kind == "finished" else None
+            if info is not None and info.log_path:
+                out[(ev.ti_id, ev.try_number)] = try_files.read(info.log_path, ev.files)
+        return out
+
+    def _record(self, session: Session, drained: list[TaskEvent], now: datetime,
+                files: Mapping[tuple[int, int], try_files.TryFiles] | None = None) -> int:
+        """Record what the executor reported. `files`: what the ended tries left beside their logs, read before
+        the transaction (_try_files); a try missing from it has its files read here."""
         outcomes = []
         where: dict[tuple[int, int], _InFlight | None] = {}
         host = socket.gethostname()
@@ -635,16 +649,18 @@ class DagRunJob:
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is not None and info.log_path and st != TaskState.RUNNING:
-                pushed = read_pushed(info.log_path + ".xcom.jsonl")
+                left = (files or {}).get((o.ti_id, o.try_number))
+                if left is None:  # (an end the job decided itself, in this transaction: a lost try, a zombie)
+                    left = try_files.read(info.log_path)
+                pushed = left.pushed
                 if pushed:
                     xcom_store.record(session, pushed, run_id=info.run_id, task_id=info.task_id,
                                       try_number=o.try_number, now=now, map_index=info.map_index)
                     if info.run_id in self._xcom:
                         self._xcom[info.run_id].setdefault(info.label, {}).update(dict(pushed))
-                rendered = read_rendered(info.log_path + ".rendered.json")
-                if rendered is not None:
-                    xcom_store.set_rendered(session, o.ti_id, o.try_number, rendered)
-                lineage.record(session, lineage.read_writes(info.log_path + ".writes.jsonl"), run_id=info.run_id,
+                if left.rendered is not None:
+                    xcom_store.set_rendered(session, o.ti_id, o.try_number, left.rendered)
+                lineage.record(session, left.writes, run_id=info.run_id,
                                dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                                dag_version=info.dag_version, try_state=st.value, now=now)
         failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)]

@@ -53,6 +53,8 @@ class TaskEvent:
     state: Literal["success", "failed", "skipped"] | None = None  # for finished
     pid: int | None = None
     reason: str | None = None  # one line: "exit code 1", "timed out after 5.0 s", "worker died"
+    # for finished: the files the try left beside its log (scheduler/try_files.py suffixes); None: not looked for
+    files: tuple[str, ...] | None = None
 
 
 class Executor(abc.ABC):

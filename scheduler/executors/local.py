@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
-from scheduler import in_process, try_plan, try_process
+from scheduler import in_process, try_files, try_plan, try_process
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
 
 StartMethod = Literal["exec", "fork"]
@@ -187,7 +187,8 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
             assert outcome is not None
             _current = None
             inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
-                                 state=outcome.state, pid=running.pid, reason=outcome.reason))
+                                 state=outcome.state, pid=running.pid, reason=outcome.reason,
+                                 files=try_files.present(item.log_path) if item.log_path else None))
     except (EOFError, OSError):
         return  # the scheduler's end of the pipe is gone
     finally:
@@ -206,7 +207,8 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
     try_plan.forget_prepared()
     outcome = result.outcome
     inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
-                         state=outcome.state, pid=pid, reason=outcome.reason))
+                         state=outcome.state, pid=pid, reason=outcome.reason,
+                         files=try_files.present(item.log_path) if item.log_path else None))
     if result.retire:
         os._exit(EXIT_RETIRED)
 

@@ -1,0 +1,41 @@
+"""What a try leaves beside its log: the values it passed on (XCom), its rendered templates and the partitions
+it wrote (lineage). The job reads them before the transaction that records the try's end, so that no file is
+read while the database's write lock is held; a worker says which of them a try left, so that the scheduler
+opens only those (for most tries: none)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.store.lineage import read_writes
+from ledger.xcom import read_pushed, read_rendered
+
+XCOM, RENDERED, WRITES = ".xcom.jsonl", ".rendered.json", ".writes.jsonl"  # appended to the try's log path
+SUFFIXES = (XCOM, RENDERED, WRITES)
+
+
+@dataclass(frozen=True, slots=True)
+class TryFiles:
+    pushed: list[tuple[str, Any]] = field(default_factory=list)  # (key, value) in the order pushed
+    rendered: dict[str, Any] | None = None  # None: it rendered nothing (or the file is unreadable)
+    writes: list[dict[str, Any]] = field(default_factory=list)
+
+
+NOTHING = TryFiles()
+
+
+def present(log_path: str) -> tuple[str, ...]:
+    """The suffixes of the files a try left beside `log_path` (asked by its worker once the try has ended)."""
+    return tuple(suffix for suffix in SUFFIXES if os.path.exists(log_path + suffix))
+
+
+def read(log_path: str, found: tuple[str, ...] | None = None) -> TryFiles:
+    """The files a try left. `found`: the suffixes its worker saw (None: not known, every one is looked for)."""
+    look = SUFFIXES if found is None else found
+    if not look:
+        return NOTHING
+    return TryFiles(read_pushed(log_path + XCOM) if XCOM in look else [],
+                    read_rendered(log_path + RENDERED) if RENDERED in look else None,
+                    read_writes(log_path + WRITES) if WRITES in look else [])

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from ledger.mapping import split_label
 from ledger.models import Event, SignalRecord
+from ledger.store.hot import Hot
 
 EVENTS = cast(Table, Event.__table__)
 _COLUMNS = ("at", "kind", "actor", "dag_id", "run_id", "details")
@@ -29,13 +30,12 @@ def record_many(session: Session, rows: list[dict[str, Any]]) -> None:
     A Core insert on the table (one cached statement; executemany for several rows): the ORM's bulk
     insert costs about a millisecond more per call, and events are written in the scheduler's hot loop."""
     if rows:
-        if session.autoflush:  # as the ORM would before its insert: pending changes reach the database first
-            session.flush()
-        ids = session.connection().execute(_INSERT, [{c: r.get(c) for c in _COLUMNS} for r in rows]).scalars()
-        session.info.setdefault(WRITTEN, []).extend(ids)
+        written = session.info.setdefault(WRITTEN, [])
+        for r in rows:  # one row per statement: SQLite's multi-row RETURNING gives no order, and rows are few
+            written.extend(i for (i,) in _INSERT.rows(session, {c: r.get(c) for c in _COLUMNS}))
 
 
-_INSERT = EVENTS.insert().returning(EVENTS.c.id)
+_INSERT = Hot(EVENTS.insert().returning(EVENTS.c.id))
 WRITTEN = "ledger.events_written"  # session.info key: the ids of the events this session appended
 
 

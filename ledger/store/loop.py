@@ -14,6 +14,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from ledger.models import Backfill, Dag, DagRun, Event
 from ledger.states import BackfillState, RunState
 from ledger.store import events
+from ledger.store.hot import Hot
 from ledger.store.jobs import UNFINISHED
 
 # built once: the loop runs them every time, and building a statement costs more than running it on SQLite
@@ -70,8 +71,8 @@ def intervals(session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]
     return {i: (start.isoformat(), end.isoformat()) for i, start, end in rows}
 
 
-_SINCE = select(func.max(Event.id), func.count(case((Event.id.not_in(bindparam("mine", expanding=True)), 1)))) \
-    .where(Event.id > bindparam("seen"))
+_SINCE = Hot(select(func.max(Event.id), func.count(case((Event.id.not_in(bindparam("mine", expanding=True)), 1))))
+             .where(Event.id > bindparam("seen")))
 
 
 def events_since(session: Session, seen: int, mine: Collection[int]) -> tuple[int, bool]:
@@ -79,7 +80,7 @@ def events_since(session: Session, seen: int, mine: Collection[int]) -> tuple[in
     caller's last transaction read at its start, `mine` the ids of the events that transaction appended. An
     event another process committed while the caller's transaction ran is newer than `seen` and not the
     caller's, whatever its id is next to the caller's own."""
-    newest, others = session.connection().execute(_SINCE, {"seen": seen, "mine": list(mine)}).one()
+    ((newest, others),) = _SINCE.rows(session, {"seen": seen, "mine": list(mine)})
     return (seen if newest is None else int(newest)), bool(others)
 
 
@@ -92,11 +93,11 @@ def dag_fileloc(session: Session, dag_id: str) -> str:
     return session.scalar(select(Dag.fileloc).where(Dag.dag_id == dag_id)) or ""
 
 
-_STATE_UPDATES: dict[tuple[RunState, bool], Any] = {}
+_STATE_UPDATES: dict[tuple[RunState, bool], Hot] = {}
 _RUNS_TABLE: Any = DagRun.__table__
 
 
-def _state_update(state: RunState, release: bool) -> Any:
+def _state_update(state: RunState, release: bool) -> Hot:
     """The Core UPDATE for moving a run to `state` (built once per state and lock release)."""
     found = _STATE_UPDATES.get((state, release))
     if found is None:
@@ -108,7 +109,7 @@ def _state_update(state: RunState, release: bool) -> Any:
             values["ended_at"] = bindparam("at", type_=t.c.ended_at.type)
         if release:
             values["lock_holder"] = None
-        found = _STATE_UPDATES[(state, release)] = update(t).where(t.c.id == bindparam("run")).values(**values)
+        found = _STATE_UPDATES[(state, release)] = Hot(update(t).where(t.c.id == bindparam("run")).values(**values))
     return found
 
 
@@ -127,9 +128,8 @@ def set_run_state(session: Session, run: DagRun, state: RunState, *, now: dateti
     """Move `run` to `state` (stamping started_at / ended_at; `release`: drop its lock) and record the
     `run_state_changed` event. Returns the state it had."""
     before = run.state
-    session.flush()
     stamped = state in (RunState.RUNNING, RunState.SUCCESS, RunState.FAILED)
-    session.connection().execute(_state_update(state, release), {"run": run.id, **({"at": now} if stamped else {})})
+    _state_update(state, release).run(session, [{"run": run.id, **({"at": now} if stamped else {})}])
     # the object says what the row now holds, without the ORM writing it a second time: the job may keep it
     # (detached) as its picture of the run
     set_committed_value(run, "state", state.value)

@@ -53,6 +53,7 @@ from ledger.errors import InvalidInput
 from ledger.models import SignalCursor, SignalKey, SignalRecord
 from ledger.signals import Signal, validate_key, validate_meta, validate_value
 from ledger.store import events
+from ledger.store.hot import Hot
 
 CHANNEL = "ledger_signals"
 """The PostgreSQL NOTIFY channel; the payload is the newest signal id of the sending transaction."""
@@ -108,8 +109,9 @@ def _from_row(row: Row[Any]) -> Signal:
 # One key's counter bump and one cursor's move, as text: SQLAlchemy compiles an ON CONFLICT statement afresh
 # on each execution (it has no cache key), which costs more than its round trip. The same SQL runs on
 # PostgreSQL and SQLite (3.35 or later, for RETURNING).
-_BUMP_ONE = text('INSERT INTO signal_key ("key", version) VALUES (:key, :n) ON CONFLICT ("key") DO UPDATE '
-                 'SET version = signal_key.version + excluded.version RETURNING "key", version')
+_BUMP_ONE = Hot(text('INSERT INTO signal_key ("key", version) VALUES (:key, :n) ON CONFLICT ("key") DO UPDATE '
+                     'SET version = signal_key.version + excluded.version RETURNING "key", version'))
+_INSERT_SIGNALS = Hot(SIGNALS.insert())
 _LOCK_AND_BUMP_ONE = text(  # PostgreSQL: the shared send lock is taken before the row is written
     'INSERT INTO signal_key ("key", version) SELECT :key, :n FROM (SELECT pg_advisory_xact_lock_shared(:lock)) '
     'AS send_lock ON CONFLICT ("key") DO UPDATE SET version = signal_key.version + excluded.version '
@@ -122,17 +124,17 @@ _ADVANCE_ONE = text(
     'WHERE signal_cursor.version < excluded.version').bindparams(bindparam("at", type_=CURSORS.c.updated_at.type))
 
 
-_BUMP_MANY: dict[int, Any] = {}
+_BUMP_MANY: dict[int, Hot] = {}
 
 
-def _bump_many(n: int) -> Any:
+def _bump_many(n: int) -> Hot:
     """The counter upsert of `n` keys, as text built once per `n` (as _BUMP_ONE, and for the same reason)."""
     found = _BUMP_MANY.get(n)
     if found is None:
         values = ", ".join(f"(:k{i}, :n{i})" for i in range(n))
-        found = _BUMP_MANY[n] = text(
+        found = _BUMP_MANY[n] = Hot(text(
             f'INSERT INTO signal_key ("key", version) VALUES {values} ON CONFLICT ("key") DO UPDATE '
-            'SET version = signal_key.version + excluded.version RETURNING "key", version')
+            'SET version = signal_key.version + excluded.version RETURNING "key", version'))
     return found
 
 
@@ -185,7 +187,7 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
     if len(counts) == 1:  # the usual send: one key, one cached statement (that takes the lock on PostgreSQL)
         ((key, n),) = counts.items()
         top = conn.execute(_LOCK_AND_BUMP_ONE, {"key": key, "n": n, "lock": SEND_LOCK}).one()[1] if postgres \
-            else conn.execute(_BUMP_ONE, {"key": key, "n": n}).one()[1]
+            else _BUMP_ONE.rows(session, {"key": key, "n": n})[0][1]
         counts = Counter()
         following[key] = top - n + 1
     elif postgres:
@@ -196,7 +198,7 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
         params: dict[str, Any] = {}
         for i, k in enumerate(chunk):
             params[f"k{i}"], params[f"n{i}"] = k, counts[k]
-        for key, top in conn.execute(_bump_many(len(chunk)), params).tuples():
+        for key, top in _bump_many(len(chunk)).rows(session, params):
             following[key] = top - counts[key] + 1
     at = _utc(now)
     rows: list[dict[str, Any]] = []
@@ -205,7 +207,7 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
                      "meta": meta})
         following[key] += 1
     if not want_ids:
-        conn.execute(SIGNALS.insert(), rows)
+        _INSERT_SIGNALS.run(session, rows)
         if postgres:
             conn.execute(_NOTIFY_NEWEST, {"channel": CHANNEL})
         return None

@@ -15,6 +15,7 @@ from ledger.dependencies import TiState
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
 from ledger.states import TaskState
+from ledger.store.hot import Hot
 from ledger.store.jobs import UNFINISHED
 
 ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
@@ -90,16 +91,16 @@ def previous_states(session: Session, previous_ids: list[int]) -> dict[int, dict
     return out
 
 
-_ACTIVE_BY_DAG = (select(TaskInstance.dag_id, func.count())
-                  .where(TaskInstance.state.in_(ACTIVE), TaskInstance.dag_id.in_(bindparam("dag_ids", expanding=True)))
-                  .group_by(TaskInstance.dag_id))
+_ACTIVE_BY_DAG = Hot(select(TaskInstance.dag_id, func.count())
+                     .where(TaskInstance.state.in_(ACTIVE),
+                            TaskInstance.dag_id.in_(bindparam("dag_ids", expanding=True)))
+                     .group_by(TaskInstance.dag_id))
 
 
 def active_counts_by_dag(session: Session, dag_ids: list[str]) -> dict[str, int]:
     if not dag_ids:
         return {}
-    session.flush()
-    return dict(session.connection().execute(_ACTIVE_BY_DAG, {"dag_ids": list(dag_ids)}).tuples().all())
+    return dict(_ACTIVE_BY_DAG.rows(session, {"dag_ids": list(dag_ids)}))
 
 
 _POOL_SLOTS = select(Pool.name, Pool.slots)
@@ -133,10 +134,12 @@ def mark(session: Session, changes: list[tuple[int, TaskState]], *, now: datetim
         session.connection().execute(_MARK, [{"ti": ti, "st": st.value, "at": now} for ti, st in changes])
 
 
-_QUEUE = update(TI_TABLE).where(and_(TI_TABLE.c.id == bindparam("ti"), TI_TABLE.c.try_number == bindparam("was"))) \
-    .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"),
-            queued_at=bindparam("at", type_=TI_TABLE.c.queued_at.type), job_id=bindparam("job"),
-            next_try_at=None, started_at=None, ended_at=None, signal_armed=False)
+_QUEUE = Hot(update(TI_TABLE).where(and_(TI_TABLE.c.id == bindparam("ti"),
+                                         TI_TABLE.c.try_number == bindparam("was")))
+             .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"),
+                     queued_at=bindparam("at", type_=TI_TABLE.c.queued_at.type), job_id=bindparam("job"),
+                     next_try_at=None, started_at=None, ended_at=None, signal_armed=False))
+_INSERT_TRY = Hot(TRY_TABLE.insert())
 
 
 def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime,
@@ -150,9 +153,9 @@ def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime,
     if not tis:
         return {}
     tries = {ti.id: ti.try_number + 1 for ti in tis}
-    session.connection().execute(_QUEUE, [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id], "at": now,
-                                           "job": job_id} for ti in tis])
-    session.connection().execute(TRY_TABLE.insert(), [  # Core: the ORM's bulk insert costs ~1 ms more per call
+    _QUEUE.run(session, [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id], "at": now, "job": job_id}
+                         for ti in tis])
+    _INSERT_TRY.run(session, [
         {"task_instance_id": ti.id, "try_number": tries[ti.id], "state": TaskState.QUEUED.value, "job_id": job_id,
          "dag_version": (versions or {}).get(ti.id)}
         for ti in tis])
@@ -182,18 +185,19 @@ class Outcome:
 
 _CURRENT_TRIES = select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state) \
     .where(TaskInstance.id.in_(bindparam("ids", expanding=True)))
-_OUTCOME_TI = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
+_OUTCOME_TI = Hot(update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
     state=bindparam("st"),
     started_at=func.coalesce(bindparam("started", type_=TI_TABLE.c.started_at.type), TI_TABLE.c.started_at),
     ended_at=bindparam("ended", type_=TI_TABLE.c.ended_at.type),
     next_try_at=bindparam("nxt", type_=TI_TABLE.c.next_try_at.type),
-    pid=func.coalesce(bindparam("pid"), TI_TABLE.c.pid), hostname=func.coalesce(bindparam("host"), TI_TABLE.c.hostname))
-_OUTCOME_TRY = update(TRY_TABLE).where(and_(TRY_TABLE.c.task_instance_id == bindparam("ti"),
-                                            TRY_TABLE.c.try_number == bindparam("tn"))).values(
+    pid=func.coalesce(bindparam("pid"), TI_TABLE.c.pid),
+    hostname=func.coalesce(bindparam("host"), TI_TABLE.c.hostname)))
+_OUTCOME_TRY = Hot(update(TRY_TABLE).where(and_(TRY_TABLE.c.task_instance_id == bindparam("ti"),
+                                                TRY_TABLE.c.try_number == bindparam("tn"))).values(
     state=bindparam("st"),
     started_at=func.coalesce(bindparam("started", type_=TRY_TABLE.c.started_at.type), TRY_TABLE.c.started_at),
     ended_at=bindparam("ended", type_=TRY_TABLE.c.ended_at.type), pid=func.coalesce(bindparam("pid"), TRY_TABLE.c.pid),
-    hostname=func.coalesce(bindparam("host"), TRY_TABLE.c.hostname))
+    hostname=func.coalesce(bindparam("host"), TRY_TABLE.c.hostname)))
 
 
 _ONE_MORE_TRY = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
@@ -249,12 +253,11 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
         current[o.ti_id] = (row[0], row[1], state.value)
         written.append((o, state))
     if ti_rows:
-        conn = session.connection()
-        conn.execute(_OUTCOME_TI, ti_rows)
-        conn.execute(_OUTCOME_TRY, try_rows)
+        _OUTCOME_TI.run(session, ti_rows)
+        _OUTCOME_TRY.run(session, try_rows)
         requeued = [{"ti": o.ti_id, "armed": o.armed} for o, st in written if st == TaskState.SCHEDULED]
         if requeued:
-            conn.execute(_ONE_MORE_TRY, requeued)
+            session.connection().execute(_ONE_MORE_TRY, requeued)
     return written
 
 

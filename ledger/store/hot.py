@@ -1,0 +1,152 @@
+"""The scheduler loop's hottest statements, run on SQLite straight on the DB-API cursor.
+
+SQLAlchemy spends about 20-50 microseconds of Python per executed statement (execution context, parameter
+processing, result set-up, events) against about 10 for sqlite3 itself. The scheduler runs ten or so small
+statements per loop, so that overhead was a fifth of its CPU per task instance (docs/benchmarks.md). A `Hot`
+statement is a Core statement that SQLAlchemy compiles once per parameter shape; each call then binds the
+parameters with the same bind processors SQLAlchemy would use (UTC datetimes, JSON) and runs the SQL on the
+session's DB-API connection, inside the session's transaction.
+
+The fast path is taken only on SQLite, and only while nothing listens to the engine's statement events
+(`before_cursor_execute`: tests and tools that count or log statements then see every one). Otherwise, and
+on PostgreSQL (where the server round trip dominates and the connection may need invalidating after a
+fault), the statement goes through SQLAlchemy as usual. A driver error is raised as SQLAlchemy's wrapped
+error (OperationalError, IntegrityError, ...), so that callers tell transient faults the same way.
+
+Rows come back as plain tuples without result processing: a Hot SELECT or RETURNING must return only
+integers and strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.expression import Executable
+
+_REQUIRED = object()  # the default of a parameter that each row must give
+
+
+@dataclass(frozen=True, slots=True)
+class _Form:
+    """The SQL for one shape of parameters, and how to build each position's value from a parameter row."""
+
+    sql: str
+    positions: tuple[tuple[str, int, Any, Callable[[Any], Any] | None], ...]  # (name, index or -1, default, bind)
+
+
+class Hot:
+    """A Core statement run on the DB-API cursor on SQLite (see the module's docstring)."""
+
+    def __init__(self, statement: Executable) -> None:
+        self.statement = statement
+        self._forms: dict[tuple[Any, ...], _Form] = {}
+
+    def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Execute once per row (executemany); no result."""
+        if not rows:
+            return
+        conn = _connection(session)
+        cursor = _cursor(conn)
+        if cursor is None:
+            conn.execute(self.statement, list(rows))
+            return
+        form = self._form(conn, rows[0])
+        values = [_bind(form, row) for row in rows]
+        try:
+            if len(values) == 1:
+                cursor.execute(form.sql, values[0])
+            else:
+                cursor.executemany(form.sql, values)
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise _wrapped(form, values, exc, conn) from exc
+
+    def rows(self, session: Session, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Execute once with `params`; the rows it returns, as tuples (integers and strings only)."""
+        params = params or {}
+        conn = _connection(session)
+        cursor = _cursor(conn)
+        if cursor is None:
+            return [tuple(row) for row in conn.execute(self.statement, dict(params))]
+        form = self._form(conn, params)
+        values = _bind(form, params)
+        try:
+            cursor.execute(form.sql, values)
+            return cursor.fetchall()  # type: ignore[no-any-return]
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise _wrapped(form, [values], exc, conn) from exc
+
+    def _form(self, conn: Connection, row: Mapping[str, Any]) -> _Form:
+        """The compiled form for the shape of `row`: which columns an INSERT sets, how long each list bound to
+        an IN is."""
+        columns = tuple(row) if isinstance(self.statement, Insert) else ()
+        lengths = tuple((k, len(v)) for k, v in row.items() if isinstance(v, (list, tuple)))
+        key = (columns, lengths)
+        form = self._forms.get(key)
+        if form is None:
+            form = self._forms[key] = _compile(self.statement, conn, columns, dict(lengths))
+        return form
+
+
+def _compile(statement: Executable, conn: Connection, columns: tuple[str, ...], lengths: dict[str, int]) -> _Form:
+    dialect = conn.dialect
+    compiled = statement.compile(dialect=dialect, column_keys=list(columns) or None)  # type: ignore[attr-defined]
+    binds = compiled.binds
+    if not any(b.expanding for b in binds.values()):
+        sql, names = compiled.string, list(compiled.positiontup or [])
+        where = {name: (name, -1) for name in names}
+    else:  # IN lists: expanded for these lengths (SQLAlchemy's own expansion, with placeholder values)
+        sample: dict[str, Any] = {b.key: None for b in binds.values() if b.required}
+        sample.update((name, [None] * n) for name, n in lengths.items())
+        state = compiled.construct_expanded_state(sample)
+        sql, names = state.statement, list(state.positiontup or [])
+        where = {name: (name, -1) for name in names}
+        for original, expanded in state.parameter_expansion.items():
+            for i, name in enumerate(expanded):
+                where[name] = (original, i)
+    positions = []
+    for name in names:
+        original, index = where[name]
+        bind = binds[original]
+        default = _REQUIRED if bind.required else None if original in lengths else bind.effective_value
+        processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        positions.append((original, index, default, processor))
+    return _Form(sql, tuple(positions))
+
+
+def _bind(form: _Form, row: Mapping[str, Any]) -> tuple[Any, ...]:
+    out = []
+    for name, index, default, processor in form.positions:
+        value = row.get(name, default)
+        if value is _REQUIRED:
+            raise KeyError(f"a value for the parameter {name!r} is required")
+        if index >= 0:
+            value = value[index]
+        out.append(processor(value) if processor is not None else value)
+    return tuple(out)
+
+
+def _connection(session: Session) -> Connection:
+    if session.new or session.dirty or session.deleted:  # as the ORM would: pending changes go first
+        session.flush()
+    return session.connection()
+
+
+def _cursor(conn: Connection) -> Any | None:
+    """A DB-API cursor on the connection of the session's transaction, or None where statements go through
+    SQLAlchemy."""
+    if conn.dialect.name != "sqlite" or conn.dispatch.before_cursor_execute:
+        return None
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    return raw.cursor()
+
+
+def _wrapped(form: _Form, values: list[tuple[Any, ...]], exc: Exception, conn: Connection) -> BaseException:
+    return DBAPIError.instance(form.sql, values if len(values) > 1 else values[0], exc,
+                               conn.dialect.loaded_dbapi.Error, dialect=conn.dialect, ismulti=len(values) > 1)

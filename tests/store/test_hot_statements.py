@@ -1,0 +1,101 @@
+"""The loop's hot statements on the DB-API cursor (ledger/store/hot.py): they write and read exactly what the
+same statements write and read through SQLAlchemy, on a real SQLite file."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import bindparam, event, func, select, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ledger.models import Event, Pool
+from ledger.store import events
+from ledger.store.hot import Hot
+
+AT = datetime(2026, 11, 25, 6, 30, tzinfo=UTC)
+EVENTS: Any = Event.__table__
+POOLS: Any = Pool.__table__
+_RENAME = update(EVENTS).where(EVENTS.c.id == bindparam("event")).values(
+    kind=bindparam("kind"), at=bindparam("when", type_=EVENTS.c.at.type), actor="hot")
+_KINDS = select(EVENTS.c.kind, func.count()).where(EVENTS.c.id.in_(bindparam("ids", expanding=True)),
+                                                  EVENTS.c.actor.in_(["hot", "cold"])).group_by(EVENTS.c.kind)
+
+
+def some_events(session: Session, n: int) -> list[int]:
+    events.record_many(session, [dict(at=AT, kind="pool_set", actor="cold", details={"i": i}) for i in range(n)])
+    return events.written_ids(session)[-n:]
+
+
+def test_an_update_of_many_rows_binds_aware_datetimes_as_sqlalchemy_would(session: Session) -> None:
+    ids = some_events(session, 3)
+    Hot(_RENAME).run(session, [{"event": i, "kind": f"renamed_{n}", "when": AT + timedelta(hours=n)}
+                               for n, i in enumerate(ids[:2])])
+    rows = session.execute(select(Event).where(Event.id.in_(ids)).order_by(Event.id)).scalars().all()
+    assert [(e.kind, e.at, e.actor) for e in rows] == [
+        ("renamed_0", AT, "hot"), ("renamed_1", AT + timedelta(hours=1), "hot"), ("pool_set", AT, "cold")]
+    assert rows[0].at.tzinfo is not None
+
+
+def test_an_insert_sets_only_the_columns_its_rows_give_and_serialises_json(session: Session) -> None:
+    insert = Hot(EVENTS.insert().returning(EVENTS.c.id))
+    (first,), = insert.rows(session, {"at": AT, "kind": "pool_set", "actor": "hot", "details": {"slots": 4}})
+    (second,), = insert.rows(session, {"at": AT, "kind": "pool_set", "actor": "hot", "details": {"slots": 5},
+                                        "dag_id": "daily"})
+    found = {e.id: e for e in session.execute(select(Event).where(Event.id.in_([first, second]))).scalars()}
+    assert (found[first].details, found[first].dag_id) == ({"slots": 4}, None)
+    assert (found[second].details, found[second].dag_id) == ({"slots": 5}, "daily")
+
+
+def test_a_select_expands_its_in_lists_for_each_length(session: Session) -> None:
+    ids = some_events(session, 4)
+    kinds = Hot(_KINDS)
+    assert kinds.rows(session, {"ids": ids[:1]}) == [("pool_set", 1)]
+    assert kinds.rows(session, {"ids": ids}) == [("pool_set", 4)]
+    assert kinds.rows(session, {"ids": []}) == []
+    assert kinds.rows(session, {"ids": ids[:2]}) == [tuple(r) for r in session.execute(_KINDS, {"ids": ids[:2]})]
+
+
+def test_a_text_statement_with_returning_gives_its_rows(session: Session) -> None:
+    bump = Hot(text('INSERT INTO signal_key ("key", version) VALUES (:key, :n) ON CONFLICT ("key") DO UPDATE '
+                    'SET version = signal_key.version + excluded.version RETURNING "key", version'))
+    assert bump.rows(session, {"key": "sales.ready", "n": 2}) == [("sales.ready", 2)]
+    assert bump.rows(session, {"key": "sales.ready", "n": 3}) == [("sales.ready", 5)]
+
+
+def test_a_missing_parameter_is_refused_before_anything_runs(session: Session) -> None:
+    ids = some_events(session, 1)
+    with pytest.raises(KeyError, match="'when'"):
+        Hot(_RENAME).run(session, [{"event": ids[0], "kind": "renamed"}])
+    assert session.get(Event, ids[0]).kind == "pool_set"  # type: ignore[union-attr]
+
+
+def test_a_driver_error_is_raised_as_sqlalchemys_error(session: Session) -> None:
+    insert = Hot(POOLS.insert())
+    insert.run(session, [{"name": "spark", "slots": 2, "description": ""}])
+    with pytest.raises(IntegrityError, match="UNIQUE"):
+        insert.run(session, [{"name": "spark", "slots": 3, "description": ""}])
+
+
+def test_statements_go_through_sqlalchemy_while_something_listens_to_them(session: Session) -> None:
+    seen: list[str] = []
+    engine = session.get_bind()
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        seen.append(statement)
+
+    ids = some_events(session, 1)
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        Hot(_RENAME).run(session, [{"event": ids[0], "kind": "renamed", "when": AT}])
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    assert any(s.startswith("UPDATE event SET") for s in seen)
+    assert session.get(Event, ids[0]).kind == "renamed"  # type: ignore[union-attr]
+
+
+def test_on_sqlite_with_nobody_listening_the_statements_run_on_the_driver_cursor(session: Session) -> None:
+    from ledger.store.hot import _cursor
+    assert _cursor(session.connection()) is not None

@@ -15,6 +15,7 @@ to the database. Subclasses say which runs to collect and may create runs.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import time
@@ -72,8 +73,14 @@ def _tell_log(path: str, at: datetime, text: str) -> None:
 
 def log_path(logs: Path, dag_id: str, run_id: int, task_id: str, try_number: int, map_index: int = NOT_MAPPED) -> Path:
     """Where a try's log goes: $LEDGER_HOME/logs/<dag>/run_<run>/<task>[/map_<i>]/try_<n>.log."""
-    folder = logs / dag_id / f"run_{run_id}" / task_id
-    return (folder if map_index < 0 else folder / f"map_{map_index}") / f"try_{try_number}.log"
+    return Path(log_file(str(logs), dag_id, run_id, task_id, try_number, map_index))
+
+
+def log_file(logs: str, dag_id: str, run_id: int, task_id: str, try_number: int, map_index: int = NOT_MAPPED) -> str:
+    """log_path as text (the scheduler builds one per try: without pathlib's parsing)."""
+    if map_index < 0:
+        return os.path.join(logs, dag_id, f"run_{run_id}", task_id, f"try_{try_number}.log")
+    return os.path.join(logs, dag_id, f"run_{run_id}", task_id, f"map_{map_index}", f"try_{try_number}.log")
 
 
 @dataclass
@@ -956,10 +963,11 @@ class DagRunJob:
         previous = self._run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
                                                  if run.previous_run_id is not None})
         work = []
+        logs = str(self.logs_folder)
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]
             code = self.code_cache().locate(session, run.dag_id, run.version_hash)
-            path = str(log_path(self.logs_folder, run.dag_id, run.id, ti.task_id, tries[ti.id], ti.map_index))
+            path = log_file(logs, run.dag_id, run.id, ti.task_id, tries[ti.id], ti.map_index)
             self._inflight[ti.id] = _InFlight(
                 run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), run.version_hash, path, time.time(),
                 map_index=ti.map_index, armed=ti.armed)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection
@@ -28,6 +29,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.expression import Executable
+
+from ledger.models.base import UtcDateTime
 
 _REQUIRED = object()  # the default of a parameter that each row must give
 
@@ -46,13 +49,14 @@ class Hot:
     def __init__(self, statement: Executable) -> None:
         self.statement = statement
         self._forms: dict[tuple[Any, ...], _Form] = {}
+        self._insert = isinstance(statement, Insert)
+        self._lists: tuple[str, ...] | None = None  # the names of its IN-list parameters, once compiled
 
     def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute once per row (executemany); no result."""
         if not rows:
             return
-        conn = _connection(session)
-        cursor = _cursor(conn)
+        conn, cursor = _connection(session)
         if cursor is None:
             conn.execute(self.statement, list(rows))
             return
@@ -69,8 +73,7 @@ class Hot:
     def rows(self, session: Session, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """Execute once with `params`; the rows it returns, as tuples (integers and strings only)."""
         params = params or {}
-        conn = _connection(session)
-        cursor = _cursor(conn)
+        conn, cursor = _connection(session)
         if cursor is None:
             return [tuple(row) for row in conn.execute(self.statement, dict(params))]
         form = self._form(conn, params)
@@ -84,12 +87,16 @@ class Hot:
     def _form(self, conn: Connection, row: Mapping[str, Any]) -> _Form:
         """The compiled form for the shape of `row`: which columns an INSERT sets, how long each list bound to
         an IN is."""
-        columns = tuple(row) if isinstance(self.statement, Insert) else ()
-        lengths = tuple((k, len(v)) for k, v in row.items() if isinstance(v, (list, tuple)))
+        if self._lists is None:
+            binds = self.statement.compile(dialect=conn.dialect).binds  # type: ignore[attr-defined]
+            self._lists = tuple(sorted({b.key for b in binds.values() if b.expanding and b.required}))
+        columns = tuple(row) if self._insert else ()
+        lengths = tuple(len(row[name]) for name in self._lists)
         key = (columns, lengths)
         form = self._forms.get(key)
         if form is None:
-            form = self._forms[key] = _compile(self.statement, conn, columns, dict(lengths))
+            form = self._forms[key] = _compile(self.statement, conn, columns, dict(zip(self._lists, lengths,
+                                                                                         strict=True)))
         return form
 
 
@@ -114,9 +121,26 @@ def _compile(statement: Executable, conn: Connection, columns: tuple[str, ...], 
         original, index = where[name]
         bind = binds[original]
         default = _REQUIRED if bind.required else None if original in lengths else bind.effective_value
-        processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        processor = _SQLITE_UTC if dialect.name == "sqlite" and isinstance(bind.type, UtcDateTime) \
+            else bind.type.dialect_impl(dialect).bind_processor(dialect)
         positions.append((original, index, default, processor))
     return _Form(sql, tuple(positions))
+
+
+def _sqlite_utc(value: datetime | None) -> str | None:
+    """UtcDateTime's bind processing on SQLite in one step: UTC, as SQLAlchemy's SQLite DATETIME text (see the
+    test that compares the two)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r} cannot be stored; timestamps must be aware")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
+
+
+_SQLITE_UTC = _sqlite_utc
 
 
 def _bind(form: _Form, row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -127,24 +151,31 @@ def _bind(form: _Form, row: Mapping[str, Any]) -> tuple[Any, ...]:
             raise KeyError(f"a value for the parameter {name!r} is required")
         if index >= 0:
             value = value[index]
-        out.append(processor(value) if processor is not None else value)
+        out.append(value if processor is None else processor(value))
     return tuple(out)
 
 
-def _connection(session: Session) -> Connection:
-    if session.new or session.dirty or session.deleted:  # as the ORM would: pending changes go first
-        session.flush()
-    return session.connection()
+_CONNECTION = "ledger.hot"  # session.info: (the session's Connection, a DB-API cursor on it or None)
 
 
-def _cursor(conn: Connection) -> Any | None:
-    """A DB-API cursor on the connection of the session's transaction, or None where statements go through
-    SQLAlchemy."""
-    if conn.dialect.name != "sqlite" or conn.dispatch.before_cursor_execute:
-        return None
-    raw = conn.connection.dbapi_connection
-    assert raw is not None
-    return raw.cursor()
+def _connection(session: Session) -> tuple[Connection, Any | None]:
+    """The Connection of the session's transaction, and a DB-API cursor on it (None where statements go through
+    SQLAlchemy); pending ORM changes are flushed first, as the ORM would before a statement."""
+    session.flush()
+    found = session.info.get(_CONNECTION)
+    if found is not None and not found[0].closed:  # (a Connection ends with its transaction: never reused)
+        conn, cursor = found
+    else:
+        conn = session.connection()
+        cursor = None
+        if conn.dialect.name == "sqlite":
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            cursor = raw.cursor()
+        session.info[_CONNECTION] = (conn, cursor)
+    if cursor is not None and conn.dispatch.before_cursor_execute:
+        return conn, None
+    return conn, cursor
 
 
 def _wrapped(form: _Form, values: list[tuple[Any, ...]], exc: Exception, conn: Connection) -> BaseException:

@@ -3,16 +3,19 @@ same statements write and read through SQLAlchemy, on a real SQLite file."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import bindparam, event, func, select, text, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ledger.models import Event, Pool
-from ledger.store import events
+from ledger.models.base import UtcDateTime
+from ledger.store import events, hot
 from ledger.store.hot import Hot
 
 AT = datetime(2026, 11, 25, 6, 30, tzinfo=UTC)
@@ -97,5 +100,19 @@ def test_statements_go_through_sqlalchemy_while_something_listens_to_them(sessio
 
 
 def test_on_sqlite_with_nobody_listening_the_statements_run_on_the_driver_cursor(session: Session) -> None:
-    from ledger.store.hot import _cursor
-    assert _cursor(session.connection()) is not None
+    assert hot._connection(session)[1] is not None
+
+
+@pytest.mark.parametrize("value", [AT, AT.replace(microsecond=0), AT.replace(microsecond=123456),
+                                   datetime(2026, 3, 29, 2, 30, tzinfo=ZoneInfo("Europe/Berlin")),
+                                   datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=-7))),
+                                   None])
+def test_an_aware_datetime_is_bound_as_sqlalchemy_binds_it_on_sqlite(value: datetime | None) -> None:
+    dialect = sqlite.dialect()
+    sqlalchemys = UtcDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert sqlalchemys is not None and hot._sqlite_utc(value) == sqlalchemys(value)
+
+
+def test_a_naive_datetime_is_refused() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        hot._sqlite_utc(datetime(2026, 11, 25, 6, 30))

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.errors import DatabaseNotReady
@@ -45,8 +46,14 @@ def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         # a transaction that may write takes the write lock up front: no deadlocks from read-to-write
-        # upgrades; readers (engines made by `reader`) begin a plain deferred transaction
-        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("ledger_read_only") else "BEGIN IMMEDIATE")
+        # upgrades; readers (engines made by `reader`) begin a plain deferred transaction. Straight on the
+        # driver's connection (every transaction begins here: SQLAlchemy's execution costs more than BEGIN), its
+        # error raised as SQLAlchemy's (a locked file is an OperationalError, which callers retry)
+        sql = "BEGIN" if conn.get_execution_options().get("ledger_read_only") else "BEGIN IMMEDIATE"
+        try:
+            conn.connection.dbapi_connection.execute(sql)
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(sql, None, exc, sqlite3.Error, dialect=conn.dialect) from exc
 
     return engine
 

@@ -107,22 +107,26 @@ def refs_in(value: Any) -> list[XComRef]:
     return []
 
 
-def read_pushed(path: str) -> list[tuple[str, Any]]:
-    """(key, value) pairs a try wrote to its file (a missing file: none; a bad line is skipped)."""
+def read_json_lines(path: str) -> list[Any]:
+    """The JSON value on each line of a file a try wrote (a missing file: none; a bad line is skipped)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError:
         return []
     out = []
     for line in lines:
         try:
-            item = json.loads(line)
+            out.append(json.loads(line))
         except json.JSONDecodeError:
             continue
-        if isinstance(item, dict) and isinstance(item.get("key"), str) and "value" in item:
-            out.append((item["key"], item["value"]))
     return out
+
+
+def read_pushed(path: str) -> list[tuple[str, Any]]:
+    """(key, value) pairs a try wrote to its file (a missing file: none; a bad line is skipped)."""
+    return [(item["key"], item["value"]) for item in read_json_lines(path)
+            if isinstance(item, dict) and isinstance(item.get("key"), str) and "value" in item]
 
 
 def read_rendered(path: str) -> dict[str, Any] | None:

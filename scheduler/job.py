@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
@@ -176,6 +176,7 @@ class DagRunJob:
     _intervals: dict[int, tuple[str, str]] = field(default_factory=dict)  # run -> data interval (immutable)
     _holding: tuple[float, set[str]] = (0.0, set())  # (until, DAGs paused with --stop-queued)
     backoff: Backoff = field(default_factory=Backoff)
+    _kept: Connection | None = None  # SQLite: the connection of the job's transactions (_session)
 
     @property
     def home(self) -> Path:
@@ -319,7 +320,7 @@ class DagRunJob:
         saved = (dict(self._inflight), dict(self._stop_requests), list(self._state_items), dict(self._stop_reasons),
                  list(self._log_notes), self._seen_event, list(self._own_events))
         try:
-            with self.sessions.begin() as session:
+            with self._session() as session:
                 yield session
         except BaseException:
             (self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes,
@@ -328,6 +329,38 @@ class DagRunJob:
             self._claim_now = True
             self._reconcile = True
             raise
+
+    def _session(self) -> contextlib.AbstractContextManager[Session]:
+        """A session in a new transaction: on SQLite on a connection the job keeps (checking one out of the pool
+        and returning it cost as much as a loop's statements); on PostgreSQL one from the pool, which pings it
+        first (a server restart or failover leaves kept connections dead)."""
+        return self._on_kept_connection() if self._serial else self.sessions.begin()
+
+    @contextlib.contextmanager
+    def _on_kept_connection(self) -> Iterator[Session]:
+        conn = self._kept
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._kept = self.engine.connect()
+        try:
+            with conn.begin():
+                session = self.sessions(bind=conn)
+                try:
+                    yield session
+                    session.flush()
+                finally:
+                    session.close()
+        except BaseException:
+            self._kept = None  # a fault: the next transaction starts on a fresh connection
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
+
+    def _let_go(self) -> None:
+        """Return the kept connection (the job ends)."""
+        conn, self._kept = self._kept, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def wait_handles(self) -> list[Any]:
         return list(self.executor.wait_handles())
@@ -340,16 +373,19 @@ class DagRunJob:
         self._call_results += self.calls().end(self.settings.shutdown_grace)
         now = self.clock.now()
         attempt = 0
-        while True:  # a database fault while stopping: try a few times, else the lock timeout frees the runs
-            try:
-                self._end_in_database(last, now)
-                break
-            except Exception as exc:
-                attempt += 1
-                if not is_transient(exc) or attempt >= 6:
-                    raise
-                self.say(f"database error while stopping, retrying (attempt {attempt}): {first_line(exc)}")
-                time.sleep(self.backoff.delay(attempt))
+        try:
+            while True:  # a database fault while stopping: try a few times, else the lock timeout frees the runs
+                try:
+                    self._end_in_database(last, now)
+                    break
+                except Exception as exc:
+                    attempt += 1
+                    if not is_transient(exc) or attempt >= 6:
+                        raise
+                    self.say(f"database error while stopping, retrying (attempt {attempt}): {first_line(exc)}")
+                    time.sleep(self.backoff.delay(attempt))
+        finally:
+            self._let_go()
         self._unrecorded = []
         self._call_results = []
         self._write_log_notes()

@@ -1,7 +1,7 @@
 """What a try leaves beside its log: the values it passed on (XCom), its rendered templates and the partitions
 it wrote (lineage). The job reads them before the transaction that records the try's end, so that no file is
 read while the database's write lock is held; a worker says which of them a try left, so that the scheduler
-opens only those (for most tries: none)."""
+opens only those (for most tries: none). Workers import this module: it must not import the database layer."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.store.lineage import read_writes
-from ledger.xcom import read_pushed, read_rendered
+from ledger.xcom import read_json_lines, read_pushed, read_rendered
 
 XCOM, RENDERED, WRITES = ".xcom.jsonl", ".rendered.json", ".writes.jsonl"  # appended to the try's log path
 SUFFIXES = (XCOM, RENDERED, WRITES)
@@ -24,6 +23,13 @@ class TryFiles:
 
 
 NOTHING = TryFiles()
+
+
+def read_writes(path: str) -> list[dict[str, Any]]:
+    """The partitions a try recorded writing, from its JSON-lines file (missing file: none; bad lines are
+    skipped)."""
+    return [item for item in read_json_lines(path)
+            if isinstance(item, dict) and item.get("dataset") and item.get("partition")]
 
 
 def present(log_path: str) -> tuple[str, ...]:

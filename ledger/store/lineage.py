@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun, LineageWrite
-
-
-def read_writes(path: str) -> list[dict[str, Any]]:
-    """The writes a try recorded in its JSON-lines file (missing file: none; bad lines are skipped)."""
-    p = Path(path)
-    if not p.exists():
-        return []
-    out = []
-    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(item, dict) and item.get("dataset") and item.get("partition"):
-            out.append(item)
-    return out
 
 
 def record(session: Session, writes: list[dict[str, Any]], *, run_id: int, dag_id: str, task_id: str,

@@ -165,21 +165,23 @@ def send_many(session: Session, items: Sequence[Item], *, sender: str, now: date
 def send_unreturned(session: Session, items: Sequence[Item], *, sender: str, now: datetime) -> None:
     """send_many without events and without reading the new signals' ids back: the batch is one executemany
     (SQLite cannot return the ids of a multi-row insert in order, so send_many inserts row by row there).
-    For the scheduler's task state signals, whose ids nobody asks for."""
-    _send(session, items, sender=sender, now=now, record_events=False, want_ids=False)
+    For the scheduler's task state signals, whose ids nobody asks for, and which it builds itself: keys it
+    checked with is_valid_key, task states for values, meta of names and numbers (the insert still refuses meta
+    that is not JSON). They are not validated a second time."""
+    _send(session, items, sender=sender, now=now, record_events=False, want_ids=False, checked=True)
 
 
 def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime, record_events: bool,
-          want_ids: bool = True) -> list[Signal] | None:
+          want_ids: bool = True, checked: bool = False) -> list[Signal] | None:
     if not items:
         return []
-    checked = [(validate_key(k), validate_value(v), validate_meta(m)) for k, v, m in items]
+    valid = items if checked else [(validate_key(k), validate_value(v), validate_meta(m)) for k, v, m in items]
     if not sender or len(sender) > 250:
         raise InvalidInput(f"signal sender must have 1 to 250 characters, not {len(sender)}")
     dialect = dialect_of(session)
     _insert(dialect)  # refuses a database other than SQLite and PostgreSQL
     postgres = dialect == "postgresql"
-    counts = Counter(key for key, _, _ in checked)
+    counts = Counter(key for key, _, _ in valid)
     following: dict[str, int] = {}
     if session.autoflush:  # Core statements on the session's connection (the ORM's execute costs more per call)
         session.flush()
@@ -202,7 +204,7 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
             following[key] = top - counts[key] + 1
     at = _utc(now)
     rows: list[dict[str, Any]] = []
-    for key, value, meta in checked:
+    for key, value, meta in valid:
         rows.append({"key": key, "version": following[key], "value": value, "sender": sender, "sent_at": at,
                      "meta": meta})
         following[key] += 1

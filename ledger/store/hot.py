@@ -41,6 +41,7 @@ class _Form:
 
     sql: str
     positions: tuple[tuple[str, int, Any, Callable[[Any], Any] | None], ...]  # (name, index or -1, default, bind)
+    bind: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # a parameter row -> the values, in position order
 
 
 class Hot:
@@ -61,7 +62,7 @@ class Hot:
             conn.execute(self.statement, list(rows))
             return
         form = self._form(conn, rows[0])
-        values = [_bind(form, row) for row in rows]
+        values = [form.bind(row) for row in rows]
         try:
             if len(values) == 1:
                 cursor.execute(form.sql, values[0])
@@ -77,7 +78,7 @@ class Hot:
         if cursor is None:
             return [tuple(row) for row in conn.execute(self.statement, dict(params))]
         form = self._form(conn, params)
-        values = _bind(form, params)
+        values = form.bind(params)
         try:
             cursor.execute(form.sql, values)
             return cursor.fetchall()  # type: ignore[no-any-return]
@@ -124,7 +125,29 @@ def _compile(statement: Executable, conn: Connection, columns: tuple[str, ...], 
         processor = _SQLITE_UTC if dialect.name == "sqlite" and isinstance(bind.type, UtcDateTime) \
             else bind.type.dialect_impl(dialect).bind_processor(dialect)
         positions.append((original, index, default, processor))
-    return _Form(sql, tuple(positions))
+    return _Form(sql, tuple(positions), _binder(positions))
+
+
+def _binder(positions: list[tuple[str, int, Any, Callable[[Any], Any] | None]]
+            ) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function that builds a row's values in one expression (the loop over positions in Python cost more than
+    the statement): `row[name]` for a required parameter (a missing one raises KeyError), `row.get(name, default)`
+    otherwise, an IN list's item by index, each through its bind processor."""
+    names: dict[str, Any] = {}
+    parts = []
+    for i, (name, index, default, processor) in enumerate(positions):
+        if default is _REQUIRED:
+            value = f"row[{name!r}]"
+        else:
+            names[f"d{i}"] = default
+            value = f"row.get({name!r}, d{i})"
+        if index >= 0:
+            value = f"({value})[{index}]"
+        if processor is not None:
+            names[f"p{i}"] = processor
+            value = f"p{i}({value})"
+        parts.append(value)
+    return eval(f"lambda row: ({''.join(part + ', ' for part in parts)})", names)  # type: ignore[no-any-return]
 
 
 def _sqlite_utc(value: datetime | None) -> str | None:
@@ -134,25 +157,13 @@ def _sqlite_utc(value: datetime | None) -> str | None:
         return None
     if value.tzinfo is None:
         raise ValueError(f"naive datetime {value!r} cannot be stored; timestamps must be aware")
-    if value.tzinfo is not UTC:
+    if value.tzinfo is not UTC and value.utcoffset():  # (a zero offset in another tzinfo: already UTC)
         value = value.astimezone(UTC)
     return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
             f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
 
 
 _SQLITE_UTC = _sqlite_utc
-
-
-def _bind(form: _Form, row: Mapping[str, Any]) -> tuple[Any, ...]:
-    out = []
-    for name, index, default, processor in form.positions:
-        value = row.get(name, default)
-        if value is _REQUIRED:
-            raise KeyError(f"a value for the parameter {name!r} is required")
-        if index >= 0:
-            value = value[index]
-        out.append(value if processor is None else processor(value))
-    return tuple(out)
 
 
 _CONNECTION = "ledger.hot"  # session.info: (the session's Connection, a DB-API cursor on it or None)

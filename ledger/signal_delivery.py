@@ -27,6 +27,7 @@ machine with SQLite on a network share, a doorbell folder that is not shared, a 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import socket
@@ -41,6 +42,7 @@ RECONNECT_EVERY = 5.0  # seconds between attempts to reopen a broken LISTEN conn
 _MAX_SOCKET_PATH = 100  # sockaddr_un holds 108 bytes on Linux, 104 on macOS
 
 
+@functools.lru_cache(maxsize=16)
 def doorbell_folder(home: Path) -> Path:
     return Path(home) / DOORBELLS
 
@@ -244,10 +246,28 @@ def ring(engine: Engine, home: Path, *, skip: Doorbell | None = None) -> None:
         pass
 
 
+_LISTED: dict[str, tuple[int, int, list[str]]] = {}  # folder -> (its mtime, when listed, its sockets' names)
+
+
+def _sockets(folder: Path) -> list[str]:
+    """The doorbell sockets in `folder`. A listing is used again while the folder's modification time is the one
+    it had, if it was taken more than a second after that time (a time stamp is coarse: a socket made in the
+    same tick as the listing would not change it). The scheduler rings after every loop that sent signals."""
+    key = os.fspath(folder)
+    changed = os.stat(key).st_mtime_ns
+    found = _LISTED.get(key)
+    if found is not None and found[0] == changed and found[1] - changed > 1_000_000_000:
+        return found[2]
+    listed = time.time_ns()
+    names = [n for n in os.listdir(key) if n.endswith(".sock")]
+    _LISTED[key] = (changed, listed, names)
+    return names
+
+
 def ring_folder(folder: Path, *, skip: str | None = None) -> int:
     """Send one byte to every doorbell socket in `folder` but `skip`; remove dead ones. Returns how many rang."""
     try:
-        names = [n for n in os.listdir(folder) if n.endswith(".sock") and n != skip]
+        names = [n for n in _sockets(folder) if n != skip]
     except OSError:
         return 0
     if not names:

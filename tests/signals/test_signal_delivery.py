@@ -289,6 +289,22 @@ def test_a_ring_wakes_every_doorbell_and_removes_dead_ones(tmp_path: Path) -> No
     ring_folder(tmp_path / "nowhere")  # no folder, no doorbells, no error
 
 
+def test_a_doorbell_made_after_the_folder_was_listed_is_rung(tmp_path: Path) -> None:
+    """Rings reuse the folder's listing while the folder is unchanged; a new doorbell changes it."""
+    one = SocketDoorbell(tmp_path)
+    folder = doorbell_folder(tmp_path)
+    past = time.time() - 5
+    os.utime(folder, (past, past))  # the listing below is taken well after the folder's last change
+    assert ring_folder(folder) == 1
+    assert ring_folder(folder) == 1  # (from the listing kept)
+    two = SocketDoorbell(tmp_path)
+    assert ring_folder(folder) == 2
+    assert set(wait([one.handle(), two.handle()], timeout=1)) == {one.handle(), two.handle()}
+    one.close()
+    two.close()
+    assert ring_folder(folder) == 0
+
+
 def test_a_job_does_not_ring_its_own_doorbell(tmp_path: Path) -> None:
     own, other = SocketDoorbell(tmp_path), SocketDoorbell(tmp_path)
     try:

@@ -53,7 +53,9 @@ def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
         try:
             conn.connection.dbapi_connection.execute(sql)
         except sqlite3.Error as exc:
-            raise DBAPIError.instance(sql, None, exc, sqlite3.Error, dialect=conn.dialect) from exc
+            lost = conn.dialect.is_disconnect(exc, conn.connection.dbapi_connection, None)
+            raise DBAPIError.instance(sql, None, exc, sqlite3.Error, dialect=conn.dialect,
+                                      connection_invalidated=lost) from exc
 
     return engine
 

@@ -255,7 +255,8 @@ class DagRunJob:
         loops = 0
         # what exists now (modules, classes, table metadata: tens of thousands of objects that live as long as
         # the process) is left out of the cyclic garbage collector's full passes, which scanned it all again
-        # every few hundred loops
+        # every few hundred loops (collected first: garbage that is frozen is never freed)
+        gc.collect()
         gc.freeze()
         self.backoff.max_outage = self.settings.db_max_outage
         outage_since: float | None = None

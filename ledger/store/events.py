@@ -31,8 +31,7 @@ def record_many(session: Session, rows: list[dict[str, Any]]) -> None:
     insert costs about a millisecond more per call, and events are written in the scheduler's hot loop."""
     if rows:
         written = session.info.setdefault(WRITTEN, [])
-        for r in rows:  # one row per statement: SQLite's multi-row RETURNING gives no order, and rows are few
-            written.extend(i for (i,) in _INSERT.rows(session, {c: r.get(c) for c in _COLUMNS}))
+        written.extend(i for (i,) in _INSERT.rows_of_each(session, [{c: r.get(c) for c in _COLUMNS} for r in rows]))
 
 
 _INSERT = Hot(EVENTS.insert().returning(EVENTS.c.id))

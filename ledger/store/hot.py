@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.expression import Executable
 
 from ledger.models.base import UtcDateTime
@@ -49,8 +49,8 @@ class Hot:
 
     def __init__(self, statement: Executable) -> None:
         self.statement = statement
-        self._forms: dict[tuple[Any, ...], _Form] = {}
-        self._insert = isinstance(statement, Insert)
+        self._forms: dict[tuple[Any, ...], _Form | None] = {}  # None: a shape SQLAlchemy must run (_compile)
+        self._dml = isinstance(statement, (Insert, Update))
         self._lists: tuple[str, ...] | None = None  # the names of its IN-list parameters, once compiled
 
     def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -58,10 +58,10 @@ class Hot:
         if not rows:
             return
         conn, cursor = _connection(session)
-        if cursor is None:
+        form = self._form(conn, rows[0]) if cursor is not None else None
+        if form is None or cursor is None:
             conn.execute(self.statement, list(rows))
             return
-        form = self._form(conn, rows[0])
         values = [form.bind(row) for row in rows]
         try:
             if len(values) == 1:
@@ -69,42 +69,75 @@ class Hot:
             else:
                 cursor.executemany(form.sql, values)
         except conn.dialect.loaded_dbapi.Error as exc:
-            raise _wrapped(form, values, exc, conn) from exc
+            raise _wrapped(form, values, exc, conn, cursor) from exc
 
     def rows(self, session: Session, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """Execute once with `params`; the rows it returns, as tuples (integers and strings only)."""
-        params = params or {}
-        conn, cursor = _connection(session)
-        if cursor is None:
-            return [tuple(row) for row in conn.execute(self.statement, dict(params))]
-        form = self._form(conn, params)
-        values = form.bind(params)
-        try:
-            cursor.execute(form.sql, values)
-            return cursor.fetchall()  # type: ignore[no-any-return]
-        except conn.dialect.loaded_dbapi.Error as exc:
-            raise _wrapped(form, [values], exc, conn) from exc
+        return self.rows_of_each(session, [params or {}])
 
-    def _form(self, conn: Connection, row: Mapping[str, Any]) -> _Form:
-        """The compiled form for the shape of `row`: which columns an INSERT sets, how long each list bound to
-        an IN is."""
+    def rows_of_each(self, session: Session, params: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        """Execute once per parameter row; every row returned, as tuples (integers and strings only). Through
+        SQLAlchemy, that is one call (an INSERT .. RETURNING of several rows is batched)."""
+        if not params:
+            return []
+        conn, cursor = _connection(session)
+        forms = [self._form(conn, row) for row in params] if cursor is not None else [None]
+        if cursor is None or any(form is None for form in forms):
+            many = len(params) > 1
+            return [tuple(row) for row in conn.execute(self.statement, list(params) if many else dict(params[0]))]
+        out: list[tuple[Any, ...]] = []
+        for form, row in zip(forms, params, strict=True):
+            assert form is not None
+            values = form.bind(row)
+            try:
+                cursor.execute(form.sql, values)
+                out.extend(cursor.fetchall())
+            except conn.dialect.loaded_dbapi.Error as exc:
+                raise _wrapped(form, [values], exc, conn, cursor) from exc
+        return out
+
+    def _form(self, conn: Connection, row: Mapping[str, Any]) -> _Form | None:
+        """The compiled form for the shape of `row` (None: SQLAlchemy runs it): which columns an INSERT or UPDATE
+        names, how long each list bound to an IN is, rounded up to a power of two (the list is padded with its
+        last item, which changes nothing in IN or NOT IN) so that a long-lived job compiles a handful of forms,
+        not one per length. A list longer than LONGEST_LIST goes through SQLAlchemy."""
         if self._lists is None:
             binds = self.statement.compile(dialect=conn.dialect).binds  # type: ignore[attr-defined]
             self._lists = tuple(sorted({b.key for b in binds.values() if b.expanding and b.required}))
-        columns = tuple(row) if self._insert else ()
-        lengths = tuple(len(row[name]) for name in self._lists)
+        columns = tuple(row) if self._dml else ()
+        lengths = tuple(_padded(len(row[name])) for name in self._lists)
         key = (columns, lengths)
-        form = self._forms.get(key)
-        if form is None:
-            form = self._forms[key] = _compile(self.statement, conn, columns, dict(zip(self._lists, lengths,
-                                                                                         strict=True)))
+        if key in self._forms:
+            return self._forms[key]
+        if any(n > LONGEST_LIST for n in lengths):
+            return None
+        form = self._forms[key] = _compile(self.statement, conn, columns, dict(zip(self._lists, lengths,
+                                                                                     strict=True)))
         return form
 
 
-def _compile(statement: Executable, conn: Connection, columns: tuple[str, ...], lengths: dict[str, int]) -> _Form:
+LONGEST_LIST = 1024
+
+
+def _padded(n: int) -> int:
+    return 0 if n == 0 else 1 << (n - 1).bit_length()
+
+
+def _item(values: Sequence[Any], index: int) -> Any:
+    """Item `index` of an IN list padded to its form's length with its last item."""
+    return values[index] if index < len(values) else values[-1]
+
+
+def _compile(statement: Executable, conn: Connection, columns: tuple[str, ...],
+             lengths: dict[str, int]) -> _Form | None:
+    """The form for one shape; None for what binding from the row alone would get wrong, which SQLAlchemy then
+    runs: Python-side column defaults or onupdate values (prefetched), callable or literal-execute parameters."""
     dialect = conn.dialect
     compiled = statement.compile(dialect=dialect, column_keys=list(columns) or None)  # type: ignore[attr-defined]
     binds = compiled.binds
+    if getattr(compiled, "insert_prefetch", None) or getattr(compiled, "update_prefetch", None) \
+            or any(b.callable is not None or b.literal_execute for b in binds.values()):
+        return None
     if not any(b.expanding for b in binds.values()):
         sql, names = compiled.string, list(compiled.positiontup or [])
         where = {name: (name, -1) for name in names}
@@ -142,7 +175,8 @@ def _binder(positions: list[tuple[str, int, Any, Callable[[Any], Any] | None]]
             names[f"d{i}"] = default
             value = f"row.get({name!r}, d{i})"
         if index >= 0:
-            value = f"({value})[{index}]"
+            names["item"] = _item
+            value = f"item({value}, {index})"
         if processor is not None:
             names[f"p{i}"] = processor
             value = f"p{i}({value})"
@@ -189,6 +223,11 @@ def _connection(session: Session) -> tuple[Connection, Any | None]:
     return conn, cursor
 
 
-def _wrapped(form: _Form, values: list[tuple[Any, ...]], exc: Exception, conn: Connection) -> BaseException:
+def _wrapped(form: _Form, values: list[tuple[Any, ...]], exc: Exception, conn: Connection,
+             cursor: Any) -> BaseException:
+    """The driver's error as SQLAlchemy raises it (OperationalError, IntegrityError, ...), marked as a lost
+    connection where the dialect says it is one."""
+    lost = conn.dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor)  # type: ignore[arg-type]
     return DBAPIError.instance(form.sql, values if len(values) > 1 else values[0], exc,
-                               conn.dialect.loaded_dbapi.Error, dialect=conn.dialect, ismulti=len(values) > 1)
+                               conn.dialect.loaded_dbapi.Error, dialect=conn.dialect, ismulti=len(values) > 1,
+                               connection_invalidated=lost)

@@ -116,3 +116,47 @@ def test_an_aware_datetime_is_bound_as_sqlalchemy_binds_it_on_sqlite(value: date
 def test_a_naive_datetime_is_refused() -> None:
     with pytest.raises(ValueError, match="naive"):
         hot._sqlite_utc(datetime(2026, 11, 25, 6, 30))
+
+
+def test_in_lists_of_many_lengths_share_a_few_compiled_forms(session: Session) -> None:
+    ids = some_events(session, 70)
+    kinds = Hot(_KINDS)
+    for n in range(1, 71):
+        assert kinds.rows(session, {"ids": ids[:n]}) == [("pool_set", n)]
+    assert len(kinds._forms) <= 8  # lengths rounded up to 1, 2, 4, ..., 128
+
+
+def test_a_list_longer_than_any_form_goes_through_sqlalchemy(session: Session) -> None:
+    ids = some_events(session, 3)
+    long = ids + [0] * hot.LONGEST_LIST
+    assert Hot(_KINDS).rows(session, {"ids": long}) == [("pool_set", 3)]
+
+
+def test_a_column_default_computed_in_python_is_applied_as_sqlalchemy_applies_it(session: Session) -> None:
+    Hot(POOLS.insert()).run(session, [{"name": "spark", "slots": 2}])  # description: default ""
+    assert session.execute(select(Pool.description).where(Pool.name == "spark")).scalar_one() == ""
+
+
+def test_an_update_sets_a_column_its_rows_name_as_sqlalchemy_would(session: Session) -> None:
+    ids = some_events(session, 1)
+    renamed = update(EVENTS).where(EVENTS.c.id == bindparam("event")).values(kind=bindparam("new_kind"))
+    Hot(renamed).run(session, [{"event": ids[0], "new_kind": "renamed", "actor": "hot"}])
+    found = session.execute(select(Event.kind, Event.actor).where(Event.id == ids[0])).one()
+    assert tuple(found) == ("renamed", "hot")
+
+
+def test_several_rows_return_every_id_on_either_path(session: Session) -> None:
+    insert = Hot(EVENTS.insert().returning(EVENTS.c.id))
+    rows = [{"at": AT, "kind": "pool_set", "actor": "hot", "details": {"i": i}} for i in range(3)]
+    fast = [i for (i,) in insert.rows_of_each(session, rows)]
+    engine = session.get_bind()
+
+    def note(*_args: Any) -> None:
+        pass
+
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        slow = [i for (i,) in insert.rows_of_each(session, rows)]
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    assert len(set(fast)) == len(set(slow)) == 3 and not set(fast) & set(slow)

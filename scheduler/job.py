@@ -356,13 +356,11 @@ class DagRunJob:
                 finally:
                     session.close()
         except BaseException:
-            self._kept = None  # a fault: the next transaction starts on a fresh connection
-            with contextlib.suppress(Exception):
-                conn.close()
+            self._let_go()  # a fault: the next transaction starts on a fresh connection
             raise
 
     def _let_go(self) -> None:
-        """Return the kept connection (the job ends)."""
+        """Close the kept connection (after a fault, or when the job ends)."""
         conn, self._kept = self._kept, None
         if conn is not None:
             with contextlib.suppress(Exception):

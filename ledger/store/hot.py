@@ -37,10 +37,9 @@ _REQUIRED = object()  # the default of a parameter that each row must give
 
 @dataclass(frozen=True, slots=True)
 class _Form:
-    """The SQL for one shape of parameters, and how to build each position's value from a parameter row."""
+    """The SQL for one shape of parameters, and how to build its values from a parameter row."""
 
     sql: str
-    positions: tuple[tuple[str, int, Any, Callable[[Any], Any] | None], ...]  # (name, index or -1, default, bind)
     bind: Callable[[Mapping[str, Any]], tuple[Any, ...]]  # a parameter row -> the values, in position order
 
 
@@ -155,10 +154,10 @@ def _compile(statement: Executable, conn: Connection, columns: tuple[str, ...],
         original, index = where[name]
         bind = binds[original]
         default = _REQUIRED if bind.required else None if original in lengths else bind.effective_value
-        processor = _SQLITE_UTC if dialect.name == "sqlite" and isinstance(bind.type, UtcDateTime) \
+        processor = _sqlite_utc if dialect.name == "sqlite" and isinstance(bind.type, UtcDateTime) \
             else bind.type.dialect_impl(dialect).bind_processor(dialect)
         positions.append((original, index, default, processor))
-    return _Form(sql, tuple(positions), _binder(positions))
+    return _Form(sql, _binder(positions))
 
 
 def _binder(positions: list[tuple[str, int, Any, Callable[[Any], Any] | None]]
@@ -195,9 +194,6 @@ def _sqlite_utc(value: datetime | None) -> str | None:
         value = value.astimezone(UTC)
     return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
             f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
-
-
-_SQLITE_UTC = _sqlite_utc
 
 
 _CONNECTION = "ledger.hot"  # session.info: (the session's Connection, a DB-API cursor on it or None)

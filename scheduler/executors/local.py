@@ -58,6 +58,7 @@ from typing import Any, Literal, Protocol
 
 from scheduler import in_process, try_files, try_plan, try_process
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
+from scheduler.try_outcome import Outcome
 
 StartMethod = Literal["exec", "fork"]
 
@@ -95,6 +96,19 @@ def _own_signals() -> None:
     for signum, handler in _WORKER_SIGNALS:
         if signal.getsignal(signum) is not handler:
             signal.signal(signum, handler)
+
+
+def _failure(item: WorkItem, reason: str, pid: int | None = None) -> TaskEvent:
+    """The end, now, of a try that failed or never started, for `reason`."""
+    return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(), state="failed",
+                     pid=pid, reason=reason)
+
+
+def _ended(item: WorkItem, outcome: Outcome, pid: int) -> TaskEvent:
+    """The end of a try as its worker saw it, with the files it left beside its log (scheduler/try_files.py)."""
+    return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
+                     state=outcome.state, pid=pid, reason=outcome.reason,
+                     files=try_files.present(item.log_path) if item.log_path else None)
 
 
 class _Inbox:
@@ -148,8 +162,7 @@ class _Inbox:
                         self._waiting.remove(found)
                 if found is not None:
                     with contextlib.suppress(OSError, ValueError):  # (the scheduler is gone: so is this worker)
-                        self.send(TaskEvent(ti_id=found.ti_id, try_number=found.try_number, kind="finished",
-                                            at=time.time(), state="failed", reason=NEVER_STARTED))
+                        self.send(_failure(found, NEVER_STARTED))
             else:  # None: the executor ends this worker
                 with self._changed:
                     self._open = False
@@ -186,9 +199,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
             outcome = running.wait()
             assert outcome is not None
             _current = None
-            inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
-                                 state=outcome.state, pid=running.pid, reason=outcome.reason,
-                                 files=try_files.present(item.log_path) if item.log_path else None))
+            inbox.send(_ended(item, outcome, running.pid))
     except (EOFError, OSError):
         return  # the scheduler's end of the pipe is gone
     finally:
@@ -206,9 +217,7 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
     result = in_process.run_in_process(item, plan)
     try_plan.forget_prepared()
     outcome = result.outcome
-    inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
-                         state=outcome.state, pid=pid, reason=outcome.reason,
-                         files=try_files.present(item.log_path) if item.log_path else None))
+    inbox.send(_ended(item, outcome, pid))
     if result.retire:
         os._exit(EXIT_RETIRED)
 
@@ -443,8 +452,7 @@ class LocalExecutor(Executor):
             try:
                 self.submit(item)
             except (RuntimeError, ValueError) as exc:
-                out.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
-                                     state="failed", reason=f"{NEVER_STARTED_PREFIX}no worker could take it ({exc})"))
+                out.append(_failure(item, f"{NEVER_STARTED_PREFIX}no worker could take it ({exc})"))
 
     def _read(self, worker: _Worker, out: list[TaskEvent]) -> None:
         """Everything a worker has sent so far; marks it dead on EOF."""
@@ -503,19 +511,16 @@ class LocalExecutor(Executor):
         worker.items = []
         if head is not None:
             why = reason if target is None or head.ti_id == target else f"worker stopped to end another try ({reason})"
-            mine.append(TaskEvent(ti_id=head.ti_id, try_number=head.try_number, kind="finished",
-                                  at=time.time(), state="failed", pid=worker.pid, reason=why))
+            mine.append(_failure(head, why, worker.pid))
         for item in [item for item in waiting if (item.ti_id, item.try_number) in self._cancelled]:
             waiting.remove(item)
-            mine.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
-                                  state="failed", reason=NEVER_STARTED))
+            mine.append(_failure(item, NEVER_STARTED))
         self._retire(worker)
         if replace:
             self._spawn()
             self._hand_over(waiting, mine)
         else:
-            mine.extend(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
-                                  state="failed", reason=f"{NEVER_STARTED_PREFIX}{reason}") for item in waiting)
+            mine.extend(_failure(item, f"{NEVER_STARTED_PREFIX}{reason}") for item in waiting)
         out.extend(self._as_killed(event) for event in mine)
 
     def _collect(self, timeout: float = 0) -> list[TaskEvent]:

@@ -483,12 +483,15 @@ class LocalExecutor(Executor):
     @staticmethod
     def _stop(workers: list[_Worker]) -> None:
         """Kill workers and their running tries: SIGTERM first (a worker then SIGKILLs its try's process group,
-        even one whose "started" we have not read yet), SIGKILL for any that do not go at once."""
+        even one whose "started" we have not read yet, and exits), SIGKILL for any that do not go at once. The
+        worker goes before its try: a worker that saw its try killed first would report that end as its own
+        and start the next item waiting in it, while it is being stopped."""
         for worker in workers:
-            if worker.pid is not None and worker.pid != worker.process.pid:  # not an in-process (Spark) try
-                try_process.kill_group(worker.pid)
             if worker.process.is_alive():
                 worker.process.terminate()
+        for worker in workers:  # (the group of a try whose worker could not kill it: a backstop)
+            if worker.pid is not None and worker.pid != worker.process.pid:  # not an in-process (Spark) try
+                try_process.kill_group(worker.pid)
         deadline = time.monotonic() + 1.0
         for worker in workers:
             worker.process.join(timeout=max(0.0, deadline - time.monotonic()))

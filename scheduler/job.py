@@ -21,7 +21,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -175,6 +175,7 @@ class DagRunJob:
     _next_callback_look: float = 0.0
     _xcom: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  # held run -> its stored values
     _intervals: dict[int, tuple[str, str]] = field(default_factory=dict)  # run -> data interval (immutable)
+    _dates: dict[int, float] = field(default_factory=dict)  # run -> its logical date's timestamp (immutable)
     _holding: tuple[float, set[str]] = (0.0, set())  # (until, DAGs paused with --stop-queued)
     backoff: Backoff = field(default_factory=Backoff)
     _kept: Connection | None = None  # SQLite: the connection of the job's transactions (_session)
@@ -764,12 +765,11 @@ class DagRunJob:
                     or row.try_number != ev.try_number:
                 self._forget(info.run_id)
                 continue
-            self._picture_task(picture, replace(row, state=states[(ev.ti_id, ev.try_number)]))
+            self._picture_task(picture, row.with_state(states[(ev.ti_id, ev.try_number)]))
 
-    def _picture_task(self, picture: HeldRun, row: task_store.TiRow) -> None:
-        tis = dict(picture.tis)
-        tis[row.label] = row
-        self._pictures[row.run_id] = replace(picture, tis=tis)
+    @staticmethod
+    def _picture_task(picture: HeldRun, row: task_store.TiRow) -> None:
+        picture.tis[row.label] = row  # (a picture owns its dict of task instances: see _read_held)
 
     def _forget(self, run_id: int | None = None) -> None:
         """What the job remembers of a held run (of every run: None) no longer holds: the next loop reads it
@@ -898,7 +898,7 @@ class DagRunJob:
             self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
         task_store.mark(session, [(ti.id, st) for ti, st, _run in plan.mark], now=now)
         for ti, st, run in plan.mark:
-            self._picture_task(self._pictures[run.id], replace(ti, state=st))
+            self._picture_task(self._pictures[run.id], ti.with_state(st))
             self._forget_past_of(run.id)
         for run_id in plan.waiting_on_past:  # its previous run's states are read again each loop, as they change
             self._pictures.pop(run_id, None)
@@ -980,9 +980,15 @@ class DagRunJob:
             return []
         if self._pool_slots is None:
             self._pool_slots = task_store.pool_slots(session)
+        dates = self._dates
+        if len(dates) > 100_000:  # (a long-lived job's runs come and go)
+            dates.clear()
+        for ti, run, _spec in candidates:
+            if ti.run_id not in dates:
+                dates[ti.run_id] = run.logical_date.timestamp()
         chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, self._pool_slots),
-                        active=task_store.active_counts_by_dag(session, list({c[1].dag_id for c in candidates})),
-                        newest_first=self.newest_first)
+                        active=task_store.active_counts_by_dag(session, list({c[2].dag_id for c in candidates})),
+                        newest_first=self.newest_first, dates=dates)
         tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now,
                                  versions={c[0].id: c[1].version_hash for c in chosen})
         for ti, run, _spec in chosen:
@@ -991,8 +997,7 @@ class DagRunJob:
                 self._settled[run.id] = [c for c in pending if c[0].id != ti.id]
             picture = self._pictures.get(run.id)
             if picture is not None:  # as task_store.queue wrote it
-                self._picture_task(picture, replace(ti, state=TaskState.QUEUED, try_number=tries[ti.id],
-                                                    job_id=self.job_id, next_try_at=None, armed=False))
+                self._picture_task(picture, ti.queued(tries[ti.id], self.job_id))
         report.queued = len(chosen)
         # a START is used up by the try it started (task_store.queue); the try sees its signal
         wanted = {c[0].signal_id for c in chosen if c[0].armed and c[0].signal_id is not None}
@@ -1041,7 +1046,7 @@ class DagRunJob:
         self._passed_values(session, set(runs))  # with one statement for all of them, before their tries are queued
         for r in runs.values():  # the next run's prev_data_interval_* (a run's interval never changes)
             self._intervals[r.id] = (r.data_interval_start.isoformat(), r.data_interval_end.isoformat())
-        return [HeldRun(run, specs[run.id], tis.get(run.id, {}),
+        return [HeldRun(run, specs[run.id], tis.get(run.id, {}),  # (each run's own dict, which _picture_task updates)
                         PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
                         else None, backfill_cancelled=run.backfill_id in cancelled, held_queued=run.dag_id in holding)
                 for run in runs.values()]

@@ -55,7 +55,7 @@ class HeldRun:
 
     run: Any  # RunLike (an ORM DagRun in the job; anything with those attributes in tests)
     spec: DagSpec
-    tis: Mapping[str, TiRow]
+    tis: dict[str, TiRow]  # the job updates its pictures' dicts in place as it writes (the planner only reads)
     previous: PreviousRun | None = None  # states of the previous run's task instances (depends_on_past)
     backfill_cancelled: bool = False
     held_queued: bool = False  # its DAG was paused with --stop-queued: a queued run does not start
@@ -148,16 +148,21 @@ def _due_times(h: HeldRun, plan: RunsPlan, now: datetime) -> bool:
 
 
 def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, int],
-           pool_room: Mapping[str, int], newest_first: bool = False) -> list[Candidate]:
+           pool_room: Mapping[str, int], newest_first: bool = False,
+           dates: Mapping[int, float] | None = None) -> list[Candidate]:
     """The candidates that get a slot now: highest priority_weight first, then by logical date (oldest first,
     or newest first), then task instance id; each within the open `slots`, its DAG's max_active_tasks
     (`active`: task instances of each DAG queued or running now) and its pool's room (a pool missing from
-    `pool_room` is not limited)."""
+    `pool_room` is not limited). `dates`: run id -> its logical date's timestamp, for every candidate's run,
+    when the caller keeps them (a job sorts every candidate each loop: reading each run's date costs more)."""
     if slots <= 0:
         return []
     sign = -1 if newest_first else 1
-    ordered = sorted(candidates, key=lambda c: (-c[0].priority_weight, sign * c[1].logical_date.timestamp(),
-                                                c[0].id))
+    if dates is None:
+        ordered = sorted(candidates, key=lambda c: (-c[0].priority_weight, sign * c[1].logical_date.timestamp(),
+                                                    c[0].id))
+    else:
+        ordered = sorted(candidates, key=lambda c: (-c[0].priority_weight, sign * dates[c[0].run_id], c[0].id))
     active = dict(active)
     room = dict(pool_room)
     chosen: list[Candidate] = []

@@ -72,7 +72,9 @@ def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: lis
             continue
         # something is due: lock the timeline, then read it again (a backfill may have just spliced)
         run_store.lock_timeline(session, dag_id)
-        intervals = due_for(spec, resume_points(session, [dag_id]).get(dag_id), now)
+        locked_after = resume_points(session, [dag_id]).get(dag_id)
+        intervals = list(itertools.takewhile(lambda i: i.end <= now, upcoming)) if locked_after == after \
+            else due_for(spec, locked_after, now)  # (the schedule's arithmetic is done again only if it moved)
         if not intervals:
             continue
         held = run_store.live_dates_from(session, dag_id, intervals[0].start, until=intervals[-1].start)

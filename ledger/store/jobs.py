@@ -6,13 +6,15 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import Select, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun, Job
 from ledger.states import JobState, RunState
 from ledger.store import events
+from ledger.store.hot import Hot
 
 UNFINISHED = [RunState.QUEUED.value, RunState.RUNNING.value]
 
@@ -46,50 +48,67 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
     """
     if limit <= 0:
         return []
-    stale = now - timedelta(seconds=stale_after)
+    params = {"job": job_id, "stale": now - timedelta(seconds=stale_after), "limit": limit}
+    if run_ids is None and backfill_id is None:  # a scheduler's claim, every few loops: the statement built once
+        rows = (_CLAIMABLE_NEWEST if newest_first else _CLAIMABLE_OLDEST).rows(session, params)
+    else:
+        stmt = _claimable(newest_first)
+        if run_ids is not None:
+            stmt = stmt.where(DagRun.id.in_(run_ids))
+        if backfill_id is not None:
+            from ledger.store.backfills import finishing
+
+            stmt = stmt.where(finishing(backfill_id, also_run_ids or ()))
+        rows = [tuple(r) for r in session.execute(stmt, params)]
+    if not rows:
+        return []
+    _LOCK.run(session, [{"job": job_id, "ids": [run_id for run_id, _holder, _dag in rows]}])
+    log = []
+    for run_id, was, dag_id in rows:
+        if was is None:
+            log.append(dict(at=now, kind="lock_taken", actor=actor, dag_id=dag_id, run_id=run_id,
+                            details={"job_id": job_id}))
+        else:
+            log.append(dict(at=now, kind="lock_stolen", actor=actor, dag_id=dag_id, run_id=run_id,
+                            details={"job_id": job_id, "from_job_id": was,
+                                     "reason": f"job {was} stopped heart-beating"}))
+    events.record_many(session, log)
+    return [(run_id, was) for run_id, was, _dag in rows]
+
+
+def _claimable(newest_first: bool) -> Select[tuple[int, int | None, str]]:
+    """Unfinished runs that job :job may lock, :limit of them, oldest (or newest) first: nobody holds them, or
+    their holder is gone or stopped heart-beating before :stale."""
     holder = Job.__table__.alias("holder")
-    stmt = (
+    return (
         select(DagRun.id, DagRun.lock_holder, DagRun.dag_id)
         .outerjoin(holder, holder.c.id == DagRun.lock_holder)
         .where(DagRun.state.in_(UNFINISHED))
         .where(or_(DagRun.lock_holder.is_(None),
-                   and_(DagRun.lock_holder != job_id,
+                   and_(DagRun.lock_holder != bindparam("job"),
                         or_(holder.c.id.is_(None), holder.c.state != JobState.RUNNING.value,
-                            holder.c.latest_heartbeat < stale))))
+                            holder.c.latest_heartbeat < bindparam("stale", type_=holder.c.latest_heartbeat.type)))))
         .order_by(*((DagRun.logical_date.desc(), DagRun.id.desc()) if newest_first
                     else (DagRun.logical_date, DagRun.id)))
-        .limit(limit)
-        .with_for_update(of=DagRun, skip_locked=True)
-    )
-    if run_ids is not None:
-        stmt = stmt.where(DagRun.id.in_(run_ids))
-    if backfill_id is not None:
-        from ledger.store.backfills import finishing
+        .limit(bindparam("limit"))
+        .with_for_update(of=DagRun, skip_locked=True))
 
-        stmt = stmt.where(finishing(backfill_id, also_run_ids or ()))
-    rows = list(session.execute(stmt))
-    if not rows:
-        return []
-    session.execute(update(DagRun).where(DagRun.id.in_([r.id for r in rows])).values(lock_holder=job_id))
-    log = []
-    for r in rows:
-        if r.lock_holder is None:
-            log.append(dict(at=now, kind="lock_taken", actor=actor, dag_id=r.dag_id, run_id=r.id,
-                            details={"job_id": job_id}))
-        else:
-            log.append(dict(at=now, kind="lock_stolen", actor=actor, dag_id=r.dag_id, run_id=r.id,
-                            details={"job_id": job_id, "from_job_id": r.lock_holder,
-                                     "reason": f"job {r.lock_holder} stopped heart-beating"}))
-    events.record_many(session, log)
-    return [(r.id, r.lock_holder) for r in rows]
+
+# built once (building a statement costs more than running it on SQLite): a scheduler claims every few loops
+_CLAIMABLE_OLDEST = Hot(_claimable(False))
+_CLAIMABLE_NEWEST = Hot(_claimable(True))
+_RUNS: Any = DagRun.__table__
+_LOCK = Hot(update(_RUNS).where(_RUNS.c.id.in_(bindparam("ids", expanding=True))).values(lock_holder=bindparam("job")))
+
+
+_LOCAL_HOLDERS = Hot(select(Job.id, Job.pid).where(
+    Job.state == JobState.RUNNING.value, Job.hostname == bindparam("host"), Job.id != bindparam("job"),
+    Job.id.in_(select(DagRun.lock_holder).where(DagRun.state.in_(UNFINISHED)))))
 
 
 def dead_local_holders(session: Session, job_id: int) -> list[int]:
     """Running jobs on this host, holding unfinished runs, whose process no longer exists."""
-    host = socket.gethostname()
-    rows = session.execute(
-        select(Job.id, Job.pid).where(Job.state == JobState.RUNNING.value, Job.hostname == host, Job.id != job_id,
-                                      Job.id.in_(select(DagRun.lock_holder).where(DagRun.state.in_(UNFINISHED)))))
+    rows = _LOCAL_HOLDERS.rows(session, {"host": socket.gethostname(), "job": job_id})
     dead = []
     for other, pid in rows:
         try:
@@ -108,9 +127,12 @@ def held_runs(session: Session, job_id: int) -> list[tuple[int, str]]:
         .order_by(DagRun.id))]
 
 
+_HELD_COUNT = Hot(select(func.count()).select_from(DagRun).where(DagRun.lock_holder == bindparam("job"),
+                                                                  DagRun.state.in_(UNFINISHED)))
+
+
 def held_count(session: Session, job_id: int) -> int:
-    return int(session.scalar(select(func.count()).select_from(DagRun).where(
-        DagRun.lock_holder == job_id, DagRun.state.in_(UNFINISHED))) or 0)
+    return int(_HELD_COUNT.rows(session, {"job": job_id})[0][0] or 0)
 
 
 def release_runs(session: Session, job_id: int, run_ids: list[int]) -> None:

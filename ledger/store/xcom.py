@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from ledger.mapping import NOT_MAPPED, label
@@ -25,6 +25,15 @@ def record(session: Session, pushed: list[tuple[str, Any]], *, run_id: int, task
     return len(last)
 
 
+# not the instances a mapped task lost when it was expanded again over a shorter list (`removed`)
+_REMOVED = select(TaskInstance.id).where(TaskInstance.run_id == XCom.run_id, TaskInstance.task_id == XCom.task_id,
+                                         TaskInstance.map_index == XCom.map_index,
+                                         TaskInstance.state == TaskState.REMOVED.value)
+_VALUES = select(XCom.run_id, XCom.task_id, XCom.map_index, XCom.key, XCom.value).where(
+    XCom.run_id.in_(bindparam("ids", expanding=True)), (XCom.map_index < 0) | ~_REMOVED.exists()).order_by(
+    XCom.try_number, XCom.id)  # built once: a job reads the values of the runs it claims, every few loops
+
+
 def values_for_runs(session: Session, run_ids: Iterable[int]) -> dict[int, dict[str, dict[str, Any]]]:
     """run -> label (task id, `task[i]` for a mapped instance) -> key -> value, from each task instance's
     newest try that stored that key (ledger.xcom.pull_view makes what tries pull of it)."""
@@ -32,13 +41,7 @@ def values_for_runs(session: Session, run_ids: Iterable[int]) -> dict[int, dict[
     out: dict[int, dict[str, dict[str, Any]]] = {i: {} for i in ids}
     if not ids:
         return out
-    # not the instances a mapped task lost when it was expanded again over a shorter list (`removed`)
-    removed = select(TaskInstance.id).where(TaskInstance.run_id == XCom.run_id, TaskInstance.task_id == XCom.task_id,
-                                            TaskInstance.map_index == XCom.map_index,
-                                            TaskInstance.state == TaskState.REMOVED.value)
-    rows = session.execute(select(XCom.run_id, XCom.task_id, XCom.map_index, XCom.key, XCom.value)
-                           .where(XCom.run_id.in_(ids), (XCom.map_index < 0) | ~removed.exists())
-                           .order_by(XCom.try_number, XCom.id))
+    rows = session.execute(_VALUES, {"ids": ids})
     for run_id, task_id, map_index, key, value in rows:
         out[run_id].setdefault(label(task_id, map_index), {})[key] = value
     return out

@@ -46,6 +46,7 @@ import json
 import multiprocessing
 import multiprocessing.connection
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -313,6 +314,14 @@ class _Worker:
     assigned_at: float = 0.0  # time.monotonic() when the first item became its to start
     ready: bool = False
     dead: bool = False
+    inbox: Any = None  # a select.poll on its pipe (Connection.poll builds a selector on every call)
+
+    def said_more(self) -> bool:
+        """Whether its pipe has a message (or its end) to read now; OSError once the pipe is closed."""
+        if self.inbox is None:
+            self.inbox = select.poll()
+            self.inbox.register(self.conn.fileno(), select.POLLIN)
+        return bool(self.inbox.poll(0))
 
     @property
     def item(self) -> WorkItem | None:
@@ -348,6 +357,8 @@ class LocalExecutor(Executor):
         # (ti id, try number) -> (kill()'s reason, when to SIGKILL what is left of it)
         self._killed: dict[tuple[int, int], tuple[str, float]] = {}
         self._pending: list[TaskEvent] = []  # events made here (a worker ended to stop its try)
+        self._poll: Any = None  # a select.poll over every worker's pipe and sentinel (None: the workers changed)
+        self._polled: dict[int, tuple[_Worker, bool]] = {}  # its fds -> (worker, whether it is the pipe)
 
     # -- workers --------------------------------------------------------------------------------
     def _spawn(self) -> _Worker:
@@ -377,12 +388,14 @@ class LocalExecutor(Executor):
             process = _ExecProcess(popen)
         worker = _Worker(process, ours)
         self._workers.append(worker)
+        self._poll = None
         return worker
 
     def _retire(self, worker: _Worker) -> None:
         """Forget a worker: stop it if needed, close its pipe, reap it."""
         with contextlib.suppress(ValueError):
             self._workers.remove(worker)
+        self._poll = None
         with contextlib.suppress(OSError):
             worker.conn.close()
         if worker.process.is_alive():
@@ -458,7 +471,7 @@ class LocalExecutor(Executor):
         """Everything a worker has sent so far; marks it dead on EOF."""
         while not worker.dead:
             try:
-                if not worker.conn.poll():
+                if not worker.said_more():
                     return
                 message = worker.conn.recv()
             except (EOFError, OSError):
@@ -530,21 +543,11 @@ class LocalExecutor(Executor):
         out, self._pending = self._pending, []
         if not self._workers:
             return out
-        by_handle: dict[Any, _Worker] = {}
-        polled: list[_Worker] = []
-        for worker in self._workers:
-            by_handle[worker.conn] = worker
-            sentinel = worker.process.sentinel
-            if sentinel >= 0:
-                by_handle[sentinel] = worker
-            else:
-                polled.append(worker)
-        for handle in multiprocessing.connection.wait(list(by_handle), timeout=timeout):
-            worker = by_handle[handle]
+        for worker, is_pipe in self._ready(timeout):
             self._read(worker, out)  # for a sentinel too: what it said before it died comes first
-            if handle is not worker.conn:
+            if not is_pipe:
                 worker.dead = True
-        for worker in polled:
+        for worker in [w for w in self._workers if w.process.sentinel < 0]:
             if not worker.process.is_alive():
                 self._read(worker, out)
                 worker.dead = True
@@ -569,6 +572,24 @@ class LocalExecutor(Executor):
                 self._bury(worker, f"worker unresponsive for {limit:.0f} s before starting the try", out,
                            replace=not self._ending)
         return [self._as_killed(ev) for ev in out]
+
+    def _ready(self, timeout: float) -> list[tuple[_Worker, bool]]:
+        """(worker, whether it is its pipe, else its process ended) for each pipe and sentinel ready within
+        `timeout` s: one poll(2) over all of them, set up again only when the workers change."""
+        if self._poll is None:
+            self._poll, self._polled = select.poll(), {}
+            for worker in self._workers:
+                try:
+                    pipe = worker.conn.fileno()
+                except OSError:  # a closed pipe: the worker is dead
+                    worker.dead = True
+                    continue
+                for fd, is_pipe in ((pipe, True), (worker.process.sentinel, False)):
+                    if fd >= 0:
+                        self._poll.register(fd, select.POLLIN)
+                        self._polled[fd] = (worker, is_pipe)
+        found = self._poll.poll(max(0, int(timeout * 1000 + 0.999)))
+        return [self._polled[fd] for fd, _mask in found]
 
     def drain(self) -> list[TaskEvent]:
         if not self._started:

@@ -96,6 +96,16 @@ def test_choose_fills_free_slots_within_every_limit_in_priority_order(
         assert active[d] + per_dag[d] >= caps[d] or (p in room and per_pool[p] >= room[p])
 
 
+@settings(max_examples=200, deadline=None)
+@given(rows=candidate_rows, slots=st.integers(0, 6), newest_first=st.booleans())
+def test_choose_picks_the_same_with_the_runs_dates_given_as_without(
+        rows: list[tuple[int, str, str, int]], slots: int, newest_first: bool) -> None:
+    candidates = make_candidates(rows, {"d0": 2, "d1": 1, "d2": 3})
+    dates = {c[1].id: c[1].logical_date.timestamp() for c in candidates}
+    limits: dict[str, Any] = dict(slots=slots, active={"d1": 1}, pool_room={"p1": 1}, newest_first=newest_first)
+    assert choose(candidates, dates=dates, **limits) == choose(candidates, **limits)
+
+
 def test_choose_gives_nothing_without_a_slot() -> None:
     candidates = make_candidates([(1, "d0", "default_pool", 0)], {"d0": 4, "d1": 4, "d2": 4})
     assert choose(candidates, slots=0, active={}, pool_room={}) == []

@@ -7,8 +7,11 @@ its task instances, so one writer owns each run. Workers die with the process th
 from __future__ import annotations
 
 import abc
+import copyreg
+import io
+import pickle
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 
@@ -37,6 +40,32 @@ class WorkItem:
     xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # values the run's tasks passed on so far
     prev_interval: tuple[str, str] | None = None  # the data interval of the run's previous run (templates)
     map_index: int = -1  # instance i of a mapped task (ledger/mapping.py); -1: not mapped
+
+
+def utc_datetime(year: int, month: int, day: int, hour: int, minute: int, second: int, microsecond: int) -> datetime:
+    """A UTC datetime from its fields: how `dumps` sends one."""
+    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
+
+
+def _reduce_datetime(value: datetime) -> Any:
+    if value.tzinfo is UTC and not value.fold:
+        return utc_datetime, (value.year, value.month, value.day, value.hour, value.minute, value.second,
+                              value.microsecond)
+    return value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+
+
+class _Pickler(pickle.Pickler):
+    # a UTC datetime (a work item has three) pickles as its fields: pickle's own way costs about 8 us each
+    dispatch_table = {**copyreg.dispatch_table, datetime: _reduce_datetime}
+
+
+def dumps(obj: Any) -> bytes:
+    """`obj` pickled for a worker's pipe (Connection.send_bytes; the worker's Connection.recv loads it): what
+    Connection.send would send, with UTC datetimes in fewer bytes and less time. Other datetimes (a pendulum
+    DateTime, another zone) pickle as usual."""
+    buffer = io.BytesIO()
+    _Pickler(buffer, pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
 
 
 NEVER_STARTED_PREFIX = "never started: "  # a finished event's reason for a try that never began (no start)

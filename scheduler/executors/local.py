@@ -58,7 +58,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
 from scheduler import in_process, try_files, try_plan, try_process
-from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
+from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem, dumps
 from scheduler.try_outcome import Outcome
 
 StartMethod = Literal["exec", "fork"]
@@ -445,7 +445,7 @@ class LocalExecutor(Executor):
                 raise RuntimeError("no open slot: check open_slots() before submit()")
             worker = min(open_, key=lambda w: len(w.items))  # an idle worker first, then the least loaded
             try:
-                worker.conn.send(item)
+                worker.conn.send_bytes(dumps(item))
             except (OSError, ValueError):
                 worker.dead = True  # its try fails, what waited behind it goes to the others
                 self._bury(worker, "worker died", self._pending, replace=True)

@@ -418,3 +418,27 @@ def test_the_local_executor_notices_dead_workers_where_pidfds_are_missing(
     os.kill(worker_pid, signal.SIGKILL)
     finished = wait_for_event(executor, "finished")
     assert (finished.ti_id, finished.state, finished.reason) == (2, "failed", "worker died")
+
+
+def test_a_work_item_reaches_a_worker_with_its_datetimes_as_they_were() -> None:
+    """dumps sends UTC datetimes as their fields, every other datetime (another zone, pendulum's, a fold) as
+    pickle does: what the worker loads is what Connection.send's pickle would give, type, zone and fold included."""
+    import pickle
+    from dataclasses import replace
+    from datetime import UTC, datetime, timedelta, timezone
+
+    import pendulum
+
+    from scheduler.executors.base import dumps
+
+    for start, end in [(datetime(2024, 3, 31, 1, 30, 5, 123456, tzinfo=UTC), datetime(2024, 4, 1, tzinfo=UTC)),
+                       (pendulum.datetime(2024, 3, 31, tz="Europe/Amsterdam"),
+                        datetime(2024, 1, 2, tzinfo=timezone(timedelta(hours=-7)))),
+                       (datetime(2024, 11, 3, 1, 30, tzinfo=UTC, fold=1), pendulum.datetime(2024, 1, 1))]:
+        item = replace(work_item(Path("/tmp/demo.py"), "noop"), logical_date=start, data_interval_start=start,
+                       data_interval_end=end)
+        loaded, usual = pickle.loads(dumps(item)), pickle.loads(pickle.dumps(item))  # (as Connection.send would)
+        assert loaded == item
+        for name in ("logical_date", "data_interval_start", "data_interval_end"):
+            got, expected = getattr(loaded, name), getattr(usual, name)
+            assert (type(got), got.tzinfo, got.fold, got) == (type(expected), expected.tzinfo, expected.fold, expected)

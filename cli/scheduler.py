@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from datetime import datetime
 from typing import Annotated
@@ -63,9 +64,15 @@ def scheduler(
     _say(f"scheduler job {job.job_id} stopped")
 
 
+@functools.cache
+def _to_terminal() -> bool:
+    """Whether the scheduler's output is a terminal (asked once: rich's answer reads the environment each time)."""
+    return out.is_terminal
+
+
 def _say(line: str) -> None:
     stamp = datetime.now().strftime('%H:%M:%S')
-    if out.is_terminal:
+    if _to_terminal():
         out.print(f"[dim]{stamp}[/dim] {escape(line)}")
     else:  # a log file or a pipe gets plain text: rich renders a line in about 0.3 ms of the scheduler's CPU
         sys.stdout.write(f"{stamp} {line}\n")

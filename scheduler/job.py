@@ -179,6 +179,7 @@ class DagRunJob:
     _holding: tuple[float, set[str]] = (0.0, set())  # (until, DAGs paused with --stop-queued)
     backoff: Backoff = field(default_factory=Backoff)
     _kept: Connection | None = None  # SQLite: the connection of the job's transactions (_session)
+    _kept_session: Session | None = None  # the session on it, reset for each transaction
 
     @property
     def home(self) -> Path:
@@ -347,10 +348,14 @@ class DagRunJob:
     def _on_kept_connection(self) -> Iterator[Session]:
         conn = self._kept
         if conn is None or conn.closed or conn.invalidated:
-            conn = self._kept = self.engine.connect()
+            conn, self._kept_session = self.engine.connect(), None
+            self._kept = conn
         try:
             with conn.begin():
-                session = self.sessions(bind=conn)
+                session = self._kept_session
+                if session is None:  # (making a Session costs about as much as a loop's statement or two)
+                    session = self._kept_session = self.sessions(bind=conn)
+                session.info.clear()  # as a new session's: close() keeps it (the events written, Hot's cursor)
                 try:
                     yield session
                     session.flush()
@@ -362,7 +367,7 @@ class DagRunJob:
 
     def _let_go(self) -> None:
         """Close the kept connection (after a fault, or when the job ends)."""
-        conn, self._kept = self._kept, None
+        conn, self._kept, self._kept_session = self._kept, None, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()

@@ -842,15 +842,21 @@ class DagRunJob:
         self._looked = True
         self._claim_now = False
         self._next_claim = time.monotonic() + self.settings.poll_interval
-        room = self.settings.max_held_runs - job_store.held_count(session, self.job_id)
+        held = job_store.held_count(session, self.job_id)
+        room = self.settings.max_held_runs - held
         claimed = job_store.claim_runs(session, self.job_id, now=now, stale_after=self.settings.lock_timeout,
                                        limit=room, actor=self.actor, newest_first=self.newest_first,
                                        **self.claim_filter())
         self._claims_limited = len(claimed) >= room
         if not claimed:
             return 0
-        self._held_ids = None
         ids = [run_id for run_id, _ in claimed]
+        if self._held_ids is not None and len(self._held_ids) == held:  # it lists every run the job held: the
+            listed = set(self._held_ids)  # new ones join it, without reading the list again
+            self._held_ids += [i for i in ids if i not in listed]
+            self._held_full = False  # (it lists them all)
+        else:
+            self._held_ids = None
         for run_id in ids:  # another job may have held it meanwhile: read its values again when needed
             self._xcom.pop(run_id, None)
         if len(self._intervals) > 100_000:

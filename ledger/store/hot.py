@@ -192,8 +192,7 @@ def _sqlite_utc(value: datetime | None) -> str | None:
         raise ValueError(f"naive datetime {value!r} cannot be stored; timestamps must be aware")
     if value.tzinfo is not UTC and value.utcoffset():  # (a zero offset in another tzinfo: already UTC)
         value = value.astimezone(UTC)
-    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
+    return value.isoformat(" ", "microseconds")[:26]  # without its "+00:00"
 
 
 _CONNECTION = "ledger.hot"  # session.info: (the session's Connection, a DB-API cursor on it or None)

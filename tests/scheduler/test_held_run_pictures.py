@@ -13,7 +13,7 @@ from typing import Any
 
 import pendulum
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, func, select
 
 from ledger import DAG, BashTask
 from ledger.clock import FixedClock
@@ -191,6 +191,36 @@ def test_a_job_with_more_runs_than_it_may_hold_claims_them_in_batches_and_runs_t
         assert list(s.scalars(select(DagRun.state).distinct())) == ["success"]
     claims = [s for s in statements if "LEFT OUTER JOIN job AS holder" in s]
     assert 3 <= len(claims) <= 9  # the first 16, then 2 at a time (an eighth of 16), not one per finished run
+    job.shutdown()
+
+
+def test_the_runs_a_job_claims_join_its_list_of_held_runs_without_reading_it_again(
+        tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
+    engine, sessions = job_parts
+    with DAG("many", schedule="@daily", start_date=pendulum.datetime(2024, 2, 9, tz="UTC"), catchup=True) as dag:
+        BashTask("only", "true")
+    dag.fileloc = str(tmp_path / "many.py")
+    with sessions.begin() as session:
+        register_dag(session, dag, now=CLOCK.now(), actor="test")
+        create_due_runs(session, now=CLOCK.now(), actor="test")
+    (tmp_path / "logs").mkdir()
+    job = DagRunJob(sessions=sessions, engine=engine, executor=FakeExecutor(parallelism=1), clock=CLOCK,
+                    settings=replace(SchedulerSettings(), max_held_runs=16, poll_interval=600.0), actor="test",
+                    logs_folder=tmp_path / "logs", say=lambda _line: None)
+    job.start()
+    for _ in range(100):
+        job.loop_once()
+        with sessions() as s:  # what it lists is what it holds
+            held = set(s.scalars(select(DagRun.id).where(DagRun.lock_holder == job.job_id,
+                                                         DagRun.state.in_(["queued", "running"]))))
+            left = s.scalar(select(func.count()).select_from(DagRun).where(DagRun.state != "success"))
+        assert job._held_ids is None or set(job._held_ids) == held
+        if not left:
+            break
+    assert not left
+    claims = [s for s in statements if "LEFT OUTER JOIN job AS holder" in s]
+    reads = [s for s in statements if s.startswith(READS_KEPT_IN_MEMORY[0]) and "LIMIT" in s]  # (not the test's)
+    assert len(reads) < len(claims)  # the first claim's list is read; later claims add to it
     job.shutdown()
 
 

@@ -106,6 +106,9 @@ def test_on_sqlite_with_nobody_listening_the_statements_run_on_the_driver_cursor
 @pytest.mark.parametrize("value", [AT, AT.replace(microsecond=0), AT.replace(microsecond=123456),
                                    datetime(2026, 3, 29, 2, 30, tzinfo=ZoneInfo("Europe/Berlin")),
                                    datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=-7))),
+                                   datetime(2026, 1, 5, 8, 0, 1, 5, tzinfo=ZoneInfo("Europe/London")),  # offset 0
+                                   datetime(2026, 7, 5, tzinfo=timezone(timedelta(0))),
+                                   datetime(5, 1, 1, tzinfo=UTC),
                                    None])
 def test_an_aware_datetime_is_bound_as_sqlalchemy_binds_it_on_sqlite(value: datetime | None) -> None:
     dialect = sqlite.dialect()

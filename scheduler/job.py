@@ -158,6 +158,9 @@ class DagRunJob:
     _next_claim: float = 0.0
     _seen_event: int = 0  # the newest event id when this job's last loop transaction began
     _own_events: list[int] = field(default_factory=list)  # ids of the events that transaction appended
+    _began: int = 0  # transactions this job began
+    # SQLite: (the kept connection, its PRAGMA data_version, _began) when the last loop transaction began
+    _quiet_since: tuple[Any, int, int] | None = None
     _looked: bool = False
     _stop_requests: dict[int, str] = field(default_factory=dict)  # tries this job killed: why
     _stop_reasons: dict[int, str] = field(default_factory=dict)  # ti id -> why this job asked it to stop
@@ -327,6 +330,7 @@ class DagRunJob:
         is put back, so that the next try decides again from what the database holds."""
         saved = (dict(self._inflight), dict(self._stop_requests), list(self._state_items), dict(self._stop_reasons),
                  list(self._log_notes), self._seen_event, list(self._own_events))
+        self._began += 1  # (see _others_wrote)
         try:
             with self._session() as session:
                 yield session
@@ -452,7 +456,7 @@ class DagRunJob:
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         files = self._try_files(drained)
         with self.transaction() as session:
-            self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
+            others, quiet = self._others_wrote(session)
             if others or time.monotonic() >= self._full_pass_at:
                 # another process wrote (CLI, backfill, another job; every change comes with an event), or a
                 # poll interval passed: read and decide every run again
@@ -481,6 +485,7 @@ class DagRunJob:
             self._heartbeat(session, now)
             self._flush_task_states(session, now)
             self._own_events = events.written_ids(session)  # left out of the next transaction's check
+            self._quiet_since = quiet
             if isinstance(self.wakeup, DatabaseWakeup):
                 self.wakeup.seen = max([self._seen_event, *self._own_events])  # its own events do not wake it
         self._unrecorded = []
@@ -497,6 +502,22 @@ class DagRunJob:
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report
+
+    def _others_wrote(self, session: Session) -> tuple[bool, tuple[Any, int, int] | None]:
+        """Whether another process committed an event since this job's last loop transaction began (the events
+        it appended itself are left out); `_seen_event` becomes the newest event id. On SQLite, when no other
+        connection committed since the last loop's transaction began (PRAGMA data_version is as it was then, on
+        the same connection) and no other transaction of this job began meanwhile, nobody can have: the events
+        are not read. Also returns what the next loop compares with (None on PostgreSQL)."""
+        if not self._serial:
+            self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
+            return others, None
+        version = loop_store.data_version(session)
+        if (self._kept, version, self._began - 1) == self._quiet_since:
+            self._seen_event = max([self._seen_event, *self._own_events])
+            return False, (self._kept, version, self._began)
+        self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
+        return others, (self._kept, version, self._began)
 
     def _hold_starts(self, drained: list[TaskEvent], report: LoopReport) -> bool:
         """Whether this loop can leave out its transaction: it would only write that tries started, while every

@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, func, select, update
+from sqlalchemy import Connection, bindparam, case, func, select, text, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -82,6 +82,15 @@ def events_since(session: Session, seen: int, mine: Collection[int]) -> tuple[in
     caller's, whatever its id is next to the caller's own."""
     ((newest, others),) = _SINCE.rows(session, {"seen": seen, "mine": list(mine)})
     return (seen if newest is None else int(newest)), bool(others)
+
+
+_DATA_VERSION = Hot(text("PRAGMA data_version"))
+
+
+def data_version(session: Session) -> int:
+    """SQLite only: PRAGMA data_version on the session's connection. It changes when another connection commits,
+    and only then: this connection's own commits leave it as it was."""
+    return int(_DATA_VERSION.rows(session)[0][0])
 
 
 def newest_event_id_on(conn: Connection) -> int:

@@ -142,6 +142,23 @@ def test_what_another_process_changed_is_read_before_the_job_decides_again(
     job.shutdown()
 
 
+def test_a_loop_reads_the_events_only_when_another_connection_committed_since_the_last_loop(
+        tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
+    sessions = job_parts[1]
+    job = a_steady_job(tmp_path, job_parts, SteppedExecutor())
+    job.loop_once()  # the first loop reads them; a is queued
+    reads = [s for s in statements if "FROM event WHERE event.id >" in s]
+    job.loop_once()  # a started: nobody else wrote
+    assert [s for s in statements if "FROM event WHERE event.id >" in s] == reads
+    with sessions.begin() as session:  # another connection commits (an event comes with every change)
+        run = session.scalars(select(DagRun)).one()
+        spec = dag_store.spec(session, run.dag_id, run.version_hash)
+        mark_tasks(session, run, spec, ["b"], TaskState.SKIPPED, downstream=False, now=CLOCK.now(), actor="someone")
+    job.loop_once()
+    assert len([s for s in statements if "FROM event WHERE event.id >" in s]) == len(reads) + 1
+    job.shutdown()
+
+
 def test_a_pool_changed_by_another_process_limits_the_next_queueing(
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
     sessions = job_parts[1]

@@ -64,15 +64,16 @@ def scheduler(
     _say(f"scheduler job {job.job_id} stopped")
 
 
-@functools.cache
-def _to_terminal() -> bool:
-    """Whether the scheduler's output is a terminal (asked once: rich's answer reads the environment each time)."""
+@functools.lru_cache(maxsize=4)
+def _to_terminal(_stream: object) -> bool:
+    """Whether the scheduler's output (the stream sys.stdout is now) is a terminal: asked once per stream (rich's
+    answer reads the environment each time)."""
     return out.is_terminal
 
 
 def _say(line: str) -> None:
     stamp = datetime.now().strftime('%H:%M:%S')
-    if _to_terminal():
+    if _to_terminal(sys.stdout):
         out.print(f"[dim]{stamp}[/dim] {escape(line)}")
     else:  # a log file or a pipe gets plain text: rich renders a line in about 0.3 ms of the scheduler's CPU
         sys.stdout.write(f"{stamp} {line}\n")

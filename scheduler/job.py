@@ -179,6 +179,7 @@ class DagRunJob:
     _xcom: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  # held run -> its stored values
     _intervals: dict[int, tuple[str, str]] = field(default_factory=dict)  # run -> data interval (immutable)
     _dates: dict[int, float] = field(default_factory=dict)  # run -> its logical date's timestamp (immutable)
+    _dag_of: dict[int, str] = field(default_factory=dict)  # run -> its DAG (filled with _dates)
     _holding: tuple[float, set[str]] = (0.0, set())  # (until, DAGs paused with --stop-queued)
     backoff: Backoff = field(default_factory=Backoff)
     _kept: Connection | None = None  # SQLite: the connection of the job's transactions (_session)
@@ -803,6 +804,8 @@ class DagRunJob:
         if run_id is None:
             self._settled.clear()
             self._pictures.clear()
+            self._dates.clear()  # (a rolled-back run's id may come back with another date)
+            self._dag_of.clear()
             self._held_ids = self._pool_slots = None
             self._requests_known = False
             return
@@ -930,7 +933,9 @@ class DagRunJob:
             self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
         task_store.mark(session, [(ti.id, st) for ti, st, _run in plan.mark], now=now)
         for ti, st, run in plan.mark:
-            self._picture_task(self._pictures[run.id], ti.with_state(st))
+            picture = self._pictures.get(run.id)  # (None: forgotten by the mark of its previous run, just above)
+            if picture is not None:
+                self._picture_task(picture, ti.with_state(st))
             self._forget_past_of(run.id)
         for run_id in plan.waiting_on_past:  # its previous run's states are read again each loop, as they change
             self._pictures.pop(run_id, None)
@@ -1012,15 +1017,16 @@ class DagRunJob:
             return []
         if self._pool_slots is None:
             self._pool_slots = task_store.pool_slots(session)
-        dates = self._dates
+        dates, dag_of = self._dates, self._dag_of  # (a run's date and DAG never change: read once per run)
         if len(dates) > 100_000:  # (a long-lived job's runs come and go)
             dates.clear()
+            dag_of.clear()
         for ti, run, _spec in candidates:
             if ti.run_id not in dates:
-                dates[ti.run_id] = run.logical_date.timestamp()
+                dates[ti.run_id], dag_of[ti.run_id] = run.logical_date.timestamp(), run.dag_id
+        active = task_store.active_counts_by_dag(session, list({dag_of[c[0].run_id] for c in candidates}))
         chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, self._pool_slots),
-                        active=task_store.active_counts_by_dag(session, list({c[2].dag_id for c in candidates})),
-                        newest_first=self.newest_first, dates=dates)
+                        active=active, newest_first=self.newest_first, dates=dates)
         tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now,
                                  versions={c[0].id: c[1].version_hash for c in chosen})
         for ti, run, _spec in chosen:

@@ -10,6 +10,8 @@ from typing import Any
 
 from sqlalchemy import Select, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.util import identity_key
 
 from ledger.models import DagRun, Job
 from ledger.states import JobState, RunState
@@ -63,6 +65,10 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
     if not rows:
         return []
     _LOCK.run(session, [{"job": job_id, "ids": [run_id for run_id, _holder, _dag in rows]}])
+    for run_id, _holder, _dag in rows:  # runs this session has loaded say so too, as the ORM's update would make them
+        loaded = session.identity_map.get(identity_key(DagRun, run_id))
+        if loaded is not None:
+            set_committed_value(loaded, "lock_holder", job_id)
     log = []
     for run_id, was, dag_id in rows:
         if was is None:

@@ -37,7 +37,6 @@ Each signal is also an event (`signal_sent`) so that `ledger events` shows it wi
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -87,9 +86,12 @@ def _insert(dialect: str) -> Any:
 
 
 def _utc(now: datetime) -> datetime:
+    """`now` as a plain datetime in UTC (not pendulum's)."""
     if now.tzinfo is None:
         raise ValueError(f"naive datetime {now!r}; timestamps must be aware")
-    u = now.astimezone(UTC)
+    if type(now) is datetime and now.tzinfo is UTC:
+        return now
+    u = now.astimezone(UTC) if now.utcoffset() else now  # (a zero offset: its fields are UTC's already)
     return datetime(u.year, u.month, u.day, u.hour, u.minute, u.second, u.microsecond, tzinfo=UTC)
 
 
@@ -181,16 +183,18 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
     dialect = dialect_of(session)
     _insert(dialect)  # refuses a database other than SQLite and PostgreSQL
     postgres = dialect == "postgresql"
-    counts = Counter(key for key, _, _ in valid)
+    counts: dict[str, int] = {}
+    for key, _, _ in valid:
+        counts[key] = counts.get(key, 0) + 1
     following: dict[str, int] = {}
     if session.autoflush:  # Core statements on the session's connection (the ORM's execute costs more per call)
         session.flush()
-    conn = session.connection()
+    conn = session.connection() if postgres else None
     if len(counts) == 1:  # the usual send: one key, one cached statement (that takes the lock on PostgreSQL)
         ((key, n),) = counts.items()
-        top = conn.execute(_LOCK_AND_BUMP_ONE, {"key": key, "n": n, "lock": SEND_LOCK}).one()[1] if postgres \
-            else _BUMP_ONE.rows(session, {"key": key, "n": n})[0][1]
-        counts = Counter()
+        top = _BUMP_ONE.rows(session, {"key": key, "n": n})[0][1] if conn is None \
+            else conn.execute(_LOCK_AND_BUMP_ONE, {"key": key, "n": n, "lock": SEND_LOCK}).one()[1]
+        counts = {}
         following[key] = top - n + 1
     elif postgres:
         session.execute(text("SELECT pg_advisory_xact_lock_shared(:lock)"), {"lock": SEND_LOCK})
@@ -210,7 +214,7 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
         following[key] += 1
     if not want_ids:
         _INSERT_SIGNALS.run(session, rows)
-        if postgres:
+        if conn is not None:
             conn.execute(_NOTIFY_NEWEST, {"channel": CHANNEL})
         return None
     if postgres and len(rows) == 1:  # its NOTIFY in the same statement

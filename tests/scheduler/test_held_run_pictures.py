@@ -276,16 +276,21 @@ def test_a_run_timed_out_by_the_job_has_its_try_stopped_at_once_and_no_stop_left
     job.shutdown()
 
 
+def a_dag_p(tmp_path: Path, u_command: str) -> DAG:
+    """Daily from 2024-03-01: u >> t, t depends on its past."""
+    with DAG("p", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), catchup=True) as dag:
+        BashTask("u", u_command) >> BashTask("t", "true", depends_on_past=True)
+    dag.fileloc = str(tmp_path / "p.py")
+    return dag
+
+
 def test_a_run_created_in_front_of_a_held_run_becomes_its_previous_run_for_depends_on_past(
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
     """A manual run on 03-05 follows the 03-01 run; the job then creates 03-02..03-09, and 03-04 becomes the manual
     run's previous run: its depends_on_past task waits for 03-04's, not for what the job remembered."""
     sessions = job_parts[1]
-    with DAG("p", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), catchup=True) as dag:
-        BashTask("u", "true") >> BashTask("t", "true", depends_on_past=True)
-    dag.fileloc = str(tmp_path / "p.py")
     with sessions.begin() as session:
-        register_dag(session, dag, now=CLOCK.now(), actor="test")
+        register_dag(session, a_dag_p(tmp_path, "true"), now=CLOCK.now(), actor="test")
         [first] = create_due_runs(session, now=pendulum.datetime(2024, 3, 2, 1, tz="UTC"), actor="test")
         mark_run(session, first, RunState.SUCCESS, now=CLOCK.now(), actor="test")
         manual, _ = trigger(session, dag_store.current_spec(session, "p"), pendulum.datetime(2024, 3, 5, 6, tz="UTC"),
@@ -302,4 +307,22 @@ def test_a_run_created_in_front_of_a_held_run_becomes_its_previous_run_for_depen
     job.loop_once()
     job.loop_once()
     assert not [i for i in executor.submitted if i.run_id == manual_id and i.task_id == "t"]
+    job.shutdown()
+
+
+def test_two_runs_chained_by_depends_on_past_are_both_marked_in_one_loop(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    """u fails in both runs in the same loop: t, which depends on its past, is upstream_failed in both, decided in
+    one plan (the first run's mark makes the job forget its successor's picture: it is read again, not updated)."""
+    sessions = job_parts[1]
+    with sessions.begin() as session:
+        register_dag(session, a_dag_p(tmp_path, "false"), now=CLOCK.now(), actor="test")
+        assert len(create_due_runs(session, now=pendulum.datetime(2024, 3, 3, 1, tz="UTC"), actor="test")) == 2
+    job = a_started_job(DagRunJob, tmp_path, job_parts, FakeExecutor(parallelism=4, fail={("u", 1)}), CLOCK)
+    for _ in range(6):
+        job.loop_once()
+    with sessions() as s:
+        found = sorted((ti.run_id, ti.task_id, ti.state) for ti in s.scalars(select(TaskInstance)))
+        assert [(task, state) for _run, task, state in found] == [("t", "upstream_failed"), ("u", "failed")] * 2
+        assert set(s.scalars(select(DagRun.state))) == {"failed"}
     job.shutdown()

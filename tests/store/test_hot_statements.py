@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pendulum
 import pytest
 from sqlalchemy import bindparam, event, func, select, text, update
 from sqlalchemy.dialects import sqlite
@@ -109,6 +110,8 @@ def test_on_sqlite_with_nobody_listening_the_statements_run_on_the_driver_cursor
                                    datetime(2026, 1, 5, 8, 0, 1, 5, tzinfo=ZoneInfo("Europe/London")),  # offset 0
                                    datetime(2026, 7, 5, tzinfo=timezone(timedelta(0))),
                                    datetime(5, 1, 1, tzinfo=UTC),
+                                   pendulum.datetime(2024, 3, 31, 2, 30, 1, 7, tz="Europe/Amsterdam"),
+                                   pendulum.datetime(2024, 3, 31, 2, 30, tz="UTC"),
                                    None])
 def test_an_aware_datetime_is_bound_as_sqlalchemy_binds_it_on_sqlite(value: datetime | None) -> None:
     dialect = sqlite.dialect()

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState
@@ -75,12 +76,20 @@ def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, T
     out: dict[int, dict[str, TiRow]] = defaultdict(dict)
     if not run_ids:
         return out
-    session.flush()  # as session.execute would: the ORM's pending changes first
-    for r in session.connection().execute(_TI_ROWS, {"run_ids": list(run_ids)}):
-        out[r.run_id][label(r.task_id, r.map_index)] = TiRow(
-            r.id, r.run_id, r.task_id, TaskState(r.state), r.try_number, r.max_tries, r.next_try_at,
-            r.priority_weight, r.pool, r.job_id, bool(r.signal_armed), r.signal_id, r.map_index)
+    states = _STATES
+    for (ti_id, run_id, task_id, state, try_number, max_tries, next_try_at, priority_weight, pool, job_id, armed,
+         signal_id, map_index) in _TI_ROWS_HOT.rows(session, {"run_ids": list(run_ids)}):
+        if isinstance(next_try_at, str):  # (SQLite's text, on the driver's cursor: as SQLAlchemy would read it)
+            next_try_at = _read_utc(next_try_at)
+        out[run_id][label(task_id, map_index)] = TiRow(
+            ti_id, run_id, task_id, states[state], try_number, max_tries, next_try_at, priority_weight, pool, job_id,
+            bool(armed), signal_id, map_index)
     return out
+
+
+_TI_ROWS_HOT = Hot(_TI_ROWS)  # a claim reads its runs' task instances: on SQLite, without SQLAlchemy's rows
+_STATES = {state.value: state for state in TaskState}
+_read_utc: Any = TI_TABLE.c.next_try_at.type.dialect_impl(sqlite.dialect()).result_processor(sqlite.dialect(), None)
 
 
 def states_of(rows: dict[str, TiRow]) -> dict[str, TiState]:

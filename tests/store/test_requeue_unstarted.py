@@ -74,3 +74,16 @@ def test_in_a_run_that_has_ended_it_stays_stopped(session: Any, clock: Any) -> N
     assert [st for _o, st in task_store.record_outcomes(session, [never_started(ti, clock)])] == [TaskState.STOPPED]
     session.refresh(ti)
     assert (ti.state, ti.max_tries) == ("stopped", 1)
+
+
+def test_the_loop_reads_a_task_instance_as_the_orm_reads_it_retry_time_included(session: Any, clock: Any) -> None:
+    ti = queued_try(session, clock)
+    ti.state, ti.next_try_at, ti.signal_armed = TaskState.UP_FOR_RETRY.value, clock.now().add(seconds=30.5), True
+    session.flush()
+    (row,) = task_store.rows_for_runs(session, [ti.run_id])[ti.run_id].values()
+    session.refresh(ti)
+    assert (row.id, row.state, row.try_number, row.max_tries, row.next_try_at, row.priority_weight, row.pool,
+            row.job_id, row.armed, row.signal_id, row.map_index) == (
+        ti.id, TaskState.UP_FOR_RETRY, ti.try_number, ti.max_tries, ti.next_try_at, ti.priority_weight, ti.pool,
+        ti.job_id, True, ti.signal_id, ti.map_index)
+    assert row.next_try_at is not None and row.next_try_at.tzinfo is not None and type(row.state) is TaskState

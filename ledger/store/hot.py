@@ -204,17 +204,15 @@ def _connection(session: Session) -> tuple[Connection, Any | None]:
     session.flush()
     found = session.info.get(_CONNECTION)
     if found is not None and not found[0].closed:  # (a Connection ends with its transaction: never reused)
-        conn, cursor = found
-    else:
-        conn = session.connection()
-        cursor = None
-        if conn.dialect.name == "sqlite":
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            cursor = raw.cursor()
-        session.info[_CONNECTION] = (conn, cursor)
-    if cursor is not None and conn.dispatch.before_cursor_execute:
-        return conn, None
+        return found  # type: ignore[no-any-return]
+    conn = session.connection()
+    cursor = None
+    # asked once per transaction: a listener added to the engine in the middle of one applies from the next
+    if conn.dialect.name == "sqlite" and not conn.dispatch.before_cursor_execute:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        cursor = raw.cursor()
+    session.info[_CONNECTION] = (conn, cursor)
     return conn, cursor
 
 

@@ -83,21 +83,25 @@ def test_a_driver_error_is_raised_as_sqlalchemys_error(session: Session) -> None
         insert.run(session, [{"name": "spark", "slots": 3, "description": ""}])
 
 
-def test_statements_go_through_sqlalchemy_while_something_listens_to_them(session: Session) -> None:
+def test_statements_go_through_sqlalchemy_while_something_listens_to_them(sessions: Any) -> None:
+    """Hot looks for statement listeners once per transaction (at its first Hot statement)."""
     seen: list[str] = []
-    engine = session.get_bind()
 
     def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         seen.append(statement)
 
-    ids = some_events(session, 1)
+    with sessions.begin() as session:
+        ids = some_events(session, 1)
+        engine = session.get_bind()
     event.listen(engine, "before_cursor_execute", note)
     try:
-        Hot(_RENAME).run(session, [{"event": ids[0], "kind": "renamed", "when": AT}])
+        with sessions.begin() as session:
+            Hot(_RENAME).run(session, [{"event": ids[0], "kind": "renamed", "when": AT}])
     finally:
         event.remove(engine, "before_cursor_execute", note)
     assert any(s.startswith("UPDATE event SET") for s in seen)
-    assert session.get(Event, ids[0]).kind == "renamed"  # type: ignore[union-attr]
+    with sessions() as session:
+        assert session.get(Event, ids[0]).kind == "renamed"  # type: ignore[union-attr]
 
 
 def test_on_sqlite_with_nobody_listening_the_statements_run_on_the_driver_cursor(session: Session) -> None:
@@ -151,18 +155,20 @@ def test_an_update_sets_a_column_its_rows_name_as_sqlalchemy_would(session: Sess
     assert tuple(found) == ("renamed", "hot")
 
 
-def test_several_rows_return_every_id_on_either_path(session: Session) -> None:
+def test_several_rows_return_every_id_on_either_path(sessions: Any) -> None:
     insert = Hot(EVENTS.insert().returning(EVENTS.c.id))
     rows = [{"at": AT, "kind": "pool_set", "actor": "hot", "details": {"i": i}} for i in range(3)]
-    fast = [i for (i,) in insert.rows_of_each(session, rows)]
-    engine = session.get_bind()
+    with sessions.begin() as session:
+        fast = [i for (i,) in insert.rows_of_each(session, rows)]
+        engine = session.get_bind()
 
     def note(*_args: Any) -> None:
         pass
 
     event.listen(engine, "before_cursor_execute", note)
     try:
-        slow = [i for (i,) in insert.rows_of_each(session, rows)]
+        with sessions.begin() as session:
+            slow = [i for (i,) in insert.rows_of_each(session, rows)]
     finally:
         event.remove(engine, "before_cursor_execute", note)
     assert len(set(fast)) == len(set(slow)) == 3 and not set(fast) & set(slow)

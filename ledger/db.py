@@ -11,6 +11,7 @@ from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from ledger.errors import DatabaseNotReady
 from migrations.head import HEAD
@@ -58,6 +59,11 @@ def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
                                       connection_invalidated=lost) from exc
 
     return engine
+
+
+def shares_one_connection(engine: Engine) -> bool:
+    """Whether every checkout of the engine's pool is the same DB-API connection (SQLite's `:memory:`)."""
+    return isinstance(engine.pool, (SingletonThreadPool, StaticPool))
 
 
 def reader(engine: Engine) -> Engine:

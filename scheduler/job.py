@@ -15,6 +15,7 @@ to the database. Subclasses say which runs to collect and may create runs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import signal
@@ -30,7 +31,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
-from ledger.db import reader
+from ledger.db import reader, shares_one_connection
 from ledger.dependencies import PreviousRun
 from ledger.mapping import NOT_MAPPED, expand_task, label, source_text
 from ledger.models import DagRun
@@ -158,8 +159,8 @@ class DagRunJob:
     _next_claim: float = 0.0
     _seen_event: int = 0  # the newest event id when this job's last loop transaction began
     _own_events: list[int] = field(default_factory=list)  # ids of the events that transaction appended
-    _began: int = 0  # transactions this job began
-    # SQLite: (the kept connection, its PRAGMA data_version, _began) when the last loop transaction began
+    _side_events: int = 0  # transactions of this job, not its loops', that appended events (or failed)
+    # SQLite: (the kept connection, its PRAGMA data_version, _side_events) when the last loop transaction began
     _quiet_since: tuple[Any, int, int] | None = None
     _looked: bool = False
     _stop_requests: dict[int, str] = field(default_factory=dict)  # tries this job killed: why
@@ -326,16 +327,18 @@ class DagRunJob:
             time.sleep(min(0.2, left))
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Session]:
-        """One transaction of this job. When it fails (a database fault), what it changed in the job's memory
-        is put back, so that the next try decides again from what the database holds."""
+    def transaction(self, *, loop: bool = False) -> Iterator[Session]:
+        """One transaction of this job (`loop`: a loop's). When it fails (a database fault), what it changed in
+        the job's memory is put back, so that the next try decides again from what the database holds."""
         saved = (dict(self._inflight), dict(self._stop_requests), list(self._state_items), dict(self._stop_reasons),
                  list(self._log_notes), self._seen_event, list(self._own_events))
-        self._began += 1  # (see _others_wrote)
         try:
             with self._session() as session:
                 yield session
+                if not loop and events.written_ids(session):
+                    self._side_events += 1  # the next loop reads the events (see _others_wrote)
         except BaseException:
+            self._side_events += 1
             (self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes,
              self._seen_event, self._own_events) = saved
             self._forget()
@@ -456,7 +459,7 @@ class DagRunJob:
         work: list[WorkItem] = []
         quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         files = self._try_files(drained)
-        with self.transaction() as session:
+        with self.transaction(loop=True) as session:
             others, quiet = self._others_wrote(session)
             if others or time.monotonic() >= self._full_pass_at:
                 # another process wrote (CLI, backfill, another job; every change comes with an event), or a
@@ -506,19 +509,26 @@ class DagRunJob:
 
     def _others_wrote(self, session: Session) -> tuple[bool, tuple[Any, int, int] | None]:
         """Whether another process committed an event since this job's last loop transaction began (the events
-        it appended itself are left out); `_seen_event` becomes the newest event id. On SQLite, when no other
-        connection committed since the last loop's transaction began (PRAGMA data_version is as it was then, on
-        the same connection) and no other transaction of this job began meanwhile, nobody can have: the events
-        are not read. Also returns what the next loop compares with (None on PostgreSQL)."""
-        if not self._serial:
+        that loop appended itself are left out); `_seen_event` becomes the newest event id. On SQLite, when no
+        other connection committed since the last loop's transaction began (PRAGMA data_version is as it was
+        then, on the same connection) and no other transaction of this job appended an event meanwhile, nobody
+        can have: the events are not read. Also returns what the next loop compares with (None where the
+        events are always read: PostgreSQL, or a pool that shares one connection among sessions)."""
+        if not self._versioned:
             self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
             return others, None
-        version = loop_store.data_version(session)
-        if (self._kept, version, self._began - 1) == self._quiet_since:
+        version = (self._kept, loop_store.data_version(session), self._side_events)
+        if version == self._quiet_since:
             self._seen_event = max([self._seen_event, *self._own_events])
-            return False, (self._kept, version, self._began)
+            return False, version
         self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
-        return others, (self._kept, version, self._began)
+        return others, version
+
+    @functools.cached_property
+    def _versioned(self) -> bool:
+        """Whether PRAGMA data_version tells this job's kept connection from every other: SQLite, with a pool
+        that gives each checkout its own connection (a single-connection pool, as for `:memory:`, does not)."""
+        return self._serial and not shares_one_connection(self.engine)
 
     def _hold_starts(self, drained: list[TaskEvent], report: LoopReport) -> bool:
         """Whether this loop can leave out its transaction: it would only write that tries started, while every

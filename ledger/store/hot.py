@@ -8,7 +8,9 @@ parameters with the same bind processors SQLAlchemy would use (UTC datetimes, JS
 session's DB-API connection, inside the session's transaction.
 
 The fast path is taken only on SQLite, and only while nothing listens to the engine's statement events
-(`before_cursor_execute`: tests and tools that count or log statements then see every one). Otherwise, and
+(`before_cursor_execute`: tests and tools that count or log statements then see every one; this is looked
+at once per transaction, at its first Hot statement, so a listener added in the middle of a transaction
+counts from the next one). Otherwise, and
 on PostgreSQL (where the server round trip dominates and the connection may need invalidating after a
 fault), the statement goes through SQLAlchemy as usual. A driver error is raised as SQLAlchemy's wrapped
 error (OperationalError, IntegrityError, ...), so that callers tell transient faults the same way.

@@ -91,7 +91,10 @@ def _utc(now: datetime) -> datetime:
         raise ValueError(f"naive datetime {now!r}; timestamps must be aware")
     if type(now) is datetime and now.tzinfo is UTC:
         return now
-    u = now.astimezone(UTC) if now.utcoffset() else now  # (a zero offset: its fields are UTC's already)
+    offset = now.utcoffset()
+    if offset is None:
+        raise ValueError(f"datetime {now!r} has no UTC offset; timestamps must be aware")
+    u = now.astimezone(UTC) if offset else now  # (a zero offset: its fields are UTC's already)
     return datetime(u.year, u.month, u.day, u.hour, u.minute, u.second, u.microsecond, tzinfo=UTC)
 
 

@@ -82,8 +82,8 @@ def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, T
         if isinstance(next_try_at, str):  # (SQLite's text, on the driver's cursor: as SQLAlchemy would read it)
             next_try_at = _read_utc(next_try_at)
         out[run_id][label(task_id, map_index)] = TiRow(
-            ti_id, run_id, task_id, states[state], try_number, max_tries, next_try_at, priority_weight, pool, job_id,
-            bool(armed), signal_id, map_index)
+            ti_id, run_id, task_id, states.get(state) or TaskState(state), try_number, max_tries, next_try_at,
+            priority_weight, pool, job_id, bool(armed), signal_id, map_index)
     return out
 
 

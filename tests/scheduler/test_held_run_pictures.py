@@ -159,6 +159,30 @@ def test_a_loop_reads_the_events_only_when_another_connection_committed_since_th
     job.shutdown()
 
 
+def test_a_loop_reads_the_events_after_another_transaction_of_the_job_appended_one(
+        tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
+    """As a signal's transaction (SchedulerJob.handle_signals): one that appends no event changes nothing."""
+    from ledger.store import events as event_store
+
+    job = a_steady_job(tmp_path, job_parts, SteppedExecutor())
+    job.loop_once()
+    job.loop_once()
+
+    def reads() -> int:
+        return len([s for s in statements if "FROM event WHERE event.id >" in s])
+
+    before = reads()
+    with job.transaction() as session:  # on the job's own connection, no event
+        session.execute(select(DagRun.id)).all()
+    job.loop_once()
+    assert reads() == before
+    with job.transaction() as session:
+        event_store.record(session, "pool_set", at=CLOCK.now(), actor="test", pool="p", slots=1)
+    job.loop_once()
+    assert reads() == before + 1
+    job.shutdown()
+
+
 def test_a_pool_changed_by_another_process_limits_the_next_queueing(
         tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
     sessions = job_parts[1]

@@ -212,9 +212,9 @@ def test_a_cancel_by_another_process_stops_the_try_the_job_runs(
     job.shutdown()
 
 
-def test_a_job_with_more_runs_than_it_may_hold_claims_them_in_batches_and_runs_them_all(
-        tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
-    engine, sessions = job_parts
+def a_job_with_30_runs_holding_16(tmp_path: Path, parts: tuple[Any, Any]) -> DagRunJob:
+    """30 due runs of a one-task daily DAG, and a started job that may hold 16 of them at a time."""
+    engine, sessions = parts
     with DAG("many", schedule="@daily", start_date=pendulum.datetime(2024, 2, 9, tz="UTC"), catchup=True) as dag:
         BashTask("only", "true")
     dag.fileloc = str(tmp_path / "many.py")
@@ -226,6 +226,13 @@ def test_a_job_with_more_runs_than_it_may_hold_claims_them_in_batches_and_runs_t
                     settings=replace(SchedulerSettings(), max_held_runs=16, poll_interval=600.0), actor="test",
                     logs_folder=tmp_path / "logs", say=lambda _line: None)
     job.start()
+    return job
+
+
+def test_a_job_with_more_runs_than_it_may_hold_claims_them_in_batches_and_runs_them_all(
+        tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
+    sessions = job_parts[1]
+    job = a_job_with_30_runs_holding_16(tmp_path, job_parts)
     for _ in range(100):
         job.loop_once()
     with sessions() as s:
@@ -237,18 +244,8 @@ def test_a_job_with_more_runs_than_it_may_hold_claims_them_in_batches_and_runs_t
 
 def test_the_runs_a_job_claims_join_its_list_of_held_runs_without_reading_it_again(
         tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
-    engine, sessions = job_parts
-    with DAG("many", schedule="@daily", start_date=pendulum.datetime(2024, 2, 9, tz="UTC"), catchup=True) as dag:
-        BashTask("only", "true")
-    dag.fileloc = str(tmp_path / "many.py")
-    with sessions.begin() as session:
-        register_dag(session, dag, now=CLOCK.now(), actor="test")
-        create_due_runs(session, now=CLOCK.now(), actor="test")
-    (tmp_path / "logs").mkdir()
-    job = DagRunJob(sessions=sessions, engine=engine, executor=FakeExecutor(parallelism=1), clock=CLOCK,
-                    settings=replace(SchedulerSettings(), max_held_runs=16, poll_interval=600.0), actor="test",
-                    logs_folder=tmp_path / "logs", say=lambda _line: None)
-    job.start()
+    sessions = job_parts[1]
+    job = a_job_with_30_runs_holding_16(tmp_path, job_parts)
     for _ in range(100):
         job.loop_once()
         with sessions() as s:  # what it lists is what it holds

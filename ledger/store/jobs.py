@@ -65,12 +65,11 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
     if not rows:
         return []
     _LOCK.run(session, [{"job": job_id, "ids": [run_id for run_id, _holder, _dag in rows]}])
-    for run_id, _holder, _dag in rows:  # runs this session has loaded say so too, as the ORM's update would make them
-        loaded = session.identity_map.get(identity_key(DagRun, run_id))
-        if loaded is not None:
-            set_committed_value(loaded, "lock_holder", job_id)
     log = []
     for run_id, was, dag_id in rows:
+        loaded = session.identity_map.get(identity_key(DagRun, run_id))
+        if loaded is not None:  # a run this session has loaded says so too, as the ORM's update would make it
+            set_committed_value(loaded, "lock_holder", job_id)
         if was is None:
             log.append(dict(at=now, kind="lock_taken", actor=actor, dag_id=dag_id, run_id=run_id,
                             details={"job_id": job_id}))

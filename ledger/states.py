@@ -31,6 +31,19 @@ class TaskState(StrEnum):
     UPSTREAM_FAILED = "upstream_failed"
     STOPPED = "stopped"  # ended by a STOP signal (a running try was ended, or it never started)
     REMOVED = "removed"  # its task is not in the version the run was moved to (`tasks clear --on-latest-version`)
+    # a try's state only (task_try), never a task instance's: the try ended because the process or machine running
+    # it died (its job stopped heart-beating or shut down, its worker vanished). It spends no retry: the task
+    # instance gets a new try, up to LEDGER_MAX_LOST_TRIES lost tries in a row.
+    LOST = "lost"
+
+
+class StaleState(Exception):
+    """A guarded state write found the row in another state than the writer expected (another process changed it
+    first): nothing was written, the transaction is rolled back, and the writer reads the rows again."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
 
 
 class BackfillState(StrEnum):
@@ -53,3 +66,50 @@ FINISHED_TASK_STATES = frozenset(
     {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED, TaskState.STOPPED,
      TaskState.REMOVED}
 )
+
+
+# The allowed state changes: to-state -> the states it may replace. Every write of a run's or a task instance's
+# state names its to-state and is guarded by `WHERE state IN (from-states)` (ledger/store/transitions.py): a
+# writer that read a state another process has changed since writes nothing and reads again.
+_SCHEDULED, _QUEUED, _RUNNING = TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING
+_ACTIVE_TASK = frozenset({_QUEUED, _RUNNING})
+_WAITING_TASK = frozenset({_SCHEDULED, TaskState.UP_FOR_RETRY})
+TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
+    # a try is queued for a task instance that waits (its dependencies met, its retry due)
+    TaskState.QUEUED: _WAITING_TASK,
+    # the executor says the try started
+    TaskState.RUNNING: frozenset({_QUEUED}),
+    # a try ended; or an operator marked a task instance (not while a try runs); a mapped task whose list
+    # fails or is empty; a run cancelled (skipped) or whose trigger rules skip it
+    TaskState.SUCCESS: _ACTIVE_TASK | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.SUCCESS},
+    TaskState.FAILED: _ACTIVE_TASK | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.FAILED},
+    TaskState.SKIPPED: _ACTIVE_TASK | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.SKIPPED},
+    TaskState.UP_FOR_RETRY: _ACTIVE_TASK,
+    TaskState.UPSTREAM_FAILED: frozenset({_SCHEDULED}),
+    # a STOP signal or an operator ended its try, or it never started
+    TaskState.STOPPED: _ACTIVE_TASK | _WAITING_TASK,
+    # a new try: after a try that never started or was lost (from active), a clear (from finished or waiting),
+    # or a signal's START / RESTART
+    TaskState.SCHEDULED: _ACTIVE_TASK | FINISHED_TASK_STATES | {TaskState.UP_FOR_RETRY},
+    # its task is not in the version its run moved to, or past the end of its mapped task's new list
+    TaskState.REMOVED: _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.REMOVED},
+}
+RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.QUEUED: frozenset({RunState.SUCCESS, RunState.FAILED}),  # tasks cleared or marked to run again
+    RunState.RUNNING: frozenset({RunState.QUEUED}),  # a job started it
+    # its tasks finished, or an operator marked or cancelled it, or its dagrun_timeout passed
+    RunState.SUCCESS: frozenset({RunState.QUEUED, RunState.RUNNING, RunState.FAILED}),
+    RunState.FAILED: frozenset({RunState.QUEUED, RunState.RUNNING, RunState.SUCCESS}),
+    # a backfill or a replace displaced it: whatever it was, it leaves the chain; nothing comes back from it
+    RunState.OVERRIDDEN: frozenset({RunState.QUEUED, RunState.RUNNING, RunState.SUCCESS, RunState.FAILED}),
+}
+
+
+def task_may_move(before: str, after: TaskState) -> bool:
+    """Whether a task instance in state `before` may be moved to `after` (TASK_TRANSITIONS)."""
+    return before in TASK_TRANSITIONS[after]
+
+
+def run_may_move(before: str, after: RunState) -> bool:
+    """Whether a run in state `before` may be moved to `after` (RUN_TRANSITIONS)."""
+    return before in RUN_TRANSITIONS[after]

@@ -38,7 +38,7 @@ from ledger.models import DagRun
 from ledger.operations import stop_tasks
 from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal, is_valid_key
-from ledger.states import JobState, RunState, TaskState
+from ledger.states import JobState, RunState, StaleState, TaskState
 from ledger.store import callbacks as callback_store
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage
@@ -83,6 +83,18 @@ def log_file(logs: str, dag_id: str, run_id: int, task_id: str, try_number: int,
     if map_index < 0:
         return os.path.join(logs, dag_id, f"run_{run_id}", task_id, f"try_{try_number}.log")
     return os.path.join(logs, dag_id, f"run_{run_id}", task_id, f"map_{map_index}", f"try_{try_number}.log")
+
+
+def _ended_how(o: task_store.Outcome, st: TaskState, settings: SchedulerSettings) -> str:
+    """What a try's end means for its task instance, in words: the log's last line and the event's reason."""
+    if o.state == TaskState.LOST:
+        if st == TaskState.SCHEDULED:
+            return f"lost: {o.reason}; it gets a new try (a lost try spends no retry)"
+        if st == TaskState.FAILED:
+            return (f"lost: {o.reason}; {settings.max_lost_tries} tries lost in a row (LEDGER_MAX_LOST_TRIES), "
+                    "so the task fails")
+        return f"lost: {o.reason}; its run has ended or it was asked to stop, so it gets no new try"
+    return f"{o.reason}; it gets a new try" if st == TaskState.SCHEDULED else str(o.reason)
 
 
 @dataclass
@@ -267,11 +279,19 @@ class DagRunJob:
         gc.freeze()
         self.backoff.max_outage = self.settings.db_max_outage
         outage_since: float | None = None
-        attempt = 0
+        attempt = stale = 0
         try:
             while not self.stopping:
                 try:
                     report = self.loop_once()
+                except StaleState as exc:
+                    # another process changed a row this job wrote from what it remembered: nothing was written,
+                    # what it remembered is forgotten (transaction()), and the next loop reads it all again
+                    stale += 1
+                    if stale > 10:  # the database itself says otherwise every time: a bug, not a race
+                        raise
+                    self.say(f"{exc.what}; reading again")
+                    continue
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
@@ -284,6 +304,7 @@ class DagRunJob:
                     self.say(f"database error, retrying in {wait_s:.1f} s (attempt {attempt}): {first_line(exc)}")
                     self._pause(wait_s)
                     continue
+                stale = 0
                 if outage_since is not None:
                     self.say(f"database reachable again after {time.monotonic() - outage_since:.1f} s")
                     outage_since, attempt = None, 0
@@ -332,12 +353,18 @@ class DagRunJob:
         the job's memory is put back, so that the next try decides again from what the database holds."""
         saved = (dict(self._inflight), dict(self._stop_requests), list(self._state_items), dict(self._stop_reasons),
                  list(self._log_notes), self._seen_event, list(self._own_events))
+        # what the transaction says (a run's or try's new state) is printed once it has committed: a fault that
+        # rolls it back leaves nothing printed that the database does not hold
+        outer = self.say
+        said: list[str] = []
+        self.say = said.append
         try:
             with self._session() as session:
                 yield session
                 if not loop and events.written_ids(session):
                     self._side_events += 1  # the next loop reads the events (see _others_wrote)
         except BaseException:
+            self.say = outer
             self._side_events += 1
             (self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes,
              self._seen_event, self._own_events) = saved
@@ -345,6 +372,9 @@ class DagRunJob:
             self._claim_now = True
             self._reconcile = True
             raise
+        self.say = outer
+        for line in said:
+            outer(line)
 
     def _session(self) -> contextlib.AbstractContextManager[Session]:
         """A session in a new transaction: on SQLite on a connection the job keeps (checking one out of the pool
@@ -398,7 +428,7 @@ class DagRunJob:
                     break
                 except Exception as exc:
                     attempt += 1
-                    if not is_transient(exc) or attempt >= 6:
+                    if not (is_transient(exc) or isinstance(exc, StaleState)) or attempt >= 6:
                         raise
                     self.say(f"database error while stopping, retrying (attempt {attempt}): {first_line(exc)}")
                     time.sleep(self.backoff.delay(attempt))
@@ -424,8 +454,9 @@ class DagRunJob:
             self._record(session, last, now, files)
             lost = task_store.unfinished_in_job(session, self.job_id)
             if lost:
-                self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
-                                                 reason="stopped by shutdown") for ti, tn in lost], now)
+                self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
+                                                 reason="its job stopped before the try ended")
+                                       for ti, tn in lost], now)
             self._callbacks_ended(session, now)
             released = job_store.release_all(session, self.job_id)
             events.record_many(session, [  # one event per run, so that `ledger events --dag/--run` finds it
@@ -602,7 +633,7 @@ class DagRunJob:
                 if task_spec is None or not task_spec.callbacks.get(kind):
                     continue  # the common case: no callback, no query
                 run_id, task_id = info.run_id, info.task_id
-            else:  # a zombie: its job is gone
+            else:  # another job's lost try: that job is gone
                 _dag, found_run, found_task = task_store.subjects(session, [o.ti_id]).get(o.ti_id, (None, None, None))
                 if found_run is None or found_task is None:
                     continue
@@ -691,7 +722,7 @@ class DagRunJob:
             requeue = unstarted and ev.ti_id not in self._stop_requests and self.requeues_unstarted()
             if ev.kind == "finished" and ev.ti_id in self._stop_requests:
                 why = self._stop_requests.pop(ev.ti_id)
-                if state == TaskState.FAILED:  # ended by the kill (it may have finished on its own just before)
+                if state in (TaskState.FAILED, TaskState.LOST):  # ended by the kill (it may have ended on its own)
                     state = TaskState.STOPPED
                     if info is not None and info.log_path:  # written once this transaction has committed
                         if unstarted:  # taken out while it waited in its worker
@@ -707,23 +738,23 @@ class DagRunJob:
                     if info.queued_at:
                         self.metrics.lag.observe(max(0.0, ev.at - info.queued_at))
             elif info is None:
-                self._forget()  # a try this job does not know of (a zombie, a lost one): read every run again
+                self._forget()  # a try this job does not know of (another job's lost one): read every run again
             else:
                 self._settled.pop(info.run_id, None)
                 self._forget_past_of(info.run_id)
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes,
-                                             self._known_tries(drained, where) if self._serial else None)
+                                             self._known_tries(drained, where) if self._serial else None,
+                                             max_lost_tries=self.settings.max_lost_tries)
         for o, st in written:
-            requeued_info = where.get((o.ti_id, o.try_number)) if o.requeue else None
+            requeued_info = where.get((o.ti_id, o.try_number)) if o.requeue or o.state == TaskState.LOST else None
             if requeued_info is not None and requeued_info.log_path:  # written once this transaction has committed
-                again = "; it gets a new try" if st == TaskState.SCHEDULED else ""
-                self._log_notes.append((requeued_info.log_path, o.at, f"outcome: {o.reason}{again}"))
+                self._log_notes.append((requeued_info.log_path, o.at, f"outcome: {_ended_how(o, st, self.settings)}"))
         self._picture_outcomes(drained, written, where)
-        for _o, st in written:
+        for o, st in written:
             if st != TaskState.RUNNING:
-                self.metrics.finished.labels(st.value).inc()
+                self.metrics.finished.labels(TaskState.LOST.value if o.state == TaskState.LOST else st.value).inc()
         ended = [o.ti_id for o, st in written if st != TaskState.RUNNING]
         if not self._requests_known or not self._serial or self._requested.intersection(ended):
             for rearmed in signal_actions.settle(session, ended):
@@ -735,7 +766,7 @@ class DagRunJob:
             info = where.get((o.ti_id, o.try_number))
             if info is not None and info.log_path and st != TaskState.RUNNING:
                 left = (files or {}).get((o.ti_id, o.try_number))
-                if left is None:  # (an end the job decided itself, in this transaction: a lost try, a zombie)
+                if left is None:  # (an end the job decided itself, in this transaction: a lost try)
                     left = try_files.read(info.log_path)
                 pushed = left.pushed
                 if pushed:
@@ -748,8 +779,9 @@ class DagRunJob:
                 lineage.record(session, left.writes, run_id=info.run_id,
                                dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                                dag_version=info.dag_version, try_state=st.value, now=now)
-        failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)]
-        unknown = [o.ti_id for o, _ in failed if where.get((o.ti_id, o.try_number)) is None]  # zombies
+        failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)
+                  or o.state == TaskState.LOST]
+        unknown = [o.ti_id for o, _ in failed if where.get((o.ti_id, o.try_number)) is None]  # lost tries of other jobs
         found = task_store.subjects(session, unknown)
         failures = []
         for o, st in failed:
@@ -757,13 +789,15 @@ class DagRunJob:
             dag_id, run_id, task_id = (info.dag_id, info.run_id, info.task_id) if info is not None \
                 else found.get(o.ti_id, (None, None, None))
             index = info.map_index if info is not None else NOT_MAPPED
+            kind = "try_lost" if o.state == TaskState.LOST else \
+                "try_not_started" if st == TaskState.SCHEDULED else "task_failed"
             failures.append(dict(
-                at=now, kind="try_not_started" if st == TaskState.SCHEDULED else "task_failed", actor=self.actor,
-                dag_id=dag_id, run_id=run_id,
-                details={"task_id": task_id, "ti_id": o.ti_id, "try_number": o.try_number, "reason": o.reason,
+                at=now, kind=kind, actor=self.actor, dag_id=dag_id, run_id=run_id,
+                details={"task_id": task_id, "ti_id": o.ti_id, "try_number": o.try_number,
+                         "reason": _ended_how(o, st, self.settings) if o.state == TaskState.LOST else o.reason,
                          "state": st.value, **({"map_index": index} if index >= 0 else {})}))
-            self.say(f"{dag_id} run {run_id} task {label(task_id or '?', index)} try {o.try_number}: {st.value} "
-                     f"({o.reason})")
+            self.say(f"{dag_id} run {run_id} task {label(task_id or '?', index)} try {o.try_number}: "
+                     f"{'lost' if o.state == TaskState.LOST else st.value} ({_ended_how(o, st, self.settings)})")
         events.record_many(session, failures)
         return len(written)
 
@@ -898,16 +932,12 @@ class DagRunJob:
         for run_id, holder in claimed:
             if holder is not None:
                 self.say(f"took over run {run_id} from job {holder}, which stopped heart-beating")
-        zombies = task_store.orphaned(session, ids, job_id=self.job_id)
-        if zombies:
-            self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "failed",
-                                             reason="its job stopped heart-beating (zombie)")
-                                   for ti, tn, _run in zombies], now)
-            found = task_store.subjects(session, [ti for ti, _tn, _run in zombies])
-            events.record_many(session, [
-                dict(at=now, kind="zombie", actor=self.actor, dag_id=found.get(ti, (None,))[0], run_id=run,
-                     details={"ti_id": ti, "try_number": tn, "task_id": found.get(ti, (None, None, None))[2]})
-                for ti, tn, run in zombies])
+        # tries of a job that stopped heart-beating (or whose process is gone) are lost: each gets a new try
+        orphans = task_store.orphaned(session, ids, job_id=self.job_id)
+        if orphans:
+            self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
+                                             reason="its job stopped heart-beating")
+                                   for ti, tn, _run in orphans], now)
         return len(claimed)
 
     # -- process runs --------------------------------------------------------------------------
@@ -941,7 +971,7 @@ class DagRunJob:
         self._successor.update(plan.successors)
         for ti, st, run in plan.mark:
             self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
-        task_store.mark(session, [(ti.id, st) for ti, st, _run in plan.mark], now=now)
+        task_store.mark(session, [(ti.id, ti.state, st) for ti, st, _run in plan.mark], now=now)
         for ti, st, run in plan.mark:
             picture = self._pictures.get(run.id)  # (None: forgotten by the mark of its previous run, just above)
             if picture is not None:
@@ -1006,7 +1036,7 @@ class DagRunJob:
                 self.say(f"{where}: expanded into {found.count} instance(s) over {source}")
                 continue
             state = TaskState(found.state)
-            task_store.mark(session, [(ti.id, state)], now=now)
+            task_store.mark(session, [(ti.id, ti.state, state)], now=now)
             self._task_state(run.dag_id, ti.task_id, state.value, {"run_id": run.id})
             kind = "task_expanded" if state == TaskState.SKIPPED else "task_failed"
             events.record(session, kind, at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,

@@ -45,6 +45,9 @@ class SchedulerSettings:
     # instead of in a transaction of its own while every worker is busy (0: at once); see docs/scheduler.md
     started_write_delay: float = 0.25
     max_map_length: int = 1024  # the most instances a task mapped over another task's value gets (else: failed)
+    # a try lost to a crash (its job, worker or host died) spends no retry; after this many lost tries in a row
+    # the task instance fails, saying so
+    max_lost_tries: int = 3
 
     def items_ahead(self) -> int:
         """queue_ahead, with auto (-1) resolved: a worker that runs tries itself finishes one in well under a
@@ -80,7 +83,8 @@ class SchedulerSettings:
     def check(self) -> None:
         if self.executor not in ("local", "sequential"):
             raise ConfigError(f"unknown executor {self.executor!r}; use local or sequential")
-        for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism", "max_map_length"):
+        for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism", "max_map_length",
+                     "max_lost_tries"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
         if self.queue_ahead < -1:

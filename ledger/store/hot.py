@@ -54,15 +54,15 @@ class Hot:
         self._dml = isinstance(statement, (Insert, Update))
         self._lists: tuple[str, ...] | None = None  # the names of its IN-list parameters, once compiled
 
-    def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Execute once per row (executemany); no result."""
+    def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Execute once per row (executemany); the number of rows it changed, over all parameter rows (what a
+        guarded state write compares with the rows it meant to change)."""
         if not rows:
-            return
+            return 0
         conn, cursor = _connection(session)
         form = self._form(conn, rows[0]) if cursor is not None else None
         if form is None or cursor is None:
-            conn.execute(self.statement, list(rows))
-            return
+            return int(conn.execute(self.statement, list(rows)).rowcount)
         values = [form.bind(row) for row in rows]
         try:
             if len(values) == 1:
@@ -71,6 +71,7 @@ class Hot:
                 cursor.executemany(form.sql, values)
         except conn.dialect.loaded_dbapi.Error as exc:
             raise _wrapped(form, values, exc, conn, cursor) from exc
+        return int(cursor.rowcount)
 
     def rows(self, session: Session, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """Execute once with `params`; the rows it returns, as tuples (integers and strings only)."""

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ledger.models import Backfill, Dag, DagRun, Event
-from ledger.states import BackfillState, RunState
+from ledger.states import BackfillState, RunState, StaleState, run_may_move
 from ledger.store import events
 from ledger.store.hot import Hot
 from ledger.store.jobs import UNFINISHED
@@ -118,7 +118,8 @@ def _state_update(state: RunState, release: bool) -> Hot:
             values["ended_at"] = bindparam("at", type_=t.c.ended_at.type)
         if release:
             values["lock_holder"] = None
-        found = _STATE_UPDATES[(state, release)] = Hot(update(t).where(t.c.id == bindparam("run")).values(**values))
+        found = _STATE_UPDATES[(state, release)] = Hot(
+            update(t).where(t.c.id == bindparam("run"), t.c.state == bindparam("was")).values(**values))
     return found
 
 
@@ -135,10 +136,15 @@ def set_deadline_missed(session: Session, run: DagRun, *, now: datetime) -> None
 def set_run_state(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str,
                   release: bool = False, reason: str | None = None) -> str:
     """Move `run` to `state` (stamping started_at / ended_at; `release`: drop its lock) and record the
-    `run_state_changed` event. Returns the state it had."""
+    `run_state_changed` event. Returns the state it had. Guarded on that state (the object's): StaleState, and
+    nothing written, when another process changed the run since it was read."""
     before = run.state
+    if not run_may_move(before, state):
+        raise ValueError(f"run {run.id}: {before} -> {state.value} is not an allowed transition")
     stamped = state in (RunState.RUNNING, RunState.SUCCESS, RunState.FAILED)
-    _state_update(state, release).run(session, [{"run": run.id, **({"at": now} if stamped else {})}])
+    if not _state_update(state, release).run(session, [{"run": run.id, "was": before,
+                                                        **({"at": now} if stamped else {})}]):
+        raise StaleState(f"moving run {run.id} from {before} to {state.value}: it changed meanwhile")
     # the object says what the row now holds, without the ORM writing it a second time: the job may keep it
     # (detached) as its picture of the run
     set_committed_value(run, "state", state.value)

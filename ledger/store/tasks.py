@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from ledger.dependencies import TiState
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
-from ledger.states import TaskState
+from ledger.states import StaleState, TaskState, task_may_move
 from ledger.store.hot import Hot
 from ledger.store.jobs import UNFINISHED
 
@@ -143,18 +143,35 @@ def pool_room(session: Session, slots: Mapping[str, int]) -> dict[str, int]:
     return {name: n - used.get(name, 0) for name, n in slots.items()}
 
 
-_MARK = update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
-    state=bindparam("st"), ended_at=bindparam("at", type_=TI_TABLE.c.ended_at.type))
+_MARK = Hot(update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti"), TI_TABLE.c.state == bindparam("was")).values(
+    state=bindparam("st"), ended_at=bindparam("at", type_=TI_TABLE.c.ended_at.type)))
 
 
-def mark(session: Session, changes: list[tuple[int, TaskState]], *, now: datetime) -> None:
-    """Set states decided by trigger rules (skipped / upstream_failed) on scheduled task instances."""
+def _moves(changes: list[tuple[int, TaskState, TaskState]]) -> None:
+    for ti, was, st in changes:
+        if not task_may_move(was, st):
+            raise ValueError(f"task instance {ti}: {was.value} -> {st.value} is not an allowed transition")
+
+
+def _guarded(written: int, expected: int, what: str) -> None:
+    """A guarded write changed fewer rows than it meant to: another process changed one of them first."""
+    if written != expected:
+        raise StaleState(f"{what}: {expected - written} of {expected} task instance(s) changed meanwhile")
+
+
+def mark(session: Session, changes: list[tuple[int, TaskState, TaskState]], *, now: datetime) -> None:
+    """Set states decided by the loop's rules (skipped / upstream_failed by trigger rules, a mapped task's
+    failure or empty list): (ti id, the state it had when read, the new state), each guarded on the state it
+    replaces (StaleState when one changed meanwhile)."""
     if changes:
-        session.connection().execute(_MARK, [{"ti": ti, "st": st.value, "at": now} for ti, st in changes])
+        _moves(changes)
+        _guarded(_MARK.run(session, [{"ti": ti, "was": was.value, "st": st.value, "at": now}
+                                     for ti, was, st in changes]), len(changes), "marking task instances")
 
 
 _QUEUE = Hot(update(TI_TABLE).where(and_(TI_TABLE.c.id == bindparam("ti"),
-                                         TI_TABLE.c.try_number == bindparam("was")))
+                                         TI_TABLE.c.try_number == bindparam("was"),
+                                         TI_TABLE.c.state == bindparam("was_state")))
              .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"),
                      queued_at=bindparam("at", type_=TI_TABLE.c.queued_at.type), job_id=bindparam("job"),
                      next_try_at=None, started_at=None, ended_at=None, signal_armed=False))
@@ -168,12 +185,15 @@ def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime,
 
     The (task instance, try number) unique key of task_try makes it impossible to start a try twice. A
     signal's START that armed a task instance is used up by the try queued here (signal_armed is cleared).
+    Guarded on the state and try number each row had when read: StaleState (nothing queued) when one changed.
     """
     if not tis:
         return {}
+    _moves([(ti.id, ti.state, TaskState.QUEUED) for ti in tis])
     tries = {ti.id: ti.try_number + 1 for ti in tis}
-    _QUEUE.run(session, [{"ti": ti.id, "was": ti.try_number, "now_try": tries[ti.id], "at": now, "job": job_id}
-                         for ti in tis])
+    _guarded(_QUEUE.run(session, [{"ti": ti.id, "was": ti.try_number, "was_state": ti.state.value,
+                                   "now_try": tries[ti.id], "at": now, "job": job_id} for ti in tis]),
+             len(tis), "queueing task instances")
     _INSERT_TRY.run(session, [
         {"task_instance_id": ti.id, "try_number": tries[ti.id], "state": TaskState.QUEUED.value, "job_id": job_id,
          "dag_version": (versions or {}).get(ti.id)}
@@ -204,7 +224,8 @@ class Outcome:
 
 _CURRENT_TRIES = select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state) \
     .where(TaskInstance.id.in_(bindparam("ids", expanding=True)))
-_OUTCOME_TI = Hot(update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti")).values(
+_OUTCOME_TI = Hot(update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti"), TI_TABLE.c.state == bindparam("was"),
+                                         TI_TABLE.c.try_number == bindparam("tn")).values(
     state=bindparam("st"),
     started_at=func.coalesce(bindparam("started", type_=TI_TABLE.c.started_at.type), TI_TABLE.c.started_at),
     ended_at=bindparam("ended", type_=TI_TABLE.c.ended_at.type),
@@ -226,13 +247,16 @@ _MAY_REQUEUE = select(TaskInstance.id).join(DagRun, DagRun.id == TaskInstance.ru
     DagRun.state.in_(UNFINISHED))
 
 
-def record_outcomes(session: Session, outcomes: list[Outcome],
-                    known: Mapping[int, tuple[int, int, str]] | None = None) -> list[tuple[Outcome, TaskState]]:
-    """Apply what executors reported; returns the states written (failed may become up_for_retry).
+def record_outcomes(session: Session, outcomes: list[Outcome], known: Mapping[int, tuple[int, int, str]] | None = None,
+                    *, max_lost_tries: int = 3) -> list[tuple[Outcome, TaskState]]:
+    """Apply what executors reported; returns the states written (failed may become up_for_retry; a lost try, or
+    one that never started, gives its task instance a new try: scheduled).
 
     An outcome for a try that is no longer the current one is ignored. `known`: ti id -> (try number, max tries,
     state) as the caller knows the database holds them in this transaction (a job, of the runs it holds); the
-    others are read.
+    others are read. Each write is guarded on the state and try number it replaces: StaleState when another
+    process changed one meanwhile (a caller's `known` that was stale). A lost try costs no retry, but after
+    `max_lost_tries` lost tries in a row the task instance fails.
     """
     if not outcomes:
         return []
@@ -242,8 +266,10 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
     if missing:
         current.update((r.id, (r.try_number, r.max_tries, r.state))
                        for r in session.connection().execute(_CURRENT_TRIES, {"ids": missing}))
-    asked = [o.ti_id for o in outcomes if o.requeue]  # (rare: a job that stopped with tries waiting in workers)
+    # (rare: a job that stopped with tries waiting in workers, or tries lost to a crash)
+    asked = [o.ti_id for o in outcomes if o.requeue or o.state == TaskState.LOST]
     may_requeue = set(session.connection().execute(_MAY_REQUEUE, {"ids": asked}).scalars()) if asked else set()
+    lost_before = _lost_in_a_row(session, [o.ti_id for o in outcomes if o.state == TaskState.LOST])
     ti_rows: list[dict[str, Any]] = []
     try_rows: list[dict[str, Any]] = []
     written: list[tuple[Outcome, TaskState]] = []
@@ -253,31 +279,60 @@ def record_outcomes(session: Session, outcomes: list[Outcome],
             continue
         state = o.state
         next_try = None
+        try_state = o.state
         if o.requeue and state == TaskState.FAILED:
             state = TaskState.SCHEDULED if o.ti_id in may_requeue else TaskState.STOPPED
+            try_state = TaskState.STOPPED
+        elif state == TaskState.LOST:
+            if o.ti_id not in may_requeue:  # its run ended, or a stop is pending on it
+                state = TaskState.STOPPED
+            elif lost_before.get(o.ti_id, 0) + 1 >= max_lost_tries:
+                state = TaskState.FAILED
+            else:
+                state = TaskState.SCHEDULED
         elif state == TaskState.FAILED and o.try_number < row[1]:
             state = TaskState.UP_FOR_RETRY
             next_try = (o.decided_at or o.at) + timedelta(seconds=o.retry_delay)
         if state == TaskState.RUNNING:
-            ti_rows.append({"ti": o.ti_id, "st": state.value, "started": o.at, "ended": None, "nxt": None,
-                            "pid": o.pid, "host": o.hostname})
+            ti_rows.append({"ti": o.ti_id, "was": row[2], "tn": o.try_number, "st": state.value, "started": o.at,
+                            "ended": None, "nxt": None, "pid": o.pid, "host": o.hostname})
         else:
-            ti_rows.append({"ti": o.ti_id, "st": state.value, "started": None,
+            ti_rows.append({"ti": o.ti_id, "was": row[2], "tn": o.try_number, "st": state.value, "started": None,
                             "ended": None if state == TaskState.SCHEDULED else o.at, "nxt": next_try,
                             "pid": o.pid, "host": o.hostname})
-        try_rows.append({"ti": o.ti_id, "tn": o.try_number,
-                         "st": TaskState.STOPPED.value if o.requeue and o.state == TaskState.FAILED else o.state.value,
+        try_rows.append({"ti": o.ti_id, "tn": o.try_number, "st": try_state.value,
                          "started": o.at if state == TaskState.RUNNING else None,
                          "ended": None if state == TaskState.RUNNING else o.at, "pid": o.pid, "host": o.hostname})
         current[o.ti_id] = (row[0], row[1], state.value)
         written.append((o, state))
     if ti_rows:
-        _OUTCOME_TI.run(session, ti_rows)
+        _guarded(_OUTCOME_TI.run(session, ti_rows), len(ti_rows), "recording outcomes")
         _OUTCOME_TRY.run(session, try_rows)
         requeued = [{"ti": o.ti_id, "armed": o.armed} for o, st in written if st == TaskState.SCHEDULED]
         if requeued:
             session.connection().execute(_ONE_MORE_TRY, requeued)
     return written
+
+
+_TRY_STATES = select(TaskTry.task_instance_id, TaskTry.state).where(
+    TaskTry.task_instance_id.in_(bindparam("ids", expanding=True))).order_by(
+    TaskTry.task_instance_id, TaskTry.try_number.desc())
+
+
+def _lost_in_a_row(session: Session, ti_ids: list[int]) -> dict[int, int]:
+    """ti id -> how many of its latest ended tries were lost, in a row (its current try, still active, left out)."""
+    if not ti_ids:
+        return {}
+    out: dict[int, int] = {}
+    done: set[int] = set()
+    for ti, state in session.connection().execute(_TRY_STATES, {"ids": ti_ids}):
+        if ti in done or state in ACTIVE:
+            continue
+        if state == TaskState.LOST.value:
+            out[ti] = out.get(ti, 0) + 1
+        else:
+            done.add(ti)
+    return out
 
 
 def orphaned(session: Session, run_ids: list[int], *, job_id: int) -> list[tuple[int, int, int]]:

@@ -79,7 +79,9 @@ class TaskEvent:
     try_number: int
     kind: Literal["started", "finished"]
     at: float  # wall-clock time.time() when it happened
-    state: Literal["success", "failed", "skipped"] | None = None  # for finished
+    # for finished; lost: the try ended because the process running it died or was stopped with its job (a worker
+    # that vanished, a shutdown's kill), not for anything the task did
+    state: Literal["success", "failed", "skipped", "lost"] | None = None
     pid: int | None = None
     reason: str | None = None  # one line: "exit code 1", "timed out after 5.0 s", "worker died"
     # for finished: the files the try left beside its log (scheduler/try_files.py suffixes); None: not looked for
@@ -107,7 +109,7 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def drain(self) -> list[TaskEvent]:
         """Events that happened since the last call, without blocking (also runs housekeeping:
-        detecting dead workers, which yields a finished/failed event with reason 'worker died')."""
+        detecting dead workers, which yields a finished/lost event with reason 'worker died')."""
 
     @abc.abstractmethod
     def wait_handles(self) -> list[Any]:
@@ -125,4 +127,4 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def end(self, grace: float) -> list[TaskEvent]:
         """Take no more work; let running tries finish within `grace` seconds, then kill them
-        (reported as failed with reason 'stopped by shutdown'); stop workers; return the last events."""
+        (reported lost with reason 'stopped by shutdown'); stop workers; return the last events."""

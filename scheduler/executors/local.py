@@ -99,10 +99,11 @@ def _own_signals() -> None:
             signal.signal(signum, handler)
 
 
-def _failure(item: WorkItem, reason: str, pid: int | None = None) -> TaskEvent:
-    """The end, now, of a try that failed or never started, for `reason`."""
-    return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(), state="failed",
-                     pid=pid, reason=reason)
+def _failure(item: WorkItem, reason: str, pid: int | None = None, *, lost: bool = False) -> TaskEvent:
+    """The end, now, of a try that failed or never started, for `reason` (`lost`: its worker died or was stopped
+    under it, through no fault of the try's own)."""
+    return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
+                     state="lost" if lost else "failed", pid=pid, reason=reason)
 
 
 def _ended(item: WorkItem, outcome: Outcome, pid: int) -> TaskEvent:
@@ -515,9 +516,9 @@ class LocalExecutor(Executor):
               target: int | None = None) -> None:
         """A worker died (or is being stopped, to end the try of task instance `target`): kill its try's process
         group, read everything it said before it went (a try may have ended and the next begun since the last
-        read), fail the try it was running, maybe replace it. Items that waited behind that try never started:
-        those stopped while they waited are reported so; the others go to the replacement (else fail as never
-        started)."""
+        read), end the try it was running (lost, unless it is the try being stopped), maybe replace it. Items
+        that waited behind that try never started: those stopped while they waited are reported so; the others
+        go to the replacement (else fail as never started)."""
         self._stop([worker])
         mine: list[TaskEvent] = []
         worker.dead = False  # (a worker found dead may have said more than was read: read it to the end)
@@ -527,7 +528,7 @@ class LocalExecutor(Executor):
         worker.items = []
         if head is not None:
             why = reason if target is None or head.ti_id == target else f"worker stopped to end another try ({reason})"
-            mine.append(_failure(head, why, worker.pid))
+            mine.append(_failure(head, why, worker.pid, lost=target is None or head.ti_id != target))
         for item in [item for item in waiting if (item.ti_id, item.try_number) in self._cancelled]:
             waiting.remove(item)
             mine.append(_failure(item, NEVER_STARTED))

@@ -283,3 +283,53 @@ def test_retry_exponential_backoff_doubles_the_delay_up_to_max_retry_delay(tmp_p
         clock.current = due
     job.shutdown()
     assert waits == [60, 120, 150]  # 60 * 2^0, 60 * 2^1, then capped (60 * 2^2 = 240 > 150)
+
+
+def test_a_change_is_printed_only_once_its_transaction_has_committed(tmp_path: Path,
+                                                                      job_parts: tuple[Any, Any]) -> None:
+    """The disk fills up as the loop commits: the loop said nothing of what it rolled back; the next loop, which
+    commits, says it."""
+    engine, sessions = job_parts
+    said: list[str] = []
+    job = a_job(tmp_path, engine, sessions, FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC")), FakeExecutor())
+    job.say = said.append
+
+    def full(_conn: Any) -> None:
+        raise OperationalError("COMMIT", {}, sqlite3.OperationalError("database or disk is full"))
+
+    event.listen(engine, "commit", full)
+    with pytest.raises(OperationalError):
+        job.loop_once()  # would start the run: running, and queue a
+    assert said == []
+    with sessions() as s:
+        assert s.scalar(select(DagRun.state)) == "queued"
+    event.remove(engine, "commit", full)
+    job.loop_once()
+    assert any("queued → running" in line for line in said), said
+    job.shutdown()
+
+
+def test_a_task_instance_changed_behind_the_jobs_memory_is_refused_then_read_again(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:
+    """Another process marks b skipped without the event that tells jobs to read again: the job's guarded queue of
+    b from what it remembered (scheduled) writes nothing and raises StaleState; the next loop reads b skipped and
+    never runs it, and the run ends as the mark says."""
+    from ledger.states import StaleState
+
+    engine, sessions = job_parts
+    executor = FakeExecutor()
+    job = a_job(tmp_path, engine, sessions, FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC")), executor)
+    job.loop_once()  # queues a; b waits for it
+    other = sqlite3.connect(str(tmp_path / "ledger.db"), isolation_level=None)
+    other.execute("UPDATE task_instance SET state = 'skipped' WHERE task_id = 'b'")
+    other.close()
+    with pytest.raises(StaleState):
+        for _ in range(3):
+            job.loop_once()  # a succeeds; b, believed scheduled, is queued from memory
+    for _ in range(4):
+        job.loop_once()
+    assert states(sessions) == {"a": ("success", 1), "b": ("skipped", 0)}
+    assert [i.task_id for i in executor.submitted] == ["a"]
+    with sessions() as s:
+        assert s.scalar(select(DagRun.state)) == "success"
+    job.shutdown()

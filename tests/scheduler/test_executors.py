@@ -150,8 +150,7 @@ def test_a_task_that_exceeds_its_timeout_is_killed_and_failed(make: MakeExecutor
         assert process_gone(item_events[0].pid or 0)
 
 
-def test_a_worker_killed_mid_task_is_reported_as_worker_died_and_replaced(make: MakeExecutor,
-                                                                         dag_file: Path) -> None:
+def test_a_worker_killed_mid_task_reports_its_try_lost_and_is_replaced(make: MakeExecutor, dag_file: Path) -> None:
     executor = make("local", 2)
     assert isinstance(executor, LocalExecutor)
     workers_before = {w.process.pid for w in executor._workers}
@@ -162,7 +161,7 @@ def test_a_worker_killed_mid_task_is_reported_as_worker_died_and_replaced(make: 
     assert worker.process.pid is not None
     os.kill(worker.process.pid, signal.SIGKILL)
     finished = wait_for_event(executor, "finished")
-    assert (finished.ti_id, finished.state, finished.reason) == (1, "failed", "worker died")
+    assert (finished.ti_id, finished.state, finished.reason) == (1, "lost", "worker died")
     assert process_gone(sleep_pid) and process_gone(started.pid or 0)
     assert executor.open_slots() == 2 and executor.in_flight() == set()
     workers_after = {w.process.pid for w in executor._workers}
@@ -221,7 +220,7 @@ def test_end_lets_tries_finish_within_the_grace_period_then_stops_the_rest(make:
     took = time.monotonic() - began
     assert 2.4 <= took < 8
     finished = {e.ti_id: (e.state, e.reason) for e in events if e.kind == "finished"}
-    assert finished == {1: ("success", None), 2: ("failed", "stopped by shutdown")}
+    assert finished == {1: ("success", None), 2: ("lost", "stopped by shutdown")}
     assert process_gone(sleep_pid)
     assert all(process_gone(pid or 0) for pid in worker_pids)
     assert executor.open_slots() == 0 and executor.in_flight() == set()

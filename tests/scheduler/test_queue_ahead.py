@@ -108,7 +108,7 @@ def test_at_shutdown_what_still_waits_when_the_grace_ends_is_failed_as_never_sta
     executor.submit(work_item(dag_file, "noop", ti_id=2))
     wait_for_event(executor, "started")
     ended = {e.ti_id: (e.kind, e.state, e.reason) for e in executor.end(grace=0.5)}
-    assert ended == {1: ("finished", "failed", "stopped by shutdown"),
+    assert ended == {1: ("finished", "lost", "stopped by shutdown"),
                      2: ("finished", "failed", "never started: stopped by shutdown")}
 
 

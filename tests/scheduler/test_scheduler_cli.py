@@ -238,13 +238,13 @@ with DAG("long", schedule=None, start_date=START):
     assert [(e["dag_id"], str(e["run_id"])) for e in released] == [("long", "1")]  # one event per run, with its DAG
 
 
-def test_a_zombie_try_and_its_failure_name_the_dag_run_and_task(ready_cli: Cli) -> None:
-    """kill -9 of a scheduler during a try: the next scheduler fails the try as a zombie (retried), and both
-    events name what they concern, so `ledger events --dag` finds them."""
+def test_a_try_lost_with_its_scheduler_gets_a_new_try_that_spends_no_retry(ready_cli: Cli) -> None:
+    """kill -9 of a scheduler during a try: the next scheduler records the try `lost` (not failed), gives the task a
+    new try though it has no retries, and the events name the DAG, run and task, so `ledger events --dag` finds
+    them."""
     cli = ready_cli
     cli.write_dag("zz.py", HEADER + """
-with DAG("zz", schedule=None, start_date=START,
-         default_args={"retries": 1, "retry_delay": timedelta(seconds=0)}):
+with DAG("zz", schedule=None, start_date=START, default_args={"retries": 0}):
     BashTask("slow", 'if [ "$LEDGER_TRY_NUMBER" = 1 ]; then sleep 60; fi')
 """)
     cli.ok("trigger", "zz", "--logical-date", "2024-03-01")
@@ -257,17 +257,20 @@ with DAG("zz", schedule=None, start_date=START,
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     schedule(cli, timeout=120, LEDGER_LOCK_TIMEOUT="2")
-    (zombie,) = cli.json("events", "--dag", "zz", "--kind", "zombie")
-    assert str(zombie["run_id"]) == "1" and zombie["details"]["task_id"] == "slow"
-    (failed,) = cli.json("events", "--dag", "zz", "--kind", "task_failed")
-    assert (failed["dag_id"], str(failed["run_id"]), failed["details"]["task_id"]) == ("zz", "1", "slow")
+    (lost,) = cli.json("events", "--dag", "zz", "--kind", "try_lost")
+    assert (lost["dag_id"], str(lost["run_id"]), lost["details"]["task_id"]) == ("zz", "1", "slow")
+    assert lost["details"]["try_number"] == 1 and lost["details"]["state"] == "scheduled"
+    assert lost["details"]["reason"].startswith("lost: its job stopped heart-beating; it gets a new try")
+    assert cli.json("events", "--dag", "zz", "--kind", "task_failed") == []
     # the killed scheduler's death is told once per run it held, with the run's DAG
     died = cli.json("events", "--dag", "zz", "--kind", "job_died")
     assert [(e["dag_id"], str(e["run_id"])) for e in died] == [("zz", "1")], cli.json("events", "--kind", "job_died")
-    # and `--task` finds the task's own events among them: its zombie try and that try's failure
+    # and `--task` finds the task's own events among them
     about = cli.json("events", "--dag", "zz", "--task", "slow", "--no-task-signals")
-    assert sorted(e["kind"] for e in about) == ["task_failed", "zombie"], about
-    assert query(cli, "SELECT state FROM task_try ORDER BY try_number") == [("failed",), ("success",)]
+    assert sorted(e["kind"] for e in about) == ["try_lost"], about
+    assert query(cli, "SELECT state FROM task_try ORDER BY try_number") == [("lost",), ("success",)]
+    assert query(cli, "SELECT state, try_number, max_tries FROM task_instance") == [("success", 2, 2)]
+    assert query(cli, "SELECT state FROM dag_run") == [("success",)]
 
 
 @pytest.mark.slow

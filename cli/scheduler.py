@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,9 @@ from rich.markup import escape
 from cli.env import open_env
 from cli.options import DagsFolder
 from ledger.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from scheduler.job import DagRunJob
 
 out = Console(highlight=False, soft_wrap=True)
 
@@ -62,6 +65,20 @@ def scheduler(
          f"DAGs folder {env.settings.dags_folder}")
     job.run(num_runs=num_runs, exit_when_idle=exit_when_idle)
     _say(f"scheduler job {job.job_id} stopped")
+    if exit_when_idle and not job.stopping:
+        _say_left_waiting(job)
+
+
+def _say_left_waiting(job: DagRunJob) -> None:
+    """The runs an idle scheduler leaves unfinished, each with why it waits (a depends_on_past task whose
+    previous run failed, a run another job holds, a DAG paused with --stop-queued...)."""
+    from ledger.store.backfills import left_waiting
+
+    with job.reading() as session:
+        left = left_waiting(session)
+    for run, why in left:
+        _say(f"left waiting: {run.dag_id} {run.logical_date.isoformat()} run {run.id} ({run.state})"
+             + (f": {why}" if why else ""))
 
 
 @functools.lru_cache(maxsize=4)

@@ -114,12 +114,24 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
 
     A handful of statements whatever the number of runs (a backfill of 1,000 dates asks this while it waits):
     what is the same for every run of a DAG is read once, and per-run facts in one grouped query each."""
+    return _reasons(session, list(session.scalars(select(DagRun).where(finishing(backfill_id, adopted),
+                                                                       DagRun.state.in_(UNFINISHED_RUNS))
+                                                  .order_by(DagRun.logical_date))), job_id)
+
+
+def left_waiting(session: Session) -> list[tuple[DagRun, str]]:
+    """Every unfinished run with why it waits ("" when no reason is known: it may simply not be due to start
+    yet), by DAG and logical date: what `ledger scheduler --exit-when-idle` leaves behind."""
+    runs = list(session.scalars(select(DagRun).where(DagRun.state.in_(UNFINISHED_RUNS))
+                                .order_by(DagRun.dag_id, DagRun.logical_date)))
+    why = {run_id: reason for run_id, reason, _blocked in _reasons(session, runs, 0)}
+    return [(run, why.get(run.id, "")) for run in runs]
+
+
+def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[int, str, bool]]:
     from ledger.store import dags as dag_store
 
     out: list[tuple[int, str, bool]] = []
-    runs = list(session.scalars(select(DagRun).where(finishing(backfill_id, adopted),
-                                                     DagRun.state.in_(UNFINISHED_RUNS))
-                                .order_by(DagRun.logical_date)))
     if not runs:
         return out
     ids = [run.id for run in runs]
@@ -155,11 +167,13 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
                             False))
         elif run.previous_run_id is not None and any(t.depends_on_past for t in spec.tasks.values()):
             before = previous.get(run.previous_run_id)
-            if before is not None and run.id not in tried:
-                if before.state == RunState.FAILED.value:
+            if before is not None and run.id not in active:
+                past = [t for t, task in spec.tasks.items() if task.depends_on_past]
+                if before.state == RunState.FAILED.value and (
+                        run.id not in tried or _held_by_the_past(session, run.id, before.id, past)):
                     out.append((run.id, f"depends_on_past: its previous run {before.id} ({before.run_type}) "
                                         "failed", True))
-                elif before.state in UNFINISHED_RUNS:
+                elif before.state in UNFINISHED_RUNS and run.id not in tried:
                     out.append((run.id, f"depends_on_past: waits for run {before.id} ({before.run_type})",
                                 False))
         if run.state == RunState.RUNNING.value and len(out) == said and run.id not in active:
@@ -168,6 +182,19 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
     full = full_pools(session, stalled)
     return [(run_id, why or full[run_id], blocked) for run_id, why, blocked in out
             if why or run_id in full]
+
+
+def _held_by_the_past(session: Session, run_id: int, previous_id: int, tasks: list[str]) -> bool:
+    """Whether a task of `tasks` (its depends_on_past ones) waits in run `run_id` on the same task of the finished
+    run `previous_id`, which neither succeeded nor was skipped there: it can never start (a run some of whose
+    tasks started can be held so, part-way through)."""
+    waiting = set(session.scalars(select(TaskInstance.task_id).where(
+        TaskInstance.run_id == run_id, TaskInstance.task_id.in_(tasks),
+        TaskInstance.state == TaskState.SCHEDULED.value)))
+    if not waiting:
+        return False
+    return any(state not in (TaskState.SUCCESS.value, TaskState.SKIPPED.value) for state in session.scalars(
+        select(TaskInstance.state).where(TaskInstance.run_id == previous_id, TaskInstance.task_id.in_(waiting))))
 
 
 def _runs_with(session: Session, run_ids: list[int], where: ColumnElement[bool]) -> set[int]:

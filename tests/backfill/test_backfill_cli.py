@@ -675,3 +675,28 @@ def test_a_backfill_and_a_scheduler_side_by_side_on_postgres_run_each_task_once(
         side_by_side(cli, query)
     finally:
         engine.dispose()
+
+
+def test_a_depends_on_past_task_failing_part_way_stops_the_backfill_naming_the_failed_run(ready_cli: Cli) -> None:
+    """a >> c, both depends_on_past; c fails on 03-02 only. On 03-03 a succeeds and c can never start: the
+    backfill does not wait for ever, it stops with exit 1 and names the failed run that holds 03-03 back."""
+    cli = ready_cli
+    cli.write_dag("d.py", (
+        "import pendulum\n"
+        "from ledger import DAG, BashTask\n\n"
+        "with DAG('d', schedule='@daily', start_date=pendulum.datetime(2024, 3, 1, tz='UTC'), catchup=False,\n"
+        "         default_args={'depends_on_past': True}) as dag:\n"
+        f"    BashTask('a', 'true') >> BashTask('c', {fails_on(2)!r})\n"))
+    cli.ok("dags", "pause", "d")
+    result = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes", **FAST)
+    assert result.exit_code == 1, result.output
+    live = live_by_date(timeline(cli))
+    assert [live[D(i)]["state"] for i in (1, 2)] == ["success", "failed"]
+    assert task_states(cli, live[D(3)]["run_id"]) == {"a": ("success", 1), "c": ("scheduled", 0)}
+    failed = live[D(2)]["run_id"]
+    assert f"depends_on_past: its previous run {failed} (backfill) failed" in result.stderr, result.output
+    assert cli.json("backfill", "list")[0]["state"] == "interrupted"
+    # a scheduler that finds nothing left to do says which run it leaves waiting, and why
+    said = schedule(cli)
+    assert (f"left waiting: d {D(3)} run {live[D(3)]['run_id']} (running): depends_on_past: its previous run "
+            f"{failed} (backfill) failed") in said, said

@@ -31,6 +31,7 @@ from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
 from ledger.store.loop import set_run_state
+from ledger.store.transitions import move_run, move_task
 from ledger.versions import DagSpec
 
 ACTIVE = (TaskState.QUEUED.value, TaskState.RUNNING.value)
@@ -57,7 +58,7 @@ def _busy(tis: list[TaskInstance], task_ids: set[str] | None = None) -> list[str
 
 
 def _finish(run: DagRun, state: RunState, now: datetime) -> None:
-    run.state, run.ended_at, run.lock_holder = state.value, now, None
+    move_run(run, state, ended_at=now, lock_holder=None)
 
 
 def _backfill_follows(session: Session, run: DagRun, *, now: datetime, actor: str) -> None:
@@ -76,22 +77,37 @@ def stop_tasks(session: Session, run: DagRun, *, now: datetime) -> tuple[list[st
         if ti.state in ACTIVE:
             ti.signal_request = "stop"
             stopping.append(label(ti.task_id, ti.map_index))
-        elif ti.state not in {s.value for s in FINISHED_TASK_STATES}:
-            ti.state, ti.ended_at, ti.next_try_at = TaskState.SKIPPED.value, now, None
+        elif ti.state not in FINISHED_TASK_STATES:
+            move_task(ti, TaskState.SKIPPED, ended_at=now, next_try_at=None)
             skipped.append(label(ti.task_id, ti.map_index))
     return stopping, skipped
 
 
+def cancelled_state(session: Session, run: DagRun, stopped: list[str], skipped: list[str], *,
+                    now: datetime) -> RunState:
+    """How a cancelled run ends: failed when the cancel stopped or skipped any of its tasks; else (every task had
+    finished already) as its own rules say, so that a run whose tasks all succeeded keeps `success`."""
+    if stopped or skipped:
+        return RunState.FAILED
+    tis = run_store.task_instances(session, run.id)
+    decision = decide(dag_store.spec(session, run.dag_id, run.version_hash),
+                      {label(ti.task_id, ti.map_index): TiState(TaskState(ti.state), ti.next_try_at) for ti in tis},
+                      None, now=now)
+    return decision.run_state or RunState.FAILED
+
+
 def cancel_run(session: Session, run: DagRun, *, now: datetime, actor: str, reason: str | None = None) -> Outcome:
     """Stop a queued or running run: its running tries are stopped (by the job that runs them; they end
-    `stopped`), the task instances that have not started are skipped, and the run ends `failed`. `reason`:
-    the operator's words, kept in the event."""
+    `stopped`), the task instances that have not started are skipped, and the run ends `failed` (or as its rules
+    say when every task had finished already: cancelled_state). `reason`: the operator's words, kept in the
+    event."""
     _not_overridden(run)
     if run.state not in (RunState.QUEUED.value, RunState.RUNNING.value):
         raise TimelineConflict(f"run {run.id} is {run.state}: only a queued or running run can be cancelled")
-    out = Outcome(run.state, RunState.FAILED.value)
-    out.stopping, out.changed = stop_tasks(session, run, now=now)
-    _finish(run, RunState.FAILED, now)
+    before = run.state
+    stopping, skipped = stop_tasks(session, run, now=now)
+    out = Outcome(before, cancelled_state(session, run, stopping, skipped, now=now).value, skipped, stopping)
+    _finish(run, RunState(out.run_state), now)
     events.record(session, "run_cancelled", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   **{"from": out.run_state_before, "skipped": out.changed, "stopping": out.stopping,
                      "reason": reason})
@@ -114,8 +130,8 @@ def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, a
         raise InvalidInput(f"run {run.id} is already {state.value}")
     out = Outcome(run.state, state.value)
     for ti in tis:
-        if ti.state not in {s.value for s in FINISHED_TASK_STATES}:
-            ti.state, ti.ended_at, ti.next_try_at = state.value, now, None
+        if ti.state not in FINISHED_TASK_STATES:
+            move_task(ti, TaskState(state.value), ended_at=now, next_try_at=None)
             out.changed.append(label(ti.task_id, ti.map_index))
     _finish(run, state, now)
     events.record(session, "run_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
@@ -146,7 +162,7 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
         if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its mapped task's list
             continue
         if ti.task_id in chosen and ti.state != state.value:
-            ti.state, ti.ended_at, ti.next_try_at = state.value, now, None
+            move_task(ti, state, ended_at=now, next_try_at=None)
             out.changed.append(label(ti.task_id, ti.map_index))
     if not out.changed:
         raise InvalidInput(f"nothing to mark: the chosen tasks of run {run.id} are already {state.value}")
@@ -156,7 +172,7 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
         if run.state != decision.run_state.value:
             _finish(run, decision.run_state, now)
     elif run.state in (RunState.SUCCESS.value, RunState.FAILED.value):
-        run.state, run.ended_at = RunState.QUEUED.value, None  # tasks can run again: a scheduler carries on
+        move_run(run, RunState.QUEUED, ended_at=None)  # tasks can run again: a scheduler carries on
     out.run_state = run.state
     events.record(session, "tasks_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
                   tasks=sorted(out.changed), state=state.value, run_state_before=out.run_state_before,
@@ -237,7 +253,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
             continue
         if ti.task_id in again and ti.map_index > 0:  # its list is made again: expanded again (see below)
             if ti.state != TaskState.REMOVED:
-                ti.state, ti.next_try_at = TaskState.REMOVED.value, None
+                move_task(ti, TaskState.REMOVED, next_try_at=None)
             continue
         if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its task's list: stays out
             continue
@@ -250,7 +266,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         raise InvalidInput(f"nothing to clear in run {run.id}: the chosen tasks have not finished")
     before_state = run.state
     if run.state in (RunState.SUCCESS, RunState.FAILED):
-        run.state, run.ended_at = RunState.QUEUED.value, None
+        move_run(run, RunState.QUEUED, ended_at=None)
     events.record(session, "tasks_cleared", at=now, actor=actor, dag_id=dag_id, run_id=run.id,
                   tasks=sorted(out.cleared), run_state_before=before_state, run_state=run.state,
                   version=run.version_hash, **({"expanded_again": sorted(again)} if again else {}))
@@ -267,8 +283,10 @@ def _expanded_again(spec: DagSpec, chosen: set[str]) -> set[str]:
 
 def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, stale_after: float,
                     held_by: int | None = None) -> list[int]:
-    """Mark the backfill cancelled and fail its unfinished runs that no live job (other than `held_by`)
-    is executing. Finished runs stay as they are. Returns the ids of the runs failed."""
+    """Mark the backfill cancelled and end its unfinished runs that no live job (other than `held_by`) is
+    executing: their task instances that have not started are skipped (reason "run cancelled"), tries left by a
+    job that died are lost, and the run fails (or keeps `success` when every task had succeeded:
+    cancelled_state). Finished runs stay as they are. Returns the ids of the runs ended."""
     row = backfill_store.get(session, backfill_id)
     if row.state == BackfillState.RUNNING.value:
         row.state, row.ended_at = BackfillState.CANCELLED.value, now
@@ -279,8 +297,13 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
         if run.lock_holder is not None and run.lock_holder != held_by and job_store.job_alive(
                 session, run.lock_holder, now=now, stale_after=stale_after):
             continue  # its job sees the cancellation and fails it itself
-        set_run_state(session, run, RunState.FAILED, now=now, actor=actor, release=True,
-                      reason=f"backfill {backfill_id} cancelled")
+        lost = task_store.end_lost_tries(session, run.id, now=now)
+        stopping, skipped = stop_tasks(session, run, now=now)
+        state = cancelled_state(session, run, lost + stopping, skipped, now=now)
+        what = [f"skipped {', '.join(skipped)} (run cancelled)"] if skipped else []
+        what += [f"lost {', '.join(lost)} (their job is gone)"] if lost else []
+        set_run_state(session, run, state, now=now, actor=actor, release=True,
+                      reason="; ".join([f"backfill {backfill_id} cancelled", *what]))
         failed.append(run.id)
     return failed
 

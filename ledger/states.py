@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from ledger.errors import LedgerError
+
 
 class RunType(StrEnum):
     SCHEDULED = "scheduled"
@@ -37,7 +39,7 @@ class TaskState(StrEnum):
     LOST = "lost"
 
 
-class StaleState(Exception):
+class StaleState(LedgerError):
     """A guarded state write found the row in another state than the writer expected (another process changed it
     first): nothing was written, the transaction is rolled back, and the writer reads the rows again."""
 

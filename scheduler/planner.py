@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ledger.dependencies import PreviousRun, TiState, decide
-from ledger.states import RunState, TaskState
+from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
 from ledger.versions import DagSpec
 
 if TYPE_CHECKING:
@@ -96,10 +96,17 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
     running = dict(running)
     for h in sorted(held, key=lambda h: run_order(h.run, newest_first)):
         run, spec = h.run, h.spec
-        if h.backfill_cancelled:  # start nothing more; fail it once its tries are done
-            if not any(t.state in ACTIVE_STATES for t in h.tis.values()):
-                plan.finish.append((run, RunState.FAILED, f"backfill {run.backfill_id} cancelled"))
-            continue
+        if h.backfill_cancelled:  # start nothing more; once its tries are done, skip what has not started
+            if any(t.state in ACTIVE_STATES for t in h.tis.values()):
+                continue
+            waiting = [t for t in h.tis.values() if t.state not in FINISHED_TASK_STATES]
+            if waiting:
+                plan.mark.extend((t, TaskState.SKIPPED, run) for t in waiting)
+                skipped = ", ".join(sorted(t.label for t in waiting))
+                plan.finish.append((run, RunState.FAILED,
+                                    f"backfill {run.backfill_id} cancelled; skipped {skipped} (run cancelled)"))
+                continue
+            # every task had finished before the cancel took effect: the run ends by its own rules below
         if run.state == RunState.QUEUED.value:
             if h.held_queued or running.get(run.dag_id, 0) >= spec.max_active_runs:
                 continue

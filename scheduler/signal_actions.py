@@ -36,6 +36,7 @@ from ledger.store import events
 from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
+from ledger.store.transitions import move_task
 from ledger.versions import DagSpec
 from scheduler.code_cache import CodeCache
 
@@ -215,8 +216,7 @@ def _apply_to(ti: TaskInstance, action: SignalAction, sig: Signal, now: datetime
             ti.signal_request, ti.signal_id = "stop", sig.id
             return "stop requested"
         if state in (TaskState.SCHEDULED, TaskState.UP_FOR_RETRY):
-            ti.state, ti.ended_at, ti.signal_armed, ti.signal_id = TaskState.STOPPED.value, now, False, sig.id
-            ti.next_try_at = None
+            move_task(ti, TaskState.STOPPED, ended_at=now, signal_armed=False, signal_id=sig.id, next_try_at=None)
             return "stopped before it started"
         return f"already {state.value}"
     if state.value in task_store.ACTIVE:

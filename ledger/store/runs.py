@@ -20,8 +20,9 @@ from ledger.errors import InvalidInput, RunNotFound, TimelineConflict
 from ledger.mapping import NOT_MAPPED, label, source_text
 from ledger.models import Dag, DagRun, TaskInstance, TaskTry, UtcDateTime
 from ledger.schedule import DataInterval
-from ledger.states import RunState, RunType, TaskState
+from ledger.states import RUN_TRANSITIONS, RunState, RunType, StaleState, TaskState
 from ledger.store import events
+from ledger.store.transitions import move_run, move_task
 from ledger.timeline import ChainLink, Link, Neighbours, plan_batch, plan_splice
 from ledger.versions import DagSpec, TaskSpec
 
@@ -74,8 +75,7 @@ def splice(session: Session, spec: DagSpec, new: NewRun, *, now: datetime, actor
             raise TimelineConflict(f"run {displaced.id} at {at.isoformat()} is in flight (locked by job "
                                    f"{displaced.lock_holder}); wait for it to finish")
         displaced_state = displaced.state
-        displaced.state = RunState.OVERRIDDEN.value
-        displaced.overridden_at = now
+        move_run(displaced, RunState.OVERRIDDEN, overridden_at=now)
         session.flush()  # the displaced run leaves the live index before the new one enters it
     run = DagRun(
         dag_id=spec.dag_id, logical_date=at, data_interval_start=new.interval.start,
@@ -132,8 +132,12 @@ def splice_many(session: Session, spec: DagSpec, new: list[NewRun], *, now: date
     states_before = dict(session.execute(select(DagRun.id, DagRun.state).where(
         DagRun.id.in_(list(plan.displaced.values())))).tuples().all()) if plan.displaced else {}
     if plan.displaced:
-        session.execute(update(DagRun).where(DagRun.id.in_(list(plan.displaced.values())))
-                        .values(state=RunState.OVERRIDDEN.value, overridden_at=now))
+        moved = session.execute(update(DagRun).where(
+            DagRun.id.in_(list(plan.displaced.values())),
+            DagRun.state.in_([s.value for s in RUN_TRANSITIONS[RunState.OVERRIDDEN]]))
+            .values(state=RunState.OVERRIDDEN.value, overridden_at=now))
+        if moved.rowcount != len(plan.displaced):  # type: ignore[attr-defined]
+            raise StaleState(f"a run of {spec.dag_id} that this backfill overrides changed meanwhile; try again")
     summary = spec.schedule.summary()
     ids = list(session.scalars(insert(DagRun).returning(DagRun.id, sort_by_parameter_order=True), [
         {"dag_id": spec.dag_id, "logical_date": n.interval.logical_date, "data_interval_start": n.interval.start,
@@ -216,15 +220,15 @@ def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: dateti
     removed = sorted(ti.task_id for ti in tis if ti.task_id not in spec.tasks and ti.state != TaskState.REMOVED)
     for ti in tis:
         if ti.task_id in removed:
-            ti.state, ti.next_try_at = TaskState.REMOVED.value, None
+            move_task(ti, TaskState.REMOVED, next_try_at=None)
             continue
         task = spec.tasks.get(ti.task_id)
         if task is None:
             continue
         ti.pool, ti.priority_weight = task.pool, task.priority_weight
         if ti.task_id in returning:
-            ti.state, ti.next_try_at, ti.ended_at = TaskState.SCHEDULED.value, None, None
-            ti.max_tries = ti.try_number + task.retries + 1
+            move_task(ti, TaskState.SCHEDULED, next_try_at=None, ended_at=None,
+                      max_tries=ti.try_number + task.retries + 1)
         elif ti.try_number == 0:
             ti.max_tries = task.retries + 1
     if set(added) - have:

@@ -18,6 +18,7 @@ from ledger.models import DagRun, Pool, TaskInstance, TaskTry
 from ledger.states import StaleState, TaskState, task_may_move
 from ledger.store.hot import Hot
 from ledger.store.jobs import UNFINISHED
+from ledger.store.transitions import move_task
 
 ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
 DEFAULT_POOL = "default_pool"
@@ -354,6 +355,21 @@ def unfinished_in_job(session: Session, job_id: int) -> list[tuple[int, int]]:
     return [(r.id, r.try_number) for r in session.execute(stmt)]
 
 
+def end_lost_tries(session: Session, run_id: int, *, now: datetime) -> list[str]:
+    """End the queued or running tries of a run that no live job holds (its job died), because the run is ending
+    (cancelled): each try is recorded lost, its task instance `stopped`. Returns their labels."""
+    ended = []
+    for ti in session.scalars(select(TaskInstance).where(TaskInstance.run_id == run_id,
+                                                         TaskInstance.state.in_(ACTIVE))):
+        session.execute(update(TaskTry).where(TaskTry.task_instance_id == ti.id,
+                                              TaskTry.try_number == ti.try_number,
+                                              TaskTry.state.in_(ACTIVE)).values(state=TaskState.LOST.value,
+                                                                                 ended_at=now))
+        move_task(ti, TaskState.STOPPED, ended_at=now, signal_request=None, next_try_at=None)
+        ended.append(label(ti.task_id, ti.map_index))
+    return ended
+
+
 def subjects(session: Session, ti_ids: list[int]) -> dict[int, tuple[str, int, str]]:
     """ti id -> (dag id, run id, task id): what an event about these task instances concerns."""
     if not ti_ids:
@@ -430,8 +446,5 @@ def with_pending_requests(session: Session, ti_ids: list[int]) -> list[tuple[Tas
 def rearm(ti: TaskInstance, retries: int, *, arm: bool) -> None:
     """A finished task instance gets a new try (and its retries again), waiting to be queued. `arm`: a signal's
     START made it ready (signal_armed is set); otherwise signal_armed is left as it was (`ledger tasks clear`)."""
-    ti.state = TaskState.SCHEDULED.value
-    ti.max_tries = ti.try_number + 1 + retries
-    if arm:
-        ti.signal_armed = True
-    ti.next_try_at = ti.ended_at = None
+    move_task(ti, TaskState.SCHEDULED, max_tries=ti.try_number + 1 + retries, next_try_at=None, ended_at=None,
+              **({"signal_armed": True} if arm else {}))

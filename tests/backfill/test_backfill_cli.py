@@ -475,7 +475,7 @@ def test_depends_on_past_across_a_backfill_follows_the_chain_whatever_the_run_ty
 
 # -- cancel ---------------------------------------------------------------------------------------------
 
-def test_cancel_fails_the_unfinished_runs_of_a_submitted_backfill(ready_cli: Cli) -> None:
+def test_cancel_fails_the_unfinished_runs_of_a_submitted_backfill_and_skips_their_tasks(ready_cli: Cli) -> None:
     cli = ready_cli
     cli.write_dag("d.py", dag_source(end=3))
     cli.ok("trigger", "d", "--logical-date", "2024-03-01")
@@ -491,10 +491,31 @@ def test_cancel_fails_the_unfinished_runs_of_a_submitted_backfill(ready_cli: Cli
     live = live_by_date(timeline(cli))
     assert [(live[D(i)]["run_type"], live[D(i)]["state"]) for i in (1, 2, 3)] == [
         ("manual", "success"), ("backfill", "failed"), ("backfill", "failed")]
-    for day in (2, 3):
-        assert all(tries == 0 for _, tries in task_states(cli, live[D(day)]["run_id"]).values())
+    for day in (2, 3):  # nothing of them is left waiting for ever
+        assert task_states(cli, live[D(day)]["run_id"]) == {"a": ("skipped", 0), "b": ("skipped", 0)}
     (row,) = cli.json("backfill", "list")
     assert row["state"] == "cancelled"
+    (changed,) = [e for e in cli.json("events", "--kind", "run_state_changed") if str(e["run_id"]) == str(
+        live[D(2)]["run_id"])]
+    assert changed["details"]["reason"] == "backfill 1 cancelled; skipped a, b (run cancelled)", changed
+
+
+def test_a_cancelled_backfills_run_whose_tasks_had_all_succeeded_keeps_success(ready_cli: Cli) -> None:
+    """Its tasks all succeeded before the job that held it finished it (it died): the cancel ends it as its own
+    rules say, success, and fails only what the cancel cut short."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(end=3))
+    out = json.loads(cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit",
+                            "--yes", "--json"))
+    live = live_by_date(timeline(cli))
+    with db(cli) as conn:
+        conn.execute("UPDATE task_instance SET state = 'success', try_number = 1 WHERE run_id = ?",
+                     (int(live[D(1)]["run_id"]),))
+        conn.execute("UPDATE dag_run SET state = 'running' WHERE id = ?", (int(live[D(1)]["run_id"]),))
+    cli.ok("backfill", "cancel", out["backfill_id"])
+    live = live_by_date(timeline(cli))
+    assert [live[D(i)]["state"] for i in (1, 2)] == ["success", "failed"]
+    assert task_states(cli, live[D(2)]["run_id"]) == {"a": ("skipped", 0), "b": ("skipped", 0)}
 
 
 def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(ready_cli: Cli) -> None:
@@ -521,9 +542,9 @@ def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(re
     assert "Traceback" not in out and "backfill 1 cancelled" in out
     live = live_by_date(timeline(cli))
     assert [live[D(i)]["state"] for i in (1, 2, 3)] == ["failed", "failed", "failed"]
-    assert task_states(cli, live[D(1)]["run_id"]) == {"a": ("success", 1), "b": ("scheduled", 0)}  # let finish
+    assert task_states(cli, live[D(1)]["run_id"]) == {"a": ("success", 1), "b": ("skipped", 0)}  # let finish
     for day in (2, 3):
-        assert all(tries == 0 for _, tries in task_states(cli, live[D(day)]["run_id"]).values())
+        assert task_states(cli, live[D(day)]["run_id"]) == {"a": ("skipped", 0), "b": ("skipped", 0)}
     (row,) = cli.json("backfill", "list")
     assert (row["state"], row["runs_done"], row["runs_failed"]) == ("cancelled", 3, 3)
     with db(cli) as conn:
@@ -557,7 +578,7 @@ def test_cancel_stops_the_remaining_runs_of_a_submitted_backfill_that_a_schedule
         stop_scheduler(proc, cli)
     live = live_by_date(timeline(cli))
     assert live[D(3)]["state"] == "failed"  # it never started: cancelling must keep it from running
-    assert all(tries == 0 for _, tries in task_states(cli, live[D(3)]["run_id"]).values())
+    assert task_states(cli, live[D(3)]["run_id"]) == {"a": ("skipped", 0), "b": ("skipped", 0)}
     (row,) = cli.json("backfill", "list")
     assert row["state"] == "cancelled"
 

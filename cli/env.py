@@ -94,7 +94,7 @@ class Env:
         """
         from multiprocessing.connection import wait
 
-        from scheduler.dag_processing import DagFileProcessorManager
+        from scheduler.dag_processing import DagFileProcessorManager, processor_log
         from scheduler.dag_sync import code_needed, known_dependencies, known_hashes, known_owners, read_code
         from scheduler.settings import SchedulerSettings
 
@@ -105,7 +105,7 @@ class Env:
         manager = DagFileProcessorManager(
             self.settings.dags_folder, parsing_processes=s.parsing_processes,
             min_file_process_interval=s.min_file_process_interval, dag_dir_list_interval=s.dag_dir_list_interval,
-            file_timeout=s.dag_file_processor_timeout)
+            file_timeout=s.dag_file_processor_timeout, log_file=processor_log(self.settings.logs_folder))
         manager.seed(seen, owners, deps)
         with manager:
             results = manager.poll()

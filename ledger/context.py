@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -88,7 +91,8 @@ class TaskContext:
         return send_from_task(key, value, sender=sender, meta=meta)
 
     def env(self) -> dict[str, str]:
-        """The LEDGER_* environment variables a BashTask sees (dates ISO-8601 in UTC)."""
+        """The LEDGER_* environment variables of the try's process, whatever the task's kind (Python, Bash,
+        Spark: see `environment`), dates ISO-8601 in UTC; a BashTask's command inherits them."""
         return {
             "LEDGER_DAG_ID": self.dag_id,
             "LEDGER_TASK_ID": self.task_id,
@@ -105,3 +109,38 @@ class TaskContext:
             **({"LEDGER_SIGNAL_KEY": str(self.signal["key"]), "LEDGER_SIGNAL_VALUE": str(self.signal["value"]),
                 "LEDGER_SIGNAL_VERSION": str(self.signal["version"])} if self.signal else {}),
         }
+
+
+# every variable TaskContext.env() may set (the optional ones only when they apply)
+TRY_ENV_KEYS = ("LEDGER_DAG_ID", "LEDGER_TASK_ID", "LEDGER_RUN_ID", "LEDGER_LOGICAL_DATE", "LEDGER_DATA_INTERVAL_START",
+                "LEDGER_DATA_INTERVAL_END", "LEDGER_TRY_NUMBER", "LEDGER_DAG_VERSION", "LEDGER_RUN_TYPE",
+                "LEDGER_MAP_INDEX", "LEDGER_WRITES_PATH", "LEDGER_CODE_DIR", "LEDGER_SIGNAL_KEY",
+                "LEDGER_SIGNAL_VALUE", "LEDGER_SIGNAL_VERSION")
+
+
+@contextlib.contextmanager
+def environment(context: TaskContext | None, environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
+    """While the block runs, `environ` (os.environ) holds the try's LEDGER_* variables (context.env()) and none
+    of the others of TRY_ENV_KEYS (a variable that does not apply to this try is not inherited); after it, each
+    is as it was. A try's process runs its task inside it: a Python callable reads os.environ["LEDGER_RUN_ID"],
+    a Bash command $LEDGER_RUN_ID, a Spark task the same; a worker process that runs several tries in turn
+    (Spark, LEDGER_REUSE_WORKERS) gets its environment back between them. None: nothing changes."""
+    target = os.environ if environ is None else environ
+    if context is None:
+        yield
+        return
+    wanted = context.env()
+    saved = {key: target.get(key) for key in (*TRY_ENV_KEYS, *wanted)}
+    for key in saved:
+        if key in wanted:
+            target[key] = wanted[key]
+        else:
+            target.pop(key, None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                target.pop(key, None)
+            else:
+                target[key] = value

@@ -6,6 +6,7 @@ import copy
 import difflib
 import functools
 import inspect
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar, overload
@@ -33,6 +34,37 @@ TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstr
 # Airflow default_args keys that ledger accepts, so that an Airflow DAG loads, but does not act on (yet): the
 # version records them and `ledger dags show` lists them as ignored, so nobody believes they took effect
 IGNORED_AIRFLOW_ARGUMENTS = ("owner", "queue", "sla")
+
+# DAG and task ids: Airflow's rule (KEY_REGEX and validate_key in airflow/utils/helpers.py). An id names a
+# folder of the logs ($LEDGER_HOME/logs/DAG/run_N/TASK/...), so "." and ".." are refused as well, and the
+# 250 limit counts UTF-8 bytes (a folder name has at most 255 bytes; an ASCII id is as long in characters).
+KEY_PATTERN = re.compile(r"[\w.-]+")
+MAX_KEY_LENGTH = 250
+
+
+def key_problem(key: object) -> str | None:
+    """Why `key` cannot be a DAG id or a task id, or None when it can: letters, digits, '_', '.' and '-',
+    at most 250 characters (a task group's prefix makes `group.task`, which is fine)."""
+    if not isinstance(key, str) or not key:
+        return "must be a non-empty string"
+    size = len(key.encode("utf-8", "surrogatepass"))
+    if size > MAX_KEY_LENGTH:
+        counted = f"{len(key)} characters" + (f", {size} bytes in UTF-8" if size != len(key) else "")
+        return f"is too long ({counted}); at most {MAX_KEY_LENGTH} are allowed"
+    if "[" in key or "]" in key:  # `task[2]` names instance 2 of a mapped task
+        return "may not contain '[' or ']'"
+    if not KEY_PATTERN.fullmatch(key):
+        return "may only contain letters, digits, '_', '.' and '-'"
+    if key in (".", ".."):
+        return "may not be '.' or '..'"
+    return None
+
+
+def _shown_key(key: object) -> str:
+    """An id as an error message shows it: quoted, a long one cut short."""
+    text = repr(key)
+    return text if len(text) <= 60 else text[:50] + "..." + text[-1]
+
 
 _context_stack: list[DAG] = []
 _group_stack: list[TaskGroup] = []
@@ -90,15 +122,17 @@ class Task:
     ) -> None:
         if not task_id or not isinstance(task_id, str):
             raise DagDefinitionError("a task needs a non-empty string task_id")
-        if "[" in task_id or "]" in task_id:  # `task[2]` names instance 2 of a mapped task
-            raise DagDefinitionError(f"task_id {task_id!r} may not contain '[' or ']'")
         self.upstream_ids: set[str] = set()
         self.downstream_ids: set[str] = set()
         dag = dag or (_context_stack[-1] if _context_stack else None)
         if dag is None:
-            raise DagDefinitionError(f"task {task_id!r} is not inside a DAG: use `with DAG(...)` or pass dag=")
+            raise DagDefinitionError(f"task {_shown_key(task_id)} is not inside a DAG: use `with DAG(...)` or "
+                                     "pass dag=")
         self.group: TaskGroup | None = _group_stack[-1] if _group_stack and _group_stack[-1].dag is dag else None
         task_id = (self.group.prefix + task_id) if self.group is not None else task_id
+        problem = key_problem(task_id)
+        if problem is not None:
+            raise DagDefinitionError(f"DAG {dag.dag_id!r}: task_id {_shown_key(task_id)} {problem}")
         self.task_id = task_id
         given = {"retries": retries, "retry_delay": retry_delay, "depends_on_past": depends_on_past,
                  "wait_for_downstream": wait_for_downstream, "trigger_rule": trigger_rule, "pool": pool,
@@ -563,8 +597,9 @@ class DAG:
         on_deadline_missed: Callback | list[Callback] | None = None,
         params: Mapping[str, Any] | None = None,
     ) -> None:
-        if not dag_id or not isinstance(dag_id, str) or not all(c.isalnum() or c in "._-" for c in dag_id):
-            raise DagDefinitionError(f"invalid dag_id {dag_id!r}: use letters, digits, '.', '_' and '-'")
+        problem = key_problem(dag_id)
+        if problem is not None:
+            raise DagDefinitionError(f"dag_id {_shown_key(dag_id)} {problem}")
         self.dag_id = dag_id
         unknown = sorted(set(default_args or {}) - set(TASK_ARGUMENTS) - set(IGNORED_AIRFLOW_ARGUMENTS))
         if unknown:

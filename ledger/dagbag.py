@@ -49,6 +49,30 @@ def list_dag_files(folder: Path) -> list[str]:
     return found
 
 
+def is_text_path(path: str) -> bool:
+    """Whether a path (as os.listdir gives it) is valid UTF-8: only then can it be stored (the database's
+    file columns are text), printed and encoded. A name that is not has undecodable bytes, which Python
+    holds as lone surrogates (surrogateescape)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: str) -> str:
+    """A path as text that can be stored and printed: itself when it is valid UTF-8; else with its bytes
+    that are not UTF-8 as backslash escapes (`caf\\xe9.py` for the bytes `caf\xe9.py`)."""
+    if is_text_path(path):
+        return path
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def name_error(path: str) -> str:
+    """The import error of a DAG file whose name is not valid UTF-8 (it is not imported)."""
+    return f"{shown_path(path)}: the file name is not valid UTF-8, so ledger cannot record it; rename the file"
+
+
 def content_hash(fileloc: str) -> str:
     return hashlib.sha256(Path(fileloc).read_bytes()).hexdigest()
 
@@ -146,6 +170,10 @@ def _files_under(root: str, top: str) -> list[str]:
     for path in base.rglob("*"):
         rel = path.relative_to(root).as_posix()
         if path.is_file() and wanted_file(rel):
+            if not is_text_path(rel):  # it could not be stored with the version: the try would miss it
+                raise DagDefinitionError(f"the helper file {shown_path(rel)} (in {root}) has a name that is "
+                                         "not valid UTF-8, so it cannot be stored with the DAG's code; "
+                                         "rename it")
             found.append(rel)
     return sorted(found)
 
@@ -183,6 +211,8 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
     the file's own folder."""
     global _active
     fileloc = os.path.abspath(fileloc)
+    if not is_text_path(fileloc):
+        return FileResult(shown_path(fileloc), error=name_error(fileloc))
     root = os.path.abspath(root) if root is not None else os.path.dirname(fileloc)
     if not _inside(fileloc, root):
         root = os.path.dirname(fileloc)

@@ -8,6 +8,11 @@ longer than `file_timeout` on a file is killed (SIGKILL) and replaced, and the f
 result. Processors never send DAG objects back: only `ParseResult`s of strings (the canonical JSON
 structure of each DAG and its hash), which `scheduler.dag_sync.sync_results` writes to the database.
 
+What DAG files print while a processor imports them goes to the DAG processor log (`log_file`, normally
+$LEDGER_HOME/logs/dag_processor.log), never to the manager's stdout or stderr. A file whose name is not valid
+UTF-8 is listed, stored and shown under its name with backslash escapes (dagbag.shown_path) and is an import
+error of its own; it is never imported.
+
 Time: `time` (injectable, monotonic seconds) drives the schedule of listing and parsing;
 file timeouts and durations are always measured with the real monotonic clock.
 
@@ -25,21 +30,40 @@ import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import time as _time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from ledger.code import CodeManifest, canonical, sha256_bytes
-from ledger.dagbag import _module_name, content_hash, forget_modules, list_dag_files, load_file
+from ledger.dagbag import (
+    _module_name,
+    content_hash,
+    forget_modules,
+    is_text_path,
+    list_dag_files,
+    load_file,
+    name_error,
+    shown_path,
+)
 from ledger.versions import version_of
 
-__all__ = ["DagFileProcessorManager", "ParseResult", "ParsedDag", "parse_file"]
+__all__ = ["PROCESSOR_LOG", "DagFileProcessorManager", "ParseResult", "ParsedDag", "parse_file", "processor_log"]
 
 PR_SET_PDEATHSIG = 1
+PROCESSOR_LOG = "dag_processor.log"  # in $LEDGER_HOME/logs: what DAG files print while they are imported
+LOG_ROTATE_BYTES = 10 * 1024 * 1024  # a processor log past this size becomes PROCESSOR_LOG.1 (one kept)
+OUTPUT_KEPT_BYTES = 1024 * 1024  # of one import's output, at most this much goes to the log
+
+
+def processor_log(logs_folder: str | Path) -> Path:
+    """The DAG processor log of a logs folder ($LEDGER_HOME/logs/dag_processor.log)."""
+    return Path(logs_folder) / PROCESSOR_LOG
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +115,17 @@ def combined_hash(own: str, deps: Mapping[str, str]) -> str:
 
 def parse_file(fileloc: str, folder: str | None = None) -> ParseResult:
     """Import one DAG file (in the calling process) with `folder` (the DAGs folder) on sys.path, and
-    describe its DAGs and their code as plain data."""
+    describe its DAGs and their code as plain data.
+
+    A file whose name is not valid UTF-8 is not imported: its result is an error, under the name shown with
+    backslash escapes (dagbag.shown_path), which is also the name the manager lists it by."""
     started = _time.perf_counter()
+    if not is_text_path(fileloc):
+        try:
+            digest = content_hash(fileloc)
+        except OSError:
+            digest = ""
+        return ParseResult(shown_path(fileloc), digest, [], name_error(fileloc), _time.perf_counter() - started)
 
     def done(dags: list[ParsedDag], error: str | None, digest: str, deps: Mapping[str, str] | None = None
              ) -> ParseResult:
@@ -142,11 +175,73 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def _processor_main(conn: Connection, parent_pid: int) -> None:
+class _Output:
+    """What DAG files print while a processor imports them: fd 1 and 2 (and sys.stdout and sys.stderr) go to
+    an anonymous file, never to the manager's stdout (a command's `--json` output, the scheduler's log).
+    After each import, what it wrote is appended to the processor log under a line naming the file, in one
+    write (several processors share the log), or dropped when there is no log."""
+
+    def __init__(self, log_file: str | None) -> None:
+        self.log_file = log_file
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        self.fd = self._anonymous_file()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(self.fd, 1)
+        os.dup2(self.fd, 2)
+        sys.stdout, sys.stderr = (open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                                       closefd=False) for fd in (1, 2))
+
+    @staticmethod
+    def _anonymous_file() -> int:
+        """A file with no name (gone when the processor is): O_TMPFILE, else a temporary file unlinked at once."""
+        with contextlib.suppress(AttributeError, OSError):
+            return os.open(tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        fd, path = tempfile.mkstemp(prefix="ledger-dag-processor-")
+        os.unlink(path)
+        return fd
+
+    def collect(self, fileloc: str) -> None:
+        """Move what the import of `fileloc` printed to the log; the file is empty again after."""
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        size = os.fstat(self.fd).st_size
+        if not size:
+            return
+        data = os.pread(self.fd, OUTPUT_KEPT_BYTES, 0)
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)  # fd 1 and 2 share this offset: they write from the start again
+        if self.log_file is None:
+            return
+        text = data.decode("utf-8", "backslashreplace")
+        if not text.endswith("\n"):
+            text += "\n"
+        if size > len(data):
+            text += f"[ledger] ... {size - len(data)} bytes more, not kept\n"
+        at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        entry = f"[ledger] {at} output while importing {shown_path(fileloc)} (pid {os.getpid()}):\n{text}"
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(self.log_file), exist_ok=True)
+            with contextlib.suppress(OSError):
+                if os.path.getsize(self.log_file) > LOG_ROTATE_BYTES:
+                    os.replace(self.log_file, self.log_file + ".1")
+            fd = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, entry.encode("utf-8", "backslashreplace"))
+            finally:
+                os.close(fd)
+
+
+def _processor_main(conn: Connection, parent_pid: int, log_file: str | None = None) -> None:
     _die_with_parent(parent_pid)
     # Ctrl-C reaches the whole process group: the manager stops its processors itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    output = _Output(log_file)
     while True:
         try:
             fileloc = conn.recv()
@@ -155,7 +250,11 @@ def _processor_main(conn: Connection, parent_pid: int) -> None:
         if fileloc is None:
             return
         path, folder = fileloc
-        conn.send(parse_file(path, folder))
+        try:
+            result = parse_file(path, folder)
+        finally:
+            output.collect(path)
+        conn.send(result)
 
 
 @dataclass(eq=False)
@@ -194,7 +293,10 @@ class DagFileProcessorManager:
         dag_dir_list_interval: float = 60,
         file_timeout: float = 50,
         time: Callable[[], float] = _time.monotonic,
+        log_file: str | Path | None = None,
     ) -> None:
+        """`log_file`: where what DAG files print while they are imported goes (processor_log(); None: it
+        is dropped). It never goes to this process's stdout or stderr."""
         if parsing_processes < 1:
             raise ValueError("parsing_processes must be >= 1")
         if file_timeout <= 0:
@@ -204,6 +306,7 @@ class DagFileProcessorManager:
         self.min_file_process_interval = min_file_process_interval
         self.dag_dir_list_interval = dag_dir_list_interval
         self.file_timeout = file_timeout
+        self.log_file = None if log_file is None else str(Path(log_file).expanduser().absolute())
         self._time = time
         self._ctx = multiprocessing.get_context("fork")
         self._processors: list[_Processor] = []
@@ -219,6 +322,8 @@ class DagFileProcessorManager:
         self._owners: dict[str, str] = {}  # dag_id -> the file that defines it
         self._waiting: dict[str, set[str]] = {}  # dag_id -> files refused it as a duplicate
         self._own: dict[str, str] = {}  # fileloc -> own content hash at the latest listing
+        # fileloc (as listed and stored: shown_path) -> the path on disk, for names that are not valid UTF-8
+        self._paths: dict[str, str] = {}
         self._folder_digest = ""  # digest of every listed file's hash: what ANY_FILE dependencies follow
         self.folder_error: str | None = None  # why the latest listing could not read the folder
         self.imports = 0  # files handed to processors so far
@@ -368,7 +473,7 @@ class DagFileProcessorManager:
     def _fill_pool(self) -> None:
         while self._started and len(self._processors) < self.parsing_processes:
             parent_end, child_end = self._ctx.Pipe(duplex=True)
-            process = self._ctx.Process(target=_processor_main, args=(child_end, os.getpid()),
+            process = self._ctx.Process(target=_processor_main, args=(child_end, os.getpid(), self.log_file),
                                         name="ledger-dag-processor", daemon=True)
             process.start()
             child_end.close()
@@ -405,11 +510,15 @@ class DagFileProcessorManager:
             return []
         self.folder_error = None
         listed: dict[str, str] = {}
-        for fileloc in list_dag_files(self.folder):
+        self._paths = {}
+        for path in list_dag_files(self.folder):
+            fileloc = shown_path(path)  # a name that is not UTF-8 is listed (and stored) with escapes
             try:
-                listed[fileloc] = content_hash(fileloc)
+                listed[fileloc] = content_hash(path)
             except OSError:  # removed between listing and hashing
                 continue
+            if fileloc != path:
+                self._paths[fileloc] = path
         self._own = listed
         self._folder_digest = sha256_bytes(canonical(listed).encode("utf-8"))
         gone = [f for f in self._files if f not in listed]
@@ -464,7 +573,7 @@ class DagFileProcessorManager:
                 continue
             proc = idle.pop(0)
             try:
-                proc.conn.send((fileloc, str(self.folder)))
+                proc.conn.send((self._paths.get(fileloc, fileloc), str(self.folder)))
             except OSError:  # the processor died while idle: replace it, parse the file with another one
                 self._discard(proc)
                 self._queue.appendleft(fileloc)

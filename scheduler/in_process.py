@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger import dagbag
-from ledger.context import TaskContext
+from ledger.context import TaskContext, environment
 from ledger.dag import PythonTask
 from ledger.spark import SparkTask
 from scheduler.executors.base import WorkItem
@@ -169,7 +169,8 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
             plan = plan or prepared(item) or make_plan(item, capture=True)
             if plan.loaded is not None and plan.error is None:
                 dagbag.activate(plan.loaded)
-            state, reason, retire = _execute_in_process(plan, began)
+            with environment(plan.context):  # put back after the try: this process runs others
+                state, reason, retire = _execute_in_process(plan, began)
         except Exception as exc:  # a bug of ours must still end as a clean failed try
             traceback.print_exc()
             state, reason = "failed", describe_exception(exc)

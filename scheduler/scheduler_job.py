@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from ledger.signal_delivery import ring
 from scheduler import signal_actions
-from scheduler.dag_processing import DagFileProcessorManager
+from scheduler.dag_processing import DagFileProcessorManager, processor_log
 from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
 from scheduler.executors.base import WorkItem
 from scheduler.job import DagRunJob, LoopReport
@@ -41,7 +41,7 @@ class SchedulerJob(DagRunJob):
         self.manager = DagFileProcessorManager(
             self.dags_folder, parsing_processes=s.parsing_processes,
             min_file_process_interval=s.min_file_process_interval, dag_dir_list_interval=s.dag_dir_list_interval,
-            file_timeout=s.dag_file_processor_timeout)
+            file_timeout=s.dag_file_processor_timeout, log_file=processor_log(self.logs_folder))
         with self.sessions.begin() as session:
             self.manager.seed(known_hashes(session), known_owners(session), known_dependencies(session))
         self.manager.start()

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger import dagbag, secrets
-from ledger.context import TaskContext
+from ledger.context import TaskContext, environment
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.errors import SkipTask
 from ledger.spark import SparkTask
@@ -253,7 +253,8 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
         plan = prepared(item) or make_plan(item)
         if plan.loaded is not None and plan.error is None:
             dagbag.activate(plan.loaded)
-        state, reason = execute_plan(plan)
+        with environment(plan.context):
+            state, reason = execute_plan(plan)
     except BaseException as exc:  # a bug of ours must still end as a clean failed try
         traceback.print_exc()
         state, reason = "failed", describe_exception(exc)

@@ -56,6 +56,7 @@ from scheduler.callbacks import CallbackProcesses
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
 from scheduler.faults import Backoff, first_line, is_transient
+from scheduler.memory import HeldRunsMemory, MemoryMismatch
 from scheduler.metrics import SchedulerMetrics
 from scheduler.planner import HeldRun, choose, plan_runs
 from scheduler.settings import SchedulerSettings
@@ -154,11 +155,8 @@ class DagRunJob:
     _last_heartbeat: float = 0.0
     _fileloc: dict[str, str] = field(default_factory=dict)
     _code: CodeCache | None = None  # where versions' code is materialised on this host
-    _settled: dict[int, list[Any]] = field(default_factory=dict)  # held run -> its ready candidates (unchanged)
-    # held run -> the job's picture of it (run, spec, task instances), kept up to date with what this job writes:
-    # a run whose task instance changed is decided again from it, without reading the database (see _forget)
-    _pictures: dict[int, HeldRun] = field(default_factory=dict)
-    _successor: dict[int, int] = field(default_factory=dict)  # previous_run_id -> held run depending on it
+    # what the job remembers of its held runs between loops (scheduler/memory.py)
+    memory: HeldRunsMemory = field(default_factory=HeldRunsMemory)
     _held_ids: list[int] | None = None  # the runs this job holds, in the order it decides them (None: read them)
     _pool_slots: dict[str, int] | None = None  # each pool's slots (None: read them; a pool changes with an event)
     _requested: set[int] = field(default_factory=set)  # this job's task instances with a signal request pending
@@ -368,7 +366,7 @@ class DagRunJob:
             self._side_events += 1
             (self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes,
              self._seen_event, self._own_events) = saved
-            self._forget()
+            self._forget(reason="a transaction failed")
             self._claim_now = True
             self._reconcile = True
             raise
@@ -495,7 +493,7 @@ class DagRunJob:
             if others or time.monotonic() >= self._full_pass_at:
                 # another process wrote (CLI, backfill, another job; every change comes with an event), or a
                 # poll interval passed: read and decide every run again
-                self._forget()
+                self._forget(reason="another process wrote, or a poll interval passed")
                 self._full_pass_at = time.monotonic() + self.settings.poll_interval
                 self._claim_now = True  # it may have made runs to claim (a trigger, a backfill, a lock released)
                 self.others_wrote(session)
@@ -508,7 +506,7 @@ class DagRunJob:
                 report.created = self.create_runs(session, now)
                 if report.created:
                     self._claim_now = True
-                    self._forget()  # a new run may have become a held run's previous one (its chain is relinked)
+                    self._forget(reason="runs created")  # a new run may be a held run's previous one (relinked)
                 self._looked = False
                 self.reap_dead_holders(session, now)
                 report.claimed = self.collect_runs(session, now)
@@ -519,6 +517,8 @@ class DagRunJob:
             report.callbacks += len(to_call)
             self._heartbeat(session, now)
             self._flush_task_states(session, now)
+            if self.settings.verify_memory:
+                self._verify_memory(session)
             self._own_events = events.written_ids(session)  # left out of the next transaction's check
             self._quiet_since = quiet
             if isinstance(self.wakeup, DatabaseWakeup):
@@ -738,10 +738,10 @@ class DagRunJob:
                     if info.queued_at:
                         self.metrics.lag.observe(max(0.0, ev.at - info.queued_at))
             elif info is None:
-                self._forget()  # a try this job does not know of (another job's lost one): read every run again
+                self._forget(reason="an outcome of a try this job does not know")  # (another job's lost one)
             else:
-                self._settled.pop(info.run_id, None)
-                self._forget_past_of(info.run_id)
+                self.memory.settled.pop(info.run_id, None)
+                self.memory.forget_past_of(info.run_id)
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
         written = task_store.record_outcomes(session, outcomes,
@@ -758,7 +758,7 @@ class DagRunJob:
         ended = [o.ti_id for o, st in written if st != TaskState.RUNNING]
         if not self._requests_known or not self._serial or self._requested.intersection(ended):
             for rearmed in signal_actions.settle(session, ended):
-                self._forget(rearmed)  # a request pending on a try that ended gave its task instance a new try
+                self._forget(rearmed, "a signal request gave a new try")
             self._requested.difference_update(ended)
         self._task_state_signals(written, where)
         self._request_task_callbacks(session, written, where)
@@ -813,7 +813,7 @@ class DagRunJob:
         known = {}
         for ev in drained:
             info = where.get((ev.ti_id, ev.try_number))
-            picture = self._pictures.get(info.run_id) if info is not None else None
+            picture = self.memory.pictures.get(info.run_id) if info is not None else None
             row = picture.tis.get(info.label) if picture is not None and info is not None else None
             if row is not None and row.id == ev.ti_id:
                 known[row.id] = (row.try_number, row.max_tries, row.state.value)
@@ -828,41 +828,35 @@ class DagRunJob:
         kept = {key for key, st in states.items() if st in (TaskState.RUNNING, TaskState.SUCCESS)}
         for ev in drained:
             info = where.get((ev.ti_id, ev.try_number))
-            if info is None or info.run_id not in self._pictures:
+            if info is None or info.run_id not in self.memory.pictures:
                 continue
-            picture = self._pictures[info.run_id]
+            picture = self.memory.pictures[info.run_id]
             row = picture.tis.get(info.label)
             if (ev.ti_id, ev.try_number) not in kept or row is None or row.id != ev.ti_id \
                     or row.try_number != ev.try_number:
-                self._forget(info.run_id)
+                self._forget(info.run_id, "an outcome the database decided (failure, retry, stop)")
                 continue
-            self._picture_task(picture, row.with_state(states[(ev.ti_id, ev.try_number)]))
+            self.memory.wrote(picture.run.id, row.with_state(states[(ev.ti_id, ev.try_number)]))
 
-    @staticmethod
-    def _picture_task(picture: HeldRun, row: task_store.TiRow) -> None:
-        picture.tis[row.label] = row  # (a picture owns its dict of task instances: see _read_held)
-
-    def _forget(self, run_id: int | None = None) -> None:
+    def _forget(self, run_id: int | None = None, reason: str = "read again") -> None:
         """What the job remembers of a held run (of every run: None) no longer holds: the next loop reads it
         from the database and decides it again."""
+        self.memory.forget(run_id, reason)
         if run_id is None:
-            self._settled.clear()
-            self._pictures.clear()
             self._dates.clear()  # (a rolled-back run's id may come back with another date)
             self._dag_of.clear()
             self._held_ids = self._pool_slots = None
             self._requests_known = False
-            return
-        self._settled.pop(run_id, None)
-        self._pictures.pop(run_id, None)
-        self._forget_past_of(run_id)
 
-    def _forget_past_of(self, run_id: int) -> None:
-        """The run that depends on `run_id`'s task states (depends_on_past) is decided again from the database."""
-        nxt = self._successor.get(run_id)
-        if nxt is not None:
-            self._settled.pop(nxt, None)
-            self._pictures.pop(nxt, None)
+    def _verify_memory(self, session: Session) -> None:
+        """Verify mode: at the end of a loop's transaction, what the job remembers of its held runs must be what
+        the database holds (on SQLite nobody else can write meanwhile; on PostgreSQL a difference that another
+        process's event explains is what the next loop reads again)."""
+        found = self.memory.differences(session)
+        if found and not self._serial and loop_store.events_since(session, self._seen_event, self._own_events)[1]:
+            return
+        if found:
+            raise MemoryMismatch("; ".join(found[:5]))
 
     def _task_state_signals(self, written: list[tuple[task_store.Outcome, TaskState]],
                             where: dict[tuple[int, int], _InFlight | None]) -> None:
@@ -948,46 +942,42 @@ class DagRunJob:
             self._held_full = len(self._held_ids) >= self.settings.max_held_runs  # it may hold more (a backfill)
         held_ids = list(self._held_ids)
         if not held_ids:
-            self._forget()
+            self._forget(reason="no runs held")
             return []
-        keep = set(held_ids)
-        for gone in [i for i in self._settled if i not in keep]:
-            del self._settled[gone]
-        for gone in [i for i in self._pictures if i not in keep]:
-            del self._pictures[gone]
-        todo = [i for i in held_ids if i not in self._settled]
-        cached = [c for i in held_ids if i in self._settled for c in self._settled[i]]
+        self.memory.keep_only(set(held_ids))
+        todo = [i for i in held_ids if i not in self.memory.settled]
+        cached = [c for i in held_ids if i in self.memory.settled for c in self.memory.settled[i]]
         if not todo:
             return self._queue(session, cached, now, report)
-        held = [self._pictures[i] for i in todo if i in self._pictures]
-        held += self._read_held(session, [i for i in todo if i not in self._pictures])
+        held = [self.memory.pictures[i] for i in todo if i in self.memory.pictures]
+        held += self._read_held(session, [i for i in todo if i not in self.memory.pictures])
         queued = {h.run.dag_id for h in held if h.run.state == RunState.QUEUED.value}
         running = loop_store.running_runs_by_dag(session, {h.run.dag_id for h in held}) if queued else {}
         plan = plan_runs(held, running, now=now, newest_first=self.newest_first)
-        self._pictures.update((h.run.id, h) for h in held)
+        self.memory.remember(held)
         specs = {h.run.id: h.spec for h in held}
         for run in plan.start:
             self._set_run_state(session, run, RunState.RUNNING, now)
-        self._successor.update(plan.successors)
+        self.memory.successor.update(plan.successors)
         for ti, st, run in plan.mark:
             self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
         task_store.mark(session, [(ti.id, ti.state, st) for ti, st, _run in plan.mark], now=now)
         for ti, st, run in plan.mark:
-            picture = self._pictures.get(run.id)  # (None: forgotten by the mark of its previous run, just above)
+            picture = self.memory.pictures.get(run.id)  # (None: forgotten by the mark of its previous run, just above)
             if picture is not None:
-                self._picture_task(picture, ti.with_state(st))
-            self._forget_past_of(run.id)
+                self.memory.wrote(picture.run.id, ti.with_state(st))
+            self.memory.forget_past_of(run.id)
         for run_id in plan.waiting_on_past:  # its previous run's states are read again each loop, as they change
-            self._pictures.pop(run_id, None)
+            self.memory.pictures.pop(run_id, None)
         self._expand(session, plan.expand, now)
-        self._settled.update(plan.settled)
+        self.memory.settled.update(plan.settled)
         report.retry_at = plan.retry_at
         report.marked = len(plan.mark) + len(plan.expand)
         report.runs_changed += len(plan.start) + len(plan.finish)
         for run in plan.deadline_missed:
             self._deadline_missed(session, run, specs[run.id], now)
         for run in plan.timed_out:
-            self._forget(run.id)
+            self._forget(run.id, "dagrun_timeout")
             stopping, skipped = stop_tasks(session, run, now=now)
             self._requests_known = False  # its stop requests: carried out below, and settled when the tries end
             limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
@@ -998,7 +988,7 @@ class DagRunJob:
                                                       f"{skipped or 'nothing'}"))
         for run, state, reason in plan.finish:
             self._xcom.pop(run.id, None)
-            self._forget(run.id)
+            self._forget(run.id, "run finished")
             holding = None
             if self._held_ids is not None and run.id in self._held_ids:
                 self._held_ids.remove(run.id)  # its lock is released below
@@ -1021,7 +1011,7 @@ class DagRunJob:
         if not candidates:
             return
         for _ti, run, _spec in candidates:
-            self._forget(run.id)  # its task instances change in ways read again from the database
+            self._forget(run.id, "mapped task expanded")  # its task instances change in ways read again
         passed = self._passed_values(session, {run.id for _ti, run, _spec in candidates})
         limit = self.settings.max_map_length
         for ti, run, spec in candidates:
@@ -1070,12 +1060,12 @@ class DagRunJob:
         tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now,
                                  versions={c[0].id: c[1].version_hash for c in chosen})
         for ti, run, _spec in chosen:
-            pending = self._settled.get(run.id)
+            pending = self.memory.settled.get(run.id)
             if pending is not None:
-                self._settled[run.id] = [c for c in pending if c[0].id != ti.id]
-            picture = self._pictures.get(run.id)
+                self.memory.settled[run.id] = [c for c in pending if c[0].id != ti.id]
+            picture = self.memory.pictures.get(run.id)
             if picture is not None:  # as task_store.queue wrote it
-                self._picture_task(picture, ti.queued(tries[ti.id], self.job_id))
+                self.memory.wrote(picture.run.id, ti.queued(tries[ti.id], self.job_id))
         report.queued = len(chosen)
         # a START is used up by the try it started (task_store.queue); the try sees its signal
         wanted = {c[0].signal_id for c in chosen if c[0].armed and c[0].signal_id is not None}

@@ -118,7 +118,7 @@ class SchedulerJob(DagRunJob):
                      f"by signal {by.get('key')} v{by.get('version')})")
         if found.created:
             self._claim_now = True
-            self._forget()  # a new run may have become a held run's previous one
+            self._forget(reason="runs created")  # a new run may have become a held run's previous one
         if found.actions:
             ring(self.engine, self.home)  # wake the jobs that run those task instances (SQLite; NOTIFY did on PG)
         for run_id in found.runs | {run.id for run in found.created}:

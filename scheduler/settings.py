@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ledger.errors import ConfigError
@@ -48,6 +48,10 @@ class SchedulerSettings:
     # a try lost to a crash (its job, worker or host died) spends no retry; after this many lost tries in a row
     # the task instance fails, saying so
     max_lost_tries: int = 3
+    # at the end of every loop's transaction, compare what the job remembers of its held runs with the database
+    # and stop on any difference (scheduler/memory.py): on in the test suite's scenarios; it costs a read per loop
+    # (its default follows LEDGER_VERIFY_MEMORY even for settings made without from_env: the test suite sets it)
+    verify_memory: bool = field(default_factory=lambda: os.environ.get("LEDGER_VERIFY_MEMORY", "") in ("1", "true"))
 
     def items_ahead(self) -> int:
         """queue_ahead, with auto (-1) resolved: a worker that runs tries itself finishes one in well under a
@@ -61,11 +65,12 @@ class SchedulerSettings:
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:
         env = dict(os.environ) if env is None else env
         values: dict[str, Any] = {}
+        defaults = cls()
         for f in fields(cls):
             raw = env.get(f"LEDGER_{f.name.upper()}")
             if raw is None:
                 continue
-            kind = type(getattr(cls, f.name))
+            kind = type(getattr(defaults, f.name))
             if kind is bool:
                 if raw.strip().lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                     raise ConfigError(f"LEDGER_{f.name.upper()}={raw!r} is not a valid bool (true or false)")

@@ -22,6 +22,9 @@ from ledger.db import alembic_config, make_engine, make_sessions
 from tests.pgserver import postgres_server, postgres_url  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
+# every job the tests run, in process or as a command, checks its memory of held runs against the database after
+# each loop (scheduler/memory.py); the tests that count a loop's statements turn it off for themselves
+os.environ["LEDGER_VERIFY_MEMORY"] = "1"
 LEDGER = str(Path(sys.executable).with_name("ledger"))
 
 
@@ -59,7 +62,7 @@ def migrated_sessions(url: str) -> Any:
 
 def _clean_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
+    env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), LEDGER_VERIFY_MEMORY="1")
     return env
 
 

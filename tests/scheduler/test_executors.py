@@ -416,7 +416,7 @@ def test_the_local_executor_notices_dead_workers_where_pidfds_are_missing(
     assert worker_pid is not None
     os.kill(worker_pid, signal.SIGKILL)
     finished = wait_for_event(executor, "finished")
-    assert (finished.ti_id, finished.state, finished.reason) == (2, "failed", "worker died")
+    assert (finished.ti_id, finished.state, finished.reason) == (2, "lost", "worker died")
 
 
 def test_a_work_item_reaches_a_worker_with_its_datetimes_as_they_were() -> None:

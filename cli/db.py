@@ -1,4 +1,4 @@
-"""`ledger db upgrade|downgrade|check`."""
+"""`ledger db upgrade|downgrade|check|rotate-fernet-key`."""
 
 from __future__ import annotations
 
@@ -75,3 +75,22 @@ def check() -> None:
     ensure_ready(env.settings.database_url, env.read_engine)
     out.print(f"{describe_database(env.settings.database_url)} is at revision "
               f"{head_revision(env.settings.database_url)} (head)")
+
+
+@app.command("rotate-fernet-key")
+def rotate_fernet_key() -> None:
+    """Encrypt every stored secret again with the first Fernet key.
+
+    The first of LEDGER_FERNET_KEY, or of the key file in LEDGER_HOME; the keys after it can then be removed."""
+    from ledger.secrets import fernet_keys, rotate
+    from ledger.store import events
+    from ledger.store import secrets as secret_store
+
+    env = open_env()
+    keys, where = fernet_keys()
+    with env.transaction() as session:
+        variables, connections = secret_store.reencrypt(session, rotate)
+        events.record(session, "fernet_key_rotated", at=env.clock.now(), actor=env.actor, variables=variables,
+                      connections=connections)
+    out.print(f"re-encrypted {variables} variable(s) and {connections} connection(s) with the first key of {where}"
+              + ("; the keys after it can now be removed" if len(keys) > 1 else ""), highlight=False)

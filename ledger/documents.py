@@ -27,7 +27,7 @@ from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import lineage as lineage_store
 from ledger.store import runs as run_store
-from ledger.versions import schedule_from_description
+from ledger.versions import masked, schedule_from_description
 
 Doc = dict[str, Any]
 
@@ -122,6 +122,18 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     return row
 
 
+def xcom_rows(session: Session, run_id: int, task_id: str, map_index: int) -> list[Doc]:
+    """`ledger tasks xcom ... --json`: the values a task instance's tries passed on, per try, with every secret
+    ledger knows of as *** (stored as passed: the tasks downstream need the real values)."""
+    from ledger.secrets import known_secrets, mask_value
+    from ledger.store import xcom as xcom_store
+
+    rows = xcom_store.for_task(session, run_id, task_id, map_index)
+    secrets = known_secrets(session) if rows else frozenset()
+    return [{"try_number": x.try_number, "key": x.key, "value": mask_value(x.value, secrets),
+             "created_at": iso(x.created_at)} for x in rows]
+
+
 # -- DAGs and their versions ----------------------------------------------------------------------------
 
 
@@ -190,7 +202,7 @@ def version_document(session: Session, dag: Dag, ref: str | None, *, source: boo
     code = code_store.describe(row)
     code["files"] = code_files(session, dag, row)
     doc: Doc = {"dag_id": dag.dag_id, "version": row.version_hash, "created_at": iso(row.created_at),
-                "structure": json.loads(row.structure), "code": code}
+                "structure": masked(json.loads(row.structure)), "code": code}
     if not source:
         return doc
     texts = version_texts(session, dag, row)
@@ -209,7 +221,9 @@ def version_diff(session: Session, dag: Dag, old: DagVersion, new: DagVersion) -
     empty when they are the same."""
     a, b = old.version_hash[:12], new.version_hash[:12]
     a_code, b_code = version_texts(session, dag, old), version_texts(session, dag, new)
-    a_struct, b_struct = (json.dumps(json.loads(v.structure), indent=2, sort_keys=True) for v in (old, new))
+    before = json.loads(old.structure)  # secret-looking arguments as ***, `*** (changed)` where they differ
+    a_struct, b_struct = (json.dumps(s, indent=2, sort_keys=True)
+                          for s in (masked(before), masked(json.loads(new.structure), compare_to=before)))
     dag_id = dag.dag_id
     parts = []
     if a_code and b_code:

@@ -105,6 +105,8 @@ def _signal_rules(rules: dict[str, Any]) -> str:
 
 
 def _code_text(code: dict[str, Any]) -> str:
+    if code.get("dropped"):
+        return f"unknown (dropped by a forced database downgrade, {code['dropped']['at']})"
     if not code["captured"]:
         return "DAG file only (registered before helper modules were captured)"
     helpers = [f for f in code.get("files", []) if f != code["entry"]]

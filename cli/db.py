@@ -1,8 +1,8 @@
-"""`ledger db upgrade|downgrade|check`."""
+"""`ledger db upgrade|downgrade|check|rotate-fernet-key`."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -18,6 +18,11 @@ from ledger.db import (
     sqlite_file_missing,
 )
 from ledger.errors import DatabaseNotReady, InvalidInput
+from migrations.code_guard import ACTOR, FORCE, NOW, CodeLoss, code_loss
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.engine import Engine
 
 app = typer.Typer(help="Create, upgrade and check the ledger database.", no_args_is_help=True)
 out = Console()
@@ -47,8 +52,13 @@ def upgrade(revision: Annotated[str, typer.Option(help="Target revision.")] = "h
 
 @app.command()
 def downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'base' removes every "
-                                                      "table.")] = "-1") -> None:
-    """Take the schema down to REVISION (default: one step back)."""
+                                                      "table.")] = "-1",
+              force: Annotated[bool, typer.Option("--force", help="Also when it drops the code DAG versions ran "
+                                                  "(below 0006; recorded as code_dropped events).")] = False
+              ) -> None:
+    """Take the schema down to REVISION (default: one step back).
+
+    Refused, changing nothing, when it would drop the code DAG versions ran (below 0006), unless --force."""
     env = open_env()
     if sqlite_file_missing(env.settings.database_url):
         raise DatabaseNotReady(f"no database at {describe_database(env.settings.database_url)}; nothing to "
@@ -60,12 +70,33 @@ def downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'ba
     from alembic import command
     from alembic.util.exc import CommandError
 
+    config = alembic_config(env.settings.database_url)
+    loss = _code_lost(env.engine, config, before, revision)
+    if loss is not None and not force:
+        raise InvalidInput(f"refusing to downgrade to {revision}: it drops {loss.describe()}, and runs could no "
+                           "longer say what code they ran; back the database up, then pass --force to drop them "
+                           "(recorded as code_dropped events)")
+    config.attributes.update({FORCE: force, NOW: env.clock.now(), ACTOR: env.actor})
     try:
-        command.downgrade(alembic_config(env.settings.database_url), revision)
+        command.downgrade(config, revision)
     except CommandError as exc:
         raise InvalidInput(f"cannot downgrade to {revision!r}: {exc}") from None
     out.print(f"downgraded {describe_database(env.settings.database_url)} from {before} to "
               f"{current_revision(env.engine) or 'base'}")
+
+
+def _code_lost(engine: Engine, config: Config, before: str, revision: str) -> CodeLoss | None:
+    """What downgrading from `before` to `revision` drops of the code versions ran (None: nothing, or a
+    revision alembic cannot resolve: it says why when asked to downgrade)."""
+    from alembic.script import ScriptDirectory
+    from alembic.script.revision import RevisionError
+
+    try:
+        undone = {r.revision for r in ScriptDirectory.from_config(config).iterate_revisions(before, revision)}
+    except RevisionError:
+        return None
+    with engine.connect() as conn:
+        return code_loss(conn, undone)
 
 
 @app.command()
@@ -75,3 +106,22 @@ def check() -> None:
     ensure_ready(env.settings.database_url, env.read_engine)
     out.print(f"{describe_database(env.settings.database_url)} is at revision "
               f"{head_revision(env.settings.database_url)} (head)")
+
+
+@app.command("rotate-fernet-key")
+def rotate_fernet_key() -> None:
+    """Encrypt every stored secret again with the first Fernet key.
+
+    The first of LEDGER_FERNET_KEY, or of the key file in LEDGER_HOME; the keys after it can then be removed."""
+    from ledger.secrets import fernet_keys, rotate
+    from ledger.store import events
+    from ledger.store import secrets as secret_store
+
+    env = open_env()
+    keys, where = fernet_keys()
+    with env.transaction() as session:
+        variables, connections = secret_store.reencrypt(session, rotate)
+        events.record(session, "fernet_key_rotated", at=env.clock.now(), actor=env.actor, variables=variables,
+                      connections=connections)
+    out.print(f"re-encrypted {variables} variable(s) and {connections} connection(s) with the first key of {where}"
+              + ("; the keys after it can now be removed" if len(keys) > 1 else ""), highlight=False)

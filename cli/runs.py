@@ -38,7 +38,11 @@ def _render(row: dict[str, Any]) -> None:
             out.print(f"  {key:20} {row[key]}", highlight=False)
     if row.get("conf"):
         out.print(f"  {'conf':20} {json.dumps(row['conf'])}", highlight=False)
-    if not row["code"]["captured"]:
+    dropped = row["code"].get("dropped")
+    if dropped:
+        out.print(f"  {'code':20} unknown: this version's code was dropped by a forced database downgrade "
+                  f"({dropped['by']}, {dropped['at']}); what its tries ran is no longer known", highlight=False)
+    elif not row["code"]["captured"]:
         out.print(f"  {'code':20} the DAG file only: this version was registered before ledger captured the "
                   "helper modules DAG files import, so its tries ran the stored DAG file with today's helpers",
                   highlight=False)

@@ -35,11 +35,13 @@ def _name(value: str, what: str) -> str:
 def variable_set(key: Key, value: Annotated[str, typer.Argument(help="Its value (text; JSON for var.json).",
                                                                 show_default=False)],
                  description: Annotated[str, typer.Option(help="What it is for.")] = "") -> None:
-    """Create or change a variable (its value is encrypted with LEDGER_FERNET_KEY)."""
-    sealed = encrypt(value)
+    """Create or change a variable (its value is stored encrypted).
+
+    Encrypted with the Fernet key: LEDGER_FERNET_KEY, or the key file in LEDGER_HOME, made on first use."""
+    _name(key, "variable")
     env = open_env()
     with env.transaction() as session:
-        new = store.set_variable(session, _name(key, "variable"), sealed, description, env.clock.now())
+        new = store.set_variable(session, key, encrypt(value), description, env.clock.now())
         events.record(session, "variable_set", at=env.clock.now(), actor=env.actor, key=key, new=new)
     out.print(f"variable {key} {'created' if new else 'changed'}")
 
@@ -103,12 +105,12 @@ def connection_add(conn_id: ConnId,
                    description: Annotated[str, typer.Option(help="What it is for.")] = "") -> None:
     """Create or change a connection from a URI (its password and extra are encrypted)."""
     info = ConnectionInfo.from_uri(_name(conn_id, "connection"), uri)
-    values = {"conn_id": conn_id, "conn_type": info.conn_type, "host": info.host, "port": info.port,
-              "login": info.login, "schema": info.schema,
-              "password_encrypted": encrypt(info.password) if info.password else None,
-              "extra_encrypted": encrypt(info.extra) if info.extra else None, "description": description}
     env = open_env()
-    with env.transaction() as session:
+    with env.transaction() as session:  # encrypted once the database is known to be there (the key file is made then)
+        values = {"conn_id": conn_id, "conn_type": info.conn_type, "host": info.host, "port": info.port,
+                  "login": info.login, "schema": info.schema,
+                  "password_encrypted": encrypt(info.password) if info.password else None,
+                  "extra_encrypted": encrypt(info.extra) if info.extra else None, "description": description}
         new = store.set_connection(session, values, env.clock.now())
         events.record(session, "connection_set", at=env.clock.now(), actor=env.actor, conn_id=conn_id, new=new)
     out.print(f"connection {conn_id} {'created' if new else 'changed'}")

@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 from cli import testing
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, Reason, reason_text
-from ledger.dates import iso
 from ledger.errors import InvalidInput
 from ledger.mapping import NOT_MAPPED, choose_instance, label
 from ledger.models import DagRun, TaskInstance
@@ -141,9 +140,9 @@ def mark(dag_id: DagId, run: RunArg,
 def xcom(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
          as_json: Json = False, map_index: MapIndex = None) -> None:
     """The values a task instance's tries passed on (return value and xcom_push), per try."""
-    run_id, rows = _task_rows(dag_id, run, task_id, map_index, lambda s, r, i: [
-        {"try_number": x.try_number, "key": x.key, "value": x.value, "created_at": iso(x.created_at)}
-        for x in xcom_store.for_task(s, r, task_id, i)])
+    from ledger.documents import xcom_rows
+
+    run_id, rows = _task_rows(dag_id, run, task_id, map_index, lambda s, r, i: xcom_rows(s, r, task_id, i))
     if as_json:
         print_json(rows)
         return

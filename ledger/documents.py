@@ -25,11 +25,13 @@ from ledger.schedule import next_scheduled
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
+from ledger.store import events as events_store
 from ledger.store import lineage as lineage_store
 from ledger.store import runs as run_store
-from ledger.versions import schedule_from_description
+from ledger.versions import masked, schedule_from_description
 
 Doc = dict[str, Any]
+CODE_DROPPED = "code_dropped"  # the event a forced downgrade records (migrations/code_guard.py)
 
 
 def _sid(value: int | None) -> str | None:
@@ -93,7 +95,7 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     row["dag_id"] = r.dag_id
     row["conf"] = r.conf
     row["lock_holder"] = _sid(r.lock_holder)
-    row["code"] = code_store.describe(version)
+    row["code"] = code_json(session, version)
     instances = run_store.task_instances(session, r.id)  # by id: the order they were made in
     first: dict[str, int] = {}
     for ti in instances:
@@ -120,6 +122,18 @@ def run_document(session: Session, run_id: int | str) -> Doc:
                       "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
                       "written_at": iso(w.written_at)} for w in lineage_store.of_run(session, r.id)]
     return row
+
+
+def xcom_rows(session: Session, run_id: int, task_id: str, map_index: int) -> list[Doc]:
+    """`ledger tasks xcom ... --json`: the values a task instance's tries passed on, per try, with every secret
+    ledger knows of as *** (stored as passed: the tasks downstream need the real values)."""
+    from ledger.secrets import known_secrets, mask_value
+    from ledger.store import xcom as xcom_store
+
+    rows = xcom_store.for_task(session, run_id, task_id, map_index)
+    secrets = known_secrets(session) if rows else frozenset()
+    return [{"try_number": x.try_number, "key": x.key, "value": mask_value(x.value, secrets),
+             "created_at": iso(x.created_at)} for x in rows]
 
 
 # -- DAGs and their versions ----------------------------------------------------------------------------
@@ -153,6 +167,18 @@ def schedule_text(structure: Doc) -> str:
         return json.dumps(structure["schedule"])
 
 
+def code_json(session: Session, v: DagVersion) -> Doc:
+    """What the documents say about a version's code: code_store.describe, and `dropped`: None, or when and by
+    whom a forced `ledger db downgrade` dropped it (its `code_dropped` event: what its tries ran is unknown)."""
+    code = code_store.describe(v)
+    code["dropped"] = None
+    if v.code_snapshot is None and v.source_code is None:
+        for e in events_store.listing(session, dag_id=v.dag_id, kinds=[CODE_DROPPED]):
+            if v.version_hash in (e.details or {}).get("versions", ()):
+                code["dropped"] = {"at": iso(e.at), "by": e.actor, "migration": e.details.get("migration")}
+    return code
+
+
 def code_files(session: Session, dag: Dag, v: DagVersion) -> list[str]:
     """The files of a version's code (relative paths), without reading their text."""
     if v.code_snapshot:
@@ -167,7 +193,7 @@ def versions_document(session: Session, dag: Dag) -> list[Doc]:
     for v in dag_store.versions(session, dag.dag_id):
         structure = json.loads(v.structure)
         runs, tries = used.get(v.version_hash, (0, 0))
-        code = code_store.describe(v)
+        code = code_json(session, v)
         code["files"] = code_files(session, dag, v)
         rows.append({"version": v.version_hash, "created_at": iso(v.created_at),
                      "current": v.version_hash == dag.current_version,
@@ -187,10 +213,10 @@ def version_document(session: Session, dag: Dag, ref: str | None, *, source: boo
     """`ledger dags show DAG [--version REF] [--source [--file F]] --json`: a version's structure and code;
     with `source`, the text of its DAG file (or of `file`)."""
     row = dag_store.version(session, dag.dag_id, ref or dag.current_version or "")
-    code = code_store.describe(row)
+    code = code_json(session, row)
     code["files"] = code_files(session, dag, row)
     doc: Doc = {"dag_id": dag.dag_id, "version": row.version_hash, "created_at": iso(row.created_at),
-                "structure": json.loads(row.structure), "code": code}
+                "structure": masked(json.loads(row.structure)), "code": code}
     if not source:
         return doc
     texts = version_texts(session, dag, row)
@@ -209,7 +235,9 @@ def version_diff(session: Session, dag: Dag, old: DagVersion, new: DagVersion) -
     empty when they are the same."""
     a, b = old.version_hash[:12], new.version_hash[:12]
     a_code, b_code = version_texts(session, dag, old), version_texts(session, dag, new)
-    a_struct, b_struct = (json.dumps(json.loads(v.structure), indent=2, sort_keys=True) for v in (old, new))
+    before = json.loads(old.structure)  # secret-looking arguments as ***, `*** (changed)` where they differ
+    a_struct, b_struct = (json.dumps(s, indent=2, sort_keys=True)
+                          for s in (masked(before), masked(json.loads(new.structure), compare_to=before)))
     dag_id = dag.dag_id
     parts = []
     if a_code and b_code:

@@ -1,48 +1,119 @@
-"""Variables and connections for DAGs, with their secrets encrypted at rest and masked in task logs.
+"""Variables and connections for DAGs, with their secrets encrypted at rest and masked where they are shown.
 
 * Stored with `ledger variables set` / `ledger connections add`; a variable's value, and a connection's
-  password and extra, are encrypted with Fernet (the `cryptography` library) under LEDGER_FERNET_KEY (one
-  key, or several separated by commas: the first encrypts, any decrypts, so keys can be rotated). Without
-  a key nothing secret is stored: the command says how to make one.
+  password and extra, are encrypted with Fernet (the `cryptography` library). The keys: LEDGER_FERNET_KEY
+  when set, else the file `fernet.key` in LEDGER_HOME, made (mode 0600) the first time a secret is stored.
+  Either holds one key or several (separated by commas or lines): the first encrypts, any decrypts, and
+  `ledger db rotate-fernet-key` re-encrypts every stored secret with the first, so keys can be rotated.
 * Read in tasks with `Variable.get("name")` / `get_connection("id")`, and in templates with
   `{{ var.value.name }}` / `{{ conn.id.host }}`: the environment first (`LEDGER_VAR_<NAME>`,
   `LEDGER_CONN_<ID>` as a URI), then the database.
-* Every secret a try reads (a connection's password; a variable whose name says it is one: password,
-  secret, token, api_key, private_key, credential, access_key, auth) is masked: the try's log and its
-  rendered templates are rewritten with `***` in its place when the try ends.
+* Every secret a try reads (a connection's password; a variable whose name says it is one, see SENSITIVE)
+  is masked: the try's log and its rendered templates are rewritten with `***` in its place when the try
+  ends. Commands that show values a try passed on (`ledger tasks xcom`) mask every secret ledger knows of
+  (known_secrets, mask_value).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, quote, unquote, urlsplit, urlunsplit
 
-from ledger.errors import ConfigError, InvalidInput
+from ledger.errors import ConfigError, InvalidInput, LedgerError
 
-KEY_HINT = ("set LEDGER_FERNET_KEY to a Fernet key, e.g. the output of "
-            "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`")
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+KEY_HINT = ("copy the key file from the host that stored the secrets, or set LEDGER_FERNET_KEY to the key "
+            "(docs/operations.md: Secrets and the Fernet key)")
 _seen: set[str] = set()  # secrets read in this process: masked in the try's log when it ends
 MIN_MASKED = 3  # shorter values are not masked (masking "a" would garble every log)
 
 
-def _fernet() -> Any:
+KEY_FILE = "fernet.key"  # in LEDGER_HOME: the keys when LEDGER_FERNET_KEY is not set
+
+
+def key_file(home: Path) -> Path:
+    return home / KEY_FILE
+
+
+def parse_keys(text: str) -> list[str]:
+    """The keys of LEDGER_FERNET_KEY or of the key file: separated by commas or lines, blanks ignored."""
+    return [k.strip() for k in text.replace("\n", ",").split(",") if k.strip()]
+
+
+def create_key_file(path: Path) -> str:
+    """The text of the key file at `path`, made with a new key (mode 0600) if there is none yet.
+
+    The key is written to a private temporary file that is then hard-linked to `path`: the link fails when
+    the file exists, so processes that race here all end up with the one key that won, and none ever
+    reads a half-written file."""
+    from cryptography.fernet import Fernet
+
+    try:
+        return path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(Fernet.generate_key().decode() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(FileExistsError):  # another process made it first: use its key
+            os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path.read_text(encoding="ascii")
+
+
+def _home() -> Path:
+    from ledger.config import load_settings
+
+    return load_settings().home
+
+
+def fernet_keys(*, create: bool = False) -> tuple[list[str], str]:
+    """(keys, where they come from): LEDGER_FERNET_KEY when set, else LEDGER_HOME's key file (made with a new
+    key when `create` and there is none). ConfigError when there is no key and `create` is false."""
+    raw = os.environ.get("LEDGER_FERNET_KEY", "").strip()
+    if raw:
+        return parse_keys(raw), "LEDGER_FERNET_KEY"
+    path = key_file(_home())
+    try:
+        text = create_key_file(path) if create else path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        raise ConfigError(f"no Fernet key: LEDGER_FERNET_KEY is not set and {path} does not exist; {KEY_HINT}") \
+            from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the Fernet key file {path}: {exc.strerror}; {KEY_HINT}") from None
+    keys = parse_keys(text)
+    if not keys:
+        raise ConfigError(f"the Fernet key file {path} holds no key; {KEY_HINT}")
+    return keys, str(path)
+
+
+def _fernet(*, create: bool = False) -> Any:
     from cryptography.fernet import Fernet, MultiFernet
 
-    raw = os.environ.get("LEDGER_FERNET_KEY", "").strip()
-    if not raw:
-        raise ConfigError(f"secrets are stored encrypted: {KEY_HINT}")
+    keys, where = fernet_keys(create=create)
     try:
-        return MultiFernet([Fernet(k.strip().encode()) for k in raw.split(",") if k.strip()])
+        return MultiFernet([Fernet(k.encode()) for k in keys])
     except (ValueError, TypeError):
-        raise ConfigError(f"LEDGER_FERNET_KEY is not a valid Fernet key; {KEY_HINT}") from None
+        raise ConfigError(f"{where} is not a valid Fernet key; {KEY_HINT}") from None
 
 
 def encrypt(text: str) -> str:
-    return str(_fernet().encrypt(text.encode()).decode())
+    """`text` encrypted with the first key (the key file is made on first need)."""
+    return str(_fernet(create=True).encrypt(text.encode()).decode())
 
 
 def decrypt(token: str) -> str:
@@ -51,16 +122,29 @@ def decrypt(token: str) -> str:
     try:
         return str(_fernet().decrypt(token.encode()).decode())
     except InvalidToken:
-        raise ConfigError("a stored secret cannot be decrypted with LEDGER_FERNET_KEY (was the key "
-                          "changed? keep the old key after the new one, separated by a comma)") from None
+        raise ConfigError(f"a stored secret cannot be decrypted with the Fernet key in {fernet_keys()[1]} (was "
+                          "the key changed? keep the old key after the new one, separated by a comma)") from None
 
 
-SENSITIVE = ("password", "passwd", "secret", "token", "api_key", "apikey", "private_key", "credential",
-             "access_key", "auth")
+def rotate(token: str) -> str:
+    """A stored secret encrypted again with the first key (any key may decrypt it); ConfigError when none can."""
+    from cryptography.fernet import InvalidToken
+
+    try:
+        return str(_fernet().rotate(token.encode()).decode())
+    except InvalidToken:
+        raise ConfigError(f"a stored secret cannot be decrypted with the Fernet keys in {fernet_keys()[1]}") \
+            from None
+
+
+# Airflow's DEFAULT_SENSITIVE_FIELDS (airflow/utils/log/secrets_masker.py), and credential, access_key and auth
+SENSITIVE = ("access_token", "api_key", "apikey", "authorization", "passphrase", "passwd", "password",
+             "private_key", "secret", "token", "keyfile_dict", "service_account", "credential", "access_key", "auth")
 
 
 def sensitive(name: str) -> bool:
-    """A variable whose name says it holds a secret (as Airflow decides which variables to mask)."""
+    """A name that says its value is a secret (as Airflow decides what to mask: any of SENSITIVE in it, in any
+    case): a variable's name, a key of a task's arguments (`env={"DB_PASSWORD": ...}`), of a connection's extra."""
     lowered = name.lower()
     return any(word in lowered for word in SENSITIVE)
 
@@ -70,18 +154,118 @@ def seen(secret: str | None) -> None:
         _seen.add(secret)
 
 
+def settings_secrets() -> list[str]:
+    """The secrets of ledger's own settings: the Fernet keys (LEDGER_FERNET_KEY and the key file) and
+    LEDGER_SMTP_PASSWORD."""
+    found = parse_keys(os.environ.get("LEDGER_FERNET_KEY", ""))
+    with contextlib.suppress(OSError, ValueError, LedgerError):  # no key file (yet), or an unreadable one
+        found += parse_keys(key_file(_home()).read_text(encoding="ascii"))
+    smtp = os.environ.get("LEDGER_SMTP_PASSWORD")
+    return found + ([smtp] if smtp else [])
+
+
 def seen_settings() -> None:
-    """The secrets of ledger's own settings (LEDGER_FERNET_KEY, LEDGER_SMTP_PASSWORD) are in every try's
-    environment: they are masked like the secrets a try read."""
-    for key in os.environ.get("LEDGER_FERNET_KEY", "").split(","):
-        seen(key.strip())
-    seen(os.environ.get("LEDGER_SMTP_PASSWORD"))
+    """The secrets of ledger's own settings are in every try's environment or readable by it: they are
+    masked like the secrets a try read."""
+    for secret in settings_secrets():
+        seen(secret)
+
+
+def seen_arguments(task: Any) -> None:
+    """The values of a task's secret-looking arguments (`env={"DB_PASSWORD": ...}`, `op_kwargs={"api_key": ...}`)
+    are masked in its try's log and rendered templates, like the secrets it read."""
+    def secret(value: Any) -> None:
+        if isinstance(value, str):
+            seen(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            seen(str(value))
+        elif isinstance(value, Mapping):
+            for v in value.values():
+                secret(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                secret(v)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                (secret if isinstance(k, str) and sensitive(k) else walk)(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    names = {*getattr(task, "template_fields", ()), *getattr(task, "mappable_fields", ()), "op_kwargs", "spark_conf"}
+    for name in sorted(names):
+        walk(getattr(task, name, None))
 
 
 def mask(text: str) -> str:
     for secret in sorted(_seen, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
+
+
+def mask_value(value: Any, secrets: Collection[str]) -> Any:
+    """A JSON value with every secret in it as *** (in strings, dict keys included, and a number whose text is
+    a secret)."""
+    if not secrets:
+        return value
+    ordered = sorted(secrets, key=len, reverse=True)
+
+    def text(t: str) -> str:
+        for secret in ordered:
+            t = t.replace(secret, "***")
+        return t
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return text(v)
+        if isinstance(v, dict):
+            return {text(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and str(v) in secrets:
+            return "***"
+        return v
+
+    return walk(value)
+
+
+def known_secrets(session: Session) -> frozenset[str]:
+    """Every secret ledger knows of, for masking what it shows: the values of variables whose names say they are
+    secret and connections' passwords (and their extras' secret-named fields), stored or in this process's
+    environment (LEDGER_VAR_*, LEDGER_CONN_*), and ledger's own (settings_secrets). ConfigError when a stored
+    secret cannot be decrypted: what is shown could then not be checked."""
+    from ledger.store import secrets as store
+
+    found: list[str | None] = list(settings_secrets())
+    for row in store.variables(session):
+        if sensitive(row.key):
+            found.append(decrypt(row.value_encrypted))
+    for conn in store.connections(session):
+        found.append(decrypt(conn.password_encrypted) if conn.password_encrypted else None)
+        found += _extra_secrets(decrypt(conn.extra_encrypted) if conn.extra_encrypted else None)
+    for name, raw in os.environ.items():
+        if name.startswith("LEDGER_VAR_") and sensitive(name[len("LEDGER_VAR_"):]):
+            found.append(raw)
+        elif name.startswith("LEDGER_CONN_"):
+            try:
+                info = ConnectionInfo.from_uri(name[len("LEDGER_CONN_"):].lower(), raw)
+            except LedgerError:
+                continue
+            found += [info.password, *_extra_secrets(info.extra)]
+    return frozenset(s for s in found if s and len(s) >= MIN_MASKED)
+
+
+def _extra_secrets(extra: str | None) -> list[str]:
+    """The values of a connection extra's secret-named fields (a JSON object; anything else: none)."""
+    try:
+        value = json.loads(extra or "{}")
+    except json.JSONDecodeError:
+        return []
+    if not isinstance(value, dict):
+        return []
+    return [str(v) for k, v in value.items() if sensitive(str(k)) and isinstance(v, (str, int))]
 
 
 def secrets_seen() -> bool:

@@ -2,13 +2,19 @@
 
 The scheduler decides from specs (stored JSON), never from user code: a run's task instances and
 its schedule facts come from the version it was created with ("as-was" history).
+
+A task's arguments are part of its structure, except the values of secret-looking keys (ledger.secrets.
+sensitive: `env={"DB_PASSWORD": ...}`, `op_kwargs={"api_key": ...}`): the structure holds a digest of each
+(`secret:sha256:...`, so that changing the secret still makes a new version), and `masked` shows it as ***.
+Tries get the real value: they run the task from the version's code, not from its structure.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -20,10 +26,11 @@ from ledger.code import python_digest
 from ledger.dag import describe_callbacks
 from ledger.mapping import literal_count
 from ledger.schedule import Schedule, parse_schedule
+from ledger.secrets import sensitive
 from ledger.signal_rules import can_start
 
 if TYPE_CHECKING:
-    from ledger.dag import DAG
+    from ledger.dag import DAG, Task
 
 EMPTY: Mapping[str, Any] = {}
 
@@ -71,12 +78,152 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         **({"deadline": dag.deadline.total_seconds()} if dag.deadline is not None else {}),
         **({"callbacks": describe_callbacks(dag.callbacks)} if dag.callbacks else {}),
         **({"params": {name: p.describe() for name, p in sorted(dag.params.items())}} if dag.params else {}),
-        "tasks": [
-            {"task_id": t.task_id, "kind": t.kind, "upstream": sorted(t.upstream_ids), **t.settings(),
-             "definition": t.definition()}
-            for t in (dag.tasks[tid] for tid in sorted(dag.tasks))
-        ],
+        "tasks": [_without_secrets(dag.dag_id, t, {"task_id": t.task_id, "kind": t.kind,
+                                                   "upstream": sorted(t.upstream_ids), **t.settings(),
+                                                   "definition": t.definition()})
+                  for t in (dag.tasks[tid] for tid in sorted(dag.tasks))],
     }
+
+
+# -- secret-looking arguments ----------------------------------------------------------------------------
+
+SECRET_PREFIX = "secret:sha256:"
+_DIGESTS = re.compile(r"secret:sha256:[0-9a-f]{64}")
+MASK = "***"
+Path = tuple[str | int, ...]  # ("definition", field, key, ...) or ("expand", argument, index, ...)
+
+
+def _json_or_repr(value: Any) -> Any:
+    """A task argument as a version records it (as ledger.dag does): itself when JSON, else its repr."""
+    try:
+        json.dumps(value, sort_keys=True)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def secret_digest(dag_id: str, task_id: str, path: Path, value: Any) -> str:
+    """What a version's structure holds in place of a secret: the sha256 of the value with where it is (so that
+    one secret used twice, or in two DAGs, gives two unrelated digests)."""
+    text = canonical_json(["ledger-secret", dag_id, task_id, list(path), _json_or_repr(value)])
+    return SECRET_PREFIX + hash_structure(text)
+
+
+def _redact(value: Any, path: Path, digest: Callable[[Path, Any], str]) -> tuple[Any, bool]:
+    """`value` with the value of every secret-looking key (in dicts, also inside lists and tuples) replaced by
+    digest(path, value), and whether there was any."""
+    if isinstance(value, Mapping):
+        out, changed = {}, False
+        for key, item in value.items():
+            where = (*path, str(key))
+            if isinstance(key, str) and sensitive(key):
+                out[key], changed = digest(where, item), True
+            else:
+                out[key], hit = _redact(item, where, digest)
+                changed = changed or hit
+        return (out, True) if changed else (value, False)
+    if isinstance(value, (list, tuple)):
+        items, changed = [], False
+        for i, item in enumerate(value):
+            new, hit = _redact(item, (*path, i), digest)
+            items.append(new)
+            changed = changed or hit
+        return (type(value)(items) if isinstance(value, tuple) else items, True) if changed else (value, False)
+    return value, False
+
+
+def _without_secrets(dag_id: str, task: Task, described: dict[str, Any]) -> dict[str, Any]:
+    """A task's description with its secret-looking arguments as digests: in its definition (read from the task's
+    own values, before a value that is not JSON is recorded as its repr) and in the literal lists it is expanded
+    over. A task without any is described exactly as before, so that its DAG keeps its version hash."""
+    def digest(path: Path, value: Any) -> str:
+        return secret_digest(dag_id, task.task_id, path, value)
+
+    definition = described["definition"]
+    for name, shown in list(definition.items()):
+        redacted, changed = _redact(getattr(task, name, shown), ("definition", name), digest)
+        if changed:
+            definition[name] = _json_or_repr(redacted)
+    for entry, (arg, src) in zip(described.get("expand", ()), getattr(task, "expand_args", ()), strict=False):
+        if not isinstance(src, (list, tuple)):
+            continue  # another task's value: known only when it has run, never recorded
+        if sensitive(arg):
+            entry[1]["values"] = [digest(("expand", arg, i), v) for i, v in enumerate(src)]
+        else:
+            redacted, changed = _redact(src, ("expand", arg), digest)
+            if changed:
+                entry[1]["values"] = _json_or_repr(redacted)
+    return described
+
+
+def masked(structure: Mapping[str, Any], compare_to: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A version's structure as shown: every secret-looking argument as *** (a digest, or a clear value from a
+    version stored before secrets were digested). With `compare_to` (the version before, for a diff), one
+    whose value differs from that version's reads `*** (changed)`."""
+    out: dict[str, Any] = json.loads(canonical_json(structure))
+    dag_id = str(structure.get("dag_id"))
+    before = {t["task_id"]: t for t in compare_to["tasks"]} if compare_to is not None else {}
+    for task in out.get("tasks", []):
+        task_id, other = task["task_id"], before.get(task["task_id"])
+
+        def mask(path: Path, value: Any, task_id: str = task_id, other: Any = other) -> str:
+            if other is None:
+                return MASK
+            theirs = _at(other, path)
+            if theirs is _ABSENT:
+                return MASK
+            same = _normal(dag_id, task_id, path, value) == _normal(dag_id, task_id, path, theirs)
+            return MASK if same else f"{MASK} (changed)"
+
+        if isinstance(task.get("definition"), dict):
+            task["definition"] = {name: _hide(_redact(v, ("definition", name), mask)[0])
+                                  for name, v in task["definition"].items()}
+        for arg, src in task.get("expand", ()):
+            if isinstance(src, dict) and "values" in src:
+                values = src["values"]
+                if sensitive(arg) and isinstance(values, list):
+                    src["values"] = [mask(("expand", arg, i), v) for i, v in enumerate(values)]
+                else:
+                    src["values"] = _hide(_redact(values, ("expand", arg), mask)[0])
+    return out
+
+
+_ABSENT = object()
+
+
+def _at(task: Mapping[str, Any], path: Path) -> Any:
+    """The value at `path` in a stored task description (_ABSENT: none)."""
+    if path[0] == "expand":
+        found = [src.get("values") for arg, src in task.get("expand", ()) if arg == path[1] and isinstance(src, dict)]
+        value, rest = (found[0], path[2:]) if found else (_ABSENT, ())
+    else:
+        value, rest = task.get("definition", {}), path[1:]
+    for step in rest:
+        if isinstance(value, dict) and str(step) in value:
+            value = value[str(step)]
+        elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+            value = value[step]
+        else:
+            return _ABSENT
+    return value
+
+
+def _normal(dag_id: str, task_id: str, path: Path, value: Any) -> str:
+    """A stored secret as its digest (a version from before secrets were digested holds it in clear)."""
+    if isinstance(value, str) and _DIGESTS.fullmatch(value):
+        return value
+    return secret_digest(dag_id, task_id, path, value)
+
+
+def _hide(value: Any) -> Any:
+    """Digests inside text (an argument recorded as its repr) as ***."""
+    if isinstance(value, str):
+        return _DIGESTS.sub(MASK, value)
+    if isinstance(value, dict):
+        return {k: _hide(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hide(v) for v in value]
+    return value
 
 
 def version_of(dag: DAG) -> tuple[str, str]:

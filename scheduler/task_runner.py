@@ -222,6 +222,7 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
         reason = one_line(f"cannot make mapped instance {plan.item.map_index}: {exc}")
         say(reason)
         return "failed", reason
+    secrets.seen_arguments(instance)  # its secret-looking arguments are *** in its log, as rendered too
     if plan.item.map_index >= 0:
         say(f"mapped instance {plan.item.map_index}: {_mapped_values(instance)}")
     try:
@@ -229,6 +230,7 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
     except TemplateError as exc:
         say(str(exc))
         return "failed", one_line(str(exc))
+    secrets.seen_arguments(task)
     if isinstance(task, PythonTask):
         return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):

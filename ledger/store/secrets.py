@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -52,3 +53,18 @@ def connection(session: Session, conn_id: str) -> Connection | None:
 
 def connections(session: Session) -> list[Connection]:
     return list(session.scalars(select(Connection).order_by(Connection.conn_id)))
+
+
+def reencrypt(session: Session, rotate: Callable[[str], str]) -> tuple[int, int]:
+    """Every stored secret passed through `rotate` (ledger.secrets.rotate: encrypted again with the first Fernet
+    key): (variables, connections) changed."""
+    rows = variables(session)
+    for row in rows:
+        row.value_encrypted = rotate(row.value_encrypted)
+    conns = connections(session)
+    for conn in conns:
+        if conn.password_encrypted:
+            conn.password_encrypted = rotate(conn.password_encrypted)
+        if conn.extra_encrypted:
+            conn.extra_encrypted = rotate(conn.extra_encrypted)
+    return len(rows), len(conns)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.code_guard import refuse_or_record
+
 revision = '0003'
 down_revision = '0002'
 branch_labels = None
@@ -22,5 +24,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_or_record('0003')  # the code versions ran is dropped below: only when forced, and recorded
     with op.batch_alter_table('dag_version', schema=None) as batch_op:
         batch_op.drop_column('source_code')

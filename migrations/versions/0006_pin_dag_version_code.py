@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from migrations.code_guard import refuse_or_record
+
 revision = '0006'
 down_revision = '0005'
 branch_labels = None
@@ -42,6 +44,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_or_record('0006')  # the code versions ran is dropped below: only when forced, and recorded
     with op.batch_alter_table('task_try', schema=None) as batch_op:
         batch_op.drop_column('dag_version')
     with op.batch_alter_table('dag_file', schema=None) as batch_op:

@@ -1,0 +1,65 @@
+"""A downgrade that would drop the code DAG versions ran is refused, changing nothing; forced, it records what it
+dropped, and no run then claims to know what code it ran."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command
+
+from ledger.db import alembic_config
+from tests.cli.test_truthful_cli import dump
+from tests.conftest import DAILY_DAG, Cli
+
+
+@pytest.fixture
+def ran(ready_cli: Cli) -> Cli:
+    """A database whose DAG version has captured code and whose tries recorded the version they ran."""
+    cli = ready_cli
+    cli.write_dag("daily.py", DAILY_DAG.replace('schedule="@daily"', "schedule=None"))
+    cli.ok("trigger", "daily", "--logical-date", "2024-03-01")
+    cli.ok("scheduler", "--exit-when-idle")
+    assert {t["state"] for t in cli.json("runs", "show", "1")["task_instances"]} == {"success"}
+    return cli
+
+
+def test_a_downgrade_that_drops_captured_code_is_refused_in_one_line_and_changes_nothing(ran: Cli) -> None:
+    cli = ran
+    before = dump(cli)
+    for target in ("0005", "-3", "base"):
+        refused = cli.fails("db", "downgrade", "--", target)
+        assert refused.exit_code == 1
+        assert refused.stderr == (
+            f"Error: refusing to downgrade to {target}: it drops the code of 1 DAG version(s) and the record of "
+            "which version 2 tries ran, and runs could no longer say what code they ran; back the database up, "
+            "then pass --force to drop them (recorded as code_dropped events)\n")
+        assert dump(cli) == before
+    assert "to 0007" in cli.ok("db", "downgrade")  # keeps the code: allowed
+    cli.ok("db", "upgrade")
+
+
+def test_a_plain_alembic_downgrade_is_refused_by_the_migration_itself(ran: Cli) -> None:
+    config = alembic_config(f"sqlite:///{ran.home / 'ledger.db'}")
+    command.downgrade(config, "0006")
+    with pytest.raises(RuntimeError, match="refusing to undo migration 0006: it drops the code of 1 DAG version"):
+        command.downgrade(config, "0005")
+
+
+def test_a_forced_downgrade_records_what_it_dropped_and_runs_show_says_the_code_is_unknown(ran: Cli) -> None:
+    cli = ran
+    (version,) = [v["version"] for v in cli.json("dags", "versions", "daily")]
+    assert "to 0005" in cli.ok("db", "downgrade", "0005", "--force")
+    cli.ok("db", "upgrade")
+    (event,) = [e for e in cli.json("events") if e["kind"] == "code_dropped"]
+    assert event["dag_id"] == "daily" and event["details"] == {"versions": [version], "migration": "0006",
+                                                               "tries": 2}
+    code = cli.json("runs", "show", "1")["code"]
+    assert code["captured"] is False and code["dropped"]["migration"] == "0006"
+    shown = cli.ok("runs", "show", "1")
+    assert "unknown: this version's code was dropped by a forced database downgrade" in shown
+    assert "today's helpers" not in shown
+    assert "unknown (dropped by a forced database downgrade" in cli.ok("dags", "versions", "daily")
+
+
+def test_an_empty_database_goes_down_to_base_without_force(cli: Cli) -> None:
+    cli.ok("db", "upgrade")
+    assert "to base" in cli.ok("db", "downgrade", "base")

@@ -39,13 +39,13 @@ def assert_each_task_instance_ran_once(cli: Cli) -> None:
 
 def assert_no_try_ran_twice(cli: Cli, *, cut_short: int | None = None) -> None:
     """For scenarios that kill a backfill while a try runs: each try (task instance, try number) ran once and
-    none is left `running`; `cut_short` (when given) tries failed, those the kill cut short, which the task's
-    retry then ran again as its next try."""
+    none is left `running`; `cut_short` (when given) tries were lost, those the kill cut short, which their
+    task instances then ran again as their next try, spending no retry; none failed."""
     tries = query(cli, "SELECT task_instance_id, try_number, state FROM task_try")
     assert len({(t[0], t[1]) for t in tries}) == len(tries), f"a try was started twice: {tries}"
     states = [t[2] for t in tries]
     assert "running" not in states, tries
-    assert cut_short is None or states.count("failed") == cut_short, tries
+    assert cut_short is None or (states.count("lost"), states.count("failed")) == (cut_short, 0), tries
 
 
 def start_backfill(cli: Cli, start: int, end: int, *args: str, log: str = "bf.log",
@@ -156,20 +156,19 @@ LONG_LEASE = {"LEDGER_LOCK_TIMEOUT": "3600"}
 """A lock timeout far longer than a test: what takes over the runs of a killed backfill within the test can only
 be the same-host check that its process is gone, not the lease running out."""
 
-RETRIED_DAG = """
+NO_RETRIES_DAG = """
 import pendulum
-from datetime import timedelta
 from ledger import DAG, BashTask
 
 with DAG("d", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), max_active_runs=1,
-         default_args={"retries": 1, "retry_delay": timedelta(seconds=0)}) as dag:
+         default_args={"retries": 0}) as dag:
     BashTask("a", "sleep 1") >> BashTask("b", "true")
 """
 
 
 def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(each_db_cli: Cli) -> None:
     cli = each_db_cli
-    cli.write_dag("d.py", RETRIED_DAG)
+    cli.write_dag("d.py", NO_RETRIES_DAG)
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 4)
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
@@ -181,14 +180,15 @@ def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(each_db_cl
     assert resumed.exit_code == 0, resumed.output
     assert time.monotonic() - began < 60  # the dead job's locks are taken over at once on the same host
     assert [r["state"] for r in timeline(cli)] == ["success"] * 4
-    assert_no_try_ran_twice(cli, cut_short=1)  # the try the kill cut short failed as a zombie and was retried
+    assert_no_try_ran_twice(cli, cut_short=1)  # the try the kill cut short was lost and ran again, no retry spent
+    assert_the_lost_try_then_its_success_show(cli)
     (row,) = cli.json("backfill", "list")
     assert row["state"] == "success" and row["unfinished"] == 0
 
 
 def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(each_db_cli: Cli) -> None:
     cli = each_db_cli
-    cli.write_dag("d.py", RETRIED_DAG)
+    cli.write_dag("d.py", NO_RETRIES_DAG)
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 4)
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
@@ -211,6 +211,19 @@ def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(eac
     assert rows["1"]["state"] == "success" and rows["1"]["unfinished"] == 0, rows
     assert any(e["kind"] == "backfill_adopted" for e in cli.json("events", "--dag", "d"))
     assert_no_try_ran_twice(cli, cut_short=1)
+    assert_the_lost_try_then_its_success_show(cli)
+
+
+def assert_the_lost_try_then_its_success_show(cli: Cli) -> None:
+    """`runs show` of the run whose try the kill cut short: try 1 lost, try 2 success, in a task with no
+    retries; `tasks logs` of the lost try ends saying why it got a new try."""
+    ((run_id, task_id),) = query(cli, "SELECT ti.run_id, ti.task_id FROM task_try t JOIN task_instance ti "
+                                      "ON ti.id = t.task_instance_id WHERE t.state = 'lost'")
+    shown = cli.json("runs", "show", str(run_id))
+    (ti,) = [t for t in shown["task_instances"] if t["task_id"] == task_id]
+    assert [(t["try_number"], t["state"]) for t in ti["tries"]] == [(1, "lost"), (2, "success")], ti
+    log = cli.ok("tasks", "logs", "d", str(run_id), task_id, "--try", "1")
+    assert "try 1/2: lost" in log and "it gets a new try (a lost try spends no retry)" in log, log
 
 
 def test_a_backfill_over_the_queued_runs_of_a_submitted_one_finishes_them_without_calling_it_dead(
@@ -369,7 +382,7 @@ def test_on_postgresql_an_interrupted_backfill_is_resumed_and_a_second_one_waits
         cli: Cli, postgres_url: str) -> None:
     cli.env["LEDGER_DATABASE_URL"] = postgres_url
     cli.ok("db", "upgrade")
-    cli.write_dag("d.py", RETRIED_DAG)
+    cli.write_dag("d.py", NO_RETRIES_DAG)
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 3)
     wait_until(lambda: running_tries(cli) > 0, what="a running try")

@@ -12,6 +12,7 @@ from cli.env import open_env, parse_conf
 from cli.options import DagId, DagsFolder
 from ledger.dates import check_within_dag, parse_user_date
 from ledger.errors import InvalidInput
+from ledger.logs import log_path
 from ledger.mapping import split_label
 from ledger.params import check_conf, from_description
 from ledger.states import RunState, TaskState
@@ -126,8 +127,6 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
                      clock=env.clock, actor=env.actor, logs_folder=env.settings.logs_folder, say=_say, run_id=run_id)
     job.install_signal_handlers()
     job.run(exit_when_idle=True)
-    from scheduler.job import log_path
-
     with env.reading() as session:
         state = run_store.get(session, run_id).state
         tries = sorted(((t.started_at, task_id, t.try_number, t.state) for task_id, t in

@@ -20,7 +20,7 @@ from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
 from ledger.web import views
-from ledger.web.app import now, session_of
+from ledger.web.reading import now, session_of
 from ledger.web.render import render
 
 router = APIRouter(include_in_schema=False)

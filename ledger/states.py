@@ -53,3 +53,5 @@ FINISHED_TASK_STATES = frozenset(
     {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED, TaskState.STOPPED,
      TaskState.REMOVED}
 )
+# task instances whose try is with an executor or runs: they hold a pool slot and count against max_active_tasks
+ACTIVE_TASK_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING})

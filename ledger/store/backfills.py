@@ -12,12 +12,9 @@ from sqlalchemy.orm import Session
 
 from ledger.errors import NotFound
 from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
-from ledger.states import BackfillState, RunState, TaskState
+from ledger.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
 from ledger.store import events
 from ledger.store.dags import chunks
-from ledger.store.tasks import ACTIVE
-
-UNFINISHED_RUNS = [RunState.QUEUED.value, RunState.RUNNING.value]
 
 
 @dataclass(frozen=True)
@@ -52,7 +49,7 @@ def count_unfinished(session: Session, backfill_id: int, adopted: Collection[int
     """How many of the runs the backfill finishes are queued or running: one count over its runs, without the
     task instances that progress_of also counts."""
     return session.scalar(select(func.count()).select_from(DagRun).where(
-        finishing(backfill_id, adopted), DagRun.state.in_(UNFINISHED_RUNS))) or 0
+        finishing(backfill_id, adopted), DagRun.state.in_(UNFINISHED_RUN_STATES))) or 0
 
 
 def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str,
@@ -102,7 +99,7 @@ def history_of(session: Session, backfill_id: int) -> History:
     return History(sum(runs.values()), runs.get(RunState.OVERRIDDEN.value, 0),
                    runs.get(RunState.SUCCESS.value, 0) + ended_later - failed_later,
                    runs.get(RunState.FAILED.value, 0) + failed_later,
-                   runs.get(RunState.QUEUED.value, 0) + runs.get(RunState.RUNNING.value, 0))
+                   sum(runs.get(state, 0) for state in UNFINISHED_RUN_STATES))
 
 
 def waiting_reasons(session: Session, backfill_id: int, job_id: int,
@@ -118,13 +115,13 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
 
     out: list[tuple[int, str, bool]] = []
     runs = list(session.scalars(select(DagRun).where(finishing(backfill_id, adopted),
-                                                     DagRun.state.in_(UNFINISHED_RUNS))
+                                                     DagRun.state.in_(UNFINISHED_RUN_STATES))
                                 .order_by(DagRun.logical_date)))
     if not runs:
         return out
     ids = [run.id for run in runs]
     tried = _runs_with(session, ids, TaskInstance.try_number > 0)  # runs with a task that has started
-    active = _runs_with(session, ids, TaskInstance.state.in_(ACTIVE))
+    active = _runs_with(session, ids, TaskInstance.state.in_(ACTIVE_TASK_STATES))
     holding: dict[str, bool] = {}
     running_of: dict[tuple[str, int], list[Any]] = {}
     stalled: list[int] = []
@@ -159,7 +156,7 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
                 if before.state == RunState.FAILED.value:
                     out.append((run.id, f"depends_on_past: its previous run {before.id} ({before.run_type}) "
                                         "failed", True))
-                elif before.state in UNFINISHED_RUNS:
+                elif before.state in UNFINISHED_RUN_STATES:
                     out.append((run.id, f"depends_on_past: waits for run {before.id} ({before.run_type})",
                                 False))
         if run.state == RunState.RUNNING.value and len(out) == said and run.id not in active:
@@ -205,7 +202,7 @@ def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
             why_full[name] = f"pool {name} has 0 slots (ledger pools set {name} N)"
             continue
         holders = session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
-            TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE)).order_by(TaskInstance.id)
+            TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE_TASK_STATES)).order_by(TaskInstance.id)
             .limit(slots[name])).all()
         why_full[name] = f"pool {name}: all {slots[name]} slot(s) in use (first by run {holders[0][0]}, task " \
                          f"{holders[0][1]})" if len(holders) >= slots[name] else None
@@ -272,13 +269,13 @@ def unfinished_among(session: Session, run_ids: Collection[int]) -> dict[int, in
     if not run_ids:
         return {}
     return {r.id: r.backfill_id for r in session.scalars(select(DagRun).where(
-        DagRun.id.in_(sorted(run_ids)), DagRun.state.in_(UNFINISHED_RUNS)))}
+        DagRun.id.in_(sorted(run_ids)), DagRun.state.in_(UNFINISHED_RUN_STATES)))}
 
 
 def unfinished_runs(session: Session, backfill_id: int) -> list[DagRun]:
     """The backfill's queued and running runs."""
     return list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id,
-                                                     DagRun.state.in_(UNFINISHED_RUNS))))
+                                                     DagRun.state.in_(UNFINISHED_RUN_STATES))))
 
 
 def runs_in_range(session: Session, dag_id: str, start: datetime, end: datetime) -> list[Any]:

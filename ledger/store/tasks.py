@@ -15,11 +15,11 @@ from sqlalchemy.orm import Session
 from ledger.dependencies import TiState
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
+from ledger.states import ACTIVE_TASK_STATES as ACTIVE
+from ledger.states import UNFINISHED_RUN_STATES as UNFINISHED
 from ledger.states import TaskState
 from ledger.store.hot import Hot
-from ledger.store.jobs import UNFINISHED
 
-ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
 DEFAULT_POOL = "default_pool"
 TI_TABLE: Table = TaskInstance.__table__  # type: ignore[assignment]
 TRY_TABLE: Table = TaskTry.__table__  # type: ignore[assignment]

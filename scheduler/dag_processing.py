@@ -19,7 +19,6 @@ lives as long as it). The manager is not thread-safe: one thread calls poll() / 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import multiprocessing
 import os
@@ -36,10 +35,9 @@ from pathlib import Path
 from ledger.code import CodeManifest, canonical, sha256_bytes
 from ledger.dagbag import _module_name, content_hash, forget_modules, list_dag_files, load_file
 from ledger.versions import version_of
+from scheduler.parent_death import die_with_parent
 
 __all__ = ["DagFileProcessorManager", "ParseResult", "ParsedDag", "parse_file"]
-
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,17 +131,9 @@ def parse_file(fileloc: str, folder: str | None = None) -> ParseResult:
 
 # -- the processor (child process) ---------------------------------------------------------------------
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux); exit if it already has."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(0)
-
-
 def _processor_main(conn: Connection, parent_pid: int) -> None:
-    _die_with_parent(parent_pid)
+    if not die_with_parent(parent_pid, signal.SIGKILL):
+        os._exit(0)
     # Ctrl-C reaches the whole process group: the manager stops its processors itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -119,6 +119,3 @@ class CodeCache:
         self._known[key] = found
         return found
 
-    def forget(self) -> None:
-        self._known.clear()
-

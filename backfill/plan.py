@@ -15,6 +15,7 @@ from pendulum import DateTime
 
 from ledger.errors import InvalidInput
 from ledger.schedule import DataInterval
+from ledger.states import UNFINISHED_RUN_STATES
 from ledger.versions import DagSpec
 
 
@@ -60,7 +61,7 @@ def decide_date(live: LiveRun | None, policy: Reprocess) -> tuple[Action, str]:
         return Action.NEW, "no live run at this date"
     if live.lock_holder is not None and live.holder_alive:
         return Action.SKIP, f"in flight: locked by job {live.lock_holder}"
-    if live.state in ("queued", "running"):
+    if live.state in UNFINISHED_RUN_STATES:
         if live.backfill_id is not None and live.run_type == "backfill":
             whose = (f"submitted backfill {live.backfill_id}, which no live job holds" if live.submitted
                      else f"backfill {live.backfill_id}, whose process is gone")

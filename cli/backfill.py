@@ -19,6 +19,7 @@ from cli.options import DagId, DagsFolder, Json
 from ledger.dates import iso, parse_user_date
 from ledger.documents import backfill_document, backfills_document
 from ledger.errors import InvalidInput
+from ledger.states import ACTIVE_TASK_STATES
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store.backfills import Progress, progress_of
@@ -224,7 +225,7 @@ def _progress_line(backfill_id: int, p: Progress, elapsed: float,
     text.append(f"{t.get('success', 0)} succeeded", style="green")
     text.append(" / ")
     text.append(f"{t.get('failed', 0) + t.get('upstream_failed', 0)} failed", style="red")
-    text.append(f" / {t.get('skipped', 0)} skipped / {t.get('running', 0) + t.get('queued', 0)} running")
+    text.append(f" / {t.get('skipped', 0)} skipped / {sum(t.get(s, 0) for s in ACTIVE_TASK_STATES)} running")
     text.append(f" · elapsed {_clock(elapsed)} · remaining {_clock(remaining) if remaining is not None else '?'}")
     if waiting:
         run_id, why, _blocked = waiting[0]

@@ -15,6 +15,7 @@ from cli import testing
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, Reason, reason_text
 from ledger.errors import InvalidInput
+from ledger.logs import log_path
 from ledger.mapping import NOT_MAPPED, choose_instance, label
 from ledger.models import DagRun, TaskInstance
 from ledger.states import TaskState
@@ -54,8 +55,6 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
          try_number: Annotated[int | None, typer.Option("--try", min=1, help="Which try (default: the latest).")]
          = None, map_index: MapIndex = None) -> None:
     """Print the log of one try of a task instance."""
-    from scheduler.job import log_path
-
     env = open_env()
     with env.reading() as session:
         r = _run_of(session, dag_id, run)

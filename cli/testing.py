@@ -1,4 +1,4 @@
-"""`ledger tasks test` and `ledger dags test`: the local test loop (scheduler/local_test.py)."""
+"""`ledger tasks test` and `ledger dags test`: the local test loop (scheduler/local_testing.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from cli.env import open_env, parse_conf
 from cli.options import DagId, DagsFolder
 from ledger.dates import check_within_dag, parse_user_date
 from ledger.errors import InvalidInput
+from ledger.logs import log_path
 from ledger.mapping import split_label
 from ledger.params import check_conf, from_description
 from ledger.states import RunState, TaskState
 
 if TYPE_CHECKING:  # the test loop (task running, templates, jinja2) is imported by the test commands only
-    from scheduler.local_test import TestRun
+    from scheduler.local_testing import TestRun
 
 LogicalDate = Annotated[str | None, typer.Option("--logical-date", help="ISO date or datetime, in the DAG's "
                         "timezone when naive (default: now).")]
@@ -41,7 +42,7 @@ def _prepare(dag_id: str, logical_date: str | None, conf: str | None, dags_folde
     conf_value = parse_conf(conf)
     env = open_env(dags_folder)  # type: ignore[arg-type]
     env.require_dags_folder()
-    from scheduler.local_test import TestRun, find_dag
+    from scheduler.local_testing import TestRun, find_dag
 
     dag = find_dag(env.settings.dags_folder, dag_id)
     run = TestRun.of(dag, env.clock.now(), conf_value, env.settings.dags_folder)
@@ -59,7 +60,7 @@ def task_test(dag_id: DagId, task_id: Annotated[str, typer.Argument(help="The ta
     environment the scheduler would give its try; print its log. Records nothing (the database is not
     opened). Exit 0 when the try succeeded (or skipped), 1 otherwise."""
     run = _prepare(dag_id, logical_date, conf, dags_folder)
-    from scheduler.local_test import test_task
+    from scheduler.local_testing import test_task
 
     state = test_task(run, task_id, _say)
     if state not in (TaskState.SUCCESS.value, TaskState.SKIPPED.value):
@@ -85,7 +86,7 @@ def dag_test(dag_id: DagId, logical_date: LogicalDate = None, conf: Conf = None,
     run = _prepare(dag_id, logical_date, conf, dags_folder)
     _say(f"test run of {dag_id} at {run.logical_date.isoformat()} (interval {run.data_interval_start.isoformat()} "
          f"to {run.data_interval_end.isoformat()}), version {run.spec.version_hash[:12]} (not registered)")
-    from scheduler.local_test import test_dag
+    from scheduler.local_testing import test_dag
 
     state = test_dag(run, _say)
     _say(f"test run of {dag_id}: {state.value}")
@@ -99,9 +100,9 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
     from ledger.states import RunType
     from ledger.store import dags as dag_store
     from ledger.store import runs as run_store
+    from scheduler.dag_test_job import TestRunJob
     from scheduler.executors.sequential import SequentialExecutor
     from scheduler.settings import SchedulerSettings
-    from scheduler.test_run_job import TestRunJob
 
     conf_value = parse_conf(conf)
     env = open_env(dags_folder)  # type: ignore[arg-type]
@@ -126,8 +127,6 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
                      clock=env.clock, actor=env.actor, logs_folder=env.settings.logs_folder, say=_say, run_id=run_id)
     job.install_signal_handlers()
     job.run(exit_when_idle=True)
-    from scheduler.job import log_path
-
     with env.reading() as session:
         state = run_store.get(session, run_id).state
         tries = sorted(((t.started_at, task_id, t.try_number, t.state) for task_id, t in

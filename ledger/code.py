@@ -123,14 +123,6 @@ def parse_bundle(text: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def digest_of_files(entry: str, files: Mapping[str, bytes]) -> dict[str, object]:
-    """`version_digest` of a snapshot given as file contents (the entry among them): what a try that ran
-    these files must find in its version's structure."""
-    manifest = CodeManifest.build(CodeFile.of(entry, files[entry]),
-                                  (CodeFile.of(p, data) for p, data in files.items() if p != entry))
-    return manifest.version_digest()
-
-
 def helper_paths(imported: Iterable[str], candidates_of: Mapping[str, Iterable[str]]) -> set[str]:
     """Which files of the DAGs folder a DAG's code needs, given the relative paths of the modules importing
     it imported: a module at the top of the folder is itself; a module inside a top-level folder brings

@@ -21,10 +21,6 @@ class Settings:
     def logs_folder(self) -> Path:
         return self.home / "logs"
 
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
-
 
 def load_settings(env: dict[str, str] | None = None, *, dags_folder: str | Path | None = None) -> Settings:
     """Settings from LEDGER_HOME, LEDGER_DATABASE_URL and LEDGER_DAGS_FOLDER (or the --dags-folder flag)."""

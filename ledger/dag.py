@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import graphlib
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -672,41 +673,15 @@ class DAG:
 
     def validate(self) -> None:
         """Refuse cycles; called when the `with` block ends and again when the file is loaded."""
-        cycle = find_cycle({tid: sorted(t.downstream_ids) for tid, t in self.tasks.items()})
-        if cycle:
-            raise DagDefinitionError(f"DAG {self.dag_id!r} has a cycle: {' >> '.join(cycle)}")
+        upstream = {tid: sorted(self.tasks[tid].upstream_ids) for tid in sorted(self.tasks)}
+        try:
+            graphlib.TopologicalSorter(upstream).prepare()
+        except graphlib.CycleError as exc:  # its args[1]: the cycle, each task upstream of the next
+            raise DagDefinitionError(f"DAG {self.dag_id!r} has a cycle: {' >> '.join(exc.args[1])}") from None
 
 
     def __repr__(self) -> str:
         return f"<DAG {self.dag_id}>"
-
-
-def find_cycle(downstream: dict[str, list[str]]) -> list[str] | None:
-    """A cycle in a graph given as node -> downstream nodes, as a path that returns to its start."""
-    white, grey, black = 0, 1, 2
-    colour = dict.fromkeys(downstream, white)
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        colour[node] = grey
-        path.append(node)
-        for nxt in downstream.get(node, []):
-            if colour.get(nxt, white) == grey:
-                return [*path[path.index(nxt):], nxt]
-            if colour.get(nxt, white) == white:
-                found = visit(nxt)
-                if found:
-                    return found
-        path.pop()
-        colour[node] = black
-        return None
-
-    for node in sorted(downstream):
-        if colour[node] == white:
-            found = visit(node)
-            if found:
-                return found
-    return None
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from ledger.errors import DatabaseNotReady
-from migrations.head import HEAD
+from ledger.schema import HEAD
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -21,7 +21,8 @@ from ledger.errors import InvalidInput, TimelineConflict
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, TaskInstance
 from ledger.params import check_conf, from_description
-from ledger.states import FINISHED_TASK_STATES, BackfillState, RunState, RunType, TaskState
+from ledger.states import ACTIVE_TASK_STATES as ACTIVE
+from ledger.states import FINISHED_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, RunType, TaskState
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store import events
@@ -34,7 +35,6 @@ from ledger.store.loop import set_run_state
 from ledger.store.transitions import move_run, move_task
 from ledger.versions import DagSpec
 
-ACTIVE = (TaskState.QUEUED.value, TaskState.RUNNING.value)
 MARKABLE = (TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED)
 
 
@@ -102,7 +102,7 @@ def cancel_run(session: Session, run: DagRun, *, now: datetime, actor: str, reas
     say when every task had finished already: cancelled_state). `reason`: the operator's words, kept in the
     event."""
     _not_overridden(run)
-    if run.state not in (RunState.QUEUED.value, RunState.RUNNING.value):
+    if run.state not in UNFINISHED_RUN_STATES:
         raise TimelineConflict(f"run {run.id} is {run.state}: only a queued or running run can be cancelled")
     before = run.state
     stopping, skipped = stop_tasks(session, run, now=now)
@@ -235,7 +235,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
     if downstream:
         chosen = spec.and_downstream(chosen)
-    busy_all = [ti for ti in tis if ti.state in (TaskState.QUEUED, TaskState.RUNNING)]
+    busy_all = [ti for ti in tis if ti.state in ACTIVE]
     busy = [label(ti.task_id, ti.map_index) for ti in busy_all if ti.task_id in chosen or on_latest_version]
     if busy:
         raise TimelineConflict(f"task {busy[0]!r} of run {run.id} is {TaskState.RUNNING.value} or queued; "

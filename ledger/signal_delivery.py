@@ -158,10 +158,6 @@ class PostgresDoorbell(Doorbell):
         self._closed = False
         self._connect()  # when the server cannot be reached now, retried by handle() and drain()
 
-    @property
-    def connected(self) -> bool:
-        return self._conn is not None
-
     def _connect(self) -> None:
         import psycopg
 

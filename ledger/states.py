@@ -115,3 +115,7 @@ def task_may_move(before: str, after: TaskState) -> bool:
 def run_may_move(before: str, after: RunState) -> bool:
     """Whether a run in state `before` may be moved to `after` (RUN_TRANSITIONS)."""
     return before in RUN_TRANSITIONS[after]
+
+
+# task instances whose try is with an executor or runs: they hold a pool slot and count against max_active_tasks
+ACTIVE_TASK_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING})

@@ -12,7 +12,6 @@ them without locks: a snapshot folder that exists is complete. Nothing in them i
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import uuid
@@ -120,11 +119,3 @@ class CodeCache:
         self._known[key] = found
         return found
 
-    def forget(self) -> None:
-        self._known.clear()
-
-
-def clear_host_cache(base: Path) -> None:
-    """Remove every materialised snapshot and blob (they are re-made from the database when needed)."""
-    with contextlib.suppress(FileNotFoundError):
-        shutil.rmtree(base)

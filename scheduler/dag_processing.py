@@ -24,7 +24,6 @@ lives as long as it). The manager is not thread-safe: one thread calls poll() / 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import multiprocessing
 import os
@@ -52,10 +51,10 @@ from ledger.dagbag import (
     shown_path,
 )
 from ledger.versions import version_of
+from scheduler.parent_death import die_with_parent
 
 __all__ = ["PROCESSOR_LOG", "DagFileProcessorManager", "ParseResult", "ParsedDag", "parse_file", "processor_log"]
 
-PR_SET_PDEATHSIG = 1
 PROCESSOR_LOG = "dag_processor.log"  # in $LEDGER_HOME/logs: what DAG files print while they are imported
 LOG_ROTATE_BYTES = 10 * 1024 * 1024  # a processor log past this size becomes PROCESSOR_LOG.1 (one kept)
 OUTPUT_KEPT_BYTES = 1024 * 1024  # of one import's output, at most this much goes to the log
@@ -166,15 +165,6 @@ def parse_file(fileloc: str, folder: str | None = None) -> ParseResult:
 
 # -- the processor (child process) ---------------------------------------------------------------------
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux); exit if it already has."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(0)
-
-
 class _Output:
     """What DAG files print while a processor imports them: fd 1 and 2 (and sys.stdout and sys.stderr) go to
     an anonymous file, never to the manager's stdout (a command's `--json` output, the scheduler's log).
@@ -237,7 +227,8 @@ class _Output:
 
 
 def _processor_main(conn: Connection, parent_pid: int, log_file: str | None = None) -> None:
-    _die_with_parent(parent_pid)
+    if not die_with_parent(parent_pid, signal.SIGKILL):
+        os._exit(0)
     # Ctrl-C reaches the whole process group: the manager stops its processors itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import os
 import signal
 import socket
 import time
@@ -33,6 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ledger.clock import Clock
 from ledger.db import reader, shares_one_connection
 from ledger.dependencies import PreviousRun
+from ledger.logs import log_file
 from ledger.mapping import NOT_MAPPED, expand_task, label, source_text
 from ledger.models import DagRun
 from ledger.operations import stop_tasks
@@ -72,18 +72,6 @@ def _tell_log(path: str, at: datetime, text: str) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError), open(path, "a") as log:
         log.write(f"[ledger] {at.astimezone(UTC).isoformat(timespec='milliseconds')} {text}\n")
-
-
-def log_path(logs: Path, dag_id: str, run_id: int, task_id: str, try_number: int, map_index: int = NOT_MAPPED) -> Path:
-    """Where a try's log goes: $LEDGER_HOME/logs/<dag>/run_<run>/<task>[/map_<i>]/try_<n>.log."""
-    return Path(log_file(str(logs), dag_id, run_id, task_id, try_number, map_index))
-
-
-def log_file(logs: str, dag_id: str, run_id: int, task_id: str, try_number: int, map_index: int = NOT_MAPPED) -> str:
-    """log_path as text (the scheduler builds one per try: without pathlib's parsing)."""
-    if map_index < 0:
-        return os.path.join(logs, dag_id, f"run_{run_id}", task_id, f"try_{try_number}.log")
-    return os.path.join(logs, dag_id, f"run_{run_id}", task_id, f"map_{map_index}", f"try_{try_number}.log")
 
 
 def _ended_how(o: task_store.Outcome, st: TaskState, settings: SchedulerSettings) -> str:

@@ -22,13 +22,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ledger.dependencies import PreviousRun, TiState, decide
-from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
+from ledger.states import ACTIVE_TASK_STATES, FINISHED_TASK_STATES, RunState, TaskState
 from ledger.versions import DagSpec
 
 if TYPE_CHECKING:
     from ledger.store.tasks import TiRow
-
-ACTIVE_STATES = (TaskState.QUEUED, TaskState.RUNNING)
 
 
 class RunLike(Protocol):
@@ -97,7 +95,7 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
     for h in sorted(held, key=lambda h: run_order(h.run, newest_first)):
         run, spec = h.run, h.spec
         if h.backfill_cancelled:  # start nothing more; once its tries are done, skip what has not started
-            if any(t.state in ACTIVE_STATES for t in h.tis.values()):
+            if any(t.state in ACTIVE_TASK_STATES for t in h.tis.values()):
                 continue
             waiting = [t for t in h.tis.values() if t.state not in FINISHED_TASK_STATES]
             if waiting:

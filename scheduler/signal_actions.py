@@ -30,7 +30,7 @@ from ledger.dependencies import TiState, ready_alone
 from ledger.models import DagRun, TaskInstance
 from ledger.signal_rules import STARTING, SignalAction, evaluate, key_matches, matching_rules
 from ledger.signals import Signal
-from ledger.states import FINISHED_TASK_STATES, RunState, RunType, TaskState
+from ledger.states import ACTIVE_TASK_STATES, FINISHED_TASK_STATES, RunState, RunType, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import runs as run_store
@@ -212,14 +212,14 @@ def _apply_to(ti: TaskInstance, action: SignalAction, sig: Signal, now: datetime
     """Write the action into one task instance; returns what happened, for the event."""
     state = TaskState(ti.state)
     if action == SignalAction.STOP:
-        if state.value in task_store.ACTIVE:
+        if state in ACTIVE_TASK_STATES:
             ti.signal_request, ti.signal_id = "stop", sig.id
             return "stop requested"
         if state in (TaskState.SCHEDULED, TaskState.UP_FOR_RETRY):
             move_task(ti, TaskState.STOPPED, ended_at=now, signal_armed=False, signal_id=sig.id, next_try_at=None)
             return "stopped before it started"
         return f"already {state.value}"
-    if state.value in task_store.ACTIVE:
+    if state in ACTIVE_TASK_STATES:
         if action == SignalAction.RESTART:
             ti.signal_request, ti.signal_id = "restart", sig.id
             return "restart requested"

@@ -14,7 +14,6 @@ tries run in the worker process (scheduler/in_process.py).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import select
@@ -22,10 +21,11 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from scheduler.executors.base import WorkItem
+from scheduler.parent_death import die_with_parent
 from scheduler.task_runner import HANDOVER_REASON, now_iso, output_streams, run_try
 from scheduler.try_outcome import (
     EXIT_CODES,
@@ -39,23 +39,6 @@ from scheduler.try_outcome import (
     one_line,
 )
 from scheduler.try_plan import Plan, make_plan, prepared, remember
-
-PR_SET_PDEATHSIG = 1
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()  # looked up once, before any fork: children only make the call
-
-
-def set_parent_death_signal(signum: int) -> bool:
-    """Ask Linux to send `signum` to this process when the thread that created it dies."""
-    return _prctl is not None and _prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
 
 
 def kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:
@@ -93,8 +76,7 @@ def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iter
     try:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
-        set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        if not die_with_parent(parent_pid, signal.SIGKILL):
             os._exit(EXIT_FAILED)
         for fd in close_fds:
             with contextlib.suppress(OSError):

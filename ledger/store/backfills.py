@@ -12,12 +12,9 @@ from sqlalchemy.orm import Session
 
 from ledger.errors import NotFound
 from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
-from ledger.states import BackfillState, RunState, TaskState
+from ledger.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
 from ledger.store import events
 from ledger.store.dags import chunks
-from ledger.store.tasks import ACTIVE
-
-UNFINISHED_RUNS = [RunState.QUEUED.value, RunState.RUNNING.value]
 
 
 @dataclass(frozen=True)
@@ -52,7 +49,7 @@ def count_unfinished(session: Session, backfill_id: int, adopted: Collection[int
     """How many of the runs the backfill finishes are queued or running: one count over its runs, without the
     task instances that progress_of also counts."""
     return session.scalar(select(func.count()).select_from(DagRun).where(
-        finishing(backfill_id, adopted), DagRun.state.in_(UNFINISHED_RUNS))) or 0
+        finishing(backfill_id, adopted), DagRun.state.in_(UNFINISHED_RUN_STATES))) or 0
 
 
 def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str,
@@ -102,7 +99,7 @@ def history_of(session: Session, backfill_id: int) -> History:
     return History(sum(runs.values()), runs.get(RunState.OVERRIDDEN.value, 0),
                    runs.get(RunState.SUCCESS.value, 0) + ended_later - failed_later,
                    runs.get(RunState.FAILED.value, 0) + failed_later,
-                   runs.get(RunState.QUEUED.value, 0) + runs.get(RunState.RUNNING.value, 0))
+                   sum(runs.get(state, 0) for state in UNFINISHED_RUN_STATES))
 
 
 def waiting_reasons(session: Session, backfill_id: int, job_id: int,
@@ -115,14 +112,14 @@ def waiting_reasons(session: Session, backfill_id: int, job_id: int,
     A handful of statements whatever the number of runs (a backfill of 1,000 dates asks this while it waits):
     what is the same for every run of a DAG is read once, and per-run facts in one grouped query each."""
     return _reasons(session, list(session.scalars(select(DagRun).where(finishing(backfill_id, adopted),
-                                                                       DagRun.state.in_(UNFINISHED_RUNS))
+                                                                       DagRun.state.in_(UNFINISHED_RUN_STATES))
                                                   .order_by(DagRun.logical_date))), job_id)
 
 
 def left_waiting(session: Session) -> list[tuple[DagRun, str]]:
     """Every unfinished run with why it waits ("" when no reason is known: it may simply not be due to start
     yet), by DAG and logical date: what `ledger scheduler --exit-when-idle` leaves behind."""
-    runs = list(session.scalars(select(DagRun).where(DagRun.state.in_(UNFINISHED_RUNS))
+    runs = list(session.scalars(select(DagRun).where(DagRun.state.in_(UNFINISHED_RUN_STATES))
                                 .order_by(DagRun.dag_id, DagRun.logical_date)))
     why = {run_id: reason for run_id, reason, _blocked in _reasons(session, runs, 0)}
     return [(run, why.get(run.id, "")) for run in runs]
@@ -136,7 +133,7 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
         return out
     ids = [run.id for run in runs]
     tried = _runs_with(session, ids, TaskInstance.try_number > 0)  # runs with a task that has started
-    active = _runs_with(session, ids, TaskInstance.state.in_(ACTIVE))
+    active = _runs_with(session, ids, TaskInstance.state.in_(ACTIVE_TASK_STATES))
     holding: dict[str, bool] = {}
     running_of: dict[tuple[str, int], list[Any]] = {}
     stalled: list[int] = []
@@ -173,7 +170,7 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
                         run.id not in tried or _held_by_the_past(session, run.id, before.id, past)):
                     out.append((run.id, f"depends_on_past: its previous run {before.id} ({before.run_type}) "
                                         "failed", True))
-                elif before.state in UNFINISHED_RUNS and run.id not in tried:
+                elif before.state in UNFINISHED_RUN_STATES and run.id not in tried:
                     out.append((run.id, f"depends_on_past: waits for run {before.id} ({before.run_type})",
                                 False))
         if run.state == RunState.RUNNING.value and len(out) == said and run.id not in active:
@@ -232,7 +229,7 @@ def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
             why_full[name] = f"pool {name} has 0 slots (ledger pools set {name} N)"
             continue
         holders = session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
-            TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE)).order_by(TaskInstance.id)
+            TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE_TASK_STATES)).order_by(TaskInstance.id)
             .limit(slots[name])).all()
         why_full[name] = f"pool {name}: all {slots[name]} slot(s) in use (first by run {holders[0][0]}, task " \
                          f"{holders[0][1]})" if len(holders) >= slots[name] else None
@@ -299,13 +296,13 @@ def unfinished_among(session: Session, run_ids: Collection[int]) -> dict[int, in
     if not run_ids:
         return {}
     return {r.id: r.backfill_id for r in session.scalars(select(DagRun).where(
-        DagRun.id.in_(sorted(run_ids)), DagRun.state.in_(UNFINISHED_RUNS)))}
+        DagRun.id.in_(sorted(run_ids)), DagRun.state.in_(UNFINISHED_RUN_STATES)))}
 
 
 def unfinished_runs(session: Session, backfill_id: int) -> list[DagRun]:
     """The backfill's queued and running runs."""
     return list(session.scalars(select(DagRun).where(DagRun.backfill_id == backfill_id,
-                                                     DagRun.state.in_(UNFINISHED_RUNS))))
+                                                     DagRun.state.in_(UNFINISHED_RUN_STATES))))
 
 
 def runs_in_range(session: Session, dag_id: str, start: datetime, end: datetime) -> list[Any]:

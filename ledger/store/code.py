@@ -125,14 +125,6 @@ def snapshot(session: Session, version: DagVersion, *, legacy_name: str = "dag.p
     return Snapshot(key, version.code_entry, {path: contents[sha] for path, sha in manifest.items()}, captured=True)
 
 
-def entry_source(session: Session, version: DagVersion) -> str | None:
-    """The text of a version's DAG file."""
-    if version.code_entry_sha256 is not None:
-        data = blobs(session, [version.code_entry_sha256])[version.code_entry_sha256]
-        return data.decode("utf-8", errors="replace")
-    return version.source_code
-
-
 def version_texts(session: Session, version: DagVersion, legacy_name: str = "dag.py") -> dict[str, str]:
     """relative path -> text of every file of a version's code (the DAG file of a legacy version only)."""
     snap = snapshot(session, version, legacy_name=legacy_name)
@@ -146,9 +138,3 @@ def describe(version: DagVersion) -> dict[str, object]:
     return {"captured": version.code_snapshot is not None, "entry": version.code_entry,
             "snapshot": version.code_snapshot, "bundle": version.code_bundle}
 
-
-def stored_size(session: Session) -> dict[str, int]:
-    """Bytes the code tables hold (compressed blobs, bundle manifests), for benchmarks and `db` reports."""
-    blob_bytes = sum(len(d) for d in session.scalars(select(CodeBlob.data)))
-    bundle_bytes = sum(len(m) for m in session.scalars(select(CodeBundle.manifest)))
-    return {"blobs": blob_bytes, "bundles": bundle_bytes}

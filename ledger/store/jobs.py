@@ -14,11 +14,10 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.util import identity_key
 
 from ledger.models import DagRun, Job
-from ledger.states import JobState, RunState
+from ledger.states import UNFINISHED_RUN_STATES, JobState
 from ledger.store import events
+from ledger.store.backfills import finishing
 from ledger.store.hot import Hot
-
-UNFINISHED = [RunState.QUEUED.value, RunState.RUNNING.value]
 
 
 def start_job(session: Session, job_type: str, *, now: datetime) -> Job:
@@ -58,8 +57,6 @@ def claim_runs(session: Session, job_id: int, *, now: datetime, stale_after: flo
         if run_ids is not None:
             stmt = stmt.where(DagRun.id.in_(run_ids))
         if backfill_id is not None:
-            from ledger.store.backfills import finishing
-
             stmt = stmt.where(finishing(backfill_id, also_run_ids or ()))
         rows = [tuple(r) for r in session.execute(stmt, params)]
     if not rows:
@@ -88,7 +85,7 @@ def _claimable(newest_first: bool) -> Select[tuple[int, int | None, str]]:
     return (
         select(DagRun.id, DagRun.lock_holder, DagRun.dag_id)
         .outerjoin(holder, holder.c.id == DagRun.lock_holder)
-        .where(DagRun.state.in_(UNFINISHED))
+        .where(DagRun.state.in_(UNFINISHED_RUN_STATES))
         .where(or_(DagRun.lock_holder.is_(None),
                    and_(DagRun.lock_holder != bindparam("job"),
                         or_(holder.c.id.is_(None), holder.c.state != JobState.RUNNING.value,
@@ -108,7 +105,7 @@ _LOCK = Hot(update(_RUNS).where(_RUNS.c.id.in_(bindparam("ids", expanding=True))
 
 _LOCAL_HOLDERS = Hot(select(Job.id, Job.pid).where(
     Job.state == JobState.RUNNING.value, Job.hostname == bindparam("host"), Job.id != bindparam("job"),
-    Job.id.in_(select(DagRun.lock_holder).where(DagRun.state.in_(UNFINISHED)))))
+    Job.id.in_(select(DagRun.lock_holder).where(DagRun.state.in_(UNFINISHED_RUN_STATES)))))
 
 
 def dead_local_holders(session: Session, job_id: int) -> list[int]:
@@ -128,12 +125,12 @@ def dead_local_holders(session: Session, job_id: int) -> list[int]:
 def held_runs(session: Session, job_id: int) -> list[tuple[int, str]]:
     """(run id, dag id) of every unfinished run `job_id` holds, oldest first."""
     return [(r.id, r.dag_id) for r in session.execute(
-        select(DagRun.id, DagRun.dag_id).where(DagRun.lock_holder == job_id, DagRun.state.in_(UNFINISHED))
+        select(DagRun.id, DagRun.dag_id).where(DagRun.lock_holder == job_id, DagRun.state.in_(UNFINISHED_RUN_STATES))
         .order_by(DagRun.id))]
 
 
 _HELD_COUNT = Hot(select(func.count()).select_from(DagRun).where(DagRun.lock_holder == bindparam("job"),
-                                                                  DagRun.state.in_(UNFINISHED)))
+                                                                  DagRun.state.in_(UNFINISHED_RUN_STATES)))
 
 
 def held_count(session: Session, job_id: int) -> int:

@@ -12,10 +12,10 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ledger.models import Backfill, Dag, DagRun, Event
+from ledger.states import UNFINISHED_RUN_STATES as UNFINISHED
 from ledger.states import BackfillState, RunState, StaleState, run_may_move
 from ledger.store import events
 from ledger.store.hot import Hot
-from ledger.store.jobs import UNFINISHED
 
 # built once: the loop runs them every time, and building a statement costs more than running it on SQLite
 _HELD = select(DagRun.id).where(DagRun.lock_holder == bindparam("job"), DagRun.state.in_(UNFINISHED)) \

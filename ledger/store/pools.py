@@ -8,12 +8,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ledger.models import Pool, TaskInstance
-from ledger.store.tasks import ACTIVE
+from ledger.states import ACTIVE_TASK_STATES
 
 
 def pool_rows(session: Session) -> list[dict[str, Any]]:
     """Every pool with its slots and how many task instances hold one now."""
-    in_use = select(TaskInstance.pool, func.count()).where(TaskInstance.state.in_(ACTIVE)).group_by(TaskInstance.pool)
+    in_use = (select(TaskInstance.pool, func.count()).where(TaskInstance.state.in_(ACTIVE_TASK_STATES))
+              .group_by(TaskInstance.pool))
     used = dict(session.execute(in_use).tuples().all())
     return [{"name": p.name, "slots": p.slots, "used": used.get(p.name, 0), "description": p.description}
             for p in session.scalars(select(Pool).order_by(Pool.name))]

@@ -12,15 +12,14 @@ from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
-from ledger.dependencies import TiState
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
+from ledger.states import ACTIVE_TASK_STATES as ACTIVE
+from ledger.states import UNFINISHED_RUN_STATES as UNFINISHED
 from ledger.states import StaleState, TaskState, task_may_move
 from ledger.store.hot import Hot
-from ledger.store.jobs import UNFINISHED
 from ledger.store.transitions import move_task
 
-ACTIVE = [TaskState.QUEUED.value, TaskState.RUNNING.value]
 DEFAULT_POOL = "default_pool"
 TI_TABLE: Table = TaskInstance.__table__  # type: ignore[assignment]
 TRY_TABLE: Table = TaskTry.__table__  # type: ignore[assignment]
@@ -91,10 +90,6 @@ def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, T
 _TI_ROWS_HOT = Hot(_TI_ROWS)  # a claim reads its runs' task instances: on SQLite, without SQLAlchemy's rows
 _STATES = {state.value: state for state in TaskState}
 _read_utc: Any = TI_TABLE.c.next_try_at.type.dialect_impl(sqlite.dialect()).result_processor(sqlite.dialect(), None)
-
-
-def states_of(rows: dict[str, TiRow]) -> dict[str, TiState]:
-    return {tid: TiState(r.state, r.next_try_at, r.armed) for tid, r in rows.items()}
 
 
 _PREVIOUS_STATES = select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index,

@@ -16,7 +16,7 @@ from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
-from ledger.web.app import now, session_of
+from ledger.web.reading import now, session_of
 
 router = APIRouter(prefix="/api/v1", tags=["ledger"])
 

@@ -1,23 +1,21 @@
-"""The FastAPI application: read-only sessions, the token check, security headers, errors as JSON or HTML."""
+"""The FastAPI application: the token check, security headers, errors as JSON or HTML (its read-only
+sessions are in reading.py)."""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import pendulum
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pendulum import DateTime
-from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.config import Settings
-from ledger.db import ensure_ready, make_read_engine, make_sessions
 from ledger.errors import LedgerError
+from ledger.web import api, pages
+from ledger.web.reading import Reader
 from ledger.web.render import render
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -25,35 +23,6 @@ TOKEN_COOKIE = "ledger_token"
 # pages load only their own scripts and styles: an escaping slip could not run a script
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
        "base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
-
-
-class Reader:
-    """Read-only sessions on the ledger's database, on the engine of the CLI's read commands: on SQLite a
-    connection opened read-only (it never takes the write lock), on PostgreSQL READ ONLY transactions."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        engine = make_read_engine(settings.database_url)
-        ensure_ready(settings.database_url, engine)  # once: a server on a database that is not ready refuses
-        self.sessions: sessionmaker[Session] = make_sessions(engine)
-
-    @contextmanager
-    def session(self) -> Iterator[Session]:
-        session = self.sessions()
-        try:
-            yield session
-        finally:
-            session.close()  # ends the transaction without a commit
-
-
-def session_of(request: Request) -> AbstractContextManager[Session]:
-    """A read-only session for one request."""
-    db: Reader = request.app.state.reader
-    return db.session()
-
-
-def now() -> DateTime:
-    return pendulum.now("UTC")
 
 
 def status_of(exc: LedgerError) -> int:
@@ -73,8 +42,6 @@ def _error(request: Request, status: int, message: str) -> Response:
 def create_app(settings: Settings, *, token: str | None = None) -> FastAPI:
     """The web application on the database of `settings`; with `token`, every request must carry it (an
     `Authorization: Bearer` header, the `ledger_token` cookie, or `?token=` once, which sets the cookie)."""
-    from ledger.web import api, pages
-
     app = FastAPI(title="ledger", summary="The read-only JSON API of the ledger: the same documents as "
                   "`ledger ... --json`.", docs_url="/api/docs", redoc_url=None, openapi_url="/api/openapi.json")
     app.state.reader = Reader(settings)

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 
 from ledger import documents
 from ledger.errors import InvalidInput, LedgerError, NotFound
+from ledger.logs import log_path
 from ledger.mapping import split_label
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
@@ -19,7 +20,7 @@ from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
 from ledger.web import views
-from ledger.web.app import now, session_of
+from ledger.web.reading import now, session_of
 from ledger.web.render import render
 
 router = APIRouter(include_in_schema=False)
@@ -87,8 +88,6 @@ def run(request: Request, run_id: str) -> HTMLResponse:
 
 @router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log", response_class=HTMLResponse)
 def log(request: Request, run_id: str, task_id: str, try_number: int) -> HTMLResponse:
-    from scheduler.job import log_path
-
     with session_of(request) as session:
         doc = documents.run_document(session, run_id)
     # task_id: the task's id, or `task[i]` for instance i of a mapped task (its label)

@@ -59,6 +59,7 @@ from typing import Any, Literal, Protocol
 
 from scheduler import in_process, try_files, try_plan, try_process
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem, dumps
+from scheduler.parent_death import die_with_parent
 from scheduler.try_outcome import Outcome
 
 StartMethod = Literal["exec", "fork"]
@@ -178,12 +179,11 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
     for Python tries, in this process), report started and finished. `ahead`: the executor sends items ahead
     of the running try (see _Inbox)."""
     global _current
-    try_process.set_parent_death_signal(signal.SIGTERM)
+    if not die_with_parent(parent_pid, signal.SIGTERM):  # the scheduler died before it was armed
+        return
     _own_signals()
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
-    if os.getppid() != parent_pid:  # the scheduler died before the parent-death signal was armed
-        return
     inbox = _Inbox(conn, threaded=ahead)
     try:
         inbox.send((READY, os.getpid()))

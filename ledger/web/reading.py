@@ -1,0 +1,44 @@
+"""What the web view's requests read with: read-only sessions on the ledger's database, and the time now.
+Shared by the application (ledger/web/app.py), which opens the Reader, and the routes (api.py, pages.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+import pendulum
+from fastapi import Request
+from pendulum import DateTime
+from sqlalchemy.orm import Session, sessionmaker
+
+from ledger.config import Settings
+from ledger.db import ensure_ready, make_read_engine, make_sessions
+
+
+class Reader:
+    """Read-only sessions on the ledger's database, on the engine of the CLI's read commands: on SQLite a
+    connection opened read-only (it never takes the write lock), on PostgreSQL READ ONLY transactions."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        engine = make_read_engine(settings.database_url)
+        ensure_ready(settings.database_url, engine)  # once: a server on a database that is not ready refuses
+        self.sessions: sessionmaker[Session] = make_sessions(engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        session = self.sessions()
+        try:
+            yield session
+        finally:
+            session.close()  # ends the transaction without a commit
+
+
+def session_of(request: Request) -> AbstractContextManager[Session]:
+    """A read-only session for one request."""
+    db: Reader = request.app.state.reader
+    return db.session()
+
+
+def now() -> DateTime:
+    return pendulum.now("UTC")

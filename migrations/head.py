@@ -1,6 +1,0 @@
-"""The newest migration revision, so that commands can check the database without loading alembic.
-
-A test keeps this equal to the head of migrations/versions; change it with every new migration.
-"""
-
-HEAD = "0008"

@@ -622,7 +622,8 @@ class DagRunJob:
                     continue  # the common case: no callback, no query
                 run_id, task_id = info.run_id, info.task_id
             else:  # another job's lost try: that job is gone
-                _dag, found_run, found_task = task_store.subjects(session, [o.ti_id]).get(o.ti_id, (None, None, None))
+                _dag, found_run, found_task, _index = task_store.subjects(session, [o.ti_id]).get(
+                    o.ti_id, (None, None, None, NOT_MAPPED))
                 if found_run is None or found_task is None:
                     continue
                 run_id, task_id = found_run, found_task
@@ -774,9 +775,12 @@ class DagRunJob:
         failures = []
         for o, st in failed:
             info = where.get((o.ti_id, o.try_number))
-            dag_id, run_id, task_id = (info.dag_id, info.run_id, info.task_id) if info is not None \
-                else found.get(o.ti_id, (None, None, None))
-            index = info.map_index if info is not None else NOT_MAPPED
+            dag_id, run_id, task_id, index = (info.dag_id, info.run_id, info.task_id, info.map_index) \
+                if info is not None else found.get(o.ti_id, (None, None, None, NOT_MAPPED))
+            if info is None and o.state == TaskState.LOST and dag_id and run_id and task_id:
+                # another job's try: its log says what became of it, as this job's own tries' logs do
+                path = log_file(str(self.logs_folder), dag_id, run_id, task_id, o.try_number, index)
+                self._log_notes.append((path, o.at, f"outcome: {_ended_how(o, st, self.settings)}"))
             kind = "try_lost" if o.state == TaskState.LOST else \
                 "try_not_started" if st == TaskState.SCHEDULED else "task_failed"
             failures.append(dict(

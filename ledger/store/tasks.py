@@ -365,13 +365,13 @@ def end_lost_tries(session: Session, run_id: int, *, now: datetime) -> list[str]
     return ended
 
 
-def subjects(session: Session, ti_ids: list[int]) -> dict[int, tuple[str, int, str]]:
-    """ti id -> (dag id, run id, task id): what an event about these task instances concerns."""
+def subjects(session: Session, ti_ids: list[int]) -> dict[int, tuple[str, int, str, int]]:
+    """ti id -> (dag id, run id, task id, map index): what an event about these task instances concerns."""
     if not ti_ids:
         return {}
-    rows = session.execute(select(TaskInstance.id, TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id)
-                           .where(TaskInstance.id.in_(ti_ids)))
-    return {r.id: (r.dag_id, r.run_id, r.task_id) for r in rows}
+    rows = session.execute(select(TaskInstance.id, TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id,
+                                  TaskInstance.map_index).where(TaskInstance.id.in_(ti_ids)))
+    return {r.id: (r.dag_id, r.run_id, r.task_id, r.map_index) for r in rows}
 
 
 def instance(session: Session, run_id: int, task_id: str, map_index: int = NOT_MAPPED) -> TaskInstance | None:

@@ -168,7 +168,9 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
         raise InvalidInput(f"nothing to mark: the chosen tasks of run {run.id} are already {state.value}")
     decision = decide(spec, {label(ti.task_id, ti.map_index): TiState(TaskState(ti.state), ti.next_try_at)
                              for ti in tis}, None, now=now)
-    if decision.run_state is not None:
+    # the run ends here only when every task instance has: what trigger rules decide for the others (a task
+    # downstream of one marked skipped is skipped too) is the job's to write, with the run's end
+    if decision.run_state is not None and not decision.mark:
         if run.state != decision.run_state.value:
             _finish(run, decision.run_state, now)
     elif run.state in (RunState.SUCCESS.value, RunState.FAILED.value):

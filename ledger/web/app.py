@@ -5,10 +5,11 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
+from pathlib import Path as FilePath
+from typing import Annotated
 
 import pendulum
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -17,10 +18,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.config import Settings
 from ledger.db import ensure_ready, make_read_engine, make_sessions
-from ledger.errors import LedgerError
+from ledger.errors import InvalidInput, LedgerError
 from ledger.web.render import render
 
-STATIC = Path(__file__).resolve().parent / "static"
+STATIC = FilePath(__file__).resolve().parent / "static"
 TOKEN_COOKIE = "ledger_token"
 # pages load only their own scripts and styles: an escaping slip could not run a script
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
@@ -54,6 +55,23 @@ def session_of(request: Request) -> AbstractContextManager[Session]:
 
 def now() -> DateTime:
     return pendulum.now("UTC")
+
+
+# ids are 64-bit integers (BIGINT), the first one 1: an id in a URL outside that range is refused (400), never
+# given to the database (whose driver would raise: a 500)
+MAX_ID = 2**63 - 1
+IdInUrl = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+def id_in_url(text: str, what: str = "run id") -> int:
+    """An id written in a URL as text: a whole number from 1 to MAX_ID, else InvalidInput (400)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidInput(f"{what} must be a number, got {text!r}") from None
+    if not 1 <= value <= MAX_ID:
+        raise InvalidInput(f"{what} {value} is out of range: ids go from 1 to {MAX_ID}")
+    return value
 
 
 def status_of(exc: LedgerError) -> int:

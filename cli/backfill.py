@@ -15,7 +15,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from cli.env import actor_name, open_env, parse_conf, print_json
-from cli.options import MAX_ID, BackfillId, DagId, DagsFolder, Json, Parallelism, checked_date, usage_error
+from cli.options import BackfillId, DagId, DagsFolder, Json, Parallelism, checked_date, usage_error, within_range
 from ledger.dates import iso, parse_user_date
 from ledger.documents import backfill_document, backfills_document
 from ledger.errors import InvalidInput
@@ -52,7 +52,7 @@ def create(
                                            "(re-run failed ones) or completed (re-run every finished one).")] = "none",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
     as_json: Json = False,
-    max_active_runs: Annotated[int | None, typer.Option(min=1, max=MAX_ID,
+    max_active_runs: Annotated[int | None, typer.Option(min=1, callback=within_range,
                                                         help="Runs executed at once by this backfill.")] = None,
     backwards: Annotated[bool, typer.Option("--backwards", help="Run the newest dates first.")] = False,
     conf: Annotated[str | None, typer.Option(help="A JSON object given to every run.")] = None,

@@ -35,6 +35,14 @@ def id_parser(what: str) -> Callable[[str], int]:
     return parse
 
 
+def within_range(ctx: typer.Context, param: typer.CallbackParam, value: int | None) -> int | None:
+    """A count or number option (its lower bound is the option's min=) is at most MAX_ID: a usage error otherwise.
+    A callback, not max=: the bound would crowd every option's help."""
+    if value is not None and value > MAX_ID:
+        raise typer.BadParameter(f"{value} is out of range: the largest number ledger takes is {MAX_ID}")
+    return value
+
+
 def checked_date(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
     """A date option's text must read as an ISO date or datetime (a usage error otherwise, exit 2); the command
     reads it again in the DAG's timezone."""
@@ -59,11 +67,11 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a tabl
 DagId = Annotated[str, typer.Argument(help="The DAG id.", show_default=False)]
 Reason = Annotated[str | None, typer.Option("--reason", help="Why (kept in the event, with who did it).",
                                             show_default=False)]
-RunId = Annotated[int, typer.Argument(help="The run id.", parser=id_parser("run id"), metavar="RUN",
+RunId = Annotated[int, typer.Argument(help="The run id.", parser=id_parser("run id"),
                                       show_default=False)]
 BackfillId = Annotated[int, typer.Argument(help="The backfill id.", parser=id_parser("backfill id"),
-                                           metavar="BACKFILL_ID", show_default=False)]
-Parallelism = Annotated[int | None, typer.Option(min=1, max=MAX_ID, help="Task tries running at once.")]
+                                           show_default=False)]
+Parallelism = Annotated[int | None, typer.Option(min=1, callback=within_range, help="Task tries running at once.")]
 
 
 def reason_text(text: str | None) -> str | None:

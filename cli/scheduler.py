@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from cli.env import open_env
-from cli.options import MAX_ID, DagsFolder, Parallelism
+from cli.options import DagsFolder, Parallelism, within_range
 from ledger.errors import InvalidInput
 
 out = Console(highlight=False, soft_wrap=True)
@@ -20,7 +20,8 @@ EXECUTORS = ("local", "sequential")
 
 
 def scheduler(
-    num_runs: Annotated[int | None, typer.Option("--num-runs", min=1, max=MAX_ID, help="Stop after N loops.")] = None,
+    num_runs: Annotated[int | None, typer.Option("--num-runs", min=1, callback=within_range,
+                                                 help="Stop after N loops.")] = None,
     exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="Exit 0 once there is nothing left to "
                               "do: no due interval and no task instance running or able to start.")] = False,
     executor: Annotated[str | None, typer.Option(help="local (default) or sequential.")] = None,

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from cli import testing
 from cli.env import open_env, print_json
-from cli.options import MAX_ID, DagId, DagsFolder, Json, Reason, RunId, reason_text
+from cli.options import DagId, DagsFolder, Json, Reason, RunId, reason_text, within_range
 from ledger.dates import iso
 from ledger.errors import InvalidInput
 from ledger.mapping import NOT_MAPPED, choose_instance, label
@@ -29,8 +29,9 @@ app = typer.Typer(help="Inspect and re-run task instances.", no_args_is_help=Tru
 out = Console(highlight=False, soft_wrap=True)
 
 RunArg = RunId
-MapIndex = Annotated[int | None, typer.Option("--map-index", min=0, max=MAX_ID, help="Which instance of a mapped "
-                                              "task (0, 1, ...); required for a mapped task.", show_default=False)]
+MapIndex = Annotated[int | None, typer.Option("--map-index", min=0, callback=within_range, help="Which instance "
+                                              "of a mapped task (0, 1, ...); required for a mapped task.",
+                                              show_default=False)]
 
 
 def _run_of(session: Session, dag_id: str, run: int) -> DagRun:
@@ -52,7 +53,7 @@ def _instance_of(session: Session, r: DagRun, task_id: str, map_index: int | Non
 
 @app.command()
 def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
-         try_number: Annotated[int | None, typer.Option("--try", min=1, max=MAX_ID,
+         try_number: Annotated[int | None, typer.Option("--try", min=1, callback=within_range,
                                                         help="Which try (default: the latest).")] = None,
          map_index: MapIndex = None) -> None:
     """Print the log of one try of a task instance."""

@@ -15,7 +15,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from cli.env import actor_name, open_env, parse_conf, print_json
-from cli.options import DagId, DagsFolder, Json
+from cli.options import BackfillId, DagId, DagsFolder, Json, Parallelism, checked_date, usage_error, within_range
 from ledger.dates import iso, parse_user_date
 from ledger.documents import backfill_document, backfills_document
 from ledger.errors import InvalidInput
@@ -47,20 +47,20 @@ ACTION_STYLE = {"new": "green", "override": "yellow", "skip": "dim"}
 def create(
     dag_id: DagId,
     start: Annotated[str, typer.Option(help="First logical date (ISO; a bare date is read in the DAG's timezone).",
-                                       show_default=False)],
-    end: Annotated[str, typer.Option(help="Last logical date, inclusive.", show_default=False)],
+                                       show_default=False, callback=checked_date)],
+    end: Annotated[str, typer.Option(help="Last logical date, inclusive.", show_default=False, callback=checked_date)],
     reprocess: Annotated[str, typer.Option(help="Dates that already have a live run: none (skip them), failed "
                                            "(re-run failed ones) or completed (re-run every finished one).")] = "none",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")] = False,
     as_json: Json = False,
-    max_active_runs: Annotated[int | None, typer.Option(min=1, help="Runs executed at once by this backfill.")]
-    = None,
+    max_active_runs: Annotated[int | None, typer.Option(min=1, callback=within_range,
+                                                        help="Runs executed at once by this backfill.")] = None,
     backwards: Annotated[bool, typer.Option("--backwards", help="Run the newest dates first.")] = False,
     conf: Annotated[str | None, typer.Option(help="A JSON object given to every run.")] = None,
     submit: Annotated[bool, typer.Option("--submit", help="Create the runs and leave them to the scheduler.")]
     = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    parallelism: Annotated[int | None, typer.Option(min=1, help="Task tries running at once.")] = None,
+    parallelism: Parallelism = None,
     dags_folder: DagsFolder = None,
 ) -> None:
     """Plan the dates of a range (new / override / skip), then create and execute the runs."""
@@ -69,7 +69,8 @@ def create(
     from scheduler.settings import SchedulerSettings
 
     if reprocess not in {r.value for r in Reprocess}:
-        raise InvalidInput(f"--reprocess must be none, failed or completed, not {reprocess!r}")
+        raise typer.BadParameter(f"--reprocess must be none, failed or completed, not {reprocess!r}",
+                                 param_hint="'--reprocess'")
     conf_value = parse_conf(conf)
     settings = SchedulerSettings.from_env(parallelism=parallelism,
                                           max_held_runs=max_active_runs)
@@ -78,9 +79,12 @@ def create(
     env.refresh_dags()
     with env.transaction() as session:
         spec = dag_store.current_spec(session, dag_id)
+        first = parse_user_date(start, timezone=spec.timezone, what="--start")
+        last = parse_user_date(end, timezone=spec.timezone, what="--end", end_of_day=True)
+        if last < first:  # wrong whatever the ledger holds: a usage error, as a bad date is
+            raise usage_error(f"the range is backwards: --end {end} is before --start {start}")
         request = BackfillRequest(
-            dag_id=dag_id, start=parse_user_date(start, timezone=spec.timezone, what="--start"),
-            end=parse_user_date(end, timezone=spec.timezone, what="--end", end_of_day=True),
+            dag_id=dag_id, start=first, end=last,
             reprocess=Reprocess(reprocess),
             backwards=backwards, conf=conf_value, max_active_runs=max_active_runs, submit=submit,
             requested_by=env.actor)
@@ -260,8 +264,8 @@ def _counts(rows: list[dict[str, Any]]) -> str:
 
 
 @app.command()
-def resume(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", show_default=False)],
-           parallelism: Annotated[int | None, typer.Option(min=1, help="Task tries running at once.")] = None,
+def resume(backfill_id: BackfillId,
+           parallelism: Parallelism = None,
            as_json: Json = False) -> None:
     """Finish an interrupted backfill (or one whose process died): take over its unfinished runs (at once
     when their job's process is gone on this host, after the lock timeout otherwise) and run them here."""
@@ -319,7 +323,7 @@ def list_(as_json: Json = False) -> None:
 
 
 @app.command()
-def show(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", show_default=False)],
+def show(backfill_id: BackfillId,
          as_json: Json = False) -> None:
     """One backfill and its dates: each run it created, its state, and what replaced it."""
     env = open_env()
@@ -339,7 +343,7 @@ def show(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", sho
 
 
 @app.command()
-def cancel(backfill_id: Annotated[int, typer.Argument(help="The backfill id.", show_default=False)]) -> None:
+def cancel(backfill_id: BackfillId) -> None:
     """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
     from ledger.operations import cancel_backfill
     from scheduler.settings import SchedulerSettings

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json, refuse_unknown_filters
-from cli.options import Json
+from cli.options import Json, id_parser, within_range
 from ledger.dates import local_text
 from ledger.store import callbacks as callback_store
 
@@ -18,8 +18,9 @@ out = Console(highlight=False)
 
 def callbacks(
     dag: Annotated[str | None, typer.Option("--dag", help="Only calls of this DAG.")] = None,
-    run: Annotated[int | None, typer.Option("--run", help="Only calls of this run.")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="Only the newest N calls.")] = 100,
+    run: Annotated[int | None, typer.Option("--run", help="Only calls of this run.", parser=id_parser("run id"),
+                                          show_default=False)] = None,
+    limit: Annotated[int, typer.Option(min=1, callback=within_range, help="Only the newest N calls.")] = 100,
     as_json: Json = False,
 ) -> None:
     """Callback and notifier calls: what each was called for (a try failed, a run ended, a deadline

@@ -11,11 +11,10 @@ from rich.table import Table
 
 from cli import testing
 from cli.env import open_env, print_json
-from cli.options import DagId, DagsFolder, Json
+from cli.options import DagId, DagsFolder, Json, usage_error
 from ledger import documents
 from ledger.dag import callback_target
 from ledger.dates import local_text
-from ledger.errors import InvalidInput
 from ledger.store import dags as dag_store
 from ledger.store import events
 
@@ -53,7 +52,7 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
          dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     """Tasks and edges of a DAG as of a version, or with --source the code it ran with then."""
     if file is not None and not source:
-        raise InvalidInput("--file goes with --source")
+        raise usage_error("--file goes with --source")
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:

@@ -140,13 +140,18 @@ def print_json(value: Any) -> None:
 
 
 def parse_conf(text: str | None, option: str = "--conf") -> dict[str, Any] | None:
-    """A JSON object given on the command line (None when not given); bad JSON is one clear line."""
+    """A JSON object given on the command line (None when not given); bad JSON is a usage error (one line,
+    exit status 2)."""
+    import typer
+
     if text is None:
         return None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{option} is not valid JSON: {exc.msg} at character {exc.pos}") from None
+        raise typer.BadParameter(f"{option} is not valid JSON: {exc.msg} at character {exc.pos}",
+                                 param_hint=f"'{option}'") from None
     if not isinstance(value, dict):
-        raise InvalidInput(f"{option} must be a JSON object, like '{{\"key\": \"value\"}}'")
+        raise typer.BadParameter(f"{option} must be a JSON object, like '{{\"key\": \"value\"}}'",
+                                 param_hint=f"'{option}'")
     return value

@@ -9,8 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
-from cli.options import Json
-from ledger.errors import InvalidInput
+from cli.options import MAX_ID, Json
 from ledger.operations import delete_pool, set_pool
 from ledger.store import pools as pool_store
 
@@ -26,9 +25,9 @@ def set_(name: Name, slots: Annotated[int, typer.Argument(help="How many task in
     """Create a pool or change its slots. Tasks name their pool with `pool=`; a pool that is not
     defined does not limit anything."""
     if not name.strip():
-        raise InvalidInput("a pool needs a name")
-    if slots < 0:
-        raise typer.BadParameter(f"slots must be 0 or more, not {slots}", param_hint="'slots'")
+        raise typer.BadParameter("a pool needs a name", param_hint="'NAME'")
+    if not 0 <= slots <= MAX_ID:
+        raise typer.BadParameter(f"slots must be 0 or more, up to {MAX_ID}, not {slots}", param_hint="'slots'")
     env = open_env()
     with env.transaction() as session:
         set_pool(session, name, slots, description, now=env.clock.now(), actor=env.actor)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
-from cli.options import Json, Reason, reason_text
+from cli.options import Json, Reason, RunId, reason_text
 from ledger.documents import run_document
 from ledger.store import runs as run_store
 
@@ -19,7 +19,7 @@ out = Console()
 
 
 @app.command()
-def show(run: Annotated[str, typer.Argument(help="The run id.", show_default=False)], as_json: Json = False) -> None:
+def show(run: RunId, as_json: Json = False) -> None:
     """A run, the graph of the version it was created with, and its task instances (the as-was view)."""
     env = open_env()
     with env.reading() as session:
@@ -78,10 +78,7 @@ def _render(row: dict[str, Any]) -> None:
         out.print(writes)
 
 
-RunId = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
-
-
-def _operate(run: str, what: str, apply: Any, why: str | None) -> None:
+def _operate(run: int, what: str, apply: Any, why: str | None) -> None:
     """Run one operator control on a run in one transaction; print what it did."""
     env = open_env()
     with env.transaction() as session:

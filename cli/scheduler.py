@@ -12,21 +12,23 @@ from rich.console import Console
 from rich.markup import escape
 
 from cli.env import open_env
-from cli.options import DagsFolder
+from cli.options import DagsFolder, Parallelism, within_range
 from ledger.errors import InvalidInput
 
 if TYPE_CHECKING:
     from scheduler.job import DagRunJob
 
 out = Console(highlight=False, soft_wrap=True)
+EXECUTORS = ("local", "sequential")
 
 
 def scheduler(
-    num_runs: Annotated[int | None, typer.Option("--num-runs", min=1, help="Stop after N loops.")] = None,
+    num_runs: Annotated[int | None, typer.Option("--num-runs", min=1, callback=within_range,
+                                                 help="Stop after N loops.")] = None,
     exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="Exit 0 once there is nothing left to "
                               "do: no due interval and no task instance running or able to start.")] = False,
     executor: Annotated[str | None, typer.Option(help="local (default) or sequential.")] = None,
-    parallelism: Annotated[int | None, typer.Option(min=1, help="Task tries running at once.")] = None,
+    parallelism: Parallelism = None,
     metrics_port: Annotated[int | None, typer.Option(min=1, max=65535, help="Serve Prometheus metrics on "
                             "127.0.0.1:PORT/metrics (also LEDGER_METRICS_PORT).")] = None,
     reuse_workers: Annotated[bool | None, typer.Option("--reuse-workers", help="Run Python tries in the "
@@ -39,6 +41,9 @@ def scheduler(
     from scheduler.scheduler_job import SchedulerJob
     from scheduler.settings import SchedulerSettings
 
+    if executor is not None and executor not in EXECUTORS:
+        raise typer.BadParameter(f"--executor must be {' or '.join(EXECUTORS)}, not {executor!r}",
+                                 param_hint="'--executor'")
     settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism, metrics_port=metrics_port,
                                           reuse_workers=reuse_workers or None)
     env = open_env(dags_folder)

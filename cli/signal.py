@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, parse_conf, print_json
-from cli.options import Json
+from cli.options import MAX_ID, Json
 from ledger.errors import InvalidInput
 from ledger.signal_delivery import ring
 from ledger.signals import validate_key, validate_meta, validate_value
@@ -24,7 +24,15 @@ SHOWN_VALUE_CHARS = 80
 
 def _meta(text: str | None) -> dict[str, Any] | None:
     value = parse_conf(text, "--meta")
-    return None if value is None else validate_meta(value)
+    return None if value is None else _check(validate_meta, value, "'--meta'")
+
+
+def _check(validate: Any, value: Any, hint: str) -> Any:
+    """A key, value or meta the signal rules refuse is wrong whatever the ledger holds: a usage error (exit 2)."""
+    try:
+        return validate(value)
+    except InvalidInput as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 @app.command()
@@ -35,8 +43,8 @@ def send(
     meta: Annotated[str | None, typer.Option(help="A JSON object kept with the signal.")] = None,
 ) -> None:
     """Send a signal: store the next version of KEY with VALUE and wake its listeners."""
-    validate_key(key)
-    validate_value(value)
+    _check(validate_key, key, "'KEY'")
+    _check(validate_value, value, "'VALUE'")
     meta_value = _meta(meta)
     env = open_env()
     with env.transaction() as session:
@@ -49,18 +57,19 @@ def send(
 def list_(
     key: Annotated[str | None, typer.Argument(help="Only this key's signals, in version order.",
                                               show_default=False)] = None,
-    since: Annotated[int, typer.Option("--since", help="Only signals after this version (with a KEY) or "
-                                       "this id (without).")] = 0,
-    limit: Annotated[int | None, typer.Option(help="At most N signals (the first N after --since).")] = None,
+    since: Annotated[int, typer.Option("--since", help="Only signals after this version (with "
+                                       "a KEY) or this id (without).")] = 0,
+    limit: Annotated[int | None, typer.Option(help="At most N signals (the first N after "
+                                              "--since).")] = None,
     as_json: Json = False,
 ) -> None:
     """Signals in the order they were sent, or one key's in version order."""
-    if since < 0:
-        raise InvalidInput(f"--since must be 0 or more, not {since}")
-    if limit is not None and limit < 1:
-        raise InvalidInput(f"--limit must be 1 or more, not {limit}")
+    if not 0 <= since <= MAX_ID:
+        raise typer.BadParameter(f"--since must be 0 or more, up to {MAX_ID}, not {since}", param_hint="'--since'")
+    if limit is not None and not 1 <= limit <= MAX_ID:
+        raise typer.BadParameter(f"--limit must be 1 or more, up to {MAX_ID}, not {limit}", param_hint="'--limit'")
     if key is not None:
-        validate_key(key)
+        _check(validate_key, key, "'KEY'")
     env = open_env()
     with env.reading() as session:
         found = signal_store.listing(session, key, since_version=since if key is not None else 0,

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from cli import testing
 from cli.env import open_env, print_json
-from cli.options import DagId, DagsFolder, Json, Reason, reason_text
+from cli.options import DagId, DagsFolder, Json, Reason, RunId, reason_text, within_range
 from ledger.errors import InvalidInput
 from ledger.logs import log_path
 from ledger.mapping import NOT_MAPPED, choose_instance, label
@@ -28,12 +28,13 @@ from ledger.store import xcom as xcom_store
 app = typer.Typer(help="Inspect and re-run task instances.", no_args_is_help=True)
 out = Console(highlight=False, soft_wrap=True)
 
-RunArg = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
-MapIndex = Annotated[int | None, typer.Option("--map-index", help="Which instance of a mapped task (0, 1, ...); "
-                                              "required for a mapped task.", show_default=False)]
+RunArg = RunId
+MapIndex = Annotated[int | None, typer.Option("--map-index", min=0, callback=within_range, help="Which instance "
+                                              "of a mapped task (0, 1, ...); required for a mapped task.",
+                                              show_default=False)]
 
 
-def _run_of(session: Session, dag_id: str, run: str) -> DagRun:
+def _run_of(session: Session, dag_id: str, run: int) -> DagRun:
     r = run_store.get(session, run)
     if r.dag_id != dag_id:
         raise InvalidInput(f"run {r.id} belongs to DAG {r.dag_id!r}, not {dag_id!r}")
@@ -52,8 +53,9 @@ def _instance_of(session: Session, r: DagRun, task_id: str, map_index: int | Non
 
 @app.command()
 def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
-         try_number: Annotated[int | None, typer.Option("--try", min=1, help="Which try (default: the latest).")]
-         = None, map_index: MapIndex = None) -> None:
+         try_number: Annotated[int | None, typer.Option("--try", min=1, callback=within_range,
+                                                        help="Which try (default: the latest).")] = None,
+         map_index: MapIndex = None) -> None:
     """Print the log of one try of a task instance."""
     env = open_env()
     with env.reading() as session:
@@ -189,7 +191,7 @@ def _template_error(session: Session, run_id: int, task_id: str, try_number: int
     return None
 
 
-def _task_rows(dag_id: str, run: str, task_id: str, map_index: int | None,
+def _task_rows(dag_id: str, run: int, task_id: str, map_index: int | None,
                fetch: Callable[[Session, int, int], list[dict[str, Any]]]) -> tuple[int, list[dict[str, Any]]]:
     """(run id, rows fetch() reads for the run's task instance: run id, map index), in a read-only session;
     unknown run, task or instance, or a mapped task without --map-index: one line."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli.env import open_env, parse_conf
-from cli.options import DagId, DagsFolder
+from cli.options import DagId, DagsFolder, checked_date, usage_error
 from ledger.dates import check_within_dag, parse_user_date
 from ledger.errors import InvalidInput
 from ledger.logs import log_path
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the test loop (task running, templates, jinja2) is imported
     from scheduler.local_testing import TestRun
 
 LogicalDate = Annotated[str | None, typer.Option("--logical-date", help="ISO date or datetime, in the DAG's "
-                        "timezone when naive (default: now).")]
+                        "timezone when naive (default: now).", callback=checked_date)]
 Conf = Annotated[str | None, typer.Option(help="A JSON object given to the run as its conf.")]
 
 
@@ -79,7 +79,7 @@ def dag_test(dag_id: DagId, logical_date: LogicalDate = None, conf: Conf = None,
     retries, which run at once), from the DAG file as it is in the DAGs folder; print each try's log.
     Records nothing unless --record. Exit 0 when the run would succeed, 1 when it would fail."""
     if replace and not record:
-        raise InvalidInput("--replace goes with --record")
+        raise usage_error("--replace goes with --record")
     if record:
         _record(dag_id, logical_date, conf, replace, dags_folder)
         return

@@ -10,10 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.env import open_env, print_json
-from cli.options import DagId, Json
+from cli.options import DagId, Json, checked_date, usage_error
 from ledger.dates import iso_raw, local_text
 from ledger.documents import timeline_json, timeline_range
-from ledger.errors import DagNotFound
+from ledger.errors import DagNotFound, InvalidInput
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 
@@ -25,8 +25,8 @@ STATE_STYLE = {"success": "green", "failed": "red", "running": "cyan", "queued":
 
 def timeline(
     dag_id: DagId,
-    start: Annotated[str | None, typer.Option(help="Earliest logical date shown.")] = None,
-    end: Annotated[str | None, typer.Option(help="Latest logical date shown.")] = None,
+    start: Annotated[str | None, typer.Option(help="Earliest logical date shown.", callback=checked_date)] = None,
+    end: Annotated[str | None, typer.Option(help="Latest logical date shown.", callback=checked_date)] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Also show overridden runs as rows.")] = False,
     as_json: Json = False,
 ) -> None:
@@ -36,7 +36,10 @@ def timeline(
         dag = dag_store.find(session, dag_id)
         if dag is None:
             raise DagNotFound(dag_id)
-        lo, hi = timeline_range(dag, start, end)
+        try:
+            lo, hi = timeline_range(dag, start, end)
+        except InvalidInput as exc:  # the dates alone are wrong (a backwards range): a usage error
+            raise usage_error(str(exc)) from None
         rows = run_store.timeline_rows(session, dag_id, start=lo, end=hi)
     if as_json:
         print_json(timeline_json(rows))

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from cli.env import open_env, parse_conf
-from cli.options import DagId, DagsFolder
+from cli.options import DagId, DagsFolder, checked_date
 from ledger.dates import check_within_dag, iso, parse_user_date
 from ledger.operations import trigger as trigger_run
 from ledger.store import dags as dag_store
@@ -19,7 +19,8 @@ out = Console()
 def trigger(
     dag_id: DagId,
     logical_date: Annotated[str | None, typer.Option("--logical-date", help="ISO date or datetime; a bare date "
-                            "or naive time is read in the DAG's timezone (default: now).")] = None,
+                            "or naive time is read in the DAG's timezone (default: now).",
+                            callback=checked_date)] = None,
     conf: Annotated[str | None, typer.Option(help="A JSON object given to the run.")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Override the live run at that date, if any.")] = False,
     dags_folder: DagsFolder = None,

@@ -16,7 +16,7 @@ from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
-from ledger.web.reading import now, session_of
+from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
 
 router = APIRouter(prefix="/api/v1", tags=["ledger"])
 
@@ -37,7 +37,8 @@ def dags(request: Request) -> JSONResponse:
 def timeline(request: Request, dag_id: str,
              start: Annotated[str | None, Query(description="Earliest logical date.")] = None,
              end: Annotated[str | None, Query(description="Latest logical date.")] = None,
-             cursor: Annotated[int | None, Query(description="X-Next-Cursor of the page before.")] = None,
+             cursor: Annotated[int | None, Query(ge=1, le=MAX_ID, description="X-Next-Cursor of the page before.")]
+             = None,
              limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Runs per page.")] = 1000) -> JSONResponse:
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id, active_only=False)
@@ -93,7 +94,7 @@ def import_errors(request: Request) -> JSONResponse:
 @router.get("/runs/{run_id}", summary="`ledger runs show RUN --json`: a run as it was")
 def run(request: Request, run_id: str) -> JSONResponse:
     with session_of(request) as session:
-        return _json(documents.run_document(session, run_id))
+        return _json(documents.run_document(session, id_in_url(run_id)))
 
 
 @router.get("/lineage/{dataset:path}", summary="`ledger lineage DATASET [--partition P] --json`")
@@ -109,13 +110,14 @@ def backfills(request: Request) -> JSONResponse:
 
 
 @router.get("/backfills/{backfill_id}", summary="`ledger backfill show ID --json`")
-def backfill(request: Request, backfill_id: int) -> JSONResponse:
+def backfill(request: Request, backfill_id: IdInUrl) -> JSONResponse:
     with session_of(request) as session:
         return _json(documents.backfill_document(session, backfill_id))
 
 
 @router.get("/events", summary="`ledger events [--dag D] [--run R] [--task T] [--kind K]... [--limit N] --json`")
-def events(request: Request, dag: str | None = None, run: int | None = None, task: str | None = None,
+def events(request: Request, dag: str | None = None,
+           run: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None, task: str | None = None,
            kind: Annotated[list[str] | None, Query()] = None,
            limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
            task_signals: bool = True) -> JSONResponse:
@@ -127,7 +129,7 @@ def events(request: Request, dag: str | None = None, run: int | None = None, tas
 
 
 @router.get("/signals", summary="`ledger signal list [KEY] [--since N] [--limit N] --json`")
-def signals(request: Request, key: str | None = None, since: Annotated[int, Query(ge=0)] = 0,
+def signals(request: Request, key: str | None = None, since: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
             limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None) -> JSONResponse:
     with session_of(request) as session:
         found = signal_store.listing(session, key, since_version=since if key is not None else 0,

@@ -20,7 +20,7 @@ from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
 from ledger.web import views
-from ledger.web.reading import now, session_of
+from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
 from ledger.web.render import render
 
 router = APIRouter(include_in_schema=False)
@@ -58,7 +58,8 @@ def dags(request: Request) -> HTMLResponse:
 
 @router.get("/dags/{dag_id}", response_class=HTMLResponse)
 def timeline(request: Request, dag_id: str, start: str | None = None, end: str | None = None,
-             cursor: int | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = PAGE) -> HTMLResponse:
+             cursor: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+             limit: Annotated[int, Query(ge=1, le=1000)] = PAGE) -> HTMLResponse:
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id, active_only=False)
         lo, hi = documents.timeline_range(dag, start, end)
@@ -81,7 +82,7 @@ def timeline(request: Request, dag_id: str, start: str | None = None, end: str |
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run(request: Request, run_id: str) -> HTMLResponse:
     with session_of(request) as session:
-        doc = documents.run_document(session, run_id)
+        doc = documents.run_document(session, id_in_url(run_id))
         replaced = [documents.run_json(r) for r in web_store.replaced_by_run(session, int(doc["run_id"]))]
     return _page(request, "run.html", run=doc, replaced=replaced, layers=views.graph_layers(doc["graph"]["tasks"]))
 
@@ -89,7 +90,7 @@ def run(request: Request, run_id: str) -> HTMLResponse:
 @router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log", response_class=HTMLResponse)
 def log(request: Request, run_id: str, task_id: str, try_number: int) -> HTMLResponse:
     with session_of(request) as session:
-        doc = documents.run_document(session, run_id)
+        doc = documents.run_document(session, id_in_url(run_id))
     # task_id: the task's id, or `task[i]` for instance i of a mapped task (its label)
     tries = {t["try_number"]: t for ti in doc["task_instances"] if ti["label"] == task_id for t in ti["tries"]}
     if try_number not in tries:
@@ -139,7 +140,7 @@ def backfills(request: Request) -> HTMLResponse:
 
 
 @router.get("/backfills/{backfill_id}", response_class=HTMLResponse)
-def backfill(request: Request, backfill_id: int) -> HTMLResponse:
+def backfill(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
     with session_of(request) as session:
         doc = documents.backfill_document(session, backfill_id)
     return _page(request, "backfill.html", fragment="backfill_live.html", b=doc)
@@ -148,7 +149,7 @@ def backfill(request: Request, backfill_id: int) -> HTMLResponse:
 @router.get("/events", response_class=HTMLResponse)
 def events(request: Request, dag: str | None = None, run: str | None = None, kind: str | None = None,
            limit: Annotated[int, Query(ge=1, le=10_000)] = 200) -> HTMLResponse:
-    run_id = int(run) if run and run.strip().isdigit() else None
+    run_id = id_in_url(run.strip()) if run and run.strip().isdigit() else None
     with session_of(request) as session:
         if dag:
             dag_store.get(session, dag, active_only=False)
@@ -159,7 +160,7 @@ def events(request: Request, dag: str | None = None, run: str | None = None, kin
 
 
 @router.get("/signals", response_class=HTMLResponse)
-def signals(request: Request, key: str | None = None, since: Annotated[int, Query(ge=0)] = 0,
+def signals(request: Request, key: str | None = None, since: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
             limit: Annotated[int, Query(ge=1, le=10_000)] = 200) -> HTMLResponse:
     key = key or None
     with session_of(request) as session:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import Annotated
 
 import pendulum
-from fastapi import Request
+from fastapi import Path, Request
 from pendulum import DateTime
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.config import Settings
 from ledger.db import ensure_ready, make_read_engine, make_sessions
+from ledger.errors import InvalidInput
 
 
 class Reader:
@@ -42,3 +44,20 @@ def session_of(request: Request) -> AbstractContextManager[Session]:
 
 def now() -> DateTime:
     return pendulum.now("UTC")
+
+
+# ids are 64-bit integers (BIGINT), the first one 1: an id in a URL outside that range is refused (400), never
+# given to the database (whose driver would raise: a 500)
+MAX_ID = 2**63 - 1
+IdInUrl = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+def id_in_url(text: str, what: str = "run id") -> int:
+    """An id written in a URL as text: a whole number from 1 to MAX_ID, else InvalidInput (400)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidInput(f"{what} must be a number, got {text!r}") from None
+    if not 1 <= value <= MAX_ID:
+        raise InvalidInput(f"{what} {value} is out of range: ids go from 1 to {MAX_ID}")
+    return value

@@ -73,5 +73,5 @@ def test_send_and_list_on_postgres(cli: Cli, postgres_url: str) -> None:
     assert cli.ok("signal", "send", "pg.key", "one").strip() == "signal pg.key version 1 (id 1)"
     assert cli.ok("signal", "send", "pg.key", "two").strip() == "signal pg.key version 2 (id 2)"
     assert [(s["version"], s["value"]) for s in cli.json("signal", "list", "pg.key")] == [(1, "one"), (2, "two")]
-    assert cli.fails("signal", "send", "pg.key", "x" * 70000).exit_code == 1
+    assert cli.fails("signal", "send", "pg.key", "x" * 70000).exit_code == 2  # a usage error
     assert len(cli.json("signal", "list")) == 2

@@ -1,0 +1,133 @@
+"""Exit statuses by one rule (docs/cli-reference.md, "Exit statuses"): 2 for a command line that is wrong whatever
+the ledger holds (ids out of range included: never a traceback), 1 for what the ledger refuses or a failure."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from cli.events import EVENT_KINDS
+from tests.cli.test_truthful_cli import dump
+from tests.conftest import REPO, Cli
+
+TOO_BIG = str(2**63)  # one past the largest id a database holds
+DAILY_SALES = (REPO / "examples" / "dags" / "daily_sales.py").read_text()
+
+
+def table_examples() -> list[tuple[int, str]]:
+    """(status, command) for each example of the exit status table that is a `ledger ...` command."""
+    text = (REPO / "docs" / "cli-reference.md").read_text()
+    section = text.split("## Exit statuses", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if re.match(r"\| \d+ \|", line)]
+    found = [(int(row.split("|")[1]), command) for row in rows
+             for command in re.findall(r"`(ledger [^`]+)`", row.split("|")[3])]
+    assert {status for status, _ in found} == {0, 1, 2}, found
+    return found
+
+
+def test_each_example_of_the_exit_status_table_exits_with_its_status(ready_cli: Cli) -> None:
+    """On the ledger the table's examples assume: the DAG daily_sales, its run 1 cancelled before it ran."""
+    cli = ready_cli
+    cli.write_dag("daily_sales.py", DAILY_SALES)
+    cli.ok("trigger", "daily_sales", "--logical-date", "2024-03-01")
+    cli.ok("runs", "cancel", "1")
+    before = dump(cli)
+    for status, command in table_examples():
+        args = shlex.split(command)[1:]
+        result = cli.run(*args) if status == 0 else cli.fails(*args)  # fails: one line on stderr, no traceback
+        assert result.exit_code == status, (command, result.exit_code, result.output)
+        if status == 2:
+            assert result.stderr.startswith("Error: ledger") and "--help`)" in result.stderr, result.stderr
+    assert dump(cli) == before  # the refusals and usage errors changed nothing
+
+
+ID_COMMANDS = [
+    ("runs", "show", TOO_BIG), ("runs", "cancel", TOO_BIG), ("runs", "mark-success", TOO_BIG),
+    ("runs", "mark-failed", TOO_BIG), ("tasks", "clear", "d", TOO_BIG), ("tasks", "logs", "d", TOO_BIG, "a"),
+    ("tasks", "xcom", "d", TOO_BIG, "a"), ("tasks", "rendered", "d", TOO_BIG, "a"),
+    ("tasks", "mark", "d", TOO_BIG, "a", "--state", "success"), ("backfill", "show", TOO_BIG),
+    ("backfill", "cancel", TOO_BIG), ("backfill", "resume", TOO_BIG), ("events", "--run", TOO_BIG),
+    ("callbacks", "--run", TOO_BIG),
+]
+COUNT_COMMANDS = [
+    ("events", "--limit", TOO_BIG), ("callbacks", "--limit", TOO_BIG), ("signal", "list", "--since", TOO_BIG),
+    ("signal", "list", "--limit", TOO_BIG), ("pools", "set", "p", TOO_BIG), ("tasks", "logs", "d", "1", "a", "--try",
+                                                                               TOO_BIG),
+    ("tasks", "logs", "d", "1", "a", "--map-index", TOO_BIG), ("scheduler", "--parallelism", TOO_BIG),
+    ("scheduler", "--num-runs", TOO_BIG),
+    ("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--max-active-runs", TOO_BIG),
+    ("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--parallelism", TOO_BIG),
+]
+
+
+@pytest.mark.parametrize("args", [pytest.param(a, id=" ".join(a[:2])) for a in ID_COMMANDS + COUNT_COMMANDS])
+def test_an_id_or_count_beyond_64_bits_is_a_usage_error_never_a_traceback(ready_cli: Cli, args: tuple[str, ...]) \
+        -> None:
+    result = ready_cli.fails(*args)
+    assert result.exit_code == 2, result.output
+    assert str(2**63 - 1) in result.stderr, result.stderr  # the message names the largest number taken
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(("runs", "show", "abc"), id="non-integer-run"),
+    pytest.param(("runs", "show", "0"), id="run-0"),
+    pytest.param(("tasks", "clear", "d", "1.5"), id="fractional-run"),
+    pytest.param(("backfill", "show", "abc"), id="non-integer-backfill"),
+    pytest.param(("events", "--run", "x"), id="non-integer-run-filter"),
+])
+def test_an_id_that_is_not_a_whole_number_from_1_is_a_usage_error(cli: Cli, args: tuple[str, ...]) -> None:
+    """Checked before the database is opened: there is none here."""
+    assert cli.fails(*args).exit_code == 2
+
+
+def test_an_unknown_event_kind_is_a_usage_error_that_names_the_kinds(ready_cli: Cli) -> None:
+    result = ready_cli.fails("events", "--kind", "run_created", "--kind", "nonsense")
+    assert result.exit_code == 2
+    assert "no event kind 'nonsense'" in result.stderr and "run_cancelled" in result.stderr
+    assert ready_cli.json("events", "--kind", "run_cancelled") == []  # a known kind not yet recorded: empty
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(("backfill", "daily_sales", "--start", "2024-03-01", "--end", "2024-03-02", "--reprocess", "bogus"),
+                 id="reprocess"),
+    pytest.param(("backfill", "daily_sales", "--start", "2024-13-45", "--end", "2024-03-02"), id="bad-date"),
+    pytest.param(("timeline", "daily_sales", "--start", "2024-03-03", "--end", "2024-03-01"), id="backwards"),
+    pytest.param(("trigger", "daily_sales", "--conf", "{"), id="bad-json"),
+    pytest.param(("scheduler", "--executor", "celery"), id="executor"),
+    pytest.param(("signal", "send", "bad key", "v"), id="signal-key"),
+    pytest.param(("dags", "test", "daily_sales", "--replace"), id="replace-without-record"),
+])
+def test_usage_errors_exit_2_and_change_nothing(ready_cli: Cli, args: tuple[str, ...]) -> None:
+    ready_cli.write_dag("daily_sales.py", DAILY_SALES)
+    ready_cli.ok("dags", "list")  # registered: a date range is read in the DAG's timezone
+    before = dump(ready_cli)
+    assert ready_cli.fails(*args).exit_code == 2
+    assert dump(ready_cli) == before
+
+
+def test_refusals_exit_1(ready_cli: Cli) -> None:
+    ready_cli.write_dag("daily_sales.py", DAILY_SALES)
+    for args in (("trigger", "nosuchdag"), ("backfill", "show", "7"), ("events", "--run", "7"),
+                 ("trigger", "daily_sales", "--logical-date", "2024-01-01")):
+        assert ready_cli.fails(*args).exit_code == 1, args
+
+
+# event kinds the code writes as literals: events.record(session, "kind", ...), dict(..., kind="kind", ...),
+# {"kind": "kind", ...} next to record_many, and the two branches of `"a" if ... else "b"`
+_RECORDED = re.compile(r'(?:\.record\(\s*session,\s*|kind=|kind = |"kind": )"([a-z_]+)"'
+                       r'(?:\s+if\s[^"]*else\s+"([a-z_]+)")?')
+_NOT_EVENTS = {"started", "finished", "python", "bash", "spark", "meta", "add"}  # executors, task kinds, diff lines
+
+
+def test_the_event_kinds_cover_every_kind_the_code_records() -> None:
+    recorded: set[str] = set()
+    for folder in ("ledger", "scheduler", "backfill", "cli"):
+        for path in Path(REPO, folder).rglob("*.py"):
+            for match in _RECORDED.finditer(path.read_text()):
+                recorded.update(k for k in match.groups() if k)
+    recorded -= _NOT_EVENTS
+    assert {"run_created", "run_cancelled", "lock_taken", "dag_paused", "try_not_started"} <= recorded
+    assert recorded - EVENT_KINDS == set(), "add these kinds to cli/events.py's EVENT_KINDS"

@@ -781,8 +781,8 @@ class DagRunJob:
                 # another job's try: its log says what became of it, as this job's own tries' logs do
                 path = log_file(str(self.logs_folder), dag_id, run_id, task_id, o.try_number, index)
                 self._log_notes.append((path, o.at, f"outcome: {_ended_how(o, st, self.settings)}"))
-            kind = "try_lost" if o.state == TaskState.LOST else \
-                "try_not_started" if st == TaskState.SCHEDULED else "task_failed"
+            lost = o.state == TaskState.LOST
+            kind = "try_lost" if lost else "try_not_started" if st == TaskState.SCHEDULED else "task_failed"
             failures.append(dict(
                 at=now, kind=kind, actor=self.actor, dag_id=dag_id, run_id=run_id,
                 details={"task_id": task_id, "ti_id": o.ti_id, "try_number": o.try_number,

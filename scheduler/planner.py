@@ -104,7 +104,10 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
                 plan.finish.append((run, RunState.FAILED,
                                     f"backfill {run.backfill_id} cancelled; skipped {skipped} (run cancelled)"))
                 continue
-            # every task had finished before the cancel took effect: the run ends by its own rules below
+            # every task had finished before the cancel took effect: the run ends as its own rules say
+            decided = decide(spec, states_of(h.tis), h.previous, now=now).run_state or RunState.FAILED
+            plan.finish.append((run, decided, f"backfill {run.backfill_id} cancelled"))
+            continue
         if run.state == RunState.QUEUED.value:
             if h.held_queued or running.get(run.dag_id, 0) >= spec.max_active_runs:
                 continue

@@ -180,7 +180,16 @@ def test_a_run_finishes_failed_when_its_backfill_was_cancelled_and_nothing_runs(
     tis = {"a": TiRow(1, 1, "a", TaskState.SUCCESS, 1, 1, None, 1, "default_pool", None),
            "b": TiRow(2, 1, "b", TaskState.SCHEDULED, 0, 1, None, 1, "default_pool", None)}
     plan = plan_runs([HeldRun(run, spec(1), tis, PreviousRun({}), backfill_cancelled=True)], {}, now=NOW)
-    assert plan.finish == [(run, RunState.FAILED, "backfill 3 cancelled")] and plan.ready == []
+    assert plan.finish == [(run, RunState.FAILED, "backfill 3 cancelled; skipped b (run cancelled)")]
+    assert plan.mark == [(tis["b"], TaskState.SKIPPED, run)] and plan.ready == [] and plan.start == []
+
+
+def test_a_cancelled_backfills_run_whose_tasks_all_finished_ends_by_its_rules_without_starting() -> None:
+    run = Run(1, "d", DAY0, state=RunState.QUEUED.value, backfill_id=3)
+    tis = {"a": TiRow(1, 1, "a", TaskState.SUCCESS, 1, 1, None, 1, "default_pool", None),
+           "b": TiRow(2, 1, "b", TaskState.SUCCESS, 1, 1, None, 1, "default_pool", None)}
+    plan = plan_runs([HeldRun(run, spec(1), tis, PreviousRun({}), backfill_cancelled=True)], {}, now=NOW)
+    assert plan.finish == [(run, RunState.SUCCESS, "backfill 3 cancelled")] and plan.start == []
 
 
 @dataclass

@@ -95,7 +95,7 @@ def test_what_waited_in_a_worker_that_died_runs_on_its_replacement(make: MakeExe
     assert worker.process.pid is not None
     os.kill(worker.process.pid, signal.SIGKILL)
     seen = drain_until_finished(executor, {1, 2})
-    assert (seen[1][-1].state, seen[1][-1].reason) == ("failed", "worker died")
+    assert (seen[1][-1].state, seen[1][-1].reason) == ("lost", "worker died")
     assert [(e.kind, e.state) for e in seen[2]] == [("started", None), ("finished", "success")]
     assert seen[2][0].pid not in (started.pid, worker.process.pid)
     assert process_gone(sleep_pid)
@@ -160,5 +160,5 @@ def test_a_worker_found_dead_when_sent_an_item_is_read_to_the_end_before_its_tri
     seen = drain_until_finished(executor, {1, 2, 3})
     assert [(e.kind, e.state) for e in seen[1]] == [("started", None), ("finished", "success")]  # as it ended
     assert [(e.kind, e.state, e.reason) for e in seen[2]] == [("started", None, None),
-                                                              ("finished", "failed", "worker died")]  # once
+                                                              ("finished", "lost", "worker died")]  # once
     assert [(e.kind, e.state) for e in seen[3]] == [("started", None), ("finished", "success")]

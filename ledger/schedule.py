@@ -20,7 +20,12 @@ Decisions (documented for users):
 * Crons whose hour field is ``*`` (``0 * * * *``, ``*/15 * * * *``): like Airflow, the distance to
   the next/previous wall-clock match is added to the *absolute* time, so hourly schedules stay
   exactly one hour long in UTC across DST, with no gap and no duplicate (both 02:00s of a fall-back
-  night are ticks).
+  night are ticks). Each tick is the previous one plus the wall-clock distance read at the *previous*
+  tick's offset, so when the offset changes by other than whole hours (Lord Howe's 30-minute DST), the
+  first tick after the change still keeps the old offset and the next interval absorbs the shift
+  (01:00 LHDT, 01:30 LHST, 02:00 LHST: 1 h then 30 min). The ticks are those of that forward walk (what
+  catchup creates): a step back, ``is_tick``, ``interval_for`` and a start date between the change and
+  that first tick all use them.
 * Timedelta schedules are computed in UTC and anchored at ``start_date``: ticks are
   ``start_date + k * delta`` (Airflow instead continues from the previous run's end). Without an
   anchor (``parse_schedule(..., start_date=None)``), the ``start_date`` passed to
@@ -235,6 +240,8 @@ class CronSchedule(_PeriodicSchedule):
     preset: str | None = field(default=None, compare=False)
     _tz: Timezone | FixedTimezone = field(init=False, repr=False, compare=False)
     _fixed: bool = field(init=False, repr=False, compare=False)
+    # _fixed, and every day matches: a wall-clock match at least every hour
+    _dense: bool = field(init=False, repr=False, compare=False)
     # (first tick, period) in UTC microseconds when the ticks are evenly spaced in absolute time: None otherwise
     _even: tuple[int, int] | None = field(init=False, repr=False, compare=False)
 
@@ -269,6 +276,7 @@ class CronSchedule(_PeriodicSchedule):
         object.__setattr__(self, "_tz", _load_timezone(self.timezone))
         # Like Airflow: a cron that fires every hour is computed on absolute time (see module doc).
         object.__setattr__(self, "_fixed", cron.expanded[1] == ["*"])
+        object.__setattr__(self, "_dense", self._fixed and fields[2:] == ["*", "*", "*"])
         object.__setattr__(self, "_even", _even_ticks(fields, self.timezone, self._tz))
 
     def describe(self) -> dict[str, object]:
@@ -319,11 +327,9 @@ class CronSchedule(_PeriodicSchedule):
             k, rest = divmod(now - first, period)
             tick = first + (k + 1 if forward else k if rest else k - 1) * period
             return t + dt.timedelta(microseconds=tick - now)
+        if self._fixed:
+            return self._hourly_tick(t, forward)
         wall = self._wall(t)
-        if self._fixed:  # the wall-clock distance to the next/previous match, added to absolute time
-            floor = _floor_minute(wall)
-            match = next(self._step(floor if forward or floor == wall else floor + _MINUTE, forward))
-            return t + (match - wall)
         # Localizing wall ticks is monotonic except right after a spring-forward gap, so scan every
         # wall tick that could land on the nearest instant (within _WINDOW of the first hit).
         start = _floor_minute(wall - _WINDOW) if forward else _floor_minute(wall + _WINDOW) + _MINUTE
@@ -338,6 +344,49 @@ class CronSchedule(_PeriodicSchedule):
                     stop = candidate + _WINDOW if forward else candidate - _WINDOW
                 best = instant
         raise AssertionError("unreachable: croniter iterates forever")  # pragma: no cover
+
+    # -- crons whose hour field is "*": Airflow's absolute-time steps (on stdlib datetimes: pendulum's are slow) -
+    def _hourly_tick(self, t: DateTime, forward: bool) -> DateTime:
+        u = _std_utc(t)
+        offset = self._offset(u)
+        if self._dense and self._offset(u - _WINDOW) == offset:  # no offset change within reach: plain steps
+            tick = self._hourly_match(u, offset, True) if forward else self._hourly_match(u - _TINY, offset, False)
+        else:
+            tick = self._hourly_step(self._hourly_at_or_before(u)) if forward else self._hourly_at_or_before(u - _TINY)
+        return t + (tick - u)
+
+    def _offset(self, u: dt.datetime) -> dt.timedelta:
+        return u.astimezone(self._tz).utcoffset() or dt.timedelta(0)
+
+    def _hourly_match(self, u: dt.datetime, offset: dt.timedelta, forward: bool) -> dt.datetime:
+        """The nearest wall-clock match strictly after u (forward) or at or before u, the wall clock read at the
+        UTC offset `offset`; the distance to it is taken in absolute time."""
+        wall = (u + offset).replace(tzinfo=None)
+        floor = _floor_minute(wall)
+        match = next(self._step(floor if forward else floor + _MINUTE, forward))
+        return u + (match - wall)
+
+    def _hourly_step(self, tick: dt.datetime) -> dt.datetime:
+        """The tick after `tick`: like Airflow, the wall-clock distance to the next match, read at the offset in
+        force at `tick`, added to absolute time (so the step across an offset change keeps the old offset)."""
+        return self._hourly_match(tick, self._offset(tick), True)
+
+    def _hourly_at_or_before(self, u: dt.datetime) -> dt.datetime:
+        """The last tick at or before u of the walk tick -> _hourly_step(tick), which is what catchup creates.
+
+        Away from offset changes that is the last wall-clock match at or before u. Near one (the offset at the
+        match before that one, or _WINDOW before it, differs), the first tick after the change is still on the
+        old offset (01:00 LHDT + 1 h is 01:30 LHST at Lord Howe's half-hour fall-back), which the wall clock at
+        u does not show: walk forward from the last tick before the change instead."""
+        offset = self._offset(u)
+        match = self._hourly_match(u, offset, False)
+        previous = self._hourly_match(match - _TINY, offset, False)
+        if all(self._offset(d) == offset for d in (match, previous, previous - _WINDOW)):
+            return match
+        tick = self._hourly_at_or_before(previous - _WINDOW)
+        while (following := self._hourly_step(tick)) <= u:
+            tick = following
+        return tick
 
 
 _FIXED_OFFSET_ZONES = re.compile(r"(Etc/)?(UTC|UCT|GMT|Universal|Zulu|GMT[+-]\d{1,2})")
@@ -362,6 +411,10 @@ def _even_ticks(fields: list[str], name: str, tz: Timezone | FixedTimezone) -> t
 _TICKS: dict[tuple[str, str, DateTime, bool], DateTime] = {}  # (expression, timezone, t, forward) -> tick
 _TICKS_KEPT = 20_000
 _CRONS: dict[str, croniter] = {}  # parsed expressions; each _step resets the start before iterating
+
+
+def _std_utc(d: DateTime) -> dt.datetime:
+    return dt.datetime(d.year, d.month, d.day, d.hour, d.minute, d.second, d.microsecond, tzinfo=dt.UTC)
 
 
 def _micros(d: dt.datetime) -> int:

@@ -552,6 +552,87 @@ def test_sub_hourly_crons_stay_exact_in_utc_across_dst(expression: str, tz: str,
     assert len({i.start for i in result}) == 12
 
 
+LORD_HOWE = "Australia/Lord_Howe"  # DST shifts by 30 minutes: +10:30 (LHST) <-> +11 (LHDT)
+
+
+@pytest.mark.parametrize(
+    ("expression", "start", "expected"),
+    [
+        # fall-back 2024-04-07 02:00 LHDT -> 01:30 LHST (15:00Z): like Airflow, 01:00 LHDT + 1 h is the next tick,
+        # 01:30 LHST on the wall clock, then 02:00 LHST 30 minutes later
+        pytest.param("0 * * * *", U(2024, 4, 6, 13), [
+            iv(U(2024, 4, 6, 13), U(2024, 4, 6, 14)), iv(U(2024, 4, 6, 14), U(2024, 4, 6, 15)),
+            iv(U(2024, 4, 6, 15), U(2024, 4, 6, 15, 30)), iv(U(2024, 4, 6, 15, 30), U(2024, 4, 6, 16, 30)),
+            iv(U(2024, 4, 6, 16, 30), U(2024, 4, 6, 17, 30)),
+        ], id="lord-howe-hourly-fall-back"),
+        pytest.param("30 * * * *", U(2024, 4, 6, 13, 30), [
+            iv(U(2024, 4, 6, 13, 30), U(2024, 4, 6, 14, 30)), iv(U(2024, 4, 6, 14, 30), U(2024, 4, 6, 15, 30)),
+            iv(U(2024, 4, 6, 15, 30), U(2024, 4, 6, 16)), iv(U(2024, 4, 6, 16), U(2024, 4, 6, 17)),
+        ], id="lord-howe-half-past-fall-back"),
+        # spring-forward 2024-10-06 02:00 LHST -> 02:30 LHDT (15:30Z)
+        pytest.param("0 * * * *", U(2024, 10, 5, 13, 30), [
+            iv(U(2024, 10, 5, 13, 30), U(2024, 10, 5, 14, 30)), iv(U(2024, 10, 5, 14, 30), U(2024, 10, 5, 15, 30)),
+            iv(U(2024, 10, 5, 15, 30), U(2024, 10, 5, 16)), iv(U(2024, 10, 5, 16), U(2024, 10, 5, 17)),
+        ], id="lord-howe-hourly-spring-forward"),
+        pytest.param("30 * * * *", U(2024, 10, 5, 14), [
+            iv(U(2024, 10, 5, 14), U(2024, 10, 5, 15)), iv(U(2024, 10, 5, 15), U(2024, 10, 5, 16)),
+            iv(U(2024, 10, 5, 16), U(2024, 10, 5, 16, 30)), iv(U(2024, 10, 5, 16, 30), U(2024, 10, 5, 17, 30)),
+        ], id="lord-howe-half-past-spring-forward"),
+        # a start date between the change and the first tick after it, which still keeps the old offset
+        pytest.param("30 * * * *", U(2024, 4, 6, 15, 10), [
+            iv(U(2024, 4, 6, 15, 30), U(2024, 4, 6, 16)), iv(U(2024, 4, 6, 16), U(2024, 4, 6, 17)),
+        ], id="lord-howe-half-past-start-date-just-after-fall-back"),
+    ],
+)
+def test_hourly_crons_across_a_half_hour_dst_shift_agree_walking_forward_and_back(
+    expression: str, start: DateTime, expected: list[DataInterval]
+) -> None:
+    schedule = sched(expression, LORD_HOWE)
+    assert upcoming_intervals(schedule, start_date=start, end_date=None, after=None, n=len(expected)) == expected
+    for interval in expected:
+        assert schedule.is_tick(interval.start)
+        assert schedule.interval_for(interval.start) == interval
+        assert schedule.interval_for(interval.start.add(minutes=10)) == interval
+        for now in (interval.end, interval.end.add(minutes=10)):
+            # without catchup, the latest due interval is the last one catchup creates
+            every = due_intervals(schedule, start_date=start, end_date=None, after=None, now=now, catchup=True)
+            assert every[-1] == interval
+            assert due_intervals(schedule, start_date=start, end_date=None, after=None, now=now,
+                                 catchup=False) == [interval]
+
+
+def test_without_catchup_lord_howe_hourly_takes_the_half_hour_interval_of_the_fall_back_night() -> None:
+    # the example Hypothesis found: the jump back from `now` used to land on 14:30Z (01:30 LHDT), not a tick
+    schedule = sched("0 * * * *", LORD_HOWE)
+    result = due_intervals(schedule, start_date=U(2024, 4, 6, 9, 30), end_date=None, after=None,
+                           now=U(2024, 4, 6, 15, 30), catchup=False)
+    assert result == [iv(U(2024, 4, 6, 15), U(2024, 4, 6, 15, 30))]
+
+
+@pytest.mark.parametrize("expression", ["0 * * * *", "30 * * * *", "45 * * * *", "0,10 * * * *", "*/7 * * * *"])
+@pytest.mark.parametrize(
+    ("tz", "change"),
+    [
+        pytest.param(LORD_HOWE, U(2024, 4, 6, 15), id="lord-howe-fall-back"),
+        pytest.param(LORD_HOWE, U(2024, 10, 5, 15, 30), id="lord-howe-spring-forward"),
+        pytest.param("Asia/Kathmandu", U(1985, 12, 31, 18, 30), id="kathmandu-1986-plus-15-minutes"),
+        pytest.param("Pacific/Chatham", U(2024, 4, 6, 14), id="chatham-fall-back"),
+        pytest.param("Australia/Adelaide", U(2024, 10, 5, 16, 30), id="adelaide-spring-forward"),
+    ],
+)
+def test_every_hour_crons_step_without_a_cron_walk_away_from_offset_changes_as_the_walk_does(
+    expression: str, tz: str, change: DateTime
+) -> None:
+    fast = sched(expression, tz)
+    assert isinstance(fast, CronSchedule) and fast._dense
+    walked = sched(expression, tz)
+    object.__setattr__(walked, "_dense", False)  # always looks for an offset change before the tick
+    for minutes in range(-5 * 60, 5 * 60, 7):
+        t = change.add(minutes=minutes)
+        for forward in (True, False):
+            assert fast._find_tick(t, forward) == walked._find_tick(t, forward)
+
+
 @pytest.mark.parametrize(
     ("now", "catchup", "expected"),
     [

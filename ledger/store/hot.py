@@ -3,38 +3,61 @@
 SQLAlchemy spends about 20-50 microseconds of Python per executed statement (execution context, parameter
 processing, result set-up, events) against about 10 for sqlite3 itself. The scheduler runs ten or so small
 statements per loop, so that overhead was a fifth of its CPU per task instance (docs/benchmarks.md). A `Hot`
-statement is a Core statement that SQLAlchemy compiles once per parameter shape; each call then binds the
-parameters with the same bind processors SQLAlchemy would use (UTC datetimes, JSON) and runs the SQL on the
-session's DB-API connection, inside the session's transaction.
+statement is a Core statement that SQLAlchemy compiles once per parameter shape (which keys a row gives, how
+long its IN lists are); each call then binds the row's values with SQLAlchemy's own bind processors (UTC
+datetimes, JSON) and runs the SQL on the session's DB-API connection, inside the session's transaction.
 
-The fast path is taken only on SQLite, and only while nothing listens to the engine's statement events
-(`before_cursor_execute`: tests and tools that count or log statements then see every one; this is looked
-at once per transaction, at its first Hot statement, so a listener added in the middle of a transaction
-counts from the next one). Otherwise, and
-on PostgreSQL (where the server round trip dominates and the connection may need invalidating after a
-fault), the statement goes through SQLAlchemy as usual. A driver error is raised as SQLAlchemy's wrapped
-error (OperationalError, IntegrityError, ...), so that callers tell transient faults the same way.
+Only SQLAlchemy's documented API is used: `ClauseElement.compile`, `SQLCompiler.construct_expanded_state` and
+its `ExpandedState` (the final SQL, the order of its parameters, their values), the compiler's documented
+attributes, `TypeEngine.bind_processor`, `Dialect.is_disconnect` and `dbapi_exception_translation_map`.
 
-Rows come back as plain tuples without result processing: a Hot SELECT or RETURNING must return only
-integers and strings.
+On SQLite the fast path is the only path, tests included: statements run on the cursor do not reach the
+engine's `before_cursor_execute` listeners, so Hot reports each one to its own observers instead
+(`observe`); a test that counts statements listens to both (tests/statements.py). On PostgreSQL (where the
+server round trip dominates and the connection may need invalidating after a fault) the statement goes
+through SQLAlchemy as usual, and on SQLite so does a shape Hot cannot bind from the row alone: a column
+default or onupdate computed in Python, a literal-execute parameter, an IN list longer than LONGEST_LIST.
+A driver error is raised as SQLAlchemy's wrapped error (OperationalError, IntegrityError, ...), so that
+callers tell transient faults the same way.
+
+A parameter a row does not give takes the value its `bindparam` was built with, read once per shape (a
+`bindparam(callable_=...)` would be called once, not per execution: no Hot statement uses one). A parameter
+with no value that the first row leaves out is refused by SQLAlchemy (InvalidRequestError) before anything
+runs; the rows of one call give the same keys. Rows come back as plain tuples without result processing: a
+Hot SELECT or RETURNING must return only integers and strings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.expression import Executable
 
 from ledger.models.base import UtcDateTime
 
-_REQUIRED = object()  # the default of a parameter that each row must give
+Observer = Callable[[Connection, str, Any, bool], None]
+"""Told of each statement Hot runs on the cursor: (connection, SQL, parameters, executemany), as SQLAlchemy's
+`before_cursor_execute` is told (without the cursor and execution context)."""
+
+_OBSERVERS: list[Observer] = []
+
+
+@contextmanager
+def observe(observer: Observer) -> Iterator[None]:
+    """Tell `observer` of every statement Hot runs on a DB-API cursor, in this process, inside the block."""
+    _OBSERVERS.append(observer)
+    try:
+        yield
+    finally:
+        _OBSERVERS.remove(observer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +87,16 @@ class Hot:
         if form is None or cursor is None:
             return int(conn.execute(self.statement, list(rows)).rowcount)
         values = [form.bind(row) for row in rows]
+        many = len(values) > 1
+        if _OBSERVERS:
+            _report(conn, form.sql, values if many else values[0], many)
         try:
-            if len(values) == 1:
-                cursor.execute(form.sql, values[0])
-            else:
+            if many:
                 cursor.executemany(form.sql, values)
-        except conn.dialect.loaded_dbapi.Error as exc:
-            raise _wrapped(form, values, exc, conn, cursor) from exc
+            else:
+                cursor.execute(form.sql, values[0])
+        except conn.dialect.loaded_dbapi.Error as error:
+            raise _wrapped(form, values, error, conn, cursor) from error
         return int(cursor.rowcount)
 
     def rows(self, session: Session, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
@@ -91,30 +117,36 @@ class Hot:
         for form, row in zip(forms, params, strict=True):
             assert form is not None
             values = form.bind(row)
+            if _OBSERVERS:
+                _report(conn, form.sql, values, False)
             try:
                 cursor.execute(form.sql, values)
                 out.extend(cursor.fetchall())
-            except conn.dialect.loaded_dbapi.Error as exc:
-                raise _wrapped(form, [values], exc, conn, cursor) from exc
+            except conn.dialect.loaded_dbapi.Error as error:
+                raise _wrapped(form, [values], error, conn, cursor) from error
         return out
 
     def _form(self, conn: Connection, row: Mapping[str, Any]) -> _Form | None:
-        """The compiled form for the shape of `row` (None: SQLAlchemy runs it): which columns an INSERT or UPDATE
-        names, how long each list bound to an IN is, rounded up to a power of two (the list is padded with its
-        last item, which changes nothing in IN or NOT IN) so that a long-lived job compiles a handful of forms,
-        not one per length. A list longer than LONGEST_LIST goes through SQLAlchemy."""
+        """The compiled form for the shape of `row` (None: SQLAlchemy runs it): the keys it gives (for an INSERT
+        or UPDATE, the columns it names) and how long each list it binds to an IN is, rounded up to a power of
+        two (the list is padded with its last item, which changes nothing in IN or NOT IN) so that a
+        long-lived job compiles a handful of forms, not one per length."""
         if self._lists is None:
-            binds = self.statement.compile(dialect=conn.dialect).binds  # type: ignore[attr-defined]
-            self._lists = tuple(sorted({b.key for b in binds.values() if b.expanding and b.required}))
-        columns = tuple(row) if self._dml else ()
-        lengths = tuple(_padded(len(row[name])) for name in self._lists)
-        key = (columns, lengths)
-        if key in self._forms:
-            return self._forms[key]
+            compiled: Any = self.statement.compile(dialect=conn.dialect)  # type: ignore[attr-defined]
+            self._lists = tuple(sorted({bind.key for bind in compiled.post_compile_params}))
+        keys = tuple(row)
+        lengths = tuple(_padded(len(row[name])) for name in self._lists if name in row)
+        shape = (keys, lengths)
+        if shape in self._forms:
+            return self._forms[shape]
         if any(n > LONGEST_LIST for n in lengths):
-            return None
-        form = self._forms[key] = _compile(self.statement, conn, columns, dict(zip(self._lists, lengths,
-                                                                                     strict=True)))
+            form = None
+        else:
+            sample: dict[str, Any] = dict.fromkeys(keys)  # placeholders: only the shape matters
+            sample.update((name, [None] * n) for name, n in zip([name for name in self._lists if name in row],
+                                                                lengths, strict=True))
+            form = _compile(self.statement, conn, keys if self._dml else (), sample)
+        self._forms[shape] = form
         return form
 
 
@@ -125,65 +157,59 @@ def _padded(n: int) -> int:
     return 0 if n == 0 else 1 << (n - 1).bit_length()
 
 
-def _item(values: Sequence[Any], index: int) -> Any:
-    """Item `index` of an IN list padded to its form's length with its last item."""
-    return values[index] if index < len(values) else values[-1]
-
-
-def _compile(statement: Executable, conn: Connection, columns: tuple[str, ...],
-             lengths: dict[str, int]) -> _Form | None:
-    """The form for one shape; None for what binding from the row alone would get wrong, which SQLAlchemy then
-    runs: Python-side column defaults or onupdate values (prefetched), callable or literal-execute parameters."""
+def _compile(statement: Executable, conn: Connection, columns: tuple[str, ...], sample: dict[str, Any]
+             ) -> _Form | None:
+    """The form for one shape (`sample`: the row's keys, IN lists of their padded lengths); None for what
+    binding from the row alone would get wrong, which SQLAlchemy then runs: Python-side column defaults or
+    onupdate values (prefetched) and literal-execute parameters."""
     dialect = conn.dialect
-    compiled = statement.compile(dialect=dialect, column_keys=list(columns) or None)  # type: ignore[attr-defined]
-    binds = compiled.binds
-    if getattr(compiled, "insert_prefetch", None) or getattr(compiled, "update_prefetch", None) \
-            or any(b.callable is not None or b.literal_execute for b in binds.values()):
+    compiled: Any = statement.compile(dialect=dialect, column_keys=list(columns) or None)  # type: ignore[attr-defined]
+    if compiled.insert_prefetch or compiled.update_prefetch or compiled.literal_execute_params:
         return None
-    if not any(b.expanding for b in binds.values()):
-        sql, names = compiled.string, list(compiled.positiontup or [])
-        where = {name: (name, -1) for name in names}
-    else:  # IN lists: expanded for these lengths (SQLAlchemy's own expansion, with placeholder values)
-        sample: dict[str, Any] = {b.key: None for b in binds.values() if b.required}
-        sample.update((name, [None] * n) for name, n in lengths.items())
-        state = compiled.construct_expanded_state(sample)
-        sql, names = state.statement, list(state.positiontup or [])
-        where = {name: (name, -1) for name in names}
-        for original, expanded in state.parameter_expansion.items():
-            for i, name in enumerate(expanded):
-                where[name] = (original, i)
-    positions = []
-    for name in names:
-        original, index = where[name]
-        bind = binds[original]
-        default = _REQUIRED if bind.required else None if original in lengths else bind.effective_value
-        processor = _sqlite_utc if dialect.name == "sqlite" and isinstance(bind.type, UtcDateTime) \
-            else bind.type.dialect_impl(dialect).bind_processor(dialect)
-        positions.append((original, index, default, processor))
-    return _Form(sql, _binder(positions))
-
-
-def _binder(positions: list[tuple[str, int, Any, Callable[[Any], Any] | None]]
-            ) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
-    """A function that builds a row's values in one expression (the loop over positions in Python cost more than
-    the statement): `row[name]` for a required parameter (a missing one raises KeyError), `row.get(name, default)`
-    otherwise, an IN list's item by index, each through its bind processor."""
-    names: dict[str, Any] = {}
-    parts = []
-    for i, (name, index, default, processor) in enumerate(positions):
-        if default is _REQUIRED:
-            value = f"row[{name!r}]"
+    state = compiled.construct_expanded_state(sample)  # SQLAlchemy's own expansion; refuses a missing parameter
+    origin = {name: (original, i) for original, expanded in state.parameter_expansion.items()
+              for i, name in enumerate(expanded)}
+    plan: list[tuple[int, str, int, Callable[[Any], Any] | None]] = []  # (position, row key, list index, processor)
+    template: list[Any] = []  # the values of the parameters the row does not give, processed once
+    for position, name in enumerate(state.positiontup or ()):
+        original, index = origin.get(name, (name, -1))
+        kind = compiled.binds[original].type
+        processor = _sqlite_utc if dialect.name == "sqlite" and isinstance(kind, UtcDateTime) \
+            else kind.dialect_impl(dialect).bind_processor(dialect)
+        if original in sample:
+            plan.append((position, original, index, processor))
+            template.append(None)
         else:
-            names[f"d{i}"] = default
-            value = f"row.get({name!r}, d{i})"
-        if index >= 0:
-            names["item"] = _item
-            value = f"item({value}, {index})"
-        if processor is not None:
-            names[f"p{i}"] = processor
-            value = f"p{i}({value})"
-        parts.append(value)
-    return eval(f"lambda row: ({''.join(part + ', ' for part in parts)})", names)  # type: ignore[no-any-return]
+            value = state.parameters[name]
+            template.append(value if processor is None else processor(value))
+    return _Form(state.statement, _binder(template, plan))
+
+
+def _binder(template: list[Any], plan: list[tuple[int, str, int, Callable[[Any], Any] | None]]
+            ) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function from a row to its values in position order: the template, with each planned position set to
+    the row's value (an IN list's item, its last one past its end), through its bind processor. A missing key
+    raises KeyError. Positions are sorted by what they need, so the loops do no per-item tests."""
+    plain = tuple((position, key) for position, key, index, processor in plan if index < 0 and processor is None)
+    if len(plain) == len(template) > 1:  # every value is the row's own: C does it all
+        return itemgetter(*(key for _position, key in plain))
+    processed = tuple((position, key, processor) for position, key, index, processor in plan
+                      if index < 0 and processor is not None)
+    items = tuple((position, key, index, processor) for position, key, index, processor in plan if index >= 0)
+
+    def bind(row: Mapping[str, Any]) -> tuple[Any, ...]:
+        values = template.copy()
+        for position, key in plain:
+            values[position] = row[key]
+        for position, key, processor in processed:
+            values[position] = processor(row[key])
+        for position, key, index, item_processor in items:
+            given = row[key]
+            value = given[index] if index < len(given) else given[-1]
+            values[position] = value if item_processor is None else item_processor(value)
+        return tuple(values)
+
+    return bind
 
 
 def _sqlite_utc(value: datetime | None) -> str | None:
@@ -198,20 +224,25 @@ def _sqlite_utc(value: datetime | None) -> str | None:
     return value.isoformat(" ", "microseconds")[:26]  # without its "+00:00"
 
 
+def _report(conn: Connection, sql: str, parameters: Any, many: bool) -> None:
+    for observer in list(_OBSERVERS):
+        observer(conn, sql, parameters, many)
+
+
 _CONNECTION = "ledger.hot"  # session.info: (the session's Connection, a DB-API cursor on it or None)
 
 
 def _connection(session: Session) -> tuple[Connection, Any | None]:
-    """The Connection of the session's transaction, and a DB-API cursor on it (None where statements go through
-    SQLAlchemy); pending ORM changes are flushed first, as the ORM would before a statement."""
+    """The Connection of the session's transaction, and a DB-API cursor on it (None on PostgreSQL, where
+    statements go through SQLAlchemy); pending ORM changes are flushed first, as the ORM would before a
+    statement."""
     session.flush()
     found = session.info.get(_CONNECTION)
     if found is not None and not found[0].closed:  # (a Connection ends with its transaction: never reused)
         return found  # type: ignore[no-any-return]
     conn = session.connection()
     cursor = None
-    # asked once per transaction: a listener added to the engine in the middle of one applies from the next
-    if conn.dialect.name == "sqlite" and not conn.dispatch.before_cursor_execute:
+    if conn.dialect.name == "sqlite":
         raw = conn.connection.dbapi_connection
         assert raw is not None
         cursor = raw.cursor()
@@ -219,11 +250,18 @@ def _connection(session: Session) -> tuple[Connection, Any | None]:
     return conn, cursor
 
 
-def _wrapped(form: _Form, values: list[tuple[Any, ...]], exc: Exception, conn: Connection,
-             cursor: Any) -> BaseException:
-    """The driver's error as SQLAlchemy raises it (OperationalError, IntegrityError, ...), marked as a lost
-    connection where the dialect says it is one."""
-    lost = conn.dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor)  # type: ignore[arg-type]
-    return DBAPIError.instance(form.sql, values if len(values) > 1 else values[0], exc,
-                               conn.dialect.loaded_dbapi.Error, dialect=conn.dialect, ismulti=len(values) > 1,
-                               connection_invalidated=lost)
+def _wrapped(form: _Form, values: list[tuple[Any, ...]], error: Exception, conn: Connection,
+             cursor: Any) -> exc.DBAPIError:
+    """The driver's error as SQLAlchemy raises it: the sqlalchemy.exc class named as the PEP 249 class it is
+    (OperationalError, IntegrityError, ...; through the dialect's translation map), marked as a lost connection
+    where the dialect says it is one."""
+    dialect = conn.dialect
+    kind: type[exc.DBAPIError] = exc.DBAPIError
+    for cls in type(error).__mro__:
+        found = getattr(exc, dialect.dbapi_exception_translation_map.get(cls.__name__, cls.__name__), None)
+        if isinstance(found, type) and issubclass(found, exc.DBAPIError):
+            kind = found
+            break
+    lost = dialect.is_disconnect(error, conn.connection.dbapi_connection, cursor)  # type: ignore[arg-type]
+    return kind(form.sql, values if len(values) > 1 else values[0], error, connection_invalidated=lost,
+                ismulti=len(values) > 1)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pendulum
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 
 from ledger import DAG, BashTask
 from ledger.clock import FixedClock
@@ -29,6 +29,7 @@ from scheduler.settings import SchedulerSettings
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts, states  # noqa: F401  (a fixture)
 from tests.scheduler.test_held_starts import SteppedExecutor
+from tests.statements import statements_on
 
 CLOCK = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
 T0 = pendulum.datetime(2024, 3, 9, tz="UTC")
@@ -50,14 +51,8 @@ class KillableExecutor(SteppedExecutor):
 
 @pytest.fixture
 def statements(job_parts: tuple[Any, Any]) -> Iterator[list[str]]:  # noqa: F811
-    seen: list[str] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        seen.append(" ".join(statement.split()))
-
-    event.listen(job_parts[0], "before_cursor_execute", note)
-    yield seen
-    event.remove(job_parts[0], "before_cursor_execute", note)
+    with statements_on(job_parts[0]) as seen:
+        yield seen
 
 
 @dataclass

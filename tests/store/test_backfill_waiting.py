@@ -12,6 +12,7 @@ from ledger.store import dags as dag_store
 from ledger.store import pools as pool_store
 from ledger.store import runs as run_store
 from ledger.sync import register_dag
+from tests.statements import statements_on
 from tests.store.test_timeline_store import T0
 
 
@@ -79,19 +80,16 @@ def test_the_statements_it_takes_do_not_grow_with_the_backfills_runs(session: An
     quadratic (8 task instances per second end to end); what is the same for a DAG is read once."""
     from datetime import timedelta
 
-    from sqlalchemy import event
-
-    statements: list[str] = []  # (listening from the transaction's start: Hot looks once per transaction)
-    event.listen(session.connection(), "before_cursor_execute", lambda *args: statements.append(args[2]))
-    backfill_id, _mine, _theirs = a_backfill_run(session, clock, pool_slots=1)
-    spec = dag_store.current_spec(session, "bf")
-    for day in range(1, 40):  # queued runs behind max_active_runs, and running ones with nothing in flight
-        run = run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0 + timedelta(days=day)),
-                                                               RunType.BACKFILL, backfill_id=backfill_id),
-                               now=clock.now(), actor="test")
-        run.state = RunState.RUNNING.value if day % 2 else RunState.QUEUED.value
-    session.flush()
-    setup = len(statements)
-    found = backfills.waiting_reasons(session, backfill_id, job_id=1)
-    assert len(found) == 40  # each run says why: its pool is full, or max_active_runs
-    assert len(statements) - setup <= 12, statements[setup:]
+    with statements_on(session.connection()) as statements:
+        backfill_id, _mine, _theirs = a_backfill_run(session, clock, pool_slots=1)
+        spec = dag_store.current_spec(session, "bf")
+        for day in range(1, 40):  # queued runs behind max_active_runs, and running ones with nothing in flight
+            run = run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0 + timedelta(days=day)),
+                                                                   RunType.BACKFILL, backfill_id=backfill_id),
+                                   now=clock.now(), actor="test")
+            run.state = RunState.RUNNING.value if day % 2 else RunState.QUEUED.value
+        session.flush()
+        setup = len(statements)
+        found = backfills.waiting_reasons(session, backfill_id, job_id=1)
+        assert len(found) == 40  # each run says why: its pool is full, or max_active_runs
+        assert len(statements) - setup <= 12, statements[setup:]

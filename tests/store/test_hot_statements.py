@@ -9,15 +9,16 @@ from zoneinfo import ZoneInfo
 
 import pendulum
 import pytest
-from sqlalchemy import bindparam, event, func, select, text, update
+from sqlalchemy import bindparam, func, select, text, update
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InvalidRequestError
 from sqlalchemy.orm import Session
 
 from ledger.models import Event, Pool
 from ledger.models.base import UtcDateTime
 from ledger.store import events, hot
 from ledger.store.hot import Hot
+from tests.statements import statements_on
 
 AT = datetime(2026, 11, 25, 6, 30, tzinfo=UTC)
 EVENTS: Any = Event.__table__
@@ -71,8 +72,10 @@ def test_a_text_statement_with_returning_gives_its_rows(session: Session) -> Non
 
 def test_a_missing_parameter_is_refused_before_anything_runs(session: Session) -> None:
     ids = some_events(session, 1)
-    with pytest.raises(KeyError, match="'when'"):
+    with pytest.raises(InvalidRequestError, match="'when'"):  # SQLAlchemy's own refusal
         Hot(_RENAME).run(session, [{"event": ids[0], "kind": "renamed"}])
+    with pytest.raises(KeyError, match="'when'"):  # a later row of the same call
+        Hot(_RENAME).run(session, [{"event": ids[0], "kind": "renamed", "when": AT}, {"event": ids[0], "kind": "x"}])
     assert session.get(Event, ids[0]).kind == "pool_set"  # type: ignore[union-attr]
 
 
@@ -83,29 +86,31 @@ def test_a_driver_error_is_raised_as_sqlalchemys_error(session: Session) -> None
         insert.run(session, [{"name": "spark", "slots": 3, "description": ""}])
 
 
-def test_statements_go_through_sqlalchemy_while_something_listens_to_them(sessions: Any) -> None:
-    """Hot looks for statement listeners once per transaction (at its first Hot statement)."""
-    seen: list[str] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        seen.append(statement)
-
+def test_a_statement_on_the_cursor_is_reported_to_hots_observers_and_counted_with_sqlalchemys(
+        sessions: Any) -> None:
+    """Listening changes nothing: the statements run on the cursor, as in production, and Hot reports them."""
+    reported: list[tuple[str, Any, bool]] = []
     with sessions.begin() as session:
-        ids = some_events(session, 1)
-        engine = session.get_bind()
-    event.listen(engine, "before_cursor_execute", note)
-    try:
-        with sessions.begin() as session:
-            Hot(_RENAME).run(session, [{"event": ids[0], "kind": "renamed", "when": AT}])
-    finally:
-        event.remove(engine, "before_cursor_execute", note)
-    assert any(s.startswith("UPDATE event SET") for s in seen)
+        ids = some_events(session, 2)
+        with hot.observe(lambda _conn, sql, parameters, many: reported.append((sql, parameters, many))), \
+                statements_on(session.get_bind()) as counted:
+            Hot(_RENAME).run(session, [{"event": i, "kind": "renamed", "when": AT} for i in ids])
+            assert Hot(_KINDS).rows(session, {"ids": ids}) == [("renamed", 2)]
+            session.execute(select(func.count()).select_from(Event))
+        assert hot._connection(session)[1] is not None
+    assert [(sql.split()[0], many) for sql, _, many in reported] == [("UPDATE", True), ("SELECT", False)]
+    assert reported[0][1] == [("2026-11-25 06:30:00.000000", "renamed", "hot", i) for i in ids]  # columns in order
+    assert len(counted) == 3 and counted[:2] == [" ".join(sql.split()) for sql, _, _ in reported]
     with sessions() as session:
-        assert session.get(Event, ids[0]).kind == "renamed"  # type: ignore[union-attr]
+        assert {session.get(Event, i).kind for i in ids} == {"renamed"}  # type: ignore[union-attr]
 
 
-def test_on_sqlite_with_nobody_listening_the_statements_run_on_the_driver_cursor(session: Session) -> None:
-    assert hot._connection(session)[1] is not None
+def test_an_observer_is_told_nothing_after_its_block(session: Session) -> None:
+    reported: list[str] = []
+    with hot.observe(lambda _conn, sql, *_: reported.append(sql)):
+        Hot(_KINDS).rows(session, {"ids": [1]})
+    Hot(_KINDS).rows(session, {"ids": [1]})
+    assert len(reported) == 1 and not hot._OBSERVERS
 
 
 @pytest.mark.parametrize("value", [AT, AT.replace(microsecond=0), AT.replace(microsecond=123456),
@@ -155,20 +160,19 @@ def test_an_update_sets_a_column_its_rows_name_as_sqlalchemy_would(session: Sess
     assert tuple(found) == ("renamed", "hot")
 
 
-def test_several_rows_return_every_id_on_either_path(sessions: Any) -> None:
+def test_several_rows_return_every_id(session: Session) -> None:
     insert = Hot(EVENTS.insert().returning(EVENTS.c.id))
     rows = [{"at": AT, "kind": "pool_set", "actor": "hot", "details": {"i": i}} for i in range(3)]
-    with sessions.begin() as session:
-        fast = [i for (i,) in insert.rows_of_each(session, rows)]
-        engine = session.get_bind()
+    ids = [i for (i,) in insert.rows_of_each(session, rows)]
+    assert len(set(ids)) == 3
+    found = session.execute(select(Event.details).where(Event.id.in_(ids)).order_by(Event.id)).scalars().all()
+    assert found == [{"i": 0}, {"i": 1}, {"i": 2}]
 
-    def note(*_args: Any) -> None:
-        pass
 
-    event.listen(engine, "before_cursor_execute", note)
-    try:
-        with sessions.begin() as session:
-            slow = [i for (i,) in insert.rows_of_each(session, rows)]
-    finally:
-        event.remove(engine, "before_cursor_execute", note)
-    assert len(set(fast)) == len(set(slow)) == 3 and not set(fast) & set(slow)
+def test_a_constant_of_the_statement_is_bound_with_its_processor(session: Session) -> None:
+    ids = some_events(session, 1)
+    stamped = update(EVENTS).where(EVENTS.c.id == bindparam("event")).values(details={"fixed": True},
+                                                                           at=AT + timedelta(days=1))
+    Hot(stamped).run(session, [{"event": ids[0]}])
+    found = session.execute(select(Event.details, Event.at).where(Event.id == ids[0])).one()
+    assert tuple(found) == ({"fixed": True}, AT + timedelta(days=1))

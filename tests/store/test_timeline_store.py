@@ -20,6 +20,7 @@ from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from ledger.sync import register_dag
 from ledger.timeline import ChainRun, chain_violations
+from tests.statements import statements_on
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 
@@ -123,24 +124,15 @@ def test_every_task_instance_belongs_to_a_run(session: Any, clock: Any) -> None:
 
 
 def test_splicing_costs_a_constant_number_of_queries(sessions: Any, clock: Any) -> None:
-    from sqlalchemy import event
-
     with sessions.begin() as session:
         spec = setup_dag(session, clock)
         for day in range(0, 400, 2):
             add(session, spec, day, clock)
     counts = []
     for day in (1, 201, 399):
-        statements: list[str] = []
-        with sessions.begin() as session:
-            engine = session.get_bind()
-            def listener(*args: Any, seen: list[str] = statements) -> None:
-                seen.append(args[2])
-
-            event.listen(engine, "before_cursor_execute", listener)
+        with sessions.begin() as session, statements_on(session.get_bind()) as statements:
             add(session, spec, day, clock)
             session.flush()
-            event.remove(engine, "before_cursor_execute", listener)
         counts.append(len(statements))
     assert counts[0] == counts[1] <= 10 and counts[2] <= counts[0]  # the tail has nothing to relink
 

@@ -15,6 +15,7 @@ to the database. Subclasses say which runs to collect and may create runs.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import gc
 import signal
@@ -63,6 +64,11 @@ from scheduler.settings import SchedulerSettings
 from scheduler.wakeup import DatabaseWakeup, Wakeup
 
 RunLogger = Callable[[str], None]
+
+# What a transaction of the job changes in its memory besides its held runs' pictures (which it forgets): put back
+# as it was when the transaction fails, so that the next try decides again from what the database holds.
+_UNDONE_WITH_A_TRANSACTION = ("_inflight", "_stop_requests", "_state_items", "_stop_reasons", "_log_notes",
+                              "_seen_event", "_own_events", "_recorded")
 
 
 def _tell_log(path: str, at: datetime, text: str) -> None:
@@ -338,8 +344,7 @@ class DagRunJob:
     def transaction(self, *, loop: bool = False) -> Iterator[Session]:
         """One transaction of this job (`loop`: a loop's). When it fails (a database fault), what it changed in
         the job's memory is put back, so that the next try decides again from what the database holds."""
-        saved = (dict(self._inflight), dict(self._stop_requests), list(self._state_items), dict(self._stop_reasons),
-                 list(self._log_notes), self._seen_event, list(self._own_events), list(self._recorded))
+        saved = {name: copy.copy(getattr(self, name)) for name in _UNDONE_WITH_A_TRANSACTION}
         # what the transaction says (a run's or try's new state) is printed once it has committed: a fault that
         # rolls it back leaves nothing printed that the database does not hold
         outer = self.say
@@ -353,8 +358,8 @@ class DagRunJob:
         except BaseException:
             self.say = outer
             self._side_events += 1
-            (self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes,
-             self._seen_event, self._own_events, self._recorded) = saved
+            for name, value in saved.items():
+                setattr(self, name, value)
             self._forget(reason="a transaction failed")
             self._claim_now = True
             self._reconcile = True

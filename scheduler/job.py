@@ -15,6 +15,7 @@ to the database. Subclasses say which runs to collect and may create runs.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import gc
 import signal
@@ -63,6 +64,11 @@ from scheduler.settings import SchedulerSettings
 from scheduler.wakeup import DatabaseWakeup, Wakeup
 
 RunLogger = Callable[[str], None]
+
+# What a transaction of the job changes in its memory besides its held runs' pictures (which it forgets): put back
+# as it was when the transaction fails, so that the next try decides again from what the database holds.
+_UNDONE_WITH_A_TRANSACTION = ("_inflight", "_stop_requests", "_state_items", "_stop_reasons", "_log_notes",
+                              "_seen_event", "_own_events", "_recorded")
 
 
 def _tell_log(path: str, at: datetime, text: str) -> None:
@@ -164,6 +170,7 @@ class DagRunJob:
     _stop_requests: dict[int, str] = field(default_factory=dict)  # tries this job killed: why
     _stop_reasons: dict[int, str] = field(default_factory=dict)  # ti id -> why this job asked it to stop
     _log_notes: list[tuple[str, datetime, str]] = field(default_factory=list)  # written to try logs after commit
+    _recorded: list[str] = field(default_factory=list)  # logs whose side files were recorded: removed after commit
     _sent_signals: bool = False  # this loop's transaction sent signals: ring the doorbells after commit
     _state_items: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
@@ -337,8 +344,7 @@ class DagRunJob:
     def transaction(self, *, loop: bool = False) -> Iterator[Session]:
         """One transaction of this job (`loop`: a loop's). When it fails (a database fault), what it changed in
         the job's memory is put back, so that the next try decides again from what the database holds."""
-        saved = (dict(self._inflight), dict(self._stop_requests), list(self._state_items), dict(self._stop_reasons),
-                 list(self._log_notes), self._seen_event, list(self._own_events))
+        saved = {name: copy.copy(getattr(self, name)) for name in _UNDONE_WITH_A_TRANSACTION}
         # what the transaction says (a run's or try's new state) is printed once it has committed: a fault that
         # rolls it back leaves nothing printed that the database does not hold
         outer = self.say
@@ -352,8 +358,8 @@ class DagRunJob:
         except BaseException:
             self.say = outer
             self._side_events += 1
-            (self._inflight, self._stop_requests, self._state_items, self._stop_reasons, self._log_notes,
-             self._seen_event, self._own_events) = saved
+            for name, value in saved.items():
+                setattr(self, name, value)
             self._forget(reason="a transaction failed")
             self._claim_now = True
             self._reconcile = True
@@ -433,6 +439,9 @@ class DagRunJob:
         notes, self._log_notes = self._log_notes, []
         for path, at, text in notes:
             _tell_log(path, at, text)
+        recorded, self._recorded = self._recorded, []
+        for path in recorded:  # what they held is in the database now (values that may hold secrets among it)
+            try_files.remove(path)
 
     def _end_in_database(self, last: list[TaskEvent], now: datetime) -> None:
         files = self._try_files(last)
@@ -768,6 +777,8 @@ class DagRunJob:
                 lineage.record(session, left.writes, run_id=info.run_id,
                                dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                                dag_version=info.dag_version, try_state=st.value, now=now)
+                if left is not try_files.NOTHING:
+                    self._recorded.append(info.log_path)
         failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)
                   or o.state == TaskState.LOST]
         unknown = [o.ti_id for o, _ in failed if where.get((o.ti_id, o.try_number)) is None]  # lost tries of other jobs

@@ -5,6 +5,7 @@ opens only those (for most tries: none). Workers import this module: it must not
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,3 +46,11 @@ def read(log_path: str, found: tuple[str, ...] | None = None) -> TryFiles:
     return TryFiles(read_pushed(log_path + XCOM) if XCOM in look else [],
                     read_rendered(log_path + RENDERED) if RENDERED in look else None,
                     read_writes(log_path + WRITES) if WRITES in look else [])
+
+
+def remove(log_path: str) -> None:
+    """Remove the files a try left beside `log_path`, once what they held is recorded in the database: they may
+    hold values a task passed on (secrets among them), which must not stay readable on disk."""
+    for suffix in SUFFIXES:
+        with contextlib.suppress(OSError):  # (gone already; a read-only folder: the record is complete anyway)
+            os.unlink(log_path + suffix)

@@ -88,6 +88,9 @@ def test_xcom_values_that_hold_a_known_secret_are_masked_also_from_the_environme
     """)
     cli.ok("trigger", "passes")
     cli.ok("scheduler", "--exit-when-idle")
+    # the values it passed on are in the database; the file its try left them in beside its log is gone
+    logs = list((cli.home / "logs" / "passes").rglob("try_1.log*"))
+    assert [p.name for p in logs] == ["try_1.log"], logs
     cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()
     cli.ok("connections", "add", "warehouse", "--uri", "postgresql://etl:pw-SECRET@db/dw")
     cli.env["LEDGER_VAR_SERVICE_TOKEN"] = "conn-SECRET"

@@ -49,6 +49,13 @@ class KillableExecutor(SteppedExecutor):
         return True
 
 
+@pytest.fixture(autouse=True)
+def _no_verify_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count what a loop reads: the verify mode's reads (scheduler/memory.py) are not the loop's, and
+    the tests here compare the job's memory with the database themselves."""
+    monkeypatch.setenv("LEDGER_VERIFY_MEMORY", "0")
+
+
 @pytest.fixture
 def statements(job_parts: tuple[Any, Any]) -> Iterator[list[str]]:  # noqa: F811
     with statements_on(job_parts[0]) as seen:

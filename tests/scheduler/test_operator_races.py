@@ -45,9 +45,11 @@ class Tries(SteppedExecutor):
     """A try starts when submitted and ends (success) when the test finishes it."""
 
     def finish_all(self) -> None:
-        for item in [i for i in self.submitted if i.ti_id in self._busy]:
-            if not any(e.ti_id == item.ti_id and e.kind == "finished" for e in self._events):
-                self._events.append(TaskEvent(item.ti_id, item.try_number, "finished", time.time(), "success", pid=7))
+        latest = {item.ti_id: item for item in self.submitted}  # (a task instance's latest try)
+        for ti_id in sorted(self._busy):
+            item = latest[ti_id]
+            if not any(e.ti_id == ti_id and e.kind == "finished" for e in self._events):
+                self._events.append(TaskEvent(ti_id, item.try_number, "finished", time.time(), "success", pid=7))
 
 
 @pytest.fixture(scope="module")

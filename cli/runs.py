@@ -98,7 +98,8 @@ def _operate(run: int, what: str, apply: Any, why: str | None) -> None:
 @app.command()
 def cancel(run: RunId, reason: Reason = None) -> None:
     """Cancel a queued or running run: its running tries are stopped by the job running them, its tasks that
-    have not started are skipped, and the run ends failed. Recorded as a `run_cancelled` event with who did it."""
+    have not started are skipped, and the run ends failed (or as its own rules say, when every task had already
+    finished). Recorded as a `run_cancelled` event with who did it."""
     from ledger.operations import cancel_run
 
     why = reason_text(reason)

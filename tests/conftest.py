@@ -269,3 +269,16 @@ def _weight(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_weight)  # stable: collection order within each weight
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])])
+def each_db_cli(request: pytest.FixtureRequest, cli: Cli) -> Cli:
+    """A Cli whose database has been created: the SQLite file in LEDGER_HOME (a copy of the session's migrated
+    one, as `ready_cli`), then (marked postgres) a fresh PostgreSQL database that `ledger db upgrade` creates
+    and every command of the scenario uses through LEDGER_DATABASE_URL."""
+    if request.param == "postgres":
+        cli.env["LEDGER_DATABASE_URL"] = request.getfixturevalue("postgres_url")
+        cli.ok("db", "upgrade")
+    else:
+        request.getfixturevalue("ready_cli")
+    return cli

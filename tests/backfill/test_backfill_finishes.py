@@ -18,19 +18,6 @@ from tests.backfill.test_backfill_cli import FAST, dag_source, fails_on, live_by
 from tests.conftest import LEDGER, Cli
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])])
-def each_db_cli(request: pytest.FixtureRequest, cli: Cli) -> Cli:
-    """A Cli whose database has been created: the SQLite file in LEDGER_HOME (a copy of the session's migrated
-    one, as `ready_cli`), then (marked postgres) a fresh PostgreSQL database that `ledger db upgrade` creates
-    and every command of the scenario uses through LEDGER_DATABASE_URL."""
-    if request.param == "postgres":
-        cli.env["LEDGER_DATABASE_URL"] = request.getfixturevalue("postgres_url")
-        cli.ok("db", "upgrade")
-    else:
-        request.getfixturevalue("ready_cli")
-    return cli
-
-
 def assert_each_task_instance_ran_once(cli: Cli) -> None:
     twice = query(cli, "SELECT task_instance_id, count(*) FROM task_try GROUP BY task_instance_id "
                        "HAVING count(*) > 1")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ledger.timeline import ChainRun, chain_violations
+from tests.backfill.test_backfill_cli import query as rows_of
 from tests.conftest import LEDGER, Cli
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}
@@ -29,9 +30,9 @@ def db(cli: Cli) -> sqlite3.Connection:
     return sqlite3.connect(cli.home / "ledger.db")
 
 
-def query(cli: Cli, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    with db(cli) as conn:
-        return list(conn.execute(sql, args))
+def query(cli: Cli, sql: str) -> list[tuple[Any, ...]]:
+    """On the Cli's database: SQLite in LEDGER_HOME, or the PostgreSQL one LEDGER_DATABASE_URL names."""
+    return rows_of(cli, sql)
 
 
 def schedule(cli: Cli, *extra: str, timeout: float = 120, **env: str) -> str:
@@ -58,8 +59,8 @@ def assert_each_try_ran_once(cli: Cli) -> None:
         assert tries == distinct == try_number, f"task instance {ti_id}: {tries} tries for try number {try_number}"
 
 
-def test_catch_up_runs_every_due_interval_to_success_with_one_try_each(ready_cli: Cli) -> None:
-    cli = ready_cli
+def test_catch_up_runs_every_due_interval_to_success_with_one_try_each(each_db_cli: Cli) -> None:
+    cli = each_db_cli
     cli.write_dag("chain.py", HEADER + """
 def work(context):
     print("working on", context.logical_date.isoformat())
@@ -83,8 +84,8 @@ with DAG("chain", schedule="@daily", start_date=START, end_date=START.add(days=4
     assert len(cli.json("timeline", "chain")) == 5
 
 
-def test_a_failed_try_is_retried_after_its_delay_and_each_try_has_its_log(ready_cli: Cli) -> None:
-    cli = ready_cli
+def test_a_failed_try_is_retried_after_its_delay_and_each_try_has_its_log(each_db_cli: Cli) -> None:
+    cli = each_db_cli
     marker = cli.home / "failed-once"
     cli.write_dag("flaky.py", HEADER + f"""
 with DAG("flaky", schedule=None, start_date=START):
@@ -127,8 +128,8 @@ with DAG("slow", schedule=None, start_date=START):
     assert "outcome: failed (timed out after 1.0 s: execution_timeout" in log[-1]  # the log says why it ended
 
 
-def test_depends_on_past_waits_for_the_previous_run_in_the_chain(ready_cli: Cli) -> None:
-    cli = ready_cli
+def test_depends_on_past_waits_for_the_previous_run_in_the_chain(each_db_cli: Cli) -> None:
+    cli = each_db_cli
     cli.write_dag("past.py", HEADER + """
 with DAG("past", schedule="@daily", start_date=START, end_date=START.add(days=2), catchup=True):
     BashTask("t", '[ "$LEDGER_LOGICAL_DATE" != "2024-03-02T00:00:00+00:00" ]', depends_on_past=True)
@@ -238,11 +239,11 @@ with DAG("long", schedule=None, start_date=START):
     assert [(e["dag_id"], str(e["run_id"])) for e in released] == [("long", "1")]  # one event per run, with its DAG
 
 
-def test_a_try_lost_with_its_scheduler_gets_a_new_try_that_spends_no_retry(ready_cli: Cli) -> None:
+def test_a_try_lost_with_its_scheduler_gets_a_new_try_that_spends_no_retry(each_db_cli: Cli) -> None:
     """kill -9 of a scheduler during a try: the next scheduler records the try `lost` (not failed), gives the task a
     new try though it has no retries, and the events name the DAG, run and task, so `ledger events --dag` finds
     them."""
-    cli = ready_cli
+    cli = each_db_cli
     cli.write_dag("zz.py", HEADER + """
 with DAG("zz", schedule=None, start_date=START, default_args={"retries": 0}):
     BashTask("slow", 'if [ "$LEDGER_TRY_NUMBER" = 1 ]; then sleep 60; fi')

@@ -92,7 +92,7 @@ class BackfillJob(DagRunJob):
                 self.waiting = waiting_reasons(session, self.backfill_id, self.job_id, self.adopted_runs)
                 self._next_wait_look = now + self.settings.poll_interval
         if self.waiting and not report.progress:
-            self._claim_now = True  # a run another job held may be free now
+            self.claim_soon()  # a run another job held may be free now
             if look and len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \
                     and not self.executor.in_flight() and report.retry_at is None:
                 self.blocked = self.stopping = True  # nothing can move until a person re-runs those dates

@@ -202,6 +202,15 @@ class DagRunJob:
         On PostgreSQL the job still checks outcomes and signal requests against the database."""
         return self.engine.dialect.name == "sqlite"
 
+    # -- what subclasses may call -----------------------------------------------------------------
+    def claim_soon(self) -> None:
+        """Look for runs to claim in the next loop (runs were created, or one another job held may be free)."""
+        self._claim_now = True
+
+    def dag_files_changed(self) -> None:
+        """DAG files were parsed again: where each DAG's file is, is read again when needed."""
+        self._fileloc.clear()
+
     # -- hooks for subclasses ------------------------------------------------------------------
     def refresh_dags(self) -> bool:
         return False
@@ -360,7 +369,7 @@ class DagRunJob:
             self._side_events += 1
             for name, value in saved.items():
                 setattr(self, name, value)
-            self._forget(reason="a transaction failed")
+            self.forget(reason="a transaction failed")
             self._claim_now = True
             self._reconcile = True
             raise
@@ -490,7 +499,7 @@ class DagRunJob:
             if others or time.monotonic() >= self._full_pass_at:
                 # another process wrote (CLI, backfill, another job; every change comes with an event), or a
                 # poll interval passed: read and decide every run again
-                self._forget(reason="another process wrote, or a poll interval passed")
+                self.forget(reason="another process wrote, or a poll interval passed")
                 self._full_pass_at = time.monotonic() + self.settings.poll_interval
                 self._claim_now = True  # it may have made runs to claim (a trigger, a backfill, a lock released)
                 self.others_wrote(session)
@@ -503,7 +512,7 @@ class DagRunJob:
                 report.created = self.create_runs(session, now)
                 if report.created:
                     self._claim_now = True
-                    self._forget(reason="runs created")  # a new run may be a held run's previous one (relinked)
+                    self.forget(reason="runs created")  # a new run may be a held run's previous one (relinked)
                 self._looked = False
                 self.reap_dead_holders(session, now)
                 report.claimed = self.collect_runs(session, now)
@@ -736,7 +745,7 @@ class DagRunJob:
                     if info.queued_at:
                         self.metrics.lag.observe(max(0.0, ev.at - info.queued_at))
             elif info is None:
-                self._forget(reason="an outcome of a try this job does not know")  # (another job's lost one)
+                self.forget(reason="an outcome of a try this job does not know")  # (another job's lost one)
             else:
                 self.memory.settled.pop(info.run_id, None)
                 self.memory.forget_past_of(info.run_id)
@@ -756,7 +765,7 @@ class DagRunJob:
         ended = [o.ti_id for o, st in written if st != TaskState.RUNNING]
         if not self._requests_known or not self._serial or self._requested.intersection(ended):
             for rearmed in signal_actions.settle(session, ended):
-                self._forget(rearmed, "a signal request gave a new try")
+                self.forget(rearmed, "a signal request gave a new try")
             self._requested.difference_update(ended)
         self._task_state_signals(written, where)
         self._request_task_callbacks(session, written, where)
@@ -812,7 +821,7 @@ class DagRunJob:
     def _known_tries(self, drained: list[TaskEvent], where: dict[tuple[int, int], _InFlight | None]
                      ) -> dict[int, tuple[int, int, str]]:
         """ti id -> (try number, max tries, state) of the drained tries' task instances, from the held runs'
-        pictures (which hold what the database holds: see _forget); those not pictured are read."""
+        pictures (which hold what the database holds: see forget); those not pictured are read."""
         known = {}
         for ev in drained:
             info = where.get((ev.ti_id, ev.try_number))
@@ -837,11 +846,11 @@ class DagRunJob:
             row = picture.tis.get(info.label)
             if (ev.ti_id, ev.try_number) not in kept or row is None or row.id != ev.ti_id \
                     or row.try_number != ev.try_number:
-                self._forget(info.run_id, "an outcome the database decided (failure, retry, stop)")
+                self.forget(info.run_id, "an outcome the database decided (failure, retry, stop)")
                 continue
             self.memory.wrote(picture.run.id, row.with_state(states[(ev.ti_id, ev.try_number)]))
 
-    def _forget(self, run_id: int | None = None, reason: str = "read again") -> None:
+    def forget(self, run_id: int | None = None, reason: str = "read again") -> None:
         """What the job remembers of a held run (of every run: None) no longer holds: the next loop reads it
         from the database and decides it again."""
         self.memory.forget(run_id, reason)
@@ -945,13 +954,13 @@ class DagRunJob:
             self._held_full = len(self._held_ids) >= self.settings.max_held_runs  # it may hold more (a backfill)
         held_ids = list(self._held_ids)
         if not held_ids:
-            self._forget(reason="no runs held")
+            self.forget(reason="no runs held")
             return []
         self.memory.keep_only(set(held_ids))
         todo = [i for i in held_ids if i not in self.memory.settled]
         cached = [c for i in held_ids if i in self.memory.settled for c in self.memory.settled[i]]
         if not todo:
-            return self._queue(session, cached, now, report)
+            return self.queue_tries(session, cached, now, report)
         held = [self.memory.pictures[i] for i in todo if i in self.memory.pictures]
         held += self._read_held(session, [i for i in todo if i not in self.memory.pictures])
         queued = {h.run.dag_id for h in held if h.run.state == RunState.QUEUED.value}
@@ -980,7 +989,7 @@ class DagRunJob:
         for run in plan.deadline_missed:
             self._deadline_missed(session, run, specs[run.id], now)
         for run in plan.timed_out:
-            self._forget(run.id, "dagrun_timeout")
+            self.forget(run.id, "dagrun_timeout")
             stopping, skipped = stop_tasks(session, run, now=now)
             self._requests_known = False  # its stop requests: carried out below, and settled when the tries end
             limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
@@ -991,7 +1000,7 @@ class DagRunJob:
                                                       f"{skipped or 'nothing'}"))
         for run, state, reason in plan.finish:
             self._xcom.pop(run.id, None)
-            self._forget(run.id, "run finished")
+            self.forget(run.id, "run finished")
             holding = None
             if self._held_ids is not None and run.id in self._held_ids:
                 self._held_ids.remove(run.id)  # its lock is released below
@@ -1004,7 +1013,7 @@ class DagRunJob:
             self._held_ids = None  # it may hold more runs than it read: the next ones come into the list
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
             self.settle_backfill(session, backfill_id, now)
-        return self._queue(session, plan.ready + cached, now, report)
+        return self.queue_tries(session, plan.ready + cached, now, report)
 
     def _expand(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
                 now: datetime) -> None:
@@ -1014,7 +1023,7 @@ class DagRunJob:
         if not candidates:
             return
         for _ti, run, _spec in candidates:
-            self._forget(run.id, "mapped task expanded")  # its task instances change in ways read again
+            self.forget(run.id, "mapped task expanded")  # its task instances change in ways read again
         passed = self._passed_values(session, {run.id for _ti, run, _spec in candidates})
         limit = self.settings.max_map_length
         for ti, run, spec in candidates:
@@ -1040,11 +1049,15 @@ class DagRunJob:
                     ti.id, 0, state, now, reason=found.reason, decided_at=now), state)], {})
             self.say(f"{where}: {state.value} ({found.reason})")
 
-    def _queue(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]], now: datetime,
-               report: LoopReport, known: Mapping[int, Signal] | None = None) -> list[WorkItem]:
+    def queue_tries(self, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
+                    now: datetime, report: LoopReport, known: Mapping[int, Signal] | None = None,
+                    read_pools: bool = False) -> list[WorkItem]:
         """Queue the candidates that parallelism, max_active_tasks and pools let through; their WorkItems.
-        `known`: signals already read, by id (the armed ones' signals are read only when missing)."""
+        `known`: signals already read, by id (the armed ones' signals are read only when missing); `read_pools`:
+        read the pools' slots again in this transaction (a pool may have changed since the last loop)."""
         known = known or {}
+        if read_pools:
+            self._pool_slots = None
         slots = self.executor.open_slots()
         if not candidates or slots <= 0:
             return []

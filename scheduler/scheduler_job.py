@@ -69,7 +69,7 @@ class SchedulerJob(DagRunJob):
         self._unsynced = []
         if self.manager.folder_error is not None:
             self.say(f"warning: {self.manager.folder_error}; its DAGs stay as they were")
-        self._fileloc.clear()
+        self.dag_files_changed()
         self._dirty = True
         self._signal_index = None
         return True
@@ -106,10 +106,8 @@ class SchedulerJob(DagRunJob):
             self._next_signal_skip = time.monotonic() + self.settings.poll_interval
             found = signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index,
                                                    holder=self.job_id)
-            if found.ready:
-                self._pool_slots = None  # read in this transaction: a pool may have changed since the last loop
-            work = self._queue(session, list(found.ready.values()), now, report, known=found.signals) \
-                if found.ready else []
+            work = self.queue_tries(session, list(found.ready.values()), now, report, known=found.signals,
+                                    read_pools=True) if found.ready else []
         self.metrics.signals.inc(found.actions)
         for run in found.created:
             self.metrics.runs_created.labels(run.run_type).inc()
@@ -117,13 +115,13 @@ class SchedulerJob(DagRunJob):
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type}, "
                      f"by signal {by.get('key')} v{by.get('version')})")
         if found.created:
-            self._claim_now = True
-            self._forget(reason="runs created")  # a new run may have become a held run's previous one
+            self.claim_soon()
+            self.forget(reason="runs created")  # a new run may have become a held run's previous one
         if found.actions:
             ring(self.engine, self.home)  # wake the jobs that run those task instances (SQLite; NOTIFY did on PG)
         for run_id in found.runs | {run.id for run in found.created}:
             report.runs_changed += 1
-            self._forget(run_id)
+            self.forget(run_id)
         return work
 
     def busy(self) -> bool:

@@ -8,6 +8,8 @@ from typing import Any
 
 from ledger.errors import ConfigError
 
+MAX_LOCAL_PARALLELISM = 512  # worker processes the local executor starts at most (one per slot)
+
 
 @dataclass(frozen=True)
 class SchedulerSettings:
@@ -92,6 +94,9 @@ class SchedulerSettings:
                      "max_lost_tries"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
+        if self.executor == "local" and self.parallelism > MAX_LOCAL_PARALLELISM:
+            raise ConfigError(f"parallelism {self.parallelism} is more than the local executor runs: it starts a "
+                              f"worker process per slot, at most {MAX_LOCAL_PARALLELISM} on one host")
         if self.queue_ahead < -1:
             raise ConfigError(f"queue_ahead must be 0 or more (-1: auto), not {self.queue_ahead}")
         if not 0 <= self.metrics_port <= 65535:

@@ -30,8 +30,13 @@ def db(cli: Cli) -> sqlite3.Connection:
     return sqlite3.connect(cli.home / "ledger.db")
 
 
-def query(cli: Cli, sql: str) -> list[tuple[Any, ...]]:
-    """On the Cli's database: SQLite in LEDGER_HOME, or the PostgreSQL one LEDGER_DATABASE_URL names."""
+def query(cli: Cli, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """On the Cli's database: SQLite in LEDGER_HOME (with `args` for its `?` placeholders), or the PostgreSQL one
+    LEDGER_DATABASE_URL names."""
+    if args:
+        assert "LEDGER_DATABASE_URL" not in cli.env, "placeholders are SQLite's"
+        with db(cli) as conn:
+            return list(conn.execute(sql, args))
     return rows_of(cli, sql)
 
 
@@ -319,6 +324,10 @@ def test_the_scheduler_refuses_a_missing_database_and_bad_settings(cli: Cli) -> 
     assert "executor" in cli.fails("scheduler", "--executor", "nope").stderr
     result = cli.run("scheduler", "--exit-when-idle", LEDGER_PARALLELISM="many")
     assert result.exit_code != 0 and "LEDGER_PARALLELISM" in result.stderr and "Traceback" not in result.output
+    # a parallelism no host could start (a worker process per slot) is refused before any worker starts
+    result = cli.run("scheduler", "--exit-when-idle", "--parallelism", "9223372036854775807")
+    assert result.exit_code != 0 and "at most 512" in result.stderr and "Traceback" not in result.output
+    assert cli.run("scheduler", "--exit-when-idle", LEDGER_PARALLELISM="100000").exit_code != 0
 
 
 def test_reused_workers_run_python_tries_in_process_on_the_code_of_each_runs_version(ready_cli: Cli) -> None:

@@ -1,12 +1,15 @@
-"""Fixtures of the scheduler tests: started executors, and a DAG file for their tries."""
+"""Fixtures of the scheduler tests: started executors, a DAG file for their tries, a DAGs folder and DAG file
+processor managers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from scheduler.dag_processing import DagFileProcessorManager
 from scheduler.executors.base import Executor
 from scheduler.executors.local import LocalExecutor
 from scheduler.executors.sequential import SequentialExecutor
@@ -35,3 +38,25 @@ def make() -> Iterator[MakeExecutor]:
     yield factory
     for executor in made:
         executor.end(0)
+
+
+@pytest.fixture
+def dags(tmp_path: Path) -> Path:
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def managers() -> Iterator[Callable[..., DagFileProcessorManager]]:
+    """Makes managers and stops every one of them at the end of the test."""
+    made: list[DagFileProcessorManager] = []
+
+    def make(folder: Path, **kwargs: Any) -> DagFileProcessorManager:
+        manager = DagFileProcessorManager(folder, **kwargs)
+        made.append(manager)
+        return manager
+
+    yield make
+    for manager in made:
+        manager.stop()

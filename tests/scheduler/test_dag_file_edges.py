@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,27 +37,6 @@ PRINTS = textwrap.dedent("""\
     """)
 
 
-@pytest.fixture
-def dags(tmp_path: Path) -> Path:
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def managers() -> Iterator[Callable[..., DagFileProcessorManager]]:
-    made: list[DagFileProcessorManager] = []
-
-    def make(folder: Path, **kwargs: Any) -> DagFileProcessorManager:
-        manager = DagFileProcessorManager(folder, parsing_processes=1, **kwargs)
-        made.append(manager)
-        return manager
-
-    yield make
-    for manager in made:
-        manager.stop()
-
-
 def latin1_file(folder: Path, source: str = GOOD) -> str:
     """A DAG file named `café.py` in Latin-1 (the byte 0xe9): not UTF-8. Returns its path as os.listdir gives it."""
     path = os.path.join(os.fsencode(folder), b"caf\xe9.py")
@@ -86,7 +65,7 @@ def test_the_manager_stores_the_bad_name_as_an_import_error_and_parses_every_oth
         dags: Path, managers: Callable[..., DagFileProcessorManager], session: Any, clock: FixedClock) -> None:
     latin1_file(dags)
     (dags / "good.py").write_text(GOOD)
-    manager = managers(dags)
+    manager = managers(dags, parsing_processes=1)
     results = {r.fileloc: r for r in manager.parse_all(timeout=60)}
     shown = f"{dags}/caf\\xe9.py"
     assert set(results) == {shown, str(dags / "good.py")}
@@ -117,7 +96,7 @@ def test_what_a_dag_file_prints_goes_to_the_processor_log_never_to_the_managers_
     (dags / "chatty.py").write_text(PRINTS)
     (dags / "good.py").write_text(GOOD)
     log = processor_log(tmp_path / "logs")
-    results = managers(dags, log_file=log).parse_all(timeout=60)
+    results = managers(dags, log_file=log, parsing_processes=1).parse_all(timeout=60)
     assert sorted(d.dag_id for r in results for d in r.dags) == ["chatty", "good"]
     sys.stdout.flush()
     out, err = capfd.readouterr()
@@ -134,7 +113,7 @@ def test_what_a_dag_file_prints_goes_to_the_processor_log_never_to_the_managers_
 def test_without_a_log_what_dag_files_print_is_dropped(
         dags: Path, managers: Callable[..., DagFileProcessorManager], capfd: pytest.CaptureFixture[str]) -> None:
     (dags / "chatty.py").write_text(PRINTS)
-    assert [r.error for r in managers(dags).parse_all(timeout=60)] == [None]
+    assert [r.error for r in managers(dags, parsing_processes=1).parse_all(timeout=60)] == [None]
     out, err = capfd.readouterr()
     assert "DAG file" not in out + err
 

@@ -7,12 +7,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import func, select
 
 from ledger.clock import FixedClock
@@ -56,28 +55,6 @@ def counting(counter: Path) -> str:
 
 def imports(counter: Path) -> int:
     return len(counter.read_text().splitlines()) if counter.exists() else 0
-
-
-@pytest.fixture
-def dags(tmp_path: Path) -> Path:
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def managers() -> Iterator[Callable[..., DagFileProcessorManager]]:
-    """Makes managers and stops every one of them at the end of the test."""
-    made: list[DagFileProcessorManager] = []
-
-    def make(folder: Path, **kwargs: Any) -> DagFileProcessorManager:
-        manager = DagFileProcessorManager(folder, **kwargs)
-        made.append(manager)
-        return manager
-
-    yield make
-    for manager in made:
-        manager.stop()
 
 
 def poll_until(manager: DagFileProcessorManager, done: Callable[[list[ParseResult]], bool], *,

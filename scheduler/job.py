@@ -40,7 +40,6 @@ from ledger.operations import stop_tasks
 from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal, is_valid_key
 from ledger.states import JobState, RunState, StaleState, TaskState
-from ledger.store import callbacks as callback_store
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage
 from ledger.store import jobs as job_store
@@ -53,7 +52,7 @@ from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
 from scheduler import signal_actions, try_files
-from scheduler.callbacks import CallbackProcesses
+from scheduler.callback_requests import CallbackRequests
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
 from scheduler.faults import Backoff, first_line, is_transient
@@ -176,12 +175,8 @@ class DagRunJob:
     _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
     _held_since: float | None = None  # time.monotonic() of the first start held back in _unrecorded
     _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
-    _calls: CallbackProcesses | None = None  # callback calls running in processes of their own
-    _call_results: list[tuple[int, str, str | None]] = field(default_factory=list)  # ended, not yet recorded
     metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
-    _callbacks_requested: bool = False  # this job requested calls in this loop: claim them at once
-    _callbacks_backlog: bool = False  # the last claim had no room for every pending call
-    _next_callback_look: float = 0.0
+    callbacks: CallbackRequests = field(init=False)  # requested, claimed, run and recorded on their own cadence
     _xcom: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  # held run -> its stored values
     _intervals: dict[int, tuple[str, str]] = field(default_factory=dict)  # run -> data interval (immutable)
     _dates: dict[int, float] = field(default_factory=dict)  # run -> its logical date's timestamp (immutable)
@@ -190,6 +185,10 @@ class DagRunJob:
     backoff: Backoff = field(default_factory=Backoff)
     _kept: Connection | None = None  # SQLite: the connection of the job's transactions (_session)
     _kept_session: Session | None = None  # the session on it, reset for each transaction
+
+    def __post_init__(self) -> None:
+        self.callbacks = CallbackRequests(self.settings, self.logs_folder, self.metrics,
+                                          say=lambda line: self.say(line))  # (the say of the moment: see transaction)
 
     @property
     def home(self) -> Path:
@@ -314,7 +313,7 @@ class DagRunJob:
                 if num_runs is not None and loops >= num_runs:
                     break
                 idle = not report.progress and not self.executor.in_flight() and report.retry_at is None \
-                    and not self.busy() and not self.calls().running and not self._callbacks_backlog
+                    and not self.busy() and not self.callbacks.processes.running and not self.callbacks.backlog
                 if exit_when_idle and idle:
                     if not report.looked_for_runs:  # look for claimable runs once more before leaving
                         self._claim_now = True
@@ -328,7 +327,7 @@ class DagRunJob:
         if report.progress:
             return
         timeout = self.settings.poll_interval
-        if self.calls().running:  # callback processes are polled: look again soon
+        if self.callbacks.processes.running:  # callback processes are polled: look again soon
             timeout = min(timeout, 0.1)
         if report.retry_at is not None:
             wait_s = (report.retry_at - self.clock.now()).total_seconds()
@@ -419,7 +418,7 @@ class DagRunJob:
         if isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.close()
         last = self._unrecorded + self.executor.end(self.settings.shutdown_grace)
-        self._call_results += self.calls().end(self.settings.shutdown_grace)
+        self.callbacks.end(self.settings.shutdown_grace)
         now = self.clock.now()
         attempt = 0
         try:
@@ -436,7 +435,7 @@ class DagRunJob:
         finally:
             self._let_go()
         self._unrecorded = []
-        self._call_results = []
+        self.callbacks.recorded()
         self._write_log_notes()
         if self._sent_signals:
             self._sent_signals = False
@@ -461,7 +460,7 @@ class DagRunJob:
                 self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
                                                  reason="its job stopped before the try ended")
                                        for ti, tn in lost], now)
-            self._callbacks_ended(session, now)
+            self.callbacks.ended(session, now, self.actor)
             released = job_store.release_all(session, self.job_id)
             events.record_many(session, [  # one event per run, so that `ledger events --dag/--run` finds it
                 dict(at=now, kind="locks_released", actor=self.actor, dag_id=dag_id, run_id=run_id,
@@ -486,7 +485,7 @@ class DagRunJob:
             self.executor.submit(item)
         drained = self._unrecorded + self.executor.drain()
         self._unrecorded = drained  # until the transaction that records them commits
-        self._call_results += self.calls().poll()
+        self.callbacks.poll()
         if self._hold_starts(drained, report):
             return report
         to_call: list[tuple[int, dict[str, Any]]] = []
@@ -518,8 +517,8 @@ class DagRunJob:
                 report.claimed = self.collect_runs(session, now)
                 report.looked_for_runs = self._looked
                 work = self.process_runs(session, now, report)
-            report.callbacks = len(self._call_results)
-            to_call = self._callbacks(session, now)
+            report.callbacks = len(self.callbacks.results)
+            to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate)
             report.callbacks += len(to_call)
             self._heartbeat(session, now)
             self._flush_task_states(session, now)
@@ -531,10 +530,9 @@ class DagRunJob:
                 self.wakeup.seen = max([self._seen_event, *self._own_events])  # its own events do not wake it
         self._unrecorded = []
         self._held_since = None
-        self._call_results = []
+        self.callbacks.recorded()
         self._write_log_notes()
-        for call_id, request in to_call:
-            self.calls().start(call_id, request)
+        self.callbacks.start(to_call)
         for item in work:  # the tries first: ringing other processes' doorbells can wait a few microseconds
             self.executor.submit(item)
         if self._sent_signals:  # such a loop recorded outcomes or marked tasks: it loops again and needs no wake-up
@@ -573,7 +571,7 @@ class DagRunJob:
         the next transaction (mostly the one that records how the tries ended), at most
         `started_write_delay` seconds later: one transaction per try instead of two."""
         delay = self.settings.started_write_delay
-        if delay <= 0 or not drained or any(ev.kind != "started" for ev in drained) or self._call_results \
+        if delay <= 0 or not drained or any(ev.kind != "started" for ev in drained) or self.callbacks.results \
                 or self._reconcile or self.stopping or self.executor.open_slots() > 0 \
                 or time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
             return False  # (a due heartbeat is written: holding starts never makes the job look silent)
@@ -586,85 +584,10 @@ class DagRunJob:
         return True
 
     # -- callbacks -----------------------------------------------------------------------------
-    def calls(self) -> CallbackProcesses:
-        if self._calls is None:
-            self._calls = CallbackProcesses(self.logs_folder, timeout=self.settings.callback_timeout,
-                                            parallelism=self.settings.callback_parallelism)
-        return self._calls
-
-    def _callbacks(self, session: Session, now: datetime) -> list[tuple[int, dict[str, Any]]]:
-        """Record the calls that ended; claim pending ones (requests to start once this transaction commits)."""
-        self._callbacks_ended(session, now)
-        if not (self._callbacks_requested or self._callbacks_backlog or self.calls().running
-                or time.monotonic() >= self._next_callback_look):
-            return []  # nothing requested here; others' requests are looked for every poll_interval
-        self._callbacks_requested = False
-        self._next_callback_look = time.monotonic() + self.settings.poll_interval
-        room = self.calls().room()
-        claimed = callback_store.claim(session, self.job_id, limit=room, now=now, actor=self.actor)
-        # all slots taken (or filled now): more calls may be pending; claim again as soon as a slot frees,
-        # and do not count as idle until a claim finds fewer than it had room for
-        self._callbacks_backlog = len(claimed) >= room
-        requests = []
-        for call in claimed:
-            code = self.code_cache().locate(session, call.dag_id, call.dag_version)
-            requests.append((call.id, {
-                "dag_id": call.dag_id, "run_id": call.run_id, "task_id": call.task_id, "try_number": call.try_number,
-                "kind": call.kind, "position": call.position, "target": call.target, "dag_version": call.dag_version,
-                "fileloc": code.fileloc if code is not None else self._dag_file(session, call.dag_id),
-                "code_root": code.root if code is not None else None, "context": call.context}))
-        return requests
-
-    def _callbacks_ended(self, session: Session, now: datetime) -> None:
-        ended = callback_store.by_ids(session, [call_id for call_id, _, _ in self._call_results])
-        for call_id, state, message in self._call_results:
-            call = ended.get(call_id)
-            if call is not None and call.state == callback_store.RUNNING:
-                callback_store.finish(session, call, state, message, now=now, actor=self.actor)
-                self.metrics.callbacks.labels(state).inc()
-                self.say(f"{call.dag_id} run {call.run_id} {call.kind} callback {call.target}: {state}"
-                         + (f" ({message})" if message else ""))
-
-    def _request_task_callbacks(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
-                                where: dict[tuple[int, int], _InFlight | None]) -> None:
-        kinds = {TaskState.SUCCESS: "task_success", TaskState.FAILED: "task_failure",
-                 TaskState.UP_FOR_RETRY: "task_retry"}
-        for o, st in written:
-            kind = kinds.get(st)
-            if kind is None:
-                continue
-            info = where.get((o.ti_id, o.try_number))
-            if info is not None:
-                task_spec = dag_store.spec(session, info.dag_id, info.dag_version).tasks.get(info.task_id)
-                if task_spec is None or not task_spec.callbacks.get(kind):
-                    continue  # the common case: no callback, no query
-                run_id, task_id = info.run_id, info.task_id
-            else:  # another job's lost try: that job is gone
-                _dag, found_run, found_task, _index = task_store.subjects(session, [o.ti_id]).get(
-                    o.ti_id, (None, None, None, NOT_MAPPED))
-                if found_run is None or found_task is None:
-                    continue
-                run_id, task_id = found_run, found_task
-            run = run_store.find(session, run_id)
-            if run is None:
-                continue
-            described = dag_store.spec(session, run.dag_id, run.version_hash).tasks[task_id].callbacks.get(kind)
-            if described:
-                self._callbacks_requested = True
-                callback_store.request(
-                    session, kind=kind, dag_id=run.dag_id, run_id=run.id, dag_version=run.version_hash,
-                    described=list(described), now=o.decided_at or o.at, task_id=task_id, try_number=o.try_number,
-                    context={**callback_store.run_context(run), "task_id": task_id, "try_number": o.try_number,
-                             "state": st.value, "reason": o.reason, "log_path": info.log_path if info else None})
-
-    def _request_run_callbacks(self, session: Session, run: DagRun, kind: str, now: datetime,
-                               **context: Any) -> None:
-        described = dag_store.spec(session, run.dag_id, run.version_hash).callbacks.get(kind)
-        if described:
-            self._callbacks_requested = True
-            callback_store.request(session, kind=kind, dag_id=run.dag_id, run_id=run.id,
-                                   dag_version=run.version_hash, described=list(described), now=now,
-                                   context={**callback_store.run_context(run), **context})
+    def _locate(self, session: Session, dag_id: str, version: str) -> tuple[str, str | None]:
+        """Where a version's code is on this host: (the DAG file, the snapshot's root, or None: the DAGs folder)."""
+        code = self.code_cache().locate(session, dag_id, version)
+        return (code.fileloc, code.root) if code is not None else (self._dag_file(session, dag_id), None)
 
     def _fail_unsubmitted(self, session: Session, now: datetime) -> None:
         """After a failed transaction whose COMMIT may have reached the database unseen: tries queued in this
@@ -768,7 +691,7 @@ class DagRunJob:
                 self.forget(rearmed, "a signal request gave a new try")
             self._requested.difference_update(ended)
         self._task_state_signals(written, where)
-        self._request_task_callbacks(session, written, where)
+        self.callbacks.request_task(session, written, where)
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is not None and info.log_path and st != TaskState.RUNNING:
@@ -1045,7 +968,7 @@ class DagRunJob:
                           task_id=ti.task_id, ti_id=ti.id, try_number=0, count=0, source=source, state=state.value,
                           reason=found.reason)
             if state == TaskState.FAILED:  # its on_failure_callback, as for a failed try (this one had none: 0)
-                self._request_task_callbacks(session, [(task_store.Outcome(
+                self.callbacks.request_task(session, [(task_store.Outcome(
                     ti.id, 0, state, now, reason=found.reason, decided_at=now), state)], {})
             self.say(f"{where}: {state.value} ({found.reason})")
 
@@ -1177,14 +1100,14 @@ class DagRunJob:
         events.record(session, "deadline_missed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
                       deadline=due.isoformat(), seconds_after_interval=spec.deadline, state=run.state)
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id}: deadline {due.isoformat()} missed")
-        self._request_run_callbacks(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state)
+        self.callbacks.request_run(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state)
 
     def _set_run_state(self, session: Session, run: DagRun, state: RunState, now: datetime,
                        release: bool = False, reason: str | None = None) -> None:
         before = loop_store.set_run_state(session, run, state, now=now, actor=self.actor, release=release,
                                           reason=reason)
         if state in (RunState.SUCCESS, RunState.FAILED):
-            self._request_run_callbacks(session, run, "run_success" if state == RunState.SUCCESS else "run_failure",
+            self.callbacks.request_run(session, run, "run_success" if state == RunState.SUCCESS else "run_failure",
                                         now, state=state.value, reason=reason)
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} ({run.run_type}): {before} → {state.value}")
 

@@ -68,13 +68,14 @@ FINISHED_TASK_STATES = frozenset(
     {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED, TaskState.STOPPED,
      TaskState.REMOVED}
 )
+# task instances whose try is with an executor or runs: they hold a pool slot and count against max_active_tasks
+ACTIVE_TASK_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING})
 
 
 # The allowed state changes: to-state -> the states it may replace. Every write of a run's or a task instance's
 # state names its to-state and is guarded by `WHERE state IN (from-states)` (ledger/store/transitions.py): a
 # writer that read a state another process has changed since writes nothing and reads again.
-_SCHEDULED, _QUEUED, _RUNNING = TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING
-_ACTIVE_TASK = frozenset({_QUEUED, _RUNNING})
+_SCHEDULED, _QUEUED = TaskState.SCHEDULED, TaskState.QUEUED
 _WAITING_TASK = frozenset({_SCHEDULED, TaskState.UP_FOR_RETRY})
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     # a try is queued for a task instance that waits (its dependencies met, its retry due)
@@ -83,16 +84,16 @@ TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     TaskState.RUNNING: frozenset({_QUEUED}),
     # a try ended; or an operator marked a task instance (not while a try runs); a mapped task whose list
     # fails or is empty; a run cancelled (skipped) or whose trigger rules skip it
-    TaskState.SUCCESS: _ACTIVE_TASK | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.SUCCESS},
-    TaskState.FAILED: _ACTIVE_TASK | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.FAILED},
-    TaskState.SKIPPED: _ACTIVE_TASK | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.SKIPPED},
-    TaskState.UP_FOR_RETRY: _ACTIVE_TASK,
+    TaskState.SUCCESS: ACTIVE_TASK_STATES | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.SUCCESS},
+    TaskState.FAILED: ACTIVE_TASK_STATES | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.FAILED},
+    TaskState.SKIPPED: ACTIVE_TASK_STATES | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.SKIPPED},
+    TaskState.UP_FOR_RETRY: ACTIVE_TASK_STATES,
     TaskState.UPSTREAM_FAILED: frozenset({_SCHEDULED}),
     # a STOP signal or an operator ended its try, or it never started
-    TaskState.STOPPED: _ACTIVE_TASK | _WAITING_TASK,
+    TaskState.STOPPED: ACTIVE_TASK_STATES | _WAITING_TASK,
     # a new try: after a try that never started or was lost (from active), a clear (from finished or waiting),
     # or a signal's START / RESTART
-    TaskState.SCHEDULED: _ACTIVE_TASK | FINISHED_TASK_STATES | {TaskState.UP_FOR_RETRY},
+    TaskState.SCHEDULED: ACTIVE_TASK_STATES | FINISHED_TASK_STATES | {TaskState.UP_FOR_RETRY},
     # its task is not in the version its run moved to, or past the end of its mapped task's new list
     TaskState.REMOVED: _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.REMOVED},
 }
@@ -116,6 +117,3 @@ def run_may_move(before: str, after: RunState) -> bool:
     """Whether a run in state `before` may be moved to `after` (RUN_TRANSITIONS)."""
     return before in RUN_TRANSITIONS[after]
 
-
-# task instances whose try is with an executor or runs: they hold a pool slot and count against max_active_tasks
-ACTIVE_TASK_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING})

@@ -12,6 +12,7 @@ from ledger.config import load_settings
 from ledger.errors import ConfigError
 
 TOKEN_VARIABLE = "LEDGER_WEB_TOKEN"
+WORKER_TOKEN_VARIABLE = "LEDGER_WORKER_TOKEN"
 
 
 def is_loopback(host: str) -> bool:
@@ -38,10 +39,12 @@ def webserver(
     from ledger.web.app import create_app
 
     token = os.environ.get(TOKEN_VARIABLE) or None
+    worker_token = os.environ.get(WORKER_TOKEN_VARIABLE) or None
     if token is None and not is_loopback(host):
         raise ConfigError(f"refusing to serve on {host}, which is not a loopback address, without a token: set "
                           f"{TOKEN_VARIABLE}, or bind 127.0.0.1")
-    app = create_app(load_settings(), token=token)  # refuses a database that is missing or not upgraded
+    # refuses a database that is missing or not upgraded
+    app = create_app(load_settings(), token=token, worker_token=worker_token)
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"ledger webserver: http://{shown}:{port}/ (read-only; API at /api/v1, OpenAPI at /api/docs)"
                + (f"; requests need {TOKEN_VARIABLE}" if token else ""))

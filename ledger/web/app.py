@@ -39,9 +39,11 @@ def _error(request: Request, status: int, message: str) -> Response:
     return HTMLResponse(render("error.html", status=status, message=message), status_code=status)
 
 
-def create_app(settings: Settings, *, token: str | None = None) -> FastAPI:
+def create_app(settings: Settings, *, token: str | None = None, worker_token: str | None = None) -> FastAPI:
     """The web application on the database of `settings`; with `token`, every request must carry it (an
-    `Authorization: Bearer` header, the `ledger_token` cookie, or `?token=` once, which sets the cookie)."""
+    `Authorization: Bearer` header, the `ledger_token` cookie, or `?token=` once, which sets the cookie).
+    `worker_token` (LEDGER_WORKER_TOKEN) is the Celery workers' credential: it opens only the paths under
+    /api/v1/worker/ (a version's code), and those need it (or `token`) whenever either is set."""
     app = FastAPI(title="ledger", summary="The read-only JSON API of the ledger: the same documents as "
                   "`ledger ... --json`.", docs_url="/api/docs", redoc_url=None, openapi_url="/api/openapi.json")
     app.state.reader = Reader(settings)
@@ -68,6 +70,14 @@ def create_app(settings: Settings, *, token: str | None = None) -> FastAPI:
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         given = None
+        if request.url.path.startswith(api.WORKER_PREFIX) and (token is not None or worker_token is not None):
+            auth = request.headers.get("authorization", "")
+            shown = auth[7:] if auth.lower().startswith("bearer ") else ""
+            if not any(t is not None and hmac.compare_digest(shown.encode(), t.encode())
+                       for t in (worker_token, token)):
+                return _error(request, 401, "a worker's token is needed: LEDGER_WORKER_TOKEN as `Authorization: "
+                                            "Bearer TOKEN`")
+            return await call_next(request)
         if token is not None:
             auth = request.headers.get("authorization", "")
             given = (auth[7:] if auth.lower().startswith("bearer ") else None) \

@@ -265,6 +265,9 @@ def serve(settings: WorkerSettings, *, loglevel: str = "WARNING") -> None:
     _pool_settings = settings
     app = make_app(settings.celery)
     app.task(name=TASK_NAME, bind=True)(run_message)
+    from celery.signals import worker_ready
+
+    worker_ready.connect(lambda **_: print(f"ledger worker {settings.name} ready", flush=True), weak=False)
     stop = threading.Event()
     threading.Thread(target=_beat, args=(settings, incarnation, stop), name="ledger-worker-heartbeat",
                      daemon=True).start()

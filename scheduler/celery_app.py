@@ -85,6 +85,10 @@ def make_app(config: CeleryConfig) -> Any:
     app.conf.update(
         task_serializer="json", result_serializer="json", accept_content=["json"],
         task_default_queue="default", task_acks_late=False, worker_prefetch_multiplier=1,
+        # a worker takes a message only when one of its processes is free (Redis brokers): none waits reserved in
+        # a worker that a restart of Redis, or of the worker, would leave it stranded in until the visibility
+        # timeout brought it back
+        worker_disable_prefetch=True,
         task_track_started=False,  # the try says it started itself, with its host and pid
         result_expires=KEEP, broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
         worker_send_task_events=False, task_send_sent_event=False, worker_enable_remote_control=True,

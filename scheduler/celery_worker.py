@@ -115,22 +115,24 @@ def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str
 
 
 class _LogShipper:
-    """Sends what a try's log gained since the last call to the result backend (`ledger:log:<task id>`)."""
+    """Writes what a try's log gained since the last call into `ledger:log:<task id>` at its own offset (SETRANGE:
+    writing a chunk twice, as a client that retries after a lost reply does, changes nothing)."""
 
     def __init__(self, client: Any, tid: str, path: str) -> None:
         self.client, self.key, self.path, self.offset = client, log_key(tid), path, 0
 
     def ship(self) -> None:
+        """(Redis unreachable for a moment: what was not sent is sent by a later call.)"""
         try:
             with open(self.path, "rb") as log:
                 log.seek(self.offset)
                 while chunk := log.read(LOG_CHUNK):
-                    pipe = self.client.pipeline()
-                    pipe.rpush(self.key, chunk)
+                    pipe = self.client.pipeline(transaction=False)
+                    pipe.setrange(self.key, self.offset, chunk)
                     pipe.expire(self.key, KEEP)
                     pipe.execute()
                     self.offset += len(chunk)
-        except OSError:
+        except Exception:  # an OSError reading the log; a redis error (it restarts): sent again later
             return
 
 
@@ -160,12 +162,14 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any]:
     client = _redis()
     tid = task.request.id
     incarnation = os.environ.get(INCARNATION_VARIABLE, "")
-    if not client.set(claim_key(tid), settings.name, nx=True, ex=KEEP):
-        holder = client.get(claim_key(tid))
-        client.rpush(REFUSED, dumps({"ti_id": payload["ti_id"], "try_number": payload["try_number"],
-                                     "host": settings.name, "at": time.time(),
-                                     "claimed_by": holder.decode() if holder else None}))
-        raise Ignore()  # Celery leaves the try's result as the first delivery writes it
+    mine = f"{settings.name} {uuid.uuid4().hex}"
+    if not client.set(claim_key(tid), mine, nx=True, ex=KEEP):
+        holder = (client.get(claim_key(tid)) or b"").decode()
+        if holder != mine:  # (the same value: a retry of this SET, whose first reply was lost)
+            client.rpush(REFUSED, dumps({"ti_id": payload["ti_id"], "try_number": payload["try_number"],
+                                         "host": settings.name, "at": time.time(),
+                                         "claimed_by": holder.split(" ")[0] or None}))
+            raise Ignore()  # Celery leaves the try's result as the first delivery writes it
     running_key = f"{worker_key(settings.name)}:running"
     client.sadd(running_key, tid)
     path = log_file(str(settings.home / "logs"), payload["dag_id"], payload["run_id"], payload["task_id"],
@@ -203,7 +207,8 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any]:
             raise
         return _result(settings, item, outcome, running.pid, shipper)
     finally:
-        client.srem(running_key, tid)
+        with contextlib.suppress(Exception):
+            client.srem(running_key, tid)
 
 
 def _started(settings: WorkerSettings, incarnation: str, pid: int) -> dict[str, Any]:

@@ -53,7 +53,7 @@ class _Try:
     started: bool = False  # its "started" was reported
     host: str | None = None
     incarnation: str | None = None
-    log_chunks: int = 0  # chunks of its log appended here so far
+    log_bytes: int = 0  # bytes of its log appended here so far
     killed: str | None = None  # why kill() ended it
     done: bool = False
 
@@ -280,15 +280,15 @@ class CeleryExecutor(Executor):
 
     def _append_log(self, entry: _Try) -> None:
         """The try's log chunks sent since the last look, appended to its log file on this host."""
-        chunks = self._client.lrange(log_key(entry.tid), entry.log_chunks, -1)
-        if not chunks:
+        data = self._client.getrange(log_key(entry.tid), entry.log_bytes, -1)
+        if not data:
             return
         path = entry.item.log_path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "ab") as log:
-            for chunk in chunks:
-                log.write(chunk)
-        entry.log_chunks += len(chunks)
+        with open(path, "r+b" if os.path.exists(path) else "wb") as log:  # (at its offset: written once)
+            log.seek(entry.log_bytes)
+            log.write(data)
+        entry.log_bytes += len(data)
 
     def _check_workers(self) -> int:
         """Started tries whose worker stopped beating (or beats as a new incarnation: it was restarted) are lost."""

@@ -1,0 +1,209 @@
+"""The CeleryExecutor for real: a redis-server on a private loopback port, ledger's webserver, `ledger worker`
+processes in LEDGER_HOMEs of their own with no DAGs folder and no database, and the real `ledger scheduler`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.celery_cluster import Cluster, cluster, redis_server  # noqa: F401 (fixtures)
+from tests.conftest import LEDGER
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def query(cluster: Cluster, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(cluster.home / "ledger.db") as db:
+        return db.execute(sql, args).fetchall()
+
+
+def ledger(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([LEDGER, *args], env=cluster.scheduler_env(**env), cwd=cluster.home, capture_output=True,
+                          text=True, timeout=120)
+
+
+def write_dag(cluster: Cluster, name: str, source: str) -> None:
+    (cluster.home / "dags" / name).write_text(textwrap.dedent(source))
+
+
+def wait_until(what: str, check: Callable[[], bool], within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def tries(cluster: Cluster, dag_id: str) -> list[tuple[str, int, int, str, str | None]]:
+    """(task id, run id, try number, state, hostname) of every try of a DAG."""
+    return [tuple(r) for r in query(cluster, (
+        "SELECT ti.task_id, ti.run_id, t.try_number, t.state, t.hostname FROM task_try t "
+        "JOIN task_instance ti ON ti.id = t.task_instance_id WHERE ti.dag_id = ? ORDER BY ti.run_id, ti.task_id, "
+        "t.try_number"), dag_id)]  # type: ignore[misc]
+
+
+CATCH_UP = """
+import pendulum
+from ledger import DAG, PythonTask
+
+def noop():
+    pass
+
+with DAG("many", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 4, 9, tz="UTC"), catchup=True, max_active_runs=100) as dag:
+    PythonTask("anywhere", noop) >> PythonTask("routed", noop, queue="other")
+"""
+
+
+def test_two_workers_without_dags_folders_run_a_catch_up_each_try_once_on_the_queue_it_names(
+        cluster: Cluster) -> None:
+    write_dag(cluster, "many.py", CATCH_UP)
+    cluster.start_webserver()
+    cluster.start_worker("w1", queues="default", concurrency=2)
+    cluster.start_worker("w2", queues="default,other", concurrency=2)
+    began = time.monotonic()
+    done = ledger(cluster, "scheduler", "--executor", "celery", "--parallelism", "8", "--exit-when-idle")
+    took = time.monotonic() - began
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = tries(cluster, "many")
+    assert len(rows) == 200, rows[:5]
+    assert Counter((task, run) for task, run, *_ in rows).most_common(1)[0][1] == 1  # each task instance once
+    assert {(n, state) for _t, _r, n, state, _h in rows} == {(1, "success")}
+    hosts = Counter((task, host) for task, _r, _n, _s, host in rows)
+    assert hosts[("routed", "w2")] == 100  # only w2 takes the `other` queue
+    assert hosts[("anywhere", "w1")] > 0 and hosts[("anywhere", "w2")] > 0, hosts
+    for name in ("w1", "w2"):  # no DAGs folder, no database: the code came by hash from the webserver
+        home = cluster.worker_home(name)
+        assert not (home / "dags").exists() and not (home / "ledger.db").exists()
+        assert list((home / "code" / "snapshots").iterdir())
+    log = (cluster.home / "logs" / "many" / "run_1" / "routed" / "try_1.log").read_text()
+    assert "outcome: success" in log and str(cluster.worker_home("w2") / "code") in log  # kept here, centrally
+    print(f"200 task instances on two workers in {took:.1f} s")
+
+
+MAPPED_AND_PINNED = """
+import pendulum
+from ledger import DAG, task
+
+@task
+def values():
+    return [1, 2, 3]
+
+@task
+def double(x):
+    print("EDITION", "@EDITION@", "doubles", x)
+    return 2 * x
+
+with DAG("pinned", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    double.expand(x=values())
+"""
+
+
+def test_a_run_triggered_before_its_dag_was_edited_runs_its_pinned_version_and_its_mapped_task_on_a_worker(
+        cluster: Cluster) -> None:
+    write_dag(cluster, "pinned.py", MAPPED_AND_PINNED.replace("@EDITION@", "first"))
+    assert ledger(cluster, "dags", "list").returncode == 0
+    trigger = ledger(cluster, "trigger", "pinned")
+    assert trigger.returncode == 0, trigger.stdout + trigger.stderr
+    write_dag(cluster, "pinned.py", MAPPED_AND_PINNED.replace("@EDITION@", "second"))
+    cluster.start_webserver()
+    cluster.start_worker("w1")
+    done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
+    assert done.returncode == 0, done.stdout + done.stderr
+    print(done.stdout)
+    rows = tries(cluster, "pinned")
+    assert [(t, s, h) for t, _r, _n, s, h in rows] == [("double", "success", "w1")] * 3 + [("values", "success", "w1")]
+    passed = ledger(cluster, "tasks", "xcom", "pinned", "1", "double", "--map-index", "2", "--json")
+    assert [(v["key"], v["value"]) for v in json.loads(passed.stdout)] == [("return_value", 6)], passed.stdout
+    logs = sorted((cluster.home / "logs" / "pinned" / "run_1" / "double").glob("map_*/try_1.log"))
+    assert len(logs) == 3
+    assert all("EDITION first doubles" in p.read_text() for p in logs), [p.read_text() for p in logs]
+
+
+SLOW = """
+import time
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("slow", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    for i in range(@N@):
+        BashTask(f"t{i}", "echo begun; sleep @SECONDS@; echo done")
+"""
+
+
+def start_scheduler(cluster: Cluster, name: str = "scheduler") -> subprocess.Popen[bytes]:
+    return cluster.procs.start(name, [LEDGER, "scheduler", "--executor", "celery", "--exit-when-idle"],
+                               cluster.scheduler_env(), cluster.home)
+
+
+def running_on(cluster: Cluster, dag_id: str) -> list[tuple[str, int, str | None]]:
+    return [(t, n, h) for t, _r, n, s, h in tries(cluster, dag_id) if s == "running"]
+
+
+def slow_dag(cluster: Cluster, n: int, seconds: float) -> None:
+    write_dag(cluster, "slow.py", SLOW.replace("@N@", str(n)).replace("@SECONDS@", str(seconds)))
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", "slow").returncode == 0
+
+
+def test_a_worker_killed_mid_try_gets_its_try_recorded_lost_and_the_task_succeeds_on_the_other_worker(
+        cluster: Cluster) -> None:
+    write_dag(cluster, "slow.py", SLOW.replace("@N@", "1").replace(
+        "sleep @SECONDS@", "if [ $LEDGER_TRY_NUMBER = 1 ]; then sleep 120; fi"))  # the first try waits
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", "slow").returncode == 0
+    cluster.start_webserver()
+    workers = {"w1": cluster.start_worker("w1"), "w2": cluster.start_worker("w2")}
+    scheduler = start_scheduler(cluster)
+    wait_until("the try runs", lambda: len(running_on(cluster, "slow")) == 1)
+    (_task, _n, host), = running_on(cluster, "slow")
+    other = "w2" if host == "w1" else "w1"
+    log = cluster.home / "logs" / "slow" / "run_1" / "t0" / "try_1.log"
+    wait_until("its log, here while it runs", lambda: log.exists() and "\nbegun\n" in log.read_text())
+    cluster.procs.kill9(workers[str(host)])  # the worker, its pool and the try's process group
+    assert scheduler.wait(60) == 0, cluster.procs.output(scheduler)
+    assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "slow")] == [(1, "lost", host), (2, "success", other)]
+    (lost,) = json.loads(ledger(cluster, "events", "--dag", "slow", "--kind", "try_lost", "--json").stdout)
+    assert f"worker {host} stopped heart-beating" in lost["details"]["reason"]
+    assert "\nbegun\n" in log.read_text()  # readable after its worker is gone
+
+
+def test_a_scheduler_killed_while_remote_tries_run_is_replaced_by_one_that_adopts_them(cluster: Cluster) -> None:
+    slow_dag(cluster, 2, 4)
+    cluster.start_webserver()
+    cluster.start_worker("w1")
+    first = start_scheduler(cluster, "scheduler-1")
+    wait_until("both tries run", lambda: len(running_on(cluster, "slow")) == 2)
+    cluster.procs.kill9(first)
+    second = start_scheduler(cluster, "scheduler-2")
+    assert second.wait(60) == 0, cluster.procs.output(second)
+    assert [(t, n, s, h) for t, _r, n, s, h in tries(cluster, "slow")] == [
+        ("t0", 1, "success", "w1"), ("t1", 1, "success", "w1")]
+    adopted = json.loads(ledger(cluster, "events", "--dag", "slow", "--kind", "try_adopted", "--json").stdout)
+    assert sorted(e["details"]["task_id"] for e in adopted) == ["t0", "t1"]
+    assert not json.loads(ledger(cluster, "events", "--dag", "slow", "--kind", "try_lost", "--json").stdout)
+    assert "\ndone\n" in (cluster.home / "logs" / "slow" / "run_1" / "t0" / "try_1.log").read_text()
+
+
+def test_a_redis_restart_mid_run_loses_no_try_and_runs_none_twice(cluster: Cluster) -> None:
+    slow_dag(cluster, 6, 2)
+    cluster.start_webserver()
+    cluster.start_worker("w1", concurrency=2)
+    scheduler = start_scheduler(cluster)
+    wait_until("tries run", lambda: len(running_on(cluster, "slow")) == 2)
+    cluster.redis.stop()
+    time.sleep(1.0)
+    cluster.redis.start()
+    assert scheduler.wait(90) == 0, cluster.procs.output(scheduler)
+    rows = tries(cluster, "slow")
+    assert sorted((t, n, s) for t, _r, n, s, _h in rows) == [(f"t{i}", 1, "success") for i in range(6)], rows
+    for i in range(6):  # each ran once: one "begun" in its log
+        assert (cluster.home / "logs" / "slow" / "run_1" / f"t{i}" / "try_1.log").read_text().count("\nbegun\n") == 1

@@ -252,6 +252,7 @@ class DagRunJob:
         if self.wakeup is None:
             self.wakeup = DatabaseWakeup(self.engine, doorbell=open_doorbell(self.engine, self.home)) \
                 if self.settings.signal_wakeup else DatabaseWakeup(self.engine, self.settings.poll_interval)
+        self.executor.use_metrics(self.metrics)
         self.executor.start()
         self._last_heartbeat = time.monotonic()
 

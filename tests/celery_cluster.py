@@ -7,6 +7,8 @@ workers fetch code) and `ledger worker` processes, each in a LEDGER_HOME of its 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -20,7 +22,10 @@ from typing import IO, Any
 
 import pytest
 
-from tests.conftest import LEDGER, REPO
+from scheduler.executors.base import WorkItem
+from scheduler.executors.celery import CeleryExecutor
+from tests.conftest import LEDGER, REPO, _clean_env, copy_migrated
+from tests.scheduler.test_task_runner import write_dag_file
 
 BROKER = "LEDGER_CELERY_BROKER_URL"
 
@@ -209,8 +214,6 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path: Path, redis_server: RedisServer, migrated_sqlite: Path) -> Iterator[Cluster]:
     """A migrated scheduler home with redis running; the test starts the webserver and workers it needs."""
-    from tests.conftest import copy_migrated
-
     home = tmp_path / "home"
     (home / "dags").mkdir(parents=True)
     copy_migrated(migrated_sqlite, home / "ledger.db")
@@ -218,3 +221,39 @@ def cluster(tmp_path: Path, redis_server: RedisServer, migrated_sqlite: Path) ->
     made = Cluster(home, redis_server, procs)
     yield made
     procs.stop_all()
+
+
+class PinnedCelery(CeleryExecutor):
+    """The CeleryExecutor, with the contract's work items naming the version the demo DAG was registered as (the
+    worker fetches that version's code from the webserver, as it does for a scheduler's tries)."""
+
+    version = ""
+
+    def submit(self, item: WorkItem) -> None:
+        super().submit(dataclasses.replace(item, dag_version=self.version))
+
+
+@pytest.fixture(scope="module")
+def celery_demo(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Iterator[tuple[Cluster, str]]:
+    """Once per module: redis, a home whose database holds the demo DAG's version, its webserver, one worker."""
+    if not have_redis():
+        pytest.skip("redis-server is not installed")
+    root = tmp_path_factory.mktemp("celery")
+    redis = RedisServer(root / "redis")
+    redis.start()
+    home = root / "home"
+    (home / "dags").mkdir(parents=True)
+    copy_migrated(migrated_sqlite, home / "ledger.db")
+    write_dag_file(root)  # (its module-level code writes beside it, in `root`)
+    (home / "dags" / "demo_dag.py").write_text((root / "demo_dag.py").read_text())
+    listed = subprocess.run([LEDGER, "dags", "list", "--json"], env=_clean_env(home), capture_output=True,
+                            text=True, check=True, cwd=home)
+    version = next(d["version"] for d in json.loads(listed.stdout) if d["dag_id"] == "demo")
+    cluster = Cluster(home, redis, Processes(root))
+    try:
+        cluster.start_webserver()
+        cluster.start_worker("contract", concurrency=2)
+        yield cluster, version
+    finally:
+        cluster.procs.stop_all()
+        redis.stop()

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 from ledger import documents
 from ledger import workers as worker_list
-from ledger.errors import InvalidInput
+from ledger.errors import InvalidInput, NotFound
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
@@ -158,7 +158,7 @@ def worker_code(request: Request, dag_id: str, version: str) -> JSONResponse:
     with session_of(request) as session:
         found = dag_store.find_version(session, dag_id, version)
         if found is None:
-            raise InvalidInput(f"DAG {dag_id!r} has no version {version!r}")
+            raise NotFound(f"DAG {dag_id!r} has no version {version!r}")
         snap = code_store.snapshot(session, found)
     if snap is None:
         raise InvalidInput(f"version {version[:12]} of {dag_id} has no stored code (it was not loaded from a file)")

@@ -139,6 +139,15 @@ def backfills(request: Request) -> HTMLResponse:
     return _page(request, "backfills.html", fragment="backfills_live.html", backfills=rows)
 
 
+@router.get("/workers", response_class=HTMLResponse)
+def workers(request: Request) -> HTMLResponse:
+    from ledger import workers as worker_list
+
+    url = worker_list.backend_url()
+    rows = worker_list.listing(url) if url is not None else []
+    return _page(request, "workers.html", fragment="workers_live.html", workers=rows, configured=url is not None)
+
+
 @router.get("/backfills/{backfill_id}", response_class=HTMLResponse)
 def backfill(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
     with session_of(request) as session:

@@ -129,6 +129,11 @@ class Executor(abc.ABC):
         by a later drain(). False when this executor cannot (the try is not here, or it runs them inline)."""
         return False
 
+    def use_metrics(self, metrics: Any) -> None:
+        """The job's metrics (scheduler/metrics.py), for an executor that reports some of its own (the others
+        ignore them)."""
+        return None
+
     def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
         """Follow tries another job handed to this executor's kind of workers and that may still run there (its job
         died): (the try's work item, whether it was recorded started). Returns the ti ids this executor now follows,

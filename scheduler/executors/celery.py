@@ -80,7 +80,12 @@ class CeleryExecutor(Executor):
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
         self._left: set[int] = set()
-        self.problem: str | None = None  # the last error talking to Redis (shown by the thread's say)
+        self.problem: str | None = None  # the last error talking to Redis
+        self._metrics: Any = None
+        self._queues: set[str] = set()  # the queues whose gauges were set
+
+    def use_metrics(self, metrics: Any) -> None:
+        self._metrics = metrics
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -213,6 +218,7 @@ class CeleryExecutor(Executor):
                 self.problem = f"{type(exc).__name__}: {exc}"
                 found = 0
                 self._stop.wait(0.5)
+            self._measure()
             if found and self._wake_w >= 0:
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"!")
@@ -308,6 +314,8 @@ class CeleryExecutor(Executor):
             self._append_log(entry)
             entry.done = True
             why = "stopped heart-beating" if beat is None else "was restarted"
+            if self._metrics is not None:
+                self._metrics.queue_lost.labels(entry.item.queue).inc()
             new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), "lost",
                                  reason=f"worker {entry.host} {why}", host=entry.host, files=()))
         return self._publish(new)
@@ -326,6 +334,22 @@ class CeleryExecutor(Executor):
                     "reason": f"a redelivered message for try {data.get('try_number')} was refused by worker "
                               f"{data.get('host')}: {data.get('claimed_by')} had started it"})
         return len(raw)
+
+    def _measure(self) -> None:
+        """The per-queue gauges: tries sent and not started, tries running."""
+        if self._metrics is None:
+            return
+        queued: dict[str, int] = dict.fromkeys(self._queues, 0)
+        running = dict(queued)
+        with self._shared.lock:
+            for entry in self._shared.tries.values():
+                if not entry.done:
+                    counts = running if entry.started else queued
+                    counts[entry.item.queue] = counts.get(entry.item.queue, 0) + 1
+        for queue in queued.keys() | running.keys():
+            self._queues.add(queue)
+            self._metrics.queue_queued.labels(queue).set(queued.get(queue, 0))
+            self._metrics.queue_running.labels(queue).set(running.get(queue, 0))
 
     def _publish(self, new: list[TaskEvent]) -> int:
         if new:

@@ -3,6 +3,7 @@ processes in LEDGER_HOMEs of their own with no DAGs folder and no database, and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import subprocess
@@ -15,8 +16,11 @@ from typing import Any
 
 import pytest
 
-from tests.celery_cluster import Cluster, cluster, redis_server  # noqa: F401 (fixtures)
+from scheduler.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
+from tests.celery_cluster import Cluster, PinnedCelery
 from tests.conftest import LEDGER
+from tests.scheduler.test_executors import run_all
+from tests.scheduler.test_task_runner import work_item
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -207,3 +211,29 @@ def test_a_redis_restart_mid_run_loses_no_try_and_runs_none_twice(cluster: Clust
     assert sorted((t, n, s) for t, _r, n, s, _h in rows) == [(f"t{i}", 1, "success") for i in range(6)], rows
     for i in range(6):  # each ran once: one "begun" in its log
         assert (cluster.home / "logs" / "slow" / "run_1" / f"t{i}" / "try_1.log").read_text().count("\nbegun\n") == 1
+
+
+def test_a_redelivered_message_for_a_try_that_started_is_refused_and_reported(
+        celery_demo: tuple[Cluster, str], dag_file: Path) -> None:
+    cluster, version = celery_demo
+    cluster.redis.flush()
+    executor = PinnedCelery(2, CeleryConfig(cluster.redis.url, cluster.redis.url, 2.0))
+    PinnedCelery.version = version
+    executor.start()
+    try:
+        item = dataclasses.replace(work_item(dag_file, "noop", ti_id=41), dag_version=version)
+        events = run_all(executor, [item])
+        assert [e.kind for e in events[41]] == ["started", "finished"] and events[41][-1].state == "success"
+        assert events[41][-1].host == "contract"
+        again = make_app(executor.config)  # the same message once more, as a broker redelivers it
+        again.send_task(TASK_NAME, args=[item_to_json(item)], task_id=task_id(41, 1), queue="default")
+        remarks: list[dict[str, Any]] = []
+        wait_until("the refusal", lambda: bool(remarks.extend(executor.remarks()) or remarks), within=30)
+        assert remarks == [{"kind": "try_redelivery_refused", "ti_id": 41, "try_number": 1, "host": "contract",
+                            "reason": "a redelivered message for try 1 was refused by worker contract: contract had "
+                                      "started it"}]
+        assert executor.drain() == []  # the try's outcome stands as its one run wrote it
+        log = Path(item.log_path).read_text()
+        assert log.count("outcome: success") == 1
+    finally:
+        executor.end(0)

@@ -4,10 +4,7 @@ rely on from any executor."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import multiprocessing.connection
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,53 +12,15 @@ from pathlib import Path
 import pytest
 
 from scheduler.celery_app import CeleryConfig
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.executors.celery import CeleryExecutor
+from scheduler.executors.base import Executor, TaskEvent
 from scheduler.executors.local import LocalExecutor
 from scheduler.executors.sequential import SequentialExecutor
-from tests.celery_cluster import Cluster, Processes, RedisServer, have_redis
-from tests.conftest import LEDGER, _clean_env, copy_migrated
+from tests.celery_cluster import PinnedCelery
 from tests.scheduler.fakes import DEMO_OUTCOMES, FakeExecutor
 from tests.scheduler.test_executors import run_all
 from tests.scheduler.test_task_runner import work_item, write_dag_file
 
 KINDS = ["fake", "sequential", "local", "local_reusing_workers", "celery"]
-
-
-class PinnedCelery(CeleryExecutor):
-    """The CeleryExecutor, with the contract's work items naming the version the demo DAG was registered as (the
-    worker fetches that version's code from the webserver, as it does for a scheduler's tries)."""
-
-    version = ""
-
-    def submit(self, item: WorkItem) -> None:
-        super().submit(dataclasses.replace(item, dag_version=self.version))
-
-
-@pytest.fixture(scope="module")
-def celery_demo(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Iterator[tuple[Cluster, str]]:
-    """Once per module: redis, a home whose database holds the demo DAG's version, its webserver, one worker."""
-    if not have_redis():
-        pytest.skip("redis-server is not installed")
-    root = tmp_path_factory.mktemp("celery")
-    redis = RedisServer(root / "redis")
-    redis.start()
-    home = root / "home"
-    (home / "dags").mkdir(parents=True)
-    copy_migrated(migrated_sqlite, home / "ledger.db")
-    write_dag_file(root)  # (its module-level code writes beside it, in `root`)
-    (home / "dags" / "demo_dag.py").write_text((root / "demo_dag.py").read_text())
-    listed = subprocess.run([LEDGER, "dags", "list", "--json"], env=_clean_env(home), capture_output=True,
-                            text=True, check=True, cwd=home)
-    version = next(d["version"] for d in json.loads(listed.stdout) if d["dag_id"] == "demo")
-    cluster = Cluster(home, redis, Processes(root))
-    try:
-        cluster.start_webserver()
-        cluster.start_worker("contract", concurrency=2)
-        yield cluster, version
-    finally:
-        cluster.procs.stop_all()
-        redis.stop()
 
 
 @pytest.fixture(params=KINDS)

@@ -18,7 +18,7 @@ import pytest
 
 from scheduler.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
 from tests.celery_cluster import Cluster, PinnedCelery
-from tests.conftest import LEDGER
+from tests.conftest import LEDGER, Cli
 from tests.scheduler.test_executors import run_all
 from tests.scheduler.test_task_runner import work_item
 
@@ -237,3 +237,18 @@ def test_a_redelivered_message_for_a_try_that_started_is_refused_and_reported(
         assert log.count("outcome: success") == 1
     finally:
         executor.end(0)
+
+
+def test_bad_worker_and_executor_settings_are_refused_with_one_line(ready_cli: Cli) -> None:
+    cli = ready_cli
+    assert cli.fails("worker", "--queues", ",").exit_code == 2
+    assert "LEDGER_API_URL" in cli.fails("worker").stderr
+    assert "LEDGER_CELERY_BROKER_URL is not set" in cli.fails("workers").stderr
+    amqp = cli.run("workers", LEDGER_CELERY_BROKER_URL="amqp://guest@127.0.0.1//")
+    assert amqp.exit_code == 1 and "LEDGER_CELERY_RESULT_BACKEND must be a redis:// URL" in amqp.stderr
+    wrong = cli.fails("scheduler", "--executor", "kubernetes")
+    assert wrong.exit_code == 2 and "local, sequential or celery" in wrong.stderr
+    cli.dags.mkdir()
+    missing = cli.run("scheduler", "--executor", "celery", "--num-runs", "1")
+    assert missing.exit_code == 1 and "LEDGER_CELERY_BROKER_URL" in missing.stderr, missing.output
+    assert "Traceback" not in missing.output

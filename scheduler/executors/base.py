@@ -1,7 +1,8 @@
 """The executor interface: the scheduler hands over work items and drains task events.
 
 Executors never touch the database: the job that holds a run's lock writes every state change of
-its task instances, so one writer owns each run. Workers die with the process that started them.
+its task instances, so one writer owns each run. The local executors' workers die with the process that started
+them; the CeleryExecutor's run on other hosts and outlive it (adopt(), left_running()).
 """
 
 from __future__ import annotations

@@ -172,8 +172,14 @@ def test_a_worker_killed_mid_try_gets_its_try_recorded_lost_and_the_task_succeed
     other = "w2" if host == "w1" else "w1"
     log = cluster.home / "logs" / "slow" / "run_1" / "t0" / "try_1.log"
     wait_until("its log, here while it runs", lambda: log.exists() and "\nbegun\n" in log.read_text())
+    follow = cluster.procs.start("follow", [LEDGER, "tasks", "logs", "slow", "1", "t0", "--try", "1", "--follow"],
+                                 cluster.scheduler_env(), cluster.home)
+    wait_until("the log followed", lambda: "\nbegun\n" in cluster.procs.output(follow))
     cluster.procs.kill9(workers[str(host)])  # the worker, its pool and the try's process group
     assert scheduler.wait(60) == 0, cluster.procs.output(scheduler)
+    assert follow.wait(30) == 0  # it followed try 1 until that try ended (lost)
+    followed = cluster.procs.output(follow)
+    assert "try 1/1: running" in followed and "\nbegun\n" in followed, followed
     assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "slow")] == [(1, "lost", host), (2, "success", other)]
     (lost,) = json.loads(ledger(cluster, "events", "--dag", "slow", "--kind", "try_lost", "--json").stdout)
     assert f"worker {host} stopped heart-beating" in lost["details"]["reason"]

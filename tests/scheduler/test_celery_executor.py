@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 import sqlite3
 import subprocess
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +260,51 @@ def test_bad_worker_and_executor_settings_are_refused_with_one_line(ready_cli: C
     missing = cli.run("scheduler", "--executor", "celery", "--num-runs", "1")
     assert missing.exit_code == 1 and "LEDGER_CELERY_BROKER_URL" in missing.stderr, missing.output
     assert "Traceback" not in missing.output
+
+
+@pytest.fixture
+def second_host(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A network namespace joined to this one by a veth pair: (its name, the address this side has on the pair).
+    A process started in it reaches this host only through that address."""
+    if shutil.which("ip") is None:
+        pytest.skip("`ip` (iproute2) is not installed: no network namespace for a second host")
+    name = f"ledger-{os.getpid() % 100000}"
+    subnet = 16 + os.getpid() % 200
+    here, there = f"10.231.{subnet}.1", f"10.231.{subnet}.2"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"network namespaces are not permitted here ({made.stderr.strip()}): no second host")
+    try:
+        for command in (["ip", "link", "add", f"vh{subnet}", "type", "veth", "peer", "name", f"vn{subnet}"],
+                        ["ip", "link", "set", f"vn{subnet}", "netns", name],
+                        ["ip", "addr", "add", f"{here}/30", "dev", f"vh{subnet}"],
+                        ["ip", "link", "set", f"vh{subnet}", "up"],
+                        ["ip", "netns", "exec", name, "ip", "addr", "add", f"{there}/30", "dev", f"vn{subnet}"],
+                        ["ip", "netns", "exec", name, "ip", "link", "set", f"vn{subnet}", "up"],
+                        ["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"]):
+            subprocess.run(command, check=True, capture_output=True)
+        yield name, here
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"vh{subnet}"], capture_output=True)
+
+
+def test_a_worker_on_a_second_host_reaches_redis_and_the_ledger_only_through_its_link(
+        cluster: Cluster, second_host: tuple[str, str]) -> None:
+    namespace, address = second_host
+    cluster.redis.stop()  # again, listening on the link's address too
+    cluster.redis.binds = ("127.0.0.1", address)
+    cluster.redis.start()
+    write_dag(cluster, "far.py", SLOW.replace("slow", "far").replace("@N@", "3").replace("@SECONDS@", "0"))
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", "far").returncode == 0
+    cluster.start_webserver(host=address, LEDGER_WEB_TOKEN="web-secret")  # not loopback: a token is required
+    unreachable = subprocess.run(["ip", "netns", "exec", namespace, "python3", "-c",
+                                  f"import socket; socket.create_connection(('127.0.0.1', {cluster.redis.port}), 2)"],
+                                 capture_output=True)
+    assert unreachable.returncode != 0  # the namespace's loopback is its own
+    cluster.start_worker("far", prefix=("ip", "netns", "exec", namespace),
+                         broker=f"redis://{address}:{cluster.redis.port}/0")
+    done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "far")] == [(1, "success", "far")] * 3

@@ -103,11 +103,12 @@ class CeleryExecutor(Executor):
         self._started, self._ending = True, False
 
     def end(self, grace: float) -> list[TaskEvent]:
+        """Running tries get `grace` seconds to finish; the others run on (left_running())."""
         if not self._started:
             return []
         self._ending = True
-        events: list[TaskEvent] = []
         until = time.monotonic() + max(0.0, grace)
+        events = self.drain()
         while self.in_flight() and time.monotonic() < until:
             time.sleep(POLL_INTERVAL)
             events += self.drain()

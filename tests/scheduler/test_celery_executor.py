@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from scheduler.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
+from scheduler.metrics import SchedulerMetrics
 from tests.celery_cluster import Cluster, PinnedCelery
 from tests.conftest import LEDGER, Cli
 from tests.scheduler.test_executors import run_all
@@ -308,3 +309,27 @@ def test_a_worker_on_a_second_host_reaches_redis_and_the_ledger_only_through_its
     done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
     assert done.returncode == 0, done.stdout + done.stderr
     assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "far")] == [(1, "success", "far")] * 3
+
+
+def test_a_remote_try_asked_to_stop_ends_failed_with_the_reason(celery_demo: tuple[Cluster, str],
+                                                                 dag_file: Path) -> None:
+    cluster, version = celery_demo
+    cluster.redis.flush()
+    executor = PinnedCelery(2, CeleryConfig(cluster.redis.url, cluster.redis.url, 2.0))
+    PinnedCelery.version = version
+    metrics = SchedulerMetrics()
+    executor.use_metrics(metrics)
+    executor.start()
+    try:
+        executor.submit(work_item(dag_file, "sleepy", ti_id=51))
+        seen: list[Any] = []
+        wait_until("the try starts", lambda: bool(seen.extend(executor.drain()) or seen), within=30)
+        assert [e.kind for e in seen] == ["started"]
+        wait_until("the queue's gauges", lambda: metrics.registry.get_sample_value(
+            "ledger_queue_running_tries", {"queue": "default"}) == 1)
+        assert metrics.registry.get_sample_value("ledger_queue_queued_tries", {"queue": "default"}) == 0
+        assert executor.kill(51, "stopped by signal 9")
+        wait_until("the try ends", lambda: bool(seen.extend(executor.drain()) or len(seen) > 1), within=30)
+        assert [(e.kind, e.state, e.reason) for e in seen[1:]] == [("finished", "failed", "stopped by signal 9")]
+    finally:
+        executor.end(0)

@@ -28,6 +28,7 @@ from typing import Any
 from ledger.workers import worker_key
 from scheduler import try_files
 from scheduler.celery_app import (
+    KEEP,
     REFUSED,
     TASK_NAME,
     CeleryConfig,
@@ -42,6 +43,7 @@ from scheduler.executors.base import Executor, TaskEvent, WorkItem
 
 POLL_INTERVAL = 0.05  # seconds between two reads of the tries' states
 WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the workers' heartbeats
+LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
 FINISHED = ("SUCCESS", "FAILURE", "REVOKED")
 
 
@@ -54,6 +56,8 @@ class _Try:
     host: str | None = None
     incarnation: str | None = None
     log_bytes: int = 0  # bytes of its log appended here so far
+    next_log: float = 0.0  # time.monotonic() when its log is read again while it runs
+    seen: bytes | None = None  # its state as last read (decoded again only when it changes)
     killed: str | None = None  # why kill() ended it
     done: bool = False
 
@@ -77,6 +81,7 @@ class CeleryExecutor(Executor):
         self._started = False
         self._ending = False
         self._stop = threading.Event()
+        self._kick = threading.Event()  # set by submit() and kill(): the thread sends at once
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
         self._left: set[int] = set()
@@ -116,6 +121,7 @@ class CeleryExecutor(Executor):
         while self._shared.outbox and time.monotonic() < deadline:  # messages not sent yet: send them first
             time.sleep(POLL_INTERVAL)
         self._stop.set()
+        self._kick.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
         events += self.drain()
@@ -147,6 +153,7 @@ class CeleryExecutor(Executor):
             entry = _Try(item, task_id(item.ti_id, item.try_number))
             self._shared.tries[item.ti_id] = entry
             self._shared.outbox.append(("send", entry))
+        self._kick.set()
 
     def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
         """Follow tries whose message was sent (or that a worker started) by the job that held them before."""
@@ -201,6 +208,7 @@ class CeleryExecutor(Executor):
             if entry.killed is None:
                 entry.killed = reason
                 self._shared.outbox.append(("revoke", entry))
+        self._kick.set()
         return True
 
     # -- the thread --------------------------------------------------------------------------------
@@ -223,34 +231,51 @@ class CeleryExecutor(Executor):
             if found and self._wake_w >= 0:
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"!")
-            self._stop.wait(POLL_INTERVAL)
+            self._kick.wait(POLL_INTERVAL)
+            self._kick.clear()
 
     def _send_outbox(self) -> None:
-        while self._shared.outbox:
-            kind, entry = self._shared.outbox[0]
-            if kind == "send":
-                item = entry.item
-                self._app.send_task(TASK_NAME, args=[item_to_json(item)], task_id=entry.tid, queue=item.queue,
-                                    priority=None, retry=True)
-                self._client.set(queued_key(entry.tid), "1", ex=7 * 24 * 3600)
-                entry.sent = True
-            else:
-                self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
-            self._shared.outbox.popleft()
+        """Send what submit() and kill() queued, in order; then mark the sent tries queued (one round trip)."""
+        sent: list[str] = []
+        try:
+            while self._shared.outbox:
+                kind, entry = self._shared.outbox[0]
+                if kind == "send":
+                    item = entry.item
+                    self._app.send_task(TASK_NAME, args=[item_to_json(item)], task_id=entry.tid, queue=item.queue,
+                                        retry=True)
+                    sent.append(entry.tid)
+                    entry.sent = True
+                else:
+                    self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
+                self._shared.outbox.popleft()
+        finally:
+            if sent:
+                pipe = self._client.pipeline(transaction=False)
+                for tid in sent:
+                    pipe.set(queued_key(tid), "1", ex=KEEP)
+                pipe.execute()
 
     def _poll(self) -> int:
+        """One MGET of every try's state (decoded only when it changed), then one round trip for the logs of the
+        tries that ended and, every LOG_INTERVAL, of those running."""
         with self._shared.lock:
             watched = [t for t in self._shared.tries.values() if t.sent and not t.done]
         if not watched:
             return 0
         raws = self._client.mget([self._meta_key(t.tid) for t in watched])
         new: list[TaskEvent] = []
+        ended: list[tuple[_Try, str, Any]] = []
+        now = time.monotonic()
+        logs = []
         for entry, raw in zip(watched, raws, strict=True):
-            if raw is None:
+            if raw is None or raw == entry.seen:
+                if entry.started and now >= entry.next_log:
+                    logs.append(entry)
                 continue
+            entry.seen = raw
             meta = self._app.backend.decode_result(raw)
             status, result = meta.get("status"), meta.get("result") or {}
-            self._append_log(entry)
             if status == "STARTED" or (status in FINISHED and not entry.started):
                 info = result if isinstance(result, dict) else {}
                 entry.host = info.get("host") or entry.host
@@ -261,7 +286,10 @@ class CeleryExecutor(Executor):
                                          float(info.get("at") or time.time()), pid=info.get("pid"), host=entry.host))
             if status in FINISHED:
                 entry.done = True
-                new.append(self._finished(entry, status, result))
+                ended.append((entry, status, result))
+                logs.append(entry)
+        self._append_logs(logs)
+        new += [self._finished(entry, status, result) for entry, status, result in ended]
         return self._publish(new)
 
     def _finished(self, entry: _Try, status: str, result: Any) -> TaskEvent:
@@ -285,17 +313,24 @@ class CeleryExecutor(Executor):
         return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), "failed", reason=reason,
                          host=entry.host, files=())
 
-    def _append_log(self, entry: _Try) -> None:
-        """The try's log chunks sent since the last look, appended to its log file on this host."""
-        data = self._client.getrange(log_key(entry.tid), entry.log_bytes, -1)
-        if not data:
+    def _append_logs(self, entries: list[_Try]) -> None:
+        """What the tries' logs gained since the last look (one round trip), appended to their log files here."""
+        if not entries:
             return
-        path = entry.item.log_path
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "r+b" if os.path.exists(path) else "wb") as log:  # (at its offset: written once)
-            log.seek(entry.log_bytes)
-            log.write(data)
-        entry.log_bytes += len(data)
+        pipe = self._client.pipeline(transaction=False)
+        for entry in entries:
+            pipe.getrange(log_key(entry.tid), entry.log_bytes, -1)
+        next_log = time.monotonic() + LOG_INTERVAL
+        for entry, data in zip(entries, pipe.execute(), strict=True):
+            entry.next_log = next_log
+            if not data:
+                continue
+            path = entry.item.log_path
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "r+b" if os.path.exists(path) else "wb") as log:  # (at its offset: written once)
+                log.seek(entry.log_bytes)
+                log.write(data)
+            entry.log_bytes += len(data)
 
     def _check_workers(self) -> int:
         """Started tries whose worker stopped beating (or beats as a new incarnation: it was restarted) are lost."""
@@ -312,7 +347,7 @@ class CeleryExecutor(Executor):
             if beat is not None and (entry.incarnation is None or beat.get("incarnation") == entry.incarnation):
                 continue
             # its log as far as it was sent, and then why it ended
-            self._append_log(entry)
+            self._append_logs([entry])
             entry.done = True
             why = "stopped heart-beating" if beat is None else "was restarted"
             if self._metrics is not None:

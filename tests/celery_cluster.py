@@ -176,7 +176,8 @@ class Cluster:
     def start_webserver(self, host: str = "127.0.0.1", **extra: str) -> subprocess.Popen[bytes]:
         self.web_port, self.web_host = free_port(host), host
         proc = self.procs.start("webserver", [LEDGER, "webserver", "--host", host, "--port", str(self.web_port)],
-                                _env(self.home, LEDGER_WORKER_TOKEN=self.token, **extra), self.home)
+                                _env(self.home, LEDGER_WORKER_TOKEN=self.token, **{BROKER: self.redis.url},
+                                     **extra), self.home)
         wait_for_port(host, self.web_port, proc=proc)
         return proc
 

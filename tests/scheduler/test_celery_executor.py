@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import textwrap
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,6 +77,11 @@ def test_two_workers_without_dags_folders_run_a_catch_up_each_try_once_on_the_qu
     cluster.start_webserver()
     cluster.start_worker("w1", queues="default", concurrency=2)
     cluster.start_worker("w2", queues="default,other", concurrency=2)
+    listed = json.loads(ledger(cluster, "workers", "--json").stdout)
+    assert {(w["name"], tuple(w["queues"]), w["concurrency"], w["running"]) for w in listed} == {
+        ("w1", ("default",), 2, 0), ("w2", ("default", "other"), 2, 0)}
+    with urllib.request.urlopen(f"{cluster.api_url}/api/v1/workers", timeout=30) as answer:
+        assert [w["name"] for w in json.loads(answer.read())] == ["w1", "w2"]
     began = time.monotonic()
     done = ledger(cluster, "scheduler", "--executor", "celery", "--parallelism", "8", "--exit-when-idle")
     took = time.monotonic() - began
@@ -333,3 +339,32 @@ def test_a_remote_try_asked_to_stop_ends_failed_with_the_reason(celery_demo: tup
         assert [(e.kind, e.state, e.reason) for e in seen[1:]] == [("finished", "failed", "stopped by signal 9")]
     finally:
         executor.end(0)
+
+
+SPARK = """
+import pendulum
+from ledger import DAG
+from ledger.spark import SparkTask
+
+def count(spark, context):
+    print("counted", spark.range(10).count())
+
+with DAG("sp", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    SparkTask("count", count, queue="spark")
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_spark_task_runs_on_the_worker_of_its_queue(cluster: Cluster) -> None:
+    write_dag(cluster, "sp.py", SPARK)
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", "sp").returncode == 0
+    cluster.start_webserver()
+    cluster.start_worker("sparky", queues="spark", concurrency=1)
+    done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "sp")] == [(1, "success", "sparky")]
+    log = (cluster.home / "logs" / "sp" / "run_1" / "count" / "try_1.log").read_text()
+    assert "Spark session started" in log and "\ncounted 10\n" in log, log

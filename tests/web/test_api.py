@@ -154,3 +154,12 @@ def test_the_webserver_refuses_another_address_without_a_token_and_a_missing_dat
     result = ledger_home.fails("webserver", "--host", "0.0.0.0", "--port", "1")
     assert "LEDGER_WEB_TOKEN" in result.stderr and "0.0.0.0" in result.stderr
     assert "ledger db upgrade" in cli.fails("webserver", "--port", "1").stderr
+
+
+def test_without_a_broker_the_workers_page_and_api_say_there_are_none(client: TestClient,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEDGER_CELERY_BROKER_URL", raising=False)
+    monkeypatch.delenv("LEDGER_CELERY_RESULT_BACKEND", raising=False)
+    assert api(client, "/workers") == []
+    page = client.get("/workers")
+    assert page.status_code == 200 and "no LEDGER_CELERY_BROKER_URL" in page.text

@@ -22,7 +22,7 @@ from ledger.mapping import NOT_MAPPED, choose_instance, label
 from ledger.models import DagRun, TaskInstance
 from ledger.states import ACTIVE_TASK_STATES, TaskState
 from ledger.store import dags as dag_store
-from ledger.store import events
+from ledger.store import events, try_logs
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
@@ -77,10 +77,17 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     the_try = tries.get(n)
     state = the_try.state if the_try is not None else "?"
     active = {s.value for s in ACTIVE_TASK_STATES}
-    if not path.exists() and not (follow and state in active):
+    kept = None
+    if not path.exists():  # a try that ran on another host: its log is kept in the database once it has ended
+        with env.reading() as session:
+            kept = try_logs.find(session, r.id, task_id, index, n)
+    if not path.exists() and kept is None and not (follow and state in active):
         raise InvalidInput(f"no log for try {n} of {name!r} in run {r.id} (expected {path})")
     version = the_try.dag_version if the_try is not None and the_try.dag_version else "not recorded"
     typer.echo(f"=== {dag_id} run {r.id} task {name} try {n}/{latest}: {state}, version {version} ===")
+    if kept is not None:
+        typer.echo(kept, nl=False)
+        return
     offset = _print_from(path, 0)
     while follow and state in active:
         time.sleep(FOLLOW_INTERVAL)

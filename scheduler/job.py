@@ -41,7 +41,7 @@ from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal, is_valid_key
 from ledger.states import JobState, RunState, StaleState, TaskState
 from ledger.store import dags as dag_store
-from ledger.store import events, lineage
+from ledger.store import events, lineage, try_logs
 from ledger.store import jobs as job_store
 from ledger.store import loop as loop_store
 from ledger.store import runs as run_store
@@ -714,6 +714,8 @@ class DagRunJob:
                 lineage.record(session, left.writes, run_id=info.run_id,
                                dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                                dag_version=info.dag_version, try_state=st.value, now=now)
+                if left.log is not None:  # a remote try's log: kept where every host can read it
+                    try_logs.keep(session, o.ti_id, o.try_number, o.hostname, left.log)
                 if left is not try_files.NOTHING:
                     self._recorded.append(info.log_path)
         failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)

@@ -21,6 +21,7 @@ class TryFiles:
     pushed: list[tuple[str, Any]] = field(default_factory=list)  # (key, value) in the order pushed
     rendered: dict[str, Any] | None = None  # None: it rendered nothing (or the file is unreadable)
     writes: list[dict[str, Any]] = field(default_factory=list)
+    log: str | None = None  # a try that ran on another host: its whole log, kept in the database with its end
 
 
 NOTHING = TryFiles()

@@ -18,6 +18,7 @@ from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
+from ledger.store import try_logs
 from ledger.store import web as web_store
 from ledger.web import views
 from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
@@ -98,6 +99,9 @@ def log(request: Request, run_id: str, task_id: str, try_number: int) -> HTMLRes
     name, index = split_label(task_id)
     path = log_path(request.app.state.settings.logs_folder, doc["dag_id"], int(doc["run_id"]), name, try_number, index)
     text = path.read_text(errors="replace") if path.is_file() else None
+    if text is None:  # a try that ran on another host: its log is kept in the database once it has ended
+        with session_of(request) as session:
+            text = try_logs.find(session, int(doc["run_id"]), name, index, try_number)
     return _page(request, "log.html", run=doc, task_id=task_id, the_try=tries[try_number], text=text, path=str(path))
 
 

@@ -3,8 +3,8 @@
 submit() only queues the item here; one thread of this executor does all the talking to the broker and the result
 backend, so the job's loop never waits on the network: it sends each try's message to its task's queue, and every
 POLL_INTERVAL reads the state of every try in flight in one MGET (STARTED with host and pid, then the outcome),
-appends each running try's new log chunks to its log file on this host (so `ledger tasks logs --follow` and the web
-view read it here, while it runs and after its worker is gone), and notices tries whose worker stopped beating
+appends each running try's new log parts to its log file on this host (`ledger tasks logs --follow` reads it here
+while it runs; the whole log goes to the database with the try's end), and notices tries whose worker stopped beating
 (`ledger:worker:<name>` expired, or beats again as another incarnation): those are lost, with reason
 "worker <name> stopped heart-beating". What it read is handed to the job by drain(); a pipe it writes to wakes the
 job's loop.
@@ -296,7 +296,7 @@ class CeleryExecutor(Executor):
         item = entry.item
         if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in ("success", "failed", "skipped"):
             left = try_files.TryFiles([(k, v) for k, v in result.get("pushed") or []], result.get("rendered"),
-                                      list(result.get("writes") or []))
+                                      list(result.get("writes") or []), self._log_of(entry))
             state, reason = result["state"], result.get("reason")
             if entry.killed is not None and state == "failed":
                 reason = entry.killed
@@ -311,7 +311,18 @@ class CeleryExecutor(Executor):
             raised = result.get("exc_type", "an error") if isinstance(result, dict) else result
             reason = f"the worker's task raised {raised}"
         return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), "failed", reason=reason,
-                         host=entry.host, files=())
+                         host=entry.host, files=(), left=try_files.TryFiles(log=self._log_of(entry)))
+
+    @staticmethod
+    def _log_of(entry: _Try) -> str | None:
+        """The try's log as it reached this host (None: nothing of it did)."""
+        if not entry.log_bytes:
+            return None
+        try:
+            with open(entry.item.log_path, "rb") as log:
+                return log.read(entry.log_bytes).decode("utf-8", errors="replace")
+        except OSError:
+            return None
 
     def _append_logs(self, entries: list[_Try]) -> None:
         """What the tries' logs gained since the last look (one round trip), appended to their log files here."""
@@ -353,7 +364,8 @@ class CeleryExecutor(Executor):
             if self._metrics is not None:
                 self._metrics.queue_lost.labels(entry.item.queue).inc()
             new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), "lost",
-                                 reason=f"worker {entry.host} {why}", host=entry.host, files=()))
+                                 reason=f"worker {entry.host} {why}", host=entry.host, files=(),
+                                 left=try_files.TryFiles(log=self._log_of(entry))))
         return self._publish(new)
 
     def _read_refused(self) -> int:

@@ -193,6 +193,10 @@ def test_a_worker_killed_mid_try_gets_its_try_recorded_lost_and_the_task_succeed
     (lost,) = json.loads(ledger(cluster, "events", "--dag", "slow", "--kind", "try_lost", "--json").stdout)
     assert f"worker {host} stopped heart-beating" in lost["details"]["reason"]
     assert "\nbegun\n" in log.read_text()  # readable after its worker is gone
+    shutil.rmtree(cluster.home / "logs")  # and kept in the database: readable where the logs folder is not
+    for n, said in ((1, "\nbegun\n"), (2, "\ndone\n")):
+        kept = ledger(cluster, "tasks", "logs", "slow", "1", "t0", "--try", str(n))
+        assert kept.returncode == 0 and said in kept.stdout, kept.stdout + kept.stderr
 
 
 def test_a_scheduler_killed_while_remote_tries_run_is_replaced_by_one_that_adopts_them(cluster: Cluster) -> None:

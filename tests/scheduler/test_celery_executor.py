@@ -197,6 +197,8 @@ def test_a_worker_killed_mid_try_gets_its_try_recorded_lost_and_the_task_succeed
     for n, said in ((1, "\nbegun\n"), (2, "\ndone\n")):
         kept = ledger(cluster, "tasks", "logs", "slow", "1", "t0", "--try", str(n))
         assert kept.returncode == 0 and said in kept.stdout, kept.stdout + kept.stderr
+    with urllib.request.urlopen(f"{cluster.api_url}/runs/1/tasks/t0/tries/1/log", timeout=30) as page:
+        assert "\nbegun\n" in page.read().decode()  # the web view's log page reads it there too
 
 
 def test_a_scheduler_killed_while_remote_tries_run_is_replaced_by_one_that_adopts_them(cluster: Cluster) -> None:

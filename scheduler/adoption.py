@@ -25,6 +25,8 @@ from scheduler.executors.base import Executor, WorkItem
 def adopt(session: Session, executor: Executor, orphans: list[tuple[int, int, int]], *, job_id: int, logs: str,
           actor: str, now: datetime) -> tuple[list[tuple[int, int, int]], dict[int, dict[str, Any]]]:
     """(the orphans not adopted, ti id -> the fields of the job's in-flight entry for each adopted try)."""
+    if not executor.outlives_its_job:  # (nothing to read: its kind of tries died with their job)
+        return orphans, {}
     rows = {r.ti_id: r for r in task_store.adoptable(session, [ti for ti, _tn, _run in orphans])}
     offered: list[tuple[WorkItem, bool]] = []
     infos: dict[int, dict[str, Any]] = {}

@@ -97,6 +97,8 @@ class TaskEvent:
 class Executor(abc.ABC):
     """Runs tries of task instances somewhere and reports what happened to them."""
 
+    outlives_its_job = False  # its tries run on when the job that queued them dies (adopt(), left_running())
+
     def __init__(self, parallelism: int) -> None:
         if parallelism < 1:
             raise ValueError("parallelism must be >= 1")

@@ -74,6 +74,8 @@ class _Shared:
 
 
 class CeleryExecutor(Executor):
+    outlives_its_job = True
+
     def __init__(self, parallelism: int, config: CeleryConfig | None = None) -> None:
         super().__init__(parallelism)
         self.config = config or CeleryConfig.from_env()

@@ -108,6 +108,7 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     # a mapped task says how many instances it had in this run (0: not expanded, or skipped or failed unexpanded;
     # instances `removed` by an expansion over a shorter list after a clear are listed, not counted)
     row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"],
+                               **({"group": t["group"]} if t.get("group") else {}),
                                **({"mapped": True, "instances": counts.get(t["task_id"], 0)} if t.get("expand")
                                   else {})}
                               for t in structure["tasks"]]}

@@ -138,7 +138,7 @@ def gantt(request: Request, run_id: str) -> HTMLResponse:
         tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
     bars, ticks, height = views.gantt(doc, now())
     return _page(request, "gantt.html", fragment="gantt_live.html", run=doc, bars=bars, ticks=ticks, height=height,
-                 tz=tz, left=views.GANTT_LEFT, width=views.GANTT_LEFT + views.GANTT_WIDTH + 10)
+                 tz=tz, left=views.GANTT_LEFT, width=views.GANTT_LEFT + views.GANTT_WIDTH + 50)
 
 
 @router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log", response_class=HTMLResponse)

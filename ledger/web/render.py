@@ -35,6 +35,11 @@ def when(value: str | datetime | None, timezone: str | None = None) -> str:
         u=utc, loc=local_text(value, timezone))
 
 
+def clock(value: datetime, timezone: str) -> str:
+    """The time of day of `value` in `timezone` (`07:05:09`): plain text, for SVG labels."""
+    return local_text(value, timezone)[11:19]
+
+
 def duration(start: str | None, end: str | None) -> str:
     """How long between two ISO timestamps, as `1m 05s`; '' when either is missing."""
     if not start or not end:
@@ -52,7 +57,7 @@ def as_json(value: Any) -> str:
 
 
 ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
-ENV.filters.update(short=short, when=when, as_json=as_json, ansi=ansi_html)
+ENV.filters.update(short=short, when=when, as_json=as_json, ansi=ansi_html, clock=clock)
 ENV.globals.update(duration=duration)
 
 

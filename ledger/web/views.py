@@ -236,7 +236,7 @@ def graph_drawing(tasks: list[Doc], states: dict[str, tuple[str, int]] | None = 
             return (t.get("group") or "", sum(ups) / len(ups) if ups else 0.0, t["task_id"])
         for row, t in enumerate(sorted(layer, key=weight)):
             x = MARGIN + col * (NODE_W + GAP_X)
-            y = MARGIN + 20 + row * (NODE_H + GAP_Y)
+            y = MARGIN + 48 + row * (NODE_H + GAP_Y)
             place[t["task_id"]] = (x, y)
             state, count = states.get(t["task_id"], (None, 0))
             if t.get("mapped") or "expand" in t:
@@ -267,7 +267,7 @@ def graph_drawing(tasks: list[Doc], states: dict[str, tuple[str, int]] | None = 
         y1 = max(n.y for n in members) + NODE_H + pad
         groups.append(Box(g, x0, y0, x1 - x0, y1 - y0))
     width = MARGIN * 2 + max(len(layers), 1) * (NODE_W + GAP_X) - GAP_X + 2 * GROUP_PAD * 3
-    height = MARGIN * 2 + 20 + max((len(la) for la in layers), default=1) * (NODE_H + GAP_Y) + GROUP_PAD * 3
+    height = MARGIN + 48 + max((len(la) for la in layers), default=1) * (NODE_H + GAP_Y) - GAP_Y + GROUP_PAD * 3 + MARGIN
     return Graph(nodes, edges, groups, width, height)
 
 

@@ -194,7 +194,8 @@ def log_download(request: Request, run_id: str, task_id: str, try_number: int) -
     _, path = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
     if not path.is_file():
         raise InvalidInput(f"no log file for try {try_number} of task {task_id!r} in run {doc['run_id']}")
-    filename = f"{doc['dag_id']}_run{doc['run_id']}_{task_id}_try{try_number}.log"
+    name, index = split_label(task_id)
+    filename = f"{doc['dag_id']}_run{doc['run_id']}_{name}{f'_{index}' if index >= 0 else ''}_try{try_number}.log"
     return FileResponse(path, media_type="text/plain; charset=utf-8", filename=filename)
 
 
@@ -245,9 +246,8 @@ def backfill(request: Request, backfill_id: IdInUrl,
         total, rows = web_store.backfill_runs_page(session, backfill_id, offset=offset, limit=BACKFILL_RUNS)
         tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
     runs = [documents.run_json(r) for r in rows]
-    older = str(request.url.include_query_params(offset=max(offset - BACKFILL_RUNS, 0))) if offset > 0 else None
-    newer = str(request.url.include_query_params(offset=offset + BACKFILL_RUNS)) \
-        if offset + BACKFILL_RUNS < total else None
+    older = f"?offset={max(offset - BACKFILL_RUNS, 0)}" if offset > 0 else None
+    newer = f"?offset={offset + BACKFILL_RUNS}" if offset + BACKFILL_RUNS < total else None
     return _page(request, "backfill.html", fragment="backfill_live.html", b=doc, runs=runs, total=total,
                  offset=offset, previous=older, following=newer, tz=tz)
 

@@ -267,7 +267,8 @@ def graph_drawing(tasks: list[Doc], states: dict[str, tuple[str, int]] | None = 
         y1 = max(n.y for n in members) + NODE_H + pad
         groups.append(Box(g, x0, y0, x1 - x0, y1 - y0))
     width = MARGIN * 2 + max(len(layers), 1) * (NODE_W + GAP_X) - GAP_X + 2 * GROUP_PAD * 3
-    height = MARGIN + 48 + max((len(la) for la in layers), default=1) * (NODE_H + GAP_Y) - GAP_Y + GROUP_PAD * 3 + MARGIN
+    tallest = max((len(la) for la in layers), default=1)
+    height = MARGIN + 48 + tallest * (NODE_H + GAP_Y) - GAP_Y + GROUP_PAD * 3 + MARGIN
     return Graph(nodes, edges, groups, width, height)
 
 

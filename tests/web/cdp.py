@@ -5,6 +5,7 @@ result, wait for what a page's script does, emulate the dark colour scheme, save
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -49,10 +50,8 @@ class Browser:
         self.call("Runtime.enable", session=True)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(BrowserError, OSError):
             self.call("Browser.close", timeout=5)
-        except (BrowserError, OSError):
-            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -78,7 +78,8 @@ def extract(context):
 
 with DAG("berlin", schedule="0 6 * * *", start_date=pendulum.datetime(2024, 3, 1, tz="Europe/Berlin"),
          end_date=pendulum.datetime(2024, 3, 3, tz="Europe/Berlin"), catchup=True, tags=["finance", "daily"]):
-    colours = BashTask("colours", "printf '\\\\033[31mred alert\\\\033[0m plain \\\\033[1;32mbold green\\\\033[0m <b>x</b>\\\\n'; "
+    colours = BashTask("colours", "printf '\\\\033[31mred alert\\\\033[0m plain "
+                                  "\\\\033[1;32mbold green\\\\033[0m <b>x</b>\\\\n'; "
                                   "echo 'key {{ var.value.api_token }} on {{ ds }}'")
     with TaskGroup("load"):
         first = PythonTask("extract", extract)

@@ -63,3 +63,9 @@ ENV.globals.update(duration=duration)
 
 def render(name: str, **context: Any) -> str:
     return ENV.get_template(name).render(**context)
+
+
+def compile_templates() -> None:
+    """Compile every template once (a server calls it at start: its first requests do not pay for it)."""
+    for name in ENV.list_templates(extensions=["html"]):
+        ENV.get_template(name)

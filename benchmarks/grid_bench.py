@@ -118,8 +118,9 @@ def main() -> None:
         seconds = build(home, args.runs, args.tasks)
         rounds = [one_round(home, args.runs, args.requests) for _ in range(args.repeat)]
     print(json.dumps({"benchmark": "web_grid", "runs": args.runs, "tasks": args.tasks, "repeat": args.repeat,
-                      "build_s": round(seconds, 1), **summarise(rounds, "first_ms", 1), **summarise(rounds, "page_ms", 1),
-                      **summarise(rounds, "older_page_ms", 1), "target_ms": 300}), flush=True)
+                      "build_s": round(seconds, 1), **summarise(rounds, "first_ms", 1),
+                      **summarise(rounds, "page_ms", 1), **summarise(rounds, "older_page_ms", 1), "target_ms": 300}),
+          flush=True)
 
 
 if __name__ == "__main__":

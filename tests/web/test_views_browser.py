@@ -64,6 +64,12 @@ def computed(b: Browser, selector: str, prop: str) -> str:
 
 def test_the_grid_graph_gantt_and_log_as_a_person_sees_them(views_server: str, browser: Browser) -> None:
     b = browser
+    b.open(views_server + "/")
+    assert "overridden 2 success 2" in b.text()
+    b.screenshot(ARTIFACTS / "home_counts.png")
+    b.open(views_server + "/backfills/1")
+    assert b.js("document.querySelector('progress').max") == 2 and b.js("document.querySelector('progress').value") == 2
+    b.screenshot(ARTIFACTS / "backfill_page.png")
     b.open(views_server + "/dags/berlin/grid")
     assert b.js("document.querySelectorAll('a.sq').length") == 4 * 2  # 4 tasks x 2 live runs
     assert computed(b, "a.sq.state-success", "backgroundColor") == "rgb(82, 183, 136)"
@@ -152,6 +158,8 @@ def test_a_running_trys_log_is_followed_until_the_try_ends(views_server: str, vi
         assert [line for line in text.splitlines() if line.startswith("tick ")] == [f"tick {i}" for i in
                                                                                    range(1, 21)]
         assert "outcome: success" in text
+        size = len((views_home.home / "logs" / "slow" / f"run_{run_id}" / "tick" / "try_1.log").read_bytes())
+        assert f"to {size} of {size}" in b.text()
         b.screenshot(ARTIFACTS / "log_follow.png")
     finally:
         scheduler.wait(timeout=120)

@@ -53,6 +53,10 @@
           var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
           while (part.firstChild) { pre.appendChild(part.firstChild); }
           pre.setAttribute("data-follow", next);
+          ["log-end", "log-size"].forEach(function (id) {
+            var shown = document.getElementById(id);
+            if (shown) { shown.textContent = next; }
+          });
           if (atBottom) { pre.scrollTop = pre.scrollHeight; }
           if (part.getAttribute("data-done") === "1") {
             window.clearInterval(timer);

@@ -13,18 +13,16 @@ UPDATE each; about 1 in 50 task instances failed) so that the grid shows states,
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import sqlite3
-import subprocess
 import tempfile
 import textwrap
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks._common import db_upgrade, ledger_command, ledger_env, summarise
-from benchmarks.web_bench import _free_port, _get, _wait_up
+from benchmarks._common import db_upgrade, summarise
+from benchmarks.web_bench import _get, served
 
 WIDE_DAG = """
 import pendulum
@@ -90,19 +88,10 @@ def build(home: Path, runs: int, tasks: int) -> float:
 
 
 def one_round(home: Path, runs: int, requests: int) -> dict[str, float]:
-    port = _free_port()
-    proc = subprocess.Popen([*ledger_command(), "webserver", "--port", str(port)], env=ledger_env(home),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_up(port, proc)
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    with served(home) as conn:
         first = _get(conn, "/dags/grid/grid")
         pages = sorted(_get(conn, "/dags/grid/grid") for _ in range(requests))
         older = sorted(_get(conn, f"/dags/grid/grid?before={runs // 2}") for _ in range(requests))
-        conn.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     return {"first_ms": first, "page_ms": pages[len(pages) // 2], "older_page_ms": older[len(older) // 2]}
 
 

@@ -58,6 +58,11 @@ def read_page(path: Path, *, before: int | None = None, after: int | None = None
     return LogPage(data.decode(errors="replace"), start, end, size)
 
 
+# SGR code -> colour number (0-7, bright 8-15; None: the default colour)
+_FOREGROUND: dict[int, str | None] = {**{30 + n: str(n) for n in range(8)}, **{90 + n: str(n + 8) for n in range(8)},
+                                      39: None}
+_BACKGROUND: dict[int, str | None] = {**{40 + n: str(n) for n in range(8)}, **{100 + n: str(n + 8) for n in range(8)},
+                                      49: None}
 _CSI = re.compile(r"\x1b\[([0-9;?]*)([@-~])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -95,18 +100,10 @@ def ansi_html(text: str) -> Markup:
                 bold = True
             elif c == 22:
                 bold = False
-            elif 30 <= c <= 37:
-                fg = str(c - 30)
-            elif 90 <= c <= 97:
-                fg = str(c - 90 + 8)
-            elif c == 39:
-                fg = None
-            elif 40 <= c <= 47:
-                bg = str(c - 40)
-            elif 100 <= c <= 107:
-                bg = str(c - 100 + 8)
-            elif c == 49:
-                bg = None
+            elif c in _FOREGROUND:
+                fg = _FOREGROUND[c]
+            elif c in _BACKGROUND:
+                bg = _BACKGROUND[c]
             elif c in (38, 48):  # 38;5;N or 38;2;R;G;B: skipped
                 i += 2 if i + 1 < len(codes) and codes[i + 1] == 5 else 4
             i += 1

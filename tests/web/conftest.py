@@ -38,11 +38,23 @@ def dag_source(rows: int) -> str:
     return WEB_DAG.replace("ROWS", str(rows)).replace("EVIL", EVIL.replace("'", "\\'"))
 
 
-def build(home: Path, **extra: str) -> Cli:
+def cli_on(home: Path, **extra: str) -> Cli:
+    """The real CLI on a new ledger in `home` (its database created)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **FAST, **extra)
     cli = Cli(home=home, env=env)
     cli.ok("db", "upgrade")
+    return cli
+
+
+def app_client(cli: Cli) -> Iterator[TestClient]:
+    settings = load_settings({"LEDGER_HOME": str(cli.home)})
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def build(home: Path, **extra: str) -> Cli:
+    cli = cli_on(home, **extra)
     cli.write_dag("web.py", dag_source(10))
     cli.ok("scheduler", "--exit-when-idle")  # catch-up: 3 runs, each task `flaky` fails once, then succeeds
     cli.write_dag("web.py", dag_source(11))  # a new version
@@ -52,18 +64,20 @@ def build(home: Path, **extra: str) -> Cli:
     return cli
 
 
+def new_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    home = tmp_path_factory.mktemp(name) / "home"
+    home.mkdir()
+    return home
+
+
 @pytest.fixture(scope="session")
 def ledger_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    home = tmp_path_factory.mktemp("web") / "home"
-    home.mkdir()
-    return build(home)
+    return build(new_home(tmp_path_factory, "web"))
 
 
 @pytest.fixture(scope="session")
 def client(ledger_home: Cli) -> Iterator[TestClient]:
-    settings = load_settings({"LEDGER_HOME": str(ledger_home.home)})
-    with TestClient(create_app(settings)) as c:
-        yield c
+    yield from app_client(ledger_home)
 
 
 # A DAG in Europe/Berlin with tags, a task group, a mapped task, a log in ANSI colours, a secret variable in a
@@ -95,10 +109,7 @@ with DAG("slow", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC
 
 
 def build_views(home: Path) -> Cli:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **FAST)
-    cli = Cli(home=home, env=env)
-    cli.ok("db", "upgrade")
+    cli = cli_on(home)
     cli.ok("variables", "set", "api_token", "s3cr3t-value")
     cli.write_dag("views.py", VIEWS_DAG)
     cli.write_dag("broken.py", "import pendulum\nraise RuntimeError('this DAG file is broken on purpose')\n")
@@ -109,13 +120,9 @@ def build_views(home: Path) -> Cli:
 
 @pytest.fixture(scope="session")
 def views_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    home = tmp_path_factory.mktemp("views") / "home"
-    home.mkdir()
-    return build_views(home)
+    return build_views(new_home(tmp_path_factory, "views"))
 
 
 @pytest.fixture(scope="session")
 def views_client(views_home: Cli) -> Iterator[TestClient]:
-    settings = load_settings({"LEDGER_HOME": str(views_home.home)})
-    with TestClient(create_app(settings)) as c:
-        yield c
+    yield from app_client(views_home)

@@ -16,32 +16,15 @@ import pytest
 
 from tests.conftest import LEDGER, Cli
 from tests.web.cdp import Browser
-from tests.web.test_browser import ARTIFACTS, chromium, fetch, free_port
+from tests.web.test_browser import ARTIFACTS, chromium, fetch, webserver
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def views_server(views_home: Cli) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port)], env=views_home.env, cwd=views_home.home,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if fetch(base + "/api/v1/dags")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < deadline, "the webserver did not answer within 180 s"
-            time.sleep(0.1)
+    with webserver(views_home) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -234,3 +234,12 @@ def test_the_backfill_page_shows_its_runs_in_pages_and_a_progress_bar_of_its_liv
     second = page(views_client, "/backfills/1?offset=1")
     assert re.findall(r'<tr><td><a href="/runs/(\d+)">', second) == ["4"] and 'rel="next"' not in second
     assert views_client.get("/backfills/1?offset=-1").status_code == 400
+
+
+@pytest.mark.parametrize("path, part", [("/dags/berlin/grid", '<table class="grid">'),
+                                        ("/runs/3/gantt", '<svg class="gantt"'),
+                                        ("/backfills/1", '<table class="backfill-runs">')])
+def test_the_live_part_of_the_grid_gantt_and_backfill_pages(views_client: TestClient, path: str, part: str) -> None:
+    live = views_client.get(path, headers={"X-Ledger-Live": "1"})
+    assert live.status_code == 200 and part in live.text and "<html" not in live.text
+    assert '<div id="live" data-live="2000">' in page(views_client, path)

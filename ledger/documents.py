@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
-from ledger.mapping import label
+from ledger.mapping import label, split_label
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
 from ledger.schedule import next_scheduled
 from ledger.store import backfills as backfill_store
@@ -135,6 +135,21 @@ def xcom_rows(session: Session, run_id: int, task_id: str, map_index: int) -> li
     secrets = known_secrets(session) if rows else frozenset()
     return [{"try_number": x.try_number, "key": x.key, "value": mask_value(x.value, secrets),
              "created_at": iso(x.created_at)} for x in rows]
+
+
+def try_values(session: Session, run_id: int, task_label: str, try_number: int) -> Doc:
+    """What one try rendered (its templated fields, as `ledger tasks rendered` shows them) and passed on (its XCom
+    rows, as `ledger tasks xcom`), every secret ledger knows of as ***. `task_label`: the task id, or `task[i]`
+    for mapped instance i. ConfigError when a stored secret cannot be decrypted."""
+    from ledger.secrets import known_secrets, mask_value
+    from ledger.store import xcom as xcom_store
+
+    name, index = split_label(task_label)
+    rendered = next((t.rendered for t in xcom_store.rendered_tries(session, run_id, name, index)
+                     if t.try_number == try_number), None)
+    secrets = known_secrets(session) if rendered else frozenset()
+    return {"rendered": {k: mask_value(v, secrets) for k, v in (rendered or {}).items()},
+            "xcom": [x for x in xcom_rows(session, run_id, name, index) if x["try_number"] == try_number]}
 
 
 # -- DAGs and their versions ----------------------------------------------------------------------------

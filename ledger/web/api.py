@@ -124,6 +124,17 @@ def log(request: Request, run_id: str, task_id: str, try_number: int,
                   "text": part.text})
 
 
+@router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}",
+            summary="One try: its state and times, the templated fields it rendered and its XCom values (secrets "
+                    "as ***)")
+def try_detail(request: Request, run_id: str, task_id: str, try_number: int) -> JSONResponse:
+    with session_of(request) as session:
+        doc = documents.run_document(session, id_in_url(run_id))
+        the_try, _ = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+        values = documents.try_values(session, int(doc["run_id"]), task_id, try_number)
+    return _json({"run_id": doc["run_id"], "task_id": task_id, **the_try, **values})
+
+
 @router.get("/lineage/{dataset:path}", summary="`ledger lineage DATASET [--partition P] --json`")
 def lineage(request: Request, dataset: str, partition: str | None = None) -> JSONResponse:
     with session_of(request) as session:

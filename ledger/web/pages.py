@@ -20,7 +20,6 @@ from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
-from ledger.store import xcom as xcom_store
 from ledger.web import logview, views
 from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
 from ledger.web.render import render
@@ -169,22 +168,12 @@ def log(request: Request, run_id: str, task_id: str, try_number: int,
 
 
 def _try_extras(session: Any, doc: dict[str, Any], task_id: str, try_number: int) -> dict[str, Any]:
-    """What one try rendered (its templated fields) and passed on (XCom), secrets shown as *** as the CLI
-    shows them."""
-    from ledger.secrets import known_secrets, mask_value
-
-    name, index = split_label(task_id)
-    run_id = int(doc["run_id"])
-    rendered = next((t.rendered for t in xcom_store.rendered_tries(session, run_id, name, index)
-                     if t.try_number == try_number), None)
-    note = None
+    """documents.try_values, or a note saying why they are not shown (a stored secret that cannot be decrypted:
+    what is shown could not be checked)."""
     try:
-        xcoms = [x for x in documents.xcom_rows(session, run_id, name, index) if x["try_number"] == try_number]
-        secrets = known_secrets(session) if rendered else frozenset()
-    except ConfigError as exc:  # a stored secret that cannot be decrypted: what is shown could not be checked
-        xcoms, secrets, rendered, note = [], frozenset(), None, f"not shown: {exc}"
-    return {"rendered": {k: mask_value(v, secrets) for k, v in (rendered or {}).items()}, "xcoms": xcoms,
-            "note": note}
+        return {**documents.try_values(session, int(doc["run_id"]), task_id, try_number), "note": None}
+    except ConfigError as exc:
+        return {"rendered": {}, "xcom": [], "note": f"not shown: {exc}"}
 
 
 @router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log/download")

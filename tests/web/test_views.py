@@ -243,3 +243,15 @@ def test_the_live_part_of_the_grid_gantt_and_backfill_pages(views_client: TestCl
     live = views_client.get(path, headers={"X-Ledger-Live": "1"})
     assert live.status_code == 200 and part in live.text and "<html" not in live.text
     assert '<div id="live" data-live="2000">' in page(views_client, path)
+
+
+def test_the_api_gives_a_trys_rendered_templates_and_xcom_with_secrets_as_stars(
+        views_client: TestClient, views_home: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEDGER_HOME", str(views_home.home))
+    extract = views_client.get("/api/v1/runs/3/tasks/load.extract/tries/1").json()
+    assert (extract["run_id"], extract["task_id"], extract["try_number"], extract["state"]) == (
+        "3", "load.extract", 1, "success")
+    assert [(x["key"], x["value"]) for x in extract["xcom"]] == [("return_value", {"rows": 3, "token": "***"})]
+    colours = views_client.get("/api/v1/runs/3/tasks/colours/tries/1").json()
+    assert colours["rendered"]["bash_command"].endswith("echo 'key *** on 2024-03-01'") and colours["xcom"] == []
+    assert views_client.get("/api/v1/runs/3/tasks/colours/tries/2").status_code == 404

@@ -145,7 +145,7 @@ def log(request: Request, run_id: str, task_id: str, try_number: int,
         before: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
         after: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None) -> HTMLResponse:
     """A try's log: the last 1 MB (or the MB before offset `before`); with `after` and X-Ledger-Live (the follow
-    of static/views.js), only what was appended after that offset."""
+    of static/live.js), only what was appended after that offset."""
     with session_of(request) as session:
         doc = documents.run_document(session, id_in_url(run_id))
         tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
@@ -154,9 +154,11 @@ def log(request: Request, run_id: str, task_id: str, try_number: int,
     ended = logview.try_ended(the_try)
     exists = path.is_file()
     if _live(request) and after is not None:
-        part = logview.read_page(path, after=after, whole_lines=not ended) if exists else None
-        return HTMLResponse(render("log_more.html", part=part, after=after, ended=ended))
-    part = logview.read_page(path, before=before) if exists else None
+        more = logview.read_page(path, after=after, whole_lines=not ended) if exists else None
+        return HTMLResponse(render("log_more.html", part=more, after=after, ended=ended))
+    # a try not started yet has no file: followed from its first byte; an ended one without a file: said so
+    empty = None if ended else logview.LogPage("", 0, 0, 0)
+    part = logview.read_page(path, before=before) if exists else empty
     name, _ = split_label(task_id)
     others = [(ti["label"], t["try_number"], t["state"]) for ti in doc["task_instances"]
               if split_label(ti["label"])[0] == name for t in ti["tries"]]

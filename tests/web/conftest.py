@@ -104,7 +104,8 @@ with DAG("berlin", schedule="0 6 * * *", start_date=pendulum.datetime(2024, 3, 1
     second >> fan
 
 with DAG("slow", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
-    BashTask("tick", "for i in $(seq 1 20); do echo \\"tick $i\\"; sleep 0.3; done")
+    BashTask("tick", "echo 'token {{ var.value.api_token }}'; "
+                     "for i in $(seq 1 20); do echo \\"tick $i\\"; sleep 0.3; done")
 """
 
 

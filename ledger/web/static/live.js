@@ -33,6 +33,24 @@
     if (button) { button.textContent = utc ? "show local time" : "show UTC"; }
   }
 
+  // A try's log file is rewritten when the try ends (the secrets it read become ***): the last page of the
+  // file as it is then replaces what was followed.
+  function settle(pre) {
+    fetch(window.location.pathname, {credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null) { return; }
+        var page = new DOMParser().parseFromString(html, "text/html");
+        var final = page.getElementById("log");
+        if (final && final.innerHTML !== pre.innerHTML) { pre.innerHTML = final.innerHTML; }
+        ["log-end", "log-size"].forEach(function (id) {
+          var now = page.getElementById(id), shown = document.getElementById(id);
+          if (now && shown) { shown.textContent = now.textContent; }
+        });
+      })
+      .catch(function () { /* what was followed stays */ });
+  }
+
   function follow(pre) {
     var next = pre.getAttribute("data-follow");
     var base = window.location.pathname;
@@ -63,6 +81,7 @@
             pre.removeAttribute("data-follow");
             var note = document.querySelector(".following");
             if (note) { note.textContent = "the try has ended"; }
+            settle(pre);
           }
         })
         .catch(function () { busy = false; });

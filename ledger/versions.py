@@ -78,6 +78,7 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         **({"deadline": dag.deadline.total_seconds()} if dag.deadline is not None else {}),
         **({"callbacks": describe_callbacks(dag.callbacks)} if dag.callbacks else {}),
         **({"params": {name: p.describe() for name, p in sorted(dag.params.items())}} if dag.params else {}),
+        **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
         "tasks": [_without_secrets(dag.dag_id, t, {"task_id": t.task_id, "kind": t.kind,
                                                    "upstream": sorted(t.upstream_ids), **t.settings(),
                                                    "definition": t.definition()})

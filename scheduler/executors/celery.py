@@ -334,9 +334,9 @@ class CeleryExecutor(Executor):
         for entry in entries:
             pipe.getrange(log_key(entry.tid), entry.log_bytes, -1)
         next_log = time.monotonic() + LOG_INTERVAL
-        for entry, data in zip(entries, pipe.execute(), strict=True):
+        for entry, data in zip(entries, pipe.execute(raise_on_error=False), strict=True):
             entry.next_log = next_log
-            if not data:
+            if not isinstance(data, bytes) or not data:  # (an error reading one log holds up nothing else)
                 continue
             path = entry.item.log_path
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -89,16 +89,17 @@ class RedisServer:
         client.close()
 
 
-def have_redis() -> bool:
-    return shutil.which("redis-server") is not None
+def require_redis() -> None:
+    """Skip the test without redis-server, except in CI (CI=true), where .ci/run installs it: fail there."""
+    if shutil.which("redis-server") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("redis-server is not installed (.ci/run installs it)")
+        pytest.skip("redis-server is not installed")
 
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    if not have_redis():
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is not installed (.ci/run installs it)")
-        pytest.skip("redis-server is not installed")
+    require_redis()
     server = RedisServer(tmp_path / "redis")
     server.start()
     yield server
@@ -237,21 +238,20 @@ class PinnedCelery(CeleryExecutor):
 @pytest.fixture(scope="module")
 def celery_demo(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Iterator[tuple[Cluster, str]]:
     """Once per module: redis, a home whose database holds the demo DAG's version, its webserver, one worker."""
-    if not have_redis():
-        pytest.skip("redis-server is not installed")
+    require_redis()
     root = tmp_path_factory.mktemp("celery")
     redis = RedisServer(root / "redis")
-    redis.start()
-    home = root / "home"
-    (home / "dags").mkdir(parents=True)
-    copy_migrated(migrated_sqlite, home / "ledger.db")
-    write_dag_file(root)  # (its module-level code writes beside it, in `root`)
-    (home / "dags" / "demo_dag.py").write_text((root / "demo_dag.py").read_text())
-    listed = subprocess.run([LEDGER, "dags", "list", "--json"], env=_clean_env(home), capture_output=True,
-                            text=True, check=True, cwd=home)
-    version = next(d["version"] for d in json.loads(listed.stdout) if d["dag_id"] == "demo")
-    cluster = Cluster(home, redis, Processes(root))
+    cluster = Cluster(root / "home", redis, Processes(root))
     try:
+        redis.start()
+        home = cluster.home
+        (home / "dags").mkdir(parents=True)
+        copy_migrated(migrated_sqlite, home / "ledger.db")
+        write_dag_file(root)  # (its module-level code writes beside it, in `root`)
+        (home / "dags" / "demo_dag.py").write_text((root / "demo_dag.py").read_text())
+        listed = subprocess.run([LEDGER, "dags", "list", "--json"], env=_clean_env(home), capture_output=True,
+                                text=True, check=True, cwd=home)
+        version = next(d["version"] for d in json.loads(listed.stdout) if d["dag_id"] == "demo")
         cluster.start_webserver()
         cluster.start_worker("contract", concurrency=2)
         yield cluster, version

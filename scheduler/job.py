@@ -51,7 +51,7 @@ from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
-from scheduler import signal_actions, try_files
+from scheduler import dataset_runs, signal_actions, try_files
 from scheduler.callback_requests import CallbackRequests
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
@@ -216,6 +216,9 @@ class DagRunJob:
 
     def create_runs(self, session: Session, now: datetime) -> int:
         return 0
+
+    def datasets_changed(self) -> None:
+        """A try recorded dataset events (a scheduler looks for consumer runs to create at once)."""
 
     def claim_filter(self) -> dict[str, Any]:
         return {}
@@ -709,6 +712,11 @@ class DagRunJob:
                 lineage.record(session, left.writes, run_id=info.run_id,
                                dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                                dag_version=info.dag_version, try_state=st.value, now=now)
+                if st == TaskState.SUCCESS and dataset_runs.record_outlets(
+                        session, dag_store.spec(session, info.dag_id, info.dag_version), run_id=info.run_id,
+                        task_id=info.task_id, try_number=o.try_number, writes=left.writes,
+                        outlet_events=left.outlets, now=now):
+                    self.datasets_changed()
                 if left is not try_files.NOTHING:
                     self._recorded.append(info.log_path)
         failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)

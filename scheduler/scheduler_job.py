@@ -15,6 +15,7 @@ from ledger.signal_delivery import ring
 from scheduler import signal_actions
 from scheduler.dag_processing import DagFileProcessorManager, processor_log
 from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
+from scheduler.dataset_runs import create_dataset_runs
 from scheduler.executors.base import WorkItem
 from scheduler.job import DagRunJob, LoopReport
 from scheduler.scheduling import DueCache, create_due_runs
@@ -80,12 +81,16 @@ class SchedulerJob(DagRunJob):
         self._dirty = False
         self._next_scheduling = time.monotonic() + self.settings.scheduling_interval
         created = create_due_runs(session, now=now, actor=self.actor, cache=self._due)
+        created += create_dataset_runs(session, now=now, actor=self.actor)
         for run in created:
             self.metrics.runs_created.labels(run.run_type).inc()
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")
         if len(created):
             self._dirty = True  # catch-up may continue
         return len(created)
+
+    def datasets_changed(self) -> None:
+        self._dirty = True
 
     def handle_signals(self, report: LoopReport) -> list[WorkItem]:
         """Read new signals and act on them in one short transaction: a START that makes a task instance

@@ -1,0 +1,162 @@
+"""Data-aware scheduling through the real CLI: a chain of three DAGs over two partitioned datasets, rewrites that
+flow down, and Airflow-style (unpartitioned) dataset triggers."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from ledger.timeline import ChainRun, chain_violations
+from tests.conftest import Cli
+
+FAST = {"LEDGER_POLL_INTERVAL": "0.2"}
+
+CHAIN = """
+import pendulum
+from ledger import DAG, BashTask, PythonTask, Dataset, TimePartitions
+
+RAW = Dataset("sales_raw", partitions=TimePartitions("daily", timezone="UTC"))
+CLEAN = Dataset("sales_clean", partitions=TimePartitions("daily", timezone="UTC"))
+
+def ingest(context):
+    context.record_write("sales_raw", context.logical_date.date().isoformat(), rows=10)
+
+with DAG("ingest", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 3, tz="UTC"), catchup=True):
+    PythonTask("load", ingest, outlets=[RAW])
+
+with DAG("clean", schedule=[RAW]):
+    BashTask("clean", "true", outlets=[CLEAN])
+
+with DAG("report", schedule=CLEAN):
+    BashTask("report", "true")
+"""
+
+
+def schedule(cli: Cli) -> str:
+    return cli.ok("scheduler", "--exit-when-idle", **FAST)
+
+
+def timeline(cli: Cli, dag_id: str) -> list[dict[str, Any]]:
+    """The DAG's runs (overridden ones included), after asserting that the timeline invariant holds."""
+    runs: list[dict[str, Any]] = cli.json("timeline", dag_id)
+
+    def num(value: str | None) -> int | None:
+        return None if value is None else int(value)
+
+    chain = [ChainRun(int(r["run_id"]), datetime.fromisoformat(r["logical_date"]), num(r["previous_run_id"]),
+                      r["state"] != "overridden", num(r["overridden_by"])) for r in runs]
+    assert chain_violations(chain) == [], runs
+    return runs
+
+
+def live(cli: Cli, dag_id: str) -> dict[str, dict[str, Any]]:
+    return {r["logical_date"][:10]: r for r in timeline(cli, dag_id) if r["state"] != "overridden"}
+
+
+def test_a_chain_catches_up_partition_by_partition_with_each_partitions_interval(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", CHAIN)
+    schedule(cli)
+    for dag_id in ("ingest", "clean", "report"):
+        runs = live(cli, dag_id)
+        assert sorted(runs) == ["2024-03-01", "2024-03-02", "2024-03-03"], (dag_id, runs)
+        assert all(r["state"] == "success" for r in runs.values())
+    report = live(cli, "report")["2024-03-02"]
+    assert report["run_type"] == "dataset_triggered"
+    assert (report["data_interval_start"], report["data_interval_end"]) == (
+        "2024-03-02T00:00:00+00:00", "2024-03-03T00:00:00+00:00")
+    shown = cli.json("runs", "show", report["run_id"])
+    (consumed,) = shown["consumed"]
+    assert (consumed["dataset"], consumed["partition"]) == ("sales_clean", "2024-03-02")
+    assert consumed["written_by"]["dag_id"] == "clean"
+    listed = {d["dataset"]: d for d in cli.json("datasets", "list")}
+    assert listed["sales_raw"]["producers"] == ["ingest.load"] and listed["sales_raw"]["consumers"] == ["clean"]
+    assert listed["sales_clean"]["events"] == 3
+
+
+def test_a_backfill_upstream_marks_the_runs_that_read_the_old_partitions_stale(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", CHAIN)
+    schedule(cli)
+    cli.ok("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed", "--yes")
+    stale = cli.json("lineage", "--stale")
+    assert [(s["dag_id"], s["logical_date"][:10]) for s in stale] == [("clean", "2024-03-02")]
+    assert stale[0]["stale_because"]["written_by"]["dag_id"] == "ingest"
+    assert live(cli, "clean")["2024-03-02"]["stale"] is True
+    assert live(cli, "clean")["2024-03-01"]["stale"] is False
+    schedule(cli)  # `mark` (the default): nothing re-runs
+    assert len(timeline(cli, "clean")) == 3
+
+
+def test_a_downstream_backfill_reruns_the_consumers_in_order_and_names_the_cause(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", CHAIN)
+    schedule(cli)
+    before = {d: live(cli, d)["2024-03-02"]["run_id"] for d in ("clean", "report")}
+    plan = cli.json("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-03", "--reprocess",
+                    "completed", "--downstream", "--dry-run", "--json")
+    assert [(p["dag_id"], p["logical_date"][:10]) for p in plan["downstream"]] == [
+        ("clean", "2024-03-02"), ("clean", "2024-03-03"), ("report", "2024-03-02"), ("report", "2024-03-03")]
+    cli.ok("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed",
+           "--downstream", "--yes")
+    schedule(cli)
+    assert cli.json("lineage", "--stale") == []
+    for dag_id in ("clean", "report"):
+        runs = timeline(cli, dag_id)
+        assert len(runs) == 4
+        now = live(cli, dag_id)["2024-03-02"]
+        assert now["run_id"] != before[dag_id] and now["state"] == "success"
+        (why,) = [e for e in cli.json("events", "--run", now["run_id"]) if e["kind"] == "dataset_rerun"]
+        (cause,) = why["details"]["cause"]
+        upstream = "ingest" if dag_id == "clean" else "clean"
+        assert cause["written_by"]["dag_id"] == upstream
+        assert cause["partition"] == "2024-03-02"
+    clean_rerun = live(cli, "clean")["2024-03-02"]["run_id"]
+    (cause,) = [e for e in cli.json("events", "--run", live(cli, "report")["2024-03-02"]["run_id"])
+                if e["kind"] == "dataset_rerun"][0]["details"]["cause"]
+    assert cause["written_by"]["run_id"] == clean_rerun
+
+
+AIRFLOW_STYLE = """
+import pendulum
+from ledger import DAG, BashTask, PythonTask, Dataset, DatasetAlias
+
+A, B = Dataset("s3://bucket/a"), Dataset("s3://bucket/b")
+
+def produce_a(context):
+    context.outlet_events[A].extra = {"rows": 5}
+
+with DAG("make_a", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
+    PythonTask("a", produce_a, outlets=[A])
+
+with DAG("make_b", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
+    BashTask("b", "true", outlets=[B])
+
+with DAG("on_both", schedule=A & B):
+    BashTask("t", "true")
+
+with DAG("on_either", schedule=A | B):
+    BashTask("t", "true")
+"""
+
+
+def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("af.py", AIRFLOW_STYLE)
+    schedule(cli)
+    cli.ok("trigger", "make_a")
+    schedule(cli)
+    assert len(timeline(cli, "on_either")) == 1 and timeline(cli, "on_both") == []
+    cli.ok("trigger", "make_b")
+    schedule(cli)
+    (both,) = timeline(cli, "on_both")
+    assert len(timeline(cli, "on_either")) == 2
+    consumed = cli.json("runs", "show", both["run_id"])["consumed"]
+    assert [c["dataset"] for c in consumed] == ["s3://bucket/a", "s3://bucket/b"]
+    assert consumed[0]["extra"] == {"rows": 5}
+    assert (both["data_interval_start"], both["data_interval_end"]) == (consumed[0]["at"], consumed[1]["at"])
+    shown = cli.json("datasets", "show", "s3://bucket/a")
+    assert shown["consumers"] == ["on_both", "on_either"]
+    assert json.dumps(shown["events"][0]["extra"]) == '{"rows": 5}'

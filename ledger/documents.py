@@ -17,6 +17,7 @@ from typing import Any
 import pendulum
 from sqlalchemy.orm import Session
 
+from ledger.dataset_docs import consumed_document
 from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
 from ledger.mapping import label
@@ -121,6 +122,7 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
                       "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
                       "written_at": iso(w.written_at)} for w in lineage_store.of_run(session, r.id)]
+    row["consumed"] = consumed_document(session, r.id)  # the dataset events it consumed (cause: why it re-ran)
     return row
 
 

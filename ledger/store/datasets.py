@@ -126,3 +126,13 @@ def writers_of(session: Session, event_ids: Sequence[int]) -> dict[int, tuple[st
     return {i: (d, r, t, b) for i, d, r, t, b in session.execute(
         select(DatasetEvent.id, DatasetEvent.dag_id, DatasetEvent.run_id, DatasetEvent.task_id, DagRun.backfill_id)
         .join(DagRun, DagRun.id == DatasetEvent.run_id).where(DatasetEvent.id.in_(list(set(event_ids))))).tuples()}
+
+
+def causes_of_dag(session: Session, dag_id: str) -> dict[int, list[DatasetEvent]]:
+    """run id -> the events that caused it (re-runs of a rewritten partition), for every run of `dag_id`."""
+    found: dict[int, list[DatasetEvent]] = {}
+    for run_id, e in session.execute(select(DatasetConsumed.run_id, DatasetEvent).join(
+            DatasetEvent, DatasetEvent.id == DatasetConsumed.event_id).where(
+            DatasetConsumed.dag_id == dag_id, DatasetConsumed.cause.is_(True))).tuples():
+        found.setdefault(run_id, []).append(e)
+    return found

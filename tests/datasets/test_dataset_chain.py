@@ -114,8 +114,9 @@ def test_a_downstream_backfill_reruns_the_consumers_in_order_and_names_the_cause
         assert cause["written_by"]["dag_id"] == upstream
         assert cause["partition"] == "2024-03-02"
     clean_rerun = live(cli, "clean")["2024-03-02"]["run_id"]
-    (cause,) = [e for e in cli.json("events", "--run", live(cli, "report")["2024-03-02"]["run_id"])
-                if e["kind"] == "dataset_rerun"][0]["details"]["cause"]
+    (why,) = [e for e in cli.json("events", "--run", live(cli, "report")["2024-03-02"]["run_id"])
+              if e["kind"] == "dataset_rerun"]
+    (cause,) = why["details"]["cause"]
     assert cause["written_by"]["run_id"] == clean_rerun
 
 

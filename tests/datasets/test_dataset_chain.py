@@ -3,11 +3,17 @@ flow down, and Airflow-style (unpartitioned) dataset triggers."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from datetime import datetime
 from typing import Any
 
+from fastapi.testclient import TestClient
+
+from ledger.config import load_settings
 from ledger.timeline import ChainRun, chain_violations
+from ledger.web.app import create_app
 from tests.conftest import Cli
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2"}
@@ -51,6 +57,23 @@ def timeline(cli: Cli, dag_id: str) -> list[dict[str, Any]]:
     return runs
 
 
+def assert_invariant(cli: Cli) -> None:
+    for dag_id in ("ingest", "clean", "report"):
+        timeline(cli, dag_id)
+
+
+def web_text(cli: Cli, *paths: str) -> list[str]:
+    """The pages as a person reads them (tags dropped, blanks collapsed)."""
+    settings = load_settings({"LEDGER_HOME": str(cli.home)})
+    texts = []
+    with TestClient(create_app(settings)) as client:
+        for path in paths:
+            response = client.get(path)
+            assert response.status_code == 200, response.text
+            texts.append(" ".join(html.unescape(re.sub(r"<[^>]+>", " ", response.text)).split()))
+    return texts
+
+
 def live(cli: Cli, dag_id: str) -> dict[str, dict[str, Any]]:
     return {r["logical_date"][:10]: r for r in timeline(cli, dag_id) if r["state"] != "overridden"}
 
@@ -81,13 +104,20 @@ def test_a_backfill_upstream_marks_the_runs_that_read_the_old_partitions_stale(r
     cli.write_dag("chain.py", CHAIN)
     schedule(cli)
     cli.ok("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed", "--yes")
+    assert_invariant(cli)
     stale = cli.json("lineage", "--stale")
     assert [(s["dag_id"], s["logical_date"][:10]) for s in stale] == [("clean", "2024-03-02")]
     assert stale[0]["stale_because"]["written_by"]["dag_id"] == "ingest"
     assert live(cli, "clean")["2024-03-02"]["stale"] is True
     assert live(cli, "clean")["2024-03-01"]["stale"] is False
+    web = web_text(cli, "/datasets/sales_raw", "/dags/clean", f"/runs/{live(cli, 'clean')['2024-03-02']['run_id']}")
+    assert re.search(r"2024-03-01 \d+ current 2024-03-02 \d+ stale 2024-03-03 \d+ current", web[0]), web[0]
+    assert "⚠ stale: sales_raw 2024-03-02 rewritten by run" in web[1]
+    assert re.search(r"dataset events this run consumed .* sales_raw 2024-03-02 \d+ ingest.load run", web[2])
+    assert "stale" in cli.ok("timeline", "clean")
     schedule(cli)  # `mark` (the default): nothing re-runs
     assert len(timeline(cli, "clean")) == 3
+    assert_invariant(cli)
 
 
 def test_a_downstream_backfill_reruns_the_consumers_in_order_and_names_the_cause(ready_cli: Cli) -> None:
@@ -101,7 +131,9 @@ def test_a_downstream_backfill_reruns_the_consumers_in_order_and_names_the_cause
         ("clean", "2024-03-02"), ("clean", "2024-03-03"), ("report", "2024-03-02"), ("report", "2024-03-03")]
     cli.ok("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed",
            "--downstream", "--yes")
+    assert_invariant(cli)
     schedule(cli)
+    assert_invariant(cli)
     assert cli.json("lineage", "--stale") == []
     for dag_id in ("clean", "report"):
         runs = timeline(cli, dag_id)

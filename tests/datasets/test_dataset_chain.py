@@ -193,3 +193,57 @@ def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
     shown = cli.json("datasets", "show", "s3://bucket/a")
     assert shown["consumers"] == ["on_both", "on_either"]
     assert json.dumps(shown["events"][0]["extra"]) == '{"rows": 5}'
+
+
+HOURLY = """
+import pendulum
+from ledger import DAG, BashTask, Dataset, TimePartitions
+
+HOURS = TimePartitions("hourly", timezone="Europe/Berlin")
+METER = Dataset("meter", partitions=HOURS)
+USAGE = Dataset("usage", partitions=HOURS)
+
+with DAG("meter", schedule="@hourly", start_date=pendulum.datetime(2024, 10, 27, tz="Europe/Berlin"),
+         end_date=pendulum.datetime(2024, 10, 27, 23, tz="Europe/Berlin"), catchup=True, max_active_runs=30):
+    BashTask("read", "true", outlets=[METER])
+
+with DAG("usage", schedule=[METER], on_upstream_rewrite="rerun", max_active_runs=30):
+    BashTask("sum", "true", outlets=[USAGE])
+"""
+
+
+def test_an_hourly_chain_across_the_berlin_fall_back_day_has_25_runs_and_reruns_a_rewritten_hour(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("hourly.py", HOURLY)
+    schedule(cli)
+    meter = {r["logical_date"]: r for r in timeline(cli, "meter")}
+    usage = {r["logical_date"]: r for r in timeline(cli, "usage")}
+    assert len(meter) == len(usage) == 25  # the day has 25 hours in Berlin, 02:00 twice
+    assert sorted(usage) == sorted(meter)
+    assert all(u["data_interval_start"] == meter[d]["data_interval_start"]
+               and u["data_interval_end"] == meter[d]["data_interval_end"] for d, u in usage.items())
+    twice = [p["partition"] for p in cli.json("datasets", "show", "meter")["matrix"] if "T02:00" in p["partition"]]
+    assert twice == ["2024-10-27T02:00+02:00", "2024-10-27T02:00+01:00"]  # in time order
+    # the second 02:00 (01:00 UTC) rewritten upstream: `on_upstream_rewrite="rerun"` re-runs that hour only
+    cli.ok("backfill", "meter", "--start", "2024-10-27T01:00:00+00:00", "--end", "2024-10-27T01:00:00+00:00",
+           "--reprocess", "completed", "--yes")
+    schedule(cli)
+    after = timeline(cli, "usage")
+    rerun = [r for r in after if r.get("rerun_because")]
+    assert [(r["logical_date"], r["state"]) for r in rerun] == [("2024-10-27T01:00:00+00:00", "success")]
+    assert rerun[0]["rerun_because"][0]["partition"] == "2024-10-27T02:00+01:00"
+    assert len(after) == 26 and cli.json("lineage", "--stale") == []
+    timeline(cli, "meter")
+
+
+def test_dataset_commands_refuse_bad_input_with_one_line(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", CHAIN)
+    cli.ok("dags", "list")
+    missing = cli.fails("datasets", "show", "nope")
+    assert missing.exit_code == 1 and "no dataset 'nope'; known datasets: sales_clean, sales_raw" in missing.stderr
+    assert cli.fails("lineage").exit_code == 2
+    bad = CHAIN.replace('schedule=CLEAN)', 'schedule=CLEAN, on_upstream_rewrite="later")')
+    cli.write_dag("chain.py", bad)
+    assert "on_upstream_rewrite must be one of mark, rerun" in cli.ok("dags", "errors")

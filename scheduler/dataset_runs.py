@@ -51,7 +51,7 @@ def record_outlets(session: Session, spec: DagSpec, *, run_id: int, task_id: str
     task = spec.tasks.get(task_id)
     if task is None or not (task.outlets or outlet_events):
         return 0
-    run = session.get(DagRun, run_id)
+    run = dataset_store.run_of(session, run_id)
     if run is None:
         return 0
     extras: dict[str, dict[str, Any]] = {}

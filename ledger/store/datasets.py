@@ -26,6 +26,10 @@ def record_events(session: Session, rows: list[dict[str, Any]]) -> int:
     return len(rows)
 
 
+def run_of(session: Session, run_id: int) -> DagRun | None:
+    return session.get(DagRun, run_id)
+
+
 def sends_downstream(session: Session, run: DagRun) -> bool:
     """Whether what `run` writes re-runs the consumers: it belongs to a `--downstream` backfill, or is itself a
     re-run caused by such a rewrite."""

@@ -9,6 +9,7 @@ in turn. So a consumer never re-runs before the rewrite it reads exists.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,15 +45,22 @@ def _outputs(spec: DagSpec) -> frozenset[str]:
 def rewritten(spec: DagSpec, plan: Sequence[PlanItem]) -> dict[str, list[str]]:
     """dataset -> the partitions the backfill's runs rewrite (those of their data intervals)."""
     out: dict[str, list[str]] = {}
+    todo = sorted((i.interval for i in plan if i.action != Action.SKIP), key=lambda i: i.start)
+    if not todo:
+        return out
     for t in spec.tasks.values():
         for o in t.outlets:
             parts = partitions_from(o.get("partitions"))
             if "dataset" not in o or parts is None:
                 continue
+            # the partitions of the whole range once, then those of each run's interval (walking each
+            # interval on its own costs a schedule walk per date)
+            grid = parts.starting(todo[0].start, max(i.end for i in todo))
+            starts = [g[0] for g in grid]
             keys = out.setdefault(str(o["dataset"]), [])
-            for item in plan:
-                if item.action != Action.SKIP:
-                    keys.extend(parts.within(item.interval.start, item.interval.end))
+            for iv in todo:
+                lo, hi = bisect.bisect_left(starts, iv.start), bisect.bisect_left(starts, iv.end)
+                keys.extend(k for _s, k in grid[lo:hi]) if hi > lo else keys.extend(parts.within(iv.start, iv.end))
     return {d: list(dict.fromkeys(ps)) for d, ps in out.items()}
 
 

@@ -15,6 +15,7 @@ the dataset's time zone: `2024-03-02` for daily and coarser partitions, `2024-10
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,22 +51,15 @@ class TimePartitions:
 
     @property
     def schedule(self) -> Schedule:
-        try:
-            return parse_schedule(GRAINS.get(self.every, self.every), timezone=self.timezone, start_date=_EPOCH)
-        except ScheduleError as exc:
-            raise DatasetError(f"partitions every {self.every!r} in {self.timezone!r}: {exc}") from None
+        return _schedule(self.every, self.timezone)
 
     def describe(self) -> dict[str, str]:
         return {"every": self.every, "timezone": self.timezone}
 
-    def _by_day(self) -> bool:
-        first = self.schedule.interval_for(_EPOCH.add(days=40))
-        return first.end - first.start >= dt.timedelta(hours=23)
-
     def key(self, start: dt.datetime) -> str:
         """The key of the partition starting at `start`."""
         local = pendulum.instance(start).in_timezone(self.timezone)
-        return local.date().isoformat() if self._by_day() else local.isoformat(timespec="minutes")
+        return local.date().isoformat() if _by_day(self.every, self.timezone) else local.isoformat(timespec="minutes")
 
     def interval(self, key: str) -> DataInterval:
         """The interval of the partition named `key` (a partition key or any time inside the partition)."""
@@ -89,11 +83,32 @@ class TimePartitions:
         """The keys of the partitions that start in [start, end) (the partition holding `start` when the range
         is empty, as a manual run's data interval is)."""
         s, e = pendulum.instance(start), pendulum.instance(end)
-        if e <= s:
-            return [self.key(self.schedule.interval_for(s).start)]
-        found = self.schedule.intervals_between(s, e, start_date=_EPOCH, end_date=None)
-        keys = [self.key(i.start) for i in found if i.start < e]
+        keys = [k for _start, k in self.starting(s, e)]
         return keys or [self.key(self.schedule.interval_for(s).start)]
+
+    def starting(self, start: dt.datetime, end: dt.datetime) -> list[tuple[DateTime, str]]:
+        """(start, key) of the partitions that start in [start, end), oldest first."""
+        s, e = pendulum.instance(start), pendulum.instance(end)
+        if e <= s:
+            return []
+        return [(i.start, self.key(i.start)) for i in self.schedule.intervals_between(s, e, start_date=_EPOCH,
+                                                                                       end_date=None) if i.start < e]
+
+
+@functools.lru_cache(maxsize=64)
+def _schedule(every: str, timezone: str) -> Schedule:
+    """The schedule of a partitioning (built once: parsing a cron expression costs more than using it)."""
+    try:
+        return parse_schedule(GRAINS.get(every, every), timezone=timezone, start_date=_EPOCH)
+    except ScheduleError as exc:
+        raise DatasetError(f"partitions every {every!r} in {timezone!r}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _by_day(every: str, timezone: str) -> bool:
+    """Whether partitions are a day or longer (keyed by their local date)."""
+    first = _schedule(every, timezone).interval_for(_EPOCH.add(days=40))
+    return first.end - first.start >= dt.timedelta(hours=23)
 
 
 def partitions_from(data: Mapping[str, Any] | None) -> TimePartitions | None:
@@ -428,6 +443,7 @@ def downstream_plan(written: Mapping[str, Iterable[str]], consumers: Sequence[Co
             by_input.setdefault(d, []).append(c)
     plan: dict[tuple[str, str], DownstreamItem] = {}
     frontier = {d: set(ps) for d, ps in written.items()}
+    seen: dict[tuple[TimePartitions, str], tuple[dt.datetime, str]] = {}
     depth = 0
     while frontier:
         depth += 1
@@ -439,9 +455,12 @@ def downstream_plan(written: Mapping[str, Iterable[str]], consumers: Sequence[Co
             for c in by_input.get(dataset, []):
                 for part in sorted(frontier[dataset]):
                     assert c.partitions is not None
-                    start = c.partitions.interval(part).start
-                    key = (c.dag_id, c.partitions.key(start))
-                    plan[key] = DownstreamItem(c.dag_id, key[1], start, (dataset, part), depth)
+                    found = seen.get((c.partitions, part))
+                    if found is None:  # (consumers of one partitioning share the arithmetic)
+                        begins = c.partitions.interval(part).start
+                        found = seen[(c.partitions, part)] = (begins, c.partitions.key(begins))
+                    key = (c.dag_id, found[1])
+                    plan[key] = DownstreamItem(c.dag_id, key[1], found[0], (dataset, part), depth)
                     for out in c.outputs:
                         nxt.setdefault(out, set()).add(key[1])
         frontier = nxt

@@ -172,7 +172,7 @@ class Asset(Dataset):
         name = name or uri
         if not name:
             raise DatasetError("an Asset needs a name or a uri")
-        self.group = group
+        self.group, self.name = group, name
         self._init(name, uri or name, extra, partitions)
 
 

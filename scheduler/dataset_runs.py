@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import pendulum
 from sqlalchemy.orm import Session
 
+from ledger.dataset_docs import event_json
 from ledger.datasets import (
+    Consumed,
     DatasetError,
     EventRow,
     TimePartitions,
@@ -118,10 +119,12 @@ def _leaves(cond: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 def _unpartitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], *, now: datetime,
                    actor: str) -> list[int]:
     datasets, aliases = _leaves(cond)
+    if unpartitioned_trigger(cond, dataset_store.pending(session, spec.dag_id, datasets, aliases)) is None:
+        return []
+    run_store.lock_timeline(session, spec.dag_id)  # then read again: another scheduler may have just consumed them
     consumed = unpartitioned_trigger(cond, dataset_store.pending(session, spec.dag_id, datasets, aliases))
     if consumed is None:
         return []
-    run_store.lock_timeline(session, spec.dag_id)
     interval = trigger_interval(consumed)
     held = dataset_store.live_runs(session, spec.dag_id)
     while interval.start in held:  # (another run holds that very instant: the next microsecond is free)
@@ -135,29 +138,13 @@ def _unpartitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], *, 
 
 def _partitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts: TimePartitions, *,
                  now: datetime, actor: str) -> list[int]:
-    datasets, _aliases = _leaves(cond)
-    latest = dataset_store.latest_partitions(session, datasets)
-    if not latest:
+    if not _partitions_to_run(session, spec, cond, parts)[0]:
         return []
-    live = dataset_store.live_runs(session, spec.dag_id)
-    todo: dict[datetime, tuple[str, DataInterval, bool]] = {}
-    for part in ready_partitions(cond, latest):
-        interval = parts.interval(part)
-        if interval.start < spec.start_date or (spec.end_date is not None and interval.start > spec.end_date):
-            continue
-        if interval.start not in live:
-            todo[interval.start] = (part, interval, False)
-    rerun_all = spec.datasets is not None and spec.datasets.get("on_upstream_rewrite") == "rerun"
-    by_run = {run_id: at for at, (run_id, _holder) in live.items()}
-    reads = dataset_store.consumed_by_live_runs(session, spec.dag_id)
-    for s in stale_runs(reads, latest):
-        at = by_run.get(s.run_id)
-        if at is None or not (rerun_all or s.by.downstream) or live[at][1] is not None:
-            continue  # not to be re-run, or in flight: re-run once it has finished
-        stale_part = s.read.partition or ""
-        todo[at] = (stale_part, parts.interval(stale_part), True)
+    run_store.lock_timeline(session, spec.dag_id)  # then read again: another scheduler may have just made them
+    todo, latest, live, reads = _partitions_to_run(session, spec, cond, parts)
     if not todo:
         return []
+    datasets, _aliases = _leaves(cond)
     dates = sorted(todo)
     reruns = {i for i, at in enumerate(dates) if todo[at][2]}
     ids = run_store.splice_many(session, spec, [run_store.NewRun(todo[at][1], RunType.DATASET) for at in dates],
@@ -175,6 +162,38 @@ def _partitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts
     return ids
 
 
+Todo = dict[datetime, tuple[str, DataInterval, bool]]  # logical date -> (partition, interval, re-run of a stale run)
+
+
+def _partitions_to_run(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts: TimePartitions
+                       ) -> tuple[Todo, dict[tuple[str, str], EventRow], dict[datetime, tuple[int, int | None]],
+                                  list[Consumed]]:
+    """The partitions a consumer runs now: those its condition holds for and it has no live run of, and those
+    whose live run is stale and to be re-run (and is not held by a job); with what they were read from."""
+    datasets, _aliases = _leaves(cond)
+    latest = dataset_store.latest_partitions(session, datasets)
+    if not latest:
+        return {}, latest, {}, []
+    live = dataset_store.live_runs(session, spec.dag_id)
+    todo: Todo = {}
+    for part in ready_partitions(cond, latest):
+        interval = parts.interval(part)
+        if interval.start < spec.start_date or (spec.end_date is not None and interval.start > spec.end_date):
+            continue
+        if interval.start not in live:
+            todo[interval.start] = (part, interval, False)
+    rerun_all = spec.datasets is not None and spec.datasets.get("on_upstream_rewrite") == "rerun"
+    by_run = {run_id: at for at, (run_id, _holder) in live.items()}
+    reads = dataset_store.consumed_by_live_runs(session, spec.dag_id)
+    for s in stale_runs(reads, latest):
+        at = by_run.get(s.run_id)
+        if at is None or not (rerun_all or s.by.downstream) or live[at][1] is not None:
+            continue  # not to be re-run, or in flight: re-run once it has finished
+        stale_part = s.read.partition or ""
+        todo[at] = (stale_part, parts.interval(stale_part), True)
+    return todo, latest, live, reads
+
+
 def _consumed(session: Session, spec: DagSpec, read: Mapping[int, tuple[list[EventRow], set[int]]], *,
               now: datetime, actor: str) -> None:
     """Record what each new run consumed, and an event naming it (and the write that caused a re-run)."""
@@ -184,17 +203,9 @@ def _consumed(session: Session, spec: DagSpec, read: Mapping[int, tuple[list[Eve
     writers = dataset_store.writers_of(session, [e.id for consumed, _ in read.values() for e in consumed])
     rows = []
     for run_id, (consumed, cause) in read.items():
-        details: dict[str, Any] = {"events": [_event_json(e, writers) for e in consumed]}
+        details: dict[str, Any] = {"events": [event_json(e, writers) for e in consumed]}
         if cause:
-            details["cause"] = [_event_json(e, writers) for e in consumed if e.id in cause]
+            details["cause"] = [event_json(e, writers) for e in consumed if e.id in cause]
         rows.append(dict(at=now, kind="dataset_rerun" if cause else "dataset_triggered", actor=actor,
                          dag_id=spec.dag_id, run_id=run_id, details=details))
     events.record_many(session, rows)
-
-
-def _event_json(e: EventRow, writers: Mapping[int, tuple[str, int, str, int | None]]) -> dict[str, Any]:
-    dag_id, run_id, task_id, backfill_id = writers.get(e.id, ("?", 0, "?", None))
-    return {"event_id": str(e.id), "dataset": e.dataset, "partition": e.partition,
-            "written_by": {"dag_id": dag_id, "run_id": str(run_id), "task_id": task_id,
-                           "backfill_id": None if backfill_id is None else str(backfill_id)},
-            "at": pendulum.instance(e.created_at).isoformat()}

@@ -3,20 +3,17 @@ flow down, and Airflow-style (unpartitioned) dataset triggers."""
 
 from __future__ import annotations
 
-import html
 import json
 import re
-from datetime import datetime
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
-from ledger.timeline import ChainRun, chain_violations
 from ledger.web.app import create_app
+from tests.backfill.test_backfill_cli import schedule, timeline
 from tests.conftest import Cli
-
-FAST = {"LEDGER_POLL_INTERVAL": "0.2"}
+from tests.web.test_pages import text_of
 
 CHAIN = """
 import pendulum
@@ -40,23 +37,6 @@ with DAG("report", schedule=CLEAN):
 """
 
 
-def schedule(cli: Cli) -> str:
-    return cli.ok("scheduler", "--exit-when-idle", **FAST)
-
-
-def timeline(cli: Cli, dag_id: str) -> list[dict[str, Any]]:
-    """The DAG's runs (overridden ones included), after asserting that the timeline invariant holds."""
-    runs: list[dict[str, Any]] = cli.json("timeline", dag_id)
-
-    def num(value: str | None) -> int | None:
-        return None if value is None else int(value)
-
-    chain = [ChainRun(int(r["run_id"]), datetime.fromisoformat(r["logical_date"]), num(r["previous_run_id"]),
-                      r["state"] != "overridden", num(r["overridden_by"])) for r in runs]
-    assert chain_violations(chain) == [], runs
-    return runs
-
-
 def assert_invariant(cli: Cli) -> None:
     for dag_id in ("ingest", "clean", "report"):
         timeline(cli, dag_id)
@@ -70,7 +50,7 @@ def web_text(cli: Cli, *paths: str) -> list[str]:
         for path in paths:
             response = client.get(path)
             assert response.status_code == 200, response.text
-            texts.append(" ".join(html.unescape(re.sub(r"<[^>]+>", " ", response.text)).split()))
+            texts.append(text_of(response.text))
     return texts
 
 
@@ -154,7 +134,7 @@ def test_a_downstream_backfill_reruns_the_consumers_in_order_and_names_the_cause
 
 AIRFLOW_STYLE = """
 import pendulum
-from ledger import DAG, BashTask, PythonTask, Dataset, DatasetAlias
+from ledger import DAG, BashTask, PythonTask, Dataset, DatasetAlias, DatasetOrTimeSchedule
 
 A, B = Dataset("s3://bucket/a"), Dataset("s3://bucket/b")
 
@@ -164,13 +144,26 @@ def produce_a(context):
 with DAG("make_a", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
     PythonTask("a", produce_a, outlets=[A])
 
+LATE = DatasetAlias("late")
+
+def produce_b(context):
+    context.outlet_events[LATE].add(Dataset("s3://bucket/late"), extra={"n": 1})
+
 with DAG("make_b", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
-    BashTask("b", "true", outlets=[B])
+    PythonTask("b", produce_b, outlets=[B, LATE])
+
+with DAG("via_alias", schedule=LATE):
+    BashTask("t", "true")
 
 with DAG("on_both", schedule=A & B):
     BashTask("t", "true")
 
 with DAG("on_either", schedule=A | B):
+    BashTask("t", "true")
+
+with DAG("daily_or_a", schedule=DatasetOrTimeSchedule(timetable="@daily", datasets=[A]),
+         start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), end_date=pendulum.datetime(2024, 3, 2, tz="UTC"),
+         catchup=True):
     BashTask("t", "true")
 """
 
@@ -182,16 +175,20 @@ def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
     cli.ok("trigger", "make_a")
     schedule(cli)
     assert len(timeline(cli, "on_either")) == 1 and timeline(cli, "on_both") == []
+    assert [r["run_type"] for r in timeline(cli, "daily_or_a")] == ["scheduled", "scheduled", "dataset_triggered"]
     cli.ok("trigger", "make_b")
     schedule(cli)
     (both,) = timeline(cli, "on_both")
+    (aliased,) = timeline(cli, "via_alias")
+    (late,) = cli.json("runs", "show", aliased["run_id"])["consumed"]
+    assert (late["dataset"], late["alias"], late["extra"]) == ("s3://bucket/late", "late", {"n": 1})
     assert len(timeline(cli, "on_either")) == 2
     consumed = cli.json("runs", "show", both["run_id"])["consumed"]
     assert [c["dataset"] for c in consumed] == ["s3://bucket/a", "s3://bucket/b"]
     assert consumed[0]["extra"] == {"rows": 5}
     assert (both["data_interval_start"], both["data_interval_end"]) == (consumed[0]["at"], consumed[1]["at"])
     shown = cli.json("datasets", "show", "s3://bucket/a")
-    assert shown["consumers"] == ["on_both", "on_either"]
+    assert shown["consumers"] == ["daily_or_a", "on_both", "on_either"]
     assert json.dumps(shown["events"][0]["extra"]) == '{"rows": 5}'
 
 

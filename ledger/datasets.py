@@ -341,6 +341,14 @@ def describe(cond: Mapping[str, Any]) -> str:
     return str(cond["dataset"]) if "dataset" in cond else f"alias {cond['alias']}"
 
 
+def schedule_summary(time_summary: str, datasets: Mapping[str, Any] | None) -> str:
+    """A DAG's schedule for people: `on sales_raw`, `@daily or on (a | b)`, or the time schedule alone."""
+    if not datasets:
+        return time_summary
+    on = f"on {describe(datasets['condition'])}"
+    return (on if time_summary == "None" else f"{time_summary} or {on}")[:250]
+
+
 # -- pure rules of consumer runs ----------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ import pendulum
 from sqlalchemy.orm import Session
 
 from ledger.dataset_docs import consumed_document
+from ledger.datasets import schedule_summary
 from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
 from ledger.mapping import label
@@ -163,8 +164,8 @@ def schedule_text(structure: Doc) -> str:
     start = pendulum.parse(structure["start_date"])
     assert isinstance(start, pendulum.DateTime)
     try:
-        return schedule_from_description(structure["schedule"], timezone=structure["timezone"],
-                                         start_date=start).summary()
+        return schedule_summary(schedule_from_description(structure["schedule"], timezone=structure["timezone"],
+                                                          start_date=start).summary(), structure.get("datasets"))
     except Exception:
         return json.dumps(structure["schedule"])
 

@@ -79,7 +79,7 @@ def test_a_chain_catches_up_partition_by_partition_with_each_partitions_interval
     assert listed["sales_clean"]["events"] == 3
 
 
-def test_a_backfill_upstream_marks_the_runs_that_read_the_old_partitions_stale(ready_cli: Cli) -> None:
+def test_a_backfill_or_a_clear_upstream_marks_the_runs_that_read_the_old_partitions_stale(ready_cli: Cli) -> None:
     cli = ready_cli
     cli.write_dag("chain.py", CHAIN)
     schedule(cli)
@@ -97,6 +97,12 @@ def test_a_backfill_upstream_marks_the_runs_that_read_the_old_partitions_stale(r
     assert "stale" in cli.ok("timeline", "clean")
     schedule(cli)  # `mark` (the default): nothing re-runs
     assert len(timeline(cli, "clean")) == 3
+    assert_invariant(cli)
+    # a clear rewrites too: its new try's event makes the report run of that date stale
+    cli.ok("tasks", "clear", "clean", live(cli, "clean")["2024-03-01"]["run_id"])
+    schedule(cli)
+    assert [(s["dag_id"], s["logical_date"][:10]) for s in cli.json("lineage", "--stale")] == [
+        ("clean", "2024-03-02"), ("report", "2024-03-01")]
     assert_invariant(cli)
 
 

@@ -43,14 +43,14 @@ def assert_invariant(cli: Cli) -> None:
 
 
 def web_text(cli: Cli, *paths: str) -> list[str]:
-    """The pages as a person reads them (tags dropped, blanks collapsed)."""
+    """The pages as a person reads them (tags dropped, blanks collapsed); a path under /api/v1: its JSON text."""
     settings = load_settings({"LEDGER_HOME": str(cli.home)})
     texts = []
     with TestClient(create_app(settings)) as client:
         for path in paths:
             response = client.get(path)
             assert response.status_code == 200, response.text
-            texts.append(text_of(response.text))
+            texts.append(response.text if path.startswith("/api/") else text_of(response.text))
     return texts
 
 
@@ -75,6 +75,10 @@ def test_a_chain_catches_up_partition_by_partition_with_each_partitions_interval
     assert (consumed["dataset"], consumed["partition"]) == ("sales_clean", "2024-03-02")
     assert consumed["written_by"]["dag_id"] == "clean"
     listed = {d["dataset"]: d for d in cli.json("datasets", "list")}
+    api_list, api_one = web_text(cli, "/api/v1/datasets", "/api/v1/datasets/sales_clean")
+    assert json.loads(api_list) == cli.json("datasets", "list")
+    assert json.loads(api_one) == cli.json("datasets", "show", "sales_clean")
+    assert [r["consumers"] for r in json.loads(api_one)["matrix"]] == [{"report": "current"}] * 3
     assert listed["sales_raw"]["producers"] == ["ingest.load"] and listed["sales_raw"]["consumers"] == ["clean"]
     assert listed["sales_clean"]["events"] == 3
 

@@ -13,6 +13,7 @@ comes from a `--downstream` backfill. Each run records the events it consumed, a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -93,19 +94,38 @@ def produced_partitions(parts: TimePartitions, key: str, uri: str, writes: Seque
     return list(dict.fromkeys(named)) or parts.within(start, end)
 
 
-def create_dataset_runs(session: Session, *, now: datetime, actor: str) -> list[DagRun]:
+@dataclass
+class QuietConsumers:
+    """What a scheduler learnt in its passes: the consumer DAGs that had nothing to create, by (version, newest
+    dataset event then). Until a new event or version, they are skipped: consumer runs come only from events (a
+    stale run waiting for its job to finish is never quiet)."""
+
+    quiet: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+
+def create_dataset_runs(session: Session, *, now: datetime, actor: str,
+                        cache: QuietConsumers | None = None) -> list[DagRun]:
     """Create the consumer runs whose conditions are met (see the module's doc)."""
     created: list[int] = []
+    newest = dataset_store.newest_event_id(session) if cache is not None else 0
     for dag_id, version, _fileloc in dag_store.schedulable(session):
+        if cache is not None and cache.quiet.get(dag_id) == (version, newest):
+            continue
         spec = dag_store.spec(session, dag_id, version)
         if spec.datasets is None:
             continue
         cond = spec.datasets["condition"]
         parts = partitioning_of(cond)
         if parts is None:
-            created += _unpartitioned(session, spec, cond, now=now, actor=actor)
+            made, waiting = _unpartitioned(session, spec, cond, now=now, actor=actor), False
         else:
-            created += _partitioned(session, spec, cond, parts, now=now, actor=actor)
+            made, waiting = _partitioned(session, spec, cond, parts, now=now, actor=actor)
+        created += made
+        if cache is not None:
+            if made or waiting:
+                cache.quiet.pop(dag_id, None)
+            else:
+                cache.quiet[dag_id] = (version, newest)
     return sorted(loop_store.runs_by_id(session, created).values(), key=lambda r: (r.dag_id, r.logical_date)) \
         if created else []
 
@@ -137,13 +157,15 @@ def _unpartitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], *, 
 
 
 def _partitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts: TimePartitions, *,
-                 now: datetime, actor: str) -> list[int]:
-    if not _partitions_to_run(session, spec, cond, parts)[0]:
-        return []
+                 now: datetime, actor: str) -> tuple[list[int], bool]:
+    """The runs made, and whether a stale run to re-run is waiting for the job holding it."""
+    first = _partitions_to_run(session, spec, cond, parts)
+    if not first[0]:
+        return [], first[4]
     run_store.lock_timeline(session, spec.dag_id)  # then read again: another scheduler may have just made them
-    todo, latest, live, reads = _partitions_to_run(session, spec, cond, parts)
+    todo, latest, live, reads, waiting = _partitions_to_run(session, spec, cond, parts)
     if not todo:
-        return []
+        return [], waiting
     datasets, _aliases = _leaves(cond)
     dates = sorted(todo)
     reruns = {i for i, at in enumerate(dates) if todo[at][2]}
@@ -159,7 +181,7 @@ def _partitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts
         before = old_reads.get(live[at][0], {}) if i in reruns else {}
         read[ids[i]] = (consumed, {e.id for e in consumed if i in reruns and e.id != before.get(e.dataset)})
     _consumed(session, spec, read, now=now, actor=actor)
-    return ids
+    return ids, waiting
 
 
 Todo = dict[datetime, tuple[str, DataInterval, bool]]  # logical date -> (partition, interval, re-run of a stale run)
@@ -167,13 +189,13 @@ Todo = dict[datetime, tuple[str, DataInterval, bool]]  # logical date -> (partit
 
 def _partitions_to_run(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts: TimePartitions
                        ) -> tuple[Todo, dict[tuple[str, str], EventRow], dict[datetime, tuple[int, int | None]],
-                                  list[Consumed]]:
+                                  list[Consumed], bool]:
     """The partitions a consumer runs now: those its condition holds for and it has no live run of, and those
     whose live run is stale and to be re-run (and is not held by a job); with what they were read from."""
     datasets, _aliases = _leaves(cond)
     latest = dataset_store.latest_partitions(session, datasets)
     if not latest:
-        return {}, latest, {}, []
+        return {}, latest, {}, [], False
     live = dataset_store.live_runs(session, spec.dag_id)
     todo: Todo = {}
     for part in ready_partitions(cond, latest):
@@ -185,13 +207,17 @@ def _partitions_to_run(session: Session, spec: DagSpec, cond: Mapping[str, Any],
     rerun_all = spec.datasets is not None and spec.datasets.get("on_upstream_rewrite") == "rerun"
     by_run = {run_id: at for at, (run_id, _holder) in live.items()}
     reads = dataset_store.consumed_by_live_runs(session, spec.dag_id)
+    waiting = False
     for s in stale_runs(reads, latest):
         at = by_run.get(s.run_id)
-        if at is None or not (rerun_all or s.by.downstream) or live[at][1] is not None:
-            continue  # not to be re-run, or in flight: re-run once it has finished
+        if at is None or not (rerun_all or s.by.downstream):
+            continue
+        if live[at][1] is not None:  # in flight: re-run once it has finished
+            waiting = True
+            continue
         stale_part = s.read.partition or ""
         todo[at] = (stale_part, parts.interval(stale_part), True)
-    return todo, latest, live, reads
+    return todo, latest, live, reads, waiting
 
 
 def _consumed(session: Session, spec: DagSpec, read: Mapping[int, tuple[list[EventRow], set[int]]], *,

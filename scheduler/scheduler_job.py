@@ -15,7 +15,7 @@ from ledger.signal_delivery import ring
 from scheduler import signal_actions
 from scheduler.dag_processing import DagFileProcessorManager, processor_log
 from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
-from scheduler.dataset_runs import create_dataset_runs
+from scheduler.dataset_runs import QuietConsumers, create_dataset_runs
 from scheduler.executors.base import WorkItem
 from scheduler.job import DagRunJob, LoopReport
 from scheduler.scheduling import DueCache, create_due_runs
@@ -30,6 +30,7 @@ class SchedulerJob(DagRunJob):
     _parsed_once: bool = False
     _dirty: bool = True
     _due: DueCache = field(default_factory=DueCache)  # DAGs with nothing due until their next interval ends
+    _quiet_consumers: QuietConsumers = field(default_factory=QuietConsumers)  # consumers with nothing to create
     _pending: list[Any] = field(default_factory=list)
     _unsynced: list[Any] = field(default_factory=list)  # parse results a database fault kept from being stored
     _signal_index: signal_actions.Index | None = None
@@ -81,7 +82,7 @@ class SchedulerJob(DagRunJob):
         self._dirty = False
         self._next_scheduling = time.monotonic() + self.settings.scheduling_interval
         created = create_due_runs(session, now=now, actor=self.actor, cache=self._due)
-        created += create_dataset_runs(session, now=now, actor=self.actor)
+        created += create_dataset_runs(session, now=now, actor=self.actor, cache=self._quiet_consumers)
         for run in created:
             self.metrics.runs_created.labels(run.run_type).inc()
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")

@@ -26,6 +26,10 @@ def record_events(session: Session, rows: list[dict[str, Any]]) -> int:
     return len(rows)
 
 
+def newest_event_id(session: Session) -> int:
+    return session.scalar(select(func.max(DatasetEvent.id))) or 0
+
+
 def run_of(session: Session, run_id: int) -> DagRun | None:
     return session.get(DagRun, run_id)
 

@@ -310,7 +310,8 @@ def backfill_json(session: Session, b: Backfill) -> Doc:
             "created_at": iso(b.created_at), "ended_at": iso(b.ended_at), "submit": b.submit_only,
             "planned": backfill_store.planned_of(session, b.id), "created": h.created,
             "overridden_later": h.overridden, "succeeded": h.succeeded, "failed": h.failed,
-            "unfinished": h.unfinished, "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed}
+            "unfinished": h.unfinished, "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed,
+            "downstream": bool(b.downstream)}
 
 
 def backfills_document(session: Session) -> list[Doc]:

@@ -117,6 +117,7 @@ def test_upstream_rewrites_mark_consumer_runs_stale_and_downstream_reruns_them_i
     cli.ok("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed",
            "--downstream", "--yes")
     assert_invariant(cli)
+    assert [b["downstream"] for b in cli.json("backfill", "list")] == [True, False]  # newest first
     schedule(cli)
     assert_invariant(cli)
     # re-run down the chain: what is left stale is the run outside the backfill's range (the clear's)

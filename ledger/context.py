@@ -35,6 +35,9 @@ class TaskContext:
     templates_dict: dict[str, Any] = field(default_factory=dict)  # a PythonTask's templates_dict, rendered
     prev_interval: tuple[str, str] | None = None  # the previous run's data interval (ISO), if any
     map_index: int = -1  # instance i of a mapped task (`{{ ti.map_index }}`, LEDGER_MAP_INDEX); -1: not mapped
+    # Airflow's `triggering_dataset_events` of a dataset-triggered run: dataset -> the events it consumed, each a
+    # dict (partition, extra, source_dag_id, source_run_id, source_task_id, timestamp)
+    triggering_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def xcom_path(self) -> str | None:

@@ -130,6 +130,20 @@ def create_dataset_runs(session: Session, *, now: datetime, actor: str,
         if created else []
 
 
+def triggering_events(session: Session, runs: Sequence[DagRun]) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """run id -> dataset -> the events it consumed, for the dataset-triggered runs among `runs` (what their tries
+    see as `context.triggering_dataset_events`; one query for them all, none without them)."""
+    wanted = [r.id for r in runs if r.run_type == RunType.DATASET.value]
+    found: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    if not wanted:
+        return found
+    for run_id, _cause, e in dataset_store.consumed_of(session, wanted):
+        found.setdefault(run_id, {}).setdefault(e.dataset, []).append({
+            "partition": e.partition, "extra": e.extra or {}, "source_dag_id": e.dag_id,
+            "source_run_id": str(e.run_id), "source_task_id": e.task_id, "timestamp": e.created_at.isoformat()})
+    return found
+
+
 def _leaves(cond: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     keys = leaf_keys(cond)
     return ([k.split(":", 1)[1] for k in keys if k.startswith("dataset:")],

@@ -164,8 +164,12 @@ with DAG("make_b", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="U
 with DAG("via_alias", schedule=LATE):
     BashTask("t", "true")
 
+def read_events(context):
+    events = context.triggering_dataset_events
+    context.xcom_push("seen", {uri: [e["extra"] for e in evs] for uri, evs in events.items()})
+
 with DAG("on_both", schedule=A & B):
-    BashTask("t", "true")
+    PythonTask("t", read_events)
 
 with DAG("on_either", schedule=A | B):
     BashTask("t", "true")
@@ -193,6 +197,8 @@ def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
     assert (late["dataset"], late["alias"], late["extra"]) == ("s3://bucket/late", "late", {"n": 1})
     assert len(timeline(cli, "on_either")) == 2
     consumed = cli.json("runs", "show", both["run_id"])["consumed"]
+    (seen,) = [x["value"] for x in cli.json("tasks", "xcom", "on_both", both["run_id"], "t") if x["key"] == "seen"]
+    assert seen == {"s3://bucket/a": [{"rows": 5}], "s3://bucket/b": [{}]}  # the try saw what made its run
     assert [c["dataset"] for c in consumed] == ["s3://bucket/a", "s3://bucket/b"]
     assert consumed[0]["extra"] == {"rows": 5}
     assert (both["data_interval_start"], both["data_interval_end"]) == (consumed[0]["at"], consumed[1]["at"])

@@ -13,6 +13,7 @@ from cli import (
     backfill,
     callbacks,
     dags,
+    datasets,
     db,
     events,
     lineage,
@@ -38,6 +39,7 @@ app.add_typer(runs.app, name="runs")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(pools.app, name="pools")
 app.add_typer(backfill.app, name="backfill")
+app.add_typer(datasets.app, name="datasets")
 app.add_typer(signal.app, name="signal")
 app.add_typer(secrets.variables, name="variables")
 app.add_typer(secrets.connections, name="connections")

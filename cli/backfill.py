@@ -60,11 +60,15 @@ def create(
     submit: Annotated[bool, typer.Option("--submit", help="Create the runs and leave them to the scheduler.")]
     = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    downstream: Annotated[bool, typer.Option("--downstream", help="Also re-run the consumer runs (DAGs scheduled "
+                                             "on partitioned datasets) that read the partitions it rewrites, "
+                                             "in dependency order, as the rewrites are written.")] = False,
     parallelism: Parallelism = None,
     dags_folder: DagsFolder = None,
 ) -> None:
     """Plan the dates of a range (new / override / skip), then create and execute the runs."""
     from backfill.create import BackfillRequest, make_plan, plan_json
+    from backfill.downstream import plan_downstream
     from backfill.plan import Action, Reprocess
     from scheduler.settings import SchedulerSettings
 
@@ -87,16 +91,17 @@ def create(
             dag_id=dag_id, start=first, end=last,
             reprocess=Reprocess(reprocess),
             backwards=backwards, conf=conf_value, max_active_runs=max_active_runs, submit=submit,
-            requested_by=env.actor)
+            requested_by=env.actor, downstream=downstream)
         plan = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
+        below = plan_downstream(session, spec, plan) if downstream else None
     if dry_run:
         if as_json:
-            print_json(plan_json(plan))
+            print_json(plan_json(plan) if below is None else {"plan": plan_json(plan), "downstream": below})
         else:
-            _show_plan(dag_id, plan_json(plan))
+            _show_plan(dag_id, plan_json(plan), below)
         return
     if not as_json:
-        _show_plan(dag_id, plan_json(plan))
+        _show_plan(dag_id, plan_json(plan), below)
     todo = [i for i in plan if i.action != Action.SKIP or i.adopts_backfill is not None]
     if not todo:
         (print_json({"backfill_id": None, "plan": plan_json(plan), "state": "nothing to do"}) if as_json
@@ -243,7 +248,7 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def _show_plan(dag_id: str, rows: list[dict[str, Any]]) -> None:
+def _show_plan(dag_id: str, rows: list[dict[str, Any]], below: list[dict[str, Any]] | None = None) -> None:
     table = Table("logical date", "action", "reason", "replaces", title=f"backfill plan for {dag_id}",
                   title_justify="left")
     for r in rows:
@@ -251,6 +256,16 @@ def _show_plan(dag_id: str, rows: list[dict[str, Any]]) -> None:
                       r["replaces_run_id"] or "")
     out.print(table)
     out.print(_counts(rows))
+    if below is None:
+        return
+    down = Table("order", "DAG", "logical date", "action", "because", "replaces",
+                 title="downstream re-runs (made by the scheduler as the rewrites are written)", title_justify="left")
+    for r in below:
+        down.add_row(str(r["depth"]), r["dag_id"], r["logical_date"],
+                     Text(r["action"], style=ACTION_STYLE[r["action"]]),
+                     f"{r['because']['dataset']} {r['because']['partition']} rewritten", r["replaces_run_id"] or "")
+    out.print(down)
+    out.print(f"{len(below)} downstream run(s) in {len({r['dag_id'] for r in below})} DAG(s)")
 
 
 def _counts(rows: list[dict[str, Any]]) -> str:

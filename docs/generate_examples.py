@@ -4,7 +4,7 @@
     python docs/generate_examples.py --check [DOC ...]  # exit 1 when a generated block is out of date (tests)
 
 DOC is `backfill`, `tutorial`, `operations`, `authoring`, `scheduler`, `from-airflow`, `web` (docs/DOC.md),
-`signals`, `spark`, or `web-screenshots` (docs/web/*.png, taken by headless Chromium); default: all of them
+`signals`, `spark`, `datasets`, or `web-screenshots` (docs/web/*.png, taken by headless Chromium); default: all of them
 (with --check: all but signals and web-screenshots).
 
 Each block between `<!-- generated: NAME -->` and `<!-- end generated -->` is written by a run:
@@ -316,6 +316,28 @@ def run_from_airflow() -> dict[str, str]:
                         [("airflow-dags-test", ["dags test orders_daily --logical-date 2024-03-05T06:00"])])
 
 
+DATASETS: list[tuple[str, list[Step]]] = [
+    ("datasets-setup", ["# db upgrade", "# scheduler --exit-when-idle"]),
+    ("datasets-timeline", ["timeline report"]),
+    ("datasets-list", ["datasets list"]),
+    ("datasets-rewrite", ["# backfill ingest --start 2024-03-02 --end 2024-03-02 --reprocess completed --yes",
+                          "lineage --stale", "timeline clean"]),
+    ("datasets-matrix", ["datasets show sales_raw --limit 4"]),
+    ("datasets-plan", ["backfill ingest --start 2024-03-02 --end 2024-03-03 --reprocess completed --downstream "
+                       "--dry-run"]),
+    ("datasets-downstream", ["# backfill ingest --start 2024-03-02 --end 2024-03-02 --reprocess completed "
+                             "--downstream --yes", "# scheduler --exit-when-idle", "timeline report --all",
+                             "lineage --stale"]),
+    ("datasets-why", ["@sh ledger events --dag report --kind dataset_rerun --json | jq '.[0].details.cause'"]),
+]
+
+
+def run_datasets() -> dict[str, str]:
+    """docs/datasets.md: the chain of examples/dags/sales_chain.py caught up, a partition rewritten upstream, the
+    stale runs, a --downstream backfill and why its re-runs happened."""
+    return run_scenario({"sales_chain.py": example("sales_chain.py")}, DATASETS)
+
+
 def run_signals() -> dict[str, str]:
     """The signals guide's session: a scheduler in the background, a stream started and stopped by signals.
     Its numbers (batches, signal ids) depend on timing, so it is generated on request, not checked."""
@@ -586,10 +608,12 @@ DOCS: dict[str, tuple[Path | None, Callable[[], dict[str, str]]]] = {
     "scheduler": (REPO / "docs" / "scheduler.md", run_scheduler_log),
     "from-airflow": (REPO / "docs" / "from-airflow.md", run_from_airflow),
     "web": (REPO / "docs" / "web.md", run_web_commands),  # needs curl and jq
+    "datasets": (REPO / "docs" / "datasets.md", run_datasets),  # needs jq
     "web-screenshots": (None, run_web),  # docs/web/*.png, no text block; needs Chromium
 }
 CHECKED = ("backfill", "tutorial", "spark", "operations", "authoring", "scheduler", "from-airflow", "web")
-# not checked: signals (how many batches a stream sends before STOP varies), web-screenshots (wall-clock times)
+# not checked: signals (how many batches a stream sends before STOP varies), web-screenshots (wall-clock times),
+# datasets (consumer runs are created as their inputs' events arrive: their run ids vary with timing)
 BLOCK = re.compile(r"<!-- generated: (?P<name>[^>]+?) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from ledger import documents
+from ledger import dataset_docs, documents
 from ledger.errors import InvalidInput, NotFound
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
@@ -139,6 +139,24 @@ def try_detail(request: Request, run_id: str, task_id: str, try_number: int) -> 
 def lineage(request: Request, dataset: str, partition: str | None = None) -> JSONResponse:
     with session_of(request) as session:
         return _json(documents.lineage_document(session, dataset, partition))
+
+
+@router.get("/datasets", summary="`ledger datasets list --json`")
+def datasets(request: Request) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(dataset_docs.datasets_document(session))
+
+
+@router.get("/datasets/{dataset:path}", summary="`ledger datasets show DATASET --json`")
+def dataset(request: Request, dataset: str) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(dataset_docs.dataset_document(session, dataset))
+
+
+@router.get("/stale", summary="`ledger lineage --stale --json`")
+def stale(request: Request) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(dataset_docs.stale_document(session))
 
 
 @router.get("/backfills", summary="`ledger backfill list --json`")

@@ -24,6 +24,7 @@ from cli import (
     tasks,
     timeline,
     trigger,
+    users,
     webserver,
 )
 from ledger.errors import LedgerError
@@ -41,6 +42,7 @@ app.add_typer(backfill.app, name="backfill")
 app.add_typer(signal.app, name="signal")
 app.add_typer(secrets.variables, name="variables")
 app.add_typer(secrets.connections, name="connections")
+app.add_typer(users.app, name="users")
 app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)

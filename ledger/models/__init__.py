@@ -16,11 +16,12 @@ from ledger.models.pool import Pool
 from ledger.models.secret import Connection, Variable
 from ledger.models.signal import SignalCursor, SignalKey, SignalRecord
 from ledger.models.task_instance import TaskInstance, TaskTry
+from ledger.models.user import ApiToken, WebUser
 from ledger.models.xcom import XCom
 
 __all__ = [
-    "Backfill", "Base", "Callback", "CodeBlob", "CodeBundle", "Connection",
+    "ApiToken", "Backfill", "Base", "Callback", "CodeBlob", "CodeBundle", "Connection",
     "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "LineageWrite",
     "Pool", "SignalCursor", "SignalKey", "SignalRecord",
-    "TaskInstance", "TaskTry", "UtcDateTime", "Variable", "XCom",
+    "TaskInstance", "TaskTry", "UtcDateTime", "Variable", "WebUser", "XCom",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -47,14 +47,15 @@ def list_(as_json: Json = False) -> None:
     """The users, their roles and how many API tokens each has."""
     env = open_env()
     with env.reading() as session:
-        rows: list[dict[str, str]] = [{"username": u.username, "role": u.role, "tokens": str(n), "created_at": u.created_at.isoformat()}
+        rows: list[dict[str, Any]] = [{"username": u.username, "role": u.role, "tokens": n,
+                                       "created_at": u.created_at.isoformat()}
                 for u, n in user_store.listing(session)]
     if as_json:
         print_json(rows)
         return
     table = Table("user", "role", "tokens", "created")
     for r in rows:
-        table.add_row(r["username"], r["role"], r["tokens"], r["created_at"])
+        table.add_row(r["username"], r["role"], str(r["tokens"]), r["created_at"])
     out.print(table)
 
 

@@ -62,5 +62,5 @@ def ledger_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
 @pytest.fixture(scope="session")
 def client(ledger_home: Cli) -> Iterator[TestClient]:
     settings = load_settings({"LEDGER_HOME": str(ledger_home.home)})
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         yield c

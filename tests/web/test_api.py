@@ -119,13 +119,19 @@ def test_openapi_describes_the_api(client: TestClient) -> None:
 
 def test_a_token_guards_every_request_when_set(ledger_home: Cli) -> None:
     app = create_app(load_settings({"LEDGER_HOME": str(ledger_home.home)}), token="s3cret")
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://localhost") as c:
         assert c.get("/api/v1/dags").status_code == 401
         assert "token" in c.get("/api/v1/dags").json()["message"]
         assert c.get("/api/v1/dags", headers={"Authorization": "Bearer wrong"}).status_code == 401
         assert c.get("/api/v1/dags", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-        assert c.get("/", params={"token": "s3cret"}).status_code == 200  # sets the cookie
-        assert c.get("/runs/1").status_code == 200
+        shown = c.get("/", params={"token": "s3cret"}, follow_redirects=False)  # never read from a URL
+        assert shown.status_code == 303 and shown.headers["location"].startswith("/login?next=")
+        assert "ledger_token" not in c.cookies
+        signed = c.post("/login", data={"token": "s3cret", "next": "/runs/1", "csrf": c.cookies["ledger_csrf"]},
+                        follow_redirects=False)
+        assert signed.status_code == 303 and signed.headers["location"] == "/runs/1"
+        assert c.get("/runs/1").status_code == 200  # the token, as an HttpOnly cookie
+        assert c.post("/api/v1/dags/web/pause").status_code == 403  # the shared token reads only
 
 
 def test_the_webserver_refuses_another_address_without_a_token_and_a_missing_database(ledger_home: Cli,

@@ -153,5 +153,5 @@ class Forbidden(LedgerError):
 def need(identity: Identity, role: Role, what: str) -> None:
     """Refuse (403) unless `identity` has at least `role`."""
     if not identity.may(role):
-        who = "without signing in" if identity is ANONYMOUS else f"as {identity.name} ({identity.role})"
-        raise Forbidden(f"{what} needs the {role.value} role; you are {who}")
+        who = "as nobody" if identity is ANONYMOUS else f"as {identity.name} ({identity.role})"
+        raise Forbidden(f"{what} needs the {role.value} role; you are signed in {who}")

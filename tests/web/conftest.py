@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.conftest import REPO, Cli
+from tests.conftest import REPO, Cli, _clean_env
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}
 EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
@@ -49,6 +49,34 @@ def build(home: Path, **extra: str) -> Cli:
     cli.ok("backfill", "web", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed", "--yes")
     cli.ok("trigger", "web", "--logical-date", "2024-03-03", "--replace", "--conf", f'{{"note": "{EVIL}"}}')
     cli.ok("signal", "send", "web.ready", EVIL)
+    return cli
+
+
+OPS_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+from ledger.params import Param
+
+with DAG("ops", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 10, tz="UTC"), catchup=False,
+         params={"who": Param("world", type="string"), "n": Param(1, type="integer")}):
+    BashTask("a", "echo a") >> BashTask("b", "echo b")
+"""
+PASSWORD = "correct horse battery"
+
+
+def build_ops(home: Path) -> Cli:
+    """A ledger with DAG `ops` (params who: string, n: integer) and two finished runs, users `op` (operator)
+    and `vi` (viewer)."""
+    home.mkdir()
+    cli = Cli(home=home, env=_clean_env(home))
+    cli.ok("db", "upgrade")
+    cli.write_dag("ops.py", OPS_DAG)
+    for day in ("2024-03-01", "2024-03-02"):
+        cli.ok("trigger", "ops", "--logical-date", day)
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
+    assert cli.run("users", "create", "op", "--role", "operator", input=PASSWORD + "\n").exit_code == 0
+    assert cli.run("users", "create", "vi", "--role", "viewer", input=PASSWORD + "\n").exit_code == 0
     return cli
 
 

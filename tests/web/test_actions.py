@@ -13,36 +13,13 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.conftest import Cli, _clean_env
-
-OPS_DAG = """
-import pendulum
-from ledger import DAG, BashTask
-from ledger.params import Param
-
-with DAG("ops", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
-         end_date=pendulum.datetime(2024, 3, 10, tz="UTC"), catchup=False,
-         params={"who": Param("world", type="string"), "n": Param(1, type="integer")}):
-    BashTask("a", "echo a") >> BashTask("b", "echo b")
-"""
-PASSWORD = "correct horse battery"
+from tests.conftest import Cli
+from tests.web.conftest import PASSWORD, build_ops
 
 
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    """A ledger with DAG `ops` (params who: string, n: integer) and two finished runs, users `op` (operator)
-    and `vi` (viewer)."""
-    home = tmp_path_factory.mktemp("ops") / "home"
-    home.mkdir()
-    cli = Cli(home=home, env=_clean_env(home))
-    cli.ok("db", "upgrade")
-    cli.write_dag("ops.py", OPS_DAG)
-    for day in ("2024-03-01", "2024-03-02"):
-        cli.ok("trigger", "ops", "--logical-date", day)
-    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
-    assert cli.run("users", "create", "op", "--role", "operator", input=PASSWORD + "\n").exit_code == 0
-    assert cli.run("users", "create", "vi", "--role", "viewer", input=PASSWORD + "\n").exit_code == 0
-    return cli
+    return build_ops(tmp_path_factory.mktemp("ops") / "home")
 
 
 @pytest.fixture(scope="module")

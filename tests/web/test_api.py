@@ -93,14 +93,17 @@ def test_errors_are_json_with_a_message_and_400_or_404(client: TestClient, path:
     assert words in response.json()["message"]
 
 
-def test_nothing_changes_state_every_route_is_get(client: TestClient) -> None:
-    routes = client.app.routes  # type: ignore[attr-defined]
-    methods = {m for route in routes for m in getattr(route, "methods", None) or ()}
-    assert methods <= {"GET", "HEAD"}
+def test_only_the_actions_write_and_other_methods_are_refused(client: TestClient) -> None:
+    from ledger.web import actions
+
+    documented = client.get("/api/openapi.json").json()["paths"]
+    writes = {(path, m.upper()) for path, ops in documented.items() for m in ops if m != "get"}
+    acting = {(r.path, m) for r in actions.api.routes for m in r.methods}  # type: ignore[attr-defined]
+    assert writes == acting and all(m == "POST" for _p, m in writes)
     for method in ("post", "put", "patch", "delete"):
         response = getattr(client, method)("/api/v1/runs/1")
         assert response.status_code == 405
-        assert "read-only" in response.json()["message"]
+        assert f"{method.upper()} is not answered at /api/v1/runs/1" == response.json()["message"]
 
 
 def test_the_server_s_sessions_cannot_write(client: TestClient) -> None:

@@ -96,7 +96,7 @@ async def middleware(request: Request, call_next: Callable[[Request], Awaitable[
         request.state.csrf = csrf
         auth.current.set((request.state.identity, csrf, path))
         response = await call_next(request)
-    if fresh_csrf:
+    if fresh_csrf and not path.startswith(("/api/", "/static/")):  # for the forms of pages
         g.set_cookie(response, auth.CSRF_COOKIE, csrf)
     if head:
         response = Response(b"", status_code=response.status_code, headers=dict(response.headers))

@@ -11,6 +11,7 @@ import typer
 
 from ledger.config import load_settings
 from ledger.errors import ConfigError
+from ledger.store import users as user_store
 
 TOKEN_VARIABLE = "LEDGER_WEB_TOKEN"
 SECURE_VARIABLE = "LEDGER_WEB_SECURE_COOKIES"
@@ -54,8 +55,6 @@ def webserver(
                      hosts=allowed_hosts(extra=(host,) if host not in ("0.0.0.0", "::") else ()))
     if token is None and not is_loopback(host):
         with app.state.reader.session() as session:
-            from ledger.store import users as user_store
-
             if user_store.count(session) == 0:
                 raise ConfigError(f"refusing to serve on {host}, which is not a loopback address, without users "
                                   f"or a token: `ledger users create NAME --role admin`, set {TOKEN_VARIABLE}, or "

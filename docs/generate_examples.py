@@ -524,7 +524,8 @@ def run_web_commands() -> dict[str, str]:
                            "# @sh ledger users token vic --name script > vic.token",
                            "@sh ledger users list --json | jq -c '.[]|{username, role, tokens}'",
                            f"@sh curl -s {server.url}/api/v1/dags"]),
-            ("web-actions", [f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -d '{{\"tasks\": [\"load\"]}}' "
+            ("web-actions", [f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" "
+                             f"-d '{{\"tasks\": [\"load\"]}}' "
                              f"-H 'Content-Type: application/json' {server.url}/api/v1/runs/3/clear",
                              f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
                              f"application/json' -d '{{\"state\": \"failed\", \"reason\": \"bad input file\"}}' "

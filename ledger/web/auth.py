@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -106,13 +107,17 @@ class Signer:
 
     def user_of(self, session: Session, cookie: str, *, now: float | None = None) -> Identity | None:
         """The signed-in user of a session cookie, or None (forged, expired, or its user gone or changed)."""
+        return self.check(cookie, lambda user_id: user_store.by_id(session, user_id), now=now)
+
+    def check(self, cookie: str, lookup: Callable[[int], Any], *, now: float | None = None) -> Identity | None:
+        """user_of with the user looked up by `lookup` (an id -> the user or None)."""
         parts = cookie.split(".")
         if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or len(parts[0]) > 18:
             return None
         user_id, issued = int(parts[0]), int(parts[1])
         if (time.time() if now is None else now) - issued > SESSION_SECONDS:
             return None
-        user = user_store.by_id(session, user_id)
+        user = lookup(user_id)
         if user is None or not hmac.compare_digest(parts[2], self._sign(user_id, issued, user.password_hash)):
             return None
         return Identity(f"web:{user.username}", user.role, by_cookie=True)

@@ -5,7 +5,12 @@ words; roles, sign-in, CSRF and the Host header guard them."""
 from __future__ import annotations
 
 import re
+import ssl
+import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +18,9 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.conftest import Cli
+from tests.conftest import LEDGER, Cli
 from tests.web.conftest import PASSWORD, build_ops
+from tests.web.test_browser import free_port
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +206,54 @@ def test_users_are_managed_from_the_cli_with_one_line_refusals(ops: Cli) -> None
     listed = {u["username"]: u["role"] for u in ops.json("users", "list")}
     assert listed["op"] == "operator" and listed["vi"] == "viewer"
     assert [e["details"]["to"] for e in ops.json("events", "--kind", "user_role_set")] == ["admin", "viewer"]
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with `cryptography`."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False).sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_the_webserver_serves_tls_with_secure_cookies(ops: Cli, tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    assert "--tls-cert and --tls-key go together" in ops.run("webserver", "--tls-cert", str(cert)).stderr
+    port = free_port()
+    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port), "--tls-cert", str(cert), "--tls-key",
+                             str(key)], env=ops.env, cwd=ops.home, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    trusted = ssl.create_default_context(cafile=str(cert))
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/login", context=trusted,
+                                            timeout=10) as answer:
+                    cookie = answer.headers["set-cookie"]
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[0]
+                assert time.monotonic() < deadline, "the webserver did not answer within 180 s"
+                time.sleep(0.2)
+        assert cookie.startswith("ledger_csrf=") and "Secure" in cookie and "HttpOnly" in cookie
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -4,7 +4,13 @@ the real `ledger` command once per test session; the web tests read it."""
 from __future__ import annotations
 
 import os
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.conftest import REPO, Cli, _clean_env
+from tests.conftest import LEDGER, REPO, Cli, _clean_env
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}
 EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
@@ -92,3 +98,31 @@ def client(ledger_home: Cli) -> Iterator[TestClient]:
     settings = load_settings({"LEDGER_HOME": str(ledger_home.home)})
     with TestClient(create_app(settings), base_url="http://localhost") as c:
         yield c
+
+
+@contextmanager
+def served(cli: Cli, *options: str, path: str = "/login", context: ssl.SSLContext | None = None) -> Iterator[str]:
+    """A real `ledger webserver OPTIONS` on a free loopback port, until `path` answers 200 (up to 180 s: a loaded
+    CI machine starts processes slowly); yields its base URL and stops it after."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port), *options], env=cli.env, cwd=cli.home,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"{'https' if context else 'http'}://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(base + path, timeout=10, context=context) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the webserver did not answer within 180 s"
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 import ssl
-import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +16,8 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.conftest import LEDGER, Cli
-from tests.web.conftest import PASSWORD, build_ops
-from tests.web.test_browser import free_port
+from tests.conftest import Cli
+from tests.web.conftest import PASSWORD, build_ops, served
 
 
 @pytest.fixture(scope="module")
@@ -236,24 +233,9 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
 def test_the_webserver_serves_tls_with_secure_cookies(ops: Cli, tmp_path: Path) -> None:
     cert, key = self_signed(tmp_path)
     assert "--tls-cert and --tls-key go together" in ops.run("webserver", "--tls-cert", str(cert)).stderr
-    port = free_port()
-    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port), "--tls-cert", str(cert), "--tls-key",
-                             str(key)], env=ops.env, cwd=ops.home, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
     trusted = ssl.create_default_context(cafile=str(cert))
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"https://127.0.0.1:{port}/login", context=trusted,
-                                            timeout=10) as answer:
-                    cookie = answer.headers["set-cookie"]
-                    break
-            except OSError:
-                assert proc.poll() is None, proc.communicate()[0]
-                assert time.monotonic() < deadline, "the webserver did not answer within 180 s"
-                time.sleep(0.2)
-        assert cookie.startswith("ledger_csrf=") and "Secure" in cookie and "HttpOnly" in cookie
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with served(ops, "--tls-cert", str(cert), "--tls-key", str(key), context=trusted) as base, \
+            urllib.request.urlopen(base + "/login", context=trusted, timeout=10) as answer:
+        cookie = answer.headers["set-cookie"]
+    assert base.startswith("https://")
+    assert cookie.startswith("ledger_csrf=") and "Secure" in cookie and "HttpOnly" in cookie

@@ -13,7 +13,6 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LEDGER, REPO, Cli
+from tests.conftest import REPO, Cli
+from tests.web.conftest import served
 
 ARTIFACTS = Path(os.environ.get("LEDGER_TEST_ARTIFACTS") or REPO / "artifacts") / "web"
 
@@ -42,25 +42,8 @@ def fetch(url: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def server(ledger_home: Cli) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port)], env=ledger_home.env, cwd=ledger_home.home,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180  # a loaded CI machine starts processes slowly
-        while True:
-            try:
-                if fetch(base + "/api/v1/dags")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < deadline, "the webserver did not answer within 180 s"
-            time.sleep(0.1)
+    with served(ledger_home, path="/api/v1/dags") as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_a_real_webserver_serves_the_pages_and_the_api(server: str, ledger_home: Cli) -> None:

@@ -7,43 +7,24 @@ from __future__ import annotations
 
 import http.client
 import os
-import subprocess
-import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import LEDGER, Cli
+from tests.conftest import Cli
 from tests.web.cdp import Browser, Tab
-from tests.web.conftest import PASSWORD, build_ops
-from tests.web.test_browser import ARTIFACTS, chromium, fetch, free_port
+from tests.web.conftest import PASSWORD, build_ops, served
+from tests.web.test_browser import ARTIFACTS, chromium
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:
+def served_ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:
     cli = build_ops(tmp_path_factory.mktemp("browser-ops") / "home")
-    port = free_port()
-    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port)], env=cli.env, cwd=cli.home,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if fetch(base + "/login")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < deadline, "the webserver did not answer within 180 s"
-            time.sleep(0.1)
+    with served(cli) as base:
         yield cli, base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +55,9 @@ def sign_in(tab: Tab, base: str, user: str, then: str, name: str | None = None) 
     assert tab.url == base + then
 
 
-def test_an_operator_triggers_clears_and_backfills_from_the_browser(served: tuple[Cli, str],
+def test_an_operator_triggers_clears_and_backfills_from_the_browser(served_ops: tuple[Cli, str],
                                                                     browser: Browser) -> None:
-    cli, base = served
+    cli, base = served_ops
     tab = browser.tab()
     sign_in(tab, base, "op", "/dags/ops/actions", "login")
     assert "param who (string)" in tab.text() and "op · operator" in tab.text()
@@ -121,8 +102,8 @@ def test_an_operator_triggers_clears_and_backfills_from_the_browser(served: tupl
     assert cli.json("dags", "list")[0]["is_paused"] is False
 
 
-def test_a_viewer_sees_no_action_and_the_write_api_refuses_it(served: tuple[Cli, str], browser: Browser) -> None:
-    cli, base = served
+def test_a_viewer_sees_no_action_and_the_write_api_refuses_it(served_ops: tuple[Cli, str], browser: Browser) -> None:
+    cli, base = served_ops
     tab = browser.tab()
     sign_in(tab, base, "vi", "/runs/2")
     shot(tab, "viewer_run")
@@ -136,8 +117,8 @@ def test_a_viewer_sees_no_action_and_the_write_api_refuses_it(served: tuple[Cli,
     assert cli.json("runs", "show", "2")["state"] == "success"
 
 
-def test_a_foreign_host_header_is_refused(served: tuple[Cli, str]) -> None:
-    _cli, base = served
+def test_a_foreign_host_header_is_refused(served_ops: tuple[Cli, str]) -> None:
+    _cli, base = served_ops
     where = urlsplit(base)
     for host, status in (("attacker.example", 400), (where.netloc, 200), (f"localhost:{where.port}", 200)):
         connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=10)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, Request
@@ -124,6 +124,9 @@ def _pause(request: Request, dag_id: str, paused: bool, stop_queued: bool) -> di
     return {"dag_id": dag_id, "is_paused": paused, "stop_queued": stop_queued, "changed": changed}
 
 
+Reprocessing = Literal["none", "failed", "completed"]
+
+
 class BackfillBody(BaseModel):
     """What `ledger backfill DAG --start A --end B [...] --submit` takes."""
 
@@ -131,7 +134,7 @@ class BackfillBody(BaseModel):
     dag_id: str
     start: str = Field(description="First logical date (a bare date is read in the DAG's timezone).")
     end: str = Field(description="Last logical date, inclusive.")
-    reprocess: Literal["none", "failed", "completed"] = "none"
+    reprocess: Reprocessing = "none"
     backwards: bool = False
     conf: dict[str, Any] | None = None
     max_active_runs: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None
@@ -377,7 +380,7 @@ def _backfill_body(dag_id: str, form: dict[str, str]) -> BackfillBody:
     if reprocess not in ("none", "failed", "completed"):
         raise InvalidInput(f"--reprocess must be none, failed or completed, not {reprocess!r}")
     return BackfillBody(dag_id=dag_id, start=form.get("start", "").strip(), end=form.get("end", "").strip(),
-                        reprocess=reprocess,  # type: ignore[arg-type]  # checked above
+                        reprocess=cast(Reprocessing, reprocess),  # checked above
                         backwards=form.get("backwards") == "on", conf=conf,
                         max_active_runs=int(raw_max) if raw_max else None)
 

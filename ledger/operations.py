@@ -21,7 +21,7 @@ from ledger.backfill_create import BackfillRequest, Created, create_confirmed, m
 from ledger.backfill_plan import Action, PlanItem, Reprocess
 from ledger.dates import check_within_dag, parse_user_date
 from ledger.dependencies import TiState, decide
-from ledger.errors import InvalidInput, TimelineConflict
+from ledger.errors import InvalidInput, NotFound, TimelineConflict
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, TaskInstance
 from ledger.params import check_conf, from_description
@@ -333,7 +333,7 @@ def set_pool(session: Session, name: str, slots: int, description: str, *, now: 
 
 def delete_pool(session: Session, name: str, *, now: datetime, actor: str) -> None:
     if not pool_store.delete_pool(session, name):
-        raise InvalidInput(f"no pool named {name!r}; see `ledger pools list`")
+        raise NotFound(f"no pool named {name!r}; see `ledger pools list`")
     events.record(session, "pool_deleted", at=now, actor=actor, pool=name)
 
 

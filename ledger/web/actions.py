@@ -276,6 +276,34 @@ def resume_backfill_api(request: Request, backfill_id: IdInUrl) -> JSONResponse:
     return JSONResponse(_resume_backfill(request, backfill_id))
 
 
+class PoolBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    slots: Annotated[int, Field(ge=0, le=MAX_ID)]
+    description: str = ""
+
+
+@api.post("/pools/{name}", summary="`ledger pools set NAME SLOTS` (admins)")
+def set_pool_api(request: Request, name: str, body: PoolBody) -> JSONResponse:
+    identity = identity_of(request)
+    auth.need(identity, Role.ADMIN, "setting a pool")
+    acting(request, "setting a pool")  # (the CSRF check of a browser's cookie)
+    if not name.strip():
+        raise InvalidInput("a pool needs a name")
+    with writing(request) as session:
+        operations.set_pool(session, name, body.slots, body.description, now=now(), actor=identity.name)
+    return JSONResponse({"name": name, "slots": body.slots})
+
+
+@api.post("/pools/{name}/delete", summary="`ledger pools delete NAME` (admins)")
+def delete_pool_api(request: Request, name: str) -> JSONResponse:
+    identity = identity_of(request)
+    auth.need(identity, Role.ADMIN, "deleting a pool")
+    acting(request, "deleting a pool")
+    with writing(request) as session:
+        operations.delete_pool(session, name, now=now(), actor=identity.name)
+    return JSONResponse({"name": name, "deleted": True})
+
+
 # --- the pages: sign-in, and the forms of each action ---------------------------------------------------------
 
 async def form_of(request: Request) -> dict[str, str]:

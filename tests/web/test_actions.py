@@ -239,3 +239,18 @@ def test_the_webserver_serves_tls_with_secure_cookies(ops: Cli, tmp_path: Path) 
         cookie = answer.headers["set-cookie"]
     assert base.startswith("https://")
     assert cookie.startswith("ledger_csrf=") and "Secure" in cookie and "HttpOnly" in cookie
+
+
+def test_only_an_admin_sets_and_deletes_pools(ops: Cli, web: TestClient) -> None:
+    op = token(ops, "op", "pools")
+    refused = web.post("/api/v1/pools/etl", json={"slots": 2}, headers=op)
+    assert refused.status_code == 403 and "needs the admin role" in refused.json()["message"]
+    assert ops.run("users", "create", "root", "--role", "admin", input=PASSWORD + "\n").exit_code == 0
+    admin = token(ops, "root", "pools")
+    assert web.post("/api/v1/pools/etl", json={"slots": 2}, headers=admin).status_code == 200
+    assert {"name": "etl", "slots": 2, "used": 0, "description": ""} in ops.json("pools", "list")
+    assert web.post("/api/v1/pools/etl", json={"slots": -1}, headers=admin).status_code == 400
+    assert web.post("/api/v1/pools/etl/delete", headers=admin).status_code == 200
+    refused_like_the_cli(ops, web.post("/api/v1/pools/etl/delete", headers=admin), 404, "pools", "delete", "etl")
+    assert [e["actor"] for e in ops.json("events", "--kind", "pool_set", "--kind", "pool_deleted")] == \
+        ["api:root", "api:root"]

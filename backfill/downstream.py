@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from backfill.plan import Action, PlanItem
+from ledger.backfill_plan import Action, PlanItem
 from ledger.datasets import Consumer, DownstreamItem, downstream_plan, leaf_keys, partitioning_of, partitions_from
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store

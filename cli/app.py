@@ -25,6 +25,7 @@ from cli import (
     tasks,
     timeline,
     trigger,
+    users,
     webserver,
 )
 from ledger.errors import LedgerError
@@ -43,6 +44,7 @@ app.add_typer(datasets.app, name="datasets")
 app.add_typer(signal.app, name="signal")
 app.add_typer(secrets.variables, name="variables")
 app.add_typer(secrets.connections, name="connections")
+app.add_typer(users.app, name="users")
 app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)

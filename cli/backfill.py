@@ -67,9 +67,10 @@ def create(
     dags_folder: DagsFolder = None,
 ) -> None:
     """Plan the dates of a range (new / override / skip), then create and execute the runs."""
-    from backfill.create import BackfillRequest, make_plan, plan_json
     from backfill.downstream import plan_downstream
-    from backfill.plan import Action, Reprocess
+    from ledger.backfill_create import plan_json
+    from ledger.backfill_plan import Action, Reprocess
+    from ledger.operations import backfill_request, plan_backfill
     from scheduler.settings import SchedulerSettings
 
     if reprocess not in {r.value for r in Reprocess}:
@@ -84,15 +85,13 @@ def create(
     with env.transaction() as session:
         spec = dag_store.current_spec(session, dag_id)
         first = parse_user_date(start, timezone=spec.timezone, what="--start")
-        last = parse_user_date(end, timezone=spec.timezone, what="--end", end_of_day=True)
-        if last < first:  # wrong whatever the ledger holds: a usage error, as a bad date is
+        if parse_user_date(end, timezone=spec.timezone, what="--end", end_of_day=True) < first:
+            # wrong whatever the ledger holds: a usage error, as a bad date is
             raise usage_error(f"the range is backwards: --end {end} is before --start {start}")
-        request = BackfillRequest(
-            dag_id=dag_id, start=first, end=last,
-            reprocess=Reprocess(reprocess),
-            backwards=backwards, conf=conf_value, max_active_runs=max_active_runs, submit=submit,
-            requested_by=env.actor, downstream=downstream)
-        plan = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
+        request = backfill_request(spec, start, end, reprocess=reprocess, backwards=backwards, conf=conf_value,
+                                   max_active_runs=max_active_runs, submit=submit, requested_by=env.actor,
+                                   downstream=downstream)
+        spec, plan = plan_backfill(session, request, now=env.clock.now(), stale_after=settings.lock_timeout)
         below = plan_downstream(session, spec, plan) if downstream else None
     if dry_run:
         if as_json:
@@ -113,8 +112,8 @@ def create(
 
 
 def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: bool) -> None:
-    from backfill.create import create_confirmed, plan_json
     from backfill.job import BackfillJob
+    from ledger.backfill_create import create_confirmed, plan_json
     from scheduler.executors import executor_for
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
@@ -285,8 +284,8 @@ def resume(backfill_id: BackfillId,
     """Finish an interrupted backfill (or one whose process died): take over its unfinished runs (at once
     when their job's process is gone on this host, after the lock timeout otherwise) and run them here."""
     from backfill.job import BackfillJob
+    from ledger.operations import resume_backfill
     from ledger.states import BackfillState
-    from ledger.store import events
     from scheduler.executors import executor_for
     from scheduler.settings import SchedulerSettings
 
@@ -305,11 +304,7 @@ def resume(backfill_id: BackfillId,
     job.start()
     try:
         with env.transaction() as session:
-            row = backfill_store.get(session, backfill_id)
-            if row.state == BackfillState.INTERRUPTED.value:
-                row.state = BackfillState.RUNNING.value
-            events.record(session, "backfill_resumed", at=env.clock.now(), actor=job.actor, dag_id=row.dag_id,
-                          backfill_id=backfill_id, job_id=job.job_id)
+            resume_backfill(session, backfill_id, now=env.clock.now(), actor=job.actor, job_id=job.job_id)
     except BaseException:
         job.shutdown()
         raise
@@ -360,16 +355,12 @@ def show(backfill_id: BackfillId,
 @app.command()
 def cancel(backfill_id: BackfillId) -> None:
     """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
-    from ledger.operations import cancel_backfill
+    from ledger.operations import stop_backfill
     from scheduler.settings import SchedulerSettings
 
     env = open_env()
     with env.transaction() as session:
-        row = backfill_store.get(session, backfill_id)
-        if row.state not in ("running", "interrupted"):
-            raise InvalidInput(f"backfill {backfill_id} is already {row.state}")
-        failed = cancel_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
-                                 stale_after=SchedulerSettings.from_env().lock_timeout)
-        unfinished = backfill_store.history_of(session, backfill_id).unfinished
+        failed, unfinished = stop_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
+                                           stale_after=SchedulerSettings.from_env().lock_timeout)
     out.print(f"backfill {backfill_id} cancelled: {len(failed)} run(s) will not run"
               + (f"; {unfinished} in flight are being stopped by their job" if unfinished else ""))

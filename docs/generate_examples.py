@@ -539,7 +539,38 @@ def run_web_commands() -> dict[str, str]:
                             "overridden_by}'"]),
             ("web-errors", [f"@sh curl -si {server.url}/api/v1/runs/999",
                             f"@sh curl -s '{timeline}?start=bad'",
-                            f"@sh curl -si -X POST {server.url}/api/v1/runs/4 | head -1"]),
+                            f"@sh curl -si -X PUT {server.url}/api/v1/runs/4 | head -1"]),
+            ("web-users", ["@sh echo 'a long secret' | ledger users create ada --role operator",
+                           "@sh echo 'another secret' | ledger users create vic --role viewer",
+                           "@sh ledger users token ada --name script > ada.token; cut -c1-4 ada.token",
+                           "# @sh ledger users token vic --name script > vic.token",
+                           "@sh ledger users list --json | jq -c '.[]|{username, role, tokens}'",
+                           f"@sh curl -s {server.url}/api/v1/dags"]),
+            ("web-actions", [f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" "
+                             f"-d '{{\"tasks\": [\"load\"]}}' "
+                             f"-H 'Content-Type: application/json' {server.url}/api/v1/runs/3/clear",
+                             f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                             f"application/json' -d '{{\"state\": \"failed\", \"reason\": \"bad input file\"}}' "
+                             f"{server.url}/api/v1/runs/5/mark",
+                             "@sh ledger events --kind tasks_cleared --kind run_marked --json | jq -c "
+                             "'.[]|{kind, run_id, actor}'"]),
+            ("web-refusals", [f"@sh curl -s -H \"Authorization: Bearer $(cat vic.token)\" -X POST "
+                              f"{server.url}/api/v1/dags/daily_sales/pause",
+                              f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                              f"application/json' -d '{{\"logical_date\": \"2025-01-01\"}}' "
+                              f"{server.url}/api/v1/dags/daily_sales/runs",
+                              "@sh ledger trigger daily_sales --logical-date 2025-01-01"]),
+            ("web-backfill", [f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                              f"application/json' -d '{{\"dag_id\": \"daily_sales\", \"start\": \"2024-03-05\", "
+                              f"\"end\": \"2024-03-06\", \"reprocess\": \"failed\", \"dry_run\": true}}' "
+                              f"{server.url}/api/v1/backfills | jq -c '.plan[]|{{logical_date, action, reason}}'",
+                              f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                              f"application/json' -d '{{\"dag_id\": \"daily_sales\", \"start\": \"2024-03-05\", "
+                              f"\"end\": \"2024-03-06\", \"reprocess\": \"failed\"}}' "
+                              f"{server.url}/api/v1/backfills | jq -c '{{backfill_id, state}}'"]),
+            ("web-guard", [f"@sh curl -si -H 'Host: attacker.example' {server.url}/api/v1/dags | sed -n '1p;$p'",
+                           f"@sh curl -sI -H \"Authorization: Bearer $(cat vic.token)\" {server.url}/runs/1 | "
+                           "grep -iv '^date\\|^server\\|^set-cookie'"]),
             ("web-stop", [server.stop]),
         ], between="\n")
     finally:

@@ -17,9 +17,11 @@ from ledger.models.pool import Pool
 from ledger.models.secret import Connection, Variable
 from ledger.models.signal import SignalCursor, SignalKey, SignalRecord
 from ledger.models.task_instance import TaskInstance, TaskTry
+from ledger.models.user import ApiToken, WebUser
 from ledger.models.xcom import XCom
 
 __all__ = [
+    "ApiToken",
     "Backfill",
     "Base",
     "Callback",
@@ -44,5 +46,6 @@ __all__ = [
     "TaskTry",
     "UtcDateTime",
     "Variable",
+    "WebUser",
     "XCom",
 ]

@@ -262,7 +262,7 @@ def backfill(request: Request, backfill_id: IdInUrl,
 @router.get("/events", response_class=HTMLResponse)
 def events(request: Request, dag: str | None = None, run: str | None = None, kind: str | None = None,
            limit: Annotated[int, Query(ge=1, le=10_000)] = 200) -> HTMLResponse:
-    run_id = id_in_url(run.strip()) if run and run.strip().isdigit() else None
+    run_id = id_in_url(run.strip()) if run and run.strip() else None  # `abc` is refused (400), as in the API
     with session_of(request) as session:
         if dag:
             dag_store.get(session, dag, active_only=False)

@@ -9,7 +9,7 @@ from typing import Any
 from pendulum import DateTime
 from sqlalchemy.orm import Session
 
-from backfill.plan import (
+from ledger.backfill_plan import (
     Action,
     LiveRun,
     PastRun,
@@ -117,7 +117,7 @@ class Created:
 def create_confirmed(session: Session, spec: DagSpec, request: BackfillRequest, shown: list[PlanItem], *,
                      now: datetime, actor: str, job_id: int | None, stale_after: float) -> Created:
     """The backfill the user confirmed, in one transaction: lock the DAG's timeline, plan again, keep of the
-    plan shown only what still holds (backfill.plan.reconcile), write the backfill and its runs (held by
+    plan shown only what still holds (ledger.backfill_plan.reconcile), write the backfill and its runs (held by
     `job_id` when this process executes them), and record which dead backfills it adopts."""
     run_store.lock_timeline(session, spec.dag_id)
     fresh = make_plan(session, spec, request, now=now, stale_after=stale_after)

@@ -79,6 +79,8 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         **({"callbacks": describe_callbacks(dag.callbacks)} if dag.callbacks else {}),
         **({"params": {name: p.describe() for name, p in sorted(dag.params.items())}} if dag.params else {}),
         **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
+        **({"datasets": {"condition": dag.datasets.to_json(), "on_upstream_rewrite": dag.on_upstream_rewrite}}
+           if dag.datasets is not None else {}),
         "tasks": [_without_secrets(dag.dag_id, t, {"task_id": t.task_id, "kind": t.kind,
                                                    "upstream": sorted(t.upstream_ids), **t.settings(),
                                                    "definition": t.definition()})
@@ -253,6 +255,7 @@ class TaskSpec:
     # a mapped task (ledger/mapping.py): (argument, {"literal": n, "values": [...]} or {"xcom_from": task, "key":
     # key}) in expand() order; empty for a task that is not mapped
     expand: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    outlets: tuple[Mapping[str, Any], ...] = ()  # the datasets and aliases it writes (ledger/datasets.py)
     queue: str = "default"  # the Celery queue its tries go to (ledger.dag.DEFAULT_QUEUE)
 
     @property
@@ -294,6 +297,8 @@ class DagSpec:
     deadline: float | None = None  # seconds after the interval's end by which a run should have finished
     callbacks: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> recorded callables
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> default, type, enum
+    # scheduled on datasets: {"condition": JSON condition, "on_upstream_rewrite": "mark" | "rerun"}
+    datasets: Mapping[str, Any] | None = None
 
     def and_downstream(self, task_ids: Iterable[str]) -> set[str]:
         """The tasks and everything downstream of them."""
@@ -342,7 +347,8 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
             max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
-            expand=tuple((arg, src) for arg, src in t.get("expand", ())), queue=t.get("queue", "default"),
+            expand=tuple((arg, src) for arg, src in t.get("expand", ())), outlets=tuple(t.get("outlets", ())),
+            queue=t.get("queue", "default"),
         )
         for t in data["tasks"]
     }
@@ -352,5 +358,5 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
         timezone=data["timezone"], start_date=start, end_date=end, catchup=data["catchup"],
         max_active_runs=data["max_active_runs"], max_active_tasks=data["max_active_tasks"], tasks=tasks,
         dagrun_timeout=data.get("dagrun_timeout"), deadline=data.get("deadline"),
-        callbacks=data.get("callbacks", EMPTY), params=data.get("params", EMPTY),
+        callbacks=data.get("callbacks", EMPTY), params=data.get("params", EMPTY), datasets=data.get("datasets"),
     )

@@ -224,6 +224,7 @@ def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int
     try_files.remove(item.log_path)
     return {"state": outcome.state, "reason": outcome.reason, "at": outcome.at, "pid": pid, "host": settings.name,
             "pushed": [[key, value] for key, value in left.pushed], "rendered": left.rendered, "writes": left.writes,
+            "outlets": left.outlets,
             "log_bytes": shipper.offset}
 
 

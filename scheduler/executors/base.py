@@ -42,6 +42,8 @@ class WorkItem:
     prev_interval: tuple[str, str] | None = None  # the data interval of the run's previous run (templates)
     map_index: int = -1  # instance i of a mapped task (ledger/mapping.py); -1: not mapped
     queue: str = "default"  # the task's queue: which Celery workers may run the try (the other executors ignore it)
+    # a dataset-triggered run's consumed events, by dataset (context.triggering_dataset_events)
+    triggering_events: dict[str, list[dict[str, Any]]] | None = None
 
 
 def utc_datetime(year: int, month: int, day: int, hour: int, minute: int, second: int, microsecond: int) -> datetime:

@@ -298,7 +298,8 @@ class CeleryExecutor(Executor):
         item = entry.item
         if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in ("success", "failed", "skipped"):
             left = try_files.TryFiles([(k, v) for k, v in result.get("pushed") or []], result.get("rendered"),
-                                      list(result.get("writes") or []), self._log_of(entry))
+                                      list(result.get("writes") or []), list(result.get("outlets") or []),
+                                      log=self._log_of(entry))
             state, reason = result["state"], result.get("reason")
             if entry.killed is not None and state == "failed":
                 reason = entry.killed

@@ -1,7 +1,7 @@
 """try_log: the log of a try that ran on another host (a Celery worker), kept in the database once it has ended
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-26 18:20:00
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0009'
-down_revision = '0008'
+revision = '0011'
+down_revision = '0010'
 branch_labels = None
 depends_on = None
 

@@ -141,11 +141,11 @@ def test_a_token_guards_every_request_when_set(ledger_home: Cli) -> None:
 def test_a_workers_token_reads_a_versions_code_and_nothing_else(ledger_home: Cli) -> None:
     app = create_app(load_settings({"LEDGER_HOME": str(ledger_home.home)}), token="s3cret", worker_token="w0rker")
     as_worker = {"Authorization": "Bearer w0rker"}
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://localhost") as c:
         version = c.get("/api/v1/dags", headers={"Authorization": "Bearer s3cret"}).json()[0]["version"]
         code = f"/api/v1/worker/code/web/{version}"
         assert c.get(code).status_code == 401
-        assert c.get(code, params={"token": "s3cret"}).status_code == 401  # a header, not a cookie or the URL
+        assert c.get(code, headers={"Authorization": "Bearer wrong"}).status_code == 401
         sent = c.get(code, headers=as_worker)
         assert sent.status_code == 200
         doc = sent.json()
@@ -153,7 +153,7 @@ def test_a_workers_token_reads_a_versions_code_and_nothing_else(ledger_home: Cli
         assert "record_write" in base64.b64decode(doc["files"]["web.py"]).decode()
         assert c.get(code, headers={"Authorization": "Bearer s3cret"}).status_code == 200
         assert c.get("/api/v1/dags", headers=as_worker).status_code == 401  # the worker's token reads code only
-        assert c.get("/", headers=as_worker).status_code == 401
+        assert c.get("/", headers=as_worker, follow_redirects=False).status_code == 303  # (to sign in)
         missing = c.get("/api/v1/worker/code/web/" + "0" * 64, headers=as_worker)
         assert missing.status_code == 404 and "no version" in missing.json()["message"]
 

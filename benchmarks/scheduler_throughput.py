@@ -23,6 +23,12 @@ exec_ti_per_s (N*5 / (last try's end - first try's start)); and the machine's ph
 just before each repeat: fork_exit_ms (a warm interpreter forks a child that exits, and reaps it) and
 sqlite_commit_us (one small SQLite transaction, WAL, synchronous=NORMAL).
 Prints one JSON line with the medians (`--each` also prints one line per repeat).
+
+    python -m benchmarks.scheduler_throughput --executor celery --runs 100 --repeat 1
+
+runs each repeat twice: with the LocalExecutor, then with the CeleryExecutor and two local `ledger worker`
+processes (redis-server on a free loopback port, the webserver for the workers' code; each worker runs
+`--parallelism` tries at once), and prints one line per executor.
 """
 
 from __future__ import annotations
@@ -130,14 +136,26 @@ def check_and_measure(db: Path, runs: int) -> dict[str, Any]:
 
 
 def one_round(workdir: Path, runs: int, parallelism: int, extra_env: dict[str, str],
-              keep_output: bool, timeout: float | None = None) -> dict[str, Any]:
+              keep_output: bool, timeout: float | None = None, executor: str = "local") -> dict[str, Any]:
     home = workdir / "home"
     home.mkdir(parents=True)
     db_upgrade(home)
     write_dag(home / "dags", runs, datetime.now(UTC))
+    if executor == "celery":
+        from benchmarks.celery_cluster import celery_cluster
+
+        with celery_cluster(workdir, home, workers=2, concurrency=parallelism) as broker:
+            return _scheduled(workdir, home, runs, parallelism, {**extra_env, **broker}, keep_output, timeout,
+                              executor, parallelism=2 * parallelism)
+    return _scheduled(workdir, home, runs, parallelism, extra_env, keep_output, timeout, executor)
+
+
+def _scheduled(workdir: Path, home: Path, runs: int, workers: int, extra_env: dict[str, str], keep_output: bool,
+               timeout: float | None, executor: str, *, parallelism: int | None = None) -> dict[str, Any]:
+    parallelism = parallelism or workers
     log = (workdir / "scheduler.out").open("wb")
     cmd = [*ledger_command(), "scheduler", "--exit-when-idle", "--parallelism", str(parallelism),
-           "--executor", "local"]
+           "--executor", executor]
     load = load_average()
     baseline = physical_baseline()
     started_wall = datetime.now(UTC)
@@ -183,24 +201,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env", action="append", default=[], metavar="LEDGER_X=VALUE",
                         help="extra environment for the scheduler, e.g. LEDGER_POLL_INTERVAL=0.5 (repeatable)")
     parser.add_argument("--timeout", type=float, default=600.0, help="kill a scheduler still running after this")
+    parser.add_argument("--executor", choices=("local", "celery"), default="local",
+                        help="celery: each repeat runs the LocalExecutor and then the CeleryExecutor with two local "
+                             "workers of --parallelism each")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     extra_env = dict(item.split("=", 1) for item in args.env)
 
-    rounds = []
+    executors = ["local", "celery"] if args.executor == "celery" else ["local"]
+    by_executor: dict[str, list[dict[str, Any]]] = {name: [] for name in executors}
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
         base = args.keep or Path(tmp)
         for i in range(args.repeat):
-            rounds.append(one_round(base / f"round{i}", args.runs, args.parallelism, extra_env,
-                                    keep_output=args.keep is not None, timeout=args.timeout))
-            if args.each:
-                print(json.dumps({"benchmark": "scheduler_throughput_round", "round": i,
-                                  **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in rounds[-1].items()}}),
-                      flush=True)
+            for name in executors:
+                rounds = by_executor[name]
+                rounds.append(one_round(base / f"round{i}-{name}", args.runs, args.parallelism, extra_env,
+                                        keep_output=args.keep is not None, timeout=args.timeout, executor=name))
+                if args.each:
+                    print(json.dumps({"benchmark": "scheduler_throughput_round", "round": i, "executor": name,
+                                      **{k: (round(v, 4) if isinstance(v, float) else v)
+                                         for k, v in rounds[-1].items()}}), flush=True)
+    for name, rounds in by_executor.items():
+        report(args, name, rounds, extra_env)
 
-    out: dict[str, Any] = {"benchmark": "scheduler_throughput", "runs": args.runs, "tasks_per_run": len(TASKS),
-                           "task_instances": args.runs * len(TASKS), "parallelism": args.parallelism,
+
+def report(args: argparse.Namespace, executor: str, rounds: list[dict[str, Any]], extra_env: dict[str, str]) -> None:
+    out: dict[str, Any] = {"benchmark": "scheduler_throughput", "executor": executor, "runs": args.runs,
+                           "tasks_per_run": len(TASKS), "task_instances": args.runs * len(TASKS),
+                           "parallelism": args.parallelism if executor == "local" else 2 * args.parallelism,
                            "repeat": args.repeat}
     for key, digits in (("ti_per_s", 1), ("lag_p50_ms", 2), ("lag_p90_ms", 2), ("seconds", 3),
                         ("startup_s", 3), ("exec_ti_per_s", 1), ("sched_cpu_ms_per_ti", 3), ("fork_exit_ms", 3),

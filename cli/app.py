@@ -27,6 +27,7 @@ from cli import (
     trigger,
     users,
     webserver,
+    worker,
 )
 from ledger.errors import LedgerError
 
@@ -51,6 +52,8 @@ app.command("events")(events.events)
 app.command("callbacks")(callbacks.callbacks)
 app.command("webserver")(webserver.webserver)
 app.command("scheduler")(scheduler.scheduler)
+app.command("worker")(worker.worker)
+app.command("workers")(worker.workers)
 app.command("lineage")(lineage.lineage)
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)

@@ -26,9 +26,9 @@ EVENT_KINDS = frozenset({
     "locks_released", "pool_deleted", "pool_set", "run_cancelled", "run_created", "run_marked", "run_overridden",
     "run_spliced", "run_state_changed", "run_version_changed", "signal_action", "signal_rule_failed",
     "signal_sent", "task_expanded", "task_failed", event_store.TASK_STATE_KIND, "tasks_cleared", "tasks_marked",
-    "try_lost", "try_not_started", "variable_deleted", "variable_set", "version_registered", "version_reverted",
-    "code_dropped", "fernet_key_rotated", "dataset_triggered", "dataset_rerun", "user_created", "user_deleted",
-    "user_role_set", "api_token_created", "api_token_revoked",
+    "try_adopted", "try_lost", "try_not_started", "try_redelivery_refused", "variable_deleted", "variable_set",
+    "version_registered", "version_reverted", "code_dropped", "fernet_key_rotated", "dataset_triggered",
+    "dataset_rerun", "user_created", "user_deleted", "user_role_set", "api_token_created", "api_token_revoked",
 })
 
 

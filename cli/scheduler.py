@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from scheduler.job import DagRunJob
 
 out = Console(highlight=False, soft_wrap=True)
-EXECUTORS = ("local", "sequential")
+EXECUTORS = ("local", "sequential", "celery")
 
 
 def scheduler(
@@ -27,7 +27,9 @@ def scheduler(
                                                  help="Stop after N loops.")] = None,
     exit_when_idle: Annotated[bool, typer.Option("--exit-when-idle", help="Exit 0 once there is nothing left to "
                               "do: no due interval and no task instance running or able to start.")] = False,
-    executor: Annotated[str | None, typer.Option(help="local (default) or sequential.")] = None,
+    executor: Annotated[str | None, typer.Option(
+        help="local (default), sequential, or celery (tries run on `ledger worker` processes; "
+             "LEDGER_CELERY_BROKER_URL).")] = None,
     parallelism: Parallelism = None,
     metrics_port: Annotated[int | None, typer.Option(min=1, max=65535, help="Serve Prometheus metrics on "
                             "127.0.0.1:PORT/metrics (also LEDGER_METRICS_PORT).")] = None,
@@ -42,7 +44,8 @@ def scheduler(
     from scheduler.settings import SchedulerSettings
 
     if executor is not None and executor not in EXECUTORS:
-        raise typer.BadParameter(f"--executor must be {' or '.join(EXECUTORS)}, not {executor!r}",
+        raise typer.BadParameter(f"--executor must be {', '.join(EXECUTORS[:-1])} or {EXECUTORS[-1]}, not "
+                                 f"{executor!r}",
                                  param_hint="'--executor'")
     settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism, metrics_port=metrics_port,
                                           reuse_workers=reuse_workers or None)

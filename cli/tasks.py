@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -18,9 +20,9 @@ from ledger.errors import InvalidInput
 from ledger.logs import log_path
 from ledger.mapping import NOT_MAPPED, choose_instance, label
 from ledger.models import DagRun, TaskInstance
-from ledger.states import TaskState
+from ledger.states import ACTIVE_TASK_STATES, TaskState
 from ledger.store import dags as dag_store
-from ledger.store import events
+from ledger.store import events, try_logs
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
@@ -55,7 +57,10 @@ def _instance_of(session: Session, r: DagRun, task_id: str, map_index: int | Non
 def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
          try_number: Annotated[int | None, typer.Option("--try", min=1, callback=within_range,
                                                         help="Which try (default: the latest).")] = None,
-         map_index: MapIndex = None) -> None:
+         map_index: MapIndex = None,
+         follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing what the log gains until the "
+                                              "try has ended (a remote try's log arrives as it is written).")]
+         = False) -> None:
     """Print the log of one try of a task instance."""
     env = open_env()
     with env.reading() as session:
@@ -69,13 +74,43 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     if n > latest:
         raise InvalidInput(f"task {name!r} of run {r.id} has had {latest} tr{'y' if latest == 1 else 'ies'}")
     path = log_path(env.settings.logs_folder, dag_id, r.id, task_id, n, index)
-    if not path.exists():
-        raise InvalidInput(f"no log for try {n} of {name!r} in run {r.id} (expected {path})")
     the_try = tries.get(n)
-    version = the_try.dag_version if the_try is not None and the_try.dag_version else "not recorded"
     state = the_try.state if the_try is not None else "?"
+    active = {s.value for s in ACTIVE_TASK_STATES}
+    kept = None
+    if not path.exists():  # a try that ran on another host: its log is kept in the database once it has ended
+        with env.reading() as session:
+            kept = try_logs.find(session, r.id, task_id, index, n)
+    if not path.exists() and kept is None and not (follow and state in active):
+        raise InvalidInput(f"no log for try {n} of {name!r} in run {r.id} (expected {path})")
+    version = the_try.dag_version if the_try is not None and the_try.dag_version else "not recorded"
     typer.echo(f"=== {dag_id} run {r.id} task {name} try {n}/{latest}: {state}, version {version} ===")
-    typer.echo(path.read_text(errors="replace"), nl=False)
+    if kept is not None:
+        typer.echo(kept, nl=False)
+        return
+    offset = _print_from(path, 0)
+    while follow and state in active:
+        time.sleep(FOLLOW_INTERVAL)
+        with env.reading() as session:
+            found = run_store.try_state(session, ti.id, n)
+        state = found or "?"
+        offset = _print_from(path, offset)  # (read after the state: what a try that ended wrote is all there)
+
+
+FOLLOW_INTERVAL = 0.5  # seconds between two looks at a followed log
+
+
+def _print_from(path: Path, offset: int) -> int:
+    """Print what the log holds from `offset` on; the new offset."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(offset)
+            data = log.read()
+    except OSError:
+        return offset
+    if data:
+        typer.echo(data.decode("utf-8", errors="replace"), nl=False)
+    return offset + len(data)
 
 
 @app.command()

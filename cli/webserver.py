@@ -15,6 +15,7 @@ from ledger.errors import ConfigError
 from ledger.store import users as user_store
 
 TOKEN_VARIABLE = "LEDGER_WEB_TOKEN"
+WORKER_TOKEN_VARIABLE = "LEDGER_WORKER_TOKEN"
 SECURE_VARIABLE = "LEDGER_WEB_SECURE_COOKIES"
 
 
@@ -50,10 +51,12 @@ def webserver(
     if (tls_cert is None) != (tls_key is None):
         raise typer.BadParameter("--tls-cert and --tls-key go together", param_hint="'--tls-cert'")
     token = os.environ.get(TOKEN_VARIABLE) or None
+    worker_token = os.environ.get(WORKER_TOKEN_VARIABLE) or None
     settings = load_settings()
     secure = tls_cert is not None or os.environ.get(SECURE_VARIABLE, "").lower() in ("1", "true", "yes")
     app = create_app(settings, token=token, secure_cookies=secure,  # refuses a database not upgraded
-                     hosts=allowed_hosts(extra=(host,) if host not in ("0.0.0.0", "::") else ()))
+                     hosts=allowed_hosts(extra=(host,) if host not in ("0.0.0.0", "::") else ()),
+                     worker_token=worker_token)
     if token is None and not is_loopback(host):
         with app.state.reader.session() as session:
             if user_store.count(session) == 0:

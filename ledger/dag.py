@@ -41,11 +41,12 @@ TASK_CALLBACKS = {"on_failure_callback": "task_failure", "on_success_callback": 
 DAG_CALLBACKS = {"on_failure_callback": "run_failure", "on_success_callback": "run_success",
                  "on_deadline_missed": "deadline_missed"}
 TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
-                  "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
+                  "queue", "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
                   *TASK_CALLBACKS, "email", "email_on_failure", "email_on_retry")
+DEFAULT_QUEUE = "default"  # the queue of a task that names none (Airflow's default_queue)
 # Airflow default_args keys that ledger accepts, so that an Airflow DAG loads, but does not act on (yet): the
 # version records them and `ledger dags show` lists them as ignored, so nobody believes they took effect
-IGNORED_AIRFLOW_ARGUMENTS = ("owner", "queue", "sla")
+IGNORED_AIRFLOW_ARGUMENTS = ("owner", "sla")
 
 # DAG and task ids: Airflow's rule (KEY_REGEX and validate_key in airflow/utils/helpers.py). An id names a
 # folder of the logs ($LEDGER_HOME/logs/DAG/run_N/TASK/...), so "." and ".." are refused as well, and the
@@ -120,6 +121,7 @@ class Task:
         wait_for_downstream: bool | None = None,
         trigger_rule: str | None = None,
         pool: str | None = None,
+        queue: str | None = None,
         priority_weight: int | None = None,
         execution_timeout: timedelta | None = None,
         signals: Mapping[str, Any] | None = None,
@@ -150,7 +152,7 @@ class Task:
         self.task_id = task_id
         given = {"retries": retries, "retry_delay": retry_delay, "depends_on_past": depends_on_past,
                  "wait_for_downstream": wait_for_downstream, "trigger_rule": trigger_rule, "pool": pool,
-                 "priority_weight": priority_weight, "execution_timeout": execution_timeout,
+                 "queue": queue, "priority_weight": priority_weight, "execution_timeout": execution_timeout,
                  "retry_exponential_backoff": retry_exponential_backoff, "max_retry_delay": max_retry_delay,
                  "on_failure_callback": on_failure_callback, "on_success_callback": on_success_callback,
                  "on_retry_callback": on_retry_callback, "email": email, "email_on_failure": email_on_failure,
@@ -163,6 +165,8 @@ class Task:
         self.wait_for_downstream: bool = bool(merged.get("wait_for_downstream", False))
         self.trigger_rule: str = merged.get("trigger_rule") or "all_success"
         self.pool: str = merged.get("pool") or "default_pool"
+        # the Celery queue its tries are sent to (a worker listens on some queues: `ledger worker --queues`)
+        self.queue: str = merged.get("queue") or DEFAULT_QUEUE
         self.priority_weight: int = int(merged.get("priority_weight", 1))
         self.execution_timeout: timedelta | None = merged.get("execution_timeout")
         self.retry_exponential_backoff: bool = bool(merged.get("retry_exponential_backoff", False))
@@ -228,6 +232,8 @@ class Task:
             "execution_timeout": self.execution_timeout.total_seconds() if self.execution_timeout else None,
             # only when declared, so that versions of DAGs without signals keep their hashes
             **({"signals": self.signal_rules_json} if self.signal_rules_json else {}),
+            # only when not the default, so that versions of DAGs that name no queue keep their hashes
+            **({"queue": self.queue} if self.queue != DEFAULT_QUEUE else {}),
             **({"retry_exponential_backoff": True} if self.retry_exponential_backoff else {}),
             **({"max_retry_delay": self.max_retry_delay.total_seconds()} if self.max_retry_delay is not None else {}),
             **({"callbacks": describe_callbacks(self.callbacks)} if self.callbacks else {}),

@@ -256,6 +256,7 @@ class TaskSpec:
     # key}) in expand() order; empty for a task that is not mapped
     expand: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     outlets: tuple[Mapping[str, Any], ...] = ()  # the datasets and aliases it writes (ledger/datasets.py)
+    queue: str = "default"  # the Celery queue its tries go to (ledger.dag.DEFAULT_QUEUE)
 
     @property
     def mapped(self) -> bool:
@@ -347,6 +348,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
             max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
             expand=tuple((arg, src) for arg, src in t.get("expand", ())), outlets=tuple(t.get("outlets", ())),
+            queue=t.get("queue", "default"),
         )
         for t in data["tasks"]
     }

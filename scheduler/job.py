@@ -51,7 +51,7 @@ from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal
 from ledger.states import JobState, RunState, StaleState, TaskState
 from ledger.store import dags as dag_store
-from ledger.store import events, lineage
+from ledger.store import events, lineage, try_logs
 from ledger.store import jobs as job_store
 from ledger.store import loop as loop_store
 from ledger.store import runs as run_store
@@ -61,7 +61,7 @@ from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
-from scheduler import dataset_runs, try_files
+from scheduler import adoption, dataset_runs, try_files
 from scheduler.after_commit import AfterCommit
 from scheduler.cadence import Cadence
 from scheduler.callback_requests import CallbackRequests
@@ -261,6 +261,7 @@ class DagRunJob:
         if self.wakeup is None:
             self.wakeup = DatabaseWakeup(self.engine, doorbell=open_doorbell(self.engine, self.home)) \
                 if self.settings.signal_wakeup else DatabaseWakeup(self.engine, self.settings.poll_interval)
+        self.executor.use_metrics(self.metrics)
         self.executor.start()
         self.heartbeat.done()  # (started: its first heartbeat is due after heartbeat_interval)
 
@@ -419,7 +420,8 @@ class DagRunJob:
         files = self._try_files(last)
         with self.transaction() as session:
             self._record(session, last, now, files)
-            lost = task_store.unfinished_in_job(session, self.job_id)
+            running_on = self.executor.left_running()  # remote tries: the job that takes their runs over adopts them
+            lost = [(ti, tn) for ti, tn in task_store.unfinished_in_job(session, self.job_id) if ti not in running_on]
             if lost:
                 self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
                                                  reason="its job stopped before the try ended")
@@ -480,6 +482,7 @@ class DagRunJob:
             self._read_everything_again(session)
             only_starts = only_starts or self.stopping  # (a subclass saw it must stop: only record what ended)
         report.outcomes = self._record(session, drained, now, files)
+        adoption.record_remarks(session, self.executor, actor=self.actor, now=now)
         if self._reconcile:
             self._fail_unsubmitted(session, now)
         work = [] if only_starts else self._decide_runs(session, now, report)
@@ -558,7 +561,9 @@ class DagRunJob:
         out = {}
         for ev in drained:
             info = self._inflight.get(ev.ti_id) if ev.kind == "finished" else None
-            if info is not None and info.log_path:
+            if ev.left is not None:  # a try on another host: what it left came back with its outcome
+                out[(ev.ti_id, ev.try_number)] = ev.left
+            elif info is not None and info.log_path:
                 out[(ev.ti_id, ev.try_number)] = try_files.read(info.log_path, ev.files)
         return out
 
@@ -618,7 +623,7 @@ class DagRunJob:
                         if unstarted:  # taken out while it waited in its worker
                             why = ev.reason or why
                         self.after_commit.note(info.log_path, at, f"outcome: {why}")
-            outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
+            outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, ev.host or host, ev.reason,
                                                info.retry_delay if info else 0.0, decided_at=now, requeue=requeue,
                                                armed=requeue and info is not None and info.armed))
             if ev.kind == "started":
@@ -657,6 +662,8 @@ class DagRunJob:
             lineage.record(session, left.writes, run_id=info.run_id,
                            dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                            dag_version=info.dag_version, try_state=st.value, now=now)
+            if left.log is not None:  # a remote try's log: kept where every host can read it
+                try_logs.keep(session, o.ti_id, o.try_number, o.hostname, left.log)
             if st == TaskState.SUCCESS and dataset_runs.record_outlets(
                     session, dag_store.spec(session, info.dag_id, info.dag_version), run_id=info.run_id,
                     task_id=info.task_id, try_number=o.try_number, writes=left.writes,
@@ -773,6 +780,12 @@ class DagRunJob:
             if holder is not None:
                 self.say(f"took over run {run_id} from job {holder}, which stopped heart-beating")
         orphans = task_store.orphaned(session, ids, job_id=self.job_id)
+        if orphans:  # remote tries that run on without their job are followed here (scheduler/adoption.py)
+            orphans, adopted = adoption.adopt(session, self.executor, orphans, job_id=self.job_id,
+                                              logs=str(self.logs_folder), actor=self.actor, now=now)
+            for ti_id, fields in adopted.items():
+                self._inflight[ti_id] = _InFlight(**fields)
+                self.forget(fields["run_id"], "tries adopted")
         if orphans:
             self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
                                              reason="its job stopped heart-beating")
@@ -924,7 +937,7 @@ class DagRunJob:
                 code_captured=code.captured if code is not None else False, logical_date=run.logical_date,
                 data_interval_start=run.data_interval_start, data_interval_end=run.data_interval_end,
                 dag_version=run.version_hash, run_type=run.run_type,
-                log_path=path, map_index=ti.map_index,
+                log_path=path, map_index=ti.map_index, queue=task.queue,
                 execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
                 priority_weight=ti.priority_weight, xcom=passed.get(run.id, {}),
                 prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,

@@ -39,6 +39,13 @@ class SchedulerMetrics:
                                    ["file"], registry=r)
         self.callbacks = Counter("ledger_callbacks", "Callback calls that ended, by outcome", ["outcome"],
                                  registry=r)
+        # the CeleryExecutor's tries, by the queue their task names
+        self.queue_queued = Gauge("ledger_queue_queued_tries", "Tries sent to a queue that no worker started yet",
+                                  ["queue"], registry=r)
+        self.queue_running = Gauge("ledger_queue_running_tries", "Tries of a queue running on workers", ["queue"],
+                                   registry=r)
+        self.queue_lost = Counter("ledger_queue_lost_tries", "Tries of a queue lost with their worker", ["queue"],
+                                  registry=r)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> Any:
         server, _thread = start_http_server(port, addr=host, registry=self.registry)

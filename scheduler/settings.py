@@ -13,7 +13,7 @@ MAX_LOCAL_PARALLELISM = 512  # worker processes the local executor starts at mos
 
 @dataclass(frozen=True)
 class SchedulerSettings:
-    executor: str = "local"  # local | sequential
+    executor: str = "local"  # local | sequential | celery
     parallelism: int = 4  # task tries running at once in this job's executor
     poll_interval: float = 1.0  # longest sleep between loops when nothing wakes the job
     heartbeat_interval: float = 2.0  # how often the job row's heartbeat is written
@@ -88,8 +88,8 @@ class SchedulerSettings:
         return settings
 
     def check(self) -> None:
-        if self.executor not in ("local", "sequential"):
-            raise ConfigError(f"unknown executor {self.executor!r}; use local or sequential")
+        if self.executor not in ("local", "sequential", "celery"):
+            raise ConfigError(f"unknown executor {self.executor!r}; use local, sequential or celery")
         for name in ("parallelism", "max_held_runs", "parsing_processes", "callback_parallelism", "max_map_length",
                      "max_lost_tries"):
             if getattr(self, name) < 1:

@@ -17,6 +17,7 @@ from ledger.models.pool import Pool
 from ledger.models.secret import Connection, Variable
 from ledger.models.signal import SignalCursor, SignalKey, SignalRecord
 from ledger.models.task_instance import TaskInstance, TaskTry
+from ledger.models.try_log import TryLog
 from ledger.models.user import ApiToken, WebUser
 from ledger.models.xcom import XCom
 
@@ -44,6 +45,7 @@ __all__ = [
     "SignalRecord",
     "TaskInstance",
     "TaskTry",
+    "TryLog",
     "UtcDateTime",
     "Variable",
     "WebUser",

@@ -251,6 +251,12 @@ def tries_of_run(session: Session, run_id: int) -> list[tuple[str, TaskTry]]:
         .order_by(TaskInstance.task_id, TaskInstance.map_index, TaskTry.try_number))]
 
 
+def try_state(session: Session, ti_id: int, try_number: int) -> str | None:
+    """The state of one try (None: no such try)."""
+    return session.scalar(select(TaskTry.state).where(TaskTry.task_instance_id == ti_id,
+                                                      TaskTry.try_number == try_number))
+
+
 def latest_scheduling_run(session: Session, dag_id: str) -> DagRun | None:
     """The live scheduled or backfill run with the greatest logical date: where the schedule resumes."""
     return session.scalar(

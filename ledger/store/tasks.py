@@ -443,3 +443,51 @@ def rearm(ti: TaskInstance, retries: int, *, arm: bool) -> None:
     START made it ready (signal_armed is set); otherwise signal_armed is left as it was (`ledger tasks clear`)."""
     move_task(ti, TaskState.SCHEDULED, max_tries=ti.try_number + 1 + retries, next_try_at=None, ended_at=None,
               **({"signal_armed": True} if arm else {}))
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptedTry:
+    """A queued or running try another job held, as the job that adopts it needs it (ledger/store: adopt)."""
+
+    ti_id: int
+    try_number: int
+    run_id: int
+    dag_id: str
+    task_id: str
+    map_index: int
+    state: TaskState
+    version_hash: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    run_type: str
+    priority_weight: int
+
+
+def adoptable(session: Session, ti_ids: list[int]) -> list[AdoptedTry]:
+    """The queued or running tries of these task instances, with what a job needs to follow them."""
+    if not ti_ids:
+        return []
+    rows = session.execute(select(
+        TaskInstance.id, TaskInstance.try_number, TaskInstance.run_id, TaskInstance.dag_id, TaskInstance.task_id,
+        TaskInstance.map_index, TaskInstance.state, DagRun.version_hash, DagRun.logical_date,
+        DagRun.data_interval_start, DagRun.data_interval_end, DagRun.run_type, TaskInstance.priority_weight,
+    ).join(DagRun, DagRun.id == TaskInstance.run_id).where(TaskInstance.id.in_(ti_ids),
+                                                           TaskInstance.state.in_(ACTIVE)))
+    return [AdoptedTry(r[0], r[1], r[2], r[3], r[4], r[5], TaskState(r[6]), r[7], r[8], r[9], r[10], r[11], r[12])
+            for r in rows]
+
+
+def adopt(session: Session, tries: list[tuple[int, int]], *, job_id: int) -> None:
+    """Make this job the holder of tries that still run (or wait) on remote workers after their job died: (ti id,
+    try number), each guarded on being queued or running with that try number (StaleState when one changed)."""
+    if not tries:
+        return
+    written = 0
+    for ti_id, try_number in tries:
+        written += session.execute(update(TaskInstance).where(
+            TaskInstance.id == ti_id, TaskInstance.try_number == try_number, TaskInstance.state.in_(ACTIVE),
+        ).values(job_id=job_id)).rowcount  # type: ignore[attr-defined]
+        session.execute(update(TaskTry).where(TaskTry.task_instance_id == ti_id, TaskTry.try_number == try_number)
+                        .values(job_id=job_id))
+    _guarded(written, len(tries), "adopting tries")

@@ -13,7 +13,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from ledger import dataset_docs, documents
+from ledger import workers as worker_list
 from ledger.errors import InvalidInput, NotFound
+from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import signals as signal_store
@@ -193,3 +195,28 @@ def signals(request: Request, key: str | None = None, since: Annotated[int, Quer
         found = signal_store.listing(session, key, since_version=since if key is not None else 0,
                                      since_id=since if key is None else 0, limit=limit)
     return _json([s.as_json() for s in found])
+
+
+@router.get("/workers", summary="`ledger workers --json`: the live Celery workers")
+def workers(request: Request) -> JSONResponse:
+    url = worker_list.backend_url()
+    return _json(worker_list.listing(url) if url is not None else [])
+
+
+@router.get("/worker/code/{dag_id}/{version}", summary="A version's code, for a worker that runs its tries (the "
+            "files base64-encoded, with their sha256)")
+def worker_code(request: Request, dag_id: str, version: str) -> JSONResponse:
+    import base64
+
+    from ledger.code import sha256_bytes
+
+    with session_of(request) as session:
+        found = dag_store.find_version(session, dag_id, version)
+        if found is None:
+            raise NotFound(f"DAG {dag_id!r} has no version {version!r}")
+        snap = code_store.snapshot(session, found)
+    if snap is None:
+        raise InvalidInput(f"version {version[:12]} of {dag_id} has no stored code (it was not loaded from a file)")
+    return _json({"key": snap.key, "entry": snap.entry, "captured": snap.captured,
+                  "files": {path: base64.b64encode(data).decode() for path, data in snap.files.items()},
+                  "sha256": {path: sha256_bytes(data) for path, data in snap.files.items()}})

@@ -30,10 +30,11 @@ def status_of(exc: LedgerError) -> int:
 
 
 def create_app(settings: Settings, *, token: str | None = None, hosts: frozenset[str] | None = None,
-               secure_cookies: bool = False, secret: str | None = None) -> FastAPI:
+               secure_cookies: bool = False, secret: str | None = None, worker_token: str | None = None) -> FastAPI:
     """The web application on the database of `settings` (who may do what: ledger/web/guard.py). `token`: the
     shared read token (LEDGER_WEB_TOKEN); `hosts`: the names the Host header may give (default: from
-    LEDGER_WEB_ALLOWED_HOSTS, else loopback names); `secure_cookies`: cookies only over HTTPS."""
+    LEDGER_WEB_ALLOWED_HOSTS, else loopback names); `secure_cookies`: cookies only over HTTPS; `worker_token`
+    (LEDGER_WORKER_TOKEN): the Celery workers' credential, which opens only /api/v1/worker/ (a version's code)."""
     app = FastAPI(title="ledger", summary="The JSON API of the ledger: the same documents as `ledger ... --json`, "
                   "and the operator's actions (POST, with a user's API token).", docs_url=None, redoc_url=None,
                   openapi_url="/api/openapi.json")
@@ -61,7 +62,7 @@ def create_app(settings: Settings, *, token: str | None = None, hosts: frozenset
 
     app.middleware("http")(guard.middleware)
     app.state.guard = guard.Guard(reader=app.state.reader, settings=settings, token=token, hosts=hosts,
-                                  secure_cookies=secure_cookies, secret=secret)
+                                  secure_cookies=secure_cookies, secret=secret, worker_token=worker_token)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(api.router)

@@ -4,6 +4,7 @@ without a body, the CSRF cookie is handed out, and every response gets the secur
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
 # Swagger UI (served from the package swagger-ui-bundle) sets style attributes on its elements
 DOCS_CSP = CSP.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
 OPEN_PATHS = ("/login", "/static/")  # answered before signing in
+WORKER_PREFIX = "/api/v1/worker/"  # what a Celery worker's credential (LEDGER_WORKER_TOKEN) opens, and nothing else
 ENV.globals.update(account=auth.account)  # the account bar of every page (templates/account.html)
 
 
@@ -33,6 +35,7 @@ class Guard:
     hosts: frozenset[str] | None = None
     secure_cookies: bool = False
     secret: str | None = None
+    worker_token: str | None = None
     signer: auth.Signer = field(init=False)
 
     def __post_init__(self) -> None:
@@ -77,6 +80,8 @@ async def middleware(request: Request, call_next: Callable[[Request], Awaitable[
         response = error(request, 400, f"the Host header {request.headers.get('host', '')!r} is not one this "
                                        f"server answers to; name it in {auth.HOSTS_VARIABLE}")
         return _headers(request, response)
+    if request.url.path.startswith(WORKER_PREFIX) and (g.worker_token is not None or g.token is not None):
+        return _headers(request, await _for_a_worker(g, request, call_next))
     head = request.method == "HEAD"
     if head:
         request.scope["method"] = "GET"
@@ -101,6 +106,16 @@ async def middleware(request: Request, call_next: Callable[[Request], Awaitable[
     if head:
         response = Response(b"", status_code=response.status_code, headers=dict(response.headers))
     return _headers(request, response)
+
+
+async def _for_a_worker(g: Guard, request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """A worker's request (a version's code): with LEDGER_WORKER_TOKEN or LEDGER_WEB_TOKEN as a bearer token."""
+    header = request.headers.get("authorization", "")
+    given = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    if not any(t is not None and hmac.compare_digest(given.encode(), t.encode()) for t in (g.worker_token, g.token)):
+        return error(request, 401, "a worker's token is needed: LEDGER_WORKER_TOKEN as `Authorization: Bearer TOKEN`")
+    request.state.identity = auth.ANONYMOUS
+    return await call_next(request)
 
 
 def _local(request: Request) -> str:

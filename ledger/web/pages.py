@@ -19,6 +19,7 @@ from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
+from ledger.store import try_logs
 from ledger.store import web as web_store
 from ledger.web import logview, views
 from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
@@ -157,10 +158,17 @@ def log(request: Request, run_id: str, task_id: str, try_number: int,
     if _live(request) and after is not None:
         more = logview.read_page(path, after=after, whole_lines=not ended) if exists else None
         return HTMLResponse(render("log_more.html", part=more, after=after, ended=ended))
-    # a try not started yet has no file: followed from its first byte; an ended one without a file: said so
+    # a try not started yet has no file: followed from its first byte; an ended one without a file: the log kept in
+    # the database (a try that ran on another host), else said so
     empty = None if ended else logview.LogPage("", 0, 0, 0)
+    name, index = split_label(task_id)
+    if not exists and ended:
+        with session_of(request) as session:
+            kept = try_logs.find(session, int(doc["run_id"]), name, index, try_number)
+        if kept is not None:
+            size = len(kept.encode())
+            empty = logview.LogPage(kept, 0, size, size)
     part = logview.read_page(path, before=before) if exists else empty
-    name, _ = split_label(task_id)
     others = [(ti["label"], t["try_number"], t["state"]) for ti in doc["task_instances"]
               if split_label(ti["label"])[0] == name for t in ti["tries"]]
     base = f"/runs/{doc['run_id']}/tasks/{task_id}/tries/{try_number}/log"
@@ -242,6 +250,15 @@ def backfills(request: Request) -> HTMLResponse:
     with session_of(request) as session:
         rows = documents.backfills_document(session)
     return _page(request, "backfills.html", fragment="backfills_live.html", backfills=rows)
+
+
+@router.get("/workers", response_class=HTMLResponse)
+def workers(request: Request) -> HTMLResponse:
+    from ledger import workers as worker_list
+
+    url = worker_list.backend_url()
+    rows = worker_list.listing(url) if url is not None else []
+    return _page(request, "workers.html", fragment="workers_live.html", workers=rows, configured=url is not None)
 
 
 @router.get("/backfills/{backfill_id}", response_class=HTMLResponse)

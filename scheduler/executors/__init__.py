@@ -1,17 +1,18 @@
-"""Executors run tries of task instances: `make_executor("local" | "sequential", parallelism)`."""
+"""Executors run tries of task instances: `make_executor("local" | "sequential" | "celery", parallelism)`."""
 
 from __future__ import annotations
 
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.settings import SchedulerSettings
 
-EXECUTORS = ("local", "sequential")
+EXECUTORS = ("local", "sequential", "celery")
 
 
 def make_executor(name: str, parallelism: int, *, reuse_workers: bool = False, queue_ahead: int = 0) -> Executor:
     """The executor called `name` ("local": a pool of `parallelism` worker processes, which run Python tries
     themselves with `reuse_workers` and are each sent `queue_ahead` items beyond the one they run;
-    "sequential": one try at a time, for debugging; parallelism is then 1, and every try forks)."""
+    "sequential": one try at a time, for debugging; parallelism is then 1, and every try forks; "celery": tries
+    run on `ledger worker` processes on any host, through the broker LEDGER_CELERY_BROKER_URL)."""
     key = (name or "").strip().lower()
     if key == "local":
         from scheduler.executors.local import LocalExecutor
@@ -21,6 +22,10 @@ def make_executor(name: str, parallelism: int, *, reuse_workers: bool = False, q
         from scheduler.executors.sequential import SequentialExecutor
 
         return SequentialExecutor(parallelism)
+    if key == "celery":
+        from scheduler.executors.celery import CeleryExecutor
+
+        return CeleryExecutor(parallelism)
     raise ValueError(f"unknown executor {name!r}: choose one of {', '.join(EXECUTORS)}")
 
 

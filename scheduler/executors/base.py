@@ -1,7 +1,8 @@
 """The executor interface: the scheduler hands over work items and drains task events.
 
 Executors never touch the database: the job that holds a run's lock writes every state change of
-its task instances, so one writer owns each run. Workers die with the process that started them.
+its task instances, so one writer owns each run. The local executors' workers die with the process that started
+them; the CeleryExecutor's run on other hosts and outlive it (adopt(), left_running()).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class WorkItem:
     xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # values the run's tasks passed on so far
     prev_interval: tuple[str, str] | None = None  # the data interval of the run's previous run (templates)
     map_index: int = -1  # instance i of a mapped task (ledger/mapping.py); -1: not mapped
+    queue: str = "default"  # the task's queue: which Celery workers may run the try (the other executors ignore it)
     # a dataset-triggered run's consumed events, by dataset (context.triggering_dataset_events)
     triggering_events: dict[str, list[dict[str, Any]]] | None = None
 
@@ -88,10 +90,16 @@ class TaskEvent:
     reason: str | None = None  # one line: "exit code 1", "timed out after 5.0 s", "worker died"
     # for finished: the files the try left beside its log (scheduler/try_files.py suffixes); None: not looked for
     files: tuple[str, ...] | None = None
+    # a try that ran on another host (CeleryExecutor): that host's name, and for finished what the try left beside
+    # its log there (a scheduler/try_files.TryFiles), carried back instead of read from this host's disk
+    host: str | None = None
+    left: Any = None
 
 
 class Executor(abc.ABC):
     """Runs tries of task instances somewhere and reports what happened to them."""
+
+    outlives_its_job = False  # its tries run on when the job that queued them dies (adopt(), left_running())
 
     def __init__(self, parallelism: int) -> None:
         if parallelism < 1:
@@ -125,6 +133,27 @@ class Executor(abc.ABC):
         """End a running try early (a STOP or RESTART signal): it is reported finished/failed with `reason`
         by a later drain(). False when this executor cannot (the try is not here, or it runs them inline)."""
         return False
+
+    def use_metrics(self, metrics: Any) -> None:
+        """The job's metrics (scheduler/metrics.py), for an executor that reports some of its own (the others
+        ignore them)."""
+        return None
+
+    def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
+        """Follow tries another job handed to this executor's kind of workers and that may still run there (its job
+        died): (the try's work item, whether it was recorded started). Returns the ti ids this executor now follows,
+        as if submitted here; the others are lost. Executors whose tries die with their job adopt none."""
+        return set()
+
+    def left_running(self) -> set[int]:
+        """After end(): ti ids of tries that run on without this process (a job that takes their runs over adopts
+        them), which the job must not record lost."""
+        return set()
+
+    def remarks(self) -> list[dict[str, Any]]:
+        """Things that happened to tries which are no outcome but belong in the events (a refused redelivery):
+        each an event's fields (kind, ti_id, try_number, reason...)."""
+        return []
 
     @abc.abstractmethod
     def end(self, grace: float) -> list[TaskEvent]:

@@ -276,8 +276,8 @@ import pendulum
 from ledger import DAG, BashTask
 
 with DAG("af", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
-         default_args={"owner": "data-eng", "queue": "spark"}) as dag:
+         default_args={"owner": "data-eng", "sla": 60}) as dag:
     BashTask("a", "true")
 """)
     shown = cli.ok("dags", "show", "af")
-    assert "ignored default_args" in shown and "owner, queue" in shown, shown
+    assert "ignored default_args" in shown and "owner, sla" in shown, shown

@@ -1,5 +1,6 @@
-"""The executor contract, run against the fake (the in-process loop tests use it), the SequentialExecutor and
-the LocalExecutor alike: what the job may rely on from any executor."""
+"""The executor contract, run against the fake (the in-process loop tests use it), the SequentialExecutor, the
+LocalExecutor and the CeleryExecutor (a real redis-server, webserver and `ledger worker`) alike: what the job may
+rely on from any executor."""
 
 from __future__ import annotations
 
@@ -10,22 +11,31 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.celery_app import CeleryConfig
 from scheduler.executors.base import Executor, TaskEvent
 from scheduler.executors.local import LocalExecutor
 from scheduler.executors.sequential import SequentialExecutor
+from tests.celery_cluster import PinnedCelery
 from tests.scheduler.fakes import DEMO_OUTCOMES, FakeExecutor
 from tests.scheduler.test_executors import run_all
 from tests.scheduler.test_task_runner import work_item, write_dag_file
 
-KINDS = ["fake", "sequential", "local", "local_reusing_workers"]
+KINDS = ["fake", "sequential", "local", "local_reusing_workers", "celery"]
 
 
 @pytest.fixture(params=KINDS)
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     kind = request.param
-    made: Executor = (FakeExecutor(2, outcome=lambda item: DEMO_OUTCOMES[item.task_id]) if kind == "fake"
-                      else SequentialExecutor(1) if kind == "sequential"
-                      else LocalExecutor(2, reuse_workers=kind == "local_reusing_workers"))
+    made: Executor
+    if kind == "celery":
+        cluster, version = request.getfixturevalue("celery_demo")
+        cluster.redis.flush()
+        made = PinnedCelery(2, CeleryConfig(cluster.redis.url, cluster.redis.url, 2.0))
+        PinnedCelery.version = version
+    else:
+        made = (FakeExecutor(2, outcome=lambda item: DEMO_OUTCOMES[item.task_id]) if kind == "fake"
+                else SequentialExecutor(1) if kind == "sequential"
+                else LocalExecutor(2, reuse_workers=kind == "local_reusing_workers"))
     made.start()
     yield made
     made.end(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -137,8 +138,37 @@ def test_a_token_guards_every_request_when_set(ledger_home: Cli) -> None:
         assert c.post("/api/v1/dags/web/pause").status_code == 403  # the shared token reads only
 
 
+def test_a_workers_token_reads_a_versions_code_and_nothing_else(ledger_home: Cli) -> None:
+    app = create_app(load_settings({"LEDGER_HOME": str(ledger_home.home)}), token="s3cret", worker_token="w0rker")
+    as_worker = {"Authorization": "Bearer w0rker"}
+    with TestClient(app, base_url="http://localhost") as c:
+        version = c.get("/api/v1/dags", headers={"Authorization": "Bearer s3cret"}).json()[0]["version"]
+        code = f"/api/v1/worker/code/web/{version}"
+        assert c.get(code).status_code == 401
+        assert c.get(code, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        sent = c.get(code, headers=as_worker)
+        assert sent.status_code == 200
+        doc = sent.json()
+        assert doc["entry"] == "web.py" and set(doc["files"]) == set(doc["sha256"]) == {"web.py"}
+        assert "record_write" in base64.b64decode(doc["files"]["web.py"]).decode()
+        assert c.get(code, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert c.get("/api/v1/dags", headers=as_worker).status_code == 401  # the worker's token reads code only
+        assert c.get("/", headers=as_worker, follow_redirects=False).status_code == 303  # (to sign in)
+        missing = c.get("/api/v1/worker/code/web/" + "0" * 64, headers=as_worker)
+        assert missing.status_code == 404 and "no version" in missing.json()["message"]
+
+
 def test_the_webserver_refuses_another_address_without_a_token_and_a_missing_database(ledger_home: Cli,
                                                                                        cli: Cli) -> None:
     result = ledger_home.fails("webserver", "--host", "0.0.0.0", "--port", "1")
     assert "LEDGER_WEB_TOKEN" in result.stderr and "0.0.0.0" in result.stderr
     assert "ledger db upgrade" in cli.fails("webserver", "--port", "1").stderr
+
+
+def test_without_a_broker_the_workers_page_and_api_say_there_are_none(client: TestClient,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEDGER_CELERY_BROKER_URL", raising=False)
+    monkeypatch.delenv("LEDGER_CELERY_RESULT_BACKEND", raising=False)
+    assert api(client, "/workers") == []
+    page = client.get("/workers")
+    assert page.status_code == 200 and "no LEDGER_CELERY_BROKER_URL" in page.text

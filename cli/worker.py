@@ -1,0 +1,69 @@
+"""`ledger worker` (a Celery worker for `--executor celery`) and `ledger workers` (the live workers)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.env import print_json
+from cli.options import Json, within_range
+from ledger.errors import ConfigError
+
+out = Console(highlight=False, soft_wrap=True)
+QUEUE_NAME = re.compile(r"[\w.-]+")
+
+
+def _queues(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(q.strip() for q in text.split(",") if q.strip()))
+    bad = next((q for q in names if not QUEUE_NAME.fullmatch(q)), None)
+    if not names or bad is not None:
+        raise typer.BadParameter(f"queues are names of letters, digits, '_', '.' and '-', separated by commas; "
+                                 f"got {text!r}", param_hint="'--queues'")
+    return names
+
+
+def worker(
+    queues: Annotated[str, typer.Option(help="The queues to take tries from, separated by commas (a task's "
+                                             "`queue=`; tasks that name none use `default`).")] = "default",
+    concurrency: Annotated[int | None, typer.Option(min=1, max=1024, callback=within_range,
+                                                    help="Tries run at once (default: the CPUs).")] = None,
+    hostname: Annotated[str | None, typer.Option(help="This worker's name, recorded on each try it runs "
+                                                      "(default: the host's name).")] = None,
+) -> None:
+    """Run a Celery worker for the scheduler's `--executor celery`.
+
+    Needs no DAGs folder and no database: each try runs from its run's pinned version, fetched by hash from
+    ledger's webserver (LEDGER_API_URL, with LEDGER_WORKER_TOKEN) into $LEDGER_HOME/code. Reaches the broker
+    (LEDGER_CELERY_BROKER_URL) and the result backend (LEDGER_CELERY_RESULT_BACKEND, default the broker)."""
+    from scheduler.celery_worker import serve, settings_from_env
+
+    names = _queues(queues)
+    if hostname is not None and not QUEUE_NAME.fullmatch(hostname):
+        raise typer.BadParameter(f"a worker's name is letters, digits, '_', '.' and '-', not {hostname!r}",
+                                 param_hint="'--hostname'")
+    settings = settings_from_env(name=hostname, queues=names, concurrency=concurrency)
+    out.print(f"ledger worker {settings.name}: queues {', '.join(names)}, concurrency {settings.concurrency}, "
+              f"code from {settings.api_url}, home {settings.home}")
+    serve(settings)
+
+
+def workers(as_json: Json = False) -> None:
+    """The live Celery workers: name, host, queues, concurrency, running tries, last heartbeat."""
+    from ledger.workers import BROKER_VARIABLE, backend_url, listing
+
+    url = backend_url()
+    if url is None:
+        raise ConfigError(f"no Celery workers to list: {BROKER_VARIABLE} is not set")
+    rows = listing(url)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("name", "host", "queues", "concurrency", "running", "last heartbeat")
+    for r in rows:
+        table.add_row(r["name"], str(r["host"]), ",".join(r["queues"]), str(r["concurrency"]), str(r["running"]),
+                      f"{r['seconds_since_heartbeat']:.1f} s ago")
+    out.print(table if rows else "no live workers")

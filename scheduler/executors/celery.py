@@ -1,0 +1,409 @@
+"""CeleryExecutor: tries run on `ledger worker` processes on any host, through Celery (scheduler/celery_app.py).
+
+submit() only queues the item here; one thread of this executor does all the talking to the broker and the result
+backend, so the job's loop never waits on the network: it sends each try's message to its task's queue, and every
+POLL_INTERVAL reads the state of every try in flight in one MGET (STARTED with host and pid, then the outcome),
+appends each running try's new log parts to its log file on this host (`ledger tasks logs --follow` reads it here
+while it runs; the whole log goes to the database with the try's end), and notices tries whose worker stopped beating
+(`ledger:worker:<name>` expired, or beats again as another incarnation): those are lost, with reason
+"worker <name> stopped heart-beating". What it read is handed to the job by drain(); a pipe it writes to wakes the
+job's loop.
+
+Remote tries outlive this process: end() lets running tries finish within the grace period, then leaves them
+running (left_running()); the job that takes their runs over adopts them (adopt()), as one that took over from a
+job killed with kill -9 does.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.workers import worker_key
+from scheduler import try_files
+from scheduler.celery_app import (
+    KEEP,
+    REFUSED,
+    TASK_NAME,
+    CeleryConfig,
+    item_to_json,
+    log_key,
+    make_app,
+    queued_key,
+    redis_client,
+    task_id,
+)
+from scheduler.executors.base import Executor, TaskEvent, WorkItem
+
+POLL_INTERVAL = 0.05  # seconds between two reads of the tries' states
+WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the workers' heartbeats
+LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
+FINISHED = ("SUCCESS", "FAILURE", "REVOKED")
+
+
+@dataclass
+class _Try:
+    item: WorkItem
+    tid: str
+    sent: bool = False
+    started: bool = False  # its "started" was reported
+    host: str | None = None
+    incarnation: str | None = None
+    log_bytes: int = 0  # bytes of its log appended here so far
+    next_log: float = 0.0  # time.monotonic() when its log is read again while it runs
+    seen: bytes | None = None  # its state as last read (decoded again only when it changes)
+    killed: str | None = None  # why kill() ended it
+    done: bool = False
+
+
+@dataclass
+class _Shared:
+    """What the thread and the job's thread share, under `lock`."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    tries: dict[int, _Try] = field(default_factory=dict)  # ti id -> try in flight
+    outbox: collections.deque[tuple[str, Any]] = field(default_factory=collections.deque)  # ("send"|"revoke", ...)
+    events: list[TaskEvent] = field(default_factory=list)
+    remarks: list[dict[str, Any]] = field(default_factory=list)
+
+
+class CeleryExecutor(Executor):
+    outlives_its_job = True
+
+    def __init__(self, parallelism: int, config: CeleryConfig | None = None) -> None:
+        super().__init__(parallelism)
+        self.config = config or CeleryConfig.from_env()
+        self._shared = _Shared()
+        self._started = False
+        self._ending = False
+        self._stop = threading.Event()
+        self._kick = threading.Event()  # set by submit() and kill(): the thread sends at once
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = -1, -1
+        self._left: set[int] = set()
+        self.problem: str | None = None  # the last error talking to Redis
+        self._metrics: Any = None
+        self._queues: set[str] = set()  # the queues whose gauges were set
+
+    def use_metrics(self, metrics: Any) -> None:
+        self._metrics = metrics
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._started:
+            raise RuntimeError("CeleryExecutor already started")
+        self._app = make_app(self.config)
+        self._client = redis_client(self.config.backend_url)
+        self._meta_key = self._app.backend.get_key_for_task
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="ledger-celery-executor", daemon=True)
+        self._thread.start()
+        self._started, self._ending = True, False
+
+    def end(self, grace: float) -> list[TaskEvent]:
+        """Running tries get `grace` seconds to finish; the others run on (left_running())."""
+        if not self._started:
+            return []
+        self._ending = True
+        until = time.monotonic() + max(0.0, grace)
+        events = self.drain()
+        while self.in_flight() and time.monotonic() < until:
+            time.sleep(POLL_INTERVAL)
+            events += self.drain()
+        deadline = time.monotonic() + 5.0
+        while self._shared.outbox and time.monotonic() < deadline:  # messages not sent yet: send them first
+            time.sleep(POLL_INTERVAL)
+        self._stop.set()
+        self._kick.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        events += self.drain()
+        self._left = self.in_flight()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
+        self._started = False
+        return events
+
+    def left_running(self) -> set[int]:
+        return set(self._left)
+
+    # -- the interface --------------------------------------------------------------------------
+    def open_slots(self) -> int:
+        if not self._started or self._ending:
+            return 0
+        return max(0, self.parallelism - len(self._shared.tries))
+
+    def submit(self, item: WorkItem) -> None:
+        if not self._started or self._ending:
+            raise RuntimeError("CeleryExecutor is not accepting work (not started, or ending)")
+        with self._shared.lock:
+            if item.ti_id in self._shared.tries:
+                raise ValueError(f"task instance {item.ti_id} is already in flight")
+            if len(self._shared.tries) >= self.parallelism:
+                raise RuntimeError("no open slot: check open_slots() before submit()")
+            entry = _Try(item, task_id(item.ti_id, item.try_number))
+            self._shared.tries[item.ti_id] = entry
+            self._shared.outbox.append(("send", entry))
+        self._kick.set()
+
+    def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
+        """Follow tries whose message was sent (or that a worker started) by the job that held them before."""
+        if not self._started or not tries:
+            return set()
+        tids = [task_id(item.ti_id, item.try_number) for item, _ in tries]
+        try:
+            pipe = self._client.pipeline()
+            for tid in tids:
+                pipe.exists(queued_key(tid), self._meta_key(tid))
+            found = pipe.execute()
+        except Exception as exc:  # Redis unreachable: the tries cannot be followed, so they are lost
+            self.problem = f"cannot look up tries to adopt: {exc}"
+            return set()
+        adopted = set()
+        with self._shared.lock:
+            for (item, started), tid, count in zip(tries, tids, found, strict=True):
+                if count and item.ti_id not in self._shared.tries:
+                    self._shared.tries[item.ti_id] = _Try(item, tid, sent=True, started=started)
+                    adopted.add(item.ti_id)
+        return adopted
+
+    def drain(self) -> list[TaskEvent]:
+        if self._wake_r >= 0:
+            with contextlib.suppress(OSError):
+                while os.read(self._wake_r, 4096):
+                    pass
+        with self._shared.lock:
+            events, self._shared.events = self._shared.events, []
+            for ev in events:
+                if ev.kind == "finished":
+                    self._shared.tries.pop(ev.ti_id, None)
+        return events
+
+    def remarks(self) -> list[dict[str, Any]]:
+        with self._shared.lock:
+            out, self._shared.remarks = self._shared.remarks, []
+        return out
+
+    def wait_handles(self) -> list[Any]:
+        return [self._wake_r] if self._wake_r >= 0 else []
+
+    def in_flight(self) -> set[int]:
+        with self._shared.lock:
+            return set(self._shared.tries)
+
+    def kill(self, ti_id: int, reason: str) -> bool:
+        with self._shared.lock:
+            entry = self._shared.tries.get(ti_id)
+            if entry is None or entry.done:
+                return entry is not None
+            if entry.killed is None:
+                entry.killed = reason
+                self._shared.outbox.append(("revoke", entry))
+        self._kick.set()
+        return True
+
+    # -- the thread --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_check = 0.0
+        while not self._stop.is_set():
+            try:
+                self._send_outbox()
+                found = self._poll()
+                if time.monotonic() >= next_check:
+                    found += self._check_workers()
+                    found += self._read_refused()
+                    next_check = time.monotonic() + WORKER_CHECK_INTERVAL
+                self.problem = None
+            except Exception as exc:  # Redis or the broker unreachable: try again (nothing is lost meanwhile)
+                self.problem = f"{type(exc).__name__}: {exc}"
+                found = 0
+                self._stop.wait(0.5)
+            self._measure()
+            if found and self._wake_w >= 0:
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_w, b"!")
+            self._kick.wait(POLL_INTERVAL)
+            self._kick.clear()
+
+    def _send_outbox(self) -> None:
+        """Send what submit() and kill() queued, in order; then mark the sent tries queued (one round trip)."""
+        sent: list[str] = []
+        try:
+            while self._shared.outbox:
+                kind, entry = self._shared.outbox[0]
+                if kind == "send":
+                    item = entry.item
+                    self._app.send_task(TASK_NAME, args=[item_to_json(item)], task_id=entry.tid, queue=item.queue,
+                                        retry=True)
+                    sent.append(entry.tid)
+                    entry.sent = True
+                else:
+                    self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
+                self._shared.outbox.popleft()
+        finally:
+            if sent:
+                pipe = self._client.pipeline(transaction=False)
+                for tid in sent:
+                    pipe.set(queued_key(tid), "1", ex=KEEP)
+                pipe.execute()
+
+    def _poll(self) -> int:
+        """One MGET of every try's state (decoded only when it changed), then one round trip for the logs of the
+        tries that ended and, every LOG_INTERVAL, of those running."""
+        with self._shared.lock:
+            watched = [t for t in self._shared.tries.values() if t.sent and not t.done]
+        if not watched:
+            return 0
+        raws = self._client.mget([self._meta_key(t.tid) for t in watched])
+        new: list[TaskEvent] = []
+        ended: list[tuple[_Try, str, Any]] = []
+        now = time.monotonic()
+        logs = []
+        for entry, raw in zip(watched, raws, strict=True):
+            if raw is None or raw == entry.seen:
+                if entry.started and now >= entry.next_log:
+                    logs.append(entry)
+                continue
+            entry.seen = raw
+            meta = self._app.backend.decode_result(raw)
+            status, result = meta.get("status"), meta.get("result") or {}
+            if status == "STARTED" or (status in FINISHED and not entry.started):
+                info = result if isinstance(result, dict) else {}
+                entry.host = info.get("host") or entry.host
+                entry.incarnation = info.get("incarnation") or entry.incarnation
+                if not entry.started:
+                    entry.started = True
+                    new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "started",
+                                         float(info.get("at") or time.time()), pid=info.get("pid"), host=entry.host))
+            if status in FINISHED:
+                entry.done = True
+                ended.append((entry, status, result))
+                logs.append(entry)
+        self._append_logs(logs)
+        new += [self._finished(entry, status, result) for entry, status, result in ended]
+        return self._publish(new)
+
+    def _finished(self, entry: _Try, status: str, result: Any) -> TaskEvent:
+        item = entry.item
+        if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in ("success", "failed", "skipped"):
+            left = try_files.TryFiles([(k, v) for k, v in result.get("pushed") or []], result.get("rendered"),
+                                      list(result.get("writes") or []), list(result.get("outlets") or []),
+                                      log=self._log_of(entry))
+            state, reason = result["state"], result.get("reason")
+            if entry.killed is not None and state == "failed":
+                reason = entry.killed
+            return TaskEvent(item.ti_id, item.try_number, "finished", float(result.get("at") or time.time()),
+                             state, pid=result.get("pid"), reason=reason, host=result.get("host") or entry.host,
+                             files=(), left=left)
+        if entry.killed is not None:
+            reason = entry.killed
+        elif status == "REVOKED":
+            reason = "revoked on its worker"
+        else:
+            raised = result.get("exc_type", "an error") if isinstance(result, dict) else result
+            reason = f"the worker's task raised {raised}"
+        return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), "failed", reason=reason,
+                         host=entry.host, files=(), left=try_files.TryFiles(log=self._log_of(entry)))
+
+    @staticmethod
+    def _log_of(entry: _Try) -> str | None:
+        """The try's log as it reached this host (None: nothing of it did)."""
+        if not entry.log_bytes:
+            return None
+        try:
+            with open(entry.item.log_path, "rb") as log:
+                return log.read(entry.log_bytes).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def _append_logs(self, entries: list[_Try]) -> None:
+        """What the tries' logs gained since the last look (one round trip), appended to their log files here."""
+        if not entries:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for entry in entries:
+            pipe.getrange(log_key(entry.tid), entry.log_bytes, -1)
+        next_log = time.monotonic() + LOG_INTERVAL
+        for entry, data in zip(entries, pipe.execute(raise_on_error=False), strict=True):
+            entry.next_log = next_log
+            if not isinstance(data, bytes) or not data:  # (an error reading one log holds up nothing else)
+                continue
+            path = entry.item.log_path
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "r+b" if os.path.exists(path) else "wb") as log:  # (at its offset: written once)
+                log.seek(entry.log_bytes)
+                log.write(data)
+            entry.log_bytes += len(data)
+
+    def _check_workers(self) -> int:
+        """Started tries whose worker stopped beating (or beats as a new incarnation: it was restarted) are lost."""
+        with self._shared.lock:
+            started = [t for t in self._shared.tries.values() if t.started and not t.done and t.host]
+        if not started:
+            return 0
+        hosts = sorted({t.host for t in started if t.host})
+        beats = dict(zip(hosts, self._client.mget([worker_key(h) for h in hosts]), strict=True))
+        new = []
+        for entry in started:
+            raw = beats.get(entry.host or "")
+            beat = json.loads(raw) if raw else None
+            if beat is not None and (entry.incarnation is None or beat.get("incarnation") == entry.incarnation):
+                continue
+            # its log as far as it was sent, and then why it ended
+            self._append_logs([entry])
+            entry.done = True
+            why = "stopped heart-beating" if beat is None else "was restarted"
+            if self._metrics is not None:
+                self._metrics.queue_lost.labels(entry.item.queue).inc()
+            new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), "lost",
+                                 reason=f"worker {entry.host} {why}", host=entry.host, files=(),
+                                 left=try_files.TryFiles(log=self._log_of(entry))))
+        return self._publish(new)
+
+    def _read_refused(self) -> int:
+        """Redeliveries that workers refused: remarks for the job to record."""
+        raw = self._client.lpop(REFUSED, 100)
+        if not raw:
+            return 0
+        with self._shared.lock:
+            for one in raw:
+                data = json.loads(one)
+                self._shared.remarks.append({
+                    "kind": "try_redelivery_refused", "ti_id": data.get("ti_id"),
+                    "try_number": data.get("try_number"), "host": data.get("host"),
+                    "reason": f"a redelivered message for try {data.get('try_number')} was refused by worker "
+                              f"{data.get('host')}: {data.get('claimed_by')} had started it"})
+        return len(raw)
+
+    def _measure(self) -> None:
+        """The per-queue gauges: tries sent and not started, tries running."""
+        if self._metrics is None:
+            return
+        queued: dict[str, int] = dict.fromkeys(self._queues, 0)
+        running = dict(queued)
+        with self._shared.lock:
+            for entry in self._shared.tries.values():
+                if not entry.done:
+                    counts = running if entry.started else queued
+                    counts[entry.item.queue] = counts.get(entry.item.queue, 0) + 1
+        for queue in queued.keys() | running.keys():
+            self._queues.add(queue)
+            self._metrics.queue_queued.labels(queue).set(queued.get(queue, 0))
+            self._metrics.queue_running.labels(queue).set(running.get(queue, 0))
+
+    def _publish(self, new: list[TaskEvent]) -> int:
+        if new:
+            with self._shared.lock:
+                self._shared.events.extend(new)
+        return len(new)

@@ -86,10 +86,10 @@ def in_process(home: Path, last: date) -> float:
     """The planning alone (no process start, no parsing of the DAGs folder): the backfill's dates, then every
     consumer DAG and date below it, in one reading transaction."""
     import pendulum
-    from backfill.create import BackfillRequest, make_plan
-    from backfill.plan import Reprocess
 
     from backfill.downstream import plan_downstream
+    from ledger.backfill_create import BackfillRequest, make_plan
+    from ledger.backfill_plan import Reprocess
     from ledger.db import make_engine, make_sessions
     from ledger.store import dags as dag_store
 

@@ -50,7 +50,7 @@ def build(home: Path, runs: int, tasks: int) -> float:
     Seconds it took."""
     import pendulum
 
-    from backfill.create import BackfillRequest, create_backfill, make_plan
+    from ledger.backfill_create import BackfillRequest, create_backfill, make_plan
     from ledger.db import make_engine, make_sessions
     from ledger.store import dags as dag_store
     from scheduler.dag_processing import DagFileProcessorManager

@@ -7,6 +7,7 @@ import pytest
 from alembic import command
 
 from ledger.db import alembic_config
+from ledger.schema import HEAD
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import DAILY_DAG, Cli
 
@@ -25,7 +26,8 @@ def ran(ready_cli: Cli) -> Cli:
 def test_a_downgrade_that_drops_captured_code_is_refused_in_one_line_and_changes_nothing(ran: Cli) -> None:
     cli = ran
     before = dump(cli)
-    for target in ("0005", "-3", "base"):
+    below_0006 = f"-{int(HEAD) - 5}"  # relative: from the head to 0005, past 0006 (which drops the code)
+    for target in ("0005", below_0006, "base"):
         refused = cli.fails("db", "downgrade", "--", target)
         assert refused.exit_code == 1
         assert refused.stderr == (
@@ -33,7 +35,7 @@ def test_a_downgrade_that_drops_captured_code_is_refused_in_one_line_and_changes
             "which version 2 tries ran, and runs could no longer say what code they ran; back the database up, "
             "then pass --force to drop them (recorded as code_dropped events)\n")
         assert dump(cli) == before
-    assert "to 0007" in cli.ok("db", "downgrade")  # keeps the code: allowed
+    assert "to 0007" in cli.ok("db", "downgrade", "0007")  # keeps the code: allowed
     cli.ok("db", "upgrade")
 
 

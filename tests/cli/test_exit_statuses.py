@@ -96,7 +96,7 @@ def test_an_unknown_event_kind_is_a_usage_error_that_names_the_kinds(ready_cli: 
     pytest.param(("backfill", "daily_sales", "--start", "2024-13-45", "--end", "2024-03-02"), id="bad-date"),
     pytest.param(("timeline", "daily_sales", "--start", "2024-03-03", "--end", "2024-03-01"), id="backwards"),
     pytest.param(("trigger", "daily_sales", "--conf", "{"), id="bad-json"),
-    pytest.param(("scheduler", "--executor", "celery"), id="executor"),
+    pytest.param(("scheduler", "--executor", "kubernetes"), id="executor"),
     pytest.param(("signal", "send", "bad key", "v"), id="signal-key"),
     pytest.param(("dags", "test", "daily_sales", "--replace"), id="replace-without-record"),
 ])

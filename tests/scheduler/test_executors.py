@@ -356,8 +356,8 @@ def test_make_executor_builds_local_and_sequential_and_refuses_anything_else() -
     assert isinstance(reusing, LocalExecutor) and reusing.reuse_workers
     sequential = make_executor("Sequential", 3)
     assert isinstance(sequential, SequentialExecutor) and sequential.parallelism == 1
-    with pytest.raises(ValueError, match="unknown executor 'celery': choose one of local, sequential"):
-        make_executor("celery", 2)
+    with pytest.raises(ValueError, match="unknown executor 'kubernetes': choose one of local, sequential"):
+        make_executor("kubernetes", 2)
     with pytest.raises(ValueError, match="parallelism"):
         make_executor("local", 0)
 

@@ -70,6 +70,7 @@ def _shown_key(key: object) -> str:
 _context_stack: list[DAG] = []
 _group_stack: list[TaskGroup] = []
 created: list[DAG] = []  # every DAG constructed while a file is imported (the loader reads and resets it)
+read_files: list[str] = []  # files of the DAGs folder a DAG file read as it was imported (template files): its code
 
 
 def _timezone_name(value: datetime) -> str | None:

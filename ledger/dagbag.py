@@ -224,6 +224,7 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
     name = _module_name(fileloc)
     airflow_compat.install()  # Airflow DAG files import `airflow...` (unless Apache Airflow is installed)
     dag_module.created.clear()
+    dag_module.read_files.clear()
     try:
         with code_root(root):
             spec = importlib.util.spec_from_file_location(name, fileloc)
@@ -238,6 +239,7 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
                               and not n.startswith(DAG_MODULE_PREFIX)
                               and any(_inside(p, root) for p in _module_paths(m))}
         imported = {f for m in result.modules.values() if (f := getattr(m, "__file__", None))}
+        imported |= {os.path.abspath(f) for f in dag_module.read_files if _inside(os.path.abspath(f), root)}
         result.code = capture_code(fileloc, root, imported)
         _active = result  # code_root() forgot every other code root's modules
         seen: set[int] = set()
@@ -260,4 +262,5 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
         result.error = _describe(exc, fileloc)
     finally:
         dag_module.created.clear()
+        dag_module.read_files.clear()
     return result

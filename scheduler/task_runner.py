@@ -296,6 +296,16 @@ def capture_logging() -> None:
         root.setLevel(logging.INFO)
 
 
+def release_logging() -> None:
+    """After the try: its handler goes, and the root logger's level is Python's default again (a worker that
+    runs several tries in turn logs nothing of its own into a try's log)."""
+    global _log_handler
+    if _log_handler is not None:
+        logging.getLogger().removeHandler(_log_handler)
+        _log_handler = None
+        logging.getLogger().setLevel(logging.WARNING)
+
+
 def say_started(item: WorkItem, where: str = "") -> None:
     """The head of a try's log (once its output goes there): which try, which process, which code."""
     secrets.seen_settings()
@@ -310,6 +320,7 @@ def say_ended(item: WorkItem, state: State, reason: str | None, began: float) ->
     """The foot of a try's log: its outcome and how long it took; then the secrets it read are masked there."""
     with contextlib.suppress(Exception):
         sys.stderr.flush()
+    release_logging()
     took = time.monotonic() - began
     say(f"{now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
     mask_secrets(item)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -42,7 +43,11 @@ def utc_if_naive(value: datetime | None, *, what: str, dag_id: str, notes: list[
     if value is None or value.tzinfo is not None:
         return value
     note = f"{what} {value.isoformat()} is naive: read as UTC, as Airflow does"
-    warnings.warn(f"DAG {dag_id!r}: {note}", stacklevel=4)
+    frame = sys._getframe(1)  # the warning points at the DAG file's line
+    while frame.f_back is not None and not str(frame.f_globals.get("__name__")).startswith(
+            ledger_dag.DAG_MODULE_PREFIX):
+        frame = frame.f_back
+    warnings.warn_explicit(f"DAG {dag_id!r}: {note}", UserWarning, frame.f_code.co_filename, frame.f_lineno)
     notes.append(note)
     return pendulum.instance(value, tz="UTC")
 

@@ -122,9 +122,13 @@ class AirflowArgs:
             ("params", {n: p.describe() for n, p in sorted(self.params.items())}),
             ("ignored_args", list(self.ignored_args))) if v}
 
-    def __getitem__(self, key: str) -> XComRef:
+    def __getitem__(self, key: str) -> XComArg:
         """`task["key"]`: the value it passes on under `key` (with multiple_outputs, a key of its dict)."""
-        return XComRef(self.task_id, key)  # type: ignore[attr-defined]
+        return XComArg(self.task_id, key)  # type: ignore[attr-defined]
+
+    @property
+    def output(self) -> XComArg:
+        return XComArg(self.task_id)  # type: ignore[attr-defined]
 
 
 def _make(self: Any, base: type[ledger_dag.Task], task_id: str | None, kwargs: dict[str, Any],
@@ -170,8 +174,8 @@ class BashOperator(AirflowArgs, ledger_dag.BashTask):
 class BaseOperator(AirflowArgs, ledger_dag.Task):
     """Airflow's BaseOperator: subclass it and write `execute(self, context)`; its return value is passed on.
     `template_fields` name the attributes rendered with Jinja before execute; a templated string ending with one
-    of `template_ext` is the name of a file (beside the DAG file) whose text is rendered instead, read when the
-    DAG file is parsed so that the version pins it."""
+    of `template_ext` is the name of a file (relative to the DAG file's folder) whose text is rendered instead: the
+    file is part of the DAG's code (a version keeps it with the DAG file, and a try reads the version's copy)."""
 
     kind = "operator"
     template_fields: ClassVar[tuple[str, ...]] = ()
@@ -199,6 +203,7 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
                 try:
                     with open(path, encoding="utf-8") as f:
                         setattr(self, name, f.read())
+                    ledger_dag.read_files.append(path)  # part of the DAG's code: the version keeps the file
                 except OSError as exc:
                     raise DagDefinitionError(f"task {self.task_id!r}: cannot read the template file {value!r} "
                                              f"of {name}: {exc.strerror}") from None
@@ -324,6 +329,31 @@ class EmailOperator(BaseOperator):
         self.log.info("sent e-mail %r to %s", self.subject, ", ".join(listed(self.to)))
 
 
-def xcom_arg(operator: Any, key: str = RETURN_KEY) -> XComRef:
+class XComArg(XComRef):
+    """Airflow's XComArg: a value a task passes on, which also stands for the task in `>>` and `<<`."""
+
+    def operator(self) -> Any:
+        dag = ledger_dag._context_stack[-1] if ledger_dag._context_stack else None
+        if dag is None or self.task_id not in dag.tasks:
+            raise DagDefinitionError(f"the value of {self.task_id!r} is not of a task of the DAG being defined")
+        return dag.tasks[self.task_id]
+
+    def __rshift__(self, other: Any) -> Any:
+        return self.operator() >> (other.operator() if isinstance(other, XComArg) else other)
+
+    def __lshift__(self, other: Any) -> Any:
+        return self.operator() << (other.operator() if isinstance(other, XComArg) else other)
+
+    def __rrshift__(self, other: Any) -> Any:
+        return other >> self.operator()
+
+    def __rlshift__(self, other: Any) -> Any:
+        return other << self.operator()
+
+    def __getitem__(self, key: str) -> XComArg:
+        return XComArg(self.task_id, key)
+
+
+def xcom_arg(operator: Any, key: str = RETURN_KEY) -> XComArg:
     """Airflow's XComArg(operator, key): the value the task passes on under `key`."""
-    return XComRef(operator.task_id, key)
+    return XComArg(operator.task_id, key)

@@ -422,7 +422,7 @@ class PartialTask:
         sources = _expand_sources(where, expand, self.cls.mappable_fields, self.kwargs)
         args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
         placeholders: dict[str, Any] = dict.fromkeys(sources, MAPPED)
-        task = self.cls(task_id, **args, **placeholders)
+        task = self.cls(task_id=task_id, **args, **placeholders)  # Airflow's operators take it by name only
         task._map(sources, "fields")
         return task
 

@@ -54,6 +54,19 @@ INSTEAD: dict[str, str] = {
     "airflow.configuration": "ledger reads its settings from LEDGER_* variables (docs/operations.md)",
     "airflow.executors": "ledger's executors are chosen with LEDGER_EXECUTOR (docs/operations.md)",
     "airflow.listeners": "use on_*_callback or a notifier (docs/operations.md)",
+    "airflow.operators": "ledger does not have this operator; use a @task (PythonOperator) or a BashOperator",
+    "airflow.providers.standard": "ledger does not have this part of the standard provider; use a @task "
+                                  "(PythonOperator) or a BashOperator",
+    "airflow.operators.subdag": "SubDAGs are gone from Airflow 3 and ledger; use a TaskGroup",
+    "airflow.timetables": "ledger does not have this timetable; give schedule= a cron expression, a preset "
+                          "(@daily) or a timedelta",
+    "airflow.datasets": "ledger does not have datasets here; schedule with a cron expression, or trigger the "
+                        "consumer from the producer (TriggerDagRunOperator)",
+    "airflow.models.connection": "read connections with ledger.secrets.get_connection(conn_id) (LEDGER_CONN_<ID> "
+                                 "or `ledger connections`)",
+    "airflow.notifications": "use a notifier: ledger.EmailNotifier, ledger.WebhookNotifier or a subclass of "
+                             "ledger.Notifier",
+    "airflow.operators.generic_transfer": "move the data from a @task with the two databases' client libraries",
 }
 DEFAULT_INSTEAD = "use ledger's own API (from ledger import ...; docs/authoring.md)"
 
@@ -106,6 +119,64 @@ def install() -> None:
     """Make `airflow` importable as ledger's namespace in this process (idempotent)."""
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
+
+
+# Airflow's modules that DAG files import (Airflow 2.10's core, Airflow 3's task SDK and standard provider), for
+# the table of docs/from-airflow.md: each is provided (the names it has) or refused (what to use instead), as
+# the namespace says today
+AIRFLOW_MODULES = (
+    "airflow", "airflow.models", "airflow.models.dag", "airflow.models.baseoperator", "airflow.models.param",
+    "airflow.models.variable", "airflow.models.xcom_arg", "airflow.models.connection", "airflow.decorators",
+    "airflow.operators.bash", "airflow.operators.python", "airflow.operators.empty", "airflow.operators.dummy",
+    "airflow.operators.email", "airflow.operators.latest_only", "airflow.operators.trigger_dagrun",
+    "airflow.operators.branch", "airflow.operators.datetime", "airflow.operators.weekday",
+    "airflow.operators.generic_transfer", "airflow.operators.subdag", "airflow.sensors.base",
+    "airflow.sensors.bash", "airflow.sensors.python", "airflow.sensors.filesystem", "airflow.sensors.time_sensor",
+    "airflow.sensors.time_delta", "airflow.sensors.date_time", "airflow.sensors.weekday",
+    "airflow.sensors.external_task", "airflow.datasets", "airflow.timetables.base", "airflow.timetables.trigger",
+    "airflow.timetables.events", "airflow.timetables.interval", "airflow.utils.task_group",
+    "airflow.utils.trigger_rule", "airflow.utils.weekday", "airflow.utils.edgemodifier", "airflow.utils.dates",
+    "airflow.utils.helpers", "airflow.utils.timezone", "airflow.exceptions", "airflow.macros", "airflow.hooks.base",
+    "airflow.notifications.basenotifier", "airflow.sdk", "airflow.providers.standard.operators.bash",
+    "airflow.providers.standard.operators.python", "airflow.providers.standard.operators.empty",
+    "airflow.providers.standard.operators.latest_only", "airflow.providers.standard.operators.trigger_dagrun",
+    "airflow.providers.standard.operators.branch", "airflow.providers.standard.operators.datetime",
+    "airflow.providers.standard.operators.weekday", "airflow.providers.standard.sensors.python",
+    "airflow.providers.standard.sensors.bash", "airflow.providers.standard.sensors.filesystem",
+    "airflow.providers.standard.sensors.time", "airflow.providers.standard.sensors.time_delta",
+    "airflow.providers.standard.sensors.date_time", "airflow.providers.standard.sensors.weekday",
+    "airflow.providers.standard.sensors.external_task", "airflow.providers.standard.utils.weekday",
+    "airflow.providers.smtp.operators.smtp", "airflow.providers.amazon.aws.operators.s3",
+    "airflow.providers.google.cloud.operators.bigquery", "airflow.providers.cncf.kubernetes.operators.pod",
+    "airflow.providers.apache.spark.operators.spark_submit", "airflow.providers.postgres.hooks.postgres",
+)
+
+
+def module_names(module: str) -> list[str] | None:
+    """The names a module of the namespace exports (its `__all__`, read from the file), or None when the
+    namespace does not have it."""
+    import ast
+
+    rel = Path(*module.split("."))
+    for path in (SHIM_ROOT.parent / rel.with_suffix(".py"), SHIM_ROOT.parent / rel / "__init__.py"):
+        if path.is_file():
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                    return [str(ast.literal_eval(node.value)[i]) for i in range(len(ast.literal_eval(node.value)))]
+            return []
+    return None
+
+
+def import_table() -> list[tuple[str, str]]:
+    """(module, status) for AIRFLOW_MODULES: `provided: names...`, or `refused: what to use instead`."""
+    rows = []
+    for module in AIRFLOW_MODULES:
+        names = module_names(module)
+        if names is None:
+            rows.append((module, f"refused: {instead(module)}"))
+        else:
+            rows.append((module, "provided" + (": " + ", ".join(names) if names else "")))
+    return rows
 
 
 def provided_modules() -> list[str]:

@@ -136,6 +136,21 @@ def test_an_airflow_3_file_runs_with_the_sdk_and_the_standard_provider(corpus: C
     assert dag.edge_labels == {("begin", "loud"): "go"}
 
 
+def test_the_email_operator_sends_through_ledgers_smtp_settings(
+        corpus: Corpus, smtp_server: tuple[int, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    port, mails = smtp_server
+    monkeypatch.setenv("LEDGER_SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("LEDGER_SMTP_PORT", str(port))
+    monkeypatch.setenv("LEDGER_SMTP_FROM", "ledger@test.example")
+    ran = corpus.run("af2_email.py", "af2_email")
+    assert ran.states == {"mail": "success"}
+    [mail] = mails
+    assert sorted(mail.rcpt_tos) == ["cc@example.com", "lead@example.com", "ops@example.com"]
+    text = mail.content.decode()
+    assert "Subject: Report for 2024-03-05" in text and "Content-Type: text/html" in text
+    assert "<p>Hello team, the report of 2024-03-05 is ready.</p>" in text
+
+
 def test_trigger_dag_run_and_a_template_file_under_the_scheduler_and_a_refused_import(ready_cli: Cli) -> None:
     cli = ready_cli
     for name in ("af2_trigger.py", "refused_provider.py", "af2_custom.py", "sql/report.sql"):

@@ -195,3 +195,42 @@ def datetime(*args: Any, **kwargs: Any) -> pendulum.DateTime:
 
 
 utc = pendulum.timezone("UTC")
+
+
+# -- airflow.utils.state -------------------------------------------------------------------------------
+
+class DagRunState(StrEnum):
+    """Airflow's run states (ledger's run states have the same names for these)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+
+
+class TaskInstanceState(StrEnum):
+    """Airflow's task instance states that ledger's task instances also take."""
+
+    SCHEDULED = "scheduled"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    UP_FOR_RETRY = "up_for_retry"
+    UPSTREAM_FAILED = "upstream_failed"
+    SKIPPED = "skipped"
+    REMOVED = "removed"
+
+
+class State:
+    """Airflow 2's State: the states by their old names."""
+
+    QUEUED = DagRunState.QUEUED
+    RUNNING = DagRunState.RUNNING
+    SUCCESS = DagRunState.SUCCESS
+    FAILED = DagRunState.FAILED
+    SCHEDULED = TaskInstanceState.SCHEDULED
+    UP_FOR_RETRY = TaskInstanceState.UP_FOR_RETRY
+    UPSTREAM_FAILED = TaskInstanceState.UPSTREAM_FAILED
+    SKIPPED = TaskInstanceState.SKIPPED
+    REMOVED = TaskInstanceState.REMOVED

@@ -70,7 +70,7 @@ class TriggerDagRunOperator(BaseOperator):
         at = parsed
         if context.get("run_type") == TEST_RUN_TYPE:
             self.log.info("a test run records nothing: it would trigger %s at %s with conf %s", self.trigger_dag_id,
-                          at, self.conf)
+                          at.isoformat(), self.conf)
             return None
         actor = f"task:{ti.dag_id}.{ti.task_id}@run {ti.run_id} try {ti.try_number}"
         sessions = _sessions()

@@ -86,6 +86,7 @@ def test_classic_operators_trigger_rules_chains_and_labels(corpus: Corpus, monke
 
 
 def test_the_dag_arguments_of_airflow_are_kept_and_mapped(corpus: Corpus) -> None:
+    from ledger import documents
     from ledger.versions import structure_of
 
     dag = corpus.dag("af2_operators.py", "af2_operators")
@@ -96,6 +97,8 @@ def test_the_dag_arguments_of_airflow_are_kept_and_mapped(corpus: Corpus) -> Non
         "doc_md": "# Operators\nRuns every day.", "tags": ["airflow2", "corpus"], "owner": "data-eng",
         "notes": ["start_date 2024-03-01T00:00:00 is naive: read as UTC, as Airflow does"]}
     assert structure["edge_labels"] == [["report", "end", "then"], ["start", "stamp", "always"]]
+    graph = {t["task_id"]: t for t in documents.graph_tasks(structure)}  # the web view's graphs and dags show
+    assert graph["stamp"]["labels"] == {"start": "always"} and "labels" not in graph["a"]
     assert structure["deadline"] == 7200  # the tasks' sla (from default_args)
     assert structure["callbacks"]["deadline_missed"][0]["sla_miss_callback"]["callable"] == "<dag file>.missed"
     assert dag.schedule.summary() == "@daily" and structure["ignored_args"] == ["queue"]
@@ -151,6 +154,12 @@ def test_the_email_operator_sends_through_ledgers_smtp_settings(
     assert "<p>Hello team, the report of 2024-03-05 is ready.</p>" in text
 
 
+def test_trigger_dag_run_records_nothing_in_a_test_run(corpus: Corpus) -> None:
+    ran = corpus.run("af2_trigger.py", "af2_trigger")
+    assert ran.states == {"kick": "success"}
+    assert "a test run records nothing: it would trigger af2_target at 2024-03-05T12:00:00+00:00" in ran.log
+
+
 def test_trigger_dag_run_and_a_template_file_under_the_scheduler_and_a_refused_import(ready_cli: Cli) -> None:
     cli = ready_cli
     for name in ("af2_trigger.py", "refused_provider.py", "af2_custom.py", "sql/report.sql"):
@@ -161,8 +170,6 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_and_a_refused_i
         "airflow.providers.amazon is an Airflow module ledger does not provide: ledger has Airflow's core and the "
         "standard provider only; call the service from a @task (PythonOperator) with its own client library, and "
         "a connection from ledger.secrets.get_connection"]
-    test_out = cli.ok("dags", "test", "af2_trigger", "--logical-date", "2024-03-05")
-    assert "a test run records nothing: it would trigger af2_target" in test_out
     cli.ok("trigger", "af2_trigger", "--logical-date", "2024-03-05")
     cli.ok("scheduler", "--exit-when-idle")
     runs = {dag_id: cli.json("timeline", dag_id)[0] for dag_id in ("af2_trigger", "af2_target")}

@@ -6,6 +6,7 @@ from airflow import DAG
 from airflow.models.baseoperator import BaseOperator
 from airflow.operators.empty import EmptyOperator
 from airflow.operators.latest_only import LatestOnlyOperator
+from airflow.utils.context import Context
 from airflow.utils.weekday import WeekDay
 
 
@@ -18,7 +19,7 @@ class QueryOperator(BaseOperator):
         self.sql = sql
         self.label = label
 
-    def execute(self, context):
+    def execute(self, context: Context):
         self.log.info("running %s", self.label)
         return {"sql": self.sql.strip(), "label": self.label, "weekday": WeekDay.FRIDAY.value,
                 "run": context["run_id"]}

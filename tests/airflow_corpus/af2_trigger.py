@@ -4,6 +4,7 @@ import pendulum
 from airflow import DAG
 from airflow.operators.python import PythonOperator
 from airflow.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.utils.state import DagRunState
 
 
 def receive(dag_run, params, **_):
@@ -23,4 +24,6 @@ with DAG("af2_trigger", schedule=None, start_date=pendulum.datetime(2024, 1, 1, 
         logical_date="{{ ds }}T12:00:00+00:00",
         wait_for_completion=True,
         poke_interval=0.2,
+        allowed_states=[DagRunState.SUCCESS],
+        failed_states=[DagRunState.FAILED],
     )

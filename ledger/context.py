@@ -53,12 +53,19 @@ class TaskContext:
             with open(self.xcom_path, "a", encoding="utf-8") as f:
                 f.write(f'{{"key": {json.dumps(key)}, "value": {text}}}\n')
 
-    def xcom_pull(self, task_ids: str | list[str] | None = None, key: str = "return_value") -> Any:
-        """The value `task_ids` passed on under `key` in this run (None when it passed none); a list of task
-        ids gives a list of values. Without task_ids: this task's own."""
+    def xcom_pull(self, task_ids: str | list[str] | None = None, key: str = "return_value", *,
+                  dag_id: str | None = None, include_prior_dates: bool = False, map_indexes: Any = None,
+                  default: Any = None) -> Any:
+        """The value `task_ids` passed on under `key` in this run (`default`, None unless given, when it passed
+        none); a list of task ids gives a list of values. Without task_ids: this task's own. Airflow's other
+        arguments are taken: `dag_id` must be this run's DAG (values of other runs are not pulled), and
+        `include_prior_dates` and `map_indexes` change nothing (a mapped task's value is the list of its
+        instances')."""
+        if dag_id is not None and dag_id != self.dag_id:
+            raise ValueError(f"xcom_pull: a try pulls the values of its own run only, not of DAG {dag_id!r}")
         if isinstance(task_ids, (list, tuple)):
-            return [self.xcom_values.get(t, {}).get(key) for t in task_ids]
-        return self.xcom_values.get(task_ids or self.task_id, {}).get(key)
+            return [self.xcom_values.get(t, {}).get(key, default) for t in task_ids]
+        return self.xcom_values.get(task_ids or self.task_id, {}).get(key, default)
 
     @property
     def writes_path(self) -> str | None:

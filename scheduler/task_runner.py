@@ -188,13 +188,22 @@ def _mapped_values(task: Task) -> str:
 def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
     env = {**os.environ, **context.env(), **task.env}
     say(f"running: bash -c {task.bash_command!r}" + (f" in {task.cwd}" if task.cwd else ""))
+    last: list[str] = []
     try:
-        code = subprocess.call(["bash", "-c", task.bash_command], env=env, cwd=task.cwd,
-                               stdin=subprocess.DEVNULL)
+        if getattr(task, "push_last_line", False):  # Airflow's BashOperator: its last output line is passed on
+            code = _call_keeping_last_line(task, env, last)
+        else:
+            code = subprocess.call(["bash", "-c", task.bash_command], env=env, cwd=task.cwd,
+                                   stdin=subprocess.DEVNULL)
     except OSError as exc:
         traceback.print_exc()
         return "failed", describe_exception(exc)
     if code == 0:
+        if last:
+            try:
+                push_return(task, context, last[-1])
+            except XComError as exc:
+                return "failed", one_line(f"return value: {exc}")
         return "success", None
     if code == BASH_SKIP_EXIT_CODE:
         return "skipped", f"exit code {BASH_SKIP_EXIT_CODE}"
@@ -204,6 +213,19 @@ def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
         except ValueError:
             return "failed", f"killed by signal {-code}"
     return "failed", f"exit code {code}"
+
+
+def _call_keeping_last_line(task: BashTask, env: dict[str, str], last: list[str]) -> int:
+    """Run the command with its output (stdout and stderr, as they come) copied to the log line by line; the
+    last line goes into `last`."""
+    process = subprocess.Popen(["bash", "-c", task.bash_command], env=env, cwd=task.cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    for raw in process.stdout:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        last[:] = [raw.decode("utf-8", "backslashreplace").rstrip("\n")]
+    return process.wait()
 
 
 def execute_plan(plan: Plan) -> tuple[State, str | None]:

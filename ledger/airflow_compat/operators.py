@@ -120,7 +120,8 @@ class AirflowArgs:
             ("sla", self.sla.total_seconds() if self.sla is not None else None),
             ("multiple_outputs", self.multiple_outputs),
             ("params", {n: p.describe() for n, p in sorted(self.params.items())}),
-            ("ignored_args", list(self.ignored_args))) if v}
+            ("ignored_args", list(self.ignored_args))) if v} | (
+            {"do_xcom_push": False} if not self.do_xcom_push else {})
 
     def __getitem__(self, key: str) -> XComArg:
         """`task["key"]`: the value it passes on under `key` (with multiple_outputs, a key of its dict)."""
@@ -160,12 +161,14 @@ class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
 
 class BashOperator(AirflowArgs, ledger_dag.BashTask):
     """Airflow's BashOperator: ledger's BashTask with Airflow's arguments (`append_env` is how ledger always
-    runs it: the try's environment with `env` over it; exit code 99 skips, Airflow's default)."""
+    runs it: the try's environment with `env` over it; exit code 99 skips, Airflow's default); the last line of
+    its output is passed on unless do_xcom_push=False."""
 
     def __init__(self, *, task_id: str | None = None, bash_command: Any = None, env: dict[str, str] | None = None,
                  cwd: str | None = None, append_env: bool = True, output_encoding: str = "utf-8",
                  skip_on_exit_code: Any = 99, **kwargs: Any) -> None:
         _make(self, ledger_dag.BashTask, task_id, kwargs, {"bash_command": bash_command, "env": env, "cwd": cwd})
+        self.push_last_line = self.do_xcom_push  # as Airflow's: the last line of its output is passed on
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), **self.airflow_settings()}

@@ -135,6 +135,7 @@ def test_an_airflow_3_file_runs_with_the_sdk_and_the_standard_provider(corpus: C
     assert ran.states == {"begin": "success", "loud": "success", "checks.measure": "success",
                           "checks.echo": "success"}
     assert ran.value("loud") == "HELLO" and ran.value("checks.measure") == 5 and "size 5" in ran.log
+    assert ran.value("checks.echo") == "size 5"  # a BashOperator passes its last output line on
     dag = corpus.dag("af3_sdk.py", "af3_sdk")
     assert dag.edge_labels == {("begin", "loud"): "go"}
 

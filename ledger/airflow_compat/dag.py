@@ -68,9 +68,12 @@ class SlaMissCallback:
         return {"sla_miss_callback": ledger_dag.describe_callback(self.fn)}
 
     def __call__(self, context: dict[str, Any]) -> Any:
-        unfinished = [t for t in context.get("unfinished_tasks", []) if isinstance(t, str)]
-        slas = [{"task_id": t, "sla": str(getattr(self.dag.tasks.get(t), "sla", None))} for t in unfinished]
-        return self.fn(self.dag, "\n".join(unfinished), "\n".join(unfinished), slas, [])
+        """Airflow's (dag, task_list, blocking_task_list, slas, blocking_tis): the tasks that have an sla (a
+        deadline is the run's, so which of them were late is not known), as text and as a list."""
+        with_sla = sorted(t.task_id for t in self.dag.tasks.values() if getattr(t, "sla", None) is not None)
+        slas = [{"task_id": t, "sla": str(self.dag.tasks[t].sla), "run_id": context.get("run_id"),  # type: ignore[attr-defined]
+                 "deadline": context.get("deadline")} for t in with_sla]
+        return self.fn(self.dag, "\n".join(with_sla), "", slas, [])
 
 
 class DAG(ledger_dag.DAG):

@@ -21,7 +21,7 @@ from scheduler import local_testing
 from tests.conftest import REPO, Cli
 
 CORPUS = REPO / "tests" / "airflow_corpus"
-pytestmark = pytest.mark.filterwarnings("ignore:DAG 'af2_operators'.*naive:UserWarning")  # checked in its structure
+pytestmark = pytest.mark.filterwarnings("ignore:DAG '.*naive:UserWarning")  # the note is checked in a structure
 
 
 class Corpus:
@@ -138,6 +138,16 @@ def test_an_airflow_3_file_runs_with_the_sdk_and_the_standard_provider(corpus: C
     assert ran.value("checks.echo") == "size 5"  # a BashOperator passes its last output line on
     dag = corpus.dag("af3_sdk.py", "af3_sdk")
     assert dag.edge_labels == {("begin", "loud"): "go"}
+
+
+def test_the_tutorials_of_airflow_2_and_3_run(corpus: Corpus) -> None:
+    ran = corpus.run("af2_tutorial.py", "tutorial")
+    assert ran.state is RunState.SUCCESS and set(ran.states) == {"print_date", "sleep", "templated"}
+    assert ran.log.splitlines().count("2024-03-05 2024-03-12") == 3 and ran.value("templated") == "2024-03-05 2024-03-12"
+    assert corpus.dag("af2_tutorial.py", "tutorial").about()["doc_md"] == "This is a documentation placed anywhere"
+    ran = corpus.run("af3_taskflow.py", "tutorial_taskflow_api")
+    assert ran.state is RunState.SUCCESS and "Total order value is: 1236.70" in ran.log
+    assert ran.value("load") == 1236.7
 
 
 def test_the_email_operator_sends_through_ledgers_smtp_settings(

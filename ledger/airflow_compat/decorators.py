@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ledger import dag as ledger_dag
-from ledger.airflow_compat.operators import PythonOperator, get_current_context
+from ledger.airflow_compat.operators import PythonOperator, TaskGroup, get_current_context
 from ledger.errors import DagDefinitionError, SkipTask
 from ledger.templates import render
 
@@ -135,6 +135,12 @@ class TaskDecorator:
     def bash(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
         return self._decorate(BashTaskFunction, fn, task_id, kwargs)
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise DagDefinitionError(f"@task.{name} is not provided by ledger; use @task (or @task.bash) and run the "
+                                 "tool from the task's code")
+
     @staticmethod
     def _decorate(kind: type[TaskFunction], fn: Callable[..., Any] | None, task_id: str | None,
                   kwargs: dict[str, Any]) -> Any:
@@ -177,8 +183,8 @@ class TaskGroupFunction:
                                          "add_suffix_on_collision", "parent_group"})
         if unknown:
             raise DagDefinitionError(f"task group {group_id!r}: unknown argument {unknown[0]!r}")
-        with ledger_dag.TaskGroup(group_id, dag=options.get("dag"), tooltip=tooltip,
-                                  prefix_group_id=options.get("prefix_group_id", True)) as group:
+        with TaskGroup(group_id, tooltip, dag=options.get("dag"), default_args=options.get("default_args"),
+                       prefix_group_id=options.get("prefix_group_id", True)) as group:
             result = self.func(*args, **kwargs)
         return result if result is not None else group
 

@@ -88,10 +88,17 @@ class AirflowArgs:
             raise DagDefinitionError(f"task {task_id!r}: invalid arguments were passed to {cls_name}: "
                                      f"{', '.join(unknown)}")
         ledger_args = {k: v for k, v in kwargs.items() if k in LEDGER_TASK_ARGS}
-        defaults.update(kwargs.get("default_args") or {})
-        for key, value in defaults.items():  # an operator's own default_args, as Airflow takes them
-            if key in LEDGER_TASK_ARGS and key != "dag" and key not in ledger_args and kwargs.get("default_args"):
+        # default_args of the enclosing task groups and of the operator itself, over the DAG's (which ledger's
+        # Task applies itself), as Airflow takes them
+        groups = [g for g in ledger_dag._group_stack if g.dag is dag] if dag is not None else []
+        extra: dict[str, Any] = {}
+        for group in groups:
+            extra.update(getattr(group, "default_args", None) or {})
+        extra.update(kwargs.get("default_args") or {})
+        for key, value in extra.items():
+            if key in LEDGER_TASK_ARGS and key != "dag" and key not in ledger_args:
                 ledger_args[key] = value
+        defaults.update(extra)
         kept = {k: v for k, v in kwargs.items() if k in KEPT_TASK_ARGS}
         for key in ("owner", "sla"):
             if key not in kept and key in defaults:
@@ -249,6 +256,17 @@ def _finishing(init: Callable[..., None]) -> Callable[..., None]:
             self.finish()
     __init__.__wrapped__ = init  # type: ignore[attr-defined]
     return __init__
+
+
+class TaskGroup(ledger_dag.TaskGroup):
+    """Airflow's TaskGroup: ledger's, also taking `default_args` (for the operators made inside it) and Airflow's
+    display arguments (accepted, not used)."""
+
+    def __init__(self, group_id: str, tooltip: str = "", *, prefix_group_id: bool = True, dag: Any = None,
+                 default_args: dict[str, Any] | None = None, parent_group: Any = None, ui_color: str = "",
+                 ui_fgcolor: str = "", add_suffix_on_collision: bool = False) -> None:
+        super().__init__(group_id, dag=dag, prefix_group_id=prefix_group_id, tooltip=tooltip)
+        self.default_args = dict(default_args or {})
 
 
 class AirflowContext(dict[str, Any]):

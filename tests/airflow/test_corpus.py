@@ -138,12 +138,14 @@ def test_an_airflow_3_file_runs_with_the_sdk_and_the_standard_provider(corpus: C
     assert ran.value("checks.echo") == "size 5"  # a BashOperator passes its last output line on
     dag = corpus.dag("af3_sdk.py", "af3_sdk")
     assert dag.edge_labels == {("begin", "loud"): "go"}
+    assert (dag.tasks["checks.echo"].retries, dag.tasks["loud"].retries) == (2, 0)  # the group's default_args
 
 
 def test_the_tutorials_of_airflow_2_and_3_run(corpus: Corpus) -> None:
     ran = corpus.run("af2_tutorial.py", "tutorial")
     assert ran.state is RunState.SUCCESS and set(ran.states) == {"print_date", "sleep", "templated"}
-    assert ran.log.splitlines().count("2024-03-05 2024-03-12") == 3 and ran.value("templated") == "2024-03-05 2024-03-12"
+    assert ran.log.splitlines().count("2024-03-05 2024-03-12") == 3
+    assert ran.value("templated") == "2024-03-05 2024-03-12"
     assert corpus.dag("af2_tutorial.py", "tutorial").about()["doc_md"] == "This is a documentation placed anywhere"
     ran = corpus.run("af3_taskflow.py", "tutorial_taskflow_api")
     assert ran.state is RunState.SUCCESS and "Total order value is: 1236.70" in ran.log

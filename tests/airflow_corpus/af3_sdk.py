@@ -24,7 +24,7 @@ with DAG(
     def measure(text: str) -> int:
         return len(text)
 
-    with TaskGroup("checks") as checks:
+    with TaskGroup("checks", default_args={"retries": 2}) as checks:
         size = measure(loud.output)
         echo = BashOperator(task_id="echo", bash_command="echo 'size {{ ti.xcom_pull(task_ids=\"checks.measure\") }}'")
         size >> echo

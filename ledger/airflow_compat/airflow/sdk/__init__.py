@@ -7,14 +7,11 @@ from ledger.airflow_compat.graph import TriggerRule, WeekDay, chain, chain_linea
 from ledger.airflow_compat.operators import (
     AirflowContext as Context,
 )
-from ledger.airflow_compat.operators import (
-    BaseOperator,
-    get_current_context,
-)
+from ledger.airflow_compat.operators import BaseOperator, TaskGroup, get_current_context
 from ledger.airflow_compat.operators import (
     xcom_arg as XComArg,
 )
-from ledger.dag import Label, TaskGroup
+from ledger.dag import Label
 from ledger.params import Param, ParamsDict
 from ledger.secrets import Variable
 

@@ -1,5 +1,5 @@
 """`airflow.utils.task_group`."""
 
-from ledger.dag import TaskGroup
+from ledger.airflow_compat.operators import TaskGroup
 
 __all__ = ["TaskGroup"]

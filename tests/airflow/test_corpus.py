@@ -141,6 +141,17 @@ def test_an_airflow_3_file_runs_with_the_sdk_and_the_standard_provider(corpus: C
     assert (dag.tasks["checks.echo"].retries, dag.tasks["loud"].retries) == (2, 0)  # the group's default_args
 
 
+def test_values_pass_between_classic_and_taskflow_tasks(corpus: Corpus) -> None:
+    ran = corpus.run("af2_xcom.py", "af2_xcom")
+    assert ran.state is RunState.SUCCESS
+    assert ran.xcom["bash_push"] == {"manually_pushed_value": "manually_pushed_value",
+                                     "return_value": "value_by_return"}
+    assert "bash_pull" not in ran.xcom  # do_xcom_push=False
+    assert "The xcom pushed manually is manually_pushed_value" in ran.log
+    assert "The returned_value xcom is value_by_return" in ran.log
+    assert ran.value("pull_value_from_bash_push") == ["value_by_return", "manually_pushed_value", "fallback"]
+
+
 def test_the_tutorials_of_airflow_2_and_3_run(corpus: Corpus) -> None:
     ran = corpus.run("af2_tutorial.py", "tutorial")
     assert ran.state is RunState.SUCCESS and set(ran.states) == {"print_date", "sleep", "templated"}

@@ -184,9 +184,10 @@ def test_trigger_dag_run_records_nothing_in_a_test_run(corpus: Corpus) -> None:
     assert "a test run records nothing: it would trigger af2_target at 2024-03-05T12:00:00+00:00" in ran.log
 
 
-def test_trigger_dag_run_and_a_template_file_under_the_scheduler_and_a_refused_import(ready_cli: Cli) -> None:
+def test_trigger_dag_run_and_a_template_file_under_the_scheduler_a_refused_import_and_the_web_view(
+        ready_cli: Cli) -> None:
     cli = ready_cli
-    for name in ("af2_trigger.py", "refused_provider.py", "af2_custom.py", "sql/report.sql"):
+    for name in ("af2_trigger.py", "refused_provider.py", "af2_custom.py", "sql/report.sql", "af3_sdk.py"):
         cli.dags.joinpath(name).parent.mkdir(parents=True, exist_ok=True)
         cli.dags.joinpath(name).write_text((CORPUS / name).read_text())
     errors = cli.json("dags", "errors")
@@ -210,3 +211,13 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_and_a_refused_i
     assert query["value"]["sql"].startswith("SELECT count(*) FROM orders WHERE day = ")  # the version's copy
     created = [e for e in cli.json("events", "--dag", "af2_target") if e["kind"] == "run_created"]
     assert [e["actor"] for e in created] == [f"task:af2_trigger.kick@run {runs['af2_trigger']['run_id']} try 1"]
+    # the web view's version page: the DAG's description and the edge's label (af3_sdk: never scheduled)
+    from fastapi.testclient import TestClient
+
+    from ledger.config import load_settings
+    from ledger.web.app import create_app
+
+    with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)}))) as client:
+        [version] = [d["version"] for d in client.get("/api/v1/dags").json() if d["dag_id"] == "af3_sdk"]
+        page = client.get(f"/dags/af3_sdk/versions/{version}").text
+    assert "Airflow 3 imports" in page and "after begin (go)" in page

@@ -166,6 +166,9 @@ def about_lines(about: Doc) -> list[str]:
     if about.get("tags"):
         lines.append("tags " + ", ".join(about["tags"]))
     lines += [f"note: {note}" for note in about.get("notes", [])]
+    if about.get("ignored_dag_args"):
+        lines.append("ignored DAG arguments (accepted for Airflow compatibility, no effect in ledger): "
+                     + ", ".join(about["ignored_dag_args"]))
     if about.get("doc_md"):
         lines += ["doc_md:", *("  " + line for line in str(about["doc_md"]).splitlines())]
     return lines

@@ -113,8 +113,7 @@ class DAG(ledger_dag.DAG):
         given_args.pop("owner", None)
         self.default_sla = given_args.pop("sla", None)
         ledger_args = {k: v for k, v in given_args.items() if k in ledger_dag.TASK_ARGUMENTS}
-        ignored = sorted({k for k in given_args if k not in ledger_dag.TASK_ARGUMENTS}
-                         | {k for k in more if k in IGNORED_DAG_ARGUMENTS})
+        ignored = sorted(k for k in given_args if k not in ledger_dag.TASK_ARGUMENTS)
         super().__init__(
             dag_id, schedule=schedule, start_date=start_date, end_date=end_date, catchup=bool(catchup),
             default_args=ledger_args, description=description or "", tags=tags or (), params=params,
@@ -122,6 +121,7 @@ class DAG(ledger_dag.DAG):
             max_active_tasks=max_active_tasks or 16, timezone=timezone,
             **{k: v for k, v in more.items() if k in _LEDGER_ONLY})
         self.ignored_args = ignored
+        self.ignored_dag_args = sorted(k for k in more if k in IGNORED_DAG_ARGUMENTS)
         self.notes = notes
         self.display_name = dag_display_name or ""
         self.doc_md = inspect.cleandoc(doc_md) if isinstance(doc_md, str) else ""
@@ -135,7 +135,7 @@ class DAG(ledger_dag.DAG):
         owners = sorted({o for t in self.tasks.values() for o in [getattr(t, "owner", "") or self.owner] if o})
         return {k: v for k, v in (("display_name", self.display_name), ("description", self.description),
                                   ("doc_md", self.doc_md), ("tags", self.tags), ("owner", ", ".join(owners)),
-                                  ("notes", self.notes)) if v}
+                                  ("notes", self.notes), ("ignored_dag_args", self.ignored_dag_args)) if v}
 
     def validate(self) -> None:
         super().validate()

@@ -95,7 +95,8 @@ def test_the_dag_arguments_of_airflow_are_kept_and_mapped(corpus: Corpus) -> Non
     assert structure["about"] == {
         "display_name": "Operators (Airflow 2)", "description": "Classic operators, the Airflow 2 way",
         "doc_md": "# Operators\nRuns every day.", "tags": ["airflow2", "corpus"], "owner": "data-eng",
-        "notes": ["start_date 2024-03-01T00:00:00 is naive: read as UTC, as Airflow does"]}
+        "notes": ["start_date 2024-03-01T00:00:00 is naive: read as UTC, as Airflow does"],
+        "ignored_dag_args": ["default_view"]}
     assert structure["edge_labels"] == [["report", "end", "then"], ["start", "stamp", "always"]]
     graph = {t["task_id"]: t for t in documents.graph_tasks(structure)}  # the web view's graphs and dags show
     assert graph["stamp"]["labels"] == {"start": "always"} and "labels" not in graph["a"]

@@ -46,6 +46,7 @@ with DAG(
     Runs every day.
     """,
     tags=["corpus", "airflow2"],
+    default_view="graph",
 ) as dag:
     start = EmptyOperator(task_id="start")
     stamp = BashOperator(

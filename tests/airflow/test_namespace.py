@@ -111,3 +111,13 @@ def test_the_namespace_modules_only_re_export_ledgers_names() -> None:
                 assert node.module.startswith("ledger") or node.module in sys.stdlib_module_names, (module, node.module)
             else:
                 assert isinstance(node, ast.Import | ast.Assign | ast.Expr), (module, ast.dump(node)[:80])
+
+
+def test_every_module_of_the_namespace_imports_as_airflow_and_has_what_it_lists(clean_airflow: None) -> None:
+    import importlib
+
+    airflow_compat.install()
+    for name in airflow_compat.provided_modules():
+        module = importlib.import_module(name)
+        assert all(hasattr(module, attr) for attr in getattr(module, "__all__", ())), name
+    assert set(airflow_compat.provided_modules()) >= {"airflow.sdk", "airflow.operators.bash", "airflow.decorators"}

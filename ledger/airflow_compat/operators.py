@@ -25,7 +25,7 @@ from ledger.context import TaskContext, current
 from ledger.errors import DagDefinitionError, SkipTask
 from ledger.params import as_params
 from ledger.templates import render, template_names
-from ledger.xcom import RETURN_KEY, XComRef
+from ledger.xcom import RETURN_KEY, XComRef, refs_in, resolve
 
 # Airflow's BaseOperator arguments that ledger's Task takes as they are
 LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
@@ -204,10 +204,17 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
         self._base_names = set(vars(self))
 
     def finish(self) -> None:
-        """After the outermost __init__: read template files, and note the fields the subclass set."""
+        """After the outermost __init__: link the tasks whose values its templated fields take (XComArg), and
+        read template files."""
         folder = _frame_folder()
         for name in self.template_fields:
             value = getattr(self, name, None)
+            for ref in refs_in(value):
+                upstream = self.dag.tasks.get(ref.task_id)
+                if upstream is None:
+                    raise DagDefinitionError(f"task {self.task_id!r} takes the value of {ref.task_id!r}, which is "
+                                             f"not in DAG {self.dag.dag_id!r}")
+                upstream.set_downstream(self)
             if isinstance(value, str) and self.template_ext and value.strip().endswith(tuple(self.template_ext)):
                 path = os.path.join(folder or ".", value.strip())
                 try:
@@ -224,6 +231,10 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
     def run_operator(self, context: TaskContext, names: Mapping[str, Any]) -> Any:
         """Run execute() with Airflow's context (the task runner calls it); its value is passed on unless
         do_xcom_push=False."""
+        for name in self.template_fields:  # other tasks' values (XComArg) in its fields, as Airflow resolves them
+            value = getattr(self, name, None)
+            if refs_in(value):
+                setattr(self, name, resolve(value, context.xcom_values))
         value = self.execute(airflow_context(context, names))
         return value if self.do_xcom_push else None
 

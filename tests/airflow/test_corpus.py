@@ -171,8 +171,11 @@ def test_the_email_operator_sends_through_ledgers_smtp_settings(
     monkeypatch.setenv("LEDGER_SMTP_PORT", str(port))
     monkeypatch.setenv("LEDGER_SMTP_FROM", "ledger@test.example")
     ran = corpus.run("af2_email.py", "af2_email")
-    assert ran.states == {"mail": "success"}
-    [mail] = mails
+    assert ran.states == {"mail": "success", "prepare_email": "success", "summary": "success"}
+    mail, summary = sorted(mails, key=lambda m: len(m.rcpt_tos), reverse=True)
+    # the second takes its subject and body from another task's values (XComArg in templated fields)
+    assert "Subject: Summary of 2024-03-05" in summary.content.decode()
+    assert "<p>2024-03-05: all good</p>" in summary.content.decode()
     assert sorted(mail.rcpt_tos) == ["cc@example.com", "lead@example.com", "ops@example.com"]
     text = mail.content.decode()
     assert "Subject: Report for 2024-03-05" in text and "Content-Type: text/html" in text

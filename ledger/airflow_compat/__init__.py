@@ -137,6 +137,7 @@ AIRFLOW_MODULES = (
     "airflow.timetables.events", "airflow.timetables.interval", "airflow.utils.task_group",
     "airflow.utils.trigger_rule", "airflow.utils.weekday", "airflow.utils.edgemodifier", "airflow.utils.dates",
     "airflow.utils.helpers", "airflow.utils.timezone", "airflow.utils.state", "airflow.utils.context",
+    "airflow.utils.dag_parsing_context",
     "airflow.models.taskinstance", "airflow.exceptions", "airflow.macros", "airflow.hooks.base",
     "airflow.notifications.basenotifier", "airflow.sdk", "airflow.providers.standard.operators.bash",
     "airflow.providers.standard.operators.python", "airflow.providers.standard.operators.empty",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any
 
@@ -234,3 +235,18 @@ class State:
     UPSTREAM_FAILED = TaskInstanceState.UPSTREAM_FAILED
     SKIPPED = TaskInstanceState.SKIPPED
     REMOVED = TaskInstanceState.REMOVED
+
+
+# -- airflow.utils.dag_parsing_context -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParsingContext:
+    """What Airflow's get_parsing_context() tells a DAG file: the DAG and task a try is importing it for. ledger
+    imports a file whole, with its DAGs folder or version snapshot, so both are None: generate every DAG."""
+
+    dag_id: str | None = None
+    task_id: str | None = None
+
+
+def get_parsing_context() -> ParsingContext:
+    return ParsingContext()

@@ -3,7 +3,14 @@
 from ledger.airflow_compat.dag import SdkDAG as DAG
 from ledger.airflow_compat.dag import sdk_dag as dag
 from ledger.airflow_compat.decorators import task, task_group
-from ledger.airflow_compat.graph import TriggerRule, WeekDay, chain, chain_linear, cross_downstream
+from ledger.airflow_compat.graph import (
+    TriggerRule,
+    WeekDay,
+    chain,
+    chain_linear,
+    cross_downstream,
+    get_parsing_context,
+)
 from ledger.airflow_compat.operators import (
     AirflowContext as Context,
 )
@@ -32,6 +39,7 @@ __all__ = [
     "cross_downstream",
     "dag",
     "get_current_context",
+    "get_parsing_context",
     "task",
     "task_group",
 ]

@@ -145,3 +145,27 @@ def resolve(params: Mapping[str, Param], conf: Mapping[str, Any] | None) -> dict
     """A run's params: the defaults, with the conf's values of the same names laid over them."""
     conf = conf or {}
     return {name: conf.get(name, None if p.required else p.default) for name, p in params.items()}
+
+
+class ParamRef:
+    """Stands for a param's value in the run (Airflow's DagParam: an `@dag` function's parameter), resolved when
+    a try runs: the run's conf over the param's default."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:  # how it reads in a version's structure
+        return f"ParamRef({self.name!r})"
+
+
+def resolve_refs(value: Any, params: Mapping[str, Any]) -> Any:
+    """`value` with every ParamRef in it (also inside lists, tuples and dicts) replaced by the param's value."""
+    if isinstance(value, ParamRef):
+        return params.get(value.name)
+    if isinstance(value, list):
+        return [resolve_refs(v, params) for v in value]
+    if isinstance(value, tuple):
+        return tuple(resolve_refs(v, params) for v in value)
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, params) for k, v in value.items()}
+    return value

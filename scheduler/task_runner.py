@@ -28,6 +28,7 @@ from ledger import dagbag, secrets
 from ledger.context import TaskContext, environment, push_return, set_current
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.errors import SkipTask
+from ledger.params import resolve_refs
 from ledger.spark import SparkTask
 from ledger.templates import CONTEXT_NAMES, TemplateError, has_template, render, template_names
 from ledger.xcom import MissingValue, XComError
@@ -114,8 +115,8 @@ def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any
 
 def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
     try:
-        args = resolve_xcom(task.op_args, context.xcom_values)
-        op_kwargs = resolve_xcom(task.op_kwargs, context.xcom_values)
+        args = resolve_refs(resolve_xcom(task.op_args, context.xcom_values), context.params)
+        op_kwargs = resolve_refs(resolve_xcom(task.op_kwargs, context.xcom_values), context.params)
     except MissingValue as exc:
         say(str(exc))
         return "failed", one_line(str(exc))

@@ -27,6 +27,7 @@ import pendulum
 
 from ledger import dag as ledger_dag
 from ledger.errors import DagDefinitionError
+from ledger.params import ParamRef
 
 _NOTSET: Any = object()
 
@@ -162,16 +163,20 @@ def dag_decorator(dag_class: type[DAG]) -> Callable[..., Any]:
         def wrap(func: Callable[..., Any]) -> Callable[..., DAG]:
             @functools.wraps(func)
             def factory(*args: Any, **kwargs: Any) -> DAG:
-                params = dict(dag_kwargs.pop("params", None) or {})
-                # the function's parameters with defaults are params of the DAG, as in Airflow
+                options = dict(dag_kwargs)
+                params = dict(options.pop("params", None) or {})
+                # the function's parameters with defaults are params of the DAG, and the function gets them as
+                # ParamRefs, resolved to the run's values when a try runs (Airflow's DagParam)
+                refs: dict[str, Any] = {}
                 for name, p in inspect.signature(func).parameters.items():
-                    if p.default is not inspect.Parameter.empty and name not in params:
-                        params[name] = p.default
-                if "doc_md" not in dag_kwargs and func.__doc__:
-                    dag_kwargs["doc_md"] = func.__doc__
-                made = dag_class(dag_id or func.__name__, params=params or None, **dag_kwargs)
+                    if p.default is not inspect.Parameter.empty:
+                        params.setdefault(name, p.default)
+                        refs[name] = ParamRef(name)
+                if "doc_md" not in options and func.__doc__:
+                    options["doc_md"] = func.__doc__
+                made = dag_class(dag_id or func.__name__, params=params or None, **options)
                 with made:
-                    func(*args, **kwargs)
+                    func(*args, **{**refs, **kwargs})
                 return made
             return factory
         return wrap(fn) if fn is not None else wrap

@@ -23,7 +23,7 @@ import pendulum
 from ledger import dag as ledger_dag
 from ledger.context import TaskContext, current
 from ledger.errors import DagDefinitionError, SkipTask
-from ledger.params import as_params
+from ledger.params import as_params, resolve_refs
 from ledger.templates import render, template_names
 from ledger.xcom import RETURN_KEY, XComRef, refs_in, resolve
 
@@ -231,10 +231,9 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
     def run_operator(self, context: TaskContext, names: Mapping[str, Any]) -> Any:
         """Run execute() with Airflow's context (the task runner calls it); its value is passed on unless
         do_xcom_push=False."""
-        for name in self.template_fields:  # other tasks' values (XComArg) in its fields, as Airflow resolves them
-            value = getattr(self, name, None)
-            if refs_in(value):
-                setattr(self, name, resolve(value, context.xcom_values))
+        for name in self.template_fields:  # other tasks' values (XComArg) and params (an @dag function's
+            value = getattr(self, name, None)  # parameters) in its fields, as Airflow resolves them
+            setattr(self, name, resolve_refs(resolve(value, context.xcom_values), context.params))
         value = self.execute(airflow_context(context, names))
         return value if self.do_xcom_push else None
 

@@ -106,10 +106,11 @@ def test_the_dag_arguments_of_airflow_are_kept_and_mapped(corpus: Corpus) -> Non
 
 
 def test_taskflow_multiple_outputs_suffixes_bash_groups_and_params(corpus: Corpus) -> None:
-    ran = corpus.run("af2_taskflow.py", "af2_taskflow", region="us")
+    ran = corpus.run("af2_taskflow.py", "af2_taskflow", region="us", greeting="hello")
     assert ran.state is RunState.SUCCESS
     assert set(ran.states) == {"split", "totals.add", "totals.add__1", "doubled", "announce", "own_params",
-                               "context_check"}
+                               "context_check", "greet"}
+    assert ran.value("greet") == "hello"  # the @dag function's parameter, from the run's conf
     assert ran.value("split", "count") == 10 and ran.value("split", "region") == "us"  # multiple_outputs
     assert (ran.value("totals.add"), ran.value("totals.add__1"), ran.value("doubled")) == (11, 21, 42)
     assert ran.value("announce") == "announcing us on 2024-03-05"  # @task.bash: last line, template rendered

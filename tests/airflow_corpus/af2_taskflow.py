@@ -16,7 +16,7 @@ from airflow.operators.python import PythonOperator, get_current_context
                        "limit": Param(5, type="integer", minimum=1, maximum=10)}),
     tags=["corpus"],
 )
-def af2_taskflow():
+def af2_taskflow(greeting: str = "hi"):
     """TaskFlow in Airflow 2."""
 
     @task(multiple_outputs=True)
@@ -45,6 +45,11 @@ def af2_taskflow():
         context = get_current_context()
         return [context["ti"].task_id, context["dag_run"].run_id, context["params"]["limit"]]
 
+    @task
+    def greet(word):
+        return word
+
+    greet(greeting)  # the @dag function's parameter: a param, its value taken when the task runs
     parts = split()
     total = totals(parts["count"])
     doubled = add.override(task_id="doubled")(total, total)

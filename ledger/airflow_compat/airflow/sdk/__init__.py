@@ -1,0 +1,45 @@
+"""`airflow.sdk`."""
+
+from ledger.airflow_compat.dag import SdkDAG as DAG
+from ledger.airflow_compat.dag import sdk_dag as dag
+from ledger.airflow_compat.decorators import task, task_group
+from ledger.airflow_compat.graph import (
+    TriggerRule,
+    WeekDay,
+    chain,
+    chain_linear,
+    cross_downstream,
+    get_parsing_context,
+)
+from ledger.airflow_compat.operators import (
+    AirflowContext as Context,
+)
+from ledger.airflow_compat.operators import BaseOperator, TaskGroup, get_current_context
+from ledger.airflow_compat.operators import (
+    xcom_arg as XComArg,
+)
+from ledger.dag import Label
+from ledger.params import Param, ParamsDict
+from ledger.secrets import Variable
+
+__all__ = [
+    "DAG",
+    "BaseOperator",
+    "Context",
+    "Label",
+    "Param",
+    "ParamsDict",
+    "TaskGroup",
+    "TriggerRule",
+    "Variable",
+    "WeekDay",
+    "XComArg",
+    "chain",
+    "chain_linear",
+    "cross_downstream",
+    "dag",
+    "get_current_context",
+    "get_parsing_context",
+    "task",
+    "task_group",
+]

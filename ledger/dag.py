@@ -24,7 +24,8 @@ from ledger.signal_rules import rule_to_json
 from ledger.xcom import XComRef, refs_in, resolve
 
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
-                 "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
+                 "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always",
+                 "all_done_setup_success")
 TASK_CALLBACKS = {"on_failure_callback": "task_failure", "on_success_callback": "task_success",
                   "on_retry_callback": "task_retry"}
 DAG_CALLBACKS = {"on_failure_callback": "run_failure", "on_success_callback": "run_success",
@@ -97,6 +98,12 @@ class Task:
     # arguments go to a @task function's call, "fields": they set the task's own fields (classic tasks)
     expand_args: tuple[tuple[str, Any], ...] = ()
     expand_kind: str = "fields"
+    # control flow (ledger/flow.py): "branch" or "short_circuit" when this task's result skips others; setup and
+    # teardown tasks (as_setup, as_teardown)
+    flow: str | None = None
+    is_setup: bool = False
+    is_teardown: bool = False
+    on_failure_fail_dagrun: bool = False
 
     def __init__(
         self,
@@ -217,7 +224,40 @@ class Task:
             **({"callbacks": describe_callbacks(self.callbacks)} if self.callbacks else {}),
             **({"group": self.group.group_id} if self.group is not None else {}),
             **({"expand": [[arg, _source_json(src)] for arg, src in self.expand_args]} if self.expand_args else {}),
+            **({"flow": self.flow} if self.flow else {}),
+            **({"setup": True} if self.is_setup else {}),
+            **({"teardown": True} if self.is_teardown else {}),
+            **({"on_failure_fail_dagrun": True} if self.on_failure_fail_dagrun else {}),
         }
+
+    # -- setup and teardown (ledger/flow.py) ----------------------------------------------------
+    def as_setup(self) -> Task:
+        """Make this a setup task, as Airflow's `as_setup()`: the teardown tasks after it run even when the work
+        between them fails; clearing a task clears its setups and their teardowns."""
+        if self.is_teardown:
+            raise DagDefinitionError(f"task {self.task_id!r} is a teardown task; it cannot also be a setup task")
+        self.is_setup = True
+        return self
+
+    def as_teardown(self, *, setups: Task | Sequence[Task] | None = None,
+                    on_failure_fail_dagrun: bool | None = None) -> Task:
+        """Make this a teardown task, as Airflow's `as_teardown(setups=...)`: it runs once its upstream tasks are
+        done if a setup task before it succeeded (trigger rule `all_done_setup_success`), and it does not decide
+        the run's state unless `on_failure_fail_dagrun`. `setups` become setup tasks upstream of it."""
+        if self.is_setup:
+            raise DagDefinitionError(f"task {self.task_id!r} is a setup task; it cannot also be a teardown task")
+        self.is_teardown = True
+        self.trigger_rule = "all_done_setup_success"
+        if on_failure_fail_dagrun is not None:
+            self.on_failure_fail_dagrun = bool(on_failure_fail_dagrun)
+        found = [] if setups is None else [setups] if isinstance(setups, Task) else list(setups)
+        for setup in found:
+            if not isinstance(setup, Task):
+                raise DagDefinitionError(f"task {self.task_id!r}: as_teardown(setups=...) takes tasks, not "
+                                         f"{setup!r:.60}")
+            setup.as_setup()
+            setup.set_downstream(self)
+        return self
 
     # -- mapping -------------------------------------------------------------------------------
     @classmethod

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, TimelineConflict
+from ledger.flow import with_setups_and_teardowns
 from ledger.mapping import NOT_MAPPED, label
 from ledger.models import DagRun, TaskInstance
 from ledger.params import check_conf, from_description
@@ -237,6 +238,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
     if downstream:
         chosen = spec.and_downstream(chosen)
+    chosen = with_setups_and_teardowns(spec, chosen)  # a task's setups and their teardowns run again with it
     busy_all = [ti for ti in tis if ti.state in ACTIVE]
     busy = [label(ti.task_id, ti.map_index) for ti in busy_all if ti.task_id in chosen or on_latest_version]
     if busy:
@@ -259,7 +261,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
             continue
         if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its task's list: stays out
             continue
-        if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
+        if ti.state in FINISHED_TASK_STATES or ti.state in (TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE):
             task_store.rearm(ti, spec.tasks[ti.task_id].retries, arm=False)
             if ti.task_id in again:
                 ti.map_index = NOT_MAPPED

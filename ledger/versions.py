@@ -252,6 +252,14 @@ class TaskSpec:
     # a mapped task (ledger/mapping.py): (argument, {"literal": n, "values": [...]} or {"xcom_from": task, "key":
     # key}) in expand() order; empty for a task that is not mapped
     expand: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    # control flow (ledger/flow.py): "branch" or "short_circuit" for a task whose choice skips others; a setup or
+    # teardown task; a teardown whose failure fails the run (on_failure_fail_dagrun)
+    flow: str | None = None
+    setup: bool = False
+    teardown: bool = False
+    fail_dagrun: bool = False
+    # a sensor (ledger/sensors.py): its mode, poke interval, timeout and soft_fail, as its version records them
+    sensor: Mapping[str, Any] | None = None
 
     @property
     def mapped(self) -> bool:
@@ -341,6 +349,8 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
             max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
             expand=tuple((arg, src) for arg, src in t.get("expand", ())),
+            flow=t.get("flow"), setup=t.get("setup", False), teardown=t.get("teardown", False),
+            fail_dagrun=t.get("on_failure_fail_dagrun", False), sensor=t.get("sensor"),
         )
         for t in data["tasks"]
     }

@@ -51,7 +51,7 @@ from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
-from scheduler import signal_actions, try_files
+from scheduler import flow_events, signal_actions, try_files
 from scheduler.callback_requests import CallbackRequests
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
@@ -888,7 +888,8 @@ class DagRunJob:
         held += self._read_held(session, [i for i in todo if i not in self.memory.pictures])
         queued = {h.run.dag_id for h in held if h.run.state == RunState.QUEUED.value}
         running = loop_store.running_runs_by_dag(session, {h.run.dag_id for h in held}) if queued else {}
-        plan = plan_runs(held, running, now=now, newest_first=self.newest_first)
+        plan = plan_runs(held, running, now=now, newest_first=self.newest_first,
+                         values=lambda run_id: self._passed_values(session, {run_id})[run_id])
         self.memory.remember(held)
         specs = {h.run.id: h.spec for h in held}
         for run in plan.start:
@@ -897,6 +898,8 @@ class DagRunJob:
         for ti, st, run in plan.mark:
             self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
         task_store.mark(session, [(ti.id, ti.state, st) for ti, st, _run in plan.mark], now=now)
+        if plan.why:  # skips a branch or short-circuit chose: an event each, with the reason
+            flow_events.record_skips(session, plan, now=now, actor=self.actor, say=self.say)
         for ti, st, run in plan.mark:
             picture = self.memory.pictures.get(run.id)  # (None: forgotten by the mark of its previous run, just above)
             if picture is not None:

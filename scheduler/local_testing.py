@@ -128,10 +128,11 @@ def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
     ids: dict[str, int] = {}  # label -> a task instance id of its own, for the executor
     with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
         while True:
-            decision = decide(spec, states, None, now=datetime.now(UTC))
+            decision = decide(spec, states, None, now=datetime.now(UTC), values=run.xcom)
             for key, st in decision.mark.items():
                 states[key] = TiState(st)
-                say(f"--- {key}: {st.value} (trigger rule {spec.tasks[split_label(key)[0]].trigger_rule})")
+                why = decision.reasons.get(key) or f"trigger rule {spec.tasks[split_label(key)[0]].trigger_rule}"
+                say(f"--- {key}: {st.value} ({why})")
             for tid in decision.expand:
                 found = expand_task(spec.tasks[tid].expand, pull_view(run.xcom), max_length=max_map_length())
                 del states[tid]

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger import dagbag, secrets
+from ledger.branching import record_choice
 from ledger.context import TaskContext, environment
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.errors import SkipTask
@@ -121,6 +122,20 @@ def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> t
     kwargs = {**op_kwargs, "context": context} if pass_context else op_kwargs
     kwargs = {**_airflow_kwargs(task, context, kwargs), **kwargs}
     return call_task(task.python_callable, args, kwargs, keep=lambda value: context.xcom_push(RETURN_KEY, value))
+
+
+def _run_branch(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    """A branch or short-circuit Python task: its return value is its choice, recorded (ledger/branching.py)."""
+    context.xcom_values.get(task.task_id, {}).pop(RETURN_KEY, None)  # (an earlier try's, among the run's values)
+    state, reason = _run_python(task, context, pass_context)
+    if state != "success":
+        return state, reason
+    try:
+        say(record_choice(task, context, context.xcom_values.get(task.task_id, {}).get(RETURN_KEY)))
+    except ValueError as exc:
+        say(str(exc))
+        return "failed", one_line(str(exc))
+    return state, reason
 
 
 def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
@@ -232,6 +247,8 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
         return "failed", one_line(str(exc))
     secrets.seen_arguments(task)
     if isinstance(task, PythonTask):
+        if task.flow is not None:
+            return _run_branch(task, context, plan.pass_context)
         return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):
         return _run_bash(task, context)

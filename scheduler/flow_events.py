@@ -9,8 +9,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ledger.sensors import SENSOR_KEY, reschedule_at
+from ledger.states import TaskState
 from ledger.store import events
+from ledger.store.tasks import Outcome
 from scheduler.planner import RunsPlan
+from scheduler.try_files import TryFiles
+from scheduler.try_outcome import NO_RETRY_PREFIX
 
 
 def record_skips(session: Session, plan: RunsPlan, *, now: datetime, actor: str, say: Callable[[str], None]) -> None:
@@ -24,3 +29,27 @@ def record_skips(session: Session, plan: RunsPlan, *, now: datetime, actor: str,
                          details={"task_id": ti.task_id, "ti_id": ti.id, "state": st.value, "reason": why}))
         say(f"{run.dag_id} run {run.id} task {ti.label}: {st.value} ({why})")
     events.record_many(session, rows)
+
+
+def sensor_outcome(state: TaskState, reason: str | None, left: TryFiles | None) -> dict[str, Any]:
+    """What a sensor's try adds to its outcome: when a rescheduled one is to be checked again (from the record its
+    try left), and whether a failure spends no retry (its timeout, FailWithoutRetry)."""
+    out: dict[str, Any] = {}
+    if state == TaskState.UP_FOR_RESCHEDULE and left is not None:
+        out["reschedule_at"] = reschedule_at(dict(left.pushed).get(SENSOR_KEY))
+    if state == TaskState.FAILED and (reason or "").startswith(NO_RETRY_PREFIX):
+        out["no_retry"] = True
+    return out
+
+
+def sensor_checked(dag_id: str, run_id: int, label: str, outcome: Outcome, state: TaskState,
+                   pushed: list[tuple[str, Any]], *, now: datetime, actor: str) -> dict[str, Any] | None:
+    """The `sensor_checked` event of a sensor's try (None: the try left no sensor record): how many checks it has
+    made since its first, and when the next one is."""
+    record = dict(pushed).get(SENSOR_KEY)
+    if not isinstance(record, dict):
+        return None
+    details = {"task_id": label, "ti_id": outcome.ti_id, "try_number": outcome.try_number, "state": state.value,
+               "checks": record.get("checks"), "first_check": record.get("first_check"), "mode": record.get("mode"),
+               **({"next_check": record["next_check"]} if record.get("next_check") else {})}
+    return dict(at=now, kind="sensor_checked", actor=actor, dag_id=dag_id, run_id=run_id, details=details)

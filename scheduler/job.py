@@ -660,7 +660,9 @@ class DagRunJob:
                         self._log_notes.append((info.log_path, at, f"outcome: {why}"))
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
                                                info.retry_delay if info else 0.0, decided_at=now, requeue=requeue,
-                                               armed=requeue and info is not None and info.armed))
+                                               armed=requeue and info is not None and info.armed,
+                                               **flow_events.sensor_outcome(state, ev.reason, (files or {}).get(
+                                                   (ev.ti_id, ev.try_number)))))
             if ev.kind == "started":
                 if info is not None and not info.started:
                     info.started = True
@@ -692,6 +694,7 @@ class DagRunJob:
             self._requested.difference_update(ended)
         self._task_state_signals(written, where)
         self.callbacks.request_task(session, written, where)
+        checked: list[dict[str, Any] | None] = []
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is not None and info.log_path and st != TaskState.RUNNING:
@@ -699,6 +702,9 @@ class DagRunJob:
                 if left is None:  # (an end the job decided itself, in this transaction: a lost try)
                     left = try_files.read(info.log_path)
                 pushed = left.pushed
+                if pushed:  # a sensor's checks: an event
+                    checked.append(flow_events.sensor_checked(info.dag_id, info.run_id, info.label, o, st, pushed,
+                                                              now=now, actor=self.actor))
                 if pushed:
                     xcom_store.record(session, pushed, run_id=info.run_id, task_id=info.task_id,
                                       try_number=o.try_number, now=now, map_index=info.map_index)
@@ -711,6 +717,7 @@ class DagRunJob:
                                dag_version=info.dag_version, try_state=st.value, now=now)
                 if left is not try_files.NOTHING:
                     self._recorded.append(info.log_path)
+        events.record_many(session, [row for row in checked if row is not None])
         failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)
                   or o.state == TaskState.LOST]
         unknown = [o.ti_id for o, _ in failed if where.get((o.ti_id, o.try_number)) is None]  # lost tries of other jobs

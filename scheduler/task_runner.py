@@ -27,13 +27,14 @@ from ledger import dagbag, secrets
 from ledger.branching import record_choice
 from ledger.context import TaskContext, environment
 from ledger.dag import BashTask, PythonTask, Task
-from ledger.errors import SkipTask
+from ledger.errors import FailWithoutRetry, RescheduleTask, SkipTask
+from ledger.sensors import BaseSensor, PokeReturnValue, PythonSensor, check_until_done
 from ledger.spark import SparkTask
 from ledger.templates import TemplateError, has_template, render, template_names
 from ledger.xcom import RETURN_KEY, MissingValue, XComError
 from ledger.xcom import resolve as resolve_xcom
 from scheduler.executors.base import WorkItem
-from scheduler.try_outcome import BASH_SKIP_EXIT_CODE, State, describe_exception, one_line
+from scheduler.try_outcome import BASH_SKIP_EXIT_CODE, NO_RETRY_PREFIX, State, describe_exception, one_line
 from scheduler.try_plan import Plan, code_line, make_plan, prepared
 
 HANDOVER_REASON = "a Spark try runs in its worker process, not in a forked child"
@@ -93,6 +94,11 @@ def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any
         reason = one_line(str(exc)) or None
         say(f"skipped: {reason}" if reason else "skipped")
         return "skipped", reason
+    except RescheduleTask as exc:
+        return "up_for_reschedule", one_line(str(exc))
+    except FailWithoutRetry as exc:
+        say(f"failed, without retries: {exc}")
+        return "failed", NO_RETRY_PREFIX + describe_exception(exc)
     except SystemExit as exc:
         if exc.code in (None, 0):
             return "success", None
@@ -138,7 +144,24 @@ def _run_branch(task: PythonTask, context: TaskContext, pass_context: bool) -> t
     return state, reason
 
 
-def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
+def _run_sensor(task: BaseSensor, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    """A sensor's checks (ledger/sensors.py); a PythonSensor's callable is called as a PythonTask's is."""
+    def check(ctx: TaskContext) -> bool | PokeReturnValue:
+        if not isinstance(task, PythonSensor):
+            return task.poke(ctx)
+        args = resolve_xcom(task.op_args, ctx.xcom_values)
+        kwargs = resolve_xcom(task.op_kwargs, ctx.xcom_values)
+        kwargs = {**_airflow_kwargs(task, ctx, kwargs), **kwargs}
+        if pass_context:
+            kwargs["context"] = ctx
+        result = task.python_callable(*args, **kwargs)
+        return result if isinstance(result, PokeReturnValue) else bool(result)
+
+    return call_task(check_until_done, (task, context, check), {},
+                     keep=lambda value: context.xcom_push(RETURN_KEY, value))
+
+
+def _airflow_kwargs(task: PythonTask | PythonSensor, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
     """Airflow's context for a callable that asks for it: every name when it takes **kwargs, else the names it
     has parameters for (`ti`, `ds`, `params`, `templates_dict`, ...), as Airflow's PythonOperator does."""
     try:
@@ -252,6 +275,8 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
         return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):
         return _run_bash(task, context)
+    if isinstance(task, BaseSensor):
+        return _run_sensor(task, context, plan.pass_context)
     if isinstance(task, SparkTask):  # never in a forked child: see run_in_process
         say(HANDOVER_REASON)
         return "failed", HANDOVER_REASON

@@ -244,6 +244,20 @@ class BranchDayOfWeekTask(_ConditionBranch):
         return at.isoweekday() in self.week_day
 
 
+class BaseBranchTask(Task):
+    """A task whose `choose_branch(context)` returns the task id(s) to follow (Airflow's BaseBranchOperator)."""
+
+    flow = BRANCH
+
+    def choose_branch(self, context: TaskContext) -> str | Iterable[str] | None:
+        raise NotImplementedError(f"{type(self).__name__} must define choose_branch(context)")
+
+    def execute(self, context: TaskContext) -> Any:
+        chosen = self.choose_branch(context)
+        print(f"[ledger] {record_choice(self, context, chosen)}", flush=True)
+        return chosen
+
+
 # -- decorators --------------------------------------------------------------------------------------------------
 
 class FlowTaskFunction(TaskFunction):
@@ -251,13 +265,13 @@ class FlowTaskFunction(TaskFunction):
     `@task.short_circuit`), or a setup or teardown task (`@setup`, `@teardown`)."""
 
     def __init__(self, func: Callable[..., Any], task_id: str | None, task_kwargs: dict[str, Any],
-                 partial: dict[str, Any] | None = None, *, task_class: type[PythonTask] = PythonTask,
+                 partial: dict[str, Any] | None = None, *, task_class: Callable[..., Task] = PythonTask,
                  role: str | None = None) -> None:
         super().__init__(func, task_id, task_kwargs, partial)
         self.task_class = task_class
         self.role = role
 
-    def __call__(self, *op_args: Any, **op_kwargs: Any) -> PythonTask:
+    def __call__(self, *op_args: Any, **op_kwargs: Any) -> Task:  # type: ignore[override]
         kwargs = dict(self.task_kwargs)
         fail_dagrun = kwargs.pop("on_failure_fail_dagrun", None)
         made = self.task_class(self.task_id, self.func, op_args=op_args, op_kwargs=op_kwargs, **kwargs)
@@ -277,7 +291,7 @@ class FlowTaskFunction(TaskFunction):
                                  "be mapped")
 
 
-def _decorator(task_class: type[PythonTask], role: str | None = None) -> Callable[..., Any]:
+def _decorator(task_class: Callable[..., Task], role: str | None = None) -> Callable[..., Any]:
     def decorate(fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
         def wrap(func: Callable[..., Any]) -> FlowTaskFunction:
             return FlowTaskFunction(func, task_id, kwargs, task_class=task_class, role=role)
@@ -287,11 +301,13 @@ def _decorator(task_class: type[PythonTask], role: str | None = None) -> Callabl
     return decorate
 
 
+decorator = _decorator
 branch_task = _decorator(BranchPythonTask)
 short_circuit_task = _decorator(ShortCircuitTask)
 setup = _decorator(PythonTask, "setup")
 teardown = _decorator(PythonTask, "teardown")
 
 
-__all__ = ["BranchDateTimeTask", "BranchDayOfWeekTask", "BranchPythonTask", "FlowTaskFunction", "ShortCircuitTask",
-           "WeekDay", "branch_task", "in_window", "record_choice", "setup", "short_circuit_task", "teardown"]
+__all__ = ["BaseBranchTask", "BranchDateTimeTask", "BranchDayOfWeekTask", "BranchPythonTask", "FlowTaskFunction",
+           "ShortCircuitTask", "WeekDay", "branch_task", "in_window", "record_choice", "setup", "short_circuit_task",
+           "teardown"]

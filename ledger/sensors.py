@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pendulum
 
-from ledger.branching import WeekDay
+from ledger.branching import WeekDay, branch_task, decorator, short_circuit_task
 from ledger.clock import Clock, SystemClock
 from ledger.dag import Task, _callable_definition, _jsonable
 from ledger.errors import DagDefinitionError, RescheduleTask, SensorTimeout, SkipTask
@@ -381,6 +381,13 @@ class FileSensor(BaseSensor):
             if any(files for _root, _dirs, files in os.walk(path)):
                 return True
         return False
+
+
+def register_decorators(task: Any) -> None:
+    """`@task.branch`, `@task.short_circuit` and `@task.sensor` as attributes of the `@task` decorator."""
+    task.branch = branch_task
+    task.short_circuit = short_circuit_task
+    task.sensor = decorator(PythonSensor)
 
 
 __all__ = ["SENSOR_KEY", "BaseSensor", "BashSensor", "DateTimeSensor", "DayOfWeekSensor", "FileSensor",

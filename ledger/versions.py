@@ -260,6 +260,8 @@ class TaskSpec:
     fail_dagrun: bool = False
     # a sensor (ledger/sensors.py): its mode, poke interval, timeout and soft_fail, as its version records them
     sensor: Mapping[str, Any] | None = None
+    # an ExternalTaskMarker (ledger/external_task.py): the external DAG, task and date its clear reaches
+    marker: Mapping[str, Any] | None = None
 
     @property
     def mapped(self) -> bool:
@@ -351,6 +353,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             expand=tuple((arg, src) for arg, src in t.get("expand", ())),
             flow=t.get("flow"), setup=t.get("setup", False), teardown=t.get("teardown", False),
             fail_dagrun=t.get("on_failure_fail_dagrun", False), sensor=t.get("sensor"),
+            marker=t.get("definition") if t["kind"] == "external_task_marker" else None,
         )
         for t in data["tasks"]
     }

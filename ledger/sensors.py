@@ -383,6 +383,27 @@ class FileSensor(BaseSensor):
         return False
 
 
+class _Deferred:
+    """The `*Async` forms: deferrable by default (ledger runs them in reschedule mode, checked again when their
+    moment comes)."""
+
+    def __init__(self, task_id: str, **kwargs: Any) -> None:
+        kwargs.setdefault("deferrable", True)
+        super().__init__(task_id, **kwargs)  # type: ignore[call-arg]
+
+
+class TimeSensorAsync(_Deferred, TimeSensor):
+    """TimeSensor, deferred."""
+
+
+class TimeDeltaSensorAsync(_Deferred, TimeDeltaSensor):
+    """TimeDeltaSensor, deferred."""
+
+
+class DateTimeSensorAsync(_Deferred, DateTimeSensor):
+    """DateTimeSensor, deferred."""
+
+
 def register_decorators(task: Any) -> None:
     """`@task.branch`, `@task.short_circuit` and `@task.sensor` as attributes of the `@task` decorator."""
     task.branch = branch_task
@@ -390,6 +411,7 @@ def register_decorators(task: Any) -> None:
     task.sensor = decorator(PythonSensor)
 
 
-__all__ = ["SENSOR_KEY", "BaseSensor", "BashSensor", "DateTimeSensor", "DayOfWeekSensor", "FileSensor",
-           "PokeReturnValue", "PythonSensor", "TimeDeltaSensor", "TimeSensor", "Timing", "check_until_done",
+__all__ = ["SENSOR_KEY", "BaseSensor", "BashSensor", "DateTimeSensor", "DateTimeSensorAsync", "DayOfWeekSensor",
+           "FileSensor", "PokeReturnValue", "PythonSensor", "TimeDeltaSensor", "TimeDeltaSensorAsync", "TimeSensor",
+           "TimeSensorAsync", "Timing", "check_until_done",
            "continued", "next_delay", "reschedule_at", "timed_out"]

@@ -1,5 +1,7 @@
 """`airflow.providers.standard.operators.python`."""
 
+from ledger.branching import BranchPythonTask as BranchPythonOperator
+from ledger.branching import ShortCircuitTask as ShortCircuitOperator
 from ledger.dag import PythonTask as PythonOperator
 
-__all__ = ["PythonOperator"]
+__all__ = ["BranchPythonOperator", "PythonOperator", "ShortCircuitOperator"]

@@ -1,0 +1,5 @@
+"""`airflow.operators.datetime`."""
+
+from ledger.branching import BranchDateTimeTask as BranchDateTimeOperator
+
+__all__ = ["BranchDateTimeOperator"]

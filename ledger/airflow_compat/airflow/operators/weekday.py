@@ -1,0 +1,5 @@
+"""`airflow.operators.weekday`."""
+
+from ledger.branching import BranchDayOfWeekTask as BranchDayOfWeekOperator
+
+__all__ = ["BranchDayOfWeekOperator"]

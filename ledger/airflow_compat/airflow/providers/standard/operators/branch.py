@@ -1,0 +1,5 @@
+"""`airflow.providers.standard.operators.branch`."""
+
+from ledger.branching import BaseBranchTask as BaseBranchOperator
+
+__all__ = ["BaseBranchOperator"]

@@ -1,0 +1,5 @@
+"""`airflow.providers.standard.sensors.external_task`."""
+
+from ledger.external_task import ExternalTaskMarker, ExternalTaskSensor
+
+__all__ = ["ExternalTaskMarker", "ExternalTaskSensor"]

@@ -1,0 +1,5 @@
+"""`airflow.providers.standard.sensors.weekday`."""
+
+from ledger.sensors import DayOfWeekSensor
+
+__all__ = ["DayOfWeekSensor"]

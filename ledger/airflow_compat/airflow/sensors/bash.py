@@ -1,0 +1,5 @@
+"""`airflow.sensors.bash`."""
+
+from ledger.sensors import BashSensor
+
+__all__ = ["BashSensor"]

@@ -1,0 +1,5 @@
+"""`airflow.sensors.filesystem`."""
+
+from ledger.sensors import FileSensor
+
+__all__ = ["FileSensor"]

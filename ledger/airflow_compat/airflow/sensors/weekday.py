@@ -1,0 +1,5 @@
+"""`airflow.sensors.weekday`."""
+
+from ledger.sensors import DayOfWeekSensor
+
+__all__ = ["DayOfWeekSensor"]

@@ -61,5 +61,6 @@ class RescheduleTask(Exception):
     holding no worker slot, and the scheduler queues the next try at `at` without spending a retry."""
 
     def __init__(self, at: object) -> None:
-        super().__init__(f"next check at {at}")
+        shown = at.isoformat() if hasattr(at, "isoformat") else at
+        super().__init__(f"next check at {shown}")
         self.at = at

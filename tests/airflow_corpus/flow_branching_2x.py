@@ -13,8 +13,8 @@ from airflow.utils.weekday import WeekDay
 
 with DAG(
     dag_id="flow_branching_2x",
-    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
-    schedule=None,
+    start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+    schedule="@once",
     catchup=False,
     params={"size": 3},
 ) as dag:

@@ -8,8 +8,8 @@ from airflow.sdk import DAG, task
 
 with DAG(
     dag_id="flow_branching_3x",
-    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
-    schedule=None,
+    start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+    schedule="@once",
 ):
     pick = BranchPythonOperator(task_id="pick", python_callable=lambda: ["right"])
     left = BashOperator(task_id="left", bash_command="echo left")

@@ -23,9 +23,10 @@ def flag_is_there(path):
 
 with DAG(
     dag_id="flow_sensors_2x",
-    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
-    schedule=None,
-    params={"flag": "/tmp/ledger-corpus-flag"},
+    start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+    schedule="@once",
+    params={"flag": "flag-2x"},
+    max_active_tasks=1,  # one slot: a sensor that held it while waiting would keep make_flag from running
     default_args={"retries": 1, "retry_delay": datetime.timedelta(seconds=0)},
 ) as dag:
     # highest priority: it takes the first slot, and in reschedule mode gives it back while it waits

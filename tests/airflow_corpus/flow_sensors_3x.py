@@ -13,9 +13,9 @@ from airflow.sdk import DAG, PokeReturnValue, task
 
 with DAG(
     dag_id="flow_sensors_3x",
-    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
-    schedule=None,
-    params={"flag": "/tmp/ledger-corpus-flag-3x"},
+    start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+    schedule="@once",
+    params={"flag": "flag-3x"},
 ):
     wait = PythonSensor(task_id="wait", python_callable=lambda path: os.path.exists(path),
                         op_kwargs={"path": "{{ params.flag }}"}, deferrable=True, poke_interval=1, timeout=60,

@@ -24,8 +24,8 @@ from ledger.signal_rules import rule_to_json
 from ledger.xcom import XComRef, refs_in, resolve
 
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
-                 "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always",
-                 "all_done_setup_success")
+                 "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
+TEARDOWN_TRIGGER_RULE = "all_done_setup_success"  # a teardown task's (as_teardown; ledger/flow.py decides it)
 TASK_CALLBACKS = {"on_failure_callback": "task_failure", "on_success_callback": "task_success",
                   "on_retry_callback": "task_retry"}
 DAG_CALLBACKS = {"on_failure_callback": "run_failure", "on_success_callback": "run_success",
@@ -186,7 +186,7 @@ class Task:
 
     def _check(self, dag: DAG) -> None:
         where = f"task {self.task_id!r}"
-        if self.trigger_rule not in TRIGGER_RULES:
+        if self.trigger_rule not in TRIGGER_RULES and self.trigger_rule != TEARDOWN_TRIGGER_RULE:
             raise DagDefinitionError(f"{where}: unknown trigger_rule {self.trigger_rule!r} "
                                      f"(one of {', '.join(TRIGGER_RULES)})")
         if self.retries < 0:
@@ -247,7 +247,7 @@ class Task:
         if self.is_setup:
             raise DagDefinitionError(f"task {self.task_id!r} is a setup task; it cannot also be a teardown task")
         self.is_teardown = True
-        self.trigger_rule = "all_done_setup_success"
+        self.trigger_rule = TEARDOWN_TRIGGER_RULE
         if on_failure_fail_dagrun is not None:
             self.on_failure_fail_dagrun = bool(on_failure_fail_dagrun)
         found = [] if setups is None else [setups] if isinstance(setups, Task) else list(setups)

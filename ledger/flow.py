@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ledger.states import TaskState
+from ledger.versions import reachable
 
 if TYPE_CHECKING:
     from ledger.versions import DagSpec
@@ -73,12 +74,7 @@ def short_circuit_skips(downstream: Mapping[str, Iterable[str]], teardowns: Iter
     never a teardown task."""
     chosen = set(downstream[task_id])
     if ignore_downstream_trigger_rules:
-        stack = list(chosen)
-        while stack:
-            for d in downstream[stack.pop()]:
-                if d not in chosen:
-                    chosen.add(d)
-                    stack.append(d)
+        chosen = reachable(downstream, chosen)
     return sorted(chosen - set(teardowns))
 
 

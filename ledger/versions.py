@@ -305,15 +305,7 @@ class DagSpec:
 
     def and_downstream(self, task_ids: Iterable[str]) -> set[str]:
         """The tasks and everything downstream of them."""
-        down = self.downstream()
-        chosen = set(task_ids)
-        stack = list(chosen)
-        while stack:
-            for d in down[stack.pop()]:
-                if d not in chosen:
-                    chosen.add(d)
-                    stack.append(d)
-        return chosen
+        return reachable(self.downstream(), task_ids)
 
     def downstream(self) -> dict[str, list[str]]:
         down: dict[str, list[str]] = {tid: [] for tid in self.tasks}
@@ -321,6 +313,18 @@ class DagSpec:
             for up in t.upstream:
                 down[up].append(t.task_id)
         return down
+
+
+def reachable(edges: Mapping[str, Iterable[str]], start: Iterable[str]) -> set[str]:
+    """`start` and every node reachable from it along `edges` (node -> its successors)."""
+    chosen = set(start)
+    stack = list(chosen)
+    while stack:
+        for d in edges[stack.pop()]:
+            if d not in chosen:
+                chosen.add(d)
+                stack.append(d)
+    return chosen
 
 
 def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:

@@ -338,6 +338,28 @@ class Task:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.task_id}>"
 
+    # `with setup >> teardown:` (Airflow's setup/teardown context): the tasks made inside run after the
+    # teardown's setups and before the teardown
+    def __enter__(self) -> Task:
+        if not self.is_teardown:
+            raise DagDefinitionError(f"task {self.task_id!r}: only a teardown task (as_teardown) opens a "
+                                     "`with` block of the tasks it cleans up after")
+        self._inside_from = len(self.dag.tasks)
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is not None:
+            return
+        made = [t for t in list(self.dag.tasks.values())[self._inside_from:] if t is not self]
+        ids = {t.task_id for t in made}
+        setups = [self.dag.tasks[u] for u in sorted(self.upstream_ids) if self.dag.tasks[u].is_setup]
+        for task in made:
+            if not task.upstream_ids & ids:
+                for setup in setups:
+                    setup.set_downstream(task)
+            if not task.downstream_ids & ids:
+                task.set_downstream(self)
+
     @property
     def output(self) -> XComRef:
         """The value this task returns, to pass to another task (which then runs after it)."""

@@ -223,3 +223,17 @@ def test_a_sensor_waiting_for_its_next_check_is_ready_only_when_it_is_due() -> N
     waiting = decide(spec, {"s": TiState(S.UP_FOR_RESCHEDULE, later)}, None, now=NOW)
     assert waiting.ready == [] and waiting.retry_at == later and waiting.run_state is None
     assert decide(spec, {"s": TiState(S.UP_FOR_RESCHEDULE, later)}, None, now=later).ready == ["s"]
+
+
+def test_tasks_made_inside_a_teardowns_with_block_run_between_its_setup_and_it() -> None:
+    with DAG("ctx", start_date=START) as dag:
+        create = BashTask("create", "true").as_setup()
+        delete = BashTask("delete", "true").as_teardown(setups=create)
+        with create >> delete:
+            first = BashTask("first", "true")
+            first >> BashTask("second", "true")
+    assert dag.tasks["first"].upstream_ids == {"create"}
+    assert dag.tasks["delete"].upstream_ids == {"create", "second"}
+    with DAG("not_teardown", start_date=START), pytest.raises(Exception, match="only a teardown task"), \
+            BashTask("plain", "true"):
+        pass

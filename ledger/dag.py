@@ -585,12 +585,7 @@ class PythonTask(Task):
         self.templates_dict: Any = templates_dict if isinstance(templates_dict, Mapped) else dict(
             templates_dict or {})
         super().__init__(task_id, **kwargs)
-        for ref in refs_in([self.op_args, self.op_kwargs]):
-            upstream = self.dag.tasks.get(ref.task_id)
-            if upstream is None:
-                raise DagDefinitionError(f"task {task_id!r} takes the value of {ref.task_id!r}, which is not in "
-                                         f"DAG {self.dag.dag_id!r}")
-            upstream.set_downstream(self)
+        after_values(self, [self.op_args, self.op_kwargs])
 
     def definition(self) -> dict[str, Any]:
         return {**_callable_definition(self.python_callable),
@@ -602,6 +597,16 @@ class PythonTask(Task):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"the mapped value of {name} must be a {kind.__name__}, not "
                                  f"{type(getattr(self, name)).__name__}")
+
+
+def after_values(task: Task, arguments: Any) -> None:
+    """Make `task` run after each task whose value its arguments take (`other.output`)."""
+    for ref in refs_in(arguments):
+        upstream = task.dag.tasks.get(ref.task_id)
+        if upstream is None:
+            raise DagDefinitionError(f"task {task.task_id!r} takes the value of {ref.task_id!r}, which is not in "
+                                     f"DAG {task.dag.dag_id!r}")
+        upstream.set_downstream(task)
 
 
 def _as_ref(value: Any) -> Any:

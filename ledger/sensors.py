@@ -32,9 +32,8 @@ import pendulum
 
 from ledger.branching import WeekDay, branch_task, decorator, short_circuit_task
 from ledger.clock import Clock, SystemClock
-from ledger.dag import Task, _as_ref, _callable_definition, _jsonable
+from ledger.dag import Task, _as_ref, _callable_definition, _jsonable, after_values
 from ledger.errors import DagDefinitionError, RescheduleTask, SensorTimeout, SkipTask
-from ledger.xcom import refs_in
 
 if TYPE_CHECKING:
     from ledger.context import TaskContext
@@ -227,12 +226,7 @@ class PythonSensor(BaseSensor):
         self.op_kwargs = {k: _as_ref(v) for k, v in (op_kwargs or {}).items()}
         self.templates_dict = dict(templates_dict or {})
         super().__init__(task_id, **kwargs)
-        for ref in refs_in([self.op_args, self.op_kwargs]):  # another task's value: this sensor runs after it
-            upstream = self.dag.tasks.get(ref.task_id)
-            if upstream is None:
-                raise DagDefinitionError(f"task {task_id!r} takes the value of {ref.task_id!r}, which is not in "
-                                         f"DAG {self.dag.dag_id!r}")
-            upstream.set_downstream(self)
+        after_values(self, [self.op_args, self.op_kwargs])
 
     def definition(self) -> dict[str, Any]:
         return {**_callable_definition(self.python_callable), "op_args": _jsonable(self.op_args),

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 SENSOR_KEY = "ledger.sensor"
 MODES = ("poke", "reschedule")
 DEFAULT_TIMEOUT = 7 * 24 * 3600.0
+MAX_RECORDED_CHECKS = 100  # a poke try records when its last this many unmet checks were (each an event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +176,13 @@ def check_until_done(sensor: BaseSensor, context: TaskContext,
     assert isinstance(first, dt.datetime)
     checks = before[1] if before is not None else 0
     timing = sensor.timing
+    waiting: list[str] = []  # when this try's earlier checks (poke mode) found the condition not met
 
     def record(state: str, next_check: dt.datetime | None = None) -> None:
         context.xcom_push(SENSOR_KEY, {"state": state, "try": context.try_number, "first_check": first.isoformat(),
                                        "checks": checks, "mode": sensor.mode,
-                                       **({"next_check": next_check.isoformat()} if next_check else {})})
+                                       **({"next_check": next_check.isoformat()} if next_check else {}),
+                                       **({"not_met_at": waiting[-MAX_RECORDED_CHECKS:]} if waiting else {})})
 
     while True:
         checks += 1
@@ -205,6 +208,7 @@ def check_until_done(sensor: BaseSensor, context: TaskContext,
         if sensor.mode == "reschedule":
             record("rescheduled", at)
             raise RescheduleTask(at)
+        waiting.append(now.isoformat())
         sensor.sleep(max(0.0, (at - now).total_seconds()))
 
 

@@ -43,13 +43,22 @@ def sensor_outcome(state: TaskState, reason: str | None, left: TryFiles | None) 
 
 
 def sensor_checked(dag_id: str, run_id: int, label: str, outcome: Outcome, state: TaskState,
-                   pushed: list[tuple[str, Any]], *, now: datetime, actor: str) -> dict[str, Any] | None:
-    """The `sensor_checked` event of a sensor's try (None: the try left no sensor record): how many checks it has
-    made since its first, and when the next one is."""
+                   pushed: list[tuple[str, Any]], *, now: datetime, actor: str) -> list[dict[str, Any]]:
+    """The `sensor_checked` events of a sensor's try (none when it left no sensor record), one per check: in poke
+    mode first the checks that found the condition not met (state `waiting`, at most the last 100), then its
+    last check, with the try's state, how many checks have been made since the first, and the next check."""
     record = dict(pushed).get(SENSOR_KEY)
     if not isinstance(record, dict):
-        return None
-    details = {"task_id": label, "ti_id": outcome.ti_id, "try_number": outcome.try_number, "state": state.value,
-               "checks": record.get("checks"), "first_check": record.get("first_check"), "mode": record.get("mode"),
-               **({"next_check": record["next_check"]} if record.get("next_check") else {})}
-    return dict(at=now, kind="sensor_checked", actor=actor, dag_id=dag_id, run_id=run_id, details=details)
+        return []
+    base = {"task_id": label, "ti_id": outcome.ti_id, "try_number": outcome.try_number,
+            "first_check": record.get("first_check"), "mode": record.get("mode")}
+    found = record.get("checks")
+    checks = found if isinstance(found, int) else 0
+    earlier = [t for t in record.get("not_met_at") or [] if isinstance(t, str)]
+    rows = [dict(at=now, kind="sensor_checked", actor=actor, dag_id=dag_id, run_id=run_id,
+                 details={**base, "state": "waiting", "checks": checks - len(earlier) + i, "checked_at": at})
+            for i, at in enumerate(earlier)]
+    rows.append(dict(at=now, kind="sensor_checked", actor=actor, dag_id=dag_id, run_id=run_id,
+                     details={**base, "state": state.value, "checks": checks,
+                              **({"next_check": record["next_check"]} if record.get("next_check") else {})}))
+    return rows

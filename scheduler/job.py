@@ -694,7 +694,7 @@ class DagRunJob:
             self._requested.difference_update(ended)
         self._task_state_signals(written, where)
         self.callbacks.request_task(session, written, where)
-        checked: list[dict[str, Any] | None] = []
+        checked: list[dict[str, Any]] = []
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is not None and info.log_path and st != TaskState.RUNNING:
@@ -703,8 +703,8 @@ class DagRunJob:
                     left = try_files.read(info.log_path)
                 pushed = left.pushed
                 if pushed:  # a sensor's checks: an event
-                    checked.append(flow_events.sensor_checked(info.dag_id, info.run_id, info.label, o, st, pushed,
-                                                              now=now, actor=self.actor))
+                    checked += flow_events.sensor_checked(info.dag_id, info.run_id, info.label, o, st, pushed,
+                                                          now=now, actor=self.actor)
                 if pushed:
                     xcom_store.record(session, pushed, run_id=info.run_id, task_id=info.task_id,
                                       try_number=o.try_number, now=now, map_index=info.map_index)
@@ -717,7 +717,7 @@ class DagRunJob:
                                dag_version=info.dag_version, try_state=st.value, now=now)
                 if left is not try_files.NOTHING:
                     self._recorded.append(info.log_path)
-        events.record_many(session, [row for row in checked if row is not None])
+        events.record_many(session, checked)
         failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)
                   or o.state == TaskState.LOST]
         unknown = [o.ti_id for o, _ in failed if where.get((o.ti_id, o.try_number)) is None]  # lost tries of other jobs

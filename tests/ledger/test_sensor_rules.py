@@ -122,3 +122,4 @@ def test_a_deferred_time_sensor_is_checked_again_when_its_time_comes() -> None:
     with pytest.raises(RescheduleTask) as raised:
         check_until_done(made, context(), made.poke)
     assert raised.value.at == START.add(seconds=5, microseconds=1)
+

@@ -25,6 +25,7 @@ from ledger.xcom import XComRef, refs_in, resolve
 
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
                  "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
+TEARDOWN_TRIGGER_RULE = "all_done_setup_success"  # a teardown task's (as_teardown; ledger/flow.py decides it)
 TASK_CALLBACKS = {"on_failure_callback": "task_failure", "on_success_callback": "task_success",
                   "on_retry_callback": "task_retry"}
 DAG_CALLBACKS = {"on_failure_callback": "run_failure", "on_success_callback": "run_success",
@@ -98,6 +99,12 @@ class Task:
     # arguments go to a @task function's call, "fields": they set the task's own fields (classic tasks)
     expand_args: tuple[tuple[str, Any], ...] = ()
     expand_kind: str = "fields"
+    # control flow (ledger/flow.py): "branch" or "short_circuit" when this task's result skips others; setup and
+    # teardown tasks (as_setup, as_teardown)
+    flow: str | None = None
+    is_setup: bool = False
+    is_teardown: bool = False
+    on_failure_fail_dagrun: bool = False
 
     def __init__(
         self,
@@ -180,7 +187,7 @@ class Task:
 
     def _check(self, dag: DAG) -> None:
         where = f"task {self.task_id!r}"
-        if self.trigger_rule not in TRIGGER_RULES:
+        if self.trigger_rule not in TRIGGER_RULES and self.trigger_rule != TEARDOWN_TRIGGER_RULE:
             raise DagDefinitionError(f"{where}: unknown trigger_rule {self.trigger_rule!r} "
                                      f"(one of {', '.join(TRIGGER_RULES)})")
         if self.retries < 0:
@@ -218,7 +225,40 @@ class Task:
             **({"callbacks": describe_callbacks(self.callbacks)} if self.callbacks else {}),
             **({"group": self.group.group_id} if self.group is not None else {}),
             **({"expand": [[arg, _source_json(src)] for arg, src in self.expand_args]} if self.expand_args else {}),
+            **({"flow": self.flow} if self.flow else {}),
+            **({"setup": True} if self.is_setup else {}),
+            **({"teardown": True} if self.is_teardown else {}),
+            **({"on_failure_fail_dagrun": True} if self.on_failure_fail_dagrun else {}),
         }
+
+    # -- setup and teardown (ledger/flow.py) ----------------------------------------------------
+    def as_setup(self) -> Task:
+        """Make this a setup task, as Airflow's `as_setup()`: the teardown tasks after it run even when the work
+        between them fails; clearing a task clears its setups and their teardowns."""
+        if self.is_teardown:
+            raise DagDefinitionError(f"task {self.task_id!r} is a teardown task; it cannot also be a setup task")
+        self.is_setup = True
+        return self
+
+    def as_teardown(self, *, setups: Task | Sequence[Task] | None = None,
+                    on_failure_fail_dagrun: bool | None = None) -> Task:
+        """Make this a teardown task, as Airflow's `as_teardown(setups=...)`: it runs once its upstream tasks are
+        done if a setup task before it succeeded (trigger rule `all_done_setup_success`), and it does not decide
+        the run's state unless `on_failure_fail_dagrun`. `setups` become setup tasks upstream of it."""
+        if self.is_setup:
+            raise DagDefinitionError(f"task {self.task_id!r} is a setup task; it cannot also be a teardown task")
+        self.is_teardown = True
+        self.trigger_rule = TEARDOWN_TRIGGER_RULE
+        if on_failure_fail_dagrun is not None:
+            self.on_failure_fail_dagrun = bool(on_failure_fail_dagrun)
+        found = [] if setups is None else [setups] if isinstance(setups, Task) else list(setups)
+        for setup in found:
+            if not isinstance(setup, Task):
+                raise DagDefinitionError(f"task {self.task_id!r}: as_teardown(setups=...) takes tasks, not "
+                                         f"{setup!r:.60}")
+            setup.as_setup()
+            setup.set_downstream(self)
+        return self
 
     # -- mapping -------------------------------------------------------------------------------
     @classmethod
@@ -306,6 +346,28 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.task_id}>"
+
+    # `with setup >> teardown:` (Airflow's setup/teardown context): the tasks made inside run after the
+    # teardown's setups and before the teardown
+    def __enter__(self) -> Task:
+        if not self.is_teardown:
+            raise DagDefinitionError(f"task {self.task_id!r}: only a teardown task (as_teardown) opens a "
+                                     "`with` block of the tasks it cleans up after")
+        self._inside_from = len(self.dag.tasks)
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is not None:
+            return
+        made = [t for t in list(self.dag.tasks.values())[self._inside_from:] if t is not self]
+        ids = {t.task_id for t in made}
+        setups = [self.dag.tasks[u] for u in sorted(self.upstream_ids) if self.dag.tasks[u].is_setup]
+        for task in made:
+            if not task.upstream_ids & ids:
+                for setup in setups:
+                    setup.set_downstream(task)
+            if not task.downstream_ids & ids:
+                task.set_downstream(self)
 
     @property
     def output(self) -> XComRef:
@@ -576,12 +638,7 @@ class PythonTask(Task):
         self.templates_dict: Any = templates_dict if isinstance(templates_dict, Mapped) else dict(
             templates_dict or {})
         super().__init__(task_id, **kwargs)
-        for ref in refs_in([self.op_args, self.op_kwargs]):
-            upstream = self.dag.tasks.get(ref.task_id)
-            if upstream is None:
-                raise DagDefinitionError(f"task {task_id!r} takes the value of {ref.task_id!r}, which is not in "
-                                         f"DAG {self.dag.dag_id!r}")
-            upstream.set_downstream(self)
+        after_values(self, [self.op_args, self.op_kwargs])
 
     def definition(self) -> dict[str, Any]:
         return {**_callable_definition(self.python_callable),
@@ -593,6 +650,16 @@ class PythonTask(Task):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"the mapped value of {name} must be a {kind.__name__}, not "
                                  f"{type(getattr(self, name)).__name__}")
+
+
+def after_values(task: Task, arguments: Any) -> None:
+    """Make `task` run after each task whose value its arguments take (`other.output`)."""
+    for ref in refs_in(arguments):
+        upstream = task.dag.tasks.get(ref.task_id)
+        if upstream is None:
+            raise DagDefinitionError(f"task {task.task_id!r} takes the value of {ref.task_id!r}, which is not in "
+                                     f"DAG {task.dag.dag_id!r}")
+        upstream.set_downstream(task)
 
 
 def _as_ref(value: Any) -> Any:

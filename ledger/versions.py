@@ -256,6 +256,16 @@ class TaskSpec:
     # a mapped task (ledger/mapping.py): (argument, {"literal": n, "values": [...]} or {"xcom_from": task, "key":
     # key}) in expand() order; empty for a task that is not mapped
     expand: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    # control flow (ledger/flow.py): "branch" or "short_circuit" for a task whose choice skips others; a setup or
+    # teardown task; a teardown whose failure fails the run (on_failure_fail_dagrun)
+    flow: str | None = None
+    setup: bool = False
+    teardown: bool = False
+    fail_dagrun: bool = False
+    # a sensor (ledger/sensors.py): its mode, poke interval, timeout and soft_fail, as its version records them
+    sensor: Mapping[str, Any] | None = None
+    # an ExternalTaskMarker (ledger/external_task.py): the external DAG, task and date its clear reaches
+    marker: Mapping[str, Any] | None = None
 
     @property
     def mapped(self) -> bool:
@@ -299,15 +309,7 @@ class DagSpec:
 
     def and_downstream(self, task_ids: Iterable[str]) -> set[str]:
         """The tasks and everything downstream of them."""
-        down = self.downstream()
-        chosen = set(task_ids)
-        stack = list(chosen)
-        while stack:
-            for d in down[stack.pop()]:
-                if d not in chosen:
-                    chosen.add(d)
-                    stack.append(d)
-        return chosen
+        return reachable(self.downstream(), task_ids)
 
     def downstream(self) -> dict[str, list[str]]:
         down: dict[str, list[str]] = {tid: [] for tid in self.tasks}
@@ -315,6 +317,18 @@ class DagSpec:
             for up in t.upstream:
                 down[up].append(t.task_id)
         return down
+
+
+def reachable(edges: Mapping[str, Iterable[str]], start: Iterable[str]) -> set[str]:
+    """`start` and every node reachable from it along `edges` (node -> its successors)."""
+    chosen = set(start)
+    stack = list(chosen)
+    while stack:
+        for d in edges[stack.pop()]:
+            if d not in chosen:
+                chosen.add(d)
+                stack.append(d)
+    return chosen
 
 
 def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:
@@ -345,6 +359,9 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
             max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
             expand=tuple((arg, src) for arg, src in t.get("expand", ())),
+            flow=t.get("flow"), setup=t.get("setup", False), teardown=t.get("teardown", False),
+            fail_dagrun=t.get("on_failure_fail_dagrun", False), sensor=t.get("sensor"),
+            marker=t.get("definition") if t["kind"] == "external_task_marker" else None,
         )
         for t in data["tasks"]
     }

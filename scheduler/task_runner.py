@@ -25,16 +25,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger import dagbag, secrets
+from ledger.branching import record_choice
 from ledger.context import TaskContext, environment, push_return, set_current
 from ledger.dag import BashTask, PythonTask, Task
-from ledger.errors import SkipTask
+from ledger.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.params import resolve_refs
+from ledger.sensors import BaseSensor, PokeReturnValue, PythonSensor, check_until_done
 from ledger.spark import SparkTask
 from ledger.templates import CONTEXT_NAMES, TemplateError, has_template, render, template_names
-from ledger.xcom import MissingValue, XComError
+from ledger.xcom import RETURN_KEY, MissingValue, XComError
 from ledger.xcom import resolve as resolve_xcom
 from scheduler.executors.base import WorkItem
-from scheduler.try_outcome import BASH_SKIP_EXIT_CODE, State, describe_exception, one_line
+from scheduler.try_outcome import BASH_SKIP_EXIT_CODE, NO_RETRY_PREFIX, State, describe_exception, one_line
 from scheduler.try_plan import Plan, code_line, make_plan, prepared
 
 HANDOVER_REASON = "a Spark try runs in its worker process, not in a forked child"
@@ -94,6 +96,11 @@ def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any
         reason = one_line(str(exc)) or None
         say(f"skipped: {reason}" if reason else "skipped")
         return "skipped", reason
+    except RescheduleTask as exc:
+        return "up_for_reschedule", one_line(str(exc))
+    except FailWithoutRetry as exc:
+        say(f"failed, without retries: {exc}")
+        return "failed", NO_RETRY_PREFIX + describe_exception(exc)
     except SystemExit as exc:
         if exc.code in (None, 0):
             return "success", None
@@ -125,7 +132,42 @@ def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> t
     return call_task(task.python_callable, args, kwargs, keep=lambda value: push_return(task, context, value))
 
 
-def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
+def _run_branch(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    """A branch or short-circuit Python task: its return value is its choice, recorded (ledger/branching.py)."""
+    context.xcom_values.get(task.task_id, {}).pop(RETURN_KEY, None)  # (an earlier try's, among the run's values)
+    state, reason = _run_python(task, context, pass_context)
+    if state != "success":
+        return state, reason
+    try:
+        say(record_choice(task, context, context.xcom_values.get(task.task_id, {}).get(RETURN_KEY)))
+    except ValueError as exc:
+        say(str(exc))
+        return "failed", one_line(str(exc))
+    return state, reason
+
+
+def _run_sensor(task: BaseSensor, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    """A sensor's checks (ledger/sensors.py); a PythonSensor's callable is called as a PythonTask's is."""
+    def check(ctx: TaskContext) -> bool | PokeReturnValue:
+        if not isinstance(task, PythonSensor):
+            poke_airflow = getattr(task, "poke_airflow", None)
+            if callable(poke_airflow):  # Airflow's BaseSensorOperator (ledger/airflow_compat): Airflow's context
+                found: bool | PokeReturnValue = poke_airflow(ctx, _template_names(task, ctx))
+                return found
+            return task.poke(ctx)
+        args = resolve_refs(resolve_xcom(task.op_args, ctx.xcom_values), ctx.params)
+        kwargs = resolve_refs(resolve_xcom(task.op_kwargs, ctx.xcom_values), ctx.params)
+        kwargs = {**_airflow_kwargs(task, ctx, kwargs), **kwargs}
+        if pass_context:
+            kwargs["context"] = ctx
+        result = task.python_callable(*args, **kwargs)
+        return result if isinstance(result, PokeReturnValue) else bool(result)
+
+    return call_task(check_until_done, (task, context, check), {},
+                     keep=lambda value: push_return(task, context, value))
+
+
+def _airflow_kwargs(task: PythonTask | PythonSensor, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
     """Airflow's context for a callable that asks for it: every name when it takes **kwargs, else the names it
     has parameters for (`ti`, `ds`, `params`, `templates_dict`, ...), as Airflow's PythonOperator does."""
     try:
@@ -255,9 +297,13 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
     secrets.seen_arguments(task)
     set_current(context, task)  # Airflow's get_current_context() reads it
     if isinstance(task, PythonTask):
+        if task.flow is not None:
+            return _run_branch(task, context, plan.pass_context)
         return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):
         return _run_bash(task, context)
+    if isinstance(task, BaseSensor):
+        return _run_sensor(task, context, plan.pass_context)
     if isinstance(task, SparkTask):  # never in a forked child: see run_in_process
         say(HANDOVER_REASON)
         return "failed", HANDOVER_REASON

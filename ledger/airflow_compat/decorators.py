@@ -1,6 +1,7 @@
 """Airflow's decorators: `@task` (with `multiple_outputs`, `.override()`, `.partial()/.expand()`, Airflow's
 operator arguments, and automatic task-id suffixes: calling `f` a second time in a DAG makes `f__1`),
-`@task.python`, `@task.bash` and `@task_group`."""
+`@task.python`, `@task.bash`, `@task.branch`, `@task.short_circuit`, `@task.sensor`, `@setup`, `@teardown` and
+`@task_group`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ledger import dag as ledger_dag
+from ledger.airflow_compat.flow import BranchPythonOperator, PythonSensor, ShortCircuitOperator
 from ledger.airflow_compat.operators import PythonOperator, TaskGroup, get_current_context
 from ledger.errors import DagDefinitionError, SkipTask
 from ledger.templates import render
@@ -49,7 +51,7 @@ def _infers_multiple_outputs(func: Callable[..., Any]) -> bool:
 class TaskFunction(ledger_dag.TaskFunction):
     """A `@task` function of Airflow's kind (see the module docstring)."""
 
-    operator: type[PythonOperator] = PythonOperator
+    operator: Callable[..., Any] = PythonOperator
 
     def __call__(self, *op_args: Any, **op_kwargs: Any) -> Any:
         return self._make(op_args=op_args, op_kwargs=op_kwargs)
@@ -122,8 +124,59 @@ class BashTaskFunction(TaskFunction):
         return self.operator(task_id=task_id, python_callable=self.callable(), **args, **kwargs)
 
 
+class BranchTaskFunction(TaskFunction):
+    """`@task.branch`: the function returns the task id(s) to follow."""
+
+    operator = BranchPythonOperator
+
+
+class ShortCircuitTaskFunction(TaskFunction):
+    """`@task.short_circuit`: a falsy return value skips the tasks downstream."""
+
+    operator = ShortCircuitOperator
+
+
+class SensorTaskFunction(TaskFunction):
+    """`@task.sensor`: the function is the sensor's check (True or a PokeReturnValue once the condition holds)."""
+
+    operator = PythonSensor
+
+
+class SetupTaskFunction(TaskFunction):
+    """`@setup`: the task made is a setup task."""
+
+    def _make(self, **args: Any) -> Any:
+        return super()._make(**args).as_setup()
+
+
+class TeardownTaskFunction(TaskFunction):
+    """`@teardown` (with `on_failure_fail_dagrun`): the task made is a teardown task."""
+
+    def _make(self, **args: Any) -> Any:
+        kwargs = dict(self.task_kwargs)
+        fail = kwargs.pop("on_failure_fail_dagrun", None)
+        made = TaskFunction(self.func, self.task_id, kwargs, self.partial_kwargs)._make(**args)
+        return made.as_teardown(on_failure_fail_dagrun=fail)
+
+
+def _role(kind: type[TaskFunction]) -> Callable[..., Any]:
+    """Airflow's `@setup` / `@teardown`, over a function or a `@task` function."""
+    def decorate(fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        def wrap(func: Callable[..., Any]) -> TaskFunction:
+            if isinstance(func, TaskFunction):
+                return kind(func.func, task_id or func.task_id, {**func.task_kwargs, **kwargs}, func.partial_kwargs)
+            return kind(func, task_id, kwargs)
+        return wrap(fn) if fn is not None else wrap
+    return decorate
+
+
+setup = _role(SetupTaskFunction)
+teardown = _role(TeardownTaskFunction)
+
+
 class TaskDecorator:
-    """`task`: `@task`, `@task(...)`, `@task.python`, `@task.bash`."""
+    """`task`: `@task`, `@task(...)`, `@task.python`, `@task.bash`, `@task.branch`, `@task.short_circuit`,
+    `@task.sensor`."""
 
     def __call__(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
                  **kwargs: Any) -> Any:
@@ -134,6 +187,16 @@ class TaskDecorator:
 
     def bash(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
         return self._decorate(BashTaskFunction, fn, task_id, kwargs)
+
+    def branch(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(BranchTaskFunction, fn, task_id, kwargs)
+
+    def short_circuit(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                      **kwargs: Any) -> Any:
+        return self._decorate(ShortCircuitTaskFunction, fn, task_id, kwargs)
+
+    def sensor(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(SensorTaskFunction, fn, task_id, kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -1,18 +1,18 @@
-"""Airflow's helpers for edges and its enums: chain, cross_downstream, chain_linear, TriggerRule, WeekDay; its
-exceptions; `airflow.utils.dates` and `airflow.utils.timezone`."""
+"""Airflow's helpers for edges and its enums: chain, cross_downstream, chain_linear, TriggerRule (WeekDay is
+ledger.branching's); its exceptions; `airflow.utils.dates` and `airflow.utils.timezone`."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from typing import Any
 
 import pendulum
 
 from ledger import dag as ledger_dag
-from ledger.errors import DagDefinitionError, SkipTask
+from ledger.errors import DagDefinitionError, FailWithoutRetry, SensorTimeout, SkipTask
 from ledger.xcom import XComRef
 
 
@@ -93,37 +93,6 @@ class TriggerRule(StrEnum):
         return {rule.value for rule in cls}
 
 
-class WeekDay(IntEnum):
-    """Airflow's WeekDay: ISO weekday numbers, Monday 1."""
-
-    MONDAY = 1
-    TUESDAY = 2
-    WEDNESDAY = 3
-    THURSDAY = 4
-    FRIDAY = 5
-    SATURDAY = 6
-    SUNDAY = 7
-
-    @classmethod
-    def get_weekday_number(cls, week_day_str: str) -> int:
-        try:
-            return cls[week_day_str.upper()].value
-        except KeyError:
-            raise AttributeError(f'Invalid Week Day passed: "{week_day_str}"') from None
-
-    @classmethod
-    def convert(cls, day: str | WeekDay) -> int:
-        return day.value if isinstance(day, WeekDay) else cls.get_weekday_number(day)
-
-    @classmethod
-    def validate_week_day(cls, week_day: Any) -> set[int]:
-        if isinstance(week_day, str | WeekDay):
-            return {cls.convert(week_day)}
-        if isinstance(week_day, set | list | tuple | dict):
-            return {cls.convert(day) for day in week_day}
-        raise TypeError(f"Unsupported Type for week_day parameter: {type(week_day).__name__}")
-
-
 # -- exceptions ------------------------------------------------------------------------------------
 
 class AirflowException(Exception):
@@ -133,8 +102,8 @@ class AirflowException(Exception):
 AirflowSkipException = SkipTask
 
 
-class AirflowFailException(AirflowException):
-    """Raised in a task: the try fails (ledger retries it when retries remain, where Airflow does not)."""
+class AirflowFailException(AirflowException, FailWithoutRetry):
+    """Raised in a task: the try fails without spending its remaining retries, as in Airflow."""
 
 
 class AirflowNotFoundException(AirflowException):
@@ -153,8 +122,8 @@ class AirflowTaskTimeout(AirflowException):
     pass
 
 
-class AirflowSensorTimeout(AirflowException):
-    pass
+# what ledger's sensors raise when their timeout passes: the task fails without retry
+AirflowSensorTimeout = SensorTimeout
 
 
 class DagRunAlreadyExists(AirflowException):

@@ -231,11 +231,16 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
     def run_operator(self, context: TaskContext, names: Mapping[str, Any]) -> Any:
         """Run execute() with Airflow's context (the task runner calls it); its value is passed on unless
         do_xcom_push=False."""
-        for name in self.template_fields:  # other tasks' values (XComArg) and params (an @dag function's
-            value = getattr(self, name, None)  # parameters) in its fields, as Airflow resolves them
-            setattr(self, name, resolve_refs(resolve(value, context.xcom_values), context.params))
-        value = self.execute(airflow_context(context, names))
+        value = self.execute(self.context_for(context, names))
         return value if self.do_xcom_push else None
+
+    def context_for(self, context: TaskContext, names: Mapping[str, Any]) -> AirflowContext:
+        """Airflow's context for the try, once the fields' other tasks' values (XComArg) and params (an @dag
+        function's parameters) are resolved, as Airflow resolves them."""
+        for name in self.template_fields:
+            value = getattr(self, name, None)
+            setattr(self, name, resolve_refs(resolve(value, context.xcom_values), context.params))
+        return airflow_context(context, names)
 
     def definition(self) -> dict[str, Any]:
         fields = {k: ledger_dag._jsonable(v) for k, v in sorted(vars(self).items())

@@ -351,3 +351,16 @@ def timeline_rows(session: Session, dag_id: str, *, start: datetime | None = Non
         stmt = stmt.limit(limit)
     # Core execution on the session's connection: no ORM row loading for plain columns
     return list(session.connection().execute(stmt))
+
+
+def states_at(session: Session, dag_id: str, at: datetime) -> tuple[str, dict[str, list[str]]] | None:
+    """The live run of `dag_id` at logical date `at`: its state and its task instances' states by task id (every
+    instance of a mapped task); None when there is no such run (ExternalTaskSensor)."""
+    run = live_at(session, dag_id, at)
+    if run is None:
+        return None
+    states: dict[str, list[str]] = {}
+    for task_id, state in session.execute(select(TaskInstance.task_id, TaskInstance.state)
+                                          .where(TaskInstance.run_id == run.id)).tuples():
+        states.setdefault(task_id, []).append(state)
+    return run.state, states

@@ -228,3 +228,17 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_a_refused_impor
         page = client.get(f"/dags/af3_sdk/versions/{version}").text
     assert "Airflow 3 imports" in page
     assert re.findall(r'<text class="edge-label"[^>]*>([^<]+)</text>', page) == ["go"]
+
+
+def test_branch_and_sensor_subclasses_get_airflows_context_and_take_its_arguments(corpus: Corpus) -> None:
+    dag = corpus.dag("af2_flow_operators.py", "af2_flow_operators")
+    assert dag.tasks["on_day"].ignored_args == ("queue",) and dag.tasks["on_day"].owner == "data"  # type: ignore[attr-defined]
+    assert dag.tasks["pick"].owner == "flow" and dag.tasks["ready"].ignored_args == ("executor_config",)  # type: ignore[attr-defined]
+    assert dag.tasks["make_cluster"].is_setup and dag.tasks["delete_cluster"].is_teardown
+    ran = corpus.run("af2_flow_operators.py", "af2_flow_operators", at="2024-03-01T00:00")
+    assert ran.state is RunState.FAILED  # strict failed: the run fails by its work, whatever its teardown did
+    assert ran.states == {"on_day": "success", "pick": "success", "left": "success", "right": "skipped",
+                          "gate": "success", "gated": "skipped", "ready": "success", "make_cluster": "success",
+                          "strict": "failed", "delete_cluster": "success"}
+    assert "ds 2024-03-01, wanted 2024-03-01" in ran.log
+    assert "--- strict try 1: failed (no retry: AirflowFailException: cluster-1: bad input" in ran.log

@@ -2,10 +2,10 @@
 
 from ledger.airflow_compat.dag import SdkDAG as DAG
 from ledger.airflow_compat.dag import sdk_dag as dag
-from ledger.airflow_compat.decorators import task, task_group
+from ledger.airflow_compat.decorators import setup, task, task_group, teardown
+from ledger.airflow_compat.flow import BaseSensorOperator
 from ledger.airflow_compat.graph import (
     TriggerRule,
-    WeekDay,
     chain,
     chain_linear,
     cross_downstream,
@@ -18,17 +18,21 @@ from ledger.airflow_compat.operators import BaseOperator, TaskGroup, get_current
 from ledger.airflow_compat.operators import (
     xcom_arg as XComArg,
 )
+from ledger.branching import WeekDay
 from ledger.dag import Label
 from ledger.params import Param, ParamsDict
 from ledger.secrets import Variable
+from ledger.sensors import PokeReturnValue
 
 __all__ = [
     "DAG",
     "BaseOperator",
+    "BaseSensorOperator",
     "Context",
     "Label",
     "Param",
     "ParamsDict",
+    "PokeReturnValue",
     "TaskGroup",
     "TriggerRule",
     "Variable",
@@ -40,6 +44,8 @@ __all__ = [
     "dag",
     "get_current_context",
     "get_parsing_context",
+    "setup",
     "task",
     "task_group",
+    "teardown",
 ]

@@ -1,5 +1,5 @@
 """`airflow.utils.weekday`."""
 
-from ledger.airflow_compat.graph import WeekDay
+from ledger.branching import WeekDay
 
 __all__ = ["WeekDay"]

@@ -19,8 +19,9 @@ from ledger.code import CodeManifest
 from ledger.errors import DagDefinitionError
 from ledger.mapping import instance_args, max_map_length
 from ledger.params import as_params
-from ledger.schedule import Schedule, ScheduleError, parse_schedule
+from ledger.schedule import Schedule, ScheduleError
 from ledger.signal_rules import rule_to_json
+from ledger.timetables import Timetable, to_schedule
 from ledger.xcom import XComRef, refs_in, resolve
 
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
@@ -581,7 +582,7 @@ class DAG:
         self,
         dag_id: str,
         *,
-        schedule: str | timedelta | None = None,
+        schedule: str | timedelta | Schedule | Timetable | None = None,
         start_date: datetime | None = None,
         end_date: datetime | None = None,
         catchup: bool = False,
@@ -630,7 +631,7 @@ class DAG:
         if self.end_date is not None and self.end_date < self.start_date:
             raise DagDefinitionError(f"DAG {dag_id!r}: end_date is before start_date")
         try:
-            self.schedule: Schedule = parse_schedule(schedule, timezone=self.timezone, start_date=self.start_date)
+            self.schedule: Schedule = to_schedule(schedule, timezone=self.timezone, start_date=self.start_date)
         except ScheduleError as exc:
             raise DagDefinitionError(f"DAG {dag_id!r}: {exc}") from None
         self.catchup = bool(catchup)

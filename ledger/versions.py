@@ -28,6 +28,7 @@ from ledger.mapping import literal_count
 from ledger.schedule import Schedule, parse_schedule
 from ledger.secrets import sensitive
 from ledger.signal_rules import can_start
+from ledger.timetables import from_description
 
 if TYPE_CHECKING:
     from ledger.dag import DAG, Task
@@ -314,6 +315,9 @@ class DagSpec:
 
 
 def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:
+    timetable = from_description(desc, timezone=timezone, start_date=start_date)
+    if timetable is not None:
+        return timetable
     kind = desc.get("type")
     value: str | timedelta | None
     if kind == "cron":

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from ledger import airflow_compat
 from ledger import dag as dag_module
 from ledger.code import CodeFile, CodeManifest, file_digest, helper_paths, sha256_bytes, wanted_file
 from ledger.dag import DAG, DAG_MODULE_PREFIX
@@ -89,6 +90,8 @@ def _describe(exc: BaseException, fileloc: str) -> str:
         return f"{fileloc}:{exc.lineno}: SyntaxError: {exc.msg}"
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == fileloc]
     where = f"{fileloc}:{frames[-1].lineno}" if frames else fileloc
+    if isinstance(exc, airflow_compat.AirflowImportRefused):
+        return f"{where}: {exc}"
     return f"{where}: {type(exc).__name__}: {exc}"
 
 
@@ -153,6 +156,7 @@ def activate(result: FileResult) -> None:
     global _active
     if result.root is None:
         return
+    airflow_compat.install()  # task code may import `airflow...` when it runs
     root = os.path.abspath(result.root)
     _roots.add(root)
     sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") not in _roots)]
@@ -219,6 +223,7 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
         root = os.path.dirname(fileloc)
     result = FileResult(fileloc, root=root)
     name = _module_name(fileloc)
+    airflow_compat.install()  # Airflow DAG files import `airflow...` (unless Apache Airflow is installed)
     dag_module.created.clear()
     try:
         with code_root(root):

@@ -1,0 +1,9 @@
+"""ledger's `airflow` namespace (ledger/airflow_compat/__init__.py): `from airflow import DAG` in a DAG file
+run by ledger gives ledger's DAG."""
+
+from ledger.dag import DAG
+
+__ledger_airflow_compat__ = True  # the finder knows its own namespace by this
+__version__ = "2.10.5"  # the Airflow whose DAG files this namespace reads (3.x files read through airflow.sdk)
+
+__all__ = ["DAG"]

@@ -1,0 +1,5 @@
+"""`airflow.decorators`."""
+
+from ledger.dag import task
+
+__all__ = ["task"]

@@ -1,0 +1,5 @@
+"""`airflow.models.dag`."""
+
+from ledger.dag import DAG
+
+__all__ = ["DAG"]

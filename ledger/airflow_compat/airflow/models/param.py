@@ -1,0 +1,5 @@
+"""`airflow.models.param`."""
+
+from ledger.params import Param
+
+__all__ = ["Param"]

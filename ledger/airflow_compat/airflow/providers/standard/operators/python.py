@@ -1,0 +1,5 @@
+"""`airflow.providers.standard.operators.python`."""
+
+from ledger.dag import PythonTask as PythonOperator
+
+__all__ = ["PythonOperator"]

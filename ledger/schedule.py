@@ -100,7 +100,7 @@ After = DateTime | DataInterval | None  # where a schedule resumes: the latest r
 def end_of(after: dt.datetime | DataInterval | None) -> DateTime | None:
     """The instant a schedule resumes from: `after` itself, or the end of the interval given."""
     if isinstance(after, DataInterval):
-        return after.end
+        return _utc(after.end, "after")
     return None if after is None else _utc(after, "after")
 
 

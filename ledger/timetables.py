@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import pendulum
 from pendulum import DateTime
 
+from ledger import airflow_compat
 from ledger import schedule as sched
 from ledger.schedule import After, Schedule, ScheduleError, parse_schedule
 from ledger.trigger_schedules import (
@@ -260,6 +261,7 @@ def class_path(obj: object) -> str:
 
 
 def _import_class(path: str) -> type:
+    airflow_compat.install()  # a timetable written for Airflow imports `airflow.timetables.base`
     module_name, _, qualname = path.rpartition(".")
     for split in range(path.count("."), 0, -1):  # nested classes: the longest importable module prefix wins
         module_name = ".".join(path.split(".")[:split])
@@ -334,8 +336,10 @@ class TimetableSchedule(Schedule):
         return str(text)[:250]
 
     def _info(self, last: After, earliest: DateTime, latest: DateTime | None) -> sched.DataInterval | None:
-        if last is not None and not isinstance(last, sched.DataInterval):
-            last = sched.DataInterval(last, last)  # only its end is known
+        if isinstance(last, sched.DataInterval):
+            last = sched.DataInterval(sched._utc(last.start, "after"), sched._utc(last.end, "after"))
+        elif last is not None:
+            last = sched.DataInterval(sched._utc(last, "after"), sched._utc(last, "after"))  # only its end is known
         info = self._call("next_dagrun_info",
                           last_automated_data_interval=None if last is None else DataInterval(last.start, last.end),
                           restriction=TimeRestriction(sched._utc(earliest, "start_date"), latest, True))

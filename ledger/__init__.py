@@ -7,8 +7,14 @@ from ledger.context import TaskContext
 from ledger.dag import DAG, BashTask, PythonTask, Task, TaskGroup, task
 from ledger.errors import SkipTask
 from ledger.notifiers import EmailNotifier, Notifier, WebhookNotifier
+from ledger.python_envs import ExternalPythonTask, PythonVirtualenvTask, external_python, virtualenv
 from ledger.signal_rules import SignalAction
 from ledger.spark import SparkTask, spark_task
 
-__all__ = ["DAG", "BashTask", "EmailNotifier", "Notifier", "PythonTask", "SignalAction", "SkipTask", "SparkTask",
-           "Task", "TaskContext", "TaskGroup", "WebhookNotifier", "spark_task", "task"]
+__all__ = ["DAG", "BashTask", "EmailNotifier", "ExternalPythonTask", "Notifier", "PythonTask", "PythonVirtualenvTask",
+           "SignalAction", "SkipTask", "SparkTask", "Task", "TaskContext", "TaskGroup", "WebhookNotifier",
+           "external_python", "spark_task", "task", "virtualenv"]
+
+# `@task.virtualenv` and `@task.external_python`, as Airflow's
+setattr(task, "virtualenv", virtualenv)  # noqa: B010
+setattr(task, "external_python", external_python)  # noqa: B010

@@ -531,6 +531,10 @@ class PythonTask(Task):
                                          f"DAG {self.dag.dag_id!r}")
             upstream.set_downstream(self)
 
+    def invoke(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the callable (a task that runs it elsewhere overrides this: ledger/python_envs.py)."""
+        return self.python_callable(*args, **kwargs)
+
     def definition(self) -> dict[str, Any]:
         return {**_callable_definition(self.python_callable),
                 "op_args": _jsonable(self.op_args), "op_kwargs": _jsonable(self.op_kwargs),
@@ -701,22 +705,24 @@ class TaskFunction:
         self.partial_kwargs = dict(partial or {})
         functools.update_wrapper(self, func)
 
+    task_class: type[PythonTask] = PythonTask  # the task it adds (@task.virtualenv: ledger/python_envs.py)
+
     def __call__(self, *op_args: Any, **op_kwargs: Any) -> PythonTask:
-        return PythonTask(self.task_id, self.func, op_args=op_args, op_kwargs=op_kwargs, **self.task_kwargs)
+        return self.task_class(self.task_id, self.func, op_args=op_args, op_kwargs=op_kwargs, **self.task_kwargs)
 
     def override(self, **task_kwargs: Any) -> TaskFunction:
         """Airflow's `f.override(task_id=..., retries=...)`: the same function as another task, or with other
         task arguments."""
         task_id = task_kwargs.pop("task_id", self.task_id)
-        return TaskFunction(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
+        return type(self)(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
 
     def partial(self, **kwargs: Any) -> TaskFunction:
         self._check_names(kwargs, "partial")
-        return TaskFunction(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})
+        return type(self)(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})
 
     def expand(self, **expand: Any) -> PythonTask:
         sources = _expand_sources(f"task {self.task_id!r}", expand, self._parameters(), self.partial_kwargs)
-        made = PythonTask(self.task_id, self.func, op_kwargs=self.partial_kwargs, **self.task_kwargs)
+        made = self.task_class(self.task_id, self.func, op_kwargs=self.partial_kwargs, **self.task_kwargs)
         made._map(sources, "call")
         return made
 

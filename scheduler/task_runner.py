@@ -120,7 +120,7 @@ def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> t
         return "failed", one_line(str(exc))
     kwargs = {**op_kwargs, "context": context} if pass_context else op_kwargs
     kwargs = {**_airflow_kwargs(task, context, kwargs), **kwargs}
-    return call_task(task.python_callable, args, kwargs, keep=lambda value: context.xcom_push(RETURN_KEY, value))
+    return call_task(task.invoke, args, kwargs, keep=lambda value: context.xcom_push(RETURN_KEY, value))
 
 
 def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:

@@ -111,6 +111,31 @@ class TaskContext:
         }
 
 
+def push_return(task: Any, context: TaskContext, value: Any) -> None:
+    """Pass on what a task's code returned: under `return_value`, and with the task's `multiple_outputs` (Airflow's
+    `@task(multiple_outputs=True)`) each key of a returned dict under its own name as well."""
+    from ledger.xcom import RETURN_KEY
+
+    if getattr(task, "multiple_outputs", False) and isinstance(value, dict):
+        for key, item in value.items():
+            context.xcom_push(str(key), item)
+    context.xcom_push(RETURN_KEY, value)
+
+
+_current: tuple[TaskContext, Any] | None = None  # the try this process runs now: (its context, its task)
+
+
+def set_current(context: TaskContext | None, task: Any = None) -> None:
+    """Record the try this process is running (the task runner calls it just before the task's code)."""
+    global _current
+    _current = None if context is None else (context, task)
+
+
+def current() -> tuple[TaskContext, Any] | None:
+    """The running try's (context, task), for code that is not handed them (Airflow's get_current_context)."""
+    return _current
+
+
 # every variable TaskContext.env() may set (the optional ones only when they apply)
 TRY_ENV_KEYS = ("LEDGER_DAG_ID", "LEDGER_TASK_ID", "LEDGER_RUN_ID", "LEDGER_LOGICAL_DATE", "LEDGER_DATA_INTERVAL_START",
                 "LEDGER_DATA_INTERVAL_END", "LEDGER_TRY_NUMBER", "LEDGER_DAG_VERSION", "LEDGER_RUN_TYPE",

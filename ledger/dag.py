@@ -269,22 +269,30 @@ class Task:
         """Refuse (ValueError) a mapped instance's field value that the task could not run with."""
 
     # -- edges ---------------------------------------------------------------------------------
-    def set_downstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup]) -> None:
+    def set_downstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup],
+                       edge_modifier: Label | None = None) -> None:
         for task in _edge_tasks(other, "roots"):
             if task.dag is not self.dag:
                 raise DagDefinitionError(f"cannot link {self.task_id!r} to {task.task_id!r}: different DAGs")
             self.downstream_ids.add(task.task_id)
             task.upstream_ids.add(self.task_id)
+            if edge_modifier is not None:
+                self.dag.edge_labels[(self.task_id, task.task_id)] = edge_modifier.label
 
-    def set_upstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup]) -> None:
+    def set_upstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup],
+                     edge_modifier: Label | None = None) -> None:
         for task in _edge_tasks(other, "leaves"):
-            task.set_downstream(self)
+            task.set_downstream(self, edge_modifier)
 
-    def __rshift__(self, other: Task | Sequence[Task]) -> Task | Sequence[Task]:
+    def __rshift__(self, other: Any) -> Any:
+        if isinstance(other, Label):
+            return other.after([self])
         self.set_downstream(other)
         return other
 
-    def __lshift__(self, other: Task | Sequence[Task]) -> Task | Sequence[Task]:
+    def __lshift__(self, other: Any) -> Any:
+        if isinstance(other, Label):
+            return other.before([self])
         self.set_upstream(other)
         return other
 
@@ -312,6 +320,46 @@ def _edge_tasks(other: Any, side: str) -> list[Task]:
     if isinstance(other, TaskGroup):
         return other.roots() if side == "roots" else other.leaves()
     return [t for item in other for t in _edge_tasks(item, side)]
+
+
+class Label:
+    """A label on edges, as Airflow's: `a >> Label("on success") >> b` (or `b << Label(...) << a`, or
+    `a.set_downstream(b, edge_modifier=Label(...))`) links a to b and names the edge; the version records it and
+    the graph (`ledger dags show`, the web view) shows it."""
+
+    def __init__(self, label: str) -> None:
+        if not isinstance(label, str) or not label:
+            raise DagDefinitionError(f"an edge Label needs a non-empty string, not {label!r}")
+        self.label = label
+        self._upstream: list[Task] = []
+        self._downstream: list[Task] = []
+
+    def after(self, upstream: Sequence[Any]) -> Label:
+        self._upstream = [t for item in upstream for t in _edge_tasks(item, "leaves")]
+        return self
+
+    def before(self, downstream: Sequence[Any]) -> Label:
+        self._downstream = [t for item in downstream for t in _edge_tasks(item, "roots")]
+        return self
+
+    def __rshift__(self, other: Any) -> Any:
+        for task in self._upstream:
+            task.set_downstream(other, self)
+        return other
+
+    def __lshift__(self, other: Any) -> Any:
+        for task in self._downstream:
+            task.set_upstream(other, self)
+        return other
+
+    def __rrshift__(self, other: Any) -> Label:
+        return self.after(other if isinstance(other, list | tuple) else [other])
+
+    def __rlshift__(self, other: Any) -> Label:
+        return self.before(other if isinstance(other, list | tuple) else [other])
+
+    def __repr__(self) -> str:
+        return f"Label({self.label!r})"
 
 
 class Mapped:
@@ -418,11 +466,15 @@ class TaskGroup:
         _group_stack.pop()
 
     def __rshift__(self, other: Any) -> Any:
+        if isinstance(other, Label):
+            return other.after([self])
         for leaf in self.leaves():
             leaf.set_downstream(other)
         return other
 
     def __lshift__(self, other: Any) -> Any:
+        if isinstance(other, Label):
+            return other.before([self])
         for root in self.roots():
             root.set_upstream(other)
         return other
@@ -657,6 +709,7 @@ class DAG:
             if (fns := callback_list(given[arg], where=f"DAG {dag_id!r}: {arg}"))}
         self.params = as_params(params, where=f"DAG {dag_id!r}")
         self.tasks: dict[str, Task] = {}
+        self.edge_labels: dict[tuple[str, str], str] = {}  # (upstream, downstream) -> its Label
         self.fileloc: str | None = None
         self.source_code: str | None = None  # the text of the file that defined it (set by the loader)
         self.code: CodeManifest | None = None  # its file and the helpers it imports (set by the loader)
@@ -684,6 +737,11 @@ class DAG:
         except graphlib.CycleError as exc:  # its args[1]: the cycle, each task upstream of the next
             raise DagDefinitionError(f"DAG {self.dag_id!r} has a cycle: {' >> '.join(exc.args[1])}") from None
 
+
+    def about(self) -> dict[str, Any]:
+        """What the version records about the DAG for people beyond its structure (Airflow's DAG: its display
+        name, description, docs, tags, owner); only what is given, so that versions keep their hashes."""
+        return {}
 
     def __repr__(self) -> str:
         return f"<DAG {self.dag_id}>"

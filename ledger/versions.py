@@ -79,6 +79,9 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         **({"deadline": dag.deadline.total_seconds()} if dag.deadline is not None else {}),
         **({"callbacks": describe_callbacks(dag.callbacks)} if dag.callbacks else {}),
         **({"params": {name: p.describe() for name, p in sorted(dag.params.items())}} if dag.params else {}),
+        **({"edge_labels": [[up, down, text] for (up, down), text in sorted(dag.edge_labels.items())]}
+           if dag.edge_labels else {}),
+        **({"about": about} if (about := dag.about()) else {}),
         "tasks": [_without_secrets(dag.dag_id, t, {"task_id": t.task_id, "kind": t.kind,
                                                    "upstream": sorted(t.upstream_ids), **t.settings(),
                                                    "definition": t.definition()})

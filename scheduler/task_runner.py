@@ -13,6 +13,7 @@ import copy
 import inspect
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -24,12 +25,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger import dagbag, secrets
-from ledger.context import TaskContext, environment
+from ledger.context import TaskContext, environment, push_return, set_current
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.errors import SkipTask
 from ledger.spark import SparkTask
-from ledger.templates import TemplateError, has_template, render, template_names
-from ledger.xcom import RETURN_KEY, MissingValue, XComError
+from ledger.templates import CONTEXT_NAMES, TemplateError, has_template, render, template_names
+from ledger.xcom import MissingValue, XComError
 from ledger.xcom import resolve as resolve_xcom
 from scheduler.executors.base import WorkItem
 from scheduler.try_outcome import BASH_SKIP_EXIT_CODE, State, describe_exception, one_line
@@ -120,7 +121,7 @@ def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> t
         return "failed", one_line(str(exc))
     kwargs = {**op_kwargs, "context": context} if pass_context else op_kwargs
     kwargs = {**_airflow_kwargs(task, context, kwargs), **kwargs}
-    return call_task(task.invoke, args, kwargs, keep=lambda value: context.xcom_push(RETURN_KEY, value))
+    return call_task(task.python_callable, args, kwargs, keep=lambda value: push_return(task, context, value))
 
 
 def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
@@ -141,9 +142,7 @@ def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any
     return {n: names[n] for n in wanted if n in AIRFLOW_NAMES}
 
 
-AIRFLOW_NAMES = ("ds", "ds_nodash", "ts", "ts_nodash", "logical_date", "data_interval_start", "data_interval_end",
-                 "prev_data_interval_start", "prev_data_interval_end", "run_id", "dag", "task", "ti",
-                 "task_instance", "params", "conf", "dag_run", "templates_dict", "var", "conn", "macros")
+AIRFLOW_NAMES = CONTEXT_NAMES
 
 
 def _template_names(task: Task, context: TaskContext) -> dict[str, Any]:
@@ -231,6 +230,7 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
         say(str(exc))
         return "failed", one_line(str(exc))
     secrets.seen_arguments(task)
+    set_current(context, task)  # Airflow's get_current_context() reads it
     if isinstance(task, PythonTask):
         return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):
@@ -238,6 +238,10 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
     if isinstance(task, SparkTask):  # never in a forked child: see run_in_process
         say(HANDOVER_REASON)
         return "failed", HANDOVER_REASON
+    run_operator = getattr(task, "run_operator", None)
+    if callable(run_operator):  # Airflow's operators (ledger/airflow_compat): execute() with Airflow's context
+        return call_task(run_operator, (context, _template_names(task, context)), {},
+                         keep=lambda value: push_return(task, context, value))
     execute = getattr(task, "execute", None)
     if callable(execute):  # other task kinds run through execute(context)
         return call_task(execute, (), {"context": context})
@@ -264,9 +268,38 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
     return state, masked(reason)
 
 
+class _MaskSecrets(logging.Filter):
+    """Secrets the try has read (ledger/secrets.py) are *** in the log records its code emits."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if secrets.secrets_seen():
+            record.msg = secrets.mask(record.getMessage())
+            record.args = None
+        return True
+
+
+_log_handler: logging.Handler | None = None
+
+
+def capture_logging() -> None:
+    """Python `logging` from the try's code (the root logger and named ones, INFO and above) goes to the try's
+    log, formatted as Airflow's task log lines, with the secrets it read masked."""
+    global _log_handler
+    root = logging.getLogger()
+    if _log_handler is not None:
+        root.removeHandler(_log_handler)
+    _log_handler = logging.StreamHandler(sys.stderr)
+    _log_handler.setFormatter(logging.Formatter("[%(asctime)s] {%(name)s} %(levelname)s - %(message)s"))
+    _log_handler.addFilter(_MaskSecrets())
+    root.addHandler(_log_handler)
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+
+
 def say_started(item: WorkItem, where: str = "") -> None:
     """The head of a try's log (once its output goes there): which try, which process, which code."""
     secrets.seen_settings()
+    capture_logging()
     say(f"{now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id}"
         + (f" map_index={item.map_index} " if item.map_index >= 0 else " ")
         + f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()}{where})")

@@ -1,5 +1,31 @@
 """`airflow.exceptions`."""
 
-from ledger.errors import SkipTask as AirflowSkipException
+from ledger.airflow_compat.graph import (
+    AirflowBadRequest,
+    AirflowConfigException,
+    AirflowException,
+    AirflowFailException,
+    AirflowNotFoundException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    AirflowTaskTimeout,
+    DagRunAlreadyExists,
+    DuplicateTaskIdFound,
+    ParamValidationError,
+    TaskDeferred,
+)
 
-__all__ = ["AirflowSkipException"]
+__all__ = [
+    "AirflowBadRequest",
+    "AirflowConfigException",
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowNotFoundException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
+    "AirflowTaskTimeout",
+    "DagRunAlreadyExists",
+    "DuplicateTaskIdFound",
+    "ParamValidationError",
+    "TaskDeferred",
+]

@@ -1,5 +1,5 @@
 """`airflow.models.dag`."""
 
-from ledger.dag import DAG
+from ledger.airflow_compat.dag import DAG
 
 __all__ = ["DAG"]

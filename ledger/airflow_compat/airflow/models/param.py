@@ -1,5 +1,5 @@
 """`airflow.models.param`."""
 
-from ledger.params import Param
+from ledger.params import Param, ParamsDict
 
-__all__ = ["Param"]
+__all__ = ["Param", "ParamsDict"]

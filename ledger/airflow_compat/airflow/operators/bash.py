@@ -1,5 +1,5 @@
 """`airflow.operators.bash`."""
 
-from ledger.dag import BashTask as BashOperator
+from ledger.airflow_compat.operators import BashOperator
 
 __all__ = ["BashOperator"]

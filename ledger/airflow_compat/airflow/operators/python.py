@@ -1,8 +1,5 @@
 """`airflow.operators.python`."""
 
-from ledger.dag import PythonTask as PythonOperator
-from ledger.python_envs import ExternalPythonTask as ExternalPythonOperator
-from ledger.python_envs import PythonVirtualenvTask as PythonVirtualenvOperator
-from ledger.python_envs import is_venv_installed
+from ledger.airflow_compat.operators import PythonOperator, get_current_context
 
-__all__ = ["ExternalPythonOperator", "PythonOperator", "PythonVirtualenvOperator", "is_venv_installed"]
+__all__ = ["PythonOperator", "get_current_context"]

@@ -1,0 +1,5 @@
+"""`airflow.utils.weekday`."""
+
+from ledger.airflow_compat.graph import WeekDay
+
+__all__ = ["WeekDay"]

@@ -1,0 +1,190 @@
+"""Airflow's decorators: `@task` (with `multiple_outputs`, `.override()`, `.partial()/.expand()`, Airflow's
+operator arguments, and automatic task-id suffixes: calling `f` a second time in a DAG makes `f__1`),
+`@task.python`, `@task.bash` and `@task_group`."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import subprocess
+import sys
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ledger import dag as ledger_dag
+from ledger.airflow_compat.operators import PythonOperator, get_current_context
+from ledger.errors import DagDefinitionError, SkipTask
+from ledger.templates import render
+
+
+def _free_task_id(task_id: str, dag_kwarg: Any = None) -> str:
+    """`task_id`, or `task_id__N` with the first N not taken in the DAG (inside the current group), as Airflow
+    names a @task function called more than once."""
+    dag = dag_kwarg or (ledger_dag._context_stack[-1] if ledger_dag._context_stack else None)
+    if dag is None:
+        return task_id
+    stack = ledger_dag._group_stack
+    prefix = stack[-1].prefix if stack and stack[-1].dag is dag else ""
+    if prefix + task_id not in dag.tasks:
+        return task_id
+    base = task_id.rsplit("__", 1)[0] if "__" in task_id and task_id.rsplit("__", 1)[1].isdigit() else task_id
+    n = 1
+    while f"{prefix}{base}__{n}" in dag.tasks:
+        n += 1
+    return f"{base}__{n}"
+
+
+def _infers_multiple_outputs(func: Callable[..., Any]) -> bool:
+    """Airflow's rule: a function annotated to return a dict (or a TypedDict) has multiple outputs."""
+    try:
+        returns = typing.get_type_hints(func).get("return")
+    except Exception:
+        return False
+    origin = typing.get_origin(returns) or returns
+    return origin in (dict, Mapping) or typing.is_typeddict(returns)
+
+
+class TaskFunction(ledger_dag.TaskFunction):
+    """A `@task` function of Airflow's kind (see the module docstring)."""
+
+    operator: type[PythonOperator] = PythonOperator
+
+    def __call__(self, *op_args: Any, **op_kwargs: Any) -> Any:
+        return self._make(op_args=op_args, op_kwargs=op_kwargs)
+
+    def _make(self, **args: Any) -> Any:
+        kwargs = dict(self.task_kwargs)
+        kwargs.setdefault("multiple_outputs", _infers_multiple_outputs(self.func))
+        task_id = _free_task_id(self.task_id, kwargs.get("dag"))
+        return self.operator(task_id=task_id, python_callable=self.callable(), **args, **kwargs)
+
+    def callable(self) -> Callable[..., Any]:
+        return self.func
+
+    def override(self, **task_kwargs: Any) -> TaskFunction:
+        task_id = task_kwargs.pop("task_id", self.task_id)
+        return type(self)(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
+
+    def partial(self, **kwargs: Any) -> TaskFunction:
+        self._check_names(kwargs, "partial")
+        return type(self)(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})
+
+    def expand(self, **expand: Any) -> Any:
+        sources = ledger_dag._expand_sources(f"task {self.task_id!r}", expand, self._parameters(),
+                                             self.partial_kwargs)
+        made = self._make(op_kwargs=self.partial_kwargs)
+        made._map(sources, "call")
+        return made
+
+
+def _run_bash_command(command: str, cwd: str | None, env: Mapping[str, str] | None) -> str | None:
+    """Run a @task.bash function's command as Airflow does: exit 99 skips, another non-zero fails; the last
+    line of its output is the value passed on."""
+    print(f"[ledger] running: bash -c {command!r}", flush=True)
+    process = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, cwd=cwd, env={**os.environ, **(env or {})}, text=True,
+                               errors="backslashreplace")
+    last = None
+    assert process.stdout is not None
+    for line in process.stdout:
+        sys.stdout.write(line)
+        last = line.rstrip("\n")
+    code = process.wait()
+    if code == 99:
+        raise SkipTask("Bash command returned exit code 99")
+    if code != 0:
+        raise RuntimeError(f"Bash command failed. The command returned a non-zero exit code {code}.")
+    return last
+
+
+class BashTaskFunction(TaskFunction):
+    """`@task.bash`: the function returns the command (a Jinja template, rendered with the try's context)."""
+
+    def callable(self) -> Callable[..., Any]:
+        func = self.func
+        cwd, env = self.task_kwargs.get("cwd"), self.task_kwargs.get("env")
+
+        @functools.wraps(func)
+        def run_bash(*args: Any, **kwargs: Any) -> str | None:
+            command = func(*args, **kwargs)
+            if not isinstance(command, str) or not command.strip():
+                raise TypeError(f"a @task.bash function must return a non-empty command, not {command!r}")
+            command = render(command, get_current_context(), field="bash_command")
+            return _run_bash_command(command, cwd, env)
+
+        return run_bash
+
+    def _make(self, **args: Any) -> Any:
+        kwargs = {k: v for k, v in self.task_kwargs.items() if k not in ("cwd", "env", "append_env")}
+        task_id = _free_task_id(self.task_id, kwargs.get("dag"))
+        return self.operator(task_id=task_id, python_callable=self.callable(), **args, **kwargs)
+
+
+class TaskDecorator:
+    """`task`: `@task`, `@task(...)`, `@task.python`, `@task.bash`."""
+
+    def __call__(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                 **kwargs: Any) -> Any:
+        return self._decorate(TaskFunction, fn, task_id, kwargs)
+
+    def python(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(TaskFunction, fn, task_id, kwargs)
+
+    def bash(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(BashTaskFunction, fn, task_id, kwargs)
+
+    @staticmethod
+    def _decorate(kind: type[TaskFunction], fn: Callable[..., Any] | None, task_id: str | None,
+                  kwargs: dict[str, Any]) -> Any:
+        def wrap(func: Callable[..., Any]) -> TaskFunction:
+            return kind(func, task_id, kwargs)
+        return wrap(fn) if fn is not None else wrap
+
+
+task = TaskDecorator()
+
+
+class TaskGroupFunction:
+    """A `@task_group` function: calling it inside a DAG makes a task group (named after the function, with a
+    suffix when called again) and runs the function inside it; it returns what the function returns, or the
+    group."""
+
+    def __init__(self, func: Callable[..., Any], group_kwargs: dict[str, Any]) -> None:
+        self.func = func
+        self.group_kwargs = group_kwargs
+        functools.update_wrapper(self, func)
+
+    def override(self, **group_kwargs: Any) -> TaskGroupFunction:
+        return TaskGroupFunction(self.func, {**self.group_kwargs, **group_kwargs})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        options = dict(self.group_kwargs)
+        group_id = options.pop("group_id", None) or self.func.__name__
+        dag = options.get("dag") or (ledger_dag._context_stack[-1] if ledger_dag._context_stack else None)
+        if dag is not None:
+            taken = {t.group.group_id for t in dag.tasks.values() if t.group is not None}
+            stack = ledger_dag._group_stack
+            parent = stack[-1].group_id + "." if stack and stack[-1].dag is dag else ""
+            if parent + group_id in taken:
+                n = 1
+                while f"{parent}{group_id}__{n}" in taken:
+                    n += 1
+                group_id = f"{group_id}__{n}"
+        tooltip = options.pop("tooltip", None) or inspect.cleandoc(self.func.__doc__ or "")
+        unknown = sorted(set(options) - {"dag", "prefix_group_id", "default_args", "ui_color", "ui_fgcolor",
+                                         "add_suffix_on_collision", "parent_group"})
+        if unknown:
+            raise DagDefinitionError(f"task group {group_id!r}: unknown argument {unknown[0]!r}")
+        with ledger_dag.TaskGroup(group_id, dag=options.get("dag"), tooltip=tooltip,
+                                  prefix_group_id=options.get("prefix_group_id", True)) as group:
+            result = self.func(*args, **kwargs)
+        return result if result is not None else group
+
+
+def task_group(fn: Callable[..., Any] | None = None, /, **group_kwargs: Any) -> Any:
+    """Airflow's `@task_group`."""
+    def wrap(func: Callable[..., Any]) -> TaskGroupFunction:
+        return TaskGroupFunction(func, group_kwargs)
+    return wrap(fn) if fn is not None else wrap

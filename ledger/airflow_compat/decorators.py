@@ -15,6 +15,7 @@ from typing import Any
 
 from ledger import dag as ledger_dag
 from ledger.airflow_compat.operators import PythonOperator, get_current_context
+from ledger.airflow_compat.virtualenv import ExternalPythonOperator, PythonVirtualenvOperator
 from ledger.errors import DagDefinitionError, SkipTask
 from ledger.templates import render
 
@@ -78,6 +79,25 @@ class TaskFunction(ledger_dag.TaskFunction):
         made._map(sources, "call")
         return made
 
+    def expand_kwargs(self, kwargs: Any) -> Any:
+        sources = ledger_dag._kwargs_source(f"task {self.task_id!r}", kwargs, self._parameters(),
+                                            self.partial_kwargs)
+        made = self._make(op_kwargs=self.partial_kwargs)
+        made._map(sources, "call")
+        return made
+
+
+class VirtualenvTaskFunction(TaskFunction):
+    """`@task.virtualenv`: the function runs in a virtualenv built for its requirements (ledger/python_envs.py)."""
+
+    operator = PythonVirtualenvOperator
+
+
+class ExternalPythonTaskFunction(TaskFunction):
+    """`@task.external_python`: the function runs in the interpreter at `python`."""
+
+    operator = ExternalPythonOperator
+
 
 def _run_bash_command(command: str, cwd: str | None, env: Mapping[str, str] | None) -> str | None:
     """Run a @task.bash function's command as Airflow does: exit 99 skips, another non-zero fails; the last
@@ -134,6 +154,14 @@ class TaskDecorator:
 
     def bash(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
         return self._decorate(BashTaskFunction, fn, task_id, kwargs)
+
+    def virtualenv(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                   **kwargs: Any) -> Any:
+        return self._decorate(VirtualenvTaskFunction, fn, task_id, kwargs)
+
+    def external_python(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                        **kwargs: Any) -> Any:
+        return self._decorate(ExternalPythonTaskFunction, fn, task_id, kwargs)
 
     @staticmethod
     def _decorate(kind: type[TaskFunction], fn: Callable[..., Any] | None, task_id: str | None,

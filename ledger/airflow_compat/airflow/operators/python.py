@@ -1,5 +1,8 @@
 """`airflow.operators.python`."""
 
 from ledger.airflow_compat.operators import PythonOperator, get_current_context
+from ledger.airflow_compat.virtualenv import ExternalPythonOperator, PythonVirtualenvOperator
+from ledger.python_envs import is_venv_installed
 
-__all__ = ["PythonOperator", "get_current_context"]
+__all__ = ["ExternalPythonOperator", "PythonOperator", "PythonVirtualenvOperator", "get_current_context",
+           "is_venv_installed"]

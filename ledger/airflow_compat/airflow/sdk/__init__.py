@@ -17,12 +17,26 @@ from ledger.airflow_compat.operators import (
 from ledger.dag import Label, TaskGroup
 from ledger.params import Param, ParamsDict
 from ledger.secrets import Variable
+from ledger.timetables import (
+    CronDataIntervalTimetable,
+    CronTriggerTimetable,
+    DeltaDataIntervalTimetable,
+    DeltaTriggerTimetable,
+    EventsTimetable,
+    MultipleCronTriggerTimetable,
+)
 
 __all__ = [
     "DAG",
     "BaseOperator",
     "Context",
+    "CronDataIntervalTimetable",
+    "CronTriggerTimetable",
+    "DeltaDataIntervalTimetable",
+    "DeltaTriggerTimetable",
+    "EventsTimetable",
     "Label",
+    "MultipleCronTriggerTimetable",
     "Param",
     "ParamsDict",
     "TaskGroup",

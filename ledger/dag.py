@@ -17,12 +17,12 @@ from pendulum import DateTime
 
 from ledger.code import CodeManifest
 from ledger.errors import DagDefinitionError
-from ledger.mapping import instance_args, max_map_length
+from ledger.mapping import KWARGS, instance_args, max_map_length
 from ledger.params import as_params
 from ledger.schedule import Schedule, ScheduleError
 from ledger.signal_rules import rule_to_json
 from ledger.timetables import Timetable, to_schedule
-from ledger.xcom import XComRef, refs_in, resolve
+from ledger.xcom import LAZY_LISTS, NOTSET, MapRef, XComRef, ZipRef, refs_in, resolve_source
 
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
                  "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
@@ -235,10 +235,10 @@ class Task:
         self.expand_args = tuple(expand.items())
         self.expand_kind = kind
         for _arg, src in self.expand_args:
-            if isinstance(src, XComRef):
-                upstream = self.dag.tasks.get(src.task_id)
+            for ref in refs_in(src):
+                upstream = self.dag.tasks.get(ref.task_id)
                 if upstream is None:
-                    raise DagDefinitionError(f"task {self.task_id!r} is expanded over the value of {src.task_id!r}, "
+                    raise DagDefinitionError(f"task {self.task_id!r} is expanded over the value of {ref.task_id!r}, "
                                              f"which is not in DAG {self.dag.dag_id!r}")
                 upstream.set_downstream(self)
 
@@ -250,11 +250,22 @@ class Task:
             return self
         lists = []
         for arg, src in self.expand_args:
-            found = resolve(src, values)
-            if not isinstance(found, list):
-                raise ValueError(f"cannot expand {arg!r}: the value is not a list")
+            found = resolve_source(src, values)
+            if not isinstance(found, (list, *LAZY_LISTS)):
+                raise ValueError(f"cannot expand {'expand_kwargs()' if arg == KWARGS else repr(arg)}: the value is "
+                                 "not a list")
             lists.append((arg, found))
         args = instance_args(lists, map_index)
+        if KWARGS in args:  # expand_kwargs(): the instance's item is a dict of arguments
+            item = args.pop(KWARGS)
+            if not isinstance(item, dict):
+                raise ValueError(f"expand_kwargs() item {map_index} is not a dict but a {type(item).__name__}")
+            known = None if self.expand_kind == "call" else self.mappable_fields
+            unknown = sorted(k for k in item if known is not None and k not in known)
+            if unknown:
+                raise ValueError(f"expand_kwargs() item {map_index} sets {unknown[0]!r}, which cannot be mapped "
+                                 f"(mappable: {', '.join(known or ())})")
+            args.update(item)
         instance = copy.copy(self)
         if self.expand_kind == "call":
             assert isinstance(instance, PythonTask)
@@ -267,6 +278,14 @@ class Task:
 
     def check_mapped_value(self) -> None:
         """Refuse (ValueError) a mapped instance's field value that the task could not run with."""
+
+    def map(self, fn: Callable[[Any], Any]) -> MapRef:
+        """Airflow's `XComArg.map(fn)`: this task's list, each item through `fn`, to expand another task over."""
+        return self.output.map(fn)
+
+    def zip(self, *others: Any, fillvalue: Any = NOTSET) -> ZipRef:
+        """Airflow's `XComArg.zip(*others)`: tuples of the items at the same index, to expand another task over."""
+        return self.output.zip(*others, fillvalue=fillvalue)
 
     # -- edges ---------------------------------------------------------------------------------
     def set_downstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup],
@@ -373,11 +392,54 @@ MAPPED = Mapped()
 
 
 def _source_json(src: Any) -> dict[str, Any]:
-    """How a version records what a task is expanded over: a literal list (its length and values) or another
-    task's value."""
+    """How a version records what a task is expanded over: a literal list (its length and values), another
+    task's value, that through a map() function (its name and source digest), or a zip() of those."""
     if isinstance(src, XComRef):
         return src.as_json()
+    if isinstance(src, MapRef):
+        return {"map": _callable_definition(src.fn), "of": _source_json(src.source)}
+    if isinstance(src, ZipRef):
+        fill = {} if src.fillvalue is NOTSET else {"fillvalue": _jsonable(src.fillvalue)}
+        return {"zip": [_source_json(member) for member in src.sources], **fill}
     return {"literal": len(src), "values": _jsonable(src)}
+
+
+def _as_source(value: Any, what: str) -> Any:
+    """An expand() source: a list, another task's value (a task stands for it), map() or zip() of those;
+    DagDefinitionError naming `what` otherwise."""
+    value = _as_ref(value)
+    if isinstance(value, tuple):
+        value = list(value)
+    if isinstance(value, ZipRef):
+        for member in value.sources:
+            _as_source(member, what)
+    elif isinstance(value, MapRef):
+        _as_source(value.source, what)
+    elif not isinstance(value, list | XComRef):
+        raise DagDefinitionError(f"{what} is a {type(value).__name__} ({value!r:.60})")
+    return value
+
+
+def _kwargs_source(where: str, value: Any, known: Sequence[str] | None, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked argument of expand_kwargs(): a list of dicts of arguments, or another task's value (a list of
+    dicts, checked when an instance runs)."""
+    value = _as_source(value, f"{where}: expand_kwargs() maps over a list of dicts or another task's value; it")
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise DagDefinitionError(f"{where}: expand_kwargs() item {i} is not a dict but a "
+                                         f"{type(item).__name__}")
+            for name in item:
+                if known is not None and name not in known:
+                    raise DagDefinitionError(f"{where}: expand_kwargs() item {i} sets an unknown argument {name!r}; "
+                                             f"it takes: {', '.join(known) or 'none'}")
+                if name in given:
+                    raise DagDefinitionError(f"{where}: {name!r} is given to both partial() and expand_kwargs(); "
+                                             "give it to one")
+        if len(value) > max_map_length():
+            raise DagDefinitionError(f"{where}: expand_kwargs() over {len(value)} values, more than the "
+                                     f"{max_map_length()} allowed (LEDGER_MAX_MAP_LENGTH)")
+    return {KWARGS: value}
 
 
 def _expand_sources(where: str, expand: Mapping[str, Any], known: Sequence[str] | None,
@@ -393,12 +455,7 @@ def _expand_sources(where: str, expand: Mapping[str, Any], known: Sequence[str] 
                                      f"{', '.join(known) or 'none'}")
         if arg in given:
             raise DagDefinitionError(f"{where}: {arg!r} is given to both partial() and expand(); give it to one")
-        value = _as_ref(value)
-        if isinstance(value, tuple):
-            value = list(value)
-        if not isinstance(value, (list, XComRef)):
-            raise DagDefinitionError(f"{where}: expand() maps over a list or another task's value; {arg}= is a "
-                                     f"{type(value).__name__} ({value!r:.60})")
+        value = _as_source(value, f"{where}: expand() maps over a list or another task's value; {arg}=")
         if isinstance(value, list) and len(value) > max_map_length():
             raise DagDefinitionError(f"{where}: expand() over {len(value)} values, more than the "
                                      f"{max_map_length()} allowed (LEDGER_MAX_MAP_LENGTH)")
@@ -422,6 +479,22 @@ class PartialTask:
         sources = _expand_sources(where, expand, self.cls.mappable_fields, self.kwargs)
         args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
         placeholders: dict[str, Any] = dict.fromkeys(sources, MAPPED)
+        task = self.cls(task_id, **args, **placeholders)
+        task._map(sources, "fields")
+        return task
+
+    def expand_kwargs(self, kwargs: Any) -> Task:
+        """Airflow's `Operator.partial(...).expand_kwargs([{...}, ...])`: one instance per dict of field values."""
+        task_id = self.kwargs.get("task_id")
+        if not task_id:
+            raise DagDefinitionError(f"{self.cls.__name__}.partial() needs a task_id")
+        sources = _kwargs_source(f"task {task_id!r}", kwargs, self.cls.mappable_fields, self.kwargs)
+        args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
+        # the fields the constructor requires stand for the instances' values until then
+        required = [name for name, p in inspect.signature(self.cls.__init__).parameters.items()
+                    if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
+                    and name in self.cls.mappable_fields and name not in args]
+        placeholders: dict[str, Any] = dict.fromkeys(required, MAPPED)
         task = self.cls(task_id, **args, **placeholders)
         task._map(sources, "fields")
         return task
@@ -780,6 +853,13 @@ class TaskFunction:
 
     def expand(self, **expand: Any) -> PythonTask:
         sources = _expand_sources(f"task {self.task_id!r}", expand, self._parameters(), self.partial_kwargs)
+        made = self.task_class(self.task_id, self.func, op_kwargs=self.partial_kwargs, **self.task_kwargs)
+        made._map(sources, "call")
+        return made
+
+    def expand_kwargs(self, kwargs: Any) -> PythonTask:
+        """Airflow's `f.expand_kwargs([{"x": 1, "y": 2}, ...])`: one instance per dict of arguments."""
+        sources = _kwargs_source(f"task {self.task_id!r}", kwargs, self._parameters(), self.partial_kwargs)
         made = self.task_class(self.task_id, self.func, op_kwargs=self.partial_kwargs, **self.task_kwargs)
         made._map(sources, "call")
         return made

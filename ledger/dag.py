@@ -9,6 +9,7 @@ import graphlib
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar, overload
 
@@ -97,7 +98,9 @@ class Task:
     # a mapped task (ledger/mapping.py): (argument, literal list or XComRef) in expand() order; "call": the
     # arguments go to a @task function's call, "fields": they set the task's own fields (classic tasks)
     expand_args: tuple[tuple[str, Any], ...] = ()
-    expand_kind: str = "fields"
+    expand_kind: str = "fields"  # or "group": a task of a mapped task group (ledger/mapped_groups.py)
+    mapped_group: str | None = None  # the mapped task group it is a task of (ledger/mapped_groups.py)
+    group_item: dict[str, Any] | None = None  # an instance of a mapped task group's task: the group's arguments
 
     def __init__(
         self,
@@ -218,6 +221,7 @@ class Task:
             **({"callbacks": describe_callbacks(self.callbacks)} if self.callbacks else {}),
             **({"group": self.group.group_id} if self.group is not None else {}),
             **({"expand": [[arg, _source_json(src)] for arg, src in self.expand_args]} if self.expand_args else {}),
+            **({"mapped_group": self.mapped_group} if self.mapped_group is not None else {}),
         }
 
     # -- mapping -------------------------------------------------------------------------------
@@ -256,6 +260,8 @@ class Task:
                                  "not a list")
             lists.append((arg, found))
         args = instance_args(lists, map_index)
+        if self.expand_kind == "group":  # a task of a mapped task group (ledger/mapped_groups.py)
+            return self.group_instance(map_index, args)
         if KWARGS in args:  # expand_kwargs(): the instance's item is a dict of arguments
             item = args.pop(KWARGS)
             if not isinstance(item, dict):
@@ -266,6 +272,11 @@ class Task:
                 raise ValueError(f"expand_kwargs() item {map_index} sets {unknown[0]!r}, which cannot be mapped "
                                  f"(mappable: {', '.join(known or ())})")
             args.update(item)
+            if self.expand_kind != "call":
+                missing = sorted(name for name in self.mappable_fields
+                                 if getattr(self, name, None) is MAPPED and name not in args)
+                if missing:
+                    raise ValueError(f"expand_kwargs() item {map_index} gives no value for {missing[0]!r}")
         instance = copy.copy(self)
         if self.expand_kind == "call":
             assert isinstance(instance, PythonTask)
@@ -278,6 +289,37 @@ class Task:
 
     def check_mapped_value(self) -> None:
         """Refuse (ValueError) a mapped instance's field value that the task could not run with."""
+
+    def group_instance(self, map_index: int, item: dict[str, Any]) -> Task:
+        """Instance `map_index` of a task of a mapped task group (ledger/mapped_groups.py): the group's arguments
+        (GroupArg) in its fields get the instance's item, and a sibling's value (same group) is the value of the
+        sibling's instance `map_index`."""
+        if KWARGS in item:
+            given = item.pop(KWARGS)
+            if not isinstance(given, dict):
+                raise ValueError(f"expand_kwargs() item {map_index} is not a dict but a {type(given).__name__}")
+            item.update(given)
+        siblings = {tid for tid, t in self.dag.tasks.items() if t.mapped_group == self.mapped_group}
+
+        def swap(value: Any) -> Any:
+            if isinstance(value, GroupArg):
+                if value.name not in item:
+                    raise ValueError(f"the group's item {map_index} gives no value for {value.name!r}")
+                return item[value.name]
+            if isinstance(value, XComRef) and value.task_id in siblings:
+                return XComRef(f"{value.task_id}[{map_index}]", value.key)
+            if isinstance(value, list | tuple):
+                return type(value)(swap(v) for v in value)
+            if isinstance(value, dict):
+                return {k: swap(v) for k, v in value.items()}
+            return value
+
+        instance = copy.copy(self)
+        for name in {*self.template_fields, *self.mappable_fields}:
+            if hasattr(self, name):
+                setattr(instance, name, swap(getattr(self, name)))
+        instance.group_item = item
+        return instance
 
     def map(self, fn: Callable[[Any], Any]) -> MapRef:
         """Airflow's `XComArg.map(fn)`: this task's list, each item through `fn`, to expand another task over."""
@@ -381,6 +423,16 @@ class Label:
         return f"Label({self.label!r})"
 
 
+@dataclass(frozen=True)
+class GroupArg:
+    """Stands, in the fields of a mapped task group's tasks, for the group argument `name` of each instance."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"GroupArg({self.name!r})"
+
+
 class Mapped:
     """Stands, in a mapped task's fields, for the value each instance gets from the list it is expanded over."""
 
@@ -479,7 +531,7 @@ class PartialTask:
         sources = _expand_sources(where, expand, self.cls.mappable_fields, self.kwargs)
         args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
         placeholders: dict[str, Any] = dict.fromkeys(sources, MAPPED)
-        task = self.cls(task_id, **args, **placeholders)
+        task = self.cls(task_id=task_id, **args, **placeholders)
         task._map(sources, "fields")
         return task
 
@@ -490,12 +542,14 @@ class PartialTask:
             raise DagDefinitionError(f"{self.cls.__name__}.partial() needs a task_id")
         sources = _kwargs_source(f"task {task_id!r}", kwargs, self.cls.mappable_fields, self.kwargs)
         args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
-        # the fields the constructor requires stand for the instances' values until then
-        required = [name for name, p in inspect.signature(self.cls.__init__).parameters.items()
-                    if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
-                    and name in self.cls.mappable_fields and name not in args]
-        placeholders: dict[str, Any] = dict.fromkeys(required, MAPPED)
-        task = self.cls(task_id, **args, **placeholders)
+        # the fields every item sets (and those a constructor requires) stand for the instances' values until
+        # then; a field only some items set keeps its default in the others
+        given = set.intersection(*(set(item) for item in kwargs)) if isinstance(kwargs, list) and kwargs else set()
+        required = {name for klass in self.cls.__mro__ if "__init__" in vars(klass)
+                    for name, p in inspect.signature(vars(klass)["__init__"]).parameters.items()
+                    if p.default is inspect.Parameter.empty and name in self.cls.mappable_fields}
+        placeholders: dict[str, Any] = dict.fromkeys(sorted((given | required) - set(args)), MAPPED)
+        task = self.cls(task_id=task_id, **args, **placeholders)
         task._map(sources, "fields")
         return task
 

@@ -256,6 +256,7 @@ class TaskSpec:
     # a mapped task (ledger/mapping.py): (argument, {"literal": n, "values": [...]} or {"xcom_from": task, "key":
     # key}) in expand() order; empty for a task that is not mapped
     expand: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    mapped_group: str | None = None  # in a mapped task group: its instance i follows its group siblings' i
 
     @property
     def mapped(self) -> bool:
@@ -347,7 +348,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
             max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
-            expand=tuple((arg, src) for arg, src in t.get("expand", ())),
+            expand=tuple((arg, src) for arg, src in t.get("expand", ())), mapped_group=t.get("mapped_group"),
         )
         for t in data["tasks"]
     }

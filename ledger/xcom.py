@@ -167,7 +167,9 @@ def resolve(value: Any, values: dict[str, dict[str, Any]]) -> Any:
 def pull_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """What tries pull (task id -> key -> value) from what a run's task instances stored (by label: the task id,
     or `task[i]` for instance i of a mapped task): a mapped task's value under a key is the list of its
-    instances' values, ordered by map index (instances that stored none under that key are left out)."""
+    instances' values, ordered by map index (instances that stored none under that key are left out); each
+    instance's own values are there too, under its label (a task of a mapped task group takes its sibling's
+    instance with the same index: ledger/mapped_groups.py)."""
     out: dict[str, dict[str, Any]] = {}
     mapped: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
     for key, values in stored.items():
@@ -177,6 +179,8 @@ def pull_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, An
         else:
             mapped.setdefault(task_id, []).append((index, values))
     for task_id, items in mapped.items():
+        for index, values in items:  # each instance's own too, for a task of a mapped task group
+            out[f"{task_id}[{index}]"] = dict(values)
         items.sort(key=lambda item: item[0])
         names = sorted({name for _i, values in items for name in values})
         out[task_id] = {name: [values[name] for _i, values in items if name in values] for name in names}

@@ -179,7 +179,9 @@ def _render(plan: Plan, task: Task) -> Task:
 
 def _mapped_values(task: Task) -> str:
     """The values a mapped instance got, for its log."""
-    if isinstance(task, PythonTask) and task.expand_kind == "call":
+    if task.group_item is not None:  # a task of a mapped task group: the group's arguments
+        got = dict(task.group_item)
+    elif isinstance(task, PythonTask) and task.expand_kind == "call":
         got = {arg: task.op_kwargs.get(arg) for arg, _src in task.expand_args if arg != KWARGS}
         if any(arg == KWARGS for arg, _src in task.expand_args):  # expand_kwargs(): every argument
             got = dict(task.op_kwargs)

@@ -17,6 +17,7 @@ from ledger import dag as ledger_dag
 from ledger.airflow_compat.operators import PythonOperator, get_current_context
 from ledger.airflow_compat.virtualenv import ExternalPythonOperator, PythonVirtualenvOperator
 from ledger.errors import DagDefinitionError, SkipTask
+from ledger.mapped_groups import expand_group
 from ledger.templates import render
 
 
@@ -185,7 +186,31 @@ class TaskGroupFunction:
         functools.update_wrapper(self, func)
 
     def override(self, **group_kwargs: Any) -> TaskGroupFunction:
-        return TaskGroupFunction(self.func, {**self.group_kwargs, **group_kwargs})
+        made = TaskGroupFunction(self.func, {**self.group_kwargs, **group_kwargs})
+        made.partial_kwargs = dict(self.partial_kwargs)
+        return made
+
+    partial_kwargs: dict[str, Any] = {}
+
+    def partial(self, **kwargs: Any) -> TaskGroupFunction:
+        """The arguments every instance of the mapped group shares (then `.expand()` or `.expand_kwargs()`)."""
+        made = self.override()
+        made.partial_kwargs = {**self.partial_kwargs, **kwargs}
+        return made
+
+    def expand(self, **expand: Any) -> Any:
+        """A mapped task group: its tasks run once per item (ledger/mapped_groups.py)."""
+        return self._mapped(expand=expand)
+
+    def expand_kwargs(self, kwargs: Any) -> Any:
+        return self._mapped(expand_kwargs=kwargs)
+
+    def _mapped(self, **how: Any) -> Any:
+        options = dict(self.group_kwargs)
+        group_id = options.pop("group_id", None) or self.func.__name__
+        tooltip = options.pop("tooltip", None) or inspect.cleandoc(self.func.__doc__ or "")
+        return expand_group(self.func, group_id, partial=self.partial_kwargs, dag=options.get("dag"),
+                            prefix_group_id=options.get("prefix_group_id", True), tooltip=tooltip, **how)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         options = dict(self.group_kwargs)

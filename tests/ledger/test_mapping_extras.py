@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pendulum
 import pytest
 
 from ledger import DAG, BashTask, task
+from ledger.dependencies import TiState, decide
 from ledger.errors import DagDefinitionError
+from ledger.mapped_groups import expand_group
 from ledger.mapping import KWARGS, expand_task, source_text
-from ledger.versions import structure_of
+from ledger.states import TaskState
+from ledger.versions import spec_from_json, structure_of
+from ledger.xcom import pull_view, resolve
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 
@@ -124,3 +129,73 @@ def test_bad_mapping_is_refused_when_the_file_is_parsed(make: Any, message: str)
             return
         with pytest.raises(DagDefinitionError, match=message):
             make(f)
+
+
+# -- mapped task groups ---------------------------------------------------------------------------------------
+
+
+def grouped_dag() -> DAG:
+    with DAG("g", start_date=START) as dag:
+        @task
+        def numbers() -> list[int]:
+            return [1, 2]
+
+        @task
+        def first(n: int) -> int:
+            return n + 1
+
+        @task
+        def second(m: int, tag: str) -> str:
+            return f"{tag}{m}"
+
+        @task
+        def report(values: list[str]) -> list[str]:
+            return values
+
+        def group(n: Any, tag: Any) -> Any:
+            return second(first(n), tag)
+
+        report(expand_group(group, "per", partial={"tag": "#"}, expand={"n": numbers()}))
+    return dag
+
+
+def test_a_mapped_group_maps_every_task_and_an_instance_takes_its_siblings_same_instance() -> None:
+    dag = grouped_dag()
+    assert {t.task_id: t.mapped_group for t in dag.tasks.values()} == {
+        "numbers": None, "per.first": "per", "per.second": "per", "report": None}
+    passed = pull_view({"numbers": {"return_value": [1, 2]}, "per.first[0]": {"return_value": 2},
+                        "per.first[1]": {"return_value": 3}})
+    assert dag.tasks["per.first"].for_instance(1, passed).op_args == [2]  # the group's item 1: n=2
+    second = dag.tasks["per.second"].for_instance(1, passed)
+    assert resolve(second.op_args, passed) == [3, "#"]  # first[1]'s value, and the group's partial argument
+    assert expand_task(spec_of(dag, "per.second")["expand"], passed, max_length=10).count == 2
+    assert passed["per.first"] == {"return_value": [2, 3]}  # outside the group: the list
+
+
+def test_in_a_mapped_group_an_instance_waits_for_its_siblings_same_instance_only() -> None:
+    structure = structure_of(grouped_dag())
+    spec = spec_from_json("v", json.dumps(structure))
+    S = TaskState
+    states = {"numbers": TiState(S.SUCCESS), "per.first[0]": TiState(S.FAILED), "per.first[1]": TiState(S.SUCCESS),
+              "per.second[0]": TiState(S.SCHEDULED), "per.second[1]": TiState(S.SCHEDULED),
+              "report": TiState(S.SCHEDULED)}
+    decision = decide(spec, states, None, now=START)
+    assert decision.mark == {"per.second[0]": S.UPSTREAM_FAILED, "report": S.UPSTREAM_FAILED}
+    assert decision.ready == ["per.second[1]"]
+    # not expanded yet, a task of the group waits for the tasks outside it only (its count comes from there)
+    waiting = {"numbers": TiState(S.SUCCESS), "per.first": TiState(S.SCHEDULED), "per.second": TiState(S.SCHEDULED),
+               "report": TiState(S.SCHEDULED)}
+    assert sorted(decide(spec, waiting, None, now=START).expand) == ["per.first", "per.second"]
+
+
+def test_a_mapped_task_inside_a_mapped_group_is_refused() -> None:
+    with DAG("bad", start_date=START):
+        @task
+        def f(x: int) -> int:
+            return x
+
+        def group(n: Any) -> Any:
+            return f.expand(x=[1, 2])
+
+        with pytest.raises(DagDefinitionError, match="is mapped itself"):
+            expand_group(group, "g", partial={}, expand={"n": [1, 2]})

@@ -893,7 +893,11 @@ class TaskFunction:
     task_class: type[PythonTask] = PythonTask  # the task it adds (@task.virtualenv: ledger/python_envs.py)
 
     def __call__(self, *op_args: Any, **op_kwargs: Any) -> PythonTask:
-        return self.task_class(self.task_id, self.func, op_args=op_args, op_kwargs=op_kwargs, **self.task_kwargs)
+        return self._make(op_args=op_args, op_kwargs=op_kwargs)
+
+    def _make(self, **args: Any) -> PythonTask:
+        """The task it adds, with these arguments (op_args, op_kwargs)."""
+        return self.task_class(self.task_id, self.func, **args, **self.task_kwargs)
 
     def override(self, **task_kwargs: Any) -> TaskFunction:
         """Airflow's `f.override(task_id=..., retries=...)`: the same function as another task, or with other
@@ -907,14 +911,14 @@ class TaskFunction:
 
     def expand(self, **expand: Any) -> PythonTask:
         sources = _expand_sources(f"task {self.task_id!r}", expand, self._parameters(), self.partial_kwargs)
-        made = self.task_class(self.task_id, self.func, op_kwargs=self.partial_kwargs, **self.task_kwargs)
+        made = self._make(op_kwargs=self.partial_kwargs)
         made._map(sources, "call")
         return made
 
     def expand_kwargs(self, kwargs: Any) -> PythonTask:
         """Airflow's `f.expand_kwargs([{"x": 1, "y": 2}, ...])`: one instance per dict of arguments."""
         sources = _kwargs_source(f"task {self.task_id!r}", kwargs, self._parameters(), self.partial_kwargs)
-        made = self.task_class(self.task_id, self.func, op_kwargs=self.partial_kwargs, **self.task_kwargs)
+        made = self._make(op_kwargs=self.partial_kwargs)
         made._map(sources, "call")
         return made
 

@@ -161,6 +161,13 @@ class Schedule(abc.ABC):
     def is_tick(self, d: DateTime) -> bool:
         """Whether d is an interval start of this schedule (start_date ignored)."""
 
+    def _first_due(
+        self, *, start_date: DateTime, end_date: DateTime | None, after: After, now: DateTime
+    ) -> DataInterval | None:
+        """The next interval from `after` if it has ended by `now`, else None."""
+        first = self.next_interval(after=after, start_date=start_date, end_date=end_date)
+        return None if first is None or first.end > now else first
+
     def _latest_due(
         self, *, start_date: DateTime, end_date: DateTime | None, after: After, now: DateTime
     ) -> DataInterval | None:
@@ -234,8 +241,7 @@ class _PeriodicSchedule(Schedule):
         self, *, start_date: DateTime, end_date: DateTime | None, after: After, now: DateTime
     ) -> DataInterval | None:
         # Jump straight to the last interval that ended by `now` instead of walking to it.
-        first = self.next_interval(after=after, start_date=start_date, end_date=end_date)
-        if first is None or first.end > now:
+        if self._first_due(start_date=start_date, end_date=end_date, after=after, now=now) is None:
             return None
         sched = self._bind(_utc(start_date, "start_date"))
         start = sched._before(sched._at_or_before(now))

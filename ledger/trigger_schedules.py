@@ -119,8 +119,8 @@ class TriggerSchedule(Schedule):
     def _latest_due(
         self, *, start_date: DateTime, end_date: DateTime | None, after: After, now: DateTime
     ) -> DataInterval | None:
-        first = self.next_interval(after=after, start_date=start_date, end_date=end_date)
-        if first is None or first.end > now:
+        first = self._first_due(start_date=start_date, end_date=end_date, after=after, now=now)
+        if first is None:
             return None
         latest = self._previous(now if end_date is None else min(now, _utc(end_date, "end_date")))
         return self._run(latest if latest is not None and latest >= first.end else first.end)

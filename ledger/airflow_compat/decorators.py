@@ -53,9 +53,6 @@ class TaskFunction(ledger_dag.TaskFunction):
 
     operator: type[PythonOperator] = PythonOperator
 
-    def __call__(self, *op_args: Any, **op_kwargs: Any) -> Any:
-        return self._make(op_args=op_args, op_kwargs=op_kwargs)
-
     def _make(self, **args: Any) -> Any:
         kwargs = dict(self.task_kwargs)
         kwargs.setdefault("multiple_outputs", _infers_multiple_outputs(self.func))
@@ -64,28 +61,6 @@ class TaskFunction(ledger_dag.TaskFunction):
 
     def callable(self) -> Callable[..., Any]:
         return self.func
-
-    def override(self, **task_kwargs: Any) -> TaskFunction:
-        task_id = task_kwargs.pop("task_id", self.task_id)
-        return type(self)(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
-
-    def partial(self, **kwargs: Any) -> TaskFunction:
-        self._check_names(kwargs, "partial")
-        return type(self)(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})
-
-    def expand(self, **expand: Any) -> Any:
-        sources = ledger_dag._expand_sources(f"task {self.task_id!r}", expand, self._parameters(),
-                                             self.partial_kwargs)
-        made = self._make(op_kwargs=self.partial_kwargs)
-        made._map(sources, "call")
-        return made
-
-    def expand_kwargs(self, kwargs: Any) -> Any:
-        sources = ledger_dag._kwargs_source(f"task {self.task_id!r}", kwargs, self._parameters(),
-                                            self.partial_kwargs)
-        made = self._make(op_kwargs=self.partial_kwargs)
-        made._map(sources, "call")
-        return made
 
 
 class VirtualenvTaskFunction(TaskFunction):

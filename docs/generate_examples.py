@@ -292,12 +292,12 @@ MAPPING: list[tuple[str, list[Step]]] = [
 CORPUS = REPO / "tests" / "airflow_corpus"
 TIMETABLES: list[tuple[str, list[Step]]] = [
     ("authoring-timetable-run", ["# db upgrade",
-                                 "dags next-runs timetable_cron_trigger_v2 -n 5",
+                                 "dags next-runs af2_timetable_cron_trigger -n 5",
                                  "# scheduler --exit-when-idle",
-                                 "timeline timetable_cron_trigger_v2"]),
+                                 "timeline af2_timetable_cron_trigger"]),
 ]
 MAPPING_EXTRAS: list[tuple[str, list[Step]]] = [
-    ("authoring-mapping-extras-run", ["dags test mapping_extras_v3 --logical-date 2024-03-05"]),
+    ("authoring-mapping-extras-run", ["dags test af3_mapping_extras --logical-date 2024-03-05"]),
 ]
 
 
@@ -315,8 +315,8 @@ def run_authoring() -> dict[str, str]:
             **run_scenario({"flow.py": FLOW_DAG}, AUTHORING, LEDGER_FERNET_KEY=key),
             "authoring-mapping-dag": dag_source(FAN_DAG, "$LEDGER_HOME/dags/fan.py"),
             **run_scenario({"fan.py": FAN_DAG}, MAPPING),
-            **corpus_scenario("timetable_cron_trigger_v2.py", "authoring-timetable-dag", TIMETABLES),
-            **corpus_scenario("mapping_extras_v3.py", "authoring-mapping-extras-dag", MAPPING_EXTRAS)}
+            **corpus_scenario("af2_timetable_cron_trigger.py", "authoring-timetable-dag", TIMETABLES),
+            **corpus_scenario("af3_mapping_extras.py", "authoring-mapping-extras-dag", MAPPING_EXTRAS)}
 
 
 def corpus_scenario(name: str, block: str, steps: list[tuple[str, list[Step]]]) -> dict[str, str]:

@@ -291,7 +291,7 @@ class PythonVirtualenvTask(_ElsewhereTask):
 
     def env_spec(self) -> EnvSpec:
         if self.python_version is None:
-            base = getattr(sys, "_base_executable", None) or sys.executable
+            base = sys.executable  # a venv made from a venv's Python is made from its base interpreter
         else:
             found = shutil.which(f"python{self.python_version}")
             if found is None:

@@ -1,5 +1,6 @@
-"""Airflow DAG files scheduled by timetables (tests/airflow_corpus/timetable_*.py), loaded unchanged: `ledger dags
-next-runs` lists exactly the runs the scheduler then creates, and the tasks see their intervals."""
+"""Airflow DAG files scheduled by timetables (tests/airflow_corpus/af2_*timetable*.py, af3_timetables.py), loaded
+unchanged: `ledger dags next-runs` lists exactly the runs the scheduler then creates, and the tasks see their
+intervals."""
 
 from __future__ import annotations
 
@@ -28,28 +29,28 @@ def _intervals(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
 
 def test_timetable_dags_run_what_next_runs_lists(ready_cli: Cli) -> None:
     cli = ready_cli
-    _copy(cli, "timetable_cron_trigger_v2.py", "timetable_events_v3.py", "timetable_custom_v2.py")
+    _copy(cli, "af2_timetable_cron_trigger.py", "af3_timetables.py", "af2_custom_timetable.py")
     dags = {d["dag_id"]: d for d in cli.json("dags", "list")}
-    assert sorted(dags) == ["timetable_cron_trigger_v2", "timetable_custom_v2", "timetable_events_v3",
-                            "timetable_multiple_v3"]  # every DAG of the three files loaded
-    assert dags["timetable_cron_trigger_v2"]["schedule"] == "trigger 0 2 * * * over 2:00:00"
-    assert dags["timetable_events_v3"]["schedule"] == "three matches"
-    assert dags["timetable_custom_v2"]["schedule"] == "workdays but Fridays"
+    assert sorted(dags) == ["af2_custom_timetable", "af2_timetable_cron_trigger", "af3_timetable_events",
+                            "af3_timetable_multiple"]  # every DAG of the three files loaded
+    assert dags["af2_timetable_cron_trigger"]["schedule"] == "trigger 0 2 * * * over 2:00:00"
+    assert dags["af3_timetable_events"]["schedule"] == "three matches"
+    assert dags["af2_custom_timetable"]["schedule"] == "workdays but Fridays"
     listed = {d: _intervals(cli.json("dags", "next-runs", d, "-n", "10")) for d in dags}
 
     # 02:00 Berlin, [00:00, 02:00]; on 2024-03-31 02:00 does not exist: 03:00 CEST (01:00 UTC)
-    assert listed["timetable_cron_trigger_v2"] == [
+    assert listed["af2_timetable_cron_trigger"] == [
         ("2024-03-28T23:00:00+00:00", "2024-03-28T23:00:00+00:00", "2024-03-29T01:00:00+00:00"),
         ("2024-03-29T23:00:00+00:00", "2024-03-29T23:00:00+00:00", "2024-03-30T01:00:00+00:00"),
         ("2024-03-30T23:00:00+00:00", "2024-03-30T23:00:00+00:00", "2024-03-31T01:00:00+00:00"),
         ("2024-03-31T22:00:00+00:00", "2024-03-31T22:00:00+00:00", "2024-04-01T00:00:00+00:00"),
     ]
-    assert [d for d, _, _ in listed["timetable_events_v3"]] == [
+    assert [d for d, _, _ in listed["af3_timetable_events"]] == [
         "2024-02-01T18:00:00+00:00", "2024-03-01T18:00:00+00:00", "2024-04-01T18:00:00+00:00"]
-    assert [e for _, _, e in listed["timetable_multiple_v3"]] == [
+    assert [e for _, _, e in listed["af3_timetable_multiple"]] == [
         "2024-01-05T06:00:00+00:00", "2024-01-06T12:00:00+00:00", "2024-01-08T06:00:00+00:00"]
     # Wednesday 3rd, Thursday 4th, (no Friday, weekend) Monday 8th, Tuesday 9th
-    assert [d[:10] for d, _, _ in listed["timetable_custom_v2"]] == ["2024-01-03", "2024-01-04", "2024-01-08",
+    assert [d[:10] for d, _, _ in listed["af2_custom_timetable"]] == ["2024-01-03", "2024-01-04", "2024-01-08",
                                                                      "2024-01-09"]
 
     cli.ok("scheduler", "--exit-when-idle", **FAST)
@@ -59,8 +60,8 @@ def test_timetable_dags_run_what_next_runs_lists(ready_cli: Cli) -> None:
         assert {r["state"] for r in runs} == {"success"}, dag_id
         assert {r["run_type"] for r in runs} == {"scheduled"}
 
-    first = sorted(cli.json("timeline", "timetable_cron_trigger_v2", "--all"), key=lambda r: r["logical_date"])[2]
-    xcom = cli.json("tasks", "xcom", "timetable_cron_trigger_v2", first["run_id"], "report")
+    first = sorted(cli.json("timeline", "af2_timetable_cron_trigger", "--all"), key=lambda r: r["logical_date"])[2]
+    xcom = cli.json("tasks", "xcom", "af2_timetable_cron_trigger", first["run_id"], "report")
     assert json.dumps(xcom).count("2024-03-30T23:00:00+00:00") >= 1 and "2024-03-31T01:00:00+00:00" in json.dumps(xcom)
 
 

@@ -4,7 +4,7 @@ from airflow.sdk import dag, task, task_group
 
 
 @dag(schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"))
-def mapping_extras_v3():
+def af3_mapping_extras():
     @task
     def orders():
         return [{"item": "tea", "qty": 2}, {"item": "cake", "qty": 1}]
@@ -28,4 +28,4 @@ def mapping_extras_v3():
     bill(line.partial(currency="EUR").expand_kwargs(orders()))
 
 
-mapping_extras_v3()
+af3_mapping_extras()

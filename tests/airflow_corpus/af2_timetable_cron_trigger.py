@@ -12,7 +12,7 @@ def report(data_interval_start, data_interval_end):
 
 
 with DAG(
-    "timetable_cron_trigger_v2",
+    "af2_timetable_cron_trigger",
     schedule=CronTriggerTimetable("0 2 * * *", timezone="Europe/Berlin", interval=timedelta(hours=2)),
     start_date=pendulum.datetime(2024, 3, 29, tz="Europe/Berlin"),
     end_date=pendulum.datetime(2024, 4, 1, 12, tz="Europe/Berlin"),

@@ -24,7 +24,7 @@ def check(value):
     return value["double"] + 1
 
 
-with DAG("virtualenv_v2", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+with DAG("af2_virtualenv", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
     if is_venv_installed():
         venv = PythonVirtualenvOperator(task_id="isolated", python_callable=isolated, requirements=[],
                                         system_site_packages=False, op_kwargs={"n": 21})

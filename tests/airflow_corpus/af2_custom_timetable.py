@@ -5,7 +5,7 @@ from airflow.operators.bash import BashOperator
 from workday_timetable import WorkdayTimetable
 
 with DAG(
-    "timetable_custom_v2",
+    "af2_custom_timetable",
     schedule=WorkdayTimetable(skip_fridays=True),
     start_date=pendulum.datetime(2024, 1, 3, tz="UTC"),  # a Wednesday
     end_date=pendulum.datetime(2024, 1, 9, tz="UTC"),

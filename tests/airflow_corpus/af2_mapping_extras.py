@@ -5,7 +5,7 @@ from airflow.operators.bash import BashOperator
 
 
 @dag(schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"))
-def mapping_extras_v2():
+def af2_mapping_extras():
     @task
     def numbers():
         return [1, 2, 3]
@@ -44,4 +44,4 @@ def mapping_extras_v2():
     collect.override(task_id="collect_group")(per_number.expand(n=nums))
 
 
-mapping_extras_v2()
+af2_mapping_extras()

@@ -12,7 +12,7 @@ def where(word):
     return f"{word} from {sys.version_info[0]}"
 
 
-with DAG("external_python_v3", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+with DAG("af3_external_python", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
     first = ExternalPythonOperator(task_id="where", python=sys.executable, python_callable=where,
                                    op_args=["hello"])
 

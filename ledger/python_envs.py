@@ -270,7 +270,11 @@ class PythonVirtualenvTask(_ElsewhereTask):
                  index_urls: Sequence[str] | None = None, venv_cache_path: str | os.PathLike[str] | None = None,
                  **kwargs: Any) -> None:
         where = f"task {task_id!r}"
-        reqs = [requirements] if isinstance(requirements, str) else list(requirements or [])
+        if isinstance(requirements, str) and requirements.strip().endswith(".txt"):
+            raise DagDefinitionError(f"{where}: requirements={requirements!r}: a requirements file is not supported; "
+                                     "give the requirements as a list of strings")
+        reqs = requirements.splitlines() if isinstance(requirements, str) else list(requirements or [])
+        reqs = [r for r in reqs if r.strip()] if isinstance(requirements, str) else reqs
         if not all(isinstance(r, str) and r.strip() for r in reqs):
             raise DagDefinitionError(f"{where}: requirements must be a list of requirement strings")
         if python_version is not None and not str(python_version).replace(".", "").isdigit():

@@ -145,6 +145,7 @@ def test_decorators_make_virtualenv_and_external_python_tasks() -> None:
     ({"python_callable": add, "use_dill": True}, "serializer='dill' is not supported"),
     ({"python_callable": add, "requirements": [""]}, "list of requirement strings"),
     ({"python_callable": add, "python_version": "three"}, "not a version"),
+    ({"python_callable": add, "requirements": "requirements.txt"}, "a requirements file is not supported"),
 ])
 def test_what_cannot_run_in_another_interpreter_is_refused_at_parse_time(kwargs: dict[str, Any], message: str) -> None:
     with DAG("bad", start_date=START), pytest.raises(DagDefinitionError, match=message):

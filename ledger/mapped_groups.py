@@ -22,9 +22,11 @@ __all__ = ["expand_group"]
 
 def expand_group(func: Callable[..., Any], group_id: str, *, partial: Mapping[str, Any],
                  expand: Mapping[str, Any] | None = None, expand_kwargs: Any = None, dag: DAG | None = None,
-                 prefix_group_id: bool = True, tooltip: str = "") -> Any:
+                 prefix_group_id: bool = True, tooltip: str = "",
+                 open_group: Callable[[], TaskGroup] | None = None) -> Any:
     """Make the mapped task group of `func` (one of `expand`, `expand_kwargs`); returns what `func` returns, or
-    the group."""
+    the group. `open_group`: makes the group (default: a TaskGroup of `group_id`, `dag`, `prefix_group_id`,
+    `tooltip`), for a caller whose groups take more arguments."""
     where = f"task group {group_id!r}"
     parameters = inspect.signature(func).parameters.values()
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
@@ -36,7 +38,9 @@ def expand_group(func: Callable[..., Any], group_id: str, *, partial: Mapping[st
     else:
         sources = _kwargs_source(where, expand_kwargs, None if takes_any else names, partial)
         placeholders = {name: GroupArg(name) for name in names if name not in partial}
-    with TaskGroup(group_id, dag=dag, prefix_group_id=prefix_group_id, tooltip=tooltip) as group:
+    made = open_group() if open_group is not None else TaskGroup(group_id, dag=dag, prefix_group_id=prefix_group_id,
+                                                                 tooltip=tooltip)
+    with made as group:
         result = func(**partial, **placeholders)
     tasks = group.tasks()
     if not tasks:

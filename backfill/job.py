@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,6 +14,7 @@ from ledger.states import BackfillState
 from ledger.store import backfills as backfill_store
 from ledger.store import events
 from ledger.store.backfills import Progress, count_unfinished, finish_backfill, progress_of, waiting_reasons
+from scheduler.cadence import Cadence
 from scheduler.job import DagRunJob, LoopReport
 
 PROGRESS_EVERY = 0.5  # seconds: how stale the backfill's progress line may be while only tries move
@@ -34,13 +34,16 @@ class BackfillJob(DagRunJob):
     waiting: list[tuple[int, str, bool]] = field(default_factory=list)  # (run id, why it waits, blocked)
     blocked: bool = False  # stopped: every unfinished run waits on a failed previous run (depends_on_past)
     _unfinished: int = 1
-    _next_wait_look: float = 0.0  # time.monotonic() when waiting_reasons may be read again
+    _wait_look: Cadence = field(init=False)  # why runs wait is read at most every poll_interval
     _progress: Progress | None = None  # the counts last read
-    _next_progress: float = 0.0  # time.monotonic() when the counts are read again though no run moved
-    _extra: dict[str, Any] = field(default_factory=dict)
+    _progress_look: Cadence = field(default_factory=lambda: Cadence(PROGRESS_EVERY))  # though no run moved
 
     adopted: list[int] = field(default_factory=list)  # dead backfills whose unfinished runs this one finishes
     adopted_runs: list[int] = field(default_factory=list)  # those runs: the ones its plan adopted, no others
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._wait_look = Cadence(self.settings.poll_interval)
 
     def claim_filter(self) -> dict[str, Any]:
         return {"backfill_id": self.backfill_id, "also_run_ids": self.adopted_runs}
@@ -72,25 +75,24 @@ class BackfillJob(DagRunJob):
         report = LoopReport() if self.stopping else super().loop_once()
         # why runs wait is looked up when the backfill stands still (a loop without progress), at most once per
         # poll_interval: it reads every unfinished run, which a loop that moves does not need
-        now = time.monotonic()
-        look = not report.progress and now >= self._next_wait_look
+        look = not report.progress and self._wait_look.due()
         # the counts read every run and task instance of the backfill: read when the job looks why runs wait,
         # when it stops, when its last run ended (settle_backfill counts what is left as its runs end), and
         # at most every PROGRESS_EVERY seconds otherwise
         if report.queued or report.runs_changed:
             self.waiting = []  # something moved: what waited may not wait now; looked up again when it stands still
-        if not (look or self.stopping or self._progress is None or now >= self._next_progress
+        if not (look or self.stopping or self._progress is None or self._progress_look.due()
                 or not self._unfinished or (report.runs_changed and self.adopted_runs)):
             return report
         with self.reading() as session:
             progress = self._progress = progress_of(session, self.backfill_id, self.adopted_runs)
-            self._next_progress = now + PROGRESS_EVERY
+            self._progress_look.done()
             self._unfinished = progress.runs_total - progress.runs_done
             if not self._unfinished:
                 self.waiting = []
             elif look:
                 self.waiting = waiting_reasons(session, self.backfill_id, self.job_id, self.adopted_runs)
-                self._next_wait_look = now + self.settings.poll_interval
+                self._wait_look.done()
         if self.waiting and not report.progress:
             self.claim_soon()  # a run another job held may be free now
             if look and len(self.waiting) >= self._unfinished and all(b for _r, _w, b in self.waiting) \

@@ -18,6 +18,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks._common import db_upgrade, ledger_command, ledger_env, percentile, summarise
@@ -55,22 +57,29 @@ def _wait_up(port: int, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit("ledger webserver did not start within 30 s")
 
 
-def one_round(home: Path, existing: int, requests: int) -> dict[str, float]:
+@contextmanager
+def served(home: Path) -> Iterator[http.client.HTTPConnection]:
+    """A keep-alive connection to a `ledger webserver` just started on the ledger in `home`."""
     port = _free_port()
     proc = subprocess.Popen([*ledger_command(), "webserver", "--port", str(port)], env=ledger_env(home),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_up(port, proc)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        yield conn
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def one_round(home: Path, existing: int, requests: int) -> dict[str, float]:
+    with served(home) as conn:
         first_page = _get(conn, "/dags/big")
         pages = [_get(conn, "/dags/big") for _ in range(20)]
         api_pages = [_get(conn, "/api/v1/dags/big/timeline?limit=100") for _ in range(20)]
         rng = random.Random(14)
         runs = [_get(conn, f"/api/v1/runs/{rng.randint(1, existing)}") for _ in range(requests)]
-        conn.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     pages.sort()
     return {"first_page_ms": first_page, "page_ms": pages[len(pages) // 2],
             "api_page_ms": sorted(api_pages)[len(api_pages) // 2],

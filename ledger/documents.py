@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
-from ledger.mapping import label
+from ledger.mapping import label, split_label
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
 from ledger.schedule import DataInterval, next_scheduled
 from ledger.store import backfills as backfill_store
@@ -108,6 +108,7 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     # a mapped task says how many instances it had in this run (0: not expanded, or skipped or failed unexpanded;
     # instances `removed` by an expansion over a shorter list after a clear are listed, not counted)
     row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"],
+                               **({"group": t["group"]} if t.get("group") else {}),
                                **({"mapped": True, "instances": counts.get(t["task_id"], 0)} if t.get("expand")
                                   else {})}
                               for t in structure["tasks"]]}
@@ -134,6 +135,21 @@ def xcom_rows(session: Session, run_id: int, task_id: str, map_index: int) -> li
     secrets = known_secrets(session) if rows else frozenset()
     return [{"try_number": x.try_number, "key": x.key, "value": mask_value(x.value, secrets),
              "created_at": iso(x.created_at)} for x in rows]
+
+
+def try_values(session: Session, run_id: int, task_label: str, try_number: int) -> Doc:
+    """What one try rendered (its templated fields, as `ledger tasks rendered` shows them) and passed on (its XCom
+    rows, as `ledger tasks xcom`), every secret ledger knows of as ***. `task_label`: the task id, or `task[i]`
+    for mapped instance i. ConfigError when a stored secret cannot be decrypted."""
+    from ledger.secrets import known_secrets, mask_value
+    from ledger.store import xcom as xcom_store
+
+    name, index = split_label(task_label)
+    rendered = next((t.rendered for t in xcom_store.rendered_tries(session, run_id, name, index)
+                     if t.try_number == try_number), None)
+    secrets = known_secrets(session) if rendered else frozenset()
+    return {"rendered": {k: mask_value(v, secrets) for k, v in (rendered or {}).items()},
+            "xcom": [x for x in xcom_rows(session, run_id, name, index) if x["try_number"] == try_number]}
 
 
 # -- DAGs and their versions ----------------------------------------------------------------------------

@@ -82,6 +82,7 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         **({"edge_labels": [[up, down, text] for (up, down), text in sorted(dag.edge_labels.items())]}
            if dag.edge_labels else {}),
         **({"about": about} if (about := dag.about()) else {}),
+        **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
         "tasks": [_without_secrets(dag.dag_id, t, {"task_id": t.task_id, "kind": t.kind,
                                                    "upstream": sorted(t.upstream_ids), **t.settings(),
                                                    "definition": t.definition()})

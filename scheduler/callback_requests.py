@@ -9,7 +9,6 @@ backlog), and every poll_interval for calls other processes requested. The calls
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +24,7 @@ from ledger.store import callbacks as callback_store
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
+from scheduler.cadence import Cadence
 from scheduler.callbacks import CallbackProcesses
 from scheduler.metrics import SchedulerMetrics
 from scheduler.settings import SchedulerSettings
@@ -56,9 +56,12 @@ class CallbackRequests:
     say: Callable[[str], None]  # (resolved at each call: the job's say, which a transaction defers)
     results: list[tuple[int, str, str | None]] = field(default_factory=list)  # ended, not yet recorded
     _processes: CallbackProcesses | None = None
-    _requested: bool = False  # calls were requested in this loop: claim them at once
     backlog: bool = False  # the last claim had no room for every pending call
-    _next_look: float = 0.0
+    # pending calls are claimed every poll_interval (others' requests), or at once when this job requested some
+    _claims: Cadence = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._claims = Cadence(self.settings.poll_interval)
 
     @property
     def processes(self) -> CallbackProcesses:
@@ -94,10 +97,9 @@ class CallbackRequests:
         """Record the calls that ended; claim pending ones when their cadence says (requests to start once this
         transaction commits)."""
         self.ended(session, now, actor)
-        if not (self._requested or self.backlog or self.processes.running or time.monotonic() >= self._next_look):
-            return []  # nothing requested here; others' requests are looked for every poll_interval
-        self._requested = False
-        self._next_look = time.monotonic() + self.settings.poll_interval
+        if not (self._claims.due() or self.backlog or self.processes.running):
+            return []
+        self._claims.done()
         room = self.processes.room()
         claimed = callback_store.claim(session, job_id, limit=room, now=now, actor=actor)
         # all slots taken (or filled now): more calls may be pending; claim again as soon as a slot frees,
@@ -141,7 +143,7 @@ class CallbackRequests:
                 continue
             described = dag_store.spec(session, run.dag_id, run.version_hash).tasks[task_id].callbacks.get(kind)
             if described:
-                self._requested = True
+                self._claims.soon()
                 callback_store.request(
                     session, kind=kind, dag_id=run.dag_id, run_id=run.id, dag_version=run.version_hash,
                     described=list(described), now=o.decided_at or o.at, task_id=task_id, try_number=o.try_number,
@@ -152,7 +154,7 @@ class CallbackRequests:
         """Request the run callbacks of `kind` (run_success, run_failure, deadline_missed) its version declares."""
         described = dag_store.spec(session, run.dag_id, run.version_hash).callbacks.get(kind)
         if described:
-            self._requested = True
+            self._claims.soon()
             callback_store.request(session, kind=kind, dag_id=run.dag_id, run_id=run.id,
                                    dag_version=run.version_hash, described=list(described), now=now,
                                    context={**callback_store.run_context(run), **context})

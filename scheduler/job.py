@@ -1,22 +1,32 @@
 """DagRunJob: the one loop shared by SchedulerJob and BackfillJob.
 
-    ┌─> refresh DAGs ─> handle signals ─> collect runs ─> process runs ─> executor heartbeat ─> heartbeat ─> sleep ─┐
-    └─────────────────────────────────────────────────────────────────────────────────────────────────────────────┘
+    ┌─> parse DAG files ─> act on signals ─> drain the executor ─> one transaction ─> after the commit ─┐
+    └────────────────────────────── sleep until something happens ───────────────────────────────────────┘
 
-`handle signals` (SchedulerJob) is a short transaction of its own that acts on new signals and queues
-the task instances a START made ready on their own, so their tries reach a worker at once.
-`collect runs` locks runs for this job (others leave them alone; a silent holder's lock is taken
-over). `process runs` applies what the executor reported, decides per run with the pure rules of
-ledger.dependencies, queues ready task instances within parallelism, max_active_runs,
-max_active_tasks and pools, and finishes runs. Each step is one transaction; executors never write
-to the database. Subclasses say which runs to collect and may create runs.
+The loop's transaction, in order:
+  1. notice other processes' writes (scheduler/others_writes.py): another process wrote, or the full pass is
+     due, and every held run is read again;
+  2. record what the executor reported: tries started and ended, their values, rendered templates, lineage;
+  3. decide the runs (skipped while only starts came in and every worker is busy):
+     stop the tries a request asked to stop (scheduler/stop_requests.py), create due runs (SchedulerJob),
+     claim runs (scheduler/claims.py), process the held runs: the pure planner decides from the pictures the
+     job remembers (scheduler/memory.py), the job writes its decisions through guarded transitions and queues
+     ready task instances within parallelism, max_active_runs, max_active_tasks and pools;
+  4. callbacks due (scheduler/callback_requests.py), the job's heartbeat, task-state signals;
+  5. verify mode: what the job remembers equals what the database holds.
+After the commit: notes to try logs and side files (scheduler/after_commit.py), callbacks started, tries handed
+to the executor, doorbells rung.
+
+Steps that need not run every loop have a cadence (scheduler/cadence.py): parsing, run creation and the signal
+index (SchedulerJob), claiming, the full pass, the heartbeat, callbacks, the --stop-queued pauses. Each
+transaction is short, executors never write to the database, and a failed transaction puts back what it
+changed in the job's memory. Subclasses say which runs to collect and may create runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import gc
 import signal
 import socket
@@ -27,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.clock import Clock
@@ -38,7 +48,7 @@ from ledger.mapping import NOT_MAPPED, expand_task, label, source_text
 from ledger.models import DagRun
 from ledger.operations import stop_tasks
 from ledger.signal_delivery import open_doorbell, ring
-from ledger.signals import Signal, is_valid_key
+from ledger.signals import Signal
 from ledger.states import JobState, RunState, StaleState, TaskState
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage
@@ -51,32 +61,41 @@ from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
-from scheduler import signal_actions, try_files
+from scheduler import try_files
+from scheduler.after_commit import AfterCommit
+from scheduler.cadence import Cadence
 from scheduler.callback_requests import CallbackRequests
+from scheduler.claims import RunClaims
 from scheduler.code_cache import CodeCache
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
 from scheduler.faults import Backoff, first_line, is_transient
+from scheduler.job_connection import JobConnection
 from scheduler.memory import HeldRunsMemory, MemoryMismatch
 from scheduler.metrics import SchedulerMetrics
+from scheduler.others_writes import OthersWrites
 from scheduler.planner import HeldRun, choose, plan_runs
+from scheduler.run_facts import RunFacts
 from scheduler.settings import SchedulerSettings
+from scheduler.stop_requests import StopRequests
+from scheduler.task_state_signals import TaskStateSignals
 from scheduler.wakeup import DatabaseWakeup, Wakeup
 
 RunLogger = Callable[[str], None]
 
 # What a transaction of the job changes in its memory besides its held runs' pictures (which it forgets): put back
 # as it was when the transaction fails, so that the next try decides again from what the database holds.
-_UNDONE_WITH_A_TRANSACTION = ("_inflight", "_stop_requests", "_state_items", "_stop_reasons", "_log_notes",
-                              "_seen_event", "_own_events", "_recorded")
+_UNDONE_WITH_A_TRANSACTION = ("_inflight", "stops", "task_states", "after_commit", "watch")
 
 
-def _tell_log(path: str, at: datetime, text: str) -> None:
-    """Append a line to a try's log once the try has ended (its process is gone): why it was stopped. A try
-    stopped before it started gets a log of this one line."""
-    with contextlib.suppress(OSError):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError), open(path, "a") as log:
-        log.write(f"[ledger] {at.astimezone(UTC).isoformat(timespec='milliseconds')} {text}\n")
+def _copy_of(part: Any) -> Any:
+    """A copy of one of the job's parts, deep enough to put back: its containers are copied, their items not."""
+    if isinstance(part, (dict, list, set)):
+        return copy.copy(part)
+    copied = copy.copy(part)
+    for name, value in vars(part).items():
+        if isinstance(value, (dict, list, set)):
+            setattr(copied, name, copy.copy(value))
+    return copied
 
 
 def _ended_how(o: task_store.Outcome, st: TaskState, settings: SchedulerSettings) -> str:
@@ -144,50 +163,37 @@ class DagRunJob:
     stopping: bool = False
     stop_signal: int | None = None  # the signal that stopped the job (SIGINT, SIGTERM), if one did
     wakeup: Wakeup | None = None
-    _inflight: dict[int, _InFlight] = field(default_factory=dict)
-    _last_heartbeat: float = 0.0
-    _fileloc: dict[str, str] = field(default_factory=dict)
-    _code: CodeCache | None = None  # where versions' code is materialised on this host
-    # what the job remembers of its held runs between loops (scheduler/memory.py)
-    memory: HeldRunsMemory = field(default_factory=HeldRunsMemory)
-    _held_ids: list[int] | None = None  # the runs this job holds, in the order it decides them (None: read them)
-    _pool_slots: dict[str, int] | None = None  # each pool's slots (None: read them; a pool changes with an event)
-    _requested: set[int] = field(default_factory=set)  # this job's task instances with a signal request pending
-    _requests_known: bool = False  # _requested holds every request pending (none came since it was read)
-    _unkilled: bool = False  # a STOP or RESTART could not be carried out yet: read the requests again
-    _claims_limited: bool = True  # the last claim took as many runs as it had room for: claim again when one ends
-    _held_full: bool = False  # _held_ids was read up to max_held_runs: the job may hold more runs than that
-    _full_pass_at: float = 0.0
-    _claim_now: bool = True
-    _next_claim: float = 0.0
-    _seen_event: int = 0  # the newest event id when this job's last loop transaction began
-    _own_events: list[int] = field(default_factory=list)  # ids of the events that transaction appended
-    _side_events: int = 0  # transactions of this job, not its loops', that appended events (or failed)
-    # SQLite: (the kept connection, its PRAGMA data_version, _side_events) when the last loop transaction began
-    _quiet_since: tuple[Any, int, int] | None = None
-    _looked: bool = False
-    _stop_requests: dict[int, str] = field(default_factory=dict)  # tries this job killed: why
-    _stop_reasons: dict[int, str] = field(default_factory=dict)  # ti id -> why this job asked it to stop
-    _log_notes: list[tuple[str, datetime, str]] = field(default_factory=list)  # written to try logs after commit
-    _recorded: list[str] = field(default_factory=list)  # logs whose side files were recorded: removed after commit
-    _sent_signals: bool = False  # this loop's transaction sent signals: ring the doorbells after commit
-    _state_items: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
+    metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
+    backoff: Backoff = field(default_factory=Backoff)
+    # its parts, each with its own small interface (see the module docstring)
+    memory: HeldRunsMemory = field(default_factory=HeldRunsMemory)  # what it remembers of its held runs
+    claims: RunClaims = field(init=False)  # which runs it holds; claiming more
+    facts: RunFacts = field(init=False)  # what it reads once per run: values passed, intervals, pools, ...
+    stops: StopRequests = field(default_factory=StopRequests)  # STOP/RESTART requests for its tries
+    watch: OthersWrites = field(init=False)  # whether another process wrote; the full pass
+    task_states: TaskStateSignals = field(init=False)  # task state changes, sent as signals
+    after_commit: AfterCommit = field(default_factory=AfterCommit)  # log notes and side files, after commit
+    callbacks: CallbackRequests = field(init=False)  # requested, claimed, run and recorded on their own cadence
+    heartbeat: Cadence = field(init=False)
+    connection: JobConnection = field(init=False)
+    _inflight: dict[int, _InFlight] = field(default_factory=dict)  # the tries handed to the executor, by ti id
     _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
     _held_since: float | None = None  # time.monotonic() of the first start held back in _unrecorded
     _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
-    metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
-    callbacks: CallbackRequests = field(init=False)  # requested, claimed, run and recorded on their own cadence
-    _xcom: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  # held run -> its stored values
-    _intervals: dict[int, tuple[str, str]] = field(default_factory=dict)  # run -> data interval (immutable)
-    _dates: dict[int, float] = field(default_factory=dict)  # run -> its logical date's timestamp (immutable)
-    _dag_of: dict[int, str] = field(default_factory=dict)  # run -> its DAG (filled with _dates)
-    _holding: tuple[float, set[str]] = (0.0, set())  # (until, DAGs paused with --stop-queued)
-    backoff: Backoff = field(default_factory=Backoff)
-    _kept: Connection | None = None  # SQLite: the connection of the job's transactions (_session)
-    _kept_session: Session | None = None  # the session on it, reset for each transaction
+    _code: CodeCache | None = None  # where versions' code is materialised on this host
 
     def __post_init__(self) -> None:
-        self.callbacks = CallbackRequests(self.settings, self.logs_folder, self.metrics,
+        s = self.settings
+        self.claims = RunClaims(s, self.newest_first)
+        self.facts = RunFacts(Cadence(s.poll_interval))
+        self.connection = JobConnection(self.engine, self.sessions)
+        # PRAGMA data_version tells this job's kept connection from every other: SQLite, with a pool that gives each
+        # checkout its own connection (a single-connection pool, as for `:memory:`, does not)
+        self.watch = OthersWrites(Cadence(s.poll_interval),
+                                  versioned=self._serial and not shares_one_connection(self.engine))
+        self.task_states = TaskStateSignals(s.task_state_signals)
+        self.heartbeat = Cadence(s.heartbeat_interval)
+        self.callbacks = CallbackRequests(s, self.logs_folder, self.metrics,
                                           say=lambda line: self.say(line))  # (the say of the moment: see transaction)
 
     @property
@@ -204,11 +210,11 @@ class DagRunJob:
     # -- what subclasses may call -----------------------------------------------------------------
     def claim_soon(self) -> None:
         """Look for runs to claim in the next loop (runs were created, or one another job held may be free)."""
-        self._claim_now = True
+        self.claims.soon()
 
     def dag_files_changed(self) -> None:
         """DAG files were parsed again: where each DAG's file is, is read again when needed."""
-        self._fileloc.clear()
+        self.facts.filelocs.clear()
 
     # -- hooks for subclasses ------------------------------------------------------------------
     def refresh_dags(self) -> bool:
@@ -253,7 +259,7 @@ class DagRunJob:
             self.wakeup = DatabaseWakeup(self.engine, doorbell=open_doorbell(self.engine, self.home)) \
                 if self.settings.signal_wakeup else DatabaseWakeup(self.engine, self.settings.poll_interval)
         self.executor.start()
-        self._last_heartbeat = time.monotonic()
+        self.heartbeat.done()  # (started: its first heartbeat is due after heartbeat_interval)
 
     def install_signal_handlers(self) -> None:
         def stop(signum: int, _frame: Any) -> None:
@@ -316,7 +322,7 @@ class DagRunJob:
                     and not self.busy() and not self.callbacks.processes.running and not self.callbacks.backlog
                 if exit_when_idle and idle:
                     if not report.looked_for_runs:  # look for claimable runs once more before leaving
-                        self._claim_now = True
+                        self.claims.soon()
                         continue
                     break
                 self.sleep(report)
@@ -352,63 +358,29 @@ class DagRunJob:
     def transaction(self, *, loop: bool = False) -> Iterator[Session]:
         """One transaction of this job (`loop`: a loop's). When it fails (a database fault), what it changed in
         the job's memory is put back, so that the next try decides again from what the database holds."""
-        saved = {name: copy.copy(getattr(self, name)) for name in _UNDONE_WITH_A_TRANSACTION}
+        saved = {name: _copy_of(getattr(self, name)) for name in _UNDONE_WITH_A_TRANSACTION}
         # what the transaction says (a run's or try's new state) is printed once it has committed: a fault that
         # rolls it back leaves nothing printed that the database does not hold
         outer = self.say
         said: list[str] = []
         self.say = said.append
         try:
-            with self._session() as session:
+            with self.connection.begin() as session:
                 yield session
                 if not loop and events.written_ids(session):
-                    self._side_events += 1  # the next loop reads the events (see _others_wrote)
+                    self.watch.side_transaction()  # the next loop reads the events
         except BaseException:
             self.say = outer
-            self._side_events += 1
             for name, value in saved.items():
                 setattr(self, name, value)
+            self.watch.side_transaction()
             self.forget(reason="a transaction failed")
-            self._claim_now = True
+            self.claims.soon()
             self._reconcile = True
             raise
         self.say = outer
         for line in said:
             outer(line)
-
-    def _session(self) -> contextlib.AbstractContextManager[Session]:
-        """A session in a new transaction: on SQLite on a connection the job keeps (checking one out of the pool
-        and returning it cost as much as a loop's statements); on PostgreSQL one from the pool, which pings it
-        first (a server restart or failover leaves kept connections dead)."""
-        return self._on_kept_connection() if self._serial else self.sessions.begin()
-
-    @contextlib.contextmanager
-    def _on_kept_connection(self) -> Iterator[Session]:
-        conn = self._kept
-        if conn is None or conn.closed or conn.invalidated:
-            conn, self._kept_session = self.engine.connect(), None
-            self._kept = conn
-        try:
-            with conn.begin():
-                session = self._kept_session
-                if session is None:  # (making a Session costs about as much as a loop's statement or two)
-                    session = self._kept_session = self.sessions(bind=conn)
-                session.info.clear()  # as a new session's: close() keeps it (the events written, Hot's cursor)
-                try:
-                    yield session
-                    session.flush()
-                finally:
-                    session.close()
-        except BaseException:
-            self._let_go()  # a fault: the next transaction starts on a fresh connection
-            raise
-
-    def _let_go(self) -> None:
-        """Close the kept connection (after a fault, or when the job ends)."""
-        conn, self._kept, self._kept_session = self._kept, None, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
 
     def wait_handles(self) -> list[Any]:
         return list(self.executor.wait_handles())
@@ -433,23 +405,12 @@ class DagRunJob:
                     self.say(f"database error while stopping, retrying (attempt {attempt}): {first_line(exc)}")
                     time.sleep(self.backoff.delay(attempt))
         finally:
-            self._let_go()
+            self.connection.let_go()
         self._unrecorded = []
         self.callbacks.recorded()
-        self._write_log_notes()
-        if self._sent_signals:
-            self._sent_signals = False
+        self.after_commit.carry_out()
+        if self.task_states.to_ring():
             ring(self.engine, self.home)
-
-    def _write_log_notes(self) -> None:
-        """What the last committed transaction decided about tries that a log should say (why a try stopped):
-        file writes stay out of transactions."""
-        notes, self._log_notes = self._log_notes, []
-        for path, at, text in notes:
-            _tell_log(path, at, text)
-        recorded, self._recorded = self._recorded, []
-        for path in recorded:  # what they held is in the database now (values that may hold secrets among it)
-            try_files.remove(path)
 
     def _end_in_database(self, last: list[TaskEvent], now: datetime) -> None:
         files = self._try_files(last)
@@ -466,7 +427,7 @@ class DagRunJob:
                 dict(at=now, kind="locks_released", actor=self.actor, dag_id=dag_id, run_id=run_id,
                      details={"job_id": self.job_id}) for run_id, dag_id in released])
             job_store.end_job(session, self.job_id, now=now)
-            self._flush_task_states(session, now)
+            self.task_states.flush(session, now, self.actor)
 
     # -- one loop ------------------------------------------------------------------------------
     def loop_once(self) -> LoopReport:
@@ -488,82 +449,70 @@ class DagRunJob:
         self.callbacks.poll()
         if self._hold_starts(drained, report):
             return report
-        to_call: list[tuple[int, dict[str, Any]]] = []
         now = self.clock.now()
-        work: list[WorkItem] = []
-        quick = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
         files = self._try_files(drained)
         with self.transaction(loop=True) as session:
-            others, quiet = self._others_wrote(session)
-            if others or time.monotonic() >= self._full_pass_at:
-                # another process wrote (CLI, backfill, another job; every change comes with an event), or a
-                # poll interval passed: read and decide every run again
-                self.forget(reason="another process wrote, or a poll interval passed")
-                self._full_pass_at = time.monotonic() + self.settings.poll_interval
-                self._claim_now = True  # it may have made runs to claim (a trigger, a backfill, a lock released)
-                self.others_wrote(session)
-                quick = quick or self.stopping  # (a subclass saw it must stop: only record what ended)
-            report.outcomes = self._record(session, drained, now, files)
-            if self._reconcile:
-                self._fail_unsubmitted(session, now)
-            if not quick:
-                self._carry_out_stop_requests(session)
-                report.created = self.create_runs(session, now)
-                if report.created:
-                    self._claim_now = True
-                    self.forget(reason="runs created")  # a new run may be a held run's previous one (relinked)
-                self._looked = False
-                self.reap_dead_holders(session, now)
-                report.claimed = self.collect_runs(session, now)
-                report.looked_for_runs = self._looked
-                work = self.process_runs(session, now, report)
-            report.callbacks = len(self.callbacks.results)
-            to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate)
-            report.callbacks += len(to_call)
-            self._heartbeat(session, now)
-            self._flush_task_states(session, now)
-            if self.settings.verify_memory:
-                self._verify_memory(session)
-            self._own_events = events.written_ids(session)  # left out of the next transaction's check
-            self._quiet_since = quiet
-            if isinstance(self.wakeup, DatabaseWakeup):
-                self.wakeup.seen = max([self._seen_event, *self._own_events])  # its own events do not wake it
+            work, to_call = self._loop_transaction(session, drained, files, now, report)
         self._unrecorded = []
         self._held_since = None
         self.callbacks.recorded()
-        self._write_log_notes()
+        self.after_commit.carry_out()
         self.callbacks.start(to_call)
         for item in work:  # the tries first: ringing other processes' doorbells can wait a few microseconds
             self.executor.submit(item)
-        if self._sent_signals:  # such a loop recorded outcomes or marked tasks: it loops again and needs no wake-up
-            self._sent_signals = False
+        if self.task_states.to_ring():  # such a loop recorded outcomes or marked tasks: it loops again unwoken
             ring(self.engine, self.home, skip=self.wakeup.doorbell if isinstance(self.wakeup, DatabaseWakeup) else None)
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
         return report
 
-    def _others_wrote(self, session: Session) -> tuple[bool, tuple[Any, int, int] | None]:
-        """Whether another process committed an event since this job's last loop transaction began (the events
-        that loop appended itself are left out); `_seen_event` becomes the newest event id. On SQLite, when no
-        other connection committed since the last loop's transaction began (PRAGMA data_version is as it was
-        then, on the same connection) and no other transaction of this job appended an event meanwhile, nobody
-        can have: the events are not read. Also returns what the next loop compares with (None where the
-        events are always read: PostgreSQL, or a pool that shares one connection among sessions)."""
-        if not self._versioned:
-            self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
-            return others, None
-        version = (self._kept, loop_store.data_version(session), self._side_events)
-        if version == self._quiet_since:
-            self._seen_event = max([self._seen_event, *self._own_events])
-            return False, version
-        self._seen_event, others = loop_store.events_since(session, self._seen_event, self._own_events)
-        return others, version
+    def _loop_transaction(self, session: Session, drained: list[TaskEvent],
+                          files: Mapping[tuple[int, int], try_files.TryFiles], now: datetime,
+                          report: LoopReport) -> tuple[list[WorkItem], list[tuple[int, dict[str, Any]]]]:
+        """The loop's one transaction, step by step (see the module docstring): the tries to hand to the executor
+        and the callbacks to start, once it has committed."""
+        # only tries' starts came in while every worker is busy: nothing could be queued, so only record them
+        only_starts = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
+        if self.watch.look(session, self.connection.kept):
+            self._read_everything_again(session)
+            only_starts = only_starts or self.stopping  # (a subclass saw it must stop: only record what ended)
+        report.outcomes = self._record(session, drained, now, files)
+        if self._reconcile:
+            self._fail_unsubmitted(session, now)
+        work = [] if only_starts else self._decide_runs(session, now, report)
+        report.callbacks = len(self.callbacks.results)
+        to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate)
+        report.callbacks += len(to_call)
+        if self.heartbeat.due():
+            job_store.heartbeat(session, self.job_id, now=now)
+            self.heartbeat.done()
+        self.task_states.flush(session, now, self.actor)
+        if self.settings.verify_memory:
+            self._verify_memory(session)
+        seen = self.watch.loop_done(session)
+        if isinstance(self.wakeup, DatabaseWakeup):
+            self.wakeup.seen = seen  # its own events do not wake it
+        return work, to_call
 
-    @functools.cached_property
-    def _versioned(self) -> bool:
-        """Whether PRAGMA data_version tells this job's kept connection from every other: SQLite, with a pool
-        that gives each checkout its own connection (a single-connection pool, as for `:memory:`, does not)."""
-        return self._serial and not shares_one_connection(self.engine)
+    def _read_everything_again(self, session: Session) -> None:
+        """Another process wrote (CLI, backfill, another job; every change comes with an event), or a poll
+        interval passed: every held run is read and decided again."""
+        self.forget(reason="another process wrote, or a poll interval passed")
+        self.claims.soon()  # it may have made runs to claim (a trigger, a backfill, a lock released)
+        self.others_wrote(session)
+
+    def _decide_runs(self, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
+        """Stop what was asked to stop, create due runs, claim runs, decide the held runs: the tries to queue."""
+        self.stops.carry_out(session, self.job_id, self.executor, self._inflight)
+        report.created = self.create_runs(session, now)
+        if report.created:
+            self.claims.soon()
+            self.forget(reason="runs created")  # a new run may be a held run's previous one (relinked)
+        if self.claims.due():
+            report.looked_for_runs = True
+            self.reap_dead_holders(session, now)
+            report.claimed = self.collect_runs(session, now)
+        return self.process_runs(session, now, report)
 
     def _hold_starts(self, drained: list[TaskEvent], report: LoopReport) -> bool:
         """Whether this loop can leave out its transaction: it would only write that tries started, while every
@@ -573,7 +522,7 @@ class DagRunJob:
         delay = self.settings.started_write_delay
         if delay <= 0 or not drained or any(ev.kind != "started" for ev in drained) or self.callbacks.results \
                 or self._reconcile or self.stopping or self.executor.open_slots() > 0 \
-                or time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
+                or self.heartbeat.due():
             return False  # (a due heartbeat is written: holding starts never makes the job look silent)
         now = time.monotonic()
         if self._held_since is None:
@@ -601,29 +550,6 @@ class DagRunJob:
                                              reason="never started: queued in a transaction a database fault "
                                                     "interrupted") for ti, tn in lost], now)
 
-    def _carry_out_stop_requests(self, session: Session) -> None:
-        """Kill the tries of this job that a STOP or RESTART signal asked to end. The requests are read again only
-        when one may have come (a request is written with an event) or one could not be carried out yet."""
-        if self._requests_known and not self._unkilled:
-            return
-        requests = task_store.signal_requests(session, self.job_id)
-        self._requested = {ti_id for ti_id, _request, _signal in requests}
-        self._requests_known, self._unkilled = True, False
-        for ti_id, request, signal_id in requests:
-            if request not in ("stop", "restart") or ti_id in self._stop_requests or ti_id not in self._inflight:
-                continue
-            reason = (f"stopped by signal {signal_id}" if signal_id is not None else self._stop_reasons.pop(
-                ti_id, "stopped by an operator (ledger runs cancel)")) + (" (restart)" if request == "restart" else "")
-            if self.executor.kill(ti_id, reason):
-                self._stop_requests[ti_id] = reason
-            else:
-                self._unkilled = True
-
-    def _heartbeat(self, session: Session, now: datetime) -> None:
-        if time.monotonic() - self._last_heartbeat >= self.settings.heartbeat_interval:
-            job_store.heartbeat(session, self.job_id, now=now)
-            self._last_heartbeat = time.monotonic()
-
     def _try_files(self, drained: list[TaskEvent]) -> dict[tuple[int, int], try_files.TryFiles]:
         """What the ended tries left beside their logs, read before the transaction that records them."""
         out = {}
@@ -635,10 +561,41 @@ class DagRunJob:
 
     def _record(self, session: Session, drained: list[TaskEvent], now: datetime,
                 files: Mapping[tuple[int, int], try_files.TryFiles] | None = None) -> int:
-        """Record what the executor reported. `files`: what the ended tries left beside their logs, read before
-        the transaction (_try_files); a try missing from it has its files read here."""
-        outcomes = []
+        """Record what the executor reported: the outcomes through guarded writes, then what follows from them
+        (pictures, stop requests settled, task-state signals, callbacks, what the tries left, failure events).
+        `files`: what the ended tries left beside their logs, read before the transaction (_try_files); a try
+        missing from it has its files read here."""
         where: dict[tuple[int, int], _InFlight | None] = {}
+        outcomes = self._outcomes(drained, now, where)
+        written = task_store.record_outcomes(session, outcomes,
+                                             self._known_tries(drained, where) if self._serial else None,
+                                             max_lost_tries=self.settings.max_lost_tries)
+        for o, st in written:
+            requeued_info = where.get((o.ti_id, o.try_number)) if o.requeue or o.state == TaskState.LOST else None
+            if requeued_info is not None and requeued_info.log_path:  # written once this transaction has committed
+                self.after_commit.note(requeued_info.log_path, o.at, f"outcome: {_ended_how(o, st, self.settings)}")
+        self._picture_outcomes(drained, written, where)
+        for o, st in written:
+            if st != TaskState.RUNNING:
+                self.metrics.finished.labels(TaskState.LOST.value if o.state == TaskState.LOST else st.value).inc()
+        ended = [o.ti_id for o, st in written if st != TaskState.RUNNING]
+        for rearmed in self.stops.settle(session, ended, serial=self._serial):
+            self.forget(rearmed, "a signal request gave a new try")
+        for o, st in written:
+            info = where.get((o.ti_id, o.try_number))
+            if info is not None:
+                self.task_states.add(info.dag_id, info.task_id, st.value,
+                                     {"run_id": info.run_id, "try_number": o.try_number})
+        self.callbacks.request_task(session, written, where)
+        self._record_what_tries_left(session, written, where, files or {}, now)
+        self._record_failures(session, written, where, now)
+        return len(written)
+
+    def _outcomes(self, drained: list[TaskEvent], now: datetime,
+                  where: dict[tuple[int, int], _InFlight | None]) -> list[task_store.Outcome]:
+        """The outcomes to write for the drained events (`where` takes each try's in-flight record), and what the
+        events change in the job: tries started (metrics), ended (no longer in flight), killed (stopped)."""
+        outcomes = []
         host = socket.gethostname()
         for ev in drained:
             info = self._inflight.get(ev.ti_id)
@@ -649,15 +606,15 @@ class DagRunJob:
             # database fault kept it from a worker): recorded stopped, and its task instance gets a new try that
             # costs it no retry (task_store.record_outcomes: unless a stop is pending or its run has ended)
             unstarted = ev.kind == "finished" and (ev.reason or "").startswith(NEVER_STARTED_PREFIX)
-            requeue = unstarted and ev.ti_id not in self._stop_requests and self.requeues_unstarted()
-            if ev.kind == "finished" and ev.ti_id in self._stop_requests:
-                why = self._stop_requests.pop(ev.ti_id)
+            requeue = unstarted and ev.ti_id not in self.stops.killed and self.requeues_unstarted()
+            if ev.kind == "finished" and ev.ti_id in self.stops.killed:
+                why = self.stops.killed.pop(ev.ti_id)
                 if state in (TaskState.FAILED, TaskState.LOST):  # ended by the kill (it may have ended on its own)
                     state = TaskState.STOPPED
                     if info is not None and info.log_path:  # written once this transaction has committed
                         if unstarted:  # taken out while it waited in its worker
                             why = ev.reason or why
-                        self._log_notes.append((info.log_path, at, f"outcome: {why}"))
+                        self.after_commit.note(info.log_path, at, f"outcome: {why}")
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, host, ev.reason,
                                                info.retry_delay if info else 0.0, decided_at=now, requeue=requeue,
                                                armed=requeue and info is not None and info.armed))
@@ -674,43 +631,35 @@ class DagRunJob:
                 self.memory.forget_past_of(info.run_id)
             if ev.kind == "finished":
                 self._inflight.pop(ev.ti_id, None)
-        written = task_store.record_outcomes(session, outcomes,
-                                             self._known_tries(drained, where) if self._serial else None,
-                                             max_lost_tries=self.settings.max_lost_tries)
-        for o, st in written:
-            requeued_info = where.get((o.ti_id, o.try_number)) if o.requeue or o.state == TaskState.LOST else None
-            if requeued_info is not None and requeued_info.log_path:  # written once this transaction has committed
-                self._log_notes.append((requeued_info.log_path, o.at, f"outcome: {_ended_how(o, st, self.settings)}"))
-        self._picture_outcomes(drained, written, where)
-        for o, st in written:
-            if st != TaskState.RUNNING:
-                self.metrics.finished.labels(TaskState.LOST.value if o.state == TaskState.LOST else st.value).inc()
-        ended = [o.ti_id for o, st in written if st != TaskState.RUNNING]
-        if not self._requests_known or not self._serial or self._requested.intersection(ended):
-            for rearmed in signal_actions.settle(session, ended):
-                self.forget(rearmed, "a signal request gave a new try")
-            self._requested.difference_update(ended)
-        self._task_state_signals(written, where)
-        self.callbacks.request_task(session, written, where)
+        return outcomes
+
+    def _record_what_tries_left(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
+                                where: dict[tuple[int, int], _InFlight | None],
+                                files: Mapping[tuple[int, int], try_files.TryFiles], now: datetime) -> None:
+        """What the ended tries left beside their logs: values pushed, rendered templates, lineage writes."""
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
-            if info is not None and info.log_path and st != TaskState.RUNNING:
-                left = (files or {}).get((o.ti_id, o.try_number))
-                if left is None:  # (an end the job decided itself, in this transaction: a lost try)
-                    left = try_files.read(info.log_path)
-                pushed = left.pushed
-                if pushed:
-                    xcom_store.record(session, pushed, run_id=info.run_id, task_id=info.task_id,
-                                      try_number=o.try_number, now=now, map_index=info.map_index)
-                    if info.run_id in self._xcom:
-                        self._xcom[info.run_id].setdefault(info.label, {}).update(dict(pushed))
-                if left.rendered is not None:
-                    xcom_store.set_rendered(session, o.ti_id, o.try_number, left.rendered)
-                lineage.record(session, left.writes, run_id=info.run_id,
-                               dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
-                               dag_version=info.dag_version, try_state=st.value, now=now)
-                if left is not try_files.NOTHING:
-                    self._recorded.append(info.log_path)
+            if info is None or not info.log_path or st == TaskState.RUNNING:
+                continue
+            left = files.get((o.ti_id, o.try_number))
+            if left is None:  # (an end the job decided itself, in this transaction: a lost try)
+                left = try_files.read(info.log_path)
+            pushed = left.pushed
+            if pushed:
+                xcom_store.record(session, pushed, run_id=info.run_id, task_id=info.task_id,
+                                  try_number=o.try_number, now=now, map_index=info.map_index)
+                self.facts.pushed(info.run_id, info.label, pushed)
+            if left.rendered is not None:
+                xcom_store.set_rendered(session, o.ti_id, o.try_number, left.rendered)
+            lineage.record(session, left.writes, run_id=info.run_id,
+                           dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
+                           dag_version=info.dag_version, try_state=st.value, now=now)
+            if left is not try_files.NOTHING:
+                self.after_commit.side_files_recorded(info.log_path)
+
+    def _record_failures(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
+                         where: dict[tuple[int, int], _InFlight | None], now: datetime) -> None:
+        """One event per try that failed, was lost or never started, and a line saying so."""
         failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)
                   or o.state == TaskState.LOST]
         unknown = [o.ti_id for o, _ in failed if where.get((o.ti_id, o.try_number)) is None]  # lost tries of other jobs
@@ -723,18 +672,17 @@ class DagRunJob:
             if info is None and o.state == TaskState.LOST and dag_id and run_id and task_id:
                 # another job's try: its log says what became of it, as this job's own tries' logs do
                 path = log_file(str(self.logs_folder), dag_id, run_id, task_id, o.try_number, index)
-                self._log_notes.append((path, o.at, f"outcome: {_ended_how(o, st, self.settings)}"))
+                self.after_commit.note(path, o.at, f"outcome: {_ended_how(o, st, self.settings)}")
             lost = o.state == TaskState.LOST
             kind = "try_lost" if lost else "try_not_started" if st == TaskState.SCHEDULED else "task_failed"
             failures.append(dict(
                 at=now, kind=kind, actor=self.actor, dag_id=dag_id, run_id=run_id,
                 details={"task_id": task_id, "ti_id": o.ti_id, "try_number": o.try_number,
-                         "reason": _ended_how(o, st, self.settings) if o.state == TaskState.LOST else o.reason,
+                         "reason": _ended_how(o, st, self.settings) if lost else o.reason,
                          "state": st.value, **({"map_index": index} if index >= 0 else {})}))
             self.say(f"{dag_id} run {run_id} task {label(task_id or '?', index)} try {o.try_number}: "
-                     f"{'lost' if o.state == TaskState.LOST else st.value} ({_ended_how(o, st, self.settings)})")
+                     f"{'lost' if lost else st.value} ({_ended_how(o, st, self.settings)})")
         events.record_many(session, failures)
-        return len(written)
 
     def requeues_unstarted(self) -> bool:
         """Whether a try that never started gets a new try (not when the job stops because its work was
@@ -778,51 +726,24 @@ class DagRunJob:
         from the database and decides it again."""
         self.memory.forget(run_id, reason)
         if run_id is None:
-            self._dates.clear()  # (a rolled-back run's id may come back with another date)
-            self._dag_of.clear()
-            self._held_ids = self._pool_slots = None
-            self._requests_known = False
+            self.facts.forget()
+            self.claims.forget()
+            self.stops.read_again()
 
     def _verify_memory(self, session: Session) -> None:
         """Verify mode: at the end of a loop's transaction, what the job remembers of its held runs must be what
         the database holds (on SQLite nobody else can write meanwhile; on PostgreSQL a difference that another
         process's event explains is what the next loop reads again)."""
         found = self.memory.differences(session)
-        if found and not self._serial and loop_store.events_since(session, self._seen_event, self._own_events)[1]:
+        if found and not self._serial and self.watch.others_since(session):
             return
         if found:
             raise MemoryMismatch("; ".join(found[:5]))
-
-    def _task_state_signals(self, written: list[tuple[task_store.Outcome, TaskState]],
-                            where: dict[tuple[int, int], _InFlight | None]) -> None:
-        for o, st in written:
-            info = where.get((o.ti_id, o.try_number))
-            if info is not None:
-                self._task_state(info.dag_id, info.task_id, st.value,
-                                 {"run_id": info.run_id, "try_number": o.try_number})
-
-    def _task_state(self, dag_id: str, task_id: str, state: str, meta: dict[str, Any]) -> None:
-        """Task state changes are signals: `ledger.task.<dag>.<task>` with the state as value, so that other
-        processes (and signal-driven tasks) hear of them at once. Collected here and sent in one batch at
-        the end of the transaction (_flush_task_states): sending takes locks until commit, and reading
-        signals after sending in one transaction could wait on another job doing the same."""
-        key = f"ledger.task.{dag_id}.{task_id}"
-        # a key outside the signal key set (a long or non-ASCII name) is left out, not an error
-        if self.settings.task_state_signals and is_valid_key(key):
-            self._state_items.append((key, state, {"dag_id": dag_id, "task_id": task_id, **meta}))
-
-    def _flush_task_states(self, session: Session, now: datetime) -> None:
-        if self._state_items:
-            items, self._state_items = self._state_items, []
-            signal_store.send_unreturned(session, items, sender=self.actor, now=now)
-            self._sent_signals = True
 
     # -- collect runs --------------------------------------------------------------------------
     def reap_dead_holders(self, session: Session, now: datetime) -> None:
         """Jobs on this host whose process is gone lose their locks at once, without waiting for
         lock_timeout (a scheduler killed with kill -9 and restarted resumes straight away)."""
-        if not self._claim_now and time.monotonic() < self._next_claim:
-            return
         for job_id in job_store.dead_local_holders(session, self.job_id):
             held = job_store.held_runs(session, job_id)
             job_store.end_job(session, job_id, now=now, state=JobState.FAILED)
@@ -831,37 +752,18 @@ class DagRunJob:
                 dict(at=now, kind="job_died", actor=self.actor, dag_id=dag_id, run_id=run_id,
                      details={"job_id": job_id, "reason": "its process is gone (same host)"})
                 for run_id, dag_id in held])
-            self._claim_now = True
 
     def collect_runs(self, session: Session, now: datetime) -> int:
-        if not self._claim_now and time.monotonic() < self._next_claim:
-            return 0
-        self._looked = True
-        self._claim_now = False
-        self._next_claim = time.monotonic() + self.settings.poll_interval
-        held = job_store.held_count(session, self.job_id)
-        room = self.settings.max_held_runs - held
-        claimed = job_store.claim_runs(session, self.job_id, now=now, stale_after=self.settings.lock_timeout,
-                                       limit=room, actor=self.actor, newest_first=self.newest_first,
-                                       **self.claim_filter())
-        self._claims_limited = len(claimed) >= room
+        """Claim runs for this job; the tries of a job that stopped heart-beating (or whose process is gone) are
+        lost, and each gets a new try."""
+        claimed = self.claims.claim(session, self.job_id, now, self.actor, self.claim_filter())
         if not claimed:
             return 0
         ids = [run_id for run_id, _ in claimed]
-        if self._held_ids is not None and len(self._held_ids) == held:  # it lists every run the job held: the
-            listed = set(self._held_ids)  # new ones join it, without reading the list again
-            self._held_ids += [i for i in ids if i not in listed]
-            self._held_full = False  # (it lists them all)
-        else:
-            self._held_ids = None
-        for run_id in ids:  # another job may have held it meanwhile: read its values again when needed
-            self._xcom.pop(run_id, None)
-        if len(self._intervals) > 100_000:
-            self._intervals.clear()
+        self.facts.let_go(ids)  # another job may have held them meanwhile: their values are read again
         for run_id, holder in claimed:
             if holder is not None:
                 self.say(f"took over run {run_id} from job {holder}, which stopped heart-beating")
-        # tries of a job that stopped heart-beating (or whose process is gone) are lost: each gets a new try
         orphans = task_store.orphaned(session, ids, job_id=self.job_id)
         if orphans:
             self._record(session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
@@ -871,11 +773,7 @@ class DagRunJob:
 
     # -- process runs --------------------------------------------------------------------------
     def process_runs(self, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
-        if self._held_ids is None:  # read when the job claimed runs or another process wrote
-            self._held_ids = loop_store.held_run_ids(session, self.job_id, limit=self.settings.max_held_runs,
-                                                     newest_first=self.newest_first)
-            self._held_full = len(self._held_ids) >= self.settings.max_held_runs  # it may hold more (a backfill)
-        held_ids = list(self._held_ids)
+        held_ids = self.claims.held(session, self.job_id)
         if not held_ids:
             self.forget(reason="no runs held")
             return []
@@ -895,7 +793,7 @@ class DagRunJob:
             self._set_run_state(session, run, RunState.RUNNING, now)
         self.memory.successor.update(plan.successors)
         for ti, st, run in plan.mark:
-            self._task_state(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
+            self.task_states.add(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
         task_store.mark(session, [(ti.id, ti.state, st) for ti, st, _run in plan.mark], now=now)
         for ti, st, run in plan.mark:
             picture = self.memory.pictures.get(run.id)  # (None: forgotten by the mark of its previous run, just above)
@@ -914,26 +812,20 @@ class DagRunJob:
         for run in plan.timed_out:
             self.forget(run.id, "dagrun_timeout")
             stopping, skipped = stop_tasks(session, run, now=now)
-            self._requests_known = False  # its stop requests: carried out below, and settled when the tries end
+            self.stops.read_again()  # its stop requests: carried out below, and settled when the tries end
             limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
             for instance in run_store.task_instances(session, run.id) if stopping else []:
                 if label(instance.task_id, instance.map_index) in stopping:  # its log and outcome say why
-                    self._stop_reasons[instance.id] = f"stopped by the run's {limit}"
+                    self.stops.reasons[instance.id] = f"stopped by the run's {limit}"
             plan.finish.append((run, RunState.FAILED, f"{limit} passed; stopping {stopping or 'no tries'}, skipped "
                                                       f"{skipped or 'nothing'}"))
         for run, state, reason in plan.finish:
-            self._xcom.pop(run.id, None)
+            self.facts.let_go([run.id])
             self.forget(run.id, "run finished")
-            holding = None
-            if self._held_ids is not None and run.id in self._held_ids:
-                self._held_ids.remove(run.id)  # its lock is released below
-                holding = len(self._held_ids)
-            if self._claims_limited and (holding is None or self.settings.max_held_runs - holding
-                                         >= max(1, self.settings.max_held_runs // 8)):
-                self._claim_now = True  # runs were left unclaimed for want of room: claim a batch of them
+            self.claims.released(run.id)  # its lock is released here
             self._set_run_state(session, run, state, now, release=True, reason=reason)
-        if plan.finish and self._held_full:
-            self._held_ids = None  # it may hold more runs than it read: the next ones come into the list
+        if plan.finish:
+            self.claims.some_released()
         for backfill_id in {run.backfill_id for run, _, _ in plan.finish if run.backfill_id is not None}:
             self.settle_backfill(session, backfill_id, now)
         return self.queue_tries(session, plan.ready + cached, now, report)
@@ -947,7 +839,7 @@ class DagRunJob:
             return
         for _ti, run, _spec in candidates:
             self.forget(run.id, "mapped task expanded")  # its task instances change in ways read again
-        passed = self._passed_values(session, {run.id for _ti, run, _spec in candidates})
+        passed = self.facts.passed_values(session, {run.id for _ti, run, _spec in candidates})
         limit = self.settings.max_map_length
         for ti, run, spec in candidates:
             sources = spec.tasks[ti.task_id].expand
@@ -962,7 +854,7 @@ class DagRunJob:
                 continue
             state = TaskState(found.state)
             task_store.mark(session, [(ti.id, ti.state, state)], now=now)
-            self._task_state(run.dag_id, ti.task_id, state.value, {"run_id": run.id})
+            self.task_states.add(run.dag_id, ti.task_id, state.value, {"run_id": run.id})
             kind = "task_expanded" if state == TaskState.SKIPPED else "task_failed"
             events.record(session, kind, at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
                           task_id=ti.task_id, ti_id=ti.id, try_number=0, count=0, source=source, state=state.value,
@@ -980,21 +872,13 @@ class DagRunJob:
         read the pools' slots again in this transaction (a pool may have changed since the last loop)."""
         known = known or {}
         if read_pools:
-            self._pool_slots = None
+            self.facts.pool_slots = None
         slots = self.executor.open_slots()
         if not candidates or slots <= 0:
             return []
-        if self._pool_slots is None:
-            self._pool_slots = task_store.pool_slots(session)
-        dates, dag_of = self._dates, self._dag_of  # (a run's date and DAG never change: read once per run)
-        if len(dates) > 100_000:  # (a long-lived job's runs come and go)
-            dates.clear()
-            dag_of.clear()
-        for ti, run, _spec in candidates:
-            if ti.run_id not in dates:
-                dates[ti.run_id], dag_of[ti.run_id] = run.logical_date.timestamp(), run.dag_id
+        dates, dag_of = self.facts.dates_of(run for _ti, run, _spec in candidates)
         active = task_store.active_counts_by_dag(session, list({dag_of[c[0].run_id] for c in candidates}))
-        chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, self._pool_slots),
+        chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, self.facts.pools(session)),
                         active=active, newest_first=self.newest_first, dates=dates)
         tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now,
                                  versions={c[0].id: c[1].version_hash for c in chosen})
@@ -1011,8 +895,9 @@ class DagRunJob:
         signals = {i: known[i] for i in wanted if i in known}
         if len(signals) < len(wanted):
             signals.update(signal_store.by_ids(session, wanted - set(signals)))
-        passed = {i: pull_view(v) for i, v in self._passed_values(session, {run.id for _ti, run, _s in chosen}).items()}
-        previous = self._run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
+        passed = {i: pull_view(v)
+                  for i, v in self.facts.passed_values(session, {run.id for _ti, run, _s in chosen}).items()}
+        previous = self.facts.run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
                                                  if run.previous_run_id is not None})
         work = []
         logs = str(self.logs_folder)
@@ -1049,36 +934,14 @@ class DagRunJob:
         previous = task_store.previous_states(
             session, [r.previous_run_id for r in runs.values() if r.previous_run_id is not None
                       and any(t.depends_on_past for t in specs[r.id].tasks.values())])
-        holding = self._dags_holding(session, {r.dag_id for r in runs.values() if r.state == RunState.QUEUED.value})
-        self._passed_values(session, set(runs))  # with one statement for all of them, before their tries are queued
-        for r in runs.values():  # the next run's prev_data_interval_* (a run's interval never changes)
-            self._intervals[r.id] = (r.data_interval_start.isoformat(), r.data_interval_end.isoformat())
+        holding = self.facts.dags_holding(session, {r.dag_id for r in runs.values()
+                                                    if r.state == RunState.QUEUED.value})
+        self.facts.passed_values(session, set(runs))  # with one statement for all of them, before tries are queued
+        self.facts.remember_intervals(runs.values())  # the next runs' prev_data_interval_*
         return [HeldRun(run, specs[run.id], tis.get(run.id, {}),  # (each run's own dict, which _picture_task updates)
                         PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
                         else None, backfill_cancelled=run.backfill_id in cancelled, held_queued=run.dag_id in holding)
                 for run in runs.values()]
-
-    def _passed_values(self, session: Session, run_ids: set[int]) -> dict[int, dict[str, dict[str, Any]]]:
-        """The values each run's tasks passed on: read once per held run, then kept up to date by _record (this
-        job is the only writer of the tries of the runs it holds)."""
-        missing = run_ids - set(self._xcom)
-        if missing:
-            self._xcom.update(xcom_store.values_for_runs(session, missing))
-        return {i: self._xcom[i] for i in run_ids}
-
-    def _run_intervals(self, session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]:
-        missing = run_ids - set(self._intervals)
-        if missing:
-            self._intervals.update(loop_store.intervals(session, missing))
-        return {i: self._intervals[i] for i in run_ids if i in self._intervals}
-
-    def _dags_holding(self, session: Session, dag_ids: set[str]) -> set[str]:
-        """DAGs paused with --stop-queued, read again every poll_interval."""
-        until, found = self._holding
-        if time.monotonic() >= until:
-            found = loop_store.dags_holding_queued(session, None)
-            self._holding = (time.monotonic() + self.settings.poll_interval, found)
-        return found & dag_ids
 
     def code_cache(self) -> CodeCache:
         """Where this host keeps versions' code ($LEDGER_HOME/code)."""
@@ -1087,10 +950,7 @@ class DagRunJob:
         return self._code
 
     def _dag_file(self, session: Session, dag_id: str) -> str:
-        found = self._fileloc.get(dag_id)
-        if found is None:
-            found = self._fileloc[dag_id] = loop_store.dag_fileloc(session, dag_id)
-        return found
+        return self.facts.dag_file(session, dag_id)
 
     def _deadline_missed(self, session: Session, run: DagRun, spec: DagSpec, now: datetime) -> None:
         """Once per run: the event, and the DAG's on_deadline_missed callbacks."""

@@ -3,7 +3,6 @@ unfinished run that no live job holds."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from ledger.signal_delivery import ring
 from scheduler import signal_actions
+from scheduler.cadence import Cadence
 from scheduler.dag_processing import DagFileProcessorManager, processor_log
 from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
 from scheduler.executors.base import WorkItem
@@ -25,15 +25,20 @@ class SchedulerJob(DagRunJob):
     dags_folder: Path = Path(".")
     job_type: str = "SchedulerJob"
     manager: DagFileProcessorManager | None = None
-    _next_scheduling: float = 0.0
     _parsed_once: bool = False
-    _dirty: bool = True
+    # due runs are created every scheduling_interval, or at once after DAG files changed or catch-up continues
+    _scheduling: Cadence = field(init=False)
     _due: DueCache = field(default_factory=DueCache)  # DAGs with nothing due until their next interval ends
-    _pending: list[Any] = field(default_factory=list)
     _unsynced: list[Any] = field(default_factory=list)  # parse results a database fault kept from being stored
-    _signal_index: signal_actions.Index | None = None
-    _signal_index_until: float = 0.0
-    _next_signal_skip: float = 0.0  # with no listener, the cursor is moved past other signals this often
+    _signal_index: signal_actions.Index | None = None  # which tasks listen to which signal keys
+    _index_cadence: Cadence = field(init=False)  # rebuilt every scheduling_interval, and when DAGs change
+    _signal_skip: Cadence = field(init=False)  # with no listener, the cursor is moved past other signals this often
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._scheduling = Cadence(self.settings.scheduling_interval)
+        self._index_cadence = Cadence(self.settings.scheduling_interval)
+        self._signal_skip = Cadence(self.settings.poll_interval)
 
     def start(self) -> None:
         super().start()
@@ -70,21 +75,20 @@ class SchedulerJob(DagRunJob):
         if self.manager.folder_error is not None:
             self.say(f"warning: {self.manager.folder_error}; its DAGs stay as they were")
         self.dag_files_changed()
-        self._dirty = True
-        self._signal_index = None
+        self._scheduling.soon()
+        self._index_cadence.soon()
         return True
 
     def create_runs(self, session: Session, now: datetime) -> int:
-        if not self._dirty and time.monotonic() < self._next_scheduling:
+        if not self._scheduling.due():
             return 0
-        self._dirty = False
-        self._next_scheduling = time.monotonic() + self.settings.scheduling_interval
+        self._scheduling.done()
         created = create_due_runs(session, now=now, actor=self.actor, cache=self._due)
         for run in created:
             self.metrics.runs_created.labels(run.run_type).inc()
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")
         if len(created):
-            self._dirty = True  # catch-up may continue
+            self._scheduling.soon()  # catch-up may continue
         return len(created)
 
     def handle_signals(self, report: LoopReport) -> list[WorkItem]:
@@ -92,18 +96,18 @@ class SchedulerJob(DagRunJob):
         of a run this job holds ready on its own (a root task: ledger.dependencies.ready_alone) queues it
         right there, so the try is handed to a worker before the rest of the loop runs (the fast path from
         `send` to a running task). Everything else a signal changed is decided by the loop that follows."""
-        stale = self._signal_index is None or time.monotonic() >= self._signal_index_until
-        if not stale and not self._signal_index and time.monotonic() < self._next_signal_skip:
+        stale = self._signal_index is None or self._index_cadence.due()
+        if not stale and not self._signal_index and not self._signal_skip.due():
             return []
         now = self.clock.now()
         with self.transaction() as session:
             if stale:  # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
                 self._signal_index = signal_actions.listeners(session, self.code_cache())  # (pausing a DAG
                 # from the CLI changes it)
-                self._signal_index_until = time.monotonic() + self.settings.scheduling_interval
-            if not self._signal_index and time.monotonic() < self._next_signal_skip:
+                self._index_cadence.done()
+            if not self._signal_index and not self._signal_skip.due():
                 return []
-            self._next_signal_skip = time.monotonic() + self.settings.poll_interval
+            self._signal_skip.done()
             found = signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index,
                                                    holder=self.job_id)
             work = self.queue_tries(session, list(found.ready.values()), now, report, known=found.signals,

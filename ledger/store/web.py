@@ -8,11 +8,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from ledger.errors import InvalidInput
-from ledger.models import DagRun, DagVersion
+from ledger.models import DagRun, DagVersion, TaskInstance
+from ledger.states import RunState
 from ledger.store.runs import TIMELINE_COLUMNS, _raw
 
 
@@ -65,3 +66,62 @@ def previous_version(session: Session, version: DagVersion) -> DagVersion | None
 def replaced_by_run(session: Session, run_id: int) -> list[DagRun]:
     """The runs that `run_id` overrode (they point at it with overridden_by)."""
     return list(session.scalars(select(DagRun).where(DagRun.overridden_by == run_id).order_by(DagRun.id)))
+
+
+def grid_runs(session: Session, dag_id: str, *, limit: int, before: int | None = None) -> list[DagRun]:
+    """Up to `limit` + 1 live (not overridden) runs of a DAG, newest logical date first, older than the run
+    `before` when given: the columns of a grid page, read through the (dag_id, logical_date) index."""
+    stmt = select(DagRun).where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value)
+    if before is not None:
+        at = session.execute(select(DagRun.logical_date, DagRun.id)
+                             .where(DagRun.id == before, DagRun.dag_id == dag_id)).first()
+        if at is None:
+            raise InvalidInput(f"run {before} is not a run of DAG {dag_id!r}")
+        stmt = stmt.where(or_(DagRun.logical_date < at[0], and_(DagRun.logical_date == at[0], DagRun.id < at[1])))
+    return list(session.scalars(stmt.order_by(DagRun.logical_date.desc(), DagRun.id.desc()).limit(limit + 1)))
+
+
+def grid_cells(session: Session, run_ids: list[int]) -> list[tuple[int, str, int, str, int]]:
+    """(run id, task id, map index, state, try number) of every task instance of these runs."""
+    if not run_ids:
+        return []
+    return [tuple(r) for r in session.execute(
+        select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state,
+               TaskInstance.try_number).where(TaskInstance.run_id.in_(run_ids)))]
+
+
+def replaced_among(session: Session, runs: list[DagRun]) -> list[tuple[int, int, str]]:
+    """(overridden run id, the run that replaced it, its run type) for the runs these runs (of one DAG) overrode;
+    read through the (dag_id, logical_date) index over the runs' dates."""
+    if not runs:
+        return []
+    ids = [r.id for r in runs]
+    return [(r.id, r.overridden_by, r.run_type) for r in session.execute(
+        select(DagRun.id, DagRun.overridden_by, DagRun.run_type)
+        .where(DagRun.dag_id == runs[0].dag_id, DagRun.logical_date >= min(r.logical_date for r in runs),
+               DagRun.logical_date <= max(r.logical_date for r in runs), DagRun.overridden_by.in_(ids))
+        .order_by(DagRun.id))]
+
+
+def run_state_counts(session: Session) -> dict[str, dict[str, int]]:
+    """dag id -> run state -> how many runs of the DAG are in it."""
+    counts: dict[str, dict[str, int]] = {}
+    for dag_id, state, n in session.execute(
+            select(DagRun.dag_id, DagRun.state, func.count()).group_by(DagRun.dag_id, DagRun.state)):
+        counts.setdefault(dag_id, {})[state] = n
+    return counts
+
+
+def last_run(session: Session, dag_id: str) -> DagRun | None:
+    """The DAG's live run with the latest logical date."""
+    return session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value)
+                          .order_by(DagRun.logical_date.desc(), DagRun.id.desc()).limit(1))
+
+
+def backfill_runs_page(session: Session, backfill_id: int, *, offset: int, limit: int) -> tuple[int, list[DagRun]]:
+    """(how many runs the backfill created, `limit` of them from `offset`, by logical date)."""
+    where = DagRun.backfill_id == backfill_id
+    total = session.scalar(select(func.count()).select_from(DagRun).where(where)) or 0
+    rows = list(session.scalars(select(DagRun).where(where).order_by(DagRun.logical_date, DagRun.id)
+                                .offset(offset).limit(limit)))
+    return total, rows

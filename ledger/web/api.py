@@ -12,10 +12,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from ledger import documents
+from ledger.errors import InvalidInput, NotFound
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
+from ledger.web import logview
 from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
 
 router = APIRouter(prefix="/api/v1", tags=["ledger"])
@@ -95,6 +97,42 @@ def import_errors(request: Request) -> JSONResponse:
 def run(request: Request, run_id: str) -> JSONResponse:
     with session_of(request) as session:
         return _json(documents.run_document(session, id_in_url(run_id)))
+
+
+@router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log",
+            summary="A try's log, a page at a time: the last MB, the MB before `before`, or what follows `offset`")
+def log(request: Request, run_id: str, task_id: str, try_number: int,
+        offset: Annotated[int | None, Query(ge=0, le=MAX_ID, description="Bytes after this offset (the follow: "
+                                            "next_offset of the page before).")] = None,
+        before: Annotated[int | None, Query(ge=0, le=MAX_ID, description="Bytes before this offset (older: "
+                                            "offset of the page after).")] = None,
+        limit: Annotated[int, Query(ge=1, le=logview.CHUNK, description="Bytes at most.")] = logview.CHUNK
+        ) -> JSONResponse:
+    """`task_id`: the task's id, or `task[i]` for mapped instance i. The page starts and ends at a line's start
+    (while the try runs, a line being written is left for the next read); `ended` says whether the try has ended."""
+    if offset is not None and before is not None:
+        raise InvalidInput("give offset or before, not both")
+    with session_of(request) as session:
+        doc = documents.run_document(session, id_in_url(run_id))
+    the_try, path = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+    ended = logview.try_ended(the_try)
+    if not path.is_file():
+        raise NotFound(f"no log file for try {try_number} of task {task_id!r} in run {doc['run_id']}")
+    part = logview.read_page(path, before=before, after=offset, chunk=limit, whole_lines=not ended)
+    return _json({"run_id": doc["run_id"], "task_id": task_id, "try_number": try_number, "state": the_try["state"],
+                  "ended": ended, "offset": part.start, "next_offset": part.end, "size": part.size,
+                  "text": part.text})
+
+
+@router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}",
+            summary="One try: its state and times, the templated fields it rendered and its XCom values (secrets "
+                    "as ***)")
+def try_detail(request: Request, run_id: str, task_id: str, try_number: int) -> JSONResponse:
+    with session_of(request) as session:
+        doc = documents.run_document(session, id_in_url(run_id))
+        the_try, _ = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+        values = documents.try_values(session, int(doc["run_id"]), task_id, try_number)
+    return _json({"run_id": doc["run_id"], "task_id": task_id, **the_try, **values})
 
 
 @router.get("/lineage/{dataset:path}", summary="`ledger lineage DATASET [--partition P] --json`")

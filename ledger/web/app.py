@@ -16,7 +16,7 @@ from ledger.config import Settings
 from ledger.errors import LedgerError
 from ledger.web import api, pages
 from ledger.web.reading import Reader
-from ledger.web.render import render
+from ledger.web.render import compile_templates, render
 
 STATIC = Path(__file__).resolve().parent / "static"
 TOKEN_COOKIE = "ledger_token"
@@ -46,6 +46,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> FastAPI:
                   "`ledger ... --json`.", docs_url="/api/docs", redoc_url=None, openapi_url="/api/openapi.json")
     app.state.reader = Reader(settings)
     app.state.settings = settings
+    compile_templates()
 
     @app.exception_handler(LedgerError)
     async def ledger_error(request: Request, exc: LedgerError) -> Response:

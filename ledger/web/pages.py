@@ -5,26 +5,29 @@ backfill pages) gets only the part of the page that changes."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse
 
 from ledger import documents
-from ledger.errors import InvalidInput, LedgerError, NotFound
-from ledger.logs import log_path
+from ledger.errors import ConfigError, InvalidInput, LedgerError
 from ledger.mapping import split_label
+from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
-from ledger.web import views
+from ledger.web import logview, views
 from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
 from ledger.web.render import render
 
 router = APIRouter(include_in_schema=False)
 PAGE = 100
+GRID_RUNS = 25  # runs on the grid's first screen
+BACKFILL_RUNS = 200  # runs per page of a backfill
 
 
 def _live(request: Request) -> bool:
@@ -40,11 +43,23 @@ def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
 
 
 @router.get("/", response_class=HTMLResponse)
-def dags(request: Request) -> HTMLResponse:
+def dags(request: Request, q: str = "") -> HTMLResponse:
+    """The DAGs, with their runs' counts by state and their last run; `q` keeps the DAGs whose id contains it or
+    that have it as a tag."""
     rows = []
+    wanted = q.strip().lower()
     with session_of(request) as session:
+        counts = web_store.run_state_counts(session)
         for d in dag_store.listing(session):
+            tags = json.loads(dag_store.version(session, d.dag_id, d.current_version).structure).get("tags", []) \
+                if d.current_version else []
+            if wanted and wanted not in d.dag_id.lower() and wanted not in (t.lower() for t in tags):
+                continue
             row = documents.dag_json(d)
+            row["tags"] = tags
+            row["counts"] = counts.get(d.dag_id, {})
+            last = web_store.last_run(session, d.dag_id)
+            row["last"] = documents.run_json(last) if last is not None else None
             row["latest"] = web_store.latest_states(session, d.dag_id)
             try:
                 following = documents.next_runs_document(session, d.dag_id, now=now(), n=1)
@@ -53,7 +68,33 @@ def dags(request: Request) -> HTMLResponse:
             row["next_run"] = following[0]["logical_date"] if following else None
             rows.append(row)
         errors = len(dag_store.import_errors(session))
-    return _page(request, "dags.html", dags=rows, errors=errors)
+    return _page(request, "dags.html", dags=rows, errors=errors, q=q)
+
+
+@router.get("/import-errors", response_class=HTMLResponse)
+def import_errors(request: Request) -> HTMLResponse:
+    with session_of(request) as session:
+        rows = [documents.import_error_json(e) for e in dag_store.import_errors(session)]
+    return _page(request, "import_errors.html", errors=rows)
+
+
+@router.get("/dags/{dag_id}/grid", response_class=HTMLResponse)
+def grid(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+         limit: Annotated[int, Query(ge=1, le=200)] = GRID_RUNS) -> HTMLResponse:
+    """Tasks x runs: the latest `limit` live runs (older than run `before`), oldest on the left."""
+    with session_of(request) as session:
+        dag = dag_store.get(session, dag_id, active_only=False)
+        runs = web_store.grid_runs(session, dag_id, limit=limit, before=before)
+        page = runs[:limit]
+        cells = web_store.grid_cells(session, [r.id for r in page])
+        replaced = web_store.replaced_among(session, page)
+        structure = json.loads(dag_store.version(session, dag_id, dag.current_version or "").structure)
+    order = [t["task_id"] for layer in views.graph_layers(structure["tasks"]) for t in layer]
+    columns, rows = views.grid(page, cells, replaced, order)
+    older = str(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
+    newest = str(request.url.remove_query_params("before")) if before is not None else None
+    return _page(request, "grid.html", fragment="grid_live.html", dag=documents.dag_json(dag), columns=columns,
+                 rows=rows, older=older, newest=newest)
 
 
 @router.get("/dags/{dag_id}", response_class=HTMLResponse)
@@ -84,21 +125,69 @@ def run(request: Request, run_id: str) -> HTMLResponse:
     with session_of(request) as session:
         doc = documents.run_document(session, id_in_url(run_id))
         replaced = [documents.run_json(r) for r in web_store.replaced_by_run(session, int(doc["run_id"]))]
-    return _page(request, "run.html", run=doc, replaced=replaced, layers=views.graph_layers(doc["graph"]["tasks"]))
+        tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
+    drawing = views.graph_drawing(doc["graph"]["tasks"], views.states_by_task(doc["task_instances"]))
+    return _page(request, "run.html", run=doc, replaced=replaced, drawing=drawing, tz=tz)
+
+
+@router.get("/runs/{run_id}/gantt", response_class=HTMLResponse)
+def gantt(request: Request, run_id: str) -> HTMLResponse:
+    with session_of(request) as session:
+        doc = documents.run_document(session, id_in_url(run_id))
+        tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
+    bars, ticks, height = views.gantt(doc, now())
+    return _page(request, "gantt.html", fragment="gantt_live.html", run=doc, bars=bars, ticks=ticks, height=height,
+                 tz=tz, left=views.GANTT_LEFT, width=views.GANTT_LEFT + views.GANTT_WIDTH + 50)
 
 
 @router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log", response_class=HTMLResponse)
-def log(request: Request, run_id: str, task_id: str, try_number: int) -> HTMLResponse:
+def log(request: Request, run_id: str, task_id: str, try_number: int,
+        before: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+        after: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None) -> HTMLResponse:
+    """A try's log: the last 1 MB (or the MB before offset `before`); with `after` and X-Ledger-Live (the follow
+    of static/live.js), only what was appended after that offset."""
     with session_of(request) as session:
         doc = documents.run_document(session, id_in_url(run_id))
-    # task_id: the task's id, or `task[i]` for instance i of a mapped task (its label)
-    tries = {t["try_number"]: t for ti in doc["task_instances"] if ti["label"] == task_id for t in ti["tries"]}
-    if try_number not in tries:
-        raise NotFound(f"run {doc['run_id']} has no try {try_number} of task {task_id!r}")
+        tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
+        the_try, path = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+        extras = None if _live(request) else _try_extras(session, doc, task_id, try_number)
+    ended = logview.try_ended(the_try)
+    exists = path.is_file()
+    if _live(request) and after is not None:
+        more = logview.read_page(path, after=after, whole_lines=not ended) if exists else None
+        return HTMLResponse(render("log_more.html", part=more, after=after, ended=ended))
+    # a try not started yet has no file: followed from its first byte; an ended one without a file: said so
+    empty = None if ended else logview.LogPage("", 0, 0, 0)
+    part = logview.read_page(path, before=before) if exists else empty
+    name, _ = split_label(task_id)
+    others = [(ti["label"], t["try_number"], t["state"]) for ti in doc["task_instances"]
+              if split_label(ti["label"])[0] == name for t in ti["tries"]]
+    base = f"/runs/{doc['run_id']}/tasks/{task_id}/tries/{try_number}/log"
+    return _page(request, "log.html", run=doc, task_id=task_id, the_try=the_try, part=part, path=str(path), tz=tz,
+                 ended=ended, others=others, base=base, follow=not ended and (before is None or not part
+                                                                             or part.end == part.size),
+                 extras=extras)
+
+
+def _try_extras(session: Any, doc: dict[str, Any], task_id: str, try_number: int) -> dict[str, Any]:
+    """documents.try_values, or a note saying why they are not shown (a stored secret that cannot be decrypted:
+    what is shown could not be checked)."""
+    try:
+        return {**documents.try_values(session, int(doc["run_id"]), task_id, try_number), "note": None}
+    except ConfigError as exc:
+        return {"rendered": {}, "xcom": [], "note": f"not shown: {exc}"}
+
+
+@router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log/download")
+def log_download(request: Request, run_id: str, task_id: str, try_number: int) -> FileResponse:
+    with session_of(request) as session:
+        doc = documents.run_document(session, id_in_url(run_id))
+    _, path = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+    if not path.is_file():
+        raise InvalidInput(f"no log file for try {try_number} of task {task_id!r} in run {doc['run_id']}")
     name, index = split_label(task_id)
-    path = log_path(request.app.state.settings.logs_folder, doc["dag_id"], int(doc["run_id"]), name, try_number, index)
-    text = path.read_text(errors="replace") if path.is_file() else None
-    return _page(request, "log.html", run=doc, task_id=task_id, the_try=tries[try_number], text=text, path=str(path))
+    filename = f"{doc['dag_id']}_run{doc['run_id']}_{name}{f'_{index}' if index >= 0 else ''}_try{try_number}.log"
+    return FileResponse(path, media_type="text/plain; charset=utf-8", filename=filename)
 
 
 @router.get("/dags/{dag_id}/versions/{version}", response_class=HTMLResponse)
@@ -115,7 +204,7 @@ def version(request: Request, dag_id: str, version: str, file: str | None = None
         before = web_store.previous_version(session, row)
         diff = documents.version_diff(session, dag, before, row) if before is not None else None
     return _page(request, "version.html", dag_id=dag_id, doc=doc, before=before.version_hash if before else None,
-                 diff=views.diff_lines(diff), layers=views.graph_layers(doc["structure"]["tasks"]))
+                 diff=views.diff_lines(diff), drawing=views.graph_drawing(doc["structure"]["tasks"]))
 
 
 @router.get("/lineage", response_class=HTMLResponse)
@@ -140,10 +229,18 @@ def backfills(request: Request) -> HTMLResponse:
 
 
 @router.get("/backfills/{backfill_id}", response_class=HTMLResponse)
-def backfill(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
+def backfill(request: Request, backfill_id: IdInUrl,
+             offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> HTMLResponse:
+    """A backfill's summary and its runs, BACKFILL_RUNS at a time from `offset` (by logical date)."""
     with session_of(request) as session:
-        doc = documents.backfill_document(session, backfill_id)
-    return _page(request, "backfill.html", fragment="backfill_live.html", b=doc)
+        doc = documents.backfill_json(session, backfill_store.get(session, backfill_id))
+        total, rows = web_store.backfill_runs_page(session, backfill_id, offset=offset, limit=BACKFILL_RUNS)
+        tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
+    runs = [documents.run_json(r) for r in rows]
+    older = f"?offset={max(offset - BACKFILL_RUNS, 0)}" if offset > 0 else None
+    newer = f"?offset={offset + BACKFILL_RUNS}" if offset + BACKFILL_RUNS < total else None
+    return _page(request, "backfill.html", fragment="backfill_live.html", b=doc, runs=runs, total=total,
+                 offset=offset, previous=older, following=newer, tz=tz)
 
 
 @router.get("/events", response_class=HTMLResponse)

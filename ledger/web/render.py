@@ -8,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
+
+from ledger.dates import local_text
+from ledger.web.logview import ansi_html
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -16,11 +20,24 @@ def short(value: str | None, n: int = 8) -> str:
     return (value or "")[:n]
 
 
-def when(value: str | None) -> str:
-    """An ISO timestamp as `2024-03-01 06:00:00Z`-style text (UTC), '' for none."""
+def when(value: str | datetime | None, timezone: str | None = None) -> str:
+    """An ISO timestamp as `2024-03-01 06:00:00Z`-style text (UTC), '' for none. With the `timezone` of a DAG other
+    than UTC: the time there as the CLI prints it (`2024-03-01 07:00:00+01:00`) and the UTC text beside it, each
+    in its span; the page shows one of them (local by default, UTC after the toggle of static/live.js)."""
     if not value:
         return ""
-    return value.replace("T", " ").replace("+00:00", "Z")
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    utc = value.replace("T", " ").replace("+00:00", "Z")
+    if not timezone or timezone == "UTC":
+        return utc
+    return Markup('<span class="tz-local" title="{u}">{loc}</span><span class="tz-utc">{u}</span>').format(
+        u=utc, loc=local_text(value, timezone))
+
+
+def clock(value: datetime, timezone: str) -> str:
+    """The time of day of `value` in `timezone` (`07:05:09`): plain text, for SVG labels."""
+    return local_text(value, timezone)[11:19]
 
 
 def duration(start: str | None, end: str | None) -> str:
@@ -40,9 +57,15 @@ def as_json(value: Any) -> str:
 
 
 ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
-ENV.filters.update(short=short, when=when, as_json=as_json)
+ENV.filters.update(short=short, when=when, as_json=as_json, ansi=ansi_html, clock=clock)
 ENV.globals.update(duration=duration)
 
 
 def render(name: str, **context: Any) -> str:
     return ENV.get_template(name).render(**context)
+
+
+def compile_templates() -> None:
+    """Compile every template once (a server calls it at start: its first requests do not pay for it)."""
+    for name in ENV.list_templates(extensions=["html"]):
+        ENV.get_template(name)

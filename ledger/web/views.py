@@ -153,3 +153,214 @@ def backfills_of(groups: list[DateGroup]) -> list[tuple[str, int, int]]:
             if r["backfill_id"] is not None:
                 counts.setdefault(r["backfill_id"], [0, 0])[r["state"] == "overridden"] += 1
     return [(b, live, gone) for b, (live, gone) in sorted(counts.items(), key=lambda item: int(item[0]))]
+
+
+# -- state colours shared by the graph and the grid ------------------------------------------------------
+
+# the state a mapped task's cell shows for its instances: the first of this order that one of them is in
+SUMMARY_ORDER = ("failed", "upstream_failed", "running", "queued", "up_for_retry", "scheduled", "stopped",
+                 "success", "skipped", "removed")
+
+
+def summary_state(states: list[str]) -> str:
+    """One state for several task instances (a mapped task's): what needs a look first."""
+    present = set(states)
+    for s in SUMMARY_ORDER:
+        if s in present:
+            return s
+    return states[0] if states else "none"
+
+
+def states_by_task(instances: list[Doc]) -> dict[str, tuple[str, int]]:
+    """task id -> (its state, or its instances' summary state; how many mapped instances) of a run document's
+    task instances."""
+    grouped: dict[str, list[Doc]] = {}
+    for ti in instances:
+        grouped.setdefault(ti["task_id"], []).append(ti)
+    out = {}
+    for task_id, tis in grouped.items():
+        mapped = [ti for ti in tis if ti["map_index"] >= 0]
+        if mapped:
+            out[task_id] = (summary_state([ti["state"] for ti in mapped]), len(mapped))
+        else:
+            out[task_id] = (tis[0]["state"], 0)
+    return out
+
+
+# -- the graph of a run or version, drawn as SVG -------------------------------------------------------
+
+NODE_W, NODE_H, GAP_X, GAP_Y, MARGIN, GROUP_PAD = 180, 44, 70, 34, 16, 10
+
+
+@dataclass
+class Node:
+    task_id: str
+    kind: str
+    x: int
+    y: int
+    state: str | None
+    note: str  # its kind, and for a mapped task how many instances
+    group: str | None
+
+
+@dataclass
+class Box:
+    """A task group drawn around its tasks (nested groups inside their parent's box)."""
+
+    group_id: str
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+@dataclass
+class Graph:
+    nodes: list[Node]
+    edges: list[str]  # SVG path data, one per dependency
+    groups: list[Box]
+    width: int
+    height: int
+
+
+def graph_drawing(tasks: list[Doc], states: dict[str, tuple[str, int]] | None = None) -> Graph:
+    """Tasks placed in layers (left to right, a task one layer after the deepest of its upstream tasks), the
+    tasks of one group next to each other in a layer, an edge per dependency, a box per task group."""
+    states = states or {}
+    layers = graph_layers(tasks)
+    place: dict[str, tuple[int, int]] = {}
+    nodes: list[Node] = []
+    for col, layer in enumerate(layers):
+        def weight(t: Doc) -> tuple[str, float, str]:
+            ups = [place[u][1] for u in t["upstream"] if u in place]
+            return (t.get("group") or "", sum(ups) / len(ups) if ups else 0.0, t["task_id"])
+        for row, t in enumerate(sorted(layer, key=weight)):
+            x = MARGIN + col * (NODE_W + GAP_X)
+            y = MARGIN + 48 + row * (NODE_H + GAP_Y)
+            place[t["task_id"]] = (x, y)
+            state, count = states.get(t["task_id"], (None, 0))
+            if t.get("mapped") or "expand" in t:
+                note = f"{t['kind']} x{count if states else t.get('instances', '?')} mapped"
+            else:
+                note = t["kind"]
+            nodes.append(Node(t["task_id"], t["kind"], x, y, state, note, t.get("group")))
+    edges = []
+    for t in tasks:
+        x2, y2 = place[t["task_id"]]
+        for u in t["upstream"]:
+            if u not in place:
+                continue
+            x1, y1 = place[u]
+            sx, sy, ex, ey = x1 + NODE_W, y1 + NODE_H // 2, x2 - 4, y2 + NODE_H // 2
+            mid = (sx + ex) // 2
+            edges.append(f"M{sx},{sy} C{mid},{sy} {mid},{ey} {ex},{ey}")
+    groups = []
+    names = sorted({".".join(n.group.split(".")[:i + 1]) for n in nodes if n.group
+                    for i in range(n.group.count(".") + 1)}, key=lambda g: (g.count("."), g))
+    for g in names:
+        members = [n for n in nodes if n.group == g or (n.group or "").startswith(g + ".")]
+        depth = g.count(".")
+        pad = GROUP_PAD * (3 - min(depth, 2))
+        x0 = min(n.x for n in members) - pad
+        y0 = min(n.y for n in members) - pad - 14
+        x1 = max(n.x for n in members) + NODE_W + pad
+        y1 = max(n.y for n in members) + NODE_H + pad
+        groups.append(Box(g, x0, y0, x1 - x0, y1 - y0))
+    width = MARGIN * 2 + max(len(layers), 1) * (NODE_W + GAP_X) - GAP_X + 2 * GROUP_PAD * 3
+    tallest = max((len(la) for la in layers), default=1)
+    height = MARGIN + 48 + tallest * (NODE_H + GAP_Y) - GAP_Y + GROUP_PAD * 3 + MARGIN
+    return Graph(nodes, edges, groups, width, height)
+
+
+# -- the grid: tasks x runs ------------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    state: str
+    href: str
+    title: str
+
+
+@dataclass
+class Column:
+    run_id: int
+    logical_date: Any
+    state: str
+    run_type: str
+    replaced: list[tuple[int, str]]  # (overridden run id, its run type): the runs this one replaced
+
+
+def grid(runs: list[Any], cells: list[tuple[int, str, int, str, int]], replaced: list[tuple[int, int, str]],
+         task_order: list[str]) -> tuple[list[Column], list[tuple[str, list[Cell | None]]]]:
+    """Columns (runs, oldest on the left) and rows (a task and its cell in each column): the cell of a task
+    that is not mapped links its latest try's log, a mapped task's cell its run (with its instances' summary
+    state)."""
+    columns = [Column(r.id, r.logical_date, r.state, r.run_type,
+                      [(old, kind) for old, by, kind in replaced if by == r.id]) for r in reversed(runs)]
+    by_key: dict[tuple[int, str], list[tuple[int, str, int]]] = {}
+    for run_id, task_id, map_index, state, try_number in cells:
+        by_key.setdefault((run_id, task_id), []).append((map_index, state, try_number))
+    seen = {task_id for _, task_id in by_key}
+    order = [t for t in task_order if t in seen or not by_key] + sorted(seen - set(task_order))
+    rows = []
+    for task_id in order:
+        row: list[Cell | None] = []
+        for c in columns:
+            found = by_key.get((c.run_id, task_id))
+            if not found:
+                row.append(None)
+                continue
+            mapped = [f for f in found if f[0] >= 0]
+            if mapped:
+                state = summary_state([f[1] for f in mapped])
+                row.append(Cell(state, f"/runs/{c.run_id}#ti-{task_id}",
+                                f"{task_id}: {len(mapped)} mapped instance(s), {state}"))
+                continue
+            _, state, try_number = found[0]
+            href = (f"/runs/{c.run_id}/tasks/{task_id}/tries/{try_number}/log" if try_number
+                    else f"/runs/{c.run_id}#ti-{task_id}")
+            row.append(Cell(state, href, f"{task_id} in run {c.run_id}: {state}"
+                                         + (f", try {try_number}" if try_number else "")))
+        rows.append((task_id, row))
+    return columns, rows
+
+
+# -- the Gantt chart of a run ------------------------------------------------------------------------------
+
+
+@dataclass
+class Bar:
+    label: str
+    try_number: int
+    state: str
+    x: float
+    width: float
+    y: int
+    title: str
+    href: str
+
+
+GANTT_LEFT, GANTT_WIDTH, GANTT_ROW = 220, 960, 22
+
+
+def gantt(run: Doc, now: datetime) -> tuple[list[Bar], list[tuple[float, datetime]], int]:
+    """Each try of a run as a bar from its start to its end (to `now` while it runs), one row per try in the
+    order of the run's task instances; the time axis's ticks (x, time); the drawing's height."""
+    tries = [(ti, t) for ti in run["task_instances"] for t in ti["tries"] if t["started_at"]]
+    if not tries:
+        return [], [], 0
+    starts = [datetime.fromisoformat(t["started_at"]) for _, t in tries]
+    ends = [datetime.fromisoformat(t["ended_at"]) if t["ended_at"] else now for _, t in tries]
+    lo, hi = min(starts), max(max(ends), min(starts))
+    span = max((hi - lo).total_seconds(), 0.001)
+    bars = []
+    for i, ((ti, t), s, e) in enumerate(zip(tries, starts, ends, strict=True)):
+        x = GANTT_LEFT + (s - lo).total_seconds() / span * GANTT_WIDTH
+        width = max((e - s).total_seconds() / span * GANTT_WIDTH, 2.0)
+        seconds = (e - s).total_seconds()
+        bars.append(Bar(ti["label"], t["try_number"], t["state"], round(x, 1), round(width, 1), 24 + i * GANTT_ROW,
+                        f"{ti['label']} try {t['try_number']} {t['state']}: {seconds:.1f}s",
+                        f"/runs/{run['run_id']}/tasks/{ti['label']}/tries/{t['try_number']}/log"))
+    ticks = [(round(GANTT_LEFT + i / 4 * GANTT_WIDTH, 1), lo + (hi - lo) * i / 4) for i in range(5)]
+    return bars, ticks, 24 + len(bars) * GANTT_ROW + 8

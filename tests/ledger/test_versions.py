@@ -77,3 +77,16 @@ def test_airflow_default_args_load_and_the_version_lists_those_ledger_ignores() 
         assert "unknown default_args key 'retires'; did you mean 'retries'?" in str(exc)
     else:
         raise AssertionError("an unknown default_args key was accepted")
+
+
+def test_a_dags_tags_are_part_of_its_version_only_when_it_has_some() -> None:
+    def build(tags: list[str]) -> tuple[str, str]:
+        with DAG("d", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), tags=tags) as dag:
+            BashTask("t", "echo hi")
+        return version_of(dag)
+
+    untagged, text = build([])
+    assert '"tags"' not in text  # a DAG without tags keeps the hash it had before tags were recorded
+    tagged, text = build(["sales", "daily"])
+    assert '"tags":["daily","sales"]' in text.replace(" ", "") and tagged != untagged
+    assert build(["daily", "sales"])[0] == tagged != build(["daily"])[0]

@@ -97,7 +97,9 @@ def job_parts(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
     engine.dispose()
 
 
-def a_job(tmp_path: Path, engine: Any, sessions: Any, clock: FixedClock, executor: Executor) -> DagRunJob:
+def a_job(tmp_path: Path, engine: Any, sessions: Any, clock: FixedClock, executor: Executor,
+          **settings: Any) -> DagRunJob:
+    """A started job holding run d 2024-03-09 (a >> b); `settings`: SchedulerSettings other than the defaults."""
     with DAG("d", schedule="@daily", start_date=T0, catchup=True) as dag:
         a = BashTask("a", "true", retries=2, retry_delay=timedelta(seconds=60))
         a >> BashTask("b", "true")
@@ -106,7 +108,7 @@ def a_job(tmp_path: Path, engine: Any, sessions: Any, clock: FixedClock, executo
         register_dag(session, dag, now=clock.now(), actor="test")
         assert len(create_due_runs(session, now=clock.now(), actor="test")) == 1  # 2024-03-09
     (tmp_path / "logs").mkdir(exist_ok=True)
-    job = DagRunJob(sessions=sessions, engine=engine, settings=SchedulerSettings(), executor=executor,
+    job = DagRunJob(sessions=sessions, engine=engine, settings=SchedulerSettings(**settings), executor=executor,
                     clock=clock, actor="test", logs_folder=tmp_path / "logs", say=lambda _line: None)
     job.start()
     return job

@@ -74,9 +74,7 @@ class CreatingJob(DagRunJob):
 
 def a_steady_job(tmp_path: Path, parts: tuple[Any, Any], executor: Any) -> Any:
     """tests/scheduler/test_database_faults.py's job (runs d: a >> b), with no full pass during the test."""
-    job = a_job(tmp_path, *parts, CLOCK, executor)
-    job.settings = replace(job.settings, poll_interval=600.0)
-    return job
+    return a_job(tmp_path, *parts, CLOCK, executor, poll_interval=600.0)
 
 
 def a_started_job(kind: type[DagRunJob], tmp_path: Path, parts: tuple[Any, Any], executor: Any,
@@ -254,7 +252,7 @@ def test_the_runs_a_job_claims_join_its_list_of_held_runs_without_reading_it_aga
             held = set(s.scalars(select(DagRun.id).where(DagRun.lock_holder == job.job_id,
                                                          DagRun.state.in_(["queued", "running"]))))
             left = s.scalar(select(func.count()).select_from(DagRun).where(DagRun.state != "success"))
-        assert job._held_ids is None or set(job._held_ids) == held
+        assert job.claims.ids is None or set(job.claims.ids) == held
         if not left:
             break
     assert not left
@@ -284,7 +282,7 @@ def test_a_run_timed_out_by_the_job_has_its_try_stopped_at_once_and_no_stop_left
     job.loop_once()  # both runs start; a and x run
     job.loop_once()
     clock.advance(seconds=31)
-    job._full_pass_at = 0.0  # a run settled at its start is decided again at the next full pass
+    job.watch.full_pass.soon()  # a run settled at its start is decided again at the next full pass
     for _ in range(3):
         job.loop_once()
     assert tries_of(sessions, "a") == [(1, "stopped")]

@@ -4,7 +4,6 @@ the one that records how the try ended), at most `started_write_delay` seconds l
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +40,10 @@ def try_of(sessions: Any, task_id: str) -> tuple[str, str, Any, Any]:
         return ti.state, tr.state, tr.started_at, tr.ended_at
 
 
-def a_busy_job(tmp_path: Path, parts: tuple[Any, Any], delay: float) -> tuple[Any, SteppedExecutor]:
+def a_busy_job(tmp_path: Path, parts: tuple[Any, Any], delay: float, **settings: Any) -> tuple[Any, SteppedExecutor]:
     engine, sessions = parts
     executor = SteppedExecutor(parallelism=1)
-    job = a_job(tmp_path, engine, sessions, FixedClock(CLOCK), executor)
-    job.settings = replace(job.settings, started_write_delay=delay)
+    job = a_job(tmp_path, engine, sessions, FixedClock(CLOCK), executor, started_write_delay=delay, **settings)
     job.loop_once()  # queues a, the one worker is busy with it
     return job, executor
 
@@ -92,8 +90,7 @@ def test_a_start_held_back_is_written_when_the_job_stops(tmp_path: Path, job_par
 
 def test_a_due_heartbeat_is_not_held_back_with_the_starts(tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
     """Holding starts must never make the job look silent to others (they would take its runs over)."""
-    job, _executor = a_busy_job(tmp_path, job_parts, delay=60.0)
-    job.settings = replace(job.settings, heartbeat_interval=0.05)
+    job, _executor = a_busy_job(tmp_path, job_parts, delay=60.0, heartbeat_interval=0.05)
     time.sleep(0.06)
     job.loop_once()
     assert try_of(job_parts[1], "a")[:2] == ("running", "running")

@@ -38,11 +38,23 @@ def dag_source(rows: int) -> str:
     return WEB_DAG.replace("ROWS", str(rows)).replace("EVIL", EVIL.replace("'", "\\'"))
 
 
-def build(home: Path, **extra: str) -> Cli:
+def cli_on(home: Path, **extra: str) -> Cli:
+    """The real CLI on a new ledger in `home` (its database created)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **FAST, **extra)
     cli = Cli(home=home, env=env)
     cli.ok("db", "upgrade")
+    return cli
+
+
+def app_client(cli: Cli) -> Iterator[TestClient]:
+    settings = load_settings({"LEDGER_HOME": str(cli.home)})
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def build(home: Path, **extra: str) -> Cli:
+    cli = cli_on(home, **extra)
     cli.write_dag("web.py", dag_source(10))
     cli.ok("scheduler", "--exit-when-idle")  # catch-up: 3 runs, each task `flaky` fails once, then succeeds
     cli.write_dag("web.py", dag_source(11))  # a new version
@@ -52,15 +64,66 @@ def build(home: Path, **extra: str) -> Cli:
     return cli
 
 
+def new_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    home = tmp_path_factory.mktemp(name) / "home"
+    home.mkdir()
+    return home
+
+
 @pytest.fixture(scope="session")
 def ledger_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    home = tmp_path_factory.mktemp("web") / "home"
-    home.mkdir()
-    return build(home)
+    return build(new_home(tmp_path_factory, "web"))
 
 
 @pytest.fixture(scope="session")
 def client(ledger_home: Cli) -> Iterator[TestClient]:
-    settings = load_settings({"LEDGER_HOME": str(ledger_home.home)})
-    with TestClient(create_app(settings)) as c:
-        yield c
+    yield from app_client(ledger_home)
+
+
+# A DAG in Europe/Berlin with tags, a task group, a mapped task, a log in ANSI colours, a secret variable in a
+# template and a secret in a passed value; a DAG file that fails to import; a slow DAG run only on demand.
+VIEWS_DAG = """
+import pendulum
+from ledger import DAG, BashTask, PythonTask, TaskGroup
+
+def extract(context):
+    print("extracting")
+    return {"token": "s3cr3t-value", "rows": 3}
+
+with DAG("berlin", schedule="0 6 * * *", start_date=pendulum.datetime(2024, 3, 1, tz="Europe/Berlin"),
+         end_date=pendulum.datetime(2024, 3, 3, tz="Europe/Berlin"), catchup=True, tags=["finance", "daily"]):
+    colours = BashTask("colours", "printf '\\\\033[31mred alert\\\\033[0m plain "
+                                  "\\\\033[1;32mbold green\\\\033[0m <b>x</b>\\\\n'; "
+                                  "echo 'key {{ var.value.api_token }} on {{ ds }}'")
+    with TaskGroup("load"):
+        first = PythonTask("extract", extract)
+        second = BashTask("copy", "echo copy")
+        first >> second
+    colours >> first
+    fan = BashTask.partial(task_id="fan").expand(bash_command=["echo one", "echo two"])
+    second >> fan
+
+with DAG("slow", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
+    BashTask("tick", "echo 'token {{ var.value.api_token }}'; "
+                     "for i in $(seq 1 20); do echo \\"tick $i\\"; sleep 0.3; done")
+"""
+
+
+def build_views(home: Path) -> Cli:
+    cli = cli_on(home)
+    cli.ok("variables", "set", "api_token", "s3cr3t-value")
+    cli.write_dag("views.py", VIEWS_DAG)
+    cli.write_dag("broken.py", "import pendulum\nraise RuntimeError('this DAG file is broken on purpose')\n")
+    cli.ok("scheduler", "--exit-when-idle")  # catch-up: 2 runs of berlin
+    cli.ok("backfill", "berlin", "--start", "2024-03-01", "--end", "2024-03-02", "--reprocess", "completed", "--yes")
+    return cli
+
+
+@pytest.fixture(scope="session")
+def views_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
+    return build_views(new_home(tmp_path_factory, "views"))
+
+
+@pytest.fixture(scope="session")
+def views_client(views_home: Cli) -> Iterator[TestClient]:
+    yield from app_client(views_home)

@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -40,10 +41,11 @@ def fetch(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-@pytest.fixture(scope="module")
-def server(ledger_home: Cli) -> Iterator[str]:
+@contextmanager
+def webserver(cli: Cli) -> Iterator[str]:
+    """A `ledger webserver` on `cli`'s ledger, on a free loopback port, once it answers: its base URL."""
     port = free_port()
-    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port)], env=ledger_home.env, cwd=ledger_home.home,
+    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port)], env=cli.env, cwd=cli.home,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -61,6 +63,12 @@ def server(ledger_home: Cli) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(ledger_home: Cli) -> Iterator[str]:
+    with webserver(ledger_home) as base:
+        yield base
 
 
 def test_a_real_webserver_serves_the_pages_and_the_api(server: str, ledger_home: Cli) -> None:

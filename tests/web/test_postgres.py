@@ -27,8 +27,11 @@ def test_the_web_view_reads_a_postgresql_ledger(tmp_path: Path, postgres_url: st
         assert client.get("/api/v1/runs/4").json() == cli.json("runs", "show", "4")
         assert client.get("/api/v1/lineage/sales_clean").json() == cli.json("lineage", "sales_clean")
         assert client.get("/api/v1/backfills").json() == cli.json("backfill", "list")
-        for path in ("/", "/dags/web", "/runs/4", "/backfills", "/events", "/signals", "/lineage/sales_clean"):
+        for path in ("/", "/dags/web", "/runs/4", "/backfills", "/events", "/signals", "/lineage/sales_clean",
+                     "/dags/web/grid", "/dags/web/grid?limit=1&before=4", "/runs/4/gantt", "/backfills/1",
+                     "/runs/4/tasks/flaky/tries/2/log", "/api/v1/runs/4/tasks/flaky/tries/2/log", "/?q=web"):
             assert client.get(path).status_code == 200, path
+        assert client.get("/dags/web/grid").text.count('class="sq state-') == 2 * 3  # 2 tasks x 3 live runs
         assert "overridden by" in client.get("/dags/web").text
         with client.app.state.reader.session() as session, pytest.raises(  # type: ignore[attr-defined]
                 sqlalchemy.exc.InternalError, match="read-only transaction"):

@@ -20,3 +20,87 @@
     document.querySelectorAll("[data-live]").forEach(follow);
   });
 })();
+
+// The views' small scripts: the UTC / local time toggle (remembered in localStorage), and the follow of a
+// running try's log (what was appended is fetched every 2 s and added at the end, until the try ends).
+(function () {
+  "use strict";
+  var KEY = "ledger.utc";
+
+  function applyZone(utc) {
+    document.documentElement.classList.toggle("show-utc", utc);
+    var button = document.getElementById("tz-toggle");
+    if (button) { button.textContent = utc ? "show local time" : "show UTC"; }
+  }
+
+  // A try's log file is rewritten when the try ends (the secrets it read become ***): the last page of the
+  // file as it is then replaces what was followed.
+  function settle(pre) {
+    fetch(window.location.pathname, {credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null) { return; }
+        var page = new DOMParser().parseFromString(html, "text/html");
+        var final = page.getElementById("log");
+        if (final && final.innerHTML !== pre.innerHTML) { pre.innerHTML = final.innerHTML; }
+        ["log-end", "log-size"].forEach(function (id) {
+          var now = page.getElementById(id), shown = document.getElementById(id);
+          if (now && shown) { shown.textContent = now.textContent; }
+        });
+      })
+      .catch(function () { /* what was followed stays */ });
+  }
+
+  function follow(pre) {
+    var next = pre.getAttribute("data-follow");
+    var base = window.location.pathname;
+    var busy = false;
+    var timer = window.setInterval(function () {
+      if (busy || document.hidden) { return; }
+      busy = true;
+      fetch(base + "?after=" + encodeURIComponent(next), {headers: {"X-Ledger-Live": "1"}, credentials: "same-origin"})
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          busy = false;
+          if (html === null) { return; }
+          var box = document.createElement("template");
+          box.innerHTML = html;  // rendered and escaped by the server (log_more.html)
+          var part = box.content.firstElementChild;
+          if (!part) { return; }
+          next = part.getAttribute("data-next");
+          var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+          while (part.firstChild) { pre.appendChild(part.firstChild); }
+          pre.setAttribute("data-follow", next);
+          ["log-end", "log-size"].forEach(function (id) {
+            var shown = document.getElementById(id);
+            if (shown) { shown.textContent = next; }
+          });
+          if (atBottom) { pre.scrollTop = pre.scrollHeight; }
+          if (part.getAttribute("data-done") === "1") {
+            window.clearInterval(timer);
+            pre.removeAttribute("data-follow");
+            var note = document.querySelector(".following");
+            if (note) { note.textContent = "the try has ended"; }
+            settle(pre);
+          }
+        })
+        .catch(function () { busy = false; });
+    }, 2000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var utc = false;
+    try { utc = window.localStorage.getItem(KEY) === "1"; } catch (e) { /* storage off: local time */ }
+    applyZone(utc);
+    var button = document.getElementById("tz-toggle");
+    if (button) {
+      button.addEventListener("click", function () {
+        utc = !utc;
+        try { window.localStorage.setItem(KEY, utc ? "1" : "0"); } catch (e) { /* not remembered */ }
+        applyZone(utc);
+      });
+    }
+    document.querySelectorAll("pre.log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
+    document.querySelectorAll("pre[data-follow]").forEach(follow);
+  });
+})();

@@ -8,12 +8,18 @@ from ledger.context import TaskContext
 from ledger.dag import DAG, BashTask, PythonTask, Task, TaskGroup, task
 from ledger.errors import SkipTask
 from ledger.notifiers import EmailNotifier, Notifier, WebhookNotifier
+from ledger.python_envs import ExternalPythonTask, PythonVirtualenvTask, external_python, virtualenv
 from ledger.sensors import PythonSensor, register_decorators
 from ledger.signal_rules import SignalAction
 from ledger.spark import SparkTask, spark_task
 
 register_decorators(task)  # @task.branch, @task.short_circuit, @task.sensor
 
-__all__ = ["DAG", "BashTask", "BranchPythonTask", "EmailNotifier", "Notifier", "PythonSensor", "PythonTask",
-           "ShortCircuitTask", "SignalAction", "SkipTask", "SparkTask", "Task", "TaskContext", "TaskGroup",
-           "WebhookNotifier", "WeekDay", "setup", "spark_task", "task", "teardown"]
+__all__ = ["DAG", "BashTask", "BranchPythonTask", "EmailNotifier", "ExternalPythonTask", "Notifier", "PythonSensor",
+           "PythonTask", "PythonVirtualenvTask", "ShortCircuitTask", "SignalAction", "SkipTask", "SparkTask", "Task",
+           "TaskContext", "TaskGroup", "WebhookNotifier", "WeekDay", "external_python", "setup", "spark_task", "task",
+           "teardown", "virtualenv"]
+
+# `@task.virtualenv` and `@task.external_python`, as Airflow's
+setattr(task, "virtualenv", virtualenv)  # noqa: B010
+setattr(task, "external_python", external_python)  # noqa: B010

@@ -271,10 +271,10 @@ class FlowTaskFunction(TaskFunction):
         self.task_class = task_class
         self.role = role
 
-    def __call__(self, *op_args: Any, **op_kwargs: Any) -> Task:  # type: ignore[override]
+    def _make(self, **args: Any) -> Any:
         kwargs = dict(self.task_kwargs)
         fail_dagrun = kwargs.pop("on_failure_fail_dagrun", None)
-        made = self.task_class(self.task_id, self.func, op_args=op_args, op_kwargs=op_kwargs, **kwargs)
+        made = self.task_class(self.task_id, self.func, **args, **kwargs)
         if self.role == "setup":
             made.as_setup()
         elif self.role == "teardown":
@@ -287,8 +287,11 @@ class FlowTaskFunction(TaskFunction):
                                 task_class=self.task_class, role=self.role)
 
     def expand(self, **expand: Any) -> PythonTask:
-        raise DagDefinitionError(f"task {self.task_id!r}: a {self.role or self.task_class.__name__} task cannot "
-                                 "be mapped")
+        raise DagDefinitionError(f"task {self.task_id!r}: a {self.role or getattr(self.task_class, '__name__', '')} "
+                                 "task cannot be mapped")
+
+    def expand_kwargs(self, kwargs: Any) -> PythonTask:
+        return self.expand()
 
 
 def _decorator(task_class: Callable[..., Task], role: str | None = None) -> Callable[..., Any]:

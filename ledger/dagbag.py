@@ -25,6 +25,7 @@ from ledger import dag as dag_module
 from ledger.code import CodeFile, CodeManifest, file_digest, helper_paths, sha256_bytes, wanted_file
 from ledger.dag import DAG, DAG_MODULE_PREFIX
 from ledger.errors import DagDefinitionError
+from ledger.timetables import home_problem
 
 
 @dataclass
@@ -248,6 +249,9 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
             if isinstance(value, DAG) and id(value) not in seen:
                 seen.add(id(value))
                 value.validate()
+                problem = home_problem(value.schedule, root, DAG_MODULE_PREFIX)
+                if problem is not None:
+                    raise DagDefinitionError(f"DAG {value.dag_id!r}: {problem}")
                 value.fileloc = fileloc
                 value.source_code = source_code
                 value.code = result.code

@@ -13,7 +13,7 @@ from typing import Any
 from ledger.flow import TEARDOWN_RULE, effective_leaves, flow_skips, teardown_outcome
 from ledger.mapping import split_label
 from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
-from ledger.versions import DagSpec
+from ledger.versions import DagSpec, TaskSpec
 
 S = TaskState
 OK_FOR_PAST = frozenset({S.SUCCESS, S.SKIPPED, S.STOPPED})
@@ -220,7 +220,7 @@ def _decide_one(spec: DagSpec, tid: str, key: str, st: TiState, current: dict[st
         decision.waiting_for_signal.append(key)
         return
     # a removed instance (a mapped task re-expanded over a shorter list) is no upstream any more, as in Airflow
-    found = (current.get(k, S.SUCCESS) for up in task.upstream for k in instances.get(up, [up]))
+    found = (current.get(k, S.SUCCESS) for up in task.upstream for k in _upstream_keys(spec, task, key, up, instances))
     upstream: list[TaskState] = [state for state in found if state != S.REMOVED]
     if task.teardown or task.trigger_rule == TEARDOWN_RULE:
         setups = [current.get(k, S.SUCCESS) for up in task.upstream if spec.tasks[up].setup
@@ -239,6 +239,20 @@ def _decide_one(spec: DagSpec, tid: str, key: str, st: TiState, current: dict[st
         decision.ready.append(key)
     else:
         decision.waiting_on_past.append(key)
+
+
+def _upstream_keys(spec: DagSpec, task: TaskSpec, key: str, up: str, instances: Mapping[str, list[str]]) -> list[str]:
+    """The task instances of upstream task `up` that instance `key` of `task` waits for: every one of them, but in
+    a mapped task group an instance waits for the same instance of its siblings (and, not expanded yet, for the
+    tasks outside the group only: its count comes from there), as in Airflow."""
+    if task.mapped_group is None or spec.tasks[up].mapped_group != task.mapped_group:
+        return instances.get(up, [up])
+    _task_id, index = split_label(key)
+    if index < 0:
+        return []
+    same = f"{up}[{index}]"
+    found = instances.get(up, [up])
+    return [same] if same in found else [k for k in found if k == up]
 
 
 _topo_cache: dict[str, list[str]] = {}

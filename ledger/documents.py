@@ -21,7 +21,7 @@ from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
 from ledger.mapping import label, split_label
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
-from ledger.schedule import next_scheduled
+from ledger.schedule import DataInterval, next_scheduled
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
@@ -309,11 +309,10 @@ def next_runs_document(session: Session, dag_id: str, *, now: pendulum.DateTime,
     """`ledger dags next-runs DAG --json`: the next `n` intervals the scheduler will create."""
     spec = dag_store.current_spec(session, dag_id)
     latest = run_store.latest_scheduling_run(session, dag_id)
-    after = latest.data_interval_end if latest else None
-    held = run_store.live_dates_from(session, dag_id, after)
+    after = DataInterval(latest.data_interval_start, latest.data_interval_end) if latest else None  # type: ignore[arg-type]
+    held = run_store.live_dates_from(session, dag_id, latest.logical_date if latest else None)
     intervals = next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
-                               after=after,  # type: ignore[arg-type]
-                               now=now, catchup=spec.catchup, held=held, n=n)
+                               after=after, now=now, catchup=spec.catchup, held=held, n=n)
     return [{"logical_date": iso(i.logical_date), "data_interval_start": iso(i.start),
              "data_interval_end": iso(i.end)} for i in intervals]
 

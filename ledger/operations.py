@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, TimelineConflict
 from ledger.flow import with_setups_and_teardowns
-from ledger.mapping import NOT_MAPPED, label
+from ledger.mapping import NOT_MAPPED, label, source_tasks
 from ledger.models import DagRun, TaskInstance
 from ledger.params import check_conf, from_description
 from ledger.states import ACTIVE_TASK_STATES as ACTIVE
@@ -308,8 +308,7 @@ def _expanded_again(spec: DagSpec, chosen: set[str]) -> set[str]:
     """The chosen tasks mapped over the value of another chosen task: that value is made again, so they wait to be
     expanded again over it (instance 0 becomes the waiting row, map_index -1; the others are `removed`, kept
     with their tries, until the new list says how many come back)."""
-    return {tid for tid in chosen if any("xcom_from" in src and src["xcom_from"] in chosen
-                                         for _arg, src in spec.tasks[tid].expand)}
+    return {tid for tid in chosen if any(source_tasks(src) & chosen for _arg, src in spec.tasks[tid].expand)}
 
 
 def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, stale_after: float,

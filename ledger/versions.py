@@ -28,6 +28,7 @@ from ledger.mapping import literal_count
 from ledger.schedule import Schedule, parse_schedule
 from ledger.secrets import sensitive
 from ledger.signal_rules import can_start
+from ledger.timetables import from_description
 
 if TYPE_CHECKING:
     from ledger.dag import DAG, Task
@@ -82,6 +83,7 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         **({"edge_labels": [[up, down, text] for (up, down), text in sorted(dag.edge_labels.items())]}
            if dag.edge_labels else {}),
         **({"about": about} if (about := dag.about()) else {}),
+        **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
         "tasks": [_without_secrets(dag.dag_id, t, {"task_id": t.task_id, "kind": t.kind,
                                                    "upstream": sorted(t.upstream_ids), **t.settings(),
                                                    "definition": t.definition()})
@@ -266,6 +268,7 @@ class TaskSpec:
     sensor: Mapping[str, Any] | None = None
     # an ExternalTaskMarker (ledger/external_task.py): the external DAG, task and date its clear reaches
     marker: Mapping[str, Any] | None = None
+    mapped_group: str | None = None  # in a mapped task group: its instance i follows its group siblings' i
 
     @property
     def mapped(self) -> bool:
@@ -332,6 +335,9 @@ def reachable(edges: Mapping[str, Iterable[str]], start: Iterable[str]) -> set[s
 
 
 def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:
+    timetable = from_description(desc, timezone=timezone, start_date=start_date)
+    if timetable is not None:
+        return timetable
     kind = desc.get("type")
     value: str | timedelta | None
     if kind == "cron":
@@ -358,7 +364,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
             max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
-            expand=tuple((arg, src) for arg, src in t.get("expand", ())),
+            expand=tuple((arg, src) for arg, src in t.get("expand", ())), mapped_group=t.get("mapped_group"),
             flow=t.get("flow"), setup=t.get("setup", False), teardown=t.get("teardown", False),
             fail_dagrun=t.get("on_failure_fail_dagrun", False), sensor=t.get("sensor"),
             marker=t.get("definition") if t["kind"] == "external_task_marker" else None,

@@ -29,6 +29,7 @@ from ledger.branching import record_choice
 from ledger.context import TaskContext, environment, push_return, set_current
 from ledger.dag import BashTask, PythonTask, Task
 from ledger.errors import FailWithoutRetry, RescheduleTask, SkipTask
+from ledger.mapping import KWARGS
 from ledger.params import resolve_refs
 from ledger.sensors import BaseSensor, PokeReturnValue, PythonSensor, check_until_done
 from ledger.spark import SparkTask
@@ -129,7 +130,7 @@ def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> t
         return "failed", one_line(str(exc))
     kwargs = {**op_kwargs, "context": context} if pass_context else op_kwargs
     kwargs = {**_airflow_kwargs(task, context, kwargs), **kwargs}
-    return call_task(task.python_callable, args, kwargs, keep=lambda value: push_return(task, context, value))
+    return call_task(task.invoke, args, kwargs, keep=lambda value: push_return(task, context, value))
 
 
 def _run_branch(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
@@ -221,10 +222,16 @@ def _render(plan: Plan, task: Task) -> Task:
 
 def _mapped_values(task: Task) -> str:
     """The values a mapped instance got, for its log."""
-    if isinstance(task, PythonTask) and task.expand_kind == "call":
-        got = {arg: task.op_kwargs.get(arg) for arg, _src in task.expand_args}
+    if task.group_item is not None:  # a task of a mapped task group: the group's arguments
+        got = dict(task.group_item)
+    elif isinstance(task, PythonTask) and task.expand_kind == "call":
+        got = {arg: task.op_kwargs.get(arg) for arg, _src in task.expand_args if arg != KWARGS}
+        if any(arg == KWARGS for arg, _src in task.expand_args):  # expand_kwargs(): every argument
+            got = dict(task.op_kwargs)
     else:
-        got = {arg: getattr(task, arg, None) for arg, _src in task.expand_args}
+        got = {arg: getattr(task, arg, None) for arg in task.mappable_fields} if any(
+            arg == KWARGS for arg, _src in task.expand_args) else {
+            arg: getattr(task, arg, None) for arg, _src in task.expand_args}
     return ", ".join(f"{arg}={one_line(repr(value), 200)}" for arg, value in got.items())
 
 

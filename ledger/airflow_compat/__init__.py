@@ -134,7 +134,7 @@ AIRFLOW_MODULES = (
     "airflow.sensors.bash", "airflow.sensors.python", "airflow.sensors.filesystem", "airflow.sensors.time_sensor",
     "airflow.sensors.time_delta", "airflow.sensors.date_time", "airflow.sensors.weekday",
     "airflow.sensors.external_task", "airflow.datasets", "airflow.timetables.base", "airflow.timetables.trigger",
-    "airflow.timetables.events", "airflow.timetables.interval", "airflow.utils.task_group",
+    "airflow.timetables.events", "airflow.timetables.interval", "airflow.timetables.simple", "airflow.utils.task_group",
     "airflow.utils.trigger_rule", "airflow.utils.weekday", "airflow.utils.edgemodifier", "airflow.utils.dates",
     "airflow.utils.helpers", "airflow.utils.timezone", "airflow.utils.state", "airflow.utils.context",
     "airflow.utils.dag_parsing_context",

@@ -1,7 +1,7 @@
 """Airflow's decorators: `@task` (with `multiple_outputs`, `.override()`, `.partial()/.expand()`, Airflow's
 operator arguments, and automatic task-id suffixes: calling `f` a second time in a DAG makes `f__1`),
-`@task.python`, `@task.bash`, `@task.branch`, `@task.short_circuit`, `@task.sensor`, `@setup`, `@teardown` and
-`@task_group`."""
+`@task.python`, `@task.bash`, `@task.virtualenv`, `@task.external_python`, `@task.branch`, `@task.short_circuit`,
+`@task.sensor`, `@setup`, `@teardown` and `@task_group` (mapped with `.expand()` / `.expand_kwargs()`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from typing import Any
 from ledger import dag as ledger_dag
 from ledger.airflow_compat.flow import BranchPythonOperator, PythonSensor, ShortCircuitOperator
 from ledger.airflow_compat.operators import PythonOperator, TaskGroup, get_current_context
+from ledger.airflow_compat.virtualenv import ExternalPythonOperator, PythonVirtualenvOperator
 from ledger.errors import DagDefinitionError, SkipTask
+from ledger.mapped_groups import expand_group
 from ledger.templates import render
 
 
@@ -53,9 +55,6 @@ class TaskFunction(ledger_dag.TaskFunction):
 
     operator: Callable[..., Any] = PythonOperator
 
-    def __call__(self, *op_args: Any, **op_kwargs: Any) -> Any:
-        return self._make(op_args=op_args, op_kwargs=op_kwargs)
-
     def _make(self, **args: Any) -> Any:
         kwargs = dict(self.task_kwargs)
         kwargs.setdefault("multiple_outputs", _infers_multiple_outputs(self.func))
@@ -65,20 +64,17 @@ class TaskFunction(ledger_dag.TaskFunction):
     def callable(self) -> Callable[..., Any]:
         return self.func
 
-    def override(self, **task_kwargs: Any) -> TaskFunction:
-        task_id = task_kwargs.pop("task_id", self.task_id)
-        return type(self)(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
 
-    def partial(self, **kwargs: Any) -> TaskFunction:
-        self._check_names(kwargs, "partial")
-        return type(self)(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})
+class VirtualenvTaskFunction(TaskFunction):
+    """`@task.virtualenv`: the function runs in a virtualenv built for its requirements (ledger/python_envs.py)."""
 
-    def expand(self, **expand: Any) -> Any:
-        sources = ledger_dag._expand_sources(f"task {self.task_id!r}", expand, self._parameters(),
-                                             self.partial_kwargs)
-        made = self._make(op_kwargs=self.partial_kwargs)
-        made._map(sources, "call")
-        return made
+    operator = PythonVirtualenvOperator
+
+
+class ExternalPythonTaskFunction(TaskFunction):
+    """`@task.external_python`: the function runs in the interpreter at `python`."""
+
+    operator = ExternalPythonOperator
 
 
 def _run_bash_command(command: str, cwd: str | None, env: Mapping[str, str] | None) -> str | None:
@@ -175,8 +171,8 @@ teardown = _role(TeardownTaskFunction)
 
 
 class TaskDecorator:
-    """`task`: `@task`, `@task(...)`, `@task.python`, `@task.bash`, `@task.branch`, `@task.short_circuit`,
-    `@task.sensor`."""
+    """`task`: `@task`, `@task(...)`, `@task.python`, `@task.bash`, `@task.virtualenv`, `@task.external_python`,
+    `@task.branch`, `@task.short_circuit`, `@task.sensor`."""
 
     def __call__(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
                  **kwargs: Any) -> Any:
@@ -187,6 +183,14 @@ class TaskDecorator:
 
     def bash(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
         return self._decorate(BashTaskFunction, fn, task_id, kwargs)
+
+    def virtualenv(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                   **kwargs: Any) -> Any:
+        return self._decorate(VirtualenvTaskFunction, fn, task_id, kwargs)
+
+    def external_python(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                        **kwargs: Any) -> Any:
+        return self._decorate(ExternalPythonTaskFunction, fn, task_id, kwargs)
 
     def branch(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
         return self._decorate(BranchTaskFunction, fn, task_id, kwargs)
@@ -226,7 +230,31 @@ class TaskGroupFunction:
         functools.update_wrapper(self, func)
 
     def override(self, **group_kwargs: Any) -> TaskGroupFunction:
-        return TaskGroupFunction(self.func, {**self.group_kwargs, **group_kwargs})
+        made = TaskGroupFunction(self.func, {**self.group_kwargs, **group_kwargs})
+        made.partial_kwargs = dict(self.partial_kwargs)
+        return made
+
+    partial_kwargs: dict[str, Any] = {}
+
+    def partial(self, **kwargs: Any) -> TaskGroupFunction:
+        """The arguments every instance of the mapped group shares (then `.expand()` or `.expand_kwargs()`)."""
+        made = self.override()
+        made.partial_kwargs = {**self.partial_kwargs, **kwargs}
+        return made
+
+    def expand(self, **expand: Any) -> Any:
+        """A mapped task group: its tasks run once per item (ledger/mapped_groups.py)."""
+        return self._mapped(expand=expand)
+
+    def expand_kwargs(self, kwargs: Any) -> Any:
+        return self._mapped(expand_kwargs=kwargs)
+
+    def _mapped(self, **how: Any) -> Any:
+        options = dict(self.group_kwargs)
+        group_id = options.pop("group_id", None) or self.func.__name__
+        tooltip = options.pop("tooltip", None) or inspect.cleandoc(self.func.__doc__ or "")
+        return expand_group(self.func, group_id, partial=self.partial_kwargs, dag=options.get("dag"),
+                            prefix_group_id=options.get("prefix_group_id", True), tooltip=tooltip, **how)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         options = dict(self.group_kwargs)

@@ -1,4 +1,4 @@
-"""`operators.branch`."""
+"""`airflow.operators.branch`."""
 
 from ledger.airflow_compat.flow import BaseBranchOperator
 

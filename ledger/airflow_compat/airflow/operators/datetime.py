@@ -1,4 +1,4 @@
-"""`operators.datetime`."""
+"""`airflow.operators.datetime`."""
 
 from ledger.airflow_compat.flow import BranchDateTimeOperator
 

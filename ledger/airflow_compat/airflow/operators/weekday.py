@@ -1,4 +1,4 @@
-"""`operators.weekday`."""
+"""`airflow.operators.weekday`."""
 
 from ledger.airflow_compat.flow import BranchDayOfWeekOperator
 

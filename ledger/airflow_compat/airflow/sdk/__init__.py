@@ -23,13 +23,27 @@ from ledger.dag import Label
 from ledger.params import Param, ParamsDict
 from ledger.secrets import Variable
 from ledger.sensors import PokeReturnValue
+from ledger.timetables import (
+    CronDataIntervalTimetable,
+    CronTriggerTimetable,
+    DeltaDataIntervalTimetable,
+    DeltaTriggerTimetable,
+    EventsTimetable,
+    MultipleCronTriggerTimetable,
+)
 
 __all__ = [
     "DAG",
     "BaseOperator",
     "BaseSensorOperator",
     "Context",
+    "CronDataIntervalTimetable",
+    "CronTriggerTimetable",
+    "DeltaDataIntervalTimetable",
+    "DeltaTriggerTimetable",
+    "EventsTimetable",
     "Label",
+    "MultipleCronTriggerTimetable",
     "Param",
     "ParamsDict",
     "PokeReturnValue",

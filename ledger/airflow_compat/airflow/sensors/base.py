@@ -1,4 +1,4 @@
-"""`sensors.base`."""
+"""`airflow.sensors.base`."""
 
 from ledger.airflow_compat.flow import BaseSensorOperator
 from ledger.sensors import PokeReturnValue

@@ -1,4 +1,4 @@
-"""`sensors.bash`."""
+"""`airflow.sensors.bash`."""
 
 from ledger.airflow_compat.flow import BashSensor
 

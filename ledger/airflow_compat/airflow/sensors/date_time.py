@@ -1,4 +1,4 @@
-"""`sensors.date_time`."""
+"""`airflow.sensors.date_time`."""
 
 from ledger.airflow_compat.flow import DateTimeSensor, DateTimeSensorAsync
 

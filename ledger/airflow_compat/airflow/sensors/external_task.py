@@ -1,4 +1,4 @@
-"""`sensors.external_task`."""
+"""`airflow.sensors.external_task`."""
 
 from ledger.airflow_compat.flow import ExternalTaskMarker, ExternalTaskSensor
 

@@ -1,4 +1,4 @@
-"""`sensors.filesystem`."""
+"""`airflow.sensors.filesystem`."""
 
 from ledger.airflow_compat.flow import FileSensor
 

@@ -1,4 +1,4 @@
-"""`sensors.python`."""
+"""`airflow.sensors.python`."""
 
 from ledger.airflow_compat.flow import PythonSensor
 from ledger.sensors import PokeReturnValue

@@ -1,4 +1,4 @@
-"""`sensors.time_delta`."""
+"""`airflow.sensors.time_delta`."""
 
 from ledger.airflow_compat.flow import TimeDeltaSensor, TimeDeltaSensorAsync
 

@@ -1,4 +1,4 @@
-"""`sensors.time_sensor`."""
+"""`airflow.sensors.time_sensor`."""
 
 from ledger.airflow_compat.flow import TimeSensor, TimeSensorAsync
 

@@ -1,4 +1,4 @@
-"""`sensors.weekday`."""
+"""`airflow.sensors.weekday`."""
 
 from ledger.airflow_compat.flow import DayOfWeekSensor
 

@@ -1,4 +1,4 @@
-"""`providers.standard.operators.branch`."""
+"""`airflow.providers.standard.operators.branch`."""
 
 from ledger.airflow_compat.flow import BaseBranchOperator
 

@@ -1,4 +1,4 @@
-"""`providers.standard.operators.datetime`."""
+"""`airflow.providers.standard.operators.datetime`."""
 
 from ledger.airflow_compat.flow import BranchDateTimeOperator
 

@@ -1,4 +1,4 @@
-"""`providers.standard.operators.weekday`."""
+"""`airflow.providers.standard.operators.weekday`."""
 
 from ledger.airflow_compat.flow import BranchDayOfWeekOperator
 

@@ -1,4 +1,4 @@
-"""`providers.standard.sensors.bash`."""
+"""`airflow.providers.standard.sensors.bash`."""
 
 from ledger.airflow_compat.flow import BashSensor
 

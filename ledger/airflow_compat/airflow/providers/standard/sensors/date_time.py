@@ -1,4 +1,4 @@
-"""`providers.standard.sensors.date_time`."""
+"""`airflow.providers.standard.sensors.date_time`."""
 
 from ledger.airflow_compat.flow import DateTimeSensor, DateTimeSensorAsync
 

@@ -1,4 +1,4 @@
-"""`providers.standard.sensors.external_task`."""
+"""`airflow.providers.standard.sensors.external_task`."""
 
 from ledger.airflow_compat.flow import ExternalTaskMarker, ExternalTaskSensor
 

@@ -1,4 +1,4 @@
-"""`providers.standard.sensors.filesystem`."""
+"""`airflow.providers.standard.sensors.filesystem`."""
 
 from ledger.airflow_compat.flow import FileSensor
 

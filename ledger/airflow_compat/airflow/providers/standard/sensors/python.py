@@ -1,4 +1,4 @@
-"""`providers.standard.sensors.python`."""
+"""`airflow.providers.standard.sensors.python`."""
 
 from ledger.airflow_compat.flow import PythonSensor
 from ledger.sensors import PokeReturnValue

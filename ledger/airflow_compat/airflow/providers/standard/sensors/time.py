@@ -1,4 +1,4 @@
-"""`providers.standard.sensors.time`."""
+"""`airflow.providers.standard.sensors.time`."""
 
 from ledger.airflow_compat.flow import TimeSensor, TimeSensorAsync
 

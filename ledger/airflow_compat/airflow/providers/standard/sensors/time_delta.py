@@ -1,4 +1,4 @@
-"""`providers.standard.sensors.time_delta`."""
+"""`airflow.providers.standard.sensors.time_delta`."""
 
 from ledger.airflow_compat.flow import TimeDeltaSensor, TimeDeltaSensorAsync
 

@@ -1,4 +1,4 @@
-"""`providers.standard.sensors.weekday`."""
+"""`airflow.providers.standard.sensors.weekday`."""
 
 from ledger.airflow_compat.flow import DayOfWeekSensor
 

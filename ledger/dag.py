@@ -280,12 +280,7 @@ class Task:
         self.expand_args = tuple(expand.items())
         self.expand_kind = kind
         for _arg, src in self.expand_args:
-            for ref in refs_in(src):
-                upstream = self.dag.tasks.get(ref.task_id)
-                if upstream is None:
-                    raise DagDefinitionError(f"task {self.task_id!r} is expanded over the value of {ref.task_id!r}, "
-                                             f"which is not in DAG {self.dag.dag_id!r}")
-                upstream.set_downstream(self)
+            after_values(self, src, "is expanded over the value of")
 
     def for_instance(self, map_index: int, values: dict[str, dict[str, Any]]) -> Task:
         """This task as instance `map_index` of it runs: a copy with the instance's values of the expanded
@@ -784,13 +779,13 @@ class PythonTask(Task):
                                  f"{type(getattr(self, name)).__name__}")
 
 
-def after_values(task: Task, arguments: Any) -> None:
+def after_values(task: Task, arguments: Any, how: str = "takes the value of") -> None:
     """Make `task` run after each task whose value its arguments take (`other.output`)."""
     for ref in refs_in(arguments):
         upstream = task.dag.tasks.get(ref.task_id)
         if upstream is None:
-            raise DagDefinitionError(f"task {task.task_id!r} takes the value of {ref.task_id!r}, which is not in "
-                                     f"DAG {task.dag.dag_id!r}")
+            raise DagDefinitionError(f"task {task.task_id!r} {how} {ref.task_id!r}, which is not in DAG "
+                                     f"{task.dag.dag_id!r}")
         upstream.set_downstream(task)
 
 

@@ -148,20 +148,28 @@ def resolve_source(src: Any, values: dict[str, dict[str, Any]]) -> Any:
     return resolve(src, values)
 
 
+def replace_within(value: Any, replace: Callable[[Any], Any]) -> Any:
+    """`value` with `replace(item)` for each item that is not a list, tuple or dict (also inside them)."""
+    if isinstance(value, list):
+        return [replace_within(v, replace) for v in value]
+    if isinstance(value, tuple):
+        return tuple(replace_within(v, replace) for v in value)
+    if isinstance(value, dict):
+        return {k: replace_within(v, replace) for k, v in value.items()}
+    return replace(value)
+
+
 def resolve(value: Any, values: dict[str, dict[str, Any]]) -> Any:
     """`value` with every XComRef in it (also inside lists, tuples and dicts) replaced by the value it stands for."""
-    if isinstance(value, XComRef):
-        found = values.get(value.task_id, {})
-        if value.key not in found:
-            raise MissingValue(f"task {value.task_id!r} passed no value {value.key!r} in this run")
-        return found[value.key]
-    if isinstance(value, list):
-        return [resolve(v, values) for v in value]
-    if isinstance(value, tuple):
-        return tuple(resolve(v, values) for v in value)
-    if isinstance(value, dict):
-        return {k: resolve(v, values) for k, v in value.items()}
-    return value
+    def one(item: Any) -> Any:
+        if not isinstance(item, XComRef):
+            return item
+        found = values.get(item.task_id, {})
+        if item.key not in found:
+            raise MissingValue(f"task {item.task_id!r} passed no value {item.key!r} in this run")
+        return found[item.key]
+
+    return replace_within(value, one)
 
 
 def pull_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

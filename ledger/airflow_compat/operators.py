@@ -25,7 +25,7 @@ from ledger.context import TaskContext, current
 from ledger.errors import DagDefinitionError, SkipTask
 from ledger.params import as_params, resolve_refs
 from ledger.templates import render, template_names
-from ledger.xcom import RETURN_KEY, XComRef, refs_in, resolve
+from ledger.xcom import RETURN_KEY, XComRef, resolve
 
 # Airflow's BaseOperator arguments that ledger's Task takes as they are
 LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
@@ -209,12 +209,7 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
         folder = _frame_folder()
         for name in self.template_fields:
             value = getattr(self, name, None)
-            for ref in refs_in(value):
-                upstream = self.dag.tasks.get(ref.task_id)
-                if upstream is None:
-                    raise DagDefinitionError(f"task {self.task_id!r} takes the value of {ref.task_id!r}, which is "
-                                             f"not in DAG {self.dag.dag_id!r}")
-                upstream.set_downstream(self)
+            ledger_dag.after_values(self, value)
             if isinstance(value, str) and self.template_ext and value.strip().endswith(tuple(self.template_ext)):
                 path = os.path.join(folder or ".", value.strip())
                 try:

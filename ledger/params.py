@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ledger.errors import DagDefinitionError
+from ledger.xcom import replace_leaves
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,),
@@ -160,12 +161,4 @@ class ParamRef:
 
 def resolve_refs(value: Any, params: Mapping[str, Any]) -> Any:
     """`value` with every ParamRef in it (also inside lists, tuples and dicts) replaced by the param's value."""
-    if isinstance(value, ParamRef):
-        return params.get(value.name)
-    if isinstance(value, list):
-        return [resolve_refs(v, params) for v in value]
-    if isinstance(value, tuple):
-        return tuple(resolve_refs(v, params) for v in value)
-    if isinstance(value, dict):
-        return {k: resolve_refs(v, params) for k, v in value.items()}
-    return value
+    return replace_leaves(value, lambda leaf: params.get(leaf.name) if isinstance(leaf, ParamRef) else leaf)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,20 +62,28 @@ class MissingValue(LookupError):
     pass
 
 
+def replace_leaves(value: Any, swap: Callable[[Any], Any]) -> Any:
+    """`value` with each of its leaves (what is not a list, tuple or dict, walked into) passed through `swap`."""
+    if isinstance(value, list):
+        return [replace_leaves(v, swap) for v in value]
+    if isinstance(value, tuple):
+        return tuple(replace_leaves(v, swap) for v in value)
+    if isinstance(value, dict):
+        return {k: replace_leaves(v, swap) for k, v in value.items()}
+    return swap(value)
+
+
 def resolve(value: Any, values: dict[str, dict[str, Any]]) -> Any:
     """`value` with every XComRef in it (also inside lists, tuples and dicts) replaced by the value it stands for."""
-    if isinstance(value, XComRef):
-        found = values.get(value.task_id, {})
-        if value.key not in found:
-            raise MissingValue(f"task {value.task_id!r} passed no value {value.key!r} in this run")
-        return found[value.key]
-    if isinstance(value, list):
-        return [resolve(v, values) for v in value]
-    if isinstance(value, tuple):
-        return tuple(resolve(v, values) for v in value)
-    if isinstance(value, dict):
-        return {k: resolve(v, values) for k, v in value.items()}
-    return value
+    def swap(leaf: Any) -> Any:
+        if not isinstance(leaf, XComRef):
+            return leaf
+        found = values.get(leaf.task_id, {})
+        if leaf.key not in found:
+            raise MissingValue(f"task {leaf.task_id!r} passed no value {leaf.key!r} in this run")
+        return found[leaf.key]
+
+    return replace_leaves(value, swap)
 
 
 def pull_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ledger.errors import DagDefinitionError
-from ledger.xcom import replace_within
+from ledger.xcom import replace_leaves
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,),
@@ -161,4 +161,4 @@ class ParamRef:
 
 def resolve_refs(value: Any, params: Mapping[str, Any]) -> Any:
     """`value` with every ParamRef in it (also inside lists, tuples and dicts) replaced by the param's value."""
-    return replace_within(value, lambda item: params.get(item.name) if isinstance(item, ParamRef) else item)
+    return replace_leaves(value, lambda leaf: params.get(leaf.name) if isinstance(leaf, ParamRef) else leaf)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.mapping import split_label
@@ -97,6 +97,57 @@ class MissingValue(LookupError):
     pass
 
 
+class _MappedItems(Sequence[Any]):
+    """A list seen through a map() function, applied to an item when it is read."""
+
+    def __init__(self, items: Sequence[Any], fn: Callable[[Any], Any]) -> None:
+        self.items, self.fn = items, fn
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: Any) -> Any:
+        item = self.items[index]
+        try:
+            return self.fn(item)
+        except Exception as exc:
+            name = getattr(self.fn, "__name__", repr(self.fn))
+            raise ValueError(f"the map() function {name} failed on item {index}: {type(exc).__name__}: {exc}") \
+                from None
+
+
+class _ZippedItems(Sequence[Any]):
+    def __init__(self, lists: Sequence[Sequence[Any]], fillvalue: Any) -> None:
+        self.lists, self.fillvalue = lists, fillvalue
+
+    def __len__(self) -> int:
+        lengths = [len(items) for items in self.lists]
+        return max(lengths) if self.fillvalue is not NOTSET else min(lengths)
+
+    def __getitem__(self, index: Any) -> Any:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return tuple(items[index] if index < len(items) else self.fillvalue for items in self.lists)
+
+
+LAZY_LISTS = (_MappedItems, _ZippedItems)
+
+
+def resolve_source(src: Any, values: dict[str, dict[str, Any]]) -> Any:
+    """The list a mapped task is expanded over (a list, or a sequence whose items map() and zip() make when read);
+    a value that is not a list is returned as it is, for the caller to refuse."""
+    if isinstance(src, MapRef):
+        items = resolve_source(src.source, values)
+        return _MappedItems(items, src.fn) if isinstance(items, (list, *LAZY_LISTS)) else items
+    if isinstance(src, ZipRef):
+        lists = [resolve_source(s, values) for s in src.sources]
+        for items in lists:
+            if not isinstance(items, (list, *LAZY_LISTS)):
+                return items
+        return _ZippedItems(lists, src.fillvalue)
+    return resolve(src, values)
+
+
 def replace_leaves(value: Any, swap: Callable[[Any], Any]) -> Any:
     """`value` with each of its leaves (what is not a list, tuple or dict, walked into) passed through `swap`."""
     if isinstance(value, list):
@@ -110,15 +161,15 @@ def replace_leaves(value: Any, swap: Callable[[Any], Any]) -> Any:
 
 def resolve(value: Any, values: dict[str, dict[str, Any]]) -> Any:
     """`value` with every XComRef in it (also inside lists, tuples and dicts) replaced by the value it stands for."""
-    def swap(leaf: Any) -> Any:
-        if not isinstance(leaf, XComRef):
-            return leaf
-        found = values.get(leaf.task_id, {})
-        if leaf.key not in found:
-            raise MissingValue(f"task {leaf.task_id!r} passed no value {leaf.key!r} in this run")
-        return found[leaf.key]
+    def one(item: Any) -> Any:
+        if not isinstance(item, XComRef):
+            return item
+        found = values.get(item.task_id, {})
+        if item.key not in found:
+            raise MissingValue(f"task {item.task_id!r} passed no value {item.key!r} in this run")
+        return found[item.key]
 
-    return replace_leaves(value, swap)
+    return replace_leaves(value, one)
 
 
 def pull_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

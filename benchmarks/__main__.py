@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "read_beside_scheduler": (["--existing", "100000", "--runs", "100"], ["--existing", "10000", "--runs", "20"]),
     "web_bench": (["--existing", "100000", "--requests", "500"], ["--existing", "10000", "--requests", "100"]),
     "grid_bench": (["--runs", "10000", "--tasks", "20"], ["--runs", "1000", "--tasks", "20"]),
+    "downstream_plan": (["--partitions", "1000"], ["--partitions", "100"]),
 }
 
 

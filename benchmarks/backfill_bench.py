@@ -101,7 +101,7 @@ def seed_timeline(home: Path, existing: int) -> None:
 def splice_and_timeline(existing: int, splice: int) -> dict[str, float]:
     import pendulum
 
-    from backfill.create import BackfillRequest, create_backfill, make_plan
+    from ledger.backfill_create import BackfillRequest, create_backfill, make_plan
     from ledger.db import make_engine, make_sessions
     from ledger.store import dags as dag_store
 

@@ -13,6 +13,7 @@ from cli import (
     backfill,
     callbacks,
     dags,
+    datasets,
     db,
     events,
     lineage,
@@ -24,6 +25,7 @@ from cli import (
     tasks,
     timeline,
     trigger,
+    users,
     webserver,
 )
 from ledger.errors import LedgerError
@@ -38,9 +40,11 @@ app.add_typer(runs.app, name="runs")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(pools.app, name="pools")
 app.add_typer(backfill.app, name="backfill")
+app.add_typer(datasets.app, name="datasets")
 app.add_typer(signal.app, name="signal")
 app.add_typer(secrets.variables, name="variables")
 app.add_typer(secrets.connections, name="connections")
+app.add_typer(users.app, name="users")
 app.command("trigger")(trigger.trigger)
 app.command("timeline")(timeline.timeline)
 app.command("events")(events.events)

@@ -60,12 +60,17 @@ def create(
     submit: Annotated[bool, typer.Option("--submit", help="Create the runs and leave them to the scheduler.")]
     = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    downstream: Annotated[bool, typer.Option("--downstream", help="Also re-run the consumer runs (DAGs scheduled "
+                                             "on partitioned datasets) that read the partitions it rewrites, "
+                                             "in dependency order, as the rewrites are written.")] = False,
     parallelism: Parallelism = None,
     dags_folder: DagsFolder = None,
 ) -> None:
     """Plan the dates of a range (new / override / skip), then create and execute the runs."""
-    from backfill.create import BackfillRequest, make_plan, plan_json
-    from backfill.plan import Action, Reprocess
+    from backfill.downstream import plan_downstream
+    from ledger.backfill_create import plan_json
+    from ledger.backfill_plan import Action, Reprocess
+    from ledger.operations import backfill_request, plan_backfill
     from scheduler.settings import SchedulerSettings
 
     if reprocess not in {r.value for r in Reprocess}:
@@ -80,23 +85,22 @@ def create(
     with env.transaction() as session:
         spec = dag_store.current_spec(session, dag_id)
         first = parse_user_date(start, timezone=spec.timezone, what="--start")
-        last = parse_user_date(end, timezone=spec.timezone, what="--end", end_of_day=True)
-        if last < first:  # wrong whatever the ledger holds: a usage error, as a bad date is
+        if parse_user_date(end, timezone=spec.timezone, what="--end", end_of_day=True) < first:
+            # wrong whatever the ledger holds: a usage error, as a bad date is
             raise usage_error(f"the range is backwards: --end {end} is before --start {start}")
-        request = BackfillRequest(
-            dag_id=dag_id, start=first, end=last,
-            reprocess=Reprocess(reprocess),
-            backwards=backwards, conf=conf_value, max_active_runs=max_active_runs, submit=submit,
-            requested_by=env.actor)
-        plan = make_plan(session, spec, request, now=env.clock.now(), stale_after=settings.lock_timeout)
+        request = backfill_request(spec, start, end, reprocess=reprocess, backwards=backwards, conf=conf_value,
+                                   max_active_runs=max_active_runs, submit=submit, requested_by=env.actor,
+                                   downstream=downstream)
+        spec, plan = plan_backfill(session, request, now=env.clock.now(), stale_after=settings.lock_timeout)
+        below = plan_downstream(session, spec, plan) if downstream else None
     if dry_run:
         if as_json:
-            print_json(plan_json(plan))
+            print_json(plan_json(plan) if below is None else {"plan": plan_json(plan), "downstream": below})
         else:
-            _show_plan(dag_id, plan_json(plan))
+            _show_plan(dag_id, plan_json(plan), below)
         return
     if not as_json:
-        _show_plan(dag_id, plan_json(plan))
+        _show_plan(dag_id, plan_json(plan), below)
     todo = [i for i in plan if i.action != Action.SKIP or i.adopts_backfill is not None]
     if not todo:
         (print_json({"backfill_id": None, "plan": plan_json(plan), "state": "nothing to do"}) if as_json
@@ -108,8 +112,8 @@ def create(
 
 
 def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: bool) -> None:
-    from backfill.create import create_confirmed, plan_json
     from backfill.job import BackfillJob
+    from ledger.backfill_create import create_confirmed, plan_json
     from scheduler.executors import executor_for
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
@@ -243,7 +247,7 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def _show_plan(dag_id: str, rows: list[dict[str, Any]]) -> None:
+def _show_plan(dag_id: str, rows: list[dict[str, Any]], below: list[dict[str, Any]] | None = None) -> None:
     table = Table("logical date", "action", "reason", "replaces", title=f"backfill plan for {dag_id}",
                   title_justify="left")
     for r in rows:
@@ -251,6 +255,16 @@ def _show_plan(dag_id: str, rows: list[dict[str, Any]]) -> None:
                       r["replaces_run_id"] or "")
     out.print(table)
     out.print(_counts(rows))
+    if below is None:
+        return
+    down = Table("order", "DAG", "logical date", "action", "because", "replaces",
+                 title="downstream re-runs (made by the scheduler as the rewrites are written)", title_justify="left")
+    for r in below:
+        down.add_row(str(r["depth"]), r["dag_id"], r["logical_date"],
+                     Text(r["action"], style=ACTION_STYLE[r["action"]]),
+                     f"{r['because']['dataset']} {r['because']['partition']} rewritten", r["replaces_run_id"] or "")
+    out.print(down)
+    out.print(f"{len(below)} downstream run(s) in {len({r['dag_id'] for r in below})} DAG(s)")
 
 
 def _counts(rows: list[dict[str, Any]]) -> str:
@@ -270,8 +284,8 @@ def resume(backfill_id: BackfillId,
     """Finish an interrupted backfill (or one whose process died): take over its unfinished runs (at once
     when their job's process is gone on this host, after the lock timeout otherwise) and run them here."""
     from backfill.job import BackfillJob
+    from ledger.operations import resume_backfill
     from ledger.states import BackfillState
-    from ledger.store import events
     from scheduler.executors import executor_for
     from scheduler.settings import SchedulerSettings
 
@@ -290,11 +304,7 @@ def resume(backfill_id: BackfillId,
     job.start()
     try:
         with env.transaction() as session:
-            row = backfill_store.get(session, backfill_id)
-            if row.state == BackfillState.INTERRUPTED.value:
-                row.state = BackfillState.RUNNING.value
-            events.record(session, "backfill_resumed", at=env.clock.now(), actor=job.actor, dag_id=row.dag_id,
-                          backfill_id=backfill_id, job_id=job.job_id)
+            resume_backfill(session, backfill_id, now=env.clock.now(), actor=job.actor, job_id=job.job_id)
     except BaseException:
         job.shutdown()
         raise
@@ -345,16 +355,12 @@ def show(backfill_id: BackfillId,
 @app.command()
 def cancel(backfill_id: BackfillId) -> None:
     """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
-    from ledger.operations import cancel_backfill
+    from ledger.operations import stop_backfill
     from scheduler.settings import SchedulerSettings
 
     env = open_env()
     with env.transaction() as session:
-        row = backfill_store.get(session, backfill_id)
-        if row.state not in ("running", "interrupted"):
-            raise InvalidInput(f"backfill {backfill_id} is already {row.state}")
-        failed = cancel_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
-                                 stale_after=SchedulerSettings.from_env().lock_timeout)
-        unfinished = backfill_store.history_of(session, backfill_id).unfinished
+        failed, unfinished = stop_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
+                                           stale_after=SchedulerSettings.from_env().lock_timeout)
     out.print(f"backfill {backfill_id} cancelled: {len(failed)} run(s) will not run"
               + (f"; {unfinished} in flight are being stopped by their job" if unfinished else ""))

@@ -15,8 +15,8 @@ from cli.options import DagId, DagsFolder, Json, usage_error
 from ledger import documents
 from ledger.dag import callback_target
 from ledger.dates import local_text
+from ledger.operations import set_paused
 from ledger.store import dags as dag_store
-from ledger.store import events
 
 app = typer.Typer(help="Inspect the DAGs of the DAGs folder and their versions.", no_args_is_help=True)
 out = Console()
@@ -206,11 +206,7 @@ def _set_paused(dag_id: str, paused: bool, dags_folder: Any, stop_queued: bool =
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
-        dag = dag_store.get(session, dag_id)
-        if dag.is_paused != paused or dag.hold_queued != stop_queued:
-            dag.is_paused, dag.hold_queued = paused, stop_queued
-            events.record(session, "dag_paused" if paused else "dag_unpaused", at=env.clock.now(),
-                          actor=env.actor, dag_id=dag_id, **({"stop_queued": True} if stop_queued else {}))
+        set_paused(session, dag_id, paused, now=env.clock.now(), actor=env.actor, stop_queued=stop_queued)
     out.print(f"{dag_id} is {'paused' if paused else 'unpaused'}"
               + (": no new runs, and its queued runs do not start" if stop_queued else ""))
 

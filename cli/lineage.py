@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
-from cli.options import Json
+from cli.options import Json, usage_error
+from ledger.dataset_docs import stale_document
 from ledger.documents import lineage_document
 
 out = Console(highlight=False, soft_wrap=True)
 
 
 def lineage(
-    dataset: Annotated[str, typer.Argument(help="The dataset name, as tasks record it.", show_default=False)],
+    dataset: Annotated[str | None, typer.Argument(help="The dataset name, as tasks record it.",
+                                                  show_default=False)] = None,
     partition: Annotated[str | None, typer.Option(help="Only this partition.")] = None,
+    stale: Annotated[bool, typer.Option("--stale", help="List the consumer runs that read a partition since "
+                                        "rewritten, each with the write that made it stale.")] = False,
     as_json: Json = False,
 ) -> None:
     """Which run (task, try, DAG version) produced each partition of a dataset, and what it replaced.
 
-    Lists the current write of every partition first, then the earlier writes, overridden runs included."""
+    Lists the current write of every partition first, then the earlier writes, overridden runs included.
+    With --stale: the stale consumer runs instead (of every DAG, or of the DAGs scheduled on DATASET)."""
     env = open_env()
+    if stale:
+        _stale(env, dataset, as_json)
+        return
+    if dataset is None:
+        raise usage_error("give a DATASET, or --stale")
     with env.reading() as session:
         result = lineage_document(session, dataset, partition)
     if as_json:
@@ -45,3 +55,24 @@ def lineage(
                       + f" ({w['run_state']}"
                       + (f" by {w['overridden_by']}" if w["overridden_by"] else "") + ")" for w in earlier) or "-")
     out.print(table)
+
+
+def _stale(env: Any, dataset: str | None, as_json: bool) -> None:
+    with env.reading() as session:
+        found = stale_document(session)
+    if dataset is not None:
+        found = [s for s in found if s["dataset"] == dataset]
+    if as_json:
+        print_json(found)
+        return
+    table = Table("DAG", "logical date", "run", "read", "stale because", title="stale consumer runs",
+                  title_justify="left")
+    for s in found:
+        r, b = s["read"], s["stale_because"]
+        by = b["written_by"]
+        table.add_row(s["dag_id"], s["logical_date"], s["run_id"],
+                      f"{s['dataset']} {s['partition']} (event {r['event_id']}, run {r['written_by']['run_id']})",
+                      f"event {b['event_id']}: run {by['run_id']} of {by['dag_id']}"
+                      + (f" (backfill {by['backfill_id']})" if by["backfill_id"] else ""))
+    out.print(table)
+    out.print(f"{len(found)} stale run(s)")

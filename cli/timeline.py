@@ -11,6 +11,7 @@ from rich.text import Text
 
 from cli.env import open_env, print_json
 from cli.options import DagId, Json, checked_date, usage_error
+from ledger.dataset_docs import timeline_marks, with_marks
 from ledger.dates import iso_raw, local_text
 from ledger.documents import timeline_json, timeline_range
 from ledger.errors import DagNotFound, InvalidInput
@@ -41,13 +42,15 @@ def timeline(
         except InvalidInput as exc:  # the dates alone are wrong (a backwards range): a usage error
             raise usage_error(str(exc)) from None
         rows = run_store.timeline_rows(session, dag_id, start=lo, end=hi)
+        marks = timeline_marks(session, dag_id)
     if as_json:
-        print_json(timeline_json(rows))
+        print_json(with_marks(timeline_json(rows), marks))
         return
-    render(dag_id, dag.timezone, rows, show_all=show_all)
+    render(dag_id, dag.timezone, rows, show_all=show_all, marks=marks)
 
 
-def render(dag_id: str, timezone: str, rows: list[Any], *, show_all: bool) -> None:
+def render(dag_id: str, timezone: str, rows: list[Any], *, show_all: bool,
+           marks: dict[int, dict[str, Any]] | None = None) -> None:
     replaced: dict[int, list[Any]] = {}
     for r in rows:
         if r.overridden_by is not None:
@@ -75,12 +78,29 @@ def render(dag_id: str, timezone: str, rows: list[Any], *, show_all: bool) -> No
                              f"{_local(old.overridden_at, timezone)}")
         else:
             notes.append(f"overridden by run {r.overridden_by}")
+        notes += mark_notes((marks or {}).get(r.id))
         table.add_row(local_text(iso_raw(r.logical_date), timezone), str(r.id), r.run_type,
                       Text(r.state, style=STATE_STYLE.get(r.state, "")), str(r.previous_run_id or "-"),
                       r.version_hash[:8], "; ".join(notes))
     out.print(table)
     overridden = sum(1 for r in rows if r.state == "overridden")
     out.print(f"{live} live run(s), {overridden} overridden", highlight=False)
+
+
+def mark_notes(mark: dict[str, Any] | None) -> list[str]:
+    """A consumer run's notes: the upstream writes it re-ran for, the write that made it stale."""
+    if not mark:
+        return []
+    notes = [f"re-run: {_write_text(e)}" for e in mark.get("rerun_because", [])]
+    if "stale_because" in mark:
+        notes.append(f"⚠ stale: {_write_text(mark['stale_because'])}")
+    return notes
+
+
+def _write_text(e: dict[str, Any]) -> str:
+    w = e["written_by"]
+    by = f"run {w['run_id']} of {w['dag_id']}" + (f" (backfill {w['backfill_id']})" if w["backfill_id"] else "")
+    return f"{e['dataset']} {e['partition'] or ''} rewritten by {by}".replace("  ", " ")
 
 
 def _local(raw: Any, timezone: str) -> str:

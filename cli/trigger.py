@@ -9,9 +9,8 @@ from rich.console import Console
 
 from cli.env import open_env, parse_conf
 from cli.options import DagId, DagsFolder, checked_date
-from ledger.dates import check_within_dag, iso, parse_user_date
-from ledger.operations import trigger as trigger_run
-from ledger.store import dags as dag_store
+from ledger.dates import iso
+from ledger.operations import trigger_dag
 
 out = Console()
 
@@ -30,12 +29,8 @@ def trigger(
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
-        spec = dag_store.current_spec(session, dag_id)
-        at = parse_user_date(logical_date, timezone=spec.timezone, what="--logical-date") \
-            if logical_date is not None else env.clock.now()
-        check_within_dag(spec, at, what="--logical-date")
-        run, existing = trigger_run(session, spec, at, conf_value, replace=replace, now=env.clock.now(),
-                                    actor=env.actor)
+        run, existing = trigger_dag(session, dag_id, logical_date, conf_value, replace=replace,
+                                    now=env.clock.now(), actor=env.actor)
     line = (f"created manual run {run.id} of {dag_id} at {iso(run.logical_date)} "
             f"(interval {iso(run.data_interval_start)} to {iso(run.data_interval_end)}), "
             f"previous {run.previous_run_id or 'none'}, version {run.version_hash[:12]}"

@@ -4,7 +4,7 @@
     python docs/generate_examples.py --check [DOC ...]  # exit 1 when a generated block is out of date (tests)
 
 DOC is `backfill`, `tutorial`, `operations`, `authoring`, `scheduler`, `from-airflow`, `web` (docs/DOC.md),
-`signals`, `spark`, or `web-screenshots` (docs/web/*.png, taken by headless Chromium); default: all of them
+`signals`, `spark`, `datasets`, or `web-screenshots` (docs/web/*.png, taken by headless Chromium); default: all of them
 (with --check: all but signals and web-screenshots).
 
 Each block between `<!-- generated: NAME -->` and `<!-- end generated -->` is written by a run:
@@ -345,6 +345,28 @@ def run_from_airflow() -> dict[str, str]:
                            [("airflow-dags-test", ["dags test orders_daily --logical-date 2024-03-05T06:00"])])}
 
 
+DATASETS: list[tuple[str, list[Step]]] = [
+    ("datasets-setup", ["# db upgrade", "# scheduler --exit-when-idle"]),
+    ("datasets-timeline", ["timeline report"]),
+    ("datasets-list", ["datasets list"]),
+    ("datasets-rewrite", ["# backfill ingest --start 2024-03-02 --end 2024-03-02 --reprocess completed --yes",
+                          "lineage --stale", "timeline clean"]),
+    ("datasets-matrix", ["datasets show sales_raw --limit 4"]),
+    ("datasets-plan", ["backfill ingest --start 2024-03-02 --end 2024-03-03 --reprocess completed --downstream "
+                       "--dry-run"]),
+    ("datasets-downstream", ["# backfill ingest --start 2024-03-02 --end 2024-03-02 --reprocess completed "
+                             "--downstream --yes", "# scheduler --exit-when-idle", "timeline report --all",
+                             "lineage --stale"]),
+    ("datasets-why", ["@sh ledger events --dag report --kind dataset_rerun --json | jq '.[0].details.cause'"]),
+]
+
+
+def run_datasets() -> dict[str, str]:
+    """docs/datasets.md: the chain of examples/dags/sales_chain.py caught up, a partition rewritten upstream, the
+    stale runs, a --downstream backfill and why its re-runs happened."""
+    return run_scenario({"sales_chain.py": example("sales_chain.py")}, DATASETS)
+
+
 def run_signals() -> dict[str, str]:
     """The signals guide's session: a scheduler in the background, a stream started and stopped by signals.
     Its numbers (batches, signal ids) depend on timing, so it is generated on request, not checked."""
@@ -546,7 +568,38 @@ def run_web_commands() -> dict[str, str]:
                             "overridden_by}'"]),
             ("web-errors", [f"@sh curl -si {server.url}/api/v1/runs/999",
                             f"@sh curl -s '{timeline}?start=bad'",
-                            f"@sh curl -si -X POST {server.url}/api/v1/runs/4 | head -1"]),
+                            f"@sh curl -si -X PUT {server.url}/api/v1/runs/4 | head -1"]),
+            ("web-users", ["@sh echo 'a long secret' | ledger users create ada --role operator",
+                           "@sh echo 'another secret' | ledger users create vic --role viewer",
+                           "@sh ledger users token ada --name script > ada.token; cut -c1-4 ada.token",
+                           "# @sh ledger users token vic --name script > vic.token",
+                           "@sh ledger users list --json | jq -c '.[]|{username, role, tokens}'",
+                           f"@sh curl -s {server.url}/api/v1/dags"]),
+            ("web-actions", [f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" "
+                             f"-d '{{\"tasks\": [\"load\"]}}' "
+                             f"-H 'Content-Type: application/json' {server.url}/api/v1/runs/3/clear",
+                             f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                             f"application/json' -d '{{\"state\": \"failed\", \"reason\": \"bad input file\"}}' "
+                             f"{server.url}/api/v1/runs/5/mark",
+                             "@sh ledger events --kind tasks_cleared --kind run_marked --json | jq -c "
+                             "'.[]|{kind, run_id, actor}'"]),
+            ("web-refusals", [f"@sh curl -s -H \"Authorization: Bearer $(cat vic.token)\" -X POST "
+                              f"{server.url}/api/v1/dags/daily_sales/pause",
+                              f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                              f"application/json' -d '{{\"logical_date\": \"2025-01-01\"}}' "
+                              f"{server.url}/api/v1/dags/daily_sales/runs",
+                              "@sh ledger trigger daily_sales --logical-date 2025-01-01"]),
+            ("web-backfill", [f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                              f"application/json' -d '{{\"dag_id\": \"daily_sales\", \"start\": \"2024-03-05\", "
+                              f"\"end\": \"2024-03-06\", \"reprocess\": \"failed\", \"dry_run\": true}}' "
+                              f"{server.url}/api/v1/backfills | jq -c '.plan[]|{{logical_date, action, reason}}'",
+                              f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                              f"application/json' -d '{{\"dag_id\": \"daily_sales\", \"start\": \"2024-03-05\", "
+                              f"\"end\": \"2024-03-06\", \"reprocess\": \"failed\"}}' "
+                              f"{server.url}/api/v1/backfills | jq -c '{{backfill_id, state}}'"]),
+            ("web-guard", [f"@sh curl -si -H 'Host: attacker.example' {server.url}/api/v1/dags | sed -n '1p;$p'",
+                           f"@sh curl -sI -H \"Authorization: Bearer $(cat vic.token)\" {server.url}/runs/1 | "
+                           "grep -iv '^date\\|^server\\|^set-cookie'"]),
             ("web-stop", [server.stop]),
         ], between="\n")
     finally:
@@ -615,10 +668,12 @@ DOCS: dict[str, tuple[Path | None, Callable[[], dict[str, str]]]] = {
     "scheduler": (REPO / "docs" / "scheduler.md", run_scheduler_log),
     "from-airflow": (REPO / "docs" / "from-airflow.md", run_from_airflow),
     "web": (REPO / "docs" / "web.md", run_web_commands),  # needs curl and jq
+    "datasets": (REPO / "docs" / "datasets.md", run_datasets),  # needs jq
     "web-screenshots": (None, run_web),  # docs/web/*.png, no text block; needs Chromium
 }
 CHECKED = ("backfill", "tutorial", "spark", "operations", "authoring", "scheduler", "from-airflow", "web")
-# not checked: signals (how many batches a stream sends before STOP varies), web-screenshots (wall-clock times)
+# not checked: signals (how many batches a stream sends before STOP varies), web-screenshots (wall-clock times),
+# datasets (consumer runs are created as their inputs' events arrive: their run ids vary with timing)
 BLOCK = re.compile(r"<!-- generated: (?P<name>[^>]+?) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 
 

@@ -6,6 +6,17 @@ DAG authors import from here: `from ledger import DAG, PythonTask, BashTask, tas
 from ledger.branching import BranchPythonTask, ShortCircuitTask, WeekDay, setup, teardown
 from ledger.context import TaskContext
 from ledger.dag import DAG, BashTask, PythonTask, Task, TaskGroup, task
+from ledger.datasets import (
+    AllOf,
+    AnyOf,
+    Asset,
+    AssetAlias,
+    AssetOrTimeSchedule,
+    Dataset,
+    DatasetAlias,
+    DatasetOrTimeSchedule,
+    TimePartitions,
+)
 from ledger.errors import SkipTask
 from ledger.notifiers import EmailNotifier, Notifier, WebhookNotifier
 from ledger.python_envs import ExternalPythonTask, PythonVirtualenvTask, external_python, virtualenv
@@ -15,10 +26,41 @@ from ledger.spark import SparkTask, spark_task
 
 register_decorators(task)  # @task.branch, @task.short_circuit, @task.sensor
 
-__all__ = ["DAG", "BashTask", "BranchPythonTask", "EmailNotifier", "ExternalPythonTask", "Notifier", "PythonSensor",
-           "PythonTask", "PythonVirtualenvTask", "ShortCircuitTask", "SignalAction", "SkipTask", "SparkTask", "Task",
-           "TaskContext", "TaskGroup", "WebhookNotifier", "WeekDay", "external_python", "setup", "spark_task", "task",
-           "teardown", "virtualenv"]
+__all__ = [
+    "DAG",
+    "AllOf",
+    "AnyOf",
+    "Asset",
+    "AssetAlias",
+    "AssetOrTimeSchedule",
+    "BashTask",
+    "BranchPythonTask",
+    "Dataset",
+    "DatasetAlias",
+    "DatasetOrTimeSchedule",
+    "EmailNotifier",
+    "ExternalPythonTask",
+    "Notifier",
+    "PythonSensor",
+    "PythonTask",
+    "PythonVirtualenvTask",
+    "ShortCircuitTask",
+    "SignalAction",
+    "SkipTask",
+    "SparkTask",
+    "Task",
+    "TaskContext",
+    "TaskGroup",
+    "TimePartitions",
+    "WebhookNotifier",
+    "WeekDay",
+    "external_python",
+    "setup",
+    "spark_task",
+    "task",
+    "teardown",
+    "virtualenv",
+]
 
 # `@task.virtualenv` and `@task.external_python`, as Airflow's
 setattr(task, "virtualenv", virtualenv)  # noqa: B010

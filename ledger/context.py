@@ -35,6 +35,9 @@ class TaskContext:
     templates_dict: dict[str, Any] = field(default_factory=dict)  # a PythonTask's templates_dict, rendered
     prev_interval: tuple[str, str] | None = None  # the previous run's data interval (ISO), if any
     map_index: int = -1  # instance i of a mapped task (`{{ ti.map_index }}`, LEDGER_MAP_INDEX); -1: not mapped
+    # Airflow's `triggering_dataset_events` of a dataset-triggered run: dataset -> the events it consumed, each a
+    # dict (partition, extra, source_dag_id, source_run_id, source_task_id, timestamp)
+    triggering_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def xcom_path(self) -> str | None:
@@ -86,6 +89,13 @@ class TaskContext:
                            "at": datetime.now(UTC).isoformat()})
         with open(self.writes_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
+
+    @property
+    def outlet_events(self) -> OutletEvents:
+        """Airflow's `outlet_events`: `context.outlet_events[dataset].extra = {...}` gives this try's event of an
+        outlet its extra; `context.outlet_events[alias].add(Dataset(uri), extra=...)` adds an event of that dataset
+        to an alias. Recorded with the try's outcome, when it succeeds."""
+        return OutletEvents(self.writes_path)
 
     def send_signal(self, key: str, value: str, *, meta: dict[str, Any] | None = None) -> Any:
         """Send a signal (see `ledger signal send`) from this try; returns the stored Signal.
@@ -141,6 +151,50 @@ def set_current(context: TaskContext | None, task: Any = None) -> None:
 def current() -> tuple[TaskContext, Any] | None:
     """The running try's (context, task), for code that is not handed them (Airflow's get_current_context)."""
     return _current
+
+
+class OutletEvents:
+    """`context.outlet_events[...]`: an accessor per outlet or alias, given its object or its name."""
+
+    def __init__(self, path: str | None) -> None:
+        self._path = path
+
+    def __getitem__(self, key: Any) -> OutletEvent:
+        from ledger.datasets import Dataset, DatasetAlias
+
+        if isinstance(key, Dataset):
+            return OutletEvent(self._path, key.key, None)
+        if isinstance(key, DatasetAlias):
+            return OutletEvent(self._path, None, key.name)
+        return OutletEvent(self._path, str(key), None)
+
+
+class OutletEvent:
+    def __init__(self, path: str | None, outlet: str | None, alias: str | None) -> None:
+        self._path, self._outlet, self._alias = path, outlet, alias
+        self._extra: dict[str, Any] = {}
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return self._extra
+
+    @extra.setter
+    def extra(self, value: dict[str, Any]) -> None:
+        if self._outlet is None:
+            raise ValueError("an alias has no extra of its own: use outlet_events[alias].add(dataset, extra=...)")
+        self._extra = dict(value)
+        self._write({"outlet": self._outlet, "extra": self._extra})
+
+    def add(self, dataset: Any, extra: dict[str, Any] | None = None) -> None:
+        """Add an event of `dataset` (a Dataset or Asset) to this alias."""
+        if self._alias is None:
+            raise ValueError("add() is for an alias: outlet_events[DatasetAlias(name)].add(dataset)")
+        self._write({"outlet": getattr(dataset, "key", str(dataset)), "alias": self._alias, "extra": extra or {}})
+
+    def _write(self, item: dict[str, Any]) -> None:
+        if self._path is not None:
+            with open(self._path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(item, default=str) + "\n")
 
 
 # every variable TaskContext.env() may set (the optional ones only when they apply)

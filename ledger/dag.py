@@ -17,6 +17,17 @@ import pendulum
 from pendulum import DateTime
 
 from ledger.code import CodeManifest
+from ledger.datasets import (
+    UPSTREAM_REWRITE,
+    Condition,
+    Dataset,
+    DatasetAlias,
+    DatasetError,
+    DatasetOrTimeSchedule,
+    as_condition,
+    check_condition,
+    is_dataset_schedule,
+)
 from ledger.errors import DagDefinitionError
 from ledger.mapping import KWARGS, instance_args, max_map_length
 from ledger.params import as_params
@@ -132,6 +143,8 @@ class Task:
         email: str | list[str] | None = None,
         email_on_failure: bool | None = None,
         email_on_retry: bool | None = None,
+        outlets: Sequence[Any] | None = None,
+        inlets: Sequence[Any] | None = None,
     ) -> None:
         if not task_id or not isinstance(task_id, str):
             raise DagDefinitionError("a task needs a non-empty string task_id")
@@ -186,6 +199,9 @@ class Task:
         self.signal_rules_json: dict[str, dict[str, Any]] = {
             key: rule_to_json(key, rule, where=f"task {task_id!r}", describe_callable=_callable_definition)
             for key, rule in self.signal_rules.items()}
+        # datasets it writes (a successful try records an event of each) and reads (ledger/datasets.py)
+        self.outlets: list[Dataset | DatasetAlias] = _datasets(outlets, where=f"task {task_id!r}: outlets")
+        self.inlets: list[Dataset | DatasetAlias] = _datasets(inlets, where=f"task {task_id!r}: inlets")
         self.dag = dag
         dag.add_task(self)
 
@@ -234,6 +250,8 @@ class Task:
             **({"teardown": True} if self.is_teardown else {}),
             **({"on_failure_fail_dagrun": True} if self.on_failure_fail_dagrun else {}),
             **({"mapped_group": self.mapped_group} if self.mapped_group is not None else {}),
+            **({"outlets": [o.to_json() for o in self.outlets]} if self.outlets else {}),
+            **({"inlets": [o.to_json() for o in self.inlets]} if self.inlets else {}),
         }
 
     # -- setup and teardown (ledger/flow.py) ----------------------------------------------------
@@ -430,6 +448,14 @@ class Task:
     def output(self) -> XComRef:
         """The value this task returns, to pass to another task (which then runs after it)."""
         return XComRef(self.task_id)
+
+
+def _datasets(value: Sequence[Any] | None, *, where: str) -> list[Dataset | DatasetAlias]:
+    items = [value] if isinstance(value, (Dataset, DatasetAlias)) else list(value or ())
+    for item in items:
+        if not isinstance(item, (Dataset, DatasetAlias)):
+            raise DagDefinitionError(f"{where}: {item!r} is not a Dataset, Asset or alias")
+    return items
 
 
 def _edge_tasks(other: Any, side: str) -> list[Task]:
@@ -828,7 +854,8 @@ class DAG:
         self,
         dag_id: str,
         *,
-        schedule: str | timedelta | Schedule | Timetable | None = None,
+        schedule: str | timedelta | Schedule | Timetable | Condition | DatasetOrTimeSchedule | Sequence[Condition]
+        | None = None,
         start_date: datetime | None = None,
         end_date: datetime | None = None,
         catchup: bool = False,
@@ -844,6 +871,7 @@ class DAG:
         deadline: timedelta | None = None,
         on_deadline_missed: Callback | list[Callback] | None = None,
         params: Mapping[str, Any] | None = None,
+        on_upstream_rewrite: str = "mark",
     ) -> None:
         problem = key_problem(dag_id)
         if problem is not None:
@@ -856,8 +884,24 @@ class DAG:
             raise DagDefinitionError(f"DAG {dag_id!r}: unknown default_args key {unknown[0]!r}{hint}")
         self.ignored_args = sorted(k for k in (default_args or {}) if k in IGNORED_AIRFLOW_ARGUMENTS)
         self.default_args = {k: v for k, v in (default_args or {}).items() if k in TASK_ARGUMENTS}
+        # scheduled on datasets (ledger/datasets.py): the condition, and the time schedule of a dataset-or-time one
+        self.datasets: Condition | None = None
+        time_schedule: Any = schedule
+        try:
+            if isinstance(schedule, DatasetOrTimeSchedule):
+                self.datasets, time_schedule = schedule.condition, schedule.timetable
+            elif is_dataset_schedule(schedule):
+                self.datasets, time_schedule = as_condition(schedule), None
+            if self.datasets is not None:
+                check_condition(self.datasets, where=f"DAG {dag_id!r}")
+        except DatasetError as exc:
+            raise DagDefinitionError(str(exc)) from None
+        if on_upstream_rewrite not in UPSTREAM_REWRITE:
+            raise DagDefinitionError(f"DAG {dag_id!r}: on_upstream_rewrite must be one of "
+                                     f"{', '.join(UPSTREAM_REWRITE)}, not {on_upstream_rewrite!r}")
+        self.on_upstream_rewrite = on_upstream_rewrite
         if start_date is None:
-            if schedule is not None:
+            if time_schedule is not None:
                 raise DagDefinitionError(f"DAG {dag_id!r}: a scheduled DAG needs a start_date")
             start_date = pendulum.datetime(1970, 1, 1, tz="UTC")
         tz = _timezone_name(start_date)
@@ -877,7 +921,7 @@ class DAG:
         if self.end_date is not None and self.end_date < self.start_date:
             raise DagDefinitionError(f"DAG {dag_id!r}: end_date is before start_date")
         try:
-            self.schedule: Schedule = to_schedule(schedule, timezone=self.timezone, start_date=self.start_date)
+            self.schedule: Schedule = to_schedule(time_schedule, timezone=self.timezone, start_date=self.start_date)
         except ScheduleError as exc:
             raise DagDefinitionError(f"DAG {dag_id!r}: {exc}") from None
         self.catchup = bool(catchup)

@@ -17,6 +17,8 @@ from typing import Any
 import pendulum
 from sqlalchemy.orm import Session
 
+from ledger.dataset_docs import consumed_document
+from ledger.datasets import schedule_summary
 from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
 from ledger.mapping import label, split_label
@@ -123,6 +125,7 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
                       "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
                       "written_at": iso(w.written_at)} for w in lineage_store.of_run(session, r.id)]
+    row["consumed"] = consumed_document(session, r.id)  # the dataset events it consumed (cause: why it re-ran)
     return row
 
 
@@ -214,8 +217,8 @@ def schedule_text(structure: Doc) -> str:
     start = pendulum.parse(structure["start_date"])
     assert isinstance(start, pendulum.DateTime)
     try:
-        return schedule_from_description(structure["schedule"], timezone=structure["timezone"],
-                                         start_date=start).summary()
+        return schedule_summary(schedule_from_description(structure["schedule"], timezone=structure["timezone"],
+                                                          start_date=start).summary(), structure.get("datasets"))
     except Exception:
         return json.dumps(structure["schedule"])
 
@@ -359,7 +362,8 @@ def backfill_json(session: Session, b: Backfill) -> Doc:
             "created_at": iso(b.created_at), "ended_at": iso(b.ended_at), "submit": b.submit_only,
             "planned": backfill_store.planned_of(session, b.id), "created": h.created,
             "overridden_later": h.overridden, "succeeded": h.succeeded, "failed": h.failed,
-            "unfinished": h.unfinished, "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed}
+            "unfinished": h.unfinished, "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed,
+            "downstream": bool(b.downstream)}
 
 
 def backfills_document(session: Session) -> list[Doc]:

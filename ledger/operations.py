@@ -1,5 +1,6 @@
-"""Operator controls, shared by the CLI (and later the web API): trigger a run, cancel a run, mark a run or task
-instances success / failed / skipped, clear task instances, cancel a backfill, set and delete pools. Each runs in
+"""Operator controls, shared by the CLI and the web view (pages and write API): trigger a run, cancel a run, mark a
+run or task instances success / failed / skipped, clear task instances, pause and unpause a DAG, plan, submit,
+cancel and resume a backfill, set and delete pools. Each runs in
 the caller's transaction, records an event naming who did it (a trigger's is the splice's), and refuses (a
 LedgerError, nothing changed) what would make the record untrue: changing an overridden run, cancelling a
 finished one, marking tasks whose tries are still running.
@@ -18,8 +19,11 @@ import pendulum
 from pendulum import DateTime
 from sqlalchemy.orm import Session
 
+from ledger.backfill_create import BackfillRequest, Created, create_confirmed, make_plan
+from ledger.backfill_plan import Action, PlanItem, Reprocess
+from ledger.dates import check_within_dag, parse_user_date
 from ledger.dependencies import TiState, decide
-from ledger.errors import InvalidInput, TimelineConflict
+from ledger.errors import InvalidInput, NotFound, TimelineConflict
 from ledger.flow import with_setups_and_teardowns
 from ledger.mapping import NOT_MAPPED, label, source_tasks
 from ledger.models import DagRun, TaskInstance
@@ -201,6 +205,17 @@ def trigger(session: Session, spec: DagSpec, at: DateTime, conf: dict[str, Any] 
     return run, existing
 
 
+def trigger_dag(session: Session, dag_id: str, logical_date: str | None, conf: dict[str, Any] | None, *,
+                replace: bool, now: DateTime, actor: str) -> tuple[DagRun, DagRun | None]:
+    """`ledger trigger DAG [--logical-date D] [--conf C] [--replace]`: the date read in the DAG's timezone (now
+    when None) and checked to be within the DAG's dates, then trigger()."""
+    spec = dag_store.current_spec(session, dag_id)
+    at = parse_user_date(logical_date, timezone=spec.timezone, what="--logical-date") \
+        if logical_date is not None else now
+    check_within_dag(spec, at, what="--logical-date")
+    return trigger(session, spec, at, conf, replace=replace, now=now, actor=actor)
+
+
 @dataclass
 class Cleared:
     cleared: list[str]  # task ids given fresh tries
@@ -346,5 +361,82 @@ def set_pool(session: Session, name: str, slots: int, description: str, *, now: 
 
 def delete_pool(session: Session, name: str, *, now: datetime, actor: str) -> None:
     if not pool_store.delete_pool(session, name):
-        raise InvalidInput(f"no pool named {name!r}; see `ledger pools list`")
+        raise NotFound(f"no pool named {name!r}; see `ledger pools list`")
     events.record(session, "pool_deleted", at=now, actor=actor, pool=name)
+
+
+def set_paused(session: Session, dag_id: str, paused: bool, *, now: datetime, actor: str,
+               stop_queued: bool = False) -> bool:
+    """Pause a DAG (no new runs; with `stop_queued`, its queued runs do not start either) or unpause it. Returns
+    whether anything changed (an event is recorded only then)."""
+    dag = dag_store.get(session, dag_id)
+    if dag.is_paused == paused and dag.hold_queued == stop_queued:
+        return False
+    dag.is_paused, dag.hold_queued = paused, stop_queued
+    events.record(session, "dag_paused" if paused else "dag_unpaused", at=now, actor=actor, dag_id=dag_id,
+                  **({"stop_queued": True} if stop_queued else {}))
+    return True
+
+
+def stop_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str,
+                  stale_after: float) -> tuple[list[int], int]:
+    """`ledger backfill cancel`: refused unless the backfill is running or interrupted; then cancel_backfill.
+    Returns (the runs ended, how many runs in flight their jobs are stopping)."""
+    row = backfill_store.get(session, backfill_id)
+    if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
+        raise InvalidInput(f"backfill {backfill_id} is already {row.state}")
+    failed = cancel_backfill(session, backfill_id, now=now, actor=actor, stale_after=stale_after)
+    return failed, backfill_store.history_of(session, backfill_id).unfinished
+
+
+def resume_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, job_id: int | None) -> str:
+    """Take an interrupted (or running) backfill up again: `job_id`, the backfill job that will run its runs
+    (`ledger backfill resume`), or None to leave them to the scheduler (the web view), which then requires the
+    backfill to be interrupted. Returns its DAG id."""
+    row = backfill_store.get(session, backfill_id)
+    allowed = (BackfillState.INTERRUPTED.value,) if job_id is None else (BackfillState.RUNNING.value,
+                                                                         BackfillState.INTERRUPTED.value)
+    if row.state not in allowed:
+        raise InvalidInput(f"backfill {backfill_id} is {row.state}: there is nothing to resume")
+    row.state = BackfillState.RUNNING.value
+    events.record(session, "backfill_resumed", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
+                  job_id=job_id)
+    return row.dag_id
+
+
+def backfill_request(spec: DagSpec, start: str, end: str, *, reprocess: str = "none", backwards: bool = False,
+                     conf: dict[str, Any] | None = None, max_active_runs: int | None = None, submit: bool = False,
+                     requested_by: str, downstream: bool = False) -> BackfillRequest:
+    """A backfill request from what a user typed: dates read in the DAG's timezone (the end as the end of its
+    day), the policy checked, the conf checked against the DAG's params; bad input is InvalidInput."""
+    if reprocess not in {r.value for r in Reprocess}:
+        raise InvalidInput(f"--reprocess must be none, failed or completed, not {reprocess!r}")
+    first = parse_user_date(start, timezone=spec.timezone, what="--start")
+    last = parse_user_date(end, timezone=spec.timezone, what="--end", end_of_day=True)
+    if last < first:
+        raise InvalidInput(f"the range is backwards: --end {end} is before --start {start}")
+    if max_active_runs is not None and max_active_runs < 1:
+        raise InvalidInput(f"--max-active-runs must be 1 or more, not {max_active_runs}")
+    return BackfillRequest(dag_id=spec.dag_id, start=first, end=last, reprocess=Reprocess(reprocess),
+                           backwards=backwards, conf=conf, max_active_runs=max_active_runs, submit=submit,
+                           requested_by=requested_by, downstream=downstream)
+
+
+def plan_backfill(session: Session, request: BackfillRequest, *, now: datetime,
+                  stale_after: float) -> tuple[DagSpec, list[PlanItem]]:
+    """The plan of `ledger backfill --dry-run`: what each date of the range would get. Changes nothing."""
+    spec = dag_store.current_spec(session, request.dag_id)
+    return spec, make_plan(session, spec, request, now=now, stale_after=stale_after)
+
+
+def submit_backfill(session: Session, request: BackfillRequest, shown: list[PlanItem], *, now: datetime,
+                    actor: str, stale_after: float) -> Created:
+    """Create the backfill the user confirmed (`shown`: the plan they saw) and leave its runs to the scheduler,
+    as `ledger backfill --submit` does."""
+    if not request.submit:
+        raise InvalidInput("a backfill created here is submitted to the scheduler")
+    spec = dag_store.current_spec(session, request.dag_id)
+    if not any(i.action != Action.SKIP or i.adopts_backfill is not None for i in shown):
+        raise InvalidInput("nothing to do: every date is skipped")
+    return create_confirmed(session, spec, request, shown, now=now, actor=actor, job_id=None,
+                            stale_after=stale_after)

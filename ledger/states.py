@@ -12,6 +12,7 @@ class RunType(StrEnum):
     BACKFILL = "backfill"
     MANUAL = "manual"
     TEST = "test"  # `ledger dags test --record`
+    DATASET = "dataset_triggered"  # created when its datasets' condition was met (Airflow's name)
 
 
 class RunState(StrEnum):

@@ -84,6 +84,8 @@ def structure_of(dag: DAG) -> dict[str, Any]:
            if dag.edge_labels else {}),
         **({"about": about} if (about := dag.about()) else {}),
         **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
+        **({"datasets": {"condition": dag.datasets.to_json(), "on_upstream_rewrite": dag.on_upstream_rewrite}}
+           if dag.datasets is not None else {}),
         "tasks": [_without_secrets(dag.dag_id, t, {"task_id": t.task_id, "kind": t.kind,
                                                    "upstream": sorted(t.upstream_ids), **t.settings(),
                                                    "definition": t.definition()})
@@ -269,6 +271,7 @@ class TaskSpec:
     # an ExternalTaskMarker (ledger/external_task.py): the external DAG, task and date its clear reaches
     marker: Mapping[str, Any] | None = None
     mapped_group: str | None = None  # in a mapped task group: its instance i follows its group siblings' i
+    outlets: tuple[Mapping[str, Any], ...] = ()  # the datasets and aliases it writes (ledger/datasets.py)
 
     @property
     def mapped(self) -> bool:
@@ -309,6 +312,8 @@ class DagSpec:
     deadline: float | None = None  # seconds after the interval's end by which a run should have finished
     callbacks: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> recorded callables
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> default, type, enum
+    # scheduled on datasets: {"condition": JSON condition, "on_upstream_rewrite": "mark" | "rerun"}
+    datasets: Mapping[str, Any] | None = None
 
     def and_downstream(self, task_ids: Iterable[str]) -> set[str]:
         """The tasks and everything downstream of them."""
@@ -368,6 +373,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             flow=t.get("flow"), setup=t.get("setup", False), teardown=t.get("teardown", False),
             fail_dagrun=t.get("on_failure_fail_dagrun", False), sensor=t.get("sensor"),
             marker=t.get("definition") if t["kind"] == "external_task_marker" else None,
+            outlets=tuple(t.get("outlets", ())),
         )
         for t in data["tasks"]
     }
@@ -377,5 +383,5 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
         timezone=data["timezone"], start_date=start, end_date=end, catchup=data["catchup"],
         max_active_runs=data["max_active_runs"], max_active_tasks=data["max_active_tasks"], tasks=tasks,
         dagrun_timeout=data.get("dagrun_timeout"), deadline=data.get("deadline"),
-        callbacks=data.get("callbacks", EMPTY), params=data.get("params", EMPTY),
+        callbacks=data.get("callbacks", EMPTY), params=data.get("params", EMPTY), datasets=data.get("datasets"),
     )

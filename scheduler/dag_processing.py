@@ -50,6 +50,7 @@ from ledger.dagbag import (
     name_error,
     shown_path,
 )
+from ledger.datasets import schedule_summary
 from ledger.versions import version_of
 from scheduler.parent_death import die_with_parent
 
@@ -149,7 +150,9 @@ def parse_file(fileloc: str, folder: str | None = None) -> ParseResult:
         found: dict[str, ParsedDag] = {}
         for dag in loaded.dags:
             version_hash, text = version_of(dag)
-            found[dag.dag_id] = ParsedDag(dag.dag_id, version_hash, text, dag.schedule.summary(), dag.timezone,
+            datasets = None if dag.datasets is None else {"condition": dag.datasets.to_json()}
+            found[dag.dag_id] = ParsedDag(dag.dag_id, version_hash, text,
+                                          schedule_summary(dag.schedule.summary(), datasets), dag.timezone,
                                           fileloc, dag.source_code, loaded.code, root)
         deps = {os.path.join(root, f.relpath): f.sha256 for f in loaded.code.support}
         return done(list(found.values()), None, digest, deps)

@@ -61,7 +61,7 @@ from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
-from scheduler import flow_events, try_files
+from scheduler import dataset_runs, flow_events, try_files
 from scheduler.after_commit import AfterCommit
 from scheduler.cadence import Cadence
 from scheduler.callback_requests import CallbackRequests
@@ -222,6 +222,9 @@ class DagRunJob:
 
     def create_runs(self, session: Session, now: datetime) -> int:
         return 0
+
+    def datasets_changed(self) -> None:
+        """A try recorded dataset events (a scheduler looks for consumer runs to create at once)."""
 
     def claim_filter(self) -> dict[str, Any]:
         return {}
@@ -659,6 +662,11 @@ class DagRunJob:
             lineage.record(session, left.writes, run_id=info.run_id,
                            dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                            dag_version=info.dag_version, try_state=st.value, now=now)
+            if st == TaskState.SUCCESS and dataset_runs.record_outlets(
+                    session, dag_store.spec(session, info.dag_id, info.dag_version), run_id=info.run_id,
+                    task_id=info.task_id, try_number=o.try_number, writes=left.writes,
+                    outlet_events=left.outlets, now=now):
+                self.datasets_changed()
             if left is not try_files.NOTHING:
                 self.after_commit.side_files_recorded(info.log_path)
         events.record_many(session, checked)
@@ -908,6 +916,7 @@ class DagRunJob:
                   for i, v in self.facts.passed_values(session, {run.id for _ti, run, _s in chosen}).items()}
         previous = self.facts.run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
                                                  if run.previous_run_id is not None})
+        triggering = dataset_runs.triggering_events(session, [run for _ti, run, _s in chosen])
         work = []
         logs = str(self.logs_folder)
         for ti, run, spec in chosen:
@@ -928,6 +937,7 @@ class DagRunJob:
                 execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
                 priority_weight=ti.priority_weight, xcom=passed.get(run.id, {}),
                 prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
+                triggering_events=triggering.get(run.id),
                 signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
 

@@ -15,6 +15,7 @@ from scheduler import signal_actions
 from scheduler.cadence import Cadence
 from scheduler.dag_processing import DagFileProcessorManager, processor_log
 from scheduler.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
+from scheduler.dataset_runs import QuietConsumers, create_dataset_runs
 from scheduler.executors.base import WorkItem
 from scheduler.job import DagRunJob, LoopReport
 from scheduler.scheduling import DueCache, create_due_runs
@@ -29,6 +30,7 @@ class SchedulerJob(DagRunJob):
     # due runs are created every scheduling_interval, or at once after DAG files changed or catch-up continues
     _scheduling: Cadence = field(init=False)
     _due: DueCache = field(default_factory=DueCache)  # DAGs with nothing due until their next interval ends
+    _quiet_consumers: QuietConsumers = field(default_factory=QuietConsumers)  # consumers with nothing to create
     _unsynced: list[Any] = field(default_factory=list)  # parse results a database fault kept from being stored
     _signal_index: signal_actions.Index | None = None  # which tasks listen to which signal keys
     _index_cadence: Cadence = field(init=False)  # rebuilt every scheduling_interval, and when DAGs change
@@ -84,12 +86,16 @@ class SchedulerJob(DagRunJob):
             return 0
         self._scheduling.done()
         created = create_due_runs(session, now=now, actor=self.actor, cache=self._due)
+        created += create_dataset_runs(session, now=now, actor=self.actor, cache=self._quiet_consumers)
         for run in created:
             self.metrics.runs_created.labels(run.run_type).inc()
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")
         if len(created):
             self._scheduling.soon()  # catch-up may continue
         return len(created)
+
+    def datasets_changed(self) -> None:
+        self._scheduling.soon()  # consumer runs a dataset event made due are created in the next loop
 
     def handle_signals(self, report: LoopReport) -> list[WorkItem]:
         """Read new signals and act on them in one short transaction: a START that makes a task instance

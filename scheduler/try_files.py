@@ -21,6 +21,7 @@ class TryFiles:
     pushed: list[tuple[str, Any]] = field(default_factory=list)  # (key, value) in the order pushed
     rendered: dict[str, Any] | None = None  # None: it rendered nothing (or the file is unreadable)
     writes: list[dict[str, Any]] = field(default_factory=list)
+    outlets: list[dict[str, Any]] = field(default_factory=list)  # context.outlet_events: extra, alias additions
 
 
 NOTHING = TryFiles()
@@ -31,6 +32,11 @@ def read_writes(path: str) -> list[dict[str, Any]]:
     skipped)."""
     return [item for item in read_json_lines(path)
             if isinstance(item, dict) and item.get("dataset") and item.get("partition")]
+
+
+def read_outlet_events(path: str) -> list[dict[str, Any]]:
+    """What a try said of its outlets' events (`context.outlet_events`), from the same file as its writes."""
+    return [item for item in read_json_lines(path) if isinstance(item, dict) and item.get("outlet")]
 
 
 def present(log_path: str) -> tuple[str, ...]:
@@ -45,7 +51,8 @@ def read(log_path: str, found: tuple[str, ...] | None = None) -> TryFiles:
         return NOTHING
     return TryFiles(read_pushed(log_path + XCOM) if XCOM in look else [],
                     read_rendered(log_path + RENDERED) if RENDERED in look else None,
-                    read_writes(log_path + WRITES) if WRITES in look else [])
+                    read_writes(log_path + WRITES) if WRITES in look else [],
+                    read_outlet_events(log_path + WRITES) if WRITES in look else [])
 
 
 def remove(log_path: str) -> None:

@@ -215,6 +215,7 @@ def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskCo
         xcom_values={task: dict(values) for task, values in item.xcom.items()},
         prev_interval=item.prev_interval,
         map_index=item.map_index,
+        triggering_dataset_events=dict(item.triggering_events or {}),
     )
 
 

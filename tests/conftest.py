@@ -124,7 +124,7 @@ class Result:
 # commands whose whole work is reading and writing the database: no fork, no signal handler, no DAG file import
 # (trigger and `tasks clear --on-latest-version` read the DAGs folder first, in forked DAG file processors)
 IN_PROCESS = {"timeline", "events", "runs", "lineage", "signal", "variables", "connections", "callbacks", "pools",
-              "tasks"}
+              "tasks", "users"}
 
 
 def _in_process(args: tuple[str, ...]) -> bool:

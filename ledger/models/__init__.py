@@ -8,6 +8,7 @@ from ledger.models.dag import Dag
 from ledger.models.dag_file import DagFile
 from ledger.models.dag_run import DagRun
 from ledger.models.dag_version import DagVersion
+from ledger.models.dataset import DatasetConsumed, DatasetEvent
 from ledger.models.event import Event
 from ledger.models.import_error import ImportError_
 from ledger.models.job import Job
@@ -16,11 +17,35 @@ from ledger.models.pool import Pool
 from ledger.models.secret import Connection, Variable
 from ledger.models.signal import SignalCursor, SignalKey, SignalRecord
 from ledger.models.task_instance import TaskInstance, TaskTry
+from ledger.models.user import ApiToken, WebUser
 from ledger.models.xcom import XCom
 
 __all__ = [
-    "Backfill", "Base", "Callback", "CodeBlob", "CodeBundle", "Connection",
-    "Dag", "DagFile", "DagRun", "DagVersion", "Event", "ImportError_", "Job", "LineageWrite",
-    "Pool", "SignalCursor", "SignalKey", "SignalRecord",
-    "TaskInstance", "TaskTry", "UtcDateTime", "Variable", "XCom",
+    "ApiToken",
+    "Backfill",
+    "Base",
+    "Callback",
+    "CodeBlob",
+    "CodeBundle",
+    "Connection",
+    "Dag",
+    "DagFile",
+    "DagRun",
+    "DagVersion",
+    "DatasetConsumed",
+    "DatasetEvent",
+    "Event",
+    "ImportError_",
+    "Job",
+    "LineageWrite",
+    "Pool",
+    "SignalCursor",
+    "SignalKey",
+    "SignalRecord",
+    "TaskInstance",
+    "TaskTry",
+    "UtcDateTime",
+    "Variable",
+    "WebUser",
+    "XCom",
 ]

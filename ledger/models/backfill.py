@@ -25,5 +25,6 @@ class Backfill(Base):
     submit_only: Mapped[bool] = mapped_column(Boolean, default=False)
     max_active_runs: Mapped[int | None] = mapped_column(Integer)
     conf: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    downstream: Mapped[bool] = mapped_column(Boolean, default=False)  # its rewrites re-run the consumer runs
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

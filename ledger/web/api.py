@@ -1,6 +1,7 @@
 """The JSON API under /api/v1: the same documents as `ledger ... --json` (built by ledger.documents).
 
-Only GET. Errors are {"message": ...} with status 400 (bad input) or 404 (no such thing). A timeline is
+Reads (GET; the writes are in actions.py). Errors are {"message": ...} with status 400 (bad input) or 404 (no
+such thing). Every list answers at most 1000 rows unless `limit` says otherwise (up to 10,000). A timeline is
 read a page at a time: the body is the page (a slice of `ledger timeline DAG --json`), the next page's
 cursor is in the `X-Next-Cursor` header and a `Link: <...>; rel="next"` header."""
 
@@ -11,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from ledger import documents
+from ledger import dataset_docs, documents
 from ledger.errors import InvalidInput, NotFound
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
@@ -141,6 +142,24 @@ def lineage(request: Request, dataset: str, partition: str | None = None) -> JSO
         return _json(documents.lineage_document(session, dataset, partition))
 
 
+@router.get("/datasets", summary="`ledger datasets list --json`")
+def datasets(request: Request) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(dataset_docs.datasets_document(session))
+
+
+@router.get("/datasets/{dataset:path}", summary="`ledger datasets show DATASET --json`")
+def dataset(request: Request, dataset: str) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(dataset_docs.dataset_document(session, dataset))
+
+
+@router.get("/stale", summary="`ledger lineage --stale --json`")
+def stale(request: Request) -> JSONResponse:
+    with session_of(request) as session:
+        return _json(dataset_docs.stale_document(session))
+
+
 @router.get("/backfills", summary="`ledger backfill list --json`")
 def backfills(request: Request) -> JSONResponse:
     with session_of(request) as session:
@@ -157,7 +176,7 @@ def backfill(request: Request, backfill_id: IdInUrl) -> JSONResponse:
 def events(request: Request, dag: str | None = None,
            run: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None, task: str | None = None,
            kind: Annotated[list[str] | None, Query()] = None,
-           limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
+           limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="The newest N (default 1000).")] = 1000,
            task_signals: bool = True) -> JSONResponse:
     with session_of(request) as session:
         if dag is not None:
@@ -168,7 +187,8 @@ def events(request: Request, dag: str | None = None,
 
 @router.get("/signals", summary="`ledger signal list [KEY] [--since N] [--limit N] --json`")
 def signals(request: Request, key: str | None = None, since: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
-            limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None) -> JSONResponse:
+            limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most N (default 1000).")] = 1000
+            ) -> JSONResponse:
     with session_of(request) as session:
         found = signal_store.listing(session, key, since_version=since if key is not None else 0,
                                      since_id=since if key is None else 0, limit=limit)

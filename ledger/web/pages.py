@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
-from ledger import documents
+from ledger import dataset_docs, documents
 from ledger.errors import ConfigError, InvalidInput, LedgerError
 from ledger.mapping import split_label
 from ledger.store import backfills as backfill_store
@@ -108,7 +108,8 @@ def timeline(request: Request, dag_id: str, start: str | None = None, end: str |
                                        newest_first=True)
         # the versions with their run and try counts (a GROUP BY over the DAG's runs): not for the live part
         versions = [] if _live(request) else documents.versions_document(session, dag)
-    runs = documents.timeline_json(rows)
+        consumer = dataset_docs.timeline_marks(session, dag_id)
+    runs = dataset_docs.with_marks(documents.timeline_json(rows), consumer)
     page, older = views.cut_page(runs, limit)
     groups = views.group_timeline(page, older)
     marks, changes, spans = views.strip(groups)
@@ -117,7 +118,7 @@ def timeline(request: Request, dag_id: str, start: str | None = None, end: str |
     return _page(request, "timeline.html", fragment="timeline_live.html", dag=documents.dag_json(dag),
                  groups=groups, marks=marks, changes=changes, spans=spans, versions=versions,
                  backfills=views.backfills_of(groups), start=start or "", end=end or "", following=following,
-                 first=first)
+                 first=first, consumer=consumer is not None)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
@@ -221,6 +222,21 @@ def lineage(request: Request, dataset: str, partition: str | None = None) -> HTM
     return _page(request, "lineage.html", dataset=dataset, partition=partition or "", parts=parts)
 
 
+@router.get("/datasets", response_class=HTMLResponse)
+def dataset_list(request: Request) -> HTMLResponse:
+    with session_of(request) as session:
+        rows = dataset_docs.datasets_document(session)
+    return _page(request, "dataset_list.html", datasets=rows)
+
+
+@router.get("/datasets/{dataset:path}", response_class=HTMLResponse)
+def dataset(request: Request, dataset: str) -> HTMLResponse:
+    with session_of(request) as session:
+        doc = dataset_docs.dataset_document(session, dataset)
+        stale = [s for s in dataset_docs.stale_document(session) if s["dataset"] == dataset]
+    return _page(request, "dataset.html", d=doc, stale=stale)
+
+
 @router.get("/backfills", response_class=HTMLResponse)
 def backfills(request: Request) -> HTMLResponse:
     with session_of(request) as session:
@@ -246,7 +262,7 @@ def backfill(request: Request, backfill_id: IdInUrl,
 @router.get("/events", response_class=HTMLResponse)
 def events(request: Request, dag: str | None = None, run: str | None = None, kind: str | None = None,
            limit: Annotated[int, Query(ge=1, le=10_000)] = 200) -> HTMLResponse:
-    run_id = id_in_url(run.strip()) if run and run.strip().isdigit() else None
+    run_id = id_in_url(run.strip()) if run and run.strip() else None  # `abc` is refused (400), as in the API
     with session_of(request) as session:
         if dag:
             dag_store.get(session, dag, active_only=False)

@@ -40,6 +40,8 @@ class WorkItem:
     xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # values the run's tasks passed on so far
     prev_interval: tuple[str, str] | None = None  # the data interval of the run's previous run (templates)
     map_index: int = -1  # instance i of a mapped task (ledger/mapping.py); -1: not mapped
+    # a dataset-triggered run's consumed events, by dataset (context.triggering_dataset_events)
+    triggering_events: dict[str, list[dict[str, Any]]] | None = None
 
 
 def utc_datetime(year: int, month: int, day: int, hour: int, minute: int, second: int, microsecond: int) -> datetime:

@@ -223,7 +223,7 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_a_refused_impor
     from ledger.config import load_settings
     from ledger.web.app import create_app
 
-    with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)}))) as client:
+    with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)})), base_url="http://localhost") as client:
         [version] = [d["version"] for d in client.get("/api/v1/dags").json() if d["dag_id"] == "af3_sdk"]
         page = client.get(f"/dags/af3_sdk/versions/{version}").text
     assert "Airflow 3 imports" in page

@@ -115,7 +115,7 @@ def test_mapped_tasks_run_one_instance_per_value_each_with_its_own_tries_values_
     from ledger.config import load_settings
     from ledger.web.app import create_app
 
-    with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)}))) as client:
+    with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)})), base_url="http://localhost") as client:
         page = client.get("/runs/1").text
         assert "3 mapped instance(s)" in page and "<td>load[1]</td>" in page
         assert "b.csv is not there yet" in client.get("/runs/1/tasks/load%5B1%5D/tries/1/log").text

@@ -53,7 +53,7 @@ def test_secret_task_arguments_reach_the_try_and_are_shown_as_stars(ready_cli: C
     assert '-          "DB_PASSWORD": "***"' in structure and '+          "DB_PASSWORD": "*** (changed)"' in structure
     assert "SECRET" not in structure
     settings = load_settings({"LEDGER_HOME": str(cli.home)})
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         api = [client.get(f"/api/v1/dags/creds/versions/{v['version']}").text for v in versions]
         api_diff = client.get(f"/api/v1/dags/creds/versions/{versions[1]['version']}/diff").json()["diff"]
     assert all("SECRET" not in text for text in api) and "***" in api[0]

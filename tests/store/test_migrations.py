@@ -115,7 +115,7 @@ def test_a_0007_database_with_task_instances_upgrades_to_mapped_instances(ready_
     cli = ready_cli
     cli.write_dag("full.py", FULL_DAG)
     cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
-    assert "to 0007" in cli.ok("db", "downgrade")
+    assert "to 0007" in cli.ok("db", "downgrade", "0007")
     db = sqlite3.connect(cli.home / "ledger.db")
     try:
         columns = [row[1] for row in db.execute("PRAGMA table_info(task_instance)")]

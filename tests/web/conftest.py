@@ -4,7 +4,13 @@ the real `ledger` command once per test session; the web tests read it."""
 from __future__ import annotations
 
 import os
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.conftest import REPO, Cli
+from tests.conftest import LEDGER, REPO, Cli, _clean_env
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}
 EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
@@ -49,7 +55,7 @@ def cli_on(home: Path, **extra: str) -> Cli:
 
 def app_client(cli: Cli) -> Iterator[TestClient]:
     settings = load_settings({"LEDGER_HOME": str(cli.home)})
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         yield c
 
 
@@ -68,6 +74,34 @@ def new_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     home = tmp_path_factory.mktemp(name) / "home"
     home.mkdir()
     return home
+
+
+OPS_DAG = """
+import pendulum
+from ledger import DAG, BashTask
+from ledger.params import Param
+
+with DAG("ops", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 10, tz="UTC"), catchup=False,
+         params={"who": Param("world", type="string"), "n": Param(1, type="integer")}):
+    BashTask("a", "echo a") >> BashTask("b", "echo b")
+"""
+PASSWORD = "correct horse battery"
+
+
+def build_ops(home: Path) -> Cli:
+    """A ledger with DAG `ops` (params who: string, n: integer) and two finished runs, users `op` (operator)
+    and `vi` (viewer)."""
+    home.mkdir()
+    cli = Cli(home=home, env=_clean_env(home))
+    cli.ok("db", "upgrade")
+    cli.write_dag("ops.py", OPS_DAG)
+    for day in ("2024-03-01", "2024-03-02"):
+        cli.ok("trigger", "ops", "--logical-date", day)
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
+    assert cli.run("users", "create", "op", "--role", "operator", input=PASSWORD + "\n").exit_code == 0
+    assert cli.run("users", "create", "vi", "--role", "viewer", input=PASSWORD + "\n").exit_code == 0
+    return cli
 
 
 @pytest.fixture(scope="session")
@@ -127,3 +161,31 @@ def views_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
 @pytest.fixture(scope="session")
 def views_client(views_home: Cli) -> Iterator[TestClient]:
     yield from app_client(views_home)
+
+
+@contextmanager
+def served(cli: Cli, *options: str, path: str = "/login", context: ssl.SSLContext | None = None) -> Iterator[str]:
+    """A real `ledger webserver OPTIONS` on a free loopback port, until `path` answers 200 (up to 180 s: a loaded
+    CI machine starts processes slowly); yields its base URL and stops it after."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port), *options], env=cli.env, cwd=cli.home,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"{'https' if context else 'http'}://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(base + path, timeout=10, context=context) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the webserver did not answer within 180 s"
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -93,14 +93,17 @@ def test_errors_are_json_with_a_message_and_400_or_404(client: TestClient, path:
     assert words in response.json()["message"]
 
 
-def test_nothing_changes_state_every_route_is_get(client: TestClient) -> None:
-    routes = client.app.routes  # type: ignore[attr-defined]
-    methods = {m for route in routes for m in getattr(route, "methods", None) or ()}
-    assert methods <= {"GET", "HEAD"}
+def test_only_the_actions_write_and_other_methods_are_refused(client: TestClient) -> None:
+    from ledger.web import actions
+
+    documented = client.get("/api/openapi.json").json()["paths"]
+    writes = {(path, m.upper()) for path, ops in documented.items() for m in ops if m != "get"}
+    acting = {(r.path, m) for r in actions.api.routes for m in r.methods}  # type: ignore[attr-defined]
+    assert writes == acting and all(m == "POST" for _p, m in writes)
     for method in ("post", "put", "patch", "delete"):
         response = getattr(client, method)("/api/v1/runs/1")
         assert response.status_code == 405
-        assert "read-only" in response.json()["message"]
+        assert f"{method.upper()} is not answered at /api/v1/runs/1" == response.json()["message"]
 
 
 def test_the_server_s_sessions_cannot_write(client: TestClient) -> None:
@@ -119,13 +122,19 @@ def test_openapi_describes_the_api(client: TestClient) -> None:
 
 def test_a_token_guards_every_request_when_set(ledger_home: Cli) -> None:
     app = create_app(load_settings({"LEDGER_HOME": str(ledger_home.home)}), token="s3cret")
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://localhost") as c:
         assert c.get("/api/v1/dags").status_code == 401
         assert "token" in c.get("/api/v1/dags").json()["message"]
         assert c.get("/api/v1/dags", headers={"Authorization": "Bearer wrong"}).status_code == 401
         assert c.get("/api/v1/dags", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-        assert c.get("/", params={"token": "s3cret"}).status_code == 200  # sets the cookie
-        assert c.get("/runs/1").status_code == 200
+        shown = c.get("/", params={"token": "s3cret"}, follow_redirects=False)  # never read from a URL
+        assert shown.status_code == 303 and shown.headers["location"].startswith("/login?next=")
+        assert "ledger_token" not in c.cookies
+        signed = c.post("/login", data={"token": "s3cret", "next": "/runs/1", "csrf": c.cookies["ledger_csrf"]},
+                        follow_redirects=False)
+        assert signed.status_code == 303 and signed.headers["location"] == "/runs/1"
+        assert c.get("/runs/1").status_code == 200  # the token, as an HttpOnly cookie
+        assert c.post("/api/v1/dags/web/pause").status_code == 403  # the shared token reads only
 
 
 def test_the_webserver_refuses_another_address_without_a_token_and_a_missing_database(ledger_home: Cli,

@@ -13,16 +13,16 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import LEDGER, REPO, Cli
+from tests.conftest import REPO, Cli
+from tests.web.conftest import served
 
 ARTIFACTS = Path(os.environ.get("LEDGER_TEST_ARTIFACTS") or REPO / "artifacts") / "web"
 
@@ -41,28 +41,9 @@ def fetch(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-@contextmanager
-def webserver(cli: Cli) -> Iterator[str]:
+def webserver(cli: Cli) -> AbstractContextManager[str]:
     """A `ledger webserver` on `cli`'s ledger, on a free loopback port, once it answers: its base URL."""
-    port = free_port()
-    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port)], env=cli.env, cwd=cli.home,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180  # a loaded CI machine starts processes slowly
-        while True:
-            try:
-                if fetch(base + "/api/v1/dags")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.communicate()[0]
-            assert time.monotonic() < deadline, "the webserver did not answer within 180 s"
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    return served(cli, path="/api/v1/dags")
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ def client(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> I
     home = tmp_path_factory.mktemp("ids") / "home"
     copy_migrated(migrated_sqlite, home / "ledger.db")
     app = create_app(load_settings({"LEDGER_HOME": str(home)}))
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, base_url="http://localhost") as client:
         yield client
 
 

@@ -131,7 +131,7 @@ def test_the_live_part_of_the_timeline_follows_a_run_written_after_the_server_st
     home = tmp_path / "home"  # a copy: the other tests read the shared ledger as it was built
     shutil.copytree(ledger_home.home, home)
     cli = Cli(home=home, env={**ledger_home.env, "LEDGER_HOME": str(home)})
-    with TestClient(create_app(load_settings({"LEDGER_HOME": str(home)}))) as c:
+    with TestClient(create_app(load_settings({"LEDGER_HOME": str(home)})), base_url="http://localhost") as c:
         before = c.get("/dags/web", headers={"X-Ledger-Live": "1"}).text
         cli.ok("trigger", "web", "--logical-date", "2024-03-01", "--replace")
         after = c.get("/dags/web", headers={"X-Ledger-Live": "1"}).text

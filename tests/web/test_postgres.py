@@ -17,7 +17,7 @@ from tests.web.conftest import build
 def test_the_web_view_reads_a_postgresql_ledger(tmp_path: Path, postgres_url: str) -> None:
     cli = build(tmp_path, LEDGER_DATABASE_URL=postgres_url)
     settings = load_settings({"LEDGER_HOME": str(tmp_path), "LEDGER_DATABASE_URL": postgres_url})
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         runs = cli.json("timeline", "web")
         assert client.get("/api/v1/dags/web/timeline").json() == runs
         page = client.get("/api/v1/dags/web/timeline", params={"limit": 2})

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import LEDGER, Cli
-from tests.web.cdp import Browser
+from tests.web.cdp_pages import Browser
 from tests.web.test_browser import ARTIFACTS, chromium, fetch, webserver
 
 pytestmark = pytest.mark.browser

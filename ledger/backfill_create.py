@@ -9,7 +9,7 @@ from typing import Any
 from pendulum import DateTime
 from sqlalchemy.orm import Session
 
-from backfill.plan import (
+from ledger.backfill_plan import (
     Action,
     LiveRun,
     PastRun,
@@ -42,6 +42,7 @@ class BackfillRequest:
     max_active_runs: int | None = None
     submit: bool = False
     requested_by: str = "cli"
+    downstream: bool = False  # its rewrites re-run the consumer runs that read them (backfill/downstream.py)
 
 
 def live_runs(session: Session, dag_id: str, start: datetime, end: datetime, *, now: datetime,
@@ -86,7 +87,8 @@ def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, p
     row = Backfill(dag_id=spec.dag_id, range_start=request.start, range_end=request.end,
                    reprocess=request.reprocess.value, state=BackfillState.RUNNING.value,
                    requested_by=request.requested_by, backwards=request.backwards, submit_only=request.submit,
-                   max_active_runs=request.max_active_runs, conf=request.conf, created_at=now)
+                   max_active_runs=request.max_active_runs, conf=request.conf, created_at=now,
+                   downstream=request.downstream)
     backfill_store.add(session, row)
     todo = [i for i in plan if i.action != Action.SKIP]
     run_store.splice_many(session, spec, [run_store.NewRun(i.interval, RunType.BACKFILL, request.conf, row.id,
@@ -95,7 +97,8 @@ def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, p
     counts = {a.value: sum(1 for i in plan if i.action == a) for a in Action}
     events.record(session, "backfill_created", at=now, actor=actor, dag_id=spec.dag_id, backfill_id=row.id,
                   start=request.start.isoformat(), end=request.end.isoformat(), reprocess=request.reprocess.value,
-                  version=spec.version_hash, submit=request.submit, **counts)
+                  version=spec.version_hash, submit=request.submit, **counts,
+                  **({"downstream": True} if request.downstream else {}))
     if not any(i.action != Action.SKIP or i.adopts_backfill is not None for i in plan):
         row.state, row.ended_at = BackfillState.SUCCESS.value, now  # nothing to create, nothing to finish
     return row
@@ -114,7 +117,7 @@ class Created:
 def create_confirmed(session: Session, spec: DagSpec, request: BackfillRequest, shown: list[PlanItem], *,
                      now: datetime, actor: str, job_id: int | None, stale_after: float) -> Created:
     """The backfill the user confirmed, in one transaction: lock the DAG's timeline, plan again, keep of the
-    plan shown only what still holds (backfill.plan.reconcile), write the backfill and its runs (held by
+    plan shown only what still holds (ledger.backfill_plan.reconcile), write the backfill and its runs (held by
     `job_id` when this process executes them), and record which dead backfills it adopts."""
     run_store.lock_timeline(session, spec.dag_id)
     fresh = make_plan(session, spec, request, now=now, stale_after=stale_after)

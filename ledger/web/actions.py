@@ -1,0 +1,493 @@
+"""Acting on the ledger from a browser (forms) and over the write API (POST under /api/v1), both through the
+operations the CLI runs (ledger/operations.py), in one short write transaction each, with the user as the
+actor of the events. A refusal changes nothing and answers 4xx with the CLI's one-line reason: 400 bad input,
+403 not allowed (role, CSRF), 404 no such thing, 409 the timeline's state forbids it.
+
+Roles: an operator triggers, clears, marks, cancels, pauses and backfills; a viewer only reads (403 here)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal, cast
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.orm import Session, sessionmaker
+
+from ledger import documents, operations
+from ledger import users as user_rules
+from ledger.backfill_create import plan_json
+from ledger.backfill_plan import PlanItem
+from ledger.db import make_engine, make_sessions
+from ledger.errors import InvalidInput
+from ledger.states import RunState, TaskState
+from ledger.store import backfills as backfill_store
+from ledger.store import dags as dag_store
+from ledger.store import runs as run_store
+from ledger.users import Role
+from ledger.web import auth, forms
+from ledger.web.guard import guard_of, identity_of
+from ledger.web.reading import MAX_ID, IdInUrl, now, session_of
+from ledger.web.render import render
+
+api = APIRouter(prefix="/api/v1", tags=["actions"])
+pages = APIRouter(include_in_schema=False)
+
+# how long a silent job keeps its runs, as the scheduler's LEDGER_LOCK_TIMEOUT says (a backfill plan adopts the
+# runs of a backfill whose job has been silent longer)
+STALE_AFTER = float(os.environ.get("LEDGER_LOCK_TIMEOUT") or 30.0)
+
+
+@contextmanager
+def writing(request: Request) -> Iterator[Session]:
+    """One write transaction: committed at the end, rolled back (nothing changed) on any error."""
+    state = request.app.state
+    if getattr(state, "writer", None) is None:
+        state.writer = make_sessions(make_engine(state.settings.database_url))
+    sessions: sessionmaker[Session] = state.writer
+    with sessions.begin() as session:
+        yield session
+
+
+def acting(request: Request, what: str) -> str:
+    """The actor of an operator's action: the user, who must be at least an operator."""
+    identity = identity_of(request)
+    auth.need(identity, Role.OPERATOR, what)
+    if identity.by_cookie and request.url.path.startswith("/api/") and not auth.csrf_matches(
+            request.cookies.get(auth.CSRF_COOKIE), request.headers.get(auth.CSRF_HEADER)):
+        raise auth.Forbidden("a write with a browser's cookie needs the ledger_csrf cookie's value in the "
+                             "X-Ledger-CSRF header; scripts send `Authorization: Bearer TOKEN` instead")
+    return identity.name
+
+
+# --- the operations, shared by the API and the pages ---------------------------------------------------------
+
+def _trigger(request: Request, dag_id: str, logical_date: str | None, conf: dict[str, Any] | None,
+             replace: bool) -> dict[str, Any]:
+    actor = acting(request, "triggering a run")
+    with writing(request) as session:
+        run, existing = operations.trigger_dag(session, dag_id, logical_date, conf, replace=replace, now=now(),
+                                               actor=actor)
+        return {"run_id": str(run.id), "dag_id": dag_id, "logical_date": run.logical_date.isoformat(),
+                "state": run.state, "overridden_run_id": str(existing.id) if existing is not None else None}
+
+
+def _outcome(run_id: int, done: operations.Outcome) -> dict[str, Any]:
+    return {"run_id": str(run_id), "from": done.run_state_before, "state": done.run_state,
+            "tasks_set": sorted(done.changed), "stopping": sorted(done.stopping)}
+
+
+def _cancel_run(request: Request, run_id: int, reason: str | None) -> dict[str, Any]:
+    actor = acting(request, "cancelling a run")
+    with writing(request) as session:
+        return _outcome(run_id, operations.cancel_run(session, run_store.get(session, run_id), now=now(),
+                                                      actor=actor, reason=reason))
+
+
+def _mark_run(request: Request, run_id: int, state: str, reason: str | None) -> dict[str, Any]:
+    actor = acting(request, "marking a run")
+    with writing(request) as session:
+        return _outcome(run_id, operations.mark_run(session, run_store.get(session, run_id), RunState(state),
+                                                    now=now(), actor=actor, reason=reason))
+
+
+def _mark_tasks(request: Request, run_id: int, tasks: list[str], state: str, downstream: bool,
+                reason: str | None) -> dict[str, Any]:
+    actor = acting(request, "marking tasks")
+    with writing(request) as session:
+        run = run_store.get(session, run_id)
+        spec = dag_store.spec(session, run.dag_id, run.version_hash)
+        return _outcome(run_id, operations.mark_tasks(session, run, spec, tasks, TaskState(state),
+                                                      downstream=downstream, now=now(), actor=actor, reason=reason))
+
+
+def _clear(request: Request, run_id: int, tasks: list[str] | None, downstream: bool,
+           on_latest_version: bool) -> dict[str, Any]:
+    actor = acting(request, "clearing tasks")
+    with writing(request) as session:
+        run = run_store.get(session, run_id)
+        done = operations.clear_tasks(session, run, tasks or None, downstream=downstream,
+                                      on_latest_version=on_latest_version, now=now(), actor=actor)
+        moved = None if done.moved is None else {"from": done.moved[0], "to": done.moved[1],
+                                                 "added": done.moved[2], "removed": done.moved[3]}
+        return {"run_id": str(run_id), "cleared": sorted(done.cleared), "state": run.state, "moved": moved}
+
+
+def _pause(request: Request, dag_id: str, paused: bool, stop_queued: bool) -> dict[str, Any]:
+    actor = acting(request, "pausing a DAG" if paused else "unpausing a DAG")
+    with writing(request) as session:
+        changed = operations.set_paused(session, dag_id, paused, now=now(), actor=actor, stop_queued=stop_queued)
+    return {"dag_id": dag_id, "is_paused": paused, "stop_queued": stop_queued, "changed": changed}
+
+
+Reprocessing = Literal["none", "failed", "completed"]
+
+
+class BackfillBody(BaseModel):
+    """What `ledger backfill DAG --start A --end B [...] --submit` takes."""
+
+    model_config = ConfigDict(extra="forbid")
+    dag_id: str
+    start: str = Field(description="First logical date (a bare date is read in the DAG's timezone).")
+    end: str = Field(description="Last logical date, inclusive.")
+    reprocess: Reprocessing = "none"
+    backwards: bool = False
+    conf: dict[str, Any] | None = None
+    max_active_runs: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None
+    dry_run: bool = Field(default=False, description="Answer the plan only (`--dry-run`); change nothing.")
+
+
+def _plan(request: Request, body: BackfillBody) -> tuple[list[PlanItem], Any]:
+    identity = identity_of(request)
+    with session_of(request) as session:
+        spec = dag_store.current_spec(session, body.dag_id)
+        req = operations.backfill_request(spec, body.start, body.end, reprocess=body.reprocess,
+                                          backwards=body.backwards, conf=body.conf,
+                                          max_active_runs=body.max_active_runs, submit=True,
+                                          requested_by=identity.name)
+        _spec, plan = operations.plan_backfill(session, req, now=now(), stale_after=STALE_AFTER)
+    return plan, req
+
+
+def _submit(request: Request, body: BackfillBody, digest: str | None) -> tuple[int | None, list[PlanItem]]:
+    """Create the backfill (its runs left to the scheduler). `digest`: the fingerprint of the plan the user saw;
+    when the plan changed since, nothing is created and the new plan is returned (id None) to confirm again."""
+    actor = acting(request, "creating a backfill")
+    plan, req = _plan(request, body)
+    if digest is not None and forms.plan_digest(plan_json(plan)) != digest:
+        return None, plan
+    with writing(request) as session:
+        created = operations.submit_backfill(session, req, plan, now=now(), actor=actor, stale_after=STALE_AFTER)
+    return created.backfill_id, created.plan
+
+
+def _cancel_backfill(request: Request, backfill_id: int) -> dict[str, Any]:
+    actor = acting(request, "cancelling a backfill")
+    with writing(request) as session:
+        ended, in_flight = operations.stop_backfill(session, backfill_id, now=now(), actor=actor,
+                                                    stale_after=STALE_AFTER)
+    return {"backfill_id": str(backfill_id), "state": "cancelled", "runs_ended": [str(r) for r in ended],
+            "runs_being_stopped": in_flight}
+
+
+def _resume_backfill(request: Request, backfill_id: int) -> dict[str, Any]:
+    actor = acting(request, "resuming a backfill")
+    with writing(request) as session:
+        operations.resume_backfill(session, backfill_id, now=now(), actor=actor, job_id=None)
+    return {"backfill_id": str(backfill_id), "state": "running"}
+
+
+# --- the write API ------------------------------------------------------------------------------------------
+
+class TriggerBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    logical_date: str | None = Field(default=None, description="ISO date or datetime (DAG's timezone when naive); "
+                                                        "default now.")
+    conf: dict[str, Any] | None = Field(default=None, description="Checked against the DAG's params, as `--conf` is.")
+    replace: bool = Field(default=False, description="Override the live run at that date.")
+
+
+class ReasonBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: Annotated[str | None, Field(min_length=1, max_length=2000)] = None
+
+
+class MarkBody(ReasonBody):
+    state: Literal["success", "failed"]
+
+
+class MarkTasksBody(ReasonBody):
+    tasks: Annotated[list[str], Field(min_length=1)]
+    state: Literal["success", "failed", "skipped"]
+    downstream: bool = False
+
+
+class ClearBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tasks: list[str] | None = Field(default=None, description="Task ids; every task when omitted.")
+    downstream: bool = False
+    on_latest_version: bool = Field(default=False, description="Move the run to the DAG's current version first.")
+
+
+class PauseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    stop_queued: bool = Field(default=False, description="Also keep its queued runs from starting.")
+
+
+@api.post("/dags/{dag_id}/runs", status_code=201, summary="`ledger trigger DAG`: a manual run")
+def trigger_api(request: Request, dag_id: str, body: TriggerBody) -> JSONResponse:
+    return JSONResponse(_trigger(request, dag_id, body.logical_date, body.conf, body.replace), status_code=201)
+
+
+@api.post("/dags/{dag_id}/pause", summary="`ledger dags pause DAG [--stop-queued]`")
+def pause_api(request: Request, dag_id: str, body: PauseBody | None = None) -> JSONResponse:
+    return JSONResponse(_pause(request, dag_id, True, body.stop_queued if body else False))
+
+
+@api.post("/dags/{dag_id}/unpause", summary="`ledger dags unpause DAG`")
+def unpause_api(request: Request, dag_id: str) -> JSONResponse:
+    return JSONResponse(_pause(request, dag_id, False, False))
+
+
+@api.post("/runs/{run_id}/cancel", summary="`ledger runs cancel RUN`")
+def cancel_api(request: Request, run_id: IdInUrl, body: ReasonBody | None = None) -> JSONResponse:
+    return JSONResponse(_cancel_run(request, run_id, body.reason if body else None))
+
+
+@api.post("/runs/{run_id}/mark", summary="`ledger runs mark-success|mark-failed RUN`")
+def mark_api(request: Request, run_id: IdInUrl, body: MarkBody) -> JSONResponse:
+    return JSONResponse(_mark_run(request, run_id, body.state, body.reason))
+
+
+@api.post("/runs/{run_id}/tasks/mark", summary="`ledger tasks mark RUN TASK... --state S [--downstream]`")
+def mark_tasks_api(request: Request, run_id: IdInUrl, body: MarkTasksBody) -> JSONResponse:
+    return JSONResponse(_mark_tasks(request, run_id, body.tasks, body.state, body.downstream, body.reason))
+
+
+@api.post("/runs/{run_id}/clear", summary="`ledger tasks clear RUN [TASK...] [--downstream] "
+                                          "[--on-latest-version]`")
+def clear_api(request: Request, run_id: IdInUrl, body: ClearBody | None = None) -> JSONResponse:
+    body = body or ClearBody()
+    return JSONResponse(_clear(request, run_id, body.tasks, body.downstream, body.on_latest_version))
+
+
+@api.post("/backfills", status_code=201, summary="`ledger backfill DAG --start A --end B --submit --yes` "
+          "(or its `--dry-run` plan): the runs are left to the scheduler")
+def backfill_api(request: Request, body: BackfillBody) -> JSONResponse:
+    if body.dry_run:
+        plan, _req = _plan(request, body)
+        return JSONResponse({"backfill_id": None, "plan": plan_json(plan), "state": "planned"})
+    backfill_id, plan = _submit(request, body, None)
+    return JSONResponse({"backfill_id": str(backfill_id), "plan": plan_json(plan), "state": "submitted"},
+                        status_code=201)
+
+
+@api.post("/backfills/{backfill_id}/cancel", summary="`ledger backfill cancel ID`")
+def cancel_backfill_api(request: Request, backfill_id: IdInUrl) -> JSONResponse:
+    return JSONResponse(_cancel_backfill(request, backfill_id))
+
+
+@api.post("/backfills/{backfill_id}/resume", summary="Hand an interrupted backfill back to the scheduler")
+def resume_backfill_api(request: Request, backfill_id: IdInUrl) -> JSONResponse:
+    return JSONResponse(_resume_backfill(request, backfill_id))
+
+
+class PoolBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    slots: Annotated[int, Field(ge=0, le=MAX_ID)]
+    description: str = ""
+
+
+@api.post("/pools/{name}", summary="`ledger pools set NAME SLOTS` (admins)")
+def set_pool_api(request: Request, name: str, body: PoolBody) -> JSONResponse:
+    identity = identity_of(request)
+    auth.need(identity, Role.ADMIN, "setting a pool")
+    acting(request, "setting a pool")  # (the CSRF check of a browser's cookie)
+    if not name.strip():
+        raise InvalidInput("a pool needs a name")
+    with writing(request) as session:
+        operations.set_pool(session, name, body.slots, body.description, now=now(), actor=identity.name)
+    return JSONResponse({"name": name, "slots": body.slots})
+
+
+@api.post("/pools/{name}/delete", summary="`ledger pools delete NAME` (admins)")
+def delete_pool_api(request: Request, name: str) -> JSONResponse:
+    identity = identity_of(request)
+    auth.need(identity, Role.ADMIN, "deleting a pool")
+    acting(request, "deleting a pool")
+    with writing(request) as session:
+        operations.delete_pool(session, name, now=now(), actor=identity.name)
+    return JSONResponse({"name": name, "deleted": True})
+
+
+# --- the pages: sign-in, and the forms of each action ---------------------------------------------------------
+
+async def form_of(request: Request) -> dict[str, str]:
+    """A posted form (urlencoded) whose `csrf` field matches the request's CSRF cookie; else 403."""
+    fields = dict(parse_qsl((await request.body()).decode(errors="replace"), keep_blank_values=True))
+    if not auth.csrf_matches(request.cookies.get(auth.CSRF_COOKIE), fields.get(auth.CSRF_FIELD)):
+        raise auth.Forbidden("the form came without its CSRF token (or an old one): reload the page and send it "
+                             "again")
+    return fields
+
+
+Form = Annotated[dict[str, str], Depends(form_of)]
+
+
+def _page(name: str, **context: Any) -> HTMLResponse:
+    return HTMLResponse(render(name, **context))
+
+
+def _back(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+@pages.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, next: str = "/") -> HTMLResponse:
+    return _page("login.html", next=forms.local_target(next), problem=None)
+
+
+@pages.post("/login")
+def login(request: Request, form: Form) -> Response:
+    target = forms.local_target(form.get("next"))
+    g = guard_of(request)
+    token = form.get("token", "").strip()
+    if token:
+        with session_of(request) as session:
+            known = auth.identify(session, g.signer, bearer=token, cookie=None, token_cookie=None,
+                                  shared_token=g.token)
+        if known is None:
+            return HTMLResponse(render("login.html", next=target, problem="that token is not known"), 401)
+        response = _back(target)
+        g.set_cookie(response, auth.TOKEN_COOKIE, token, max_age=auth.SESSION_SECONDS)
+        return response
+    with session_of(request) as session:
+        user = user_rules.sign_in(session, form.get("username", ""), form.get("password", ""))
+        cookie = None if user is None else g.signer.cookie(user.id, user.password_hash)
+    if cookie is None:
+        return HTMLResponse(render("login.html", next=target, problem="wrong user name or password"), 401)
+    response = _back(target)
+    g.set_cookie(response, auth.SESSION_COOKIE, cookie, max_age=auth.SESSION_SECONDS)
+    g.set_cookie(response, auth.CSRF_COOKIE, auth.new_csrf())  # a fresh CSRF value for the signed-in session
+    return response
+
+
+@pages.post("/logout")
+def logout(request: Request, form: Form) -> Response:
+    response = _back("/login")
+    for name in (auth.SESSION_COOKIE, auth.TOKEN_COOKIE):
+        response.delete_cookie(name, path="/")
+    return response
+
+
+def _operator_page(request: Request, what: str) -> None:
+    auth.need(identity_of(request), Role.OPERATOR, what)
+
+
+@pages.get("/dags/{dag_id}/actions", response_class=HTMLResponse)
+def dag_actions(request: Request, dag_id: str) -> HTMLResponse:
+    _operator_page(request, "acting on a DAG")
+    with session_of(request) as session:
+        dag = dag_store.get(session, dag_id)
+        spec = dag_store.current_spec(session, dag_id)
+    return _page("dag_actions.html", dag=documents.dag_json(dag), fields=forms.param_fields(spec.params),
+                 timezone=spec.timezone)
+
+
+@pages.post("/dags/{dag_id}/trigger")
+def trigger_form(request: Request, dag_id: str, form: Form) -> Response:
+    with session_of(request) as session:
+        params = dag_store.current_spec(session, dag_id).params
+    done = _trigger(request, dag_id, form.get("logical_date", "").strip() or None,
+                    forms.conf_from_form(params, form), form.get("replace") == "on")
+    return _back(f"/runs/{done['run_id']}")
+
+
+@pages.post("/dags/{dag_id}/pause")
+def pause_form(request: Request, dag_id: str, form: Form) -> Response:
+    _pause(request, dag_id, True, form.get("stop_queued") == "on")
+    return _back(f"/dags/{dag_id}/actions")
+
+
+@pages.post("/dags/{dag_id}/unpause")
+def unpause_form(request: Request, dag_id: str, form: Form) -> Response:
+    _pause(request, dag_id, False, False)
+    return _back(f"/dags/{dag_id}/actions")
+
+
+def _backfill_body(dag_id: str, form: dict[str, str]) -> BackfillBody:
+    conf = forms.conf_from_form({}, form)
+    raw_max = form.get("max_active_runs", "").strip()
+    if raw_max and not (raw_max.isdigit() and 1 <= int(raw_max) <= MAX_ID):
+        raise InvalidInput(f"--max-active-runs must be a whole number from 1, not {raw_max!r}")
+    reprocess = form.get("reprocess", "none")
+    if reprocess not in ("none", "failed", "completed"):
+        raise InvalidInput(f"--reprocess must be none, failed or completed, not {reprocess!r}")
+    return BackfillBody(dag_id=dag_id, start=form.get("start", "").strip(), end=form.get("end", "").strip(),
+                        reprocess=cast(Reprocessing, reprocess),  # checked above
+                        backwards=form.get("backwards") == "on", conf=conf,
+                        max_active_runs=int(raw_max) if raw_max else None)
+
+
+def _plan_page(dag_id: str, form: dict[str, str], plan: list[PlanItem], changed: bool) -> HTMLResponse:
+    rows = plan_json(plan)
+    kept = {k: v for k, v in form.items() if k in ("start", "end", "reprocess", "backwards", "conf",
+                                                  "max_active_runs")}
+    counts = {a: sum(1 for r in rows if r["action"] == a) for a in ("new", "override", "skip")}
+    todo = any(r["action"] != "skip" or r["adopts_backfill"] is not None for r in rows)
+    return _page("backfill_plan.html", dag_id=dag_id, rows=rows, kept=kept, digest=forms.plan_digest(rows),
+                 counts=counts, todo=todo, changed=changed)
+
+
+@pages.post("/dags/{dag_id}/backfill/plan", response_class=HTMLResponse)
+def backfill_plan_form(request: Request, dag_id: str, form: Form) -> HTMLResponse:
+    _operator_page(request, "creating a backfill")
+    plan, _req = _plan(request, _backfill_body(dag_id, form))
+    return _plan_page(dag_id, form, plan, changed=False)
+
+
+@pages.post("/dags/{dag_id}/backfill")
+def backfill_form(request: Request, dag_id: str, form: Form) -> Response:
+    backfill_id, plan = _submit(request, _backfill_body(dag_id, form), form.get("digest", ""))
+    if backfill_id is None:  # the ledger changed since the plan was shown: show the new one
+        return _plan_page(dag_id, form, plan, changed=True)
+    return _back(f"/backfills/{backfill_id}")
+
+
+@pages.get("/runs/{run_id}/actions", response_class=HTMLResponse)
+def run_actions(request: Request, run_id: IdInUrl) -> HTMLResponse:
+    _operator_page(request, "acting on a run")
+    with session_of(request) as session:
+        doc = documents.run_document(session, run_id)
+    return _page("run_actions.html", run=doc, tasks=[t["task_id"] for t in doc["graph"]["tasks"]])
+
+
+def _reason(form: dict[str, str]) -> str | None:
+    return " ".join(form.get("reason", "").split()) or None
+
+
+@pages.post("/runs/{run_id}/cancel")
+def cancel_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
+    _cancel_run(request, run_id, _reason(form))
+    return _back(f"/runs/{run_id}")
+
+
+@pages.post("/runs/{run_id}/mark")
+def mark_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
+    state = form.get("state", "")
+    if state not in ("success", "failed"):
+        raise InvalidInput(f"a run can be marked success or failed, not {state!r}")
+    _mark_run(request, run_id, state, _reason(form))
+    return _back(f"/runs/{run_id}")
+
+
+@pages.post("/runs/{run_id}/clear")
+def clear_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
+    tasks = [k[len("task."):] for k, v in form.items() if k.startswith("task.") and v == "on"]
+    _clear(request, run_id, tasks or None, form.get("downstream") == "on", form.get("on_latest_version") == "on")
+    return _back(f"/runs/{run_id}")
+
+
+@pages.get("/backfills/{backfill_id}/actions", response_class=HTMLResponse)
+def backfill_actions(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
+    _operator_page(request, "acting on a backfill")
+    with session_of(request) as session:
+        row = backfill_store.get(session, backfill_id)
+        b = {"backfill_id": str(row.id), "dag_id": row.dag_id, "state": row.state}
+    return _page("backfill_actions.html", b=b)
+
+
+@pages.post("/backfills/{backfill_id}/cancel")
+def cancel_backfill_form(request: Request, backfill_id: IdInUrl, form: Form) -> Response:
+    _cancel_backfill(request, backfill_id)
+    return _back(f"/backfills/{backfill_id}")
+
+
+@pages.post("/backfills/{backfill_id}/resume")
+def resume_backfill_form(request: Request, backfill_id: IdInUrl, form: Form) -> Response:
+    _resume_backfill(request, backfill_id)
+    return _back(f"/backfills/{backfill_id}")

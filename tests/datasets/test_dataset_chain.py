@@ -1,0 +1,261 @@
+"""Data-aware scheduling through the real CLI: a chain of three DAGs over two partitioned datasets, rewrites that
+flow down, and Airflow-style (unpartitioned) dataset triggers."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from ledger.config import load_settings
+from ledger.web.app import create_app
+from tests.backfill.test_backfill_cli import schedule, timeline
+from tests.conftest import Cli
+from tests.web.test_pages import text_of
+
+CHAIN = """
+import pendulum
+from ledger import DAG, BashTask, PythonTask, Dataset, TimePartitions
+
+RAW = Dataset("sales_raw", partitions=TimePartitions("daily", timezone="UTC"))
+CLEAN = Dataset("sales_clean", partitions=TimePartitions("daily", timezone="UTC"))
+
+def ingest(context):
+    context.record_write("sales_raw", context.logical_date.date().isoformat(), rows=10)
+
+with DAG("ingest", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 3, tz="UTC"), catchup=True):
+    PythonTask("load", ingest, outlets=[RAW])
+
+with DAG("clean", schedule=[RAW]):
+    BashTask("clean", "true", outlets=[CLEAN])
+
+with DAG("report", schedule=CLEAN):
+    BashTask("report", "true")
+"""
+
+
+def assert_invariant(cli: Cli) -> None:
+    for dag_id in ("ingest", "clean", "report"):
+        timeline(cli, dag_id)
+
+
+def web_text(cli: Cli, *paths: str) -> list[str]:
+    """The pages as a person reads them (tags dropped, blanks collapsed); a path under /api/v1: its JSON text."""
+    settings = load_settings({"LEDGER_HOME": str(cli.home)})
+    texts = []
+    with TestClient(create_app(settings)) as client:
+        for path in paths:
+            response = client.get(path)
+            assert response.status_code == 200, response.text
+            texts.append(response.text if path.startswith("/api/") else text_of(response.text))
+    return texts
+
+
+def live(cli: Cli, dag_id: str) -> dict[str, dict[str, Any]]:
+    return {r["logical_date"][:10]: r for r in timeline(cli, dag_id) if r["state"] != "overridden"}
+
+
+def test_a_chain_catches_up_partition_by_partition_with_each_partitions_interval(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", CHAIN)
+    schedule(cli)
+    for dag_id in ("ingest", "clean", "report"):
+        runs = live(cli, dag_id)
+        assert sorted(runs) == ["2024-03-01", "2024-03-02", "2024-03-03"], (dag_id, runs)
+        assert all(r["state"] == "success" for r in runs.values())
+    report = live(cli, "report")["2024-03-02"]
+    assert report["run_type"] == "dataset_triggered"
+    assert (report["data_interval_start"], report["data_interval_end"]) == (
+        "2024-03-02T00:00:00+00:00", "2024-03-03T00:00:00+00:00")
+    shown = cli.json("runs", "show", report["run_id"])
+    (consumed,) = shown["consumed"]
+    assert (consumed["dataset"], consumed["partition"]) == ("sales_clean", "2024-03-02")
+    assert consumed["written_by"]["dag_id"] == "clean"
+    listed = {d["dataset"]: d for d in cli.json("datasets", "list")}
+    api_list, api_one = web_text(cli, "/api/v1/datasets", "/api/v1/datasets/sales_clean")
+    assert json.loads(api_list) == cli.json("datasets", "list")
+    assert json.loads(api_one) == cli.json("datasets", "show", "sales_clean")
+    assert [r["consumers"] for r in json.loads(api_one)["matrix"]] == [{"report": "current"}] * 3
+    assert listed["sales_raw"]["producers"] == ["ingest.load"] and listed["sales_raw"]["consumers"] == ["clean"]
+    assert listed["sales_clean"]["events"] == 3
+
+
+def test_upstream_rewrites_mark_consumer_runs_stale_and_downstream_reruns_them_in_order(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", CHAIN)
+    schedule(cli)
+    cli.ok("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed", "--yes")
+    assert_invariant(cli)
+    stale = cli.json("lineage", "--stale")
+    assert [(s["dag_id"], s["logical_date"][:10]) for s in stale] == [("clean", "2024-03-02")]
+    assert stale[0]["stale_because"]["written_by"]["dag_id"] == "ingest"
+    assert live(cli, "clean")["2024-03-02"]["stale"] is True
+    assert live(cli, "clean")["2024-03-01"]["stale"] is False
+    web = web_text(cli, "/datasets/sales_raw", "/dags/clean", f"/runs/{live(cli, 'clean')['2024-03-02']['run_id']}")
+    assert re.search(r"2024-03-01 \d+ current 2024-03-02 \d+ stale 2024-03-03 \d+ current", web[0]), web[0]
+    assert "⚠ stale: sales_raw 2024-03-02 rewritten by run" in web[1]
+    assert re.search(r"dataset events this run consumed .* sales_raw 2024-03-02 \d+ ingest.load run", web[2])
+    assert "stale" in cli.ok("timeline", "clean")
+    schedule(cli)  # `mark` (the default): nothing re-runs
+    assert len(timeline(cli, "clean")) == 3
+    assert_invariant(cli)
+    # a clear rewrites too: its new try's event makes the report run of that date stale
+    cli.ok("tasks", "clear", "clean", live(cli, "clean")["2024-03-01"]["run_id"])
+    schedule(cli)
+    assert [(s["dag_id"], s["logical_date"][:10]) for s in cli.json("lineage", "--stale")] == [
+        ("clean", "2024-03-02"), ("report", "2024-03-01")]
+    assert_invariant(cli)
+    # with --downstream, the consumers re-run as overrides, in dependency order, each naming its cause
+    before = {d: live(cli, d)["2024-03-02"]["run_id"] for d in ("clean", "report")}
+    plan = cli.json("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-03", "--reprocess",
+                    "completed", "--downstream", "--dry-run", "--json")
+    assert [(p["dag_id"], p["logical_date"][:10]) for p in plan["downstream"]] == [
+        ("clean", "2024-03-02"), ("clean", "2024-03-03"), ("report", "2024-03-02"), ("report", "2024-03-03")]
+    cli.ok("backfill", "ingest", "--start", "2024-03-02", "--end", "2024-03-02", "--reprocess", "completed",
+           "--downstream", "--yes")
+    assert_invariant(cli)
+    assert [b["downstream"] for b in cli.json("backfill", "list")] == [True, False]  # newest first
+    schedule(cli)
+    assert_invariant(cli)
+    # re-run down the chain: what is left stale is the run outside the backfill's range (the clear's)
+    left = cli.json("lineage", "--stale")
+    assert [(s["dag_id"], s["logical_date"][:10]) for s in left] == [("report", "2024-03-01")]
+    for dag_id in ("clean", "report"):
+        runs = timeline(cli, dag_id)
+        assert len(runs) == 4
+        now = live(cli, dag_id)["2024-03-02"]
+        assert now["run_id"] != before[dag_id] and now["state"] == "success"
+        (why,) = [e for e in cli.json("events", "--run", now["run_id"]) if e["kind"] == "dataset_rerun"]
+        (cause,) = why["details"]["cause"]
+        upstream = "ingest" if dag_id == "clean" else "clean"
+        assert cause["written_by"]["dag_id"] == upstream
+        assert (cause["written_by"]["backfill_id"] is not None) == (upstream == "ingest")  # the backfill's write
+        assert cause["partition"] == "2024-03-02"
+    clean_rerun = live(cli, "clean")["2024-03-02"]["run_id"]
+    (why,) = [e for e in cli.json("events", "--run", live(cli, "report")["2024-03-02"]["run_id"])
+              if e["kind"] == "dataset_rerun"]
+    (cause,) = why["details"]["cause"]
+    assert cause["written_by"]["run_id"] == clean_rerun
+
+
+AIRFLOW_STYLE = """
+import pendulum
+from ledger import DAG, BashTask, PythonTask, Dataset, DatasetAlias, DatasetOrTimeSchedule
+
+A, B = Dataset("s3://bucket/a"), Dataset("s3://bucket/b")
+
+def produce_a(context):
+    context.outlet_events[A].extra = {"rows": 5}
+
+with DAG("make_a", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
+    PythonTask("a", produce_a, outlets=[A])
+
+LATE = DatasetAlias("late")
+
+def produce_b(context):
+    context.outlet_events[LATE].add(Dataset("s3://bucket/late"), extra={"n": 1})
+
+with DAG("make_b", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
+    PythonTask("b", produce_b, outlets=[B, LATE])
+
+with DAG("via_alias", schedule=LATE):
+    BashTask("t", "true")
+
+def read_events(context):
+    events = context.triggering_dataset_events
+    context.xcom_push("seen", {uri: [e["extra"] for e in evs] for uri, evs in events.items()})
+
+with DAG("on_both", schedule=A & B):
+    PythonTask("t", read_events)
+
+with DAG("on_either", schedule=A | B):
+    BashTask("t", "true")
+
+with DAG("daily_or_a", schedule=DatasetOrTimeSchedule(timetable="@daily", datasets=[A]),
+         start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), end_date=pendulum.datetime(2024, 3, 2, tz="UTC"),
+         catchup=True):
+    BashTask("t", "true")
+"""
+
+
+def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("af.py", AIRFLOW_STYLE)
+    schedule(cli)
+    cli.ok("trigger", "make_a")
+    schedule(cli)
+    assert len(timeline(cli, "on_either")) == 1 and timeline(cli, "on_both") == []
+    assert [r["run_type"] for r in timeline(cli, "daily_or_a")] == ["scheduled", "scheduled", "dataset_triggered"]
+    cli.ok("trigger", "make_b")
+    schedule(cli)
+    (both,) = timeline(cli, "on_both")
+    (aliased,) = timeline(cli, "via_alias")
+    (late,) = cli.json("runs", "show", aliased["run_id"])["consumed"]
+    assert (late["dataset"], late["alias"], late["extra"]) == ("s3://bucket/late", "late", {"n": 1})
+    assert len(timeline(cli, "on_either")) == 2
+    consumed = cli.json("runs", "show", both["run_id"])["consumed"]
+    (seen,) = [x["value"] for x in cli.json("tasks", "xcom", "on_both", both["run_id"], "t") if x["key"] == "seen"]
+    assert seen == {"s3://bucket/a": [{"rows": 5}], "s3://bucket/b": [{}]}  # the try saw what made its run
+    assert [c["dataset"] for c in consumed] == ["s3://bucket/a", "s3://bucket/b"]
+    assert consumed[0]["extra"] == {"rows": 5}
+    assert (both["data_interval_start"], both["data_interval_end"]) == (consumed[0]["at"], consumed[1]["at"])
+    shown = cli.json("datasets", "show", "s3://bucket/a")
+    assert shown["consumers"] == ["daily_or_a", "on_both", "on_either"]
+    assert json.dumps(shown["events"][0]["extra"]) == '{"rows": 5}'
+
+
+HOURLY = """
+import pendulum
+from ledger import DAG, BashTask, Dataset, TimePartitions
+
+HOURS = TimePartitions("hourly", timezone="Europe/Berlin")
+METER = Dataset("meter", partitions=HOURS)
+USAGE = Dataset("usage", partitions=HOURS)
+
+with DAG("meter", schedule="@hourly", start_date=pendulum.datetime(2024, 10, 27, tz="Europe/Berlin"),
+         end_date=pendulum.datetime(2024, 10, 27, 23, tz="Europe/Berlin"), catchup=True, max_active_runs=30):
+    BashTask("read", "true", outlets=[METER])
+
+with DAG("usage", schedule=[METER], on_upstream_rewrite="rerun", max_active_runs=30):
+    BashTask("sum", "true", outlets=[USAGE])
+"""
+
+
+def test_an_hourly_chain_across_the_berlin_fall_back_day_has_25_runs_and_reruns_a_rewritten_hour(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("hourly.py", HOURLY)
+    schedule(cli)
+    meter = {r["logical_date"]: r for r in timeline(cli, "meter")}
+    usage = {r["logical_date"]: r for r in timeline(cli, "usage")}
+    assert len(meter) == len(usage) == 25  # the day has 25 hours in Berlin, 02:00 twice
+    assert sorted(usage) == sorted(meter)
+    assert all(u["data_interval_start"] == meter[d]["data_interval_start"]
+               and u["data_interval_end"] == meter[d]["data_interval_end"] for d, u in usage.items())
+    twice = [p["partition"] for p in cli.json("datasets", "show", "meter")["matrix"] if "T02:00" in p["partition"]]
+    assert twice == ["2024-10-27T02:00+02:00", "2024-10-27T02:00+01:00"]  # in time order
+    # the second 02:00 (01:00 UTC) rewritten upstream: `on_upstream_rewrite="rerun"` re-runs that hour only
+    cli.ok("backfill", "meter", "--start", "2024-10-27T01:00:00+00:00", "--end", "2024-10-27T01:00:00+00:00",
+           "--reprocess", "completed", "--yes")
+    schedule(cli)
+    after = timeline(cli, "usage")
+    rerun = [r for r in after if r.get("rerun_because")]
+    assert [(r["logical_date"], r["state"]) for r in rerun] == [("2024-10-27T01:00:00+00:00", "success")]
+    assert rerun[0]["rerun_because"][0]["partition"] == "2024-10-27T02:00+01:00"
+    assert len(after) == 26 and cli.json("lineage", "--stale") == []
+    timeline(cli, "meter")
+
+
+def test_dataset_commands_refuse_bad_input_with_one_line(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", CHAIN)
+    cli.ok("dags", "list")
+    missing = cli.fails("datasets", "show", "nope")
+    assert missing.exit_code == 1 and "no dataset 'nope'; known datasets: sales_clean, sales_raw" in missing.stderr
+    assert cli.fails("lineage").exit_code == 2
+    bad = CHAIN.replace('schedule=CLEAN)', 'schedule=CLEAN, on_upstream_rewrite="later")')
+    cli.write_dag("chain.py", bad)
+    assert "on_upstream_rewrite must be one of mark, rerun" in cli.ok("dags", "errors")

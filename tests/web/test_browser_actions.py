@@ -1,0 +1,127 @@
+"""Operating the ledger in headless Chromium through a real `ledger webserver`: an operator signs in, triggers a
+run with a param, clears a task and creates a backfill from its plan page; a viewer sees no action and the write
+API answers it 403; a form posted without its CSRF token is refused; a foreign Host header is refused.
+Screenshots go to $LEDGER_TEST_ARTIFACTS/web (default artifacts/web); docs/web.md shows copies of them."""
+
+from __future__ import annotations
+
+import http.client
+import os
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.conftest import Cli
+from tests.web.cdp import Browser, Tab
+from tests.web.conftest import PASSWORD, build_ops, served
+from tests.web.test_browser import ARTIFACTS, chromium
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def served_ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:
+    cli = build_ops(tmp_path_factory.mktemp("browser-ops") / "home")
+    with served(cli) as base:
+        yield cli, base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    binary = chromium()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is missing in CI: .ci/run installs it")
+        pytest.skip("chromium is not installed")
+    b = Browser(binary)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def shot(tab: Tab, name: str) -> None:
+    tab.screenshot(ARTIFACTS / f"{name}.png")
+
+
+def sign_in(tab: Tab, base: str, user: str, then: str, name: str | None = None) -> None:
+    tab.go(f"{base}/login?next={then}")
+    tab.run(f"document.querySelector('input[name=username]').value = {user!r};"
+            f"document.querySelector('input[name=password]').value = {PASSWORD!r}")
+    if name:
+        shot(tab, name)
+    tab.submit("document.getElementById('sign-in').click()")
+    assert tab.url == base + then
+
+
+def test_an_operator_triggers_clears_and_backfills_from_the_browser(served_ops: tuple[Cli, str],
+                                                                    browser: Browser) -> None:
+    cli, base = served_ops
+    tab = browser.tab()
+    sign_in(tab, base, "op", "/dags/ops/actions", "login")
+    assert "param who (string)" in tab.text() and "op · operator" in tab.text()
+    tab.run("document.querySelector('input[name=logical_date]').value = '2024-03-07';"
+            "document.querySelector('input[name=\"param.who\"]').value = 'grace'")
+    shot(tab, "dag_actions")
+    tab.submit("document.querySelector('#trigger button').click()")
+    run_id = tab.url.rsplit("/", 1)[1]
+    assert tab.url == f"{base}/runs/{run_id}" and '"who": "grace"' in tab.text()
+    assert cli.json("runs", "show", run_id)["conf"] == {"who": "grace"}
+
+    tab.go(f"{base}/runs/1")
+    tab.submit("document.querySelector('a.act').click()")  # the run's actions, from its page
+    assert tab.url == f"{base}/runs/1/actions"
+    tab.run("document.querySelector('input[name=\"task.b\"]').checked = true")
+    shot(tab, "run_actions")
+    tab.submit("document.querySelector('#clear button').click()")
+    assert tab.url == f"{base}/runs/1" and "queued" in tab.text()
+    cleared = cli.json("events", "--run", "1", "--kind", "tasks_cleared")
+    assert cleared[-1]["actor"] == "web:op" and cleared[-1]["details"]["tasks"] == ["b"]
+
+    tab.go(f"{base}/dags/ops/actions")
+    tab.run("document.querySelector('#backfill input[name=start]').value = '2024-03-01';"
+            "document.querySelector('#backfill input[name=end]').value = '2024-03-04'")
+    tab.submit("document.querySelector('#backfill button').click()")
+    plan = tab.text()
+    assert "backfill plan for ops" in plan and "2 new, 0 override, 2 skip" in plan
+    shot(tab, "backfill_plan")
+    tab.submit("document.querySelector('#confirm button').click()")
+    backfill_id = tab.url.rsplit("/", 1)[1]
+    assert tab.url == f"{base}/backfills/{backfill_id}"
+    shot(tab, "backfill_created")
+    shown = cli.json("backfill", "show", backfill_id)
+    assert shown["requested_by"] == "web:op" and len(shown["runs"]) == 2
+
+    # a form whose CSRF field was taken out is refused, and changes nothing
+    tab.go(f"{base}/dags/ops/actions")
+    tab.submit("document.querySelector('form[action$=\"/pause\"] input[name=csrf]').remove();"
+               "document.querySelector('form[action$=\"/pause\"] button').click()")
+    assert "403" in tab.text() and "CSRF" in tab.text()
+    shot(tab, "csrf_refused")
+    assert cli.json("dags", "list")[0]["is_paused"] is False
+
+
+def test_a_viewer_sees_no_action_and_the_write_api_refuses_it(served_ops: tuple[Cli, str], browser: Browser) -> None:
+    cli, base = served_ops
+    tab = browser.tab()
+    sign_in(tab, base, "vi", "/runs/2")
+    shot(tab, "viewer_run")
+    assert "vi · viewer · read-only" in tab.text()
+    assert tab.run("document.querySelectorAll('a.act, form[action^=\"/runs\"]').length") == 0
+    status, message = tab.run(
+        "fetch('/api/v1/runs/2/cancel', {method: 'POST', headers: {'X-Ledger-CSRF': "
+        "document.querySelector('input[name=csrf]').value}})"
+        ".then(r => r.json().then(j => [r.status, j.message]))")
+    assert status == 403 and "needs the operator role" in message
+    assert cli.json("runs", "show", "2")["state"] == "success"
+
+
+def test_a_foreign_host_header_is_refused(served_ops: tuple[Cli, str]) -> None:
+    _cli, base = served_ops
+    where = urlsplit(base)
+    for host, status in (("attacker.example", 400), (where.netloc, 200), (f"localhost:{where.port}", 200)):
+        connection = http.client.HTTPConnection(where.hostname or "", where.port, timeout=10)
+        connection.request("GET", "/login", headers={"Host": host})
+        assert connection.getresponse().status == status, host
+        connection.close()

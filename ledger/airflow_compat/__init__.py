@@ -60,8 +60,6 @@ INSTEAD: dict[str, str] = {
     "airflow.operators.subdag": "SubDAGs are gone from Airflow 3 and ledger; use a TaskGroup",
     "airflow.timetables": "ledger does not have this timetable; give schedule= a cron expression, a preset "
                           "(@daily) or a timedelta",
-    "airflow.datasets": "ledger does not have datasets here; schedule with a cron expression, or trigger the "
-                        "consumer from the producer (TriggerDagRunOperator)",
     "airflow.models.connection": "read connections with ledger.secrets.get_connection(conn_id) (LEDGER_CONN_<ID> "
                                  "or `ledger connections`)",
     "airflow.notifications": "use a notifier: ledger.EmailNotifier, ledger.WebhookNotifier or a subclass of "
@@ -134,7 +132,8 @@ AIRFLOW_MODULES = (
     "airflow.sensors.bash", "airflow.sensors.python", "airflow.sensors.filesystem", "airflow.sensors.time_sensor",
     "airflow.sensors.time_delta", "airflow.sensors.date_time", "airflow.sensors.weekday",
     "airflow.sensors.external_task", "airflow.datasets", "airflow.timetables.base", "airflow.timetables.trigger",
-    "airflow.timetables.events", "airflow.timetables.interval", "airflow.timetables.simple", "airflow.utils.task_group",
+    "airflow.timetables.events", "airflow.timetables.interval", "airflow.timetables.simple",
+    "airflow.timetables.datasets", "airflow.timetables.assets", "airflow.utils.task_group",
     "airflow.utils.trigger_rule", "airflow.utils.weekday", "airflow.utils.edgemodifier", "airflow.utils.dates",
     "airflow.utils.helpers", "airflow.utils.timezone", "airflow.utils.state", "airflow.utils.context",
     "airflow.utils.dag_parsing_context",

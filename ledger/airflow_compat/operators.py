@@ -31,14 +31,14 @@ from ledger.xcom import RETURN_KEY, XComRef, resolve
 LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
                     "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
                     "on_failure_callback", "on_success_callback", "on_retry_callback", "email", "email_on_failure",
-                    "email_on_retry", "signals")
+                    "email_on_retry", "signals", "outlets", "inlets")
 # Airflow's BaseOperator arguments ledger keeps for people (shown by `ledger dags show`) or acts on in this module
 KEPT_TASK_ARGS = ("owner", "doc", "doc_md", "doc_rst", "doc_json", "doc_yaml", "task_display_name", "params", "sla",
                   "multiple_outputs", "do_xcom_push", "task_group", "default_args")
 # Airflow's BaseOperator arguments accepted and not acted on
 IGNORED_TASK_ARGS = ("queue", "pool_slots", "executor_config", "weight_rule", "run_as_user", "resources",
                      "max_active_tis_per_dag", "max_active_tis_per_dagrun", "task_concurrency", "executor",
-                     "inlets", "outlets", "on_execute_callback", "on_skipped_callback", "map_index_template",
+                     "on_execute_callback", "on_skipped_callback", "map_index_template",
                      "show_return_value_in_logs", "wait_for_past_depends_before_skipping", "email_on_success",
                      "ignore_first_depends_on_past", "allow_nested_operators", "logger_name", "ui_color",
                      "ui_fgcolor", "start_date", "end_date")

@@ -17,6 +17,7 @@ import pytest
 
 from ledger.dag import DAG
 from ledger.dagbag import FileResult, load_file
+from ledger.datasets import Dataset
 from ledger.states import RunState
 from scheduler import local_testing
 from tests.conftest import REPO, Cli
@@ -242,3 +243,18 @@ def test_branch_and_sensor_subclasses_get_airflows_context_and_take_its_argument
                           "strict": "failed", "delete_cluster": "success"}
     assert "ds 2024-03-01, wanted 2024-03-01" in ran.log
     assert "--- strict try 1: failed (no retry: AirflowFailException: cluster-1: bad input" in ran.log
+
+
+def test_dataset_and_asset_files_load_and_their_producers_run(corpus: Corpus) -> None:
+    producer = corpus.dag("af2_datasets.py", "af2_dataset_producer")
+    assert [o.to_json() for o in producer.tasks["write_orders"].outlets] == [
+        Dataset("s3://warehouse/orders").to_json()]
+    consumer = corpus.dag("af2_datasets.py", "af2_dataset_consumer")
+    assert consumer.datasets is not None and consumer.tasks["read"].inlets
+    either = corpus.dag("af2_datasets.py", "af2_dataset_or_time")
+    assert either.datasets is not None and either.schedule.describe()["type"] == "cron_trigger"
+    assert corpus.dag("af3_assets.py", "af3_asset_consumer").datasets is not None
+    ran = corpus.run("af2_datasets.py", "af2_dataset_producer")
+    assert ran.state is RunState.SUCCESS and ran.states == {"write_orders": "success", "write_refunds": "success"}
+    ran = corpus.run("af3_assets.py", "af3_asset_producer")
+    assert ran.state is RunState.SUCCESS and ran.value("publish") == 42

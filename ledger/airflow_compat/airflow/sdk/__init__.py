@@ -20,6 +20,7 @@ from ledger.airflow_compat.operators import (
 )
 from ledger.branching import WeekDay
 from ledger.dag import Label
+from ledger.datasets import Asset, AssetAlias, AssetAll, AssetAny
 from ledger.params import Param, ParamsDict
 from ledger.secrets import Variable
 from ledger.sensors import PokeReturnValue
@@ -34,6 +35,10 @@ from ledger.timetables import (
 
 __all__ = [
     "DAG",
+    "Asset",
+    "AssetAlias",
+    "AssetAll",
+    "AssetAny",
     "BaseOperator",
     "BaseSensorOperator",
     "Context",

@@ -46,7 +46,7 @@ def web_text(cli: Cli, *paths: str) -> list[str]:
     """The pages as a person reads them (tags dropped, blanks collapsed); a path under /api/v1: its JSON text."""
     settings = load_settings({"LEDGER_HOME": str(cli.home)})
     texts = []
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         for path in paths:
             response = client.get(path)
             assert response.status_code == 200, response.text

@@ -28,14 +28,19 @@ def list_(dags_folder: DagsFolder = None, as_json: Json = False) -> None:
     env = open_env(dags_folder)
     env.refresh_dags()
     with env.transaction() as session:
-        rows = [documents.dag_json(d) for d in dag_store.listing(session)]
+        rows = [documents.dag_json(d, documents.about_of(session, d)) for d in dag_store.listing(session)]
         errors = len(dag_store.import_errors(session))
     if as_json:
         print_json(rows)
         return
-    table = Table("dag_id", "schedule", "timezone", "version", "paused", "file")
+    described = any(r.get("about") for r in rows)  # Airflow DAGs' display name, owner, tags
+    table = Table("dag_id", *(["display name", "owner", "tags"] if described else []), "schedule", "timezone",
+                  "version", "paused", "file")
     for r in rows:
-        table.add_row(r["dag_id"], r["schedule"], r["timezone"], (r["version"] or "")[:12],
+        about = r.get("about") or {}
+        table.add_row(r["dag_id"], *([about.get("display_name", ""), about.get("owner", ""),
+                                      ", ".join(about.get("tags", []))] if described else []),
+                      r["schedule"], r["timezone"], (r["version"] or "")[:12],
                       "yes, queued runs held" if r["stop_queued"] else "yes" if r["is_paused"] else "no", r["fileloc"])
     out.print(table)
     if errors:
@@ -70,15 +75,19 @@ def show(dag_id: DagId, version: Annotated[str | None, typer.Option(help="A vers
     out.print(f"schedule {documents.schedule_text(structure)}  timezone {structure['timezone']}  "
               f"start {structure['start_date']}  end {structure['end_date']}  catchup {structure['catchup']}")
     out.print(f"code {_code_text(code)}", highlight=False)
+    for line in documents.about_lines(structure.get("about") or {}):
+        out.print(line, highlight=False, markup=False)
     if structure.get("ignored_args"):
         out.print(f"ignored default_args (accepted for Airflow compatibility, no effect in ledger): "
                   f"{', '.join(structure['ignored_args'])}", highlight=False)
     with_signals = any(t.get("signals") for t in structure["tasks"])
     table = Table("task", "kind", "upstream", "retries", "depends_on_past", "trigger_rule", "pool",
                   *(["signals"] if with_signals else []))
-    for t in structure["tasks"]:
+    for t in documents.graph_tasks(structure):
         kind = f"{t['kind']}, mapped" if t.get("expand") else t["kind"]  # instances per run: `ledger runs show`
-        table.add_row(t["task_id"], kind, ", ".join(t["upstream"]) or "-", str(t["retries"]),
+        labels = t.get("labels") or {}
+        upstream = ", ".join(f"{u} ({labels[u]})" if u in labels else u for u in t["upstream"])
+        table.add_row(t["task_id"], kind, upstream or "-", str(t["retries"]),
                       str(t["depends_on_past"]), t["trigger_rule"], t["pool"],
                       *([_signal_rules(t.get("signals") or {})] if with_signals else []))
     out.print(table)

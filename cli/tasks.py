@@ -136,7 +136,7 @@ def clear(dag_id: DagId, run: RunArg,
         r = _run_of(session, dag_id, run)
         done = clear_tasks(session, r, task, downstream=downstream, on_latest_version=on_latest_version, now=now,
                            actor=env.actor)
-        moved, cleared, version = done.moved, done.cleared, r.version_hash
+        moved, cleared, version, external = done.moved, done.cleared, r.version_hash, done.external
     if moved is not None:
         old, new, added, removed = moved
         out.print(f"run {r.id} moved from version {old[:12]} to {new[:12]}"
@@ -144,6 +144,9 @@ def clear(dag_id: DagId, run: RunArg,
                   + (f"; removed tasks {json.dumps(removed)}" if removed else ""))
     out.print(f"cleared {len(cleared)} task instance(s) of run {r.id}: {json.dumps(sorted(cleared))}; "
               f"run is {r.state}; they run version {version[:12]}")
+    for other_dag, other_run, tasks in external:  # through ExternalTaskMarkers
+        out.print(f"cleared {len(tasks)} task instance(s) of {other_dag} run {other_run} (external task marker): "
+                  f"{json.dumps(tasks)}")
 
 
 @app.command()

@@ -287,6 +287,20 @@ MAPPING: list[tuple[str, list[Step]]] = [
 ]
 
 
+# docs/authoring.md's timetables and mapping extras sections, on Airflow DAG files of tests/airflow_corpus (loaded
+# unchanged; tests/airflow runs them too).
+CORPUS = REPO / "tests" / "airflow_corpus"
+TIMETABLES: list[tuple[str, list[Step]]] = [
+    ("authoring-timetable-run", ["# db upgrade",
+                                 "dags next-runs af2_timetable_cron_trigger -n 5",
+                                 "# scheduler --exit-when-idle",
+                                 "timeline af2_timetable_cron_trigger"]),
+]
+MAPPING_EXTRAS: list[tuple[str, list[Step]]] = [
+    ("authoring-mapping-extras-run", ["dags test af3_mapping_extras --logical-date 2024-03-05"]),
+]
+
+
 def run_authoring() -> dict[str, str]:
     """docs/authoring.md: variables and connections (under a Fernet key made for the run), then the values,
     templates and params of the DAG the authoring scenario test runs (tests/authoring)."""
@@ -300,7 +314,15 @@ def run_authoring() -> dict[str, str]:
     return {"authoring-dag": dag_source(FLOW_DAG, "$LEDGER_HOME/dags/flow.py"),
             **run_scenario({"flow.py": FLOW_DAG}, AUTHORING, LEDGER_FERNET_KEY=key),
             "authoring-mapping-dag": dag_source(FAN_DAG, "$LEDGER_HOME/dags/fan.py"),
-            **run_scenario({"fan.py": FAN_DAG}, MAPPING)}
+            **run_scenario({"fan.py": FAN_DAG}, MAPPING),
+            **corpus_scenario("af2_timetable_cron_trigger.py", "authoring-timetable-dag", TIMETABLES),
+            **corpus_scenario("af3_mapping_extras.py", "authoring-mapping-extras-dag", MAPPING_EXTRAS)}
+
+
+def corpus_scenario(name: str, block: str, steps: list[tuple[str, list[Step]]]) -> dict[str, str]:
+    """A DAG file of tests/airflow_corpus (its source as block `block`) and `steps` run on it."""
+    source = (CORPUS / name).read_text()
+    return {block: dag_source(source, f"$LEDGER_HOME/dags/{name}"), **run_scenario({name: source}, steps)}
 
 
 def run_scheduler_log() -> dict[str, str]:
@@ -311,9 +333,16 @@ def run_scheduler_log() -> dict[str, str]:
 
 
 def run_from_airflow() -> dict[str, str]:
-    """docs/from-airflow.md: the ported example (examples/dags/orders_daily.py) in the local test loop."""
-    return run_scenario({"orders_daily.py": example("orders_daily.py")},
-                        [("airflow-dags-test", ["dags test orders_daily --logical-date 2024-03-05T06:00"])])
+    """docs/from-airflow.md: the table of Airflow's modules (from ledger/airflow_compat), and the Airflow example
+    (examples/airflow/orders_daily.py, unchanged) in the local test loop."""
+    from ledger.airflow_compat import import_table
+
+    table = "| Airflow module | in ledger |\n|---|---|\n" + "\n".join(
+        f"| `{module}` | {status} |" for module, status in import_table())
+    airflow_dag = (REPO / "examples" / "airflow" / "orders_daily.py").read_text()
+    return {"airflow-imports": table,
+            **run_scenario({"orders_daily.py": airflow_dag},
+                           [("airflow-dags-test", ["dags test orders_daily --logical-date 2024-03-05T06:00"])])}
 
 
 DATASETS: list[tuple[str, list[Step]]] = [

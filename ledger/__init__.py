@@ -3,6 +3,7 @@
 DAG authors import from here: `from ledger import DAG, PythonTask, BashTask, task`.
 """
 
+from ledger.branching import BranchPythonTask, ShortCircuitTask, WeekDay, setup, teardown
 from ledger.context import TaskContext
 from ledger.dag import DAG, BashTask, PythonTask, Task, TaskGroup, task
 from ledger.datasets import (
@@ -18,8 +19,12 @@ from ledger.datasets import (
 )
 from ledger.errors import SkipTask
 from ledger.notifiers import EmailNotifier, Notifier, WebhookNotifier
+from ledger.python_envs import ExternalPythonTask, PythonVirtualenvTask, external_python, virtualenv
+from ledger.sensors import PythonSensor, register_decorators
 from ledger.signal_rules import SignalAction
 from ledger.spark import SparkTask, spark_task
+
+register_decorators(task)  # @task.branch, @task.short_circuit, @task.sensor
 
 __all__ = [
     "DAG",
@@ -29,12 +34,17 @@ __all__ = [
     "AssetAlias",
     "AssetOrTimeSchedule",
     "BashTask",
+    "BranchPythonTask",
     "Dataset",
     "DatasetAlias",
     "DatasetOrTimeSchedule",
     "EmailNotifier",
+    "ExternalPythonTask",
     "Notifier",
+    "PythonSensor",
     "PythonTask",
+    "PythonVirtualenvTask",
+    "ShortCircuitTask",
     "SignalAction",
     "SkipTask",
     "SparkTask",
@@ -43,6 +53,15 @@ __all__ = [
     "TaskGroup",
     "TimePartitions",
     "WebhookNotifier",
+    "WeekDay",
+    "external_python",
+    "setup",
     "spark_task",
     "task",
+    "teardown",
+    "virtualenv",
 ]
+
+# `@task.virtualenv` and `@task.external_python`, as Airflow's
+setattr(task, "virtualenv", virtualenv)  # noqa: B010
+setattr(task, "external_python", external_python)  # noqa: B010

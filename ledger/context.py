@@ -56,12 +56,19 @@ class TaskContext:
             with open(self.xcom_path, "a", encoding="utf-8") as f:
                 f.write(f'{{"key": {json.dumps(key)}, "value": {text}}}\n')
 
-    def xcom_pull(self, task_ids: str | list[str] | None = None, key: str = "return_value") -> Any:
-        """The value `task_ids` passed on under `key` in this run (None when it passed none); a list of task
-        ids gives a list of values. Without task_ids: this task's own."""
+    def xcom_pull(self, task_ids: str | list[str] | None = None, key: str = "return_value", *,
+                  dag_id: str | None = None, include_prior_dates: bool = False, map_indexes: Any = None,
+                  default: Any = None) -> Any:
+        """The value `task_ids` passed on under `key` in this run (`default`, None unless given, when it passed
+        none); a list of task ids gives a list of values. Without task_ids: this task's own. Airflow's other
+        arguments are taken: `dag_id` must be this run's DAG (values of other runs are not pulled), and
+        `include_prior_dates` and `map_indexes` change nothing (a mapped task's value is the list of its
+        instances')."""
+        if dag_id is not None and dag_id != self.dag_id:
+            raise ValueError(f"xcom_pull: a try pulls the values of its own run only, not of DAG {dag_id!r}")
         if isinstance(task_ids, (list, tuple)):
-            return [self.xcom_values.get(t, {}).get(key) for t in task_ids]
-        return self.xcom_values.get(task_ids or self.task_id, {}).get(key)
+            return [self.xcom_values.get(t, {}).get(key, default) for t in task_ids]
+        return self.xcom_values.get(task_ids or self.task_id, {}).get(key, default)
 
     @property
     def writes_path(self) -> str | None:
@@ -119,6 +126,31 @@ class TaskContext:
             **({"LEDGER_SIGNAL_KEY": str(self.signal["key"]), "LEDGER_SIGNAL_VALUE": str(self.signal["value"]),
                 "LEDGER_SIGNAL_VERSION": str(self.signal["version"])} if self.signal else {}),
         }
+
+
+def push_return(task: Any, context: TaskContext, value: Any) -> None:
+    """Pass on what a task's code returned: under `return_value`, and with the task's `multiple_outputs` (Airflow's
+    `@task(multiple_outputs=True)`) each key of a returned dict under its own name as well."""
+    from ledger.xcom import RETURN_KEY
+
+    if getattr(task, "multiple_outputs", False) and isinstance(value, dict):
+        for key, item in value.items():
+            context.xcom_push(str(key), item)
+    context.xcom_push(RETURN_KEY, value)
+
+
+_current: tuple[TaskContext, Any] | None = None  # the try this process runs now: (its context, its task)
+
+
+def set_current(context: TaskContext | None, task: Any = None) -> None:
+    """Record the try this process is running (the task runner calls it just before the task's code)."""
+    global _current
+    _current = None if context is None else (context, task)
+
+
+def current() -> tuple[TaskContext, Any] | None:
+    """The running try's (context, task), for code that is not handed them (Airflow's get_current_context)."""
+    return _current
 
 
 class OutletEvents:

@@ -9,6 +9,7 @@ import graphlib
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar, overload
 
@@ -28,14 +29,16 @@ from ledger.datasets import (
     is_dataset_schedule,
 )
 from ledger.errors import DagDefinitionError
-from ledger.mapping import instance_args, max_map_length
+from ledger.mapping import KWARGS, instance_args, max_map_length
 from ledger.params import as_params
-from ledger.schedule import Schedule, ScheduleError, parse_schedule
+from ledger.schedule import Schedule, ScheduleError
 from ledger.signal_rules import rule_to_json
-from ledger.xcom import XComRef, refs_in, resolve
+from ledger.timetables import Timetable, to_schedule
+from ledger.xcom import LAZY_LISTS, NOTSET, MapRef, XComRef, ZipRef, refs_in, resolve_source
 
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_min_one_success", "all_skipped", "one_success",
                  "one_failed", "one_done", "none_failed", "none_failed_min_one_success", "none_skipped", "always")
+TEARDOWN_TRIGGER_RULE = "all_done_setup_success"  # a teardown task's (as_teardown; ledger/flow.py decides it)
 TASK_CALLBACKS = {"on_failure_callback": "task_failure", "on_success_callback": "task_success",
                   "on_retry_callback": "task_retry"}
 DAG_CALLBACKS = {"on_failure_callback": "run_failure", "on_success_callback": "run_success",
@@ -82,6 +85,7 @@ def _shown_key(key: object) -> str:
 _context_stack: list[DAG] = []
 _group_stack: list[TaskGroup] = []
 created: list[DAG] = []  # every DAG constructed while a file is imported (the loader reads and resets it)
+read_files: list[str] = []  # files of the DAGs folder a DAG file read as it was imported (template files): its code
 
 
 def _timezone_name(value: datetime) -> str | None:
@@ -108,7 +112,15 @@ class Task:
     # a mapped task (ledger/mapping.py): (argument, literal list or XComRef) in expand() order; "call": the
     # arguments go to a @task function's call, "fields": they set the task's own fields (classic tasks)
     expand_args: tuple[tuple[str, Any], ...] = ()
-    expand_kind: str = "fields"
+    expand_kind: str = "fields"  # or "group": a task of a mapped task group (ledger/mapped_groups.py)
+    mapped_group: str | None = None  # the mapped task group it is a task of (ledger/mapped_groups.py)
+    group_item: dict[str, Any] | None = None  # an instance of a mapped task group's task: the group's arguments
+    # control flow (ledger/flow.py): "branch" or "short_circuit" when this task's result skips others; setup and
+    # teardown tasks (as_setup, as_teardown)
+    flow: str | None = None
+    is_setup: bool = False
+    is_teardown: bool = False
+    on_failure_fail_dagrun: bool = False
 
     def __init__(
         self,
@@ -199,7 +211,7 @@ class Task:
 
     def _check(self, dag: DAG) -> None:
         where = f"task {self.task_id!r}"
-        if self.trigger_rule not in TRIGGER_RULES:
+        if self.trigger_rule not in TRIGGER_RULES and self.trigger_rule != TEARDOWN_TRIGGER_RULE:
             raise DagDefinitionError(f"{where}: unknown trigger_rule {self.trigger_rule!r} "
                                      f"(one of {', '.join(TRIGGER_RULES)})")
         if self.retries < 0:
@@ -239,9 +251,43 @@ class Task:
             **({"callbacks": describe_callbacks(self.callbacks)} if self.callbacks else {}),
             **({"group": self.group.group_id} if self.group is not None else {}),
             **({"expand": [[arg, _source_json(src)] for arg, src in self.expand_args]} if self.expand_args else {}),
+            **({"flow": self.flow} if self.flow else {}),
+            **({"setup": True} if self.is_setup else {}),
+            **({"teardown": True} if self.is_teardown else {}),
+            **({"on_failure_fail_dagrun": True} if self.on_failure_fail_dagrun else {}),
+            **({"mapped_group": self.mapped_group} if self.mapped_group is not None else {}),
             **({"outlets": [o.to_json() for o in self.outlets]} if self.outlets else {}),
             **({"inlets": [o.to_json() for o in self.inlets]} if self.inlets else {}),
         }
+
+    # -- setup and teardown (ledger/flow.py) ----------------------------------------------------
+    def as_setup(self) -> Task:
+        """Make this a setup task, as Airflow's `as_setup()`: the teardown tasks after it run even when the work
+        between them fails; clearing a task clears its setups and their teardowns."""
+        if self.is_teardown:
+            raise DagDefinitionError(f"task {self.task_id!r} is a teardown task; it cannot also be a setup task")
+        self.is_setup = True
+        return self
+
+    def as_teardown(self, *, setups: Task | Sequence[Task] | None = None,
+                    on_failure_fail_dagrun: bool | None = None) -> Task:
+        """Make this a teardown task, as Airflow's `as_teardown(setups=...)`: it runs once its upstream tasks are
+        done if a setup task before it succeeded (trigger rule `all_done_setup_success`), and it does not decide
+        the run's state unless `on_failure_fail_dagrun`. `setups` become setup tasks upstream of it."""
+        if self.is_setup:
+            raise DagDefinitionError(f"task {self.task_id!r} is a setup task; it cannot also be a teardown task")
+        self.is_teardown = True
+        self.trigger_rule = TEARDOWN_TRIGGER_RULE
+        if on_failure_fail_dagrun is not None:
+            self.on_failure_fail_dagrun = bool(on_failure_fail_dagrun)
+        found = [] if setups is None else [setups] if isinstance(setups, Task) else list(setups)
+        for setup in found:
+            if not isinstance(setup, Task):
+                raise DagDefinitionError(f"task {self.task_id!r}: as_teardown(setups=...) takes tasks, not "
+                                         f"{setup!r:.60}")
+            setup.as_setup()
+            setup.set_downstream(self)
+        return self
 
     # -- mapping -------------------------------------------------------------------------------
     @classmethod
@@ -258,12 +304,7 @@ class Task:
         self.expand_args = tuple(expand.items())
         self.expand_kind = kind
         for _arg, src in self.expand_args:
-            if isinstance(src, XComRef):
-                upstream = self.dag.tasks.get(src.task_id)
-                if upstream is None:
-                    raise DagDefinitionError(f"task {self.task_id!r} is expanded over the value of {src.task_id!r}, "
-                                             f"which is not in DAG {self.dag.dag_id!r}")
-                upstream.set_downstream(self)
+            after_values(self, src, "is expanded over the value of")
 
     def for_instance(self, map_index: int, values: dict[str, dict[str, Any]]) -> Task:
         """This task as instance `map_index` of it runs: a copy with the instance's values of the expanded
@@ -273,11 +314,29 @@ class Task:
             return self
         lists = []
         for arg, src in self.expand_args:
-            found = resolve(src, values)
-            if not isinstance(found, list):
-                raise ValueError(f"cannot expand {arg!r}: the value is not a list")
+            found = resolve_source(src, values)
+            if not isinstance(found, (list, *LAZY_LISTS)):
+                raise ValueError(f"cannot expand {'expand_kwargs()' if arg == KWARGS else repr(arg)}: the value is "
+                                 "not a list")
             lists.append((arg, found))
         args = instance_args(lists, map_index)
+        if self.expand_kind == "group":  # a task of a mapped task group (ledger/mapped_groups.py)
+            return self.group_instance(map_index, args)
+        if KWARGS in args:  # expand_kwargs(): the instance's item is a dict of arguments
+            item = args.pop(KWARGS)
+            if not isinstance(item, dict):
+                raise ValueError(f"expand_kwargs() item {map_index} is not a dict but a {type(item).__name__}")
+            known = None if self.expand_kind == "call" else self.mappable_fields
+            unknown = sorted(k for k in item if known is not None and k not in known)
+            if unknown:
+                raise ValueError(f"expand_kwargs() item {map_index} sets {unknown[0]!r}, which cannot be mapped "
+                                 f"(mappable: {', '.join(known or ())})")
+            args.update(item)
+            if self.expand_kind != "call":
+                missing = sorted(name for name in self.mappable_fields
+                                 if getattr(self, name, None) is MAPPED and name not in args)
+                if missing:
+                    raise ValueError(f"expand_kwargs() item {map_index} gives no value for {missing[0]!r}")
         instance = copy.copy(self)
         if self.expand_kind == "call":
             assert isinstance(instance, PythonTask)
@@ -291,23 +350,70 @@ class Task:
     def check_mapped_value(self) -> None:
         """Refuse (ValueError) a mapped instance's field value that the task could not run with."""
 
+    def group_instance(self, map_index: int, item: dict[str, Any]) -> Task:
+        """Instance `map_index` of a task of a mapped task group (ledger/mapped_groups.py): the group's arguments
+        (GroupArg) in its fields get the instance's item, and a sibling's value (same group) is the value of the
+        sibling's instance `map_index`."""
+        if KWARGS in item:
+            given = item.pop(KWARGS)
+            if not isinstance(given, dict):
+                raise ValueError(f"expand_kwargs() item {map_index} is not a dict but a {type(given).__name__}")
+            item.update(given)
+        siblings = {tid for tid, t in self.dag.tasks.items() if t.mapped_group == self.mapped_group}
+
+        def swap(value: Any) -> Any:
+            if isinstance(value, GroupArg):
+                if value.name not in item:
+                    raise ValueError(f"the group's item {map_index} gives no value for {value.name!r}")
+                return item[value.name]
+            if isinstance(value, XComRef) and value.task_id in siblings:
+                return XComRef(f"{value.task_id}[{map_index}]", value.key)
+            if isinstance(value, list | tuple):
+                return type(value)(swap(v) for v in value)
+            if isinstance(value, dict):
+                return {k: swap(v) for k, v in value.items()}
+            return value
+
+        instance = copy.copy(self)
+        for name in {*self.template_fields, *self.mappable_fields}:
+            if hasattr(self, name):
+                setattr(instance, name, swap(getattr(self, name)))
+        instance.group_item = item
+        return instance
+
+    def map(self, fn: Callable[[Any], Any]) -> MapRef:
+        """Airflow's `XComArg.map(fn)`: this task's list, each item through `fn`, to expand another task over."""
+        return self.output.map(fn)
+
+    def zip(self, *others: Any, fillvalue: Any = NOTSET) -> ZipRef:
+        """Airflow's `XComArg.zip(*others)`: tuples of the items at the same index, to expand another task over."""
+        return self.output.zip(*others, fillvalue=fillvalue)
+
     # -- edges ---------------------------------------------------------------------------------
-    def set_downstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup]) -> None:
+    def set_downstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup],
+                       edge_modifier: Label | None = None) -> None:
         for task in _edge_tasks(other, "roots"):
             if task.dag is not self.dag:
                 raise DagDefinitionError(f"cannot link {self.task_id!r} to {task.task_id!r}: different DAGs")
             self.downstream_ids.add(task.task_id)
             task.upstream_ids.add(self.task_id)
+            if edge_modifier is not None:
+                self.dag.edge_labels[(self.task_id, task.task_id)] = edge_modifier.label
 
-    def set_upstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup]) -> None:
+    def set_upstream(self, other: Task | TaskGroup | Sequence[Task | TaskGroup],
+                     edge_modifier: Label | None = None) -> None:
         for task in _edge_tasks(other, "leaves"):
-            task.set_downstream(self)
+            task.set_downstream(self, edge_modifier)
 
-    def __rshift__(self, other: Task | Sequence[Task]) -> Task | Sequence[Task]:
+    def __rshift__(self, other: Any) -> Any:
+        if isinstance(other, Label):
+            return other.after([self])
         self.set_downstream(other)
         return other
 
-    def __lshift__(self, other: Task | Sequence[Task]) -> Task | Sequence[Task]:
+    def __lshift__(self, other: Any) -> Any:
+        if isinstance(other, Label):
+            return other.before([self])
         self.set_upstream(other)
         return other
 
@@ -321,6 +427,28 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.task_id}>"
+
+    # `with setup >> teardown:` (Airflow's setup/teardown context): the tasks made inside run after the
+    # teardown's setups and before the teardown
+    def __enter__(self) -> Task:
+        if not self.is_teardown:
+            raise DagDefinitionError(f"task {self.task_id!r}: only a teardown task (as_teardown) opens a "
+                                     "`with` block of the tasks it cleans up after")
+        self._inside_from = len(self.dag.tasks)
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is not None:
+            return
+        made = [t for t in list(self.dag.tasks.values())[self._inside_from:] if t is not self]
+        ids = {t.task_id for t in made}
+        setups = [self.dag.tasks[u] for u in sorted(self.upstream_ids) if self.dag.tasks[u].is_setup]
+        for task in made:
+            if not task.upstream_ids & ids:
+                for setup in setups:
+                    setup.set_downstream(task)
+            if not task.downstream_ids & ids:
+                task.set_downstream(self)
 
     @property
     def output(self) -> XComRef:
@@ -345,6 +473,56 @@ def _edge_tasks(other: Any, side: str) -> list[Task]:
     return [t for item in other for t in _edge_tasks(item, side)]
 
 
+class Label:
+    """A label on edges, as Airflow's: `a >> Label("on success") >> b` (or `b << Label(...) << a`, or
+    `a.set_downstream(b, edge_modifier=Label(...))`) links a to b and names the edge; the version records it and
+    the graph (`ledger dags show`, the web view) shows it."""
+
+    def __init__(self, label: str) -> None:
+        if not isinstance(label, str) or not label:
+            raise DagDefinitionError(f"an edge Label needs a non-empty string, not {label!r}")
+        self.label = label
+        self._upstream: list[Task] = []
+        self._downstream: list[Task] = []
+
+    def after(self, upstream: Sequence[Any]) -> Label:
+        self._upstream = [t for item in upstream for t in _edge_tasks(item, "leaves")]
+        return self
+
+    def before(self, downstream: Sequence[Any]) -> Label:
+        self._downstream = [t for item in downstream for t in _edge_tasks(item, "roots")]
+        return self
+
+    def __rshift__(self, other: Any) -> Any:
+        for task in self._upstream:
+            task.set_downstream(other, self)
+        return other
+
+    def __lshift__(self, other: Any) -> Any:
+        for task in self._downstream:
+            task.set_upstream(other, self)
+        return other
+
+    def __rrshift__(self, other: Any) -> Label:
+        return self.after(other if isinstance(other, list | tuple) else [other])
+
+    def __rlshift__(self, other: Any) -> Label:
+        return self.before(other if isinstance(other, list | tuple) else [other])
+
+    def __repr__(self) -> str:
+        return f"Label({self.label!r})"
+
+
+@dataclass(frozen=True)
+class GroupArg:
+    """Stands, in the fields of a mapped task group's tasks, for the group argument `name` of each instance."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"GroupArg({self.name!r})"
+
+
 class Mapped:
     """Stands, in a mapped task's fields, for the value each instance gets from the list it is expanded over."""
 
@@ -356,11 +534,54 @@ MAPPED = Mapped()
 
 
 def _source_json(src: Any) -> dict[str, Any]:
-    """How a version records what a task is expanded over: a literal list (its length and values) or another
-    task's value."""
+    """How a version records what a task is expanded over: a literal list (its length and values), another
+    task's value, that through a map() function (its name and source digest), or a zip() of those."""
     if isinstance(src, XComRef):
         return src.as_json()
+    if isinstance(src, MapRef):
+        return {"map": _callable_definition(src.fn), "of": _source_json(src.source)}
+    if isinstance(src, ZipRef):
+        fill = {} if src.fillvalue is NOTSET else {"fillvalue": _jsonable(src.fillvalue)}
+        return {"zip": [_source_json(member) for member in src.sources], **fill}
     return {"literal": len(src), "values": _jsonable(src)}
+
+
+def _as_source(value: Any, what: str) -> Any:
+    """An expand() source: a list, another task's value (a task stands for it), map() or zip() of those;
+    DagDefinitionError naming `what` otherwise."""
+    value = _as_ref(value)
+    if isinstance(value, tuple):
+        value = list(value)
+    if isinstance(value, ZipRef):
+        for member in value.sources:
+            _as_source(member, what)
+    elif isinstance(value, MapRef):
+        _as_source(value.source, what)
+    elif not isinstance(value, list | XComRef):
+        raise DagDefinitionError(f"{what} is a {type(value).__name__} ({value!r:.60})")
+    return value
+
+
+def _kwargs_source(where: str, value: Any, known: Sequence[str] | None, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked argument of expand_kwargs(): a list of dicts of arguments, or another task's value (a list of
+    dicts, checked when an instance runs)."""
+    value = _as_source(value, f"{where}: expand_kwargs() maps over a list of dicts or another task's value; it")
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise DagDefinitionError(f"{where}: expand_kwargs() item {i} is not a dict but a "
+                                         f"{type(item).__name__}")
+            for name in item:
+                if known is not None and name not in known:
+                    raise DagDefinitionError(f"{where}: expand_kwargs() item {i} sets an unknown argument {name!r}; "
+                                             f"it takes: {', '.join(known) or 'none'}")
+                if name in given:
+                    raise DagDefinitionError(f"{where}: {name!r} is given to both partial() and expand_kwargs(); "
+                                             "give it to one")
+        if len(value) > max_map_length():
+            raise DagDefinitionError(f"{where}: expand_kwargs() over {len(value)} values, more than the "
+                                     f"{max_map_length()} allowed (LEDGER_MAX_MAP_LENGTH)")
+    return {KWARGS: value}
 
 
 def _expand_sources(where: str, expand: Mapping[str, Any], known: Sequence[str] | None,
@@ -376,12 +597,7 @@ def _expand_sources(where: str, expand: Mapping[str, Any], known: Sequence[str] 
                                      f"{', '.join(known) or 'none'}")
         if arg in given:
             raise DagDefinitionError(f"{where}: {arg!r} is given to both partial() and expand(); give it to one")
-        value = _as_ref(value)
-        if isinstance(value, tuple):
-            value = list(value)
-        if not isinstance(value, (list, XComRef)):
-            raise DagDefinitionError(f"{where}: expand() maps over a list or another task's value; {arg}= is a "
-                                     f"{type(value).__name__} ({value!r:.60})")
+        value = _as_source(value, f"{where}: expand() maps over a list or another task's value; {arg}=")
         if isinstance(value, list) and len(value) > max_map_length():
             raise DagDefinitionError(f"{where}: expand() over {len(value)} values, more than the "
                                      f"{max_map_length()} allowed (LEDGER_MAX_MAP_LENGTH)")
@@ -405,7 +621,25 @@ class PartialTask:
         sources = _expand_sources(where, expand, self.cls.mappable_fields, self.kwargs)
         args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
         placeholders: dict[str, Any] = dict.fromkeys(sources, MAPPED)
-        task = self.cls(task_id, **args, **placeholders)
+        task = self.cls(task_id=task_id, **args, **placeholders)  # Airflow's operators take it by name only
+        task._map(sources, "fields")
+        return task
+
+    def expand_kwargs(self, kwargs: Any) -> Task:
+        """Airflow's `Operator.partial(...).expand_kwargs([{...}, ...])`: one instance per dict of field values."""
+        task_id = self.kwargs.get("task_id")
+        if not task_id:
+            raise DagDefinitionError(f"{self.cls.__name__}.partial() needs a task_id")
+        sources = _kwargs_source(f"task {task_id!r}", kwargs, self.cls.mappable_fields, self.kwargs)
+        args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
+        # the fields every item sets (and those a constructor requires) stand for the instances' values until
+        # then; a field only some items set keeps its default in the others
+        given = set.intersection(*(set(item) for item in kwargs)) if isinstance(kwargs, list) and kwargs else set()
+        required = {name for klass in self.cls.__mro__ if "__init__" in vars(klass)
+                    for name, p in inspect.signature(vars(klass)["__init__"]).parameters.items()
+                    if p.default is inspect.Parameter.empty and name in self.cls.mappable_fields}
+        placeholders: dict[str, Any] = dict.fromkeys(sorted((given | required) - set(args)), MAPPED)
+        task = self.cls(task_id=task_id, **args, **placeholders)
         task._map(sources, "fields")
         return task
 
@@ -449,11 +683,15 @@ class TaskGroup:
         _group_stack.pop()
 
     def __rshift__(self, other: Any) -> Any:
+        if isinstance(other, Label):
+            return other.after([self])
         for leaf in self.leaves():
             leaf.set_downstream(other)
         return other
 
     def __lshift__(self, other: Any) -> Any:
+        if isinstance(other, Label):
+            return other.before([self])
         for root in self.roots():
             root.set_upstream(other)
         return other
@@ -555,12 +793,11 @@ class PythonTask(Task):
         self.templates_dict: Any = templates_dict if isinstance(templates_dict, Mapped) else dict(
             templates_dict or {})
         super().__init__(task_id, **kwargs)
-        for ref in refs_in([self.op_args, self.op_kwargs]):
-            upstream = self.dag.tasks.get(ref.task_id)
-            if upstream is None:
-                raise DagDefinitionError(f"task {task_id!r} takes the value of {ref.task_id!r}, which is not in "
-                                         f"DAG {self.dag.dag_id!r}")
-            upstream.set_downstream(self)
+        after_values(self, [self.op_args, self.op_kwargs])
+
+    def invoke(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the callable (a task that runs it elsewhere overrides this: ledger/python_envs.py)."""
+        return self.python_callable(*args, **kwargs)
 
     def definition(self) -> dict[str, Any]:
         return {**_callable_definition(self.python_callable),
@@ -572,6 +809,16 @@ class PythonTask(Task):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"the mapped value of {name} must be a {kind.__name__}, not "
                                  f"{type(getattr(self, name)).__name__}")
+
+
+def after_values(task: Task, arguments: Any, how: str = "takes the value of") -> None:
+    """Make `task` run after each task whose value its arguments take (`other.output`)."""
+    for ref in refs_in(arguments):
+        upstream = task.dag.tasks.get(ref.task_id)
+        if upstream is None:
+            raise DagDefinitionError(f"task {task.task_id!r} {how} {ref.task_id!r}, which is not in DAG "
+                                     f"{task.dag.dag_id!r}")
+        upstream.set_downstream(task)
 
 
 def _as_ref(value: Any) -> Any:
@@ -613,7 +860,8 @@ class DAG:
         self,
         dag_id: str,
         *,
-        schedule: str | timedelta | Condition | DatasetOrTimeSchedule | Sequence[Condition] | None = None,
+        schedule: str | timedelta | Schedule | Timetable | Condition | DatasetOrTimeSchedule | Sequence[Condition]
+        | None = None,
         start_date: datetime | None = None,
         end_date: datetime | None = None,
         catchup: bool = False,
@@ -679,7 +927,7 @@ class DAG:
         if self.end_date is not None and self.end_date < self.start_date:
             raise DagDefinitionError(f"DAG {dag_id!r}: end_date is before start_date")
         try:
-            self.schedule: Schedule = parse_schedule(time_schedule, timezone=self.timezone, start_date=self.start_date)
+            self.schedule: Schedule = to_schedule(time_schedule, timezone=self.timezone, start_date=self.start_date)
         except ScheduleError as exc:
             raise DagDefinitionError(f"DAG {dag_id!r}: {exc}") from None
         self.catchup = bool(catchup)
@@ -701,6 +949,7 @@ class DAG:
             if (fns := callback_list(given[arg], where=f"DAG {dag_id!r}: {arg}"))}
         self.params = as_params(params, where=f"DAG {dag_id!r}")
         self.tasks: dict[str, Task] = {}
+        self.edge_labels: dict[tuple[str, str], str] = {}  # (upstream, downstream) -> its Label
         self.fileloc: str | None = None
         self.source_code: str | None = None  # the text of the file that defined it (set by the loader)
         self.code: CodeManifest | None = None  # its file and the helpers it imports (set by the loader)
@@ -729,6 +978,11 @@ class DAG:
             raise DagDefinitionError(f"DAG {self.dag_id!r} has a cycle: {' >> '.join(exc.args[1])}") from None
 
 
+    def about(self) -> dict[str, Any]:
+        """What the version records about the DAG for people beyond its structure (Airflow's DAG: its display
+        name, description, docs, tags, owner); only what is given, so that versions keep their hashes."""
+        return {}
+
     def __repr__(self) -> str:
         return f"<DAG {self.dag_id}>"
 
@@ -749,22 +1003,37 @@ class TaskFunction:
         self.partial_kwargs = dict(partial or {})
         functools.update_wrapper(self, func)
 
+    # the task it adds (@task.virtualenv: ledger/python_envs.py; @task.branch, @task.sensor: ledger/branching.py)
+    task_class: Callable[..., Any] = PythonTask
+
     def __call__(self, *op_args: Any, **op_kwargs: Any) -> PythonTask:
-        return PythonTask(self.task_id, self.func, op_args=op_args, op_kwargs=op_kwargs, **self.task_kwargs)
+        return self._make(op_args=op_args, op_kwargs=op_kwargs)
+
+    def _make(self, **args: Any) -> PythonTask:
+        """The task it adds, with these arguments (op_args, op_kwargs)."""
+        made: PythonTask = self.task_class(self.task_id, self.func, **args, **self.task_kwargs)
+        return made
 
     def override(self, **task_kwargs: Any) -> TaskFunction:
         """Airflow's `f.override(task_id=..., retries=...)`: the same function as another task, or with other
         task arguments."""
         task_id = task_kwargs.pop("task_id", self.task_id)
-        return TaskFunction(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
+        return type(self)(self.func, task_id, {**self.task_kwargs, **task_kwargs}, self.partial_kwargs)
 
     def partial(self, **kwargs: Any) -> TaskFunction:
         self._check_names(kwargs, "partial")
-        return TaskFunction(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})
+        return type(self)(self.func, self.task_id, self.task_kwargs, {**self.partial_kwargs, **kwargs})
 
     def expand(self, **expand: Any) -> PythonTask:
         sources = _expand_sources(f"task {self.task_id!r}", expand, self._parameters(), self.partial_kwargs)
-        made = PythonTask(self.task_id, self.func, op_kwargs=self.partial_kwargs, **self.task_kwargs)
+        made = self._make(op_kwargs=self.partial_kwargs)
+        made._map(sources, "call")
+        return made
+
+    def expand_kwargs(self, kwargs: Any) -> PythonTask:
+        """Airflow's `f.expand_kwargs([{"x": 1, "y": 2}, ...])`: one instance per dict of arguments."""
+        sources = _kwargs_source(f"task {self.task_id!r}", kwargs, self._parameters(), self.partial_kwargs)
+        made = self._make(op_kwargs=self.partial_kwargs)
         made._map(sources, "call")
         return made
 

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from ledger import airflow_compat
 from ledger import dag as dag_module
 from ledger.code import CodeFile, CodeManifest, file_digest, helper_paths, sha256_bytes, wanted_file
 from ledger.dag import DAG, DAG_MODULE_PREFIX
 from ledger.errors import DagDefinitionError
+from ledger.timetables import home_problem
 
 
 @dataclass
@@ -88,6 +90,8 @@ def _describe(exc: BaseException, fileloc: str) -> str:
         return f"{fileloc}:{exc.lineno}: SyntaxError: {exc.msg}"
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == fileloc]
     where = f"{fileloc}:{frames[-1].lineno}" if frames else fileloc
+    if isinstance(exc, airflow_compat.AirflowImportRefused):
+        return f"{where}: {exc}"
     return f"{where}: {type(exc).__name__}: {exc}"
 
 
@@ -152,6 +156,7 @@ def activate(result: FileResult) -> None:
     global _active
     if result.root is None:
         return
+    airflow_compat.install()  # task code may import `airflow...` when it runs
     root = os.path.abspath(result.root)
     _roots.add(root)
     sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") not in _roots)]
@@ -218,7 +223,9 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
         root = os.path.dirname(fileloc)
     result = FileResult(fileloc, root=root)
     name = _module_name(fileloc)
+    airflow_compat.install()  # Airflow DAG files import `airflow...` (unless Apache Airflow is installed)
     dag_module.created.clear()
+    dag_module.read_files.clear()
     try:
         with code_root(root):
             spec = importlib.util.spec_from_file_location(name, fileloc)
@@ -233,6 +240,7 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
                               and not n.startswith(DAG_MODULE_PREFIX)
                               and any(_inside(p, root) for p in _module_paths(m))}
         imported = {f for m in result.modules.values() if (f := getattr(m, "__file__", None))}
+        imported |= {os.path.abspath(f) for f in dag_module.read_files if _inside(os.path.abspath(f), root)}
         result.code = capture_code(fileloc, root, imported)
         _active = result  # code_root() forgot every other code root's modules
         seen: set[int] = set()
@@ -241,6 +249,9 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
             if isinstance(value, DAG) and id(value) not in seen:
                 seen.add(id(value))
                 value.validate()
+                problem = home_problem(value.schedule, root, DAG_MODULE_PREFIX)
+                if problem is not None:
+                    raise DagDefinitionError(f"DAG {value.dag_id!r}: {problem}")
                 value.fileloc = fileloc
                 value.source_code = source_code
                 value.code = result.code
@@ -255,4 +266,5 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
         result.error = _describe(exc, fileloc)
     finally:
         dag_module.created.clear()
+        dag_module.read_files.clear()
     return result

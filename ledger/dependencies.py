@@ -8,10 +8,12 @@ import graphlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from ledger.flow import TEARDOWN_RULE, effective_leaves, flow_skips, teardown_outcome
 from ledger.mapping import split_label
 from ledger.states import FINISHED_TASK_STATES, RunState, TaskState
-from ledger.versions import DagSpec
+from ledger.versions import DagSpec, TaskSpec
 
 S = TaskState
 OK_FOR_PAST = frozenset({S.SUCCESS, S.SKIPPED, S.STOPPED})
@@ -43,6 +45,8 @@ class Decision:
     run_state: RunState | None = None  # success/failed once every task instance has finished
     # mapped tasks whose upstream is done and that wait as one unexpanded instance (map_index -1): expand now
     expand: list[str] = field(default_factory=list)
+    # why a marked task instance was marked, when a rule other than its trigger rule decided (a branch's choice)
+    reasons: dict[str, str] = field(default_factory=dict)
 
 
 def trigger_rule_outcome(rule: str, upstream: list[TaskState]) -> TaskState | None:
@@ -136,8 +140,24 @@ def ready_alone(spec: DagSpec, task_id: str, state: TiState) -> bool:
 
 
 def leaves(spec: DagSpec) -> list[str]:
-    down = spec.downstream()
-    return [tid for tid in spec.tasks if not down[tid]]
+    """The tasks whose states make the run's state: the leaves, where teardown tasks do not count
+    (ledger/flow.py)."""
+    found = _leaves_cache.get(spec.version_hash)
+    if found is None:
+        found = _leaves_cache[spec.version_hash] = effective_leaves(spec)
+    return found
+
+
+_leaves_cache: dict[str, list[str]] = {}
+_flow_cache: dict[str, bool] = {}
+
+
+def has_flow(spec: DagSpec) -> bool:
+    """Whether a task of the version is a branch or a short-circuit (whose choices the run's values hold)."""
+    found = _flow_cache.get(spec.version_hash)
+    if found is None:
+        found = _flow_cache[spec.version_hash] = any(t.flow is not None for t in spec.tasks.values())
+    return found
 
 
 def by_task(keys: Iterable[str]) -> dict[str, list[str]]:
@@ -149,15 +169,22 @@ def by_task(keys: Iterable[str]) -> dict[str, list[str]]:
 
 
 def decide(spec: DagSpec, states: Mapping[str, TiState], previous: PreviousRun | None, *,
-           now: datetime) -> Decision:
+           now: datetime, values: Mapping[str, Mapping[str, Any]] | None = None) -> Decision:
     """The next step for one run, given its task instance states by label (the task id, or `task[i]` for instance
     i of a mapped task; tasks of the run's own version). A downstream task sees every instance of a mapped task as
-    an upstream; a mapped task waiting unexpanded is to be expanded (`expand`) when its trigger rule lets it run."""
+    an upstream; a mapped task waiting unexpanded is to be expanded (`expand`) when its trigger rule lets it run.
+    `values`: what the run's tasks passed on (label -> key -> value), where its branch and short-circuit tasks'
+    choices are (ledger/flow.py); needed only when the version has such tasks."""
     decision = Decision()
     current = {key: st.state for key, st in states.items()}
     instances = by_task(states)
+    skips = flow_skips(spec, current, values or {}) if has_flow(spec) else {}
     for tid in topological(spec):
         for key in instances.get(tid, ()):
+            if tid in skips and states[key].state == S.SCHEDULED:
+                decision.mark[key] = current[key] = S.SKIPPED
+                decision.reasons[key] = skips[tid]
+                continue
             _decide_one(spec, tid, key, states[key], current, instances, previous, now, decision)
     waiting = set(decision.waiting_for_signal)
     if waiting and all(s in FINISHED_TASK_STATES or key in waiting for key, s in current.items()):
@@ -177,7 +204,7 @@ def decide(spec: DagSpec, states: Mapping[str, TiState], previous: PreviousRun |
 def _decide_one(spec: DagSpec, tid: str, key: str, st: TiState, current: dict[str, TaskState],
                 instances: Mapping[str, list[str]], previous: PreviousRun | None, now: datetime,
                 decision: Decision) -> None:
-    if st.state == S.UP_FOR_RETRY:
+    if st.state in (S.UP_FOR_RETRY, S.UP_FOR_RESCHEDULE):  # a retry, or a sensor's next check, when due
         if st.next_try_at is None or st.next_try_at <= now:
             if past_allows(spec, tid, previous):
                 decision.ready.append(key)
@@ -193,9 +220,14 @@ def _decide_one(spec: DagSpec, tid: str, key: str, st: TiState, current: dict[st
         decision.waiting_for_signal.append(key)
         return
     # a removed instance (a mapped task re-expanded over a shorter list) is no upstream any more, as in Airflow
-    found = (current.get(k, S.SUCCESS) for up in task.upstream for k in instances.get(up, [up]))
+    found = (current.get(k, S.SUCCESS) for up in task.upstream for k in _upstream_keys(spec, task, key, up, instances))
     upstream: list[TaskState] = [state for state in found if state != S.REMOVED]
-    outcome = trigger_rule_outcome(task.trigger_rule, upstream)
+    if task.teardown or task.trigger_rule == TEARDOWN_RULE:
+        setups = [current.get(k, S.SUCCESS) for up in task.upstream if spec.tasks[up].setup
+                  for k in instances.get(up, [up])]
+        outcome = teardown_outcome(upstream, setups)
+    else:
+        outcome = trigger_rule_outcome(task.trigger_rule, upstream)
     if outcome is None:
         return
     if outcome != S.SCHEDULED:
@@ -207,6 +239,20 @@ def _decide_one(spec: DagSpec, tid: str, key: str, st: TiState, current: dict[st
         decision.ready.append(key)
     else:
         decision.waiting_on_past.append(key)
+
+
+def _upstream_keys(spec: DagSpec, task: TaskSpec, key: str, up: str, instances: Mapping[str, list[str]]) -> list[str]:
+    """The task instances of upstream task `up` that instance `key` of `task` waits for: every one of them, but in
+    a mapped task group an instance waits for the same instance of its siblings (and, not expanded yet, for the
+    tasks outside the group only: its count comes from there), as in Airflow."""
+    if task.mapped_group is None or spec.tasks[up].mapped_group != task.mapped_group:
+        return instances.get(up, [up])
+    _task_id, index = split_label(key)
+    if index < 0:
+        return []
+    same = f"{up}[{index}]"
+    found = instances.get(up, [up])
+    return [same] if same in found else [k for k in found if k == up]
 
 
 _topo_cache: dict[str, list[str]] = {}

@@ -23,7 +23,7 @@ from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
 from ledger.mapping import label, split_label
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
-from ledger.schedule import next_scheduled
+from ledger.schedule import DataInterval, next_scheduled
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
@@ -111,9 +111,10 @@ def run_document(session: Session, run_id: int | str) -> Doc:
     # instances `removed` by an expansion over a shorter list after a clear are listed, not counted)
     row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"],
                                **({"group": t["group"]} if t.get("group") else {}),
+                               **({"labels": t["labels"]} if "labels" in t else {}),
                                **({"mapped": True, "instances": counts.get(t["task_id"], 0)} if t.get("expand")
                                   else {})}
-                              for t in structure["tasks"]]}
+                              for t in graph_tasks(structure)]}
     row["task_instances"] = [
         {"task_id": ti.task_id, "map_index": ti.map_index, "label": label(ti.task_id, ti.map_index),
          "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
@@ -158,11 +159,47 @@ def try_values(session: Session, run_id: int, task_label: str, try_number: int) 
 # -- DAGs and their versions ----------------------------------------------------------------------------
 
 
-def dag_json(d: Dag) -> Doc:
-    """A row of `ledger dags list --json`."""
+def dag_json(d: Dag, about: Doc | None = None) -> Doc:
+    """A row of `ledger dags list --json` (`about`: an Airflow DAG's display name, description, owner, tags...,
+    from its current version, when it has any)."""
     return {"dag_id": d.dag_id, "fileloc": d.fileloc, "schedule": d.schedule, "timezone": d.timezone,
             "version": d.current_version, "is_paused": d.is_paused,
-            "stop_queued": bool(d.is_paused and d.hold_queued)}  # paused with --stop-queued
+            "stop_queued": bool(d.is_paused and d.hold_queued),  # paused with --stop-queued
+            **({"about": about} if about else {})}
+
+
+def about_of(session: Session, d: Dag) -> Doc | None:
+    """The `about` of a DAG's current version (None: it has none)."""
+    if not d.current_version:
+        return None
+    found = json.loads(dag_store.version(session, d.dag_id, d.current_version).structure).get("about")
+    return found if isinstance(found, dict) else None
+
+
+def about_lines(about: Doc) -> list[str]:
+    """What `ledger dags show` prints of a version's `about` (an Airflow DAG's display name, description,
+    owner, tags, docs and notes)."""
+    lines = [f"{name} {about[key]}" for key, name in (("display_name", "display name"),
+                                                      ("description", "description"), ("owner", "owner"))
+             if about.get(key)]
+    if about.get("tags"):
+        lines.append("tags " + ", ".join(about["tags"]))
+    lines += [f"note: {note}" for note in about.get("notes", [])]
+    if about.get("ignored_dag_args"):
+        lines.append("ignored DAG arguments (accepted for Airflow compatibility, no effect in ledger): "
+                     + ", ".join(about["ignored_dag_args"]))
+    if about.get("doc_md"):
+        lines += ["doc_md:", *("  " + line for line in str(about["doc_md"]).splitlines())]
+    return lines
+
+
+def graph_tasks(structure: Doc) -> list[Doc]:
+    """A version's tasks for a graph: each with `labels` (upstream task -> the Label of that edge) when its
+    edges from upstream tasks are labelled."""
+    labels: dict[str, dict[str, str]] = {}
+    for up, down, text in structure.get("edge_labels", []):
+        labels.setdefault(down, {})[up] = text
+    return [{**t, **({"labels": labels[t["task_id"]]} if t["task_id"] in labels else {})} for t in structure["tasks"]]
 
 
 def import_error_json(e: ImportError_) -> Doc:
@@ -275,11 +312,10 @@ def next_runs_document(session: Session, dag_id: str, *, now: pendulum.DateTime,
     """`ledger dags next-runs DAG --json`: the next `n` intervals the scheduler will create."""
     spec = dag_store.current_spec(session, dag_id)
     latest = run_store.latest_scheduling_run(session, dag_id)
-    after = latest.data_interval_end if latest else None
-    held = run_store.live_dates_from(session, dag_id, after)
+    after = DataInterval(latest.data_interval_start, latest.data_interval_end) if latest else None  # type: ignore[arg-type]
+    held = run_store.live_dates_from(session, dag_id, latest.logical_date if latest else None)
     intervals = next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
-                               after=after,  # type: ignore[arg-type]
-                               now=now, catchup=spec.catchup, held=held, n=n)
+                               after=after, now=now, catchup=spec.catchup, held=held, n=n)
     return [{"logical_date": iso(i.logical_date), "data_interval_start": iso(i.start),
              "data_interval_end": iso(i.end)} for i in intervals]
 

@@ -45,3 +45,22 @@ class NotFound(InvalidInput, LookupError):
 
 class SkipTask(Exception):
     """Raise inside a Python task to end the try as skipped; the message becomes the reason."""
+
+
+class FailWithoutRetry(Exception):
+    """Raise inside a task to end the try failed without spending its remaining retries (Airflow's
+    AirflowFailException); the message becomes the reason."""
+
+
+class SensorTimeout(FailWithoutRetry):
+    """A sensor's timeout passed before its condition held: the task fails, and is not retried."""
+
+
+class RescheduleTask(Exception):
+    """Raised by a sensor in reschedule mode whose condition does not hold yet: the try ends `up_for_reschedule`,
+    holding no worker slot, and the scheduler queues the next try at `at` without spending a retry."""
+
+    def __init__(self, at: object) -> None:
+        shown = at.isoformat() if hasattr(at, "isoformat") else at
+        super().__init__(f"next check at {shown}")
+        self.at = at

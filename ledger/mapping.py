@@ -88,15 +88,48 @@ def expand_task(sources: Sequence[tuple[str, Mapping[str, Any]]], passed: Mappin
     (`passed`: task id -> key -> value, as tries pull them)."""
     values: list[tuple[str, Any]] = []
     for arg, src in sources:
-        if "literal" in src:
-            values.append((arg, [None] * int(src["literal"])))
-            continue
-        found = passed.get(str(src["xcom_from"]), {})
-        if src["key"] not in found:
-            return Expansion(0, "failed", f"cannot expand {arg!r}: task {src['xcom_from']!r} passed no value "
-                                          f"{src['key']!r} in this run")
-        values.append((arg, found[src["key"]]))
-    return expand(values, source=source_text(sources), max_length=max_length)
+        try:
+            values.append((arg, _items(src, passed)))
+        except LookupError as exc:
+            return Expansion(0, "failed", f"cannot expand {KWARGS_TEXT if arg == KWARGS else repr(arg)}: {exc}")
+    return expand([(KWARGS_TEXT if arg == KWARGS else arg, v) for arg, v in values], source=source_text(sources),
+                  max_length=max_length)
+
+
+KWARGS = "**"  # the argument of expand_kwargs(): each item is a dict of arguments
+KWARGS_TEXT = "expand_kwargs()"
+
+
+def _items(src: Mapping[str, Any], passed: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The list an expand() source stands for, as far as its length goes (items of literals, map() and zip() are
+    placeholders: only the try computes them); a value that is not a list as it is; LookupError when a task
+    passed no value."""
+    if "literal" in src:
+        return [None] * int(src["literal"])
+    if "map" in src:
+        return _items(src["of"], passed)
+    if "zip" in src:
+        lists = [_items(member, passed) for member in src["zip"]]
+        for items in lists:
+            if not isinstance(items, list):
+                return items
+        lengths = [len(items) for items in lists]
+        return [None] * (max(lengths) if "fillvalue" in src else min(lengths))
+    found = passed.get(str(src["xcom_from"]), {})
+    if src["key"] not in found:
+        raise LookupError(f"task {src['xcom_from']!r} passed no value {src['key']!r} in this run")
+    return found[src["key"]]
+
+
+def source_tasks(src: Mapping[str, Any]) -> set[str]:
+    """The tasks whose values an expand() source reads (through map() and zip())."""
+    if "xcom_from" in src:
+        return {str(src["xcom_from"])}
+    if "map" in src:
+        return source_tasks(src["of"])
+    if "zip" in src:
+        return {t for member in src["zip"] for t in source_tasks(member)}
+    return set()
 
 
 def instance_args(values: Sequence[tuple[str, Sequence[Any]]], map_index: int) -> dict[str, Any]:
@@ -121,7 +154,7 @@ def literal_count(sources: Sequence[tuple[str, Mapping[str, Any]]]) -> int | Non
 
 def source_text(sources: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     """Where a mapped task's values come from, for events and listings: 'a literal list' or 'task 'x''."""
-    names = sorted({str(src["xcom_from"]) for _arg, src in sources if "xcom_from" in src})
+    names = sorted({t for _arg, src in sources for t in source_tasks(src)})
     if not names:
         return "a literal list"
     return ", ".join(f"the value of task {n!r}" for n in names)

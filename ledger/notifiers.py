@@ -80,21 +80,36 @@ class EmailNotifier(Notifier):
         return {"to": self.to, **({"subject": self.subject} if self.subject else {})}
 
     def notify(self, context: dict[str, Any]) -> None:
-        env = os.environ
-        message = EmailMessage()
-        message["From"] = env.get("LEDGER_SMTP_FROM") or f"ledger@{socket.gethostname()}"
-        message["To"] = ", ".join(self.to)
-        message["Subject"] = self.subject or f"[ledger] {summary(context)}"
         lines = [summary(context), ""] + [f"{k}: {v}" for k, v in context.items() if v not in (None, "", {})]
-        message.set_content("\n".join(lines) + "\n")
-        host, port = env.get("LEDGER_SMTP_HOST", "localhost"), int(env.get("LEDGER_SMTP_PORT", "25"))
-        timeout = float(env.get("LEDGER_SMTP_TIMEOUT", "30"))
-        use_ssl = env.get("LEDGER_SMTP_SSL", "").lower() in ("1", "true", "yes")
-        smtp: smtplib.SMTP = smtplib.SMTP_SSL(host, port, timeout=timeout, context=ssl.create_default_context()) \
-            if use_ssl else smtplib.SMTP(host, port, timeout=timeout)
-        with smtp:
-            if env.get("LEDGER_SMTP_STARTTLS", "").lower() in ("1", "true", "yes"):
-                smtp.starttls(context=ssl.create_default_context())
-            if env.get("LEDGER_SMTP_USER"):
-                smtp.login(env["LEDGER_SMTP_USER"], env.get("LEDGER_SMTP_PASSWORD", ""))
-            smtp.send_message(message)
+        send_email(self.to, self.subject or f"[ledger] {summary(context)}", "\n".join(lines) + "\n")
+
+
+def send_email(to: list[str], subject: str, body: str, *, html: bool = False, cc: list[str] | None = None,
+               bcc: list[str] | None = None, files: list[str] | None = None) -> None:
+    """Send one e-mail through the SMTP server of the LEDGER_SMTP_* settings (see EmailNotifier)."""
+    env = os.environ
+    message = EmailMessage()
+    message["From"] = env.get("LEDGER_SMTP_FROM") or f"ledger@{socket.gethostname()}"
+    message["To"] = ", ".join(to)
+    if cc:
+        message["Cc"] = ", ".join(cc)
+    message["Subject"] = subject
+    if html:
+        message.set_content(body, subtype="html")
+    else:
+        message.set_content(body)
+    for path in files or ():
+        with open(path, "rb") as f:
+            message.add_attachment(f.read(), maintype="application", subtype="octet-stream",
+                                   filename=os.path.basename(path))
+    host, port = env.get("LEDGER_SMTP_HOST", "localhost"), int(env.get("LEDGER_SMTP_PORT", "25"))
+    timeout = float(env.get("LEDGER_SMTP_TIMEOUT", "30"))
+    use_ssl = env.get("LEDGER_SMTP_SSL", "").lower() in ("1", "true", "yes")
+    smtp: smtplib.SMTP = smtplib.SMTP_SSL(host, port, timeout=timeout, context=ssl.create_default_context()) \
+        if use_ssl else smtplib.SMTP(host, port, timeout=timeout)
+    with smtp:
+        if env.get("LEDGER_SMTP_STARTTLS", "").lower() in ("1", "true", "yes"):
+            smtp.starttls(context=ssl.create_default_context())
+        if env.get("LEDGER_SMTP_USER"):
+            smtp.login(env["LEDGER_SMTP_USER"], env.get("LEDGER_SMTP_PASSWORD", ""))
+        smtp.send_message(message, to_addrs=[*to, *(cc or []), *(bcc or [])])

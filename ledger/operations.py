@@ -10,10 +10,12 @@ No I/O here beyond the session; the job that runs a try carries out a stop reque
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import pendulum
 from pendulum import DateTime
 from sqlalchemy.orm import Session
 
@@ -22,7 +24,8 @@ from ledger.backfill_plan import Action, PlanItem, Reprocess
 from ledger.dates import check_within_dag, parse_user_date
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, NotFound, TimelineConflict
-from ledger.mapping import NOT_MAPPED, label
+from ledger.flow import with_setups_and_teardowns
+from ledger.mapping import NOT_MAPPED, label, source_tasks
 from ledger.models import DagRun, TaskInstance
 from ledger.params import check_conf, from_description
 from ledger.states import ACTIVE_TASK_STATES as ACTIVE
@@ -217,10 +220,12 @@ def trigger_dag(session: Session, dag_id: str, logical_date: str | None, conf: d
 class Cleared:
     cleared: list[str]  # task ids given fresh tries
     moved: tuple[str, str, list[str], list[str]] | None  # (from version, to version, tasks added, tasks removed)
+    # other DAGs' runs cleared through ExternalTaskMarkers: (dag id, run id, task ids)
+    external: list[tuple[str, int, list[str]]] = field(default_factory=list)
 
 
 def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
-                on_latest_version: bool, now: datetime, actor: str) -> Cleared:
+                on_latest_version: bool, now: datetime, actor: str, depth: int | None = None) -> Cleared:
     """Re-run chosen finished task instances of a run (every task when `task_ids` is None; with `downstream`,
     their downstream ones too): each gets fresh tries and the run is queued again. The tries run the code of the
     run's own version unless `on_latest_version`, which first moves the run to the DAG's current version
@@ -252,6 +257,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
     if downstream:
         chosen = spec.and_downstream(chosen)
+    chosen = with_setups_and_teardowns(spec, chosen)  # a task's setups and their teardowns run again with it
     busy_all = [ti for ti in tis if ti.state in ACTIVE]
     busy = [label(ti.task_id, ti.map_index) for ti in busy_all if ti.task_id in chosen or on_latest_version]
     if busy:
@@ -274,7 +280,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
             continue
         if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its task's list: stays out
             continue
-        if ti.state in FINISHED_TASK_STATES or ti.state == TaskState.UP_FOR_RETRY:
+        if ti.state in FINISHED_TASK_STATES or ti.state in (TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE):
             task_store.rearm(ti, spec.tasks[ti.task_id].retries, arm=False)
             if ti.task_id in again:
                 ti.map_index = NOT_MAPPED
@@ -287,15 +293,37 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
     events.record(session, "tasks_cleared", at=now, actor=actor, dag_id=dag_id, run_id=run.id,
                   tasks=sorted(out.cleared), run_state_before=before_state, run_state=run.state,
                   version=run.version_hash, **({"expanded_again": sorted(again)} if again else {}))
+    for tid in sorted(chosen):
+        marker = spec.tasks[tid].marker
+        if marker is not None and tid in out.cleared:
+            out.external += _clear_marked(session, run, marker, now=now, actor=actor,
+                                          depth=int(marker.get("recursion_depth") or 10) if depth is None else depth)
     return out
+
+
+def _clear_marked(session: Session, run: DagRun, marker: Mapping[str, Any], *, now: datetime, actor: str,
+                  depth: int) -> list[tuple[str, int, list[str]]]:
+    """An ExternalTaskMarker was cleared: clear its external task and that task's downstream tasks in the external
+    DAG's live run at the marker's date (this run's, by default), following markers there up to `depth` deep."""
+    if depth <= 0:
+        return []
+    at = pendulum.parse(marker["execution_date"]) if marker.get("execution_date") else run.logical_date
+    other = run_store.live_at(session, str(marker["external_dag_id"]), at)  # type: ignore[arg-type]
+    if other is None:
+        return []
+    try:
+        done = clear_tasks(session, other, [str(marker["external_task_id"])], downstream=True,
+                           on_latest_version=False, now=now, actor=actor, depth=depth - 1)
+    except InvalidInput:  # the external task is not in that run's version, or has not finished: nothing to do
+        return []
+    return [(other.dag_id, other.id, sorted(done.cleared)), *done.external]
 
 
 def _expanded_again(spec: DagSpec, chosen: set[str]) -> set[str]:
     """The chosen tasks mapped over the value of another chosen task: that value is made again, so they wait to be
     expanded again over it (instance 0 becomes the waiting row, map_index -1; the others are `removed`, kept
     with their tries, until the new list says how many come back)."""
-    return {tid for tid in chosen if any("xcom_from" in src and src["xcom_from"] in chosen
-                                         for _arg, src in spec.tasks[tid].expand)}
+    return {tid for tid in chosen if any(source_tasks(src) & chosen for _arg, src in spec.tasks[tid].expand)}
 
 
 def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor: str, stale_after: float,

@@ -10,10 +10,12 @@ its conf laid over them. Types are JSON Schema's: string, integer, number, boole
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ledger.errors import DagDefinitionError
+from ledger.xcom import replace_leaves
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "array": (list,),
@@ -23,13 +25,21 @@ _NOTSET: Any = object()
 
 
 class Param:
-    def __init__(self, default: Any = _NOTSET, *, type: str | list[str] | None = None,
-                 enum: list[Any] | None = None, description: str = "") -> None:
+    """A param: its default, JSON type(s), allowed values, and (as Airflow's Param takes them) a title, a
+    description and JSON Schema's keywords: minimum/maximum (numbers), minLength/maxLength and pattern (strings),
+    minItems/maxItems (arrays), checked; others (format, examples, values_display, section, ...) are kept and
+    shown only."""
+
+    def __init__(self, default: Any = _NOTSET, description: str | None = None, *,
+                 type: str | list[str] | None = None, enum: list[Any] | None = None, title: str | None = None,
+                 **schema: Any) -> None:
         types = [type] if isinstance(type, str) else list(type or [])
         unknown = [t for t in types if t not in _TYPES]
         if unknown:
             raise DagDefinitionError(f"Param: unknown type {unknown[0]!r} (one of {', '.join(_TYPES)})")
-        self.default, self.types, self.enum, self.description = default, types, enum, description
+        self.default, self.types, self.enum, self.description = default, types, enum, description or ""
+        self.title = title or ""
+        self.schema = {k: v for k, v in sorted(schema.items()) if v is not None}
         if default is not _NOTSET and (problem := self.problem(default)):
             raise DagDefinitionError(f"Param: its default {default!r} {problem}")
 
@@ -37,18 +47,58 @@ class Param:
     def required(self) -> bool:
         return self.default is _NOTSET
 
+    @property
+    def value(self) -> Any:
+        """Its default (Airflow's Param.value); None when it has none."""
+        return None if self.required else self.default
+
     def problem(self, value: Any) -> str | None:
         """Why `value` does not fit, or None."""
         if self.types and not any(_fits(value, t) for t in self.types):
             return f"is not of type {' or '.join(self.types)}"
         if self.enum is not None and value not in self.enum:
             return f"is not one of {self.enum}"
-        return None
+        return _schema_problem(self.schema, value)
 
     def describe(self) -> dict[str, Any]:
         return {**({} if self.required else {"default": self.default}), **({"type": self.types} if self.types else {}),
                 **({"enum": self.enum} if self.enum is not None else {}),
-                **({"description": self.description} if self.description else {})}
+                **({"description": self.description} if self.description else {}),
+                **({"title": self.title} if self.title else {}),
+                **({"schema": self.schema} if self.schema else {})}
+
+
+def _schema_problem(schema: Mapping[str, Any], value: Any) -> str | None:
+    """Why `value` breaks one of the checked JSON Schema keywords, or None."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    checks: list[tuple[str, bool, Callable[[Any, Any], bool], str]] = [
+        ("minimum", number, lambda v, n: v >= n, "is less than"),
+        ("maximum", number, lambda v, n: v <= n, "is more than"),
+        ("exclusiveMinimum", number, lambda v, n: v > n, "is not more than"),
+        ("exclusiveMaximum", number, lambda v, n: v < n, "is not less than"),
+        ("minLength", isinstance(value, str), lambda v, n: len(v) >= n, "is shorter than"),
+        ("maxLength", isinstance(value, str), lambda v, n: len(v) <= n, "is longer than"),
+        ("minItems", isinstance(value, list), lambda v, n: len(v) >= n, "has fewer items than"),
+        ("maxItems", isinstance(value, list), lambda v, n: len(v) <= n, "has more items than"),
+    ]
+    for key, applies, ok, says in checks:
+        if key in schema and applies and not ok(value, schema[key]):
+            return f"{says} {schema[key]} ({key})"
+    if "pattern" in schema and isinstance(value, str) and re.search(schema["pattern"], value) is None:
+        return f"does not match the pattern {schema['pattern']!r}"
+    return None
+
+
+class ParamsDict(dict[str, Any]):
+    """Airflow's ParamsDict: names to Params (or plain defaults); reading a name gives its value."""
+
+    def __getitem__(self, name: str) -> Any:
+        found = super().__getitem__(name)
+        return found.value if isinstance(found, Param) else found
+
+    def get_param(self, name: str) -> Param:
+        found = super().__getitem__(name)
+        return found if isinstance(found, Param) else Param(found, type=json_type(found))
 
 
 def _fits(value: Any, type_name: str) -> bool:
@@ -59,7 +109,7 @@ def _fits(value: Any, type_name: str) -> bool:
 
 def as_params(given: Mapping[str, Any] | None, *, where: str) -> dict[str, Param]:
     out = {}
-    for name, value in (given or {}).items():
+    for name, value in dict.items(given) if isinstance(given, dict) else (given or {}).items():
         if not isinstance(name, str) or not name:
             raise DagDefinitionError(f"{where}: param names must be non-empty strings")
         out[name] = value if isinstance(value, Param) else Param(value, type=json_type(value))
@@ -76,8 +126,8 @@ def json_type(value: Any) -> str | None:
 
 def from_description(described: Mapping[str, Mapping[str, Any]]) -> dict[str, Param]:
     """Params as a version recorded them (for checking --conf without importing the DAG file)."""
-    return {name: Param(d.get("default", _NOTSET), type=d.get("type"), enum=d.get("enum"),
-                        description=d.get("description", "")) for name, d in described.items()}
+    return {name: Param(d.get("default", _NOTSET), d.get("description", ""), type=d.get("type"), enum=d.get("enum"),
+                        title=d.get("title"), **d.get("schema", {})) for name, d in described.items()}
 
 
 def check_conf(params: Mapping[str, Param], conf: Mapping[str, Any] | None, *, dag_id: str) -> None:
@@ -96,3 +146,19 @@ def resolve(params: Mapping[str, Param], conf: Mapping[str, Any] | None) -> dict
     """A run's params: the defaults, with the conf's values of the same names laid over them."""
     conf = conf or {}
     return {name: conf.get(name, None if p.required else p.default) for name, p in params.items()}
+
+
+class ParamRef:
+    """Stands for a param's value in the run (Airflow's DagParam: an `@dag` function's parameter), resolved when
+    a try runs: the run's conf over the param's default."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:  # how it reads in a version's structure
+        return f"ParamRef({self.name!r})"
+
+
+def resolve_refs(value: Any, params: Mapping[str, Any]) -> Any:
+    """`value` with every ParamRef in it (also inside lists, tuples and dicts) replaced by the param's value."""
+    return replace_leaves(value, lambda leaf: params.get(leaf.name) if isinstance(leaf, ParamRef) else leaf)

@@ -59,8 +59,8 @@ from pendulum.tz.timezone import FixedTimezone, Timezone
 from ledger.errors import LedgerError
 
 __all__ = [
-    "PRESETS", "CronSchedule", "DataInterval", "DeltaSchedule", "NoSchedule", "OnceSchedule", "Schedule",
-    "ScheduleError", "due_intervals", "next_scheduled", "parse_schedule", "upcoming_intervals",
+    "PRESETS", "After", "CronSchedule", "DataInterval", "DeltaSchedule", "NoSchedule", "OnceSchedule", "Schedule",
+    "ScheduleError", "due_intervals", "end_of", "next_scheduled", "parse_schedule", "upcoming_intervals",
 ]  # fmt: skip
 
 _UTC = pendulum.UTC
@@ -92,6 +92,16 @@ class DataInterval:
     @property
     def logical_date(self) -> DateTime:
         return self.start
+
+
+After = DateTime | DataInterval | None  # where a schedule resumes: the latest run's interval end, or its interval
+
+
+def end_of(after: dt.datetime | DataInterval | None) -> DateTime | None:
+    """The instant a schedule resumes from: `after` itself, or the end of the interval given."""
+    if isinstance(after, DataInterval):
+        return _utc(after.end, "after")
+    return None if after is None else _utc(after, "after")
 
 
 def _utc(d: dt.datetime, what: str = "datetime") -> DateTime:
@@ -131,9 +141,11 @@ class Schedule(abc.ABC):
 
     @abc.abstractmethod
     def next_interval(
-        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+        self, *, after: After, start_date: DateTime, end_date: DateTime | None
     ) -> DataInterval | None:
-        """The first interval starting at or after max(after, start_date); None if past end_date."""
+        """The first interval starting at or after max(after, start_date); None if past end_date. `after`: the
+        data-interval end of the latest scheduled run, or that run's whole interval (a timetable may read its
+        start, as Airflow's `last_automated_data_interval`)."""
 
     @abc.abstractmethod
     def intervals_between(
@@ -149,8 +161,15 @@ class Schedule(abc.ABC):
     def is_tick(self, d: DateTime) -> bool:
         """Whether d is an interval start of this schedule (start_date ignored)."""
 
+    def _first_due(
+        self, *, start_date: DateTime, end_date: DateTime | None, after: After, now: DateTime
+    ) -> DataInterval | None:
+        """The next interval from `after` if it has ended by `now`, else None."""
+        first = self.next_interval(after=after, start_date=start_date, end_date=end_date)
+        return None if first is None or first.end > now else first
+
     def _latest_due(
-        self, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, now: DateTime
+        self, *, start_date: DateTime, end_date: DateTime | None, after: After, now: DateTime
     ) -> DataInterval | None:
         due = itertools.takewhile(lambda i: i.end <= now, _walk(self, start_date, end_date, after))
         last = collections.deque(due, maxlen=1)
@@ -186,10 +205,11 @@ class _PeriodicSchedule(Schedule):
         return self._at_or_after(d) == d
 
     def next_interval(
-        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+        self, *, after: After, start_date: DateTime, end_date: DateTime | None
     ) -> DataInterval | None:
         start_date = _utc(start_date, "start_date")
         sched = self._bind(start_date)
+        after = end_of(after)
         lower = start_date if after is None else max(_utc(after, "after"), start_date)
         start = sched._at_or_after(lower)
         if end_date is not None and start > _utc(end_date, "end_date"):
@@ -218,11 +238,10 @@ class _PeriodicSchedule(Schedule):
         return DataInterval(start, self._after(d))
 
     def _latest_due(
-        self, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, now: DateTime
+        self, *, start_date: DateTime, end_date: DateTime | None, after: After, now: DateTime
     ) -> DataInterval | None:
         # Jump straight to the last interval that ended by `now` instead of walking to it.
-        first = self.next_interval(after=after, start_date=start_date, end_date=end_date)
-        if first is None or first.end > now:
+        if self._first_due(start_date=start_date, end_date=end_date, after=after, now=now) is None:
             return None
         sched = self._bind(_utc(start_date, "start_date"))
         start = sched._before(sched._at_or_before(now))
@@ -502,7 +521,7 @@ class OnceSchedule(_AperiodicSchedule):
         return "@once"
 
     def next_interval(
-        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+        self, *, after: After, start_date: DateTime, end_date: DateTime | None
     ) -> DataInterval | None:
         start = _utc(start_date, "start_date")
         if after is not None or (end_date is not None and start > _utc(end_date, "end_date")):
@@ -523,7 +542,7 @@ class NoSchedule(_AperiodicSchedule):
         return "None"
 
     def next_interval(
-        self, *, after: DateTime | None, start_date: DateTime, end_date: DateTime | None
+        self, *, after: After, start_date: DateTime, end_date: DateTime | None
     ) -> DataInterval | None:
         return None
 
@@ -549,12 +568,12 @@ def parse_schedule(
 
 
 def _walk(
-    schedule: Schedule, start_date: DateTime, end_date: DateTime | None, after: DateTime | None
+    schedule: Schedule, start_date: DateTime, end_date: DateTime | None, after: After
 ) -> Iterator[DataInterval]:
     interval = schedule.next_interval(after=after, start_date=start_date, end_date=end_date)
     while interval is not None:
         yield interval
-        interval = schedule.next_interval(after=interval.end, start_date=start_date, end_date=end_date)
+        interval = schedule.next_interval(after=interval, start_date=start_date, end_date=end_date)
 
 
 def due_intervals(
@@ -562,7 +581,7 @@ def due_intervals(
     *,
     start_date: DateTime,
     end_date: DateTime | None,
-    after: DateTime | None,
+    after: After,
     now: DateTime,
     catchup: bool,
     limit: int | None = None,
@@ -583,7 +602,7 @@ def due_intervals(
 
 
 def upcoming_intervals(
-    schedule: Schedule, *, start_date: DateTime, end_date: DateTime | None, after: DateTime | None, n: int
+    schedule: Schedule, *, start_date: DateTime, end_date: DateTime | None, after: After, n: int
 ) -> list[DataInterval]:
     """The next `n` intervals of the schedule from `after`, due or not (the schedule's own walk; what the
     scheduler creates next is `next_scheduled`)."""
@@ -595,7 +614,7 @@ def next_scheduled(
     *,
     start_date: DateTime,
     end_date: DateTime | None,
-    after: DateTime | None,
+    after: After,
     now: DateTime,
     catchup: bool,
     held: Collection[dt.datetime] = (),
@@ -612,7 +631,7 @@ def next_scheduled(
     due = due_intervals(schedule, start_date=start_date, end_date=end_date, after=after, now=now, catchup=catchup,
                         limit=n + len(held))
     out = [i for i in due if i.logical_date not in held][:n]
-    cursor = due[-1].end if due else after
+    cursor: After = due[-1] if due else after
     for interval in _walk(schedule, start_date, end_date, cursor):
         if len(out) >= n:
             break

@@ -30,6 +30,9 @@ class TaskState(StrEnum):
     SUCCESS = "success"
     FAILED = "failed"
     UP_FOR_RETRY = "up_for_retry"
+    # a sensor in reschedule mode (or deferrable) checked, was not satisfied, and ended its try to check again at
+    # next_try_at: it holds no worker slot meanwhile, and its next try spends no retry (ledger/sensors.py)
+    UP_FOR_RESCHEDULE = "up_for_reschedule"
     SKIPPED = "skipped"
     UPSTREAM_FAILED = "upstream_failed"
     STOPPED = "stopped"  # ended by a STOP signal (a running try was ended, or it never started)
@@ -77,7 +80,7 @@ ACTIVE_TASK_STATES = frozenset({TaskState.QUEUED, TaskState.RUNNING})
 # state names its to-state and is guarded by `WHERE state IN (from-states)` (ledger/store/transitions.py): a
 # writer that read a state another process has changed since writes nothing and reads again.
 _SCHEDULED, _QUEUED = TaskState.SCHEDULED, TaskState.QUEUED
-_WAITING_TASK = frozenset({_SCHEDULED, TaskState.UP_FOR_RETRY})
+_WAITING_TASK = frozenset({_SCHEDULED, TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE})
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     # a try is queued for a task instance that waits (its dependencies met, its retry due)
     TaskState.QUEUED: _WAITING_TASK,
@@ -89,12 +92,15 @@ TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     TaskState.FAILED: ACTIVE_TASK_STATES | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.FAILED},
     TaskState.SKIPPED: ACTIVE_TASK_STATES | _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.SKIPPED},
     TaskState.UP_FOR_RETRY: ACTIVE_TASK_STATES,
+    # a sensor's try checked and asked to be tried again later
+    TaskState.UP_FOR_RESCHEDULE: ACTIVE_TASK_STATES,
     TaskState.UPSTREAM_FAILED: frozenset({_SCHEDULED}),
     # a STOP signal or an operator ended its try, or it never started
     TaskState.STOPPED: ACTIVE_TASK_STATES | _WAITING_TASK,
     # a new try: after a try that never started or was lost (from active), a clear (from finished or waiting),
     # or a signal's START / RESTART
-    TaskState.SCHEDULED: ACTIVE_TASK_STATES | FINISHED_TASK_STATES | {TaskState.UP_FOR_RETRY},
+    TaskState.SCHEDULED: ACTIVE_TASK_STATES | FINISHED_TASK_STATES | {TaskState.UP_FOR_RETRY,
+                                                                      TaskState.UP_FOR_RESCHEDULE},
     # its task is not in the version its run moved to, or past the end of its mapped task's new list
     TaskState.REMOVED: _WAITING_TASK | FINISHED_TASK_STATES - {TaskState.REMOVED},
 }

@@ -11,11 +11,24 @@ var (var.value.NAME, var.json.NAME:
 LEDGER_VAR_<NAME> or `ledger variables`), conn (conn.NAME.host ...: LEDGER_CONN_<NAME> or
 `ledger connections`), macros.ds_add, macros.ds_format,
 macros.datetime, macros.timedelta.
+
+Airflow's other names are there too (Airflow's "Templates reference"): ts_nodash_with_tz,
+task_instance_key_str (`dag__task__YYYYMMDD`), dag_run (conf, run_id, run_type, logical_date, data interval,
+dag_id, external_trigger), map_index_template, expanded_ti_count, test_mode, exception, inlets, outlets,
+triggering_dataset_events, and Airflow 2's deprecated date names (execution_date, next_ds, prev_ds,
+yesterday_ds, tomorrow_ds and their _nodash forms, next_execution_date, prev_execution_date);
+prev_data_interval_start_success and its kin are None: a try does not know its run's neighbours' outcome.
+Macros: ds_add, ds_format, datetime, timedelta, time, uuid, random, json, dateutil, datetime_diff_for_humans,
+and a DAG's user_defined_macros. Filters: ds, ds_nodash, ts, ts_nodash, ts_nodash_with_tz.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import random
+import time
+import uuid
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -37,11 +50,35 @@ def ds_format(ds: str, input_format: str, output_format: str) -> str:
     return dt.datetime.strptime(ds, input_format).strftime(output_format)
 
 
+def datetime_diff_for_humans(dt_value: dt.datetime, since: dt.datetime | None = None) -> str:
+    """How long before (or after) `since` (default: now) `dt_value` is, in words ("2 days ago")."""
+    other = pendulum.instance(since) if since is not None else pendulum.now("UTC")
+    return pendulum.instance(dt_value).diff_for_humans(other)
+
+
 class _Macros:
     ds_add = staticmethod(ds_add)
     ds_format = staticmethod(ds_format)
+    datetime_diff_for_humans = staticmethod(datetime_diff_for_humans)
     datetime = dt.datetime
     timedelta = dt.timedelta
+    time = time
+    uuid = uuid
+    random = random
+    json = json
+
+    @property
+    def dateutil(self) -> Any:
+        import dateutil  # pendulum's dependency
+
+        return dateutil
+
+
+class _UserMacros(_Macros):
+    """The macros with a DAG's user_defined_macros beside them."""
+
+    def __init__(self, extra: Mapping[str, Any]) -> None:
+        self.__dict__.update(extra)
 
 
 class _Variables:
@@ -74,12 +111,47 @@ class _Connections:
             raise TemplateError(str(exc).strip('"')) from None
 
 
+# the names a Python callable may ask for by parameter (`def f(ti, ds)`), as Airflow passes its context
+CONTEXT_NAMES = (
+    "ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz", "logical_date", "execution_date", "data_interval_start",
+    "data_interval_end", "prev_data_interval_start", "prev_data_interval_end", "prev_data_interval_start_success",
+    "prev_data_interval_end_success", "prev_start_date_success", "prev_end_date_success", "next_ds",
+    "next_ds_nodash", "prev_ds", "prev_ds_nodash", "yesterday_ds", "yesterday_ds_nodash", "tomorrow_ds",
+    "tomorrow_ds_nodash", "next_execution_date", "prev_execution_date", "run_id", "run_type", "try_number",
+    "dag_version", "dag", "task", "ti", "task_instance", "task_instance_key_str", "params", "conf", "dag_run",
+    "templates_dict", "var", "conn", "macros", "test_mode", "exception", "inlets", "outlets",
+    "triggering_dataset_events", "triggering_asset_events", "expanded_ti_count", "map_index_template")
+
+
 def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetime, data_interval_end: dt.datetime,
                    prev_interval: tuple[str, str] | None, run_id: str, run_type: str, try_number: int,
                    dag_version: str, dag: Any, task: Any, params: Mapping[str, Any],
                    conf: Mapping[str, Any], ti: Any = None) -> dict[str, Any]:
     when = pendulum.instance(logical_date).in_timezone("UTC")
+    start, end = pendulum.instance(data_interval_start), pendulum.instance(data_interval_end)
+    dag_id = str(getattr(dag, "dag_id", ""))
+    task_id = str(getattr(task, "task_id", ""))
+    user_macros = dict(getattr(dag, "user_defined_macros", None) or {})
     return {
+        **user_macros,
+        "ts_nodash_with_tz": when.format("YYYYMMDDTHHmmssZZ"),
+        "task_instance_key_str": f"{dag_id}__{task_id}__{when.format('YYYYMMDD')}",
+        "execution_date": when, "next_execution_date": end, "prev_execution_date": None,
+        "next_ds": end.format("YYYY-MM-DD"), "next_ds_nodash": end.format("YYYYMMDD"),
+        "prev_ds": None, "prev_ds_nodash": None,
+        "yesterday_ds": when.subtract(days=1).format("YYYY-MM-DD"),
+        "yesterday_ds_nodash": when.subtract(days=1).format("YYYYMMDD"),
+        "tomorrow_ds": when.add(days=1).format("YYYY-MM-DD"), "tomorrow_ds_nodash": when.add(days=1).format("YYYYMMDD"),
+        "prev_data_interval_start_success": None, "prev_data_interval_end_success": None,
+        "prev_start_date_success": None, "prev_end_date_success": None,
+        "test_mode": run_type == "test", "exception": None, "inlets": [], "outlets": [],
+        "triggering_dataset_events": {}, "triggering_asset_events": {}, "expanded_ti_count": None,
+        "map_index_template": None,
+        "dag_run": SimpleNamespace(conf=dict(conf), run_id=run_id, run_type=run_type, logical_date=when,
+                                   execution_date=when, data_interval_start=start, data_interval_end=end,
+                                   dag_id=dag_id, external_trigger=run_type == "manual"),
+        "macros": _UserMacros(user_macros) if user_macros else _Macros(),
+    } | {
         "ds": when.format("YYYY-MM-DD"), "ds_nodash": when.format("YYYYMMDD"), "ts": when.isoformat(),
         "ts_nodash": when.format("YYYYMMDDTHHmmss"), "logical_date": when,
         "data_interval_start": pendulum.instance(data_interval_start),
@@ -88,12 +160,18 @@ def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetim
         "prev_data_interval_end": pendulum.parse(prev_interval[1]) if prev_interval else None,
         "run_id": run_id, "run_type": run_type, "try_number": try_number, "dag_version": dag_version,
         "dag": dag, "task": task, "params": dict(params), "conf": dict(conf),
-        "dag_run": SimpleNamespace(conf=dict(conf), run_id=run_id, run_type=run_type, logical_date=when),
-        "var": _Vars(), "conn": _Connections(), "macros": _Macros(), "ti": ti, "task_instance": ti,
+        "var": _Vars(), "conn": _Connections(), "ti": ti, "task_instance": ti,
     }
 
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_ENV.filters.update({
+    "ds": lambda d: pendulum.instance(d).format("YYYY-MM-DD"),
+    "ds_nodash": lambda d: pendulum.instance(d).format("YYYYMMDD"),
+    "ts": lambda d: pendulum.instance(d).isoformat(),
+    "ts_nodash": lambda d: pendulum.instance(d).format("YYYYMMDDTHHmmss"),
+    "ts_nodash_with_tz": lambda d: pendulum.instance(d).format("YYYYMMDDTHHmmssZZ"),
+})
 
 
 def has_template(value: Any) -> bool:

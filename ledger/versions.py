@@ -28,6 +28,7 @@ from ledger.mapping import literal_count
 from ledger.schedule import Schedule, parse_schedule
 from ledger.secrets import sensitive
 from ledger.signal_rules import can_start
+from ledger.timetables import from_description
 
 if TYPE_CHECKING:
     from ledger.dag import DAG, Task
@@ -78,6 +79,10 @@ def structure_of(dag: DAG) -> dict[str, Any]:
         **({"deadline": dag.deadline.total_seconds()} if dag.deadline is not None else {}),
         **({"callbacks": describe_callbacks(dag.callbacks)} if dag.callbacks else {}),
         **({"params": {name: p.describe() for name, p in sorted(dag.params.items())}} if dag.params else {}),
+        **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
+        **({"edge_labels": [[up, down, text] for (up, down), text in sorted(dag.edge_labels.items())]}
+           if dag.edge_labels else {}),
+        **({"about": about} if (about := dag.about()) else {}),
         **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
         **({"datasets": {"condition": dag.datasets.to_json(), "on_upstream_rewrite": dag.on_upstream_rewrite}}
            if dag.datasets is not None else {}),
@@ -255,6 +260,17 @@ class TaskSpec:
     # a mapped task (ledger/mapping.py): (argument, {"literal": n, "values": [...]} or {"xcom_from": task, "key":
     # key}) in expand() order; empty for a task that is not mapped
     expand: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    # control flow (ledger/flow.py): "branch" or "short_circuit" for a task whose choice skips others; a setup or
+    # teardown task; a teardown whose failure fails the run (on_failure_fail_dagrun)
+    flow: str | None = None
+    setup: bool = False
+    teardown: bool = False
+    fail_dagrun: bool = False
+    # a sensor (ledger/sensors.py): its mode, poke interval, timeout and soft_fail, as its version records them
+    sensor: Mapping[str, Any] | None = None
+    # an ExternalTaskMarker (ledger/external_task.py): the external DAG, task and date its clear reaches
+    marker: Mapping[str, Any] | None = None
+    mapped_group: str | None = None  # in a mapped task group: its instance i follows its group siblings' i
     outlets: tuple[Mapping[str, Any], ...] = ()  # the datasets and aliases it writes (ledger/datasets.py)
     queue: str = "default"  # the Celery queue its tries go to (ledger.dag.DEFAULT_QUEUE)
 
@@ -302,15 +318,7 @@ class DagSpec:
 
     def and_downstream(self, task_ids: Iterable[str]) -> set[str]:
         """The tasks and everything downstream of them."""
-        down = self.downstream()
-        chosen = set(task_ids)
-        stack = list(chosen)
-        while stack:
-            for d in down[stack.pop()]:
-                if d not in chosen:
-                    chosen.add(d)
-                    stack.append(d)
-        return chosen
+        return reachable(self.downstream(), task_ids)
 
     def downstream(self) -> dict[str, list[str]]:
         down: dict[str, list[str]] = {tid: [] for tid in self.tasks}
@@ -320,7 +328,22 @@ class DagSpec:
         return down
 
 
+def reachable(edges: Mapping[str, Iterable[str]], start: Iterable[str]) -> set[str]:
+    """`start` and every node reachable from it along `edges` (node -> its successors)."""
+    chosen = set(start)
+    stack = list(chosen)
+    while stack:
+        for d in edges[stack.pop()]:
+            if d not in chosen:
+                chosen.add(d)
+                stack.append(d)
+    return chosen
+
+
 def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:
+    timetable = from_description(desc, timezone=timezone, start_date=start_date)
+    if timetable is not None:
+        return timetable
     kind = desc.get("type")
     value: str | timedelta | None
     if kind == "cron":
@@ -347,8 +370,11 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             priority_weight=t["priority_weight"], execution_timeout=t["execution_timeout"],
             signals=t.get("signals", {}), retry_exponential_backoff=t.get("retry_exponential_backoff", False),
             max_retry_delay=t.get("max_retry_delay"), callbacks=t.get("callbacks", EMPTY),
-            expand=tuple((arg, src) for arg, src in t.get("expand", ())), outlets=tuple(t.get("outlets", ())),
-            queue=t.get("queue", "default"),
+            expand=tuple((arg, src) for arg, src in t.get("expand", ())), mapped_group=t.get("mapped_group"),
+            flow=t.get("flow"), setup=t.get("setup", False), teardown=t.get("teardown", False),
+            fail_dagrun=t.get("on_failure_fail_dagrun", False), sensor=t.get("sensor"),
+            marker=t.get("definition") if t["kind"] == "external_task_marker" else None,
+            outlets=tuple(t.get("outlets", ())), queue=t.get("queue", "default"),
         )
         for t in data["tasks"]
     }

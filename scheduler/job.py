@@ -61,7 +61,7 @@ from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
-from scheduler import adoption, dataset_runs, try_files
+from scheduler import adoption, dataset_runs, flow_events, try_files
 from scheduler.after_commit import AfterCommit
 from scheduler.cadence import Cadence
 from scheduler.callback_requests import CallbackRequests
@@ -574,7 +574,7 @@ class DagRunJob:
         `files`: what the ended tries left beside their logs, read before the transaction (_try_files); a try
         missing from it has its files read here."""
         where: dict[tuple[int, int], _InFlight | None] = {}
-        outcomes = self._outcomes(drained, now, where)
+        outcomes = self._outcomes(drained, now, where, files or {})
         written = task_store.record_outcomes(session, outcomes,
                                              self._known_tries(drained, where) if self._serial else None,
                                              max_lost_tries=self.settings.max_lost_tries)
@@ -599,8 +599,8 @@ class DagRunJob:
         self._record_failures(session, written, where, now)
         return len(written)
 
-    def _outcomes(self, drained: list[TaskEvent], now: datetime,
-                  where: dict[tuple[int, int], _InFlight | None]) -> list[task_store.Outcome]:
+    def _outcomes(self, drained: list[TaskEvent], now: datetime, where: dict[tuple[int, int], _InFlight | None],
+                  files: Mapping[tuple[int, int], try_files.TryFiles]) -> list[task_store.Outcome]:
         """The outcomes to write for the drained events (`where` takes each try's in-flight record), and what the
         events change in the job: tries started (metrics), ended (no longer in flight), killed (stopped)."""
         outcomes = []
@@ -625,7 +625,9 @@ class DagRunJob:
                         self.after_commit.note(info.log_path, at, f"outcome: {why}")
             outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, ev.host or host, ev.reason,
                                                info.retry_delay if info else 0.0, decided_at=now, requeue=requeue,
-                                               armed=requeue and info is not None and info.armed))
+                                               armed=requeue and info is not None and info.armed,
+                                               **flow_events.sensor_outcome(state, ev.reason,
+                                                                             files.get((ev.ti_id, ev.try_number)))))
             if ev.kind == "started":
                 if info is not None and not info.started:
                     info.started = True
@@ -645,6 +647,7 @@ class DagRunJob:
                                 where: dict[tuple[int, int], _InFlight | None],
                                 files: Mapping[tuple[int, int], try_files.TryFiles], now: datetime) -> None:
         """What the ended tries left beside their logs: values pushed, rendered templates, lineage writes."""
+        checked: list[dict[str, Any]] = []
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is None or not info.log_path or st == TaskState.RUNNING:
@@ -653,7 +656,9 @@ class DagRunJob:
             if left is None:  # (an end the job decided itself, in this transaction: a lost try)
                 left = try_files.read(info.log_path)
             pushed = left.pushed
-            if pushed:
+            if pushed:  # a sensor's checks: an event
+                checked += flow_events.sensor_checked(info.dag_id, info.run_id, info.label, o, st, pushed,
+                                                      now=now, actor=self.actor)
                 xcom_store.record(session, pushed, run_id=info.run_id, task_id=info.task_id,
                                   try_number=o.try_number, now=now, map_index=info.map_index)
                 self.facts.pushed(info.run_id, info.label, pushed)
@@ -671,6 +676,7 @@ class DagRunJob:
                 self.datasets_changed()
             if left is not try_files.NOTHING:
                 self.after_commit.side_files_recorded(info.log_path)
+        events.record_many(session, checked)
 
     def _record_failures(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
                          where: dict[tuple[int, int], _InFlight | None], now: datetime) -> None:
@@ -807,7 +813,8 @@ class DagRunJob:
         held += self._read_held(session, [i for i in todo if i not in self.memory.pictures])
         queued = {h.run.dag_id for h in held if h.run.state == RunState.QUEUED.value}
         running = loop_store.running_runs_by_dag(session, {h.run.dag_id for h in held}) if queued else {}
-        plan = plan_runs(held, running, now=now, newest_first=self.newest_first)
+        plan = plan_runs(held, running, now=now, newest_first=self.newest_first,
+                         values=lambda run_id: self.facts.passed_values(session, {run_id})[run_id])
         self.memory.remember(held)
         specs = {h.run.id: h.spec for h in held}
         for run in plan.start:
@@ -816,6 +823,8 @@ class DagRunJob:
         for ti, st, run in plan.mark:
             self.task_states.add(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
         task_store.mark(session, [(ti.id, ti.state, st) for ti, st, _run in plan.mark], now=now)
+        if plan.why:  # skips a branch or short-circuit chose: an event each, with the reason
+            flow_events.record_skips(session, plan, now=now, actor=self.actor, say=self.say)
         for ti, st, run in plan.mark:
             picture = self.memory.pictures.get(run.id)  # (None: forgotten by the mark of its previous run, just above)
             if picture is not None:

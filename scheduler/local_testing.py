@@ -9,6 +9,7 @@ in a temporary folder that is printed and then removed. The database is not open
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,11 +24,13 @@ from ledger.dagbag import list_dag_files, load_file
 from ledger.dependencies import TiState, decide
 from ledger.errors import DagNotFound, InvalidInput
 from ledger.mapping import expand_task, label, max_map_length, split_label
+from ledger.sensors import SENSOR_KEY, reschedule_at
 from ledger.states import RunState, TaskState
 from ledger.versions import DagSpec, spec_from_json, version_of
 from ledger.xcom import pull_view, read_pushed
 from scheduler.executors.base import WorkItem
 from scheduler.executors.sequential import SequentialExecutor
+from scheduler.try_outcome import NO_RETRY_PREFIX
 
 TEST_RUN_TYPE = "test"
 
@@ -125,13 +128,15 @@ def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
     states = {key: TiState(TaskState.SCHEDULED) for t in spec.tasks.values()
               for key in ([label(t.task_id, i) for i in range(t.literal_count)] if t.literal_count else [t.task_id])}
     tries: dict[str, int] = {}
+    rescheduled: dict[str, int] = {}  # label -> its tries that asked for a later check (they spend no retry)
     ids: dict[str, int] = {}  # label -> a task instance id of its own, for the executor
     with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
         while True:
-            decision = decide(spec, states, None, now=datetime.now(UTC))
+            decision = decide(spec, states, None, now=datetime.now(UTC), values=run.xcom)
             for key, st in decision.mark.items():
                 states[key] = TiState(st)
-                say(f"--- {key}: {st.value} (trigger rule {spec.tasks[split_label(key)[0]].trigger_rule})")
+                why = decision.reasons.get(key) or f"trigger rule {spec.tasks[split_label(key)[0]].trigger_rule}"
+                say(f"--- {key}: {st.value} ({why})")
             for tid in decision.expand:
                 found = expand_task(spec.tasks[tid].expand, pull_view(run.xcom), max_length=max_map_length())
                 del states[tid]
@@ -146,13 +151,22 @@ def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
             if not decision.ready:
                 if decision.mark or decision.expand:
                     continue
+                if decision.retry_at is not None:  # a sensor's next check: waited for, unlike a retry's delay
+                    time.sleep(max(0.0, (decision.retry_at - datetime.now(UTC)).total_seconds()))
+                    continue
                 return RunState.FAILED  # nothing can run: waiting on signals
             for key in decision.ready:
                 tries[key] = tries.get(key, 0) + 1
                 item = run.item(key, tries[key], Path(tmp), ids.setdefault(key, len(ids) + 1))
                 state, reason, log = run_one(executor, item, run.xcom)
-                retry = state == "failed" and tries[key] <= spec.tasks[split_label(key)[0]].retries
+                retry = state == "failed" and tries[key] - rescheduled.get(key, 0) <= \
+                    spec.tasks[split_label(key)[0]].retries and not (reason or "").startswith(NO_RETRY_PREFIX)
                 shown = "up_for_retry" if retry else state
                 say(f"--- {key} try {tries[key]}: {shown}" + (f" ({reason})" if reason else ""))
                 say(log.rstrip("\n"))
+                if state == TaskState.UP_FOR_RESCHEDULE.value:  # spends no retry
+                    rescheduled[key] = rescheduled.get(key, 0) + 1
+                    at = reschedule_at(run.xcom.get(key, {}).get(SENSOR_KEY))
+                    states[key] = TiState(TaskState.UP_FOR_RESCHEDULE, at)
+                    continue
                 states[key] = TiState(TaskState.UP_FOR_RETRY if retry else TaskState(state))

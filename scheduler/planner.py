@@ -16,12 +16,12 @@ The job applies the plan in its transaction. Property tests drive these function
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ledger.dependencies import PreviousRun, TiState, decide
+from ledger.dependencies import PreviousRun, TiState, decide, has_flow
 from ledger.states import ACTIVE_TASK_STATES, FINISHED_TASK_STATES, RunState, TaskState
 from ledger.versions import DagSpec
 
@@ -72,6 +72,7 @@ class RunsPlan:
     timed_out: list[Any] = field(default_factory=list)  # running runs past their DAG's dagrun_timeout
     deadline_missed: list[Any] = field(default_factory=list)  # unfinished runs past their deadline (once)
     waiting_on_past: set[int] = field(default_factory=set)  # runs with a task waiting on their previous run
+    why: dict[int, str] = field(default_factory=dict)  # ti id -> why it is marked, when not by its trigger rule
 
     def wake_at(self, when: datetime) -> None:
         if self.retry_at is None or when < self.retry_at:
@@ -88,8 +89,10 @@ def run_order(run: Any, newest_first: bool) -> tuple[float, int]:
 
 
 def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datetime,
-              newest_first: bool = False) -> RunsPlan:
-    """What to do with the held runs. `running`: runs of each DAG in state running now (all jobs')."""
+              newest_first: bool = False,
+              values: Callable[[int], Mapping[str, Mapping[str, Any]]] | None = None) -> RunsPlan:
+    """What to do with the held runs. `running`: runs of each DAG in state running now (all jobs'). `values`: the
+    values a run's tasks passed on, by run id, asked only for runs with branch or short-circuit tasks."""
     plan = RunsPlan()
     running = dict(running)
     for h in sorted(held, key=lambda h: run_order(h.run, newest_first)):
@@ -118,8 +121,10 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
         due = _due_times(h, plan, now)
         if run in plan.timed_out:
             continue
-        decision = decide(spec, states_of(h.tis), h.previous, now=now)
+        passed = values(run.id) if values is not None and has_flow(spec) else None
+        decision = decide(spec, states_of(h.tis), h.previous, now=now, values=passed)
         plan.mark.extend((h.tis[tid], st, run) for tid, st in decision.mark.items())
+        plan.why.update((h.tis[key].id, why) for key, why in decision.reasons.items())
         if decision.run_state is not None:
             plan.finish.append((run, decision.run_state, None))
             continue

@@ -7,6 +7,7 @@ never from a separately stored "next run" field, so rewriting history cannot lea
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,7 +15,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun
-from ledger.schedule import DataInterval, next_scheduled
+from ledger.schedule import After, DataInterval, ScheduleError, next_scheduled
 from ledger.states import RunType
 from ledger.store import dags as dag_store
 from ledger.store import loop as loop_store
@@ -22,17 +23,18 @@ from ledger.store import runs as run_store
 from ledger.store.runs import resume_points
 from ledger.versions import DagSpec
 
+log = logging.getLogger(__name__)
 MAX_NEW_RUNS_PER_DAG = 256  # per loop; catch-up continues on the next loop
 
 
-def _upcoming(spec: DagSpec, after: datetime | None, now: datetime,
+def _upcoming(spec: DagSpec, after: After, now: datetime,
               held: Collection[datetime] = ()) -> list[DataInterval]:
     return next_scheduled(spec.schedule, start_date=spec.start_date, end_date=spec.end_date,
                           after=after, now=now, catchup=spec.catchup, held=held,  # type: ignore[arg-type]
                           n=MAX_NEW_RUNS_PER_DAG)
 
 
-def due_for(spec: DagSpec, after: datetime | None, now: datetime,
+def due_for(spec: DagSpec, after: After, now: datetime,
             held: Collection[datetime] = ()) -> list[DataInterval]:
     """The intervals to create now: the first of `next_scheduled` that have ended (the same rule that
     `ledger dags next-runs` prints)."""
@@ -42,13 +44,13 @@ def due_for(spec: DagSpec, after: datetime | None, now: datetime,
 @dataclass
 class DueCache:
     """What a job learnt while looking for due runs: for a DAG with nothing due, when its next interval
-    ends (None: never, its end_date has passed), keyed on its version and the end of its latest live
+    ends (None: never, its end_date has passed), keyed on its version and the interval of its latest live
     scheduled or backfill run. Until then, looking again is skipped: the schedule's arithmetic is the
     costliest part of a scheduling pass. A new version or a change to the timeline changes the key."""
 
-    nothing_until: dict[str, tuple[str, datetime | None, datetime | None]] = field(default_factory=dict)
+    nothing_until: dict[str, tuple[str, After, datetime | None]] = field(default_factory=dict)
 
-    def nothing_due(self, dag_id: str, version: str, after: datetime | None, now: datetime) -> bool:
+    def nothing_due(self, dag_id: str, version: str, after: After, now: datetime) -> bool:
         known = self.nothing_until.get(dag_id)
         return known is not None and known[:2] == (version, after) and (known[2] is None or now < known[2])
 
@@ -65,7 +67,11 @@ def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: lis
         if cache is not None and cache.nothing_due(dag_id, version, after, now):
             continue
         spec = dag_store.spec(session, dag_id, version)
-        upcoming = _upcoming(spec, after, now)
+        try:
+            upcoming = _upcoming(spec, after, now)
+        except ScheduleError as exc:  # a custom timetable that fails: its DAG waits, the others go on
+            log.warning("DAG %s: no run created: %s", dag_id, exc)
+            continue
         if not upcoming or upcoming[0].end > now:  # nothing has ended since the latest run
             if cache is not None:
                 cache.nothing_until[dag_id] = (version, after, upcoming[0].end if upcoming else None)

@@ -215,7 +215,7 @@ def _apply_to(ti: TaskInstance, action: SignalAction, sig: Signal, now: datetime
         if state in ACTIVE_TASK_STATES:
             ti.signal_request, ti.signal_id = "stop", sig.id
             return "stop requested"
-        if state in (TaskState.SCHEDULED, TaskState.UP_FOR_RETRY):
+        if state in (TaskState.SCHEDULED, TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE):
             move_task(ti, TaskState.STOPPED, ended_at=now, signal_armed=False, signal_id=sig.id, next_try_at=None)
             return "stopped before it started"
         return f"already {state.value}"

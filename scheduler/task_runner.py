@@ -13,6 +13,7 @@ import copy
 import inspect
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -24,15 +25,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ledger import dagbag, secrets
-from ledger.context import TaskContext, environment
+from ledger.branching import record_choice
+from ledger.context import TaskContext, environment, push_return, set_current
 from ledger.dag import BashTask, PythonTask, Task
-from ledger.errors import SkipTask
+from ledger.errors import FailWithoutRetry, RescheduleTask, SkipTask
+from ledger.mapping import KWARGS
+from ledger.params import resolve_refs
+from ledger.sensors import BaseSensor, PokeReturnValue, PythonSensor, check_until_done
 from ledger.spark import SparkTask
-from ledger.templates import TemplateError, has_template, render, template_names
+from ledger.templates import CONTEXT_NAMES, TemplateError, has_template, render, template_names
 from ledger.xcom import RETURN_KEY, MissingValue, XComError
 from ledger.xcom import resolve as resolve_xcom
 from scheduler.executors.base import WorkItem
-from scheduler.try_outcome import BASH_SKIP_EXIT_CODE, State, describe_exception, one_line
+from scheduler.try_outcome import BASH_SKIP_EXIT_CODE, NO_RETRY_PREFIX, State, describe_exception, one_line
 from scheduler.try_plan import Plan, code_line, make_plan, prepared
 
 HANDOVER_REASON = "a Spark try runs in its worker process, not in a forked child"
@@ -92,6 +97,11 @@ def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any
         reason = one_line(str(exc)) or None
         say(f"skipped: {reason}" if reason else "skipped")
         return "skipped", reason
+    except RescheduleTask as exc:
+        return "up_for_reschedule", one_line(str(exc))
+    except FailWithoutRetry as exc:
+        say(f"failed, without retries: {exc}")
+        return "failed", NO_RETRY_PREFIX + describe_exception(exc)
     except SystemExit as exc:
         if exc.code in (None, 0):
             return "success", None
@@ -113,17 +123,52 @@ def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any
 
 def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
     try:
-        args = resolve_xcom(task.op_args, context.xcom_values)
-        op_kwargs = resolve_xcom(task.op_kwargs, context.xcom_values)
+        args = resolve_refs(resolve_xcom(task.op_args, context.xcom_values), context.params)
+        op_kwargs = resolve_refs(resolve_xcom(task.op_kwargs, context.xcom_values), context.params)
     except MissingValue as exc:
         say(str(exc))
         return "failed", one_line(str(exc))
     kwargs = {**op_kwargs, "context": context} if pass_context else op_kwargs
     kwargs = {**_airflow_kwargs(task, context, kwargs), **kwargs}
-    return call_task(task.python_callable, args, kwargs, keep=lambda value: context.xcom_push(RETURN_KEY, value))
+    return call_task(task.invoke, args, kwargs, keep=lambda value: push_return(task, context, value))
 
 
-def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
+def _run_branch(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    """A branch or short-circuit Python task: its return value is its choice, recorded (ledger/branching.py)."""
+    context.xcom_values.get(task.task_id, {}).pop(RETURN_KEY, None)  # (an earlier try's, among the run's values)
+    state, reason = _run_python(task, context, pass_context)
+    if state != "success":
+        return state, reason
+    try:
+        say(record_choice(task, context, context.xcom_values.get(task.task_id, {}).get(RETURN_KEY)))
+    except ValueError as exc:
+        say(str(exc))
+        return "failed", one_line(str(exc))
+    return state, reason
+
+
+def _run_sensor(task: BaseSensor, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    """A sensor's checks (ledger/sensors.py); a PythonSensor's callable is called as a PythonTask's is."""
+    def check(ctx: TaskContext) -> bool | PokeReturnValue:
+        if not isinstance(task, PythonSensor):
+            poke_airflow = getattr(task, "poke_airflow", None)
+            if callable(poke_airflow):  # Airflow's BaseSensorOperator (ledger/airflow_compat): Airflow's context
+                found: bool | PokeReturnValue = poke_airflow(ctx, _template_names(task, ctx))
+                return found
+            return task.poke(ctx)
+        args = resolve_refs(resolve_xcom(task.op_args, ctx.xcom_values), ctx.params)
+        kwargs = resolve_refs(resolve_xcom(task.op_kwargs, ctx.xcom_values), ctx.params)
+        kwargs = {**_airflow_kwargs(task, ctx, kwargs), **kwargs}
+        if pass_context:
+            kwargs["context"] = ctx
+        result = task.python_callable(*args, **kwargs)
+        return result if isinstance(result, PokeReturnValue) else bool(result)
+
+    return call_task(check_until_done, (task, context, check), {},
+                     keep=lambda value: push_return(task, context, value))
+
+
+def _airflow_kwargs(task: PythonTask | PythonSensor, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
     """Airflow's context for a callable that asks for it: every name when it takes **kwargs, else the names it
     has parameters for (`ti`, `ds`, `params`, `templates_dict`, ...), as Airflow's PythonOperator does."""
     try:
@@ -141,9 +186,7 @@ def _airflow_kwargs(task: PythonTask, context: TaskContext, given: dict[str, Any
     return {n: names[n] for n in wanted if n in AIRFLOW_NAMES}
 
 
-AIRFLOW_NAMES = ("ds", "ds_nodash", "ts", "ts_nodash", "logical_date", "data_interval_start", "data_interval_end",
-                 "prev_data_interval_start", "prev_data_interval_end", "run_id", "dag", "task", "ti",
-                 "task_instance", "params", "conf", "dag_run", "templates_dict", "var", "conn", "macros")
+AIRFLOW_NAMES = CONTEXT_NAMES
 
 
 def _template_names(task: Task, context: TaskContext) -> dict[str, Any]:
@@ -179,23 +222,38 @@ def _render(plan: Plan, task: Task) -> Task:
 
 def _mapped_values(task: Task) -> str:
     """The values a mapped instance got, for its log."""
-    if isinstance(task, PythonTask) and task.expand_kind == "call":
-        got = {arg: task.op_kwargs.get(arg) for arg, _src in task.expand_args}
+    if task.group_item is not None:  # a task of a mapped task group: the group's arguments
+        got = dict(task.group_item)
+    elif isinstance(task, PythonTask) and task.expand_kind == "call":
+        got = {arg: task.op_kwargs.get(arg) for arg, _src in task.expand_args if arg != KWARGS}
+        if any(arg == KWARGS for arg, _src in task.expand_args):  # expand_kwargs(): every argument
+            got = dict(task.op_kwargs)
     else:
-        got = {arg: getattr(task, arg, None) for arg, _src in task.expand_args}
+        got = {arg: getattr(task, arg, None) for arg in task.mappable_fields} if any(
+            arg == KWARGS for arg, _src in task.expand_args) else {
+            arg: getattr(task, arg, None) for arg, _src in task.expand_args}
     return ", ".join(f"{arg}={one_line(repr(value), 200)}" for arg, value in got.items())
 
 
 def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
     env = {**os.environ, **context.env(), **task.env}
     say(f"running: bash -c {task.bash_command!r}" + (f" in {task.cwd}" if task.cwd else ""))
+    last: list[str] = []
     try:
-        code = subprocess.call(["bash", "-c", task.bash_command], env=env, cwd=task.cwd,
-                               stdin=subprocess.DEVNULL)
+        if getattr(task, "push_last_line", False):  # Airflow's BashOperator: its last output line is passed on
+            code = _call_keeping_last_line(task, env, last)
+        else:
+            code = subprocess.call(["bash", "-c", task.bash_command], env=env, cwd=task.cwd,
+                                   stdin=subprocess.DEVNULL)
     except OSError as exc:
         traceback.print_exc()
         return "failed", describe_exception(exc)
     if code == 0:
+        if last:
+            try:
+                push_return(task, context, last[-1])
+            except XComError as exc:
+                return "failed", one_line(f"return value: {exc}")
         return "success", None
     if code == BASH_SKIP_EXIT_CODE:
         return "skipped", f"exit code {BASH_SKIP_EXIT_CODE}"
@@ -205,6 +263,19 @@ def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
         except ValueError:
             return "failed", f"killed by signal {-code}"
     return "failed", f"exit code {code}"
+
+
+def _call_keeping_last_line(task: BashTask, env: dict[str, str], last: list[str]) -> int:
+    """Run the command with its output (stdout and stderr, as they come) copied to the log line by line; the
+    last line goes into `last`."""
+    process = subprocess.Popen(["bash", "-c", task.bash_command], env=env, cwd=task.cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    for raw in process.stdout:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        last[:] = [raw.decode("utf-8", "backslashreplace").rstrip("\n")]
+    return process.wait()
 
 
 def execute_plan(plan: Plan) -> tuple[State, str | None]:
@@ -231,13 +302,22 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
         say(str(exc))
         return "failed", one_line(str(exc))
     secrets.seen_arguments(task)
+    set_current(context, task)  # Airflow's get_current_context() reads it
     if isinstance(task, PythonTask):
+        if task.flow is not None:
+            return _run_branch(task, context, plan.pass_context)
         return _run_python(task, context, plan.pass_context)
     if isinstance(task, BashTask):
         return _run_bash(task, context)
+    if isinstance(task, BaseSensor):
+        return _run_sensor(task, context, plan.pass_context)
     if isinstance(task, SparkTask):  # never in a forked child: see run_in_process
         say(HANDOVER_REASON)
         return "failed", HANDOVER_REASON
+    run_operator = getattr(task, "run_operator", None)
+    if callable(run_operator):  # Airflow's operators (ledger/airflow_compat): execute() with Airflow's context
+        return call_task(run_operator, (context, _template_names(task, context)), {},
+                         keep=lambda value: push_return(task, context, value))
     execute = getattr(task, "execute", None)
     if callable(execute):  # other task kinds run through execute(context)
         return call_task(execute, (), {"context": context})
@@ -264,9 +344,48 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
     return state, masked(reason)
 
 
+class _MaskSecrets(logging.Filter):
+    """Secrets the try has read (ledger/secrets.py) are *** in the log records its code emits."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if secrets.secrets_seen():
+            record.msg = secrets.mask(record.getMessage())
+            record.args = None
+        return True
+
+
+_log_handler: logging.Handler | None = None
+
+
+def capture_logging() -> None:
+    """Python `logging` from the try's code (the root logger and named ones, INFO and above) goes to the try's
+    log, formatted as Airflow's task log lines, with the secrets it read masked."""
+    global _log_handler
+    root = logging.getLogger()
+    if _log_handler is not None:
+        root.removeHandler(_log_handler)
+    _log_handler = logging.StreamHandler(sys.stderr)
+    _log_handler.setFormatter(logging.Formatter("[%(asctime)s] {%(name)s} %(levelname)s - %(message)s"))
+    _log_handler.addFilter(_MaskSecrets())
+    root.addHandler(_log_handler)
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+
+
+def release_logging() -> None:
+    """After the try: its handler goes, and the root logger's level is Python's default again (a worker that
+    runs several tries in turn logs nothing of its own into a try's log)."""
+    global _log_handler
+    if _log_handler is not None:
+        logging.getLogger().removeHandler(_log_handler)
+        _log_handler = None
+        logging.getLogger().setLevel(logging.WARNING)
+
+
 def say_started(item: WorkItem, where: str = "") -> None:
     """The head of a try's log (once its output goes there): which try, which process, which code."""
     secrets.seen_settings()
+    capture_logging()
     say(f"{now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id}"
         + (f" map_index={item.map_index} " if item.map_index >= 0 else " ")
         + f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()}{where})")
@@ -277,6 +396,7 @@ def say_ended(item: WorkItem, state: State, reason: str | None, began: float) ->
     """The foot of a try's log: its outcome and how long it took; then the secrets it read are masked there."""
     with contextlib.suppress(Exception):
         sys.stderr.flush()
+    release_logging()
     took = time.monotonic() - began
     say(f"{now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
     mask_secrets(item)

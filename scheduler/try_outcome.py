@@ -7,13 +7,17 @@ import signal
 from dataclasses import dataclass
 from typing import Literal
 
-State = Literal["success", "failed", "skipped"]
+State = Literal["success", "failed", "skipped", "up_for_reschedule"]
 
 EXIT_SUCCESS = 0
 EXIT_FAILED = 1
 EXIT_SKIPPED = 99  # also what a BashTask exits with to say "skipped" (the Airflow convention)
 BASH_SKIP_EXIT_CODE = 99
-EXIT_CODES: dict[State, int] = {"success": EXIT_SUCCESS, "failed": EXIT_FAILED, "skipped": EXIT_SKIPPED}
+EXIT_RESCHEDULE = 98  # a sensor asked to be checked again later (ledger/sensors.py)
+EXIT_CODES: dict[State, int] = {"success": EXIT_SUCCESS, "failed": EXIT_FAILED, "skipped": EXIT_SKIPPED,
+                                "up_for_reschedule": EXIT_RESCHEDULE}
+# the reason of a failed try that spends no retry (FailWithoutRetry: a sensor's timeout, AirflowFailException)
+NO_RETRY_PREFIX = "no retry: "
 
 REASON_LIMIT = 300
 

@@ -152,7 +152,8 @@ def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: b
     if plan.task is None:
         plan.error = one_line(f"task {item.task_id} is not in the code of {where}")
         return plan
-    plan.context = make_context(item, resolve_params(dag.params, item.conf))
+    task_params = getattr(plan.task, "params", None) or {}  # an Airflow operator's own params, over the DAG's
+    plan.context = make_context(item, resolve_params({**dag.params, **task_params}, item.conf))
     if isinstance(plan.task, PythonTask) and "context" not in plan.task.op_kwargs:
         fn = plan.task.python_callable
         try:

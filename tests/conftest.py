@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -238,6 +239,29 @@ def ready_cli(cli: Cli, migrated_sqlite: Path) -> Cli:
     """A Cli whose database has been created: a copy of the one `ledger db upgrade` made for the session."""
     copy_migrated(migrated_sqlite, cli.home / "ledger.db")
     return cli
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[tuple[int, list[Any]]]:
+    """A local SMTP server (aiosmtpd): (its port, the envelopes it received)."""
+    from aiosmtpd.controller import Controller
+
+    received: list[Any] = []
+
+    class Handler:
+        async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
+            received.append(envelope)
+            return "250 OK"
+
+    with socket.socket() as probe:  # a free port (the controller cannot be given port 0)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield port, received
+    finally:
+        controller.stop()
 
 
 DAILY_DAG = """

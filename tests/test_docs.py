@@ -56,8 +56,8 @@ def test_the_authoring_guide_shows_what_the_commands_print_today() -> None:
 
 @pytest.mark.timeout(1800)  # a few seconds on a healthy machine
 def test_the_scheduler_and_porting_guides_show_what_the_commands_print_today() -> None:
-    """docs/scheduler.md (a scheduler's log of a catch-up) and docs/from-airflow.md (`ledger dags test` of the
-    ported example)."""
+    """docs/scheduler.md (a scheduler's log of a catch-up) and docs/from-airflow.md (the table of Airflow's modules,
+    generated from ledger's namespace, and `ledger dags test` of the Airflow example, unchanged)."""
     _check("scheduler", "from-airflow")
 
 

@@ -1,7 +1,7 @@
 """An Airflow 2 DAG as teams write them: default_args, params, a task group, @task functions passing
-values, templates, a trigger rule, a run timeout and mapped tasks (.expand()). examples/dags/orders_daily.py
-is the same file with its imports changed for ledger (docs/from-airflow.md); a test checks that nothing else
-differs."""
+values, templates, a trigger rule, a run timeout and mapped tasks (.expand()). It runs in ledger as it is
+(docs/from-airflow.md); examples/dags/orders_daily.py is the same file with ledger's own imports, and a test
+checks that nothing else differs."""
 
 from datetime import timedelta
 

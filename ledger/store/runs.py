@@ -276,16 +276,18 @@ def live_dates_from(session: Session, dag_id: str, after: datetime | None, *,
     return set(session.scalars(stmt))
 
 
-def resume_points(session: Session, dag_ids: list[str] | None = None) -> dict[str, datetime]:
-    """Per DAG, the data-interval end of the latest live scheduled or backfill run (one query)."""
+def resume_points(session: Session, dag_ids: list[str] | None = None) -> dict[str, DataInterval]:
+    """Per DAG, the data interval of the latest live scheduled or backfill run (one query): its schedule resumes
+    at its end (a timetable may read its start too)."""
     latest = (select(DagRun.dag_id, func.max(DagRun.logical_date).label("at"))
               .where(LIVE, DagRun.run_type.in_(SCHEDULING_TYPES)).group_by(DagRun.dag_id))
     if dag_ids is not None:
         latest = latest.where(DagRun.dag_id.in_(dag_ids))
     sub = latest.subquery()
-    stmt = select(DagRun.dag_id, DagRun.data_interval_end).join(
+    stmt = select(DagRun.dag_id, DagRun.data_interval_start, DagRun.data_interval_end).join(
         sub, and_(sub.c.dag_id == DagRun.dag_id, sub.c.at == DagRun.logical_date)).where(LIVE)
-    return {dag_id: end for dag_id, end in session.execute(stmt).tuples()}
+    return {dag_id: DataInterval(start, end)  # type: ignore[arg-type]  # aware UTC datetimes
+            for dag_id, start, end in session.execute(stmt).tuples()}
 
 
 def live_at(session: Session, dag_id: str, at: datetime) -> DagRun | None:
@@ -357,3 +359,16 @@ def timeline_rows(session: Session, dag_id: str, *, start: datetime | None = Non
         stmt = stmt.limit(limit)
     # Core execution on the session's connection: no ORM row loading for plain columns
     return list(session.connection().execute(stmt))
+
+
+def states_at(session: Session, dag_id: str, at: datetime) -> tuple[str, dict[str, list[str]]] | None:
+    """The live run of `dag_id` at logical date `at`: its state and its task instances' states by task id (every
+    instance of a mapped task); None when there is no such run (ExternalTaskSensor)."""
+    run = live_at(session, dag_id, at)
+    if run is None:
+        return None
+    states: dict[str, list[str]] = {}
+    for task_id, state in session.execute(select(TaskInstance.task_id, TaskInstance.state)
+                                          .where(TaskInstance.run_id == run.id)).tuples():
+        states.setdefault(task_id, []).append(state)
+    return run.state, states

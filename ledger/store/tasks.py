@@ -216,6 +216,9 @@ class Outcome:
     # or its run has ended: then it stays stopped.
     requeue: bool = False
     armed: bool = False
+    # a sensor's try that asked to be checked again (up_for_reschedule): when; its next try spends no retry
+    reschedule_at: datetime | None = None
+    no_retry: bool = False  # a failure that spends no retry left (a sensor's timeout, FailWithoutRetry)
 
 
 _CURRENT_TRIES = select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state) \
@@ -286,9 +289,11 @@ def record_outcomes(session: Session, outcomes: list[Outcome], known: Mapping[in
                 state = TaskState.FAILED
             else:
                 state = TaskState.SCHEDULED
-        elif state == TaskState.FAILED and o.try_number < row[1]:
+        elif state == TaskState.FAILED and o.try_number < row[1] and not o.no_retry:
             state = TaskState.UP_FOR_RETRY
             next_try = (o.decided_at or o.at) + timedelta(seconds=o.retry_delay)
+        elif state == TaskState.UP_FOR_RESCHEDULE:
+            next_try = o.reschedule_at or (o.decided_at or o.at)
         if state == TaskState.RUNNING:
             ti_rows.append({"ti": o.ti_id, "was": row[2], "tn": o.try_number, "st": state.value, "started": o.at,
                             "ended": None, "nxt": None, "pid": o.pid, "host": o.hostname})
@@ -304,7 +309,8 @@ def record_outcomes(session: Session, outcomes: list[Outcome], known: Mapping[in
     if ti_rows:
         _guarded(_OUTCOME_TI.run(session, ti_rows), len(ti_rows), "recording outcomes")
         _OUTCOME_TRY.run(session, try_rows)
-        requeued = [{"ti": o.ti_id, "armed": o.armed} for o, st in written if st == TaskState.SCHEDULED]
+        requeued = [{"ti": o.ti_id, "armed": o.armed} for o, st in written
+                    if st in (TaskState.SCHEDULED, TaskState.UP_FOR_RESCHEDULE)]  # one more try: no retry spent
         if requeued:
             session.connection().execute(_ONE_MORE_TRY, requeued)
     return written

@@ -213,7 +213,7 @@ def version(request: Request, dag_id: str, version: str, file: str | None = None
         before = web_store.previous_version(session, row)
         diff = documents.version_diff(session, dag, before, row) if before is not None else None
     return _page(request, "version.html", dag_id=dag_id, doc=doc, before=before.version_hash if before else None,
-                 diff=views.diff_lines(diff), drawing=views.graph_drawing(doc["structure"]["tasks"]))
+                 diff=views.diff_lines(diff), drawing=views.graph_drawing(documents.graph_tasks(doc["structure"])))
 
 
 @router.get("/lineage", response_class=HTMLResponse)

@@ -215,12 +215,22 @@ class Box:
 
 
 @dataclass
+class EdgeLabel:
+    """An edge's Label (Airflow's `a >> Label("text") >> b`), drawn at the middle of its edge."""
+
+    text: str
+    x: int
+    y: int
+
+
+@dataclass
 class Graph:
     nodes: list[Node]
     edges: list[str]  # SVG path data, one per dependency
     groups: list[Box]
     width: int
     height: int
+    labels: list[EdgeLabel] = field(default_factory=list)
 
 
 def graph_drawing(tasks: list[Doc], states: dict[str, tuple[str, int]] | None = None) -> Graph:
@@ -244,7 +254,7 @@ def graph_drawing(tasks: list[Doc], states: dict[str, tuple[str, int]] | None = 
             else:
                 note = t["kind"]
             nodes.append(Node(t["task_id"], t["kind"], x, y, state, note, t.get("group")))
-    edges = []
+    edges, labels = [], []
     for t in tasks:
         x2, y2 = place[t["task_id"]]
         for u in t["upstream"]:
@@ -254,6 +264,8 @@ def graph_drawing(tasks: list[Doc], states: dict[str, tuple[str, int]] | None = 
             sx, sy, ex, ey = x1 + NODE_W, y1 + NODE_H // 2, x2 - 4, y2 + NODE_H // 2
             mid = (sx + ex) // 2
             edges.append(f"M{sx},{sy} C{mid},{sy} {mid},{ey} {ex},{ey}")
+            if u in t.get("labels", {}):
+                labels.append(EdgeLabel(t["labels"][u], mid, (sy + ey) // 2 - 4))
     groups = []
     names = sorted({".".join(n.group.split(".")[:i + 1]) for n in nodes if n.group
                     for i in range(n.group.count(".") + 1)}, key=lambda g: (g.count("."), g))
@@ -269,7 +281,7 @@ def graph_drawing(tasks: list[Doc], states: dict[str, tuple[str, int]] | None = 
     width = MARGIN * 2 + max(len(layers), 1) * (NODE_W + GAP_X) - GAP_X + 2 * GROUP_PAD * 3
     tallest = max((len(la) for la in layers), default=1)
     height = MARGIN + 48 + tallest * (NODE_H + GAP_Y) - GAP_Y + GROUP_PAD * 3 + MARGIN
-    return Graph(nodes, edges, groups, width, height)
+    return Graph(nodes, edges, groups, width, height, labels)
 
 
 # -- the grid: tasks x runs ------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ class TaskEvent:
     at: float  # wall-clock time.time() when it happened
     # for finished; lost: the try ended because the process running it died or was stopped with its job (a worker
     # that vanished, a shutdown's kill), not for anything the task did
-    state: Literal["success", "failed", "skipped", "lost"] | None = None
+    state: Literal["success", "failed", "skipped", "lost", "up_for_reschedule"] | None = None
     pid: int | None = None
     reason: str | None = None  # one line: "exit code 1", "timed out after 5.0 s", "worker died"
     # for finished: the files the try left beside its log (scheduler/try_files.py suffixes); None: not looked for

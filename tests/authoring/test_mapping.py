@@ -117,7 +117,7 @@ def test_mapped_tasks_run_one_instance_per_value_each_with_its_own_tries_values_
 
     with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)})), base_url="http://localhost") as client:
         page = client.get("/runs/1").text
-        assert "3 mapped instance(s)" in page and "<td>load[1]</td>" in page
+        assert "python x3 mapped" in page and "<td>load[1]</td>" in page  # the graph box of the mapped task
         assert "b.csv is not there yet" in client.get("/runs/1/tasks/load%5B1%5D/tries/1/log").text
     # clearing a mapped task clears all its instances
     assert '["load[0]", "load[1]", "load[2]"]' in cli.ok("tasks", "clear", "fan", "1", "-t", "load")

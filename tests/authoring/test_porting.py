@@ -53,3 +53,25 @@ def test_the_ported_dag_runs_in_the_test_loop_and_under_the_scheduler(ready_cli:
     (rendered,) = cli.json("tasks", "rendered", "orders_daily", "1", "extract")
     assert rendered["rendered"]["bash_command"] == \
         "echo 'extracting orders of 2024-03-05 into /tmp/orders_20240305.csv'"
+
+
+def test_the_airflow_file_itself_runs_unchanged(tmp_path: Path) -> None:
+    """Through ledger's `airflow` namespace (ledger/airflow_compat) the Airflow file needs no edit at all."""
+    import pendulum
+
+    from ledger.dagbag import load_file
+    from ledger.states import RunState
+    from scheduler import local_testing
+
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "orders_daily.py").write_text(AIRFLOW.read_text())
+    loaded = load_file(str(folder / "orders_daily.py"), str(folder))
+    assert loaded.error is None, loaded.error
+    [dag] = loaded.dags
+    lines: list[str] = []
+    run = local_testing.TestRun.of(dag, pendulum.datetime(2024, 3, 5, 6, tz="UTC"), {}, folder)
+    assert local_testing.test_dag(run, lines.append) is RunState.SUCCESS
+    assert "2024-03-05: 45 rows, quality ok" in "\n".join(lines)
+    assert run.xcom["publish[1]"]["return_value"] == "us/2024-03-05.csv"
+    assert dag.about() == {"owner": "data-eng"}  # Airflow's owner is kept, not ignored

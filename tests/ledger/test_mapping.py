@@ -104,7 +104,9 @@ def test_pulling_a_mapped_tasks_value_gives_its_instances_values_by_map_index() 
     stored = {"add[2]": {"return_value": 30}, "add[0]": {"return_value": 10}, "add[1]": {"other": 1},
               "nums": {"return_value": [1, 2, 3]}}
     assert pull_view(stored) == {"add": {"return_value": [10, 30], "other": [1]},
-                                 "nums": {"return_value": [1, 2, 3]}}
+                                 "nums": {"return_value": [1, 2, 3]},
+                                 # and each instance's own, by label (a mapped task group's tasks read them)
+                                 "add[0]": {"return_value": 10}, "add[1]": {"other": 1}, "add[2]": {"return_value": 30}}
 
 
 # -- deciding a run with mapped instances ------------------------------------------------------------------

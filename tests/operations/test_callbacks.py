@@ -5,7 +5,6 @@ no task's state. Driven through the real CLI and scheduler."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -109,28 +108,6 @@ def webhook() -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_address[1]}/hook"
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-def smtp_server() -> Iterator[tuple[int, list[Any]]]:
-    from aiosmtpd.controller import Controller
-
-    received: list[Any] = []
-
-    class Handler:
-        async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
-            received.append(envelope)
-            return "250 OK"
-
-    with socket.socket() as probe:  # a free port (the controller cannot be given port 0)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield port, received
-    finally:
-        controller.stop()
 
 
 NOTIFY_DAG = """

@@ -1,0 +1,191 @@
+"""The `airflow` compatibility namespace: Airflow DAG files import `airflow...` and run in ledger unchanged.
+
+ledger's own `airflow` package lives in `ledger/airflow_compat/airflow/` (so `.../airflow/operators/bash.py`
+is `airflow.operators.bash`). `install()` puts a finder first on `sys.meta_path` that makes that folder
+importable as `airflow`, and it is called wherever DAG files are imported (ledger/dagbag.py: parsing, `ledger
+dags test`, a try's process, a callback's process). The finder gives way to any other `airflow`: when a regular
+package of that name is on sys.path (Apache Airflow installed, or a DAGs folder's own `airflow` package), that
+one is imported and ledger's never is.
+
+The modules under `airflow/` only re-export names defined in ledger's modules (the implementations live
+beside this file, under their ledger names). Those files are also reachable as `ledger.airflow_compat.airflow.*`
+(that is how ruff and mypy see them; nothing imports them so), and a second copy of a re-export module is
+harmless because the classes it names are ledger's, one each.
+
+An `airflow.*` module that ledger's namespace does not have (`airflow.providers.amazon...`, a provider's
+hook) is refused while the DAG file is imported: a ModuleNotFoundError (so `try: import x / except ImportError`
+in a DAG file still works) whose one line names the import and what to use in ledger instead; `ledger dags
+errors` shows it.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+NAMESPACE = "airflow"
+SHIM_ROOT = Path(__file__).resolve().parent / NAMESPACE  # the folder imported as `airflow`
+MARKER = "__ledger_airflow_compat__"  # set in the shim's `airflow/__init__.py`
+
+# What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
+INSTEAD: dict[str, str] = {
+    "airflow.providers": "ledger has Airflow's core and the standard provider only; call the service from a "
+                         "@task (PythonOperator) with its own client library, and a connection from "
+                         "ledger.secrets.get_connection",
+    "airflow.hooks": "ledger has no hooks; call the service from a @task with its own client library, and a "
+                     "connection from ledger.secrets.get_connection",
+    "airflow.providers.cncf.kubernetes": "ledger runs tasks in its own executors; run the container from a "
+                                         "@task.bash (`kubectl run ...`) or a @task",
+    "airflow.providers.apache.spark": "use ledger's SparkTask / @spark_task (from ledger import SparkTask)",
+    "airflow.providers.celery": "ledger's executors replace Celery's; see docs/architecture.md",
+    "airflow.sensors": "this sensor is not provided; poll from a @task that raises to retry, or use a "
+                       "signal-driven task (docs/signals.md)",
+    "airflow.providers.standard.sensors": "this sensor is not provided; poll from a @task that raises to retry, "
+                                          "or use a signal-driven task (docs/signals.md)",
+    "airflow.plugins_manager": "ledger loads no Airflow plugins; import your helpers from the DAGs folder",
+    "airflow.www": "ledger has its own web server (`ledger web`); Airflow's UI plugins do not load",
+    "airflow.api": "use ledger's CLI or web API (docs/cli.md)",
+    "airflow.settings": "ledger reads its settings from LEDGER_* variables (docs/operations.md)",
+    "airflow.configuration": "ledger reads its settings from LEDGER_* variables (docs/operations.md)",
+    "airflow.executors": "ledger's executors are chosen with LEDGER_EXECUTOR (docs/operations.md)",
+    "airflow.listeners": "use on_*_callback or a notifier (docs/operations.md)",
+    "airflow.operators": "ledger does not have this operator; use a @task (PythonOperator) or a BashOperator",
+    "airflow.providers.standard": "ledger does not have this part of the standard provider; use a @task "
+                                  "(PythonOperator) or a BashOperator",
+    "airflow.operators.subdag": "SubDAGs are gone from Airflow 3 and ledger; use a TaskGroup",
+    "airflow.timetables": "ledger does not have this timetable; give schedule= a cron expression, a preset "
+                          "(@daily) or a timedelta",
+    "airflow.models.connection": "read connections with ledger.secrets.get_connection(conn_id) (LEDGER_CONN_<ID> "
+                                 "or `ledger connections`)",
+    "airflow.notifications": "use a notifier: ledger.EmailNotifier, ledger.WebhookNotifier or a subclass of "
+                             "ledger.Notifier",
+    "airflow.operators.generic_transfer": "move the data from a @task with the two databases' client libraries",
+}
+DEFAULT_INSTEAD = "use ledger's own API (from ledger import ...; docs/authoring.md)"
+
+
+class AirflowImportRefused(ModuleNotFoundError):
+    """An `airflow.*` import that ledger's namespace does not provide. Its message is the whole story."""
+
+
+def instead(name: str) -> str:
+    """What to use instead of the `airflow.*` module `name`."""
+    best = max((p for p in INSTEAD if name == p or name.startswith(p + ".")), key=len, default=None)
+    return INSTEAD[best] if best is not None else DEFAULT_INSTEAD
+
+
+def refusal(name: str) -> str:
+    return f"{name} is an Airflow module ledger does not provide: {instead(name)}"
+
+
+def _is_ours(module: ModuleType | None) -> bool:
+    return module is not None and getattr(module, MARKER, False) is True
+
+
+def _regular_package(spec: ModuleSpec | None) -> bool:
+    """Whether a spec found on sys.path is a real module (not a bare folder taken as a namespace package,
+    such as an `airflow/` folder of configuration beside the DAGs)."""
+    return spec is not None and spec.origin not in (None, "namespace") and spec.loader is not None
+
+
+class AirflowFinder:
+    """The meta path finder of the `airflow` namespace (first on sys.meta_path, see the module docstring)."""
+
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if name == NAMESPACE:
+            if _regular_package(importlib.machinery.PathFinder.find_spec(name, path)):
+                return None  # Apache Airflow (or the DAGs folder's own `airflow`): never shadowed
+            return importlib.util.spec_from_file_location(
+                name, SHIM_ROOT / "__init__.py", submodule_search_locations=[str(SHIM_ROOT)])
+        if not name.startswith(NAMESPACE + ".") or not _is_ours(sys.modules.get(NAMESPACE)):
+            return None
+        if importlib.machinery.PathFinder.find_spec(name, path) is not None:
+            return None  # a module of the shim: the path finder imports it from the parent's __path__
+        raise AirflowImportRefused(refusal(name), name=name)
+
+
+_FINDER = AirflowFinder()
+
+
+def install() -> None:
+    """Make `airflow` importable as ledger's namespace in this process (idempotent)."""
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+# Airflow's modules that DAG files import (Airflow 2.10's core, Airflow 3's task SDK and standard provider), for
+# the table of docs/from-airflow.md: each is provided (the names it has) or refused (what to use instead), as
+# the namespace says today
+AIRFLOW_MODULES = (
+    "airflow", "airflow.models", "airflow.models.dag", "airflow.models.baseoperator", "airflow.models.param",
+    "airflow.models.variable", "airflow.models.xcom_arg", "airflow.models.connection", "airflow.decorators",
+    "airflow.operators.bash", "airflow.operators.python", "airflow.operators.empty", "airflow.operators.dummy",
+    "airflow.operators.email", "airflow.operators.latest_only", "airflow.operators.trigger_dagrun",
+    "airflow.operators.branch", "airflow.operators.datetime", "airflow.operators.weekday",
+    "airflow.operators.generic_transfer", "airflow.operators.subdag", "airflow.sensors.base",
+    "airflow.sensors.bash", "airflow.sensors.python", "airflow.sensors.filesystem", "airflow.sensors.time_sensor",
+    "airflow.sensors.time_delta", "airflow.sensors.date_time", "airflow.sensors.weekday",
+    "airflow.sensors.external_task", "airflow.datasets", "airflow.timetables.base", "airflow.timetables.trigger",
+    "airflow.timetables.events", "airflow.timetables.interval", "airflow.timetables.simple",
+    "airflow.timetables.datasets", "airflow.timetables.assets", "airflow.utils.task_group",
+    "airflow.utils.trigger_rule", "airflow.utils.weekday", "airflow.utils.edgemodifier", "airflow.utils.dates",
+    "airflow.utils.helpers", "airflow.utils.timezone", "airflow.utils.state", "airflow.utils.context",
+    "airflow.utils.dag_parsing_context",
+    "airflow.models.taskinstance", "airflow.exceptions", "airflow.macros", "airflow.hooks.base",
+    "airflow.notifications.basenotifier", "airflow.sdk", "airflow.providers.standard.operators.bash",
+    "airflow.providers.standard.operators.python", "airflow.providers.standard.operators.empty",
+    "airflow.providers.standard.operators.latest_only", "airflow.providers.standard.operators.trigger_dagrun",
+    "airflow.providers.standard.operators.branch", "airflow.providers.standard.operators.datetime",
+    "airflow.providers.standard.operators.weekday", "airflow.providers.standard.sensors.python",
+    "airflow.providers.standard.sensors.bash", "airflow.providers.standard.sensors.filesystem",
+    "airflow.providers.standard.sensors.time", "airflow.providers.standard.sensors.time_delta",
+    "airflow.providers.standard.sensors.date_time", "airflow.providers.standard.sensors.weekday",
+    "airflow.providers.standard.sensors.external_task", "airflow.providers.standard.utils.weekday",
+    "airflow.providers.smtp.operators.smtp", "airflow.providers.amazon.aws.operators.s3",
+    "airflow.providers.google.cloud.operators.bigquery", "airflow.providers.cncf.kubernetes.operators.pod",
+    "airflow.providers.apache.spark.operators.spark_submit", "airflow.providers.postgres.hooks.postgres",
+)
+
+
+def module_names(module: str) -> list[str] | None:
+    """The names a module of the namespace exports (its `__all__`, read from the file), or None when the
+    namespace does not have it."""
+    import ast
+
+    rel = Path(*module.split("."))
+    for path in (SHIM_ROOT.parent / rel.with_suffix(".py"), SHIM_ROOT.parent / rel / "__init__.py"):
+        if path.is_file():
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                    return [str(ast.literal_eval(node.value)[i]) for i in range(len(ast.literal_eval(node.value)))]
+            return []
+    return None
+
+
+def import_table() -> list[tuple[str, str]]:
+    """(module, status) for AIRFLOW_MODULES: `provided: names...`, or `refused: what to use instead`."""
+    rows = []
+    for module in AIRFLOW_MODULES:
+        names = module_names(module)
+        if names is None:
+            rows.append((module, f"refused: {instead(module)}"))
+        else:
+            rows.append((module, "provided" + (": " + ", ".join(names) if names else "")))
+    return rows
+
+
+def provided_modules() -> list[str]:
+    """The `airflow.*` modules ledger's namespace has, by their Airflow names, sorted."""
+    found = []
+    for path in SHIM_ROOT.rglob("*.py"):
+        parts = list(path.relative_to(SHIM_ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found.append(".".join(parts))
+    return sorted(found)

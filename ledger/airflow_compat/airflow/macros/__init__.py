@@ -1,0 +1,21 @@
+"""`airflow.macros`."""
+
+import json
+import random
+import time
+import uuid
+from datetime import datetime, timedelta
+
+from ledger.templates import datetime_diff_for_humans, ds_add, ds_format
+
+__all__ = [
+    "datetime",
+    "datetime_diff_for_humans",
+    "ds_add",
+    "ds_format",
+    "json",
+    "random",
+    "time",
+    "timedelta",
+    "uuid",
+]

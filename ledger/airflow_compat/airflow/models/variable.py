@@ -1,0 +1,5 @@
+"""`airflow.models.variable`."""
+
+from ledger.secrets import Variable
+
+__all__ = ["Variable"]

@@ -1,0 +1,1 @@
+"""`airflow.operators`: the core operators, one module each."""

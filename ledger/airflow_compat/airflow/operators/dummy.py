@@ -1,0 +1,5 @@
+"""`airflow.operators.dummy`."""
+
+from ledger.airflow_compat.operators import DummyOperator, EmptyOperator
+
+__all__ = ["DummyOperator", "EmptyOperator"]

@@ -1,0 +1,5 @@
+"""`airflow.operators.empty`."""
+
+from ledger.airflow_compat.operators import EmptyOperator
+
+__all__ = ["EmptyOperator"]

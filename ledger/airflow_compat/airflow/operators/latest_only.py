@@ -1,0 +1,5 @@
+"""`airflow.operators.latest_only`."""
+
+from ledger.airflow_compat.operators import LatestOnlyOperator
+
+__all__ = ["LatestOnlyOperator"]

@@ -1,0 +1,1 @@
+"""`airflow.providers.smtp`: e-mail through ledger's SMTP settings."""

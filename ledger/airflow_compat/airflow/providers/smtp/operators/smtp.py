@@ -1,0 +1,5 @@
+"""`airflow.providers.smtp.operators.smtp`."""
+
+from ledger.airflow_compat.operators import EmailOperator
+
+__all__ = ["EmailOperator"]

@@ -1,0 +1,5 @@
+"""`airflow.providers.standard.operators.trigger_dagrun`."""
+
+from ledger.airflow_compat.trigger import TriggerDagRunOperator
+
+__all__ = ["TriggerDagRunOperator"]

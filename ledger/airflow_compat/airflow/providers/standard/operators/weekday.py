@@ -1,0 +1,5 @@
+"""`airflow.providers.standard.operators.weekday`."""
+
+from ledger.airflow_compat.flow import BranchDayOfWeekOperator
+
+__all__ = ["BranchDayOfWeekOperator"]

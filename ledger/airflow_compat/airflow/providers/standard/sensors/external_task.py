@@ -1,0 +1,5 @@
+"""`airflow.providers.standard.sensors.external_task`."""
+
+from ledger.airflow_compat.flow import ExternalTaskMarker, ExternalTaskSensor
+
+__all__ = ["ExternalTaskMarker", "ExternalTaskSensor"]

@@ -1,0 +1,5 @@
+"""`airflow.providers.standard.sensors.time_delta`."""
+
+from ledger.airflow_compat.flow import TimeDeltaSensor, TimeDeltaSensorAsync
+
+__all__ = ["TimeDeltaSensor", "TimeDeltaSensorAsync"]

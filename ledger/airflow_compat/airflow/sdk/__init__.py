@@ -1,0 +1,70 @@
+"""`airflow.sdk`."""
+
+from ledger.airflow_compat.dag import SdkDAG as DAG
+from ledger.airflow_compat.dag import sdk_dag as dag
+from ledger.airflow_compat.decorators import setup, task, task_group, teardown
+from ledger.airflow_compat.flow import BaseSensorOperator
+from ledger.airflow_compat.graph import (
+    TriggerRule,
+    chain,
+    chain_linear,
+    cross_downstream,
+    get_parsing_context,
+)
+from ledger.airflow_compat.operators import (
+    AirflowContext as Context,
+)
+from ledger.airflow_compat.operators import BaseOperator, TaskGroup, get_current_context
+from ledger.airflow_compat.operators import (
+    xcom_arg as XComArg,
+)
+from ledger.branching import WeekDay
+from ledger.dag import Label
+from ledger.datasets import Asset, AssetAlias, AssetAll, AssetAny
+from ledger.params import Param, ParamsDict
+from ledger.secrets import Variable
+from ledger.sensors import PokeReturnValue
+from ledger.timetables import (
+    CronDataIntervalTimetable,
+    CronTriggerTimetable,
+    DeltaDataIntervalTimetable,
+    DeltaTriggerTimetable,
+    EventsTimetable,
+    MultipleCronTriggerTimetable,
+)
+
+__all__ = [
+    "DAG",
+    "Asset",
+    "AssetAlias",
+    "AssetAll",
+    "AssetAny",
+    "BaseOperator",
+    "BaseSensorOperator",
+    "Context",
+    "CronDataIntervalTimetable",
+    "CronTriggerTimetable",
+    "DeltaDataIntervalTimetable",
+    "DeltaTriggerTimetable",
+    "EventsTimetable",
+    "Label",
+    "MultipleCronTriggerTimetable",
+    "Param",
+    "ParamsDict",
+    "PokeReturnValue",
+    "TaskGroup",
+    "TriggerRule",
+    "Variable",
+    "WeekDay",
+    "XComArg",
+    "chain",
+    "chain_linear",
+    "cross_downstream",
+    "dag",
+    "get_current_context",
+    "get_parsing_context",
+    "setup",
+    "task",
+    "task_group",
+    "teardown",
+]

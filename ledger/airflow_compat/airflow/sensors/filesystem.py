@@ -1,0 +1,5 @@
+"""`airflow.sensors.filesystem`."""
+
+from ledger.airflow_compat.flow import FileSensor
+
+__all__ = ["FileSensor"]

@@ -1,0 +1,5 @@
+"""`airflow.timetables.assets`."""
+
+from ledger.datasets import AssetOrTimeSchedule
+
+__all__ = ["AssetOrTimeSchedule"]

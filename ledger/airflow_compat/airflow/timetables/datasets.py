@@ -1,0 +1,5 @@
+"""`airflow.timetables.datasets`."""
+
+from ledger.datasets import DatasetOrTimeSchedule
+
+__all__ = ["DatasetOrTimeSchedule"]

@@ -1,0 +1,5 @@
+"""`airflow.timetables.events`."""
+
+from ledger.timetables import EventsTimetable
+
+__all__ = ["EventsTimetable"]

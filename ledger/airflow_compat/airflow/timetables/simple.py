@@ -1,0 +1,5 @@
+"""`airflow.timetables.simple`."""
+
+from ledger.timetables import NullTimetable, OnceTimetable
+
+__all__ = ["NullTimetable", "OnceTimetable"]

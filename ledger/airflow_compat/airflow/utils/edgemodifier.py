@@ -1,0 +1,5 @@
+"""`airflow.utils.edgemodifier`."""
+
+from ledger.dag import Label
+
+__all__ = ["Label"]

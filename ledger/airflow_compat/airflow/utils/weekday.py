@@ -1,0 +1,5 @@
+"""`airflow.utils.weekday`."""
+
+from ledger.branching import WeekDay
+
+__all__ = ["WeekDay"]

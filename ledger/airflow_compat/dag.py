@@ -1,0 +1,188 @@
+"""Airflow's DAG as ledger reads it: `airflow.DAG`, `airflow.models.dag.DAG`, `airflow.sdk.DAG` and `@dag`.
+
+It is ledger's DAG (ledger/dag.py) with Airflow's leniencies and extras:
+- `dag_id` and `description` may be given by position; `schedule_interval` (Airflow 2) is `schedule`;
+- a naive `start_date` (or `end_date`) is read as UTC, as Airflow's default timezone does, with a warning (a
+  Python warning while the file is parsed, and a note in the version that `ledger dags show` prints);
+- `default_args` may hold any of Airflow's operator arguments: `start_date`/`end_date` become the DAG's when it
+  has none, `owner` its owner, `sla` its deadline (below); the rest ledger cannot act on is listed as ignored;
+- `dag_display_name`, `description`, `doc_md`, `tags` and `owner` are kept in the version and shown;
+- `sla` (per task, or in default_args) and `sla_miss_callback` become the DAG's deadline: a run not finished
+  by the end of its data interval plus the largest `sla` of its tasks calls `sla_miss_callback` once, with
+  Airflow's arguments (dag, task_list, blocking_task_list, slas, blocking_tis);
+- Airflow 2's DAG without a schedule runs daily (from its start_date); Airflow 3's (`airflow.sdk`) does not.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+import pendulum
+
+from ledger import dag as ledger_dag
+from ledger.errors import DagDefinitionError
+from ledger.params import ParamRef
+
+_NOTSET: Any = object()
+
+# DAG arguments of Airflow that ledger accepts and does not act on: listed as ignored by `ledger dags show`
+IGNORED_DAG_ARGUMENTS = (
+    "default_view", "orientation", "access_control", "is_paused_upon_creation", "jinja_environment_kwargs",
+    "render_template_as_native_obj", "auto_register", "fail_stop", "fail_fast", "max_consecutive_failed_dag_runs",
+    "owner_links", "concurrency", "template_undefined", "user_defined_filters", "template_searchpath",
+    "dag_run_timeout", "disable_bundle_versioning", "bundle_name", "bundle_version", "deadline_alert",
+)
+
+def utc_if_naive(value: datetime | None, *, what: str, dag_id: str, notes: list[str]) -> datetime | None:
+    """A naive datetime read as UTC (Airflow's default timezone), with a warning and a note."""
+    if value is None or value.tzinfo is not None:
+        return value
+    note = f"{what} {value.isoformat()} is naive: read as UTC, as Airflow does"
+    frame = sys._getframe(1)  # the warning points at the DAG file's line
+    while frame.f_back is not None and not str(frame.f_globals.get("__name__")).startswith(
+            ledger_dag.DAG_MODULE_PREFIX):
+        frame = frame.f_back
+    warnings.warn_explicit(f"DAG {dag_id!r}: {note}", UserWarning, frame.f_code.co_filename, frame.f_lineno)
+    notes.append(note)
+    return pendulum.instance(value, tz="UTC")
+
+
+def largest_sla(tasks: Iterable[Any]) -> timedelta | None:
+    slas = [t.sla for t in tasks if isinstance(getattr(t, "sla", None), timedelta)]
+    return max(slas) if slas else None
+
+
+class SlaMissCallback:
+    """`sla_miss_callback` as ledger's deadline callback: called with Airflow's five arguments."""
+
+    def __init__(self, fn: Callable[..., Any], dag: DAG) -> None:
+        self.fn = fn
+        self.dag = dag
+
+    def describe(self) -> dict[str, Any]:
+        return {"sla_miss_callback": ledger_dag.describe_callback(self.fn)}
+
+    def __call__(self, context: dict[str, Any]) -> Any:
+        """Airflow's (dag, task_list, blocking_task_list, slas, blocking_tis): the tasks that have an sla (a
+        deadline is the run's, so which of them were late is not known), as text and as a list."""
+        with_sla = sorted(t.task_id for t in self.dag.tasks.values() if getattr(t, "sla", None) is not None)
+        slas = [{"task_id": t, "sla": str(self.dag.tasks[t].sla), "run_id": context.get("run_id"),  # type: ignore[attr-defined]
+                 "deadline": context.get("deadline")} for t in with_sla]
+        return self.fn(self.dag, "\n".join(with_sla), "", slas, [])
+
+
+class DAG(ledger_dag.DAG):
+    """Airflow's DAG (see the module docstring)."""
+
+    airflow_major: ClassVar[int] = 2
+
+    def __init__(self, dag_id: str | None = None, description: str | None = None, *,
+                 schedule: Any = _NOTSET, schedule_interval: Any = _NOTSET, timetable: Any = None,
+                 start_date: datetime | None = None, end_date: datetime | None = None,
+                 default_args: Mapping[str, Any] | None = None, catchup: bool | None = None,
+                 dag_display_name: str | None = None, doc_md: str | None = None, tags: Iterable[str] | None = None,
+                 owner: str | None = None, sla_miss_callback: Callable[..., Any] | None = None,
+                 user_defined_macros: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None,
+                 dagrun_timeout: timedelta | None = None, max_active_runs: int | None = None,
+                 max_active_tasks: int | None = None, timezone: str | None = None,
+                 **more: Any) -> None:
+        if not dag_id:
+            raise DagDefinitionError("a DAG needs a dag_id")
+        unknown = sorted(set(more) - set(IGNORED_DAG_ARGUMENTS) - set(_LEDGER_ONLY))
+        if unknown:
+            raise DagDefinitionError(f"DAG {dag_id!r}: unknown argument {unknown[0]!r}")
+        notes: list[str] = []
+        given_args = dict(default_args or {})
+        start_date = start_date or given_args.pop("start_date", None)
+        end_date = end_date or given_args.pop("end_date", None)
+        given_args.pop("start_date", None)
+        given_args.pop("end_date", None)
+        start_date = utc_if_naive(start_date, what="start_date", dag_id=dag_id, notes=notes)
+        end_date = utc_if_naive(end_date, what="end_date", dag_id=dag_id, notes=notes)
+        if schedule is _NOTSET:
+            schedule = schedule_interval if schedule_interval is not _NOTSET else timetable
+            if schedule is None and timetable is None and schedule_interval is _NOTSET and self.airflow_major == 2 \
+                    and start_date is not None:
+                schedule = timedelta(days=1)  # Airflow 2's default schedule
+        self.owner = owner or given_args.pop("owner", None) or ""
+        given_args.pop("owner", None)
+        self.default_sla = given_args.pop("sla", None)
+        ledger_args = {k: v for k, v in given_args.items() if k in ledger_dag.TASK_ARGUMENTS}
+        ignored = sorted(k for k in given_args if k not in ledger_dag.TASK_ARGUMENTS)
+        super().__init__(
+            dag_id, schedule=schedule, start_date=start_date, end_date=end_date, catchup=bool(catchup),
+            default_args=ledger_args, description=description or "", tags=tags or (), params=params,
+            dagrun_timeout=dagrun_timeout, max_active_runs=max_active_runs or 16,
+            max_active_tasks=max_active_tasks or 16, timezone=timezone,
+            **{k: v for k, v in more.items() if k in _LEDGER_ONLY})
+        self.ignored_args = ignored
+        self.ignored_dag_args = sorted(k for k in more if k in IGNORED_DAG_ARGUMENTS)
+        self.notes = notes
+        self.display_name = dag_display_name or ""
+        self.doc_md = inspect.cleandoc(doc_md) if isinstance(doc_md, str) else ""
+        self.user_defined_macros = dict(user_defined_macros or {})
+        self.sla_miss_callback = sla_miss_callback
+        self.airflow_default_args = dict(default_args or {})  # what its operators take their defaults from
+
+    def about(self) -> dict[str, Any]:
+        """What the version records about the DAG for people (only what is given, so that other DAGs keep
+        their version hashes); see ledger/versions.py."""
+        owners = sorted({o for t in self.tasks.values() for o in [getattr(t, "owner", "") or self.owner] if o})
+        return {k: v for k, v in (("display_name", self.display_name), ("description", self.description),
+                                  ("doc_md", self.doc_md), ("tags", self.tags), ("owner", ", ".join(owners)),
+                                  ("notes", self.notes), ("ignored_dag_args", self.ignored_dag_args)) if v}
+
+    def validate(self) -> None:
+        super().validate()
+        sla = largest_sla(self.tasks.values())
+        if sla is not None and self.deadline is None:
+            self.deadline = sla
+        if self.sla_miss_callback is not None and "deadline_missed" not in self.callbacks:
+            self.callbacks["deadline_missed"] = [SlaMissCallback(self.sla_miss_callback, self)]
+
+
+_LEDGER_ONLY = ("on_failure_callback", "on_success_callback", "deadline", "on_deadline_missed")
+
+
+class SdkDAG(DAG):
+    """Airflow 3's DAG (`airflow.sdk.DAG`): without a schedule it runs only when triggered."""
+
+    airflow_major = 3
+
+
+def dag_decorator(dag_class: type[DAG]) -> Callable[..., Any]:
+    """Airflow's `@dag` (Airflow 2) or `@dag` of `airflow.sdk` (Airflow 3), making `dag_class` DAGs."""
+
+    def dag(fn: Callable[..., Any] | None = None, /, *, dag_id: str | None = None, **dag_kwargs: Any) -> Any:
+        def wrap(func: Callable[..., Any]) -> Callable[..., DAG]:
+            @functools.wraps(func)
+            def factory(*args: Any, **kwargs: Any) -> DAG:
+                options = dict(dag_kwargs)
+                params = dict(options.pop("params", None) or {})
+                # the function's parameters with defaults are params of the DAG, and the function gets them as
+                # ParamRefs, resolved to the run's values when a try runs (Airflow's DagParam)
+                refs: dict[str, Any] = {}
+                for name, p in inspect.signature(func).parameters.items():
+                    if p.default is not inspect.Parameter.empty:
+                        params.setdefault(name, p.default)
+                        refs[name] = ParamRef(name)
+                if "doc_md" not in options and func.__doc__:
+                    options["doc_md"] = func.__doc__
+                made = dag_class(dag_id or func.__name__, params=params or None, **options)
+                with made:
+                    func(*args, **{**refs, **kwargs})
+                return made
+            return factory
+        return wrap(fn) if fn is not None else wrap
+
+    return dag
+
+
+airflow2_dag = dag_decorator(DAG)
+sdk_dag = dag_decorator(SdkDAG)

@@ -1,0 +1,287 @@
+"""Airflow's decorators: `@task` (with `multiple_outputs`, `.override()`, `.partial()/.expand()`, Airflow's
+operator arguments, and automatic task-id suffixes: calling `f` a second time in a DAG makes `f__1`),
+`@task.python`, `@task.bash`, `@task.virtualenv`, `@task.external_python`, `@task.branch`, `@task.short_circuit`,
+`@task.sensor`, `@setup`, `@teardown` and `@task_group` (mapped with `.expand()` / `.expand_kwargs()`)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import subprocess
+import sys
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ledger import dag as ledger_dag
+from ledger.airflow_compat.flow import BranchPythonOperator, PythonSensor, ShortCircuitOperator
+from ledger.airflow_compat.operators import PythonOperator, TaskGroup, get_current_context
+from ledger.airflow_compat.virtualenv import ExternalPythonOperator, PythonVirtualenvOperator
+from ledger.errors import DagDefinitionError, SkipTask
+from ledger.mapped_groups import expand_group
+from ledger.templates import render
+
+
+def _free_task_id(task_id: str, dag_kwarg: Any = None) -> str:
+    """`task_id`, or `task_id__N` with the first N not taken in the DAG (inside the current group), as Airflow
+    names a @task function called more than once."""
+    dag = dag_kwarg or (ledger_dag._context_stack[-1] if ledger_dag._context_stack else None)
+    if dag is None:
+        return task_id
+    stack = ledger_dag._group_stack
+    prefix = stack[-1].prefix if stack and stack[-1].dag is dag else ""
+    if prefix + task_id not in dag.tasks:
+        return task_id
+    base = task_id.rsplit("__", 1)[0] if "__" in task_id and task_id.rsplit("__", 1)[1].isdigit() else task_id
+    n = 1
+    while f"{prefix}{base}__{n}" in dag.tasks:
+        n += 1
+    return f"{base}__{n}"
+
+
+def _infers_multiple_outputs(func: Callable[..., Any]) -> bool:
+    """Airflow's rule: a function annotated to return a dict (or a TypedDict) has multiple outputs."""
+    try:
+        returns = typing.get_type_hints(func).get("return")
+    except Exception:
+        return False
+    origin = typing.get_origin(returns) or returns
+    return origin in (dict, Mapping) or typing.is_typeddict(returns)
+
+
+class TaskFunction(ledger_dag.TaskFunction):
+    """A `@task` function of Airflow's kind (see the module docstring)."""
+
+    operator: Callable[..., Any] = PythonOperator
+
+    def _make(self, **args: Any) -> Any:
+        kwargs = dict(self.task_kwargs)
+        kwargs.setdefault("multiple_outputs", _infers_multiple_outputs(self.func))
+        task_id = _free_task_id(self.task_id, kwargs.get("dag"))
+        return self.operator(task_id=task_id, python_callable=self.callable(), **args, **kwargs)
+
+    def callable(self) -> Callable[..., Any]:
+        return self.func
+
+
+class VirtualenvTaskFunction(TaskFunction):
+    """`@task.virtualenv`: the function runs in a virtualenv built for its requirements (ledger/python_envs.py)."""
+
+    operator = PythonVirtualenvOperator
+
+
+class ExternalPythonTaskFunction(TaskFunction):
+    """`@task.external_python`: the function runs in the interpreter at `python`."""
+
+    operator = ExternalPythonOperator
+
+
+def _run_bash_command(command: str, cwd: str | None, env: Mapping[str, str] | None) -> str | None:
+    """Run a @task.bash function's command as Airflow does: exit 99 skips, another non-zero fails; the last
+    line of its output is the value passed on."""
+    print(f"[ledger] running: bash -c {command!r}", flush=True)
+    process = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, cwd=cwd, env={**os.environ, **(env or {})}, text=True,
+                               errors="backslashreplace")
+    last = None
+    assert process.stdout is not None
+    for line in process.stdout:
+        sys.stdout.write(line)
+        last = line.rstrip("\n")
+    code = process.wait()
+    if code == 99:
+        raise SkipTask("Bash command returned exit code 99")
+    if code != 0:
+        raise RuntimeError(f"Bash command failed. The command returned a non-zero exit code {code}.")
+    return last
+
+
+class BashTaskFunction(TaskFunction):
+    """`@task.bash`: the function returns the command (a Jinja template, rendered with the try's context)."""
+
+    def callable(self) -> Callable[..., Any]:
+        func = self.func
+        cwd, env = self.task_kwargs.get("cwd"), self.task_kwargs.get("env")
+
+        @functools.wraps(func)
+        def run_bash(*args: Any, **kwargs: Any) -> str | None:
+            command = func(*args, **kwargs)
+            if not isinstance(command, str) or not command.strip():
+                raise TypeError(f"a @task.bash function must return a non-empty command, not {command!r}")
+            command = render(command, get_current_context(), field="bash_command")
+            return _run_bash_command(command, cwd, env)
+
+        return run_bash
+
+    def _make(self, **args: Any) -> Any:
+        kwargs = {k: v for k, v in self.task_kwargs.items() if k not in ("cwd", "env", "append_env")}
+        task_id = _free_task_id(self.task_id, kwargs.get("dag"))
+        return self.operator(task_id=task_id, python_callable=self.callable(), **args, **kwargs)
+
+
+class BranchTaskFunction(TaskFunction):
+    """`@task.branch`: the function returns the task id(s) to follow."""
+
+    operator = BranchPythonOperator
+
+
+class ShortCircuitTaskFunction(TaskFunction):
+    """`@task.short_circuit`: a falsy return value skips the tasks downstream."""
+
+    operator = ShortCircuitOperator
+
+
+class SensorTaskFunction(TaskFunction):
+    """`@task.sensor`: the function is the sensor's check (True or a PokeReturnValue once the condition holds)."""
+
+    operator = PythonSensor
+
+
+class SetupTaskFunction(TaskFunction):
+    """`@setup`: the task made is a setup task."""
+
+    def _make(self, **args: Any) -> Any:
+        return super()._make(**args).as_setup()
+
+
+class TeardownTaskFunction(TaskFunction):
+    """`@teardown` (with `on_failure_fail_dagrun`): the task made is a teardown task."""
+
+    def _make(self, **args: Any) -> Any:
+        kwargs = dict(self.task_kwargs)
+        fail = kwargs.pop("on_failure_fail_dagrun", None)
+        made = TaskFunction(self.func, self.task_id, kwargs, self.partial_kwargs)._make(**args)
+        return made.as_teardown(on_failure_fail_dagrun=fail)
+
+
+def _role(kind: type[TaskFunction]) -> Callable[..., Any]:
+    """Airflow's `@setup` / `@teardown`, over a function or a `@task` function."""
+    def decorate(fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        def wrap(func: Callable[..., Any]) -> TaskFunction:
+            if isinstance(func, TaskFunction):
+                return kind(func.func, task_id or func.task_id, {**func.task_kwargs, **kwargs}, func.partial_kwargs)
+            return kind(func, task_id, kwargs)
+        return wrap(fn) if fn is not None else wrap
+    return decorate
+
+
+setup = _role(SetupTaskFunction)
+teardown = _role(TeardownTaskFunction)
+
+
+class TaskDecorator:
+    """`task`: `@task`, `@task(...)`, `@task.python`, `@task.bash`, `@task.virtualenv`, `@task.external_python`,
+    `@task.branch`, `@task.short_circuit`, `@task.sensor`."""
+
+    def __call__(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                 **kwargs: Any) -> Any:
+        return self._decorate(TaskFunction, fn, task_id, kwargs)
+
+    def python(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(TaskFunction, fn, task_id, kwargs)
+
+    def bash(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(BashTaskFunction, fn, task_id, kwargs)
+
+    def virtualenv(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                   **kwargs: Any) -> Any:
+        return self._decorate(VirtualenvTaskFunction, fn, task_id, kwargs)
+
+    def external_python(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                        **kwargs: Any) -> Any:
+        return self._decorate(ExternalPythonTaskFunction, fn, task_id, kwargs)
+
+    def branch(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(BranchTaskFunction, fn, task_id, kwargs)
+
+    def short_circuit(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                      **kwargs: Any) -> Any:
+        return self._decorate(ShortCircuitTaskFunction, fn, task_id, kwargs)
+
+    def sensor(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(SensorTaskFunction, fn, task_id, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise DagDefinitionError(f"@task.{name} is not provided by ledger; use @task (or @task.bash) and run the "
+                                 "tool from the task's code")
+
+    @staticmethod
+    def _decorate(kind: type[TaskFunction], fn: Callable[..., Any] | None, task_id: str | None,
+                  kwargs: dict[str, Any]) -> Any:
+        def wrap(func: Callable[..., Any]) -> TaskFunction:
+            return kind(func, task_id, kwargs)
+        return wrap(fn) if fn is not None else wrap
+
+
+task = TaskDecorator()
+
+
+class TaskGroupFunction:
+    """A `@task_group` function: calling it inside a DAG makes a task group (named after the function, with a
+    suffix when called again) and runs the function inside it; it returns what the function returns, or the
+    group."""
+
+    def __init__(self, func: Callable[..., Any], group_kwargs: dict[str, Any]) -> None:
+        self.func = func
+        self.group_kwargs = group_kwargs
+        functools.update_wrapper(self, func)
+
+    def override(self, **group_kwargs: Any) -> TaskGroupFunction:
+        made = TaskGroupFunction(self.func, {**self.group_kwargs, **group_kwargs})
+        made.partial_kwargs = dict(self.partial_kwargs)
+        return made
+
+    partial_kwargs: dict[str, Any] = {}
+
+    def partial(self, **kwargs: Any) -> TaskGroupFunction:
+        """The arguments every instance of the mapped group shares (then `.expand()` or `.expand_kwargs()`)."""
+        made = self.override()
+        made.partial_kwargs = {**self.partial_kwargs, **kwargs}
+        return made
+
+    def expand(self, **expand: Any) -> Any:
+        """A mapped task group: its tasks run once per item (ledger/mapped_groups.py)."""
+        return self._mapped(expand=expand)
+
+    def expand_kwargs(self, kwargs: Any) -> Any:
+        return self._mapped(expand_kwargs=kwargs)
+
+    def _mapped(self, **how: Any) -> Any:
+        options = dict(self.group_kwargs)
+        group_id = options.pop("group_id", None) or self.func.__name__
+        tooltip = options.pop("tooltip", None) or inspect.cleandoc(self.func.__doc__ or "")
+        return expand_group(self.func, group_id, partial=self.partial_kwargs, dag=options.get("dag"),
+                            prefix_group_id=options.get("prefix_group_id", True), tooltip=tooltip, **how)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        options = dict(self.group_kwargs)
+        group_id = options.pop("group_id", None) or self.func.__name__
+        dag = options.get("dag") or (ledger_dag._context_stack[-1] if ledger_dag._context_stack else None)
+        if dag is not None:
+            taken = {t.group.group_id for t in dag.tasks.values() if t.group is not None}
+            stack = ledger_dag._group_stack
+            parent = stack[-1].group_id + "." if stack and stack[-1].dag is dag else ""
+            if parent + group_id in taken:
+                n = 1
+                while f"{parent}{group_id}__{n}" in taken:
+                    n += 1
+                group_id = f"{group_id}__{n}"
+        tooltip = options.pop("tooltip", None) or inspect.cleandoc(self.func.__doc__ or "")
+        unknown = sorted(set(options) - {"dag", "prefix_group_id", "default_args", "ui_color", "ui_fgcolor",
+                                         "add_suffix_on_collision", "parent_group"})
+        if unknown:
+            raise DagDefinitionError(f"task group {group_id!r}: unknown argument {unknown[0]!r}")
+        with TaskGroup(group_id, tooltip, dag=options.get("dag"), default_args=options.get("default_args"),
+                       prefix_group_id=options.get("prefix_group_id", True)) as group:
+            result = self.func(*args, **kwargs)
+        return result if result is not None else group
+
+
+def task_group(fn: Callable[..., Any] | None = None, /, **group_kwargs: Any) -> Any:
+    """Airflow's `@task_group`."""
+    def wrap(func: Callable[..., Any]) -> TaskGroupFunction:
+        return TaskGroupFunction(func, group_kwargs)
+    return wrap(fn) if fn is not None else wrap

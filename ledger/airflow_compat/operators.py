@@ -1,0 +1,390 @@
+"""Airflow's operators on ledger's tasks: BaseOperator (subclasses with `execute(context)`, `template_fields`,
+`template_ext`), EmptyOperator, BashOperator, PythonOperator, LatestOnlyOperator, EmailOperator.
+
+Every operator takes Airflow's BaseOperator arguments. Those ledger acts on go to ledger's Task (retries,
+trigger_rule, pool, callbacks, ...); `owner`, `doc_md` (and doc, doc_rst...), `task_display_name`, `params` (the
+task's params, over the DAG's) and `sla` (the DAG's deadline: ledger/airflow_compat/dag.py) are kept in the
+version; the others ledger has no use for (queue, executor_config, weight_rule, ...) are accepted and listed in
+the task's `ignored_args`. An argument Airflow does not know either is refused, as Airflow refuses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pendulum
+
+from ledger import dag as ledger_dag
+from ledger.context import TaskContext, current
+from ledger.errors import DagDefinitionError, SkipTask
+from ledger.params import as_params, resolve_refs
+from ledger.templates import render, template_names
+from ledger.xcom import RETURN_KEY, XComRef, resolve
+
+# Airflow's BaseOperator arguments that ledger's Task takes as they are
+LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
+                    "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
+                    "on_failure_callback", "on_success_callback", "on_retry_callback", "email", "email_on_failure",
+                    "email_on_retry", "signals", "outlets", "inlets")
+# Airflow's BaseOperator arguments ledger keeps for people (shown by `ledger dags show`) or acts on in this module
+KEPT_TASK_ARGS = ("owner", "doc", "doc_md", "doc_rst", "doc_json", "doc_yaml", "task_display_name", "params", "sla",
+                  "multiple_outputs", "do_xcom_push", "task_group", "default_args")
+# Airflow's BaseOperator arguments accepted and not acted on
+IGNORED_TASK_ARGS = ("queue", "pool_slots", "executor_config", "weight_rule", "run_as_user", "resources",
+                     "max_active_tis_per_dag", "max_active_tis_per_dagrun", "task_concurrency", "executor",
+                     "on_execute_callback", "on_skipped_callback", "map_index_template",
+                     "show_return_value_in_logs", "wait_for_past_depends_before_skipping", "email_on_success",
+                     "ignore_first_depends_on_past", "allow_nested_operators", "logger_name", "ui_color",
+                     "ui_fgcolor", "start_date", "end_date")
+
+
+def _frame_folder() -> str | None:
+    """The folder of the DAG file being imported (the frame of its module), for template files."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(ledger_dag.DAG_MODULE_PREFIX):
+            return os.path.dirname(str(frame.f_globals.get("__file__", "")))
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+@contextlib.contextmanager
+def _in_group(group: Any) -> Iterator[None]:
+    """`task_group=tg` as Airflow takes it: the task is made as if inside `with tg:`."""
+    if group is None:
+        yield
+        return
+    with group:
+        yield
+
+
+class AirflowArgs:
+    """What every Airflow operator does with Airflow's BaseOperator arguments (see the module docstring)."""
+
+    owner: str = ""
+    doc_md: str = ""
+    display_name: str = ""
+    sla: timedelta | None = None
+    multiple_outputs: bool = False
+    do_xcom_push: bool = True
+    ignored_args: tuple[str, ...] = ()
+    params: dict[str, Any] = {}
+
+    @staticmethod
+    def split(cls_name: str, task_id: str | None, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the arguments for ledger's Task, the Airflow ones this class keeps); refuses unknown ones."""
+        if not task_id:
+            raise DagDefinitionError(f"{cls_name} needs a task_id")
+        dag = kwargs.get("dag") or (ledger_dag._context_stack[-1] if ledger_dag._context_stack else None)
+        defaults = dict(getattr(dag, "airflow_default_args", None) or {})
+        unknown = sorted(set(kwargs) - set(LEDGER_TASK_ARGS) - set(KEPT_TASK_ARGS) - set(IGNORED_TASK_ARGS))
+        if unknown:
+            raise DagDefinitionError(f"task {task_id!r}: invalid arguments were passed to {cls_name}: "
+                                     f"{', '.join(unknown)}")
+        ledger_args = {k: v for k, v in kwargs.items() if k in LEDGER_TASK_ARGS}
+        # default_args of the enclosing task groups and of the operator itself, over the DAG's (which ledger's
+        # Task applies itself), as Airflow takes them
+        groups = [g for g in ledger_dag._group_stack if g.dag is dag] if dag is not None else []
+        extra: dict[str, Any] = {}
+        for group in groups:
+            extra.update(getattr(group, "default_args", None) or {})
+        extra.update(kwargs.get("default_args") or {})
+        for key, value in extra.items():
+            if key in LEDGER_TASK_ARGS and key != "dag" and key not in ledger_args:
+                ledger_args[key] = value
+        defaults.update(extra)
+        kept = {k: v for k, v in kwargs.items() if k in KEPT_TASK_ARGS}
+        for key in ("owner", "sla"):
+            if key not in kept and key in defaults:
+                kept[key] = defaults[key]
+        kept["ignored"] = tuple(sorted(k for k in kwargs if k in IGNORED_TASK_ARGS))
+        return ledger_args, kept
+
+    def keep(self, kept: Mapping[str, Any]) -> None:
+        self.owner = str(kept.get("owner") or "")
+        doc = next((kept[k] for k in ("doc_md", "doc", "doc_rst", "doc_json", "doc_yaml") if kept.get(k)), "")
+        self.doc_md = inspect.cleandoc(doc) if isinstance(doc, str) else ""
+        self.display_name = str(kept.get("task_display_name") or "")
+        sla = kept.get("sla")
+        if sla is not None and not isinstance(sla, timedelta):
+            raise DagDefinitionError(f"task {getattr(self, 'task_id', '?')!r}: sla must be a timedelta")
+        self.sla = sla
+        self.multiple_outputs = bool(kept.get("multiple_outputs", False))
+        self.do_xcom_push = bool(kept.get("do_xcom_push", True))
+        self.ignored_args = tuple(kept.get("ignored", ()))
+        self.params = as_params(kept.get("params"), where=f"task {getattr(self, 'task_id', '?')!r}")
+
+    def airflow_settings(self) -> dict[str, Any]:
+        """What the version records of the Airflow arguments (only those given)."""
+        return {k: v for k, v in (
+            ("owner", self.owner), ("doc_md", self.doc_md), ("display_name", self.display_name),
+            ("sla", self.sla.total_seconds() if self.sla is not None else None),
+            ("multiple_outputs", self.multiple_outputs),
+            ("params", {n: p.describe() for n, p in sorted(self.params.items())}),
+            ("ignored_args", list(self.ignored_args))) if v} | (
+            {"do_xcom_push": False} if not self.do_xcom_push else {})
+
+    def __getitem__(self, key: str) -> XComArg:
+        """`task["key"]`: the value it passes on under `key` (with multiple_outputs, a key of its dict)."""
+        return XComArg(self.task_id, key)  # type: ignore[attr-defined]
+
+    @property
+    def output(self) -> XComArg:
+        return XComArg(self.task_id)  # type: ignore[attr-defined]
+
+
+def _make(self: Any, base: type[ledger_dag.Task], task_id: str | None, kwargs: dict[str, Any],
+          own: dict[str, Any]) -> None:
+    """Build an Airflow operator on ledger's task class `base` (own: that class's own arguments)."""
+    ledger_args, kept = AirflowArgs.split(type(self).__name__, task_id, kwargs)
+    assert task_id is not None
+    with _in_group(kept.get("task_group")):
+        base.__init__(self, task_id, **own, **ledger_args)
+    self.keep(kept)
+
+
+class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
+    """Airflow's PythonOperator: ledger's PythonTask with Airflow's arguments."""
+
+    def __init__(self, *, task_id: str | None = None, python_callable: Callable[..., Any] | None = None,
+                 op_args: Sequence[Any] | None = None, op_kwargs: dict[str, Any] | None = None,
+                 templates_dict: dict[str, Any] | None = None, templates_exts: Any = None,
+                 show_return_value_in_logs: bool = True, **kwargs: Any) -> None:
+        if python_callable is None:
+            raise DagDefinitionError(f"task {task_id!r}: PythonOperator needs a python_callable")
+        _make(self, ledger_dag.PythonTask, task_id, kwargs,
+              {"python_callable": python_callable, "op_args": op_args or (), "op_kwargs": op_kwargs,
+               "templates_dict": templates_dict})
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), **self.airflow_settings()}
+
+
+class BashOperator(AirflowArgs, ledger_dag.BashTask):
+    """Airflow's BashOperator: ledger's BashTask with Airflow's arguments (`append_env` is how ledger always
+    runs it: the try's environment with `env` over it; exit code 99 skips, Airflow's default); the last line of
+    its output is passed on unless do_xcom_push=False."""
+
+    def __init__(self, *, task_id: str | None = None, bash_command: Any = None, env: dict[str, str] | None = None,
+                 cwd: str | None = None, append_env: bool = True, output_encoding: str = "utf-8",
+                 skip_on_exit_code: Any = 99, **kwargs: Any) -> None:
+        _make(self, ledger_dag.BashTask, task_id, kwargs, {"bash_command": bash_command, "env": env, "cwd": cwd})
+        self.push_last_line = self.do_xcom_push  # as Airflow's: the last line of its output is passed on
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), **self.airflow_settings()}
+
+
+class BaseOperator(AirflowArgs, ledger_dag.Task):
+    """Airflow's BaseOperator: subclass it and write `execute(self, context)`; its return value is passed on.
+    `template_fields` name the attributes rendered with Jinja before execute; a templated string ending with one
+    of `template_ext` is the name of a file (relative to the DAG file's folder) whose text is rendered instead: the
+    file is part of the DAG's code (a version keeps it with the DAG file, and a try reads the version's copy)."""
+
+    kind = "operator"
+    template_fields: ClassVar[tuple[str, ...]] = ()
+    template_ext: ClassVar[Sequence[str]] = ()
+    template_fields_renderers: ClassVar[dict[str, str]] = {}
+    ui_color: ClassVar[str] = "#fff"
+    _depth = 0  # how deep in nested __init__ calls construction is (the outermost one finishes it)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _finishing(cls.__dict__["__init__"])  # type: ignore[method-assign]
+
+    def __init__(self, *, task_id: str | None = None, **kwargs: Any) -> None:
+        _make(self, ledger_dag.Task, task_id, kwargs, {})
+        self._base_names = set(vars(self))
+
+    def finish(self) -> None:
+        """After the outermost __init__: link the tasks whose values its templated fields take (XComArg), and
+        read template files."""
+        folder = _frame_folder()
+        for name in self.template_fields:
+            value = getattr(self, name, None)
+            ledger_dag.after_values(self, value)
+            if isinstance(value, str) and self.template_ext and value.strip().endswith(tuple(self.template_ext)):
+                path = os.path.join(folder or ".", value.strip())
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        setattr(self, name, f.read())
+                    ledger_dag.read_files.append(path)  # part of the DAG's code: the version keeps the file
+                except OSError as exc:
+                    raise DagDefinitionError(f"task {self.task_id!r}: cannot read the template file {value!r} "
+                                             f"of {name}: {exc.strerror}") from None
+
+    def execute(self, context: Mapping[str, Any]) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define execute(self, context)")
+
+    def run_operator(self, context: TaskContext, names: Mapping[str, Any]) -> Any:
+        """Run execute() with Airflow's context (the task runner calls it); its value is passed on unless
+        do_xcom_push=False."""
+        value = self.execute(self.context_for(context, names))
+        return value if self.do_xcom_push else None
+
+    def context_for(self, context: TaskContext, names: Mapping[str, Any]) -> AirflowContext:
+        """Airflow's context for the try, once the fields' other tasks' values (XComArg) and params (an @dag
+        function's parameters) are resolved, as Airflow resolves them."""
+        for name in self.template_fields:
+            value = getattr(self, name, None)
+            setattr(self, name, resolve_refs(resolve(value, context.xcom_values), context.params))
+        return airflow_context(context, names)
+
+    def definition(self) -> dict[str, Any]:
+        fields = {k: ledger_dag._jsonable(v) for k, v in sorted(vars(self).items())
+                  if k not in getattr(self, "_base_names", ()) and not k.startswith("_")}
+        return {"operator": ledger_dag._callable_definition(type(self)), "fields": fields}
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), **self.airflow_settings()}
+
+    def render_template(self, content: Any, context: Mapping[str, Any]) -> Any:
+        return render(content, context, field="render_template")
+
+    @property
+    def log(self) -> Any:
+        import logging
+
+        return logging.getLogger(f"airflow.task.operators.{type(self).__module__}.{type(self).__name__}")
+
+
+def _finishing(init: Callable[..., None]) -> Callable[..., None]:
+    def __init__(self: BaseOperator, *args: Any, **kwargs: Any) -> None:
+        self._depth += 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            self._depth -= 1
+        if self._depth == 0:
+            self.finish()
+    __init__.__wrapped__ = init  # type: ignore[attr-defined]
+    return __init__
+
+
+class TaskGroup(ledger_dag.TaskGroup):
+    """Airflow's TaskGroup: ledger's, also taking `default_args` (for the operators made inside it) and Airflow's
+    display arguments (accepted, not used)."""
+
+    def __init__(self, group_id: str, tooltip: str = "", *, prefix_group_id: bool = True, dag: Any = None,
+                 default_args: dict[str, Any] | None = None, parent_group: Any = None, ui_color: str = "",
+                 ui_fgcolor: str = "", add_suffix_on_collision: bool = False) -> None:
+        super().__init__(group_id, dag=dag, prefix_group_id=prefix_group_id, tooltip=tooltip)
+        self.default_args = dict(default_args or {})
+
+
+class AirflowContext(dict[str, Any]):
+    """Airflow's task context (`context["ti"]`, `context["ds"]`, ...): a dict of the template names."""
+
+
+def airflow_context(context: TaskContext, names: Mapping[str, Any]) -> AirflowContext:
+    return AirflowContext({**names, "templates_dict": context.templates_dict or None})
+
+
+def get_current_context() -> AirflowContext:
+    """Airflow's get_current_context(): the context of the try running in this process."""
+    found = current()
+    if found is None:
+        raise RuntimeError("get_current_context() works only inside a running task")
+    context, task = found
+    names = template_names(
+        logical_date=context.logical_date, data_interval_start=context.data_interval_start,
+        data_interval_end=context.data_interval_end, prev_interval=context.prev_interval, run_id=context.run_id,
+        run_type=context.run_type, try_number=context.try_number, dag_version=context.dag_version,
+        dag=getattr(task, "dag", None), task=task, params=context.params, conf=context.conf, ti=context)
+    return airflow_context(context, names)
+
+
+class EmptyOperator(BaseOperator):
+    """Does nothing (its trigger rule still decides whether it runs or is skipped)."""
+
+    def execute(self, context: Mapping[str, Any]) -> None:
+        return None
+
+
+DummyOperator = EmptyOperator  # Airflow 1 and early 2's name
+
+
+class LatestOnlyOperator(BaseOperator):
+    """Skips when its run is not the latest scheduled one: when now is outside the window from the end of the
+    run's data interval to the end of the next interval. A manual run is never skipped. In ledger the operator
+    itself ends skipped, so that its downstream tasks are skipped by their trigger rules (all_success, the
+    default, skips; all_done and none_failed run), where Airflow marks it success and skips its direct downstream
+    tasks."""
+
+    def execute(self, context: Mapping[str, Any]) -> None:
+        if context.get("run_type") == "manual":
+            self.log.info("a manual run: not skipping")
+            return
+        end = pendulum.instance(context["data_interval_end"])
+        try:
+            right = self.dag.schedule.interval_for(end).end
+        except Exception:  # no schedule, or no interval after this one: the latest there is
+            return
+        now = pendulum.now("UTC")
+        if not end < now <= right:
+            raise SkipTask(f"not the latest run: now ({now.isoformat()}) is outside {end.isoformat()} to "
+                           f"{pendulum.instance(right).isoformat()}")
+
+
+class EmailOperator(BaseOperator):
+    """Sends an e-mail through ledger's SMTP settings (LEDGER_SMTP_*: the EmailNotifier's)."""
+
+    template_fields: ClassVar[tuple[str, ...]] = ("to", "subject", "html_content", "files", "cc", "bcc")
+    template_ext: ClassVar[Sequence[str]] = (".html",)
+
+    def __init__(self, *, to: str | list[str], subject: str, html_content: str, files: list[str] | None = None,
+                 cc: str | list[str] | None = None, bcc: str | list[str] | None = None, mime_subtype: str = "mixed",
+                 mime_charset: str = "utf-8", conn_id: str | None = None, custom_headers: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.to, self.subject, self.html_content = to, subject, html_content
+        self.files, self.cc, self.bcc = files or [], cc, bcc
+
+    def execute(self, context: Mapping[str, Any]) -> None:
+        from ledger.notifiers import send_email
+
+        def listed(value: str | list[str] | None) -> list[str]:
+            if not value:
+                return []
+            return [v.strip() for v in value.replace(";", ",").split(",")] if isinstance(value, str) else list(value)
+
+        send_email(listed(self.to), self.subject, self.html_content, html=True, cc=listed(self.cc),
+                   bcc=listed(self.bcc), files=list(self.files))
+        self.log.info("sent e-mail %r to %s", self.subject, ", ".join(listed(self.to)))
+
+
+class XComArg(XComRef):
+    """Airflow's XComArg: a value a task passes on, which also stands for the task in `>>` and `<<`."""
+
+    def operator(self) -> Any:
+        dag = ledger_dag._context_stack[-1] if ledger_dag._context_stack else None
+        if dag is None or self.task_id not in dag.tasks:
+            raise DagDefinitionError(f"the value of {self.task_id!r} is not of a task of the DAG being defined")
+        return dag.tasks[self.task_id]
+
+    def __rshift__(self, other: Any) -> Any:
+        return self.operator() >> (other.operator() if isinstance(other, XComArg) else other)
+
+    def __lshift__(self, other: Any) -> Any:
+        return self.operator() << (other.operator() if isinstance(other, XComArg) else other)
+
+    def __rrshift__(self, other: Any) -> Any:
+        return other >> self.operator()
+
+    def __rlshift__(self, other: Any) -> Any:
+        return other << self.operator()
+
+    def __getitem__(self, key: str) -> XComArg:
+        return XComArg(self.task_id, key)
+
+
+def xcom_arg(operator: Any, key: str = RETURN_KEY) -> XComArg:
+    """Airflow's XComArg(operator, key): the value the task passes on under `key`."""
+    return XComArg(operator.task_id, key)

@@ -77,6 +77,16 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
+def chromium_or_skip() -> str:
+    """Chromium's binary; the test is skipped without it, except in CI (where .ci/run installs it)."""
+    binary = chromium()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is missing in CI: .ci/run installs it")
+        pytest.skip("chromium is not installed")
+    return binary
+
+
 def browse(binary: str, url: str, name: str) -> str:
     """The page as headless Chromium rendered it (the DOM after its scripts ran); its screenshot is saved."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -92,11 +102,7 @@ def browse(binary: str, url: str, name: str) -> str:
 
 @pytest.mark.browser
 def test_headless_chromium_shows_overrides_the_version_change_tries_and_lineage(server: str) -> None:
-    binary = chromium()
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is missing in CI: .ci/run installs it")
-        pytest.skip("chromium is not installed")
+    binary = chromium_or_skip()
     timeline = browse(binary, server + "/dags/web", "timeline")
     assert "overridden by run 4" in timeline and "overridden by run 5" in timeline
     assert re.search(r"run 4 backfill success .* replaced run 2 \(scheduled", timeline)

@@ -6,7 +6,6 @@ Screenshots go to $LEDGER_TEST_ARTIFACTS/web (default artifacts/web); docs/web.m
 from __future__ import annotations
 
 import http.client
-import os
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -15,7 +14,7 @@ import pytest
 from tests.conftest import Cli
 from tests.web.cdp import Browser, Tab
 from tests.web.conftest import PASSWORD, build_ops, served
-from tests.web.test_browser import ARTIFACTS, chromium
+from tests.web.test_browser import ARTIFACTS, chromium_or_skip
 
 pytestmark = pytest.mark.browser
 
@@ -29,12 +28,7 @@ def served_ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    binary = chromium()
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is missing in CI: .ci/run installs it")
-        pytest.skip("chromium is not installed")
-    b = Browser(binary)
+    b = Browser(chromium_or_skip())
     try:
         yield b
     finally:

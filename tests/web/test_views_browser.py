@@ -6,7 +6,6 @@ it grows. Screenshots go to $LEDGER_TEST_ARTIFACTS/web (default artifacts/web); 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -16,7 +15,7 @@ import pytest
 
 from tests.conftest import LEDGER, Cli
 from tests.web.cdp_pages import Browser
-from tests.web.test_browser import ARTIFACTS, chromium, fetch, webserver
+from tests.web.test_browser import ARTIFACTS, chromium_or_skip, fetch, webserver
 
 pytestmark = pytest.mark.browser
 
@@ -29,12 +28,7 @@ def views_server(views_home: Cli) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    binary = chromium()
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is missing in CI: .ci/run installs it")
-        pytest.skip("chromium is not installed")
-    b = Browser(binary)
+    b = Browser(chromium_or_skip())
     try:
         yield b
     finally:

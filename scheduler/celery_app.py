@@ -41,6 +41,11 @@ def task_id(ti_id: int, try_number: int) -> str:
     return f"ledger-{ti_id}-{try_number}"
 
 
+def task_id_pattern() -> str:
+    """A Redis glob pattern matching every try's task id (task_id())."""
+    return "ledger-*"
+
+
 def claim_key(tid: str) -> str:
     return f"ledger:claim:{tid}"
 

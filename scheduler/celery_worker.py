@@ -211,6 +211,15 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any]:
             client.srem(running_key, tid)
 
 
+def run_and_store(task: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    """run_message(), its outcome stored as the try's SUCCESS state here: the scheduler sends its messages with
+    ignore_result (it keeps no result subscription per try), so Celery itself stores only a raised error or a
+    revocation (store_errors_even_if_ignored). A refused redelivery (Ignore) stores nothing."""
+    outcome = run_message(task, payload)
+    task.update_state(state="SUCCESS", meta=outcome)
+    return outcome
+
+
 def _started(settings: WorkerSettings, incarnation: str, pid: int) -> dict[str, Any]:
     return {"host": settings.name, "pid": pid, "at": time.time(), "incarnation": incarnation}
 
@@ -270,7 +279,7 @@ def serve(settings: WorkerSettings, *, loglevel: str = "WARNING") -> None:
     global _pool_settings
     _pool_settings = settings
     app = make_app(settings.celery)
-    app.task(name=TASK_NAME, bind=True)(run_message)
+    app.task(name=TASK_NAME, bind=True, store_errors_even_if_ignored=True)(run_and_store)
     from celery.signals import worker_ready
 
     worker_ready.connect(lambda **_: print(f"ledger worker {settings.name} ready", flush=True), weak=False)

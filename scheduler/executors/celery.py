@@ -1,13 +1,18 @@
 """CeleryExecutor: tries run on `ledger worker` processes on any host, through Celery (scheduler/celery_app.py).
 
-submit() only queues the item here; one thread of this executor does all the talking to the broker and the result
-backend, so the job's loop never waits on the network: it sends each try's message to its task's queue, and every
-POLL_INTERVAL reads the state of every try in flight in one MGET (STARTED with host and pid, then the outcome),
-appends each running try's new log parts to its log file on this host (`ledger tasks logs --follow` reads it here
-while it runs; the whole log goes to the database with the try's end), and notices tries whose worker stopped beating
-(`ledger:worker:<name>` expired, or beats again as another incarnation): those are lost, with reason
-"worker <name> stopped heart-beating". What it read is handed to the job by drain(); a pipe it writes to wakes the
-job's loop.
+submit() only queues the item here; two threads of this executor do all the talking to the broker and the result
+backend, so the job's loop never waits on the network. The sender sends each try's message to its task's queue as
+soon as submit() or kill() kicks it (through one producer per batch, asking Celery to keep no result subscription:
+the worker stores each state itself, see scheduler/celery_worker.py). The reader waits on the result backend's
+publications of the tries' states (the Redis result backend publishes every state it stores on the key's channel;
+one pattern subscription receives them all as they are written, so the reader sleeps until something happens
+instead of polling): STARTED with host and pid, then the outcome. Every FALLBACK_INTERVAL it also reads the state of
+every try in flight in one MGET (what a publication lost while Redis restarted, or sent before the subscription,
+is found there), appends each running try's new log parts to its log file on this host (`ledger tasks logs
+--follow` reads it here while it runs; the whole log goes to the database with the try's end), and every
+WORKER_CHECK_INTERVAL notices tries whose worker stopped beating (`ledger:worker:<name>` expired, or beats again as
+another incarnation): those are lost, with reason "worker <name> stopped heart-beating". What it read is handed to
+the job by drain(); a pipe it writes to wakes the job's loop.
 
 Remote tries outlive this process: end() lets running tries finish within the grace period, then leaves them
 running (left_running()); the job that takes their runs over adopts them (adopt()), as one that took over from a
@@ -22,6 +27,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,10 +44,13 @@ from scheduler.celery_app import (
     queued_key,
     redis_client,
     task_id,
+    task_id_pattern,
 )
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 
-POLL_INTERVAL = 0.05  # seconds between two reads of the tries' states
+POLL_INTERVAL = 0.05  # seconds between two looks at what is left to do while end() waits
+READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it looks at its other work
+FALLBACK_INTERVAL = 0.5  # seconds between two reads of every try's state (what a lost publication held)
 WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the workers' heartbeats
 LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
 FINISHED = ("SUCCESS", "FAILURE", "REVOKED")
@@ -84,7 +93,8 @@ class CeleryExecutor(Executor):
         self._ending = False
         self._stop = threading.Event()
         self._kick = threading.Event()  # set by submit() and kill(): the thread sends at once
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._by_tid: dict[str, _Try] = {}  # the tries in flight by task id (the reader's, under the lock)
         self._wake_r, self._wake_w = -1, -1
         self._left: set[int] = set()
         self.problem: str | None = None  # the last error talking to Redis
@@ -101,12 +111,16 @@ class CeleryExecutor(Executor):
         self._app = make_app(self.config)
         self._client = redis_client(self.config.backend_url)
         self._meta_key = self._app.backend.get_key_for_task
+        self._prefix_len = len(self._meta_key(task_id_pattern())) - len(task_id_pattern())  # of a state key
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="ledger-celery-executor", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=run, name=name, daemon=True)
+                         for run, name in ((self._send_loop, "ledger-celery-sender"),
+                                           (self._read_loop, "ledger-celery-reader"))]
+        for thread in self._threads:
+            thread.start()
         self._started, self._ending = True, False
 
     def end(self, grace: float) -> list[TaskEvent]:
@@ -124,8 +138,8 @@ class CeleryExecutor(Executor):
             time.sleep(POLL_INTERVAL)
         self._stop.set()
         self._kick.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
+        for thread in self._threads:
+            thread.join(timeout=5.0)
         events += self.drain()
         self._left = self.in_flight()
         for fd in (self._wake_r, self._wake_w):
@@ -154,6 +168,7 @@ class CeleryExecutor(Executor):
                 raise RuntimeError("no open slot: check open_slots() before submit()")
             entry = _Try(item, task_id(item.ti_id, item.try_number))
             self._shared.tries[item.ti_id] = entry
+            self._by_tid[entry.tid] = entry
             self._shared.outbox.append(("send", entry))
         self._kick.set()
 
@@ -174,7 +189,7 @@ class CeleryExecutor(Executor):
         with self._shared.lock:
             for (item, started), tid, count in zip(tries, tids, found, strict=True):
                 if count and item.ti_id not in self._shared.tries:
-                    self._shared.tries[item.ti_id] = _Try(item, tid, sent=True, started=started)
+                    self._shared.tries[item.ti_id] = self._by_tid[tid] = _Try(item, tid, sent=True, started=started)
                     adopted.add(item.ti_id)
         return adopted
 
@@ -186,8 +201,8 @@ class CeleryExecutor(Executor):
         with self._shared.lock:
             events, self._shared.events = self._shared.events, []
             for ev in events:
-                if ev.kind == "finished":
-                    self._shared.tries.pop(ev.ti_id, None)
+                if ev.kind == "finished" and (gone := self._shared.tries.pop(ev.ti_id, None)) is not None:
+                    self._by_tid.pop(gone.tid, None)
         return events
 
     def remarks(self) -> list[dict[str, Any]]:
@@ -213,44 +228,93 @@ class CeleryExecutor(Executor):
         self._kick.set()
         return True
 
-    # -- the thread --------------------------------------------------------------------------------
-    def _run(self) -> None:
-        next_check = 0.0
+    # -- the threads -------------------------------------------------------------------------------
+    def _send_loop(self) -> None:
+        """The sender: what submit() and kill() queued, sent as soon as they kick it."""
         while not self._stop.is_set():
+            self._kick.wait(1.0)
+            self._kick.clear()
             try:
                 self._send_outbox()
-                found = self._poll()
-                if time.monotonic() >= next_check:
+            except Exception as exc:  # the broker unreachable: send again (what was not sent stays queued)
+                self.problem = f"{type(exc).__name__}: {exc}"
+                self._stop.wait(0.5)
+                self._kick.set()
+
+    def _read_loop(self) -> None:
+        """The reader: the tries' states as the result backend publishes them, and every FALLBACK_INTERVAL as it
+        holds them; the workers' heartbeats and refused redeliveries every WORKER_CHECK_INTERVAL."""
+        next_poll = next_check = 0.0
+        subscription: Any = None
+        while not self._stop.is_set():
+            try:
+                if subscription is None:
+                    subscription = self._client.pubsub(ignore_subscribe_messages=True)
+                    subscription.psubscribe(self._meta_key(task_id_pattern()))
+                    next_poll = 0.0  # what was published before the subscription is read now
+                found = self._take(self._published(subscription))
+                now = time.monotonic()
+                if now >= next_poll:
+                    found += self._poll()
+                    next_poll = now + FALLBACK_INTERVAL
+                if now >= next_check:
                     found += self._check_workers()
                     found += self._read_refused()
-                    next_check = time.monotonic() + WORKER_CHECK_INTERVAL
+                    next_check = now + WORKER_CHECK_INTERVAL
                 self.problem = None
-            except Exception as exc:  # Redis or the broker unreachable: try again (nothing is lost meanwhile)
+            except Exception as exc:  # Redis unreachable: subscribe and read again (nothing is lost meanwhile)
                 self.problem = f"{type(exc).__name__}: {exc}"
                 found = 0
+                if subscription is not None:
+                    with contextlib.suppress(Exception):
+                        subscription.close()
+                subscription = None
                 self._stop.wait(0.5)
             self._measure()
             if found and self._wake_w >= 0:
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"!")
-            self._kick.wait(POLL_INTERVAL)
-            self._kick.clear()
+        if subscription is not None:
+            with contextlib.suppress(Exception):
+                subscription.close()
+
+    def _published(self, subscription: Any) -> list[tuple[_Try, bytes]]:
+        """The states published within READ_TIMEOUT (waiting for the first one), of the tries in flight here."""
+        prefix = self._prefix_len
+        out: list[tuple[_Try, bytes]] = []
+        message = subscription.get_message(timeout=READ_TIMEOUT)
+        while message is not None:
+            channel, data = message.get("channel"), message.get("data")
+            if isinstance(channel, bytes) and isinstance(data, bytes):
+                with self._shared.lock:
+                    entry = self._by_tid.get(channel[prefix:].decode())
+                if entry is not None and not entry.done:
+                    out.append((entry, data))
+            message = subscription.get_message(timeout=0.0)
+        return out
 
     def _send_outbox(self) -> None:
-        """Send what submit() and kill() queued, in order; then mark the sent tries queued (one round trip)."""
+        """Send what submit() and kill() queued, in order, through one producer; then mark the sent tries queued
+        (one round trip). No result subscription per message (ignore_result: the worker stores each state itself),
+        and a fixed argsrepr (Celery would otherwise format the whole work item for its logs)."""
+        if not self._shared.outbox:
+            return
         sent: list[str] = []
         try:
-            while self._shared.outbox:
-                kind, entry = self._shared.outbox[0]
-                if kind == "send":
-                    item = entry.item
-                    self._app.send_task(TASK_NAME, args=[item_to_json(item)], task_id=entry.tid, queue=item.queue,
-                                        retry=True)
-                    sent.append(entry.tid)
-                    entry.sent = True
-                else:
-                    self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
-                self._shared.outbox.popleft()
+            with self._app.producer_or_acquire() as producer:
+                while self._shared.outbox:
+                    kind, entry = self._shared.outbox[0]
+                    if kind == "send":
+                        item = entry.item
+                        self._app.send_task(TASK_NAME, args=[item_to_json(item)], task_id=entry.tid,
+                                            queue=item.queue, retry=True, producer=producer, ignore_result=True,
+                                            argsrepr=f"(try {item.try_number} of task instance {item.ti_id})",
+                                            kwargsrepr="{}")
+                        sent.append(entry.tid)
+                        entry.sent = True
+                    else:
+                        self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
+                    self._shared.outbox.popleft()
         finally:
             if sent:
                 pipe = self._client.pipeline(transaction=False)
@@ -259,20 +323,25 @@ class CeleryExecutor(Executor):
                 pipe.execute()
 
     def _poll(self) -> int:
-        """One MGET of every try's state (decoded only when it changed), then one round trip for the logs of the
-        tries that ended and, every LOG_INTERVAL, of those running."""
+        """One MGET of every try's state, then what _take() does with them."""
         with self._shared.lock:
             watched = [t for t in self._shared.tries.values() if t.sent and not t.done]
         if not watched:
             return 0
         raws = self._client.mget([self._meta_key(t.tid) for t in watched])
+        return self._take(list(zip(watched, raws, strict=True)), logs_due=True)
+
+    def _take(self, states: Sequence[tuple[_Try, bytes | None]], *, logs_due: bool = False) -> int:
+        """Tries' states as read (each decoded only when it changed): the events of those that started or ended,
+        then one round trip for the logs of the tries that ended and (logs_due) of those running whose log is
+        due."""
         new: list[TaskEvent] = []
         ended: list[tuple[_Try, str, Any]] = []
         now = time.monotonic()
         logs = []
-        for entry, raw in zip(watched, raws, strict=True):
-            if raw is None or raw == entry.seen:
-                if entry.started and now >= entry.next_log:
+        for entry, raw in states:
+            if raw is None or raw == entry.seen or entry.done:
+                if logs_due and entry.started and not entry.done and now >= entry.next_log:
                     logs.append(entry)
                 continue
             entry.seen = raw

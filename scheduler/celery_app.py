@@ -32,6 +32,8 @@ from scheduler.executors.base import WorkItem
 TASK_NAME = "ledger.run_try"
 HEARTBEAT_TIMEOUT_VARIABLE = "LEDGER_WORKER_HEARTBEAT_TIMEOUT"
 DEFAULT_HEARTBEAT_TIMEOUT = 30.0  # seconds without a heartbeat after which a worker's tries are lost
+QUEUED_TIMEOUT_VARIABLE = "LEDGER_CELERY_QUEUED_TIMEOUT"
+DEFAULT_QUEUED_TIMEOUT = 600.0  # seconds a sent try may wait unclaimed before its message is sent again (Airflow's)
 KEEP = 7 * 24 * 3600  # seconds the keys of a try are kept in Redis
 REFUSED = "ledger:refused"
 
@@ -63,6 +65,7 @@ class CeleryConfig:
     broker_url: str
     backend_url: str
     heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
+    queued_timeout: float = DEFAULT_QUEUED_TIMEOUT
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> CeleryConfig:
@@ -72,14 +75,20 @@ class CeleryConfig:
             raise ConfigError(f"the celery executor needs {BROKER_VARIABLE} (e.g. redis://127.0.0.1:6379/0)")
         backend = backend_url(env)
         assert backend is not None
-        raw = env.get(HEARTBEAT_TIMEOUT_VARIABLE) or str(DEFAULT_HEARTBEAT_TIMEOUT)
-        try:
-            timeout = float(raw)
-        except ValueError:
-            raise ConfigError(f"{HEARTBEAT_TIMEOUT_VARIABLE}={raw!r} is not a number of seconds") from None
-        if not timeout > 0:
-            raise ConfigError(f"{HEARTBEAT_TIMEOUT_VARIABLE} must be positive, not {raw!r}")
-        return cls(broker, backend, timeout)
+        return cls(broker, backend, _seconds(env, HEARTBEAT_TIMEOUT_VARIABLE, DEFAULT_HEARTBEAT_TIMEOUT),
+                   _seconds(env, QUEUED_TIMEOUT_VARIABLE, DEFAULT_QUEUED_TIMEOUT))
+
+
+def _seconds(env: dict[str, str], name: str, default: float) -> float:
+    """A positive number of seconds from the environment (one line naming the variable when it is not)."""
+    raw = env.get(name) or str(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
 
 
 def make_app(config: CeleryConfig) -> Any:

@@ -14,6 +14,10 @@ WORKER_CHECK_INTERVAL notices tries whose worker stopped beating (`ledger:worker
 another incarnation): those are lost, with reason "worker <name> stopped heart-beating". What it read is handed to
 the job by drain(); a pipe it writes to wakes the job's loop.
 
+A try whose message no worker claimed within the queued timeout (LEDGER_CELERY_QUEUED_TIMEOUT, 600 s as Airflow's
+task_queued_timeout) is sent again, as the same try: it never started, and a worker's claim (SET NX on its task id)
+still lets only one delivery run it. The job records a `try_resent` event for each (see unclaimed()).
+
 Remote tries outlive this process: end() lets running tries finish within the grace period, then leaves them
 running (left_running()); the job that takes their runs over adopts them (adopt()), as one that took over from a
 job killed with kill -9 does.
@@ -27,7 +31,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +65,7 @@ class _Try:
     item: WorkItem
     tid: str
     sent: bool = False
+    sent_at: float | None = None  # the executor's clock when its message was last sent (or it was adopted)
     started: bool = False  # its "started" was reported
     host: str | None = None
     incarnation: str | None = None
@@ -85,9 +90,11 @@ class _Shared:
 class CeleryExecutor(Executor):
     outlives_its_job = True
 
-    def __init__(self, parallelism: int, config: CeleryConfig | None = None) -> None:
+    def __init__(self, parallelism: int, config: CeleryConfig | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(parallelism)
         self.config = config or CeleryConfig.from_env()
+        self._clock = clock  # measures how long sent tries wait unclaimed
         self._shared = _Shared()
         self._started = False
         self._ending = False
@@ -189,7 +196,8 @@ class CeleryExecutor(Executor):
         with self._shared.lock:
             for (item, started), tid, count in zip(tries, tids, found, strict=True):
                 if count and item.ti_id not in self._shared.tries:
-                    self._shared.tries[item.ti_id] = self._by_tid[tid] = _Try(item, tid, sent=True, started=started)
+                    self._shared.tries[item.ti_id] = self._by_tid[tid] = _Try(item, tid, sent=True, started=started,
+                                                                              sent_at=self._clock())
                     adopted.add(item.ti_id)
         return adopted
 
@@ -260,6 +268,7 @@ class CeleryExecutor(Executor):
                 if now >= next_check:
                     found += self._check_workers()
                     found += self._read_refused()
+                    found += self._resend_unclaimed()
                     next_check = now + WORKER_CHECK_INTERVAL
                 self.problem = None
             except Exception as exc:  # Redis unreachable: subscribe and read again (nothing is lost meanwhile)
@@ -311,7 +320,7 @@ class CeleryExecutor(Executor):
                                             argsrepr=f"(try {item.try_number} of task instance {item.ti_id})",
                                             kwargsrepr="{}")
                         sent.append(entry.tid)
-                        entry.sent = True
+                        entry.sent, entry.sent_at = True, self._clock()
                     else:
                         self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
                     self._shared.outbox.popleft()
@@ -455,6 +464,23 @@ class CeleryExecutor(Executor):
                               f"{data.get('host')}: {data.get('claimed_by')} had started it"})
         return len(raw)
 
+    def _resend_unclaimed(self) -> int:
+        """The tries no worker claimed within the queued timeout: their messages sent again, with a remark each."""
+        with self._shared.lock:
+            late = unclaimed(self._shared.tries.values(), self._clock(), self.config.queued_timeout)
+            for entry in late:
+                entry.sent_at = None  # (sent again: the sender sets it anew)
+                self._shared.outbox.append(("send", entry))
+                self._shared.remarks.append({
+                    "kind": "try_resent", "ti_id": entry.item.ti_id, "try_number": entry.item.try_number,
+                    "queue": entry.item.queue,
+                    "reason": f"no worker claimed try {entry.item.try_number} within "
+                              f"{self.config.queued_timeout:g} s of its message being sent "
+                              f"(queue {entry.item.queue!r}): its message is sent again"})
+        if late:
+            self._kick.set()
+        return len(late)
+
     def _measure(self) -> None:
         """The per-queue gauges: tries sent and not started, tries running."""
         if self._metrics is None:
@@ -476,3 +502,10 @@ class CeleryExecutor(Executor):
             with self._shared.lock:
                 self._shared.events.extend(new)
         return len(new)
+
+
+def unclaimed(tries: Iterable[_Try], now: float, timeout: float) -> list[_Try]:
+    """The tries sent at least `timeout` seconds before `now` that no worker reported started, and that are neither
+    ended nor being stopped: a worker that took the message died before claiming it, or none serves its queue."""
+    return [t for t in tries if t.sent and t.sent_at is not None and not t.started and not t.done
+            and t.killed is None and now - t.sent_at >= timeout]

@@ -3,17 +3,22 @@ function runs in the caller's transaction."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from typing import cast
+
+from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.orm import Session
 
 from ledger.models import TaskInstance, TryLog
 
+TRY_LOGS = cast(Table, TryLog.__table__)
+
 
 def keep(session: Session, ti_id: int, try_number: int, host: str | None, text: str) -> None:
     """Keep a try's log (written by the job that holds its run, as it records the try's end; a log recorded
-    again replaces the first)."""
-    session.execute(delete(TryLog).where(TryLog.task_instance_id == ti_id, TryLog.try_number == try_number))
-    session.add(TryLog(task_instance_id=ti_id, try_number=try_number, host=host, text=text))
+    again replaces the first). Two Core statements on the table: the ORM's bulk delete and unit of work cost about
+    twice as much CPU, once per remote try."""
+    session.execute(delete(TRY_LOGS).where(TRY_LOGS.c.task_instance_id == ti_id, TRY_LOGS.c.try_number == try_number))
+    session.execute(insert(TRY_LOGS).values(task_instance_id=ti_id, try_number=try_number, host=host, text=text))
 
 
 def find(session: Session, run_id: int, task_id: str, map_index: int, try_number: int) -> str | None:

@@ -86,6 +86,7 @@ def test_an_operator_triggers_clears_and_backfills_from_the_browser(served_ops: 
     shot(tab, "backfill_created")
     shown = cli.json("backfill", "show", backfill_id)
     assert shown["requested_by"] == "web:op" and len(shown["runs"]) == 2
+    see_the_grid_change(cli, tab, base, run_id, [str(r["run_id"]) for r in shown["runs"]])
 
     # a form whose CSRF field was taken out is refused, and changes nothing
     tab.go(f"{base}/dags/ops/actions")
@@ -94,6 +95,28 @@ def test_an_operator_triggers_clears_and_backfills_from_the_browser(served_ops: 
     assert "403" in tab.text() and "CSRF" in tab.text()
     shot(tab, "csrf_refused")
     assert cli.json("dags", "list")[0]["is_paused"] is False
+
+
+GRID = """[...document.querySelectorAll('table.grid thead a.run-head')].map((head, i) => [head.textContent,
+  head.className.match(/state-(\\S+)/)[1],
+  Object.fromEntries([...document.querySelectorAll('table.grid tbody tr')].map(row => {
+    const sq = row.querySelectorAll('td.cell')[i].querySelector('a.sq');
+    return [row.querySelector('th').textContent, sq ? sq.className.match(/state-(\\S+)/)[1] : null];
+  }))])"""
+
+
+def see_the_grid_change(cli: Cli, tab: Tab, base: str, triggered: str, backfilled: list[str]) -> None:
+    """The grid, read from its DOM: a column per run (its id and state) with a square per task (its state);
+    the triggered run, run 1 with its cleared task and the backfill's runs are there as the CLI shows them."""
+    tab.go(f"{base}/dags/ops/grid")
+    shot(tab, "grid_after_actions")
+    columns = {run: (state, cells) for run, state, cells in tab.run(GRID)}
+    assert {triggered, "1", *backfilled} <= set(columns)
+    for run in (triggered, "1", *backfilled):
+        shown = cli.json("runs", "show", run)
+        by_task = {ti["task_id"]: ti["state"] for ti in shown["task_instances"]}
+        assert columns[run] == (shown["state"], {t: by_task.get(t) for t in ("a", "b")}), run
+    assert columns["1"][0] == "queued" and columns["1"][1]["a"] == "success" and columns["1"][1]["b"] != "success"
 
 
 def test_a_viewer_sees_no_action_and_the_write_api_refuses_it(served_ops: tuple[Cli, str], browser: Browser) -> None:

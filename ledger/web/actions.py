@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, cast
 from urllib.parse import parse_qsl
 
@@ -24,6 +25,7 @@ from ledger.backfill_create import plan_json
 from ledger.backfill_plan import PlanItem
 from ledger.db import make_engine, make_sessions
 from ledger.errors import InvalidInput
+from ledger.mapping import label
 from ledger.states import RunState, TaskState
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
@@ -95,14 +97,43 @@ def _mark_run(request: Request, run_id: int, state: str, reason: str | None) -> 
                                                     now=now(), actor=actor, reason=reason))
 
 
-def _mark_tasks(request: Request, run_id: int, tasks: list[str], state: str, downstream: bool,
-                reason: str | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TaskMark:
+    """A mark of task instances as asked for: `tasks` are task ids or `task[i]` labels."""
+
+    tasks: list[str]
+    state: str
+    downstream: bool = False
+    upstream: bool = False
+
+
+def _mark_rows(session: Session, run_id: int, mark: TaskMark) -> list[dict[str, str]]:
+    """The task instances the mark would set, each with its state now and after (operations.mark_plan: refused as
+    the mark itself would be)."""
+    run = run_store.get(session, run_id)
+    spec = dag_store.spec(session, run.dag_id, run.version_hash)
+    _tis, targets = operations.mark_plan(session, run, spec, mark.tasks, TaskState(mark.state),
+                                         downstream=mark.downstream, upstream=mark.upstream)
+    return sorted(({"task": label(ti.task_id, ti.map_index), "from": ti.state or "none", "to": mark.state}
+                   for ti in targets), key=lambda r: r["task"])
+
+
+def _mark_tasks(request: Request, run_id: int, mark: TaskMark, reason: str | None,
+                digest: str | None = None) -> dict[str, Any]:
+    """Mark task instances; `digest`: the fingerprint of the rows the user confirmed (the confirm page), when
+    they changed since, nothing is marked and the new rows come back (`marked` false) to confirm again."""
     actor = acting(request, "marking tasks")
     with writing(request) as session:
+        if digest is not None:
+            rows = _mark_rows(session, run_id, mark)
+            if forms.plan_digest(rows) != digest:
+                return {"run_id": str(run_id), "marked": False, "would_set": rows}
         run = run_store.get(session, run_id)
         spec = dag_store.spec(session, run.dag_id, run.version_hash)
-        return _outcome(run_id, operations.mark_tasks(session, run, spec, tasks, TaskState(state),
-                                                      downstream=downstream, now=now(), actor=actor, reason=reason))
+        done = operations.mark_tasks(session, run, spec, mark.tasks, TaskState(mark.state),
+                                     downstream=mark.downstream, upstream=mark.upstream, now=now(), actor=actor,
+                                     reason=reason)
+        return {**_outcome(run_id, done), "marked": True}
 
 
 def _clear(request: Request, run_id: int, tasks: list[str] | None, downstream: bool,
@@ -201,9 +232,11 @@ class MarkBody(ReasonBody):
 
 
 class MarkTasksBody(ReasonBody):
-    tasks: Annotated[list[str], Field(min_length=1)]
+    tasks: Annotated[list[str], Field(min_length=1, description="Task ids, or `task[i]` for one mapped instance.")]
     state: Literal["success", "failed", "skipped"]
-    downstream: bool = False
+    downstream: bool = Field(default=False, description="Also the tasks downstream of them.")
+    upstream: bool = Field(default=False, description="Also the tasks upstream of them.")
+    dry_run: bool = Field(default=False, description="Answer what would be set (`would_set`); change nothing.")
 
 
 class ClearBody(BaseModel):
@@ -243,9 +276,16 @@ def mark_api(request: Request, run_id: IdInUrl, body: MarkBody) -> JSONResponse:
     return JSONResponse(_mark_run(request, run_id, body.state, body.reason))
 
 
-@api.post("/runs/{run_id}/tasks/mark", summary="`ledger tasks mark RUN TASK... --state S [--downstream]`")
+@api.post("/runs/{run_id}/tasks/mark", summary="`ledger tasks mark DAG RUN TASK --state S [--downstream] "
+          "[--upstream]`")
 def mark_tasks_api(request: Request, run_id: IdInUrl, body: MarkTasksBody) -> JSONResponse:
-    return JSONResponse(_mark_tasks(request, run_id, body.tasks, body.state, body.downstream, body.reason))
+    mark = TaskMark(body.tasks, body.state, body.downstream, body.upstream)
+    if body.dry_run:
+        acting(request, "marking tasks")
+        with session_of(request) as session:
+            return JSONResponse({"run_id": str(run_id), "marked": False, "would_set": _mark_rows(session, run_id,
+                                                                                                  mark)})
+    return JSONResponse(_mark_tasks(request, run_id, mark, body.reason))
 
 
 @api.post("/runs/{run_id}/clear", summary="`ledger tasks clear RUN [TASK...] [--downstream] "
@@ -469,6 +509,44 @@ def mark_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
 def clear_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     tasks = [k[len("task."):] for k, v in form.items() if k.startswith("task.") and v == "on"]
     _clear(request, run_id, tasks or None, form.get("downstream") == "on", form.get("on_latest_version") == "on")
+    return _back(f"/runs/{run_id}")
+
+
+def _mark_asked(task: str, state: str | None, downstream: bool, upstream: bool) -> TaskMark | None:
+    if state in (None, ""):
+        return None
+    if state not in ("success", "failed"):
+        raise InvalidInput(f"a task instance is marked success or failed here, not {state!r}")
+    return TaskMark([task], state, downstream, upstream)
+
+
+def _mark_page(request: Request, run_id: int, task: str, mark: TaskMark | None, *,
+               rows: list[dict[str, str]] | None = None, changed: bool = False) -> HTMLResponse:
+    with session_of(request) as session:
+        doc = documents.run_document(session, run_id)
+        if mark is not None and rows is None:
+            rows = _mark_rows(session, run_id, mark)
+    return _page("mark_task.html", run=doc, task=task, mark=mark, rows=rows,
+                 digest=forms.plan_digest(rows) if rows is not None else None, changed=changed)
+
+
+@pages.get("/runs/{run_id}/tasks/{task}/mark", response_class=HTMLResponse)
+def mark_task_page(request: Request, run_id: IdInUrl, task: str, state: str | None = None,
+                   downstream: bool = False, upstream: bool = False) -> HTMLResponse:
+    """Airflow's "Mark success / failed" of a task instance: the choice (state, downstream, upstream), then the
+    task instances it would set, to confirm."""
+    _operator_page(request, "marking a task instance")
+    return _mark_page(request, run_id, task, _mark_asked(task, state, downstream, upstream))
+
+
+@pages.post("/runs/{run_id}/tasks/{task}/mark")
+def mark_task_form(request: Request, run_id: IdInUrl, task: str, form: Form) -> Response:
+    mark = _mark_asked(task, form.get("state", ""), form.get("downstream") == "on", form.get("upstream") == "on")
+    if mark is None:
+        raise InvalidInput("choose the state to mark: success or failed")
+    done = _mark_tasks(request, run_id, mark, _reason(form), form.get("digest", ""))
+    if not done["marked"]:  # the run changed since the list was shown: show the new one
+        return _mark_page(request, run_id, task, mark, rows=done["would_set"], changed=True)
     return _back(f"/runs/{run_id}")
 
 

@@ -1,6 +1,6 @@
 """Operator controls, shared by the CLI and the web view (pages and write API): trigger a run, cancel a run, mark a
 run or task instances success / failed / skipped, clear task instances, pause and unpause a DAG, plan, submit,
-cancel and resume a backfill, set and delete pools. Each runs in
+cancel and resume a backfill, set and delete pools, variables and connections. Each runs in
 the caller's transaction, records an event naming who did it (a trigger's is the splice's), and refuses (a
 LedgerError, nothing changed) what would make the record untrue: changing an overridden run, cancelling a
 finished one, marking tasks whose tries are still running.
@@ -21,13 +21,14 @@ from sqlalchemy.orm import Session
 
 from ledger.backfill_create import BackfillRequest, Created, create_confirmed, make_plan
 from ledger.backfill_plan import Action, PlanItem, Reprocess
-from ledger.dates import check_within_dag, parse_user_date
+from ledger.dates import check_within_dag, iso, parse_user_date
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, NotFound, TimelineConflict
 from ledger.flow import with_setups_and_teardowns
 from ledger.mapping import NOT_MAPPED, label, source_tasks, split_label
-from ledger.models import DagRun, TaskInstance
+from ledger.models import Connection, DagRun, TaskInstance
 from ledger.params import check_conf, from_description
+from ledger.secrets import ConnectionInfo, encrypt
 from ledger.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.states import FINISHED_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, RunType, TaskState
 from ledger.store import backfills as backfill_store
@@ -36,6 +37,7 @@ from ledger.store import events
 from ledger.store import jobs as job_store
 from ledger.store import pools as pool_store
 from ledger.store import runs as run_store
+from ledger.store import secrets as secret_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
 from ledger.store.loop import set_run_state
@@ -476,3 +478,49 @@ def submit_backfill(session: Session, request: BackfillRequest, shown: list[Plan
         raise InvalidInput("nothing to do: every date is skipped")
     return create_confirmed(session, spec, request, shown, now=now, actor=actor, job_id=None,
                             stale_after=stale_after)
+
+
+# --- variables and connections (admins): `ledger variables ...`, `ledger connections ...` and the admin pages ---
+
+def secret_name(value: str, what: str) -> str:
+    """A variable's or connection's name, checked: InvalidInput unless letters, digits, '_', '-', '.'."""
+    if not value or not all(c.isalnum() or c in "_-." for c in value) or len(value) > 250:
+        raise InvalidInput(f"{what} {value!r}: use letters, digits, '_', '-' and '.' (at most 250)")
+    return value
+
+
+def set_variable(session: Session, key: str, value: str, description: str, *, now: datetime, actor: str) -> bool:
+    """Create or change a variable, its value stored encrypted. True when it was new."""
+    new = secret_store.set_variable(session, secret_name(key, "variable"), encrypt(value), description, now)
+    events.record(session, "variable_set", at=now, actor=actor, key=key, new=new)
+    return new
+
+
+def set_connection(session: Session, conn_id: str, uri: str, description: str, *, now: datetime,
+                   actor: str) -> bool:
+    """Create or change a connection from a URI, its password and extra stored encrypted. True when it was new."""
+    info = ConnectionInfo.from_uri(secret_name(conn_id, "connection"), uri)
+    values = {"conn_id": conn_id, "conn_type": info.conn_type, "host": info.host, "port": info.port,
+              "login": info.login, "schema": info.schema,
+              "password_encrypted": encrypt(info.password) if info.password else None,
+              "extra_encrypted": encrypt(info.extra) if info.extra else None, "description": description}
+    new = secret_store.set_connection(session, values, now)
+    events.record(session, "connection_set", at=now, actor=actor, conn_id=conn_id, new=new)
+    return new
+
+
+def delete_secret(session: Session, kind: str, name: str, *, now: datetime, actor: str) -> None:
+    """Delete a variable or a connection (`kind`), with an event naming who did it."""
+    row = secret_store.variable(session, name) if kind == "variable" else secret_store.connection(session, name)
+    if row is None:
+        raise NotFound(f"no {kind} named {name!r}; see `ledger {kind}s list`")
+    secret_store.delete(session, row)
+    events.record(session, f"{kind}_deleted", at=now, actor=actor, name=name)
+
+
+def connection_json(c: Connection) -> dict[str, Any]:
+    """A connection as it is shown: its password and extra as *** (never in clear)."""
+    return {"conn_id": c.conn_id, "conn_type": c.conn_type, "host": c.host, "port": c.port, "login": c.login,
+            "schema": c.schema, "password": "***" if c.password_encrypted else None,
+            "extra": "***" if c.extra_encrypted else None, "description": c.description,
+            "updated_at": iso(c.updated_at)}

@@ -358,17 +358,17 @@ async def form_of(request: Request) -> dict[str, str]:
 Form = Annotated[dict[str, str], Depends(form_of)]
 
 
-def _page(name: str, **context: Any) -> HTMLResponse:
+def show(name: str, **context: Any) -> HTMLResponse:
     return HTMLResponse(render(name, **context))
 
 
-def _back(url: str) -> RedirectResponse:
+def back_to(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
 @pages.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/") -> HTMLResponse:
-    return _page("login.html", next=forms.local_target(next), problem=None)
+    return show("login.html", next=forms.local_target(next), problem=None)
 
 
 @pages.post("/login")
@@ -382,7 +382,7 @@ def login(request: Request, form: Form) -> Response:
                                   shared_token=g.token)
         if known is None:
             return HTMLResponse(render("login.html", next=target, problem="that token is not known"), 401)
-        response = _back(target)
+        response = back_to(target)
         g.set_cookie(response, auth.TOKEN_COOKIE, token, max_age=auth.SESSION_SECONDS)
         return response
     with session_of(request) as session:
@@ -390,7 +390,7 @@ def login(request: Request, form: Form) -> Response:
         cookie = None if user is None else g.signer.cookie(user.id, user.password_hash)
     if cookie is None:
         return HTMLResponse(render("login.html", next=target, problem="wrong user name or password"), 401)
-    response = _back(target)
+    response = back_to(target)
     g.set_cookie(response, auth.SESSION_COOKIE, cookie, max_age=auth.SESSION_SECONDS)
     g.set_cookie(response, auth.CSRF_COOKIE, auth.new_csrf())  # a fresh CSRF value for the signed-in session
     return response
@@ -398,7 +398,7 @@ def login(request: Request, form: Form) -> Response:
 
 @pages.post("/logout")
 def logout(request: Request, form: Form) -> Response:
-    response = _back("/login")
+    response = back_to("/login")
     for name in (auth.SESSION_COOKIE, auth.TOKEN_COOKIE):
         response.delete_cookie(name, path="/")
     return response
@@ -414,7 +414,7 @@ def dag_actions(request: Request, dag_id: str) -> HTMLResponse:
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id)
         spec = dag_store.current_spec(session, dag_id)
-    return _page("dag_actions.html", dag=documents.dag_json(dag), fields=forms.param_fields(spec.params),
+    return show("dag_actions.html", dag=documents.dag_json(dag), fields=forms.param_fields(spec.params),
                  timezone=spec.timezone)
 
 
@@ -424,19 +424,19 @@ def trigger_form(request: Request, dag_id: str, form: Form) -> Response:
         params = dag_store.current_spec(session, dag_id).params
     done = _trigger(request, dag_id, form.get("logical_date", "").strip() or None,
                     forms.conf_from_form(params, form), form.get("replace") == "on")
-    return _back(f"/runs/{done['run_id']}")
+    return back_to(f"/runs/{done['run_id']}")
 
 
 @pages.post("/dags/{dag_id}/pause")
 def pause_form(request: Request, dag_id: str, form: Form) -> Response:
     _pause(request, dag_id, True, form.get("stop_queued") == "on")
-    return _back(f"/dags/{dag_id}/actions")
+    return back_to(f"/dags/{dag_id}/actions")
 
 
 @pages.post("/dags/{dag_id}/unpause")
 def unpause_form(request: Request, dag_id: str, form: Form) -> Response:
     _pause(request, dag_id, False, False)
-    return _back(f"/dags/{dag_id}/actions")
+    return back_to(f"/dags/{dag_id}/actions")
 
 
 def _backfill_body(dag_id: str, form: dict[str, str]) -> BackfillBody:
@@ -459,7 +459,7 @@ def _plan_page(dag_id: str, form: dict[str, str], plan: list[PlanItem], changed:
                                                   "max_active_runs")}
     counts = {a: sum(1 for r in rows if r["action"] == a) for a in ("new", "override", "skip")}
     todo = any(r["action"] != "skip" or r["adopts_backfill"] is not None for r in rows)
-    return _page("backfill_plan.html", dag_id=dag_id, rows=rows, kept=kept, digest=forms.plan_digest(rows),
+    return show("backfill_plan.html", dag_id=dag_id, rows=rows, kept=kept, digest=forms.plan_digest(rows),
                  counts=counts, todo=todo, changed=changed)
 
 
@@ -475,7 +475,7 @@ def backfill_form(request: Request, dag_id: str, form: Form) -> Response:
     backfill_id, plan = _submit(request, _backfill_body(dag_id, form), form.get("digest", ""))
     if backfill_id is None:  # the ledger changed since the plan was shown: show the new one
         return _plan_page(dag_id, form, plan, changed=True)
-    return _back(f"/backfills/{backfill_id}")
+    return back_to(f"/backfills/{backfill_id}")
 
 
 @pages.get("/runs/{run_id}/actions", response_class=HTMLResponse)
@@ -483,7 +483,7 @@ def run_actions(request: Request, run_id: IdInUrl) -> HTMLResponse:
     _operator_page(request, "acting on a run")
     with session_of(request) as session:
         doc = documents.run_document(session, run_id)
-    return _page("run_actions.html", run=doc, tasks=[t["task_id"] for t in doc["graph"]["tasks"]])
+    return show("run_actions.html", run=doc, tasks=[t["task_id"] for t in doc["graph"]["tasks"]])
 
 
 def _reason(form: dict[str, str]) -> str | None:
@@ -493,7 +493,7 @@ def _reason(form: dict[str, str]) -> str | None:
 @pages.post("/runs/{run_id}/cancel")
 def cancel_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     _cancel_run(request, run_id, _reason(form))
-    return _back(f"/runs/{run_id}")
+    return back_to(f"/runs/{run_id}")
 
 
 @pages.post("/runs/{run_id}/mark")
@@ -502,14 +502,14 @@ def mark_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     if state not in ("success", "failed"):
         raise InvalidInput(f"a run can be marked success or failed, not {state!r}")
     _mark_run(request, run_id, state, _reason(form))
-    return _back(f"/runs/{run_id}")
+    return back_to(f"/runs/{run_id}")
 
 
 @pages.post("/runs/{run_id}/clear")
 def clear_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     tasks = [k[len("task."):] for k, v in form.items() if k.startswith("task.") and v == "on"]
     _clear(request, run_id, tasks or None, form.get("downstream") == "on", form.get("on_latest_version") == "on")
-    return _back(f"/runs/{run_id}")
+    return back_to(f"/runs/{run_id}")
 
 
 def _mark_asked(task: str, state: str | None, downstream: bool, upstream: bool) -> TaskMark | None:
@@ -526,7 +526,7 @@ def _mark_page(request: Request, run_id: int, task: str, mark: TaskMark | None, 
         doc = documents.run_document(session, run_id)
         if mark is not None and rows is None:
             rows = _mark_rows(session, run_id, mark)
-    return _page("mark_task.html", run=doc, task=task, mark=mark, rows=rows,
+    return show("mark_task.html", run=doc, task=task, mark=mark, rows=rows,
                  digest=forms.plan_digest(rows) if rows is not None else None, changed=changed)
 
 
@@ -547,7 +547,7 @@ def mark_task_form(request: Request, run_id: IdInUrl, task: str, form: Form) -> 
     done = _mark_tasks(request, run_id, mark, _reason(form), form.get("digest", ""))
     if not done["marked"]:  # the run changed since the list was shown: show the new one
         return _mark_page(request, run_id, task, mark, rows=done["would_set"], changed=True)
-    return _back(f"/runs/{run_id}")
+    return back_to(f"/runs/{run_id}")
 
 
 @pages.get("/backfills/{backfill_id}/actions", response_class=HTMLResponse)
@@ -556,16 +556,16 @@ def backfill_actions(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
     with session_of(request) as session:
         row = backfill_store.get(session, backfill_id)
         b = {"backfill_id": str(row.id), "dag_id": row.dag_id, "state": row.state}
-    return _page("backfill_actions.html", b=b)
+    return show("backfill_actions.html", b=b)
 
 
 @pages.post("/backfills/{backfill_id}/cancel")
 def cancel_backfill_form(request: Request, backfill_id: IdInUrl, form: Form) -> Response:
     _cancel_backfill(request, backfill_id)
-    return _back(f"/backfills/{backfill_id}")
+    return back_to(f"/backfills/{backfill_id}")
 
 
 @pages.post("/backfills/{backfill_id}/resume")
 def resume_backfill_form(request: Request, backfill_id: IdInUrl, form: Form) -> Response:
     _resume_backfill(request, backfill_id)
-    return _back(f"/backfills/{backfill_id}")
+    return back_to(f"/backfills/{backfill_id}")

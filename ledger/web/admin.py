@@ -6,6 +6,7 @@ user as the actor of its event."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -15,7 +16,7 @@ from sqlalchemy.orm import Session
 from ledger import operations
 from ledger import users as user_rules
 from ledger.dates import iso
-from ledger.errors import ConfigError, InvalidInput
+from ledger.errors import ConfigError, InvalidInput, NotFound
 from ledger.secrets import decrypt, sensitive
 from ledger.store import pools as pool_store
 from ledger.store import secrets as secret_store
@@ -55,16 +56,36 @@ def variable_value(key: str, sealed: str) -> str:
         return f"(not shown: {exc})"
 
 
-# --- users -----------------------------------------------------------------------------------------------------
+def _users(session: Session) -> list[dict[str, Any]]:
+    return [{"username": u.username, "role": u.role, "tokens": n, "created_at": iso(u.created_at)}
+            for u, n in user_store.listing(session)]
 
-@pages.get("/admin/users", response_class=HTMLResponse)
-def users_page(request: Request) -> HTMLResponse:
-    _admin(request, "managing users")
+
+def _variables(session: Session) -> list[dict[str, Any]]:
+    return [{"key": v.key, "value": variable_value(v.key, v.value_encrypted), "description": v.description,
+             "updated_at": iso(v.updated_at)} for v in secret_store.variables(session)]
+
+
+def _connections(session: Session) -> list[dict[str, Any]]:
+    return [operations.connection_json(c) for c in secret_store.connections(session)]
+
+
+# each admin page: what it lists (its template is admin_NAME.html)
+LISTS: dict[str, Callable[[Session], list[dict[str, Any]]]] = {
+    "users": _users, "variables": _variables, "connections": _connections, "pools": pool_store.pool_rows}
+
+
+@pages.get("/admin/{name}", response_class=HTMLResponse)
+def admin_page(request: Request, name: str) -> HTMLResponse:
+    if name not in LISTS:
+        raise NotFound(f"no page /admin/{name}")
+    _admin(request, f"managing {name}")
     with session_of(request) as session:
-        rows = [{"username": u.username, "role": u.role, "tokens": n, "created_at": iso(u.created_at)}
-                for u, n in user_store.listing(session)]
-    return show("admin_users.html", users=rows, roles=[r.value for r in Role])
+        rows = LISTS[name](session)
+    return show(f"admin_{name}.html", rows=rows, roles=[r.value for r in Role])
 
+
+# --- users -----------------------------------------------------------------------------------------------------
 
 @pages.post("/admin/users")
 def create_user(request: Request, form: Form) -> Response:
@@ -75,39 +96,29 @@ def create_user(request: Request, form: Form) -> Response:
     return back_to("/admin/users")
 
 
+def _change_user(request: Request, username: str, what: str, verb: str,
+                 change: Callable[[Session, str], Any]) -> Response:
+    """Change another user (`change(session, actor)`): an admin does not change itself here (_not_yourself)."""
+    actor = _admin(request, what)
+    _not_yourself(request, username, verb)
+    with writing(request) as session:
+        change(session, actor)
+    return back_to("/admin/users")
+
+
 @pages.post("/admin/users/{username}/role")
 def set_role(request: Request, username: str, form: Form) -> Response:
-    actor = _admin(request, "changing a user's role")
-    _not_yourself(request, username, "change the role of")
-    with writing(request) as session:
-        user_rules.set_role(session, username, form.get("role", ""), now=now(), actor=actor)
-    return back_to("/admin/users")
+    return _change_user(request, username, "changing a user's role", "change the role of",
+                        lambda s, actor: user_rules.set_role(s, username, form.get("role", ""), now=now(), actor=actor))
 
 
 @pages.post("/admin/users/{username}/delete")
 def delete_user(request: Request, username: str, form: Form) -> Response:
-    actor = _admin(request, "deleting a user")
-    _not_yourself(request, username, "delete")
-    with writing(request) as session:
-        user_rules.delete(session, username, now=now(), actor=actor)
-    return back_to("/admin/users")
+    return _change_user(request, username, "deleting a user", "delete",
+                        lambda s, actor: user_rules.delete(s, username, now=now(), actor=actor))
 
 
 # --- variables and connections -----------------------------------------------------------------------------------
-
-def _secrets(session: Session) -> dict[str, Any]:
-    variables = [{"key": v.key, "value": variable_value(v.key, v.value_encrypted), "description": v.description,
-                  "updated_at": iso(v.updated_at)} for v in secret_store.variables(session)]
-    return {"variables": variables,
-            "connections": [operations.connection_json(c) for c in secret_store.connections(session)]}
-
-
-@pages.get("/admin/variables", response_class=HTMLResponse)
-def variables_page(request: Request) -> HTMLResponse:
-    _admin(request, "managing variables")
-    with session_of(request) as session:
-        return show("admin_variables.html", variables=_secrets(session)["variables"])
-
 
 @pages.post("/admin/variables")
 def set_variable(request: Request, form: Form) -> Response:
@@ -116,13 +127,6 @@ def set_variable(request: Request, form: Form) -> Response:
         operations.set_variable(session, form.get("key", "").strip(), form.get("value", ""),
                                 form.get("description", "").strip(), now=now(), actor=actor)
     return back_to("/admin/variables")
-
-
-@pages.get("/admin/connections", response_class=HTMLResponse)
-def connections_page(request: Request) -> HTMLResponse:
-    _admin(request, "managing connections")
-    with session_of(request) as session:
-        return show("admin_connections.html", connections=_secrets(session)["connections"])
 
 
 @pages.post("/admin/connections")
@@ -152,13 +156,6 @@ def delete_connection(request: Request, conn_id: str, form: Form) -> Response:
 
 
 # --- pools ---------------------------------------------------------------------------------------------------------
-
-@pages.get("/admin/pools", response_class=HTMLResponse)
-def pools_page(request: Request) -> HTMLResponse:
-    _admin(request, "managing pools")
-    with session_of(request) as session:
-        return show("admin_pools.html", pools=pool_store.pool_rows(session))
-
 
 @pages.post("/admin/pools")
 def set_pool(request: Request, form: Form) -> Response:

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import Cli
-from tests.web.conftest import PASSWORD, app_client, build_ops
+from tests.web.conftest import PASSWORD, app_client
 from tests.web.test_actions import signed_in
 
 PAGES = ("/admin/users", "/admin/variables", "/admin/connections", "/admin/pools")
@@ -20,8 +20,8 @@ SECRET = "pw-s3cret-value"
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
-    cli = build_ops(tmp_path_factory.mktemp("admin") / "home")
+def ops(ops_home: Cli) -> Iterator[Cli]:
+    cli = ops_home
     assert cli.run("users", "create", "root", "--role", "admin", input=PASSWORD + "\n").exit_code == 0
     with pytest.MonkeyPatch.context() as env:  # the server's Fernet key is the ledger's (its LEDGER_HOME)
         env.setenv("LEDGER_HOME", str(cli.home))

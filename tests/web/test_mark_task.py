@@ -12,13 +12,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import Cli
-from tests.web.conftest import app_client, build_ops
+from tests.web.conftest import app_client
 from tests.web.test_actions import refused_like_the_cli, signed_in, token
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("mark") / "home")
+def ops(ops_home: Cli) -> Cli:
+    return ops_home
 
 
 @pytest.fixture(scope="module")

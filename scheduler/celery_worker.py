@@ -33,7 +33,7 @@ from typing import Any
 from ledger.code import sha256_bytes
 from ledger.errors import ConfigError
 from ledger.logs import log_file
-from ledger.workers import WORKERS, worker_key
+from ledger.workers import API_VARIABLE, NAME_VARIABLE, TOKEN_VARIABLE, WORKERS, worker_key
 from scheduler import try_files, try_plan, try_process
 from scheduler.celery_app import (
     KEEP,
@@ -51,9 +51,6 @@ from scheduler.code_cache import materialise
 from scheduler.executors.base import WorkItem
 from scheduler.try_outcome import Outcome, describe_exception, one_line
 
-API_VARIABLE = "LEDGER_API_URL"
-TOKEN_VARIABLE = "LEDGER_WORKER_TOKEN"
-NAME_VARIABLE = "LEDGER_WORKER_NAME"  # set by `ledger worker` for its pool processes
 INCARNATION_VARIABLE = "LEDGER_WORKER_INCARNATION"
 LOG_SHIP_INTERVAL = 0.5  # seconds between two chunks of a running try's log sent to the result backend
 LOG_CHUNK = 256 * 1024

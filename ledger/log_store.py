@@ -216,3 +216,16 @@ class RemoteLogStore:
 
 
 _clients: dict[RemoteLogStore, Any] = {}  # one boto3 client per store and process (they are thread-safe)
+
+
+def resume_offset(data: bytes, lines: int, partial: int) -> int:
+    """Where a follower that has printed `lines` whole lines and `partial` bytes of the next goes on in `data`, the
+    log as it is now: rewritten since it was printed (a try masks the secrets it read as it ends, which changes the
+    lengths but not the lines)."""
+    pos = 0
+    for _ in range(lines):
+        found = data.find(b"\n", pos)
+        if found < 0:
+            return len(data)
+        pos = found + 1
+    return min(pos + partial, len(data))

@@ -168,7 +168,7 @@ def log(request: Request, run_id: str, task_id: str, try_number: int,
               if split_label(ti["label"])[0] == name for t in ti["tries"]]
     base = f"/runs/{doc['run_id']}/tasks/{task_id}/tries/{try_number}/log"
     return _page(request, "log.html", run=doc, task_id=task_id, the_try=the_try, part=part,
-                 path=source.where if source is not None else str(path), tz=tz,
+                 path=str(path), kept_in=None if source is None or source.where == str(path) else source.where, tz=tz,
                  ended=ended, others=others, base=base, follow=not ended and (before is None or not part
                                                                              or part.end == part.size),
                  extras=extras)

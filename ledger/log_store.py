@@ -182,8 +182,12 @@ class RemoteLogStore:
     def _client(self) -> Any:
         found = _clients.get(self)
         if found is None:
-            import boto3
-            from botocore.config import Config
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError:
+                raise ConfigError(f"{REMOTE_LOGS_VARIABLE} needs boto3, which is not installed: pip install "
+                                  "'ledger[s3]'") from None
 
             found = boto3.client("s3", endpoint_url=self.endpoint, region_name=self.region,
                                  config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 3}))
@@ -192,20 +196,22 @@ class RemoteLogStore:
 
     def put(self, relative: str, text: str) -> None:
         """Keep a log (a log kept again replaces the first). ConfigError when the store refuses it."""
+        client = self._client()
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            self._client().put_object(Bucket=self.bucket, Key=self.key(relative), Body=text.encode(),
+            client.put_object(Bucket=self.bucket, Key=self.key(relative), Body=text.encode(),
                                       ContentType="text/plain; charset=utf-8")
         except (BotoCoreError, ClientError) as exc:
             raise ConfigError(f"cannot write {self.url(relative)}: {exc}") from None
 
     def get(self, relative: str) -> bytes | None:
         """A kept log (None: there is none at that key). ConfigError when the store cannot be read."""
+        client = self._client()
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            answer = self._client().get_object(Bucket=self.bucket, Key=self.key(relative))
+            answer = client.get_object(Bucket=self.bucket, Key=self.key(relative))
             return bytes(answer["Body"].read())
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):

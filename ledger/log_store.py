@@ -137,7 +137,9 @@ def live_source(ref: TryRef) -> RedisSource | None:
         return None
     import redis
 
-    client = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    client = _redis_clients.get(url)
+    if client is None:  # (one per process and URL: its connection pool serves every request of a webserver)
+        client = _redis_clients[url] = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
     key = log_key(task_id(ref.ti_id, ref.try_number))
     try:
         if not client.exists(key):
@@ -222,6 +224,7 @@ class RemoteLogStore:
 
 
 _clients: dict[RemoteLogStore, Any] = {}  # one boto3 client per store and process (they are thread-safe)
+_redis_clients: dict[str, Any] = {}
 
 
 def resume_offset(data: bytes, lines: int, partial: int) -> int:

@@ -29,6 +29,7 @@ def wait():
     print("greeting", Variable.get("greeting"), "to", conn.login, "at", conn.host, conn.port)
     print("password", conn.password, "and", Variable.get("api_password"))
     print("missing", Variable.get("not_set", default_var="fallback"))
+    print("token", os.environ["LEDGER_WORKER_TOKEN"])
     print("waiting", flush=True)
     for _ in range(600):
         if os.path.exists("@GO@"):
@@ -83,6 +84,11 @@ def test_a_running_remote_trys_log_is_read_from_another_home_and_its_variables_c
     assert page["ended"] is False and "\nwaiting\n" in page["text"] and page["next_offset"] == page["size"]
     html = read(f"http://127.0.0.1:{port}/runs/1/tasks/wait/tries/1/log")
     assert "waiting" in html and "ledger:log:ledger-" in html, html  # it says where it read the log
+    live = urllib.request.Request(f"http://127.0.0.1:{port}/runs/1/tasks/wait/tries/1/log?after=0",
+                                  headers={"X-Ledger-Live": "1"})  # the page's follow
+    with urllib.request.urlopen(live, timeout=30) as answer:
+        part = answer.read().decode()
+    assert 'data-done="0"' in part and "\nwaiting\n" in part and f'data-next="{page["size"]}"' in part, part
     go.touch()
     assert scheduler.wait(60) == 0, cluster.procs.output(scheduler)
     assert follow.wait(30) == 0
@@ -97,3 +103,4 @@ def test_a_running_remote_trys_log_is_read_from_another_home_and_its_variables_c
     local = (cluster.home / "logs" / "waits" / "run_1" / "wait" / "try_1.log").read_text()
     for text in (kept.stdout, local, read(f"http://127.0.0.1:{port}/runs/1/tasks/wait/tries/1/log/download")):
         assert "password *** and ***\n" in text and "s3cr3t" not in text and "pw-123456" not in text, text
+        assert "token ***\n" in text and cluster.token not in text  # (the worker's own credential too)

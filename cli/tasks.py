@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -90,7 +89,7 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     version = the_try.dag_version if the_try is not None and the_try.dag_version else "not recorded"
     typer.echo(f"=== {dag_id} run {r.id} task {name} try {n}/{latest}: {state}, version {version} ===")
     printed = _Printed()
-    printed.add(source, 0)
+    printed.add(source)
     while follow and state in active:
         time.sleep(FOLLOW_INTERVAL)
         with env.reading() as session:
@@ -98,44 +97,39 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
         state = found or "?"
         if source is None:  # not started yet, or nothing of it written yet: look again
             source = log_store.locate(env.settings.logs_folder, ref, None, ended=False)
-        if state not in active:  # (read after the state: what a try that ended wrote is all there)
-            printed.finish(source)
-        else:
-            printed.add(source, printed.offset)
+        printed.add(source)  # (read after the state: what a try that ended wrote is all there)
 
 
 FOLLOW_INTERVAL = 0.5  # seconds between two looks at a followed log
+TAIL = 64  # bytes of what was printed last that the log must still hold before the offset: else it was rewritten
 
 
 class _Printed:
-    """What a follower has printed of a log: its offset, and enough to go on where it was if the try rewrote its
-    log as it ended (the secrets it read masked)."""
+    """What a follower has printed of a log: its offset, and enough to go on at the same line when the try rewrote
+    its log as it ended (the secrets it read masked: other lengths, the same lines)."""
 
     def __init__(self) -> None:
-        self.offset, self.lines, self.partial, self.digest = 0, 0, 0, hashlib.sha256()
+        self.offset, self.lines, self.partial, self.tail = 0, 0, 0, b""
 
-    def add(self, source: log_store.LogSource | None, offset: int) -> None:
-        """Print what the log holds from `offset` on."""
+    def add(self, source: log_store.LogSource | None) -> None:
+        """Print what the log gained since the last call (one read, with the tail printed last before it)."""
         if source is None:
             return
-        data = source.read(offset, max(source.size() - offset, 0))
+        back = len(self.tail)
+        data = source.read(self.offset - back, max(source.size() - self.offset + back, 0))
+        if data[:back] == self.tail:
+            start, data = self.offset, data[back:]
+        else:  # rewritten since
+            whole = source.read(0, source.size())
+            start = log_store.resume_offset(whole, self.lines, self.partial)
+            data = whole[start:]
         if not data:
             return
         typer.echo(data.decode("utf-8", errors="replace"), nl=False)
-        self.offset = offset + len(data)
-        self.digest.update(data)
+        self.offset, self.tail = start + len(data), (self.tail + data)[-TAIL:]
         lines = data.count(b"\n")
         self.lines += lines
         self.partial = len(data) - data.rfind(b"\n") - 1 if lines else self.partial + len(data)
-
-    def finish(self, source: log_store.LogSource | None) -> None:
-        """The rest of the log of a try that has ended (from the same line on, when the log was rewritten)."""
-        if source is None:
-            return
-        if hashlib.sha256(source.read(0, self.offset)).digest() == self.digest.digest():
-            self.add(source, self.offset)
-        else:
-            self.add(source, log_store.resume_offset(source.read(0, source.size()), self.lines, self.partial))
 
 
 @app.command()

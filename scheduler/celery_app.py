@@ -27,6 +27,8 @@ from typing import Any
 
 from ledger.errors import ConfigError
 from ledger.workers import BROKER_VARIABLE, backend_url
+from ledger.workers import log_key as log_key  # (key names readers of logs share: defined in ledger/workers.py)
+from ledger.workers import task_id as task_id
 from scheduler.executors.base import WorkItem
 
 TASK_NAME = "ledger.run_try"
@@ -36,21 +38,12 @@ KEEP = 7 * 24 * 3600  # seconds the keys of a try are kept in Redis
 REFUSED = "ledger:refused"
 
 
-def task_id(ti_id: int, try_number: int) -> str:
-    """The Celery task id of a try: the same in every process, so a job that takes a run over finds its tries."""
-    return f"ledger-{ti_id}-{try_number}"
-
-
 def claim_key(tid: str) -> str:
     return f"ledger:claim:{tid}"
 
 
 def queued_key(tid: str) -> str:
     return f"ledger:queued:{tid}"
-
-
-def log_key(tid: str) -> str:
-    return f"ledger:log:{tid}"
 
 
 @dataclasses.dataclass(frozen=True)

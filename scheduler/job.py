@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ledger.clock import Clock
 from ledger.db import reader, shares_one_connection
 from ledger.dependencies import PreviousRun
+from ledger.log_store import RemoteLogStore
 from ledger.logs import log_file
 from ledger.mapping import NOT_MAPPED, expand_task, label, source_text
 from ledger.models import DagRun
@@ -61,7 +62,7 @@ from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
-from scheduler import adoption, dataset_runs, flow_events, try_files
+from scheduler import adoption, dataset_runs, flow_events, remote_logs, try_files
 from scheduler.after_commit import AfterCommit
 from scheduler.cadence import Cadence
 from scheduler.callback_requests import CallbackRequests
@@ -181,6 +182,7 @@ class DagRunJob:
     _held_since: float | None = None  # time.monotonic() of the first start held back in _unrecorded
     _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
     _code: CodeCache | None = None  # where versions' code is materialised on this host
+    remote_logs: RemoteLogStore | None = field(default_factory=RemoteLogStore.from_env)  # remote tries' logs' store
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -565,7 +567,11 @@ class DagRunJob:
                 out[(ev.ti_id, ev.try_number)] = ev.left
             elif info is not None and info.log_path:
                 out[(ev.ti_id, ev.try_number)] = try_files.read(info.log_path, ev.files)
-        return out
+        if self.remote_logs is None:
+            return out
+        names = {(ev.ti_id, ev.try_number): log_file("", i.dag_id, i.run_id, i.task_id, ev.try_number, i.map_index)
+                 for ev in drained if ev.kind == "finished" and (i := self._inflight.get(ev.ti_id)) is not None}
+        return remote_logs.keep(self.remote_logs, out, names, self.say)  # (before the transaction: no network in it)
 
     def _record(self, session: Session, drained: list[TaskEvent], now: datetime,
                 files: Mapping[tuple[int, int], try_files.TryFiles] | None = None) -> int:

@@ -14,7 +14,7 @@ version's spec, task states and the values tasks passed on in, decisions out; no
   succeeded (skipped when they were all skipped, upstream_failed when none succeeded): `all_done_setup_success`.
   The run's state comes from its effective leaves: teardown tasks do not count (unless `on_failure_fail_dagrun`),
   nor tasks whose only downstream tasks are such teardowns. Clearing a task clears its setups and their
-  teardowns.
+  teardowns; marking a run success or failed leaves its unfinished teardowns to run.
 
 The choices are read from the values, not from task states, so a cleared downstream task is skipped again while
 its branch's choice stands (Airflow's NotPreviouslySkippedDep), and a branch run again decides again.
@@ -131,6 +131,12 @@ def effective_leaves(spec: DagSpec) -> list[str]:
         return task.teardown and not task.fail_dagrun
 
     return [tid for tid in spec.tasks if not ignorable(tid) and all(ignorable(d) for d in down[tid])]
+
+
+def teardowns_left_to_run(spec: DagSpec, unfinished: Iterable[str]) -> set[str]:
+    """Of the unfinished task ids of a run an operator marks success or failed, the teardown tasks: they are left
+    to run, as Airflow leaves them (they clean up what the setups made); the others take the marked state."""
+    return {tid for tid in unfinished if tid in spec.tasks and spec.tasks[tid].teardown}
 
 
 def with_setups_and_teardowns(spec: DagSpec, chosen: Iterable[str]) -> set[str]:

@@ -8,10 +8,12 @@ import shutil
 from pathlib import Path
 
 import pendulum
+import pytest
 
 from tests.conftest import Cli
 
 CORPUS = Path(__file__).resolve().parent.parent / "airflow_corpus"
+FAST = {"LEDGER_POLL_INTERVAL": "0.2"}
 
 
 def test_the_scheduler_runs_latest_only_and_prior_success_catch_up_runs(ready_cli: Cli) -> None:
@@ -42,3 +44,30 @@ def test_the_scheduler_runs_latest_only_and_prior_success_catch_up_runs(ready_cl
                                                     str(pendulum.parse(first["data_interval_end"]))]
     assert pendulum.parse(values[second["run_id"]]["started"]) == pendulum.parse(shown["started_at"])
     assert pendulum.parse(values[second["run_id"]]["ended"]) == pendulum.parse(shown["ended_at"])
+
+
+@pytest.mark.slow
+def test_a_run_marked_by_hand_still_runs_its_teardown_and_ends_by_its_work(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.dags.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CORPUS / "af2_teardown_mark.py", cli.dags / "af2_teardown_mark.py")
+    for day in ("2024-03-01", "2024-03-02", "2024-03-03"):
+        cli.ok("trigger", "af2_teardown_mark", "--logical-date", day)
+    cli.ok("scheduler", "--exit-when-idle", **FAST)  # run 1 fails; runs 2 and 3 wait at run_query, their setups done
+
+    def tasks(run: int) -> dict[str, str]:
+        return {t["task_id"]: t["state"] for t in cli.json("runs", "show", str(run))["task_instances"]}
+
+    assert tasks(2) == tasks(3) == {"create_cluster": "success", "run_query": "scheduled",
+                                    "delete_cluster": "scheduled"}
+    assert cli.ok("runs", "mark-failed", "2").strip() == (
+        "run 2 of af2_teardown_mark marked failed: running → running; tasks set: run_query; teardowns left to run: "
+        "delete_cluster")
+    assert "teardowns left to run: delete_cluster" in cli.ok("runs", "mark-success", "3")
+    [marked, _] = [e["details"] for e in cli.json("events", "--dag", "af2_teardown_mark", "--kind", "run_marked")]
+    assert marked["to"] == "failed" and marked["teardowns_to_run"] == ["delete_cluster"]
+    cli.ok("scheduler", "--exit-when-idle", **FAST)
+    # the teardowns ran (their setups had succeeded); each run's state comes from its work, as marked
+    assert tasks(2) == {"create_cluster": "success", "run_query": "failed", "delete_cluster": "success"}
+    assert tasks(3) == {"create_cluster": "success", "run_query": "success", "delete_cluster": "success"}
+    assert [r["state"] for r in cli.json("timeline", "af2_teardown_mark")] == ["failed", "failed", "success"]

@@ -1,6 +1,7 @@
-"""Corpus files whose behaviour depends on the timeline, run by the scheduler through the real CLI: catch-up runs
-of LatestOnlyOperator (the older run skips what follows it, the latest runs everything) and the prev_*_success
-names (the second run sees the first)."""
+"""Corpus files whose behaviour depends on the timeline or on other runs, run by the scheduler through the real CLI:
+catch-up runs of LatestOnlyOperator (the older run skips what follows it, the latest runs everything), the
+prev_*_success names (the second run sees the first), an ExternalTaskSensor waiting for another DAG's task group,
+and runs marked by hand whose teardowns still run."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ CORPUS = Path(__file__).resolve().parent.parent / "airflow_corpus"
 FAST = {"LEDGER_POLL_INTERVAL": "0.2"}
 
 
-def test_the_scheduler_runs_latest_only_and_prior_success_catch_up_runs(ready_cli: Cli) -> None:
+def test_the_scheduler_runs_latest_only_prior_success_and_external_group_files(ready_cli: Cli) -> None:
     cli = ready_cli
     cli.dags.mkdir(parents=True, exist_ok=True)
-    for name in ("af2_latest_only.py", "af3_prev_success.py"):
+    for name in ("af2_latest_only.py", "af3_prev_success.py", "af3_external_group.py"):
         shutil.copy(CORPUS / name, cli.dags / name)
-    cli.ok("scheduler", "--exit-when-idle")  # each DAG: two daily runs, from two days ago
+    cli.ok("scheduler", "--exit-when-idle", **FAST)  # two daily runs from two days ago; the group pair @once
 
     older, latest = cli.json("timeline", "af2_latest_only")  # oldest first
     today = pendulum.today("UTC")
@@ -44,6 +45,14 @@ def test_the_scheduler_runs_latest_only_and_prior_success_catch_up_runs(ready_cl
                                                     str(pendulum.parse(first["data_interval_end"]))]
     assert pendulum.parse(values[second["run_id"]]["started"]) == pendulum.parse(shown["started_at"])
     assert pendulum.parse(values[second["run_id"]]["ended"]) == pendulum.parse(shown["ended_at"])
+
+    [producer], [consumer] = cli.json("timeline", "af3_group_producer"), cli.json("timeline", "af3_group_consumer")
+    assert producer["state"] == consumer["state"] == "success"
+    ended = {t["task_id"]: t["ended_at"] for t in cli.json("runs", "show", str(producer["run_id"]))["task_instances"]}
+    checks = cli.json("events", "--run", str(consumer["run_id"]), "--kind", "sensor_checked")
+    # it waited while the group's slow task ran (the check after its end is the one that succeeded)
+    assert checks[0]["details"]["state"] == "up_for_reschedule" and checks[-1]["details"]["state"] == "success"
+    assert pendulum.parse(checks[-1]["at"]) >= pendulum.parse(ended["load.slow.table"])
 
 
 @pytest.mark.slow

@@ -994,7 +994,10 @@ class DagRunJob:
         events.record(session, "deadline_missed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
                       deadline=due.isoformat(), seconds_after_interval=spec.deadline, state=run.state)
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id}: deadline {due.isoformat()} missed")
-        self.callbacks.request_run(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state)
+        picture = self.memory.pictures.get(run.id)  # the task states then (sla_miss_callback's blocking tasks)
+        states = {key: TaskState(ti.state).value for key, ti in picture.tis.items()} if picture is not None else {}
+        self.callbacks.request_run(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state,
+                                   task_states=states)
 
     def _set_run_state(self, session: Session, run: DagRun, state: RunState, now: datetime,
                        release: bool = False, reason: str | None = None) -> None:

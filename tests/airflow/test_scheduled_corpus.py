@@ -34,6 +34,11 @@ def test_the_scheduler_runs_latest_only_prior_success_and_external_group_files(r
     assert set(states[latest["run_id"]].values()) == {"success"}
     skips = [e["details"] for e in cli.json("events", "--run", str(older["run_id"]), "--kind", "task_skipped")]
     assert [(s["task_id"], s["reason"]) for s in skips] == [("task1", "branch latest_only followed nothing")]
+    # sla_miss_callback, with Airflow's arguments: the run had not started when its deadline was found passed
+    [log] = (cli.home / "logs" / "af2_latest_only" / f"run_{older['run_id']}" / "callbacks").glob("*.log")
+    day = today.subtract(days=2).isoformat()
+    assert (f"SLA missed in af2_latest_only: {[f'{t} on {day}' for t in sorted(states[older['run_id']])]} blocked "
+            "by 5 task instances") in log.read_text()
 
     first, second = cli.json("timeline", "af3_prev_success")
     assert first["state"] == second["state"] == "success"

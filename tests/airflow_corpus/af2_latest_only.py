@@ -1,5 +1,8 @@
 """Airflow 2: LatestOnlyOperator and trigger rules, as Airflow's example_latest_only_with_trigger, with catch-up:
-the older run skips what follows latest_only, the latest runs everything."""
+the older run skips what follows latest_only, the latest runs everything. Its tasks' SLA (an hour after the end of
+the data interval) has passed for the older run when it is created: sla_miss_callback is called for it."""
+
+from datetime import timedelta
 
 from airflow import DAG
 from airflow.operators.empty import EmptyOperator
@@ -7,7 +10,14 @@ from airflow.operators.latest_only import LatestOnlyOperator
 from airflow.utils.dates import days_ago
 from airflow.utils.trigger_rule import TriggerRule
 
-with DAG(dag_id="af2_latest_only", schedule="@daily", start_date=days_ago(2), catchup=True) as dag:
+
+
+def sla_missed(dag, task_list, blocking_task_list, slas, blocking_tis):
+    print(f"SLA missed in {dag.dag_id}: {task_list.splitlines()} blocked by {len(blocking_tis)} task instances")
+
+
+with DAG(dag_id="af2_latest_only", schedule="@daily", start_date=days_ago(2), catchup=True,
+         default_args={"sla": timedelta(hours=1)}, sla_miss_callback=sla_missed) as dag:
     latest_only = LatestOnlyOperator(task_id="latest_only")
     task1 = EmptyOperator(task_id="task1")
     task2 = EmptyOperator(task_id="task2")

@@ -11,7 +11,6 @@ from airflow.utils.dates import days_ago
 from airflow.utils.trigger_rule import TriggerRule
 
 
-
 def sla_missed(dag, task_list, blocking_task_list, slas, blocking_tis):
     print(f"SLA missed in {dag.dag_id}: {task_list.splitlines()} blocked by {len(blocking_tis)} task instances")
 

@@ -326,10 +326,10 @@ def test_a_pinned_timetable_loads_from_its_versions_copy_and_two_copies_never_me
     desc = {"type": "timetable", "class": "plugins.every.Every", "data": {}, "module_file": "plugins/every.py"}
     schedule = schedule_from_description(desc, timezone="UTC", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"))
     assert isinstance(schedule, TimetableSchedule) and schedule.describe() == desc  # the version's hash holds
-    with pytest.raises(ScheduleError, match="the version's copy of plugins/every.py was not read"):
+    with pytest.raises(ScheduleError, match=r"the version's copy of plugins/every\.py was not read"):
         schedule.interval_for(pendulum.datetime(2024, 1, 1, tz="UTC"))
     two, three = (schedule.pinned(PINNED.replace("{days}", n)) for n in ("2", "3"))  # two versions' copies
     assert (two.summary(), three.summary()) == ("every 2 days", "every 3 days")
     broken = schedule.pinned("raise RuntimeError('no')")
-    with pytest.raises(ScheduleError, match="its pinned module plugins/every.py fails: RuntimeError: no"):
+    with pytest.raises(ScheduleError, match=r"its pinned module plugins/every\.py fails: RuntimeError: no"):
         broken.interval_for(pendulum.datetime(2024, 1, 1, tz="UTC"))

@@ -53,3 +53,16 @@ def test_the_prior_success_is_the_latest_current_successful_run_before_the_logic
     finish(session, replaced, "success")  # a manual run counts by its own state, as any run does
     assert prior_successes(session, [fourth.id])[fourth.id][:2] == (
         T0.add(days=1).isoformat(), T0.add(days=2).isoformat())
+
+
+def test_a_celery_message_carries_the_prior_success_to_a_remote_try() -> None:
+    import json
+
+    from scheduler.celery_app import item_from_json, item_to_json
+    from scheduler.executors.base import WorkItem
+
+    prior = ("2024-03-03T00:00:00+00:00", "2024-03-04T00:00:00+00:00", STARTED.isoformat(), None)
+    item = WorkItem(ti_id=1, run_id=2, dag_id="d", task_id="t", try_number=1, fileloc="/dags/d.py",
+                    logical_date=T0, data_interval_start=T0, data_interval_end=T0.add(days=1), dag_version="0" * 64,
+                    run_type="scheduled", log_path="/logs/t.log", prev_success=prior)
+    assert item_from_json(json.loads(json.dumps(item_to_json(item)))).prev_success == prior

@@ -126,9 +126,9 @@ def cancel_run(session: Session, run: DagRun, *, now: datetime, actor: str, reas
 def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str,
              reason: str | None = None) -> Outcome:
     """Set a run's outcome by hand: its unfinished task instances take the same state (success or failed), but
-    for teardown tasks, which are left to run as in Airflow (`teardowns_left_to_run`): then the run stays unfinished
-    (queued again if it had ended) and ends by its rules once they have run, its state coming from the marked work
-    tasks (decision 177)."""
+    for teardown tasks, which are left to run as in Airflow when the marked work tasks give the run the marked
+    state (`teardowns_left_to_run`): then the run stays unfinished (queued again if it had ended) and ends by its
+    rules once they have run (decision 177)."""
     _not_overridden(run)
     if state not in (RunState.SUCCESS, RunState.FAILED):
         raise InvalidInput(f"a run can be marked success or failed, not {state.value}")
@@ -141,7 +141,8 @@ def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, a
         raise InvalidInput(f"run {run.id} is already {state.value}")
     out = Outcome(run.state, state.value)
     left = teardowns_left_to_run(dag_store.spec(session, run.dag_id, run.version_hash),
-                                 {ti.task_id for ti in tis if ti.state not in FINISHED_TASK_STATES})
+                                 {label(ti.task_id, ti.map_index): TaskState(ti.state) for ti in tis},
+                                 TaskState(state.value))
     for ti in tis:
         if ti.state not in FINISHED_TASK_STATES and ti.task_id not in left:
             move_task(ti, TaskState(state.value), ended_at=now, next_try_at=None)

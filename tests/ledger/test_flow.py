@@ -200,10 +200,22 @@ def test_clearing_a_work_task_clears_its_setup_and_teardown_and_not_unrelated_ta
     assert with_setups_and_teardowns(spec, {other.task_id}) == {"other"}
 
 
-def test_marking_a_run_leaves_its_unfinished_teardowns_to_run() -> None:
-    spec = setup_teardown_dag()  # then the teardown runs as after failed work (the test above)
-    assert teardowns_left_to_run(spec, {"work", "delete"}) == {"delete"}
-    assert teardowns_left_to_run(spec, {"create", "work"}) == set()  # the teardown had finished
+@pytest.mark.parametrize(("states", "marked", "left"), [
+    pytest.param({"create": S.SUCCESS, "work": S.SCHEDULED, "delete": S.SCHEDULED}, S.FAILED, {"delete"},
+                 id="work-marked-failed"),
+    pytest.param({"create": S.SUCCESS, "work": S.SCHEDULED, "delete": S.SCHEDULED}, S.SUCCESS, {"delete"},
+                 id="work-marked-success"),
+    pytest.param({"create": S.SUCCESS, "work": S.SCHEDULED, "delete": S.SUCCESS}, S.FAILED, set(),
+                 id="teardown-finished"),
+    # the run would end failed by its failed work, not success as marked: the mark ends it at once
+    pytest.param({"create": S.SUCCESS, "work": S.FAILED, "delete": S.UP_FOR_RETRY}, S.SUCCESS, set(),
+                 id="work-failed-marked-success"),
+    pytest.param({"create": S.SUCCESS, "work": S.SUCCESS, "delete": S.SCHEDULED}, S.FAILED, set(),
+                 id="work-succeeded-marked-failed"),
+])
+def test_marking_a_run_leaves_its_teardowns_to_run_when_the_work_then_gives_the_marked_state(
+        states: dict[str, S], marked: S, left: set[str]) -> None:
+    assert teardowns_left_to_run(setup_teardown_dag(), states, marked) == left  # they run as after failed work
 
 
 @pytest.mark.parametrize(("now", "latest"), [

@@ -151,10 +151,13 @@ def clear(dag_id: DagId, run: RunArg,
 
 @app.command()
 def mark(dag_id: DagId, run: RunArg,
-         task: Annotated[str, typer.Argument(help="The task id.", show_default=False)],
+         task: Annotated[str, typer.Argument(help="The task id, or TASK[i] for one mapped instance.",
+                                             show_default=False)],
          state: Annotated[str, typer.Option("--state", help="success, failed or skipped.", show_default=False)],
          downstream: Annotated[bool, typer.Option("--downstream", help="Also mark the task's downstream "
                                "tasks.")] = False,
+         upstream: Annotated[bool, typer.Option("--upstream", help="Also mark the task's upstream "
+                             "tasks.")] = False,
          reason: Reason = None) -> None:
     """Set a task instance's state by hand (an event records who did it). The run then finishes when every
     task instance has, or is queued again for the scheduler to carry on."""
@@ -167,8 +170,8 @@ def mark(dag_id: DagId, run: RunArg,
     with env.transaction() as session:
         r = _run_of(session, dag_id, run)
         spec = dag_store.spec(session, dag_id, r.version_hash)
-        done = mark_tasks(session, r, spec, [task], TaskState(state), downstream=downstream, now=env.clock.now(),
-                          actor=env.actor, reason=why)
+        done = mark_tasks(session, r, spec, [task], TaskState(state), downstream=downstream, upstream=upstream,
+                          now=env.clock.now(), actor=env.actor, reason=why)
         run_id = r.id
     out.print(f"run {run_id} of {dag_id}: marked {state}: {', '.join(sorted(done.changed))}; run "
               f"{done.run_state_before} → {done.run_state}" + (f"; reason: {why}" if why else ""), highlight=False,

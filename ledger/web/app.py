@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 
 from ledger.config import Settings
 from ledger.errors import LedgerError, TimelineConflict
-from ledger.web import actions, api, guard, pages, swagger
+from ledger.web import actions, admin, api, guard, pages, swagger
 from ledger.web.auth import Forbidden
 from ledger.web.guard import error
 from ledger.web.reading import Reader
@@ -68,6 +68,7 @@ def create_app(settings: Settings, *, token: str | None = None, hosts: frozenset
     app.include_router(api.router)
     app.include_router(actions.api)
     app.include_router(actions.pages)
+    app.include_router(admin.pages)
     app.include_router(swagger.router)
     app.include_router(pages.router)
     return app

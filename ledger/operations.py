@@ -24,7 +24,7 @@ from ledger.backfill_plan import Action, PlanItem, Reprocess
 from ledger.dates import check_within_dag, iso, parse_user_date
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, NotFound, TimelineConflict
-from ledger.flow import with_setups_and_teardowns
+from ledger.flow import teardowns_left_to_run, with_setups_and_teardowns
 from ledger.mapping import NOT_MAPPED, label, source_tasks, split_label
 from ledger.models import Connection, DagRun, TaskInstance
 from ledger.params import check_conf, from_description
@@ -53,6 +53,7 @@ class Outcome:
     run_state: str
     changed: list[str] = field(default_factory=list)  # task ids whose state was set
     stopping: list[str] = field(default_factory=list)  # task ids whose running try is being stopped
+    teardowns: list[str] = field(default_factory=list)  # teardown task ids a marked run leaves to run
 
 
 def _not_overridden(run: DagRun) -> None:
@@ -126,7 +127,10 @@ def cancel_run(session: Session, run: DagRun, *, now: datetime, actor: str, reas
 
 def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str,
              reason: str | None = None) -> Outcome:
-    """Set a run's outcome by hand: its unfinished task instances take the same state (success or failed)."""
+    """Set a run's outcome by hand: its unfinished task instances take the same state (success or failed), but
+    for teardown tasks, which are left to run as in Airflow when the marked work tasks give the run the marked
+    state (`teardowns_left_to_run`): then the run stays unfinished (queued again if it had ended) and ends by its
+    rules once they have run (decision 177)."""
     _not_overridden(run)
     if state not in (RunState.SUCCESS, RunState.FAILED):
         raise InvalidInput(f"a run can be marked success or failed, not {state.value}")
@@ -138,13 +142,22 @@ def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, a
     if run.state == state.value:
         raise InvalidInput(f"run {run.id} is already {state.value}")
     out = Outcome(run.state, state.value)
+    left = teardowns_left_to_run(dag_store.spec(session, run.dag_id, run.version_hash),
+                                 {label(ti.task_id, ti.map_index): TaskState(ti.state) for ti in tis},
+                                 TaskState(state.value))
     for ti in tis:
-        if ti.state not in FINISHED_TASK_STATES:
+        if ti.state not in FINISHED_TASK_STATES and ti.task_id not in left:
             move_task(ti, TaskState(state.value), ended_at=now, next_try_at=None)
             out.changed.append(label(ti.task_id, ti.map_index))
-    _finish(run, state, now)
+    if not left:
+        _finish(run, state, now)
+    elif run.state not in UNFINISHED_RUN_STATES:
+        move_run(run, RunState.QUEUED, ended_at=None)  # a scheduler runs the teardowns
+    out.run_state = run.state
+    out.teardowns = sorted(left)
     events.record(session, "run_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
-                  **{"from": out.run_state_before, "to": state.value, "tasks": out.changed, "reason": reason})
+                  **{"from": out.run_state_before, "to": state.value, "tasks": out.changed, "reason": reason},
+                  **({"teardowns_to_run": out.teardowns} if left else {}))
     _backfill_follows(session, run, now=now, actor=actor)
     return out
 

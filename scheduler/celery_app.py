@@ -100,6 +100,7 @@ def redis_client(url: str) -> Any:
 
 
 _DATES = ("logical_date", "data_interval_start", "data_interval_end")
+_TUPLES = ("prev_interval", "prev_success")
 
 
 def item_to_json(item: WorkItem) -> dict[str, Any]:
@@ -107,7 +108,8 @@ def item_to_json(item: WorkItem) -> dict[str, Any]:
     data = dataclasses.asdict(item)
     for name in _DATES:
         data[name] = getattr(item, name).isoformat()
-    data["prev_interval"] = list(item.prev_interval) if item.prev_interval is not None else None
+    for name in _TUPLES:
+        data[name] = list(getattr(item, name)) if getattr(item, name) is not None else None
     return data
 
 
@@ -117,8 +119,9 @@ def item_from_json(data: dict[str, Any], **changes: Any) -> WorkItem:
     values = {k: v for k, v in data.items() if k in fields}
     for name in _DATES:
         values[name] = datetime.fromisoformat(values[name])
-    if values.get("prev_interval") is not None:
-        values["prev_interval"] = tuple(values["prev_interval"])
+    for name in _TUPLES:
+        if values.get(name) is not None:
+            values[name] = tuple(values[name])
     values.update(changes)
     return WorkItem(**values)
 

@@ -52,7 +52,7 @@ from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal
 from ledger.states import JobState, RunState, StaleState, TaskState
 from ledger.store import dags as dag_store
-from ledger.store import events, lineage, try_logs
+from ledger.store import events, lineage, prior_runs, try_logs
 from ledger.store import jobs as job_store
 from ledger.store import loop as loop_store
 from ledger.store import runs as run_store
@@ -936,6 +936,7 @@ class DagRunJob:
         previous = self.facts.run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
                                                  if run.previous_run_id is not None})
         triggering = dataset_runs.triggering_events(session, [run for _ti, run, _s in chosen])
+        prior = prior_runs.prior_successes(session, {run.id for _ti, run, _s in chosen})  # prev_*_success
         work = []
         logs = str(self.logs_folder)
         for ti, run, spec in chosen:
@@ -956,6 +957,7 @@ class DagRunJob:
                 execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
                 priority_weight=ti.priority_weight, xcom=passed.get(run.id, {}),
                 prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
+                prev_success=prior.get(run.id),
                 triggering_events=triggering.get(run.id),
                 signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
@@ -998,7 +1000,10 @@ class DagRunJob:
         events.record(session, "deadline_missed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
                       deadline=due.isoformat(), seconds_after_interval=spec.deadline, state=run.state)
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id}: deadline {due.isoformat()} missed")
-        self.callbacks.request_run(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state)
+        picture = self.memory.pictures.get(run.id)  # the task states then (sla_miss_callback's blocking tasks)
+        states = {key: TaskState(ti.state).value for key, ti in picture.tis.items()} if picture is not None else {}
+        self.callbacks.request_run(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state,
+                                   task_states=states)
 
     def _set_run_state(self, session: Session, run: DagRun, state: RunState, now: datetime,
                        release: bool = False, reason: str | None = None) -> None:

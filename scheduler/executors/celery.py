@@ -54,6 +54,7 @@ from scheduler.executors.base import Executor, TaskEvent, WorkItem
 
 POLL_INTERVAL = 0.05  # seconds between two looks at what is left to do while end() waits
 READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it looks at its other work
+STARTS_WAKE_DELAY = 0.2  # seconds tries' starts alone may wait before the job is woken for them
 FALLBACK_INTERVAL = 0.5  # seconds between two reads of every try's state (what a lost publication held)
 WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the workers' heartbeats
 LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
@@ -101,6 +102,7 @@ class CeleryExecutor(Executor):
         self._stop = threading.Event()
         self._kick = threading.Event()  # set by submit() and kill(): the thread sends at once
         self._threads: list[threading.Thread] = []
+        self._new_starts = 0  # starts handed over since the reader last looked (under the lock)
         self._by_tid: dict[str, _Try] = {}  # the tries in flight by task id (the reader's, under the lock)
         self._wake_r, self._wake_w = -1, -1
         self._left: set[int] = set()
@@ -253,6 +255,7 @@ class CeleryExecutor(Executor):
         """The reader: the tries' states as the result backend publishes them, and every FALLBACK_INTERVAL as it
         holds them; the workers' heartbeats and refused redeliveries every WORKER_CHECK_INTERVAL."""
         next_poll = next_check = 0.0
+        starts_since: float | None = None  # when tries' starts alone began to wait for the job (see _wake)
         subscription: Any = None
         while not self._stop.is_set():
             try:
@@ -260,38 +263,54 @@ class CeleryExecutor(Executor):
                     subscription = self._client.pubsub(ignore_subscribe_messages=True)
                     subscription.psubscribe(self._meta_key(task_id_pattern()))
                     next_poll = 0.0  # what was published before the subscription is read now
-                found = self._take(self._published(subscription))
+                wait = READ_TIMEOUT if starts_since is None else \
+                    max(0.0, min(READ_TIMEOUT, starts_since + STARTS_WAKE_DELAY - time.monotonic()))
+                urgent = self._take(self._published(subscription, wait))
                 now = time.monotonic()
                 if now >= next_poll:
-                    found += self._poll()
+                    urgent += self._poll()
                     next_poll = now + FALLBACK_INTERVAL
                 if now >= next_check:
-                    found += self._check_workers()
-                    found += self._read_refused()
-                    found += self._resend_unclaimed()
+                    urgent += self._check_workers() + self._read_refused() + self._resend_unclaimed()
                     next_check = now + WORKER_CHECK_INTERVAL
                 self.problem = None
             except Exception as exc:  # Redis unreachable: subscribe and read again (nothing is lost meanwhile)
                 self.problem = f"{type(exc).__name__}: {exc}"
-                found = 0
+                urgent = 0
                 if subscription is not None:
                     with contextlib.suppress(Exception):
                         subscription.close()
                 subscription = None
                 self._stop.wait(0.5)
             self._measure()
-            if found and self._wake_w >= 0:
-                with contextlib.suppress(OSError):
-                    os.write(self._wake_w, b"!")
+            starts_since = self._wake(urgent, starts_since)
         if subscription is not None:
             with contextlib.suppress(Exception):
                 subscription.close()
 
-    def _published(self, subscription: Any) -> list[tuple[_Try, bytes]]:
-        """The states published within READ_TIMEOUT (waiting for the first one), of the tries in flight here."""
+    def _wake(self, urgent: int, starts_since: float | None) -> float | None:
+        """Wake the job's loop for what was just read: ends, lost tries and remarks (`urgent`) at once; tries' starts
+        alone STARTS_WAKE_DELAY after the first of them (they free no slot, and the job mostly holds them for the
+        transaction that records an end: a loop woken for each start would be spent for nothing). Returns since
+        when starts alone have waited (None: nothing waits)."""
+        with self._shared.lock:
+            starts, self._new_starts = self._new_starts, 0
+        now = time.monotonic()
+        if not urgent:
+            if starts and starts_since is None:
+                starts_since = now
+            if starts_since is None or now < starts_since + STARTS_WAKE_DELAY:
+                return starts_since
+        if self._wake_w >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"!")
+        return None
+
+    def _published(self, subscription: Any, wait: float) -> list[tuple[_Try, bytes]]:
+        """The states published within `wait` seconds (waiting for the first one), of the tries in flight here."""
         prefix = self._prefix_len
         out: list[tuple[_Try, bytes]] = []
-        message = subscription.get_message(timeout=READ_TIMEOUT)
+        message = subscription.get_message(timeout=wait)
         while message is not None:
             channel, data = message.get("channel"), message.get("data")
             if isinstance(channel, bytes) and isinstance(data, bytes):
@@ -501,10 +520,14 @@ class CeleryExecutor(Executor):
             self._metrics.queue_running.labels(queue).set(running.get(queue, 0))
 
     def _publish(self, new: list[TaskEvent]) -> int:
-        if new:
-            with self._shared.lock:
-                self._shared.events.extend(new)
-        return len(new)
+        """Hand events to drain(); returns how many are not starts (see _wake)."""
+        if not new:
+            return 0
+        starts = sum(1 for ev in new if ev.kind == "started")
+        with self._shared.lock:
+            self._shared.events.extend(new)
+            self._new_starts += starts
+        return len(new) - starts
 
 
 def unclaimed(tries: Iterable[_Try], now: float, timeout: float) -> list[_Try]:

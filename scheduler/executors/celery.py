@@ -12,7 +12,8 @@ is found there), appends each running try's new log parts to its log file on thi
 --follow` reads it here while it runs; the whole log goes to the database with the try's end), and every
 WORKER_CHECK_INTERVAL notices tries whose worker stopped beating (`ledger:worker:<name>` expired, or beats again as
 another incarnation): those are lost, with reason "worker <name> stopped heart-beating". What it read is handed to
-the job by drain(); a pipe it writes to wakes the job's loop.
+the job by drain(); a pipe it writes to wakes the job's loop: at once for ends, lost tries and remarks, for starts
+alone STARTS_WAKE_DELAY later.
 
 A try whose message no worker claimed within the queued timeout (LEDGER_CELERY_QUEUED_TIMEOUT, 600 s as Airflow's
 task_queued_timeout) is sent again, as the same try: it never started, and a worker's claim (SET NX on its task id)

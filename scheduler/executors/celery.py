@@ -55,6 +55,7 @@ from scheduler.executors.base import Executor, TaskEvent, WorkItem
 
 POLL_INTERVAL = 0.05  # seconds between two looks at what is left to do while end() waits
 READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it looks at its other work
+ENDS_WAKE_DELAY = 0.02  # seconds an end waits for others before the job is woken: more ends per transaction
 STARTS_WAKE_DELAY = 0.2  # seconds tries' starts alone may wait before the job is woken for them
 FALLBACK_INTERVAL = 0.5  # seconds between two reads of every try's state (what a lost publication held)
 WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the workers' heartbeats
@@ -256,7 +257,7 @@ class CeleryExecutor(Executor):
         """The reader: the tries' states as the result backend publishes them, and every FALLBACK_INTERVAL as it
         holds them; the workers' heartbeats and refused redeliveries every WORKER_CHECK_INTERVAL."""
         next_poll = next_check = 0.0
-        starts_since: float | None = None  # when tries' starts alone began to wait for the job (see _wake)
+        waiting: tuple[float | None, float | None] = (None, None)  # since when ends, starts wait for the job
         subscription: Any = None
         while not self._stop.is_set():
             try:
@@ -264,8 +265,7 @@ class CeleryExecutor(Executor):
                     subscription = self._client.pubsub(ignore_subscribe_messages=True)
                     subscription.psubscribe(self._meta_key(task_id_pattern()))
                     next_poll = 0.0  # what was published before the subscription is read now
-                wait = READ_TIMEOUT if starts_since is None else \
-                    max(0.0, min(READ_TIMEOUT, starts_since + STARTS_WAKE_DELAY - time.monotonic()))
+                wait = max(0.0, min(READ_TIMEOUT, self._wake_due(waiting) - time.monotonic()))
                 urgent = self._take(self._published(subscription, wait))
                 now = time.monotonic()
                 if now >= next_poll:
@@ -284,28 +284,39 @@ class CeleryExecutor(Executor):
                 subscription = None
                 self._stop.wait(0.5)
             self._measure()
-            starts_since = self._wake(urgent, starts_since)
+            waiting = self._wake(urgent, waiting)
         if subscription is not None:
             with contextlib.suppress(Exception):
                 subscription.close()
 
-    def _wake(self, urgent: int, starts_since: float | None) -> float | None:
-        """Wake the job's loop for what was just read: ends, lost tries and remarks (`urgent`) at once; tries' starts
-        alone STARTS_WAKE_DELAY after the first of them (they free no slot, and the job mostly holds them for the
-        transaction that records an end: a loop woken for each start would be spent for nothing). Returns since
-        when starts alone have waited (None: nothing waits)."""
+    @staticmethod
+    def _wake_due(waiting: tuple[float | None, float | None]) -> float:
+        """When the job is to be woken for what waits (inf: nothing waits)."""
+        ends, starts = waiting
+        return min(ends + ENDS_WAKE_DELAY if ends is not None else float("inf"),
+                   starts + STARTS_WAKE_DELAY if starts is not None else float("inf"))
+
+    def _wake(self, urgent: int, waiting: tuple[float | None, float | None]) -> tuple[float | None, float | None]:
+        """Wake the job's loop for what was read: ends, lost tries and remarks (`urgent`) ENDS_WAKE_DELAY after the
+        first of them (the others that come meanwhile are recorded in the same transaction); tries' starts alone
+        STARTS_WAKE_DELAY after the first of them (they free no slot, and the job mostly holds them for the
+        transaction that records an end: a loop per start would be spent for nothing). Returns since when ends and
+        starts have waited (None: nothing waits)."""
         with self._shared.lock:
             starts, self._new_starts = self._new_starts, 0
         now = time.monotonic()
-        if not urgent:
-            if starts and starts_since is None:
-                starts_since = now
-            if starts_since is None or now < starts_since + STARTS_WAKE_DELAY:
-                return starts_since
+        ends_since, starts_since = waiting
+        if urgent and ends_since is None:
+            ends_since = now
+        if starts and starts_since is None:
+            starts_since = now
+        waiting = (ends_since, starts_since)
+        if now < self._wake_due(waiting):
+            return waiting
         if self._wake_w >= 0:
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"!")
-        return None
+        return (None, None)
 
     def _published(self, subscription: Any, wait: float) -> list[tuple[_Try, bytes]]:
         """The states published within `wait` seconds (waiting for the first one), of the tries in flight here."""

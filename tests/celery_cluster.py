@@ -184,12 +184,12 @@ class Cluster:
 
     def start_worker(self, name: str, *, queues: str = "default", concurrency: int = 2,
                      prefix: tuple[str, ...] = (), broker: str | None = None,
-                     api_url: str | None = None) -> subprocess.Popen[bytes]:
+                     api_url: str | None = None, **extra: str) -> subprocess.Popen[bytes]:
         """A worker in a LEDGER_HOME of its own (no DAGs folder, no database); waits until it beats."""
         home = self.home.parent / f"worker-{name}"
         home.mkdir(exist_ok=True)
         env = _env(home, **{BROKER: broker or self.redis.url, "LEDGER_API_URL": api_url or self.api_url,
-                            "LEDGER_WORKER_TOKEN": self.token, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": "2"})
+                            "LEDGER_WORKER_TOKEN": self.token, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": "2", **extra})
         proc = self.procs.start(f"worker-{name}", [*prefix, LEDGER, "worker", "--hostname", name, "--queues", queues,
                                                    "--concurrency", str(concurrency)], env, home)
         self.wait_for_worker(name, proc)

@@ -30,6 +30,18 @@ def newest_event_id(session: Session) -> int:
     return session.scalar(select(func.max(DatasetEvent.id))) or 0
 
 
+def written_since(session: Session, after: int) -> set[str]:
+    """The leaves (`dataset:KEY`, `alias:NAME`, as ledger.datasets.leaf_keys names them) that got an event with an
+    id above `after`."""
+    found: set[str] = set()
+    for dataset, alias in session.execute(select(DatasetEvent.dataset, DatasetEvent.alias).where(
+            DatasetEvent.id > after).distinct()).tuples():
+        found.add(f"dataset:{dataset}")
+        if alias:
+            found.add(f"alias:{alias}")
+    return found
+
+
 def run_of(session: Session, run_id: int) -> DagRun | None:
     return session.get(DagRun, run_id)
 

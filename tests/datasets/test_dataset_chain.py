@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.backfill.test_backfill_cli import schedule, timeline
+from tests.backfill.test_backfill_cli import db, schedule, timeline
 from tests.conftest import Cli
 from tests.web.test_pages import text_of
 
@@ -188,6 +188,11 @@ def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
     cli.ok("trigger", "make_a")
     schedule(cli)
     assert len(timeline(cli, "on_either")) == 1 and timeline(cli, "on_both") == []
+    with db(cli) as conn:  # the fast path: the transaction that recorded the event made the run and queued its task
+        ((recorded, queued),) = conn.execute(
+            "SELECT e.created_at, ti.queued_at FROM dataset_event e JOIN dataset_consumed c ON c.event_id = e.id "
+            "JOIN task_instance ti ON ti.run_id = c.run_id WHERE c.dag_id = 'on_either'").fetchall()
+    assert queued == recorded
     assert [r["run_type"] for r in timeline(cli, "daily_or_a")] == ["scheduled", "scheduled", "dataset_triggered"]
     cli.ok("trigger", "make_b")
     schedule(cli)

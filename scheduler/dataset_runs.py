@@ -21,10 +21,13 @@ from sqlalchemy.orm import Session
 
 from ledger.dataset_docs import event_json
 from ledger.datasets import (
+    INLET_EVENTS_LIMIT,
     Consumed,
     DatasetError,
     EventRow,
     TimePartitions,
+    inlet_leaf,
+    inlet_partitions,
     leaf_keys,
     partitioning_of,
     partitions_from,
@@ -284,3 +287,35 @@ def _consumed(session: Session, spec: DagSpec, read: Mapping[int, tuple[list[Eve
         rows.append(dict(at=now, kind="dataset_rerun" if cause else "dataset_triggered", actor=actor,
                          dag_id=spec.dag_id, run_id=run_id, details=details))
     events.record_many(session, rows)
+
+
+def inlet_events(session: Session, chosen: Sequence[tuple[Any, DagRun, DagSpec]], tries: Mapping[int, int], *,
+                 now: datetime, actor: str) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """task instance id -> inlet -> the events its try reads (`context.inlet_events`), for the tries just queued
+    whose tasks have inlets; each such try's reads are recorded as an `inlets_read` event of its run, in the
+    transaction that queues it (`ledger runs show` lists them per try)."""
+    found: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    rows = []
+    for ti, run, spec in chosen:
+        task = spec.tasks.get(ti.task_id)
+        if task is None or not task.inlets:
+            continue
+        given: dict[str, list[dict[str, Any]]] = {}
+        read = []
+        for inlet in task.inlets:
+            leaf = inlet_leaf(inlet)
+            got = dataset_store.inlet_events(
+                session, leaf, inlet_partitions(inlet, run.data_interval_start, run.data_interval_end),
+                INLET_EVENTS_LIMIT)
+            given[leaf] = [{"event_id": str(e.id), "dataset": e.dataset, "partition": e.partition, "alias": e.alias,
+                            "extra": e.extra or {}, "source_dag_id": e.dag_id, "source_run_id": str(e.run_id),
+                            "source_task_id": e.task_id, "timestamp": e.created_at.isoformat()} for e in got]
+            read += [{"inlet": leaf.split(":", 1)[1], "event_id": str(e.id), "dataset": e.dataset,
+                      "partition": e.partition, "source_dag_id": e.dag_id, "source_run_id": str(e.run_id)}
+                     for e in got]
+        found[ti.id] = given
+        rows.append(dict(at=now, kind="inlets_read", actor=actor, dag_id=run.dag_id, run_id=run.id,
+                         details={"task_id": ti.task_id, "map_index": ti.map_index, "try_number": tries[ti.id],
+                                  "read": read}))
+    events.record_many(session, rows)
+    return found

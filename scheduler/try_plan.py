@@ -216,6 +216,7 @@ def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskCo
         prev_interval=item.prev_interval,
         map_index=item.map_index,
         triggering_dataset_events=dict(item.triggering_events or {}),
+        inlet_dataset_events=dict(item.inlet_events or {}),
     )
 
 

@@ -24,13 +24,12 @@ import random
 import subprocess
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
-from benchmarks._common import ledger_command, ledger_env, load_average, percentile, summarise
+from benchmarks._common import ledger_command, ledger_env, load_average, percentile, stop, summarise, utc, wait_for
 
 DAG = '''
 import time
@@ -89,15 +88,8 @@ WHERE pt.try_number = :n
 """
 
 
-def _ts(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    parsed = datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def _ms(later: Any, earlier: Any) -> float:
-    return (_ts(later) - _ts(earlier)).total_seconds() * 1000.0
+    return (utc(later) - utc(earlier)).total_seconds() * 1000.0
 
 
 def one_round(workdir: Path, events: int, others: int = 0) -> dict[str, Any]:
@@ -124,14 +116,8 @@ def one_round(workdir: Path, events: int, others: int = 0) -> dict[str, Any]:
         with engine.connect() as conn:
             return conn.execute(text(sql), params).first()
 
-    def wait(what: Any, timeout: float = 60.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = what()
-            if found:
-                return found
-            time.sleep(0.005)
-        raise SystemExit(f"timed out; scheduler output in {workdir / 'scheduler.out'}")
+    def wait(what: Any) -> Any:
+        return wait_for(what, workdir / "scheduler.out")
 
     from_end: list[float] = []
     from_event: list[float] = []
@@ -149,11 +135,7 @@ def one_round(workdir: Path, events: int, others: int = 0) -> dict[str, Any]:
             from_end.append(_ms(started, ended))
             from_event.append(_ms(started, event_at))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
         engine.dispose()
     return {"p50_ms": percentile(from_end, 50), "p90_ms": percentile(from_end, 90), "max_ms": max(from_end),

@@ -212,6 +212,8 @@ def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
     assert [(r["task_id"], r["try_number"], r["inlet"], r["dataset"]) for r in read] == [
         ("r", 1, "s3://bucket/a", "s3://bucket/a"), ("r", 1, "late", "s3://bucket/late")]
     assert "what its tries read (inlets)" in cli.ok("runs", "show", second)
+    (page,) = web_text(cli, f"/runs/{second}")
+    assert "what its tries read (inlets) task try inlet partition event written by r 1 s3://bucket/a" in page
     consumed = cli.json("runs", "show", both["run_id"])["consumed"]
     (seen,) = [x["value"] for x in cli.json("tasks", "xcom", "on_both", both["run_id"], "t") if x["key"] == "seen"]
     assert seen == {"s3://bucket/a": [{"rows": 5}], "s3://bucket/b": [{}]}  # the try saw what made its run

@@ -198,8 +198,8 @@ def _unpartitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], *, 
     if consumed is None:
         return []
     interval = trigger_interval(consumed)
-    held = dataset_store.live_runs(session, spec.dag_id)
-    while interval.start in held:  # (another run holds that very instant: the next microsecond is free)
+    # (another run holds that very instant: the next free microsecond; only that instant is read, not every run)
+    while run_store.live_dates_from(session, spec.dag_id, interval.start, until=interval.start):
         nudged = interval.start.add(microseconds=1)
         interval = DataInterval(nudged, max(nudged, interval.end))
     run_id = run_store.splice(session, spec, run_store.NewRun(interval, RunType.DATASET), now=now, actor=actor,

@@ -1,8 +1,8 @@
 """Data-aware scheduling (docs/datasets.md): three DAGs chained by two partitioned datasets.
 
 ingest (daily) writes sales_raw; clean runs on each partition of sales_raw and writes sales_clean; report runs
-on each partition of sales_clean, and reads it as an inlet (Airflow's `inlet_events`). A rewrite of a partition upstream marks the runs that read it stale; a
-`ledger backfill ingest ... --downstream` re-runs them.
+on each partition of sales_clean, and reads it as an inlet (Airflow's `inlet_events`). A rewrite of a partition
+upstream marks the runs that read it stale; a `ledger backfill ingest ... --downstream` re-runs them.
 """
 
 import pendulum

@@ -195,7 +195,8 @@ def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
     with db(cli) as conn:  # the fast path: the transaction that recorded the event made the run and queued its task
         ((recorded, queued),) = conn.execute(
             "SELECT e.created_at, ti.queued_at FROM dataset_event e JOIN dataset_consumed c ON c.event_id = e.id "
-            "JOIN task_instance ti ON ti.run_id = c.run_id WHERE c.dag_id = 'on_either' AND ti.task_id = 't'").fetchall()
+            "JOIN task_instance ti ON ti.run_id = c.run_id "
+            "WHERE c.dag_id = 'on_either' AND ti.task_id = 't'").fetchall()
     assert queued == recorded
     assert [r["run_type"] for r in timeline(cli, "daily_or_a")] == ["scheduled", "scheduled", "dataset_triggered"]
     cli.ok("trigger", "make_b")

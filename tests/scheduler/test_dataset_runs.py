@@ -115,3 +115,13 @@ def test_a_try_reads_the_newest_events_of_its_inlets_and_its_reads_are_recorded(
     assert [(r["task_id"], r["try_number"], r["inlet"], r["partition"]) for r in read] == [
         ("t", 1, "s3://a", None), ("t", 1, "s3://a", None), ("t", 1, "d", "2024-03-01")]
     assert read[-1]["event_id"] == day.event_id and read[-1]["source_run_id"] == str(producer_run)
+
+
+def test_a_consumer_run_at_an_instant_another_run_holds_takes_the_next_microsecond(
+        session: Any, producer_run: int) -> None:
+    at = T0.add(minutes=2)
+    spec = dag_store.current_spec(session, "on_a")
+    run_store.splice(session, spec, run_store.NewRun(DataInterval(at, at), RunType.MANUAL), now=at, actor="t")
+    event(session, producer_run, A, 2)
+    (made_run,) = create_dataset_runs(session, now=T0.add(minutes=3), actor="t")
+    assert made_run.logical_date == at.add(microseconds=1)

@@ -98,6 +98,8 @@ def _operate(run: int, what: str, apply: Any, why: str | None) -> None:
         said += f"; tasks set: {', '.join(sorted(done.changed))}"
     if done.stopping:
         said += f"; stopping the running tries of: {', '.join(sorted(done.stopping))}"
+    if done.teardowns:
+        said += f"; teardowns left to run: {', '.join(done.teardowns)}"
     if why:
         said += f"; reason: {why}"
     out.print(said, highlight=False, soft_wrap=True)
@@ -116,7 +118,8 @@ def cancel(run: RunId, reason: Reason = None) -> None:
 
 @app.command("mark-success")
 def mark_success(run: RunId, reason: Reason = None) -> None:
-    """Mark a run success by hand: its unfinished task instances become success (refused while a try runs)."""
+    """Mark a run success by hand: its unfinished task instances become success (refused while a try runs); its
+    unfinished teardown tasks are left to run, and the run ends when they have."""
     from ledger.operations import mark_run
     from ledger.states import RunState
 
@@ -127,7 +130,8 @@ def mark_success(run: RunId, reason: Reason = None) -> None:
 
 @app.command("mark-failed")
 def mark_failed(run: RunId, reason: Reason = None) -> None:
-    """Mark a run failed by hand: its unfinished task instances become failed (refused while a try runs)."""
+    """Mark a run failed by hand: its unfinished task instances become failed (refused while a try runs); its
+    unfinished teardown tasks are left to run, and the run ends when they have."""
     from ledger.operations import mark_run
     from ledger.states import RunState
 

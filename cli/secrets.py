@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -12,8 +12,8 @@ from cli.env import open_env, print_json
 from cli.options import Json
 from ledger.dates import iso
 from ledger.errors import InvalidInput
-from ledger.secrets import ConnectionInfo, decrypt, encrypt
-from ledger.store import events
+from ledger.operations import connection_json, delete_secret, set_connection, set_variable
+from ledger.secrets import decrypt
 from ledger.store import secrets as store
 
 variables = typer.Typer(help="Named values for DAGs ({{ var.value.NAME }}, Variable.get), stored encrypted.",
@@ -25,12 +25,6 @@ Key = Annotated[str, typer.Argument(help="The variable's name.", show_default=Fa
 ConnId = Annotated[str, typer.Argument(help="The connection id.", show_default=False)]
 
 
-def _name(value: str, what: str) -> str:
-    if not value or not all(c.isalnum() or c in "_-." for c in value) or len(value) > 250:
-        raise InvalidInput(f"{what} {value!r}: use letters, digits, '_', '-' and '.' (at most 250)")
-    return value
-
-
 @variables.command("set")
 def variable_set(key: Key, value: Annotated[str, typer.Argument(help="Its value (text; JSON for var.json).",
                                                                 show_default=False)],
@@ -38,11 +32,9 @@ def variable_set(key: Key, value: Annotated[str, typer.Argument(help="Its value 
     """Create or change a variable (its value is stored encrypted).
 
     Encrypted with the Fernet key: LEDGER_FERNET_KEY, or the key file in LEDGER_HOME, made on first use."""
-    _name(key, "variable")
     env = open_env()
     with env.transaction() as session:
-        new = store.set_variable(session, key, encrypt(value), description, env.clock.now())
-        events.record(session, "variable_set", at=env.clock.now(), actor=env.actor, key=key, new=new)
+        new = set_variable(session, key, value, description, now=env.clock.now(), actor=env.actor)
     out.print(f"variable {key} {'created' if new else 'changed'}")
 
 
@@ -76,26 +68,14 @@ def variable_list(as_json: Json = False) -> None:
 
 @variables.command("delete")
 def variable_delete(key: Key) -> None:
-    _delete("variable", key, store.variable)
+    _delete("variable", key)
 
 
-def _delete(kind: str, name: str, find: Any) -> None:
-    """Delete a variable or connection, with an event naming who did it."""
+def _delete(kind: str, name: str) -> None:
     env = open_env()
     with env.transaction() as session:
-        row = find(session, name)
-        if row is None:
-            raise InvalidInput(f"no {kind} named {name!r}; see `ledger {kind}s list`")
-        store.delete(session, row)
-        events.record(session, f"{kind}_deleted", at=env.clock.now(), actor=env.actor, name=name)
+        delete_secret(session, kind, name, now=env.clock.now(), actor=env.actor)
     out.print(f"{kind} {name} deleted")
-
-
-def _connection_json(c: Any) -> dict[str, Any]:
-    return {"conn_id": c.conn_id, "conn_type": c.conn_type, "host": c.host, "port": c.port, "login": c.login,
-            "schema": c.schema, "password": "***" if c.password_encrypted else None,
-            "extra": "***" if c.extra_encrypted else None, "description": c.description,
-            "updated_at": iso(c.updated_at)}
 
 
 @connections.command("add")
@@ -104,15 +84,9 @@ def connection_add(conn_id: ConnId,
                                                     show_default=False)],
                    description: Annotated[str, typer.Option(help="What it is for.")] = "") -> None:
     """Create or change a connection from a URI (its password and extra are encrypted)."""
-    info = ConnectionInfo.from_uri(_name(conn_id, "connection"), uri)
     env = open_env()
     with env.transaction() as session:  # encrypted once the database is known to be there (the key file is made then)
-        values = {"conn_id": conn_id, "conn_type": info.conn_type, "host": info.host, "port": info.port,
-                  "login": info.login, "schema": info.schema,
-                  "password_encrypted": encrypt(info.password) if info.password else None,
-                  "extra_encrypted": encrypt(info.extra) if info.extra else None, "description": description}
-        new = store.set_connection(session, values, env.clock.now())
-        events.record(session, "connection_set", at=env.clock.now(), actor=env.actor, conn_id=conn_id, new=new)
+        new = set_connection(session, conn_id, uri, description, now=env.clock.now(), actor=env.actor)
     out.print(f"connection {conn_id} {'created' if new else 'changed'}")
 
 
@@ -124,7 +98,7 @@ def connection_get(conn_id: ConnId, as_json: Json = False) -> None:
         row = store.connection(session, conn_id)
         if row is None:
             raise InvalidInput(f"no connection named {conn_id!r}; see `ledger connections list`")
-        doc = _connection_json(row)
+        doc = connection_json(row)
     if as_json:
         print_json(doc)
         return
@@ -137,7 +111,7 @@ def connection_list(as_json: Json = False) -> None:
     """Connections, their passwords and extras shown as ***."""
     env = open_env()
     with env.reading() as session:
-        rows = [_connection_json(c) for c in store.connections(session)]
+        rows = [connection_json(c) for c in store.connections(session)]
     if as_json:
         print_json(rows)
         return
@@ -150,4 +124,4 @@ def connection_list(as_json: Json = False) -> None:
 
 @connections.command("delete")
 def connection_delete(conn_id: ConnId) -> None:
-    _delete("connection", conn_id, store.connection)
+    _delete("connection", conn_id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -16,7 +15,9 @@ from sqlalchemy.orm import Session
 from cli import testing
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, Reason, RunId, reason_text, within_range
+from ledger import log_store
 from ledger.errors import InvalidInput
+from ledger.log_store import TryRef
 from ledger.logs import log_path
 from ledger.mapping import NOT_MAPPED, choose_instance, label
 from ledger.models import DagRun, TaskInstance
@@ -77,40 +78,58 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     the_try = tries.get(n)
     state = the_try.state if the_try is not None else "?"
     active = {s.value for s in ACTIVE_TASK_STATES}
-    kept = None
-    if not path.exists():  # a try that ran on another host: its log is kept in the database once it has ended
-        with env.reading() as session:
-            kept = try_logs.find(session, r.id, task_id, index, n)
-    if not path.exists() and kept is None and not (follow and state in active):
-        raise InvalidInput(f"no log for try {n} of {name!r} in run {r.id} (expected {path})")
+    with env.reading() as session:  # (its kept row, if it ran on another host and has ended)
+        kept = try_logs.find(session, r.id, task_id, index, n)
+    ref = TryRef(dag_id, r.id, task_id, n, ti.id, index)
+    source = log_store.locate(env.settings.logs_folder, ref, kept, ended=state not in active)
+    if source is None and not (follow and state in active):
+        raise InvalidInput(f"no log for try {n} of {name!r} in run {r.id} (expected {path}; a try that ran on "
+                           "another host: in the database, the remote log store or, while it runs, the Celery "
+                           "result backend)")
     version = the_try.dag_version if the_try is not None and the_try.dag_version else "not recorded"
     typer.echo(f"=== {dag_id} run {r.id} task {name} try {n}/{latest}: {state}, version {version} ===")
-    if kept is not None:
-        typer.echo(kept, nl=False)
-        return
-    offset = _print_from(path, 0)
+    printed = _Printed()
+    printed.add(source)
     while follow and state in active:
         time.sleep(FOLLOW_INTERVAL)
         with env.reading() as session:
             found = run_store.try_state(session, ti.id, n)
         state = found or "?"
-        offset = _print_from(path, offset)  # (read after the state: what a try that ended wrote is all there)
+        if source is None:  # not started yet, or nothing of it written yet: look again
+            source = log_store.locate(env.settings.logs_folder, ref, None, ended=False)
+        printed.add(source)  # (read after the state: what a try that ended wrote is all there)
 
 
 FOLLOW_INTERVAL = 0.5  # seconds between two looks at a followed log
+TAIL = 64  # bytes of what was printed last that the log must still hold before the offset: else it was rewritten
 
 
-def _print_from(path: Path, offset: int) -> int:
-    """Print what the log holds from `offset` on; the new offset."""
-    try:
-        with open(path, "rb") as log:
-            log.seek(offset)
-            data = log.read()
-    except OSError:
-        return offset
-    if data:
+class _Printed:
+    """What a follower has printed of a log: its offset, and enough to go on at the same line when the try rewrote
+    its log as it ended (the secrets it read masked: other lengths, the same lines)."""
+
+    def __init__(self) -> None:
+        self.offset, self.lines, self.partial, self.tail = 0, 0, 0, b""
+
+    def add(self, source: log_store.LogSource | None) -> None:
+        """Print what the log gained since the last call (one read, with the tail printed last before it)."""
+        if source is None:
+            return
+        back = len(self.tail)
+        data = source.read(self.offset - back, max(source.size() - self.offset + back, 0))
+        if data[:back] == self.tail:
+            start, data = self.offset, data[back:]
+        else:  # rewritten since
+            whole = source.read(0, source.size())
+            start = log_store.resume_offset(whole, self.lines, self.partial)
+            data = whole[start:]
+        if not data:
+            return
         typer.echo(data.decode("utf-8", errors="replace"), nl=False)
-    return offset + len(data)
+        self.offset, self.tail = start + len(data), (self.tail + data)[-TAIL:]
+        lines = data.count(b"\n")
+        self.lines += lines
+        self.partial = len(data) - data.rfind(b"\n") - 1 if lines else self.partial + len(data)
 
 
 @app.command()
@@ -151,10 +170,13 @@ def clear(dag_id: DagId, run: RunArg,
 
 @app.command()
 def mark(dag_id: DagId, run: RunArg,
-         task: Annotated[str, typer.Argument(help="The task id.", show_default=False)],
+         task: Annotated[str, typer.Argument(help="The task id, or TASK[i] for one mapped instance.",
+                                             show_default=False)],
          state: Annotated[str, typer.Option("--state", help="success, failed or skipped.", show_default=False)],
          downstream: Annotated[bool, typer.Option("--downstream", help="Also mark the task's downstream "
                                "tasks.")] = False,
+         upstream: Annotated[bool, typer.Option("--upstream", help="Also mark the task's upstream "
+                             "tasks.")] = False,
          reason: Reason = None) -> None:
     """Set a task instance's state by hand (an event records who did it). The run then finishes when every
     task instance has, or is queued again for the scheduler to carry on."""
@@ -167,8 +189,8 @@ def mark(dag_id: DagId, run: RunArg,
     with env.transaction() as session:
         r = _run_of(session, dag_id, run)
         spec = dag_store.spec(session, dag_id, r.version_hash)
-        done = mark_tasks(session, r, spec, [task], TaskState(state), downstream=downstream, now=env.clock.now(),
-                          actor=env.actor, reason=why)
+        done = mark_tasks(session, r, spec, [task], TaskState(state), downstream=downstream, upstream=upstream,
+                          now=env.clock.now(), actor=env.actor, reason=why)
         run_id = r.id
     out.print(f"run {run_id} of {dag_id}: marked {state}: {', '.join(sorted(done.changed))}; run "
               f"{done.run_state_before} → {done.run_state}" + (f"; reason: {why}" if why else ""), highlight=False,

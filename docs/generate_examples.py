@@ -587,6 +587,14 @@ def run_web_commands() -> dict[str, str]:
                              f"{server.url}/api/v1/runs/5/mark",
                              "@sh ledger events --kind tasks_cleared --kind run_marked --json | jq -c "
                              "'.[]|{kind, run_id, actor}'"]),
+            ("web-mark", [f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                          f"application/json' -d '{{\"tasks\": [\"transform\"], \"state\": \"failed\", "
+                          f"\"downstream\": true, \"dry_run\": true}}' {server.url}/api/v1/runs/4/tasks/mark",
+                          f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "
+                          f"application/json' -d '{{\"tasks\": [\"transform\"], \"state\": \"failed\", "
+                          f"\"downstream\": true, \"reason\": \"late file\"}}' "
+                          f"{server.url}/api/v1/runs/4/tasks/mark",
+                          "tasks mark daily_sales 4 load --state success --upstream"]),
             ("web-refusals", [f"@sh curl -s -H \"Authorization: Bearer $(cat vic.token)\" -X POST "
                               f"{server.url}/api/v1/dags/daily_sales/pause",
                               f"@sh curl -s -H \"Authorization: Bearer $(cat ada.token)\" -H 'Content-Type: "

@@ -197,6 +197,12 @@ def in_window(at: dt.datetime, lower: Moment | None, upper: Moment | None) -> bo
     return not (low is not None and low > at)
 
 
+def is_latest(interval_end: dt.datetime, next_interval_end: dt.datetime, now: dt.datetime) -> bool:
+    """Whether a run whose data interval ends at `interval_end` is the latest (Airflow's LatestOnlyOperator): now
+    is after that end and not after the end of the next interval."""
+    return interval_end < now <= next_interval_end
+
+
 class BranchDateTimeTask(_ConditionBranch):
     kind = "branch_datetime"
     """Follows `follow_task_ids_if_true` when now (or the logical date) is between `target_lower` and

@@ -34,6 +34,8 @@ class TaskContext:
     xcom_values: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> key -> value, this run
     templates_dict: dict[str, Any] = field(default_factory=dict)  # a PythonTask's templates_dict, rendered
     prev_interval: tuple[str, str] | None = None  # the previous run's data interval (ISO), if any
+    # the prior successful run's data interval and start and end times (ISO; ledger/store/prior_runs.py), if any
+    prev_success: tuple[str, str, str | None, str | None] | None = None
     map_index: int = -1  # instance i of a mapped task (`{{ ti.map_index }}`, LEDGER_MAP_INDEX); -1: not mapped
     # Airflow's `triggering_dataset_events` of a dataset-triggered run: dataset -> the events it consumed, each a
     # dict (partition, extra, source_dag_id, source_run_id, source_task_id, timestamp)

@@ -1,6 +1,7 @@
 """Waiting for another DAG's run (ExternalTaskSensor) and clearing it with this one (ExternalTaskMarker), as
 Airflow's: the other DAG's live run at the same logical date (or shifted by `execution_delta`, or chosen by
-`execution_date_fn`), its tasks' states or, with no task named, the run's own state.
+`execution_date_fn`), its tasks' states (named, or all of a task group's) or, with no task named, the run's own
+state.
 """
 
 from __future__ import annotations
@@ -32,12 +33,19 @@ def external_outcome(found: Sequence[str], *, allowed: Iterable[str], failed: It
     return DONE if found and all(s in set(allowed) for s in found) else WAIT
 
 
+def group_members(task_ids: Iterable[str], group_id: str) -> list[str]:
+    """The tasks of task group `group_id` (and of the groups inside it) among `task_ids`: a task's id in a group
+    starts with the group's id and a dot, as Airflow's group prefix makes it."""
+    return sorted(t for t in task_ids if t.startswith(group_id + "."))
+
+
 class ExternalTaskFailed(Exception):
     """An external task (or run) the sensor watches is in one of its failed_states."""
 
 
 class ExternalTaskSensor(BaseSensor):
-    """Waits for tasks of another DAG (`external_task_id` / `external_task_ids`; none: the run itself) in the run
+    """Waits for tasks of another DAG (`external_task_id` / `external_task_ids`, or every task of the task group
+    `external_task_group_id`; none: the run itself) in the run
     at this run's logical date (minus `execution_delta`, or `execution_date_fn(logical_date)`) to reach
     `allowed_states`; fails on `failed_states`, is skipped on `skipped_states` (Airflow's ExternalTaskSensor)."""
 
@@ -51,10 +59,11 @@ class ExternalTaskSensor(BaseSensor):
             raise DagDefinitionError(f"task {task_id!r}: give external_task_id or external_task_ids, not both")
         if execution_delta is not None and execution_date_fn is not None:
             raise DagDefinitionError(f"task {task_id!r}: give execution_delta or execution_date_fn, not both")
-        if external_task_group_id is not None:
-            raise DagDefinitionError(f"task {task_id!r}: external_task_group_id is not supported; name the "
-                                     "group's tasks in external_task_ids")
+        if external_task_group_id is not None and (external_task_id is not None or external_task_ids is not None):
+            raise DagDefinitionError(f"task {task_id!r}: give external_task_group_id or external_task_id(s), not "
+                                     "both")
         self.external_dag_id = external_dag_id
+        self.external_task_group_id = external_task_group_id
         self.external_task_ids = [external_task_id] if external_task_id is not None else list(external_task_ids or [])
         self.allowed_states = list(allowed_states or ["success"])
         self.failed_states = list(failed_states or [])
@@ -69,6 +78,7 @@ class ExternalTaskSensor(BaseSensor):
                 "allowed_states": self.allowed_states, "failed_states": self.failed_states,
                 "skipped_states": self.skipped_states,
                 "execution_delta": self.execution_delta.total_seconds() if self.execution_delta else None,
+                **({"external_task_group_id": self.external_task_group_id} if self.external_task_group_id else {}),
                 **({"execution_date_fn": _callable_definition(self.execution_date_fn)}
                    if self.execution_date_fn else {})}
 
@@ -97,7 +107,12 @@ class ExternalTaskSensor(BaseSensor):
             print(f"[ledger] no run of {where} yet", flush=True)
             return False
         run_state, states = found
-        if self.external_task_ids:
+        if self.external_task_group_id is not None:
+            members = group_members(states, self.external_task_group_id)
+            if not members and self.check_existence:
+                raise ExternalTaskFailed(f"the run of {where} has no task group {self.external_task_group_id!r}")
+            watched = [s for t in members for s in states[t]]
+        elif self.external_task_ids:
             missing = [t for t in self.external_task_ids if t not in states]
             if missing and self.check_existence:
                 raise ExternalTaskFailed(f"the run of {where} has no task {missing[0]!r}")

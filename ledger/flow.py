@@ -14,7 +14,7 @@ version's spec, task states and the values tasks passed on in, decisions out; no
   succeeded (skipped when they were all skipped, upstream_failed when none succeeded): `all_done_setup_success`.
   The run's state comes from its effective leaves: teardown tasks do not count (unless `on_failure_fail_dagrun`),
   nor tasks whose only downstream tasks are such teardowns. Clearing a task clears its setups and their
-  teardowns.
+  teardowns; marking a run success or failed leaves its unfinished teardowns to run.
 
 The choices are read from the values, not from task states, so a cleared downstream task is skipped again while
 its branch's choice stands (Airflow's NotPreviouslySkippedDep), and a branch run again decides again.
@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ledger.states import TaskState
+from ledger.mapping import split_label
+from ledger.states import FINISHED_TASK_STATES, TaskState
 from ledger.versions import reachable
 
 if TYPE_CHECKING:
@@ -112,8 +113,6 @@ def flow_skips(spec: DagSpec, states: Mapping[str, TaskState],
 def teardown_outcome(upstream: list[TaskState], setups: list[TaskState]) -> TaskState | None:
     """`all_done_setup_success`: None until every upstream task is done; then SCHEDULED (run) when a setup
     upstream succeeded (or it has none), SKIPPED when every setup was skipped, else UPSTREAM_FAILED."""
-    from ledger.states import FINISHED_TASK_STATES
-
     if not all(s in FINISHED_TASK_STATES for s in upstream):
         return None
     if not setups or any(s == S.SUCCESS for s in setups):
@@ -131,6 +130,22 @@ def effective_leaves(spec: DagSpec) -> list[str]:
         return task.teardown and not task.fail_dagrun
 
     return [tid for tid in spec.tasks if not ignorable(tid) and all(ignorable(d) for d in down[tid])]
+
+
+def teardowns_left_to_run(spec: DagSpec, states: Mapping[str, TaskState], marked: TaskState) -> set[str]:
+    """The teardown tasks an operator marking a run `marked` (success or failed) leaves to run, as Airflow leaves
+    them (they clean up what the setups made), given the run's task instance states (label -> state): its
+    unfinished teardowns, when the run's state that its effective leaves will then give is the marked one
+    (decision 30); none otherwise, and the mark ends the run at once."""
+    unfinished = {key for key, st in states.items() if st not in FINISHED_TASK_STATES}
+    left = {key for key in unfinished if spec.tasks[split_label(key)[0]].teardown}
+    leaves = set(effective_leaves(spec))
+    after = [marked if key in unfinished else st for key, st in states.items()
+             if key not in left and split_label(key)[0] in leaves]
+    succeeds = all(st in (S.SUCCESS, S.SKIPPED) for st in after)
+    if not left or succeeds != (marked == S.SUCCESS):
+        return set()
+    return {split_label(key)[0] for key in left}
 
 
 def with_setups_and_teardowns(spec: DagSpec, chosen: Iterable[str]) -> set[str]:

@@ -1,6 +1,6 @@
 """Operator controls, shared by the CLI and the web view (pages and write API): trigger a run, cancel a run, mark a
 run or task instances success / failed / skipped, clear task instances, pause and unpause a DAG, plan, submit,
-cancel and resume a backfill, set and delete pools. Each runs in
+cancel and resume a backfill, set and delete pools, variables and connections. Each runs in
 the caller's transaction, records an event naming who did it (a trigger's is the splice's), and refuses (a
 LedgerError, nothing changed) what would make the record untrue: changing an overridden run, cancelling a
 finished one, marking tasks whose tries are still running.
@@ -21,13 +21,14 @@ from sqlalchemy.orm import Session
 
 from ledger.backfill_create import BackfillRequest, Created, create_confirmed, make_plan
 from ledger.backfill_plan import Action, PlanItem, Reprocess
-from ledger.dates import check_within_dag, parse_user_date
+from ledger.dates import check_within_dag, iso, parse_user_date
 from ledger.dependencies import TiState, decide
 from ledger.errors import InvalidInput, NotFound, TimelineConflict
-from ledger.flow import with_setups_and_teardowns
-from ledger.mapping import NOT_MAPPED, label, source_tasks
-from ledger.models import DagRun, TaskInstance
+from ledger.flow import teardowns_left_to_run, with_setups_and_teardowns
+from ledger.mapping import NOT_MAPPED, label, source_tasks, split_label
+from ledger.models import Connection, DagRun, TaskInstance
 from ledger.params import check_conf, from_description
+from ledger.secrets import ConnectionInfo, encrypt
 from ledger.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.states import FINISHED_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, RunType, TaskState
 from ledger.store import backfills as backfill_store
@@ -36,11 +37,12 @@ from ledger.store import events
 from ledger.store import jobs as job_store
 from ledger.store import pools as pool_store
 from ledger.store import runs as run_store
+from ledger.store import secrets as secret_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
 from ledger.store.loop import set_run_state
 from ledger.store.transitions import move_run, move_task
-from ledger.versions import DagSpec
+from ledger.versions import DagSpec, reachable
 
 MARKABLE = (TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED)
 
@@ -51,6 +53,7 @@ class Outcome:
     run_state: str
     changed: list[str] = field(default_factory=list)  # task ids whose state was set
     stopping: list[str] = field(default_factory=list)  # task ids whose running try is being stopped
+    teardowns: list[str] = field(default_factory=list)  # teardown task ids a marked run leaves to run
 
 
 def _not_overridden(run: DagRun) -> None:
@@ -124,7 +127,10 @@ def cancel_run(session: Session, run: DagRun, *, now: datetime, actor: str, reas
 
 def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, actor: str,
              reason: str | None = None) -> Outcome:
-    """Set a run's outcome by hand: its unfinished task instances take the same state (success or failed)."""
+    """Set a run's outcome by hand: its unfinished task instances take the same state (success or failed), but
+    for teardown tasks, which are left to run as in Airflow when the marked work tasks give the run the marked
+    state (`teardowns_left_to_run`): then the run stays unfinished (queued again if it had ended) and ends by its
+    rules once they have run (decision 177)."""
     _not_overridden(run)
     if state not in (RunState.SUCCESS, RunState.FAILED):
         raise InvalidInput(f"a run can be marked success or failed, not {state.value}")
@@ -136,43 +142,88 @@ def mark_run(session: Session, run: DagRun, state: RunState, *, now: datetime, a
     if run.state == state.value:
         raise InvalidInput(f"run {run.id} is already {state.value}")
     out = Outcome(run.state, state.value)
+    left = teardowns_left_to_run(dag_store.spec(session, run.dag_id, run.version_hash),
+                                 {label(ti.task_id, ti.map_index): TaskState(ti.state) for ti in tis},
+                                 TaskState(state.value))
     for ti in tis:
-        if ti.state not in FINISHED_TASK_STATES:
+        if ti.state not in FINISHED_TASK_STATES and ti.task_id not in left:
             move_task(ti, TaskState(state.value), ended_at=now, next_try_at=None)
             out.changed.append(label(ti.task_id, ti.map_index))
-    _finish(run, state, now)
+    if not left:
+        _finish(run, state, now)
+    elif run.state not in UNFINISHED_RUN_STATES:
+        move_run(run, RunState.QUEUED, ended_at=None)  # a scheduler runs the teardowns
+    out.run_state = run.state
+    out.teardowns = sorted(left)
     events.record(session, "run_marked", at=now, actor=actor, dag_id=run.dag_id, run_id=run.id,
-                  **{"from": out.run_state_before, "to": state.value, "tasks": out.changed, "reason": reason})
+                  **{"from": out.run_state_before, "to": state.value, "tasks": out.changed, "reason": reason},
+                  **({"teardowns_to_run": out.teardowns} if left else {}))
     _backfill_follows(session, run, now=now, actor=actor)
     return out
 
 
-def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str], state: TaskState, *,
-               downstream: bool, now: datetime, actor: str, reason: str | None = None) -> Outcome:
-    """Set task instances' state by hand (with `downstream`, their downstream ones too). The run's state then
-    follows the rules: finished (success or failed) when every task instance has finished, else queued again
-    for a scheduler to carry on."""
-    _not_overridden(run)
+def mark_targets(spec: DagSpec, tis: list[TaskInstance], picked: list[str], state: TaskState, *,
+                 downstream: bool, upstream: bool = False) -> tuple[set[str], list[TaskInstance]]:
+    """What marking `picked` `state` covers: (the task ids chosen, the task instances it sets). `picked`: task
+    ids, or labels `task[i]` for one mapped instance; with `downstream` / `upstream`, every instance of the tasks
+    downstream / upstream of them too (as Airflow's "Mark success" options). Left out: instances already in
+    `state`, and mapped instances past the end of their list (`removed`). Pure: nothing is changed."""
     if state not in MARKABLE:
         raise InvalidInput(f"--state must be success, failed or skipped, not {state.value}")
-    unknown = [t for t in task_ids if t not in spec.tasks]
-    if unknown:
-        raise InvalidInput(f"task {unknown[0]!r} is not in version {run.version_hash[:12]} of {run.dag_id}")
-    chosen = spec.and_downstream(task_ids) if downstream else set(task_ids)
+    whole, single = set(), set()
+    for p in picked:
+        task_id, index = split_label(p)
+        if task_id not in spec.tasks:
+            raise InvalidInput(f"task {task_id!r} is not in version {spec.version_hash[:12]} of {spec.dag_id}")
+        if index == NOT_MAPPED:
+            whole.add(task_id)
+        else:
+            single.add((task_id, index))
+    named = whole | {t for t, _ in single}
+    around = set()
+    if downstream:
+        around |= spec.and_downstream(named)
+    if upstream:
+        around |= reachable({tid: t.upstream for tid, t in spec.tasks.items()}, named)
+    whole |= around
+    chosen = whole | named
+    if single and not any(ti.task_id == t and ti.map_index == i for t, i in single for ti in tis):
+        raise InvalidInput(f"no task instance {label(*sorted(single)[0])} in this run")
+    targets = [ti for ti in tis
+               if (ti.task_id in whole or (ti.task_id, ti.map_index) in single) and ti.state != state.value
+               and not (ti.map_index >= 0 and ti.state == TaskState.REMOVED)]
+    return chosen, targets
+
+
+def mark_plan(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str], state: TaskState, *,
+              downstream: bool, upstream: bool = False) -> tuple[list[TaskInstance], list[TaskInstance]]:
+    """What mark_tasks would set, refused as it refuses (an overridden run, a chosen task with a try running,
+    nothing to mark): (the run's task instances, those it sets). Changes nothing: the web view's confirm page
+    and the API's dry run show it."""
+    _not_overridden(run)
     tis = run_store.task_instances(session, run.id)
+    chosen, targets = mark_targets(spec, tis, task_ids, state, downstream=downstream, upstream=upstream)
     busy = _busy(tis, chosen)
     if busy:
         raise TimelineConflict(f"task {busy[0]!r} of run {run.id} has a try running; wait for it, or "
                                f"`ledger runs cancel {run.id}`")
-    out = Outcome(run.state, run.state)
-    for ti in tis:
-        if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its mapped task's list
-            continue
-        if ti.task_id in chosen and ti.state != state.value:
-            move_task(ti, state, ended_at=now, next_try_at=None)
-            out.changed.append(label(ti.task_id, ti.map_index))
-    if not out.changed:
+    if not targets:
         raise InvalidInput(f"nothing to mark: the chosen tasks of run {run.id} are already {state.value}")
+    return tis, targets
+
+
+def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str], state: TaskState, *,
+               downstream: bool, now: datetime, actor: str, reason: str | None = None,
+               upstream: bool = False) -> Outcome:
+    """Set task instances' state by hand (`task_ids`: task ids or `task[i]` labels; with `downstream` /
+    `upstream`, the tasks downstream / upstream of them too: mark_targets). The run's state then follows the
+    rules: finished (success or failed) when every task instance has finished, else queued again for a scheduler
+    to carry on."""
+    tis, targets = mark_plan(session, run, spec, task_ids, state, downstream=downstream, upstream=upstream)
+    out = Outcome(run.state, run.state)
+    for ti in targets:
+        move_task(ti, state, ended_at=now, next_try_at=None)
+        out.changed.append(label(ti.task_id, ti.map_index))
     decision = decide(spec, {label(ti.task_id, ti.map_index): TiState(TaskState(ti.state), ti.next_try_at)
                              for ti in tis}, None, now=now)
     # the run ends here only when every task instance has: what trigger rules decide for the others (a task
@@ -440,3 +491,49 @@ def submit_backfill(session: Session, request: BackfillRequest, shown: list[Plan
         raise InvalidInput("nothing to do: every date is skipped")
     return create_confirmed(session, spec, request, shown, now=now, actor=actor, job_id=None,
                             stale_after=stale_after)
+
+
+# --- variables and connections (admins): `ledger variables ...`, `ledger connections ...` and the admin pages ---
+
+def secret_name(value: str, what: str) -> str:
+    """A variable's or connection's name, checked: InvalidInput unless letters, digits, '_', '-', '.'."""
+    if not value or not all(c.isalnum() or c in "_-." for c in value) or len(value) > 250:
+        raise InvalidInput(f"{what} {value!r}: use letters, digits, '_', '-' and '.' (at most 250)")
+    return value
+
+
+def set_variable(session: Session, key: str, value: str, description: str, *, now: datetime, actor: str) -> bool:
+    """Create or change a variable, its value stored encrypted. True when it was new."""
+    new = secret_store.set_variable(session, secret_name(key, "variable"), encrypt(value), description, now)
+    events.record(session, "variable_set", at=now, actor=actor, key=key, new=new)
+    return new
+
+
+def set_connection(session: Session, conn_id: str, uri: str, description: str, *, now: datetime,
+                   actor: str) -> bool:
+    """Create or change a connection from a URI, its password and extra stored encrypted. True when it was new."""
+    info = ConnectionInfo.from_uri(secret_name(conn_id, "connection"), uri)
+    values = {"conn_id": conn_id, "conn_type": info.conn_type, "host": info.host, "port": info.port,
+              "login": info.login, "schema": info.schema,
+              "password_encrypted": encrypt(info.password) if info.password else None,
+              "extra_encrypted": encrypt(info.extra) if info.extra else None, "description": description}
+    new = secret_store.set_connection(session, values, now)
+    events.record(session, "connection_set", at=now, actor=actor, conn_id=conn_id, new=new)
+    return new
+
+
+def delete_secret(session: Session, kind: str, name: str, *, now: datetime, actor: str) -> None:
+    """Delete a variable or a connection (`kind`), with an event naming who did it."""
+    row = secret_store.variable(session, name) if kind == "variable" else secret_store.connection(session, name)
+    if row is None:
+        raise NotFound(f"no {kind} named {name!r}; see `ledger {kind}s list`")
+    secret_store.delete(session, row)
+    events.record(session, f"{kind}_deleted", at=now, actor=actor, name=name)
+
+
+def connection_json(c: Connection) -> dict[str, Any]:
+    """A connection as it is shown: its password and extra as *** (never in clear)."""
+    return {"conn_id": c.conn_id, "conn_type": c.conn_type, "host": c.host, "port": c.port, "login": c.login,
+            "schema": c.schema, "password": "***" if c.password_encrypted else None,
+            "extra": "***" if c.extra_encrypted else None, "description": c.description,
+            "updated_at": iso(c.updated_at)}

@@ -7,7 +7,8 @@
   `ledger db rotate-fernet-key` re-encrypts every stored secret with the first, so keys can be rotated.
 * Read in tasks with `Variable.get("name")` / `get_connection("id")`, and in templates with
   `{{ var.value.name }}` / `{{ conn.id.host }}`: the environment first (`LEDGER_VAR_<NAME>`,
-  `LEDGER_CONN_<ID>` as a URI), then the database.
+  `LEDGER_CONN_<ID>` as a URI), then the database; on a Celery worker, which has no database, ledger's
+  webserver (ledger/worker_client.py).
 * Every secret a try reads (a connection's password; a variable whose name says it is one, see SENSITIVE)
   is masked: the try's log and its rendered templates are rewritten with `***` in its place when the try
   ends. Commands that show values a try passed on (`ledger tasks xcom`) mask every secret ledger knows of
@@ -25,7 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, quote, unquote, urlsplit, urlunsplit
 
+from ledger import worker_client
 from ledger.errors import ConfigError, InvalidInput, LedgerError
+from ledger.workers import TOKEN_VARIABLE
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -155,13 +158,13 @@ def seen(secret: str | None) -> None:
 
 
 def settings_secrets() -> list[str]:
-    """The secrets of ledger's own settings: the Fernet keys (LEDGER_FERNET_KEY and the key file) and
-    LEDGER_SMTP_PASSWORD."""
+    """The secrets of ledger's own settings: the Fernet keys (LEDGER_FERNET_KEY and the key file),
+    LEDGER_SMTP_PASSWORD and a worker's LEDGER_WORKER_TOKEN."""
     found = parse_keys(os.environ.get("LEDGER_FERNET_KEY", ""))
     with contextlib.suppress(OSError, ValueError, LedgerError):  # no key file (yet), or an unreadable one
         found += parse_keys(key_file(_home()).read_text(encoding="ascii"))
-    smtp = os.environ.get("LEDGER_SMTP_PASSWORD")
-    return found + ([smtp] if smtp else [])
+    found += [os.environ[name] for name in ("LEDGER_SMTP_PASSWORD", TOKEN_VARIABLE) if os.environ.get(name)]
+    return found
 
 
 def seen_settings() -> None:
@@ -357,6 +360,13 @@ def get_connection(conn_id: str) -> ConnectionInfo:
     raw = os.environ.get(f"LEDGER_CONN_{conn_id.upper()}")
     if raw is not None:
         info = ConnectionInfo.from_uri(conn_id, raw)
+    elif worker_client.on_worker():  # no database here: ledger's webserver serves it
+        served = worker_client.fetch("connections", conn_id)
+        if served is None:
+            raise LookupError(f"connection {conn_id!r} is not defined (LEDGER_CONN_{conn_id.upper()}, or "
+                              "ledger connections add)")
+        info = ConnectionInfo(served["conn_id"], served["conn_type"], served.get("host"), served.get("port"),
+                              served.get("login"), served.get("password"), served.get("schema"), served.get("extra"))
     else:
         from ledger.store import secrets as store
 
@@ -379,7 +389,10 @@ class Variable:
     @staticmethod
     def get(key: str, default_var: Any = _MISSING, deserialize_json: bool = False) -> Any:
         raw = os.environ.get(f"LEDGER_VAR_{key.upper()}")
-        if raw is None:
+        if raw is None and worker_client.on_worker():  # no database here: ledger's webserver serves it
+            served = worker_client.fetch("variables", key)
+            raw = served["value"] if served is not None else None
+        elif raw is None:
             from ledger.store import secrets as store
 
             row = _stored(lambda session: store.variable(session, key))

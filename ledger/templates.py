@@ -18,7 +18,9 @@ dag_id, external_trigger), map_index_template, expanded_ti_count, test_mode, exc
 triggering_dataset_events, inlet_events, outlet_events (ledger/datasets.py), and Airflow 2's deprecated date
 names (execution_date, next_ds, prev_ds,
 yesterday_ds, tomorrow_ds and their _nodash forms, next_execution_date, prev_execution_date);
-prev_data_interval_start_success and its kin are None: a try does not know its run's neighbours' outcome.
+prev_data_interval_start_success, prev_data_interval_end_success, prev_start_date_success and
+prev_end_date_success come from the run's prior successful run (ledger/store/prior_runs.py; None when there is
+none, and in `ledger dags test`, which reads no database).
 Macros: ds_add, ds_format, datetime, timedelta, time, uuid, random, json, dateutil, datetime_diff_for_humans,
 and a DAG's user_defined_macros. Filters: ds, ds_nodash, ts, ts_nodash, ts_nodash_with_tz.
 """
@@ -30,7 +32,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -136,7 +138,8 @@ def _dataset_names(task: Any, ti: Any) -> dict[str, Any]:
 def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetime, data_interval_end: dt.datetime,
                    prev_interval: tuple[str, str] | None, run_id: str, run_type: str, try_number: int,
                    dag_version: str, dag: Any, task: Any, params: Mapping[str, Any],
-                   conf: Mapping[str, Any], ti: Any = None) -> dict[str, Any]:
+                   conf: Mapping[str, Any], ti: Any = None,
+                   prev_success: Sequence[str | None] | None = None) -> dict[str, Any]:
     when = pendulum.instance(logical_date).in_timezone("UTC")
     start, end = pendulum.instance(data_interval_start), pendulum.instance(data_interval_end)
     dag_id = str(getattr(dag, "dag_id", ""))
@@ -152,8 +155,7 @@ def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetim
         "yesterday_ds": when.subtract(days=1).format("YYYY-MM-DD"),
         "yesterday_ds_nodash": when.subtract(days=1).format("YYYYMMDD"),
         "tomorrow_ds": when.add(days=1).format("YYYY-MM-DD"), "tomorrow_ds_nodash": when.add(days=1).format("YYYYMMDD"),
-        "prev_data_interval_start_success": None, "prev_data_interval_end_success": None,
-        "prev_start_date_success": None, "prev_end_date_success": None,
+        **prior_success_names(prev_success),
         "test_mode": run_type == "test", "exception": None, **_dataset_names(task, ti), "expanded_ti_count": None,
         "map_index_template": None,
         "dag_run": SimpleNamespace(conf=dict(conf), run_id=run_id, run_type=run_type, logical_date=when,
@@ -171,6 +173,18 @@ def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetim
         "dag": dag, "task": task, "params": dict(params), "conf": dict(conf),
         "var": _Vars(), "conn": _Connections(), "ti": ti, "task_instance": ti,
     }
+
+
+PRIOR_SUCCESS_NAMES = ("prev_data_interval_start_success", "prev_data_interval_end_success", "prev_start_date_success",
+                       "prev_end_date_success")
+
+
+def prior_success_names(prior: Sequence[str | None] | None) -> dict[str, pendulum.DateTime | None]:
+    """Airflow's `prev_*_success` names from the prior successful run's data interval start and end, start and end
+    times (ISO; a time it lacks, or no such run: None)."""
+    values = list(prior) if prior is not None else [None] * len(PRIOR_SUCCESS_NAMES)
+    return {name: pendulum.parse(value) if value else None  # type: ignore[misc]
+            for name, value in zip(PRIOR_SUCCESS_NAMES, values, strict=True)}
 
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)

@@ -11,10 +11,12 @@
 * ``TimetableSchedule``: a custom timetable behind ledger's Schedule interface, so that the scheduler, ``ledger
   dags next-runs`` and backfill plan with it as with any schedule. The version records the timetable as
   ``{"type": "timetable", "class": "module.Class", "data": <its serialize()>}``; a pinned version rebuilds it
-  with ``Class.deserialize(data)``. The class is imported by its module path where the planning happens (the
-  scheduler, the CLI), so it lives in a module importable there (an installed package or a folder on
-  PYTHONPATH, as Airflow's plugins folder); a class defined in a DAG file or in the DAGs folder is refused when
-  the file is parsed (ledger/dagbag.py).
+  with ``Class.deserialize(data)``. A class from a module of the DAGs folder is pinned with the version: that
+  module is part of the version's code, the description names its file (``"module_file"``), and where the
+  planning happens the class is loaded from the version's copy of the module (``pinned``: its text, read with
+  the version), never from the live folder. Any other class is imported by its module path there (an installed
+  package or a folder on PYTHONPATH, as Airflow's plugins folder); a class defined in the DAG file itself is
+  refused when the file is parsed (ledger/dagbag.py).
 
 How ledger calls a custom timetable (decision 171): ``next_dagrun_info`` with ``last_automated_data_interval``
 = the latest live scheduled or backfill run's data interval (None for the first) and ``TimeRestriction(
@@ -27,11 +29,14 @@ that interval's start.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import hashlib
 import importlib
 import json
 import os
 import sys
+import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -291,6 +296,8 @@ class TimetableSchedule(Schedule):
     data: dict[str, Any]
     timezone: str = "UTC"
     timetable: Any = field(default=None, compare=False)
+    module_file: str | None = None  # the class's module in the DAGs folder (relative path): pinned with the version
+    source: str | None = field(default=None, compare=False)  # the version's copy of that module (see `pinned`)
 
     def __post_init__(self) -> None:
         try:
@@ -299,9 +306,13 @@ class TimetableSchedule(Schedule):
             raise ScheduleError(f"timetable {self.class_path}: serialize() must return JSON-able data ({exc})") \
                 from None
 
+    def pinned(self, source: str) -> TimetableSchedule:
+        """This schedule with the version's copy of its class's module, from which the class is then loaded."""
+        return dataclasses.replace(self, source=source)
+
     def _table(self) -> Any:
         if self.timetable is None:
-            cls = _import_class(self.class_path)
+            cls = _import_class(self.class_path) if self.module_file is None else self._pinned_class()
             try:
                 table = cls.deserialize(self.data)  # type: ignore[attr-defined]
             except Exception as exc:
@@ -325,8 +336,38 @@ class TimetableSchedule(Schedule):
         except (TypeError, ValueError) as exc:
             raise ScheduleError(f"timetable {self.class_path}: {what} is not a data interval: {exc}") from None
 
+    def _pinned_class(self) -> type:
+        """The class from the version's copy of its module, executed once per distinct text as a module of its own
+        (`ledger_pinned_<digest>`), so that two versions' copies never meet in sys.modules."""
+        assert self.module_file is not None
+        if self.source is None:
+            raise ScheduleError(f"timetable {self.class_path}: the version's copy of {self.module_file} was not "
+                                "read with the version")
+        module_name = module_of(self.module_file)
+        name = "ledger_pinned_" + hashlib.sha256(self.source.encode()).hexdigest()[:16]
+        module = sys.modules.get(name)
+        if module is None:
+            airflow_compat.install()
+            module = types.ModuleType(name)
+            module.__file__ = f"<{self.module_file}, as the DAG version pins it>"
+            sys.modules[name] = module
+            try:
+                exec(compile(self.source, module.__file__, "exec"), module.__dict__)
+            except Exception as exc:
+                del sys.modules[name]
+                raise ScheduleError(f"timetable {self.class_path}: its pinned module {self.module_file} fails: "
+                                    f"{type(exc).__name__}: {exc}") from None
+        value: Any = module
+        try:
+            for part in self.class_path[len(module_name) + 1:].split("."):
+                value = getattr(value, part)
+        except AttributeError:
+            raise ScheduleError(f"timetable {self.class_path}: not in the pinned {self.module_file}") from None
+        return value  # type: ignore[no-any-return]
+
     def describe(self) -> dict[str, object]:
-        return {"type": "timetable", "class": self.class_path, "data": self.data}
+        pinned = {"module_file": self.module_file} if self.module_file is not None else {}
+        return {"type": "timetable", "class": self.class_path, "data": self.data, **pinned}
 
     def summary(self) -> str:
         try:
@@ -411,24 +452,37 @@ def from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTim
         return EventsSchedule(events_from(desc["events"]), bool(desc.get("restrict_to_events")),
                               desc.get("description"))
     if kind == "timetable":
-        return TimetableSchedule(str(desc["class"]), dict(desc.get("data") or {}), timezone)
+        module_file = desc.get("module_file")
+        return TimetableSchedule(str(desc["class"]), dict(desc.get("data") or {}), timezone,
+                                 module_file=str(module_file) if module_file is not None else None)
     return None
 
 
+def module_of(relpath: str) -> str:
+    """The import name of a module of the DAGs folder from its path there: `plugins/workday.py` ->
+    `plugins.workday` (a package's `__init__.py`: the package)."""
+    parts = relpath.removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def home_problem(schedule: Schedule, root: str, dag_module_prefix: str) -> str | None:
-    """Why the scheduler could not import a custom timetable's class (None: it can): defined in a DAG file, or
-    in a module of the DAGs folder `root` (which only DAG parsing has on its path)."""
+    """Why a custom timetable's class cannot be planned with (None: it can): defined in the DAG file. A class from
+    a module of the DAGs folder `root` is pinned with the version instead: its schedule records the module's
+    path (its text is read with the version where the planning happens)."""
     if not isinstance(schedule, TimetableSchedule):
         return None
     module_name = type(schedule.timetable).__module__
     module = sys.modules.get(module_name)
     where = getattr(module, "__file__", None) or ""
     if module_name.startswith(dag_module_prefix) or module_name == "__main__":
-        home = "the DAG file"
-    elif where and os.path.abspath(where).startswith(os.path.abspath(root) + os.sep):
-        home = f"the DAGs folder ({where})"
-    else:
-        return None
-    return (f"the timetable class {type(schedule.timetable).__qualname__} is defined in {home}; the scheduler "
-            "imports a timetable by its module path: move it to a module on PYTHONPATH (as Airflow's plugins "
-            "folder) or an installed package")
+        return (f"the timetable class {type(schedule.timetable).__qualname__} is defined in the DAG file; the "
+                "scheduler cannot import a DAG file: move it to a module of the DAGs folder (pinned with the "
+                "DAG's version), on PYTHONPATH (as Airflow's plugins folder) or in an installed package")
+    inside = os.path.abspath(root) + os.sep
+    if where and os.path.abspath(where).startswith(inside):
+        relpath = os.path.relpath(os.path.abspath(where), os.path.abspath(root)).replace(os.sep, "/")
+        if module_of(relpath) != module_name:
+            return (f"the timetable class {type(schedule.timetable).__qualname__} comes from {where}, imported as "
+                    f"{module_name}: import it by its path in the DAGs folder ({module_of(relpath)})")
+        object.__setattr__(schedule, "module_file", relpath)
+    return None

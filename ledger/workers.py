@@ -15,10 +15,24 @@ from ledger.errors import ConfigError
 BROKER_VARIABLE = "LEDGER_CELERY_BROKER_URL"
 BACKEND_VARIABLE = "LEDGER_CELERY_RESULT_BACKEND"
 WORKERS = "ledger:workers"  # the set of worker names that ever beat (each one's entry expires on its own)
+API_VARIABLE = "LEDGER_API_URL"  # a worker's: the URL of ledger's webserver (code, variables, connections)
+TOKEN_VARIABLE = "LEDGER_WORKER_TOKEN"  # the workers' credential for /api/v1/worker/ (the webserver's too)
+NAME_VARIABLE = "LEDGER_WORKER_NAME"  # set by `ledger worker` for its pool processes (and so for its tries)
 
 
 def worker_key(name: str) -> str:
     return f"ledger:worker:{name}"
+
+
+def task_id(ti_id: int, try_number: int) -> str:
+    """The Celery task id of a try: the same in every process, so a job that takes a run over finds its tries, and
+    a reader finds a running try's log."""
+    return f"ledger-{ti_id}-{try_number}"
+
+
+def log_key(tid: str) -> str:
+    """Where a running remote try's log is, in the result backend: each part written at its byte offset."""
+    return f"ledger:log:{tid}"
 
 
 def backend_url(env: dict[str, str] | None = None) -> str | None:

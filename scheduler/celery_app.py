@@ -27,6 +27,8 @@ from typing import Any
 
 from ledger.errors import ConfigError
 from ledger.workers import BROKER_VARIABLE, backend_url
+from ledger.workers import log_key as log_key  # (key names readers of logs share: defined in ledger/workers.py)
+from ledger.workers import task_id as task_id
 from scheduler.executors.base import WorkItem
 
 TASK_NAME = "ledger.run_try"
@@ -36,21 +38,12 @@ KEEP = 7 * 24 * 3600  # seconds the keys of a try are kept in Redis
 REFUSED = "ledger:refused"
 
 
-def task_id(ti_id: int, try_number: int) -> str:
-    """The Celery task id of a try: the same in every process, so a job that takes a run over finds its tries."""
-    return f"ledger-{ti_id}-{try_number}"
-
-
 def claim_key(tid: str) -> str:
     return f"ledger:claim:{tid}"
 
 
 def queued_key(tid: str) -> str:
     return f"ledger:queued:{tid}"
-
-
-def log_key(tid: str) -> str:
-    return f"ledger:log:{tid}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +100,7 @@ def redis_client(url: str) -> Any:
 
 
 _DATES = ("logical_date", "data_interval_start", "data_interval_end")
+_TUPLES = ("prev_interval", "prev_success")
 
 
 def item_to_json(item: WorkItem) -> dict[str, Any]:
@@ -114,7 +108,8 @@ def item_to_json(item: WorkItem) -> dict[str, Any]:
     data = dataclasses.asdict(item)
     for name in _DATES:
         data[name] = getattr(item, name).isoformat()
-    data["prev_interval"] = list(item.prev_interval) if item.prev_interval is not None else None
+    for name in _TUPLES:
+        data[name] = list(getattr(item, name)) if getattr(item, name) is not None else None
     return data
 
 
@@ -124,8 +119,9 @@ def item_from_json(data: dict[str, Any], **changes: Any) -> WorkItem:
     values = {k: v for k, v in data.items() if k in fields}
     for name in _DATES:
         values[name] = datetime.fromisoformat(values[name])
-    if values.get("prev_interval") is not None:
-        values["prev_interval"] = tuple(values["prev_interval"])
+    for name in _TUPLES:
+        if values.get(name) is not None:
+            values[name] = tuple(values[name])
     values.update(changes)
     return WorkItem(**values)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -33,7 +34,7 @@ from typing import Any
 from ledger.code import sha256_bytes
 from ledger.errors import ConfigError
 from ledger.logs import log_file
-from ledger.workers import WORKERS, worker_key
+from ledger.workers import API_VARIABLE, NAME_VARIABLE, TOKEN_VARIABLE, WORKERS, worker_key
 from scheduler import try_files, try_plan, try_process
 from scheduler.celery_app import (
     KEEP,
@@ -51,9 +52,6 @@ from scheduler.code_cache import materialise
 from scheduler.executors.base import WorkItem
 from scheduler.try_outcome import Outcome, describe_exception, one_line
 
-API_VARIABLE = "LEDGER_API_URL"
-TOKEN_VARIABLE = "LEDGER_WORKER_TOKEN"
-NAME_VARIABLE = "LEDGER_WORKER_NAME"  # set by `ledger worker` for its pool processes
 INCARNATION_VARIABLE = "LEDGER_WORKER_INCARNATION"
 LOG_SHIP_INTERVAL = 0.5  # seconds between two chunks of a running try's log sent to the result backend
 LOG_CHUNK = 256 * 1024
@@ -120,6 +118,7 @@ class _LogShipper:
 
     def __init__(self, client: Any, tid: str, path: str) -> None:
         self.client, self.key, self.path, self.offset = client, log_key(tid), path, 0
+        self.shipped = hashlib.sha256()  # of the bytes sent so far: finish() sees whether the log was rewritten
 
     def ship(self) -> None:
         """(Redis unreachable for a moment: what was not sent is sent by a later call.)"""
@@ -132,8 +131,25 @@ class _LogShipper:
                     pipe.expire(self.key, KEEP)
                     pipe.execute()
                     self.offset += len(chunk)
+                    self.shipped.update(chunk)
         except Exception:  # an OSError reading the log; a redis error (it restarts): sent again later
             return
+
+    def finish(self) -> bool:
+        """Once the try has ended: the rest of its log; or, when the try rewrote what was sent already (the secrets it
+        read are masked as it ends), the whole log in place of what was sent. True: it was sent whole again."""
+        try:
+            with open(self.path, "rb") as log:
+                head = log.read(self.offset)
+                if hashlib.sha256(head).digest() == self.shipped.digest():
+                    self.ship()
+                    return False
+                whole = head + log.read()
+            self.client.set(self.key, whole, ex=KEEP)
+            self.offset, self.shipped = len(whole), hashlib.sha256(whole)
+            return True
+        except Exception:  # (as in ship: what reached Redis stands)
+            return False
 
 
 def _settings_of_pool() -> WorkerSettings:
@@ -219,13 +235,13 @@ def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int
             shipper: _LogShipper) -> dict[str, Any]:
     """The outcome of a try, with what it left beside its log (then removed from this host) and its whole log
     sent on."""
-    shipper.ship()
+    rewritten = shipper.finish()
     left = try_files.read(item.log_path)
     try_files.remove(item.log_path)
     return {"state": outcome.state, "reason": outcome.reason, "at": outcome.at, "pid": pid, "host": settings.name,
             "pushed": [[key, value] for key, value in left.pushed], "rendered": left.rendered, "writes": left.writes,
             "outlets": left.outlets,
-            "log_bytes": shipper.offset}
+            "log_bytes": shipper.offset, "log_rewritten": rewritten}
 
 
 def settings_from_env(env: dict[str, str] | None = None, *, name: str | None = None,

@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ledger.clock import Clock
 from ledger.db import reader, shares_one_connection
 from ledger.dependencies import PreviousRun
+from ledger.log_store import RemoteLogStore
 from ledger.logs import log_file
 from ledger.mapping import NOT_MAPPED, expand_task, label, source_text
 from ledger.models import DagRun
@@ -51,7 +52,7 @@ from ledger.signal_delivery import open_doorbell, ring
 from ledger.signals import Signal
 from ledger.states import JobState, RunState, StaleState, TaskState
 from ledger.store import dags as dag_store
-from ledger.store import events, lineage, try_logs
+from ledger.store import events, lineage, prior_runs, try_logs
 from ledger.store import jobs as job_store
 from ledger.store import loop as loop_store
 from ledger.store import runs as run_store
@@ -61,7 +62,7 @@ from ledger.store import xcom as xcom_store
 from ledger.store.backfills import finish_backfill
 from ledger.versions import DagSpec
 from ledger.xcom import pull_view
-from scheduler import adoption, dataset_runs, flow_events, try_files
+from scheduler import adoption, dataset_runs, flow_events, remote_logs, try_files
 from scheduler.after_commit import AfterCommit
 from scheduler.cadence import Cadence
 from scheduler.callback_requests import CallbackRequests
@@ -181,6 +182,7 @@ class DagRunJob:
     _held_since: float | None = None  # time.monotonic() of the first start held back in _unrecorded
     _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
     _code: CodeCache | None = None  # where versions' code is materialised on this host
+    remote_logs: RemoteLogStore | None = field(default_factory=RemoteLogStore.from_env)  # remote tries' logs' store
 
     def __post_init__(self) -> None:
         s = self.settings
@@ -565,7 +567,11 @@ class DagRunJob:
                 out[(ev.ti_id, ev.try_number)] = ev.left
             elif info is not None and info.log_path:
                 out[(ev.ti_id, ev.try_number)] = try_files.read(info.log_path, ev.files)
-        return out
+        if self.remote_logs is None:
+            return out
+        names = {(ev.ti_id, ev.try_number): log_file("", i.dag_id, i.run_id, i.task_id, ev.try_number, i.map_index)
+                 for ev in drained if ev.kind == "finished" and (i := self._inflight.get(ev.ti_id)) is not None}
+        return remote_logs.keep(self.remote_logs, out, names, self.say)  # (before the transaction: no network in it)
 
     def _record(self, session: Session, drained: list[TaskEvent], now: datetime,
                 files: Mapping[tuple[int, int], try_files.TryFiles] | None = None) -> int:
@@ -931,6 +937,7 @@ class DagRunJob:
                                                  if run.previous_run_id is not None})
         triggering = dataset_runs.triggering_events(session, [run for _ti, run, _s in chosen])
         inlets = dataset_runs.inlet_events(session, chosen, tries, now=now, actor=self.actor)
+        prior = prior_runs.prior_successes(session, {run.id for _ti, run, _s in chosen})  # prev_*_success
         work = []
         logs = str(self.logs_folder)
         for ti, run, spec in chosen:
@@ -951,6 +958,7 @@ class DagRunJob:
                 execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
                 priority_weight=ti.priority_weight, xcom=passed.get(run.id, {}),
                 prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
+                prev_success=prior.get(run.id),
                 triggering_events=triggering.get(run.id), inlet_events=inlets.get(ti.id),
                 signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
@@ -993,7 +1001,10 @@ class DagRunJob:
         events.record(session, "deadline_missed", at=now, actor=self.actor, dag_id=run.dag_id, run_id=run.id,
                       deadline=due.isoformat(), seconds_after_interval=spec.deadline, state=run.state)
         self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id}: deadline {due.isoformat()} missed")
-        self.callbacks.request_run(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state)
+        picture = self.memory.pictures.get(run.id)  # the task states then (sla_miss_callback's blocking tasks)
+        states = {key: TaskState(ti.state).value for key, ti in picture.tis.items()} if picture is not None else {}
+        self.callbacks.request_run(session, run, "deadline_missed", now, deadline=due.isoformat(), state=run.state,
+                                   task_states=states)
 
     def _set_run_state(self, session: Session, run: DagRun, state: RunState, now: datetime,
                        release: bool = False, reason: str | None = None) -> None:

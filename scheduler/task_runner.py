@@ -193,8 +193,8 @@ def _template_names(task: Task, context: TaskContext) -> dict[str, Any]:
     return template_names(
         logical_date=context.logical_date, data_interval_start=context.data_interval_start,
         data_interval_end=context.data_interval_end, prev_interval=context.prev_interval, run_id=context.run_id,
-        run_type=context.run_type, try_number=context.try_number, dag_version=context.dag_version, dag=task.dag,
-        task=task, params=context.params, conf=context.conf, ti=context)
+        prev_success=context.prev_success, run_type=context.run_type, try_number=context.try_number,
+        dag_version=context.dag_version, dag=task.dag, task=task, params=context.params, conf=context.conf, ti=context)
 
 
 def _render(plan: Plan, task: Task) -> Task:

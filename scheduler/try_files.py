@@ -22,7 +22,7 @@ class TryFiles:
     rendered: dict[str, Any] | None = None  # None: it rendered nothing (or the file is unreadable)
     writes: list[dict[str, Any]] = field(default_factory=list)
     outlets: list[dict[str, Any]] = field(default_factory=list)  # context.outlet_events: extra, alias additions
-    log: str | None = None  # a try that ran on another host: its whole log, kept in the database with its end
+    log: str | None = None  # a try that ran on another host: its whole log, kept with its end (database or store)
 
 
 NOTHING = TryFiles()

@@ -214,6 +214,7 @@ def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskCo
         params=dict(params or {}),
         xcom_values={task: dict(values) for task, values in item.xcom.items()},
         prev_interval=item.prev_interval,
+        prev_success=item.prev_success,
         map_index=item.map_index,
         triggering_dataset_events=dict(item.triggering_events or {}),
         inlet_dataset_events=dict(item.inlet_events or {}),

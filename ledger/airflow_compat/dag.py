@@ -9,7 +9,8 @@ It is ledger's DAG (ledger/dag.py) with Airflow's leniencies and extras:
 - `dag_display_name`, `description`, `doc_md`, `tags` and `owner` are kept in the version and shown;
 - `sla` (per task, or in default_args) and `sla_miss_callback` become the DAG's deadline: a run not finished
   by the end of its data interval plus the largest `sla` of its tasks calls `sla_miss_callback` once, with
-  Airflow's arguments (dag, task_list, blocking_task_list, slas, blocking_tis);
+  Airflow's arguments (dag, task_list, blocking_task_list, slas, blocking_tis) made from its task states then:
+  the tasks with an sla not succeeded or skipped, the task instances not succeeded (decision 178);
 - Airflow 2's DAG without a schedule runs daily (from its start_date); Airflow 3's (`airflow.sdk`) does not.
 """
 
@@ -21,6 +22,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pendulum
@@ -69,12 +71,32 @@ class SlaMissCallback:
         return {"sla_miss_callback": ledger_dag.describe_callback(self.fn)}
 
     def __call__(self, context: dict[str, Any]) -> Any:
-        """Airflow's (dag, task_list, blocking_task_list, slas, blocking_tis): the tasks that have an sla (a
-        deadline is the run's, so which of them were late is not known), as text and as a list."""
-        with_sla = sorted(t.task_id for t in self.dag.tasks.values() if getattr(t, "sla", None) is not None)
-        slas = [{"task_id": t, "sla": str(self.dag.tasks[t].sla), "run_id": context.get("run_id"),  # type: ignore[attr-defined]
-                 "deadline": context.get("deadline")} for t in with_sla]
-        return self.fn(self.dag, "\n".join(with_sla), "", slas, [])
+        """Airflow's (dag, task_list, blocking_task_list, slas, blocking_tis), as Airflow 2's SLA check makes them
+        for one logical date (`sla_misses`), from the run's task states when its deadline passed."""
+        at = pendulum.instance(datetime.fromisoformat(str(context.get("logical_date"))))
+        slas, blocking = sla_misses({t.task_id: t.sla for t in self.dag.tasks.values()  # type: ignore[attr-defined]
+                                     if isinstance(getattr(t, "sla", None), timedelta)},
+                                    context.get("task_states") or {})
+        stamp = pendulum.now("UTC")
+        sla_rows = [SimpleNamespace(task_id=t, dag_id=self.dag.dag_id, execution_date=at, logical_date=at,
+                                    timestamp=stamp, email_sent=False, notification_sent=False, description=None,
+                                    run_id=context.get("run_id"), deadline=context.get("deadline")) for t in slas]
+        blocking_tis = [SimpleNamespace(task_id=key.split("[")[0], key=key, dag_id=self.dag.dag_id,
+                                        execution_date=at, logical_date=at, run_id=context.get("run_id"),
+                                        state=state) for key, state in blocking]
+        return self.fn(self.dag, "\n".join(f"{t} on {at.isoformat()}" for t in slas),
+                       "\n".join(f"{key} on {at.isoformat()}" for key, _state in blocking), sla_rows, blocking_tis)
+
+
+def sla_misses(slas: Mapping[str, timedelta], states: Mapping[str, str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """What Airflow 2's SLA check reports for one logical date once every task's `sla` has passed: the tasks with an
+    sla that have not succeeded or been skipped (every instance of a mapped task counts), and the blocking task
+    instances, those not in success (`states`: task instance key -> state; none known: every task with an sla
+    missed)."""
+    if not states:
+        return sorted(slas), []
+    late = {key.split("[")[0] for key, state in states.items() if state not in ("success", "skipped")}
+    return sorted(t for t in slas if t in late), sorted((k, v) for k, v in states.items() if v != "success")
 
 
 class DAG(ledger_dag.DAG):

@@ -1,8 +1,8 @@
 """Airflow's branching operators and sensors on ledger's (ledger/branching.py, ledger/sensors.py,
 ledger/external_task.py), taking Airflow's BaseOperator arguments as every operator of the namespace does
 (ledger/airflow_compat/operators.py): BranchPythonOperator, ShortCircuitOperator, BranchDateTimeOperator,
-BranchDayOfWeekOperator, BaseBranchOperator, BaseSensorOperator, the Python, Bash, time, date, weekday, file and
-external-task sensors (and their `*Async` forms), ExternalTaskMarker.
+BranchDayOfWeekOperator, BaseBranchOperator, LatestOnlyOperator, BaseSensorOperator, the Python, Bash, time, date,
+weekday, file and external-task sensors (and their `*Async` forms), ExternalTaskMarker.
 
 Subclasses of BaseBranchOperator and BaseSensorOperator get Airflow's context (a dict of the template names) in
 `choose_branch(context)` and `poke(context)`, as `execute(context)` does in BaseOperator's.
@@ -13,6 +13,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from typing import Any
+
+import pendulum
 
 from ledger import branching, external_task, sensors
 from ledger import dag as ledger_dag
@@ -79,6 +81,30 @@ class BaseBranchOperator(BaseOperator, branching.BaseBranchTask):
         chosen = self.choose_branch(context)  # type: ignore[arg-type]
         print(f"[ledger] {branching.record_choice(self, context['ti'], chosen)}", flush=True)
         return chosen
+
+
+class LatestOnlyOperator(BaseBranchOperator):
+    """Airflow's LatestOnlyOperator, a branch as in Airflow: it succeeds, following all its direct downstream
+    tasks when its run is the latest (`branching.is_latest`: now within the window from the end of the run's data
+    interval to the end of the next one) or was not made by the schedule (a manual or triggered run), and none of
+    them otherwise, so that they are skipped and their trigger rules spread the skip."""
+
+    def choose_branch(self, context: Mapping[str, Any]) -> list[str]:  # type: ignore[override]
+        downstream = sorted(self.downstream_ids)
+        if context.get("run_type") == "manual":
+            self.log.info("a manual run: not skipping")
+            return downstream
+        end = pendulum.instance(context["data_interval_end"])
+        try:
+            right = pendulum.instance(self.dag.schedule.interval_for(end).end)
+        except Exception:  # no schedule, or no interval after this one: the latest there is
+            return downstream
+        now = pendulum.now("UTC")
+        if branching.is_latest(end, right, now):
+            return downstream
+        self.log.info("not the latest run: now (%s) is outside %s to %s; skipping %s", now.isoformat(),
+                      end.isoformat(), right.isoformat(), ", ".join(downstream) or "nothing")
+        return []
 
 
 # -- sensors ---------------------------------------------------------------------------------------------

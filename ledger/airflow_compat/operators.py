@@ -1,5 +1,6 @@
 """Airflow's operators on ledger's tasks: BaseOperator (subclasses with `execute(context)`, `template_fields`,
-`template_ext`), EmptyOperator, BashOperator, PythonOperator, LatestOnlyOperator, EmailOperator.
+`template_ext`), EmptyOperator, BashOperator, PythonOperator, EmailOperator (LatestOnlyOperator is a branch:
+ledger/airflow_compat/flow.py).
 
 Every operator takes Airflow's BaseOperator arguments. Those ledger acts on go to ledger's Task (retries,
 trigger_rule, pool, callbacks, ...); `owner`, `doc_md` (and doc, doc_rst...), `task_display_name`, `params` (the
@@ -18,11 +19,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
 
-import pendulum
-
 from ledger import dag as ledger_dag
 from ledger.context import TaskContext, current
-from ledger.errors import DagDefinitionError, SkipTask
+from ledger.errors import DagDefinitionError
 from ledger.params import as_params, resolve_refs
 from ledger.templates import render, template_names
 from ledger.xcom import RETURN_KEY, XComRef, resolve
@@ -296,8 +295,9 @@ def get_current_context() -> AirflowContext:
     names = template_names(
         logical_date=context.logical_date, data_interval_start=context.data_interval_start,
         data_interval_end=context.data_interval_end, prev_interval=context.prev_interval, run_id=context.run_id,
-        run_type=context.run_type, try_number=context.try_number, dag_version=context.dag_version,
-        dag=getattr(task, "dag", None), task=task, params=context.params, conf=context.conf, ti=context)
+        prev_success=context.prev_success, run_type=context.run_type, try_number=context.try_number,
+        dag_version=context.dag_version, dag=getattr(task, "dag", None), task=task, params=context.params,
+        conf=context.conf, ti=context)
     return airflow_context(context, names)
 
 
@@ -309,28 +309,6 @@ class EmptyOperator(BaseOperator):
 
 
 DummyOperator = EmptyOperator  # Airflow 1 and early 2's name
-
-
-class LatestOnlyOperator(BaseOperator):
-    """Skips when its run is not the latest scheduled one: when now is outside the window from the end of the
-    run's data interval to the end of the next interval. A manual run is never skipped. In ledger the operator
-    itself ends skipped, so that its downstream tasks are skipped by their trigger rules (all_success, the
-    default, skips; all_done and none_failed run), where Airflow marks it success and skips its direct downstream
-    tasks."""
-
-    def execute(self, context: Mapping[str, Any]) -> None:
-        if context.get("run_type") == "manual":
-            self.log.info("a manual run: not skipping")
-            return
-        end = pendulum.instance(context["data_interval_end"])
-        try:
-            right = self.dag.schedule.interval_for(end).end
-        except Exception:  # no schedule, or no interval after this one: the latest there is
-            return
-        now = pendulum.now("UTC")
-        if not end < now <= right:
-            raise SkipTask(f"not the latest run: now ({now.isoformat()}) is outside {end.isoformat()} to "
-                           f"{pendulum.instance(right).isoformat()}")
 
 
 class EmailOperator(BaseOperator):

@@ -111,6 +111,14 @@ def manifest_of(session: Session, version: DagVersion) -> dict[str, str]:
     return files
 
 
+def file_text(session: Session, version: DagVersion, relpath: str) -> str | None:
+    """The text of one file of a captured version's code (None: the version has no such file)."""
+    if version.code_snapshot is None or version.code_entry is None:
+        return None
+    sha = manifest_of(session, version).get(relpath)
+    return None if sha is None else blobs(session, [sha])[sha].decode("utf-8")
+
+
 def snapshot(session: Session, version: DagVersion, *, legacy_name: str = "dag.py") -> Snapshot | None:
     """The files of a version's code, or None when the version has none (not loaded from a file)."""
     key = snapshot_key_of(version, legacy_name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TypeVar
@@ -14,6 +15,7 @@ from ledger.errors import DagNotFound, InvalidInput, NotFound
 from ledger.models import Dag, DagFile, DagRun, DagVersion, ImportError_, TaskInstance, TaskTry
 from ledger.store import code as code_store
 from ledger.store import events
+from ledger.timetables import TimetableSchedule
 from ledger.versions import DagSpec, spec_from_json
 
 CHUNK = 500  # values per IN (...) clause
@@ -172,8 +174,20 @@ def spec(session: Session, dag_id: str, version_hash: str) -> DagSpec:
                                                                  DagVersion.version_hash == version_hash))
         if text is None:
             raise DagNotFound(dag_id)
-        found = _spec_cache[key] = spec_from_json(version_hash, text)
+        found = _spec_cache[key] = _with_pinned_timetable(session, spec_from_json(version_hash, text))
     return found
+
+
+def _with_pinned_timetable(session: Session, found: DagSpec) -> DagSpec:
+    """A version whose custom timetable comes from a module of its DAGs folder plans with the version's copy of
+    that module (ledger/timetables.py), read here with the version."""
+    schedule = found.schedule
+    if not isinstance(schedule, TimetableSchedule) or schedule.module_file is None:
+        return found
+    version = session.scalar(select(DagVersion).where(DagVersion.dag_id == found.dag_id,
+                                                      DagVersion.version_hash == found.version_hash))
+    text = code_store.file_text(session, version, schedule.module_file) if version is not None else None
+    return found if text is None else dataclasses.replace(found, schedule=schedule.pinned(text))
 
 
 def current_spec(session: Session, dag_id: str) -> DagSpec:

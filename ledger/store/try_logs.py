@@ -21,3 +21,15 @@ def find(session: Session, run_id: int, task_id: str, map_index: int, try_number
     return session.scalar(select(TryLog.text).join(TaskInstance, TaskInstance.id == TryLog.task_instance_id).where(
         TaskInstance.run_id == run_id, TaskInstance.task_id == task_id, TaskInstance.map_index == map_index,
         TryLog.try_number == try_number))
+
+
+def instance_and_log(session: Session, run_id: int, task_id: str, map_index: int,
+                     try_number: int) -> tuple[int, str | None] | None:
+    """(the task instance's id, the try's kept log or None) of a run's task instance; None: no such instance.
+    (Readers of a log need the id: a running remote try's log is found by it.)"""
+    found = session.execute(
+        select(TaskInstance.id, TryLog.text)
+        .outerjoin(TryLog, (TryLog.task_instance_id == TaskInstance.id) & (TryLog.try_number == try_number))
+        .where(TaskInstance.run_id == run_id, TaskInstance.task_id == task_id,
+               TaskInstance.map_index == map_index)).first()
+    return None if found is None else (int(found[0]), found[1])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, cast
 from urllib.parse import parse_qsl
 
@@ -24,6 +25,7 @@ from ledger.backfill_create import plan_json
 from ledger.backfill_plan import PlanItem
 from ledger.db import make_engine, make_sessions
 from ledger.errors import InvalidInput
+from ledger.mapping import label
 from ledger.states import RunState, TaskState
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
@@ -95,14 +97,43 @@ def _mark_run(request: Request, run_id: int, state: str, reason: str | None) -> 
                                                     now=now(), actor=actor, reason=reason))
 
 
-def _mark_tasks(request: Request, run_id: int, tasks: list[str], state: str, downstream: bool,
-                reason: str | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TaskMark:
+    """A mark of task instances as asked for: `tasks` are task ids or `task[i]` labels."""
+
+    tasks: list[str]
+    state: str
+    downstream: bool = False
+    upstream: bool = False
+
+
+def _mark_rows(session: Session, run_id: int, mark: TaskMark) -> list[dict[str, str]]:
+    """The task instances the mark would set, each with its state now and after (operations.mark_plan: refused as
+    the mark itself would be)."""
+    run = run_store.get(session, run_id)
+    spec = dag_store.spec(session, run.dag_id, run.version_hash)
+    _tis, targets = operations.mark_plan(session, run, spec, mark.tasks, TaskState(mark.state),
+                                         downstream=mark.downstream, upstream=mark.upstream)
+    return sorted(({"task": label(ti.task_id, ti.map_index), "from": ti.state or "none", "to": mark.state}
+                   for ti in targets), key=lambda r: r["task"])
+
+
+def _mark_tasks(request: Request, run_id: int, mark: TaskMark, reason: str | None,
+                digest: str | None = None) -> dict[str, Any]:
+    """Mark task instances; `digest`: the fingerprint of the rows the user confirmed (the confirm page), when
+    they changed since, nothing is marked and the new rows come back (`marked` false) to confirm again."""
     actor = acting(request, "marking tasks")
     with writing(request) as session:
+        if digest is not None:
+            rows = _mark_rows(session, run_id, mark)
+            if forms.plan_digest(rows) != digest:
+                return {"run_id": str(run_id), "marked": False, "would_set": rows}
         run = run_store.get(session, run_id)
         spec = dag_store.spec(session, run.dag_id, run.version_hash)
-        return _outcome(run_id, operations.mark_tasks(session, run, spec, tasks, TaskState(state),
-                                                      downstream=downstream, now=now(), actor=actor, reason=reason))
+        done = operations.mark_tasks(session, run, spec, mark.tasks, TaskState(mark.state),
+                                     downstream=mark.downstream, upstream=mark.upstream, now=now(), actor=actor,
+                                     reason=reason)
+        return {**_outcome(run_id, done), "marked": True}
 
 
 def _clear(request: Request, run_id: int, tasks: list[str] | None, downstream: bool,
@@ -201,9 +232,11 @@ class MarkBody(ReasonBody):
 
 
 class MarkTasksBody(ReasonBody):
-    tasks: Annotated[list[str], Field(min_length=1)]
+    tasks: Annotated[list[str], Field(min_length=1, description="Task ids, or `task[i]` for one mapped instance.")]
     state: Literal["success", "failed", "skipped"]
-    downstream: bool = False
+    downstream: bool = Field(default=False, description="Also the tasks downstream of them.")
+    upstream: bool = Field(default=False, description="Also the tasks upstream of them.")
+    dry_run: bool = Field(default=False, description="Answer what would be set (`would_set`); change nothing.")
 
 
 class ClearBody(BaseModel):
@@ -243,9 +276,16 @@ def mark_api(request: Request, run_id: IdInUrl, body: MarkBody) -> JSONResponse:
     return JSONResponse(_mark_run(request, run_id, body.state, body.reason))
 
 
-@api.post("/runs/{run_id}/tasks/mark", summary="`ledger tasks mark RUN TASK... --state S [--downstream]`")
+@api.post("/runs/{run_id}/tasks/mark", summary="`ledger tasks mark DAG RUN TASK --state S [--downstream] "
+          "[--upstream]`")
 def mark_tasks_api(request: Request, run_id: IdInUrl, body: MarkTasksBody) -> JSONResponse:
-    return JSONResponse(_mark_tasks(request, run_id, body.tasks, body.state, body.downstream, body.reason))
+    mark = TaskMark(body.tasks, body.state, body.downstream, body.upstream)
+    if body.dry_run:
+        acting(request, "marking tasks")
+        with session_of(request) as session:
+            return JSONResponse({"run_id": str(run_id), "marked": False, "would_set": _mark_rows(session, run_id,
+                                                                                                  mark)})
+    return JSONResponse(_mark_tasks(request, run_id, mark, body.reason))
 
 
 @api.post("/runs/{run_id}/clear", summary="`ledger tasks clear RUN [TASK...] [--downstream] "
@@ -318,17 +358,17 @@ async def form_of(request: Request) -> dict[str, str]:
 Form = Annotated[dict[str, str], Depends(form_of)]
 
 
-def _page(name: str, **context: Any) -> HTMLResponse:
+def show(name: str, **context: Any) -> HTMLResponse:
     return HTMLResponse(render(name, **context))
 
 
-def _back(url: str) -> RedirectResponse:
+def back_to(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
 @pages.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/") -> HTMLResponse:
-    return _page("login.html", next=forms.local_target(next), problem=None)
+    return show("login.html", next=forms.local_target(next), problem=None)
 
 
 @pages.post("/login")
@@ -342,7 +382,7 @@ def login(request: Request, form: Form) -> Response:
                                   shared_token=g.token)
         if known is None:
             return HTMLResponse(render("login.html", next=target, problem="that token is not known"), 401)
-        response = _back(target)
+        response = back_to(target)
         g.set_cookie(response, auth.TOKEN_COOKIE, token, max_age=auth.SESSION_SECONDS)
         return response
     with session_of(request) as session:
@@ -350,7 +390,7 @@ def login(request: Request, form: Form) -> Response:
         cookie = None if user is None else g.signer.cookie(user.id, user.password_hash)
     if cookie is None:
         return HTMLResponse(render("login.html", next=target, problem="wrong user name or password"), 401)
-    response = _back(target)
+    response = back_to(target)
     g.set_cookie(response, auth.SESSION_COOKIE, cookie, max_age=auth.SESSION_SECONDS)
     g.set_cookie(response, auth.CSRF_COOKIE, auth.new_csrf())  # a fresh CSRF value for the signed-in session
     return response
@@ -358,7 +398,7 @@ def login(request: Request, form: Form) -> Response:
 
 @pages.post("/logout")
 def logout(request: Request, form: Form) -> Response:
-    response = _back("/login")
+    response = back_to("/login")
     for name in (auth.SESSION_COOKIE, auth.TOKEN_COOKIE):
         response.delete_cookie(name, path="/")
     return response
@@ -374,7 +414,7 @@ def dag_actions(request: Request, dag_id: str) -> HTMLResponse:
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id)
         spec = dag_store.current_spec(session, dag_id)
-    return _page("dag_actions.html", dag=documents.dag_json(dag), fields=forms.param_fields(spec.params),
+    return show("dag_actions.html", dag=documents.dag_json(dag), fields=forms.param_fields(spec.params),
                  timezone=spec.timezone)
 
 
@@ -384,19 +424,19 @@ def trigger_form(request: Request, dag_id: str, form: Form) -> Response:
         params = dag_store.current_spec(session, dag_id).params
     done = _trigger(request, dag_id, form.get("logical_date", "").strip() or None,
                     forms.conf_from_form(params, form), form.get("replace") == "on")
-    return _back(f"/runs/{done['run_id']}")
+    return back_to(f"/runs/{done['run_id']}")
 
 
 @pages.post("/dags/{dag_id}/pause")
 def pause_form(request: Request, dag_id: str, form: Form) -> Response:
     _pause(request, dag_id, True, form.get("stop_queued") == "on")
-    return _back(f"/dags/{dag_id}/actions")
+    return back_to(f"/dags/{dag_id}/actions")
 
 
 @pages.post("/dags/{dag_id}/unpause")
 def unpause_form(request: Request, dag_id: str, form: Form) -> Response:
     _pause(request, dag_id, False, False)
-    return _back(f"/dags/{dag_id}/actions")
+    return back_to(f"/dags/{dag_id}/actions")
 
 
 def _backfill_body(dag_id: str, form: dict[str, str]) -> BackfillBody:
@@ -419,7 +459,7 @@ def _plan_page(dag_id: str, form: dict[str, str], plan: list[PlanItem], changed:
                                                   "max_active_runs")}
     counts = {a: sum(1 for r in rows if r["action"] == a) for a in ("new", "override", "skip")}
     todo = any(r["action"] != "skip" or r["adopts_backfill"] is not None for r in rows)
-    return _page("backfill_plan.html", dag_id=dag_id, rows=rows, kept=kept, digest=forms.plan_digest(rows),
+    return show("backfill_plan.html", dag_id=dag_id, rows=rows, kept=kept, digest=forms.plan_digest(rows),
                  counts=counts, todo=todo, changed=changed)
 
 
@@ -435,7 +475,7 @@ def backfill_form(request: Request, dag_id: str, form: Form) -> Response:
     backfill_id, plan = _submit(request, _backfill_body(dag_id, form), form.get("digest", ""))
     if backfill_id is None:  # the ledger changed since the plan was shown: show the new one
         return _plan_page(dag_id, form, plan, changed=True)
-    return _back(f"/backfills/{backfill_id}")
+    return back_to(f"/backfills/{backfill_id}")
 
 
 @pages.get("/runs/{run_id}/actions", response_class=HTMLResponse)
@@ -443,7 +483,7 @@ def run_actions(request: Request, run_id: IdInUrl) -> HTMLResponse:
     _operator_page(request, "acting on a run")
     with session_of(request) as session:
         doc = documents.run_document(session, run_id)
-    return _page("run_actions.html", run=doc, tasks=[t["task_id"] for t in doc["graph"]["tasks"]])
+    return show("run_actions.html", run=doc, tasks=[t["task_id"] for t in doc["graph"]["tasks"]])
 
 
 def _reason(form: dict[str, str]) -> str | None:
@@ -453,7 +493,7 @@ def _reason(form: dict[str, str]) -> str | None:
 @pages.post("/runs/{run_id}/cancel")
 def cancel_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     _cancel_run(request, run_id, _reason(form))
-    return _back(f"/runs/{run_id}")
+    return back_to(f"/runs/{run_id}")
 
 
 @pages.post("/runs/{run_id}/mark")
@@ -462,14 +502,52 @@ def mark_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     if state not in ("success", "failed"):
         raise InvalidInput(f"a run can be marked success or failed, not {state!r}")
     _mark_run(request, run_id, state, _reason(form))
-    return _back(f"/runs/{run_id}")
+    return back_to(f"/runs/{run_id}")
 
 
 @pages.post("/runs/{run_id}/clear")
 def clear_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     tasks = [k[len("task."):] for k, v in form.items() if k.startswith("task.") and v == "on"]
     _clear(request, run_id, tasks or None, form.get("downstream") == "on", form.get("on_latest_version") == "on")
-    return _back(f"/runs/{run_id}")
+    return back_to(f"/runs/{run_id}")
+
+
+def _mark_asked(task: str, state: str | None, downstream: bool, upstream: bool) -> TaskMark | None:
+    if state in (None, ""):
+        return None
+    if state not in ("success", "failed"):
+        raise InvalidInput(f"a task instance is marked success or failed here, not {state!r}")
+    return TaskMark([task], state, downstream, upstream)
+
+
+def _mark_page(request: Request, run_id: int, task: str, mark: TaskMark | None, *,
+               rows: list[dict[str, str]] | None = None, changed: bool = False) -> HTMLResponse:
+    with session_of(request) as session:
+        doc = documents.run_document(session, run_id)
+        if mark is not None and rows is None:
+            rows = _mark_rows(session, run_id, mark)
+    return show("mark_task.html", run=doc, task=task, mark=mark, rows=rows,
+                 digest=forms.plan_digest(rows) if rows is not None else None, changed=changed)
+
+
+@pages.get("/runs/{run_id}/tasks/{task}/mark", response_class=HTMLResponse)
+def mark_task_page(request: Request, run_id: IdInUrl, task: str, state: str | None = None,
+                   downstream: bool = False, upstream: bool = False) -> HTMLResponse:
+    """Airflow's "Mark success / failed" of a task instance: the choice (state, downstream, upstream), then the
+    task instances it would set, to confirm."""
+    _operator_page(request, "marking a task instance")
+    return _mark_page(request, run_id, task, _mark_asked(task, state, downstream, upstream))
+
+
+@pages.post("/runs/{run_id}/tasks/{task}/mark")
+def mark_task_form(request: Request, run_id: IdInUrl, task: str, form: Form) -> Response:
+    mark = _mark_asked(task, form.get("state", ""), form.get("downstream") == "on", form.get("upstream") == "on")
+    if mark is None:
+        raise InvalidInput("choose the state to mark: success or failed")
+    done = _mark_tasks(request, run_id, mark, _reason(form), form.get("digest", ""))
+    if not done["marked"]:  # the run changed since the list was shown: show the new one
+        return _mark_page(request, run_id, task, mark, rows=done["would_set"], changed=True)
+    return back_to(f"/runs/{run_id}")
 
 
 @pages.get("/backfills/{backfill_id}/actions", response_class=HTMLResponse)
@@ -478,16 +556,16 @@ def backfill_actions(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
     with session_of(request) as session:
         row = backfill_store.get(session, backfill_id)
         b = {"backfill_id": str(row.id), "dag_id": row.dag_id, "state": row.state}
-    return _page("backfill_actions.html", b=b)
+    return show("backfill_actions.html", b=b)
 
 
 @pages.post("/backfills/{backfill_id}/cancel")
 def cancel_backfill_form(request: Request, backfill_id: IdInUrl, form: Form) -> Response:
     _cancel_backfill(request, backfill_id)
-    return _back(f"/backfills/{backfill_id}")
+    return back_to(f"/backfills/{backfill_id}")
 
 
 @pages.post("/backfills/{backfill_id}/resume")
 def resume_backfill_form(request: Request, backfill_id: IdInUrl, form: Form) -> Response:
     _resume_backfill(request, backfill_id)
-    return _back(f"/backfills/{backfill_id}")
+    return back_to(f"/backfills/{backfill_id}")

@@ -117,11 +117,13 @@ def log(request: Request, run_id: str, task_id: str, try_number: int,
         raise InvalidInput("give offset or before, not both")
     with session_of(request) as session:
         doc = documents.run_document(session, id_in_url(run_id))
-    the_try, path = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+        the_try, _ = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+        found = logview.try_ref(session, doc, task_id, try_number)
     ended = logview.try_ended(the_try)
-    if not path.is_file():
-        raise NotFound(f"no log file for try {try_number} of task {task_id!r} in run {doc['run_id']}")
-    part = logview.read_page(path, before=before, after=offset, chunk=limit, whole_lines=not ended)
+    source = logview.source_of(request.app.state.settings.logs_folder, found, the_try)
+    if source is None:
+        raise NotFound(f"no log for try {try_number} of task {task_id!r} in run {doc['run_id']}")
+    part = logview.read_page(source, before=before, after=offset, chunk=limit, whole_lines=not ended)
     return _json({"run_id": doc["run_id"], "task_id": task_id, "try_number": try_number, "state": the_try["state"],
                   "ended": ended, "offset": part.start, "next_offset": part.end, "size": part.size,
                   "text": part.text})

@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 
 from ledger.config import Settings
 from ledger.errors import LedgerError, TimelineConflict
-from ledger.web import actions, api, guard, pages, swagger
+from ledger.web import actions, admin, api, guard, pages, swagger, worker_api
 from ledger.web.auth import Forbidden
 from ledger.web.guard import error
 from ledger.web.reading import Reader
@@ -34,7 +34,8 @@ def create_app(settings: Settings, *, token: str | None = None, hosts: frozenset
     """The web application on the database of `settings` (who may do what: ledger/web/guard.py). `token`: the
     shared read token (LEDGER_WEB_TOKEN); `hosts`: the names the Host header may give (default: from
     LEDGER_WEB_ALLOWED_HOSTS, else loopback names); `secure_cookies`: cookies only over HTTPS; `worker_token`
-    (LEDGER_WORKER_TOKEN): the Celery workers' credential, which opens only /api/v1/worker/ (a version's code)."""
+    (LEDGER_WORKER_TOKEN): the Celery workers' credential, which opens only /api/v1/worker/ (a version's code, variables
+    and connections)."""
     app = FastAPI(title="ledger", summary="The JSON API of the ledger: the same documents as `ledger ... --json`, "
                   "and the operator's actions (POST, with a user's API token).", docs_url=None, redoc_url=None,
                   openapi_url="/api/openapi.json")
@@ -66,8 +67,10 @@ def create_app(settings: Settings, *, token: str | None = None, hosts: frozenset
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(api.router)
+    app.include_router(worker_api.router)
     app.include_router(actions.api)
     app.include_router(actions.pages)
+    app.include_router(admin.pages)
     app.include_router(swagger.router)
     app.include_router(pages.router)
     return app

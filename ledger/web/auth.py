@@ -68,7 +68,7 @@ def account() -> dict[str, Any]:
     identity, csrf, path = found if found is not None else (ANONYMOUS, "", "/")
     on = ACTION_PAGES.fullmatch(path)
     return {"name": identity.name, "role": identity.role, "anonymous": identity is ANONYMOUS, "csrf": csrf,
-            "can_act": identity.may(Role.OPERATOR), "cookie": identity.by_cookie,
+            "can_act": identity.may(Role.OPERATOR), "admin": identity.may(Role.ADMIN), "cookie": identity.by_cookie,
             "actions": f"/{on.group(1)}/actions" if on and identity.may(Role.OPERATOR) else None}
 
 

@@ -10,10 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
+from sqlalchemy.orm import Session
 
+from ledger import log_store
 from ledger.errors import NotFound
+from ledger.log_store import FileSource, LogSource, TryRef
 from ledger.logs import log_path
 from ledger.mapping import split_label
+from ledger.store import try_logs
 
 CHUNK = 1024 * 1024  # a page of log: the last CHUNK bytes first
 
@@ -26,35 +30,35 @@ class LogPage:
     size: int  # the file's size when read
 
 
-def read_page(path: Path, *, before: int | None = None, after: int | None = None, chunk: int = CHUNK,
+def read_page(source: LogSource | Path, *, before: int | None = None, after: int | None = None, chunk: int = CHUNK,
               whole_lines: bool = True) -> LogPage:
     """Up to `chunk` bytes of the log: those after offset `after` (what was appended since), else those before
     `before` (default: the end). A page starts and ends at a line's start (a line longer than a page is cut),
-    except that with `whole_lines` False the bytes after the last newline are included (the try has ended)."""
-    with path.open("rb") as f:
-        size = f.seek(0, 2)
-        if after is not None:
-            start = min(max(after, 0), size)
-            end = min(start + chunk, size)
-            f.seek(start)
-            data = f.read(end - start)
-            if whole_lines or end < size:
-                cut = data.rfind(b"\n") + 1
-                if cut:
-                    data = data[:cut]
-                elif len(data) < chunk:
-                    data = b""  # a line being written: sent once it ends
-                end = start + len(data)
-        else:
-            end = size if before is None else min(max(before, 0), size)
-            start = max(end - chunk, 0)
-            f.seek(start)
-            data = f.read(end - start)
-            if start > 0:
-                first = data.find(b"\n") + 1
-                if 0 < first < len(data):
-                    data = data[first:]
-                    start += first
+    except that with `whole_lines` False the bytes after the last newline are included (the try has ended).
+    `source`: where the log is (ledger/log_store.py), or a file."""
+    f = FileSource(source) if isinstance(source, Path) else source
+    size = f.size()
+    if after is not None:
+        start = min(max(after, 0), size)
+        end = min(start + chunk, size)
+        data = f.read(start, end - start)
+        end = start + len(data)
+        if whole_lines or end < size:
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                data = data[:cut]
+            elif len(data) < chunk:
+                data = b""  # a line being written: sent once it ends
+            end = start + len(data)
+    else:
+        end = size if before is None else min(max(before, 0), size)
+        start = max(end - chunk, 0)
+        data = f.read(start, end - start)
+        if start > 0:
+            first = data.find(b"\n") + 1
+            if 0 < first < len(data):
+                data = data[first:]
+                start += first
     return LogPage(data.decode(errors="replace"), start, end, size)
 
 
@@ -132,3 +136,21 @@ def locate(logs: Path, run: dict[str, Any], label: str, try_number: int) -> tupl
 
 def try_ended(the_try: dict[str, Any]) -> bool:
     return the_try["ended_at"] is not None or the_try["state"] not in ("running", "queued")
+
+
+def try_ref(session: Session, run: dict[str, Any], label: str, try_number: int) -> tuple[TryRef, str | None]:
+    """(the try, its `try_log` row or None) of a run document's task instance `label`: what locate() needs, read in
+    the caller's session (before any store outside the database is read)."""
+    name, index = split_label(label)
+    found = try_logs.instance_and_log(session, int(run["run_id"]), name, index, try_number)
+    if found is None:
+        raise NotFound(f"run {run['run_id']} has no task {label!r}")
+    ti_id, kept = found
+    return TryRef(run["dag_id"], int(run["run_id"]), name, try_number, ti_id, index), kept
+
+
+def source_of(logs: Path, found: tuple[TryRef, str | None], the_try: dict[str, Any]) -> LogSource | None:
+    """Where the try's log is for this server (ledger/log_store.py: its own logs folder, the database, the remote
+    log store, the result backend's Redis); None: nowhere yet."""
+    ref, kept = found
+    return log_store.locate(logs, ref, kept, ended=try_ended(the_try))

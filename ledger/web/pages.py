@@ -9,7 +9,7 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from ledger import dataset_docs, documents
 from ledger.errors import ConfigError, InvalidInput, LedgerError
@@ -19,7 +19,6 @@ from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
-from ledger.store import try_logs
 from ledger.store import web as web_store
 from ledger.web import logview, views
 from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
@@ -152,27 +151,24 @@ def log(request: Request, run_id: str, task_id: str, try_number: int,
         doc = documents.run_document(session, id_in_url(run_id))
         tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
         the_try, path = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+        found = logview.try_ref(session, doc, task_id, try_number)
         extras = None if _live(request) else _try_extras(session, doc, task_id, try_number)
     ended = logview.try_ended(the_try)
-    exists = path.is_file()
+    # its file here; else the log kept in the database or the remote log store (a try that ran on another host and
+    # has ended), or in the result backend (one running there); a try not started yet has none: followed from its
+    # first byte
+    source = logview.source_of(request.app.state.settings.logs_folder, found, the_try)
     if _live(request) and after is not None:
-        more = logview.read_page(path, after=after, whole_lines=not ended) if exists else None
+        more = logview.read_page(source, after=after, whole_lines=not ended) if source is not None else None
         return HTMLResponse(render("log_more.html", part=more, after=after, ended=ended))
-    # a try not started yet has no file: followed from its first byte; an ended one without a file: the log kept in
-    # the database (a try that ran on another host), else said so
     empty = None if ended else logview.LogPage("", 0, 0, 0)
-    name, index = split_label(task_id)
-    if not exists and ended:
-        with session_of(request) as session:
-            kept = try_logs.find(session, int(doc["run_id"]), name, index, try_number)
-        if kept is not None:
-            size = len(kept.encode())
-            empty = logview.LogPage(kept, 0, size, size)
-    part = logview.read_page(path, before=before) if exists else empty
+    part = logview.read_page(source, before=before) if source is not None else empty
+    name, _ = split_label(task_id)
     others = [(ti["label"], t["try_number"], t["state"]) for ti in doc["task_instances"]
               if split_label(ti["label"])[0] == name for t in ti["tries"]]
     base = f"/runs/{doc['run_id']}/tasks/{task_id}/tries/{try_number}/log"
-    return _page(request, "log.html", run=doc, task_id=task_id, the_try=the_try, part=part, path=str(path), tz=tz,
+    return _page(request, "log.html", run=doc, task_id=task_id, the_try=the_try, part=part,
+                 path=str(path), kept_in=None if source is None or source.where == str(path) else source.where, tz=tz,
                  ended=ended, others=others, base=base, follow=not ended and (before is None or not part
                                                                              or part.end == part.size),
                  extras=extras)
@@ -188,15 +184,20 @@ def _try_extras(session: Any, doc: dict[str, Any], task_id: str, try_number: int
 
 
 @router.get("/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log/download")
-def log_download(request: Request, run_id: str, task_id: str, try_number: int) -> FileResponse:
+def log_download(request: Request, run_id: str, task_id: str, try_number: int) -> Response:
     with session_of(request) as session:
         doc = documents.run_document(session, id_in_url(run_id))
-    _, path = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
-    if not path.is_file():
-        raise InvalidInput(f"no log file for try {try_number} of task {task_id!r} in run {doc['run_id']}")
+        the_try, path = logview.locate(request.app.state.settings.logs_folder, doc, task_id, try_number)
+        found = logview.try_ref(session, doc, task_id, try_number)
     name, index = split_label(task_id)
     filename = f"{doc['dag_id']}_run{doc['run_id']}_{name}{f'_{index}' if index >= 0 else ''}_try{try_number}.log"
-    return FileResponse(path, media_type="text/plain; charset=utf-8", filename=filename)
+    if path.is_file():
+        return FileResponse(path, media_type="text/plain; charset=utf-8", filename=filename)
+    source = logview.source_of(request.app.state.settings.logs_folder, found, the_try)
+    if source is None:
+        raise InvalidInput(f"no log for try {try_number} of task {task_id!r} in run {doc['run_id']}")
+    return Response(source.read(0, source.size()), media_type="text/plain; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
 @router.get("/dags/{dag_id}/versions/{version}", response_class=HTMLResponse)

@@ -40,6 +40,7 @@ class WorkItem:
     code_captured: bool = True  # False: a version from before helper modules were captured
     xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # values the run's tasks passed on so far
     prev_interval: tuple[str, str] | None = None  # the data interval of the run's previous run (templates)
+    prev_success: tuple[str, str, str | None, str | None] | None = None  # its prior successful run's (templates)
     map_index: int = -1  # instance i of a mapped task (ledger/mapping.py); -1: not mapped
     queue: str = "default"  # the task's queue: which Celery workers may run the try (the other executors ignore it)
     # a dataset-triggered run's consumed events, by dataset (context.triggering_dataset_events)

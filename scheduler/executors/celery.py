@@ -288,6 +288,8 @@ class CeleryExecutor(Executor):
                                          float(info.get("at") or time.time()), pid=info.get("pid"), host=entry.host))
             if status in FINISHED:
                 entry.done = True
+                if isinstance(result, dict) and result.get("log_rewritten"):  # (its secrets masked): read it whole
+                    entry.log_bytes = 0
                 ended.append((entry, status, result))
                 logs.append(entry)
         self._append_logs(logs)
@@ -344,6 +346,7 @@ class CeleryExecutor(Executor):
             with open(path, "r+b" if os.path.exists(path) else "wb") as log:  # (at its offset: written once)
                 log.seek(entry.log_bytes)
                 log.write(data)
+                log.truncate()  # (a log sent whole again, masked, may be shorter than what was here)
             entry.log_bytes += len(data)
 
     def _check_workers(self) -> int:

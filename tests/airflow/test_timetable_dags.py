@@ -83,3 +83,21 @@ def test_a_custom_timetable_defined_in_the_dag_file_is_refused_with_one_line(rea
     assert "\n" not in error["error"]
     assert "the timetable class Daily is defined in the DAG file" in error["error"]
     assert "PYTHONPATH" in error["error"]
+
+
+def test_a_timetable_from_the_dags_folder_is_pinned_with_the_version(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.dags.mkdir(parents=True, exist_ok=True)
+    for name in ("af2_custom_timetable.py", "plugins/workday_timetable.py"):  # the module in the DAGs folder
+        shutil.copy(CORPUS / name, cli.dags / Path(name).name)
+    listed = _intervals(cli.json("dags", "next-runs", "af2_custom_timetable", "-n", "10"))
+    version = cli.json("dags", "show", "af2_custom_timetable")
+    assert version["structure"]["schedule"]["module_file"] == "workday_timetable.py"
+    (cli.dags / "workday_timetable.py").unlink()  # the DAG file no longer imports: its last version stays
+    cli.ok("scheduler", "--exit-when-idle", **FAST)
+    [error] = cli.json("dags", "errors")
+    assert "workday_timetable" in error["error"]
+    runs = sorted(cli.json("timeline", "af2_custom_timetable", "--all"), key=lambda r: r["logical_date"])
+    assert _intervals(runs) == listed and [d[:10] for d, _, _ in listed] == [
+        "2024-01-03", "2024-01-04", "2024-01-08", "2024-01-09"]  # planned with the version's copy of the module
+    assert {r["state"] for r in runs} == {"success"}

@@ -11,9 +11,9 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask, TaskGroup
-from ledger.branching import BranchPythonTask, ShortCircuitTask, in_window
+from ledger.branching import BranchPythonTask, ShortCircuitTask, in_window, is_latest
 from ledger.dependencies import TiState, decide
-from ledger.flow import FLOW_KEY, BranchError, branch_targets, with_setups_and_teardowns
+from ledger.flow import FLOW_KEY, BranchError, branch_targets, teardowns_left_to_run, with_setups_and_teardowns
 from ledger.states import RunState, TaskState
 from ledger.versions import DagSpec, spec_from_json, version_of
 
@@ -198,6 +198,35 @@ def test_clearing_a_work_task_clears_its_setup_and_teardown_and_not_unrelated_ta
     assert with_setups_and_teardowns(spec, {"work"}) == {"create", "work", "delete"}
     assert with_setups_and_teardowns(spec, {"create"}) == {"create", "delete"}
     assert with_setups_and_teardowns(spec, {other.task_id}) == {"other"}
+
+
+@pytest.mark.parametrize(("states", "marked", "left"), [
+    pytest.param({"create": S.SUCCESS, "work": S.SCHEDULED, "delete": S.SCHEDULED}, S.FAILED, {"delete"},
+                 id="work-marked-failed"),
+    pytest.param({"create": S.SUCCESS, "work": S.SCHEDULED, "delete": S.SCHEDULED}, S.SUCCESS, {"delete"},
+                 id="work-marked-success"),
+    pytest.param({"create": S.SUCCESS, "work": S.SCHEDULED, "delete": S.SUCCESS}, S.FAILED, set(),
+                 id="teardown-finished"),
+    # the run would end failed by its failed work, not success as marked: the mark ends it at once
+    pytest.param({"create": S.SUCCESS, "work": S.FAILED, "delete": S.UP_FOR_RETRY}, S.SUCCESS, set(),
+                 id="work-failed-marked-success"),
+    pytest.param({"create": S.SUCCESS, "work": S.SUCCESS, "delete": S.SCHEDULED}, S.FAILED, set(),
+                 id="work-succeeded-marked-failed"),
+])
+def test_marking_a_run_leaves_its_teardowns_to_run_when_the_work_then_gives_the_marked_state(
+        states: dict[str, S], marked: S, left: set[str]) -> None:
+    assert teardowns_left_to_run(setup_teardown_dag(), states, marked) == left  # they run as after failed work
+
+
+@pytest.mark.parametrize(("now", "latest"), [
+    pytest.param(START.add(days=1, hours=3), True, id="within-the-next-interval"),
+    pytest.param(START.add(days=2), True, id="at-the-next-end"),
+    pytest.param(START.add(days=2, seconds=1), False, id="after-the-next-end"),
+    pytest.param(START.add(days=1), False, id="at-its-own-end"),
+])
+def test_a_run_is_the_latest_from_its_interval_end_to_the_end_of_the_next(now: pendulum.DateTime,
+                                                                          latest: bool) -> None:
+    assert is_latest(START.add(days=1), START.add(days=2), now) is latest
 
 
 BERLIN = pendulum.timezone("Europe/Berlin")

@@ -307,3 +307,29 @@ def test_next_scheduled_lists_what_a_scheduler_polling_at_any_times_creates(
     assert starts == sorted(set(starts))  # strictly increasing: nothing created twice
     if catchup:  # polling never skips an interval: what was listed at the start is what got created
         assert created == predicted[: len(created)]
+
+
+PINNED = '''
+from airflow.timetables.base import Timetable
+
+
+class Every(Timetable):
+    summary = "every {days} days"
+
+    @classmethod
+    def deserialize(cls, data):
+        return cls()
+'''
+
+
+def test_a_pinned_timetable_loads_from_its_versions_copy_and_two_copies_never_meet() -> None:
+    desc = {"type": "timetable", "class": "plugins.every.Every", "data": {}, "module_file": "plugins/every.py"}
+    schedule = schedule_from_description(desc, timezone="UTC", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"))
+    assert isinstance(schedule, TimetableSchedule) and schedule.describe() == desc  # the version's hash holds
+    with pytest.raises(ScheduleError, match=r"the version's copy of plugins/every\.py was not read"):
+        schedule.interval_for(pendulum.datetime(2024, 1, 1, tz="UTC"))
+    two, three = (schedule.pinned(PINNED.replace("{days}", n)) for n in ("2", "3"))  # two versions' copies
+    assert (two.summary(), three.summary()) == ("every 2 days", "every 3 days")
+    broken = schedule.pinned("raise RuntimeError('no')")
+    with pytest.raises(ScheduleError, match=r"its pinned module plugins/every\.py fails: RuntimeError: no"):
+        broken.interval_for(pendulum.datetime(2024, 1, 1, tz="UTC"))

@@ -105,6 +105,13 @@ def build_ops(home: Path) -> Cli:
 
 
 @pytest.fixture(scope="session")
+def ops_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
+    """build_ops once for the tests of task marks (runs 1 and 2) and of the admin pages (users, secrets, pools):
+    they change different things."""
+    return build_ops(tmp_path_factory.mktemp("ops-shared") / "home")
+
+
+@pytest.fixture(scope="session")
 def ledger_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
     return build(new_home(tmp_path_factory, "web"))
 

@@ -86,6 +86,8 @@ def test_an_operator_triggers_clears_and_backfills_from_the_browser(served_ops: 
     shot(tab, "backfill_created")
     shown = cli.json("backfill", "show", backfill_id)
     assert shown["requested_by"] == "web:op" and len(shown["runs"]) == 2
+    mark_from_the_browser(cli, tab, base, run_id)
+    see_the_grid_change(cli, tab, base, run_id, [str(r["run_id"]) for r in shown["runs"]])
 
     # a form whose CSRF field was taken out is refused, and changes nothing
     tab.go(f"{base}/dags/ops/actions")
@@ -94,6 +96,45 @@ def test_an_operator_triggers_clears_and_backfills_from_the_browser(served_ops: 
     assert "403" in tab.text() and "CSRF" in tab.text()
     shot(tab, "csrf_refused")
     assert cli.json("dags", "list")[0]["is_paused"] is False
+
+
+def mark_from_the_browser(cli: Cli, tab: Tab, base: str, run_id: str) -> None:
+    """Task instance a of the triggered run marked success with its downstream task, from the run page's mark
+    link through the confirm page that lists what the mark sets."""
+    tab.go(f"{base}/runs/{run_id}")
+    tab.submit("document.querySelector('a.mark[href$=\"/tasks/a/mark\"]').click()")
+    tab.run("document.querySelector('#choose input[name=downstream]').checked = true")
+    tab.submit("document.querySelector('#choose button').click()")
+    rows = tab.run("[...document.querySelectorAll('#would-set tbody tr')].map(r => r.innerText.split('\\t'))")
+    assert rows == [["a", "scheduled", "success"], ["b", "scheduled", "success"]], rows
+    shot(tab, "mark_task")
+    tab.submit("document.querySelector('#confirm button').click()")
+    assert tab.url == f"{base}/runs/{run_id}"
+    shown = cli.json("runs", "show", run_id)
+    assert shown["state"] == "success" and {ti["state"] for ti in shown["task_instances"]} == {"success"}
+    assert cli.json("events", "--run", run_id, "--kind", "tasks_marked")[-1]["actor"] == "web:op"
+
+
+GRID = """[...document.querySelectorAll('table.grid thead a.run-head')].map((head, i) => [head.textContent,
+  head.className.match(/state-(\\S+)/)[1],
+  Object.fromEntries([...document.querySelectorAll('table.grid tbody tr')].map(row => {
+    const sq = row.querySelectorAll('td.cell')[i].querySelector('a.sq');
+    return [row.querySelector('th').textContent, sq ? sq.className.match(/state-(\\S+)/)[1] : null];
+  }))])"""
+
+
+def see_the_grid_change(cli: Cli, tab: Tab, base: str, triggered: str, backfilled: list[str]) -> None:
+    """The grid, read from its DOM: a column per run (its id and state) with a square per task (its state);
+    the triggered run, run 1 with its cleared task and the backfill's runs are there as the CLI shows them."""
+    tab.go(f"{base}/dags/ops/grid")
+    shot(tab, "grid_after_actions")
+    columns = {run: (state, cells) for run, state, cells in tab.run(GRID)}
+    assert {triggered, "1", *backfilled} <= set(columns)
+    for run in (triggered, "1", *backfilled):
+        shown = cli.json("runs", "show", run)
+        by_task = {ti["task_id"]: ti["state"] for ti in shown["task_instances"]}
+        assert columns[run] == (shown["state"], {t: by_task.get(t) for t in ("a", "b")}), run
+    assert columns["1"][0] == "queued" and columns["1"][1]["a"] == "success" and columns["1"][1]["b"] != "success"
 
 
 def test_a_viewer_sees_no_action_and_the_write_api_refuses_it(served_ops: tuple[Cli, str], browser: Browser) -> None:
@@ -119,3 +160,20 @@ def test_a_foreign_host_header_is_refused(served_ops: tuple[Cli, str]) -> None:
         connection.request("GET", "/login", headers={"Host": host})
         assert connection.getresponse().status == status, host
         connection.close()
+
+
+def test_an_admin_sees_connections_and_variables_with_their_secrets_masked(served_ops: tuple[Cli, str],
+                                                                         browser: Browser) -> None:
+    cli, base = served_ops
+    assert cli.run("users", "create", "boss", "--role", "admin", input=PASSWORD + "\n").exit_code == 0
+    cli.ok("connections", "add", "warehouse", "--uri", "postgresql://etl:pw-s3cret@db.example:5432/sales")
+    cli.ok("variables", "set", "api_token", "tok-s3cret")
+    tab = browser.tab()
+    sign_in(tab, base, "boss", "/admin/users")
+    shot(tab, "admin_users")
+    tab.submit("document.querySelector('.admin-nav a[href=\"/admin/connections\"]').click()")
+    shot(tab, "admin_connections")
+    row = tab.run("[...document.querySelectorAll('#connections tbody tr td')].map(td => td.innerText)")
+    assert row[:7] == ["warehouse", "postgresql", "db.example", "5432", "etl", "sales", "***"], row
+    tab.go(f"{base}/admin/variables")
+    assert "api_token *** " in tab.text() and "s3cret" not in tab.run("document.documentElement.outerHTML")

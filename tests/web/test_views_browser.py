@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import LEDGER, Cli
-from tests.web.cdp_pages import Browser
+from tests.web.cdp import Browser, Tab
 from tests.web.test_browser import ARTIFACTS, chromium_or_skip, fetch, webserver
 
 pytestmark = pytest.mark.browser
@@ -27,89 +27,89 @@ def views_server(views_home: Cli) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+def browser() -> Iterator[Tab]:
     b = Browser(chromium_or_skip())
     try:
-        yield b
+        yield b.tab()
     finally:
         b.close()
 
 
-def computed(b: Browser, selector: str, prop: str) -> str:
-    return str(b.js(f"getComputedStyle(document.querySelector({json.dumps(selector)}))[{json.dumps(prop)}]"))
+def computed(b: Tab, selector: str, prop: str) -> str:
+    return str(b.run(f"getComputedStyle(document.querySelector({json.dumps(selector)}))[{json.dumps(prop)}]"))
 
 
-def test_the_grid_graph_gantt_and_log_as_a_person_sees_them(views_server: str, browser: Browser) -> None:
+def test_the_grid_graph_gantt_and_log_as_a_person_sees_them(views_server: str, browser: Tab) -> None:
     b = browser
-    b.open(views_server + "/")
+    b.go(views_server + "/")
     assert "overridden 2 success 2" in b.text()
     b.screenshot(ARTIFACTS / "home_counts.png")
-    b.open(views_server + "/backfills/1")
-    assert b.js("document.querySelector('progress').max") == 2 and b.js("document.querySelector('progress').value") == 2
+    b.go(views_server + "/backfills/1")
+    assert b.run("[document.querySelector('progress').max, document.querySelector('progress').value]") == [2, 2]
     b.screenshot(ARTIFACTS / "backfill_page.png")
-    b.open(views_server + "/dags/berlin/grid")
-    assert b.js("document.querySelectorAll('a.sq').length") == 4 * 2  # 4 tasks x 2 live runs
+    b.go(views_server + "/dags/berlin/grid")
+    assert b.run("document.querySelectorAll('a.sq').length") == 4 * 2  # 4 tasks x 2 live runs
     assert computed(b, "a.sq.state-success", "backgroundColor") == "rgb(82, 183, 136)"
-    assert b.js("document.querySelectorAll('a.replaced-mark').length") == 2
+    assert b.run("document.querySelectorAll('a.replaced-mark').length") == 2
     b.screenshot(ARTIFACTS / "grid.png")
 
-    b.open(views_server + "/runs/3")
-    assert b.js("document.querySelectorAll('svg.dag-graph path.edge').length") == 3
+    b.go(views_server + "/runs/3")
+    assert b.run("document.querySelectorAll('svg.dag-graph path.edge').length") == 3
     # each box filled in its state's colour (the old rule order left every box white)
-    fills = b.js("[...document.querySelectorAll('svg.dag-graph g.node rect')].map(r => getComputedStyle(r).fill)")
+    fills = b.run("[...document.querySelectorAll('svg.dag-graph g.node rect')].map(r => getComputedStyle(r).fill)")
     assert fills == ["rgb(216, 243, 220)"] * 4
-    box = b.js("(() => { const r = document.querySelector('svg.dag-graph rect.group-box').getBBox();"
+    box = b.run("(() => { const r = document.querySelector('svg.dag-graph rect.group-box').getBBox();"
                " return [r.width, r.height]; })()")
     assert box[0] > 2 * 180 and box[1] > 44  # the load group's box around its two tasks
     b.screenshot(ARTIFACTS / "graph.png")
 
-    b.open(views_server + "/runs/3/gantt")
-    widths = b.js("[...document.querySelectorAll('svg.gantt rect.bar')].map(r => r.getBBox().width)")
+    b.go(views_server + "/runs/3/gantt")
+    widths = b.run("[...document.querySelectorAll('svg.gantt rect.bar')].map(r => r.getBBox().width)")
     assert len(widths) == 5 and all(w >= 2 for w in widths)
     assert computed(b, "svg.gantt rect.bar", "fill") == "rgb(82, 183, 136)"
     b.screenshot(ARTIFACTS / "gantt.png")
 
-    b.open(views_server + "/runs/3/tasks/colours/tries/1/log")
-    assert b.js("document.querySelector('#log .ansi-fg-1').textContent") == "red alert"
+    b.go(views_server + "/runs/3/tasks/colours/tries/1/log")
+    assert b.run("document.querySelector('#log .ansi-fg-1').textContent") == "red alert"
     assert computed(b, "#log .ansi-fg-1", "color") == "rgb(196, 38, 46)"
     assert computed(b, "#log .ansi-bold", "fontWeight") == "700"
-    lines = str(b.js("document.getElementById('log').innerText")).splitlines()
+    lines = str(b.run("document.getElementById('log').innerText")).splitlines()
     assert "red alert plain bold green <b>x</b>" in lines and not any("\x1b" in line for line in lines)
     b.screenshot(ARTIFACTS / "log.png")
 
 
 def test_times_switch_between_the_dags_timezone_and_utc_and_the_choice_is_kept(
-        views_server: str, browser: Browser) -> None:
+        views_server: str, browser: Tab) -> None:
     b = browser
-    b.open(views_server + "/runs/3")
+    b.go(views_server + "/runs/3")
     shown = b.text()
     assert "logical date 2024-03-01 06:00:00+01:00" in shown and "05:00:00Z" not in shown
-    b.js("document.getElementById('tz-toggle').click()")
+    b.run("document.getElementById('tz-toggle').click()")
     shown = b.text()
     assert "logical date 2024-03-01 05:00:00Z" in shown and "06:00:00+01:00" not in shown
-    b.open(views_server + "/dags/berlin/grid")  # another page: still UTC
-    assert "2024-03-01 05:00:00Z" in b.js("document.querySelector('table.grid .dates').innerText")
-    b.js("document.getElementById('tz-toggle').click()")
-    b.open(views_server + "/runs/3")
+    b.go(views_server + "/dags/berlin/grid")  # another page: still UTC
+    assert "2024-03-01 05:00:00Z" in b.run("document.querySelector('table.grid .dates').innerText")
+    b.run("document.getElementById('tz-toggle').click()")
+    b.go(views_server + "/runs/3")
     assert "logical date 2024-03-01 06:00:00+01:00" in b.text()
 
 
-def test_dark_mode_follows_the_browsers_preference(views_server: str, browser: Browser) -> None:
+def test_dark_mode_follows_the_browsers_preference(views_server: str, browser: Tab) -> None:
     b = browser
     b.dark(True)
     try:
-        b.open(views_server + "/runs/3")
+        b.go(views_server + "/runs/3")
         assert computed(b, "body", "backgroundColor") == "rgb(20, 23, 29)"
         assert computed(b, "svg.dag-graph g.node.state-success rect", "fill") == "rgb(31, 77, 51)"
         b.screenshot(ARTIFACTS / "dark.png")
     finally:
         b.dark(False)
-    b.open(views_server + "/runs/3")
+    b.go(views_server + "/runs/3")
     assert computed(b, "body", "backgroundColor") == "rgb(250, 251, 252)"
 
 
 def test_a_running_trys_log_is_followed_until_the_try_ends(views_server: str, views_home: Cli,
-                                                           browser: Browser) -> None:
+                                                           browser: Tab) -> None:
     b = browser
     created = re.search(r"created manual run (\d+) of slow", views_home.ok("trigger", "slow"))
     assert created is not None
@@ -125,15 +125,15 @@ def test_a_running_trys_log_is_followed_until_the_try_ends(views_server: str, vi
                 break
             assert time.monotonic() < deadline and scheduler.poll() is None, body
             time.sleep(0.1)
-        b.open(f"{views_server}/runs/{run_id}/tasks/tick/tries/1/log")
-        assert b.js("document.getElementById('log').hasAttribute('data-follow')")
-        first = b.js("document.getElementById('log').textContent.split('tick ').length - 1")
+        b.go(f"{views_server}/runs/{run_id}/tasks/tick/tries/1/log")
+        assert b.run("document.getElementById('log').hasAttribute('data-follow')")
+        first = b.run("document.getElementById('log').textContent.split('tick ').length - 1")
         assert first < 20
         b.wait_for(f"document.getElementById('log').textContent.split('tick ').length - 1 > {first}", timeout=30)
         b.wait_for("document.querySelector('.following').textContent === 'the try has ended'", timeout=60)
         # the file is rewritten as the try ends, the secret it read masked: the page shows it as it is then
         b.wait_for("document.getElementById('log').textContent.includes('token ***')", timeout=30)
-        text = str(b.js("document.getElementById('log').textContent"))
+        text = str(b.run("document.getElementById('log').textContent"))
         assert [line for line in text.splitlines() if line.startswith("tick ")] == [f"tick {i}" for i in
                                                                                    range(1, 21)]
         assert "outcome: success" in text and "s3cr3t-value" not in text

@@ -1,5 +1,5 @@
 """`airflow.operators.latest_only`."""
 
-from ledger.airflow_compat.operators import LatestOnlyOperator
+from ledger.airflow_compat.flow import LatestOnlyOperator
 
 __all__ = ["LatestOnlyOperator"]

@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "web_bench": (["--existing", "100000", "--requests", "500"], ["--existing", "10000", "--requests", "100"]),
     "grid_bench": (["--runs", "10000", "--tasks", "20"], ["--runs", "1000", "--tasks", "20"]),
     "downstream_plan": (["--partitions", "1000"], ["--partitions", "100"]),
+    "dataset_latency": (["--events", "30"], ["--events", "10"]),
 }
 
 

@@ -8,6 +8,7 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +171,35 @@ def run_sampled(cmd: list[str], *, env: dict[str, str], stdout: Any, interval: f
     for key in ("main_hwm", "main_rss_max", "children_rss_max", "child_rss_max", "main_pss_max", "children_pss_max"):
         out[f"{key}_mb"] = seen[f"{key}_kb"] / 1024.0
     return out
+
+
+def utc(value: Any) -> datetime:
+    """A timestamp read from the database (a datetime, or its text on SQLite) as an aware UTC datetime."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    parsed = datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def wait_for(what: Any, log: Path, timeout: float = 60.0) -> Any:
+    """Poll `what()` every 5 ms until it gives something true, and return that; SystemExit naming `log` (the
+    scheduler's output) after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.005)
+    raise SystemExit(f"timed out; scheduler output in {log}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a process started for a benchmark (SIGTERM, then SIGKILL after 60 s)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def load_average() -> float:

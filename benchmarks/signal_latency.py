@@ -25,13 +25,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
-from benchmarks._common import ledger_command, ledger_env, load_average, percentile, summarise
+from benchmarks._common import ledger_command, ledger_env, load_average, percentile, stop, summarise, utc, wait_for
 
 DAG = '''
 import time
@@ -51,13 +50,6 @@ with DAG("bench_signal", schedule=None, start_date=pendulum.datetime(2024, 1, 1,
     PythonTask("keeper", keep, signals={"bench.open": "START"})
     PythonTask("hit", hit, signals={"bench.go": "START"})
 '''
-
-
-def _ts(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    parsed = datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def one_round(workdir: Path, url: str | None, mode: str, sends: int) -> dict[str, Any]:
@@ -89,14 +81,8 @@ def one_round(workdir: Path, url: str | None, mode: str, sends: int) -> dict[str
                 {"t": task_id, "n": number}).first()
         return (row[0], row[1]) if row is not None else None
 
-    def wait(what: Any, timeout: float = 60.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = what()
-            if found:
-                return found
-            time.sleep(0.005)
-        raise SystemExit(f"timed out; scheduler output in {workdir / 'scheduler.out'}")
+    def wait(what: Any) -> Any:
+        return wait_for(what, workdir / "scheduler.out")
 
     latencies: list[float] = []
     try:
@@ -109,13 +95,9 @@ def one_round(workdir: Path, url: str | None, mode: str, sends: int) -> dict[str
             service.send("bench.go", str(n), sender="benchmark")
             started, _ended = wait(lambda n=n: (lambda t: t if t and t[0] is not None and t[1] is not None
                                                 else None)(try_of("hit", n)))
-            latencies.append((_ts(started).timestamp() - before) * 1000.0)
+            latencies.append((utc(started).timestamp() - before) * 1000.0)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
         engine.dispose()
     return {"p50_ms": percentile(latencies, 50), "p90_ms": percentile(latencies, 90), "max_ms": max(latencies)}

@@ -29,7 +29,7 @@ EVENT_KINDS = frozenset({
     "tasks_cleared", "tasks_marked", "try_adopted", "try_lost", "try_not_started", "try_redelivery_refused",
     "variable_deleted", "variable_set", "version_registered", "version_reverted", "code_dropped",
     "fernet_key_rotated", "dataset_triggered", "dataset_rerun", "user_created", "user_deleted", "user_role_set",
-    "api_token_created", "api_token_revoked", "try_resent",
+    "api_token_created", "api_token_revoked", "inlets_read", "try_resent",
 })
 
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from cli.env import open_env, print_json
 from cli.options import Json, Reason, RunId, reason_text
 from ledger.documents import run_document
+from ledger.mapping import label
 from ledger.store import runs as run_store
 
 app = typer.Typer(help="Inspect DAG runs.", no_args_is_help=True)
@@ -76,6 +77,13 @@ def _render(row: dict[str, Any]) -> None:
             writes.add_row(w["dataset"], w["partition"], w["task_id"], f"{w['try_number']} ({w['try_state']})",
                            "" if w["rows"] is None else str(w["rows"]), w["written_at"] or "")
         out.print(writes)
+    if row["inlets_read"]:
+        read = Table("task", "try", "inlet", "partition", "event", "written by", title="what its tries read (inlets)",
+                     title_justify="left")
+        for r in row["inlets_read"]:
+            read.add_row(label(r["task_id"], r["map_index"]), str(r["try_number"]), r["inlet"], r["partition"] or "",
+                         r["event_id"], f"{r['source_dag_id']} run {r['source_run_id']}")
+        out.print(read)
 
 
 def _operate(run: int, what: str, apply: Any, why: str | None) -> None:

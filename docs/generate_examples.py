@@ -358,6 +358,10 @@ DATASETS: list[tuple[str, list[Step]]] = [
                              "--downstream --yes", "# scheduler --exit-when-idle", "timeline report --all",
                              "lineage --stale"]),
     ("datasets-why", ["@sh ledger events --dag report --kind dataset_rerun --json | jq '.[0].details.cause'"]),
+    ("datasets-inlets", ["@sh RUN=$(ledger timeline report --json | jq -r '.[] | select(.state == \"success\") "
+                         "| select(.logical_date | startswith(\"2024-03-02\")) | .run_id'); "
+                         "ledger runs show $RUN --json | jq '.inlets_read'; ledger tasks logs report $RUN report "
+                         "| grep reading"]),
 ]
 
 

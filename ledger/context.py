@@ -40,6 +40,8 @@ class TaskContext:
     # Airflow's `triggering_dataset_events` of a dataset-triggered run: dataset -> the events it consumed, each a
     # dict (partition, extra, source_dag_id, source_run_id, source_task_id, timestamp)
     triggering_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # the events of the task's inlets the try was given, by inlet (`dataset:KEY`, `alias:NAME`): see inlet_events
+    inlet_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def xcom_path(self) -> str | None:
@@ -98,6 +100,14 @@ class TaskContext:
         outlet its extra; `context.outlet_events[alias].add(Dataset(uri), extra=...)` adds an event of that dataset
         to an alias. Recorded with the try's outcome, when it succeeds."""
         return OutletEvents(self.writes_path)
+
+    @property
+    def inlet_events(self) -> Any:
+        """Airflow's `inlet_events`: `context.inlet_events[dataset]` is the list of events of that inlet the try
+        reads, oldest first (ledger.datasets.InletEvents)."""
+        from ledger.datasets import InletEvents
+
+        return InletEvents(self.inlet_dataset_events)
 
     def send_signal(self, key: str, value: str, *, meta: dict[str, Any] | None = None) -> Any:
         """Send a signal (see `ledger signal send`) from this try; returns the stored Signal.

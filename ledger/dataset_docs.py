@@ -161,6 +161,18 @@ def consumed_document(session: Session, run_id: int) -> list[Doc]:
     return [{**event_json(e, writers), "cause": cause} for _r, cause, e in rows]
 
 
+def inlets_document(session: Session, run_id: int) -> list[Doc]:
+    """What each try of a run read of its task's inlets (the events it was given as `context.inlet_events`), one
+    row per event read, in the order the tries were queued."""
+    rows = []
+    for e in dataset_store.inlet_reads(session, run_id):
+        d = e.details
+        for r in d.get("read", []):
+            rows.append({"task_id": d.get("task_id"), "map_index": d.get("map_index", -1),
+                         "try_number": d.get("try_number"), **r, "at": iso(e.at)})
+    return rows
+
+
 def condition_text(spec: DagSpec) -> str | None:
     return None if spec.datasets is None else describe(spec.datasets["condition"])
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -473,3 +473,72 @@ def downstream_plan(written: Mapping[str, Iterable[str]], consumers: Sequence[Co
                         nxt.setdefault(out, set()).add(key[1])
         frontier = nxt
     return sorted(plan.values(), key=lambda i: (i.depth, i.dag_id, i.logical_date))
+
+
+# -- inlets: what a try reads -------------------------------------------------------------------------------------
+
+INLET_EVENTS_LIMIT = 100  # the newest events of an unpartitioned inlet (or an alias) a try is given
+
+
+def inlet_leaf(inlet: Mapping[str, Any]) -> str:
+    """An inlet's key among a try's inlet events: `dataset:KEY` or `alias:NAME` (as leaf_keys names them)."""
+    return f"dataset:{inlet['dataset']}" if "dataset" in inlet else f"alias:{inlet['alias']}"
+
+
+def inlet_partitions(inlet: Mapping[str, Any], start: dt.datetime, end: dt.datetime) -> list[str] | None:
+    """The partitions of a partitioned inlet that a run with data interval [start, end] reads (those of its
+    interval: one for a partition-triggered run); None: not partitioned (the try gets the newest events)."""
+    parts = partitions_from(inlet.get("partitions")) if "dataset" in inlet else None
+    return None if parts is None else parts.within(start, end)
+
+
+class InletEvent(dict[str, Any]):
+    """One dataset event a try reads, as a dict and, Airflow's way, by attribute (`event.extra`,
+    `event.timestamp`, `event.source_dag_id`, `event.source_run_id`, `event.source_task_id`, `event.partition`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class InletEvents:
+    """`context.inlet_events` (Airflow 2.10+, 3.x): `inlet_events[dataset]` (a Dataset or Asset, an alias, a
+    dataset's key, or the inlet's index) is the list of that inlet's events the try was given, oldest first
+    (`[-1]`: the newest): for a partitioned dataset, the newest event of each partition of the run's data
+    interval; otherwise the newest INLET_EVENTS_LIMIT events. Only the task's inlets can be asked for."""
+
+    def __init__(self, found: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        self._found = {leaf: [InletEvent(e) for e in events] for leaf, events in found.items()}
+
+    def _leaf(self, key: Any) -> str:
+        if isinstance(key, bool):
+            raise KeyError(key)
+        if isinstance(key, int):
+            return list(self._found)[key]
+        if isinstance(key, Dataset):
+            return f"dataset:{key.key}"
+        if isinstance(key, DatasetAlias):
+            return f"alias:{key.name}"
+        return f"dataset:{key}"
+
+    def __getitem__(self, key: Any) -> list[InletEvent]:
+        try:
+            return self._found[self._leaf(key)]
+        except (KeyError, IndexError):
+            named = ", ".join(leaf.split(":", 1)[1] for leaf in self._found) or "none"
+            raise KeyError(f"{key!r} is not an inlet of this task (its inlets: {named})") from None
+
+    def __contains__(self, key: Any) -> bool:
+        try:
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return (leaf.split(":", 1)[1] for leaf in self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)

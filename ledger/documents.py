@@ -17,7 +17,7 @@ from typing import Any
 import pendulum
 from sqlalchemy.orm import Session
 
-from ledger.dataset_docs import consumed_document
+from ledger.dataset_docs import consumed_document, inlets_document
 from ledger.datasets import schedule_summary
 from ledger.dates import iso, iso_raw, parse_user_date
 from ledger.errors import InvalidInput, NotFound
@@ -126,6 +126,7 @@ def run_document(session: Session, run_id: int | str) -> Doc:
                       "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
                       "written_at": iso(w.written_at)} for w in lineage_store.of_run(session, r.id)]
     row["consumed"] = consumed_document(session, r.id)  # the dataset events it consumed (cause: why it re-ran)
+    row["inlets_read"] = inlets_document(session, r.id)  # the events each try read of its task's inlets
     return row
 
 

@@ -15,7 +15,8 @@ macros.datetime, macros.timedelta.
 Airflow's other names are there too (Airflow's "Templates reference"): ts_nodash_with_tz,
 task_instance_key_str (`dag__task__YYYYMMDD`), dag_run (conf, run_id, run_type, logical_date, data interval,
 dag_id, external_trigger), map_index_template, expanded_ti_count, test_mode, exception, inlets, outlets,
-triggering_dataset_events, and Airflow 2's deprecated date names (execution_date, next_ds, prev_ds,
+triggering_dataset_events, inlet_events, outlet_events (ledger/datasets.py), and Airflow 2's deprecated date
+names (execution_date, next_ds, prev_ds,
 yesterday_ds, tomorrow_ds and their _nodash forms, next_execution_date, prev_execution_date);
 prev_data_interval_start_success, prev_data_interval_end_success, prev_start_date_success and
 prev_end_date_success come from the run's prior successful run (ledger/store/prior_runs.py; None when there is
@@ -122,7 +123,16 @@ CONTEXT_NAMES = (
     "tomorrow_ds_nodash", "next_execution_date", "prev_execution_date", "run_id", "run_type", "try_number",
     "dag_version", "dag", "task", "ti", "task_instance", "task_instance_key_str", "params", "conf", "dag_run",
     "templates_dict", "var", "conn", "macros", "test_mode", "exception", "inlets", "outlets",
-    "triggering_dataset_events", "triggering_asset_events", "expanded_ti_count", "map_index_template")
+    "triggering_dataset_events", "triggering_asset_events", "inlet_events", "outlet_events", "expanded_ti_count",
+    "map_index_template")
+
+
+def _dataset_names(task: Any, ti: Any) -> dict[str, Any]:
+    """The task's inlets and outlets, and what the try (`ti`: its TaskContext) has of their events."""
+    triggering = dict(getattr(ti, "triggering_dataset_events", None) or {})
+    return {"inlets": list(getattr(task, "inlets", None) or []), "outlets": list(getattr(task, "outlets", None) or []),
+            "triggering_dataset_events": triggering, "triggering_asset_events": triggering,
+            "inlet_events": getattr(ti, "inlet_events", None), "outlet_events": getattr(ti, "outlet_events", None)}
 
 
 def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetime, data_interval_end: dt.datetime,
@@ -146,8 +156,7 @@ def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetim
         "yesterday_ds_nodash": when.subtract(days=1).format("YYYYMMDD"),
         "tomorrow_ds": when.add(days=1).format("YYYY-MM-DD"), "tomorrow_ds_nodash": when.add(days=1).format("YYYYMMDD"),
         **prior_success_names(prev_success),
-        "test_mode": run_type == "test", "exception": None, "inlets": [], "outlets": [],
-        "triggering_dataset_events": {}, "triggering_asset_events": {}, "expanded_ti_count": None,
+        "test_mode": run_type == "test", "exception": None, **_dataset_names(task, ti), "expanded_ti_count": None,
         "map_index_template": None,
         "dag_run": SimpleNamespace(conf=dict(conf), run_id=run_id, run_type=run_type, logical_date=when,
                                    execution_date=when, data_interval_start=start, data_interval_end=end,

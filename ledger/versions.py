@@ -272,6 +272,7 @@ class TaskSpec:
     marker: Mapping[str, Any] | None = None
     mapped_group: str | None = None  # in a mapped task group: its instance i follows its group siblings' i
     outlets: tuple[Mapping[str, Any], ...] = ()  # the datasets and aliases it writes (ledger/datasets.py)
+    inlets: tuple[Mapping[str, Any], ...] = ()  # the datasets and aliases it reads (context.inlet_events)
     queue: str = "default"  # the Celery queue its tries go to (ledger.dag.DEFAULT_QUEUE)
 
     @property
@@ -374,7 +375,7 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
             flow=t.get("flow"), setup=t.get("setup", False), teardown=t.get("teardown", False),
             fail_dagrun=t.get("on_failure_fail_dagrun", False), sensor=t.get("sensor"),
             marker=t.get("definition") if t["kind"] == "external_task_marker" else None,
-            outlets=tuple(t.get("outlets", ())), queue=t.get("queue", "default"),
+            outlets=tuple(t.get("outlets", ())), inlets=tuple(t.get("inlets", ())), queue=t.get("queue", "default"),
         )
         for t in data["tasks"]
     }

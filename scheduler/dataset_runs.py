@@ -21,10 +21,13 @@ from sqlalchemy.orm import Session
 
 from ledger.dataset_docs import event_json
 from ledger.datasets import (
+    INLET_EVENTS_LIMIT,
     Consumed,
     DatasetError,
     EventRow,
     TimePartitions,
+    inlet_leaf,
+    inlet_partitions,
     leaf_keys,
     partitioning_of,
     partitions_from,
@@ -96,25 +99,58 @@ def produced_partitions(parts: TimePartitions, key: str, uri: str, writes: Seque
 
 @dataclass
 class QuietConsumers:
-    """What a scheduler learnt in its passes: the consumer DAGs that had nothing to create, by (version, newest
-    dataset event then). Until a new event or version, they are skipped: consumer runs come only from events (a
-    stale run waiting for its job to finish is never quiet)."""
+    """What a scheduler learnt in its passes: the consumer DAGs (by the leaves of their conditions, as of the last
+    pass over every DAG), those that had nothing to create (by the version they had then), and the newest dataset
+    event the passes have seen. A quiet consumer is skipped until one of the datasets or aliases of its condition
+    gets an event newer than that (or it gets a new version, or leaves the schedulable DAGs): consumer runs come
+    only from events. A pass after an event (`only_news`) looks only at that event's consumers and those not quiet
+    (a stale run waiting for its job to finish is never quiet), not at every DAG."""
 
-    quiet: dict[str, tuple[str, int]] = field(default_factory=dict)
+    quiet: dict[str, str] = field(default_factory=dict)
+    consumers: dict[str, set[str]] = field(default_factory=dict)  # leaf -> the consumer DAGs it is a leaf of
+    seen: int = -1  # the newest event id of the last pass (-1: none yet, every consumer is looked at)
+
+    def news(self, session: Session) -> bool:
+        """Whether an event newer than the last pass's exists (one cheap read: the newest id)."""
+        return dataset_store.newest_event_id(session) > self.seen
+
+    def candidates(self, changed: set[str]) -> list[str]:
+        """The consumers a pass after events of `changed` looks at."""
+        known = {d for dags in self.consumers.values() for d in dags}
+        return sorted({d for leaf in changed for d in self.consumers.get(leaf, ())} | (known - set(self.quiet)))
 
 
-def create_dataset_runs(session: Session, *, now: datetime, actor: str,
-                        cache: QuietConsumers | None = None) -> list[DagRun]:
-    """Create the consumer runs whose conditions are met (see the module's doc)."""
+def create_dataset_runs(session: Session, *, now: datetime, actor: str, cache: QuietConsumers | None = None,
+                        only_news: bool = False) -> list[DagRun]:
+    """Create the consumer runs whose conditions are met (see the module's doc); `only_news`: look only at the
+    consumers of the events since the cache's last pass, and those not quiet."""
     created: list[int] = []
     newest = dataset_store.newest_event_id(session) if cache is not None else 0
-    for dag_id, version, _fileloc in dag_store.schedulable(session):
-        if cache is not None and cache.quiet.get(dag_id) == (version, newest):
-            continue
+    changed: set[str] | None = None  # the leaves with events since the last pass (None: look at every consumer)
+    if cache is not None and cache.seen >= 0:
+        changed = dataset_store.written_since(session, cache.seen) if newest > cache.seen else set()
+    targeted = only_news and cache is not None and changed is not None
+    if targeted:
+        assert cache is not None and changed is not None
+        dags = dag_store.schedulable(session, cache.candidates(changed))
+    else:
+        dags = dag_store.schedulable(session)
+        if cache is not None:  # a paused or removed DAG is looked at afresh when it is back
+            names = {dag_id for dag_id, _v, _f in dags}
+            cache.quiet = {d: v for d, v in cache.quiet.items() if d in names}
+            cache.consumers = {}
+    for dag_id, version, _fileloc in dags:
         spec = dag_store.spec(session, dag_id, version)
         if spec.datasets is None:
             continue
         cond = spec.datasets["condition"]
+        leaves = leaf_keys(cond)
+        if cache is not None and not targeted:
+            for leaf in leaves:
+                cache.consumers.setdefault(leaf, set()).add(dag_id)
+        if cache is not None and changed is not None and cache.quiet.get(dag_id) == version \
+                and changed.isdisjoint(leaves):
+            continue
         parts = partitioning_of(cond)
         if parts is None:
             made, waiting = _unpartitioned(session, spec, cond, now=now, actor=actor), False
@@ -125,7 +161,9 @@ def create_dataset_runs(session: Session, *, now: datetime, actor: str,
             if made or waiting:
                 cache.quiet.pop(dag_id, None)
             else:
-                cache.quiet[dag_id] = (version, newest)
+                cache.quiet[dag_id] = version
+    if cache is not None:
+        cache.seen = newest
     return sorted(loop_store.runs_by_id(session, created).values(), key=lambda r: (r.dag_id, r.logical_date)) \
         if created else []
 
@@ -160,8 +198,8 @@ def _unpartitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], *, 
     if consumed is None:
         return []
     interval = trigger_interval(consumed)
-    held = dataset_store.live_runs(session, spec.dag_id)
-    while interval.start in held:  # (another run holds that very instant: the next microsecond is free)
+    # (another run holds that very instant: the next free microsecond; only that instant is read, not every run)
+    while run_store.live_dates_from(session, spec.dag_id, interval.start, until=interval.start):
         nudged = interval.start.add(microseconds=1)
         interval = DataInterval(nudged, max(nudged, interval.end))
     run_id = run_store.splice(session, spec, run_store.NewRun(interval, RunType.DATASET), now=now, actor=actor,
@@ -249,3 +287,35 @@ def _consumed(session: Session, spec: DagSpec, read: Mapping[int, tuple[list[Eve
         rows.append(dict(at=now, kind="dataset_rerun" if cause else "dataset_triggered", actor=actor,
                          dag_id=spec.dag_id, run_id=run_id, details=details))
     events.record_many(session, rows)
+
+
+def inlet_events(session: Session, chosen: Sequence[tuple[Any, DagRun, DagSpec]], tries: Mapping[int, int], *,
+                 now: datetime, actor: str) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """task instance id -> inlet -> the events its try reads (`context.inlet_events`), for the tries just queued
+    whose tasks have inlets; each such try's reads are recorded as an `inlets_read` event of its run, in the
+    transaction that queues it (`ledger runs show` lists them per try)."""
+    found: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    rows = []
+    for ti, run, spec in chosen:
+        task = spec.tasks.get(ti.task_id)
+        if task is None or not task.inlets:
+            continue
+        given: dict[str, list[dict[str, Any]]] = {}
+        read = []
+        for inlet in task.inlets:
+            leaf = inlet_leaf(inlet)
+            got = dataset_store.inlet_events(
+                session, leaf, inlet_partitions(inlet, run.data_interval_start, run.data_interval_end),
+                INLET_EVENTS_LIMIT)
+            given[leaf] = [{"event_id": str(e.id), "dataset": e.dataset, "partition": e.partition, "alias": e.alias,
+                            "extra": e.extra or {}, "source_dag_id": e.dag_id, "source_run_id": str(e.run_id),
+                            "source_task_id": e.task_id, "timestamp": e.created_at.isoformat()} for e in got]
+            read += [{"inlet": leaf.split(":", 1)[1], "event_id": str(e.id), "dataset": e.dataset,
+                      "partition": e.partition, "source_dag_id": e.dag_id, "source_run_id": str(e.run_id)}
+                     for e in got]
+        found[ti.id] = given
+        rows.append(dict(at=now, kind="inlets_read", actor=actor, dag_id=run.dag_id, run_id=run.id,
+                         details={"task_id": ti.task_id, "map_index": ti.map_index, "try_number": tries[ti.id],
+                                  "read": read}))
+    events.record_many(session, rows)
+    return found

@@ -936,6 +936,7 @@ class DagRunJob:
         previous = self.facts.run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
                                                  if run.previous_run_id is not None})
         triggering = dataset_runs.triggering_events(session, [run for _ti, run, _s in chosen])
+        inlets = dataset_runs.inlet_events(session, chosen, tries, now=now, actor=self.actor)
         prior = prior_runs.prior_successes(session, {run.id for _ti, run, _s in chosen})  # prev_*_success
         work = []
         logs = str(self.logs_folder)
@@ -958,7 +959,7 @@ class DagRunJob:
                 priority_weight=ti.priority_weight, xcom=passed.get(run.id, {}),
                 prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
                 prev_success=prior.get(run.id),
-                triggering_events=triggering.get(run.id),
+                triggering_events=triggering.get(run.id), inlet_events=inlets.get(ti.id),
                 signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
 

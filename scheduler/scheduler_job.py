@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ledger.models import DagRun
 from ledger.signal_delivery import ring
 from scheduler import signal_actions
 from scheduler.cadence import Cadence
@@ -31,6 +32,8 @@ class SchedulerJob(DagRunJob):
     _scheduling: Cadence = field(init=False)
     _due: DueCache = field(default_factory=DueCache)  # DAGs with nothing due until their next interval ends
     _quiet_consumers: QuietConsumers = field(default_factory=QuietConsumers)  # consumers with nothing to create
+    # consumer runs are looked for with due runs, and at once (alone) after a dataset event
+    _consumers: Cadence = field(init=False)
     _unsynced: list[Any] = field(default_factory=list)  # parse results a database fault kept from being stored
     _signal_index: signal_actions.Index | None = None  # which tasks listen to which signal keys
     _index_cadence: Cadence = field(init=False)  # rebuilt every scheduling_interval, and when DAGs change
@@ -39,6 +42,7 @@ class SchedulerJob(DagRunJob):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._scheduling = Cadence(self.settings.scheduling_interval)
+        self._consumers = Cadence(self.settings.scheduling_interval)
         self._index_cadence = Cadence(self.settings.scheduling_interval)
         self._signal_skip = Cadence(self.settings.poll_interval)
 
@@ -82,20 +86,31 @@ class SchedulerJob(DagRunJob):
         return True
 
     def create_runs(self, session: Session, now: datetime) -> int:
-        if not self._scheduling.due():
-            return 0
-        self._scheduling.done()
-        created = create_due_runs(session, now=now, actor=self.actor, cache=self._due)
-        created += create_dataset_runs(session, now=now, actor=self.actor, cache=self._quiet_consumers)
+        created: list[DagRun] = []
+        every = self._scheduling.due()
+        if every:
+            self._scheduling.done()
+            created = create_due_runs(session, now=now, actor=self.actor, cache=self._due)
+            if created:
+                self._scheduling.soon()  # catch-up may continue
+        if every or self._consumers.due():  # after an event, only its consumers are looked at (QuietConsumers)
+            self._consumers.done()
+            created += create_dataset_runs(session, now=now, actor=self.actor, cache=self._quiet_consumers,
+                                           only_news=not every)
         for run in created:
             self.metrics.runs_created.labels(run.run_type).inc()
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")
-        if len(created):
-            self._scheduling.soon()  # catch-up may continue
         return len(created)
 
     def datasets_changed(self) -> None:
-        self._scheduling.soon()  # consumer runs a dataset event made due are created in the next loop
+        """A try this job recorded made dataset events: its consumer runs are created in this loop's transaction
+        (run creation comes after the outcomes are recorded), claimed and started there, and their first tasks
+        queued, so that they reach a worker when the transaction commits."""
+        self._consumers.soon()
+
+    def others_wrote(self, session: Session) -> None:
+        if self._quiet_consumers.news(session):  # another job (a backfill, dags test --record) recorded events
+            self._consumers.soon()
 
     def handle_signals(self, report: LoopReport) -> list[WorkItem]:
         """Read new signals and act on them in one short transaction: a START that makes a task instance

@@ -217,6 +217,7 @@ def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskCo
         prev_success=item.prev_success,
         map_index=item.map_index,
         triggering_dataset_events=dict(item.triggering_events or {}),
+        inlet_dataset_events=dict(item.inlet_events or {}),
     )
 
 

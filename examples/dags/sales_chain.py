@@ -1,8 +1,8 @@
 """Data-aware scheduling (docs/datasets.md): three DAGs chained by two partitioned datasets.
 
 ingest (daily) writes sales_raw; clean runs on each partition of sales_raw and writes sales_clean; report runs
-on each partition of sales_clean. A rewrite of a partition upstream marks the runs that read it stale; a
-`ledger backfill ingest ... --downstream` re-runs them.
+on each partition of sales_clean, and reads it as an inlet (Airflow's `inlet_events`). A rewrite of a partition
+upstream marks the runs that read it stale; a `ledger backfill ingest ... --downstream` re-runs them.
 """
 
 import pendulum
@@ -26,5 +26,12 @@ with DAG("ingest", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, t
 with DAG("clean", schedule=[RAW]):
     BashTask("clean", "true", outlets=[CLEAN])
 
+def report(inlet_events):
+    # the newest event of each partition of sales_clean in this run's data interval: here, its one partition
+    for event in inlet_events[CLEAN]:
+        print(f"reading sales_clean {event.partition} (event {event.event_id} of {event.source_dag_id} "
+              f"run {event.source_run_id})")
+
+
 with DAG("report", schedule=[CLEAN]):
-    BashTask("report", "true")
+    PythonTask("report", report, inlets=[CLEAN])

@@ -10,7 +10,7 @@ from sqlalchemy import func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from ledger.datasets import Consumed, EventRow
-from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent
+from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent, Event
 from ledger.states import RunState
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
@@ -28,6 +28,18 @@ def record_events(session: Session, rows: list[dict[str, Any]]) -> int:
 
 def newest_event_id(session: Session) -> int:
     return session.scalar(select(func.max(DatasetEvent.id))) or 0
+
+
+def written_since(session: Session, after: int) -> set[str]:
+    """The leaves (`dataset:KEY`, `alias:NAME`, as ledger.datasets.leaf_keys names them) that got an event with an
+    id above `after`."""
+    found: set[str] = set()
+    for dataset, alias in session.execute(select(DatasetEvent.dataset, DatasetEvent.alias).where(
+            DatasetEvent.id > after).distinct()).tuples():
+        found.add(f"dataset:{dataset}")
+        if alias:
+            found.add(f"alias:{alias}")
+    return found
 
 
 def run_of(session: Session, run_id: int) -> DagRun | None:
@@ -144,3 +156,27 @@ def causes_of_dag(session: Session, dag_id: str) -> dict[int, list[DatasetEvent]
             DatasetConsumed.dag_id == dag_id, DatasetConsumed.cause.is_(True))).tuples():
         found.setdefault(run_id, []).append(e)
     return found
+
+
+def inlet_events(session: Session, leaf: str, partitions: Sequence[str] | None, limit: int) -> list[DatasetEvent]:
+    """The events a try reads of one inlet (`dataset:KEY` or `alias:NAME`), oldest first: the newest of each of
+    `partitions`, or (None) the newest `limit` events."""
+    kind, name = leaf.split(":", 1)
+    if partitions is not None:
+        if not partitions:
+            return []
+        newest = (select(func.max(DatasetEvent.id)).where(DatasetEvent.dataset == name,
+                                                          DatasetEvent.partition.in_(list(partitions)))
+                  .group_by(DatasetEvent.partition))
+        order = {p: i for i, p in enumerate(partitions)}
+        found = session.scalars(select(DatasetEvent).where(DatasetEvent.id.in_(newest)))
+        return sorted(found, key=lambda e: order.get(e.partition or "", 0))
+    which = DatasetEvent.dataset == name if kind == "dataset" else DatasetEvent.alias == name
+    rows = list(session.scalars(select(DatasetEvent).where(which).order_by(DatasetEvent.id.desc()).limit(limit)))
+    return rows[::-1]
+
+
+def inlet_reads(session: Session, run_id: int) -> list[Event]:
+    """The `inlets_read` events of a run's tries (what each try was given of its inlets), oldest first."""
+    return list(session.scalars(select(Event).where(Event.run_id == run_id, Event.kind == "inlets_read")
+                                .order_by(Event.id)))

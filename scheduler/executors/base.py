@@ -45,6 +45,8 @@ class WorkItem:
     queue: str = "default"  # the task's queue: which Celery workers may run the try (the other executors ignore it)
     # a dataset-triggered run's consumed events, by dataset (context.triggering_dataset_events)
     triggering_events: dict[str, list[dict[str, Any]]] | None = None
+    # the events of the task's inlets the try reads, by inlet (`dataset:KEY`, `alias:NAME`): context.inlet_events
+    inlet_events: dict[str, list[dict[str, Any]]] | None = None
 
 
 def utc_datetime(year: int, month: int, day: int, hour: int, minute: int, second: int, microsecond: int) -> datetime:

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.backfill.test_backfill_cli import schedule, timeline
+from tests.backfill.test_backfill_cli import db, schedule, timeline
 from tests.conftest import Cli
 from tests.web.test_pages import text_of
 
@@ -171,8 +171,12 @@ def read_events(context):
 with DAG("on_both", schedule=A & B):
     PythonTask("t", read_events)
 
+def read_inlets(*, inlet_events=None):  # Airflow 2.10+'s way: the inlets' events, oldest first
+    return {"extra": inlet_events[A][-1].extra, "count": len(inlet_events[A]), "late": len(inlet_events[LATE])}
+
 with DAG("on_either", schedule=A | B):
     BashTask("t", "true")
+    PythonTask("r", read_inlets, inlets=[A, LATE])
 
 with DAG("daily_or_a", schedule=DatasetOrTimeSchedule(timetable="@daily", datasets=[A]),
          start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), end_date=pendulum.datetime(2024, 3, 2, tz="UTC"),
@@ -188,6 +192,12 @@ def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
     cli.ok("trigger", "make_a")
     schedule(cli)
     assert len(timeline(cli, "on_either")) == 1 and timeline(cli, "on_both") == []
+    with db(cli) as conn:  # the fast path: the transaction that recorded the event made the run and queued its task
+        ((recorded, queued),) = conn.execute(
+            "SELECT e.created_at, ti.queued_at FROM dataset_event e JOIN dataset_consumed c ON c.event_id = e.id "
+            "JOIN task_instance ti ON ti.run_id = c.run_id "
+            "WHERE c.dag_id = 'on_either' AND ti.task_id = 't'").fetchall()
+    assert queued == recorded
     assert [r["run_type"] for r in timeline(cli, "daily_or_a")] == ["scheduled", "scheduled", "dataset_triggered"]
     cli.ok("trigger", "make_b")
     schedule(cli)
@@ -196,6 +206,15 @@ def test_unpartitioned_datasets_trigger_as_in_airflow(ready_cli: Cli) -> None:
     (late,) = cli.json("runs", "show", aliased["run_id"])["consumed"]
     assert (late["dataset"], late["alias"], late["extra"]) == ("s3://bucket/late", "late", {"n": 1})
     assert len(timeline(cli, "on_either")) == 2
+    second = timeline(cli, "on_either")[-1]["run_id"]
+    (value,) = [x["value"] for x in cli.json("tasks", "xcom", "on_either", second, "r") if x["key"] == "return_value"]
+    assert value == {"extra": {"rows": 5}, "count": 1, "late": 1}  # what the inlets had when the try was queued
+    read = cli.json("runs", "show", second)["inlets_read"]
+    assert [(r["task_id"], r["try_number"], r["inlet"], r["dataset"]) for r in read] == [
+        ("r", 1, "s3://bucket/a", "s3://bucket/a"), ("r", 1, "late", "s3://bucket/late")]
+    assert "what its tries read (inlets)" in cli.ok("runs", "show", second)
+    (page,) = web_text(cli, f"/runs/{second}")
+    assert "what its tries read (inlets) task try inlet partition event written by r 1 s3://bucket/a" in page
     consumed = cli.json("runs", "show", both["run_id"])["consumed"]
     (seen,) = [x["value"] for x in cli.json("tasks", "xcom", "on_both", both["run_id"], "t") if x["key"] == "seen"]
     assert seen == {"s3://bucket/a": [{"rows": 5}], "s3://bucket/b": [{}]}  # the try saw what made its run

@@ -133,3 +133,21 @@ def test_the_version_records_outlets_and_the_condition_and_a_dataset_or_time_dag
     assert spec.datasets == {"condition": {"dataset": "a", "uri": "a"}, "on_upstream_rewrite": "rerun"}
     assert spec.tasks["t"].outlets == ({"dataset": "out", "uri": "out",
                                         "partitions": {"every": "daily", "timezone": "UTC"}},)
+
+
+def test_inlet_events_are_asked_for_by_dataset_alias_key_or_index_and_only_for_the_tasks_inlets() -> None:
+    from ledger.datasets import DatasetAlias, InletEvents, inlet_partitions
+
+    first = {"extra": {"n": 1}, "partition": None, "timestamp": "2024-03-01T00:00:00+00:00"}
+    given = InletEvents({"dataset:a": [first, {**first, "extra": {"n": 2}}], "alias:late": []})
+    assert [e.extra["n"] for e in given[A]] == [1, 2] and given["a"][-1]["extra"] == {"n": 2}
+    assert given[0] == given[A] and given[1] == given[DatasetAlias("late")] == []
+    assert given[Asset(name="a")] == given[A]  # an Asset named like the dataset's key is the same inlet
+    assert list(given) == ["a", "late"] and B not in given
+    with pytest.raises(KeyError, match=r"is not an inlet of this task \(its inlets: a, late\)"):
+        given[B]
+    with pytest.raises(AttributeError):
+        _ = given[A][0].nothing_such
+    daily = Dataset("d", partitions=DAILY).to_json()
+    assert inlet_partitions(daily, T0, T0.replace(day=3)) == ["2024-03-01", "2024-03-02"]
+    assert inlet_partitions(A.to_json(), T0, T0) is None

@@ -130,6 +130,7 @@ def run_sampled(cmd: list[str], *, env: dict[str, str], stdout: Any, interval: f
     seen: dict[str, Any] = {"main_cpu_s": 0.0, "main_hwm_kb": 0, "main_rss_max_kb": 0, "children_rss_max_kb": 0,
                             "child_rss_max_kb": 0, "children_max": 0, "samples": 0,
                             "main_pss_max_kb": 0, "children_pss_max_kb": 0}
+    children_own: dict[int, float] = {}  # direct child -> its own CPU at its last sample (not its children's)
     status, rusage, done = 0, None, False
     try:
         while True:
@@ -146,6 +147,10 @@ def run_sampled(cmd: list[str], *, env: dict[str, str], stdout: Any, interval: f
                 seen["main_hwm_kb"] = max(seen["main_hwm_kb"], hwm)
             if rss:
                 seen["main_rss_max_kb"] = max(seen["main_rss_max_kb"], rss)
+            for child in _children(proc.pid):  # (its executor's workers, its DAG file processors...)
+                own = _cpu_seconds(child)
+                if own is not None:
+                    children_own[child] = own
             kids = descendants(proc.pid)
             sizes = [s for s in (_status_kb(k, "VmRSS") for k in kids) if s]
             seen["children_rss_max_kb"] = max(seen["children_rss_max_kb"], sum(sizes))
@@ -167,7 +172,8 @@ def run_sampled(cmd: list[str], *, env: dict[str, str], stdout: Any, interval: f
     proc.returncode = os.waitstatus_to_exitcode(status)
     out = {"returncode": proc.returncode, "seconds": seconds,
            "total_cpu_s": rusage.ru_utime + rusage.ru_stime if rusage is not None else None,
-           "main_cpu_s": seen["main_cpu_s"], "children_max": seen["children_max"], "samples": seen["samples"]}
+           "main_cpu_s": seen["main_cpu_s"], "children_own_cpu_s": sum(children_own.values()),
+           "children_max": seen["children_max"], "samples": seen["samples"]}
     for key in ("main_hwm", "main_rss_max", "children_rss_max", "child_rss_max", "main_pss_max", "children_pss_max"):
         out[f"{key}_mb"] = seen[f"{key}_kb"] / 1024.0
     return out

@@ -115,11 +115,12 @@ def redis_client(url: str) -> Any:
 
 _DATES = ("logical_date", "data_interval_start", "data_interval_end")
 _TUPLES = ("prev_interval", "prev_success")
+_FIELDS = tuple(f.name for f in dataclasses.fields(WorkItem))
 
 
 def item_to_json(item: WorkItem) -> dict[str, Any]:
     """A work item as a JSON-able message (the paths in it are the scheduler host's; a worker finds its own)."""
-    data = dataclasses.asdict(item)
+    data = {name: getattr(item, name) for name in _FIELDS}  # (not asdict(): it deep-copies every value)
     for name in _DATES:
         data[name] = getattr(item, name).isoformat()
     for name in _TUPLES:
@@ -129,8 +130,7 @@ def item_to_json(item: WorkItem) -> dict[str, Any]:
 
 def item_from_json(data: dict[str, Any], **changes: Any) -> WorkItem:
     """The work item of a message, with `changes` (the worker's own paths)."""
-    fields = {f.name for f in dataclasses.fields(WorkItem)}
-    values = {k: v for k, v in data.items() if k in fields}
+    values = {k: v for k, v in data.items() if k in _FIELDS}
     for name in _DATES:
         values[name] = datetime.fromisoformat(values[name])
     for name in _TUPLES:

@@ -449,8 +449,7 @@ class DagRunJob:
     def _loop_once(self) -> LoopReport:
         report = LoopReport()
         self.refresh_dags()
-        for item in self.handle_signals(report):  # a signal's START reaches a worker before the rest of the loop
-            self.executor.submit(item)
+        self.executor.submit_all(self.handle_signals(report))  # a signal's START reaches a worker before the rest
         drained = self._unrecorded + self.executor.drain()
         self._unrecorded = drained  # until the transaction that records them commits
         self.callbacks.poll()
@@ -465,8 +464,7 @@ class DagRunJob:
         self.callbacks.recorded()
         self.after_commit.carry_out()
         self.callbacks.start(to_call)
-        for item in work:  # the tries first: ringing other processes' doorbells can wait a few microseconds
-            self.executor.submit(item)
+        self.executor.submit_all(work)  # the tries first: ringing doorbells can wait a few microseconds
         if self.task_states.to_ring():  # such a loop recorded outcomes or marked tasks: it loops again unwoken
             ring(self.engine, self.home, skip=self.wakeup.doorbell if isinstance(self.wakeup, DatabaseWakeup) else None)
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
@@ -654,6 +652,7 @@ class DagRunJob:
                                 files: Mapping[tuple[int, int], try_files.TryFiles], now: datetime) -> None:
         """What the ended tries left beside their logs: values pushed, rendered templates, lineage writes."""
         checked: list[dict[str, Any]] = []
+        logs: list[tuple[int, int, str | None, str]] = []
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is None or not info.log_path or st == TaskState.RUNNING:
@@ -674,14 +673,15 @@ class DagRunJob:
                            dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                            dag_version=info.dag_version, try_state=st.value, now=now)
             if left.log is not None:  # a remote try's log: kept where every host can read it
-                try_logs.keep(session, o.ti_id, o.try_number, o.hostname, left.log)
+                logs.append((o.ti_id, o.try_number, o.hostname, left.log))
             if st == TaskState.SUCCESS and dataset_runs.record_outlets(
                     session, dag_store.spec(session, info.dag_id, info.dag_version), run_id=info.run_id,
                     task_id=info.task_id, try_number=o.try_number, writes=left.writes,
                     outlet_events=left.outlets, now=now):
                 self.datasets_changed()
-            if left is not try_files.NOTHING:
+            if left is not try_files.NOTHING and not self.executor.outlives_its_job:  # (remote: no files here)
                 self.after_commit.side_files_recorded(info.log_path)
+        try_logs.keep(session, logs)
         events.record_many(session, checked)
 
     def _record_failures(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],

@@ -119,6 +119,11 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def submit(self, item: WorkItem) -> None: ...
 
+    def submit_all(self, items: list[WorkItem]) -> None:
+        """submit() each item, in order (an executor that hands items to another thread hands them over at once)."""
+        for item in items:
+            self.submit(item)
+
     @abc.abstractmethod
     def drain(self) -> list[TaskEvent]:
         """Events that happened since the last call, without blocking (also runs housekeeping:

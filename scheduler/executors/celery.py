@@ -170,18 +170,26 @@ class CeleryExecutor(Executor):
         return max(0, self.parallelism - len(self._shared.tries))
 
     def submit(self, item: WorkItem) -> None:
+        self.submit_all([item])
+
+    def submit_all(self, items: list[WorkItem]) -> None:
+        """The items handed to the sender together, with one kick: it wakes once for the loop's batch (a kick per
+        item woke it while the job was still handing the others over, and the two threads took turns at the GIL)."""
+        if not items:
+            return
         if not self._started or self._ending:
             raise RuntimeError("CeleryExecutor is not accepting work (not started, or ending)")
-        with self._shared.lock:
-            if item.ti_id in self._shared.tries:
-                raise ValueError(f"task instance {item.ti_id} is already in flight")
-            if len(self._shared.tries) >= self.parallelism:
-                raise RuntimeError("no open slot: check open_slots() before submit()")
-            entry = _Try(item, task_id(item.ti_id, item.try_number))
-            self._shared.tries[item.ti_id] = entry
-            self._by_tid[entry.tid] = entry
-            self._shared.outbox.append(("send", entry))
-        self._kick.set()
+        with self._shared.lock, contextlib.ExitStack() as kick:
+            kick.callback(self._kick.set)  # (what was handed over is sent even if a later item is refused)
+            for item in items:
+                if item.ti_id in self._shared.tries:
+                    raise ValueError(f"task instance {item.ti_id} is already in flight")
+                if len(self._shared.tries) >= self.parallelism:
+                    raise RuntimeError("no open slot: check open_slots() before submit()")
+                entry = _Try(item, task_id(item.ti_id, item.try_number))
+                self._shared.tries[item.ti_id] = entry
+                self._by_tid[entry.tid] = entry
+                self._shared.outbox.append(("send", entry))
 
     def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
         """Follow tries whose message was sent (or that a worker started) by the job that held them before."""

@@ -73,6 +73,7 @@ class _Try:
     host: str | None = None
     incarnation: str | None = None
     log_bytes: int = 0  # bytes of its log appended here so far
+    whole: bytes | None = None  # the whole of those bytes when one read brought them all (not read back from the file)
     next_log: float = 0.0  # time.monotonic() when its log is read again while it runs
     seen: bytes | None = None  # its state as last read (decoded again only when it changes)
     killed: str | None = None  # why kill() ended it
@@ -437,17 +438,21 @@ class CeleryExecutor(Executor):
 
     @staticmethod
     def _log_of(entry: _Try) -> str | None:
-        """The try's log as it reached this host (None: nothing of it did)."""
+        """The try's log as it reached this host (None: nothing of it did): what the last read held when it read the
+        log from its start (a try that ends within LOG_INTERVAL of its start: most), else the file here."""
         if not entry.log_bytes:
             return None
+        if entry.whole is not None:
+            return entry.whole.decode("utf-8", errors="replace")
         try:
-            with open(entry.item.log_path, "rb") as log:
+            with open(entry.item.log_path, "rb", buffering=0) as log:
                 return log.read(entry.log_bytes).decode("utf-8", errors="replace")
         except OSError:
             return None
 
     def _append_logs(self, entries: list[_Try]) -> None:
-        """What the tries' logs gained since the last look (one round trip), appended to their log files here."""
+        """What the tries' logs gained since the last look (one round trip), written at their offsets into their log
+        files here (a log sent whole again, masked, may be shorter than what was here: the file is cut after it)."""
         if not entries:
             return
         pipe = self._client.pipeline(transaction=False)
@@ -459,11 +464,15 @@ class CeleryExecutor(Executor):
             if not isinstance(data, bytes) or not data:  # (an error reading one log holds up nothing else)
                 continue
             path = entry.item.log_path
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "r+b" if os.path.exists(path) else "wb") as log:  # (at its offset: written once)
-                log.seek(entry.log_bytes)
-                log.write(data)
-                log.truncate()  # (a log sent whole again, masked, may be shorter than what was here)
+            if not entry.log_bytes:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, data, entry.log_bytes)
+                os.ftruncate(fd, entry.log_bytes + len(data))
+            finally:
+                os.close(fd)
+            entry.whole = data if not entry.log_bytes else None
             entry.log_bytes += len(data)
 
     def _check_workers(self) -> int:

@@ -76,6 +76,24 @@ def test_a_submitted_try_is_in_flight_until_its_finish_is_drained(executor: Exec
     assert item.ti_id not in executor.in_flight()
 
 
+def test_items_handed_over_together_each_run_once_in_flight_until_drained(executor: Executor, dag_file: Path) -> None:
+    items = [work_item(dag_file, task, ti_id=30 + i) for i, task in enumerate(["noop", "skip"])]
+    items = items[:executor.open_slots()]  # (the SequentialExecutor takes one at a time)
+    executor.submit_all(items)
+    assert executor.in_flight() == {item.ti_id for item in items}
+    seen: dict[int, list[str]] = {item.ti_id: [] for item in items}
+    deadline = time.monotonic() + 30
+    while any("finished" not in kinds for kinds in seen.values()):
+        assert time.monotonic() < deadline, seen
+        handles = executor.wait_handles()
+        if handles:
+            multiprocessing.connection.wait(handles, timeout=0.5)
+        for event in executor.drain():
+            seen[event.ti_id].append(event.kind)
+    assert seen == {item.ti_id: ["started", "finished"] for item in items}
+    assert executor.in_flight() == set()
+
+
 def test_open_slots_never_exceed_parallelism_and_submitting_beyond_them_is_refused(
         executor: Executor, dag_file: Path) -> None:
     assert 0 < executor.open_slots() <= executor.parallelism

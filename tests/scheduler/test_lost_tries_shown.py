@@ -1,5 +1,6 @@
 """A try lost to a crash is shown as lost wherever tries are counted or shown: the scheduler's metrics, the web
-view's run page and try log, the API's run document; and it calls no failure callback."""
+view's run page and try log, the API's run document; it calls no failure callback, and a task whose tries are
+all lost fails after LEDGER_MAX_LOST_TRIES of them."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from ledger.clock import FixedClock
 from ledger.config import load_settings
 from ledger.models import DagRun, Event
 from ledger.web.app import create_app
+from tests.conftest import Cli
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts  # noqa: F401 (a fixture)
+from tests.scheduler.test_scheduler_cli import schedule
 
 
 def test_a_lost_try_is_counted_and_shown_as_lost_and_its_task_succeeds_on_a_new_try(
@@ -49,3 +52,41 @@ def test_a_lost_try_is_counted_and_shown_as_lost_and_its_task_succeeds_on_a_new_
         assert '<span class="state state-lost">lost</span>' in page
         log = web.get(f"/runs/{run_id}/tasks/a/tries/1/log").text
         assert "lost" in log and "it gets a new try (a lost try spends no retry)" in log, log
+
+
+KILLS_ITS_WORKER = """
+import os
+import signal
+import pendulum
+from ledger import DAG, PythonTask
+
+
+def kill_worker():
+    os.kill(os.getppid(), signal.SIGKILL)  # the try's parent is the worker that runs it
+
+
+def noted(context):
+    print("failure callback")
+
+
+with DAG("k", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+         default_args={"retries": 5, "on_failure_callback": noted}):
+    PythonTask("killer", kill_worker)
+"""
+
+
+def test_a_task_that_kills_its_worker_fails_after_max_lost_tries_in_a_row_saying_so(ready_cli: Cli) -> None:
+    """Retries are not spent on lost tries, and the task cannot loop for ever: LEDGER_MAX_LOST_TRIES lost tries in
+    a row fail it, with the reason; only then is its failure callback called, once."""
+    cli = ready_cli
+    cli.write_dag("k.py", KILLS_ITS_WORKER)
+    cli.ok("trigger", "k")
+    said = schedule(cli, LEDGER_MAX_LOST_TRIES="2")
+    assert "k run 1 task killer try 1: lost (lost: worker died; it gets a new try" in said, said
+    assert ("k run 1 task killer try 2: lost (lost: worker died; 2 tries lost in a row (LEDGER_MAX_LOST_TRIES), "
+            "so the task fails)") in said, said
+    (ti,) = cli.json("runs", "show", "1")["task_instances"]
+    assert ti["state"] == "failed" and [t["state"] for t in ti["tries"]] == ["lost", "lost"]
+    events = cli.json("events", "--dag", "k", "--kind", "try_lost", "--kind", "task_failed")
+    assert [(e["kind"], e["details"]["state"]) for e in events] == [("try_lost", "scheduled"), ("try_lost", "failed")]
+    assert [c["state"] for c in cli.json("callbacks", "--dag", "k")] == ["ok"]

@@ -150,6 +150,9 @@ def test_a_run_triggered_before_its_dag_was_edited_runs_its_pinned_version_and_i
                 f"LEDGER_DAG_VERSION={shown['dag_version']}"} <= set(lines), lines
         code_dir = next(line for line in lines if line.startswith("LEDGER_CODE_DIR="))
         assert code_dir.startswith(f"LEDGER_CODE_DIR={cluster.worker_home('w1') / 'code'}"), code_dir
+    # the values the tries passed on are in the database; the files that held them are gone from both hosts
+    left = [p for home in (cluster.home, cluster.worker_home("w1")) for p in home.rglob("try_1.log.*")]
+    assert left == [], left
 
 
 SLOW = """

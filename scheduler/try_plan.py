@@ -14,6 +14,7 @@ import io
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -77,6 +78,34 @@ def _alarm(seconds: float | None) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(0.001, old_delay - (time.monotonic() - began)), old_interval)
 
 
+@contextlib.contextmanager
+def _output_to(capture: io.StringIO) -> Iterator[None]:
+    """Everything written while the block runs, to sys.stdout and sys.stderr or to fd 1 and 2 (os.write, C code,
+    child processes), goes to `capture`, in order: the worker's own fd 1 and 2 are the scheduler's log, which a
+    DAG file's output never reaches (decision 103); it goes to the log of the try that caused the import."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved_fds, saved_streams = [os.dup(1), os.dup(2)], (sys.stdout, sys.stderr)
+    with tempfile.TemporaryFile() as spool:
+        os.dup2(spool.fileno(), 1)
+        os.dup2(spool.fileno(), 2)
+        sys.stdout, sys.stderr = (open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                                       closefd=False) for fd in (1, 2))
+        try:
+            yield
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            sys.stdout, sys.stderr = saved_streams
+            for target, fd in zip((1, 2), saved_fds, strict=True):
+                os.dup2(fd, target)
+                os.close(fd)
+            spool.seek(0)
+            capture.write(spool.read().decode("utf-8", "backslashreplace"))
+
+
 def load_dag_file(fileloc: str, *, root: str | None = None, timeout: float | None = None,
                   capture: io.StringIO | None = None) -> FileResult:
     """load_file (with `root` first on sys.path) cached per file, keyed on its mtime, size and inode; a
@@ -93,7 +122,7 @@ def load_dag_file(fileloc: str, *, root: str | None = None, timeout: float | Non
             if capture is None:
                 result = load_file(fileloc, root)
             else:
-                with contextlib.redirect_stdout(capture), contextlib.redirect_stderr(capture):
+                with _output_to(capture):
                     result = load_file(fileloc, root)
     except _ImportTimeout:
         _cache.pop(fileloc, None)

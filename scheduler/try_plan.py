@@ -78,15 +78,33 @@ def _alarm(seconds: float | None) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(0.001, old_delay - (time.monotonic() - began)), old_interval)
 
 
+def save_output() -> tuple[list[int], Any, Any]:
+    """This process's fd 0, 1 and 2 and sys.stdout and sys.stderr, flushed, for restore_output()."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    return [os.dup(fd) for fd in (0, 1, 2)], sys.stdout, sys.stderr
+
+
+def restore_output(saved: tuple[list[int], Any, Any]) -> None:
+    fds, stdout, stderr = saved
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    for target, fd in enumerate(fds):
+        with contextlib.suppress(OSError):
+            os.dup2(fd, target)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    sys.stdout, sys.stderr = stdout, stderr
+
+
 @contextlib.contextmanager
 def _output_to(capture: io.StringIO) -> Iterator[None]:
     """Everything written while the block runs, to sys.stdout and sys.stderr or to fd 1 and 2 (os.write, C code,
     child processes), goes to `capture`, in order: the worker's own fd 1 and 2 are the scheduler's log, which a
     DAG file's output never reaches (decision 103); it goes to the log of the try that caused the import."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    saved_fds, saved_streams = [os.dup(1), os.dup(2)], (sys.stdout, sys.stderr)
+    saved = save_output()
     with tempfile.TemporaryFile() as spool:
         os.dup2(spool.fileno(), 1)
         os.dup2(spool.fileno(), 2)
@@ -95,13 +113,7 @@ def _output_to(capture: io.StringIO) -> Iterator[None]:
         try:
             yield
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
-            sys.stdout, sys.stderr = saved_streams
-            for target, fd in zip((1, 2), saved_fds, strict=True):
-                os.dup2(fd, target)
-                os.close(fd)
+            restore_output(saved)
             spool.seek(0)
             capture.write(spool.read().decode("utf-8", "backslashreplace"))
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
-from cli.options import Json
+from cli.options import Json, within_range
 from ledger.dataset_docs import dataset_document, datasets_document
 
 app = typer.Typer(no_args_is_help=True, help="Datasets: which tasks write them, which DAGs run on them, their events.")
@@ -40,7 +40,7 @@ def list_(as_json: Json = False) -> None:
 @app.command()
 def show(
     dataset: Annotated[str, typer.Argument(help="The dataset (a Dataset's uri, an Asset's name).", show_default=False)],
-    limit: Annotated[int, typer.Option(min=1, help="Events shown, newest first.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, callback=within_range, help="Events shown, newest first.")] = 20,
     as_json: Json = False,
 ) -> None:
     """A dataset's producers and consumers, its latest events, and for a partitioned dataset the partition matrix:

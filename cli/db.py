@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from cli.env import open_env
+from cli.options import usage_error
 from ledger.db import (
     alembic_config,
     current_revision,
@@ -60,6 +61,7 @@ def downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'ba
 
     Refused, changing nothing, when it would drop the code DAG versions ran (below 0006), unless --force."""
     env = open_env()
+    _known_revision(alembic_config(env.settings.database_url), revision)
     if sqlite_file_missing(env.settings.database_url):
         raise DatabaseNotReady(f"no database at {describe_database(env.settings.database_url)}; nothing to "
                                "downgrade")
@@ -83,6 +85,18 @@ def downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'ba
         raise InvalidInput(f"cannot downgrade to {revision!r}: {exc}") from None
     out.print(f"downgraded {describe_database(env.settings.database_url)} from {before} to "
               f"{current_revision(env.engine) or 'base'}")
+
+
+def _known_revision(config: Config, revision: str) -> None:
+    """A revision no migration has (or a relative one that goes past the first) is a usage error (exit 2)."""
+    from alembic.script import ScriptDirectory
+    from alembic.util.exc import CommandError
+
+    try:
+        ScriptDirectory.from_config(config).get_revisions(revision)
+    except CommandError as exc:
+        raise usage_error(f"no schema revision {revision!r} ({exc}); the revisions are 0001 to "
+                          f"{ScriptDirectory.from_config(config).get_current_head()}, or base") from None
 
 
 def _code_lost(engine: Engine, config: Config, before: str, revision: str) -> CodeLoss | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -59,6 +60,16 @@ def usage_error(message: str) -> UsageError:
     """A command line that is wrong whatever the ledger holds (options that do not go together, a backwards
     range): one line and exit status 2, like a bad option value."""
     return UsageError(message)
+
+
+@contextlib.contextmanager
+def form_checked() -> Iterator[None]:
+    """Around the ledger's checks of a value's form (a name, a role, a URI), made before the database is opened:
+    what they refuse is a usage error (exit 2), as it would be refused whatever the ledger holds."""
+    try:
+        yield
+    except InvalidInput as exc:
+        raise usage_error(str(exc)) from None
 
 
 DagsFolder = Annotated[Path | None, typer.Option("--dags-folder", help="Folder of DAG files "

@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
-from cli.options import Json
+from cli.options import Json, form_checked
 from ledger.dates import iso
 from ledger.errors import InvalidInput
-from ledger.operations import connection_json, delete_secret, set_connection, set_variable
-from ledger.secrets import decrypt
+from ledger.operations import connection_json, delete_secret, secret_name, set_connection, set_variable
+from ledger.secrets import ConnectionInfo, decrypt
 from ledger.store import secrets as store
 
 variables = typer.Typer(help="Named values for DAGs ({{ var.value.NAME }}, Variable.get), stored encrypted.",
@@ -32,6 +32,8 @@ def variable_set(key: Key, value: Annotated[str, typer.Argument(help="Its value 
     """Create or change a variable (its value is stored encrypted).
 
     Encrypted with the Fernet key: LEDGER_FERNET_KEY, or the key file in LEDGER_HOME, made on first use."""
+    with form_checked():
+        secret_name(key, "variable")
     env = open_env()
     with env.transaction() as session:
         new = set_variable(session, key, value, description, now=env.clock.now(), actor=env.actor)
@@ -84,6 +86,8 @@ def connection_add(conn_id: ConnId,
                                                     show_default=False)],
                    description: Annotated[str, typer.Option(help="What it is for.")] = "") -> None:
     """Create or change a connection from a URI (its password and extra are encrypted)."""
+    with form_checked():
+        ConnectionInfo.from_uri(secret_name(conn_id, "connection"), uri)
     env = open_env()
     with env.transaction() as session:  # encrypted once the database is known to be there (the key file is made then)
         new = set_connection(session, conn_id, uri, description, now=env.clock.now(), actor=env.actor)

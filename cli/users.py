@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
-from cli.options import Json
+from cli.options import Json, form_checked
 from ledger import users
 from ledger.store import users as user_store
 
@@ -34,7 +34,9 @@ def _password() -> str:
 @app.command()
 def create(username: Name, role: RoleOption = "viewer") -> None:
     """Add a user; the password is asked for (or read from standard input's first line)."""
-    users.role_of(role)
+    with form_checked():
+        users.check_username(username)
+        users.role_of(role)
     password = _password()
     env = open_env()
     with env.transaction() as session:
@@ -72,6 +74,8 @@ def delete(username: Name) -> None:
 def set_role(username: Name, role: Annotated[str, typer.Argument(help="viewer, operator or admin.",
                                                                   show_default=False)]) -> None:
     """Change a user's role."""
+    with form_checked():
+        users.role_of(role)
     env = open_env()
     with env.transaction() as session:
         before = users.set_role(session, username, role, now=env.clock.now(), actor=env.actor)
@@ -81,6 +85,8 @@ def set_role(username: Name, role: Annotated[str, typer.Argument(help="viewer, o
 @app.command()
 def token(username: Name, name: Annotated[str, typer.Option(help="A name for the token.")] = "default") -> None:
     """Make an API token for scripts (`Authorization: Bearer TOKEN`), printed once: only its hash is kept."""
+    with form_checked():
+        users.check_token_name(name)
     env = open_env()
     with env.transaction() as session:
         made = users.new_token(session, username, name, now=env.clock.now(), actor=env.actor)

@@ -46,13 +46,14 @@ EXIT_STATUSES = [
       "`ledger tasks logs daily_sales 1 extract` (never ran)",
       "`ledger trigger daily_sales --logical-date 2020-01-01` (before the DAG starts)"]),
     ("2", "Usage error: an unknown command or option, a missing argument, a value of the wrong form (a "
-          "non-integer id, a bad date, bad JSON, an unknown choice), an id or number out of range (ids are 1 to "
-          "9223372036854775807), options that do not go together, a backwards date range.",
+          "non-integer id, a bad date, bad JSON, an unknown choice, a name or URI that could never be valid), an "
+          "id or number out of range (ids are 1 to 9223372036854775807), options that do not go together, a "
+          "backwards date range.",
      ["`ledger runs show abc`", "`ledger runs show 9223372036854775808`", "`ledger events --kind nonsense`",
       "`ledger backfill daily_sales --start 2024-03-03 --end 2024-03-01`",
       "`ledger backfill daily_sales --start 2024-03-01 --end 2024-03-02 --reprocess bogus`",
       "`ledger trigger daily_sales --conf '[1]'`", "`ledger dags show daily_sales --file x`",
-      "`ledger nosuchcommand`"]),
+      "`ledger users create ada --role boss`", "`ledger nosuchcommand`"]),
     ("128 + N", "Interrupted by signal N, with how to resume: a backfill stopped by Ctrl-C (130) or SIGTERM (143).",
      []),
 ]

@@ -27,13 +27,11 @@ from ledger.schedule import DataInterval, next_scheduled
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
-from ledger.store import events as events_store
 from ledger.store import lineage as lineage_store
 from ledger.store import runs as run_store
 from ledger.versions import masked, schedule_from_description
 
 Doc = dict[str, Any]
-CODE_DROPPED = "code_dropped"  # the event a forced downgrade records (migrations/code_guard.py)
 
 
 def _sid(value: int | None) -> str | None:
@@ -228,11 +226,9 @@ def code_json(session: Session, v: DagVersion) -> Doc:
     """What the documents say about a version's code: code_store.describe, and `dropped`: None, or when and by
     whom a forced `ledger db downgrade` dropped it (its `code_dropped` event: what its tries ran is unknown)."""
     code = code_store.describe(v)
-    code["dropped"] = None
-    if v.code_snapshot is None and v.source_code is None:
-        for e in events_store.listing(session, dag_id=v.dag_id, kinds=[CODE_DROPPED]):
-            if v.version_hash in (e.details or {}).get("versions", ()):
-                code["dropped"] = {"at": iso(e.at), "by": e.actor, "migration": e.details.get("migration")}
+    e = code_store.dropped_by(session, v)
+    code["dropped"] = None if e is None else {"at": iso(e.at), "by": e.actor,
+                                              "migration": (e.details or {}).get("migration")}
     return code
 
 

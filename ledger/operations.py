@@ -32,6 +32,7 @@ from ledger.secrets import ConnectionInfo, encrypt
 from ledger.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.states import FINISHED_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, RunType, TaskState
 from ledger.store import backfills as backfill_store
+from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import jobs as job_store
@@ -275,6 +276,18 @@ class Cleared:
     external: list[tuple[str, int, list[str]]] = field(default_factory=list)
 
 
+def _refuse_dropped_code(session: Session, run: DagRun) -> None:
+    """A version whose code a forced downgrade dropped is not re-run under its name: its tries would run the DAG
+    file as it is today and claim that version's code. --on-latest-version parses the file first and re-runs the
+    run on what it holds today (the same version when the file has not changed since)."""
+    dropped = code_store.dropped_by(session, dag_store.version(session, run.dag_id, run.version_hash))
+    if dropped is not None:
+        raise InvalidInput(f"the code of version {run.version_hash[:12]}, the version run {run.id} runs, was dropped "
+                           f"by a forced database downgrade ({dropped.actor}, {iso(dropped.at)}): its tries would "
+                           "run today's DAG file under that version's name; --on-latest-version re-runs the run on "
+                           "the version the DAG file is today")
+
+
 def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
                 on_latest_version: bool, now: datetime, actor: str, depth: int | None = None) -> Cleared:
     """Re-run chosen finished task instances of a run (every task when `task_ids` is None; with `downstream`,
@@ -299,6 +312,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         spec = dag_store.spec(session, dag_id, target)
         where = f"the current version {target[:12]} of {dag_id}"
     else:
+        _refuse_dropped_code(session, run)
         spec = dag_store.spec(session, dag_id, run.version_hash)
         where = f"version {run.version_hash[:12]}, the version run {run.id} runs"
     chosen = set(task_ids or spec.tasks)

@@ -73,9 +73,20 @@ def get(session: Session, username: str) -> WebUser:
     return user
 
 
-def create(session: Session, username: str, password: str, role: str, *, now: datetime, actor: str) -> WebUser:
+def check_username(username: str) -> str:
     if not USERNAME.fullmatch(username):
         raise InvalidInput(f"user name {username!r} must be letters, digits, '.', '_', '@' or '-' (at most 100)")
+    return username
+
+
+def check_token_name(name: str) -> str:
+    if not USERNAME.fullmatch(name):
+        raise InvalidInput(f"token name {name!r} must be letters, digits, '.', '_', '@' or '-'")
+    return name
+
+
+def create(session: Session, username: str, password: str, role: str, *, now: datetime, actor: str) -> WebUser:
+    check_username(username)
     chosen = role_of(role)
     if user_store.find(session, username) is not None:
         raise InvalidInput(f"user {username!r} exists already; `ledger users set-role` changes its role")
@@ -105,8 +116,7 @@ def set_role(session: Session, username: str, role: str, *, now: datetime, actor
 def new_token(session: Session, username: str, name: str, *, now: datetime, actor: str) -> str:
     """A new API token for the user: returned once, only its SHA-256 is kept."""
     user = get(session, username)
-    if not USERNAME.fullmatch(name):
-        raise InvalidInput(f"token name {name!r} must be letters, digits, '.', '_', '@' or '-'")
+    check_token_name(name)
     if any(t.name == name for t in user_store.tokens(session, user)):
         raise InvalidInput(f"user {username!r} has a token named {name!r} already; revoke it first")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)

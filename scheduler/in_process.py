@@ -10,15 +10,12 @@ past its execution timeout fails at once and says `retire` (a thread cannot be s
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ledger import dagbag
 from ledger.context import TaskContext, environment
@@ -27,7 +24,7 @@ from ledger.spark import SparkTask
 from scheduler.executors.base import WorkItem
 from scheduler.task_runner import call_task, execute_plan, masked, redirect_output, say, say_ended, say_started
 from scheduler.try_outcome import Outcome, State, describe_exception, one_line
-from scheduler.try_plan import Plan, make_plan, prepared
+from scheduler.try_plan import Plan, make_plan, prepared, restore_output, save_output
 
 CANCEL_GRACE = 5.0  # seconds an in-process try gets to stop after its timeout cancelled its Spark jobs
 
@@ -39,26 +36,6 @@ class InProcessResult:
     # thread was still running CANCEL_GRACE s after its timeout, or the session's JVM died, or a reused
     # worker's Python task ran past its timeout.
     retire: bool = False
-
-
-def _save_output() -> tuple[list[int], Any, Any]:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    return [os.dup(fd) for fd in (0, 1, 2)], sys.stdout, sys.stderr
-
-
-def _restore_output(saved: tuple[list[int], Any, Any]) -> None:
-    fds, stdout, stderr = saved
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    for target, fd in enumerate(fds):
-        with contextlib.suppress(OSError):
-            os.dup2(fd, target)
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    sys.stdout, sys.stderr = stdout, stderr
 
 
 def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None, bool]:
@@ -157,7 +134,7 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
     When the task does not stop after its timeout (its thread is still running) or the session's JVM died,
     the result says `retire`: the caller should end this process (a LocalExecutor worker does) or give up
     the session."""
-    saved = _save_output()
+    saved = save_output()
     began = time.monotonic()
     retire = False
     state: State
@@ -176,7 +153,7 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
             state, reason = "failed", describe_exception(exc)
         say_ended(item, state, reason, began)
     finally:
-        _restore_output(saved)
+        restore_output(saved)
     return InProcessResult(Outcome(state, masked(reason), time.time()), retire)
 
 

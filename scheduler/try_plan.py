@@ -14,6 +14,7 @@ import io
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -77,6 +78,46 @@ def _alarm(seconds: float | None) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(0.001, old_delay - (time.monotonic() - began)), old_interval)
 
 
+def save_output() -> tuple[list[int], Any, Any]:
+    """This process's fd 0, 1 and 2 and sys.stdout and sys.stderr, flushed, for restore_output()."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    return [os.dup(fd) for fd in (0, 1, 2)], sys.stdout, sys.stderr
+
+
+def restore_output(saved: tuple[list[int], Any, Any]) -> None:
+    fds, stdout, stderr = saved
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    for target, fd in enumerate(fds):
+        with contextlib.suppress(OSError):
+            os.dup2(fd, target)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    sys.stdout, sys.stderr = stdout, stderr
+
+
+@contextlib.contextmanager
+def _output_to(capture: io.StringIO) -> Iterator[None]:
+    """Everything written while the block runs, to sys.stdout and sys.stderr or to fd 1 and 2 (os.write, C code,
+    child processes), goes to `capture`, in order: the worker's own fd 1 and 2 are the scheduler's log, which a
+    DAG file's output never reaches (decision 103); it goes to the log of the try that caused the import."""
+    saved = save_output()
+    with tempfile.TemporaryFile() as spool:
+        os.dup2(spool.fileno(), 1)
+        os.dup2(spool.fileno(), 2)
+        sys.stdout, sys.stderr = (open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                                       closefd=False) for fd in (1, 2))
+        try:
+            yield
+        finally:
+            restore_output(saved)
+            spool.seek(0)
+            capture.write(spool.read().decode("utf-8", "backslashreplace"))
+
+
 def load_dag_file(fileloc: str, *, root: str | None = None, timeout: float | None = None,
                   capture: io.StringIO | None = None) -> FileResult:
     """load_file (with `root` first on sys.path) cached per file, keyed on its mtime, size and inode; a
@@ -93,7 +134,7 @@ def load_dag_file(fileloc: str, *, root: str | None = None, timeout: float | Non
             if capture is None:
                 result = load_file(fileloc, root)
             else:
-                with contextlib.redirect_stdout(capture), contextlib.redirect_stderr(capture):
+                with _output_to(capture):
                     result = load_file(fileloc, root)
     except _ImportTimeout:
         _cache.pop(fileloc, None)

@@ -105,7 +105,10 @@ def test_a_refused_uri_does_not_echo_its_password(ready_cli: Cli) -> None:
     cli = ready_cli
     cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()
     bad_port = cli.fails("connections", "add", "c", "--uri", "postgresql://etl:pw-SECRET@db:port/dw")
-    assert bad_port.stderr == "Error: connection 'c': the port of 'postgresql://etl:***@db:port/dw' is not a number\n"
+    assert bad_port.exit_code == 2  # a value of the wrong form: a usage error
+    assert bad_port.stderr == ("Error: ledger connections add: connection 'c': the port of "
+                               "'postgresql://etl:***@db:port/dw' is not a number (see `ledger connections add "
+                               "--help`)\n")
     no_scheme = cli.fails("connections", "add", "c", "--uri", "//etl:pw-SECRET@db/dw")
     assert "is not a URI like" in no_scheme.stderr and "SECRET" not in no_scheme.stderr
 

@@ -16,6 +16,7 @@ from ledger import DAG, BashTask, PythonTask
 
 print("hello while parsing")
 print('{"not": "the listing"}')
+os.write(1, b"fd 1 while parsing\\n")
 
 
 def show():
@@ -68,6 +69,7 @@ def test_a_bad_file_name_bad_ids_and_printing_dag_files_leave_every_other_dag_wo
     scheduler = cli.run("scheduler", "--exit-when-idle")
     assert scheduler.exit_code == 0, scheduler.output
     assert "hello while parsing" not in scheduler.output and "Traceback" not in scheduler.output
+    assert "fd 1 while parsing" not in scheduler.output  # nor what the workers' imports wrote to fd 1
     python_log = cli.ok("tasks", "logs", "good", "1", "python")
     for line in ("LEDGER_DAG_ID=good", "LEDGER_TASK_ID=python", "LEDGER_RUN_ID=1", "LEDGER_TRY_NUMBER=1"):
         assert line in python_log.splitlines(), python_log
@@ -75,7 +77,9 @@ def test_a_bad_file_name_bad_ids_and_printing_dag_files_leave_every_other_dag_wo
     assert len(version.split("=", 1)[1]) == 64
     code_dir = next(x for x in python_log.splitlines() if x.startswith("LEDGER_CODE_DIR="))
     assert "/code/snapshots/" in code_dir
-    assert "LEDGER_RUN_ID=1" in cli.ok("tasks", "logs", "good", "1", "bash").splitlines()
+    bash_log = cli.ok("tasks", "logs", "good", "1", "bash")
+    assert "LEDGER_RUN_ID=1" in bash_log.splitlines()
+    assert "fd 1 while parsing" in python_log + bash_log  # the log of the try whose worker imported the file
     assert not (cli.home / "outside").exists()
 
     # what the DAG file printed is in the DAG processor log, under the file's name

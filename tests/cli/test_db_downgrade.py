@@ -47,6 +47,9 @@ def test_a_plain_alembic_downgrade_is_refused_by_the_migration_itself(ran: Cli) 
 
 
 def test_a_forced_downgrade_records_what_it_dropped_and_runs_show_says_the_code_is_unknown(ran: Cli) -> None:
+    """And the run is re-run only on the version its DAG file is today: a plain clear would run today's file under
+    the dropped version's name, so it is refused, in one line, changing nothing; --on-latest-version parses the
+    file and re-runs the run on the version the file is now, whose code is kept."""
     cli = ran
     (version,) = [v["version"] for v in cli.json("dags", "versions", "daily")]
     assert "to 0005" in cli.ok("db", "downgrade", "0005", "--force")
@@ -60,6 +63,18 @@ def test_a_forced_downgrade_records_what_it_dropped_and_runs_show_says_the_code_
     assert "unknown: this version's code was dropped by a forced database downgrade" in shown
     assert "today's helpers" not in shown
     assert "unknown (dropped by a forced database downgrade" in cli.ok("dags", "versions", "daily")
+
+    cli.write_dag("daily.py", DAILY_DAG.replace('schedule="@daily"', "schedule=None").replace("echo", "echo edited"))
+    before = dump(cli)
+    refused = cli.fails("tasks", "clear", "daily", "1")
+    assert refused.exit_code == 1 and len(refused.stderr.splitlines()) == 1
+    assert "was dropped by a forced database downgrade" in refused.stderr, refused.stderr
+    assert "--on-latest-version re-runs the run" in refused.stderr
+    assert dump(cli) == before
+    moved = cli.ok("tasks", "clear", "daily", "1", "--on-latest-version")
+    assert "run 1 moved from version" in moved, moved
+    now_code = cli.json("runs", "show", "1")["code"]
+    assert now_code["captured"] is True and now_code["dropped"] is None
 
 
 def test_an_empty_database_goes_down_to_base_without_force(cli: Cli) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cli.events import EVENT_KINDS
 from tests.cli.test_truthful_cli import dump
-from tests.conftest import REPO, Cli
+from tests.conftest import REPO, Cli, _run_in_process
 
 TOO_BIG = str(2**63)  # one past the largest id a database holds
 DAILY_SALES = (REPO / "examples" / "dags" / "daily_sales.py").read_text()
@@ -60,6 +61,7 @@ COUNT_COMMANDS = [
     ("scheduler", "--num-runs", TOO_BIG),
     ("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--max-active-runs", TOO_BIG),
     ("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--parallelism", TOO_BIG),
+    ("datasets", "show", "s3://bucket/a", "--limit", TOO_BIG),
 ]
 
 
@@ -106,6 +108,90 @@ def test_usage_errors_exit_2_and_change_nothing(ready_cli: Cli, args: tuple[str,
     before = dump(ready_cli)
     assert ready_cli.fails(*args).exit_code == 2
     assert dump(ready_cli) == before
+
+
+# values for the required options of the commands that take a number, so that only the number is wrong
+_REQUIRED = {"--start": "2024-03-01", "--end": "2024-03-02", "--state": "success", "--uri": "pg://h/db"}
+
+
+def _number_parameters() -> list[tuple[tuple[str, ...], str]]:
+    """(command path, parameter name) of every integer argument and option of every `ledger` command."""
+    import typer
+
+    from cli.app import app
+
+    found = []
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, (*path, name))
+        for param in getattr(command, "params", []) if not hasattr(command, "commands") else []:
+            if int in (param.type_descriptor.annotation, *getattr(param.type_descriptor.annotation, "__args__", ())):
+                found.append((path, param.name))
+
+    walk(typer.main.get_command(app), ())
+    return found
+
+
+def _command_line(path: tuple[str, ...], number: str) -> list[str]:
+    """The command with TOO_BIG for its parameter `number` and a well-formed value for every other required one."""
+    import typer
+
+    from cli.app import app
+
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    args = list(path)
+    for param in command.params:
+        is_int = int in (param.type_descriptor.annotation, *getattr(param.type_descriptor.annotation, "__args__", ()))
+        value = TOO_BIG if param.name == number else ("1" if is_int else _REQUIRED.get(param.opts[0], "x"))
+        if param.opts[0].startswith("-"):
+            if param.name == number or param.required:
+                args += [param.opts[0], value]
+        elif param.required or param.name == number:
+            args.append(value)
+    return args
+
+
+NUMBER_PARAMETERS = _number_parameters()
+
+
+def test_every_command_that_takes_a_number_is_found() -> None:
+    names = {(" ".join(path), name) for path, name in NUMBER_PARAMETERS}
+    assert {("runs show", "run"), ("datasets show", "limit"), ("backfill create", "max_active_runs"),
+            ("webserver", "port"), ("dags next-runs", "n")} <= names and len(names) > 30, names
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("path", "number"), [pytest.param(p, n, id=f"{' '.join(p)} {n}")
+                                              for p, n in NUMBER_PARAMETERS])
+def test_every_number_any_command_takes_is_range_checked_before_anything_else(cli: Cli, path: tuple[str, ...],
+                                                                               number: str) -> None:
+    """Every integer argument and option, found by walking the commands (a new one is checked without being
+    listed here): beyond 64 bits it is a usage error, in one line, before the database (there is none) is
+    opened. In this process, whatever the command: a usage error ends it before it starts anything."""
+    args = _command_line(path, number)
+    result = _run_in_process(args, cli.env, None, cli.home)
+    assert result.exit_code == 2, (args, result.output)
+    assert result.stderr.startswith("Error: ledger") and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(("users", "create", "x", "--role", "boss"), id="role"),
+    pytest.param(("users", "set-role", "x", "boss"), id="set-role"),
+    pytest.param(("users", "create", "two words"), id="user-name"),
+    pytest.param(("users", "token", "x", "--name", "two words"), id="token-name"),
+    pytest.param(("variables", "set", "a/b", "v"), id="variable-key"),
+    pytest.param(("connections", "add", "c", "--uri", "nothing"), id="uri"),
+    pytest.param(("connections", "add", "a b", "--uri", "pg://h/db"), id="connection-id"),
+    pytest.param(("db", "downgrade", "zzzz"), id="revision"),
+])
+def test_a_name_role_uri_or_revision_of_the_wrong_form_is_a_usage_error(cli: Cli, args: tuple[str, ...]) -> None:
+    """Checked before the database is opened (there is none here), as any value of the wrong form."""
+    result = cli.fails(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"Error: ledger {args[0]} {args[1]}: "), result.stderr
 
 
 def test_refusals_exit_1(ready_cli: Cli) -> None:

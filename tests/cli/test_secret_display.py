@@ -56,8 +56,12 @@ def test_secret_task_arguments_reach_the_try_and_are_shown_as_stars(ready_cli: C
     with TestClient(create_app(settings), base_url="http://localhost") as client:
         api = [client.get(f"/api/v1/dags/creds/versions/{v['version']}").text for v in versions]
         api_diff = client.get(f"/api/v1/dags/creds/versions/{versions[1]['version']}/diff").json()["diff"]
+        page = client.get(f"/dags/creds/versions/{versions[1]['version']}").text
     assert all("SECRET" not in text for text in api) and "***" in api[0]
     assert api_diff == diff
+    structure_on_page = page[page.index("(structure)"):]  # the version page's diff: the file's text, then this
+    assert "&#34;DB_PASSWORD&#34;: &#34;*** (changed)&#34;" in structure_on_page
+    assert "SECRET" not in structure_on_page
 
     cli.env["LEDGER_FERNET_KEY"] = Fernet.generate_key().decode()
     cli.ok("variables", "set", "api_token", "tok-SECRET-123")

@@ -103,6 +103,7 @@ def test_two_workers_without_dags_folders_run_a_catch_up_each_try_once_on_the_qu
 
 
 MAPPED_AND_PINNED = """
+import os
 import pendulum
 from ledger import DAG, task
 
@@ -113,6 +114,8 @@ def values():
 @task
 def double(x):
     print("EDITION", "@EDITION@", "doubles", x)
+    for key in ("LEDGER_RUN_ID", "LEDGER_TRY_NUMBER", "LEDGER_MAP_INDEX", "LEDGER_DAG_VERSION", "LEDGER_CODE_DIR"):
+        print(f"{key}={os.environ.get(key)}")
     return 2 * x
 
 with DAG("pinned", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
@@ -139,6 +142,17 @@ def test_a_run_triggered_before_its_dag_was_edited_runs_its_pinned_version_and_i
     logs = sorted((cluster.home / "logs" / "pinned" / "run_1" / "double").glob("map_*/try_1.log"))
     assert len(logs) == 3
     assert all("EDITION first doubles" in p.read_text() for p in logs), [p.read_text() for p in logs]
+    # a remote Python try gets the LEDGER_* environment of a local one: its run's pinned version, its code there
+    shown = json.loads(ledger(cluster, "runs", "show", "1", "--json").stdout)
+    for index, path in enumerate(logs):
+        lines = path.read_text().splitlines()
+        assert {"LEDGER_RUN_ID=1", "LEDGER_TRY_NUMBER=1", f"LEDGER_MAP_INDEX={index}",
+                f"LEDGER_DAG_VERSION={shown['dag_version']}"} <= set(lines), lines
+        code_dir = next(line for line in lines if line.startswith("LEDGER_CODE_DIR="))
+        assert code_dir.startswith(f"LEDGER_CODE_DIR={cluster.worker_home('w1') / 'code'}"), code_dir
+    # the values the tries passed on are in the database; the files that held them are gone from both hosts
+    left = [p for home in (cluster.home, cluster.worker_home("w1")) for p in home.rglob("try_1.log.*")]
+    assert left == [], left
 
 
 SLOW = """

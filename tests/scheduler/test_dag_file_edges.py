@@ -117,3 +117,23 @@ def test_without_a_log_what_dag_files_print_is_dropped(
     out, err = capfd.readouterr()
     assert "DAG file" not in out + err
 
+
+
+def test_what_a_dag_file_prints_when_a_worker_imports_it_for_a_try_goes_to_that_try_never_to_the_workers_output(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A worker imports the version's DAG file before it forks the try; the worker's fd 1 and 2 are the scheduler's
+    log, so what the import writes there too (os.write, a child process) is kept for the try's log instead."""
+    from scheduler import try_plan
+    from tests.scheduler.test_task_runner import work_item
+
+    try_plan.clear_cache()
+    dag_file = tmp_path / "chatty.py"
+    dag_file.write_text(PRINTS.replace('os.system(', 'os.write(1, b"to fd 1 from a DAG file\\n"); os.system('))
+    plan = try_plan.make_plan(work_item(dag_file, "a", dag_id="chatty"), capture=True)
+    try_plan.clear_cache()
+    assert plan.error is None, plan.error
+    sys.stdout.flush()
+    out, err = capfd.readouterr()
+    assert "DAG file" not in out + err
+    assert plan.output.splitlines() == ["to stdout from a DAG file", "to stderr from a DAG file",
+                                        "to fd 1 from a DAG file", "from a subprocess of a DAG file"]

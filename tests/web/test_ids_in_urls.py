@@ -3,6 +3,7 @@ bad input, never a 500 (the SQLite driver's OverflowError)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from ledger.config import load_settings
 from ledger.web.app import create_app
-from tests.conftest import copy_migrated
+from tests.conftest import _run_in_process, copy_migrated
 
 TOO_BIG = str(2**63)
 
@@ -54,3 +55,25 @@ def test_the_api_answers_an_id_beyond_64_bits_with_400_and_a_message(client: Tes
 def test_an_id_in_range_that_does_not_exist_is_still_a_404(client: TestClient) -> None:
     assert client.get(f"/api/v1/runs/{2**63 - 1}").status_code == 404
     assert client.get(f"/api/v1/backfills/{2**63 - 1}").status_code == 404
+
+
+
+@pytest.fixture(scope="module")
+def admin(client: TestClient) -> dict[str, str]:
+    """The headers of an admin's API token, made with the CLI in the client's LEDGER_HOME."""
+    home = client.app.state.settings.home  # type: ignore[attr-defined]
+    env = {**os.environ, "LEDGER_HOME": str(home)}
+    assert _run_in_process(["users", "create", "ada", "--role", "admin"], env, "a long secret\n", home).exit_code == 0
+    made = _run_in_process(["users", "token", "ada"], env, None, home).stdout.strip()
+    return {"Authorization": f"Bearer {made}"}
+
+
+@pytest.mark.parametrize("path", [
+    f"/runs/{TOO_BIG}/cancel", f"/runs/{TOO_BIG}/mark", f"/runs/{TOO_BIG}/tasks/mark", f"/runs/{TOO_BIG}/clear",
+    f"/backfills/{TOO_BIG}/cancel", f"/backfills/{TOO_BIG}/resume", "/runs/0/cancel",
+])
+def test_an_action_on_an_id_beyond_64_bits_is_a_400_for_a_user_who_may_act(client: TestClient, admin: dict[str, str],
+                                                                             path: str) -> None:
+    response = client.post(f"/api/v1{path}", json={"state": "success", "task_ids": ["a"]}, headers=admin)
+    assert response.status_code == 400, (path, response.status_code, response.text[:200])
+    assert "invalid run_id" in response.json()["message"] or "invalid backfill_id" in response.json()["message"]

@@ -36,6 +36,10 @@ HEARTBEAT_TIMEOUT_VARIABLE = "LEDGER_WORKER_HEARTBEAT_TIMEOUT"
 DEFAULT_HEARTBEAT_TIMEOUT = 30.0  # seconds without a heartbeat after which a worker's tries are lost
 QUEUED_TIMEOUT_VARIABLE = "LEDGER_CELERY_QUEUED_TIMEOUT"
 DEFAULT_QUEUED_TIMEOUT = 600.0  # seconds a sent try may wait unclaimed before its message is sent again (Airflow's)
+SEND_TIMEOUT = 5.0  # seconds a send may wait on the broker (connecting, writing, reading its answer)
+# kombu's Redis transport (socket_*) and py-amqp's (the others); each ignores the other's
+_SEND_TIMEOUTS = {"socket_timeout": SEND_TIMEOUT, "socket_connect_timeout": SEND_TIMEOUT,
+                  "connect_timeout": SEND_TIMEOUT, "read_timeout": SEND_TIMEOUT, "write_timeout": SEND_TIMEOUT}
 KEEP = 7 * 24 * 3600  # seconds the keys of a try are kept in Redis
 REFUSED = "ledger:refused"
 
@@ -84,9 +88,11 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
     return value
 
 
-def make_app(config: CeleryConfig) -> Any:
+def make_app(config: CeleryConfig, *, sending: bool = False) -> Any:
     """The Celery application both sides use (JSON messages only; a message is acknowledged when its try starts,
-    so a try whose worker dies is never run again from its message: it is recorded lost and gets a new try)."""
+    so a try whose worker dies is never run again from its message: it is recorded lost and gets a new try).
+    `sending`: the scheduler's, whose job thread sends messages itself: a broker that stops answering without
+    closing the connection fails a send within SEND_TIMEOUT instead of holding it (and the job's loop) for ever."""
     from celery import Celery
 
     app = Celery("ledger", broker=config.broker_url, backend=config.backend_url)
@@ -100,7 +106,8 @@ def make_app(config: CeleryConfig) -> Any:
         task_track_started=False,  # the try says it started itself, with its host and pid
         result_expires=KEEP, broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
         worker_send_task_events=False, task_send_sent_event=False, worker_enable_remote_control=True,
-        broker_transport_options={"visibility_timeout": 300},  # a reserved, unstarted message comes back after
+        broker_transport_options={"visibility_timeout": 300,  # a reserved, unstarted message comes back after
+                                  **(_SEND_TIMEOUTS if sending else {})},
         result_backend_transport_options={"retry_policy": {"timeout": 5.0}},
     )
     return app

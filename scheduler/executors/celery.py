@@ -1,12 +1,15 @@
 """CeleryExecutor: tries run on `ledger worker` processes on any host, through Celery (scheduler/celery_app.py).
 
-submit() only queues the item here; two threads of this executor do all the talking to the broker and the result
-backend, so the job's loop never waits on the network. The sender sends each try's message to its task's queue as
-soon as submit() or kill() kicks it (through one producer per batch, asking Celery to keep no result subscription:
-the worker stores each state itself, see scheduler/celery_worker.py). The reader waits on the result backend's
-publications of the tries' states (the Redis result backend publishes every state it stores on the key's channel;
-one pattern subscription receives them all as they are written, so the reader sleeps until something happens
-instead of polling): STARTED with host and pid, then the outcome. Every FALLBACK_INTERVAL it also reads the state of
+submit_all() sends the loop's tries from the job's thread at once, as one batch (kombu's Producer.batch: one
+pipeline on a Redis broker), asking Celery to keep no result subscription (the worker stores each state itself, see
+scheduler/celery_worker.py), then marks them queued in one round trip. A send that fails (or that finds the
+sender busy) leaves the messages queued for the sender, a thread that sends them again with retries while the
+broker is unreachable, and sends everything after them too until the broker answers again: the job's loop waits on
+a working broker for a round trip per batch, never on a failing one longer than SEND_TIMEOUT (decision 193). The
+sender also sends kill()'s revocations. A second thread, the reader, waits on the result backend's publications of
+the tries' states (the Redis result backend publishes every state it stores on the key's channel; one pattern
+subscription receives them all as they are written, so the reader sleeps until something happens instead of
+polling): STARTED with host and pid, then the outcome. Every FALLBACK_INTERVAL it also reads the state of
 every try in flight in one MGET (what a publication lost while Redis restarted, or sent before the subscription,
 is found there), appends each running try's new log parts to its log file on this host (`ledger tasks logs
 --follow` reads it here while it runs; the whole log goes to the database with the try's end), and every
@@ -110,6 +113,8 @@ class CeleryExecutor(Executor):
         self._wake_r, self._wake_w = -1, -1
         self._left: set[int] = set()
         self.problem: str | None = None  # the last error talking to Redis
+        self.send_problem: str | None = None  # the last send's error (None: the broker answered it)
+        self._send_lock = threading.Lock()  # one thread sends at a time: the job's or the sender
         self._metrics: Any = None
         self._queues: set[str] = set()  # the queues whose gauges were set
 
@@ -120,7 +125,7 @@ class CeleryExecutor(Executor):
     def start(self) -> None:
         if self._started:
             raise RuntimeError("CeleryExecutor already started")
-        self._app = make_app(self.config)
+        self._app = make_app(self.config, sending=True)
         self._client = redis_client(self.config.backend_url)
         self._meta_key = self._app.backend.get_key_for_task
         self._prefix_len = len(self._meta_key(task_id_pattern())) - len(task_id_pattern())  # of a state key
@@ -174,23 +179,26 @@ class CeleryExecutor(Executor):
         self.submit_all([item])
 
     def submit_all(self, items: list[WorkItem]) -> None:
-        """The items handed to the sender together, with one kick: it wakes once for the loop's batch (a kick per
-        item woke it while the job was still handing the others over, and the two threads took turns at the GIL)."""
+        """The items' messages sent together, from this thread, right away (_send_here); or by the sender, kicked
+        once for them all, when the broker failed the last send."""
         if not items:
             return
         if not self._started or self._ending:
             raise RuntimeError("CeleryExecutor is not accepting work (not started, or ending)")
-        with self._shared.lock, contextlib.ExitStack() as kick:
-            kick.callback(self._kick.set)  # (what was handed over is sent even if a later item is refused)
-            for item in items:
-                if item.ti_id in self._shared.tries:
-                    raise ValueError(f"task instance {item.ti_id} is already in flight")
-                if len(self._shared.tries) >= self.parallelism:
-                    raise RuntimeError("no open slot: check open_slots() before submit()")
-                entry = _Try(item, task_id(item.ti_id, item.try_number))
-                self._shared.tries[item.ti_id] = entry
-                self._by_tid[entry.tid] = entry
-                self._shared.outbox.append(("send", entry))
+        try:
+            with self._shared.lock:
+                for item in items:
+                    if item.ti_id in self._shared.tries:
+                        raise ValueError(f"task instance {item.ti_id} is already in flight")
+                    if len(self._shared.tries) >= self.parallelism:
+                        raise RuntimeError("no open slot: check open_slots() before submit()")
+                    entry = _Try(item, task_id(item.ti_id, item.try_number))
+                    self._shared.tries[item.ti_id] = entry
+                    self._by_tid[entry.tid] = entry
+                    self._shared.outbox.append(("send", entry))
+        finally:  # (what was handed over is sent even if a later item was refused)
+            if not self._send_here():
+                self._kick.set()
 
     def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
         """Follow tries whose message was sent (or that a worker started) by the job that held them before."""
@@ -251,16 +259,35 @@ class CeleryExecutor(Executor):
 
     # -- the threads -------------------------------------------------------------------------------
     def _send_loop(self) -> None:
-        """The sender: what submit() and kill() queued, sent as soon as they kick it."""
+        """The sender: what the job's thread left (the broker failed it, or the sender was busy) and what kill() and
+        the reader queued, sent as soon as they kick it, retrying while the broker is unreachable."""
         while not self._stop.is_set():
             self._kick.wait(1.0)
             self._kick.clear()
             try:
-                self._send_outbox()
+                with self._send_lock:
+                    self._send_outbox(retry=True)
+                self.send_problem = None
             except Exception as exc:  # the broker unreachable: send again (what was not sent stays queued)
-                self.problem = f"{type(exc).__name__}: {exc}"
+                self.send_problem = f"{type(exc).__name__}: {exc}"
                 self._stop.wait(0.5)
                 self._kick.set()
+
+    def _send_here(self) -> bool:
+        """Send the outbox from the calling thread (the job's, right after it queued the tries): one batch, no
+        retry, while the broker answered the last send and the sender is idle. False: the sender is to do it (the
+        job's loop does not wait on a broker that is failing: its messages wait in the outbox, as with a broker
+        that cannot be reached at all)."""
+        if self.send_problem is not None or not self._send_lock.acquire(blocking=False):
+            return False
+        try:
+            self._send_outbox(retry=False)
+            return True
+        except Exception as exc:  # (left queued: the sender sends them again, with retries)
+            self.send_problem = f"{type(exc).__name__}: {exc}"
+            return False
+        finally:
+            self._send_lock.release()
 
     def _read_loop(self) -> None:
         """The reader: the tries' states as the result backend publishes them, and every FALLBACK_INTERVAL as it
@@ -342,34 +369,39 @@ class CeleryExecutor(Executor):
             message = subscription.get_message(timeout=0.0)
         return out
 
-    def _send_outbox(self) -> None:
-        """Send what submit() and kill() queued, in order, through one producer; then mark the sent tries queued
-        (one round trip). No result subscription per message (ignore_result: the worker stores each state itself),
-        and a fixed argsrepr (Celery would otherwise format the whole work item for its logs)."""
-        if not self._shared.outbox:
+    def _send_outbox(self, *, retry: bool) -> None:
+        """Send what is queued to send, in order: the messages of a batch through one producer in one round trip
+        (kombu's Producer.batch: one pipeline on a Redis broker, one message at a time on brokers without batches),
+        then the revocations; then mark the sent tries queued (one round trip). No result subscription per
+        message (ignore_result: the worker stores each state itself), and a fixed argsrepr (Celery would otherwise
+        format the whole work item for its logs). Nothing leaves the outbox before the batch was written: a batch
+        that failed is sent again whole (a try whose message arrives twice still runs once: the claim)."""
+        with self._shared.lock:
+            todo = list(self._shared.outbox)
+        if not todo:
             return
-        sent: list[str] = []
-        try:
-            with self._app.producer_or_acquire() as producer:
-                while self._shared.outbox:
-                    kind, entry = self._shared.outbox[0]
-                    if kind == "send":
-                        item = entry.item
-                        self._app.send_task(TASK_NAME, args=[item_to_json(item)], task_id=entry.tid,
-                                            queue=item.queue, retry=True, producer=producer, ignore_result=True,
-                                            argsrepr=f"(try {item.try_number} of task instance {item.ti_id})",
-                                            kwargsrepr="{}")
-                        sent.append(entry.tid)
-                        entry.sent, entry.sent_at = True, self._clock()
-                    else:
-                        self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
-                    self._shared.outbox.popleft()
-        finally:
-            if sent:
-                pipe = self._client.pipeline(transaction=False)
-                for tid in sent:
-                    pipe.set(queued_key(tid), "1", ex=KEEP)
-                pipe.execute()
+        sends = [entry for kind, entry in todo if kind == "send"]
+        if sends:
+            with self._app.producer_or_acquire() as producer, producer.batch():
+                for entry in sends:
+                    item = entry.item
+                    self._app.send_task(TASK_NAME, args=[item_to_json(item)], task_id=entry.tid, queue=item.queue,
+                                        retry=retry, producer=producer, ignore_result=True,
+                                        argsrepr=f"(try {item.try_number} of task instance {item.ti_id})",
+                                        kwargsrepr="{}")
+            pipe = self._client.pipeline(transaction=False)
+            for entry in sends:
+                pipe.set(queued_key(entry.tid), "1", ex=KEEP)
+            pipe.execute()
+            sent_at = self._clock()
+            for entry in sends:
+                entry.sent, entry.sent_at = True, sent_at
+        for kind, entry in todo:
+            if kind == "revoke":
+                self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
+        with self._shared.lock:
+            for _ in todo:
+                self._shared.outbox.popleft()
 
     def _poll(self) -> int:
         """One MGET of every try's state, then what _take() does with them."""

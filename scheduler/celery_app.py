@@ -37,9 +37,12 @@ DEFAULT_HEARTBEAT_TIMEOUT = 30.0  # seconds without a heartbeat after which a wo
 QUEUED_TIMEOUT_VARIABLE = "LEDGER_CELERY_QUEUED_TIMEOUT"
 DEFAULT_QUEUED_TIMEOUT = 600.0  # seconds a sent try may wait unclaimed before its message is sent again (Airflow's)
 SEND_TIMEOUT = 5.0  # seconds a send may wait on the broker (connecting, writing, reading its answer)
-# kombu's Redis transport (socket_*) and py-amqp's (the others); each ignores the other's
+# kombu's Redis transport (socket_*) and py-amqp's (the others); each ignores the other's. max_retries 0: a broker
+# that cannot be reached fails the send at once instead of kombu's connection retries holding it (the executor's
+# sender thread is what tries again)
 _SEND_TIMEOUTS = {"socket_timeout": SEND_TIMEOUT, "socket_connect_timeout": SEND_TIMEOUT,
-                  "connect_timeout": SEND_TIMEOUT, "read_timeout": SEND_TIMEOUT, "write_timeout": SEND_TIMEOUT}
+                  "connect_timeout": SEND_TIMEOUT, "read_timeout": SEND_TIMEOUT, "write_timeout": SEND_TIMEOUT,
+                  "max_retries": 0}
 KEEP = 7 * 24 * 3600  # seconds the keys of a try are kept in Redis
 REFUSED = "ledger:refused"
 

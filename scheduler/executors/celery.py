@@ -115,6 +115,7 @@ class CeleryExecutor(Executor):
         self.problem: str | None = None  # the last error talking to Redis
         self.send_problem: str | None = None  # the last send's error (None: the broker answered it)
         self._send_lock = threading.Lock()  # one thread sends at a time: the job's or the sender
+        self._unmarked: list[str] = []  # task ids sent and not yet marked queued (under _send_lock)
         self._metrics: Any = None
         self._queues: set[str] = set()  # the queues whose gauges were set
 
@@ -260,13 +261,13 @@ class CeleryExecutor(Executor):
     # -- the threads -------------------------------------------------------------------------------
     def _send_loop(self) -> None:
         """The sender: what the job's thread left (the broker failed it, or the sender was busy) and what kill() and
-        the reader queued, sent as soon as they kick it, retrying while the broker is unreachable."""
+        the reader queued, sent as soon as they kick it, and again every half second while the broker fails it."""
         while not self._stop.is_set():
             self._kick.wait(1.0)
             self._kick.clear()
             try:
                 with self._send_lock:
-                    self._send_outbox(retry=True)
+                    self._send_outbox()
                 self.send_problem = None
             except Exception as exc:  # the broker unreachable: send again (what was not sent stays queued)
                 self.send_problem = f"{type(exc).__name__}: {exc}"
@@ -274,14 +275,14 @@ class CeleryExecutor(Executor):
                 self._kick.set()
 
     def _send_here(self) -> bool:
-        """Send the outbox from the calling thread (the job's, right after it queued the tries): one batch, no
-        retry, while the broker answered the last send and the sender is idle. False: the sender is to do it (the
+        """Send the outbox from the calling thread (the job's, right after it queued the tries): one batch, while
+        the broker answered the last send and the sender is idle. False: the sender is to do it (the
         job's loop does not wait on a broker that is failing: its messages wait in the outbox, as with a broker
         that cannot be reached at all)."""
         if self.send_problem is not None or not self._send_lock.acquire(blocking=False):
             return False
         try:
-            self._send_outbox(retry=False)
+            self._send_outbox()
             return True
         except Exception as exc:  # (left queued: the sender sends them again, with retries)
             self.send_problem = f"{type(exc).__name__}: {exc}"
@@ -369,7 +370,7 @@ class CeleryExecutor(Executor):
             message = subscription.get_message(timeout=0.0)
         return out
 
-    def _send_outbox(self, *, retry: bool) -> None:
+    def _send_outbox(self) -> None:
         """Send what is queued to send, in order: the messages of a batch through one producer in one round trip
         (kombu's Producer.batch: one pipeline on a Redis broker, one message at a time on brokers without batches),
         then the revocations; then mark the sent tries queued (one round trip). No result subscription per
@@ -378,7 +379,7 @@ class CeleryExecutor(Executor):
         that failed is sent again whole (a try whose message arrives twice still runs once: the claim)."""
         with self._shared.lock:
             todo = list(self._shared.outbox)
-        if not todo:
+        if not todo and not self._unmarked:
             return
         sends = [entry for kind, entry in todo if kind == "send"]
         if sends:
@@ -386,22 +387,30 @@ class CeleryExecutor(Executor):
                 for entry in sends:
                     item = entry.item
                     self._app.send_task(TASK_NAME, args=[item_to_json(item)], task_id=entry.tid, queue=item.queue,
-                                        retry=retry, producer=producer, ignore_result=True,
+                                        retry=False, producer=producer, ignore_result=True,
                                         argsrepr=f"(try {item.try_number} of task instance {item.ti_id})",
                                         kwargsrepr="{}")
-            pipe = self._client.pipeline(transaction=False)
-            for entry in sends:
-                pipe.set(queued_key(entry.tid), "1", ex=KEEP)
-            pipe.execute()
             sent_at = self._clock()
             for entry in sends:
                 entry.sent, entry.sent_at = True, sent_at
-        for kind, entry in todo:
-            if kind == "revoke":
-                self._app.control.revoke(entry.tid, terminate=True, signal="SIGTERM")
+            self._sent([one for one in todo if one[0] == "send"])
+            self._unmarked += [entry.tid for entry in sends]
+        if self._unmarked:  # (marks a failed round trip left unwritten are written with the next batch's)
+            pipe = self._client.pipeline(transaction=False)
+            for tid in self._unmarked:
+                pipe.set(queued_key(tid), "1", ex=KEEP)
+            pipe.execute()
+            self._unmarked = []
+        for one in todo:
+            if one[0] == "revoke":
+                self._app.control.revoke(one[1].tid, terminate=True, signal="SIGTERM")
+                self._sent([one])
+
+    def _sent(self, done: list[tuple[str, Any]]) -> None:
+        """`done` (entries of the outbox) taken out of it."""
+        gone = {id(one) for one in done}
         with self._shared.lock:
-            for _ in todo:
-                self._shared.outbox.popleft()
+            self._shared.outbox = collections.deque(one for one in self._shared.outbox if id(one) not in gone)
 
     def _poll(self) -> int:
         """One MGET of every try's state, then what _take() does with them."""

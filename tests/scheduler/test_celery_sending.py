@@ -1,0 +1,58 @@
+"""The job's thread sends a loop's tries as one batch while the broker answers; a broker that does not answer leaves
+them to the sender thread, which sends them once it does (decision 193): a real redis-server, no worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from scheduler.celery_app import CeleryConfig, queued_key, task_id
+from scheduler.executors.celery import CeleryExecutor
+from tests.celery_cluster import RedisServer, free_port, require_redis
+from tests.scheduler.test_celery_queued_timeout import wait_for
+from tests.scheduler.test_task_runner import work_item
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def items(tmp_path: Path, *ti_ids: int, queue: str = "nobody") -> list:
+    return [dataclasses.replace(work_item(tmp_path / "dag.py", "t", ti_id=ti_id), queue=queue) for ti_id in ti_ids]
+
+
+def test_a_loops_tries_are_sent_and_marked_queued_before_submit_all_returns(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(4, CeleryConfig(redis_server.url, redis_server.url))
+    broker = redis.Redis.from_url(redis_server.url)
+    executor.start()
+    try:
+        executor.submit_all(items(tmp_path, 1, 2, 3))
+        assert broker.llen("nobody") == 3  # (no wait: written by this thread, in one batch)
+        assert all(broker.exists(queued_key(task_id(ti, 1))) for ti in (1, 2, 3))
+        assert executor.in_flight() == {1, 2, 3} and executor.send_problem is None
+    finally:
+        executor.end(0)
+
+
+def test_tries_sent_while_the_broker_is_down_wait_for_it_and_are_sent_once_when_it_is_back(tmp_path: Path) -> None:
+    require_redis()
+    server = RedisServer(tmp_path / "redis", port=free_port())  # (not started yet: nothing listens on its port)
+    executor = CeleryExecutor(4, CeleryConfig(server.url, server.url))
+    executor.start()
+    try:
+        began = time.monotonic()
+        executor.submit_all(items(tmp_path, 7, 8))
+        assert time.monotonic() - began < 3.0  # the loop is not held by a broker that refuses
+        assert executor.send_problem is not None and executor.in_flight() == {7, 8}
+        server.start()
+        broker = redis.Redis.from_url(server.url)
+        wait_for("the messages sent by the sender thread", lambda: broker.llen("nobody") == 2, within=30.0)
+        wait_for("the sender's success noted", lambda: executor.send_problem is None, within=10.0)
+        executor.submit_all(items(tmp_path, 9))  # the job's thread sends again
+        assert broker.llen("nobody") == 3
+    finally:
+        executor.end(0)
+        server.stop()

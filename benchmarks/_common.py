@@ -97,6 +97,15 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def _start_time(pid: int) -> int:
+    """When the process started, in clock ticks since boot (0: gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as fh:
@@ -130,7 +139,8 @@ def run_sampled(cmd: list[str], *, env: dict[str, str], stdout: Any, interval: f
     seen: dict[str, Any] = {"main_cpu_s": 0.0, "main_hwm_kb": 0, "main_rss_max_kb": 0, "children_rss_max_kb": 0,
                             "child_rss_max_kb": 0, "children_max": 0, "samples": 0,
                             "main_pss_max_kb": 0, "children_pss_max_kb": 0}
-    children_own: dict[int, float] = {}  # direct child -> its own CPU at its last sample (not its children's)
+    children_own: dict[tuple[int, int], float] = {}  # (pid, start time) of a direct child -> its own CPU at its
+    # last sample (not its children's; what it uses after that sample, as it exits, is not counted)
     status, rusage, done = 0, None, False
     try:
         while True:
@@ -148,9 +158,9 @@ def run_sampled(cmd: list[str], *, env: dict[str, str], stdout: Any, interval: f
             if rss:
                 seen["main_rss_max_kb"] = max(seen["main_rss_max_kb"], rss)
             for child in _children(proc.pid):  # (its executor's workers, its DAG file processors...)
-                own = _cpu_seconds(child)
+                own, born = _cpu_seconds(child), _start_time(child)
                 if own is not None:
-                    children_own[child] = own
+                    children_own[(child, born)] = own  # (a pid used again is another child)
             kids = descendants(proc.pid)
             sizes = [s for s in (_status_kb(k, "VmRSS") for k in kids) if s]
             seen["children_rss_max_kb"] = max(seen["children_rss_max_kb"], sum(sizes))

@@ -17,7 +17,8 @@ def keep(session: Session, logs: list[tuple[int, int, str | None, str]]) -> None
     """Keep tries' logs, (task instance id, try number, host, text) each (written by the job that holds their runs,
     as it records their ends; a log recorded again replaces the first). Two Core statements for them all, each
     executed for many rows: the ORM's bulk delete and unit of work, once per try, cost about four times as much."""
-    if not logs:
+    logs = list({(ti_id, number): (ti_id, number, host, text) for ti_id, number, host, text in logs}.values())
+    if not logs:  # (a try named twice keeps its last log, as two calls would)
         return
     session.execute(delete(TRY_LOGS).where(TRY_LOGS.c.task_instance_id == bindparam("ti"),
                                            TRY_LOGS.c.try_number == bindparam("n")),

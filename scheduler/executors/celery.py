@@ -152,7 +152,7 @@ class CeleryExecutor(Executor):
             time.sleep(POLL_INTERVAL)
             events += self.drain()
         deadline = time.monotonic() + 5.0
-        while self._shared.outbox and time.monotonic() < deadline:  # messages not sent yet: send them first
+        while (self._shared.outbox or self._unmarked) and time.monotonic() < deadline:  # send (and mark) them first
             time.sleep(POLL_INTERVAL)
         self._stop.set()
         self._kick.set()
@@ -265,12 +265,20 @@ class CeleryExecutor(Executor):
         while not self._stop.is_set():
             self._kick.wait(1.0)
             self._kick.clear()
-            try:
-                with self._send_lock:
+            again = False
+            with self._send_lock:
+                try:
                     self._send_outbox()
-                self.send_problem = None
-            except Exception as exc:  # the broker unreachable: send again (what was not sent stays queued)
-                self.send_problem = f"{type(exc).__name__}: {exc}"
+                    self.send_problem = None
+                except Exception as exc:  # the broker unreachable: send again (what was not sent stays queued)
+                    self.send_problem = f"{type(exc).__name__}: {exc}"
+                    again = True
+                try:
+                    self._revoke_queued()
+                except Exception as exc:  # (apart from sends: a revocation that keeps failing holds no message)
+                    self.problem = f"cannot revoke: {type(exc).__name__}: {exc}"
+                    again = True
+            if again:
                 self._stop.wait(0.5)
                 self._kick.set()
 
@@ -371,17 +379,17 @@ class CeleryExecutor(Executor):
         return out
 
     def _send_outbox(self) -> None:
-        """Send what is queued to send, in order: the messages of a batch through one producer in one round trip
-        (kombu's Producer.batch: one pipeline on a Redis broker, one message at a time on brokers without batches),
-        then the revocations; then mark the sent tries queued (one round trip). No result subscription per
+        """Send the messages queued to send, in order, through one producer in one round trip (kombu's
+        Producer.batch: one pipeline on a Redis broker, one message at a time on brokers without batches); then
+        mark the sent tries queued (one round trip). No result subscription per
         message (ignore_result: the worker stores each state itself), and a fixed argsrepr (Celery would otherwise
         format the whole work item for its logs). Nothing leaves the outbox before the batch was written: a batch
         that failed is sent again whole (a try whose message arrives twice still runs once: the claim)."""
         with self._shared.lock:
-            todo = list(self._shared.outbox)
+            todo = [one for one in self._shared.outbox if one[0] == "send"]
         if not todo and not self._unmarked:
             return
-        sends = [entry for kind, entry in todo if kind == "send"]
+        sends = [entry for _kind, entry in todo]
         if sends:
             with self._app.producer_or_acquire() as producer, producer.batch():
                 for entry in sends:
@@ -393,7 +401,7 @@ class CeleryExecutor(Executor):
             sent_at = self._clock()
             for entry in sends:
                 entry.sent, entry.sent_at = True, sent_at
-            self._sent([one for one in todo if one[0] == "send"])
+            self._sent(todo)
             self._unmarked += [entry.tid for entry in sends]
         if self._unmarked:  # (marks a failed round trip left unwritten are written with the next batch's)
             pipe = self._client.pipeline(transaction=False)
@@ -401,10 +409,14 @@ class CeleryExecutor(Executor):
                 pipe.set(queued_key(tid), "1", ex=KEEP)
             pipe.execute()
             self._unmarked = []
-        for one in todo:
-            if one[0] == "revoke":
-                self._app.control.revoke(one[1].tid, terminate=True, signal="SIGTERM")
-                self._sent([one])
+
+    def _revoke_queued(self) -> None:
+        """The revocations kill() queued, in one broadcast (the sender's work only: never the job's thread's)."""
+        with self._shared.lock:
+            todo = [one for one in self._shared.outbox if one[0] == "revoke"]
+        if todo:
+            self._app.control.revoke([entry.tid for _kind, entry in todo], terminate=True, signal="SIGTERM")
+            self._sent(todo)
 
     def _sent(self, done: list[tuple[str, Any]]) -> None:
         """`done` (entries of the outbox) taken out of it."""
@@ -451,9 +463,14 @@ class CeleryExecutor(Executor):
                     entry.log_bytes = 0
                 ended.append((entry, status, result))
                 logs.append(entry)
-        self._append_logs(logs)
-        new += [self._finished(entry, status, result) for entry, status, result in ended]
-        return self._publish(new)
+        urgent = self._publish(new)  # (the starts, whatever becomes of the logs' round trip)
+        try:
+            self._append_logs(logs)
+        except Exception:  # Redis failed the logs' round trip: the ends are taken again from the next read of states
+            for entry, _status, _result in ended:
+                entry.done, entry.seen = False, None
+            raise
+        return urgent + self._publish([self._finished(entry, status, result) for entry, status, result in ended])
 
     def _finished(self, entry: _Try, status: str, result: Any) -> TaskEvent:
         item = entry.item
@@ -486,7 +503,7 @@ class CeleryExecutor(Executor):
         if entry.whole is not None:
             return entry.whole.decode("utf-8", errors="replace")
         try:
-            with open(entry.item.log_path, "rb", buffering=0) as log:
+            with open(entry.item.log_path, "rb") as log:
                 return log.read(entry.log_bytes).decode("utf-8", errors="replace")
         except OSError:
             return None
@@ -505,14 +522,17 @@ class CeleryExecutor(Executor):
             if not isinstance(data, bytes) or not data:  # (an error reading one log holds up nothing else)
                 continue
             path = entry.item.log_path
-            if not entry.log_bytes:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
-                os.pwrite(fd, data, entry.log_bytes)
-                os.ftruncate(fd, entry.log_bytes + len(data))
-            finally:
-                os.close(fd)
+                if not entry.log_bytes:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+                try:
+                    os.pwrite(fd, data, entry.log_bytes)
+                    os.ftruncate(fd, entry.log_bytes + len(data))
+                finally:
+                    os.close(fd)
+            except OSError:  # (this host's copy is for its readers; a log read whole is still kept from memory)
+                pass
             entry.whole = data if not entry.log_bytes else None
             entry.log_bytes += len(data)
 

@@ -1,15 +1,19 @@
 """The job's thread sends a loop's tries as one batch while the broker answers; a broker that does not answer leaves
-them to the sender thread, which sends them once it does (decision 193): a real redis-server, no worker."""
+them to the sender thread, which sends them once it does (decision 193); an end read while Redis fails the round
+trip for its log is reported once Redis answers: a real redis-server, no worker (its states are stored as a
+worker stores them)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 
 import pytest
 import redis
 
+from ledger.workers import log_key, worker_key
 from scheduler.celery_app import CeleryConfig, queued_key, task_id
 from scheduler.executors.celery import CeleryExecutor
 from tests.celery_cluster import RedisServer, free_port, require_redis
@@ -56,3 +60,36 @@ def test_tries_sent_while_the_broker_is_down_wait_for_it_and_are_sent_once_when_
     finally:
         executor.end(0)
         server.stop()
+
+
+def test_an_end_read_while_redis_fails_the_logs_round_trip_is_reported_once_it_answers(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url))
+    backend = redis.Redis.from_url(redis_server.url)
+    executor.start()
+    real, failed = executor._append_logs, []
+
+    def blip(entries: list) -> None:  # the first round trip for an ended try's log fails, as in a Redis restart
+        if any(entry.done for entry in entries) and not failed:
+            failed.append(True)
+            raise redis.ConnectionError("connection reset")
+        real(entries)
+
+    executor._append_logs = blip  # type: ignore[method-assign]
+    try:
+        (item,) = items(tmp_path, 5)
+        executor.submit_all([item])
+        tid = task_id(5, 1)
+        backend.set(worker_key("w1"), json.dumps({"incarnation": "i1"}))
+        backend.set(log_key(tid), b"hello from the worker\n")
+        store = executor._app.backend  # (what a worker stores: its start, then its outcome)
+        store.store_result(tid, {"host": "w1", "pid": 7, "at": time.time(), "incarnation": "i1"}, "STARTED")
+        store.store_result(tid, {"state": "success", "host": "w1", "pid": 7, "at": time.time()}, "SUCCESS")
+        seen: list = []
+        wait_for("the try's end", lambda: seen.extend(executor.drain()) or any(e.kind == "finished" for e in seen),
+                 within=15.0)
+        assert failed and [e.kind for e in seen] == ["started", "finished"]
+        assert seen[-1].state == "success" and seen[-1].left.log == "hello from the worker\n"
+        assert executor.in_flight() == set()
+    finally:
+        executor.end(0)

@@ -87,23 +87,21 @@ def _pss_kb(pid: int) -> int | None:
     return None
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of the process itself (not of its children), from /proc/<pid>/stat."""
+def _cpu_and_start(pid: int) -> tuple[float, int] | None:
+    """(utime + stime of the process itself, not of its children; when it started, in clock ticks since boot), from
+    one read of /proc/<pid>/stat (None: gone)."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK, int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
 
 
-def _start_time(pid: int) -> int:
-    """When the process started, in clock ticks since boot (0: gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return 0
+def _cpu_seconds(pid: int) -> float | None:
+    """utime + stime of the process itself (not of its children)."""
+    found = _cpu_and_start(pid)
+    return None if found is None else found[0]
 
 
 def _children(pid: int) -> list[int]:
@@ -158,9 +156,9 @@ def run_sampled(cmd: list[str], *, env: dict[str, str], stdout: Any, interval: f
             if rss:
                 seen["main_rss_max_kb"] = max(seen["main_rss_max_kb"], rss)
             for child in _children(proc.pid):  # (its executor's workers, its DAG file processors...)
-                own, born = _cpu_seconds(child), _start_time(child)
-                if own is not None:
-                    children_own[(child, born)] = own  # (a pid used again is another child)
+                found = _cpu_and_start(child)
+                if found is not None:
+                    children_own[(child, found[1])] = found[0]  # (a pid used again is another child)
             kids = descendants(proc.pid)
             sizes = [s for s in (_status_kb(k, "VmRSS") for k in kids) if s]
             seen["children_rss_max_kb"] = max(seen["children_rss_max_kb"], sum(sizes))

@@ -679,7 +679,7 @@ class DagRunJob:
                     task_id=info.task_id, try_number=o.try_number, writes=left.writes,
                     outlet_events=left.outlets, now=now):
                 self.datasets_changed()
-            if left is not try_files.NOTHING and not self.executor.outlives_its_job:  # (remote: no files here)
+            if left is not try_files.NOTHING and left.here:
                 self.after_commit.side_files_recorded(info.log_path)
         try_logs.keep(session, logs)
         events.record_many(session, checked)

@@ -23,6 +23,8 @@ class TryFiles:
     writes: list[dict[str, Any]] = field(default_factory=list)
     outlets: list[dict[str, Any]] = field(default_factory=list)  # context.outlet_events: extra, alias additions
     log: str | None = None  # a try that ran on another host: its whole log, kept with its end (database or store)
+    here: bool = True  # read from files beside the log on this host, removed once recorded (False: they came back
+    # with a remote try's outcome, and its worker removed its own)
 
 
 NOTHING = TryFiles()

@@ -120,7 +120,7 @@ class Executor(abc.ABC):
     def submit(self, item: WorkItem) -> None: ...
 
     def submit_all(self, items: list[WorkItem]) -> None:
-        """submit() each item, in order (an executor that hands items to another thread hands them over at once)."""
+        """submit() each item, in order (an executor that sends items elsewhere sends a loop's items together)."""
         for item in items:
             self.submit(item)
 

@@ -477,7 +477,7 @@ class CeleryExecutor(Executor):
         if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in ("success", "failed", "skipped"):
             left = try_files.TryFiles([(k, v) for k, v in result.get("pushed") or []], result.get("rendered"),
                                       list(result.get("writes") or []), list(result.get("outlets") or []),
-                                      log=self._log_of(entry))
+                                      log=self._log_of(entry), here=False)
             state, reason = result["state"], result.get("reason")
             if entry.killed is not None and state == "failed":
                 reason = entry.killed
@@ -492,7 +492,7 @@ class CeleryExecutor(Executor):
             raised = result.get("exc_type", "an error") if isinstance(result, dict) else result
             reason = f"the worker's task raised {raised}"
         return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), "failed", reason=reason,
-                         host=entry.host, files=(), left=try_files.TryFiles(log=self._log_of(entry)))
+                         host=entry.host, files=(), left=try_files.TryFiles(log=self._log_of(entry), here=False))
 
     @staticmethod
     def _log_of(entry: _Try) -> str | None:
@@ -558,7 +558,7 @@ class CeleryExecutor(Executor):
                 self._metrics.queue_lost.labels(entry.item.queue).inc()
             new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), "lost",
                                  reason=f"worker {entry.host} {why}", host=entry.host, files=(),
-                                 left=try_files.TryFiles(log=self._log_of(entry))))
+                                 left=try_files.TryFiles(log=self._log_of(entry), here=False)))
         return self._publish(new)
 
     def _read_refused(self) -> int:

@@ -1,7 +1,7 @@
 """`ledger backfill DAG ... --downstream`: the consumer runs a backfill's rewrites re-run, DAG by DAG in
-dependency order (ledger.datasets.downstream_plan), for the plan a dry run shows.
+dependency order (ledger.sdk.datasets.downstream_plan), for the plan a dry run shows.
 
-The re-runs themselves are made by the scheduler (scheduler/dataset_runs.py) as each rewritten partition is
+The re-runs themselves are made by the scheduler (scheduler/loop/dataset_runs.py) as each rewritten partition is
 written: the backfill's runs record their events as rewrites to send on, a consumer run that read the old
 partition is overridden by a new run that records the event that caused it, and what that run writes is sent on
 in turn. So a consumer never re-runs before the rewrite it reads exists.
@@ -15,11 +15,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ledger.backfill_plan import Action, PlanItem
-from ledger.datasets import Consumer, DownstreamItem, downstream_plan, leaf_keys, partitioning_of, partitions_from
+from ledger.core.backfill_plan import Action, PlanItem
+from ledger.core.versions import DagSpec
+from ledger.sdk.datasets import Consumer, DownstreamItem, downstream_plan, leaf_keys, partitioning_of, partitions_from
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store
-from ledger.versions import DagSpec
 
 
 def consumers(specs: Sequence[DagSpec]) -> list[Consumer]:

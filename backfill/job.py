@@ -9,13 +9,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ledger.operations import cancel_backfill
-from ledger.states import BackfillState
+from ledger.core.states import BackfillState
+from ledger.services.operations import cancel_backfill
 from ledger.store import backfills as backfill_store
 from ledger.store import events
 from ledger.store.backfills import Progress, count_unfinished, finish_backfill, progress_of, waiting_reasons
-from scheduler.cadence import Cadence
-from scheduler.job import DagRunJob, LoopReport
+from scheduler.loop.cadence import Cadence
+from scheduler.loop.job import DagRunJob, LoopReport
 
 PROGRESS_EVERY = 0.5  # seconds: how stale the backfill's progress line may be while only tries move
 
@@ -66,7 +66,7 @@ class BackfillJob(DagRunJob):
 
     def others_wrote(self, session: Session) -> None:
         """A cancel (`ledger backfill cancel`) comes with an event: the job stops (its runs fail once their tries
-        have ended, ledger/operations.py cancel_backfill)."""
+        have ended, ledger/services/operations.py cancel_backfill)."""
         row = backfill_store.find(session, self.backfill_id)
         if row is not None and row.state == BackfillState.CANCELLED.value:
             self.cancelled = self.stopping = True

@@ -67,10 +67,10 @@ def seed_timeline(home: Path, existing: int) -> None:
     """`existing` hourly runs at even hours, linked as one chain, inserted in bulk (no task instances)."""
     import sqlite3
 
-    from ledger.db import make_engine, make_sessions
     from ledger.store import dags as dag_store
-    from scheduler.dag_processing import DagFileProcessorManager
-    from scheduler.dag_sync import sync_parsed
+    from ledger.store.db import make_engine, make_sessions
+    from scheduler.parsing.dag_processing import DagFileProcessorManager
+    from scheduler.parsing.dag_sync import sync_parsed
 
     engine = make_engine(f"sqlite:///{home / 'ledger.db'}")
     sessions = make_sessions(engine)
@@ -101,9 +101,9 @@ def seed_timeline(home: Path, existing: int) -> None:
 def splice_and_timeline(existing: int, splice: int) -> dict[str, float]:
     import pendulum
 
-    from ledger.backfill_create import BackfillRequest, create_backfill, make_plan
-    from ledger.db import make_engine, make_sessions
+    from ledger.services.backfill_create import BackfillRequest, create_backfill, make_plan
     from ledger.store import dags as dag_store
+    from ledger.store.db import make_engine, make_sessions
 
     with tempfile.TemporaryDirectory(prefix="ledger-bench-") as tmp:
         home = Path(tmp)

@@ -93,8 +93,8 @@ def _ms(later: Any, earlier: Any) -> float:
 
 
 def one_round(workdir: Path, events: int, others: int = 0) -> dict[str, Any]:
-    from ledger.db import make_engine, make_sessions
-    from ledger.signal_service import SignalService
+    from ledger.services.signal_service import SignalService
+    from ledger.store.db import make_engine, make_sessions
 
     home = workdir / "home"
     (home / "dags").mkdir(parents=True)

@@ -88,10 +88,10 @@ def in_process(home: Path, last: date) -> float:
     import pendulum
 
     from backfill.downstream import plan_downstream
-    from ledger.backfill_create import BackfillRequest, make_plan
-    from ledger.backfill_plan import Reprocess
-    from ledger.db import make_engine, make_sessions
+    from ledger.core.backfill_plan import Reprocess
+    from ledger.services.backfill_create import BackfillRequest, make_plan
     from ledger.store import dags as dag_store
+    from ledger.store.db import make_engine, make_sessions
 
     engine = make_engine(f"sqlite:///{home / 'ledger.db'}")
     sessions = make_sessions(engine)

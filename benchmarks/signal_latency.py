@@ -53,8 +53,8 @@ with DAG("bench_signal", schedule=None, start_date=pendulum.datetime(2024, 1, 1,
 
 
 def one_round(workdir: Path, url: str | None, mode: str, sends: int) -> dict[str, Any]:
-    from ledger.db import make_engine, make_sessions
-    from ledger.signal_service import SignalService
+    from ledger.services.signal_service import SignalService
+    from ledger.store.db import make_engine, make_sessions
 
     home = workdir / "home"
     (home / "dags").mkdir(parents=True)

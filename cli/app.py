@@ -29,7 +29,7 @@ from cli import (
     webserver,
     worker,
 )
-from ledger.errors import LedgerError
+from ledger.core.errors import LedgerError
 
 app = typer.Typer(
     help="ledger: a workflow scheduler whose core is an auditable timeline of DAG runs.",

@@ -16,10 +16,10 @@ from typer.core import TyperGroup
 
 from cli.env import actor_name, open_env, parse_conf, print_json
 from cli.options import BackfillId, DagId, DagsFolder, Json, Parallelism, checked_date, usage_error, within_range
-from ledger.dates import iso, parse_user_date
-from ledger.documents import backfill_document, backfills_document
-from ledger.errors import InvalidInput
-from ledger.states import ACTIVE_TASK_STATES
+from ledger.core.dates import iso, parse_user_date
+from ledger.core.errors import InvalidInput
+from ledger.core.states import ACTIVE_TASK_STATES
+from ledger.services.documents import backfill_document, backfills_document
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store.backfills import Progress, progress_of
@@ -68,10 +68,10 @@ def create(
 ) -> None:
     """Plan the dates of a range (new / override / skip), then create and execute the runs."""
     from backfill.downstream import plan_downstream
-    from ledger.backfill_create import plan_json
-    from ledger.backfill_plan import Action, Reprocess
-    from ledger.operations import backfill_request, plan_backfill
-    from scheduler.settings import SchedulerSettings
+    from ledger.core.backfill_plan import Action, Reprocess
+    from ledger.services.backfill_create import plan_json
+    from ledger.services.operations import backfill_request, plan_backfill
+    from scheduler.loop.settings import SchedulerSettings
 
     if reprocess not in {r.value for r in Reprocess}:
         raise typer.BadParameter(f"--reprocess must be none, failed or completed, not {reprocess!r}",
@@ -113,7 +113,7 @@ def create(
 
 def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: bool) -> None:
     from backfill.job import BackfillJob
-    from ledger.backfill_create import create_confirmed, plan_json
+    from ledger.services.backfill_create import create_confirmed, plan_json
     from scheduler.executors import executor_for
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
@@ -284,10 +284,10 @@ def resume(backfill_id: BackfillId,
     """Finish an interrupted backfill (or one whose process died): take over its unfinished runs (at once
     when their job's process is gone on this host, after the lock timeout otherwise) and run them here."""
     from backfill.job import BackfillJob
-    from ledger.operations import resume_backfill
-    from ledger.states import BackfillState
+    from ledger.core.states import BackfillState
+    from ledger.services.operations import resume_backfill
     from scheduler.executors import executor_for
-    from scheduler.settings import SchedulerSettings
+    from scheduler.loop.settings import SchedulerSettings
 
     env = open_env()
     env.actor = actor_name("backfill")
@@ -355,8 +355,8 @@ def show(backfill_id: BackfillId,
 @app.command()
 def cancel(backfill_id: BackfillId) -> None:
     """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
-    from ledger.operations import stop_backfill
-    from scheduler.settings import SchedulerSettings
+    from ledger.services.operations import stop_backfill
+    from scheduler.loop.settings import SchedulerSettings
 
     env = open_env()
     with env.transaction() as session:

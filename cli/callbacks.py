@@ -10,7 +10,7 @@ from rich.table import Table
 
 from cli.env import open_env, print_json, refuse_unknown_filters
 from cli.options import Json, id_parser, within_range
-from ledger.dates import local_text
+from ledger.core.dates import local_text
 from ledger.store import callbacks as callback_store
 
 out = Console(highlight=False)

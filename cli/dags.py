@@ -12,10 +12,10 @@ from rich.table import Table
 from cli import testing
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, usage_error
-from ledger import documents
-from ledger.dag import callback_target
-from ledger.dates import local_text
-from ledger.operations import set_paused
+from ledger.core.dates import local_text
+from ledger.sdk.dag import callback_target
+from ledger.services import documents
+from ledger.services.operations import set_paused
 from ledger.store import dags as dag_store
 
 app = typer.Typer(help="Inspect the DAGs of the DAGs folder and their versions.", no_args_is_help=True)

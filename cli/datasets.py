@@ -10,7 +10,7 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import Json, within_range
-from ledger.dataset_docs import dataset_document, datasets_document
+from ledger.services.dataset_docs import dataset_document, datasets_document
 
 app = typer.Typer(no_args_is_help=True, help="Datasets: which tasks write them, which DAGs run on them, their events.")
 out = Console(highlight=False, soft_wrap=True)

@@ -9,7 +9,8 @@ from rich.console import Console
 
 from cli.env import open_env
 from cli.options import usage_error
-from ledger.db import (
+from ledger.core.errors import DatabaseNotReady, InvalidInput
+from ledger.store.db import (
     alembic_config,
     current_revision,
     describe_database,
@@ -18,7 +19,6 @@ from ledger.db import (
     make_engine,
     sqlite_file_missing,
 )
-from ledger.errors import DatabaseNotReady, InvalidInput
 from migrations.code_guard import ACTOR, FORCE, NOW, CodeLoss, code_loss
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def rotate_fernet_key() -> None:
     """Encrypt every stored secret again with the first Fernet key.
 
     The first of LEDGER_FERNET_KEY, or of the key file in LEDGER_HOME; the keys after it can then be removed."""
-    from ledger.secrets import fernet_keys, rotate
+    from ledger.services.secrets import fernet_keys, rotate
     from ledger.store import events
     from ledger.store import secrets as secret_store
 

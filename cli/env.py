@@ -16,12 +16,12 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from ledger.clock import Clock, SystemClock
-from ledger.config import Settings, load_settings
-from ledger.db import ensure_ready, make_engine, make_read_engine, make_sessions
-from ledger.errors import DagNotFound, InvalidInput
+from ledger.core.errors import DagNotFound, InvalidInput
+from ledger.infra.clock import Clock, SystemClock
+from ledger.infra.config import Settings, load_settings
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
+from ledger.store.db import ensure_ready, make_engine, make_read_engine, make_sessions
 
 
 def actor_name(role: str = "cli") -> str:
@@ -59,7 +59,7 @@ class Env:
         """One transaction per operation: committed at the end, rolled back on any error. What refresh_dags()
         found (new versions, import errors) is written in this same transaction: a command that is refused
         leaves the database exactly as it was, the DAG versions it read included."""
-        from scheduler.dag_sync import sync_results
+        from scheduler.parsing.dag_sync import sync_results
 
         with self.sessions.begin() as session:
             for results, contents, stale in self._staged:
@@ -94,9 +94,9 @@ class Env:
         """
         from multiprocessing.connection import wait
 
-        from scheduler.dag_processing import DagFileProcessorManager, processor_log
-        from scheduler.dag_sync import code_needed, known_dependencies, known_hashes, known_owners, read_code
-        from scheduler.settings import SchedulerSettings
+        from scheduler.loop.settings import SchedulerSettings
+        from scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log
+        from scheduler.parsing.dag_sync import code_needed, known_dependencies, known_hashes, known_owners, read_code
 
         s = SchedulerSettings.from_env()
         self.require_dags_folder()

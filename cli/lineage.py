@@ -10,8 +10,8 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import Json, usage_error
-from ledger.dataset_docs import stale_document
-from ledger.documents import lineage_document
+from ledger.services.dataset_docs import stale_document
+from ledger.services.documents import lineage_document
 
 out = Console(highlight=False, soft_wrap=True)
 

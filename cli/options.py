@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 from typer._click.exceptions import UsageError
 
-from ledger.dates import parse_user_date
-from ledger.errors import InvalidInput
+from ledger.core.dates import parse_user_date
+from ledger.core.errors import InvalidInput
 
 # ids are 64-bit signed integers in SQLite and PostgreSQL (BIGINT), and the first one is 1; a count or a number
 # given on the command line is held to the same range, whatever it is compared with or written to

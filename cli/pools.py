@@ -10,7 +10,7 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import MAX_ID, Json
-from ledger.operations import delete_pool, set_pool
+from ledger.services.operations import delete_pool, set_pool
 from ledger.store import pools as pool_store
 
 app = typer.Typer(help="Pools limit how many task instances run at once across DAGs.", no_args_is_help=True)

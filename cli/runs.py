@@ -11,8 +11,8 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import Json, Reason, RunId, reason_text
-from ledger.documents import run_document
-from ledger.mapping import label
+from ledger.core.mapping import label
+from ledger.services.documents import run_document
 from ledger.store import runs as run_store
 
 app = typer.Typer(help="Inspect DAG runs.", no_args_is_help=True)
@@ -110,7 +110,7 @@ def cancel(run: RunId, reason: Reason = None) -> None:
     """Cancel a queued or running run: its running tries are stopped by the job running them, its tasks that
     have not started are skipped, and the run ends failed (or as its own rules say, when every task had already
     finished). Recorded as a `run_cancelled` event with who did it."""
-    from ledger.operations import cancel_run
+    from ledger.services.operations import cancel_run
 
     why = reason_text(reason)
     _operate(run, "cancelled", lambda s, r, now, actor: cancel_run(s, r, now=now, actor=actor, reason=why), why)
@@ -120,8 +120,8 @@ def cancel(run: RunId, reason: Reason = None) -> None:
 def mark_success(run: RunId, reason: Reason = None) -> None:
     """Mark a run success by hand: its unfinished task instances become success (refused while a try runs); its
     unfinished teardown tasks are left to run, and the run ends when they have."""
-    from ledger.operations import mark_run
-    from ledger.states import RunState
+    from ledger.core.states import RunState
+    from ledger.services.operations import mark_run
 
     why = reason_text(reason)
     _operate(run, "marked success",
@@ -132,8 +132,8 @@ def mark_success(run: RunId, reason: Reason = None) -> None:
 def mark_failed(run: RunId, reason: Reason = None) -> None:
     """Mark a run failed by hand: its unfinished task instances become failed (refused while a try runs); its
     unfinished teardown tasks are left to run, and the run ends when they have."""
-    from ledger.operations import mark_run
-    from ledger.states import RunState
+    from ledger.core.states import RunState
+    from ledger.services.operations import mark_run
 
     why = reason_text(reason)
     _operate(run, "marked failed",

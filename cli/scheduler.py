@@ -13,10 +13,10 @@ from rich.markup import escape
 
 from cli.env import open_env
 from cli.options import DagsFolder, Parallelism, within_range
-from ledger.errors import InvalidInput
+from ledger.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from scheduler.job import DagRunJob
+    from scheduler.loop.job import DagRunJob
 
 out = Console(highlight=False, soft_wrap=True)
 EXECUTORS = ("local", "sequential", "celery")
@@ -40,8 +40,8 @@ def scheduler(
 ) -> None:
     """Run the scheduler: parse DAG files, create due runs, execute task instances."""
     from scheduler.executors import executor_for
-    from scheduler.scheduler_job import SchedulerJob
-    from scheduler.settings import SchedulerSettings
+    from scheduler.loop.scheduler_job import SchedulerJob
+    from scheduler.loop.settings import SchedulerSettings
 
     if executor is not None and executor not in EXECUTORS:
         raise typer.BadParameter(f"--executor must be {', '.join(EXECUTORS[:-1])} or {EXECUTORS[-1]}, not "

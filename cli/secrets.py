@@ -10,10 +10,10 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import Json, form_checked
-from ledger.dates import iso
-from ledger.errors import InvalidInput
-from ledger.operations import connection_json, delete_secret, secret_name, set_connection, set_variable
-from ledger.secrets import ConnectionInfo, decrypt
+from ledger.core.dates import iso
+from ledger.core.errors import InvalidInput
+from ledger.services.operations import connection_json, delete_secret, secret_name, set_connection, set_variable
+from ledger.services.secrets import ConnectionInfo, decrypt
 from ledger.store import secrets as store
 
 variables = typer.Typer(help="Named values for DAGs ({{ var.value.NAME }}, Variable.get), stored encrypted.",

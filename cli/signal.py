@@ -10,9 +10,9 @@ from rich.table import Table
 
 from cli.env import open_env, parse_conf, print_json
 from cli.options import MAX_ID, Json
-from ledger.errors import InvalidInput
-from ledger.signal_delivery import ring
-from ledger.signals import validate_key, validate_meta, validate_value
+from ledger.core.errors import InvalidInput
+from ledger.core.signals import validate_key, validate_meta, validate_value
+from ledger.services.signal_delivery import ring
 from ledger.store import signals as signal_store
 
 app = typer.Typer(help="Signals: (key, value) messages, versioned per key, kept and heard at once by listeners.",

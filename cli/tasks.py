@@ -15,13 +15,13 @@ from sqlalchemy.orm import Session
 from cli import testing
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, Reason, RunId, reason_text, within_range
-from ledger import log_store
-from ledger.errors import InvalidInput
-from ledger.log_store import TryRef
-from ledger.logs import log_path
-from ledger.mapping import NOT_MAPPED, choose_instance, label
+from ledger.core.errors import InvalidInput
+from ledger.core.mapping import NOT_MAPPED, choose_instance, label
+from ledger.core.states import ACTIVE_TASK_STATES, TaskState
+from ledger.infra.logs import log_path
 from ledger.models import DagRun, TaskInstance
-from ledger.states import ACTIVE_TASK_STATES, TaskState
+from ledger.services import log_store
+from ledger.services.log_store import TryRef
 from ledger.store import dags as dag_store
 from ledger.store import events, try_logs
 from ledger.store import runs as run_store
@@ -145,7 +145,7 @@ def clear(dag_id: DagId, run: RunArg,
     """Re-run chosen finished task instances of a run (each gets fresh tries); the run is queued again.
 
     The tries run the code of the run's own version, as its first tries did, unless --on-latest-version."""
-    from ledger.operations import clear_tasks
+    from ledger.services.operations import clear_tasks
 
     env = open_env(dags_folder)
     if on_latest_version:
@@ -180,7 +180,7 @@ def mark(dag_id: DagId, run: RunArg,
          reason: Reason = None) -> None:
     """Set a task instance's state by hand (an event records who did it). The run then finishes when every
     task instance has, or is queued again for the scheduler to carry on."""
-    from ledger.operations import MARKABLE, mark_tasks
+    from ledger.services.operations import MARKABLE, mark_tasks
 
     why = reason_text(reason)
     if state not in {s.value for s in MARKABLE}:
@@ -201,7 +201,7 @@ def mark(dag_id: DagId, run: RunArg,
 def xcom(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help="The task id.")],
          as_json: Json = False, map_index: MapIndex = None) -> None:
     """The values a task instance's tries passed on (return value and xcom_push), per try."""
-    from ledger.documents import xcom_rows
+    from ledger.services.documents import xcom_rows
 
     run_id, rows = _task_rows(dag_id, run, task_id, map_index, lambda s, r, i: xcom_rows(s, r, task_id, i))
     if as_json:

@@ -11,10 +11,10 @@ from rich.text import Text
 
 from cli.env import open_env, print_json
 from cli.options import DagId, Json, checked_date, usage_error
-from ledger.dataset_docs import timeline_marks, with_marks
-from ledger.dates import iso_raw, local_text
-from ledger.documents import timeline_json, timeline_range
-from ledger.errors import DagNotFound, InvalidInput
+from ledger.core.dates import iso_raw, local_text
+from ledger.core.errors import DagNotFound, InvalidInput
+from ledger.services.dataset_docs import timeline_marks, with_marks
+from ledger.services.documents import timeline_json, timeline_range
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 

@@ -9,8 +9,8 @@ from rich.console import Console
 
 from cli.env import open_env, parse_conf
 from cli.options import DagId, DagsFolder, checked_date
-from ledger.dates import iso
-from ledger.operations import trigger_dag
+from ledger.core.dates import iso
+from ledger.services.operations import trigger_dag
 
 out = Console()
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cli.env import open_env, print_json
 from cli.options import Json, form_checked
-from ledger import users
+from ledger.services import users
 from ledger.store import users as user_store
 
 app = typer.Typer(help="Users of the web view and their roles (viewer, operator, admin) and API tokens.",

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from ledger.config import load_settings
-from ledger.errors import ConfigError
+from ledger.core.errors import ConfigError
+from ledger.infra.config import load_settings
 from ledger.store import users as user_store
 
 TOKEN_VARIABLE = "LEDGER_WEB_TOKEN"

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cli.env import print_json
 from cli.options import Json, within_range
-from ledger.errors import ConfigError
+from ledger.core.errors import ConfigError
 
 out = Console(highlight=False, soft_wrap=True)
 QUEUE_NAME = re.compile(r"[\w.-]+")
@@ -39,7 +39,7 @@ def worker(
     Needs no DAGs folder and no database: each try runs from its run's pinned version, fetched by hash from
     ledger's webserver (LEDGER_API_URL, with LEDGER_WORKER_TOKEN) into $LEDGER_HOME/code. Reaches the broker
     (LEDGER_CELERY_BROKER_URL) and the result backend (LEDGER_CELERY_RESULT_BACKEND, default the broker)."""
-    from scheduler.celery_worker import serve, settings_from_env
+    from scheduler.runtime.celery_worker import serve, settings_from_env
 
     names = _queues(queues)
     if hostname is not None and not QUEUE_NAME.fullmatch(hostname):
@@ -53,7 +53,7 @@ def worker(
 
 def workers(as_json: Json = False) -> None:
     """The live Celery workers: name, host, queues, concurrency, running tries, last heartbeat."""
-    from ledger.workers import BROKER_VARIABLE, backend_url, listing
+    from ledger.infra.workers import BROKER_VARIABLE, backend_url, listing
 
     url = backend_url()
     if url is None:

@@ -3,10 +3,12 @@
 DAG authors import from here: `from ledger import DAG, PythonTask, BashTask, task`.
 """
 
-from ledger.branching import BranchPythonTask, ShortCircuitTask, WeekDay, setup, teardown
-from ledger.context import TaskContext
-from ledger.dag import DAG, BashTask, PythonTask, Task, TaskGroup, task
-from ledger.datasets import (
+from ledger.core.errors import SkipTask
+from ledger.core.signal_rules import SignalAction
+from ledger.sdk.branching import BranchPythonTask, ShortCircuitTask, WeekDay, setup, teardown
+from ledger.sdk.context import TaskContext
+from ledger.sdk.dag import DAG, BashTask, PythonTask, Task, TaskGroup, task
+from ledger.sdk.datasets import (
     AllOf,
     AnyOf,
     Asset,
@@ -17,12 +19,10 @@ from ledger.datasets import (
     DatasetOrTimeSchedule,
     TimePartitions,
 )
-from ledger.errors import SkipTask
-from ledger.notifiers import EmailNotifier, Notifier, WebhookNotifier
-from ledger.python_envs import ExternalPythonTask, PythonVirtualenvTask, external_python, virtualenv
-from ledger.sensors import PythonSensor, register_decorators
-from ledger.signal_rules import SignalAction
-from ledger.spark import SparkTask, spark_task
+from ledger.sdk.notifiers import EmailNotifier, Notifier, WebhookNotifier
+from ledger.sdk.python_envs import ExternalPythonTask, PythonVirtualenvTask, external_python, virtualenv
+from ledger.sdk.sensors import PythonSensor, register_decorators
+from ledger.sdk.spark import SparkTask, spark_task
 
 register_decorators(task)  # @task.branch, @task.short_circuit, @task.sensor
 

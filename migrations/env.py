@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from ledger.db import make_engine
 from ledger.models import Base
+from ledger.store.db import make_engine
 
 config = context.config
 target_metadata = Base.metadata

@@ -18,13 +18,13 @@ import pytest
 from alembic import command
 from sqlalchemy.orm import Session
 
-from ledger.clock import FixedClock
-from ledger.db import alembic_config, make_engine, make_sessions
+from ledger.infra.clock import FixedClock
+from ledger.store.db import alembic_config, make_engine, make_sessions
 from tests.pgserver import postgres_server, postgres_url  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 # every job the tests run, in process or as a command, checks its memory of held runs against the database after
-# each loop (scheduler/memory.py); the tests that count a loop's statements turn it off for themselves
+# each loop (scheduler/loop/memory.py); the tests that count a loop's statements turn it off for themselves
 os.environ["LEDGER_VERIFY_MEMORY"] = "1"
 LEDGER = str(Path(sys.executable).with_name("ledger"))
 

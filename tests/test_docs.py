@@ -88,7 +88,7 @@ def test_the_spark_guide_shows_what_the_pipeline_prints_on_postgresql_and_spark_
 def test_docs_show_the_current_migration_head_and_cite_only_files_that_exist() -> None:
     import re
 
-    from ledger.schema import HEAD
+    from ledger.store.schema import HEAD
 
     for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         text = doc.read_text()

@@ -43,7 +43,7 @@ TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
 @dataclass(frozen=True)
 class Import:
     module: str  # the importing module
-    target: str  # the name imported (`scheduler.job.log_path`)
+    target: str  # the name imported (`scheduler.loop.job.log_path`)
     line: int
 
 
@@ -76,7 +76,7 @@ def project_modules(root: Path = ROOT) -> dict[str, Path]:
 
 
 def resolve(name: str, modules: dict[str, Path] | set[str]) -> str | None:
-    """The project module an imported name belongs to (`ledger.logs.log_path` -> `ledger.logs`), or None."""
+    """The project module an imported name belongs to (`ledger.infra.logs.log_path` -> `ledger.infra.logs`), or None."""
     while name and name not in modules:
         name = name.rpartition(".")[0]
     return name or None
@@ -133,7 +133,8 @@ def test_the_check_sees_every_package_and_the_known_edges() -> None:
     modules = project_modules()
     graph, _ = import_graph(modules)
     assert {name.split(".")[0] for name in modules} == set(PACKAGES)
-    assert {"scheduler.local_testing", "scheduler.dag_test_job"} <= graph["cli.testing"]  # imported in functions
+    # imported in functions
+    assert {"scheduler.runtime.local_testing", "scheduler.loop.dag_test_job"} <= graph["cli.testing"]
     assert {"ledger.store.events", "ledger.store.backfills"} <= graph["ledger.store.jobs"]  # from a package
 
 
@@ -146,12 +147,12 @@ def test_no_product_module_is_named_like_a_test_module() -> None:
 LAZY = """
 from __future__ import annotations
 from typing import TYPE_CHECKING
-import ledger.states
+import ledger.core.states
 from ledger.store import events, jobs as job_store
 from . import sibling
 from ..web import app
 if TYPE_CHECKING:
-    from scheduler.job import DagRunJob
+    from scheduler.loop.job import DagRunJob
 
 def f():
     from migrations.head import HEAD
@@ -162,8 +163,8 @@ def f():
 def test_the_check_finds_imports_wherever_they_are() -> None:
     found = [(imp.target, imp.line) for imp in imports_in(LAZY, "ledger.store.tasks")
              if imp.target.split(".")[0] in PACKAGES]
-    assert found == [("ledger.states", 4), ("ledger.store.events", 5), ("ledger.store.jobs", 5),
-                     ("ledger.store.sibling", 6), ("ledger.web.app", 7), ("scheduler.job.DagRunJob", 9),
+    assert found == [("ledger.core.states", 4), ("ledger.store.events", 5), ("ledger.store.jobs", 5),
+                     ("ledger.store.sibling", 6), ("ledger.web.app", 7), ("scheduler.loop.job.DagRunJob", 9),
                      ("migrations.head.HEAD", 12)]
     assert [imp.target for imp in imports_in("from . import x\n", "ledger.web", is_package=True)] == ["ledger.web.x"]
 
@@ -171,6 +172,6 @@ def test_the_check_finds_imports_wherever_they_are() -> None:
 def test_the_check_finds_a_cycle_and_resolves_names_to_modules() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) is not None
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
-    assert resolve("ledger.logs.log_path", {"ledger", "ledger.logs"}) == "ledger.logs"
-    assert resolve("ledger.DAG", {"ledger", "ledger.logs"}) == "ledger"
+    assert resolve("ledger.infra.logs.log_path", {"ledger", "ledger.infra.logs"}) == "ledger.infra.logs"
+    assert resolve("ledger.DAG", {"ledger", "ledger.infra.logs"}) == "ledger"
     assert resolve("sqlalchemy.orm", {"ledger"}) is None

@@ -7,7 +7,7 @@ import pendulum
 from ledger import DAG, TaskGroup, task
 from ledger import BashTask as BashOperator
 from ledger import PythonTask as PythonOperator
-from ledger.params import Param
+from ledger.sdk.params import Param
 
 default_args = {
     "owner": "data-eng",

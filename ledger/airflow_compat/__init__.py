@@ -2,7 +2,7 @@
 
 ledger's own `airflow` package lives in `ledger/airflow_compat/airflow/` (so `.../airflow/operators/bash.py`
 is `airflow.operators.bash`). `install()` puts a finder first on `sys.meta_path` that makes that folder
-importable as `airflow`, and it is called wherever DAG files are imported (ledger/dagbag.py: parsing, `ledger
+importable as `airflow`, and it is called wherever DAG files are imported (ledger/sdk/dagbag.py: parsing, `ledger
 dags test`, a try's process, a callback's process). The finder gives way to any other `airflow`: when a regular
 package of that name is on sys.path (Apache Airflow installed, or a DAGs folder's own `airflow` package), that
 one is imported and ledger's never is.
@@ -36,9 +36,9 @@ MARKER = "__ledger_airflow_compat__"  # set in the shim's `airflow/__init__.py`
 INSTEAD: dict[str, str] = {
     "airflow.providers": "ledger has Airflow's core and the standard provider only; call the service from a "
                          "@task (PythonOperator) with its own client library, and a connection from "
-                         "ledger.secrets.get_connection",
+                         "ledger.services.secrets.get_connection",
     "airflow.hooks": "ledger has no hooks; call the service from a @task with its own client library, and a "
-                     "connection from ledger.secrets.get_connection",
+                     "connection from ledger.services.secrets.get_connection",
     "airflow.providers.cncf.kubernetes": "ledger runs tasks in its own executors; run the container from a "
                                          "@task.bash (`kubectl run ...`) or a @task",
     "airflow.providers.apache.spark": "use ledger's SparkTask / @spark_task (from ledger import SparkTask)",
@@ -60,7 +60,8 @@ INSTEAD: dict[str, str] = {
     "airflow.operators.subdag": "SubDAGs are gone from Airflow 3 and ledger; use a TaskGroup",
     "airflow.timetables": "ledger does not have this timetable; give schedule= a cron expression, a preset "
                           "(@daily) or a timedelta",
-    "airflow.models.connection": "read connections with ledger.secrets.get_connection(conn_id) (LEDGER_CONN_<ID> "
+    "airflow.models.connection": "read connections with ledger.services.secrets.get_connection(conn_id) "
+                                 "(LEDGER_CONN_<ID> "
                                  "or `ledger connections`)",
     "airflow.notifications": "use a notifier: ledger.EmailNotifier, ledger.WebhookNotifier or a subclass of "
                              "ledger.Notifier",

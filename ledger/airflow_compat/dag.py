@@ -1,6 +1,6 @@
 """Airflow's DAG as ledger reads it: `airflow.DAG`, `airflow.models.dag.DAG`, `airflow.sdk.DAG` and `@dag`.
 
-It is ledger's DAG (ledger/dag.py) with Airflow's leniencies and extras:
+It is ledger's DAG (ledger/sdk/dag.py) with Airflow's leniencies and extras:
 - `dag_id` and `description` may be given by position; `schedule_interval` (Airflow 2) is `schedule`;
 - a naive `start_date` (or `end_date`) is read as UTC, as Airflow's default timezone does, with a warning (a
   Python warning while the file is parsed, and a note in the version that `ledger dags show` prints);
@@ -27,9 +27,9 @@ from typing import Any, ClassVar
 
 import pendulum
 
-from ledger import dag as ledger_dag
-from ledger.errors import DagDefinitionError
-from ledger.params import ParamRef
+from ledger.core.errors import DagDefinitionError
+from ledger.sdk import dag as ledger_dag
+from ledger.sdk.params import ParamRef
 
 _NOTSET: Any = object()
 
@@ -154,7 +154,7 @@ class DAG(ledger_dag.DAG):
 
     def about(self) -> dict[str, Any]:
         """What the version records about the DAG for people (only what is given, so that other DAGs keep
-        their version hashes); see ledger/versions.py."""
+        their version hashes); see ledger/core/versions.py."""
         owners = sorted({o for t in self.tasks.values() for o in [getattr(t, "owner", "") or self.owner] if o})
         return {k: v for k, v in (("display_name", self.display_name), ("description", self.description),
                                   ("doc_md", self.doc_md), ("tags", self.tags), ("owner", ", ".join(owners)),

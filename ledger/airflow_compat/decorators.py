@@ -14,13 +14,13 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ledger import dag as ledger_dag
 from ledger.airflow_compat.flow import BranchPythonOperator, PythonSensor, ShortCircuitOperator
 from ledger.airflow_compat.operators import PythonOperator, TaskGroup, get_current_context
 from ledger.airflow_compat.virtualenv import ExternalPythonOperator, PythonVirtualenvOperator
-from ledger.errors import DagDefinitionError, SkipTask
-from ledger.mapped_groups import expand_group
-from ledger.templates import render
+from ledger.core.errors import DagDefinitionError, SkipTask
+from ledger.sdk import dag as ledger_dag
+from ledger.sdk.mapped_groups import expand_group
+from ledger.sdk.templates import render
 
 
 def _free_task_id(task_id: str, dag_kwarg: Any = None) -> str:
@@ -66,7 +66,7 @@ class TaskFunction(ledger_dag.TaskFunction):
 
 
 class VirtualenvTaskFunction(TaskFunction):
-    """`@task.virtualenv`: the function runs in a virtualenv built for its requirements (ledger/python_envs.py)."""
+    """`@task.virtualenv`: the function runs in a virtualenv built for its requirements (ledger/sdk/python_envs.py)."""
 
     operator = PythonVirtualenvOperator
 
@@ -243,7 +243,7 @@ class TaskGroupFunction:
         return made
 
     def expand(self, **expand: Any) -> Any:
-        """A mapped task group: its tasks run once per item (ledger/mapped_groups.py)."""
+        """A mapped task group: its tasks run once per item (ledger/sdk/mapped_groups.py)."""
         return self._mapped(expand=expand)
 
     def expand_kwargs(self, kwargs: Any) -> Any:

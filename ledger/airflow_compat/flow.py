@@ -1,5 +1,5 @@
-"""Airflow's branching operators and sensors on ledger's (ledger/branching.py, ledger/sensors.py,
-ledger/external_task.py), taking Airflow's BaseOperator arguments as every operator of the namespace does
+"""Airflow's branching operators and sensors on ledger's (ledger/sdk/branching.py, ledger/sdk/sensors.py,
+ledger/sdk/external_task.py), taking Airflow's BaseOperator arguments as every operator of the namespace does
 (ledger/airflow_compat/operators.py): BranchPythonOperator, ShortCircuitOperator, BranchDateTimeOperator,
 BranchDayOfWeekOperator, BaseBranchOperator, LatestOnlyOperator, BaseSensorOperator, the Python, Bash, time, date,
 weekday, file and external-task sensors (and their `*Async` forms), ExternalTaskMarker.
@@ -16,10 +16,10 @@ from typing import Any
 
 import pendulum
 
-from ledger import branching, external_task, sensors
-from ledger import dag as ledger_dag
 from ledger.airflow_compat.operators import AirflowArgs, BaseOperator, PythonOperator, _make
-from ledger.context import TaskContext
+from ledger.sdk import branching, external_task, sensors
+from ledger.sdk import dag as ledger_dag
+from ledger.sdk.context import TaskContext
 
 
 def _own_args(base: type) -> set[str]:
@@ -112,7 +112,7 @@ class LatestOnlyOperator(BaseBranchOperator):
 class BaseSensorOperator(BaseOperator, sensors.BaseSensor):  # type: ignore[misc]
     """Airflow's BaseSensorOperator: subclass it and write `poke(self, context)` (Airflow's context), returning
     True or a PokeReturnValue once the condition holds; poke_interval, timeout, mode, soft_fail... as ledger's
-    sensors take them (ledger/sensors.py)."""
+    sensors take them (ledger/sdk/sensors.py)."""
 
     kind = "sensor"
 

@@ -1,5 +1,5 @@
 """Airflow's helpers for edges and its enums: chain, cross_downstream, chain_linear, TriggerRule (WeekDay is
-ledger.branching's); its exceptions; `airflow.utils.dates` and `airflow.utils.timezone`."""
+ledger.sdk.branching's); its exceptions; `airflow.utils.dates` and `airflow.utils.timezone`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pendulum
 
-from ledger import dag as ledger_dag
-from ledger.errors import DagDefinitionError, FailWithoutRetry, SensorTimeout, SkipTask
-from ledger.xcom import XComRef
+from ledger.core.errors import DagDefinitionError, FailWithoutRetry, SensorTimeout, SkipTask
+from ledger.sdk import dag as ledger_dag
+from ledger.sdk.xcom import XComRef
 
 
 def _node(item: Any) -> Any:

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from ledger import dag as ledger_dag
-from ledger.context import TaskContext, current
-from ledger.errors import DagDefinitionError
-from ledger.params import as_params, resolve_refs
-from ledger.templates import render, template_names
-from ledger.xcom import RETURN_KEY, XComRef, resolve
+from ledger.core.errors import DagDefinitionError
+from ledger.sdk import dag as ledger_dag
+from ledger.sdk.context import TaskContext, current
+from ledger.sdk.params import as_params, resolve_refs
+from ledger.sdk.templates import render, template_names
+from ledger.sdk.xcom import RETURN_KEY, XComRef, resolve
 
 # Airflow's BaseOperator arguments that ledger's Task takes as they are
 LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
@@ -326,7 +326,7 @@ class EmailOperator(BaseOperator):
         self.files, self.cc, self.bcc = files or [], cc, bcc
 
     def execute(self, context: Mapping[str, Any]) -> None:
-        from ledger.notifiers import send_email
+        from ledger.sdk.notifiers import send_email
 
         def listed(value: str | list[str] | None) -> list[str]:
             if not value:

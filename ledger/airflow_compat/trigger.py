@@ -1,5 +1,5 @@
 """Airflow's TriggerDagRunOperator: a manual run of another DAG, created through ledger's own trigger
-(ledger/operations.py: the run is spliced into that DAG's timeline, its params checked against the conf) with
+(ledger/services/operations.py: the run is spliced into that DAG's timeline, its params checked against the conf) with
 the triggering try as the event's actor, so that the record says which try caused the run.
 
 The try writes to the ledger database of its environment (LEDGER_HOME / LEDGER_DATABASE_URL, inherited from
@@ -18,14 +18,14 @@ import pendulum
 
 from ledger.airflow_compat.graph import AirflowException, DagRunAlreadyExists
 from ledger.airflow_compat.operators import BaseOperator
-from ledger.errors import LedgerError, SkipTask, TimelineConflict
+from ledger.core.errors import LedgerError, SkipTask, TimelineConflict
 
 TEST_RUN_TYPE = "test"
 
 
 def _sessions() -> Any:
-    from ledger.config import load_settings
-    from ledger.db import make_engine, make_sessions
+    from ledger.infra.config import load_settings
+    from ledger.store.db import make_engine, make_sessions
 
     engine = make_engine(load_settings().database_url)
     return make_sessions(engine)
@@ -60,7 +60,7 @@ class TriggerDagRunOperator(BaseOperator):
         self.skip_when_already_exists = skip_when_already_exists
 
     def execute(self, context: Mapping[str, Any]) -> Any:
-        from ledger.operations import trigger
+        from ledger.services.operations import trigger
         from ledger.store import dags as dag_store
 
         ti = context["ti"]

@@ -1,4 +1,4 @@
-"""Airflow's PythonVirtualenvOperator and ExternalPythonOperator: ledger's tasks of ledger/python_envs.py with
+"""Airflow's PythonVirtualenvOperator and ExternalPythonOperator: ledger's tasks of ledger/sdk/python_envs.py with
 Airflow's operator arguments (as PythonOperator has them: ledger/airflow_compat/operators.py)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.airflow_compat.operators import PythonOperator, _make
-from ledger.errors import DagDefinitionError
-from ledger.python_envs import ExternalPythonTask, PythonVirtualenvTask
+from ledger.core.errors import DagDefinitionError
+from ledger.sdk.python_envs import ExternalPythonTask, PythonVirtualenvTask
 
 ENV_ARGUMENTS = ("serializer", "use_dill", "skip_on_exit_code", "env_vars", "inherit_env", "expect_airflow",
                  "string_args", "templates_exts")

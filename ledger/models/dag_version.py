@@ -20,7 +20,7 @@ class DagVersion(Base):
     structure: Mapped[str] = mapped_column(Text)
     # the DAG file's text when this version was registered (None for DAGs not loaded from a file)
     source_code: Mapped[str | None] = mapped_column(Text, nullable=True)
-    # the version's code (ledger/code.py): the DAG file's path in the DAGs folder and its blob, the bundle of
+    # the version's code (ledger/infra/code.py): the DAG file's path in the DAGs folder and its blob, the bundle of
     # the helper modules it imports, and the key of the whole snapshot. All None for versions registered
     # before code was captured: those run from `source_code` alone.
     code_entry: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -23,7 +23,7 @@ class TaskInstance(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("dag_run.id"), nullable=False)
     dag_id: Mapped[str] = mapped_column(String(250))
     task_id: Mapped[str] = mapped_column(String(250))
-    # a mapped task's instance number (0..N-1; ledger/mapping.py); -1: not mapped, or not expanded yet
+    # a mapped task's instance number (0..N-1; ledger/core/mapping.py); -1: not mapped, or not expanded yet
     map_index: Mapped[int] = mapped_column(Integer, default=-1, server_default=text("-1"))
     state: Mapped[str] = mapped_column(String(20))
     try_number: Mapped[int] = mapped_column(Integer, default=0)
@@ -37,7 +37,7 @@ class TaskInstance(Base):
     job_id: Mapped[int | None] = mapped_column(Integer)
     pid: Mapped[int | None] = mapped_column(Integer)
     hostname: Mapped[str | None] = mapped_column(String(250))
-    # signal-driven tasks (ledger/signal_rules.py): a START/RESTART arrived and it may start
+    # signal-driven tasks (ledger/core/signal_rules.py): a START/RESTART arrived and it may start
     signal_armed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # a STOP or RESTART for its running try, for the job that runs it; and the signal that asked
     signal_request: Mapped[str | None] = mapped_column(String(10))

@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
-from ledger.errors import NotFound
+from ledger.core.errors import NotFound
+from ledger.core.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
 from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
-from ledger.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
 from ledger.store import events
 from ledger.store.dags import chunks
 

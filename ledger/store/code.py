@@ -1,6 +1,6 @@
 """DAG versions' code in the database: content-addressed blobs, bundles of helper files, snapshots.
 
-See ledger/code.py for what a version's code is. Every function here runs in the caller's transaction.
+See ledger/infra/code.py for what a version's code is. Every function here runs in the caller's transaction.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from sqlalchemy import insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from ledger.code import CodeManifest, parse_bundle, sha256_bytes
-from ledger.errors import InvalidInput
+from ledger.core.errors import InvalidInput
+from ledger.infra.code import CodeManifest, parse_bundle, sha256_bytes
 from ledger.models import CodeBlob, CodeBundle, DagVersion, Event
 from ledger.store import events as events_store
 
@@ -80,7 +80,7 @@ def add_manifest(session: Session, manifest: CodeManifest) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A version's code as files: what a worker materialises (scheduler/code_cache.py)."""
+    """A version's code as files: what a worker materialises (scheduler/loop/code_cache.py)."""
 
     key: str  # the snapshot key (a legacy version: sha256 of its source text)
     entry: str  # the DAG file's path relative to the snapshot's root

@@ -10,13 +10,13 @@ from typing import TypeVar
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from ledger.code import CodeManifest
-from ledger.errors import DagNotFound, InvalidInput, NotFound
+from ledger.core.errors import DagNotFound, InvalidInput, NotFound
+from ledger.core.versions import DagSpec, spec_from_json
+from ledger.infra.code import CodeManifest
 from ledger.models import Dag, DagFile, DagRun, DagVersion, ImportError_, TaskInstance, TaskTry
+from ledger.sdk.timetables import TimetableSchedule
 from ledger.store import code as code_store
 from ledger.store import events
-from ledger.timetables import TimetableSchedule
-from ledger.versions import DagSpec, spec_from_json
 
 CHUNK = 500  # values per IN (...) clause
 
@@ -180,7 +180,7 @@ def spec(session: Session, dag_id: str, version_hash: str) -> DagSpec:
 
 def _with_pinned_timetable(session: Session, found: DagSpec) -> DagSpec:
     """A version whose custom timetable comes from a module of its DAGs folder plans with the version's copy of
-    that module (ledger/timetables.py), read here with the version."""
+    that module (ledger/sdk/timetables.py), read here with the version."""
     schedule = found.schedule
     if not isinstance(schedule, TimetableSchedule) or schedule.module_file is None:
         return found
@@ -196,7 +196,7 @@ def current_spec(session: Session, dag_id: str) -> DagSpec:
     return spec(session, dag_id, dag.current_version)
 
 
-# DAG files: what the DAG file processors and the scheduler know of them (scheduler/dag_sync.py writes them)
+# DAG files: what the DAG file processors and the scheduler know of them (scheduler/parsing/dag_sync.py writes them)
 
 def known_hashes(session: Session) -> dict[str, str]:
     """fileloc -> content hash of the files the database knows, to seed DagFileProcessorManager.

@@ -1,4 +1,4 @@
-"""Dataset events (what producer tries wrote) and what each consumer run consumed (ledger/datasets.py)."""
+"""Dataset events (what producer tries wrote) and what each consumer run consumed (ledger/sdk/datasets.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import func, insert, or_, select
 from sqlalchemy.orm import Session
 
-from ledger.datasets import Consumed, EventRow
+from ledger.core.states import RunState
 from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent, Event
-from ledger.states import RunState
+from ledger.sdk.datasets import Consumed, EventRow
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
 
@@ -31,7 +31,7 @@ def newest_event_id(session: Session) -> int:
 
 
 def written_since(session: Session, after: int) -> set[str]:
-    """The leaves (`dataset:KEY`, `alias:NAME`, as ledger.datasets.leaf_keys names them) that got an event with an
+    """The leaves (`dataset:KEY`, `alias:NAME`, as ledger.sdk.datasets.leaf_keys names them) that got an event with an
     id above `after`."""
     found: set[str] = set()
     for dataset, alias in session.execute(select(DatasetEvent.dataset, DatasetEvent.alias).where(

@@ -10,7 +10,7 @@ from sqlalchemy import String, Table, select
 from sqlalchemy import cast as cast_sql
 from sqlalchemy.orm import Session
 
-from ledger.mapping import split_label
+from ledger.core.mapping import split_label
 from ledger.models import Event, SignalRecord
 from ledger.store.hot import Hot
 

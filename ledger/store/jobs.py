@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.util import identity_key
 
+from ledger.core.states import UNFINISHED_RUN_STATES, JobState
 from ledger.models import DagRun, Job
-from ledger.states import UNFINISHED_RUN_STATES, JobState
 from ledger.store import events
 from ledger.store.backfills import finishing
 from ledger.store.hot import Hot

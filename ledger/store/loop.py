@@ -1,4 +1,4 @@
-"""What a job's loop reads and writes about the runs it holds (scheduler/job.py): the held runs, the
+"""What a job's loop reads and writes about the runs it holds (scheduler/loop/job.py): the held runs, the
 capacity they compete for, and a run's state changes with their event."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from sqlalchemy import Connection, bindparam, case, func, select, text, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from ledger.core.states import UNFINISHED_RUN_STATES as UNFINISHED
+from ledger.core.states import BackfillState, RunState, StaleState, run_may_move
 from ledger.models import Backfill, Dag, DagRun, Event
-from ledger.states import UNFINISHED_RUN_STATES as UNFINISHED
-from ledger.states import BackfillState, RunState, StaleState, run_may_move
 from ledger.store import events
 from ledger.store.hot import Hot
 

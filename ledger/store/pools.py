@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ledger.core.states import ACTIVE_TASK_STATES
 from ledger.models import Pool, TaskInstance
-from ledger.states import ACTIVE_TASK_STATES
 
 
 def pool_rows(session: Session) -> list[dict[str, Any]]:

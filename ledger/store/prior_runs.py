@@ -1,4 +1,4 @@
-"""Each run's prior successful run, for Airflow's `prev_*_success` template names (ledger/templates.py).
+"""Each run's prior successful run, for Airflow's `prev_*_success` template names (ledger/sdk/templates.py).
 
 The prior successful run of a run is the DAG's run with the latest logical date before the run's own whose state
 is `success` now: an overridden run never counts (its state is `overridden`: the run that replaced it is the
@@ -13,8 +13,8 @@ from collections.abc import Collection
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, aliased
 
+from ledger.core.states import RunState
 from ledger.models import DagRun
-from ledger.states import RunState
 
 PriorSuccess = tuple[str, str, str | None, str | None]  # its data interval's start and end, its start and end (ISO)
 

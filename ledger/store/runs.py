@@ -16,15 +16,15 @@ from sqlalchemy import and_, bindparam, func, insert, select, type_coerce, updat
 from sqlalchemy.orm import Session
 from sqlalchemy.types import NullType
 
-from ledger.errors import InvalidInput, RunNotFound, TimelineConflict
-from ledger.mapping import NOT_MAPPED, label, source_text
+from ledger.core.errors import InvalidInput, RunNotFound, TimelineConflict
+from ledger.core.mapping import NOT_MAPPED, label, source_text
+from ledger.core.schedule import DataInterval
+from ledger.core.states import RUN_TRANSITIONS, RunState, RunType, StaleState, TaskState
+from ledger.core.timeline import ChainLink, Link, Neighbours, plan_batch, plan_splice
+from ledger.core.versions import DagSpec, TaskSpec
 from ledger.models import Dag, DagRun, TaskInstance, TaskTry, UtcDateTime
-from ledger.schedule import DataInterval
-from ledger.states import RUN_TRANSITIONS, RunState, RunType, StaleState, TaskState
 from ledger.store import events
 from ledger.store.transitions import move_run, move_task
-from ledger.timeline import ChainLink, Link, Neighbours, plan_batch, plan_splice
-from ledger.versions import DagSpec, TaskSpec
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
 SCHEDULING_TYPES = [RunType.SCHEDULED.value, RunType.BACKFILL.value]  # the runs a schedule resumes after
@@ -185,7 +185,7 @@ def _str(value: int | None) -> str | None:
 def instance_rows(run_id: int, dag_id: str, tasks: Iterable[TaskSpec]) -> list[dict[str, Any]]:
     """The task instance rows a run gets for `tasks`: one per task, or for a task mapped over literal lists one
     per value (map_index 0..N-1); a task mapped over another task's value waits as one row, map_index -1, until
-    the scheduler expands it (ledger/mapping.py)."""
+    the scheduler expands it (ledger/core/mapping.py)."""
     return [{"run_id": run_id, "dag_id": dag_id, "task_id": t.task_id, "map_index": i,
              "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": t.retries + 1,
              "priority_weight": t.priority_weight, "pool": t.pool}

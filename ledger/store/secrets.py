@@ -1,4 +1,4 @@
-"""Variables and connections, as stored (their secrets encrypted by ledger/secrets.py)."""
+"""Variables and connections, as stored (their secrets encrypted by ledger/services/secrets.py)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def connections(session: Session) -> list[Connection]:
 
 
 def reencrypt(session: Session, rotate: Callable[[str], str]) -> tuple[int, int]:
-    """Every stored secret passed through `rotate` (ledger.secrets.rotate: encrypted again with the first Fernet
+    """Every stored secret passed through `rotate` (ledger.services.secrets.rotate: encrypted again with the first
+    Fernet
     key): (variables, connections) changed."""
     rows = variables(session)
     for row in rows:

@@ -30,7 +30,7 @@ UPGRADE_WAIT and then returns nothing new, to be asked again.) On SQLite writers
 (``BEGIN IMMEDIATE``), so ids are in commit order already. Per key, versions need none of this: the
 counter row lock orders them. Each sending transaction also runs
 ``pg_notify('ledger_signals', <newest id>)``, delivered to listeners when (and only if) it commits; on
-SQLite the sender rings the doorbells after commit (`ledger.signal_delivery.ring`).
+SQLite the sender rings the doorbells after commit (`ledger.services.signal_delivery.ring`).
 
 Each signal is also an event (`signal_sent`) so that `ledger events` shows it with everything else.
 """
@@ -48,9 +48,9 @@ from sqlalchemy.engine import Row
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from ledger.errors import InvalidInput
+from ledger.core.errors import InvalidInput
+from ledger.core.signals import Signal, validate_key, validate_meta, validate_value
 from ledger.models import SignalCursor, SignalKey, SignalRecord
-from ledger.signals import Signal, validate_key, validate_meta, validate_value
 from ledger.store import events
 from ledger.store.hot import Hot
 
@@ -65,7 +65,7 @@ KEYS = cast(Table, SignalKey.__table__)
 CURSORS = cast(Table, SignalCursor.__table__)
 
 UPGRADE_WAIT = 0.2  # seconds `after_id` waits in a transaction that has sent signals itself
-_SENT_IN = "ledger.signals.sent_in"  # session.info: the transaction that took the shared send lock
+_SENT_IN = "ledger.core.signals.sent_in"  # session.info: the transaction that took the shared send lock
 
 EVENT_VALUE_CHARS = 200
 _CHUNK = 500  # rows per multi-row upsert (SQLite allows 32766 bound parameters per statement)
@@ -144,7 +144,7 @@ def _bump_many(n: int) -> Hot:
 
 
 def listen(conn: Any) -> None:
-    """Subscribe a raw psycopg connection (autocommit) to the signals' NOTIFY channel (ledger.signal_delivery's
+    """Subscribe a raw psycopg connection (autocommit) to the signals' NOTIFY channel (ledger.services.signal_delivery's
     PostgreSQL doorbell)."""
     conn.execute(f"LISTEN {CHANNEL}")
 

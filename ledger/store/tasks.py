@@ -12,11 +12,11 @@ from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
-from ledger.mapping import NOT_MAPPED, label
+from ledger.core.mapping import NOT_MAPPED, label
+from ledger.core.states import ACTIVE_TASK_STATES as ACTIVE
+from ledger.core.states import UNFINISHED_RUN_STATES as UNFINISHED
+from ledger.core.states import StaleState, TaskState, task_may_move
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
-from ledger.states import ACTIVE_TASK_STATES as ACTIVE
-from ledger.states import UNFINISHED_RUN_STATES as UNFINISHED
-from ledger.states import StaleState, TaskState, task_may_move
 from ledger.store.hot import Hot
 from ledger.store.transitions import move_task
 
@@ -39,7 +39,7 @@ class TiRow:
     job_id: int | None
     armed: bool = False
     signal_id: int | None = None  # the signal that armed it (a signal-driven task)
-    map_index: int = NOT_MAPPED  # a mapped task's instance number (ledger/mapping.py)
+    map_index: int = NOT_MAPPED  # a mapped task's instance number (ledger/core/mapping.py)
 
     @property
     def label(self) -> str:

@@ -1,5 +1,5 @@
 """The one door for state changes of loaded rows: a run or task instance object moves to a new state only through
-these functions, which check the move against the table of allowed transitions (ledger/states.py) and write it
+these functions, which check the move against the table of allowed transitions (ledger/core/states.py) and write it
 guarded on the state the object was loaded with. If another process changed the row since, nothing is written
 and StaleState is raised (the caller's transaction is rolled back; a job reads again, a command says so).
 
@@ -15,8 +15,8 @@ from sqlalchemy import update
 from sqlalchemy.orm import object_session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from ledger.core.states import RunState, StaleState, TaskState, run_may_move, task_may_move
 from ledger.models import DagRun, TaskInstance
-from ledger.states import RunState, StaleState, TaskState, run_may_move, task_may_move
 
 
 def move_task(ti: TaskInstance, to: TaskState, **values: Any) -> None:

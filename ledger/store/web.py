@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from ledger.errors import InvalidInput
+from ledger.core.errors import InvalidInput
+from ledger.core.states import RunState
 from ledger.models import DagRun, DagVersion, TaskInstance
-from ledger.states import RunState
 from ledger.store.runs import TIMELINE_COLUMNS, _raw
 
 

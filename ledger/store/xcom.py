@@ -1,4 +1,4 @@
-"""Stored XCom values (ledger/xcom.py) and the templates each try rendered."""
+"""Stored XCom values (ledger/sdk/xcom.py) and the templates each try rendered."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
-from ledger.mapping import NOT_MAPPED, label
+from ledger.core.mapping import NOT_MAPPED, label
+from ledger.core.states import TaskState
 from ledger.models import TaskInstance, TaskTry, XCom
-from ledger.states import TaskState
 
 
 def record(session: Session, pushed: list[tuple[str, Any]], *, run_id: int, task_id: str, try_number: int,
@@ -36,7 +36,7 @@ _VALUES = select(XCom.run_id, XCom.task_id, XCom.map_index, XCom.key, XCom.value
 
 def values_for_runs(session: Session, run_ids: Iterable[int]) -> dict[int, dict[str, dict[str, Any]]]:
     """run -> label (task id, `task[i]` for a mapped instance) -> key -> value, from each task instance's
-    newest try that stored that key (ledger.xcom.pull_view makes what tries pull of it)."""
+    newest try that stored that key (ledger.sdk.xcom.pull_view makes what tries pull of it)."""
     ids = sorted(set(run_ids))
     out: dict[int, dict[str, dict[str, Any]]] = {i: {} for i in ids}
     if not ids:

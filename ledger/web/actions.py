@@ -1,5 +1,5 @@
 """Acting on the ledger from a browser (forms) and over the write API (POST under /api/v1), both through the
-operations the CLI runs (ledger/operations.py), in one short write transaction each, with the user as the
+operations the CLI runs (ledger/services/operations.py), in one short write transaction each, with the user as the
 actor of the events. A refusal changes nothing and answers 4xx with the CLI's one-line reason: 400 bad input,
 403 not allowed (role, CSRF), 404 no such thing, 409 the timeline's state forbids it.
 
@@ -19,18 +19,18 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session, sessionmaker
 
-from ledger import documents, operations
-from ledger import users as user_rules
-from ledger.backfill_create import plan_json
-from ledger.backfill_plan import PlanItem
-from ledger.db import make_engine, make_sessions
-from ledger.errors import InvalidInput
-from ledger.mapping import label
-from ledger.states import RunState, TaskState
+from ledger.core.backfill_plan import PlanItem
+from ledger.core.errors import InvalidInput
+from ledger.core.mapping import label
+from ledger.core.states import RunState, TaskState
+from ledger.services import documents, operations
+from ledger.services import users as user_rules
+from ledger.services.backfill_create import plan_json
+from ledger.services.users import Role
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
-from ledger.users import Role
+from ledger.store.db import make_engine, make_sessions
 from ledger.web import auth, forms
 from ledger.web.guard import guard_of, identity_of
 from ledger.web.reading import MAX_ID, IdInUrl, now, session_of

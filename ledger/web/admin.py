@@ -1,7 +1,8 @@
 """The admin pages: users (list, create, set role, delete), variables and connections (list, set, delete; a
 secret is never shown: a connection's password and extra and a variable whose name says it is a secret are ***),
 pools (list, set, delete). For the admin role only (403 otherwise, and no links); every form carries its CSRF
-token; each change goes through the operations the CLI runs (ledger/users.py, ledger/operations.py) with the
+token; each change goes through the operations the CLI runs (ledger/services/users.py, ledger/services/operations.py)
+with the
 user as the actor of its event."""
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
-from ledger import operations
-from ledger import users as user_rules
-from ledger.dates import iso
-from ledger.errors import ConfigError, InvalidInput, NotFound
-from ledger.secrets import decrypt, sensitive
+from ledger.core.dates import iso
+from ledger.core.errors import ConfigError, InvalidInput, NotFound
+from ledger.services import operations
+from ledger.services import users as user_rules
+from ledger.services.secrets import decrypt, sensitive
+from ledger.services.users import Role
 from ledger.store import pools as pool_store
 from ledger.store import secrets as secret_store
 from ledger.store import users as user_store
-from ledger.users import Role
 from ledger.web import auth
 from ledger.web.actions import Form, back_to, show, writing
 from ledger.web.guard import identity_of
@@ -46,7 +47,8 @@ def _not_yourself(request: Request, username: str, what: str) -> None:
 
 
 def variable_value(key: str, sealed: str) -> str:
-    """A variable's value as the page shows it: *** when its name says it is a secret (ledger.secrets.sensitive,
+    """A variable's value as the page shows it: *** when its name says it is a secret
+    (ledger.services.secrets.sensitive,
     as a try's log masks it), else in clear."""
     if sensitive(key):
         return MASK

@@ -1,4 +1,4 @@
-"""The JSON API under /api/v1: the same documents as `ledger ... --json` (built by ledger.documents).
+"""The JSON API under /api/v1: the same documents as `ledger ... --json` (built by ledger.services.documents).
 
 Reads (GET; the writes are in actions.py). Errors are {"message": ...} with status 400 (bad input) or 404 (no
 such thing). Every list answers at most 1000 rows unless `limit` says otherwise (up to 10,000). A timeline is
@@ -12,9 +12,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from ledger import dataset_docs, documents
-from ledger import workers as worker_list
-from ledger.errors import InvalidInput, NotFound
+from ledger.core.errors import InvalidInput, NotFound
+from ledger.infra import workers as worker_list
+from ledger.services import dataset_docs, documents
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
@@ -210,7 +210,7 @@ def workers(request: Request) -> JSONResponse:
 def worker_code(request: Request, dag_id: str, version: str) -> JSONResponse:
     import base64
 
-    from ledger.code import sha256_bytes
+    from ledger.infra.code import sha256_bytes
 
     with session_of(request) as session:
         found = dag_store.find_version(session, dag_id, version)

@@ -10,8 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
-from ledger.config import Settings
-from ledger.errors import LedgerError, TimelineConflict
+from ledger.core.errors import LedgerError, TimelineConflict
+from ledger.infra.config import Settings
 from ledger.web import actions, admin, api, guard, pages, swagger, worker_api
 from ledger.web.auth import Forbidden
 from ledger.web.guard import error

@@ -1,5 +1,5 @@
 """Who is asking, and may they: the Host-header check, signed-in sessions (a signed cookie), API tokens, the
-shared LEDGER_WEB_TOKEN, CSRF tokens for forms, and roles (ledger/users.py).
+shared LEDGER_WEB_TOKEN, CSRF tokens for forms, and roles (ledger/services/users.py).
 
 - With no user defined, anyone who reaches the server reads (a viewer), as before users existed; with
   LEDGER_WEB_TOKEN set, only with that token. Nobody can act: acting needs a user.
@@ -27,10 +27,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ledger import users
-from ledger.errors import LedgerError
+from ledger.core.errors import LedgerError
+from ledger.services import users
+from ledger.services.users import Role
 from ledger.store import users as user_store
-from ledger.users import Role
 
 SESSION_COOKIE = "ledger_session"
 TOKEN_COOKIE = "ledger_token"

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ledger.errors import InvalidInput
+from ledger.core.errors import InvalidInput
 
 PARAM_PREFIX = "param."
 

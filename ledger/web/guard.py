@@ -12,7 +12,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.datastructures import URL
 
-from ledger.config import Settings
+from ledger.infra.config import Settings
 from ledger.web import auth
 from ledger.web.reading import Reader
 from ledger.web.render import ENV, render

@@ -12,11 +12,11 @@ from typing import Any
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
-from ledger import log_store
-from ledger.errors import NotFound
-from ledger.log_store import FileSource, LogSource, TryRef
-from ledger.logs import log_path
-from ledger.mapping import split_label
+from ledger.core.errors import NotFound
+from ledger.core.mapping import split_label
+from ledger.infra.logs import log_path
+from ledger.services import log_store
+from ledger.services.log_store import FileSource, LogSource, TryRef
 from ledger.store import try_logs
 
 CHUNK = 1024 * 1024  # a page of log: the last CHUNK bytes first
@@ -35,7 +35,7 @@ def read_page(source: LogSource | Path, *, before: int | None = None, after: int
     """Up to `chunk` bytes of the log: those after offset `after` (what was appended since), else those before
     `before` (default: the end). A page starts and ends at a line's start (a line longer than a page is cut),
     except that with `whole_lines` False the bytes after the last newline are included (the try has ended).
-    `source`: where the log is (ledger/log_store.py), or a file."""
+    `source`: where the log is (ledger/services/log_store.py), or a file."""
     f = FileSource(source) if isinstance(source, Path) else source
     size = f.size()
     if after is not None:
@@ -150,7 +150,8 @@ def try_ref(session: Session, run: dict[str, Any], label: str, try_number: int) 
 
 
 def source_of(logs: Path, found: tuple[TryRef, str | None], the_try: dict[str, Any]) -> LogSource | None:
-    """Where the try's log is for this server (ledger/log_store.py: its own logs folder, the database, the remote
+    """Where the try's log is for this server (ledger/services/log_store.py: its own logs folder, the database, the
+    remote
     log store, the result backend's Redis); None: nowhere yet."""
     ref, kept = found
     return log_store.locate(logs, ref, kept, ended=try_ended(the_try))

@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
-from ledger import dataset_docs, documents
-from ledger.errors import ConfigError, InvalidInput, LedgerError
-from ledger.mapping import split_label
+from ledger.core.errors import ConfigError, InvalidInput, LedgerError
+from ledger.core.mapping import split_label
+from ledger.services import dataset_docs, documents
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
@@ -255,7 +255,7 @@ def backfills(request: Request) -> HTMLResponse:
 
 @router.get("/workers", response_class=HTMLResponse)
 def workers(request: Request) -> HTMLResponse:
-    from ledger import workers as worker_list
+    from ledger.infra import workers as worker_list
 
     url = worker_list.backend_url()
     rows = worker_list.listing(url) if url is not None else []

@@ -12,9 +12,9 @@ from fastapi import Path, Request
 from pendulum import DateTime
 from sqlalchemy.orm import Session, sessionmaker
 
-from ledger.config import Settings
-from ledger.db import ensure_ready, make_read_engine, make_sessions
-from ledger.errors import InvalidInput
+from ledger.core.errors import InvalidInput
+from ledger.infra.config import Settings
+from ledger.store.db import ensure_ready, make_read_engine, make_sessions
 
 
 class Reader:

@@ -10,7 +10,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
-from ledger.dates import local_text
+from ledger.core.dates import local_text
 from ledger.web.logview import ansi_html
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse
 from swagger_ui_bundle import swagger_ui_path
 
-from ledger.errors import NotFound
+from ledger.core.errors import NotFound
 from ledger.web.render import render
 
 router = APIRouter(include_in_schema=False)

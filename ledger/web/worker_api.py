@@ -1,6 +1,7 @@
 """Variables and connections for tries running on Celery workers, which hold no database credentials: read-only,
 one name at a time, with the workers' own credential (LEDGER_WORKER_TOKEN) and no other, decrypted here with the
-webserver's Fernet key. The task side (ledger/secrets.py) asks here when it runs on a worker; the values it reads
+webserver's Fernet key. The task side (ledger/services/secrets.py) asks here when it runs on a worker; the values it
+reads
 are masked in its log as any try's are."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import hmac
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from ledger.errors import NotFound
-from ledger.secrets import decrypt
+from ledger.core.errors import NotFound
+from ledger.services.secrets import decrypt
 from ledger.store import secrets as secret_store
 from ledger.web.auth import Forbidden
 from ledger.web.reading import session_of

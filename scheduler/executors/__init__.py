@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.settings import SchedulerSettings
+from scheduler.loop.settings import SchedulerSettings
 
 EXECUTORS = ("local", "sequential", "celery")
 

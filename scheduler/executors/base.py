@@ -36,12 +36,12 @@ class WorkItem:
     conf: dict[str, Any] = field(default_factory=dict)
     priority_weight: int = 1
     signal: dict[str, Any] | None = None  # the signal that started this try (signal-driven tasks): Signal.as_json()
-    code_root: str | None = None  # the version's snapshot folder (scheduler/code_cache.py): first on sys.path
+    code_root: str | None = None  # the version's snapshot folder (scheduler/loop/code_cache.py): first on sys.path
     code_captured: bool = True  # False: a version from before helper modules were captured
     xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # values the run's tasks passed on so far
     prev_interval: tuple[str, str] | None = None  # the data interval of the run's previous run (templates)
     prev_success: tuple[str, str, str | None, str | None] | None = None  # its prior successful run's (templates)
-    map_index: int = -1  # instance i of a mapped task (ledger/mapping.py); -1: not mapped
+    map_index: int = -1  # instance i of a mapped task (ledger/core/mapping.py); -1: not mapped
     queue: str = "default"  # the task's queue: which Celery workers may run the try (the other executors ignore it)
     # a dataset-triggered run's consumed events, by dataset (context.triggering_dataset_events)
     triggering_events: dict[str, list[dict[str, Any]]] | None = None
@@ -91,7 +91,8 @@ class TaskEvent:
     state: Literal["success", "failed", "skipped", "lost", "up_for_reschedule"] | None = None
     pid: int | None = None
     reason: str | None = None  # one line: "exit code 1", "timed out after 5.0 s", "worker died"
-    # for finished: the files the try left beside its log (scheduler/try_files.py suffixes); None: not looked for
+    # for finished: the files the try left beside its log (scheduler/runtime/try_files.py suffixes); None: not looked
+    # for
     files: tuple[str, ...] | None = None
     # a try that ran on another host (CeleryExecutor): that host's name, and for finished what the try left beside
     # its log there (a scheduler/try_files.TryFiles), carried back instead of read from this host's disk
@@ -143,7 +144,7 @@ class Executor(abc.ABC):
         return False
 
     def use_metrics(self, metrics: Any) -> None:
-        """The job's metrics (scheduler/metrics.py), for an executor that reports some of its own (the others
+        """The job's metrics (scheduler/loop/metrics.py), for an executor that reports some of its own (the others
         ignore them)."""
         return None
 

@@ -1,8 +1,9 @@
-"""CeleryExecutor: tries run on `ledger worker` processes on any host, through Celery (scheduler/celery_app.py).
+"""CeleryExecutor: tries run on `ledger worker` processes on any host, through Celery
+(scheduler/executors/celery_app.py).
 
 submit_all() sends the loop's tries from the job's thread at once, as one batch (kombu's Producer.batch: one
 pipeline on a Redis broker), asking Celery to keep no result subscription (the worker stores each state itself, see
-scheduler/celery_worker.py), then marks them queued in one round trip. A send that fails (or that finds the
+scheduler/runtime/celery_worker.py), then marks them queued in one round trip. A send that fails (or that finds the
 sender busy) leaves the messages queued for the sender, a thread that sends them again with retries while the
 broker is unreachable, and sends everything after them too until the broker answers again: the job's loop waits on
 a working broker for a round trip per batch, never on a failing one longer than SEND_TIMEOUT (decision 193). The
@@ -39,9 +40,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.workers import worker_key
-from scheduler import try_files
-from scheduler.celery_app import (
+from ledger.infra.workers import worker_key
+from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.executors.celery_app import (
     KEEP,
     REFUSED,
     TASK_NAME,
@@ -54,7 +55,7 @@ from scheduler.celery_app import (
     task_id,
     task_id_pattern,
 )
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.runtime import try_files
 
 POLL_INTERVAL = 0.05  # seconds between two looks at what is left to do while end() waits
 READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it looks at its other work

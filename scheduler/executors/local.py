@@ -57,10 +57,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
-from scheduler import in_process, try_files, try_plan, try_process
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem, dumps
-from scheduler.parent_death import die_with_parent
-from scheduler.try_outcome import Outcome
+from scheduler.runtime import in_process, try_files, try_plan, try_process
+from scheduler.runtime.parent_death import die_with_parent
+from scheduler.runtime.try_outcome import Outcome
 
 StartMethod = Literal["exec", "fork"]
 
@@ -108,7 +108,7 @@ def _failure(item: WorkItem, reason: str, pid: int | None = None, *, lost: bool 
 
 
 def _ended(item: WorkItem, outcome: Outcome, pid: int) -> TaskEvent:
-    """The end of a try as its worker saw it, with the files it left beside its log (scheduler/try_files.py)."""
+    """The end of a try as its worker saw it, with the files it left beside its log (scheduler/runtime/try_files.py)."""
     return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
                      state=outcome.state, pid=pid, reason=outcome.reason,
                      files=try_files.present(item.log_path) if item.log_path else None)

@@ -16,8 +16,8 @@ import os
 import time
 from typing import Any
 
-from scheduler import in_process, try_outcome, try_plan, try_process
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from scheduler.runtime import in_process, try_outcome, try_plan, try_process
 
 
 class SequentialExecutor(Executor):

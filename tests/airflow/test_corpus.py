@@ -1,5 +1,5 @@
 """The corpus of Airflow DAG files (tests/airflow_corpus), loaded unchanged from a copy of the folder and run by
-ledger's test loop (scheduler/local_testing.py, in this process: each try in a forked child, as `ledger dags
+ledger's test loop (scheduler/runtime/local_testing.py, in this process: each try in a forked child, as `ledger dags
 test` runs them), with assertions on which tasks ran or were skipped and on the values they passed; the
 TriggerDagRun pair runs under the scheduler, through the real CLI."""
 
@@ -15,11 +15,11 @@ from typing import Any
 import pendulum
 import pytest
 
-from ledger.dag import DAG
-from ledger.dagbag import FileResult, load_file
-from ledger.datasets import Dataset
-from ledger.states import RunState
-from scheduler import local_testing
+from ledger.core.states import RunState
+from ledger.sdk.dag import DAG
+from ledger.sdk.dagbag import FileResult, load_file
+from ledger.sdk.datasets import Dataset
+from scheduler.runtime import local_testing
 from tests.conftest import REPO, Cli
 
 CORPUS = REPO / "tests" / "airflow_corpus"
@@ -88,8 +88,8 @@ def test_classic_operators_trigger_rules_chains_and_labels(corpus: Corpus, monke
 
 
 def test_the_dag_arguments_of_airflow_are_kept_and_mapped(corpus: Corpus) -> None:
-    from ledger import documents
-    from ledger.versions import structure_of
+    from ledger.core.versions import structure_of
+    from ledger.services import documents
 
     dag = corpus.dag("af2_operators.py", "af2_operators")
     assert dag.start_date == pendulum.datetime(2024, 3, 1, tz="UTC")  # naive: read as UTC
@@ -204,7 +204,7 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_a_refused_impor
     assert [e["error"].split(": ", 1)[1] for e in errors] == [
         "airflow.providers.amazon is an Airflow module ledger does not provide: ledger has Airflow's core and the "
         "standard provider only; call the service from a @task (PythonOperator) with its own client library, and "
-        "a connection from ledger.secrets.get_connection"]
+        "a connection from ledger.services.secrets.get_connection"]
     cli.ok("trigger", "af2_trigger", "--logical-date", "2024-03-05")
     cli.ok("scheduler", "--exit-when-idle")
     runs = {dag_id: cli.json("timeline", dag_id)[0] for dag_id in ("af2_trigger", "af2_target")}
@@ -224,7 +224,7 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_a_refused_impor
     # the web view's version page: the DAG's description and the edge's label (af3_sdk: never scheduled)
     from fastapi.testclient import TestClient
 
-    from ledger.config import load_settings
+    from ledger.infra.config import load_settings
     from ledger.web.app import create_app
 
     with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)})), base_url="http://localhost") as client:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ledger import airflow_compat
-from ledger.dag import BashTask
-from ledger.dagbag import load_file
+from ledger.sdk.dag import BashTask
+from ledger.sdk.dagbag import load_file
 
 
 @pytest.fixture

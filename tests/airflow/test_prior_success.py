@@ -1,5 +1,5 @@
 """Airflow's prev_*_success template names: the prior successful run of a run (ledger/store/prior_runs.py), and the
-names made from it (ledger/templates.py)."""
+names made from it (ledger/sdk/templates.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 import pendulum
 from sqlalchemy import update
 
+from ledger.core.states import RunType
 from ledger.models import DagRun
-from ledger.states import RunType
+from ledger.sdk.templates import prior_success_names, render
 from ledger.store.prior_runs import prior_successes
-from ledger.templates import prior_success_names, render
 from tests.store.test_timeline_store import T0, add, setup_dag
 
 STARTED, ENDED = pendulum.datetime(2024, 3, 10, 1, tz="UTC"), pendulum.datetime(2024, 3, 10, 2, tz="UTC")
@@ -58,8 +58,8 @@ def test_the_prior_success_is_the_latest_current_successful_run_before_the_logic
 def test_a_celery_message_carries_the_prior_success_to_a_remote_try() -> None:
     import json
 
-    from scheduler.celery_app import item_from_json, item_to_json
     from scheduler.executors.base import WorkItem
+    from scheduler.executors.celery_app import item_from_json, item_to_json
 
     prior = ("2024-03-03T00:00:00+00:00", "2024-03-04T00:00:00+00:00", STARTED.isoformat(), None)
     item = WorkItem(ti_id=1, run_id=2, dag_id="d", task_id="t", try_number=1, fileloc="/dags/d.py",

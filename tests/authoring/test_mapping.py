@@ -112,7 +112,7 @@ def test_mapped_tasks_run_one_instance_per_value_each_with_its_own_tries_values_
     # the web run page lists the instances and links each one's log
     from fastapi.testclient import TestClient
 
-    from ledger.config import load_settings
+    from ledger.infra.config import load_settings
     from ledger.web.app import create_app
 
     with TestClient(create_app(load_settings({"LEDGER_HOME": str(cli.home)})), base_url="http://localhost") as client:

@@ -59,9 +59,9 @@ def test_the_airflow_file_itself_runs_unchanged(tmp_path: Path) -> None:
     """Through ledger's `airflow` namespace (ledger/airflow_compat) the Airflow file needs no edit at all."""
     import pendulum
 
-    from ledger.dagbag import load_file
-    from ledger.states import RunState
-    from scheduler import local_testing
+    from ledger.core.states import RunState
+    from ledger.sdk.dagbag import load_file
+    from scheduler.runtime import local_testing
 
     folder = tmp_path / "dags"
     folder.mkdir()

@@ -12,7 +12,7 @@ from tests.conftest import Cli
 SECRET_DAG = """
 import pendulum
 from ledger import DAG, BashTask, PythonTask
-from ledger.secrets import Variable, get_connection
+from ledger.services.secrets import Variable, get_connection
 
 def use(context):
     conn = get_connection("warehouse")
@@ -64,7 +64,7 @@ def test_a_wrong_key_or_a_bad_uri_is_one_line(ready_cli: Cli) -> None:
 FAILING_DAG = """
 import pendulum
 from ledger import DAG, PythonTask
-from ledger.secrets import Variable
+from ledger.services.secrets import Variable
 
 def login(context):
     raise ValueError("login refused for token " + Variable.get("api_token"))

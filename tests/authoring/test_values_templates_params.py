@@ -10,11 +10,11 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask, PythonTask, task
-from ledger.errors import DagDefinitionError
-from ledger.params import Param, as_params, check_conf, resolve
-from ledger.templates import TemplateError, render, template_names
-from ledger.versions import structure_of
-from ledger.xcom import XComError, XComRef, encode
+from ledger.core.errors import DagDefinitionError
+from ledger.core.versions import structure_of
+from ledger.sdk.params import Param, as_params, check_conf, resolve
+from ledger.sdk.templates import TemplateError, render, template_names
+from ledger.sdk.xcom import XComError, XComRef, encode
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import Cli
 
@@ -107,7 +107,7 @@ def test_task_functions_passed_to_each_other_become_dependencies_in_the_version(
 FLOW_DAG = """
 import pendulum
 from ledger import DAG, BashTask, task
-from ledger.params import Param
+from ledger.sdk.params import Param
 
 with DAG("flow", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
          params={"days": 7, "mode": Param("full", enum=["full", "delta"])}) as dag:

@@ -16,7 +16,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from ledger.timeline import ChainRun, chain_violations
+from ledger.core.timeline import ChainRun, chain_violations
 from tests.conftest import LEDGER, Cli
 
 D = "2024-03-0{}T00:00:00+00:00".format  # D(2) == "2024-03-02T00:00:00+00:00"

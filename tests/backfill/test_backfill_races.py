@@ -19,13 +19,13 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from ledger import DAG, BashTask
+from ledger.core.states import RunType
+from ledger.core.timeline import ChainRun, chain_violations
 from ledger.models import DagRun
-from ledger.states import RunType
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
-from ledger.sync import register_dag
-from ledger.timeline import ChainRun, chain_violations
-from scheduler.scheduling import create_due_runs
+from scheduler.loop.scheduling import create_due_runs
 from tests.conftest import migrated_sessions
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")

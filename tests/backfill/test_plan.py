@@ -9,7 +9,7 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask
-from ledger.backfill_plan import (
+from ledger.core.backfill_plan import (
     Action,
     LiveRun,
     PastRun,
@@ -19,9 +19,9 @@ from ledger.backfill_plan import (
     decide_date,
     plan_backfill,
 )
-from ledger.dates import parse_user_date
-from ledger.errors import InvalidInput
-from ledger.versions import DagSpec, spec_from_json, version_of
+from ledger.core.dates import parse_user_date
+from ledger.core.errors import InvalidInput
+from ledger.core.versions import DagSpec, spec_from_json, version_of
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
@@ -222,7 +222,7 @@ def test_refusing_a_range_that_reaches_far_into_the_future_enumerates_only_up_to
 # -- blocking_run: overrides that depends_on_past would keep from ever starting ---------------------------
 
 def two_day_plan(*actions: Action) -> list[Any]:
-    from ledger.backfill_plan import PlanItem
+    from ledger.core.backfill_plan import PlanItem
 
     spec = a_spec()
     intervals = backfill_intervals(spec, T0.add(days=1), T0.add(days=len(actions)), now=NOW, backwards=False)
@@ -256,7 +256,7 @@ def test_overrides_that_a_failed_previous_run_would_block_for_ever_are_found(
 # -- reconcile: what was shown, checked again at creation ---------------------------------------------
 
 def test_a_date_whose_action_changed_since_the_plan_was_shown_is_skipped_with_the_reason() -> None:
-    from ledger.backfill_plan import PlanItem, reconcile
+    from ledger.core.backfill_plan import PlanItem, reconcile
 
     shown = two_day_plan(Action.NEW, Action.OVERRIDE)
     fresh = [PlanItem(shown[0].interval, Action.SKIP, "in flight: locked by job 5"),

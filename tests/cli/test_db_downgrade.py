@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from alembic import command
 
-from ledger.db import alembic_config
-from ledger.schema import HEAD
+from ledger.store.db import alembic_config
+from ledger.store.schema import HEAD
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import DAILY_DAG, Cli
 

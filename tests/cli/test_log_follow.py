@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cli.tasks import _Printed
-from ledger.log_store import TextSource
+from ledger.services.log_store import TextSource
 
 
 def test_a_follower_of_a_log_rewritten_with_its_secrets_masked_goes_on_from_the_same_line(

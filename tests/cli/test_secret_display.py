@@ -8,14 +8,14 @@ import json
 from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 
-from ledger.config import load_settings
+from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
 
 CREDS_DAG = """
 import pendulum
 from ledger import DAG, BashTask, PythonTask
-from ledger.secrets import Variable
+from ledger.services.secrets import Variable
 
 def fetch(context):
     return {"token": Variable.get("api_token"), "rows": 3}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy
 
-from ledger.db import make_read_engine
+from ledger.store.db import make_read_engine
 from tests.conftest import DAILY_DAG, LEDGER, Cli
 
 ENDING_DAG = """

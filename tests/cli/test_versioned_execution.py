@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.dagbag import load_file
-from ledger.versions import version_of
+from ledger.core.versions import version_of
+from ledger.sdk.dagbag import load_file
 from tests.conftest import Cli
 
 PIN_DAG = """

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from ledger.config import load_settings
+from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.backfill.test_backfill_cli import db, schedule, timeline
 from tests.conftest import Cli

@@ -10,12 +10,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.code import CodeFile, CodeManifest, helper_paths, python_digest
-from ledger.dagbag import load_file
+from ledger.core.versions import version_of
+from ledger.infra.code import CodeFile, CodeManifest, helper_paths, python_digest
+from ledger.sdk.dagbag import load_file
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
-from ledger.versions import version_of
-from scheduler.code_cache import CodeCache, materialise
+from scheduler.loop.code_cache import CodeCache, materialise
 from tests.conftest import migrated_sessions
 
 DAG_FILE = """

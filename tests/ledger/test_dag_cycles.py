@@ -6,7 +6,7 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask
-from ledger.errors import DagDefinitionError
+from ledger.core.errors import DagDefinitionError
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 

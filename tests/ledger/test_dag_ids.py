@@ -7,9 +7,9 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask, PythonTask
-from ledger.dag import MAX_KEY_LENGTH, TaskGroup, key_problem
-from ledger.errors import DagDefinitionError
-from ledger.mapping import label, split_label
+from ledger.core.errors import DagDefinitionError
+from ledger.core.mapping import label, split_label
+from ledger.sdk.dag import MAX_KEY_LENGTH, TaskGroup, key_problem
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 

@@ -8,7 +8,9 @@ import pendulum
 import pytest
 
 from ledger import DAG, Asset, AssetAlias, BashTask, Dataset, DatasetOrTimeSchedule, TimePartitions
-from ledger.datasets import (
+from ledger.core.errors import DagDefinitionError
+from ledger.core.versions import canonical_json, spec_from_json, structure_of
+from ledger.sdk.datasets import (
     Consumed,
     Consumer,
     DatasetError,
@@ -20,8 +22,6 @@ from ledger.datasets import (
     trigger_interval,
     unpartitioned_trigger,
 )
-from ledger.errors import DagDefinitionError
-from ledger.versions import canonical_json, spec_from_json, structure_of
 
 A, B, C = Dataset("a"), Dataset("b"), Dataset("c")
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -136,7 +136,7 @@ def test_the_version_records_outlets_and_the_condition_and_a_dataset_or_time_dag
 
 
 def test_inlet_events_are_asked_for_by_dataset_alias_key_or_index_and_only_for_the_tasks_inlets() -> None:
-    from ledger.datasets import DatasetAlias, InletEvents, inlet_partitions
+    from ledger.sdk.datasets import DatasetAlias, InletEvents, inlet_partitions
 
     first = {"extra": {"n": 1}, "partition": None, "timestamp": "2024-03-01T00:00:00+00:00"}
     given = InletEvents({"dataset:a": [first, {**first, "extra": {"n": 2}}], "alias:late": []})

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger import DAG, BashTask
-from ledger.dag import TRIGGER_RULES
-from ledger.dependencies import PreviousRun, TiState, decide, ready_alone, trigger_rule_outcome
-from ledger.states import RunState, TaskState
-from ledger.versions import spec_from_json, version_of
+from ledger.core.dependencies import PreviousRun, TiState, decide, ready_alone, trigger_rule_outcome
+from ledger.core.states import RunState, TaskState
+from ledger.core.versions import spec_from_json, version_of
+from ledger.sdk.dag import TRIGGER_RULES
 
 S = TaskState
 NOW = pendulum.datetime(2024, 3, 10, tz="UTC")

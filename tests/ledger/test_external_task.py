@@ -1,4 +1,4 @@
-"""ExternalTaskSensor's pure parts (ledger/external_task.py): which tasks a task group watches, and what their
+"""ExternalTaskSensor's pure parts (ledger/sdk/external_task.py): which tasks a task group watches, and what their
 states mean. No database."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pendulum
 import pytest
 
 from ledger import DAG
-from ledger.errors import DagDefinitionError
-from ledger.external_task import DONE, FAILED, WAIT, ExternalTaskSensor, external_outcome, group_members
+from ledger.core.errors import DagDefinitionError
+from ledger.sdk.external_task import DONE, FAILED, WAIT, ExternalTaskSensor, external_outcome, group_members
 
 TASKS = ["extract", "load.quick", "load.slow.table", "loader", "report.load"]
 

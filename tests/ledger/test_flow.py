@@ -1,4 +1,5 @@
-"""Control flow as pure rules (ledger/flow.py through ledger.dependencies.decide): what a branch or a short-circuit
+"""Control flow as pure rules (ledger/core/flow.py through ledger.core.dependencies.decide): what a branch or a
+short-circuit
 skips and how the skip spreads, setup and teardown tasks, and what a clear takes with it. No database."""
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask, TaskGroup
-from ledger.branching import BranchPythonTask, ShortCircuitTask, in_window, is_latest
-from ledger.dependencies import TiState, decide
-from ledger.flow import FLOW_KEY, BranchError, branch_targets, teardowns_left_to_run, with_setups_and_teardowns
-from ledger.states import RunState, TaskState
-from ledger.versions import DagSpec, spec_from_json, version_of
+from ledger.core.dependencies import TiState, decide
+from ledger.core.flow import FLOW_KEY, BranchError, branch_targets, teardowns_left_to_run, with_setups_and_teardowns
+from ledger.core.states import RunState, TaskState
+from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.sdk.branching import BranchPythonTask, ShortCircuitTask, in_window, is_latest
 
 S = TaskState
 NOW = pendulum.datetime(2024, 3, 10, tz="UTC")
@@ -129,7 +130,7 @@ def test_a_falsy_short_circuit_skips_by_its_ignore_downstream_trigger_rules(igno
 
 
 def test_a_short_circuit_never_skips_a_teardown() -> None:
-    from ledger.flow import short_circuit_skips
+    from ledger.core.flow import short_circuit_skips
 
     downstream = {"check": ["work"], "work": ["down"], "down": []}
     assert short_circuit_skips(downstream, ["down"], "check", ignore_downstream_trigger_rules=True) == ["work"]

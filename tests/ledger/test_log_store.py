@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import ConfigError
-from ledger.log_store import RemoteLogStore, TextSource, TryRef, locate, resume_offset
+from ledger.core.errors import ConfigError
+from ledger.services.log_store import RemoteLogStore, TextSource, TryRef, locate, resume_offset
 from ledger.web.logview import read_page
 
 

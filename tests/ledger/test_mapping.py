@@ -10,12 +10,12 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask, PythonTask, task
-from ledger.dependencies import PreviousRun, TiState, decide
-from ledger.errors import DagDefinitionError
-from ledger.mapping import choose_instance, expand, expand_task, instance_args, label, split_label
-from ledger.states import RunState, TaskState
-from ledger.versions import DagSpec, spec_from_json, version_of
-from ledger.xcom import XComRef, pull_view
+from ledger.core.dependencies import PreviousRun, TiState, decide
+from ledger.core.errors import DagDefinitionError
+from ledger.core.mapping import choose_instance, expand, expand_task, instance_args, label, split_label
+from ledger.core.states import RunState, TaskState
+from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.sdk.xcom import XComRef, pull_view
 
 S = TaskState
 START = pendulum.datetime(2024, 3, 1, tz="UTC")
@@ -211,9 +211,9 @@ def test_a_literal_longer_than_the_maximum_is_refused_at_parse_time(monkeypatch:
 
 
 def test_the_maximum_number_of_instances_is_a_setting_checked_when_read() -> None:
-    from ledger.errors import ConfigError
-    from ledger.mapping import max_map_length
-    from scheduler.settings import SchedulerSettings
+    from ledger.core.errors import ConfigError
+    from ledger.core.mapping import max_map_length
+    from scheduler.loop.settings import SchedulerSettings
 
     assert max_map_length({}) == 1024 and max_map_length({"LEDGER_MAX_MAP_LENGTH": "5"}) == 5
     assert SchedulerSettings.from_env({"LEDGER_MAX_MAP_LENGTH": "7"}).max_map_length == 7

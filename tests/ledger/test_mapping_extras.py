@@ -9,13 +9,13 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask, task
-from ledger.dependencies import TiState, decide
-from ledger.errors import DagDefinitionError
-from ledger.mapped_groups import expand_group
-from ledger.mapping import KWARGS, expand_task, source_text
-from ledger.states import TaskState
-from ledger.versions import spec_from_json, structure_of
-from ledger.xcom import pull_view, resolve
+from ledger.core.dependencies import TiState, decide
+from ledger.core.errors import DagDefinitionError
+from ledger.core.mapping import KWARGS, expand_task, source_text
+from ledger.core.states import TaskState
+from ledger.core.versions import spec_from_json, structure_of
+from ledger.sdk.mapped_groups import expand_group
+from ledger.sdk.xcom import pull_view, resolve
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 

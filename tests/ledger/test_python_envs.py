@@ -1,4 +1,4 @@
-"""Virtualenv and external-Python tasks (ledger/python_envs.py): environments built once per requirement set,
+"""Virtualenv and external-Python tasks (ledger/sdk/python_envs.py): environments built once per requirement set,
 under a lock, complete or rebuilt; the callable runs in the other interpreter with its arguments and value."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pendulum
 import pytest
 
 from ledger import DAG, task
-from ledger.errors import DagDefinitionError, SkipTask
-from ledger.python_envs import MARKER, EnvSpec, ExternalPythonTask, PythonVirtualenvTask, ensure_env, run_elsewhere
-from ledger.versions import structure_of
+from ledger.core.errors import DagDefinitionError, SkipTask
+from ledger.core.versions import structure_of
+from ledger.sdk.python_envs import MARKER, EnvSpec, ExternalPythonTask, PythonVirtualenvTask, ensure_env, run_elsewhere
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pendulum import DateTime
 
-import ledger.schedule as schedule_module
-from ledger.errors import LedgerError
-from ledger.schedule import (
+import ledger.core.schedule as schedule_module
+from ledger.core.errors import LedgerError
+from ledger.core.schedule import (
     CronSchedule,
     DataInterval,
     DeltaSchedule,
@@ -722,7 +722,7 @@ def test_without_catchup_the_latest_due_interval_is_the_last_one_catchup_would_c
 
 
 def test_next_scheduled_without_catchup_starts_at_the_latest_due_interval_then_follows_the_schedule() -> None:
-    from ledger.schedule import next_scheduled
+    from ledger.core.schedule import next_scheduled
 
     s = sched("0 6 * * *", "UTC", U(2026, 11, 1))
     got = next_scheduled(s, start_date=U(2026, 11, 1), end_date=None, after=None, now=U(2026, 11, 24, 7),
@@ -732,7 +732,7 @@ def test_next_scheduled_without_catchup_starts_at_the_latest_due_interval_then_f
 
 
 def test_next_scheduled_with_catchup_lists_every_due_interval_first() -> None:
-    from ledger.schedule import next_scheduled
+    from ledger.core.schedule import next_scheduled
 
     s = sched("@daily", "UTC", U(2026, 11, 20))
     got = next_scheduled(s, start_date=U(2026, 11, 20), end_date=None, after=U(2026, 11, 22), now=U(2026, 11, 24, 1),
@@ -741,7 +741,7 @@ def test_next_scheduled_with_catchup_lists_every_due_interval_first() -> None:
 
 
 def test_next_scheduled_skips_dates_held_by_a_manual_run_and_stops_at_end_date() -> None:
-    from ledger.schedule import next_scheduled
+    from ledger.core.schedule import next_scheduled
 
     s = sched("@daily", "UTC", U(2026, 11, 1))
     got = next_scheduled(s, start_date=U(2026, 11, 1), end_date=U(2026, 11, 27), after=U(2026, 11, 23),
@@ -750,7 +750,7 @@ def test_next_scheduled_skips_dates_held_by_a_manual_run_and_stops_at_end_date()
 
 
 def test_next_scheduled_off_tick_hourly_without_catchup_takes_the_latest_hour() -> None:
-    from ledger.schedule import next_scheduled
+    from ledger.core.schedule import next_scheduled
 
     start = U(2026, 11, 24, 15, 37)
     s = sched("@hourly", "UTC", start)

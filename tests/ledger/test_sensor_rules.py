@@ -1,4 +1,4 @@
-"""Sensor rules without a database or a real clock (ledger/sensors.py): when the next check is, when the timeout
+"""Sensor rules without a database or a real clock (ledger/sdk/sensors.py): when the next check is, when the timeout
 passes (counted from the first check, across reschedules), soft_fail, and what each try records."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pendulum
 import pytest
 
 from ledger import DAG
-from ledger.clock import FixedClock
-from ledger.context import TaskContext
-from ledger.errors import RescheduleTask, SensorTimeout, SkipTask
-from ledger.sensors import (
+from ledger.core.errors import RescheduleTask, SensorTimeout, SkipTask
+from ledger.infra.clock import FixedClock
+from ledger.sdk.context import TaskContext
+from ledger.sdk.sensors import (
     SENSOR_KEY,
     PokeReturnValue,
     PythonSensor,

@@ -6,11 +6,11 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask, PythonTask
-from ledger.dependencies import TiState, decide
-from ledger.errors import DagDefinitionError
-from ledger.signal_rules import SignalAction, can_start, evaluate, key_matches, matching_rules
-from ledger.states import RunState, TaskState
-from ledger.versions import spec_from_json, version_of
+from ledger.core.dependencies import TiState, decide
+from ledger.core.errors import DagDefinitionError
+from ledger.core.signal_rules import SignalAction, can_start, evaluate, key_matches, matching_rules
+from ledger.core.states import RunState, TaskState
+from ledger.core.versions import spec_from_json, version_of
 
 S = TaskState
 A = SignalAction

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.errors import TimelineConflict
-from ledger.timeline import ChainRun, Link, Neighbours, chain_violations, neighbours_in, plan_splice
+from ledger.core.errors import TimelineConflict
+from ledger.core.timeline import ChainRun, Link, Neighbours, chain_violations, neighbours_in, plan_splice
 
 DAY = [datetime(2024, 3, d, tzinfo=UTC) for d in range(1, 29)]
 
@@ -139,7 +139,7 @@ def test_any_sequence_of_splices_and_overrides_keeps_the_invariant(ops: list[tup
                                                           min_size=1, max_size=12, unique_by=lambda t: t[0]))
 def test_splicing_many_at_once_gives_the_same_chain_as_one_at_a_time(existing: set[int],
                                                                     batch: list[tuple[int, bool]]) -> None:
-    from ledger.timeline import ChainLink, plan_batch
+    from ledger.core.timeline import ChainLink, plan_batch
 
     one = MemoryTimeline()
     for day in sorted(existing):

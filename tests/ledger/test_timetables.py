@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pendulum import DateTime
 
-from ledger.schedule import DataInterval, ScheduleError, due_intervals, next_scheduled
-from ledger.timetables import (
+from ledger.core.schedule import DataInterval, ScheduleError, due_intervals, next_scheduled
+from ledger.core.versions import schedule_from_description
+from ledger.sdk.timetables import (
     CronDataIntervalTimetable,
     CronTriggerTimetable,
     DagRunInfo,
@@ -26,8 +27,7 @@ from ledger.timetables import (
     from_description,
     to_schedule,
 )
-from ledger.timetables import DataInterval as AfInterval
-from ledger.versions import schedule_from_description
+from ledger.sdk.timetables import DataInterval as AfInterval
 
 BERLIN = "Europe/Berlin"
 

@@ -1,11 +1,11 @@
-"""The table of allowed state changes (ledger/states.py): every state a run or task instance can take is in it,
+"""The table of allowed state changes (ledger/core/states.py): every state a run or task instance can take is in it,
 what is finished can only be cleared, marked or moved, and an overridden run never comes back."""
 
 from __future__ import annotations
 
 import pytest
 
-from ledger.states import (
+from ledger.core.states import (
     FINISHED_TASK_STATES,
     RUN_TRANSITIONS,
     TASK_TRANSITIONS,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pendulum
 
-from ledger.dag import DAG, BashTask
-from ledger.dagbag import load_file
-from ledger.versions import code_digest, version_of
+from ledger.core.versions import code_digest, version_of
+from ledger.sdk.dag import DAG, BashTask
+from ledger.sdk.dagbag import load_file
 
 CODE = "LIMIT = 10\n\ndef f(x):\n    return x + LIMIT\n"
 
@@ -55,8 +55,8 @@ def test_airflow_default_args_load_and_the_version_lists_those_ledger_ignores() 
     import pendulum
 
     from ledger import DAG, BashTask
-    from ledger.errors import DagDefinitionError
-    from ledger.versions import structure_of
+    from ledger.core.errors import DagDefinitionError
+    from ledger.core.versions import structure_of
 
     with DAG("airflowish", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
              default_args={"owner": "data-eng", "email": ["a@b.c"], "email_on_failure": True, "retries": 2,

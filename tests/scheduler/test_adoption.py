@@ -1,4 +1,4 @@
-"""scheduler/adoption.py on a real SQLite database: an executor's remarks become events naming the task's DAG and
+"""scheduler/loop/adoption.py on a real SQLite database: an executor's remarks become events naming the task's DAG and
 run; an executor that adopts nothing leaves every orphan to be recorded lost."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ledger.store import events as event_store
-from scheduler import adoption
+from scheduler.loop import adoption
 from tests.scheduler.fakes import FakeExecutor
 
 NOW = datetime(2024, 3, 1, tzinfo=UTC)

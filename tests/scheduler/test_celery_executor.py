@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
-from scheduler.metrics import SchedulerMetrics
+from scheduler.executors.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
+from scheduler.loop.metrics import SchedulerMetrics
 from tests.celery_cluster import Cluster, PinnedCelery
 from tests.conftest import LEDGER, Cli
 from tests.scheduler.test_executors import run_all
@@ -364,7 +364,7 @@ def test_a_remote_try_asked_to_stop_ends_failed_with_the_reason(celery_demo: tup
 SPARK = """
 import pendulum
 from ledger import DAG
-from ledger.spark import SparkTask
+from ledger.sdk.spark import SparkTask
 
 def count(spark, context):
     print("counted", spark.range(10).count())

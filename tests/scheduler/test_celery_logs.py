@@ -22,7 +22,7 @@ import os
 import time
 import pendulum
 from ledger import DAG, PythonTask
-from ledger.secrets import Variable, get_connection
+from ledger.services.secrets import Variable, get_connection
 
 def wait():
     conn = get_connection("warehouse")

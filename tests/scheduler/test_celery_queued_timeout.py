@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from ledger.errors import ConfigError
-from scheduler.celery_app import DEFAULT_QUEUED_TIMEOUT, QUEUED_TIMEOUT_VARIABLE, CeleryConfig, task_id
+from ledger.core.errors import ConfigError
 from scheduler.executors.celery import CeleryExecutor, _Try, unclaimed
+from scheduler.executors.celery_app import DEFAULT_QUEUED_TIMEOUT, QUEUED_TIMEOUT_VARIABLE, CeleryConfig, task_id
 from tests.celery_cluster import RedisServer
 from tests.scheduler.test_task_runner import work_item
 

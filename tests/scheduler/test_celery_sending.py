@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from ledger.workers import log_key, worker_key
-from scheduler.celery_app import CeleryConfig, queued_key, task_id
+from ledger.infra.workers import log_key, worker_key
 from scheduler.executors.celery import CeleryExecutor
+from scheduler.executors.celery_app import CeleryConfig, queued_key, task_id
 from tests.celery_cluster import RedisServer, free_port, require_redis
 from tests.scheduler.test_celery_queued_timeout import wait_for
 from tests.scheduler.test_task_runner import work_item

@@ -19,15 +19,15 @@ from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from ledger import DAG, BashTask
-from ledger.clock import FixedClock
-from ledger.db import make_engine, make_sessions
+from ledger.infra.clock import FixedClock
 from ledger.models import DagRun, TaskInstance, TaskTry
-from ledger.sync import register_dag
+from ledger.services.sync import register_dag
+from ledger.store.db import make_engine, make_sessions
 from scheduler.executors.base import Executor
-from scheduler.faults import Backoff, is_transient
-from scheduler.job import DagRunJob
-from scheduler.scheduling import create_due_runs
-from scheduler.settings import SchedulerSettings
+from scheduler.loop.faults import Backoff, is_transient
+from scheduler.loop.job import DagRunJob
+from scheduler.loop.scheduling import create_due_runs
+from scheduler.loop.settings import SchedulerSettings
 from tests.conftest import LEDGER, Cli, migrated_sessions
 from tests.pgserver import PostgresServer, postgres_available
 from tests.scheduler.fakes import FakeExecutor
@@ -316,7 +316,7 @@ def test_a_task_instance_changed_behind_the_jobs_memory_is_refused_then_read_aga
     """Another process marks b skipped without the event that tells jobs to read again: the job's guarded queue of
     b from what it remembered (scheduled) writes nothing and raises StaleState; the next loop reads b skipped and
     never runs it, and the run ends as the mark says."""
-    from ledger.states import StaleState
+    from ledger.core.states import StaleState
 
     engine, sessions = job_parts
     executor = FakeExecutor()

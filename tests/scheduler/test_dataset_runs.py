@@ -11,17 +11,17 @@ import pytest
 from sqlalchemy import update
 
 from ledger import DAG, BashTask, Dataset, TimePartitions
-from ledger.dataset_docs import inlets_document
-from ledger.datasets import InletEvents
+from ledger.core.schedule import DataInterval
+from ledger.core.states import RunType
 from ledger.models import Dag
-from ledger.schedule import DataInterval
-from ledger.states import RunType
+from ledger.sdk.datasets import InletEvents
+from ledger.services.dataset_docs import inlets_document
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store
 from ledger.store import runs as run_store
-from ledger.sync import register_dag
-from scheduler import dataset_runs
-from scheduler.dataset_runs import QuietConsumers, create_dataset_runs
+from scheduler.loop import dataset_runs
+from scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 A, B = Dataset("s3://a"), Dataset("s3://b")

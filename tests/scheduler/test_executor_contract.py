@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.celery_app import CeleryConfig
 from scheduler.executors.base import Executor, TaskEvent
+from scheduler.executors.celery_app import CeleryConfig
 from scheduler.executors.local import LocalExecutor
 from scheduler.executors.sequential import SequentialExecutor
 from tests.celery_cluster import PinnedCelery

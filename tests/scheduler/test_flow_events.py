@@ -1,11 +1,11 @@
-"""What the scheduler records of a sensor's tries (scheduler/flow_events.py): one `sensor_checked` event per
+"""What the scheduler records of a sensor's tries (scheduler/loop/flow_events.py): one `sensor_checked` event per
 check, without a database."""
 
 from __future__ import annotations
 
-from ledger.states import TaskState
+from ledger.core.states import TaskState
 from ledger.store.tasks import Outcome
-from scheduler.flow_events import sensor_checked
+from scheduler.loop.flow_events import sensor_checked
 from tests.ledger.test_sensor_rules import START, check_until_done, context, sensor
 
 

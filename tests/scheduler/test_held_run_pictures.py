@@ -16,16 +16,16 @@ import pytest
 from sqlalchemy import func, select
 
 from ledger import DAG, BashTask
-from ledger.clock import FixedClock
+from ledger.core.states import RunState, TaskState
+from ledger.infra.clock import FixedClock
 from ledger.models import DagRun, TaskInstance, TaskTry
-from ledger.operations import cancel_run, clear_tasks, mark_run, mark_tasks, set_pool, trigger
-from ledger.states import RunState, TaskState
+from ledger.services.operations import cancel_run, clear_tasks, mark_run, mark_tasks, set_pool, trigger
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
-from ledger.sync import register_dag
 from scheduler.executors.base import TaskEvent
-from scheduler.job import DagRunJob
-from scheduler.scheduling import create_due_runs
-from scheduler.settings import SchedulerSettings
+from scheduler.loop.job import DagRunJob
+from scheduler.loop.scheduling import create_due_runs
+from scheduler.loop.settings import SchedulerSettings
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts, states  # noqa: F401  (a fixture)
 from tests.scheduler.test_held_starts import SteppedExecutor
@@ -51,7 +51,7 @@ class KillableExecutor(SteppedExecutor):
 
 @pytest.fixture(autouse=True)
 def _no_verify_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests count what a loop reads: the verify mode's reads (scheduler/memory.py) are not the loop's, and
+    """These tests count what a loop reads: the verify mode's reads (scheduler/loop/memory.py) are not the loop's, and
     the tests here compare the job's memory with the database themselves."""
     monkeypatch.setenv("LEDGER_VERIFY_MEMORY", "0")
 

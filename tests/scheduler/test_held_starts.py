@@ -10,7 +10,7 @@ from typing import Any
 import pendulum
 from sqlalchemy import select
 
-from ledger.clock import FixedClock
+from ledger.infra.clock import FixedClock
 from ledger.models import TaskInstance, TaskTry
 from scheduler.executors.base import TaskEvent, WorkItem
 from tests.scheduler.fakes import FakeExecutor

@@ -11,8 +11,8 @@ import pendulum
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from ledger.clock import FixedClock
-from ledger.config import load_settings
+from ledger.infra.clock import FixedClock
+from ledger.infra.config import load_settings
 from ledger.models import DagRun, Event
 from ledger.web.app import create_app
 from tests.conftest import Cli

@@ -20,18 +20,18 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from ledger import DAG, BashTask
-from ledger.clock import FixedClock
-from ledger.db import make_engine, make_sessions
-from ledger.errors import LedgerError
+from ledger.core.errors import LedgerError
+from ledger.core.states import TASK_TRANSITIONS, RunState, StaleState, TaskState
+from ledger.infra.clock import FixedClock
 from ledger.models import DagRun, Event, TaskInstance, TaskTry
-from ledger.operations import cancel_run, clear_tasks, mark_tasks
-from ledger.states import TASK_TRANSITIONS, RunState, StaleState, TaskState
+from ledger.services.operations import cancel_run, clear_tasks, mark_tasks
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
-from ledger.sync import register_dag
+from ledger.store.db import make_engine, make_sessions
 from scheduler.executors.base import TaskEvent
-from scheduler.job import DagRunJob
-from scheduler.scheduling import create_due_runs
-from scheduler.settings import SchedulerSettings
+from scheduler.loop.job import DagRunJob
+from scheduler.loop.scheduling import create_due_runs
+from scheduler.loop.settings import SchedulerSettings
 from tests.conftest import migrated_sessions
 from tests.scheduler.test_held_starts import SteppedExecutor
 

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger import DAG, BashTask
-from ledger.dependencies import PreviousRun
-from ledger.states import RunState, TaskState
+from ledger.core.dependencies import PreviousRun
+from ledger.core.states import RunState, TaskState
+from ledger.core.versions import DagSpec, spec_from_json, version_of
 from ledger.store.tasks import TiRow
-from ledger.versions import DagSpec, spec_from_json, version_of
-from scheduler.planner import HeldRun, choose, plan_runs
+from scheduler.loop.planner import HeldRun, choose, plan_runs
 
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
 DAY0 = pendulum.datetime(2024, 3, 1, tz="UTC")

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from ledger.log_store import RemoteLogStore
-from scheduler import remote_logs
-from scheduler.try_files import TryFiles
+from ledger.services.log_store import RemoteLogStore
+from scheduler.loop import remote_logs
+from scheduler.runtime.try_files import TryFiles
 from tests.celery_cluster import Cluster, free_port, wait_for_port
 from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import SLOW, ledger, tries, write_dag

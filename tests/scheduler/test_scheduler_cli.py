@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ledger.timeline import ChainRun, chain_violations
+from ledger.core.timeline import ChainRun, chain_violations
 from tests.backfill.test_backfill_cli import query as rows_of
 from tests.conftest import LEDGER, Cli
 

@@ -10,15 +10,15 @@ import pytest
 from sqlalchemy import select
 
 from ledger import DAG, BashTask
+from ledger.core.schedule import DataInterval
+from ledger.core.states import RunType
+from ledger.core.timeline import ChainRun, chain_violations
 from ledger.models import Dag, DagRun
-from ledger.schedule import DataInterval
-from ledger.states import RunType
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
-from ledger.sync import register_dag
-from ledger.timeline import ChainRun, chain_violations
-from scheduler import scheduling
-from scheduler.scheduling import DueCache, create_due_runs
+from scheduler.loop import scheduling
+from scheduler.loop.scheduling import DueCache, create_due_runs
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 

@@ -205,9 +205,9 @@ def test_a_storm_of_signals_is_all_stored_and_the_scheduler_stays_responsive(run
     wait_for(lambda: ti(cli, "forever") == ("running", 1))
     storm = (
         "from pathlib import Path\n"
-        "from ledger.config import load_settings\n"
-        "from ledger.db import make_engine, make_sessions\n"
-        "from ledger.signal_service import SignalService\n"
+        "from ledger.infra.config import load_settings\n"
+        "from ledger.store.db import make_engine, make_sessions\n"
+        "from ledger.services.signal_service import SignalService\n"
         "s = load_settings(); e = make_engine(s.database_url)\n"
         "svc = SignalService(e, make_sessions(e), s.home)\n"
         "for i in range(100):\n"

@@ -14,8 +14,8 @@ from typing import Any
 import pendulum
 import pytest
 
-from ledger.context import TRY_ENV_KEYS, TaskContext, environment
-from scheduler import in_process, spark_session, try_plan
+from ledger.sdk.context import TRY_ENV_KEYS, TaskContext, environment
+from scheduler.runtime import in_process, spark_session, try_plan
 from tests.scheduler.test_task_runner import outcome_of, read_log, work_item
 
 SOURCE = '''
@@ -24,7 +24,7 @@ import os
 import pendulum
 
 from ledger import DAG, BashTask, PythonTask
-from ledger.spark import SparkTask
+from ledger.sdk.spark import SparkTask
 
 KEYS = ("LEDGER_DAG_ID", "LEDGER_TASK_ID", "LEDGER_RUN_ID", "LEDGER_TRY_NUMBER", "LEDGER_DAG_VERSION",
         "LEDGER_LOGICAL_DATE", "LEDGER_DATA_INTERVAL_START", "LEDGER_DATA_INTERVAL_END", "LEDGER_RUN_TYPE",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import try_files
-from scheduler.try_files import RENDERED, WRITES, XCOM
+from scheduler.runtime import try_files
+from scheduler.runtime.try_files import RENDERED, WRITES, XCOM
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_queue_ahead import drain_until_finished
 from tests.scheduler.test_task_runner import work_item

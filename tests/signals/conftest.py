@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from ledger.db import make_engine, make_sessions
-from ledger.signal_service import SignalService
+from ledger.services.signal_service import SignalService
+from ledger.store.db import make_engine, make_sessions
 from tests.conftest import REPO, copy_migrated, migrated_sessions
 
 

@@ -16,10 +16,10 @@ import threading
 import time
 from typing import Any
 
-from ledger.config import load_settings
-from ledger.db import make_engine, make_sessions
-from ledger.signal_service import SignalService
-from ledger.signals import Signal
+from ledger.core.signals import Signal
+from ledger.infra.config import load_settings
+from ledger.services.signal_service import SignalService
+from ledger.store.db import make_engine, make_sessions
 
 
 def main(argv: list[str] | None = None) -> None:

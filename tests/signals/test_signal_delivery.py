@@ -22,8 +22,8 @@ from typing import IO, Any
 import pytest
 from sqlalchemy import create_engine
 
-from ledger.signal_delivery import SocketDoorbell, doorbell_folder, open_doorbell, ring, ring_folder
-from ledger.signals import Signal
+from ledger.core.signals import Signal
+from ledger.services.signal_delivery import SocketDoorbell, doorbell_folder, open_doorbell, ring, ring_folder
 from ledger.store import signals as store
 from tests.conftest import REPO, Cli
 from tests.signals.conftest import Db
@@ -256,7 +256,7 @@ def test_listen_returns_soon_after_stop_is_set_and_hears_signals_sent_meanwhile(
 
 
 def test_listen_refuses_bad_arguments(db: Db) -> None:
-    from ledger.errors import InvalidInput
+    from ledger.core.errors import InvalidInput
 
     service = db.service()
     for kwargs in ({"listener": "", "keys": ["k"]}, {"listener": "L", "keys": []},

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 
-from ledger.errors import InvalidInput
+from ledger.core.errors import InvalidInput
+from ledger.core.signals import MAX_VALUE_BYTES, Signal, is_valid_key, validate_key, validate_value
 from ledger.models import Event, SignalKey, SignalRecord
-from ledger.signals import MAX_VALUE_BYTES, Signal, is_valid_key, validate_key, validate_value
 from ledger.store import events
 from ledger.store import signals as store
 from tests.signals.conftest import Db

@@ -26,7 +26,7 @@ from datetime import timedelta
 import pendulum
 
 from ledger import DAG
-from ledger.spark import SparkTask, spark_task
+from ledger.sdk.spark import SparkTask, spark_task
 
 OUT = @OUT@
 EVENTS = os.path.join(OUT, "events")

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SPARK_PIN_DAG = '''
 import pendulum
 from ledger import DAG
-from ledger.spark import SparkTask
+from ledger.sdk.spark import SparkTask
 from transforms.factors import FACTOR
 
 OUT = @OUT@

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from ledger import DAG, BashTask
+from ledger.core.states import BackfillState, RunState, RunType, TaskState
 from ledger.models import Backfill
-from ledger.states import BackfillState, RunState, RunType, TaskState
+from ledger.services.sync import register_dag
 from ledger.store import backfills
 from ledger.store import dags as dag_store
 from ledger.store import jobs as job_store
 from ledger.store import runs as run_store
-from ledger.sync import register_dag
 from tests.store.test_timeline_store import T0
 
 

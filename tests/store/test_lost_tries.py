@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from ledger.core.states import RunState, StaleState, TaskState
 from ledger.models import DagRun, TaskInstance, TaskTry
-from ledger.states import RunState, StaleState, TaskState
 from ledger.store import tasks as task_store
 from tests.store.test_requeue_unstarted import queued_try
 

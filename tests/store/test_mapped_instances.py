@@ -10,13 +10,13 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from ledger import DAG, BashTask, task
+from ledger.core.states import RunType, TaskState
 from ledger.models import Event, TaskInstance
-from ledger.states import RunType, TaskState
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
-from ledger.sync import register_dag
 from tests.store.test_timeline_store import T0
 
 

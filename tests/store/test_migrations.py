@@ -11,8 +11,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from ledger.db import alembic_config, current_revision, head_revision, make_engine
 from ledger.models import Base
+from ledger.store.db import alembic_config, current_revision, head_revision, make_engine
 
 
 def assert_round_trip(url: str) -> None:
@@ -48,7 +48,7 @@ def test_sqlite_database_uses_wal_mode(tmp_path: Path) -> None:
 
 
 def test_the_recorded_head_is_the_newest_migration(tmp_path: Path) -> None:
-    from ledger.schema import HEAD
+    from ledger.store.schema import HEAD
 
     assert head_revision(f"sqlite:///{tmp_path / 'x.db'}") == HEAD
 
@@ -68,7 +68,7 @@ with DAG("full", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz=
 def walk_down_and_up_with_data(cli: Any) -> None:
     """A database full of data (runs, tries, events, versions with code, signals) goes down one migration at a
     time to the first, up again to head with its data intact, then down to base."""
-    from ledger.schema import HEAD
+    from ledger.store.schema import HEAD
 
     cli.ok("db", "upgrade")
     cli.write_dag("full.py", FULL_DAG)

@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import select
 
 from ledger import DAG, BashTask
+from ledger.core.states import RunState, RunType, TaskState
 from ledger.models import DagRun, TaskInstance, TaskTry
-from ledger.states import RunState, RunType, TaskState
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
-from ledger.sync import register_dag
 from tests.store.test_timeline_store import T0
 
 

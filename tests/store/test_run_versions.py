@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ledger import DAG, BashTask
-from ledger.states import RunType, TaskState
+from ledger.core.states import RunType, TaskState
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
-from ledger.sync import register_dag
 from tests.store.test_timeline_store import T0
 
 

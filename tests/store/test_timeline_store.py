@@ -13,13 +13,13 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from ledger import DAG, BashTask
-from ledger.errors import TimelineConflict
+from ledger.core.errors import TimelineConflict
+from ledger.core.states import RunState, RunType
+from ledger.core.timeline import ChainRun, chain_violations
 from ledger.models import DagRun, Event, TaskInstance
-from ledger.states import RunState, RunType
+from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
-from ledger.sync import register_dag
-from ledger.timeline import ChainRun, chain_violations
 from tests.statements import statements_on
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")

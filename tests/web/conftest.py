@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from ledger.config import load_settings
+from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import LEDGER, REPO, Cli, _clean_env
 
@@ -79,7 +79,7 @@ def new_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
 OPS_DAG = """
 import pendulum
 from ledger import DAG, BashTask
-from ledger.params import Param
+from ledger.sdk.params import Param
 
 with DAG("ops", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
          end_date=pendulum.datetime(2024, 3, 10, tz="UTC"), catchup=False,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ledger.config import load_settings
+from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
 from tests.web.conftest import PASSWORD, build_ops, served

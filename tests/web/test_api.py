@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy
 from fastapi.testclient import TestClient
 
-from ledger.config import load_settings
+from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
 

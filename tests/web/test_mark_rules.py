@@ -1,4 +1,5 @@
-"""What a task instance's mark covers (ledger.operations.mark_targets), as pure rules: the instance itself, with
+"""What a task instance's mark covers (ledger.services.operations.mark_targets), as pure rules: the instance itself,
+with
 Airflow's options downstream and upstream, one mapped instance by its label; instances already in the state and
 removed mapped ones left out; bad input refused. No database: task instances as unsaved rows."""
 
@@ -8,11 +9,11 @@ import pendulum
 import pytest
 
 from ledger import DAG, BashTask
-from ledger.errors import InvalidInput
+from ledger.core.errors import InvalidInput
+from ledger.core.states import TaskState
+from ledger.core.versions import DagSpec, spec_from_json, version_of
 from ledger.models import TaskInstance
-from ledger.operations import mark_targets
-from ledger.states import TaskState
-from ledger.versions import DagSpec, spec_from_json, version_of
+from ledger.services.operations import mark_targets
 
 S = TaskState
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.errors import InvalidInput
-from ledger.users import Role, allows
+from ledger.core.errors import InvalidInput
+from ledger.services.users import Role, allows
 from ledger.web import auth, forms
 
 PARAMS = {"who": {"default": "world", "type": ["string"]}, "n": {"default": 1, "type": ["integer"]},

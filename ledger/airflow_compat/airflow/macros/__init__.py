@@ -6,7 +6,7 @@ import time
 import uuid
 from datetime import datetime, timedelta
 
-from ledger.templates import datetime_diff_for_humans, ds_add, ds_format
+from ledger.sdk.templates import datetime_diff_for_humans, ds_add, ds_format
 
 __all__ = [
     "datetime",

@@ -1,5 +1,5 @@
 """`airflow.models.param`."""
 
-from ledger.params import Param, ParamsDict
+from ledger.sdk.params import Param, ParamsDict
 
 __all__ = ["Param", "ParamsDict"]

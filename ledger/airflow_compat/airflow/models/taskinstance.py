@@ -1,5 +1,5 @@
 """`airflow.models.taskinstance`: a try's `ti` is ledger's task context."""
 
-from ledger.context import TaskContext as TaskInstance
+from ledger.sdk.context import TaskContext as TaskInstance
 
 __all__ = ["TaskInstance"]

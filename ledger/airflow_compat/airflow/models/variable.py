@@ -1,5 +1,5 @@
 """`airflow.models.variable`."""
 
-from ledger.secrets import Variable
+from ledger.services.secrets import Variable
 
 __all__ = ["Variable"]

@@ -3,7 +3,7 @@
 from ledger.airflow_compat.flow import BranchPythonOperator, ShortCircuitOperator
 from ledger.airflow_compat.operators import PythonOperator, get_current_context
 from ledger.airflow_compat.virtualenv import ExternalPythonOperator, PythonVirtualenvOperator
-from ledger.python_envs import is_venv_installed
+from ledger.sdk.python_envs import is_venv_installed
 
 __all__ = ["BranchPythonOperator", "ExternalPythonOperator", "PythonOperator", "PythonVirtualenvOperator",
            "ShortCircuitOperator", "get_current_context", "is_venv_installed"]

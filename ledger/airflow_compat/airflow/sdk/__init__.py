@@ -18,13 +18,12 @@ from ledger.airflow_compat.operators import BaseOperator, TaskGroup, get_current
 from ledger.airflow_compat.operators import (
     xcom_arg as XComArg,
 )
-from ledger.branching import WeekDay
-from ledger.dag import Label
-from ledger.datasets import Asset, AssetAlias, AssetAll, AssetAny
-from ledger.params import Param, ParamsDict
-from ledger.secrets import Variable
-from ledger.sensors import PokeReturnValue
-from ledger.timetables import (
+from ledger.sdk.branching import WeekDay
+from ledger.sdk.dag import Label
+from ledger.sdk.datasets import Asset, AssetAlias, AssetAll, AssetAny
+from ledger.sdk.params import Param, ParamsDict
+from ledger.sdk.sensors import PokeReturnValue
+from ledger.sdk.timetables import (
     CronDataIntervalTimetable,
     CronTriggerTimetable,
     DeltaDataIntervalTimetable,
@@ -32,6 +31,7 @@ from ledger.timetables import (
     EventsTimetable,
     MultipleCronTriggerTimetable,
 )
+from ledger.services.secrets import Variable
 
 __all__ = [
     "DAG",

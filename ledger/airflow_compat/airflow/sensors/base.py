@@ -1,6 +1,6 @@
 """`airflow.sensors.base`."""
 
 from ledger.airflow_compat.flow import BaseSensorOperator
-from ledger.sensors import PokeReturnValue
+from ledger.sdk.sensors import PokeReturnValue
 
 __all__ = ["BaseSensorOperator", "PokeReturnValue"]

@@ -1,5 +1,5 @@
 """`airflow.timetables.assets`."""
 
-from ledger.datasets import AssetOrTimeSchedule
+from ledger.sdk.datasets import AssetOrTimeSchedule
 
 __all__ = ["AssetOrTimeSchedule"]

@@ -1,5 +1,5 @@
 """`airflow.timetables.base`: the Timetable protocol (custom timetables subclass Timetable)."""
 
-from ledger.timetables import DagRunInfo, DataInterval, TimeRestriction, Timetable
+from ledger.sdk.timetables import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
 __all__ = ["DagRunInfo", "DataInterval", "TimeRestriction", "Timetable"]

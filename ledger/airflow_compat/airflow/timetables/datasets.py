@@ -1,5 +1,5 @@
 """`airflow.timetables.datasets`."""
 
-from ledger.datasets import DatasetOrTimeSchedule
+from ledger.sdk.datasets import DatasetOrTimeSchedule
 
 __all__ = ["DatasetOrTimeSchedule"]

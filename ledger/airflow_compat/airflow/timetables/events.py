@@ -1,5 +1,5 @@
 """`airflow.timetables.events`."""
 
-from ledger.timetables import EventsTimetable
+from ledger.sdk.timetables import EventsTimetable
 
 __all__ = ["EventsTimetable"]

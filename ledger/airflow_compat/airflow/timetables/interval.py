@@ -1,5 +1,5 @@
 """`airflow.timetables.interval`."""
 
-from ledger.timetables import CronDataIntervalTimetable, DeltaDataIntervalTimetable
+from ledger.sdk.timetables import CronDataIntervalTimetable, DeltaDataIntervalTimetable
 
 __all__ = ["CronDataIntervalTimetable", "DeltaDataIntervalTimetable"]

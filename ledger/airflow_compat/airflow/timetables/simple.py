@@ -1,5 +1,5 @@
 """`airflow.timetables.simple`."""
 
-from ledger.timetables import NullTimetable, OnceTimetable
+from ledger.sdk.timetables import NullTimetable, OnceTimetable
 
 __all__ = ["NullTimetable", "OnceTimetable"]

@@ -1,5 +1,5 @@
 """`airflow.timetables.trigger`."""
 
-from ledger.timetables import CronTriggerTimetable, DeltaTriggerTimetable, MultipleCronTriggerTimetable
+from ledger.sdk.timetables import CronTriggerTimetable, DeltaTriggerTimetable, MultipleCronTriggerTimetable
 
 __all__ = ["CronTriggerTimetable", "DeltaTriggerTimetable", "MultipleCronTriggerTimetable"]

@@ -1,5 +1,5 @@
 """`airflow.utils.edgemodifier`."""
 
-from ledger.dag import Label
+from ledger.sdk.dag import Label
 
 __all__ = ["Label"]

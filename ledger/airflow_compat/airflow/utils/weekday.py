@@ -1,5 +1,5 @@
 """`airflow.utils.weekday`."""
 
-from ledger.branching import WeekDay
+from ledger.sdk.branching import WeekDay
 
 __all__ = ["WeekDay"]

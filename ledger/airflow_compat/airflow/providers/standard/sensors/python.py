@@ -1,6 +1,6 @@
 """`airflow.providers.standard.sensors.python`."""
 
 from ledger.airflow_compat.flow import PythonSensor
-from ledger.sensors import PokeReturnValue
+from ledger.sdk.sensors import PokeReturnValue
 
 __all__ = ["PokeReturnValue", "PythonSensor"]

@@ -1,0 +1,244 @@
+"""What a running task knows about itself: the facts of its run, as an object and as env variables."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    dag_id: str
+    task_id: str
+    run_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    try_number: int
+    dag_version: str
+    run_type: str
+    conf: dict[str, Any] = field(default_factory=dict)
+    log_path: str | None = None
+    signal: dict[str, Any] | None = None  # the signal that started this try (id, key, version, value, ...)
+    code_dir: str | None = None  # the folder of the version's code this try runs (LEDGER_CODE_DIR)
+    params: dict[str, Any] = field(default_factory=dict)  # the DAG's params, with the run's conf over them
+    xcom_values: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> key -> value, this run
+    templates_dict: dict[str, Any] = field(default_factory=dict)  # a PythonTask's templates_dict, rendered
+    prev_interval: tuple[str, str] | None = None  # the previous run's data interval (ISO), if any
+    # the prior successful run's data interval and start and end times (ISO; ledger/store/prior_runs.py), if any
+    prev_success: tuple[str, str, str | None, str | None] | None = None
+    map_index: int = -1  # instance i of a mapped task (`{{ ti.map_index }}`, LEDGER_MAP_INDEX); -1: not mapped
+    # Airflow's `triggering_dataset_events` of a dataset-triggered run: dataset -> the events it consumed, each a
+    # dict (partition, extra, source_dag_id, source_run_id, source_task_id, timestamp)
+    triggering_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # the events of the task's inlets the try was given, by inlet (`dataset:KEY`, `alias:NAME`): see inlet_events
+    inlet_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def xcom_path(self) -> str | None:
+        """Where the values this try passes on go (a JSON-lines file beside its log)."""
+        return None if self.log_path is None else self.log_path + ".xcom.jsonl"
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        """Pass `value` on under `key` (JSON, at most 64 KiB: else XComError, and the try fails)."""
+        from ledger.sdk.xcom import encode
+
+        if not isinstance(key, str) or not key:
+            raise ValueError("xcom_push needs a non-empty string key")
+        text = encode(key, value)
+        self.xcom_values.setdefault(self.task_id, {})[key] = value
+        if self.xcom_path is not None:
+            with open(self.xcom_path, "a", encoding="utf-8") as f:
+                f.write(f'{{"key": {json.dumps(key)}, "value": {text}}}\n')
+
+    def xcom_pull(self, task_ids: str | list[str] | None = None, key: str = "return_value", *,
+                  dag_id: str | None = None, include_prior_dates: bool = False, map_indexes: Any = None,
+                  default: Any = None) -> Any:
+        """The value `task_ids` passed on under `key` in this run (`default`, None unless given, when it passed
+        none); a list of task ids gives a list of values. Without task_ids: this task's own. Airflow's other
+        arguments are taken: `dag_id` must be this run's DAG (values of other runs are not pulled), and
+        `include_prior_dates` and `map_indexes` change nothing (a mapped task's value is the list of its
+        instances')."""
+        if dag_id is not None and dag_id != self.dag_id:
+            raise ValueError(f"xcom_pull: a try pulls the values of its own run only, not of DAG {dag_id!r}")
+        if isinstance(task_ids, (list, tuple)):
+            return [self.xcom_values.get(t, {}).get(key, default) for t in task_ids]
+        return self.xcom_values.get(task_ids or self.task_id, {}).get(key, default)
+
+    @property
+    def writes_path(self) -> str | None:
+        """Where this try's recorded writes go (a JSON-lines file beside its log)."""
+        return None if self.log_path is None else self.log_path + ".writes.jsonl"
+
+    def record_write(self, dataset: str, partition: str, *, rows: int | None = None,
+                     path: str | None = None) -> None:
+        """Record that this try wrote `partition` of `dataset` (lineage: `ledger lineage DATASET`).
+
+        The scheduler stores the record with the run, task, try and DAG version when the try ends.
+        """
+        if not dataset or not partition:
+            raise ValueError("record_write needs a dataset and a partition")
+        if self.writes_path is None:
+            return
+        line = json.dumps({"dataset": dataset, "partition": partition, "rows": rows, "path": path,
+                           "at": datetime.now(UTC).isoformat()})
+        with open(self.writes_path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    @property
+    def outlet_events(self) -> OutletEvents:
+        """Airflow's `outlet_events`: `context.outlet_events[dataset].extra = {...}` gives this try's event of an
+        outlet its extra; `context.outlet_events[alias].add(Dataset(uri), extra=...)` adds an event of that dataset
+        to an alias. Recorded with the try's outcome, when it succeeds."""
+        return OutletEvents(self.writes_path)
+
+    @property
+    def inlet_events(self) -> Any:
+        """Airflow's `inlet_events`: `context.inlet_events[dataset]` is the list of events of that inlet the try
+        reads, oldest first (ledger.sdk.datasets.InletEvents)."""
+        from ledger.sdk.datasets import InletEvents
+
+        return InletEvents(self.inlet_dataset_events)
+
+    def send_signal(self, key: str, value: str, *, meta: dict[str, Any] | None = None) -> Any:
+        """Send a signal (see `ledger signal send`) from this try; returns the stored Signal.
+
+        It goes to the ledger database of this process's environment (LEDGER_HOME / LEDGER_DATABASE_URL,
+        inherited from the scheduler), with this try as the sender."""
+        from ledger.sdk.signal_sender import send_from_task
+
+        sender = f"task:{self.dag_id}.{self.task_id}@run {self.run_id} try {self.try_number}"
+        return send_from_task(key, value, sender=sender, meta=meta)
+
+    def env(self) -> dict[str, str]:
+        """The LEDGER_* environment variables of the try's process, whatever the task's kind (Python, Bash,
+        Spark: see `environment`), dates ISO-8601 in UTC; a BashTask's command inherits them."""
+        return {
+            "LEDGER_DAG_ID": self.dag_id,
+            "LEDGER_TASK_ID": self.task_id,
+            "LEDGER_RUN_ID": self.run_id,
+            "LEDGER_LOGICAL_DATE": _iso(self.logical_date),
+            "LEDGER_DATA_INTERVAL_START": _iso(self.data_interval_start),
+            "LEDGER_DATA_INTERVAL_END": _iso(self.data_interval_end),
+            "LEDGER_TRY_NUMBER": str(self.try_number),
+            "LEDGER_DAG_VERSION": self.dag_version,
+            "LEDGER_RUN_TYPE": self.run_type,
+            **({"LEDGER_MAP_INDEX": str(self.map_index)} if self.map_index >= 0 else {}),
+            **({"LEDGER_WRITES_PATH": self.writes_path} if self.writes_path else {}),
+            **({"LEDGER_CODE_DIR": self.code_dir} if self.code_dir else {}),
+            **({"LEDGER_SIGNAL_KEY": str(self.signal["key"]), "LEDGER_SIGNAL_VALUE": str(self.signal["value"]),
+                "LEDGER_SIGNAL_VERSION": str(self.signal["version"])} if self.signal else {}),
+        }
+
+
+def push_return(task: Any, context: TaskContext, value: Any) -> None:
+    """Pass on what a task's code returned: under `return_value`, and with the task's `multiple_outputs` (Airflow's
+    `@task(multiple_outputs=True)`) each key of a returned dict under its own name as well."""
+    from ledger.sdk.xcom import RETURN_KEY
+
+    if getattr(task, "multiple_outputs", False) and isinstance(value, dict):
+        for key, item in value.items():
+            context.xcom_push(str(key), item)
+    context.xcom_push(RETURN_KEY, value)
+
+
+_current: tuple[TaskContext, Any] | None = None  # the try this process runs now: (its context, its task)
+
+
+def set_current(context: TaskContext | None, task: Any = None) -> None:
+    """Record the try this process is running (the task runner calls it just before the task's code)."""
+    global _current
+    _current = None if context is None else (context, task)
+
+
+def current() -> tuple[TaskContext, Any] | None:
+    """The running try's (context, task), for code that is not handed them (Airflow's get_current_context)."""
+    return _current
+
+
+class OutletEvents:
+    """`context.outlet_events[...]`: an accessor per outlet or alias, given its object or its name."""
+
+    def __init__(self, path: str | None) -> None:
+        self._path = path
+
+    def __getitem__(self, key: Any) -> OutletEvent:
+        from ledger.sdk.datasets import Dataset, DatasetAlias
+
+        if isinstance(key, Dataset):
+            return OutletEvent(self._path, key.key, None)
+        if isinstance(key, DatasetAlias):
+            return OutletEvent(self._path, None, key.name)
+        return OutletEvent(self._path, str(key), None)
+
+
+class OutletEvent:
+    def __init__(self, path: str | None, outlet: str | None, alias: str | None) -> None:
+        self._path, self._outlet, self._alias = path, outlet, alias
+        self._extra: dict[str, Any] = {}
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return self._extra
+
+    @extra.setter
+    def extra(self, value: dict[str, Any]) -> None:
+        if self._outlet is None:
+            raise ValueError("an alias has no extra of its own: use outlet_events[alias].add(dataset, extra=...)")
+        self._extra = dict(value)
+        self._write({"outlet": self._outlet, "extra": self._extra})
+
+    def add(self, dataset: Any, extra: dict[str, Any] | None = None) -> None:
+        """Add an event of `dataset` (a Dataset or Asset) to this alias."""
+        if self._alias is None:
+            raise ValueError("add() is for an alias: outlet_events[DatasetAlias(name)].add(dataset)")
+        self._write({"outlet": getattr(dataset, "key", str(dataset)), "alias": self._alias, "extra": extra or {}})
+
+    def _write(self, item: dict[str, Any]) -> None:
+        if self._path is not None:
+            with open(self._path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(item, default=str) + "\n")
+
+
+# every variable TaskContext.env() may set (the optional ones only when they apply)
+TRY_ENV_KEYS = ("LEDGER_DAG_ID", "LEDGER_TASK_ID", "LEDGER_RUN_ID", "LEDGER_LOGICAL_DATE", "LEDGER_DATA_INTERVAL_START",
+                "LEDGER_DATA_INTERVAL_END", "LEDGER_TRY_NUMBER", "LEDGER_DAG_VERSION", "LEDGER_RUN_TYPE",
+                "LEDGER_MAP_INDEX", "LEDGER_WRITES_PATH", "LEDGER_CODE_DIR", "LEDGER_SIGNAL_KEY",
+                "LEDGER_SIGNAL_VALUE", "LEDGER_SIGNAL_VERSION")
+
+
+@contextlib.contextmanager
+def environment(context: TaskContext | None, environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
+    """While the block runs, `environ` (os.environ) holds the try's LEDGER_* variables (context.env()) and none
+    of the others of TRY_ENV_KEYS (a variable that does not apply to this try is not inherited); after it, each
+    is as it was. A try's process runs its task inside it: a Python callable reads os.environ["LEDGER_RUN_ID"],
+    a Bash command $LEDGER_RUN_ID, a Spark task the same; a worker process that runs several tries in turn
+    (Spark, LEDGER_REUSE_WORKERS) gets its environment back between them. None: nothing changes."""
+    target = os.environ if environ is None else environ
+    if context is None:
+        yield
+        return
+    wanted = context.env()
+    saved = {key: target.get(key) for key in (*TRY_ENV_KEYS, *wanted)}
+    for key in saved:
+        if key in wanted:
+            target[key] = wanted[key]
+        else:
+            target.pop(key, None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                target.pop(key, None)
+            else:
+                target[key] = value

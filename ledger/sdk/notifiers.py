@@ -1,0 +1,115 @@
+"""Notifiers: ready-made callbacks that tell people. Give one wherever a callback goes
+(`on_failure_callback=WebhookNotifier(url)`), or set `email` in default_args as in Airflow.
+
+A notifier is called with the callback context (a dict: kind, dag_id, run_id, task_id, try_number,
+dag_version, logical_date, data interval, state, reason, ...) in the callback's own process; raising makes
+the callback's outcome `error`, which `ledger events` and `ledger callbacks` show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import smtplib
+import socket
+import ssl
+import urllib.request
+from email.message import EmailMessage
+from typing import Any
+
+from ledger.core.errors import DagDefinitionError
+
+
+def summary(context: dict[str, Any]) -> str:
+    """One line saying what happened: `task_failure: daily_sales.load run 7 try 2 (2024-03-01T00:00:00+00:00)`."""
+    what = context.get("dag_id", "?")
+    if context.get("task_id"):
+        what += f".{context['task_id']}"
+    line = f"{context.get('kind', 'callback')}: {what} run {context.get('run_id', '?')}"
+    if context.get("try_number"):
+        line += f" try {context['try_number']}"
+    return line + f" ({context.get('logical_date', '?')})"
+
+
+class Notifier:
+    """Base class: subclasses implement notify(context) and describe() (what the DAG version records)."""
+
+    def __call__(self, context: dict[str, Any]) -> None:
+        self.notify(context)
+
+    def notify(self, context: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+
+class WebhookNotifier(Notifier):
+    """POSTs the context as JSON to `url` (any 2xx answer is success; anything else is an error)."""
+
+    def __init__(self, url: str, *, headers: dict[str, str] | None = None, timeout: float = 10.0) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise DagDefinitionError(f"WebhookNotifier: url must start with http:// or https://, not {url!r}")
+        self.url, self.headers, self.timeout = url, dict(headers or {}), timeout
+
+    def describe(self) -> dict[str, Any]:
+        return {"url": self.url}  # headers may hold tokens: not recorded
+
+    def notify(self, context: dict[str, Any]) -> None:
+        body = json.dumps({"text": summary(context), **context}, default=str).encode()
+        request = urllib.request.Request(self.url, data=body, method="POST",
+                                         headers={"Content-Type": "application/json", **self.headers})
+        with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+            if not 200 <= answer.status < 300:
+                raise RuntimeError(f"webhook {self.url} answered {answer.status}")
+
+
+class EmailNotifier(Notifier):
+    """Sends an e-mail through the SMTP server of the LEDGER_SMTP_* settings:
+    LEDGER_SMTP_HOST (default localhost), LEDGER_SMTP_PORT (25), LEDGER_SMTP_USER, LEDGER_SMTP_PASSWORD,
+    LEDGER_SMTP_STARTTLS (false), LEDGER_SMTP_SSL (false), LEDGER_SMTP_FROM (ledger@<host>),
+    LEDGER_SMTP_TIMEOUT (30 s)."""
+
+    def __init__(self, to: str | list[str], *, subject: str | None = None) -> None:
+        recipients = [to] if isinstance(to, str) else list(to)
+        if not recipients or not all(isinstance(r, str) and "@" in r for r in recipients):
+            raise DagDefinitionError(f"EmailNotifier: `to` must be e-mail addresses, not {to!r}")
+        self.to, self.subject = recipients, subject
+
+    def describe(self) -> dict[str, Any]:
+        return {"to": self.to, **({"subject": self.subject} if self.subject else {})}
+
+    def notify(self, context: dict[str, Any]) -> None:
+        lines = [summary(context), ""] + [f"{k}: {v}" for k, v in context.items() if v not in (None, "", {})]
+        send_email(self.to, self.subject or f"[ledger] {summary(context)}", "\n".join(lines) + "\n")
+
+
+def send_email(to: list[str], subject: str, body: str, *, html: bool = False, cc: list[str] | None = None,
+               bcc: list[str] | None = None, files: list[str] | None = None) -> None:
+    """Send one e-mail through the SMTP server of the LEDGER_SMTP_* settings (see EmailNotifier)."""
+    env = os.environ
+    message = EmailMessage()
+    message["From"] = env.get("LEDGER_SMTP_FROM") or f"ledger@{socket.gethostname()}"
+    message["To"] = ", ".join(to)
+    if cc:
+        message["Cc"] = ", ".join(cc)
+    message["Subject"] = subject
+    if html:
+        message.set_content(body, subtype="html")
+    else:
+        message.set_content(body)
+    for path in files or ():
+        with open(path, "rb") as f:
+            message.add_attachment(f.read(), maintype="application", subtype="octet-stream",
+                                   filename=os.path.basename(path))
+    host, port = env.get("LEDGER_SMTP_HOST", "localhost"), int(env.get("LEDGER_SMTP_PORT", "25"))
+    timeout = float(env.get("LEDGER_SMTP_TIMEOUT", "30"))
+    use_ssl = env.get("LEDGER_SMTP_SSL", "").lower() in ("1", "true", "yes")
+    smtp: smtplib.SMTP = smtplib.SMTP_SSL(host, port, timeout=timeout, context=ssl.create_default_context()) \
+        if use_ssl else smtplib.SMTP(host, port, timeout=timeout)
+    with smtp:
+        if env.get("LEDGER_SMTP_STARTTLS", "").lower() in ("1", "true", "yes"):
+            smtp.starttls(context=ssl.create_default_context())
+        if env.get("LEDGER_SMTP_USER"):
+            smtp.login(env["LEDGER_SMTP_USER"], env.get("LEDGER_SMTP_PASSWORD", ""))
+        smtp.send_message(message, to_addrs=[*to, *(cc or []), *(bcc or [])])

@@ -1,0 +1,228 @@
+"""Jinja templates in task fields, with Airflow's names: `{{ ds }}`, `{{ params.n }}`, `{{ macros.ds_add(ds, 1) }}`.
+
+A task class lists its templated fields in `template_fields` (BashTask: bash_command, env; PythonTask:
+op_args, op_kwargs, templates_dict). Strings are rendered, lists and dicts recursively; an undefined name
+is an error (StrictUndefined), never an empty string. What was rendered is stored with the try.
+
+Names: ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start, data_interval_end,
+prev_data_interval_start, prev_data_interval_end (of the previous run in the chain; None for the first),
+run_id, run_type, try_number, dag_version, dag, task, ti (ti.xcom_pull(task_ids=...)), params, conf,
+var (var.value.NAME, var.json.NAME:
+LEDGER_VAR_<NAME> or `ledger variables`), conn (conn.NAME.host ...: LEDGER_CONN_<NAME> or
+`ledger connections`), macros.ds_add, macros.ds_format,
+macros.datetime, macros.timedelta.
+
+Airflow's other names are there too (Airflow's "Templates reference"): ts_nodash_with_tz,
+task_instance_key_str (`dag__task__YYYYMMDD`), dag_run (conf, run_id, run_type, logical_date, data interval,
+dag_id, external_trigger), map_index_template, expanded_ti_count, test_mode, exception, inlets, outlets,
+triggering_dataset_events, inlet_events, outlet_events (ledger/sdk/datasets.py), and Airflow 2's deprecated date
+names (execution_date, next_ds, prev_ds,
+yesterday_ds, tomorrow_ds and their _nodash forms, next_execution_date, prev_execution_date);
+prev_data_interval_start_success, prev_data_interval_end_success, prev_start_date_success and
+prev_end_date_success come from the run's prior successful run (ledger/store/prior_runs.py; None when there is
+none, and in `ledger dags test`, which reads no database).
+Macros: ds_add, ds_format, datetime, timedelta, time, uuid, random, json, dateutil, datetime_diff_for_humans,
+and a DAG's user_defined_macros. Filters: ds, ds_nodash, ts, ts_nodash, ts_nodash_with_tz.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import jinja2
+import pendulum
+
+
+class TemplateError(ValueError):
+    pass
+
+
+def ds_add(ds: str, days: int) -> str:
+    """`ds` (YYYY-MM-DD) plus `days` (negative: minus)."""
+    return (dt.date.fromisoformat(ds) + dt.timedelta(days=days)).isoformat()
+
+
+def ds_format(ds: str, input_format: str, output_format: str) -> str:
+    return dt.datetime.strptime(ds, input_format).strftime(output_format)
+
+
+def datetime_diff_for_humans(dt_value: dt.datetime, since: dt.datetime | None = None) -> str:
+    """How long before (or after) `since` (default: now) `dt_value` is, in words ("2 days ago")."""
+    other = pendulum.instance(since) if since is not None else pendulum.now("UTC")
+    return pendulum.instance(dt_value).diff_for_humans(other)
+
+
+class _Macros:
+    ds_add = staticmethod(ds_add)
+    ds_format = staticmethod(ds_format)
+    datetime_diff_for_humans = staticmethod(datetime_diff_for_humans)
+    datetime = dt.datetime
+    timedelta = dt.timedelta
+    time = time
+    uuid = uuid
+    random = random
+    json = json
+
+    @property
+    def dateutil(self) -> Any:
+        import dateutil  # pendulum's dependency
+
+        return dateutil
+
+
+class _UserMacros(_Macros):
+    """The macros with a DAG's user_defined_macros beside them."""
+
+    def __init__(self, extra: Mapping[str, Any]) -> None:
+        self.__dict__.update(extra)
+
+
+class _Variables:
+    """`var.value.NAME` (text) and `var.json.NAME` (parsed): LEDGER_VAR_<NAME>, then the database."""
+
+    def __init__(self, as_json: bool = False) -> None:
+        self._json = as_json
+
+    def __getattr__(self, name: str) -> Any:
+        from ledger.services.secrets import Variable
+
+        try:
+            return Variable.get(name, deserialize_json=self._json)
+        except LookupError as exc:
+            raise TemplateError(str(exc).strip('"')) from None
+
+
+class _Vars:
+    value = _Variables()
+    json = _Variables(as_json=True)
+
+
+class _Connections:
+    def __getattr__(self, name: str) -> Any:
+        from ledger.services.secrets import get_connection
+
+        try:
+            return get_connection(name)
+        except LookupError as exc:
+            raise TemplateError(str(exc).strip('"')) from None
+
+
+# the names a Python callable may ask for by parameter (`def f(ti, ds)`), as Airflow passes its context
+CONTEXT_NAMES = (
+    "ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz", "logical_date", "execution_date", "data_interval_start",
+    "data_interval_end", "prev_data_interval_start", "prev_data_interval_end", "prev_data_interval_start_success",
+    "prev_data_interval_end_success", "prev_start_date_success", "prev_end_date_success", "next_ds",
+    "next_ds_nodash", "prev_ds", "prev_ds_nodash", "yesterday_ds", "yesterday_ds_nodash", "tomorrow_ds",
+    "tomorrow_ds_nodash", "next_execution_date", "prev_execution_date", "run_id", "run_type", "try_number",
+    "dag_version", "dag", "task", "ti", "task_instance", "task_instance_key_str", "params", "conf", "dag_run",
+    "templates_dict", "var", "conn", "macros", "test_mode", "exception", "inlets", "outlets",
+    "triggering_dataset_events", "triggering_asset_events", "inlet_events", "outlet_events", "expanded_ti_count",
+    "map_index_template")
+
+
+def _dataset_names(task: Any, ti: Any) -> dict[str, Any]:
+    """The task's inlets and outlets, and what the try (`ti`: its TaskContext) has of their events."""
+    triggering = dict(getattr(ti, "triggering_dataset_events", None) or {})
+    return {"inlets": list(getattr(task, "inlets", None) or []), "outlets": list(getattr(task, "outlets", None) or []),
+            "triggering_dataset_events": triggering, "triggering_asset_events": triggering,
+            "inlet_events": getattr(ti, "inlet_events", None), "outlet_events": getattr(ti, "outlet_events", None)}
+
+
+def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetime, data_interval_end: dt.datetime,
+                   prev_interval: tuple[str, str] | None, run_id: str, run_type: str, try_number: int,
+                   dag_version: str, dag: Any, task: Any, params: Mapping[str, Any],
+                   conf: Mapping[str, Any], ti: Any = None,
+                   prev_success: Sequence[str | None] | None = None) -> dict[str, Any]:
+    when = pendulum.instance(logical_date).in_timezone("UTC")
+    start, end = pendulum.instance(data_interval_start), pendulum.instance(data_interval_end)
+    dag_id = str(getattr(dag, "dag_id", ""))
+    task_id = str(getattr(task, "task_id", ""))
+    user_macros = dict(getattr(dag, "user_defined_macros", None) or {})
+    return {
+        **user_macros,
+        "ts_nodash_with_tz": when.format("YYYYMMDDTHHmmssZZ"),
+        "task_instance_key_str": f"{dag_id}__{task_id}__{when.format('YYYYMMDD')}",
+        "execution_date": when, "next_execution_date": end, "prev_execution_date": None,
+        "next_ds": end.format("YYYY-MM-DD"), "next_ds_nodash": end.format("YYYYMMDD"),
+        "prev_ds": None, "prev_ds_nodash": None,
+        "yesterday_ds": when.subtract(days=1).format("YYYY-MM-DD"),
+        "yesterday_ds_nodash": when.subtract(days=1).format("YYYYMMDD"),
+        "tomorrow_ds": when.add(days=1).format("YYYY-MM-DD"), "tomorrow_ds_nodash": when.add(days=1).format("YYYYMMDD"),
+        **prior_success_names(prev_success),
+        "test_mode": run_type == "test", "exception": None, **_dataset_names(task, ti), "expanded_ti_count": None,
+        "map_index_template": None,
+        "dag_run": SimpleNamespace(conf=dict(conf), run_id=run_id, run_type=run_type, logical_date=when,
+                                   execution_date=when, data_interval_start=start, data_interval_end=end,
+                                   dag_id=dag_id, external_trigger=run_type == "manual"),
+        "macros": _UserMacros(user_macros) if user_macros else _Macros(),
+    } | {
+        "ds": when.format("YYYY-MM-DD"), "ds_nodash": when.format("YYYYMMDD"), "ts": when.isoformat(),
+        "ts_nodash": when.format("YYYYMMDDTHHmmss"), "logical_date": when,
+        "data_interval_start": pendulum.instance(data_interval_start),
+        "data_interval_end": pendulum.instance(data_interval_end),
+        "prev_data_interval_start": pendulum.parse(prev_interval[0]) if prev_interval else None,
+        "prev_data_interval_end": pendulum.parse(prev_interval[1]) if prev_interval else None,
+        "run_id": run_id, "run_type": run_type, "try_number": try_number, "dag_version": dag_version,
+        "dag": dag, "task": task, "params": dict(params), "conf": dict(conf),
+        "var": _Vars(), "conn": _Connections(), "ti": ti, "task_instance": ti,
+    }
+
+
+PRIOR_SUCCESS_NAMES = ("prev_data_interval_start_success", "prev_data_interval_end_success", "prev_start_date_success",
+                       "prev_end_date_success")
+
+
+def prior_success_names(prior: Sequence[str | None] | None) -> dict[str, pendulum.DateTime | None]:
+    """Airflow's `prev_*_success` names from the prior successful run's data interval start and end, start and end
+    times (ISO; a time it lacks, or no such run: None)."""
+    values = list(prior) if prior is not None else [None] * len(PRIOR_SUCCESS_NAMES)
+    return {name: pendulum.parse(value) if value else None  # type: ignore[misc]
+            for name, value in zip(PRIOR_SUCCESS_NAMES, values, strict=True)}
+
+
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_ENV.filters.update({
+    "ds": lambda d: pendulum.instance(d).format("YYYY-MM-DD"),
+    "ds_nodash": lambda d: pendulum.instance(d).format("YYYYMMDD"),
+    "ts": lambda d: pendulum.instance(d).isoformat(),
+    "ts_nodash": lambda d: pendulum.instance(d).format("YYYYMMDDTHHmmss"),
+    "ts_nodash_with_tz": lambda d: pendulum.instance(d).format("YYYYMMDDTHHmmssZZ"),
+})
+
+
+def has_template(value: Any) -> bool:
+    """Whether `value` (a string, or lists and dicts of them) holds any Jinja syntax to render."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, (list, tuple)):
+        return any(has_template(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_template(v) for v in value.values())
+    return False
+
+
+def render(value: Any, names: Mapping[str, Any], *, field: str) -> Any:
+    """`value` with every string in it rendered; TemplateError names the field and what went wrong."""
+    if isinstance(value, str):
+        if "{{" not in value and "{%" not in value:
+            return value
+        try:
+            return _ENV.from_string(value).render(**names)
+        except TemplateError as exc:
+            raise TemplateError(f"template error in {field}: {exc}") from None
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"template error in {field}: {exc.message or type(exc).__name__}") from None
+    if isinstance(value, list):
+        return [render(v, names, field=field) for v in value]
+    if isinstance(value, tuple):
+        return tuple(render(v, names, field=field) for v in value)
+    if isinstance(value, dict):
+        return {k: render(v, names, field=field) for k, v in value.items()}
+    return value

@@ -1,0 +1,104 @@
+"""What a job reads once and keeps while it holds runs: facts that do not change, or that only it changes.
+
+- the values each held run's tasks passed on (this job is the only writer of its held runs' tries: it adds what
+  each try pushed as it records the try);
+- each run's data interval, logical date and DAG (they never change);
+- where each DAG's file is (read again when DAG files were parsed);
+- each pool's slots (read again after another process wrote: a pool changes with an event);
+- the DAGs paused with --stop-queued (read again every poll_interval).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ledger.models import DagRun
+from ledger.store import loop as loop_store
+from ledger.store import tasks as task_store
+from ledger.store import xcom as xcom_store
+from scheduler.loop.cadence import Cadence
+
+_MANY = 100_000  # a long-lived job's runs come and go: its per-run facts are dropped beyond this many
+
+
+@dataclass
+class RunFacts:
+    holding_cadence: Cadence
+    values: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  # held run -> its stored values
+    intervals: dict[int, tuple[str, str]] = field(default_factory=dict)  # run -> data interval (ISO)
+    dates: dict[int, float] = field(default_factory=dict)  # run -> its logical date's timestamp
+    dag_of: dict[int, str] = field(default_factory=dict)  # run -> its DAG (filled with dates)
+    filelocs: dict[str, str] = field(default_factory=dict)  # DAG -> its file in the DAGs folder
+    pool_slots: dict[str, int] | None = None  # each pool's slots (None: read them)
+    holding: set[str] = field(default_factory=set)  # DAGs paused with --stop-queued
+
+    def forget(self) -> None:
+        """After another process wrote or a transaction failed (a rolled-back run's id may come back with
+        another date)."""
+        self.dates.clear()
+        self.dag_of.clear()
+        self.pool_slots = None
+
+    def passed_values(self, session: Session, run_ids: set[int]) -> dict[int, dict[str, dict[str, Any]]]:
+        """The values each run's tasks passed on: read once per held run, then kept up to date (`pushed`)."""
+        missing = run_ids - set(self.values)
+        if missing:
+            self.values.update(xcom_store.values_for_runs(session, missing))
+        return {i: self.values[i] for i in run_ids}
+
+    def pushed(self, run_id: int, label: str, values: Iterable[tuple[str, Any]]) -> None:
+        """A try of the held run pushed values, recorded in this transaction."""
+        if run_id in self.values:
+            self.values[run_id].setdefault(label, {}).update(dict(values))
+
+    def let_go(self, run_ids: Iterable[int]) -> None:
+        """Runs finished, or were just claimed (another job may have held them meanwhile): their values are read
+        again when needed."""
+        for run_id in run_ids:
+            self.values.pop(run_id, None)
+        if len(self.intervals) > _MANY:
+            self.intervals.clear()
+
+    def remember_intervals(self, runs: Iterable[DagRun]) -> None:
+        """The runs' data intervals, for the next runs' prev_data_interval_* (a run's interval never changes)."""
+        for r in runs:
+            self.intervals[r.id] = (r.data_interval_start.isoformat(), r.data_interval_end.isoformat())
+
+    def run_intervals(self, session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]:
+        missing = run_ids - set(self.intervals)
+        if missing:
+            self.intervals.update(loop_store.intervals(session, missing))
+        return {i: self.intervals[i] for i in run_ids if i in self.intervals}
+
+    def dates_of(self, runs: Iterable[DagRun]) -> tuple[Mapping[int, float], Mapping[int, str]]:
+        """Each run's logical date (a timestamp) and DAG, by run id (read once per run)."""
+        if len(self.dates) > _MANY:
+            self.dates.clear()
+            self.dag_of.clear()
+        for run in runs:
+            if run.id not in self.dates:
+                self.dates[run.id], self.dag_of[run.id] = run.logical_date.timestamp(), run.dag_id
+        return self.dates, self.dag_of
+
+    def dag_file(self, session: Session, dag_id: str) -> str:
+        found = self.filelocs.get(dag_id)
+        if found is None:
+            found = self.filelocs[dag_id] = loop_store.dag_fileloc(session, dag_id)
+        return found
+
+    def pools(self, session: Session, *, read: bool = False) -> dict[str, int]:
+        """Each pool's slots (`read`: read them again in this transaction)."""
+        if read or self.pool_slots is None:
+            self.pool_slots = task_store.pool_slots(session)
+        return self.pool_slots
+
+    def dags_holding(self, session: Session, dag_ids: set[str]) -> set[str]:
+        """Which of the DAGs are paused with --stop-queued (read again every poll_interval)."""
+        if self.holding_cadence.due():
+            self.holding = loop_store.dags_holding_queued(session, None)
+            self.holding_cadence.done()
+        return self.holding & dag_ids

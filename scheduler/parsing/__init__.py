@@ -1,0 +1,2 @@
+"""DAG file processing: the pool of processes that parse DAG files and the sync of what they found into the ledger.
+"""

@@ -1,0 +1,172 @@
+"""The local test loop: run one task, or a whole DAG, from the DAG file as it is now in the DAGs folder, in
+the foreground, with the context and environment the scheduler gives a try; records nothing.
+
+`ledger tasks test` and `ledger dags test` use it. The tries run exactly as a SequentialExecutor runs them
+for the scheduler (a forked child, the execution timeout, Spark tasks in this process), with their log
+in a temporary folder that is printed and then removed. The database is not opened.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pendulum
+
+from ledger.core.dependencies import TiState, decide
+from ledger.core.errors import DagNotFound, InvalidInput
+from ledger.core.mapping import expand_task, label, max_map_length, split_label
+from ledger.core.states import RunState, TaskState
+from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.sdk.dag import DAG
+from ledger.sdk.dagbag import list_dag_files, load_file
+from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
+from ledger.sdk.xcom import pull_view, read_pushed
+from scheduler.executors.base import WorkItem
+from scheduler.executors.sequential import SequentialExecutor
+from scheduler.runtime.try_outcome import NO_RETRY_PREFIX
+
+TEST_RUN_TYPE = "test"
+
+
+def find_dag(folder: Path, dag_id: str) -> DAG:
+    """The DAG as the DAGs folder defines it now (files imported in this process, helpers beside them)."""
+    errors = []
+    for fileloc in list_dag_files(folder):
+        loaded = load_file(fileloc, str(folder))
+        if loaded.error:
+            errors.append(loaded.error.strip().splitlines()[-1])
+        for dag in loaded.dags:
+            if dag.dag_id == dag_id:
+                return dag
+    if errors:
+        raise InvalidInput(f"no DAG named {dag_id!r} in {folder}; files that failed to import: "
+                           + "; ".join(errors))
+    raise DagNotFound(dag_id)
+
+
+@dataclass
+class TestRun:
+    """What a test run is about: the DAG, its spec (from the DAG as it is now), the interval, the conf."""
+
+    dag: DAG
+    spec: DagSpec
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    code_root: str  # the DAGs folder: helper modules resolve from it, as for the scheduler
+    conf: dict[str, Any] = field(default_factory=dict)
+    xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> what its tries passed on so far
+
+    @classmethod
+    def of(cls, dag: DAG, at: datetime, conf: dict[str, Any] | None, folder: Path) -> TestRun:
+        version, text = version_of(dag)
+        interval = dag.schedule.interval_for(pendulum.instance(at))
+        return cls(dag, spec_from_json(version, text), interval.logical_date, interval.start, interval.end,
+                   str(folder), dict(conf or {}))
+
+    def item(self, key: str, try_number: int, logs: Path, ti_id: int) -> WorkItem:
+        """The work item of one try of task instance `key` (a task id, or `task[i]`)."""
+        task_id, map_index = split_label(key)
+        task = self.spec.tasks[task_id]
+        assert self.dag.fileloc is not None
+        return WorkItem(
+            ti_id=ti_id, run_id=0, dag_id=self.dag.dag_id, task_id=task_id, try_number=try_number,
+            fileloc=self.dag.fileloc, code_root=self.code_root, logical_date=self.logical_date,
+            data_interval_start=self.data_interval_start,
+            data_interval_end=self.data_interval_end, dag_version=self.spec.version_hash, run_type=TEST_RUN_TYPE,
+            log_path=str(logs / f"{key}.try_{try_number}.log"), execution_timeout=task.execution_timeout,
+            conf=self.conf, xcom=pull_view(self.xcom), map_index=map_index)
+
+
+@contextmanager
+def _executor() -> Iterator[SequentialExecutor]:
+    executor = SequentialExecutor()
+    executor.start()
+    try:
+        yield executor
+    finally:
+        executor.end(0)
+
+
+def run_one(executor: SequentialExecutor, item: WorkItem,
+            stored: dict[str, dict[str, Any]]) -> tuple[str, str | None, str]:
+    """Run one try to its end: (state, reason, its log). What it passed on goes into `stored` (in memory)."""
+    executor.submit(item)
+    for key, value in read_pushed(item.log_path + ".xcom.jsonl"):
+        stored.setdefault(label(item.task_id, item.map_index), {})[key] = value
+    finished = [e for e in executor.drain() if e.kind == "finished"]
+    state, reason = (finished[-1].state or "failed", finished[-1].reason) if finished else ("failed", "no outcome")
+    log = Path(item.log_path)
+    return state, reason, log.read_text(errors="replace") if log.exists() else ""
+
+
+def test_task(run: TestRun, task_id: str, say: Callable[[str], None]) -> str:
+    """One try of one task; its log is passed to `say` as it was written. Returns its state."""
+    if task_id not in run.spec.tasks:
+        raise InvalidInput(f"DAG {run.dag.dag_id!r} has no task {task_id!r}; it has: "
+                           f"{', '.join(sorted(run.spec.tasks))}")
+    if run.spec.tasks[task_id].mapped:
+        raise InvalidInput(f"task {task_id!r} is mapped: its instances get their values from the run; "
+                           f"`ledger dags test {run.dag.dag_id}` runs them")
+    with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
+        state, _reason, log = run_one(executor, run.item(task_id, 1, Path(tmp), 1), run.xcom)
+    say(log.rstrip("\n"))
+    return state
+
+
+def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
+    """Every task of the DAG in dependency order, by the real rules (trigger rules, retries), one try at a time.
+    Retries run at once: a test does not wait out retry_delay."""
+    spec = run.spec
+    states = {key: TiState(TaskState.SCHEDULED) for t in spec.tasks.values()
+              for key in ([label(t.task_id, i) for i in range(t.literal_count)] if t.literal_count else [t.task_id])}
+    tries: dict[str, int] = {}
+    rescheduled: dict[str, int] = {}  # label -> its tries that asked for a later check (they spend no retry)
+    ids: dict[str, int] = {}  # label -> a task instance id of its own, for the executor
+    with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
+        while True:
+            decision = decide(spec, states, None, now=datetime.now(UTC), values=run.xcom)
+            for key, st in decision.mark.items():
+                states[key] = TiState(st)
+                why = decision.reasons.get(key) or f"trigger rule {spec.tasks[split_label(key)[0]].trigger_rule}"
+                say(f"--- {key}: {st.value} ({why})")
+            for tid in decision.expand:
+                found = expand_task(spec.tasks[tid].expand, pull_view(run.xcom), max_length=max_map_length())
+                del states[tid]
+                if found.state is None:
+                    states.update((label(tid, i), TiState(TaskState.SCHEDULED)) for i in range(found.count))
+                else:
+                    states[tid] = TiState(TaskState(found.state))
+                say(f"--- {tid}: " + (f"expanded into {found.count} instance(s)" if found.state is None
+                                      else f"{found.state} ({found.reason})"))
+            if decision.run_state is not None:
+                return decision.run_state
+            if not decision.ready:
+                if decision.mark or decision.expand:
+                    continue
+                if decision.retry_at is not None:  # a sensor's next check: waited for, unlike a retry's delay
+                    time.sleep(max(0.0, (decision.retry_at - datetime.now(UTC)).total_seconds()))
+                    continue
+                return RunState.FAILED  # nothing can run: waiting on signals
+            for key in decision.ready:
+                tries[key] = tries.get(key, 0) + 1
+                item = run.item(key, tries[key], Path(tmp), ids.setdefault(key, len(ids) + 1))
+                state, reason, log = run_one(executor, item, run.xcom)
+                retry = state == "failed" and tries[key] - rescheduled.get(key, 0) <= \
+                    spec.tasks[split_label(key)[0]].retries and not (reason or "").startswith(NO_RETRY_PREFIX)
+                shown = "up_for_retry" if retry else state
+                say(f"--- {key} try {tries[key]}: {shown}" + (f" ({reason})" if reason else ""))
+                say(log.rstrip("\n"))
+                if state == TaskState.UP_FOR_RESCHEDULE.value:  # spends no retry
+                    rescheduled[key] = rescheduled.get(key, 0) + 1
+                    at = reschedule_at(run.xcom.get(key, {}).get(SENSOR_KEY))
+                    states[key] = TiState(TaskState.UP_FOR_RESCHEDULE, at)
+                    continue
+                states[key] = TiState(TaskState.UP_FOR_RETRY if retry else TaskState(state))

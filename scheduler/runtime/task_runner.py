@@ -1,0 +1,421 @@
+"""Running one try's task code in the current process: its output goes to the try's log, its templates are
+rendered, the task runs (Python, Bash or `execute(context)`), and the outcome is (state, reason).
+
+Where that process is: a child forked for the try (scheduler/runtime/try_process.py, the default), or the worker
+process itself (scheduler/runtime/in_process.py: Spark tries, and Python tries with LEDGER_REUSE_WORKERS). What the
+try needs is planned before either (scheduler/runtime/try_plan.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import io
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
+from ledger.core.mapping import KWARGS
+from ledger.sdk import dagbag
+from ledger.sdk.branching import record_choice
+from ledger.sdk.context import TaskContext, environment, push_return, set_current
+from ledger.sdk.dag import BashTask, PythonTask, Task
+from ledger.sdk.params import resolve_refs
+from ledger.sdk.sensors import BaseSensor, PokeReturnValue, PythonSensor, check_until_done
+from ledger.sdk.spark import SparkTask
+from ledger.sdk.templates import CONTEXT_NAMES, TemplateError, has_template, render, template_names
+from ledger.sdk.xcom import RETURN_KEY, MissingValue, XComError
+from ledger.sdk.xcom import resolve as resolve_xcom
+from ledger.services import secrets
+from scheduler.executors.base import WorkItem
+from scheduler.runtime.try_outcome import BASH_SKIP_EXIT_CODE, NO_RETRY_PREFIX, State, describe_exception, one_line
+from scheduler.runtime.try_plan import Plan, code_line, make_plan, prepared
+
+HANDOVER_REASON = "a Spark try runs in its worker process, not in a forked child"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def say(text: str) -> None:
+    sys.stdout.write(f"[ledger] {text}\n")
+    sys.stdout.flush()
+
+
+_streams: tuple[io.TextIOWrapper, io.TextIOWrapper] | None = None
+
+
+def output_streams() -> tuple[io.TextIOWrapper, io.TextIOWrapper]:
+    """Line-buffered text streams on fd 1 and 2 for tries, made once per forking process and never written
+    to by it (so they hold nothing when a child inherits them)."""
+    global _streams
+    if _streams is None:
+        _streams = tuple(  # type: ignore[assignment]
+            open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+            for fd in (1, 2))
+    assert _streams is not None
+    return _streams
+
+
+def redirect_output(log_path: str) -> None:
+    """Send fd 1 and 2 (and sys.stdout/sys.stderr, line-buffered) to the try's log; stdin from /dev/null."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+    try:
+        fd = os.open(log_path, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+        fd = os.open(log_path, flags, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.close(null)
+    sys.stdout, sys.stderr = output_streams()
+
+
+def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any],
+          keep: Callable[[Any], None] | None = None) -> tuple[State, str | None]:
+    """Call task code: SkipTask -> skipped, SystemExit(0) -> success, any other exception -> failed. `keep`
+    receives a value it returned (and may refuse it with XComError: the try fails)."""
+    try:
+        value = fn(*args, **kwargs)
+    except SkipTask as exc:
+        reason = one_line(str(exc)) or None
+        say(f"skipped: {reason}" if reason else "skipped")
+        return "skipped", reason
+    except RescheduleTask as exc:
+        return "up_for_reschedule", one_line(str(exc))
+    except FailWithoutRetry as exc:
+        say(f"failed, without retries: {exc}")
+        return "failed", NO_RETRY_PREFIX + describe_exception(exc)
+    except SystemExit as exc:
+        if exc.code in (None, 0):
+            return "success", None
+        traceback.print_exc()
+        return "failed", one_line(f"SystemExit: {exc.code}")
+    except BaseException as exc:
+        traceback.print_exc()
+        return "failed", describe_exception(exc)
+    if value is not None:
+        say(f"returned {one_line(repr(value), 1000)}")
+        if keep is not None:
+            try:
+                keep(value)
+            except XComError as exc:
+                say(f"cannot pass the return value on: {exc}")
+                return "failed", one_line(f"return value: {exc}")
+    return "success", None
+
+
+def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    try:
+        args = resolve_refs(resolve_xcom(task.op_args, context.xcom_values), context.params)
+        op_kwargs = resolve_refs(resolve_xcom(task.op_kwargs, context.xcom_values), context.params)
+    except MissingValue as exc:
+        say(str(exc))
+        return "failed", one_line(str(exc))
+    kwargs = {**op_kwargs, "context": context} if pass_context else op_kwargs
+    kwargs = {**_airflow_kwargs(task, context, kwargs), **kwargs}
+    return call_task(task.invoke, args, kwargs, keep=lambda value: push_return(task, context, value))
+
+
+def _run_branch(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    """A branch or short-circuit Python task: its return value is its choice, recorded (ledger/sdk/branching.py)."""
+    context.xcom_values.get(task.task_id, {}).pop(RETURN_KEY, None)  # (an earlier try's, among the run's values)
+    state, reason = _run_python(task, context, pass_context)
+    if state != "success":
+        return state, reason
+    try:
+        say(record_choice(task, context, context.xcom_values.get(task.task_id, {}).get(RETURN_KEY)))
+    except ValueError as exc:
+        say(str(exc))
+        return "failed", one_line(str(exc))
+    return state, reason
+
+
+def _run_sensor(task: BaseSensor, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
+    """A sensor's checks (ledger/sdk/sensors.py); a PythonSensor's callable is called as a PythonTask's is."""
+    def check(ctx: TaskContext) -> bool | PokeReturnValue:
+        if not isinstance(task, PythonSensor):
+            poke_airflow = getattr(task, "poke_airflow", None)
+            if callable(poke_airflow):  # Airflow's BaseSensorOperator (ledger/airflow_compat): Airflow's context
+                found: bool | PokeReturnValue = poke_airflow(ctx, _template_names(task, ctx))
+                return found
+            return task.poke(ctx)
+        args = resolve_refs(resolve_xcom(task.op_args, ctx.xcom_values), ctx.params)
+        kwargs = resolve_refs(resolve_xcom(task.op_kwargs, ctx.xcom_values), ctx.params)
+        kwargs = {**_airflow_kwargs(task, ctx, kwargs), **kwargs}
+        if pass_context:
+            kwargs["context"] = ctx
+        result = task.python_callable(*args, **kwargs)
+        return result if isinstance(result, PokeReturnValue) else bool(result)
+
+    return call_task(check_until_done, (task, context, check), {},
+                     keep=lambda value: push_return(task, context, value))
+
+
+def _airflow_kwargs(task: PythonTask | PythonSensor, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
+    """Airflow's context for a callable that asks for it: every name when it takes **kwargs, else the names it
+    has parameters for (`ti`, `ds`, `params`, `templates_dict`, ...), as Airflow's PythonOperator does."""
+    try:
+        params = inspect.signature(task.python_callable).parameters
+    except (TypeError, ValueError):
+        return {}
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    wanted = [n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                          inspect.Parameter.KEYWORD_ONLY) and n not in given]
+    if not takes_all and not any(n in AIRFLOW_NAMES for n in wanted):
+        return {}
+    names = {**_template_names(task, context), "templates_dict": context.templates_dict or None}
+    if takes_all:
+        return {k: v for k, v in names.items() if k not in given and k != "context"}
+    return {n: names[n] for n in wanted if n in AIRFLOW_NAMES}
+
+
+AIRFLOW_NAMES = CONTEXT_NAMES
+
+
+def _template_names(task: Task, context: TaskContext) -> dict[str, Any]:
+    return template_names(
+        logical_date=context.logical_date, data_interval_start=context.data_interval_start,
+        data_interval_end=context.data_interval_end, prev_interval=context.prev_interval, run_id=context.run_id,
+        prev_success=context.prev_success, run_type=context.run_type, try_number=context.try_number,
+        dag_version=context.dag_version, dag=task.dag, task=task, params=context.params, conf=context.conf, ti=context)
+
+
+def _render(plan: Plan, task: Task) -> Task:
+    """The task with its template fields rendered (a copy: the planned task is shared by tries); what was
+    rendered is written beside the log for the scheduler to store with the try. TemplateError when a
+    template fails."""
+    context, item = plan.context, plan.item
+    assert context is not None
+    if not any(has_template(getattr(task, name, None)) for name in task.template_fields):
+        return task  # nothing to render: the version's definition is what ran (no file, no cost)
+    names = _template_names(task, context)
+    rendered = copy.copy(task)
+    shown: dict[str, Any] = {}
+    for name in task.template_fields:
+        value = render(getattr(task, name, None), names, field=name)
+        setattr(rendered, name, value)
+        shown[name] = value
+    if isinstance(rendered, PythonTask) and rendered.templates_dict:
+        object.__setattr__(context, "templates_dict", dict(rendered.templates_dict))
+    if item.log_path:
+        with contextlib.suppress(OSError), open(item.log_path + ".rendered.json", "w", encoding="utf-8") as f:
+            json.dump(shown, f, default=repr)
+    return rendered
+
+
+def _mapped_values(task: Task) -> str:
+    """The values a mapped instance got, for its log."""
+    if task.group_item is not None:  # a task of a mapped task group: the group's arguments
+        got = dict(task.group_item)
+    elif isinstance(task, PythonTask) and task.expand_kind == "call":
+        got = {arg: task.op_kwargs.get(arg) for arg, _src in task.expand_args if arg != KWARGS}
+        if any(arg == KWARGS for arg, _src in task.expand_args):  # expand_kwargs(): every argument
+            got = dict(task.op_kwargs)
+    else:
+        got = {arg: getattr(task, arg, None) for arg in task.mappable_fields} if any(
+            arg == KWARGS for arg, _src in task.expand_args) else {
+            arg: getattr(task, arg, None) for arg, _src in task.expand_args}
+    return ", ".join(f"{arg}={one_line(repr(value), 200)}" for arg, value in got.items())
+
+
+def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
+    env = {**os.environ, **context.env(), **task.env}
+    say(f"running: bash -c {task.bash_command!r}" + (f" in {task.cwd}" if task.cwd else ""))
+    last: list[str] = []
+    try:
+        if getattr(task, "push_last_line", False):  # Airflow's BashOperator: its last output line is passed on
+            code = _call_keeping_last_line(task, env, last)
+        else:
+            code = subprocess.call(["bash", "-c", task.bash_command], env=env, cwd=task.cwd,
+                                   stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        traceback.print_exc()
+        return "failed", describe_exception(exc)
+    if code == 0:
+        if last:
+            try:
+                push_return(task, context, last[-1])
+            except XComError as exc:
+                return "failed", one_line(f"return value: {exc}")
+        return "success", None
+    if code == BASH_SKIP_EXIT_CODE:
+        return "skipped", f"exit code {BASH_SKIP_EXIT_CODE}"
+    if code < 0:
+        try:
+            return "failed", f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return "failed", f"killed by signal {-code}"
+    return "failed", f"exit code {code}"
+
+
+def _call_keeping_last_line(task: BashTask, env: dict[str, str], last: list[str]) -> int:
+    """Run the command with its output (stdout and stderr, as they come) copied to the log line by line; the
+    last line goes into `last`."""
+    process = subprocess.Popen(["bash", "-c", task.bash_command], env=env, cwd=task.cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    for raw in process.stdout:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        last[:] = [raw.decode("utf-8", "backslashreplace").rstrip("\n")]
+    return process.wait()
+
+
+def execute_plan(plan: Plan) -> tuple[State, str | None]:
+    if plan.output:
+        say(f"output while importing {plan.item.fileloc}:")
+        sys.stdout.write(plan.output if plan.output.endswith("\n") else plan.output + "\n")
+    if plan.error is not None or plan.task is None or plan.context is None:
+        reason = plan.error or "nothing to run"
+        say(reason)
+        return "failed", reason
+    context = plan.context
+    try:
+        instance = plan.task.for_instance(plan.item.map_index, context.xcom_values)
+    except (MissingValue, ValueError, IndexError) as exc:
+        reason = one_line(f"cannot make mapped instance {plan.item.map_index}: {exc}")
+        say(reason)
+        return "failed", reason
+    secrets.seen_arguments(instance)  # its secret-looking arguments are *** in its log, as rendered too
+    if plan.item.map_index >= 0:
+        say(f"mapped instance {plan.item.map_index}: {_mapped_values(instance)}")
+    try:
+        task = _render(plan, instance)
+    except TemplateError as exc:
+        say(str(exc))
+        return "failed", one_line(str(exc))
+    secrets.seen_arguments(task)
+    set_current(context, task)  # Airflow's get_current_context() reads it
+    if isinstance(task, PythonTask):
+        if task.flow is not None:
+            return _run_branch(task, context, plan.pass_context)
+        return _run_python(task, context, plan.pass_context)
+    if isinstance(task, BashTask):
+        return _run_bash(task, context)
+    if isinstance(task, BaseSensor):
+        return _run_sensor(task, context, plan.pass_context)
+    if isinstance(task, SparkTask):  # never in a forked child: see run_in_process
+        say(HANDOVER_REASON)
+        return "failed", HANDOVER_REASON
+    run_operator = getattr(task, "run_operator", None)
+    if callable(run_operator):  # Airflow's operators (ledger/airflow_compat): execute() with Airflow's context
+        return call_task(run_operator, (context, _template_names(task, context)), {},
+                         keep=lambda value: push_return(task, context, value))
+    execute = getattr(task, "execute", None)
+    if callable(execute):  # other task kinds run through execute(context)
+        return call_task(execute, (), {"context": context})
+    return "failed", one_line(f"task {task.task_id} is of kind {task.kind!r}, which has no way to run")
+
+
+def run_try(item: WorkItem) -> tuple[State, str | None]:
+    """Run one try; meant for a forked child (it takes over fd 0, 1 and 2). Returns (state, reason).
+
+    Uses the plan prepare() made before the fork when there is one; else loads the DAG file itself."""
+    redirect_output(item.log_path)
+    began = time.monotonic()
+    say_started(item)
+    try:
+        plan = prepared(item) or make_plan(item)
+        if plan.loaded is not None and plan.error is None:
+            dagbag.activate(plan.loaded)
+        with environment(plan.context):
+            state, reason = execute_plan(plan)
+    except BaseException as exc:  # a bug of ours must still end as a clean failed try
+        traceback.print_exc()
+        state, reason = "failed", describe_exception(exc)
+    say_ended(item, state, reason, began)
+    return state, masked(reason)
+
+
+class _MaskSecrets(logging.Filter):
+    """Secrets the try has read (ledger/services/secrets.py) are *** in the log records its code emits."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if secrets.secrets_seen():
+            record.msg = secrets.mask(record.getMessage())
+            record.args = None
+        return True
+
+
+_log_handler: logging.Handler | None = None
+
+
+def capture_logging() -> None:
+    """Python `logging` from the try's code (the root logger and named ones, INFO and above) goes to the try's
+    log, formatted as Airflow's task log lines, with the secrets it read masked."""
+    global _log_handler
+    root = logging.getLogger()
+    if _log_handler is not None:
+        root.removeHandler(_log_handler)
+    _log_handler = logging.StreamHandler(sys.stderr)
+    _log_handler.setFormatter(logging.Formatter("[%(asctime)s] {%(name)s} %(levelname)s - %(message)s"))
+    _log_handler.addFilter(_MaskSecrets())
+    root.addHandler(_log_handler)
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+
+
+def release_logging() -> None:
+    """After the try: its handler goes, and the root logger's level is Python's default again (a worker that
+    runs several tries in turn logs nothing of its own into a try's log)."""
+    global _log_handler
+    if _log_handler is not None:
+        logging.getLogger().removeHandler(_log_handler)
+        _log_handler = None
+        logging.getLogger().setLevel(logging.WARNING)
+
+
+def say_started(item: WorkItem, where: str = "") -> None:
+    """The head of a try's log (once its output goes there): which try, which process, which code."""
+    secrets.seen_settings()
+    capture_logging()
+    say(f"{now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id}"
+        + (f" map_index={item.map_index} " if item.map_index >= 0 else " ")
+        + f"(logical date {item.logical_date.isoformat()}, pid {os.getpid()}{where})")
+    say(code_line(item))
+
+
+def say_ended(item: WorkItem, state: State, reason: str | None, began: float) -> None:
+    """The foot of a try's log: its outcome and how long it took; then the secrets it read are masked there."""
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    release_logging()
+    took = time.monotonic() - began
+    say(f"{now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
+    mask_secrets(item)
+
+
+def masked(reason: str | None) -> str | None:
+    """A try's reason leaves its process (the try's row, its event, the callback context, the scheduler's
+    log): secrets it read are *** there too, as in its log."""
+    return secrets.mask(reason) if reason and secrets.secrets_seen() else reason
+
+
+def mask_secrets(item: WorkItem) -> None:
+    """Secrets the try read (variables, connection passwords: ledger/services/secrets.py) become *** in its log and its
+    rendered templates, once it has ended (its subprocesses wrote to the same file)."""
+    if not secrets.secrets_seen():
+        return
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    for path in (item.log_path, item.log_path + ".rendered.json"):
+        secrets.mask_file(path)

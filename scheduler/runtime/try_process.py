@@ -1,0 +1,276 @@
+"""One try in a forked child process, and the watching of that child.
+
+* `fork_try(item)` forks the child. The child puts itself in its own process group (so a timeout or a
+  shutdown can kill the task with everything it started), asks the kernel to SIGKILL it when its parent
+  dies, runs `task_runner.run_try` and exits with a code that says the outcome (`EXIT_SUCCESS`,
+  `EXIT_FAILED`, `EXIT_SKIPPED`), after writing its state and reason to a pipe.
+* `RunningTry.wait()` waits for the child (a pidfd: woken the moment it exits), kills its process group
+  when the execution timeout passes, and returns the outcome.
+
+A forked child that finds it was given a Spark try hands it back (`RunningTry.handed_over`) unrun: Spark
+tries run in the worker process (scheduler/runtime/in_process.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterable
+from typing import Any, NoReturn
+
+from scheduler.executors.base import WorkItem
+from scheduler.runtime.parent_death import die_with_parent
+from scheduler.runtime.task_runner import HANDOVER_REASON, now_iso, output_streams, run_try
+from scheduler.runtime.try_outcome import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_SKIPPED,
+    EXIT_SUCCESS,
+    Outcome,
+    State,
+    describe_exception,
+    describe_status,
+    one_line,
+)
+from scheduler.runtime.try_plan import Plan, make_plan, prepared, remember
+
+
+def kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+_CHILD_SIGNALS: tuple[tuple[signal.Signals, Any], ...] = (
+    (signal.SIGINT, signal.default_int_handler),
+    (signal.SIGTERM, signal.SIG_DFL),
+    (signal.SIGHUP, signal.SIG_DFL),
+    (signal.SIGALRM, signal.SIG_DFL),
+    (signal.SIGUSR1, signal.SIG_DFL),
+    (signal.SIGUSR2, signal.SIG_DFL),
+)
+
+
+def _signals_to_reset() -> list[tuple[int, Any]]:
+    """Worked out in the forking process: the handlers its child must put back to Python's defaults."""
+    return [(signum, handler) for signum, handler in _CHILD_SIGNALS if signal.getsignal(signum) is not handler]
+
+
+def _reset_signals(signals: Iterable[tuple[int, Any]]) -> None:
+    """Task code starts with Python's default signal handling, whatever the forking process installed."""
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)  # e.g. set by an asyncio loop in the forking process
+    for signum, handler in signals:
+        signal.signal(signum, handler)
+
+
+def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iterable[int],
+                signals: Iterable[tuple[int, Any]]) -> NoReturn:
+    code = EXIT_FAILED
+    me = os.getpid()
+    try:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
+        if not die_with_parent(parent_pid, signal.SIGKILL):
+            os._exit(EXIT_FAILED)
+        for fd in close_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _reset_signals(signals)
+        plan = prepared(item)
+        if plan is None:  # plan here, before the log is opened: a Spark try goes back to the parent
+            try:
+                plan = make_plan(item, capture=True)
+            except Exception as exc:
+                plan = Plan(item, error=one_line(f"cannot prepare the try: {describe_exception(exc)}"))
+            remember(plan)
+        if plan.in_process:
+            os.write(result_fd, json.dumps({"state": "failed", "reason": HANDOVER_REASON,
+                                            "handover": True}).encode())
+            os._exit(EXIT_FAILED)
+        state, reason = run_try(item)
+        code = EXIT_CODES[state]
+        if os.getpid() == me:  # not a process the task forked that came back through here
+            os.write(result_fd, json.dumps({"state": state, "reason": reason}).encode()[:4000])
+    except BaseException as exc:
+        code = EXIT_FAILED
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+            if os.getpid() == me:
+                os.write(result_fd, json.dumps({"state": "failed", "reason": describe_exception(exc)}).encode())
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+class RunningTry:
+    """A forked child running one try: wait for it (with the execution timeout) or kill it."""
+
+    def __init__(self, item: WorkItem, pid: int, result_fd: int, started_at: float) -> None:
+        self.item = item
+        self.pid = pid
+        self.started_at = started_at  # time.time()
+        self._result_fd = result_fd
+        self._begun = time.monotonic()
+        self.deadline = (self._begun + item.execution_timeout) if item.execution_timeout else None
+        self._pidfd: int | None
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+        self._buffer = b""
+        self._eof = False
+        self._status: int | None = None
+        self.outcome: Outcome | None = None
+        self.handed_over = False  # the child found a Spark try: run it with run_in_process() instead
+
+    def fileno(self) -> int:
+        """Readable when the child has exited (a pidfd; the result pipe where pidfds are missing)."""
+        return self._pidfd if self._pidfd is not None else self._result_fd
+
+    def _exited(self) -> bool:
+        """Has the child exited? Leaves it a zombie, so its pid and process group id cannot be reused yet."""
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def _read_result(self) -> None:
+        """Read what the child wrote so far (the pipe is non-blocking: a process the task left behind may
+        still hold its write end)."""
+        while not self._eof:
+            try:
+                chunk = os.read(self._result_fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._eof = True
+            self._buffer += chunk
+
+    def kill(self) -> None:
+        """SIGKILL the try's whole process group (the child and whatever it started)."""
+        kill_group(self.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> Outcome | None:
+        """Wait up to `timeout` seconds (None: until it ends) for the try to end; kill it at its deadline.
+        Returns the outcome once the try has ended, else None."""
+        if self.outcome is not None:
+            return self.outcome
+        until = None if timeout is None else time.monotonic() + timeout
+        timed_out = False
+        while not self._exited():
+            now = time.monotonic()
+            if self.deadline is not None and now >= self.deadline:
+                timed_out = True
+                self.kill()
+                break
+            if until is not None and now >= until:
+                return None
+            limits = [t - now for t in (until, self.deadline) if t is not None]
+            if self._pidfd is not None:  # readable the moment the child exits
+                select.select([self._pidfd], [], [], max(0.0, min(limits)) if limits else None)
+            elif not self._eof:  # no pidfd: the result pipe speaks (or closes) as the child ends; poll as well
+                select.select([self._result_fd], [], [], max(0.0, min([*limits, 0.05])))
+                self._read_result()
+            else:  # the pipe has closed: the child is exiting
+                time.sleep(max(0.0, min([*limits, 0.001])))
+        return self._finish(timed_out)
+
+    def _finish(self, timed_out: bool) -> Outcome:
+        # Still a zombie here: kill what the try left behind in its group, then reap it.
+        kill_group(self.pid)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            status = None
+        at = time.time()
+        self._read_result()
+        self.close()
+        state: State
+        reason: str | None
+        if timed_out:
+            state, reason = "failed", f"timed out after {float(self.item.execution_timeout or 0)} s"
+            self._log_line(f"{now_iso()} outcome: failed ({reason}: execution_timeout; its processes were "
+                           f"killed) after {time.monotonic() - self._begun:.3f} s")
+        else:
+            message = self._decode()
+            if message is not None:
+                state, reason = message
+            elif status is None:
+                state, reason = "failed", "the try's process vanished"
+            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_SUCCESS:
+                state, reason = "success", None
+            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_SKIPPED:
+                state, reason = "skipped", f"exit code {EXIT_SKIPPED}"
+            else:
+                state, reason = "failed", describe_status(status)
+        self._status = status
+        self.outcome = Outcome(state, reason, at)
+        return self.outcome
+
+    def _log_line(self, text: str) -> None:
+        """A line the try could not write itself (it was killed), appended to its log."""
+        with contextlib.suppress(OSError), open(self.item.log_path, "a", encoding="utf-8") as log:
+            log.write(f"[ledger] {text}\n")
+
+    def _decode(self) -> tuple[State, str | None] | None:
+        if not self._buffer:
+            return None
+        try:
+            data = json.loads(self._buffer.decode("utf-8", "replace"))
+            state = data["state"]
+            self.handed_over = data.get("handover") is True
+            if state not in EXIT_CODES:
+                return None
+            reason = data.get("reason")
+            return state, (one_line(str(reason)) if reason else None)
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    @property
+    def status(self) -> int | None:
+        """The raw waitpid status once the try has ended."""
+        return self._status
+
+    def close(self) -> None:
+        for fd in (self._pidfd, self._result_fd):
+            if fd is not None and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._pidfd = None
+        self._result_fd = -1
+        self._eof = True
+
+
+def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:
+    """Fork a child that runs `run_try(item)` in its own process group; `close_fds` are closed in it."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    parent_pid = os.getpid()
+    fds = list(close_fds)
+    signals = _signals_to_reset()
+    output_streams()  # made once, before forking, so children only install them
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_fd)
+        _child_main(item, write_fd, parent_pid, fds, signals)
+    started = time.time()
+    os.close(write_fd)
+    with contextlib.suppress(OSError):  # also here, so killpg works even before the child ran setpgid
+        os.setpgid(pid, pid)
+    return RunningTry(item, pid, read_fd, started)

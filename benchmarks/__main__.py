@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "grid_bench": (["--runs", "10000", "--tasks", "20"], ["--runs", "1000", "--tasks", "20"]),
     "downstream_plan": (["--partitions", "1000"], ["--partitions", "100"]),
     "dataset_latency": (["--events", "30"], ["--events", "10"]),
+    "cli_startup": (["--rounds", "15"], ["--rounds", "3"]),
 }
 
 

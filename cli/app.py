@@ -3,58 +3,118 @@
 from __future__ import annotations
 
 import sys
+from importlib import import_module
+from typing import Any
 
 import typer
 from rich.console import Console
-from sqlalchemy.exc import SQLAlchemyError
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.core import TyperCommand, TyperGroup
 
-from cli import (
-    backfill,
-    callbacks,
-    dags,
-    datasets,
-    db,
-    events,
-    lineage,
-    pools,
-    runs,
-    scheduler,
-    secrets,
-    signal,
-    tasks,
-    timeline,
-    trigger,
-    users,
-    webserver,
-    worker,
-)
 from ledger.core.errors import LedgerError
 
-app = typer.Typer(
-    help="ledger: a workflow scheduler whose core is an auditable timeline of DAG runs.",
-    no_args_is_help=True, pretty_exceptions_show_locals=False, add_completion=False,
+HELP = "ledger: a workflow scheduler whose core is an auditable timeline of DAG runs."
+
+# Every command: its name, where it is ("module:attribute": a Typer app for a group of commands, a function for
+# one command), and the line `ledger --help` shows for it (tests/cli/test_startup.py keeps each line equal to
+# the first paragraph of the command's own help). A command's module is imported only when that command runs.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("db", "cli.db:app", "Create, upgrade and check the ledger database."),
+    ("dags", "cli.dags:app", "Inspect the DAGs of the DAGs folder and their versions."),
+    ("runs", "cli.runs:app", "Inspect DAG runs."),
+    ("tasks", "cli.tasks:app", "Inspect and re-run task instances."),
+    ("pools", "cli.pools:app", "Pools limit how many task instances run at once across DAGs."),
+    ("backfill", "cli.backfill:app", "Rewrite a DAG's history: `ledger backfill DAG --start A --end B` (short for "
+     "`ledger backfill create ...`), `ledger backfill list`, `ledger backfill cancel ID`."),
+    ("datasets", "cli.datasets:app", "Datasets: which tasks write them, which DAGs run on them, their events."),
+    ("signal", "cli.signal:app", "Signals: (key, value) messages, versioned per key, kept and heard at once by "
+     "listeners."),
+    ("variables", "cli.secrets:variables", "Named values for DAGs ({{ var.value.NAME }}, Variable.get), stored "
+     "encrypted."),
+    ("connections", "cli.secrets:connections", "How DAGs reach other systems ({{ conn.ID.host }}, get_connection), "
+     "passwords stored encrypted."),
+    ("users", "cli.users:app", "Users of the web view and their roles (viewer, operator, admin) and API tokens."),
+    ("trigger", "cli.trigger:trigger", "Create a manual run (queued) and splice it into the DAG's timeline."),
+    ("timeline", "cli.timeline:timeline", "The DAG's runs in chain order, with overrides, version and schedule "
+     "changes."),
+    ("events", "cli.events:events", "Every recorded change: runs created, spliced, overridden, state changes, locks, "
+     "versions, signals."),
+    ("callbacks", "cli.callbacks:callbacks", "Callback and notifier calls: what each was called for (a try failed, "
+     "a run ended, a deadline passed), what was called (as the run's version records it), and how it ended "
+     "(pending, running, ok, error, timeout, lost). Each outcome is also an event (callback_ok, callback_error, "
+     "...)."),
+    ("webserver", "cli.webserver:webserver", "Serve the ledger in a browser, its JSON API and its write API."),
+    ("scheduler", "cli.scheduler:scheduler", "Run the scheduler: parse DAG files, create due runs, execute task "
+     "instances."),
+    ("worker", "cli.worker:worker", "Run a Celery worker for the scheduler's `--executor celery`."),
+    ("workers", "cli.worker:workers", "The live Celery workers: name, host, queues, concurrency, running tries, "
+     "last heartbeat."),
+    ("lineage", "cli.lineage:lineage", "Which run (task, try, DAG version) produced each partition of a dataset, "
+     "and what it replaced."),
+    ("version", "cli.app:version", "Print ledger's version."),
 )
-app.add_typer(db.app, name="db")
-app.add_typer(dags.app, name="dags")
-app.add_typer(runs.app, name="runs")
-app.add_typer(tasks.app, name="tasks")
-app.add_typer(pools.app, name="pools")
-app.add_typer(backfill.app, name="backfill")
-app.add_typer(datasets.app, name="datasets")
-app.add_typer(signal.app, name="signal")
-app.add_typer(secrets.variables, name="variables")
-app.add_typer(secrets.connections, name="connections")
-app.add_typer(users.app, name="users")
-app.command("trigger")(trigger.trigger)
-app.command("timeline")(timeline.timeline)
-app.command("events")(events.events)
-app.command("callbacks")(callbacks.callbacks)
-app.command("webserver")(webserver.webserver)
-app.command("scheduler")(scheduler.scheduler)
-app.command("worker")(worker.worker)
-app.command("workers")(worker.workers)
-app.command("lineage")(lineage.lineage)
+
+
+def version() -> None:
+    """Print ledger's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        number = installed("ledger")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        number = "unknown (not installed)"
+    typer.echo(f"ledger {number}")
+
+
+def load(name: str, where: str) -> Any:
+    """The click command of `ledger NAME`, built from its module (imported now)."""
+    module, _, attribute = where.partition(":")
+    found = getattr(import_module(module), attribute)
+    if isinstance(found, typer.Typer):
+        command = typer.main.get_command(found)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name)(found)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class LazyCommands(TyperGroup):
+    """The top-level `ledger` group: lists every command from COMMANDS without importing it, and imports a
+    command's module when the command line names it."""
+
+    def __init__(self) -> None:
+        super().__init__(name="ledger", help=HELP, no_args_is_help=True)
+        self.where = {name: where for name, where, _ in COMMANDS}
+        for name, _, line in COMMANDS:
+            self.add_command(TyperCommand(name, short_help=line, help=line), name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        where = self.where.pop(name, None)
+        if where is not None:
+            self.commands[name] = load(name, where)
+        return super().resolve_command(ctx, args)
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: the whole CLI as one Typer app, every command module imported (docs/generate_cli_reference.py and
+    the tests that walk every command use it; `ledger` itself runs LazyCommands)."""
+    if name != "app":
+        raise AttributeError(f"module 'cli.app' has no attribute {name!r}")
+    full = typer.Typer(help=HELP, no_args_is_help=True, pretty_exceptions_show_locals=False, add_completion=False)
+    for command, where, _ in COMMANDS:
+        module, _, attribute = where.partition(":")
+        found = getattr(import_module(module), attribute)
+        if isinstance(found, typer.Typer):
+            full.add_typer(found, name=command)
+        else:
+            full.command(command)(found)
+    globals()["app"] = full
+    return full
+
 
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 
@@ -75,7 +135,7 @@ def run(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one line on stderr and exit status 1; usage errors
     (a missing argument, an unknown option) one line and exit status 2."""
     try:
-        code = app(args=argv, prog_name="ledger", standalone_mode=False)
+        code = LazyCommands().main(args=argv, prog_name="ledger", standalone_mode=False)
         if isinstance(code, int) and code != 0:
             sys.exit(code)
     except NoArgsIsHelpError as exc:  # `ledger` or `ledger dags` alone: the help, as before
@@ -87,10 +147,19 @@ def run(argv: list[str] | None = None) -> None:
     except LedgerError as exc:
         err.print(f"Error: {_one_line(str(exc))}", markup=False)
         sys.exit(1)
-    except SQLAlchemyError as exc:
+    except Exception as exc:
+        if not _is_database_error(exc):
+            raise
         first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
         err.print(f"Error: database error: {first[0] if first else type(exc).__name__}", markup=False)
         sys.exit(1)
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    """Whether `exc` is SQLAlchemy's: a command that never loaded SQLAlchemy cannot have raised one, so it is not
+    imported here just to ask."""
+    errors = sys.modules.get("sqlalchemy.exc")
+    return errors is not None and isinstance(exc, errors.SQLAlchemyError)
 
 
 if __name__ == "__main__":

@@ -69,9 +69,9 @@ def create(
     """Plan the dates of a range (new / override / skip), then create and execute the runs."""
     from backfill.downstream import plan_downstream
     from ledger.core.backfill_plan import Action, Reprocess
+    from ledger.infra.scheduler_settings import SchedulerSettings
     from ledger.services.backfill_create import plan_json
     from ledger.services.operations import backfill_request, plan_backfill
-    from scheduler.loop.settings import SchedulerSettings
 
     if reprocess not in {r.value for r in Reprocess}:
         raise typer.BadParameter(f"--reprocess must be none, failed or completed, not {reprocess!r}",
@@ -285,9 +285,9 @@ def resume(backfill_id: BackfillId,
     when their job's process is gone on this host, after the lock timeout otherwise) and run them here."""
     from backfill.job import BackfillJob
     from ledger.core.states import BackfillState
+    from ledger.infra.scheduler_settings import SchedulerSettings
     from ledger.services.operations import resume_backfill
     from scheduler.executors import executor_for
-    from scheduler.loop.settings import SchedulerSettings
 
     env = open_env()
     env.actor = actor_name("backfill")
@@ -355,8 +355,8 @@ def show(backfill_id: BackfillId,
 @app.command()
 def cancel(backfill_id: BackfillId) -> None:
     """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
+    from ledger.infra.scheduler_settings import SchedulerSettings
     from ledger.services.operations import stop_backfill
-    from scheduler.loop.settings import SchedulerSettings
 
     env = open_env()
     with env.transaction() as session:

@@ -12,8 +12,8 @@ from rich.table import Table
 from cli import testing
 from cli.env import open_env, print_json
 from cli.options import DagId, DagsFolder, Json, usage_error
+from ledger.core.callbacks import callback_target
 from ledger.core.dates import local_text
-from ledger.sdk.dag import callback_target
 from ledger.services import documents
 from ledger.services.operations import set_paused
 from ledger.store import dags as dag_store

@@ -94,7 +94,7 @@ class Env:
         """
         from multiprocessing.connection import wait
 
-        from scheduler.loop.settings import SchedulerSettings
+        from ledger.infra.scheduler_settings import SchedulerSettings
         from scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log
         from scheduler.parsing.dag_sync import code_needed, known_dependencies, known_hashes, known_owners, read_code
 

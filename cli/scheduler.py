@@ -39,9 +39,9 @@ def scheduler(
     dags_folder: DagsFolder = None,
 ) -> None:
     """Run the scheduler: parse DAG files, create due runs, execute task instances."""
+    from ledger.infra.scheduler_settings import SchedulerSettings
     from scheduler.executors import executor_for
     from scheduler.loop.scheduler_job import SchedulerJob
-    from scheduler.loop.settings import SchedulerSettings
 
     if executor is not None and executor not in EXECUTORS:
         raise typer.BadParameter(f"--executor must be {', '.join(EXECUTORS[:-1])} or {EXECUTORS[-1]}, not "

@@ -98,11 +98,11 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
     """A run of type `test`, spliced into the timeline like a manual run and executed here, with the code of
     the version just registered (the DAG file as it is now)."""
     from ledger.core.states import RunType
+    from ledger.infra.scheduler_settings import SchedulerSettings
     from ledger.store import dags as dag_store
     from ledger.store import runs as run_store
     from scheduler.executors.sequential import SequentialExecutor
     from scheduler.loop.dag_test_job import TestRunJob
-    from scheduler.loop.settings import SchedulerSettings
 
     conf_value = parse_conf(conf)
     env = open_env(dags_folder)  # type: ignore[arg-type]

@@ -3,28 +3,50 @@
 DAG authors import from here: `from ledger import DAG, PythonTask, BashTask, task`.
 """
 
-from ledger.core.errors import SkipTask
-from ledger.core.signal_rules import SignalAction
-from ledger.sdk.branching import BranchPythonTask, ShortCircuitTask, WeekDay, setup, teardown
-from ledger.sdk.context import TaskContext
-from ledger.sdk.dag import DAG, BashTask, PythonTask, Task, TaskGroup, task
-from ledger.sdk.datasets import (
-    AllOf,
-    AnyOf,
-    Asset,
-    AssetAlias,
-    AssetOrTimeSchedule,
-    Dataset,
-    DatasetAlias,
-    DatasetOrTimeSchedule,
-    TimePartitions,
-)
-from ledger.sdk.notifiers import EmailNotifier, Notifier, WebhookNotifier
-from ledger.sdk.python_envs import ExternalPythonTask, PythonVirtualenvTask, external_python, virtualenv
-from ledger.sdk.sensors import PythonSensor, register_decorators
-from ledger.sdk.spark import SparkTask, spark_task
+from __future__ import annotations
 
-register_decorators(task)  # @task.branch, @task.short_circuit, @task.sensor
+from typing import TYPE_CHECKING, Any
+
+from ledger.infra import moved_modules
+
+moved_modules.install()  # `from ledger.params import ...` and the other paths from before the folders
+
+if TYPE_CHECKING:
+    from ledger.sdk.api import (
+        DAG,
+        AllOf,
+        AnyOf,
+        Asset,
+        AssetAlias,
+        AssetOrTimeSchedule,
+        BashTask,
+        BranchPythonTask,
+        Dataset,
+        DatasetAlias,
+        DatasetOrTimeSchedule,
+        EmailNotifier,
+        ExternalPythonTask,
+        Notifier,
+        PythonSensor,
+        PythonTask,
+        PythonVirtualenvTask,
+        ShortCircuitTask,
+        SignalAction,
+        SkipTask,
+        SparkTask,
+        Task,
+        TaskContext,
+        TaskGroup,
+        TimePartitions,
+        WebhookNotifier,
+        WeekDay,
+        external_python,
+        setup,
+        spark_task,
+        task,
+        teardown,
+        virtualenv,
+    )
 
 __all__ = [
     "DAG",
@@ -62,6 +84,13 @@ __all__ = [
     "virtualenv",
 ]
 
-# `@task.virtualenv` and `@task.external_python`, as Airflow's
-setattr(task, "virtualenv", virtualenv)  # noqa: B010
-setattr(task, "external_python", external_python)  # noqa: B010
+
+def __getattr__(name: str) -> Any:
+    """The authoring API, loaded on the first name a DAG file asks for (`from ledger import DAG`)."""
+    if name not in __all__:
+        raise AttributeError(f"module 'ledger' has no attribute {name!r}")
+    from ledger.sdk import api
+
+    value = getattr(api, name)
+    globals().update({key: getattr(api, key) for key in __all__})
+    return value

@@ -2,7 +2,7 @@
 
 ledger's own `airflow` package lives in `ledger/airflow_compat/airflow/` (so `.../airflow/operators/bash.py`
 is `airflow.operators.bash`). `install()` puts a finder first on `sys.meta_path` that makes that folder
-importable as `airflow`, and it is called wherever DAG files are imported (ledger/sdk/dagbag.py: parsing, `ledger
+importable as `airflow`, and it is called wherever DAG files are imported (scheduler/runtime/dagbag.py: parsing, `ledger
 dags test`, a try's process, a callback's process). The finder gives way to any other `airflow`: when a regular
 package of that name is on sys.path (Apache Airflow installed, or a DAGs folder's own `airflow` package), that
 one is imported and ledger's never is.

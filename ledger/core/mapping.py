@@ -25,7 +25,8 @@ DEFAULT_MAX_MAP_LENGTH = 1024
 
 def max_map_length(env: Mapping[str, str] | None = None) -> int:
     """The most instances one mapped task may have (LEDGER_MAX_MAP_LENGTH; Airflow's max_map_length).
-    The scheduler reads it once, with its settings (scheduler/loop/settings.py); DAG files check literal lists here."""
+    The scheduler reads it once, with its settings (ledger/infra/scheduler_settings.py); DAG files check
+    literal lists here."""
     raw = (os.environ if env is None else env).get("LEDGER_MAX_MAP_LENGTH", str(DEFAULT_MAX_MAP_LENGTH))
     try:
         value = int(raw)

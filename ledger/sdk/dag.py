@@ -764,14 +764,6 @@ def describe_callbacks(callbacks: Mapping[str, list[Callback]]) -> dict[str, lis
     return {kind: [describe_callback(fn) for fn in fns] for kind, fns in sorted(callbacks.items())}
 
 
-def callback_target(description: Mapping[str, Any]) -> str:
-    """One line naming a recorded callback, for listings and the callback table."""
-    if "notifier" in description:
-        args = ", ".join(f"{k}={v!r}" for k, v in sorted(description.items()) if k != "notifier")
-        return f"{description['notifier']}({args})"[:500]
-    return str(description.get("callable", "?"))[:500]
-
-
 class PythonTask(Task):
     """Runs a Python callable; a parameter named `context` receives the run's facts (TaskContext). Its
     return value is passed on (ledger/sdk/xcom.py); `op_args` and `op_kwargs` may hold other tasks' values

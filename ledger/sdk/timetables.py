@@ -16,7 +16,7 @@
   planning happens the class is loaded from the version's copy of the module (``pinned``: its text, read with
   the version), never from the live folder. Any other class is imported by its module path there (an installed
   package or a folder on PYTHONPATH, as Airflow's plugins folder); a class defined in the DAG file itself is
-  refused when the file is parsed (ledger/sdk/dagbag.py).
+  refused when the file is parsed (scheduler/runtime/dagbag.py).
 
 How ledger calls a custom timetable (decision 171): ``next_dagrun_info`` with ``last_automated_data_interval``
 = the latest live scheduled or backfill run's data interval (None for the first) and ``TimeRestriction(

@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from ledger.core.callbacks import callback_target
 from ledger.core.states import JobState
 from ledger.models import Callback, DagRun, Job
-from ledger.sdk.dag import callback_target
 from ledger.store import events
 
 PENDING, RUNNING = "pending", "running"

@@ -1,3 +1,4 @@
-"""`ledger webserver`: a read-only web view of the ledger and a JSON API (FastAPI, Jinja2, no Node).
+"""`ledger webserver`: where a team operates the ledger, pages and a JSON API (FastAPI, Jinja2, no Node).
 
-It reads the database only, through read-only sessions, and never imports DAG files."""
+Reads go through read-only sessions; actions through ledger/services, as the CLI's do. It never imports DAG
+files."""

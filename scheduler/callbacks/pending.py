@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from ledger.core.mapping import NOT_MAPPED
 from ledger.core.states import TaskState
+from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun
 from ledger.store import callbacks as callback_store
 from ledger.store import dags as dag_store
@@ -27,7 +28,6 @@ from ledger.store import tasks as task_store
 from scheduler.callbacks.processes import CallbackProcesses
 from scheduler.loop.cadence import Cadence
 from scheduler.loop.metrics import SchedulerMetrics
-from scheduler.loop.settings import SchedulerSettings
 
 # outcome state of a try -> the task callback it calls
 TASK_CALLBACKS = {TaskState.SUCCESS: "task_success", TaskState.FAILED: "task_failure",

@@ -17,7 +17,7 @@ FAILED_PREFIX = "[ledger] callback failed: "
 
 
 def find_callable(request: dict[str, Any]) -> Any:
-    from ledger.sdk.dagbag import load_file
+    from scheduler.runtime.dagbag import load_file
 
     loaded = load_file(request["fileloc"], request.get("code_root"))
     where = f"the code of version {request['dag_version'][:12]}"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ledger.infra.scheduler_settings import SchedulerSettings
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.loop.settings import SchedulerSettings
 
 EXECUTORS = ("local", "sequential", "celery")
 

@@ -47,6 +47,7 @@ from ledger.core.states import JobState, RunState, StaleState, TaskState
 from ledger.core.versions import DagSpec
 from ledger.infra.clock import Clock
 from ledger.infra.logs import log_file
+from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun
 from ledger.sdk.xcom import pull_view
 from ledger.services.log_store import RemoteLogStore
@@ -76,7 +77,6 @@ from scheduler.loop.metrics import SchedulerMetrics
 from scheduler.loop.others_writes import OthersWrites
 from scheduler.loop.planner import HeldRun, choose, plan_runs
 from scheduler.loop.run_facts import RunFacts
-from scheduler.loop.settings import SchedulerSettings
 from scheduler.loop.stop_requests import StopRequests
 from scheduler.runtime import try_files
 from scheduler.signals.task_state_signals import TaskStateSignals

@@ -41,7 +41,8 @@ from pathlib import Path
 
 from ledger.core.versions import version_of
 from ledger.infra.code import CodeManifest, canonical, sha256_bytes
-from ledger.sdk.dagbag import (
+from ledger.sdk.datasets import schedule_summary
+from scheduler.runtime.dagbag import (
     _module_name,
     content_hash,
     forget_modules,
@@ -51,7 +52,6 @@ from ledger.sdk.dagbag import (
     name_error,
     shown_path,
 )
-from ledger.sdk.datasets import schedule_summary
 from scheduler.runtime.parent_death import die_with_parent
 
 __all__ = ["PROCESSOR_LOG", "DagFileProcessorManager", "ParseResult", "ParsedDag", "parse_file", "processor_log"]

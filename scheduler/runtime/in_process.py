@@ -17,11 +17,11 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger.sdk import dagbag
 from ledger.sdk.context import TaskContext, environment
 from ledger.sdk.dag import PythonTask
 from ledger.sdk.spark import SparkTask
 from scheduler.executors.base import WorkItem
+from scheduler.runtime import dagbag
 from scheduler.runtime.task_runner import call_task, execute_plan, masked, redirect_output, say, say_ended, say_started
 from scheduler.runtime.try_outcome import Outcome, State, describe_exception, one_line
 from scheduler.runtime.try_plan import Plan, make_plan, prepared, restore_output, save_output

@@ -25,11 +25,11 @@ from ledger.core.mapping import expand_task, label, max_map_length, split_label
 from ledger.core.states import RunState, TaskState
 from ledger.core.versions import DagSpec, spec_from_json, version_of
 from ledger.sdk.dag import DAG
-from ledger.sdk.dagbag import list_dag_files, load_file
 from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
 from ledger.sdk.xcom import pull_view, read_pushed
 from scheduler.executors.base import WorkItem
 from scheduler.executors.sequential import SequentialExecutor
+from scheduler.runtime.dagbag import list_dag_files, load_file
 from scheduler.runtime.try_outcome import NO_RETRY_PREFIX
 
 TEST_RUN_TYPE = "test"

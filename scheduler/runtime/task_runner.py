@@ -26,7 +26,6 @@ from typing import Any
 
 from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.core.mapping import KWARGS
-from ledger.sdk import dagbag
 from ledger.sdk.branching import record_choice
 from ledger.sdk.context import TaskContext, environment, push_return, set_current
 from ledger.sdk.dag import BashTask, PythonTask, Task
@@ -38,6 +37,7 @@ from ledger.sdk.xcom import RETURN_KEY, MissingValue, XComError
 from ledger.sdk.xcom import resolve as resolve_xcom
 from ledger.services import secrets
 from scheduler.executors.base import WorkItem
+from scheduler.runtime import dagbag
 from scheduler.runtime.try_outcome import BASH_SKIP_EXIT_CODE, NO_RETRY_PREFIX, State, describe_exception, one_line
 from scheduler.runtime.try_plan import Plan, code_line, make_plan, prepared
 

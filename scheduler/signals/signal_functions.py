@@ -16,7 +16,7 @@ from typing import Any
 
 from ledger.core.signal_rules import SignalAction, key_matches, parse_action
 from ledger.core.signals import Signal
-from ledger.sdk.dagbag import load_file
+from scheduler.runtime.dagbag import load_file
 
 
 def _answer(call: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:

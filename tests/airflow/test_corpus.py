@@ -17,9 +17,9 @@ import pytest
 
 from ledger.core.states import RunState
 from ledger.sdk.dag import DAG
-from ledger.sdk.dagbag import FileResult, load_file
 from ledger.sdk.datasets import Dataset
 from scheduler.runtime import local_testing
+from scheduler.runtime.dagbag import FileResult, load_file
 from tests.conftest import REPO, Cli
 
 CORPUS = REPO / "tests" / "airflow_corpus"

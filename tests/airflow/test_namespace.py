@@ -12,7 +12,7 @@ import pytest
 
 from ledger import airflow_compat
 from ledger.sdk.dag import BashTask
-from ledger.sdk.dagbag import load_file
+from scheduler.runtime.dagbag import load_file
 
 
 @pytest.fixture

@@ -60,8 +60,8 @@ def test_the_airflow_file_itself_runs_unchanged(tmp_path: Path) -> None:
     import pendulum
 
     from ledger.core.states import RunState
-    from ledger.sdk.dagbag import load_file
     from scheduler.runtime import local_testing
+    from scheduler.runtime.dagbag import load_file
 
     folder = tmp_path / "dags"
     folder.mkdir()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger.core.versions import version_of
-from ledger.sdk.dagbag import load_file
+from scheduler.runtime.dagbag import load_file
 from tests.conftest import Cli
 
 PIN_DAG = """

@@ -213,7 +213,7 @@ def test_a_literal_longer_than_the_maximum_is_refused_at_parse_time(monkeypatch:
 def test_the_maximum_number_of_instances_is_a_setting_checked_when_read() -> None:
     from ledger.core.errors import ConfigError
     from ledger.core.mapping import max_map_length
-    from scheduler.loop.settings import SchedulerSettings
+    from ledger.infra.scheduler_settings import SchedulerSettings
 
     assert max_map_length({}) == 1024 and max_map_length({"LEDGER_MAX_MAP_LENGTH": "5"}) == 5
     assert SchedulerSettings.from_env({"LEDGER_MAX_MAP_LENGTH": "7"}).max_map_length == 7

@@ -8,7 +8,7 @@ import pendulum
 
 from ledger.core.versions import code_digest, version_of
 from ledger.sdk.dag import DAG, BashTask
-from ledger.sdk.dagbag import load_file
+from scheduler.runtime.dagbag import load_file
 
 CODE = "LIMIT = 10\n\ndef f(x):\n    return x + LIMIT\n"
 

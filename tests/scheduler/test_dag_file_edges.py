@@ -14,9 +14,9 @@ import pytest
 
 from ledger.infra.clock import FixedClock
 from ledger.models import ImportError_
-from ledger.sdk.dagbag import load_file, shown_path
 from scheduler.parsing.dag_processing import DagFileProcessorManager, parse_file, processor_log
 from scheduler.parsing.dag_sync import known_hashes, sync_results
+from scheduler.runtime.dagbag import load_file, shown_path
 
 GOOD = textwrap.dedent("""\
     import pendulum

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from ledger import DAG, BashTask
 from ledger.infra.clock import FixedClock
+from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun, TaskInstance, TaskTry
 from ledger.services.sync import register_dag
 from ledger.store.db import make_engine, make_sessions
@@ -27,7 +28,6 @@ from scheduler.executors.base import Executor
 from scheduler.loop.faults import Backoff, is_transient
 from scheduler.loop.job import DagRunJob
 from scheduler.loop.scheduling import create_due_runs
-from scheduler.loop.settings import SchedulerSettings
 from tests.conftest import LEDGER, Cli, migrated_sessions
 from tests.pgserver import PostgresServer, postgres_available
 from tests.scheduler.fakes import FakeExecutor

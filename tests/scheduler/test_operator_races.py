@@ -23,6 +23,7 @@ from ledger import DAG, BashTask
 from ledger.core.errors import LedgerError
 from ledger.core.states import TASK_TRANSITIONS, RunState, StaleState, TaskState
 from ledger.infra.clock import FixedClock
+from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun, Event, TaskInstance, TaskTry
 from ledger.services.operations import cancel_run, clear_tasks, mark_tasks
 from ledger.services.sync import register_dag
@@ -31,7 +32,6 @@ from ledger.store.db import make_engine, make_sessions
 from scheduler.executors.base import TaskEvent
 from scheduler.loop.job import DagRunJob
 from scheduler.loop.scheduling import create_due_runs
-from scheduler.loop.settings import SchedulerSettings
 from tests.conftest import migrated_sessions
 from tests.scheduler.test_held_starts import SteppedExecutor
 

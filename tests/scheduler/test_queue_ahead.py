@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from ledger.core.errors import ConfigError
+from ledger.infra.scheduler_settings import SchedulerSettings
 from scheduler.executors import executor_for
 from scheduler.executors.base import TaskEvent
 from scheduler.executors.local import LocalExecutor
-from scheduler.loop.settings import SchedulerSettings
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_executors import wait_for_event
 from tests.scheduler.test_task_runner import process_gone, wait_for_file, work_item

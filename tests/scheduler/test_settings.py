@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.core.errors import ConfigError
-from scheduler.loop.settings import SchedulerSettings
+from ledger.infra.scheduler_settings import SchedulerSettings
 
 
 def test_an_option_given_wins_over_the_same_setting_in_the_environment() -> None:

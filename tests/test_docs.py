@@ -97,3 +97,23 @@ def test_docs_show_the_current_migration_head_and_cite_only_files_that_exist() -
         for path in re.findall(r"`((?:benchmarks|docs|examples|ledger|scheduler|backfill|cli|tests)/[\w./-]+)`",
                                text):
             assert (REPO / path).exists(), f"{doc.name} cites {path}, which does not exist"
+
+
+def test_the_decisions_index_lists_every_decision_file() -> None:
+    result = subprocess.run([sys.executable, "docs/generate_decisions_index.py", "--check"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_every_relative_link_in_the_docs_reaches_a_file_that_exists() -> None:
+    import re
+
+    broken = []
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"^[a-z]+:", path):
+                continue
+            if not (doc.parent / path).exists():
+                broken.append(f"{doc.relative_to(REPO)} -> {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)

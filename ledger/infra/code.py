@@ -1,6 +1,6 @@
 """A DAG version's code: the DAG file and the files of the DAGs folder it imports, content-addressed.
 
-What a version captures (see docs/decisions.md, "What a version's code is"):
+What a version captures (see docs/decisions/, "What a version's code is"):
 
 * the DAG file itself (the *entry*);
 * every module of the DAGs folder that importing the DAG file imported, and, for a module inside a

@@ -68,7 +68,7 @@ _TI_ROWS = select(TaskInstance.id, TaskInstance.run_id, TaskInstance.task_id, Ta
                   TaskInstance.signal_armed, TaskInstance.signal_id, TaskInstance.map_index).where(
     TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)))
 # Statements the loop runs every time are built once: building and keying a statement costs more than
-# executing it on SQLite (see docs/decisions.md, 40).
+# executing it on SQLite (see docs/decisions/, 40).
 
 
 def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, TiRow]]:

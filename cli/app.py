@@ -57,14 +57,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 def version() -> None:
     """Print ledger's version."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
+    from ledger import __version__
 
-    try:
-        number = installed("ledger")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        number = "unknown (not installed)"
-    typer.echo(f"ledger {number}")
+    typer.echo(f"ledger {__version__}")
 
 
 def load(name: str, where: str) -> Any:

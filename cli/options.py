@@ -90,3 +90,21 @@ def reason_text(text: str | None) -> str | None:
     if text is not None and not text.strip():
         raise typer.BadParameter("--reason must not be empty", param_hint="'--reason'")
     return None if text is None else " ".join(text.split())
+
+
+def check_environment() -> None:
+    """Before a long-running command starts (scheduler, webserver, worker): every `LEDGER_*` setting checked at
+    once, one line per bad value (then exit 1, having started nothing), one warning per name that is not
+    ledger's (a typo; docs/settings.md lists the settings)."""
+    from rich.console import Console
+
+    from ledger.infra.settings import bad_values, unknown_names
+
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    for line in unknown_names():
+        err.print(f"Warning: {line}", markup=False)
+    bad = bad_values()
+    for line in bad:
+        err.print(f"Error: {line}", markup=False)
+    if bad:
+        raise typer.Exit(1)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from cli.env import open_env
-from cli.options import DagsFolder, Parallelism, within_range
+from cli.options import DagsFolder, Parallelism, check_environment, within_range
 from ledger.core.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ def scheduler(
         raise typer.BadParameter(f"--executor must be {', '.join(EXECUTORS[:-1])} or {EXECUTORS[-1]}, not "
                                  f"{executor!r}",
                                  param_hint="'--executor'")
+    check_environment()
     settings = SchedulerSettings.from_env(executor=executor, parallelism=parallelism, metrics_port=metrics_port,
                                           reuse_workers=reuse_workers or None)
     env = open_env(dags_folder)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import gc
 import ipaddress
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from cli.options import check_environment
 from ledger.core.errors import ConfigError
 from ledger.infra.config import load_settings
+from ledger.infra.settings import value as setting
 from ledger.store import users as user_store
 
 TOKEN_VARIABLE = "LEDGER_WEB_TOKEN"
@@ -50,10 +51,11 @@ def webserver(
 
     if (tls_cert is None) != (tls_key is None):
         raise typer.BadParameter("--tls-cert and --tls-key go together", param_hint="'--tls-cert'")
-    token = os.environ.get(TOKEN_VARIABLE) or None
-    worker_token = os.environ.get(WORKER_TOKEN_VARIABLE) or None
+    token = setting(TOKEN_VARIABLE)
+    worker_token = setting(WORKER_TOKEN_VARIABLE)
+    check_environment()
     settings = load_settings()
-    secure = tls_cert is not None or os.environ.get(SECURE_VARIABLE, "").lower() in ("1", "true", "yes")
+    secure = tls_cert is not None or bool(setting(SECURE_VARIABLE))
     app = create_app(settings, token=token, secure_cookies=secure,  # refuses a database not upgraded
                      hosts=allowed_hosts(extra=(host,) if host not in ("0.0.0.0", "::") else ()),
                      worker_token=worker_token)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.env import print_json
-from cli.options import Json, within_range
+from cli.options import Json, check_environment, within_range
 from ledger.core.errors import ConfigError
 
 out = Console(highlight=False, soft_wrap=True)
@@ -45,6 +45,7 @@ def worker(
     if hostname is not None and not QUEUE_NAME.fullmatch(hostname):
         raise typer.BadParameter(f"a worker's name is letters, digits, '_', '.' and '-', not {hostname!r}",
                                  param_hint="'--hostname'")
+    check_environment()
     settings = settings_from_env(name=hostname, queues=names, concurrency=concurrency)
     out.print(f"ledger worker {settings.name}: queues {', '.join(names)}, concurrency {settings.concurrency}, "
               f"code from {settings.api_url}, home {settings.home}")

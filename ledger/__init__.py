@@ -11,6 +11,8 @@ from ledger.infra import moved_modules
 
 moved_modules.install()  # `from ledger.params import ...` and the other paths from before the folders
 
+__version__ = "0.1.0"  # the distribution's version too (pyproject.toml reads it)
+
 if TYPE_CHECKING:
     from ledger.sdk.api import (
         DAG,

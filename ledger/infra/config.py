@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.core.errors import ConfigError
+from ledger.infra.settings import value as setting
 
 SUPPORTED = "sqlite:///PATH or postgresql://USER@HOST:PORT/DB (psycopg 3)"
 
@@ -25,11 +26,11 @@ class Settings:
 def load_settings(env: dict[str, str] | None = None, *, dags_folder: str | Path | None = None) -> Settings:
     """Settings from LEDGER_HOME, LEDGER_DATABASE_URL and LEDGER_DAGS_FOLDER (or the --dags-folder flag)."""
     env = dict(os.environ) if env is None else env
-    home = Path(env.get("LEDGER_HOME") or Path.home() / ".ledger").expanduser().resolve()
+    home = (setting("LEDGER_HOME", env) or Path.home() / ".ledger").expanduser().resolve()
     if home.exists() and not home.is_dir():
         raise ConfigError(f"LEDGER_HOME {home} is a file, not a folder; point LEDGER_HOME at a folder")
-    url = normalise_database_url(env.get("LEDGER_DATABASE_URL") or f"sqlite:///{home / 'ledger.db'}")
-    folder = dags_folder or env.get("LEDGER_DAGS_FOLDER") or home / "dags"
+    url = normalise_database_url(setting("LEDGER_DATABASE_URL", env) or f"sqlite:///{home / 'ledger.db'}")
+    folder = dags_folder or setting("LEDGER_DAGS_FOLDER", env) or home / "dags"
     return Settings(home=home, database_url=url, dags_folder=Path(folder).expanduser().resolve())
 
 

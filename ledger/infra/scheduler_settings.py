@@ -1,4 +1,5 @@
-"""Scheduler settings, with their defaults; each can be set as LEDGER_<NAME> in the environment."""
+"""Scheduler settings, with their defaults; each can be set as LEDGER_<NAME> in the environment. Each field's
+metadata says what it does: docs/settings.md is generated from it (through ledger/infra/settings.py)."""
 
 from __future__ import annotations
 
@@ -7,53 +8,70 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ledger.core.errors import ConfigError
+from ledger.infra.values import parse_bool
 
 MAX_LOCAL_PARALLELISM = 512  # worker processes the local executor starts at most (one per slot)
 
 
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
 @dataclass(frozen=True)
 class SchedulerSettings:
-    executor: str = "local"  # local | sequential | celery
-    parallelism: int = 4  # task tries running at once in this job's executor
-    poll_interval: float = 1.0  # longest sleep between loops when nothing wakes the job
-    heartbeat_interval: float = 2.0  # how often the job row's heartbeat is written
-    lock_timeout: float = 30.0  # a holder silent for this long loses its run locks to others
-    max_held_runs: int = 64  # runs one job locks at most at a time
-    shutdown_grace: float = 30.0  # seconds running tries get to finish on SIGTERM/SIGINT
-    parsing_processes: int = 2  # DAG file processors
-    min_file_process_interval: float = 30.0  # an unchanged file is re-imported at most this often
-    dag_dir_list_interval: float = 30.0  # how often the DAGs folder is listed for new/deleted files
-    dag_file_processor_timeout: float = 50.0  # a file whose import takes longer is killed
-    scheduling_interval: float = 1.0  # how often due intervals of every DAG are checked
-    task_state_signals: bool = True  # send `ledger.task.<dag>.<task>` signals when task instances change state
-    # woken by signals (doorbell) and database changes (newest event id, every 50 ms); false: poll only,
-    # waking every poll_interval, as schedulers that poll the database do (for comparison)
-    signal_wakeup: bool = True
-    # a transient database error (locked SQLite file, PostgreSQL restart, deadlock...) is retried with
-    # backoff; a job whose database stays unusable this many seconds exits with the error
-    db_max_outage: float = 600.0
-    callback_timeout: float = 60.0  # a callback (or notifier) call still running after this long is killed
-    callback_parallelism: int = 4  # callback calls one job makes at once, each in a process of its own
-    metrics_port: int = 0  # serve Prometheus metrics on this port (0: not served)
-    metrics_host: str = "127.0.0.1"  # the address the metrics are served on
-    # LocalExecutor: Python tries run in the (long-lived) worker process itself instead of a child forked per
-    # try: faster, no per-try isolation (docs/scheduler.md, "Reusing workers")
-    reuse_workers: bool = False
-    # LocalExecutor: work items each worker is sent beyond the try it runs, so that it starts its next try the
-    # moment one ends instead of waiting for the loop (docs/scheduler.md, "Queueing ahead"); 0: only idle
-    # workers get work; -1 (auto): 1 with reuse_workers, 0 when each try forks
-    queue_ahead: int = -1
-    # a try's start is written with the next transaction the loop needs anyway, at most this many seconds later,
-    # instead of in a transaction of its own while every worker is busy (0: at once); see docs/scheduler.md
-    started_write_delay: float = 0.25
-    max_map_length: int = 1024  # the most instances a task mapped over another task's value gets (else: failed)
-    # a try lost to a crash (its job, worker or host died) spends no retry; after this many lost tries in a row
-    # the task instance fails, saying so
-    max_lost_tries: int = 3
-    # at the end of every loop's transaction, compare what the job remembers of its held runs with the database
-    # and stop on any difference (scheduler/loop/memory.py): on in the test suite's scenarios; it costs a read per loop
-    # (its default follows LEDGER_VERIFY_MEMORY even for settings made without from_env: the test suite sets it)
-    verify_memory: bool = field(default_factory=lambda: os.environ.get("LEDGER_VERIFY_MEMORY", "") in ("1", "true"))
+    executor: str = field(default="local", metadata=_help(
+        'The executor that runs tries: local, sequential or celery.'))
+    parallelism: int = field(default=4, metadata=_help("Task tries running at once in this job's executor."))
+    poll_interval: float = field(default=1.0, metadata=_help('Longest sleep between loops when nothing wakes the job.'))
+    heartbeat_interval: float = field(default=2.0, metadata=_help("How often the job row's heartbeat is written."))
+    lock_timeout: float = field(default=30.0, metadata=_help(
+        'A holder silent for this long loses its run locks to others.'))
+    max_held_runs: int = field(default=64, metadata=_help('Runs one job locks at most at a time.'))
+    shutdown_grace: float = field(default=30.0, metadata=_help(
+        'Seconds running tries get to finish on SIGTERM/SIGINT.'))
+    parsing_processes: int = field(default=2, metadata=_help('DAG file processors.'))
+    min_file_process_interval: float = field(default=30.0, metadata=_help(
+        'An unchanged file is re-imported at most this often.'))
+    dag_dir_list_interval: float = field(default=30.0, metadata=_help(
+        'How often the DAGs folder is listed for new/deleted files.'))
+    dag_file_processor_timeout: float = field(default=50.0, metadata=_help(
+        'A file whose import takes longer is killed.'))
+    scheduling_interval: float = field(default=1.0, metadata=_help('How often due intervals of every DAG are checked.'))
+    task_state_signals: bool = field(default=True, metadata=_help(
+        'Send `ledger.task.<dag>.<task>` signals when task instances change state.'))
+    signal_wakeup: bool = field(default=True, metadata=_help(
+        'Woken by signals (doorbell) and database changes (newest event id, every 50 ms); false: poll only, '
+        'waking every poll_interval, as schedulers that poll the database do (for comparison).'))
+    db_max_outage: float = field(default=600.0, metadata=_help(
+        'A transient database error (locked SQLite file, PostgreSQL restart, deadlock...) is retried with '
+        'backoff; a job whose database stays unusable this many seconds exits with the error.'))
+    callback_timeout: float = field(default=60.0, metadata=_help(
+        'A callback (or notifier) call still running after this long is killed.'))
+    callback_parallelism: int = field(default=4, metadata=_help(
+        'Callback calls one job makes at once, each in a process of its own.'))
+    metrics_port: int = field(default=0, metadata=_help('Serve Prometheus metrics on this port (0: not served).'))
+    metrics_host: str = field(default="127.0.0.1", metadata=_help('The address the metrics are served on.'))
+    reuse_workers: bool = field(default=False, metadata=_help(
+        'LocalExecutor: Python tries run in the (long-lived) worker process itself instead of a child forked '
+        'per try: faster, no per-try isolation (docs/scheduler.md, "Reusing workers").'))
+    queue_ahead: int = field(default=-1, metadata=_help(
+        'LocalExecutor: work items each worker is sent beyond the try it runs, so that it starts its next try'
+        ' the moment one ends instead of waiting for the loop (docs/scheduler.md, "Queueing ahead"); 0: only '
+        'idle workers get work; -1 (auto): 1 with reuse_workers, 0 when each try forks.'))
+    started_write_delay: float = field(default=0.25, metadata=_help(
+        "A try's start is written with the next transaction the loop needs anyway, at most this many seconds "
+        'later, instead of in a transaction of its own while every worker is busy (0: at once); see '
+        'docs/scheduler.md.'))
+    max_map_length: int = field(default=1024, metadata=_help(
+        "The most instances a task mapped over another task's value gets (else: failed)."))
+    max_lost_tries: int = field(default=3, metadata=_help(
+        'A try lost to a crash (its job, worker or host died) spends no retry; after this many lost tries in '
+        'a row the task instance fails, saying so.'))
+    verify_memory: bool = field(
+        default_factory=lambda: parse_bool("LEDGER_VERIFY_MEMORY", os.environ.get("LEDGER_VERIFY_MEMORY", "")),
+        metadata=_help("At the end of every loop's transaction, compare what the job remembers of its held runs "
+                       "with the database and stop on any difference (scheduler/loop/memory.py): on in the test "
+                       "suite's scenarios; it costs a read per loop."))
 
     def items_ahead(self) -> int:
         """queue_ahead, with auto (-1) resolved: a worker that runs tries itself finishes one in well under a
@@ -74,9 +92,7 @@ class SchedulerSettings:
                 continue
             kind = type(getattr(defaults, f.name))
             if kind is bool:
-                if raw.strip().lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ConfigError(f"LEDGER_{f.name.upper()}={raw!r} is not a valid bool (true or false)")
-                values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+                values[f.name] = parse_bool(f"LEDGER_{f.name.upper()}", raw)
                 continue
             try:
                 values[f.name] = kind(raw)

@@ -18,6 +18,7 @@ from email.message import EmailMessage
 from typing import Any
 
 from ledger.core.errors import DagDefinitionError
+from ledger.infra.settings import value as setting
 
 
 def summary(context: dict[str, Any]) -> str:
@@ -87,9 +88,8 @@ class EmailNotifier(Notifier):
 def send_email(to: list[str], subject: str, body: str, *, html: bool = False, cc: list[str] | None = None,
                bcc: list[str] | None = None, files: list[str] | None = None) -> None:
     """Send one e-mail through the SMTP server of the LEDGER_SMTP_* settings (see EmailNotifier)."""
-    env = os.environ
     message = EmailMessage()
-    message["From"] = env.get("LEDGER_SMTP_FROM") or f"ledger@{socket.gethostname()}"
+    message["From"] = setting("LEDGER_SMTP_FROM") or f"ledger@{socket.gethostname()}"
     message["To"] = ", ".join(to)
     if cc:
         message["Cc"] = ", ".join(cc)
@@ -102,14 +102,13 @@ def send_email(to: list[str], subject: str, body: str, *, html: bool = False, cc
         with open(path, "rb") as f:
             message.add_attachment(f.read(), maintype="application", subtype="octet-stream",
                                    filename=os.path.basename(path))
-    host, port = env.get("LEDGER_SMTP_HOST", "localhost"), int(env.get("LEDGER_SMTP_PORT", "25"))
-    timeout = float(env.get("LEDGER_SMTP_TIMEOUT", "30"))
-    use_ssl = env.get("LEDGER_SMTP_SSL", "").lower() in ("1", "true", "yes")
+    host, port = setting("LEDGER_SMTP_HOST") or "localhost", setting("LEDGER_SMTP_PORT") or 25
+    timeout = setting("LEDGER_SMTP_TIMEOUT") or 30.0
     smtp: smtplib.SMTP = smtplib.SMTP_SSL(host, port, timeout=timeout, context=ssl.create_default_context()) \
-        if use_ssl else smtplib.SMTP(host, port, timeout=timeout)
+        if setting("LEDGER_SMTP_SSL") else smtplib.SMTP(host, port, timeout=timeout)
     with smtp:
-        if env.get("LEDGER_SMTP_STARTTLS", "").lower() in ("1", "true", "yes"):
+        if setting("LEDGER_SMTP_STARTTLS"):
             smtp.starttls(context=ssl.create_default_context())
-        if env.get("LEDGER_SMTP_USER"):
-            smtp.login(env["LEDGER_SMTP_USER"], env.get("LEDGER_SMTP_PASSWORD", ""))
+        if setting("LEDGER_SMTP_USER"):
+            smtp.login(setting("LEDGER_SMTP_USER"), setting("LEDGER_SMTP_PASSWORD") or "")
         smtp.send_message(message, to_addrs=[*to, *(cc or []), *(bcc or [])])

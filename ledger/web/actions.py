@@ -7,7 +7,6 @@ Roles: an operator triggers, clears, marks, cancels, pauses and backfills; a vie
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from ledger.core.backfill_plan import PlanItem
 from ledger.core.errors import InvalidInput
 from ledger.core.mapping import label
 from ledger.core.states import RunState, TaskState
+from ledger.infra.settings import value as setting
 from ledger.services import documents, operations
 from ledger.services import users as user_rules
 from ledger.services.backfill_create import plan_json
@@ -41,7 +41,7 @@ pages = APIRouter(include_in_schema=False)
 
 # how long a silent job keeps its runs, as the scheduler's LEDGER_LOCK_TIMEOUT says (a backfill plan adopts the
 # runs of a backfill whose job has been silent longer)
-STALE_AFTER = float(os.environ.get("LEDGER_LOCK_TIMEOUT") or 30.0)
+STALE_AFTER = setting("LEDGER_LOCK_TIMEOUT") or 30.0
 
 
 @contextmanager

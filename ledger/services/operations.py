@@ -20,6 +20,7 @@ from pendulum import DateTime
 from sqlalchemy.orm import Session
 
 from ledger.core.backfill_plan import Action, PlanItem, Reprocess
+from ledger.core.connections import ConnectionInfo
 from ledger.core.dates import check_within_dag, iso, parse_user_date
 from ledger.core.dependencies import TiState, decide
 from ledger.core.errors import InvalidInput, NotFound, TimelineConflict
@@ -31,7 +32,7 @@ from ledger.core.versions import DagSpec, reachable
 from ledger.models import Connection, DagRun, TaskInstance
 from ledger.sdk.params import check_conf, from_description
 from ledger.services.backfill_create import BackfillRequest, Created, create_confirmed, make_plan
-from ledger.services.secrets import ConnectionInfo, encrypt
+from ledger.services.fernet import encrypt
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store

@@ -7,15 +7,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
-from ledger.core.errors import ConfigError
+from ledger.core.errors import ConfigError, InvalidInput, TimelineConflict
 from ledger.infra.worker_client import API, DATABASE, Place, WorkerClient, reach
-from ledger.sdk.ledger_client import open_client
+from ledger.sdk.ledger_client import LedgerClient, open_client
 from ledger.services.task_calls import DatabaseClient
-from tests.conftest import REPO, copy_migrated
+from tests.conftest import REPO, Cli, _environment, copy_migrated
+from tests.web.conftest import served
 
 
 def test_a_try_whose_home_holds_the_database_reaches_the_database_even_when_it_knows_a_webserver(
@@ -84,3 +88,70 @@ def test_a_signal_sent_from_a_try_that_reaches_no_ledger_fails_with_one_line_and
                                 "http://127.0.0.1:9: ")
     assert loaded == "sqlalchemy loaded: False"
     assert not (tmp_path / "home").exists()
+
+
+CALLED = """
+import pendulum
+from ledger import DAG, PythonTask
+
+with DAG("called", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False,
+         params={"n": 1}):
+    PythonTask("work", lambda: None)
+"""
+TRY = "task:caller.go@run 1 try 1"
+
+
+@pytest.fixture(params=[DATABASE, API])
+def both(request: pytest.FixtureRequest, ready_cli: Cli) -> Iterator[tuple[Cli, LedgerClient]]:
+    """A ledger with the DAG `called`, a variable and a connection, reached as a scheduler's try reaches it (its
+    database) and as a worker's (a real `ledger webserver` with the workers' token)."""
+    key = Fernet.generate_key().decode()
+    cli = Cli(home=ready_cli.home, env={**ready_cli.env, "LEDGER_FERNET_KEY": key, "LEDGER_WORKER_TOKEN": "w0rker"})
+    cli.write_dag("called.py", CALLED)
+    cli.ok("dags", "list")
+    cli.ok("variables", "set", "api_password", "s3cr3t-value")
+    cli.ok("connections", "add", "warehouse", "--uri", "postgresql://bob:pw-123456@db.example:5432/sales")
+    if request.param == DATABASE:
+        with _environment({**cli.env}):
+            yield cli, open_client(reach())
+        return
+    with served(cli) as base, _environment({**cli.env}):
+        yield cli, open_client(Place(API, base, "w0rker"))
+
+
+def test_both_ways_send_trigger_read_and_refuse_alike_through_the_clis_rules(
+        both: tuple[Cli, LedgerClient]) -> None:
+    cli, client = both
+    sent = client.send_signal("ci.hello", "hi", sender=TRY, meta={"n": 1})
+    assert (sent.key, sent.version, sent.sender, sent.meta) == ("ci.hello", 1, TRY, {"n": 1})
+    for key, sender, reason in (("ci.hello", "admin", "a try acts as task:"), ("bad key", TRY, "signal key")):
+        with pytest.raises(InvalidInput, match=reason):
+            client.send_signal(key, "hi", sender=sender)
+    assert [(s["version"], s["sender"]) for s in cli.json("signal", "list", "ci.hello")] == [(1, TRY)]
+    assert [e["actor"] for e in cli.json("events", "--kind", "signal_sent")] == [TRY]
+
+    at = datetime(2024, 1, 5, tzinfo=UTC)
+    made = client.trigger_run("called", at, {"n": 2}, replace=False, actor=TRY)
+    assert (made.logical_date, made.replaced_run_id) == (at, None)
+    with pytest.raises(TimelineConflict):
+        client.trigger_run("called", at, {}, replace=False, actor=TRY)
+    with pytest.raises(InvalidInput, match="'n'"):
+        client.trigger_run("called", datetime(2024, 1, 6, tzinfo=UTC), {"n": "x"}, replace=False, actor=TRY)
+    with pytest.raises(LookupError, match="no DAG named 'nothing'"):
+        client.trigger_run("nothing", at, {}, replace=False, actor=TRY)
+    [created] = cli.json("events", "--dag", "called", "--kind", "run_created")
+    assert (created["run_id"], created["actor"]) == (str(made.run_id), TRY)
+    assert [r["run_id"] for r in cli.json("timeline", "called")] == [str(made.run_id)]  # the refusals made none
+
+    assert client.run_state(made.run_id) == "queued"
+    with pytest.raises(LookupError):
+        client.run_state(made.run_id + 100)
+    found = client.states_at("called", at)
+    assert found is not None and found[0] == "queued"
+    assert client.states_at("called", datetime(2024, 2, 1, tzinfo=UTC)) is None
+
+    assert client.variable("api_password") == "s3cr3t-value" and client.variable("nothing") is None
+    assert client.connection("warehouse") == {
+        "conn_id": "warehouse", "conn_type": "postgresql", "host": "db.example", "port": 5432, "login": "bob",
+        "schema": "sales", "password": "pw-123456", "extra": None}
+    assert client.connection("nothing") is None

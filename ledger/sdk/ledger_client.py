@@ -45,7 +45,7 @@ def open_client(place: Place) -> LedgerClient:
     if place.kind == DATABASE:
         from ledger.services.task_calls import DatabaseClient
 
-        return DatabaseClient(place.url, load_settings().home)
+        return DatabaseClient(place.url, load_settings().home, pooled=False)
     return WorkerClient(place.url, place.token)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pendulum
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from ledger.core.errors import InvalidInput
 from ledger.core.signals import Signal
@@ -64,10 +65,12 @@ def connection(session: Session, conn_id: str) -> dict[str, Any] | None:
 
 
 class DatabaseClient:
-    """The ledger as a try that has the database reaches it: one engine for the process, one transaction a call."""
+    """The ledger as a try that has the database reaches it: one transaction a call. `pooled` false (a try's): a
+    connection a call, none kept open between calls, so that a try forked from a process that made a call (a DAG
+    file read before the fork that reads a variable) never shares its parent's connection."""
 
-    def __init__(self, url: str, home: Path) -> None:
-        engine = make_engine(url)
+    def __init__(self, url: str, home: Path, *, pooled: bool = True) -> None:
+        engine = make_engine(url) if pooled else make_engine(url, poolclass=NullPool)
         self.sessions = make_sessions(engine)
         self.reads = make_sessions(reader(engine))
         self.signals = SignalService(engine, self.sessions, home, clock=SystemClock())

@@ -115,10 +115,10 @@ class TaskContext:
         With this try as the sender, through the client of task code (ledger/sdk/ledger_client.py): to the
         database where the try has it, to ledger's webserver on a Celery worker."""
         from ledger.infra.worker_client import try_actor
-        from ledger.sdk.ledger_client import client
+        from ledger.sdk.signal_sender import send_from_task
 
         sender = try_actor(self.dag_id, self.task_id, self.run_id, self.try_number)
-        return client().send_signal(key, value, sender=sender, meta=meta)
+        return send_from_task(key, value, sender=sender, meta=meta)
 
     def env(self) -> dict[str, str]:
         """The LEDGER_* environment variables of the try's process, whatever the task's kind (Python, Bash,

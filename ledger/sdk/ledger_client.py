@@ -4,11 +4,15 @@ ExternalTaskSensor, variables and connections all call `client()`.
 It talks to the database of the try's environment where the try has it (a scheduler's try), and to ledger's
 webserver's worker API where it has not (a try on a Celery worker, with the worker's LEDGER_WORKER_TOKEN); with
 neither, it refuses with one line and creates nothing (ledger/infra/worker_client.py: reach). Either way a call is one
-transaction through the rules the CLI's commands use (ledger/services/task_calls.py). The database's client, and with it
-SQLAlchemy, is imported only when it is chosen: a worker's try never loads them."""
+transaction through the rules the CLI's commands use (ledger/services/task_calls.py).
+
+The database's client is loaded by its name (DATABASE_CLIENT) when it is chosen, not imported by this module: the
+try side imports no database layer (tests/test_folders.py), and a try on a worker, which never chooses it, never
+loads SQLAlchemy or the store. A try that has the database loads them as the scheduler does."""
 
 from __future__ import annotations
 
+import importlib
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -38,14 +42,15 @@ class LedgerClient(Protocol):
         """A stored connection's fields (password and extra decrypted); None: not defined."""
 
 
+DATABASE_CLIENT = "ledger.services.task_calls"  # the module of DatabaseClient (see the module docstring)
 _opened: tuple[Place, LedgerClient] | None = None  # one client a process, for as long as the place stays the same
 
 
 def open_client(place: Place) -> LedgerClient:
     if place.kind == DATABASE:
-        from ledger.services.task_calls import DatabaseClient
-
-        return DatabaseClient(place.url, load_settings().home, pooled=False)
+        made: LedgerClient = importlib.import_module(DATABASE_CLIENT).DatabaseClient(
+            place.url, load_settings().home, pooled=False)
+        return made
     return WorkerClient(place.url, place.token)
 
 

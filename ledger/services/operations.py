@@ -20,7 +20,6 @@ from pendulum import DateTime
 from sqlalchemy.orm import Session
 
 from ledger.core.backfill_plan import Action, PlanItem, Reprocess
-from ledger.core.connections import ConnectionInfo
 from ledger.core.dates import check_within_dag, iso, parse_user_date
 from ledger.core.dependencies import TiState, decide
 from ledger.core.errors import InvalidInput, NotFound, TimelineConflict
@@ -30,6 +29,7 @@ from ledger.core.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.core.states import FINISHED_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, RunType, TaskState
 from ledger.core.versions import DagSpec, reachable
 from ledger.models import Connection, DagRun, TaskInstance
+from ledger.sdk.connections import ConnectionInfo
 from ledger.sdk.params import check_conf, from_description
 from ledger.services.backfill_create import BackfillRequest, Created, create_confirmed, make_plan
 from ledger.services.fernet import encrypt

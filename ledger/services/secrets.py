@@ -22,11 +22,11 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.core.connections import ConnectionInfo as ConnectionInfo
 from ledger.core.errors import LedgerError
 from ledger.core.secret_names import sensitive
 from ledger.infra.config import load_settings
 from ledger.infra.workers import TOKEN_VARIABLE
+from ledger.sdk.connections import ConnectionInfo as ConnectionInfo
 from ledger.sdk.ledger_client import client
 from ledger.services.fernet import decrypt, key_file, parse_keys
 

@@ -12,8 +12,8 @@ from cli.env import open_env, print_json
 from cli.options import Json, form_checked
 from ledger.core.dates import iso
 from ledger.core.errors import InvalidInput
+from ledger.infra.fernet import decrypt
 from ledger.sdk.connections import ConnectionInfo
-from ledger.services.fernet import decrypt
 from ledger.services.operations import connection_json, delete_secret, secret_name, set_connection, set_variable
 from ledger.store import secrets as store
 

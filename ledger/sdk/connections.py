@@ -1,4 +1,4 @@
-"""A connection as task code reads it (`get_connection`, ledger/services/secrets.py) and `ledger connections add`
+"""A connection as task code reads it (`get_connection`, ledger/sdk/secrets.py) and `ledger connections add`
 parses it: its fields, from a URI and back."""
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from sqlalchemy.pool import NullPool
 from ledger.core.errors import InvalidInput
 from ledger.core.signals import Signal
 from ledger.infra.clock import SystemClock
+from ledger.infra.fernet import decrypt
 from ledger.infra.worker_client import TASK_ACTOR, RunStates, Triggered
-from ledger.services.fernet import decrypt
 from ledger.services.operations import trigger
 from ledger.services.signal_service import SignalService
 from ledger.store import dags as dag_store

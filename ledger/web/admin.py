@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from ledger.core.dates import iso
 from ledger.core.errors import ConfigError, InvalidInput, NotFound
 from ledger.core.secret_names import sensitive
+from ledger.infra.fernet import decrypt
 from ledger.services import operations
 from ledger.services import users as user_rules
-from ledger.services.fernet import decrypt
 from ledger.services.users import Role
 from ledger.store import pools as pool_store
 from ledger.store import secrets as secret_store

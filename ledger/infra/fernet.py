@@ -1,4 +1,4 @@
-"""The Fernet keys that encrypt the stored secrets (how they are used: ledger/services/secrets.py):
+"""The Fernet keys that encrypt the stored secrets (how they are used: ledger/sdk/secrets.py):
 LEDGER_FERNET_KEY when set, else the file `fernet.key` in LEDGER_HOME, made (mode 0600) the first time a secret is
 stored. Either holds one key or several (separated by commas or lines): the first encrypts, any decrypts, and
 `ledger db rotate-fernet-key` re-encrypts every stored secret with the first."""

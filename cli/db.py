@@ -127,7 +127,7 @@ def rotate_fernet_key() -> None:
     """Encrypt every stored secret again with the first Fernet key.
 
     The first of LEDGER_FERNET_KEY, or of the key file in LEDGER_HOME; the keys after it can then be removed."""
-    from ledger.services.secrets import fernet_keys, rotate
+    from ledger.infra.fernet import fernet_keys, rotate
     from ledger.store import events
     from ledger.store import secrets as secret_store
 

@@ -12,8 +12,9 @@ from cli.env import open_env, print_json
 from cli.options import Json, form_checked
 from ledger.core.dates import iso
 from ledger.core.errors import InvalidInput
+from ledger.infra.fernet import decrypt
+from ledger.sdk.connections import ConnectionInfo
 from ledger.services.operations import connection_json, delete_secret, secret_name, set_connection, set_variable
-from ledger.services.secrets import ConnectionInfo, decrypt
 from ledger.store import secrets as store
 
 variables = typer.Typer(help="Named values for DAGs ({{ var.value.NAME }}, Variable.get), stored encrypted.",

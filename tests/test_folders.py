@@ -71,20 +71,6 @@ CLOCK_READS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"
 
 # (module, imported module or library) -> what removes the edge
 KNOWN: dict[tuple[str, str], str] = {
-    # task code reaches the ledger through one client (issue 40, part 4), not the database of its environment
-    ("ledger.airflow_compat.airflow.models", "ledger.services.secrets"): "one client for task code",
-    ("ledger.airflow_compat.airflow.models.variable", "ledger.services.secrets"): "one client for task code",
-    ("ledger.airflow_compat.airflow.sdk", "ledger.services.secrets"): "one client for task code",
-    ("ledger.airflow_compat.trigger", "ledger.services.operations"): "one client for task code",
-    ("ledger.airflow_compat.trigger", "ledger.store.dags"): "one client for task code",
-    ("ledger.airflow_compat.trigger", "ledger.store.db"): "one client for task code",
-    ("ledger.airflow_compat.trigger", "ledger.store.runs"): "one client for task code",
-    ("ledger.sdk.external_task", "ledger.store.db"): "one client for task code",
-    ("ledger.sdk.external_task", "ledger.store.runs"): "one client for task code",
-    ("ledger.sdk.signal_sender", "ledger.services.signal_service"): "one client for task code",
-    ("ledger.sdk.signal_sender", "ledger.store.db"): "one client for task code",
-    ("ledger.sdk.templates", "ledger.services.secrets"): "one client for task code",
-    ("scheduler.runtime.task_runner", "ledger.services.secrets"): "one client for task code",
     # a worker fetches a version's code through the webserver, not the store (issue 40)
     ("scheduler.runtime.celery_worker", "ledger.store.code"): "code fetched by hash through the worker API",
     ("scheduler.runtime.celery_worker", "scheduler.loop.code_cache"): "code fetched by hash through the worker API",
@@ -98,7 +84,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("ledger.core.versions", "ledger.infra.code"): "describe/read-back split of versions.py",
     ("ledger.core.versions", "ledger.sdk.dag"): "describe/read-back split of versions.py",
     ("ledger.core.versions", "ledger.sdk.timetables"): "describe/read-back split of versions.py",
-    ("ledger.core.versions", "ledger.services.secrets"): "describe/read-back split of versions.py",
 }
 
 

@@ -2,9 +2,9 @@
 (ledger/services/operations.py: the run is spliced into that DAG's timeline, its params checked against the conf) with
 the triggering try as the event's actor, so that the record says which try caused the run.
 
-The try writes to the ledger database of its environment (LEDGER_HOME / LEDGER_DATABASE_URL, inherited from
-the scheduler), as a task sending a signal does. `ledger dags test` records nothing: there the operator says
-what it would trigger and succeeds.
+The try reaches the ledger through the client of task code (ledger/sdk/ledger_client.py), as a task sending a
+signal does: the database where the try has it, ledger's webserver on a Celery worker; one transaction either way.
+`ledger dags test` records nothing: there the operator says what it would trigger and succeeds.
 """
 
 from __future__ import annotations
@@ -19,16 +19,10 @@ import pendulum
 from ledger.airflow_compat.graph import AirflowException, DagRunAlreadyExists
 from ledger.airflow_compat.operators import BaseOperator
 from ledger.core.errors import LedgerError, SkipTask, TimelineConflict
+from ledger.infra.worker_client import try_actor
+from ledger.sdk.ledger_client import LedgerClient, client
 
 TEST_RUN_TYPE = "test"
-
-
-def _sessions() -> Any:
-    from ledger.infra.config import load_settings
-    from ledger.store.db import make_engine, make_sessions
-
-    engine = make_engine(load_settings().database_url)
-    return make_sessions(engine)
 
 
 class TriggerDagRunOperator(BaseOperator):
@@ -60,9 +54,6 @@ class TriggerDagRunOperator(BaseOperator):
         self.skip_when_already_exists = skip_when_already_exists
 
     def execute(self, context: Mapping[str, Any]) -> Any:
-        from ledger.services.operations import trigger
-        from ledger.store import dags as dag_store
-
         ti = context["ti"]
         parsed = pendulum.parse(self.logical_date) if self.logical_date else pendulum.now("UTC")
         if not isinstance(parsed, pendulum.DateTime):
@@ -72,34 +63,31 @@ class TriggerDagRunOperator(BaseOperator):
             self.log.info("a test run records nothing: it would trigger %s at %s with conf %s", self.trigger_dag_id,
                           at.isoformat(), self.conf)
             return None
-        actor = f"task:{ti.dag_id}.{ti.task_id}@run {ti.run_id} try {ti.try_number}"
-        sessions = _sessions()
         try:
-            with sessions.begin() as session:
-                spec = dag_store.current_spec(session, self.trigger_dag_id)
-                run, replaced = trigger(session, spec, at, self.conf, replace=self.reset_dag_run,
-                                        now=pendulum.now("UTC"), actor=actor)
-                run_id, logical = run.id, run.logical_date
+            ledger = client()
+            done = ledger.trigger_run(self.trigger_dag_id, at, self.conf, replace=self.reset_dag_run,
+                                      actor=try_actor(ti.dag_id, ti.task_id, ti.run_id, ti.try_number))
         except TimelineConflict as exc:
             if self.skip_when_already_exists:
                 raise SkipTask(f"a run of {self.trigger_dag_id} exists at {at.isoformat()}: {exc}") from None
             raise DagRunAlreadyExists(str(exc)) from None
         except LedgerError as exc:
             raise AirflowException(f"cannot trigger {self.trigger_dag_id}: {exc}") from None
+        run_id, logical = done.run_id, done.logical_date
         self.log.info("triggered run %s of %s at %s%s", run_id, self.trigger_dag_id, logical.isoformat(),
-                      f" (run {replaced.id} overridden)" if replaced is not None else "")
+                      f" (run {done.replaced_run_id} overridden)" if done.replaced_run_id is not None else "")
         ti.xcom_push("trigger_run_id", str(run_id))
         ti.xcom_push("trigger_logical_date_iso", logical.isoformat())
         if self.wait_for_completion:
-            self._wait(sessions, run_id)
+            self._wait(ledger, run_id)
         return None
 
-    def _wait(self, sessions: Any, run_id: int) -> None:
-        from ledger.store import runs as run_store
-
+    def _wait(self, ledger: LedgerClient, run_id: int) -> None:
         while True:
-            with sessions.begin() as session:
-                state = str(run_store.get(session, run_id).state)
+            try:
+                state = ledger.run_state(run_id)
+            except LedgerError as exc:
+                raise AirflowException(f"cannot read run {run_id} of {self.trigger_dag_id}: {exc}") from None
             if state in self.failed_states:
                 raise AirflowException(f"run {run_id} of {self.trigger_dag_id} ended {state}")
             if state in self.allowed_states:

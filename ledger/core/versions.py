@@ -24,11 +24,11 @@ from pendulum import DateTime
 
 from ledger.core.mapping import literal_count
 from ledger.core.schedule import Schedule, parse_schedule
+from ledger.core.secret_names import sensitive
 from ledger.core.signal_rules import can_start
 from ledger.infra.code import python_digest
 from ledger.sdk.dag import describe_callbacks
 from ledger.sdk.timetables import from_description
-from ledger.services.secrets import sensitive
 
 if TYPE_CHECKING:
     from ledger.sdk.dag import DAG, Task

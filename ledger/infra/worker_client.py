@@ -1,7 +1,14 @@
-"""What a try running on a Celery worker asks ledger's webserver for, instead of the database it cannot reach:
-variables and connections (`GET /api/v1/worker/variables/KEY`, `/api/v1/worker/connections/ID`, with
-LEDGER_WORKER_TOKEN; ledger/web/worker_api.py). A try is on a worker when `ledger worker` started its process
-(LEDGER_WORKER_NAME is set) and the worker knows the webserver (LEDGER_API_URL)."""
+"""Where task code reaches the ledger from, and the client for tries that have no database: ledger's webserver's
+worker API (ledger/web/worker_api.py), with the workers' credential (LEDGER_WORKER_TOKEN).
+
+`reach()` decides, from the environment alone (no database is opened, none is ever created): the database of this
+process's environment when the try has it (LEDGER_DATABASE_URL names a server, or the SQLite file exists: a
+scheduler's try), else the webserver when LEDGER_API_URL is set (a `ledger worker`'s try), else it refuses with one
+line. ledger/sdk/ledger_client.py opens the client it names; the database's is ledger/services/task_calls.py.
+
+Each call is one HTTP request, not retried: a signal or a trigger the webserver committed before the answer was lost
+must not be made twice. Answers are mapped back to the errors the database's client raises (409 TimelineConflict,
+404 NotFound, 400 InvalidInput); a webserver that cannot be asked or refuses the credential is a ConfigError."""
 
 from __future__ import annotations
 
@@ -10,34 +17,144 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from ledger.core.errors import ConfigError
-from ledger.infra.workers import API_VARIABLE, NAME_VARIABLE, TOKEN_VARIABLE
+from ledger.core.errors import ConfigError, InvalidInput, LedgerError, NotFound, TimelineConflict
+from ledger.core.signals import Signal
+from ledger.infra.config import load_settings
+from ledger.infra.workers import API_VARIABLE, TOKEN_VARIABLE
+
+TASK_ACTOR = "task:"  # how the actor of what a try does starts: the API acts for tries only
+TIMEOUT = 30.0  # seconds a request may take
+
+# a run's state and its task instances' states by task id (every instance of a mapped task)
+RunStates = tuple[str, dict[str, list[str]]]
 
 
-def on_worker() -> bool:
-    return bool(os.environ.get(NAME_VARIABLE)) and bool((os.environ.get(API_VARIABLE) or "").strip())
+def try_actor(dag_id: str, task_id: str, run_id: object, try_number: int) -> str:
+    """The sender of a try's signals and the actor of the runs it triggers: the record says which try did it."""
+    return f"{TASK_ACTOR}{dag_id}.{task_id}@run {run_id} try {try_number}"
 
 
-def fetch(kind: str, name: str) -> dict[str, Any] | None:
-    """The JSON document of a variable (`kind` "variables") or a connection ("connections"); None: the webserver
-    has none of that name. ConfigError when the webserver cannot be asked or refuses."""
-    api = (os.environ.get(API_VARIABLE) or "").strip().rstrip("/")
-    token = (os.environ.get(TOKEN_VARIABLE) or "").strip()
-    url = f"{api}/api/v1/worker/{kind}/{urllib.parse.quote(name, safe='')}"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            found: dict[str, Any] = json.loads(response.read())
-            return found
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
+@dataclass(frozen=True)
+class Triggered:
+    run_id: int
+    logical_date: datetime
+    replaced_run_id: int | None  # the live run at that date the new one overrode (reset_dag_run)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a try reaches the ledger: `kind` DATABASE (`url` its database URL) or API (`url` the webserver's)."""
+
+    kind: str
+    url: str
+    token: str = ""
+
+
+DATABASE, API = "database", "api"
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The file of a `sqlite:///PATH` URL (None: not SQLite, or in memory), read as SQLAlchemy reads it."""
+    scheme, _, rest = url.partition("://")
+    if scheme.split("+")[0].lower() != "sqlite":
+        return None
+    path = rest[1:].partition("?")[0] if rest.startswith("/") else ""
+    return path if path and path != ":memory:" else None
+
+
+def reach(env: Mapping[str, str] | None = None) -> Place:
+    """Where this process's task code reaches the ledger (see the module docstring); ConfigError when nowhere."""
+    env = dict(os.environ) if env is None else dict(env)
+    url = load_settings(env).database_url
+    path = _sqlite_file(url)
+    if path is None or os.path.exists(path):
+        return Place(DATABASE, url)
+    api = (env.get(API_VARIABLE) or "").strip().rstrip("/")
+    if api:
+        return Place(API, api, (env.get(TOKEN_VARIABLE) or "").strip())
+    raise ConfigError(f"this try cannot reach the ledger: there is no database at {path} and no {API_VARIABLE}; a "
+                      f"try on a worker reaches ledger's webserver (start `ledger worker` with {API_VARIABLE} and "
+                      f"{TOKEN_VARIABLE})")
+
+
+class WorkerClient:
+    """The ledger as task code reaches it over ledger's webserver (GET and POST under /api/v1/worker/)."""
+
+    def __init__(self, api: str, token: str) -> None:
+        self.api, self.token = api.rstrip("/"), token
+
+    def _call(self, what: str, path: str, body: dict[str, Any] | None = None,
+              query: dict[str, str] | None = None) -> Any:
+        url = f"{self.api}/api/v1/worker/{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        data = None
+        if body is not None:
+            data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
+        request = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
         try:
-            message = json.loads(exc.read()).get("message", "")
-        except (ValueError, AttributeError, OSError):
-            message = ""
-        raise ConfigError(f"cannot read {kind[:-1]} {name!r} from {api}: HTTP {exc.code} {message}".strip()) from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {kind[:-1]} {name!r} from {api}: {exc}") from None
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise _refusal(exc, what, self.api) from None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot {what} through ledger's webserver at {self.api}: {exc}") from None
+
+    def send_signal(self, key: str, value: str, *, sender: str, meta: dict[str, Any] | None = None) -> Signal:
+        sent = self._call(f"send signal {key!r}", "signals",
+                          {"key": key, "value": value, "meta": meta, "sender": sender})
+        return Signal(int(sent["id"]), sent["key"], int(sent["version"]), sent["value"], sent["sender"],
+                      datetime.fromisoformat(sent["sent_at"]), sent.get("meta"))
+
+    def trigger_run(self, dag_id: str, at: datetime, conf: dict[str, Any], *, replace: bool,
+                    actor: str) -> Triggered:
+        done = self._call(f"trigger {dag_id}", f"dags/{_quoted(dag_id)}/runs",
+                          {"logical_date": at.isoformat(), "conf": conf, "replace": replace, "actor": actor})
+        replaced = done.get("replaced_run_id")
+        return Triggered(int(done["run_id"]), datetime.fromisoformat(done["logical_date"]),
+                         int(replaced) if replaced is not None else None)
+
+    def run_state(self, run_id: int) -> str:
+        return str(self._call(f"read run {run_id}", f"runs/{int(run_id)}")["state"])
+
+    def states_at(self, dag_id: str, at: datetime) -> RunStates | None:
+        found = self._call(f"read the run of {dag_id}", f"dags/{_quoted(dag_id)}/states", query={"at": at.isoformat()})
+        if found.get("run_state") is None:
+            return None
+        return str(found["run_state"]), {str(t): [str(s) for s in states] for t, states in found["tasks"].items()}
+
+    def variable(self, key: str) -> str | None:
+        try:
+            return str(self._call(f"read variable {key!r}", f"variables/{_quoted(key)}")["value"])
+        except NotFound:
+            return None
+
+    def connection(self, conn_id: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self._call(f"read connection {conn_id!r}", f"connections/{_quoted(conn_id)}")
+        except NotFound:
+            return None
+        return found
+
+
+def _quoted(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def _refusal(exc: urllib.error.HTTPError, what: str, api: str) -> LedgerError:
+    """The error the database's client would have raised for the webserver's answer."""
+    try:
+        message = str(json.loads(exc.read()).get("message", ""))
+    except (ValueError, AttributeError, OSError):
+        message = ""
+    if exc.code == 409:
+        return TimelineConflict(message)
+    if exc.code == 404 and message:
+        return NotFound(message)
+    if exc.code == 400:
+        return InvalidInput(message)
+    return ConfigError(f"cannot {what} through ledger's webserver at {api}: HTTP {exc.code} {message}".strip())

@@ -112,11 +112,12 @@ class TaskContext:
     def send_signal(self, key: str, value: str, *, meta: dict[str, Any] | None = None) -> Any:
         """Send a signal (see `ledger signal send`) from this try; returns the stored Signal.
 
-        It goes to the ledger database of this process's environment (LEDGER_HOME / LEDGER_DATABASE_URL,
-        inherited from the scheduler), with this try as the sender."""
+        With this try as the sender, through the client of task code (ledger/sdk/ledger_client.py): to the
+        database where the try has it, to ledger's webserver on a Celery worker."""
+        from ledger.infra.worker_client import try_actor
         from ledger.sdk.signal_sender import send_from_task
 
-        sender = f"task:{self.dag_id}.{self.task_id}@run {self.run_id} try {self.try_number}"
+        sender = try_actor(self.dag_id, self.task_id, self.run_id, self.try_number)
         return send_from_task(key, value, sender=sender, meta=meta)
 
     def env(self) -> dict[str, str]:

@@ -14,6 +14,7 @@ import pendulum
 
 from ledger.core.errors import DagDefinitionError, SkipTask
 from ledger.sdk.dag import Task, _callable_definition
+from ledger.sdk.ledger_client import client
 from ledger.sdk.sensors import BaseSensor
 
 if TYPE_CHECKING:
@@ -91,17 +92,8 @@ class ExternalTaskSensor(BaseSensor):
         return at
 
     def poke(self, context: TaskContext) -> bool:
-        from ledger.infra.config import load_settings
-        from ledger.store import runs as run_store
-        from ledger.store.db import make_read_engine, make_sessions
-
         at = self.target_date(context)
-        engine = make_read_engine(load_settings().database_url)
-        try:
-            with make_sessions(engine)() as session:
-                found = run_store.states_at(session, self.external_dag_id, at)
-        finally:
-            engine.dispose()
+        found = client().states_at(self.external_dag_id, at)
         where = f"{self.external_dag_id} at {at.isoformat()}"
         if found is None:
             print(f"[ledger] no run of {where} yet", flush=True)

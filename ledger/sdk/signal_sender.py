@@ -1,22 +1,13 @@
-"""Sending signals from a running task: one engine per process, built from the environment on first use."""
+"""Sending a signal from a running task (`context.send_signal`), through the client of task code
+(ledger/sdk/ledger_client.py): to the database where the try has it, to ledger's webserver on a Celery worker."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ledger.core.signals import Signal
-from ledger.infra.clock import SystemClock
-from ledger.infra.config import load_settings
-from ledger.services.signal_service import SignalService
-from ledger.store.db import make_engine, make_sessions
-
-_service: SignalService | None = None
+from ledger.sdk.ledger_client import client
 
 
 def send_from_task(key: str, value: str, *, sender: str, meta: dict[str, Any] | None = None) -> Signal:
-    global _service
-    if _service is None:
-        settings = load_settings()
-        engine = make_engine(settings.database_url)
-        _service = SignalService(engine, make_sessions(engine), settings.home, clock=SystemClock())
-    return _service.send(key, value, sender=sender, meta=meta)
+    return client().send_signal(key, value, sender=sender, meta=meta)

@@ -91,7 +91,7 @@ class _Variables:
         self._json = as_json
 
     def __getattr__(self, name: str) -> Any:
-        from ledger.services.secrets import Variable
+        from ledger.sdk.secrets import Variable
 
         try:
             return Variable.get(name, deserialize_json=self._json)
@@ -106,7 +106,7 @@ class _Vars:
 
 class _Connections:
     def __getattr__(self, name: str) -> Any:
-        from ledger.services.secrets import get_connection
+        from ledger.sdk.secrets import get_connection
 
         try:
             return get_connection(name)

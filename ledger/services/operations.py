@@ -28,10 +28,11 @@ from ledger.core.mapping import NOT_MAPPED, label, source_tasks, split_label
 from ledger.core.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.core.states import FINISHED_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, RunType, TaskState
 from ledger.core.versions import DagSpec, reachable
+from ledger.infra.fernet import encrypt
 from ledger.models import Connection, DagRun, TaskInstance
+from ledger.sdk.connections import ConnectionInfo
 from ledger.sdk.params import check_conf, from_description
 from ledger.services.backfill_create import BackfillRequest, Created, create_confirmed, make_plan
-from ledger.services.secrets import ConnectionInfo, encrypt
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store

@@ -1,4 +1,4 @@
-"""Variables and connections, as stored (their secrets encrypted by ledger/services/secrets.py)."""
+"""Variables and connections, as stored (their secrets encrypted by ledger/infra/fernet.py)."""
 
 from __future__ import annotations
 

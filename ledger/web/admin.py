@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session
 
 from ledger.core.dates import iso
 from ledger.core.errors import ConfigError, InvalidInput, NotFound
+from ledger.core.secret_names import sensitive
+from ledger.infra.fernet import decrypt
 from ledger.services import operations
 from ledger.services import users as user_rules
-from ledger.services.secrets import decrypt, sensitive
 from ledger.services.users import Role
 from ledger.store import pools as pool_store
 from ledger.store import secrets as secret_store
@@ -48,7 +49,7 @@ def _not_yourself(request: Request, username: str, what: str) -> None:
 
 def variable_value(key: str, sealed: str) -> str:
     """A variable's value as the page shows it: *** when its name says it is a secret
-    (ledger.services.secrets.sensitive,
+    (ledger.core.secret_names.sensitive,
     as a try's log masks it), else in clear."""
     if sensitive(key):
         return MASK

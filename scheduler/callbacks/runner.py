@@ -11,7 +11,7 @@ import sys
 import traceback
 from typing import Any
 
-from ledger.services import secrets
+from ledger.sdk import secrets
 
 FAILED_PREFIX = "[ledger] callback failed: "
 

@@ -475,7 +475,8 @@ class CeleryExecutor(Executor):
 
     def _finished(self, entry: _Try, status: str, result: Any) -> TaskEvent:
         item = entry.item
-        if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in ("success", "failed", "skipped"):
+        if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in (
+                "success", "failed", "skipped", "up_for_reschedule"):
             left = try_files.TryFiles([(k, v) for k, v in result.get("pushed") or []], result.get("rendered"),
                                       list(result.get("writes") or []), list(result.get("outlets") or []),
                                       log=self._log_of(entry), here=False)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.core.mapping import KWARGS
+from ledger.sdk import secrets
 from ledger.sdk.branching import record_choice
 from ledger.sdk.context import TaskContext, environment, push_return, set_current
 from ledger.sdk.dag import BashTask, PythonTask, Task
@@ -35,7 +36,6 @@ from ledger.sdk.spark import SparkTask
 from ledger.sdk.templates import CONTEXT_NAMES, TemplateError, has_template, render, template_names
 from ledger.sdk.xcom import RETURN_KEY, MissingValue, XComError
 from ledger.sdk.xcom import resolve as resolve_xcom
-from ledger.services import secrets
 from scheduler.executors.base import WorkItem
 from scheduler.runtime import dagbag
 from scheduler.runtime.try_outcome import BASH_SKIP_EXIT_CODE, NO_RETRY_PREFIX, State, describe_exception, one_line
@@ -346,7 +346,7 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
 
 
 class _MaskSecrets(logging.Filter):
-    """Secrets the try has read (ledger/services/secrets.py) are *** in the log records its code emits."""
+    """Secrets the try has read (ledger/sdk/secrets.py) are *** in the log records its code emits."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if secrets.secrets_seen():
@@ -410,7 +410,7 @@ def masked(reason: str | None) -> str | None:
 
 
 def mask_secrets(item: WorkItem) -> None:
-    """Secrets the try read (variables, connection passwords: ledger/services/secrets.py) become *** in its log and its
+    """Secrets the try read (variables, connection passwords: ledger/sdk/secrets.py) become *** in its log and its
     rendered templates, once it has ended (its subprocesses wrote to the same file)."""
     if not secrets.secrets_seen():
         return

@@ -11,7 +11,7 @@ from typing import Any
 
 from cryptography.fernet import Fernet
 
-from ledger.services.secrets import create_key_file, parse_keys
+from ledger.infra.fernet import create_key_file, parse_keys
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import Cli
 

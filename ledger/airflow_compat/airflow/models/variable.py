@@ -1,5 +1,5 @@
 """`airflow.models.variable`."""
 
-from ledger.services.secrets import Variable
+from ledger.sdk.secrets import Variable
 
 __all__ = ["Variable"]

@@ -22,6 +22,7 @@ from ledger.sdk.branching import WeekDay
 from ledger.sdk.dag import Label
 from ledger.sdk.datasets import Asset, AssetAlias, AssetAll, AssetAny
 from ledger.sdk.params import Param, ParamsDict
+from ledger.sdk.secrets import Variable
 from ledger.sdk.sensors import PokeReturnValue
 from ledger.sdk.timetables import (
     CronDataIntervalTimetable,
@@ -31,7 +32,6 @@ from ledger.sdk.timetables import (
     EventsTimetable,
     MultipleCronTriggerTimetable,
 )
-from ledger.services.secrets import Variable
 
 __all__ = [
     "DAG",

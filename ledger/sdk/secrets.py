@@ -1,0 +1,166 @@
+"""Variables and connections as task code reads them, and the masking of the secrets a try read.
+
+* Stored with `ledger variables set` / `ledger connections add`; a variable's value, and a connection's
+  password and extra, are encrypted with Fernet (the `cryptography` library; the keys and their rotation:
+  ledger/infra/fernet.py).
+* Read in tasks with `Variable.get("name")` / `get_connection("id")`, and in templates with
+  `{{ var.value.name }}` / `{{ conn.id.host }}`: the environment first (`LEDGER_VAR_<NAME>`,
+  `LEDGER_CONN_<ID>` as a URI), then the ledger through the client of task code (ledger/sdk/ledger_client.py):
+  the database where the try has it, ledger's webserver on a Celery worker, which has none.
+* Every secret a try reads (a connection's password; a variable whose name says it is one, see
+  ledger/core/secret_names.py) is masked: the try's log and its rendered templates are rewritten with `***` in
+  its place when the try ends. Commands that show values a try passed on (`ledger tasks xcom`) mask every secret
+  ledger knows of (mask_value with ledger/services/secrets.py's known_secrets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from ledger.core.errors import LedgerError
+from ledger.core.secret_names import sensitive
+from ledger.infra.config import load_settings
+from ledger.infra.fernet import key_file, parse_keys
+from ledger.infra.workers import TOKEN_VARIABLE
+from ledger.sdk.connections import ConnectionInfo
+from ledger.sdk.ledger_client import client
+
+_seen: set[str] = set()  # secrets read in this process: masked in the try's log when it ends
+MIN_MASKED = 3  # shorter values are not masked (masking "a" would garble every log)
+
+
+def seen(secret: str | None) -> None:
+    if secret and len(secret) >= MIN_MASKED:
+        _seen.add(secret)
+
+
+def settings_secrets() -> list[str]:
+    """The secrets of ledger's own settings: the Fernet keys (LEDGER_FERNET_KEY and the key file),
+    LEDGER_SMTP_PASSWORD and a worker's LEDGER_WORKER_TOKEN."""
+    found = parse_keys(os.environ.get("LEDGER_FERNET_KEY", ""))
+    with contextlib.suppress(OSError, ValueError, LedgerError):  # no key file (yet), or an unreadable one
+        found += parse_keys(key_file(load_settings().home).read_text(encoding="ascii"))
+    found += [os.environ[name] for name in ("LEDGER_SMTP_PASSWORD", TOKEN_VARIABLE) if os.environ.get(name)]
+    return found
+
+
+def seen_settings() -> None:
+    """The secrets of ledger's own settings are in every try's environment or readable by it: they are
+    masked like the secrets a try read."""
+    for secret in settings_secrets():
+        seen(secret)
+
+
+def seen_arguments(task: Any) -> None:
+    """The values of a task's secret-looking arguments (`env={"DB_PASSWORD": ...}`, `op_kwargs={"api_key": ...}`)
+    are masked in its try's log and rendered templates, like the secrets it read."""
+    def secret(value: Any) -> None:
+        if isinstance(value, str):
+            seen(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            seen(str(value))
+        elif isinstance(value, Mapping):
+            for v in value.values():
+                secret(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                secret(v)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                (secret if isinstance(k, str) and sensitive(k) else walk)(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    names = {*getattr(task, "template_fields", ()), *getattr(task, "mappable_fields", ()), "op_kwargs", "spark_conf"}
+    for name in sorted(names):
+        walk(getattr(task, name, None))
+
+
+def mask(text: str) -> str:
+    for secret in sorted(_seen, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def mask_value(value: Any, secrets: Collection[str]) -> Any:
+    """A JSON value with every secret in it as *** (in strings, dict keys included, and a number whose text is
+    a secret)."""
+    if not secrets:
+        return value
+    ordered = sorted(secrets, key=len, reverse=True)
+
+    def text(t: str) -> str:
+        for secret in ordered:
+            t = t.replace(secret, "***")
+        return t
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return text(v)
+        if isinstance(v, dict):
+            return {text(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and str(v) in secrets:
+            return "***"
+        return v
+
+    return walk(value)
+
+
+def secrets_seen() -> bool:
+    return bool(_seen)
+
+
+def mask_file(path: str) -> None:
+    """Rewrite a file (a try's or a callback's log) with the secrets read in this process as ***."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        masked = mask(text)
+        if masked != text:
+            Path(path).write_text(masked, encoding="utf-8")
+    except OSError:
+        pass
+
+
+def get_connection(conn_id: str) -> ConnectionInfo:
+    """A connection: LEDGER_CONN_<ID> (a URI) first, then the ledger. LookupError when neither has it."""
+    raw = os.environ.get(f"LEDGER_CONN_{conn_id.upper()}")
+    if raw is not None:
+        info = ConnectionInfo.from_uri(conn_id, raw)
+    else:
+        found = client().connection(conn_id)
+        if found is None:
+            raise LookupError(f"connection {conn_id!r} is not defined (LEDGER_CONN_{conn_id.upper()}, or "
+                              "ledger connections add)")
+        info = ConnectionInfo(found["conn_id"], found["conn_type"], found.get("host"), found.get("port"),
+                              found.get("login"), found.get("password"), found.get("schema"), found.get("extra"))
+    seen(info.password)
+    return info
+
+
+class Variable:
+    """`Variable.get("name")`, as in Airflow: LEDGER_VAR_<NAME> first, then the ledger."""
+
+    _MISSING: Any = object()
+
+    @staticmethod
+    def get(key: str, default_var: Any = _MISSING, deserialize_json: bool = False) -> Any:
+        raw = os.environ.get(f"LEDGER_VAR_{key.upper()}")
+        if raw is None:
+            raw = client().variable(key)
+        if raw is None:
+            if default_var is not Variable._MISSING:
+                return default_var
+            raise LookupError(f"variable {key!r} is not set (LEDGER_VAR_{key.upper()}, or ledger variables set)")
+        if sensitive(key):
+            seen(raw)
+        return json.loads(raw) if deserialize_json else raw

@@ -78,12 +78,9 @@ KNOWN: dict[tuple[str, str], str] = {
     ("ledger.store.datasets", "ledger.sdk.datasets"): "split sdk/datasets.py: Dataset classes / consumption rules",
     # custom timetables (sdk) are schedule kinds the read-back of a version needs; Airflow's protocol installs
     # the `airflow` namespace when a timetable written for Airflow is imported
-    ("ledger.store.dags", "ledger.sdk.timetables"): "describe/read-back split of versions.py",
+    ("ledger.store.dags", "ledger.sdk.timetables"): "a version's custom timetable is read back by user code",
     ("ledger.sdk.timetables", "ledger.airflow_compat"): "the namespace installed by whoever imports DAG files",
     # describing a DAG (sdk) apart from reading a stored version back (core)
-    ("ledger.core.versions", "ledger.infra.code"): "describe/read-back split of versions.py",
-    ("ledger.core.versions", "ledger.sdk.dag"): "describe/read-back split of versions.py",
-    ("ledger.core.versions", "ledger.sdk.timetables"): "describe/read-back split of versions.py",
 }
 
 

@@ -1,4 +1,5 @@
-"""DAG versions: a canonical JSON description of a DAG's structure, its sha256, and the spec read back.
+"""DAG versions read back: the canonical JSON of a structure, its sha256, the spec the scheduler decides from, and
+the masking of secrets. Describing a DAG object as that structure is ledger/sdk/describe.py.
 
 The scheduler decides from specs (stored JSON), never from user code: a run's task instances and
 its schedule facts come from the version it was created with ("as-was" history).
@@ -17,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pendulum
 from pendulum import DateTime
@@ -26,12 +27,6 @@ from ledger.core.mapping import literal_count
 from ledger.core.schedule import Schedule, parse_schedule
 from ledger.core.secret_names import sensitive
 from ledger.core.signal_rules import can_start
-from ledger.infra.code import python_digest
-from ledger.sdk.dag import describe_callbacks
-from ledger.sdk.timetables import from_description
-
-if TYPE_CHECKING:
-    from ledger.sdk.dag import DAG, Task
 
 EMPTY: Mapping[str, Any] = {}
 
@@ -44,53 +39,6 @@ def canonical_json(value: Any) -> str:
 
 def hash_structure(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def code_digest(source_code: str) -> str:
-    """sha256 of a Python file's syntax tree (see ledger.infra.code.python_digest)."""
-    return python_digest(source_code)
-
-
-def structure_of(dag: DAG) -> dict[str, Any]:
-    """Everything that defines the DAG: tasks with kind and arguments, edges, schedule and settings, and
-    (for a DAG loaded from a file) the digest of its code: the file's syntax tree and, when it imports
-    helper modules of the DAGs folder, theirs (ledger/infra/code.py), so that changing a helper makes a new
-    version of every DAG that imports it."""
-    if dag.code is not None:
-        code = dag.code.version_digest()
-    elif dag.source_code is not None:
-        code = {"code_sha256": code_digest(dag.source_code)}
-    else:
-        code = {}
-    return {
-        **code,
-        "format": FORMAT,
-        "dag_id": dag.dag_id,
-        "schedule": dag.schedule.describe(),
-        "timezone": dag.timezone,
-        "start_date": dag.start_date.isoformat(),
-        "end_date": dag.end_date.isoformat() if dag.end_date else None,
-        "catchup": dag.catchup,
-        "max_active_runs": dag.max_active_runs,
-        "max_active_tasks": dag.max_active_tasks,
-        # only when given, so that other DAGs keep their version hashes
-        **({"ignored_args": dag.ignored_args} if getattr(dag, "ignored_args", None) else {}),
-        **({"dagrun_timeout": dag.dagrun_timeout.total_seconds()} if dag.dagrun_timeout is not None else {}),
-        **({"deadline": dag.deadline.total_seconds()} if dag.deadline is not None else {}),
-        **({"callbacks": describe_callbacks(dag.callbacks)} if dag.callbacks else {}),
-        **({"params": {name: p.describe() for name, p in sorted(dag.params.items())}} if dag.params else {}),
-        **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
-        **({"edge_labels": [[up, down, text] for (up, down), text in sorted(dag.edge_labels.items())]}
-           if dag.edge_labels else {}),
-        **({"about": about} if (about := dag.about()) else {}),
-        **({"tags": list(dag.tags)} if getattr(dag, "tags", None) else {}),
-        **({"datasets": {"condition": dag.datasets.to_json(), "on_upstream_rewrite": dag.on_upstream_rewrite}}
-           if dag.datasets is not None else {}),
-        "tasks": [_without_secrets(dag.dag_id, t, {"task_id": t.task_id, "kind": t.kind,
-                                                   "upstream": sorted(t.upstream_ids), **t.settings(),
-                                                   "definition": t.definition()})
-                  for t in (dag.tasks[tid] for tid in sorted(dag.tasks))],
-    }
 
 
 # -- secret-looking arguments ----------------------------------------------------------------------------
@@ -138,30 +86,6 @@ def _redact(value: Any, path: Path, digest: Callable[[Path, Any], str]) -> tuple
             changed = changed or hit
         return (type(value)(items) if isinstance(value, tuple) else items, True) if changed else (value, False)
     return value, False
-
-
-def _without_secrets(dag_id: str, task: Task, described: dict[str, Any]) -> dict[str, Any]:
-    """A task's description with its secret-looking arguments as digests: in its definition (read from the task's
-    own values, before a value that is not JSON is recorded as its repr) and in the literal lists it is expanded
-    over. A task without any is described exactly as before, so that its DAG keeps its version hash."""
-    def digest(path: Path, value: Any) -> str:
-        return secret_digest(dag_id, task.task_id, path, value)
-
-    definition = described["definition"]
-    for name, shown in list(definition.items()):
-        redacted, changed = _redact(getattr(task, name, shown), ("definition", name), digest)
-        if changed:
-            definition[name] = _json_or_repr(redacted)
-    for entry, (arg, src) in zip(described.get("expand", ()), getattr(task, "expand_args", ()), strict=False):
-        if not isinstance(src, (list, tuple)):
-            continue  # another task's value: known only when it has run, never recorded
-        if sensitive(arg):
-            entry[1]["values"] = [digest(("expand", arg, i), v) for i, v in enumerate(src)]
-        else:
-            redacted, changed = _redact(src, ("expand", arg), digest)
-            if changed:
-                entry[1]["values"] = _json_or_repr(redacted)
-    return described
 
 
 def masked(structure: Mapping[str, Any], compare_to: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -232,12 +156,6 @@ def _hide(value: Any) -> Any:
     if isinstance(value, list):
         return [_hide(v) for v in value]
     return value
-
-
-def version_of(dag: DAG) -> tuple[str, str]:
-    """(version hash, canonical JSON text) of a DAG."""
-    text = canonical_json(structure_of(dag))
-    return hash_structure(text), text
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,8 +259,15 @@ def reachable(edges: Mapping[str, Iterable[str]], start: Iterable[str]) -> set[s
     return chosen
 
 
-def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:
-    timetable = from_description(desc, timezone=timezone, start_date=start_date)
+# reads a custom timetable's description back (ledger.sdk.timetables.from_description), None for the others
+Timetables = Callable[..., Schedule | None]
+
+
+def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date: DateTime,
+                              timetables: Timetables) -> Schedule:
+    """The schedule a version describes. A custom timetable is user code: `timetables` reads it back (the
+    callers pass ledger.sdk.timetables.from_description; the rule here stays free of it)."""
+    timetable = timetables(desc, timezone=timezone, start_date=start_date)
     if timetable is not None:
         return timetable
     kind = desc.get("type")
@@ -358,7 +283,7 @@ def schedule_from_description(desc: dict[str, Any], *, timezone: str, start_date
     return parse_schedule(value, timezone=timezone, start_date=start_date)
 
 
-def spec_from_json(version_hash: str, text: str) -> DagSpec:
+def spec_from_json(version_hash: str, text: str, *, timetables: Timetables) -> DagSpec:
     data = json.loads(text)
     start = pendulum.parse(data["start_date"])
     end = pendulum.parse(data["end_date"]) if data.get("end_date") else None
@@ -381,7 +306,8 @@ def spec_from_json(version_hash: str, text: str) -> DagSpec:
     }
     return DagSpec(
         dag_id=data["dag_id"], version_hash=version_hash,
-        schedule=schedule_from_description(data["schedule"], timezone=data["timezone"], start_date=start),
+        schedule=schedule_from_description(data["schedule"], timezone=data["timezone"], start_date=start,
+                                          timetables=timetables),
         timezone=data["timezone"], start_date=start, end_date=end, catchup=data["catchup"],
         max_active_runs=data["max_active_runs"], max_active_tasks=data["max_active_tasks"], tasks=tasks,
         dagrun_timeout=data.get("dagrun_timeout"), deadline=data.get("deadline"),

@@ -21,9 +21,10 @@ from ledger.core.dates import iso, iso_raw, parse_user_date
 from ledger.core.errors import InvalidInput, NotFound
 from ledger.core.mapping import label, split_label
 from ledger.core.schedule import DataInterval, next_scheduled
-from ledger.core.versions import masked, schedule_from_description
+from ledger.core.versions import masked
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
 from ledger.sdk.datasets import schedule_summary
+from ledger.sdk.describe import read_schedule
 from ledger.services.dataset_docs import consumed_document, inlets_document
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
@@ -216,7 +217,7 @@ def schedule_text(structure: Doc) -> str:
     start = pendulum.parse(structure["start_date"])
     assert isinstance(start, pendulum.DateTime)
     try:
-        return schedule_summary(schedule_from_description(structure["schedule"], timezone=structure["timezone"],
+        return schedule_summary(read_schedule(structure["schedule"], timezone=structure["timezone"],
                                                           start_date=start).summary(), structure.get("datasets"))
     except Exception:
         return json.dumps(structure["schedule"])

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from ledger.core.versions import version_of
 from ledger.sdk.dag import DAG
+from ledger.sdk.describe import version_of
 from ledger.store import dags as dag_store
 
 

@@ -14,7 +14,7 @@ from ledger.core.errors import DagNotFound, InvalidInput, NotFound
 from ledger.core.versions import DagSpec, spec_from_json
 from ledger.infra.code import CodeManifest
 from ledger.models import Dag, DagFile, DagRun, DagVersion, ImportError_, TaskInstance, TaskTry
-from ledger.sdk.timetables import TimetableSchedule
+from ledger.sdk.timetables import TimetableSchedule, from_description
 from ledger.store import code as code_store
 from ledger.store import events
 
@@ -174,7 +174,8 @@ def spec(session: Session, dag_id: str, version_hash: str) -> DagSpec:
                                                                  DagVersion.version_hash == version_hash))
         if text is None:
             raise DagNotFound(dag_id)
-        found = _spec_cache[key] = _with_pinned_timetable(session, spec_from_json(version_hash, text))
+        found = _spec_cache[key] = _with_pinned_timetable(session, spec_from_json(version_hash, text,
+                                                                                       timetables=from_description))
     return found
 
 

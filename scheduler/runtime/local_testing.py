@@ -23,8 +23,9 @@ from ledger.core.dependencies import TiState, decide
 from ledger.core.errors import DagNotFound, InvalidInput
 from ledger.core.mapping import expand_task, label, max_map_length, split_label
 from ledger.core.states import RunState, TaskState
-from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.core.versions import DagSpec
 from ledger.sdk.dag import DAG
+from ledger.sdk.describe import read_spec, version_of
 from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
 from ledger.sdk.xcom import pull_view, read_pushed
 from scheduler.executors.base import WorkItem
@@ -68,7 +69,7 @@ class TestRun:
     def of(cls, dag: DAG, at: datetime, conf: dict[str, Any] | None, folder: Path) -> TestRun:
         version, text = version_of(dag)
         interval = dag.schedule.interval_for(pendulum.instance(at))
-        return cls(dag, spec_from_json(version, text), interval.logical_date, interval.start, interval.end,
+        return cls(dag, read_spec(version, text), interval.logical_date, interval.start, interval.end,
                    str(folder), dict(conf or {}))
 
     def item(self, key: str, try_number: int, logs: Path, ti_id: int) -> WorkItem:

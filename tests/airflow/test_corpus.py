@@ -88,7 +88,7 @@ def test_classic_operators_trigger_rules_chains_and_labels(corpus: Corpus, monke
 
 
 def test_the_dag_arguments_of_airflow_are_kept_and_mapped(corpus: Corpus) -> None:
-    from ledger.core.versions import structure_of
+    from ledger.sdk.describe import structure_of
     from ledger.services import documents
 
     dag = corpus.dag("af2_operators.py", "af2_operators")

@@ -11,7 +11,7 @@ import pytest
 
 from ledger import DAG, BashTask, PythonTask, task
 from ledger.core.errors import DagDefinitionError
-from ledger.core.versions import structure_of
+from ledger.sdk.describe import structure_of
 from ledger.sdk.params import Param, as_params, check_conf, resolve
 from ledger.sdk.templates import TemplateError, render, template_names
 from ledger.sdk.xcom import XComError, XComRef, encode

@@ -21,7 +21,8 @@ from ledger.core.backfill_plan import (
 )
 from ledger.core.dates import parse_user_date
 from ledger.core.errors import InvalidInput
-from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.core.versions import DagSpec
+from ledger.sdk.describe import read_spec, version_of
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
@@ -33,7 +34,7 @@ def a_spec(*, depends_on_past: bool = False, **kw: Any) -> DagSpec:
         a = BashTask("a", "true")
         b = BashTask("b", "true", depends_on_past=depends_on_past)
         a >> b
-    return spec_from_json(*version_of(dag))
+    return read_spec(*version_of(dag))
 
 
 def live(state: str, run_id: int = 7, *, run_type: str = "scheduled", holder: int | None = None,

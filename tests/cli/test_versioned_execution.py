@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.core.versions import version_of
+from ledger.sdk.describe import version_of
 from scheduler.runtime.dagbag import load_file
 from tests.conftest import Cli
 

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.core.versions import version_of
 from ledger.infra.code import CodeFile, CodeManifest, helper_paths, python_digest
+from ledger.sdk.describe import version_of
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from scheduler.loop.code_cache import CodeCache, materialise

@@ -9,7 +9,7 @@ import pytest
 
 from ledger import DAG, Asset, AssetAlias, BashTask, Dataset, DatasetOrTimeSchedule, TimePartitions
 from ledger.core.errors import DagDefinitionError
-from ledger.core.versions import canonical_json, spec_from_json, structure_of
+from ledger.core.versions import canonical_json
 from ledger.sdk.datasets import (
     Consumed,
     Consumer,
@@ -22,6 +22,7 @@ from ledger.sdk.datasets import (
     trigger_interval,
     unpartitioned_trigger,
 )
+from ledger.sdk.describe import read_spec, structure_of
 
 A, B, C = Dataset("a"), Dataset("b"), Dataset("c")
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -128,7 +129,7 @@ def test_the_version_records_outlets_and_the_condition_and_a_dataset_or_time_dag
     with DAG("both", schedule=DatasetOrTimeSchedule(timetable="@daily", datasets=[A]),
              start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), on_upstream_rewrite="rerun") as dag:
         BashTask("t", "true", outlets=[Dataset("out", partitions="daily")])
-    spec = spec_from_json("v", canonical_json(structure_of(dag)))
+    spec = read_spec("v", canonical_json(structure_of(dag)))
     assert spec.schedule.summary() == "0 0 * * *"
     assert spec.datasets == {"condition": {"dataset": "a", "uri": "a"}, "on_upstream_rewrite": "rerun"}
     assert spec.tasks["t"].outlets == ({"dataset": "out", "uri": "out",

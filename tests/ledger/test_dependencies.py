@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 from ledger import DAG, BashTask
 from ledger.core.dependencies import PreviousRun, TiState, decide, ready_alone, trigger_rule_outcome
 from ledger.core.states import RunState, TaskState
-from ledger.core.versions import spec_from_json, version_of
 from ledger.sdk.dag import TRIGGER_RULES
+from ledger.sdk.describe import read_spec, version_of
 
 S = TaskState
 NOW = pendulum.datetime(2024, 3, 10, tz="UTC")
 
 
 def spec_of(dag: DAG):  # type: ignore[no-untyped-def]
-    return spec_from_json(*version_of(dag))
+    return read_spec(*version_of(dag))
 
 
 def chain_dag(**task_args: object) -> DAG:

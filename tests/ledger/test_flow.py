@@ -15,8 +15,9 @@ from ledger import DAG, BashTask, TaskGroup
 from ledger.core.dependencies import TiState, decide
 from ledger.core.flow import FLOW_KEY, BranchError, branch_targets, teardowns_left_to_run, with_setups_and_teardowns
 from ledger.core.states import RunState, TaskState
-from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.core.versions import DagSpec
 from ledger.sdk.branching import BranchPythonTask, ShortCircuitTask, in_window, is_latest
+from ledger.sdk.describe import read_spec, version_of
 
 S = TaskState
 NOW = pendulum.datetime(2024, 3, 10, tz="UTC")
@@ -24,7 +25,7 @@ START = pendulum.datetime(2024, 1, 1, tz="UTC")
 
 
 def spec_of(dag: DAG) -> DagSpec:
-    return spec_from_json(*version_of(dag))
+    return read_spec(*version_of(dag))
 
 
 def step(spec: DagSpec, states: Mapping[str, TaskState], values: Mapping[str, Any] | None = None,

@@ -14,7 +14,8 @@ from ledger.core.dependencies import PreviousRun, TiState, decide
 from ledger.core.errors import DagDefinitionError
 from ledger.core.mapping import choose_instance, expand, expand_task, instance_args, label, split_label
 from ledger.core.states import RunState, TaskState
-from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.core.versions import DagSpec
+from ledger.sdk.describe import read_spec, version_of
 from ledger.sdk.xcom import XComRef, pull_view
 
 S = TaskState
@@ -25,7 +26,7 @@ FROM_NUMS = (("x", {"xcom_from": "nums", "key": "return_value"}),)
 
 def spec_of(dag: DAG) -> DagSpec:
     version, text = version_of(dag)
-    return spec_from_json(version, text)
+    return read_spec(version, text)
 
 
 def mapped_dag() -> DAG:

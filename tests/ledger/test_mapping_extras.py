@@ -13,7 +13,7 @@ from ledger.core.dependencies import TiState, decide
 from ledger.core.errors import DagDefinitionError
 from ledger.core.mapping import KWARGS, expand_task, source_text
 from ledger.core.states import TaskState
-from ledger.core.versions import spec_from_json, structure_of
+from ledger.sdk.describe import read_spec, structure_of
 from ledger.sdk.mapped_groups import expand_group
 from ledger.sdk.xcom import pull_view, resolve
 
@@ -174,7 +174,7 @@ def test_a_mapped_group_maps_every_task_and_an_instance_takes_its_siblings_same_
 
 def test_in_a_mapped_group_an_instance_waits_for_its_siblings_same_instance_only() -> None:
     structure = structure_of(grouped_dag())
-    spec = spec_from_json("v", json.dumps(structure))
+    spec = read_spec("v", json.dumps(structure))
     S = TaskState
     states = {"numbers": TiState(S.SUCCESS), "per.first[0]": TiState(S.FAILED), "per.first[1]": TiState(S.SUCCESS),
               "per.second[0]": TiState(S.SCHEDULED), "per.second[1]": TiState(S.SCHEDULED),

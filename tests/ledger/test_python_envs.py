@@ -15,7 +15,7 @@ import pytest
 
 from ledger import DAG, task
 from ledger.core.errors import DagDefinitionError, SkipTask
-from ledger.core.versions import structure_of
+from ledger.sdk.describe import structure_of
 from ledger.sdk.python_envs import MARKER, EnvSpec, ExternalPythonTask, PythonVirtualenvTask, ensure_env, run_elsewhere
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")

@@ -10,7 +10,7 @@ from ledger.core.dependencies import TiState, decide
 from ledger.core.errors import DagDefinitionError
 from ledger.core.signal_rules import SignalAction, can_start, evaluate, key_matches, matching_rules
 from ledger.core.states import RunState, TaskState
-from ledger.core.versions import spec_from_json, version_of
+from ledger.sdk.describe import read_spec, version_of
 
 S = TaskState
 A = SignalAction
@@ -27,7 +27,7 @@ def stream_dag() -> DAG:
 
 def test_rules_are_stored_as_json_in_the_version_and_only_when_declared() -> None:
     _hash, text = version_of(stream_dag())
-    spec = spec_from_json(_hash, text)
+    spec = read_spec(_hash, text)
     assert spec.tasks["consume"].signals == {"batch": {"action": "START"}}
     assert spec.tasks["produce"].signals == {"control": {"values": {"stop": "STOP", "restart": "RESTART"}}}
     with DAG("plain", schedule=None, start_date=START) as plain:
@@ -41,7 +41,7 @@ def test_a_function_rule_is_versioned_by_its_name_and_source() -> None:
 
     with DAG("f", schedule=None, start_date=START) as dag:
         PythonTask("t", lambda: None, signals={"batch.*": on_batch})
-    rule = spec_from_json(*version_of(dag)).tasks["t"].signals["batch.*"]
+    rule = read_spec(*version_of(dag)).tasks["t"].signals["batch.*"]
     assert rule["function"].endswith("on_batch") and len(rule["source_sha256"]) == 64
     assert evaluate(rule, "x") is None  # needs the DAG's code
 
@@ -71,12 +71,12 @@ def test_only_rules_that_can_start_make_a_task_start_on_signals() -> None:
     assert can_start([{"action": "START"}]) and can_start([{"values": {"x": "RESTART"}}])
     assert can_start([{"function": "f", "source_sha256": "0"}])
     assert not can_start([{"action": "STOP"}, {"values": {"x": "NONE", "y": "STOP"}}])
-    spec = spec_from_json(*version_of(stream_dag()))
+    spec = read_spec(*version_of(stream_dag()))
     assert spec.tasks["consume"].starts_on_signal and spec.tasks["produce"].starts_on_signal
 
 
 def test_a_task_that_starts_on_signals_waits_until_armed() -> None:
-    spec = spec_from_json(*version_of(stream_dag()))
+    spec = read_spec(*version_of(stream_dag()))
     d = decide(spec, {"produce": TiState(S.RUNNING), "consume": TiState(S.SCHEDULED)}, None, now=NOW)
     assert d.ready == [] and d.waiting_for_signal == ["consume"] and d.run_state is None
     d = decide(spec, {"produce": TiState(S.RUNNING), "consume": TiState(S.SCHEDULED, armed=True)}, None, now=NOW)
@@ -84,7 +84,7 @@ def test_a_task_that_starts_on_signals_waits_until_armed() -> None:
 
 
 def test_when_everything_else_ended_a_task_still_waiting_for_a_signal_is_skipped_and_the_run_ends() -> None:
-    spec = spec_from_json(*version_of(stream_dag()))
+    spec = read_spec(*version_of(stream_dag()))
     d = decide(spec, {"produce": TiState(S.STOPPED), "consume": TiState(S.SCHEDULED)}, None, now=NOW)
     assert d.mark == {"consume": S.SKIPPED} and d.run_state == RunState.SUCCESS
 
@@ -94,7 +94,7 @@ def test_a_stopped_task_counts_as_done_for_its_downstream_and_the_run() -> None:
         a = BashTask("a", "sleep 100", signals={"halt": "STOP"})
         b = BashTask("b", "true")
         a >> b
-    spec = spec_from_json(*version_of(dag))
+    spec = read_spec(*version_of(dag))
     assert not spec.tasks["a"].starts_on_signal  # a STOP-only rule: starts as usual
     assert decide(spec, {"a": TiState(S.SCHEDULED), "b": TiState(S.SCHEDULED)}, None, now=NOW).ready == ["a"]
     assert decide(spec, {"a": TiState(S.STOPPED), "b": TiState(S.SCHEDULED)}, None, now=NOW).ready == ["b"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pendulum import DateTime
 
 from ledger.core.schedule import DataInterval, ScheduleError, due_intervals, next_scheduled
-from ledger.core.versions import schedule_from_description
+from ledger.sdk.describe import read_schedule
 from ledger.sdk.timetables import (
     CronDataIntervalTimetable,
     CronTriggerTimetable,
@@ -148,7 +148,7 @@ def test_a_version_records_the_timetable_and_rebuilds_the_same_schedule(timetabl
     start = U(2024, 1, 1)
     schedule = to_schedule(timetable, timezone=BERLIN, start_date=start)
     text = json.dumps(schedule.describe())
-    rebuilt = schedule_from_description(json.loads(text), timezone=BERLIN, start_date=start)
+    rebuilt = read_schedule(json.loads(text), timezone=BERLIN, start_date=start)
     assert rebuilt.describe() == schedule.describe()
     assert next_scheduled(rebuilt, start_date=start, end_date=None, after=None, now=U(2024, 4, 2), catchup=True,
                           n=20) == next_scheduled(schedule, start_date=start, end_date=None, after=None,
@@ -324,7 +324,7 @@ class Every(Timetable):
 
 def test_a_pinned_timetable_loads_from_its_versions_copy_and_two_copies_never_meet() -> None:
     desc = {"type": "timetable", "class": "plugins.every.Every", "data": {}, "module_file": "plugins/every.py"}
-    schedule = schedule_from_description(desc, timezone="UTC", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"))
+    schedule = read_schedule(desc, timezone="UTC", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"))
     assert isinstance(schedule, TimetableSchedule) and schedule.describe() == desc  # the version's hash holds
     with pytest.raises(ScheduleError, match=r"the version's copy of plugins/every\.py was not read"):
         schedule.interval_for(pendulum.datetime(2024, 1, 1, tz="UTC"))

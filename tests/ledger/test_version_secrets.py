@@ -9,7 +9,8 @@ from typing import Any
 import pendulum
 
 from ledger import DAG, BashTask, PythonTask
-from ledger.core.versions import masked, structure_of, version_of
+from ledger.core.versions import masked
+from ledger.sdk.describe import structure_of, version_of
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pendulum
 
-from ledger.core.versions import code_digest, version_of
 from ledger.sdk.dag import DAG, BashTask
+from ledger.sdk.describe import code_digest, version_of
 from scheduler.runtime.dagbag import load_file
 
 CODE = "LIMIT = 10\n\ndef f(x):\n    return x + LIMIT\n"
@@ -56,7 +56,7 @@ def test_airflow_default_args_load_and_the_version_lists_those_ledger_ignores() 
 
     from ledger import DAG, BashTask
     from ledger.core.errors import DagDefinitionError
-    from ledger.core.versions import structure_of
+    from ledger.sdk.describe import structure_of
 
     with DAG("airflowish", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
              default_args={"owner": "data-eng", "email": ["a@b.c"], "email_on_failure": True, "retries": 2,

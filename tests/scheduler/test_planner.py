@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from ledger import DAG, BashTask
 from ledger.core.dependencies import PreviousRun
 from ledger.core.states import RunState, TaskState
-from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.core.versions import DagSpec
+from ledger.sdk.describe import read_spec, version_of
 from ledger.store.tasks import TiRow
 from scheduler.loop.planner import HeldRun, choose, plan_runs
 
@@ -119,7 +120,7 @@ def spec(max_active_runs: int) -> DagSpec:
         a = BashTask("a", "true", retries=1)
         a >> BashTask("b", "true")
     version, text = version_of(dag)
-    return spec_from_json(version, text)
+    return read_spec(version, text)
 
 
 TI_STATES = [TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING, TaskState.SUCCESS, TaskState.FAILED,
@@ -203,7 +204,7 @@ def timed_spec(**limits: timedelta) -> DagSpec:
     with DAG("d", schedule="@daily", start_date=DAY0, **limits) as dag:  # type: ignore[arg-type]
         BashTask("a", "true")
     version, text = version_of(dag)
-    return spec_from_json(version, text)
+    return read_spec(version, text)
 
 
 @settings(max_examples=200, deadline=None)

@@ -19,8 +19,8 @@ import pendulum
 import pytest
 
 from ledger.core.errors import DagDefinitionError
-from ledger.core.versions import version_of
 from ledger.sdk.dag import DAG
+from ledger.sdk.describe import version_of
 from ledger.sdk.spark import SparkTask, spark_task
 from scheduler.executors.local import LocalExecutor
 from scheduler.executors.sequential import SequentialExecutor

@@ -11,8 +11,9 @@ import pytest
 from ledger import DAG, BashTask
 from ledger.core.errors import InvalidInput
 from ledger.core.states import TaskState
-from ledger.core.versions import DagSpec, spec_from_json, version_of
+from ledger.core.versions import DagSpec
 from ledger.models import TaskInstance
+from ledger.sdk.describe import read_spec, version_of
 from ledger.services.operations import mark_targets
 
 S = TaskState
@@ -25,7 +26,7 @@ def chain() -> DagSpec:
         fan = BashTask.partial(task_id="fan").expand(bash_command=["echo 1", "echo 2"])
         a >> b >> c >> fan
         a >> BashTask("side", "true")
-    return spec_from_json(*version_of(dag))
+    return read_spec(*version_of(dag))
 
 
 def tis(**states: S) -> list[TaskInstance]:

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # 2-core machines here) every `ledger` process would otherwise compile them from source again (~0.15 s each).
 BYTECODE := cli ledger scheduler backfill migrations benchmarks
 
-.PHONY: install demo test test-quick lint bench clean
+.PHONY: install demo test test-quick lint bench bench-ab clean
 
 install: $(STAMP)
 
@@ -36,6 +36,12 @@ lint: install
 
 bench: install
 	$(BIN)/python -m benchmarks
+
+# The default-path benchmarks of BASE against this working tree, interleaved (benchmarks/bench_ab.py):
+#   make bench-ab BASE=5484ae4 [BENCH_AB_ARGS='--pairs 5']
+bench-ab: install
+	@test -n "$(BASE)" || { echo "usage: make bench-ab BASE=<commit> [BENCH_AB_ARGS='--pairs 5 --dates 300']"; exit 2; }
+	$(BIN)/python -m benchmarks.bench_ab --base $(BASE) $(BENCH_AB_ARGS)
 
 clean:
 	rm -rf $(VENV) .demo-home

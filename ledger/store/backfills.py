@@ -137,12 +137,15 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
     holding: dict[str, bool] = {}
     running_of: dict[tuple[str, int], list[Any]] = {}
     stalled: list[int] = []
-    before_ids = sorted({run.previous_run_id for run in runs if run.previous_run_id is not None})
+    specs = {run.id: dag_store.spec(session, run.dag_id, run.version_hash) for run in runs}
+    # the previous runs, read only for the runs whose version has a depends_on_past task (no other reason reads them)
+    before_ids = sorted({run.previous_run_id for run in runs if run.previous_run_id is not None
+                         and any(t.depends_on_past for t in specs[run.id].tasks.values())})
     previous = {r.id: r for chunk in chunks(before_ids)
                 for r in session.scalars(select(DagRun).where(DagRun.id.in_(chunk)))}
     for run in runs:
         said = len(out)
-        spec = dag_store.spec(session, run.dag_id, run.version_hash)
+        spec = specs[run.id]
         if run.lock_holder is not None and run.lock_holder != job_id:
             holder = session.get(Job, run.lock_holder)
             what = f"{holder.job_type} {holder.id}" if holder is not None else f"job {run.lock_holder}"

@@ -9,12 +9,14 @@ Airflow's `get_previous_dagrun(state=SUCCESS)` takes any run before the logical 
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import UTC, datetime
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from ledger.core.states import RunState
 from ledger.models import DagRun
+from ledger.store.hot import Hot
 
 PriorSuccess = tuple[str, str, str | None, str | None]  # its data interval's start and end, its start and end (ISO)
 
@@ -27,12 +29,20 @@ _PRIOR_SUCCESSES = (select(_RUN.id, _FOUND.data_interval_start, _FOUND.data_inte
                               _FOUND.ended_at)
                        .join(_FOUND, _FOUND.id == _NEWEST_PRIOR)
                        .where(_RUN.id.in_(bindparam("ids", expanding=True))))
+_PRIOR_SUCCESSES_HOT = Hot(_PRIOR_SUCCESSES)  # once per loop that queues tries: on SQLite, on the DB-API cursor
 
 
 def prior_successes(session: Session, run_ids: Collection[int]) -> dict[int, PriorSuccess]:
     """Run id -> its prior successful run's interval and times, for the runs that have one (one statement)."""
     if not run_ids:
         return {}
-    return {i: (start.isoformat(), end.isoformat(), began.isoformat() if began else None,
-                ended.isoformat() if ended else None)
-            for i, start, end, began, ended in session.execute(_PRIOR_SUCCESSES, {"ids": list(run_ids)})}
+    return {i: (_iso(start), _iso(end), _iso(began) if began else None, _iso(ended) if ended else None)
+            for i, start, end, began, ended in _PRIOR_SUCCESSES_HOT.rows(session, {"ids": list(run_ids)})}
+
+
+def _iso(value: datetime | str) -> str:
+    """A timestamp as an aware UTC ISO string: from SQLite's stored text (Hot's rows, unprocessed; stored as UTC),
+    or from the aware datetime SQLAlchemy gives elsewhere."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC).isoformat()
+    return value.astimezone(UTC).isoformat()

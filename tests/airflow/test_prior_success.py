@@ -66,3 +66,24 @@ def test_a_celery_message_carries_the_prior_success_to_a_remote_try() -> None:
                     logical_date=T0, data_interval_start=T0, data_interval_end=T0.add(days=1), dag_version="0" * 64,
                     run_type="scheduled", log_path="/logs/t.log", prev_success=prior)
     assert item_from_json(json.loads(json.dumps(item_to_json(item)))).prev_success == prior
+
+
+
+def test_the_prior_successes_are_read_in_one_statement_on_the_cursor_as_sqlalchemy_reads_them(
+        session: Any, clock: Any) -> None:
+    from ledger.store import hot
+    from ledger.store.prior_runs import _PRIOR_SUCCESSES
+
+    spec = setup_dag(session, clock)
+    runs = [add(session, spec, day, clock) for day in (0, 1, 2)]
+    finish(session, runs[0], "success")
+    session.flush()
+    ids = [r.id for r in runs]
+    seen: list[str] = []
+    with hot.observe(lambda _conn, sql, _params, _many: seen.append(sql)):
+        found = prior_successes(session, ids)
+    assert len(seen) == 1  # on the DB-API cursor (once per loop that queues tries), not through the ORM
+    through_sqlalchemy = {i: tuple(v.isoformat() if v else None for v in rest)
+                          for i, *rest in session.execute(_PRIOR_SUCCESSES, {"ids": ids})}
+    prior = (T0.isoformat(), T0.add(days=1).isoformat(), STARTED.isoformat(), ENDED.isoformat())
+    assert found == through_sqlalchemy == {runs[1].id: prior, runs[2].id: prior}

@@ -93,3 +93,21 @@ def test_the_statements_it_takes_do_not_grow_with_the_backfills_runs(session: An
         found = backfills.waiting_reasons(session, backfill_id, job_id=1)
         assert len(found) == 40  # each run says why: its pool is full, or max_active_runs
         assert len(statements) - setup <= 12, statements[setup:]
+
+
+def test_without_a_depends_on_past_task_it_does_not_read_the_runs_previous_runs(session: Any, clock: Any) -> None:
+    """The previous runs say why a depends_on_past task waits, and nothing else: a backfill whose DAG has none
+    (the common case) does not read them each time it stands still."""
+    from datetime import timedelta
+
+    backfill_id, _mine, _theirs = a_backfill_run(session, clock, pool_slots=1)
+    spec = dag_store.current_spec(session, "bf")
+    for day in range(1, 4):
+        run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0 + timedelta(days=day)),
+                                                         RunType.BACKFILL, backfill_id=backfill_id),
+                         now=clock.now(), actor="test")
+    session.flush()
+    with statements_on(session.connection()) as statements:
+        backfills.waiting_reasons(session, backfill_id, job_id=1)
+    by_id = [s for s in statements if s.startswith("SELECT dag_run.") and "WHERE dag_run.id IN" in s]
+    assert by_id == []

@@ -178,7 +178,18 @@ class OutletEvents:
             return OutletEvent(self._path, key.key, None)
         if isinstance(key, DatasetAlias):
             return OutletEvent(self._path, None, key.name)
-        return OutletEvent(self._path, str(key), None)
+        # a name: a dataset's key for `.extra`, an alias's name for `.add()` (as Airflow reads a string key)
+        return OutletEvent(self._path, str(key), str(key))
+
+    def for_asset(self, *, name: str | None = None, uri: str | None = None) -> OutletEvent:
+        """Airflow 3's `outlet_events.for_asset(name=..., uri=...)`."""
+        from ledger.sdk.datasets import asset_key
+
+        return OutletEvent(self._path, asset_key(name, uri), None)
+
+    def for_asset_alias(self, *, name: str) -> OutletEvent:
+        """Airflow 3's `outlet_events.for_asset_alias(name=...)`."""
+        return OutletEvent(self._path, None, name)
 
 
 class OutletEvent:

@@ -835,12 +835,16 @@ class BashTask(Task):
 
     def __init__(self, task_id: str, bash_command: str | Mapped, *, env: dict[str, str] | Mapped | None = None,
                  cwd: str | Mapped | None = None, **kwargs: Any) -> None:
-        if not isinstance(bash_command, Mapped) and (not isinstance(bash_command, str) or not bash_command.strip()):
-            raise DagDefinitionError(f"task {task_id!r}: bash_command must be a non-empty string")
+        bash_command = _as_ref(bash_command)
+        if not isinstance(bash_command, (Mapped, XComRef)) and (not isinstance(bash_command, str)
+                                                                 or not bash_command.strip()):
+            raise DagDefinitionError(f"task {task_id!r}: bash_command must be a non-empty string or another "
+                                     "task's value")
         self.bash_command: Any = bash_command
         self.env: Any = env if isinstance(env, Mapped) else dict(env or {})
         self.cwd: Any = cwd
         super().__init__(task_id, **kwargs)
+        after_values(self, [self.bash_command, self.env])  # another task's value is resolved when a try runs
 
     def definition(self) -> dict[str, Any]:
         return {"bash_command": _jsonable(self.bash_command), "env": _jsonable(self.env), "cwd": _jsonable(self.cwd)}

@@ -492,6 +492,13 @@ def inlet_partitions(inlet: Mapping[str, Any], start: dt.datetime, end: dt.datet
     return None if parts is None else parts.within(start, end)
 
 
+def asset_key(name: str | None, uri: str | None) -> str:
+    """The key of the asset `for_asset(name=..., uri=...)` names (an Asset's name, else its uri)."""
+    if not name and not uri:
+        raise ValueError("name and uri cannot both be None")
+    return Asset(name, uri).key
+
+
 class InletEvent(dict[str, Any]):
     """One dataset event a try reads, as a dict and, Airflow's way, by attribute (`event.extra`,
     `event.timestamp`, `event.source_dag_id`, `event.source_run_id`, `event.source_task_id`, `event.partition`)."""
@@ -529,6 +536,14 @@ class InletEvents:
         except (KeyError, IndexError):
             named = ", ".join(leaf.split(":", 1)[1] for leaf in self._found) or "none"
             raise KeyError(f"{key!r} is not an inlet of this task (its inlets: {named})") from None
+
+    def for_asset(self, *, name: str | None = None, uri: str | None = None) -> list[InletEvent]:
+        """Airflow 3's `inlet_events.for_asset(name=..., uri=...)`: `inlet_events[Asset(name, uri)]`."""
+        return self[asset_key(name, uri)]
+
+    def for_asset_alias(self, *, name: str) -> list[InletEvent]:
+        """Airflow 3's `inlet_events.for_asset_alias(name=...)`."""
+        return self[DatasetAlias(name)]
 
     def __contains__(self, key: Any) -> bool:
         try:

@@ -22,7 +22,9 @@ prev_data_interval_start_success, prev_data_interval_end_success, prev_start_dat
 prev_end_date_success come from the run's prior successful run (ledger/store/prior_runs.py; None when there is
 none, and in `ledger dags test`, which reads no database).
 Macros: ds_add, ds_format, datetime, timedelta, time, uuid, random, json, dateutil, datetime_diff_for_humans,
-and a DAG's user_defined_macros. Filters: ds, ds_nodash, ts, ts_nodash, ts_nodash_with_tz.
+and a DAG's user_defined_macros. Filters: ds, ds_nodash, ts, ts_nodash, ts_nodash_with_tz, Jinja's, and a DAG's
+user_defined_filters (over Jinja's of the same name). `var.value.get('name', 'default')` gives the default for a
+variable that is not set.
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ class _UserMacros(_Macros):
         self.__dict__.update(extra)
 
 
+_NO_DEFAULT: Any = object()
+
+
 class _Variables:
     """`var.value.NAME` (text) and `var.json.NAME` (parsed): LEDGER_VAR_<NAME>, then the database."""
 
@@ -91,11 +96,17 @@ class _Variables:
         self._json = as_json
 
     def __getattr__(self, name: str) -> Any:
+        return self.get(name)
+
+    def get(self, item: str, default_var: Any = _NO_DEFAULT) -> Any:
+        """Airflow's `var.value.get('name', 'default')`: the default when the variable is not set."""
         from ledger.services.secrets import Variable
 
         try:
-            return Variable.get(name, deserialize_json=self._json)
+            return Variable.get(item, deserialize_json=self._json)
         except LookupError as exc:
+            if default_var is not _NO_DEFAULT:
+                return default_var
             raise TemplateError(str(exc).strip('"')) from None
 
 
@@ -208,21 +219,38 @@ def has_template(value: Any) -> bool:
     return False
 
 
-def render(value: Any, names: Mapping[str, Any], *, field: str) -> Any:
-    """`value` with every string in it rendered; TemplateError names the field and what went wrong."""
+def environment(filters: Mapping[str, Any] | None) -> jinja2.Environment:
+    """The Jinja environment templates render in: with a DAG's user_defined_filters over the built-in ones (a
+    filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow)."""
+    if not filters:
+        return _ENV
+    env = _ENV.overlay()
+    env.filters = {**_ENV.filters, **filters}
+    return env
+
+
+def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping[str, Any] | None = None) -> Any:
+    """`value` with every string in it rendered; TemplateError names the field and what went wrong. The filters
+    are the DAG's user_defined_filters (default: those of `names["dag"]`)."""
+    if filters is None:
+        filters = getattr(names.get("dag"), "user_defined_filters", None)
+    return _render(value, names, field, environment(filters))
+
+
+def _render(value: Any, names: Mapping[str, Any], field: str, env: jinja2.Environment) -> Any:
     if isinstance(value, str):
         if "{{" not in value and "{%" not in value:
             return value
         try:
-            return _ENV.from_string(value).render(**names)
+            return env.from_string(value).render(**names)
         except TemplateError as exc:
             raise TemplateError(f"template error in {field}: {exc}") from None
         except jinja2.TemplateError as exc:
             raise TemplateError(f"template error in {field}: {exc.message or type(exc).__name__}") from None
     if isinstance(value, list):
-        return [render(v, names, field=field) for v in value]
+        return [_render(v, names, field, env) for v in value]
     if isinstance(value, tuple):
-        return tuple(render(v, names, field=field) for v in value)
+        return tuple(_render(v, names, field, env) for v in value)
     if isinstance(value, dict):
-        return {k: render(v, names, field=field) for k, v in value.items()}
+        return {k: _render(v, names, field, env) for k, v in value.items()}
     return value

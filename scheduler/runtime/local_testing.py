@@ -26,6 +26,7 @@ from ledger.core.states import RunState, TaskState
 from ledger.core.versions import DagSpec, spec_from_json, version_of
 from ledger.sdk.dag import DAG
 from ledger.sdk.dagbag import list_dag_files, load_file
+from ledger.sdk.datasets import inlet_leaf
 from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
 from ledger.sdk.xcom import pull_view, read_pushed
 from scheduler.executors.base import WorkItem
@@ -82,7 +83,10 @@ class TestRun:
             data_interval_start=self.data_interval_start,
             data_interval_end=self.data_interval_end, dag_version=self.spec.version_hash, run_type=TEST_RUN_TYPE,
             log_path=str(logs / f"{key}.try_{try_number}.log"), execution_timeout=task.execution_timeout,
-            conf=self.conf, xcom=pull_view(self.xcom), map_index=map_index)
+            conf=self.conf, xcom=pull_view(self.xcom), map_index=map_index,
+            # every inlet is given, as the scheduler gives it (dataset_runs.inlet_events), with the events a test
+            # run has of it: none, since it reads no database
+            inlet_events={inlet_leaf(inlet): [] for inlet in task.inlets} or None)
 
 
 @contextmanager

@@ -30,6 +30,7 @@ import pendulum
 from ledger.airflow_compat.callbacks import airflow_callbacks
 from ledger.core.errors import DagDefinitionError
 from ledger.sdk import dag as ledger_dag
+from ledger.sdk.datasets import is_dataset_schedule
 from ledger.sdk.params import ParamRef
 
 _NOTSET: Any = object()
@@ -152,6 +153,16 @@ class DAG(ledger_dag.DAG):
             if schedule is None and timetable is None and schedule_interval is _NOTSET and self.airflow_major == 2 \
                     and start_date is not None:
                 schedule = timedelta(days=1)  # Airflow 2's default schedule
+        if start_date is None and self.airflow_major == 3 and schedule not in (None, _NOTSET) \
+                and not is_dataset_schedule(schedule):
+            # Airflow 3 schedules such a DAG from its latest interval on (decision 0221); with catchup there is no
+            # first interval to catch up from
+            if catchup:
+                raise DagDefinitionError(f"DAG {dag_id!r}: catchup=True needs a start_date (the first interval to "
+                                         "catch up from); give one, or leave catchup off to start at the latest "
+                                         "interval")
+            start_date = pendulum.datetime(1970, 1, 1, tz="UTC")
+            notes.append("no start_date: runs from the latest interval on, as Airflow 3 schedules it")
         self.owner = owner or given_args.pop("owner", None) or ""
         given_args.pop("owner", None)
         self.default_sla = given_args.pop("sla", None)

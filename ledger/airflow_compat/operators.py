@@ -155,6 +155,11 @@ class AirflowArgs:
         return render(content, context, field="render_template",
                       filters=getattr(getattr(self, "dag", None), "user_defined_filters", None) or {})
 
+    @property
+    def task_group(self) -> Any:
+        """Airflow's `task.task_group`: the TaskGroup the task was made in (None: at the DAG's top)."""
+        return getattr(self, "group", None)
+
     def __getitem__(self, key: str) -> XComArg:
         """`task["key"]`: the value it passes on under `key` (with multiple_outputs, a key of its dict)."""
         return XComArg(self.task_id, key)  # type: ignore[attr-defined]
@@ -233,6 +238,12 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
             cls.__init__ = _finishing(cls.__dict__["__init__"])  # type: ignore[method-assign]
+        # `Op.partial(...).expand(arg=[...])` maps the arguments of the subclasses' own constructors, as Airflow's
+        # (PartialTask.expand refuses one that the class does not keep under its own name)
+        own = [name for klass in cls.__mro__[:cls.__mro__.index(BaseOperator)] if "__init__" in klass.__dict__
+               for name, p in inspect.signature(klass.__dict__["__init__"]).parameters.items()
+               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in ("self", "task_id")]
+        cls.mappable_fields = tuple(dict.fromkeys((*cls.mappable_fields, *own)))
 
     def __init__(self, *, task_id: str | None = None, **kwargs: Any) -> None:
         _make(self, ledger_dag.Task, task_id, kwargs, {})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -557,3 +557,36 @@ class InletEvents:
 
     def __len__(self) -> int:
         return len(self._found)
+
+
+# -- Metadata: what a task function yields about its outlets ---------------------------------------------------------
+
+class Metadata:
+    """Airflow's `Metadata(target, extra, alias=None)`, yielded by a task function (`yield Metadata(dataset,
+    {"rows": 5})`): the extra of this try's event of `target` (a Dataset, an Asset or a dataset's key), and with
+    `alias`, an event of `target` added to that alias (as `outlet_events[alias].add(target, extra=extra)`)."""
+
+    def __init__(self, target: Dataset | str, extra: Mapping[str, Any],
+                 alias: DatasetAlias | str | None = None) -> None:
+        self.uri = target.key if isinstance(target, Dataset) else str(target)
+        self.extra = dict(extra)
+        self.alias_name = alias.name if isinstance(alias, DatasetAlias) else alias
+
+
+def run_yielding(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], outlet_events: Any) -> Any:
+    """Call a generator function as Airflow calls a task's: each Metadata it yields goes to `outlet_events` (the
+    try's), and its value is what the generator returns. Anything else it yields is left, as Airflow leaves it,
+    with a line in the try's log saying so."""
+    def run() -> Iterator[Any]:
+        found[0] = yield from fn(*args, **kwargs)
+
+    found: list[Any] = [None]
+    for item in run():
+        if not isinstance(item, Metadata):
+            print(f"[ledger] ignored what the task function yielded: a {type(item).__name__}, not a Metadata "
+                  "(return a value to pass it on)", flush=True)
+            continue
+        outlet_events[item.uri].extra = item.extra
+        if item.alias_name:
+            outlet_events[item.alias_name].add(Dataset(item.uri), extra=item.extra)
+    return found[0]

@@ -216,7 +216,7 @@ def has_template(value: Any) -> bool:
         return any(has_template(v) for v in value)
     if isinstance(value, dict):
         return any(has_template(v) for v in value.values())
-    return False
+    return isinstance(value, LiteralValue)  # given as it is, when the try runs
 
 
 def environment(filters: Mapping[str, Any] | None) -> jinja2.Environment:
@@ -237,7 +237,23 @@ def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping
     return _render(value, names, field, environment(filters))
 
 
+class LiteralValue:
+    """Airflow's `literal(value)`: a value of a templated field that is given as it is, not rendered."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:  # how it reads in a version's structure
+        return f"literal({self.value!r})"
+
+
+def literal(value: Any) -> LiteralValue:
+    return LiteralValue(value)
+
+
 def _render(value: Any, names: Mapping[str, Any], field: str, env: jinja2.Environment) -> Any:
+    if isinstance(value, LiteralValue):
+        return value.value
     if isinstance(value, str):
         if "{{" not in value and "{%" not in value:
             return value

@@ -34,8 +34,9 @@ MARKER = "__ledger_airflow_compat__"  # set in the shim's `airflow/__init__.py`
 
 # What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
 INSTEAD: dict[str, str] = {
-    "airflow.providers": "ledger has Airflow's core and the standard provider only; call the service from a "
-                         "@task (PythonOperator) with its own client library, and a connection from "
+    "airflow.providers": "ledger carries Airflow's core and the providers standard, common.sql, sqlite, postgres "
+                         "(hooks and SQLExecuteQueryOperator) and smtp (EmailOperator) only; call the service from "
+                         "a @task (PythonOperator) with its own client library, and a connection from "
                          "ledger.services.secrets.get_connection",
     "airflow.hooks": "ledger has no hooks; call the service from a @task with its own client library, and a "
                      "connection from ledger.services.secrets.get_connection",
@@ -153,6 +154,9 @@ AIRFLOW_MODULES = (
     "airflow.providers.smtp.operators.smtp", "airflow.providers.amazon.aws.operators.s3",
     "airflow.providers.google.cloud.operators.bigquery", "airflow.providers.cncf.kubernetes.operators.pod",
     "airflow.providers.apache.spark.operators.spark_submit", "airflow.providers.postgres.hooks.postgres",
+    "airflow.providers.common.sql.hooks.sql", "airflow.providers.common.sql.operators.sql",
+    "airflow.providers.sqlite.hooks.sqlite", "airflow.providers.sqlite.operators.sqlite",
+    "airflow.providers.postgres.operators.postgres",
 )
 
 

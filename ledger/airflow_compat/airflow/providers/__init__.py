@@ -1,1 +1,2 @@
-"""`airflow.providers`: of the providers, ledger has the standard one (`airflow.providers.standard`)."""
+"""`airflow.providers`: of the providers, ledger has the standard one (`airflow.providers.standard`), SMTP's operator,
+and the SQL ones (`common.sql`, `sqlite`, `postgres`: ledger/airflow_compat/sql.py)."""

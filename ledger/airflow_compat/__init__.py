@@ -35,7 +35,8 @@ MARKER = "__ledger_airflow_compat__"  # set in the shim's `airflow/__init__.py`
 # What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
 INSTEAD: dict[str, str] = {
     "airflow.providers": "ledger carries Airflow's core and the providers standard, common.sql, sqlite, postgres "
-                         "(hooks and SQLExecuteQueryOperator) and smtp (EmailOperator) only; call the service from "
+                         "(hooks and SQLExecuteQueryOperator), http (HttpHook, HttpOperator, HttpSensor) and smtp "
+                         "(EmailOperator) only; call the service from "
                          "a @task (PythonOperator) with its own client library, and a connection from "
                          "ledger.services.secrets.get_connection",
     "airflow.hooks": "ledger has no hooks; call the service from a @task with its own client library, and a "
@@ -156,7 +157,8 @@ AIRFLOW_MODULES = (
     "airflow.providers.apache.spark.operators.spark_submit", "airflow.providers.postgres.hooks.postgres",
     "airflow.providers.common.sql.hooks.sql", "airflow.providers.common.sql.operators.sql",
     "airflow.providers.sqlite.hooks.sqlite", "airflow.providers.sqlite.operators.sqlite",
-    "airflow.providers.postgres.operators.postgres",
+    "airflow.providers.postgres.operators.postgres", "airflow.providers.http.hooks.http",
+    "airflow.providers.http.operators.http", "airflow.providers.http.sensors.http",
 )
 
 

@@ -1,2 +1,3 @@
 """`airflow.providers`: of the providers, ledger has the standard one (`airflow.providers.standard`), SMTP's operator,
-and the SQL ones (`common.sql`, `sqlite`, `postgres`: ledger/airflow_compat/sql.py)."""
+the SQL ones (`common.sql`, `sqlite`, `postgres`: ledger/airflow_compat/sql.py) and HTTP's
+(ledger/airflow_compat/http.py)."""

@@ -192,21 +192,47 @@ class OutletEvents:
         return OutletEvent(self._path, None, name)
 
 
+class _Extra(dict[str, Any]):
+    """An outlet event's extra that is written each time it is changed in place (`outlet_events[ds].extra["k"] =
+    v`, `.extra.update(...)`), as Airflow keeps such changes."""
+
+    def __init__(self, save: Any) -> None:
+        super().__init__()
+        self._save = save
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._save(dict(self))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._save(dict(self))
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        found = super().setdefault(key, default)
+        self._save(dict(self))
+        return found
+
+
 class OutletEvent:
     def __init__(self, path: str | None, outlet: str | None, alias: str | None) -> None:
         self._path, self._outlet, self._alias = path, outlet, alias
-        self._extra: dict[str, Any] = {}
+        self._extra: dict[str, Any] = _Extra(self._save_extra) if outlet is not None else {}
+
+    def _save_extra(self, extra: dict[str, Any]) -> None:
+        self._write({"outlet": self._outlet, "extra": extra})
 
     @property
     def extra(self) -> dict[str, Any]:
+        """The extra of this try's event of the outlet: set it, or change it in place; each change is kept."""
         return self._extra
 
     @extra.setter
     def extra(self, value: dict[str, Any]) -> None:
         if self._outlet is None:
             raise ValueError("an alias has no extra of its own: use outlet_events[alias].add(dataset, extra=...)")
-        self._extra = dict(value)
-        self._write({"outlet": self._outlet, "extra": self._extra})
+        self._extra = _Extra(self._save_extra)
+        self._extra.update(value)
 
     def add(self, dataset: Any, extra: dict[str, Any] | None = None) -> None:
         """Add an event of `dataset` (a Dataset or Asset) to this alias."""

@@ -288,3 +288,20 @@ def test_dags_test_and_the_scheduler_give_a_try_the_same_inlets_outlets_aliases_
     events = cli.json("datasets", "show", "agree_out")["events"]
     assert [e["extra"] for e in events] == [{"rows": 2}]
     assert [e["alias"] for e in cli.json("datasets", "show", "agree_other")["events"]] == ["agree_alias"]
+
+
+def test_an_outlet_events_extra_changed_in_place_is_kept(tmp_path: Path) -> None:
+    """`outlet_events[ds].extra["k"] = v` and `.extra.update(...)` are kept as `.extra = {...}` is (the lines the
+    scheduler reads with the try's outcome: scheduler/loop/dataset_runs.py merges them per outlet)."""
+    import json
+
+    from ledger.sdk.context import OutletEvents
+
+    path = tmp_path / "try.writes.jsonl"
+    events = OutletEvents(str(path))
+    events["s3://b/x"].extra["rows"] = 5
+    events["s3://b/x"].extra.update(cols=2)
+    events["s3://b/y"].extra = {"a": 1}
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines == [{"outlet": "s3://b/x", "extra": {"rows": 5}}, {"outlet": "s3://b/x", "extra": {"cols": 2}},
+                     {"outlet": "s3://b/y", "extra": {"a": 1}}]

@@ -4,6 +4,7 @@ does."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
@@ -293,8 +294,6 @@ def test_dags_test_and_the_scheduler_give_a_try_the_same_inlets_outlets_aliases_
 def test_an_outlet_events_extra_changed_in_place_is_kept(tmp_path: Path) -> None:
     """`outlet_events[ds].extra["k"] = v` and `.extra.update(...)` are kept as `.extra = {...}` is (the lines the
     scheduler reads with the try's outcome: scheduler/loop/dataset_runs.py merges them per outlet)."""
-    import json
-
     from ledger.sdk.context import OutletEvents
 
     path = tmp_path / "try.writes.jsonl"
@@ -305,3 +304,34 @@ def test_an_outlet_events_extra_changed_in_place_is_kept(tmp_path: Path) -> None
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines == [{"outlet": "s3://b/x", "extra": {"rows": 5}}, {"outlet": "s3://b/x", "extra": {"cols": 2}},
                      {"outlet": "s3://b/y", "extra": {"a": 1}}]
+
+
+ALERT = """\
+import json
+import pendulum
+from airflow import DAG
+from airflow.operators.bash import BashOperator
+
+def alert(context):
+    with open(OUT, "w") as f:
+        json.dump([context["ti"].task_id, context["task_instance"].try_number, str(context["exception"]),
+                   context["ds"], context["dag"].dag_id, context["params"]["who"]], f)
+
+with DAG("alerting", start_date=pendulum.datetime(2024, 3, 5, tz="UTC"), schedule=None, params={"who": "ops"},
+         default_args={"on_failure_callback": alert}):
+    BashOperator(task_id="fails", bash_command="exit 3")
+"""
+
+
+def test_an_airflow_alert_callback_gets_ti_and_the_exception_under_the_scheduler(ready_cli: Any,
+                                                                                tmp_path: Path) -> None:
+    from tests.backfill.test_backfill_cli import schedule
+
+    cli = ready_cli
+    out = tmp_path / "alert.json"
+    cli.write_dag("alerting.py", f"OUT = {str(out)!r}\n" + ALERT)
+    cli.ok("trigger", "alerting", "--logical-date", "2024-03-05")
+    schedule(cli)
+    [call] = cli.json("callbacks", "--dag", "alerting")
+    assert call["state"] == "ok", call
+    assert json.loads(out.read_text()) == ["fails", 1, "exit code 3", "2024-03-05", "alerting", "ops"]

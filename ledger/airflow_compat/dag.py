@@ -38,8 +38,8 @@ _NOTSET: Any = object()
 # DAG arguments of Airflow that ledger accepts and does not act on: listed as ignored by `ledger dags show`
 IGNORED_DAG_ARGUMENTS = (
     "default_view", "orientation", "access_control", "is_paused_upon_creation", "jinja_environment_kwargs",
-    "render_template_as_native_obj", "auto_register", "fail_stop", "fail_fast", "max_consecutive_failed_dag_runs",
-    "owner_links", "concurrency", "template_undefined", "template_searchpath",
+    "auto_register", "fail_stop", "fail_fast", "max_consecutive_failed_dag_runs",
+    "owner_links", "concurrency", "template_undefined",
     "dag_run_timeout", "disable_bundle_versioning", "bundle_name", "bundle_version", "deadline_alert",
 )
 
@@ -123,6 +123,7 @@ class DAG(ledger_dag.DAG):
                  owner: str | None = None, sla_miss_callback: Callable[..., Any] | None = None,
                  user_defined_macros: Mapping[str, Any] | None = None,
                  user_defined_filters: Mapping[str, Callable[..., Any]] | None = None,
+                 template_searchpath: str | Iterable[str] | None = None, render_template_as_native_obj: bool = False,
                  params: Mapping[str, Any] | None = None,
                  dagrun_timeout: timedelta | None = None, max_active_runs: int | None = None,
                  max_active_tasks: int | None = None, timezone: str | None = None,
@@ -182,6 +183,9 @@ class DAG(ledger_dag.DAG):
         self.doc_md = inspect.cleandoc(doc_md) if isinstance(doc_md, str) else ""
         self.user_defined_macros = dict(user_defined_macros or {})
         self.user_defined_filters = dict(user_defined_filters or {})
+        self.template_searchpath = [template_searchpath] if isinstance(template_searchpath, str) else list(
+            template_searchpath or ())
+        self.render_template_as_native_obj = bool(render_template_as_native_obj)
         self.sla_miss_callback = sla_miss_callback
         self.airflow_default_args = dict(default_args or {})  # what its operators take their defaults from
 

@@ -56,18 +56,23 @@ def _frame_folder() -> str | None:
 
 
 def template_file(task_id: str, field: str, value: Any, exts: Sequence[str], folder: str | None) -> Any:
-    """A templated string ending with one of `exts` is the name of a file (relative to the DAG file's folder) whose
-    text is the template instead, as Airflow reads it: the file is part of the DAG's code (a version keeps it with
-    the DAG file, and a try reads the version's copy). Other values are returned as they are."""
+    """A templated string ending with one of `exts` is the name of a file whose text is the template instead, as
+    Airflow reads it: looked for in the DAG file's folder, then in the DAG's `template_searchpath` folders. A file
+    of the DAGs folder is part of the DAG's code (a version keeps it with the DAG file); the text read is the task's
+    field either way. Other values are returned as they are."""
     if not isinstance(value, str) or not exts or not value.endswith(tuple(exts)):
         return value  # (a space after "run.sh " makes it a command: Airflow's way to run a script as it is)
-    path = os.path.join(folder or ".", value.strip())
+    dag = ledger_dag._context_stack[-1] if ledger_dag._context_stack else None
+    folders = [folder or ".", *getattr(dag, "template_searchpath", ())]
+    paths = [os.path.join(f, value.strip()) for f in folders]
+    path = next((p for p in paths if os.path.isfile(p)), paths[0])
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as exc:
+        where = f" (looked in {', '.join(folders)})" if len(folders) > 1 else ""
         raise DagDefinitionError(f"task {task_id!r}: cannot read the template file {value!r} of {field}: "
-                                 f"{exc.strerror}") from None
+                                 f"{exc.strerror}{where}") from None
     ledger_dag.read_files.append(path)
     return text
 

@@ -39,6 +39,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import jinja2
+import jinja2.nativetypes
 import pendulum
 
 
@@ -219,22 +220,27 @@ def has_template(value: Any) -> bool:
     return isinstance(value, LiteralValue)  # given as it is, when the try runs
 
 
-def environment(filters: Mapping[str, Any] | None) -> jinja2.Environment:
+def environment(filters: Mapping[str, Any] | None, native: bool = False) -> jinja2.Environment:
     """The Jinja environment templates render in: with a DAG's user_defined_filters over the built-in ones (a
-    filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow)."""
-    if not filters:
+    filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow); `native`: a DAG's
+    render_template_as_native_obj, a template gives a Python value (`{{ [1, 2] }}` a list), as Airflow's."""
+    if not filters and not native:
         return _ENV
-    env = _ENV.overlay()
-    env.filters = {**_ENV.filters, **filters}
+    env: jinja2.Environment = jinja2.nativetypes.NativeEnvironment(
+        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True) if native else _ENV.overlay()
+    env.filters = {**_ENV.filters, **(filters or {})}
     return env
 
 
 def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping[str, Any] | None = None) -> Any:
     """`value` with every string in it rendered; TemplateError names the field and what went wrong. The filters
-    are the DAG's user_defined_filters (default: those of `names["dag"]`)."""
+    are the DAG's user_defined_filters (default: those of `names["dag"]`), and its render_template_as_native_obj
+    says whether a template gives a Python value."""
+    dag = names.get("dag")
     if filters is None:
-        filters = getattr(names.get("dag"), "user_defined_filters", None)
-    return _render(value, names, field, environment(filters))
+        filters = getattr(dag, "user_defined_filters", None)
+    return _render(value, names, field, environment(filters, bool(getattr(dag, "render_template_as_native_obj",
+                                                                           False))))
 
 
 class LiteralValue:

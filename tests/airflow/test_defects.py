@@ -94,6 +94,18 @@ with DAG("script", start_date=START, schedule=None):
     BashOperator(task_id="as_is", bash_command="bash scripts/run.sh ")
 """,
     "scripts/run.sh": 'echo "script for {{ ds }}"\n',
+    "native.py": HEAD + """
+import os
+
+def kinds(n, xs):
+    return [type(n).__name__, n, xs]
+
+with DAG("native", start_date=START, schedule=None, params={"n": 2}, render_template_as_native_obj=True,
+         template_searchpath=[os.path.join(os.path.dirname(__file__), "shared")]):
+    PythonOperator(task_id="values", python_callable=kinds, op_kwargs={"n": "{{ params.n + 1 }}", "xs": "{{ [1, 2] }}"})
+    BashOperator(task_id="shared_script", bash_command="shared.sh")
+""",
+    "shared/shared.sh": "echo shared {{ ds }}\n",
     "filters.py": HEAD + """
 with DAG("filters", start_date=START, schedule=None,
          user_defined_filters={"first": lambda s: "MINE-" + s[0], "shout": lambda s: s.upper()},
@@ -335,3 +347,10 @@ def test_an_airflow_alert_callback_gets_ti_and_the_exception_under_the_scheduler
     [call] = cli.json("callbacks", "--dag", "alerting")
     assert call["state"] == "ok", call
     assert json.loads(out.read_text()) == ["fails", 1, "exit code 3", "2024-03-05", "alerting", "ops"]
+
+
+def test_render_template_as_native_obj_gives_python_values_and_template_searchpath_finds_files(folder: Path) -> None:
+    state, log, xcom = run(folder, "native.py")
+    assert state is RunState.SUCCESS, log
+    assert xcom["values"]["return_value"] == ["int", 3, [1, 2]]
+    assert "running: bash -c 'echo shared 2024-03-05" in log

@@ -37,10 +37,9 @@ _NOTSET: Any = object()
 
 # DAG arguments of Airflow that ledger accepts and does not act on: listed as ignored by `ledger dags show`
 IGNORED_DAG_ARGUMENTS = (
-    "default_view", "orientation", "access_control", "is_paused_upon_creation", "jinja_environment_kwargs",
-    "auto_register", "fail_stop", "fail_fast", "max_consecutive_failed_dag_runs",
-    "owner_links", "concurrency", "template_undefined",
-    "dag_run_timeout", "disable_bundle_versioning", "bundle_name", "bundle_version", "deadline_alert",
+    "default_view", "orientation", "access_control", "is_paused_upon_creation", "auto_register", "fail_stop",
+    "fail_fast", "max_consecutive_failed_dag_runs", "owner_links", "concurrency", "dag_run_timeout",
+    "disable_bundle_versioning", "bundle_name", "bundle_version", "deadline_alert",
 )
 
 def utc_if_naive(value: datetime | None, *, what: str, dag_id: str, notes: list[str]) -> datetime | None:
@@ -124,6 +123,7 @@ class DAG(ledger_dag.DAG):
                  user_defined_macros: Mapping[str, Any] | None = None,
                  user_defined_filters: Mapping[str, Callable[..., Any]] | None = None,
                  template_searchpath: str | Iterable[str] | None = None, render_template_as_native_obj: bool = False,
+                 jinja_environment_kwargs: Mapping[str, Any] | None = None, template_undefined: Any = None,
                  params: Mapping[str, Any] | None = None,
                  dagrun_timeout: timedelta | None = None, max_active_runs: int | None = None,
                  max_active_tasks: int | None = None, timezone: str | None = None,
@@ -186,6 +186,9 @@ class DAG(ledger_dag.DAG):
         self.template_searchpath = [template_searchpath] if isinstance(template_searchpath, str) else list(
             template_searchpath or ())
         self.render_template_as_native_obj = bool(render_template_as_native_obj)
+        # the Jinja settings its templates render with (ledger/sdk/templates.py: environment)
+        self.jinja_options = {**({"undefined": template_undefined} if template_undefined is not None else {}),
+                              **dict(jinja_environment_kwargs or {})}
         self.sla_miss_callback = sla_miss_callback
         self.airflow_default_args = dict(default_args or {})  # what its operators take their defaults from
 

@@ -220,14 +220,17 @@ def has_template(value: Any) -> bool:
     return isinstance(value, LiteralValue)  # given as it is, when the try runs
 
 
-def environment(filters: Mapping[str, Any] | None, native: bool = False) -> jinja2.Environment:
+def environment(filters: Mapping[str, Any] | None, native: bool = False,
+                options: Mapping[str, Any] | None = None) -> jinja2.Environment:
     """The Jinja environment templates render in: with a DAG's user_defined_filters over the built-in ones (a
     filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow); `native`: a DAG's
-    render_template_as_native_obj, a template gives a Python value (`{{ [1, 2] }}` a list), as Airflow's."""
-    if not filters and not native:
+    render_template_as_native_obj, a template gives a Python value (`{{ [1, 2] }}` a list), as Airflow's;
+    `options`: a DAG's jinja_environment_kwargs (and template_undefined as `undefined`), over ledger's."""
+    if not filters and not native and not options:
         return _ENV
-    env: jinja2.Environment = jinja2.nativetypes.NativeEnvironment(
-        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True) if native else _ENV.overlay()
+    settings = {"undefined": jinja2.StrictUndefined, "autoescape": False, "keep_trailing_newline": True,
+                **(options or {})}
+    env: jinja2.Environment = (jinja2.nativetypes.NativeEnvironment if native else jinja2.Environment)(**settings)
     env.filters = {**_ENV.filters, **(filters or {})}
     return env
 
@@ -239,8 +242,8 @@ def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping
     dag = names.get("dag")
     if filters is None:
         filters = getattr(dag, "user_defined_filters", None)
-    return _render(value, names, field, environment(filters, bool(getattr(dag, "render_template_as_native_obj",
-                                                                           False))))
+    native = bool(getattr(dag, "render_template_as_native_obj", False))
+    return _render(value, names, field, environment(filters, native, getattr(dag, "jinja_options", None)))
 
 
 class LiteralValue:

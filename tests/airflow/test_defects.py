@@ -106,6 +106,13 @@ with DAG("native", start_date=START, schedule=None, params={"n": 2}, render_temp
     BashOperator(task_id="shared_script", bash_command="shared.sh")
 """,
     "shared/shared.sh": "echo shared {{ ds }}\n",
+    "jinja.py": HEAD + """
+import jinja2
+
+with DAG("jinja", start_date=START, schedule=None, template_undefined=jinja2.Undefined,
+         jinja_environment_kwargs={"trim_blocks": True}):
+    BashOperator(task_id="b", bash_command="{% if true %}\\necho [{{ not_defined }}]{% endif %}")
+""",
     "filters.py": HEAD + """
 with DAG("filters", start_date=START, schedule=None,
          user_defined_filters={"first": lambda s: "MINE-" + s[0], "shout": lambda s: s.upper()},
@@ -354,3 +361,10 @@ def test_render_template_as_native_obj_gives_python_values_and_template_searchpa
     assert state is RunState.SUCCESS, log
     assert xcom["values"]["return_value"] == ["int", 3, [1, 2]]
     assert "running: bash -c 'echo shared 2024-03-05" in log
+
+
+def test_jinja_environment_kwargs_and_template_undefined_are_the_environment_templates_render_in(
+        folder: Path) -> None:
+    state, log, _xcom = run(folder, "jinja.py")
+    assert state is RunState.SUCCESS, log
+    assert "running: bash -c 'echo []'" in log  # trim_blocks ate the newline; the undefined name is empty

@@ -28,8 +28,8 @@ EVENT_KINDS = frozenset({
     "signal_sent", "task_expanded", "task_failed", "task_skipped", "sensor_checked", event_store.TASK_STATE_KIND,
     "tasks_cleared", "tasks_marked", "try_adopted", "try_lost", "try_not_started", "try_redelivery_refused",
     "variable_deleted", "variable_set", "version_registered", "version_reverted", "code_dropped",
-    "fernet_key_rotated", "dataset_triggered", "dataset_rerun", "user_created", "user_deleted", "user_role_set",
-    "api_token_created", "api_token_revoked", "inlets_read", "try_resent",
+    "fernet_key_rotated", "dataset_triggered", "dataset_rerun", "dataset_rerun_refused", "user_created",
+    "user_deleted", "user_role_set", "api_token_created", "api_token_revoked", "inlets_read", "try_resent",
 })
 
 

@@ -34,11 +34,13 @@ MARKER = "__ledger_airflow_compat__"  # set in the shim's `airflow/__init__.py`
 
 # What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
 INSTEAD: dict[str, str] = {
-    "airflow.providers": "ledger has Airflow's core and the standard provider only; call the service from a "
-                         "@task (PythonOperator) with its own client library, and a connection from "
-                         "ledger.services.secrets.get_connection",
+    "airflow.providers": "ledger carries Airflow's core and the providers standard, common.sql, sqlite, postgres "
+                         "(hooks and SQLExecuteQueryOperator), http (HttpHook, HttpOperator, HttpSensor) and smtp "
+                         "(EmailOperator) only; call the service from "
+                         "a @task (PythonOperator) with its own client library, and a connection from "
+                         "ledger.sdk.secrets.get_connection",
     "airflow.hooks": "ledger has no hooks; call the service from a @task with its own client library, and a "
-                     "connection from ledger.services.secrets.get_connection",
+                     "connection from ledger.sdk.secrets.get_connection",
     "airflow.providers.cncf.kubernetes": "ledger runs tasks in its own executors; run the container from a "
                                          "@task.bash (`kubectl run ...`) or a @task",
     "airflow.providers.apache.spark": "use ledger's SparkTask / @spark_task (from ledger import SparkTask)",
@@ -51,7 +53,6 @@ INSTEAD: dict[str, str] = {
     "airflow.www": "ledger has its own web server (`ledger web`); Airflow's UI plugins do not load",
     "airflow.api": "use ledger's CLI or web API (docs/cli.md)",
     "airflow.settings": "ledger reads its settings from LEDGER_* variables (docs/operations.md)",
-    "airflow.configuration": "ledger reads its settings from LEDGER_* variables (docs/operations.md)",
     "airflow.executors": "ledger's executors are chosen with LEDGER_EXECUTOR (docs/operations.md)",
     "airflow.listeners": "use on_*_callback or a notifier (docs/operations.md)",
     "airflow.operators": "ledger does not have this operator; use a @task (PythonOperator) or a BashOperator",
@@ -60,7 +61,7 @@ INSTEAD: dict[str, str] = {
     "airflow.operators.subdag": "SubDAGs are gone from Airflow 3 and ledger; use a TaskGroup",
     "airflow.timetables": "ledger does not have this timetable; give schedule= a cron expression, a preset "
                           "(@daily) or a timedelta",
-    "airflow.models.connection": "read connections with ledger.services.secrets.get_connection(conn_id) "
+    "airflow.models.connection": "read connections with ledger.sdk.secrets.get_connection(conn_id) "
                                  "(LEDGER_CONN_<ID> "
                                  "or `ledger connections`)",
     "airflow.notifications": "use a notifier: ledger.EmailNotifier, ledger.WebhookNotifier or a subclass of "
@@ -139,7 +140,10 @@ AIRFLOW_MODULES = (
     "airflow.utils.helpers", "airflow.utils.timezone", "airflow.utils.state", "airflow.utils.context",
     "airflow.utils.dag_parsing_context",
     "airflow.models.taskinstance", "airflow.exceptions", "airflow.macros", "airflow.hooks.base",
-    "airflow.notifications.basenotifier", "airflow.sdk", "airflow.providers.standard.operators.bash",
+    "airflow.notifications.basenotifier", "airflow.sdk", "airflow.configuration", "airflow.models.dataset",
+    "airflow.utils.template", "airflow.datasets.metadata", "airflow.operators.bash_operator",
+    "airflow.operators.python_operator", "airflow.operators.dummy_operator",
+    "airflow.providers.standard.operators.bash",
     "airflow.providers.standard.operators.python", "airflow.providers.standard.operators.empty",
     "airflow.providers.standard.operators.latest_only", "airflow.providers.standard.operators.trigger_dagrun",
     "airflow.providers.standard.operators.branch", "airflow.providers.standard.operators.datetime",
@@ -151,6 +155,10 @@ AIRFLOW_MODULES = (
     "airflow.providers.smtp.operators.smtp", "airflow.providers.amazon.aws.operators.s3",
     "airflow.providers.google.cloud.operators.bigquery", "airflow.providers.cncf.kubernetes.operators.pod",
     "airflow.providers.apache.spark.operators.spark_submit", "airflow.providers.postgres.hooks.postgres",
+    "airflow.providers.common.sql.hooks.sql", "airflow.providers.common.sql.operators.sql",
+    "airflow.providers.sqlite.hooks.sqlite", "airflow.providers.sqlite.operators.sqlite",
+    "airflow.providers.postgres.operators.postgres", "airflow.providers.http.hooks.http",
+    "airflow.providers.http.operators.http", "airflow.providers.http.sensors.http",
 )
 
 

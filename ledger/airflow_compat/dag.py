@@ -27,18 +27,19 @@ from typing import Any, ClassVar
 
 import pendulum
 
+from ledger.airflow_compat.callbacks import airflow_callbacks
 from ledger.core.errors import DagDefinitionError
 from ledger.sdk import dag as ledger_dag
+from ledger.sdk.datasets import is_dataset_schedule
 from ledger.sdk.params import ParamRef
 
 _NOTSET: Any = object()
 
 # DAG arguments of Airflow that ledger accepts and does not act on: listed as ignored by `ledger dags show`
 IGNORED_DAG_ARGUMENTS = (
-    "default_view", "orientation", "access_control", "is_paused_upon_creation", "jinja_environment_kwargs",
-    "render_template_as_native_obj", "auto_register", "fail_stop", "fail_fast", "max_consecutive_failed_dag_runs",
-    "owner_links", "concurrency", "template_undefined", "user_defined_filters", "template_searchpath",
-    "dag_run_timeout", "disable_bundle_versioning", "bundle_name", "bundle_version", "deadline_alert",
+    "default_view", "orientation", "access_control", "is_paused_upon_creation", "auto_register", "fail_stop",
+    "fail_fast", "max_consecutive_failed_dag_runs", "owner_links", "concurrency", "dag_run_timeout",
+    "disable_bundle_versioning", "bundle_name", "bundle_version", "deadline_alert",
 )
 
 def utc_if_naive(value: datetime | None, *, what: str, dag_id: str, notes: list[str]) -> datetime | None:
@@ -53,6 +54,15 @@ def utc_if_naive(value: datetime | None, *, what: str, dag_id: str, notes: list[
     warnings.warn_explicit(f"DAG {dag_id!r}: {note}", UserWarning, frame.f_code.co_filename, frame.f_lineno)
     notes.append(note)
     return pendulum.instance(value, tz="UTC")
+
+
+def delays_in_seconds(args: dict[str, Any]) -> dict[str, Any]:
+    """`args` with a number given as retry_delay or max_retry_delay read as seconds, as Airflow reads it."""
+    for key in ("retry_delay", "max_retry_delay"):
+        value = args.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            args[key] = timedelta(seconds=value)
+    return args
 
 
 def largest_sla(tasks: Iterable[Any]) -> timedelta | None:
@@ -110,7 +120,11 @@ class DAG(ledger_dag.DAG):
                  default_args: Mapping[str, Any] | None = None, catchup: bool | None = None,
                  dag_display_name: str | None = None, doc_md: str | None = None, tags: Iterable[str] | None = None,
                  owner: str | None = None, sla_miss_callback: Callable[..., Any] | None = None,
-                 user_defined_macros: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None,
+                 user_defined_macros: Mapping[str, Any] | None = None,
+                 user_defined_filters: Mapping[str, Callable[..., Any]] | None = None,
+                 template_searchpath: str | Iterable[str] | None = None, render_template_as_native_obj: bool = False,
+                 jinja_environment_kwargs: Mapping[str, Any] | None = None, template_undefined: Any = None,
+                 params: Mapping[str, Any] | None = None,
                  dagrun_timeout: timedelta | None = None, max_active_runs: int | None = None,
                  max_active_tasks: int | None = None, timezone: str | None = None,
                  **more: Any) -> None:
@@ -127,15 +141,33 @@ class DAG(ledger_dag.DAG):
         given_args.pop("end_date", None)
         start_date = utc_if_naive(start_date, what="start_date", dag_id=dag_id, notes=notes)
         end_date = utc_if_naive(end_date, what="end_date", dag_id=dag_id, notes=notes)
+        given = [name for name, value in (("schedule_interval", schedule_interval), ("timetable", timetable),
+                                          ("schedule", schedule)) if value not in (_NOTSET, None)]
+        if len(given) > 1:  # as Airflow 2 refuses it
+            raise DagDefinitionError(f"DAG {dag_id!r}: give at most one of schedule_interval, timetable and "
+                                     f"schedule, not {' and '.join(given)}")
+        for name, fn in (user_defined_filters or {}).items():
+            if not callable(fn):
+                raise DagDefinitionError(f"DAG {dag_id!r}: user_defined_filters[{name!r}] is not callable")
         if schedule is _NOTSET:
             schedule = schedule_interval if schedule_interval is not _NOTSET else timetable
             if schedule is None and timetable is None and schedule_interval is _NOTSET and self.airflow_major == 2 \
                     and start_date is not None:
                 schedule = timedelta(days=1)  # Airflow 2's default schedule
+        if start_date is None and self.airflow_major == 3 and schedule not in (None, _NOTSET) \
+                and not is_dataset_schedule(schedule):
+            # Airflow 3 schedules such a DAG from its latest interval on (decision 0221); with catchup there is no
+            # first interval to catch up from
+            if catchup:
+                raise DagDefinitionError(f"DAG {dag_id!r}: catchup=True needs a start_date (the first interval to "
+                                         "catch up from); give one, or leave catchup off to start at the latest "
+                                         "interval")
+            start_date = pendulum.datetime(1970, 1, 1, tz="UTC")
+            notes.append("no start_date: runs from the latest interval on, as Airflow 3 schedules it")
         self.owner = owner or given_args.pop("owner", None) or ""
         given_args.pop("owner", None)
         self.default_sla = given_args.pop("sla", None)
-        ledger_args = {k: v for k, v in given_args.items() if k in ledger_dag.TASK_ARGUMENTS}
+        ledger_args = delays_in_seconds({k: v for k, v in given_args.items() if k in ledger_dag.TASK_ARGUMENTS})
         ignored = sorted(k for k in given_args if k not in ledger_dag.TASK_ARGUMENTS)
         super().__init__(
             dag_id, schedule=schedule, start_date=start_date, end_date=end_date, catchup=bool(catchup),
@@ -143,12 +175,20 @@ class DAG(ledger_dag.DAG):
             dagrun_timeout=dagrun_timeout, max_active_runs=max_active_runs or 16,
             max_active_tasks=max_active_tasks or 16, timezone=timezone,
             **{k: v for k, v in more.items() if k in _LEDGER_ONLY})
+        self.callbacks = airflow_callbacks(self.callbacks, self)
         self.ignored_args = ignored
         self.ignored_dag_args = sorted(k for k in more if k in IGNORED_DAG_ARGUMENTS)
         self.notes = notes
         self.display_name = dag_display_name or ""
         self.doc_md = inspect.cleandoc(doc_md) if isinstance(doc_md, str) else ""
         self.user_defined_macros = dict(user_defined_macros or {})
+        self.user_defined_filters = dict(user_defined_filters or {})
+        self.template_searchpath = [template_searchpath] if isinstance(template_searchpath, str) else list(
+            template_searchpath or ())
+        self.render_template_as_native_obj = bool(render_template_as_native_obj)
+        # the Jinja settings its templates render with (ledger/sdk/templates.py: environment)
+        self.jinja_options = {**({"undefined": template_undefined} if template_undefined is not None else {}),
+                              **dict(jinja_environment_kwargs or {})}
         self.sla_miss_callback = sla_miss_callback
         self.airflow_default_args = dict(default_args or {})  # what its operators take their defaults from
 
@@ -181,7 +221,11 @@ class SdkDAG(DAG):
 def dag_decorator(dag_class: type[DAG]) -> Callable[..., Any]:
     """Airflow's `@dag` (Airflow 2) or `@dag` of `airflow.sdk` (Airflow 3), making `dag_class` DAGs."""
 
-    def dag(fn: Callable[..., Any] | None = None, /, *, dag_id: str | None = None, **dag_kwargs: Any) -> Any:
+    def dag(fn: Callable[..., Any] | str | None = None, /, *, dag_id: str | None = None, **dag_kwargs: Any) -> Any:
+        if isinstance(fn, str):  # `@dag("my_id", ...)`: the id by position, as Airflow's first parameter
+            if dag_id is not None:
+                raise DagDefinitionError(f"@dag: the DAG id is given twice ({fn!r} and dag_id={dag_id!r})")
+            fn, dag_id = None, fn
         def wrap(func: Callable[..., Any]) -> Callable[..., DAG]:
             @functools.wraps(func)
             def factory(*args: Any, **kwargs: Any) -> DAG:

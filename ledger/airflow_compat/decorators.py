@@ -16,7 +16,12 @@ from typing import Any
 
 from ledger.airflow_compat.flow import BranchPythonOperator, PythonSensor, ShortCircuitOperator
 from ledger.airflow_compat.operators import PythonOperator, TaskGroup, get_current_context
-from ledger.airflow_compat.virtualenv import ExternalPythonOperator, PythonVirtualenvOperator
+from ledger.airflow_compat.virtualenv import (
+    BranchExternalPythonOperator,
+    BranchPythonVirtualenvOperator,
+    ExternalPythonOperator,
+    PythonVirtualenvOperator,
+)
 from ledger.core.errors import DagDefinitionError, SkipTask
 from ledger.sdk import dag as ledger_dag
 from ledger.sdk.mapped_groups import expand_group
@@ -75,6 +80,18 @@ class ExternalPythonTaskFunction(TaskFunction):
     """`@task.external_python`: the function runs in the interpreter at `python`."""
 
     operator = ExternalPythonOperator
+
+
+class BranchVirtualenvTaskFunction(TaskFunction):
+    """`@task.branch_virtualenv`: a branch whose function runs in a virtualenv."""
+
+    operator = BranchPythonVirtualenvOperator
+
+
+class BranchExternalPythonTaskFunction(TaskFunction):
+    """`@task.branch_external_python`: a branch whose function runs in the interpreter at `python`."""
+
+    operator = BranchExternalPythonOperator
 
 
 def _run_bash_command(command: str, cwd: str | None, env: Mapping[str, str] | None) -> str | None:
@@ -198,6 +215,14 @@ class TaskDecorator:
     def short_circuit(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
                       **kwargs: Any) -> Any:
         return self._decorate(ShortCircuitTaskFunction, fn, task_id, kwargs)
+
+    def branch_virtualenv(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                          **kwargs: Any) -> Any:
+        return self._decorate(BranchVirtualenvTaskFunction, fn, task_id, kwargs)
+
+    def branch_external_python(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
+                               **kwargs: Any) -> Any:
+        return self._decorate(BranchExternalPythonTaskFunction, fn, task_id, kwargs)
 
     def sensor(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
         return self._decorate(SensorTaskFunction, fn, task_id, kwargs)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, ClassVar
 
+from ledger.airflow_compat.callbacks import airflow_callbacks
+from ledger.airflow_compat.dag import delays_in_seconds
 from ledger.core.errors import DagDefinitionError
 from ledger.sdk import dag as ledger_dag
 from ledger.sdk.context import TaskContext, current
@@ -51,6 +53,28 @@ def _frame_folder() -> str | None:
             return os.path.dirname(str(frame.f_globals.get("__file__", "")))
         frame = frame.f_back  # type: ignore[assignment]
     return None
+
+
+def template_file(task_id: str, field: str, value: Any, exts: Sequence[str], folder: str | None) -> Any:
+    """A templated string ending with one of `exts` is the name of a file whose text is the template instead, as
+    Airflow reads it: looked for in the DAG file's folder, then in the DAG's `template_searchpath` folders. A file
+    of the DAGs folder is part of the DAG's code (a version keeps it with the DAG file); the text read is the task's
+    field either way. Other values are returned as they are."""
+    if not isinstance(value, str) or not exts or not value.endswith(tuple(exts)):
+        return value  # (a space after "run.sh " makes it a command: Airflow's way to run a script as it is)
+    dag = ledger_dag._context_stack[-1] if ledger_dag._context_stack else None
+    folders = [folder or ".", *getattr(dag, "template_searchpath", ())]
+    paths = [os.path.join(f, value.strip()) for f in folders]
+    path = next((p for p in paths if os.path.isfile(p)), paths[0])
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        where = f" (looked in {', '.join(folders)})" if len(folders) > 1 else ""
+        raise DagDefinitionError(f"task {task_id!r}: cannot read the template file {value!r} of {field}: "
+                                 f"{exc.strerror}{where}") from None
+    ledger_dag.read_files.append(path)
+    return text
 
 
 @contextlib.contextmanager
@@ -103,7 +127,7 @@ class AirflowArgs:
             if key not in kept and key in defaults:
                 kept[key] = defaults[key]
         kept["ignored"] = tuple(sorted(k for k in kwargs if k in IGNORED_TASK_ARGS))
-        return ledger_args, kept
+        return delays_in_seconds(ledger_args), kept
 
     def keep(self, kept: Mapping[str, Any]) -> None:
         self.owner = str(kept.get("owner") or "")
@@ -129,6 +153,18 @@ class AirflowArgs:
             ("ignored_args", list(self.ignored_args))) if v} | (
             {"do_xcom_push": False} if not self.do_xcom_push else {})
 
+    def render_template(self, content: Any, context: Mapping[str, Any], jinja_env: Any = None,
+                        seen_oids: Any = None) -> Any:
+        """Airflow's `operator.render_template(content, context)`: `content` (a string, or lists and dicts of
+        them) rendered with the names of `context` and the DAG's filters (Airflow's other arguments: unused)."""
+        return render(content, context, field="render_template",
+                      filters=getattr(getattr(self, "dag", None), "user_defined_filters", None) or {})
+
+    @property
+    def task_group(self) -> Any:
+        """Airflow's `task.task_group`: the TaskGroup the task was made in (None: at the DAG's top)."""
+        return getattr(self, "group", None)
+
     def __getitem__(self, key: str) -> XComArg:
         """`task["key"]`: the value it passes on under `key` (with multiple_outputs, a key of its dict)."""
         return XComArg(self.task_id, key)  # type: ignore[attr-defined]
@@ -145,6 +181,7 @@ def _make(self: Any, base: type[ledger_dag.Task], task_id: str | None, kwargs: d
     assert task_id is not None
     with _in_group(kept.get("task_group")):
         base.__init__(self, task_id, **own, **ledger_args)
+    self.callbacks = airflow_callbacks(self.callbacks, self)
     self.keep(kept)
 
 
@@ -157,6 +194,10 @@ class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
                  show_return_value_in_logs: bool = True, **kwargs: Any) -> None:
         if python_callable is None:
             raise DagDefinitionError(f"task {task_id!r}: PythonOperator needs a python_callable")
+        if templates_exts and templates_dict:  # Airflow's templates_exts: those values name template files
+            folder = _frame_folder()
+            templates_dict = {k: template_file(str(task_id), f"templates_dict[{k!r}]", v, list(templates_exts),
+                                               folder) for k, v in templates_dict.items()}
         _make(self, ledger_dag.PythonTask, task_id, kwargs,
               {"python_callable": python_callable, "op_args": op_args or (), "op_kwargs": op_kwargs,
                "templates_dict": templates_dict})
@@ -168,11 +209,16 @@ class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
 class BashOperator(AirflowArgs, ledger_dag.BashTask):
     """Airflow's BashOperator: ledger's BashTask with Airflow's arguments (`append_env` is how ledger always
     runs it: the try's environment with `env` over it; exit code 99 skips, Airflow's default); the last line of
-    its output is passed on unless do_xcom_push=False."""
+    its output is passed on unless do_xcom_push=False. A bash_command ending with `.sh` or `.bash` is a script
+    file beside the DAG file, rendered and run (ledger/airflow_compat/operators.py: template_file)."""
+
+    template_ext: ClassVar[Sequence[str]] = (".sh", ".bash")
 
     def __init__(self, *, task_id: str | None = None, bash_command: Any = None, env: dict[str, str] | None = None,
                  cwd: str | None = None, append_env: bool = True, output_encoding: str = "utf-8",
                  skip_on_exit_code: Any = 99, **kwargs: Any) -> None:
+        # a command ending with .sh or .bash names a script file whose text is rendered and run, as Airflow's
+        bash_command = template_file(str(task_id), "bash_command", bash_command, self.template_ext, _frame_folder())
         _make(self, ledger_dag.BashTask, task_id, kwargs, {"bash_command": bash_command, "env": env, "cwd": cwd})
         self.push_last_line = self.do_xcom_push  # as Airflow's: the last line of its output is passed on
 
@@ -197,6 +243,12 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
             cls.__init__ = _finishing(cls.__dict__["__init__"])  # type: ignore[method-assign]
+        # `Op.partial(...).expand(arg=[...])` maps the arguments of the subclasses' own constructors, as Airflow's
+        # (PartialTask.expand refuses one that the class does not keep under its own name)
+        own = [name for klass in cls.__mro__[:cls.__mro__.index(BaseOperator)] if "__init__" in klass.__dict__
+               for name, p in inspect.signature(klass.__dict__["__init__"]).parameters.items()
+               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in ("self", "task_id")]
+        cls.mappable_fields = tuple(dict.fromkeys((*cls.mappable_fields, *own)))
 
     def __init__(self, *, task_id: str | None = None, **kwargs: Any) -> None:
         _make(self, ledger_dag.Task, task_id, kwargs, {})
@@ -209,15 +261,7 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
         for name in self.template_fields:
             value = getattr(self, name, None)
             ledger_dag.after_values(self, value)
-            if isinstance(value, str) and self.template_ext and value.strip().endswith(tuple(self.template_ext)):
-                path = os.path.join(folder or ".", value.strip())
-                try:
-                    with open(path, encoding="utf-8") as f:
-                        setattr(self, name, f.read())
-                    ledger_dag.read_files.append(path)  # part of the DAG's code: the version keeps the file
-                except OSError as exc:
-                    raise DagDefinitionError(f"task {self.task_id!r}: cannot read the template file {value!r} "
-                                             f"of {name}: {exc.strerror}") from None
+            setattr(self, name, template_file(self.task_id, name, value, self.template_ext, folder))
 
     def execute(self, context: Mapping[str, Any]) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define execute(self, context)")
@@ -243,9 +287,6 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), **self.airflow_settings()}
-
-    def render_template(self, content: Any, context: Mapping[str, Any]) -> Any:
-        return render(content, context, field="render_template")
 
     @property
     def log(self) -> Any:

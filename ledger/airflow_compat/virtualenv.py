@@ -8,6 +8,7 @@ from typing import Any
 
 from ledger.airflow_compat.operators import PythonOperator, _make
 from ledger.core.errors import DagDefinitionError
+from ledger.core.flow import BRANCH
 from ledger.sdk.python_envs import ExternalPythonTask, PythonVirtualenvTask
 
 ENV_ARGUMENTS = ("serializer", "use_dill", "skip_on_exit_code", "env_vars", "inherit_env", "expect_airflow",
@@ -44,3 +45,17 @@ class ExternalPythonOperator(PythonOperator, ExternalPythonTask):
                  **kwargs: Any) -> None:
         own = _own(task_id, python_callable, op_args, op_kwargs, templates_dict, kwargs, ())
         _make(self, ExternalPythonTask, task_id, kwargs, {**own, "python": python})
+
+
+class BranchPythonVirtualenvOperator(PythonVirtualenvOperator):
+    """Airflow's BranchPythonVirtualenvOperator: the callable runs in its virtualenv and returns the task id(s) to
+    follow, as a BranchPythonOperator's."""
+
+    flow = BRANCH
+
+
+class BranchExternalPythonOperator(ExternalPythonOperator):
+    """Airflow's BranchExternalPythonOperator: the callable runs in the interpreter at `python` and returns the
+    task id(s) to follow, as a BranchPythonOperator's."""
+
+    flow = BRANCH

@@ -67,6 +67,10 @@ def _sqlite_file(url: str) -> str | None:
     return path if path and path != ":memory:" else None
 
 
+class NoLedger(ConfigError):
+    """Neither a database nor ledger's webserver is where this process could reach them."""
+
+
 def reach(env: Mapping[str, str] | None = None) -> Place:
     """Where this process's task code reaches the ledger (see the module docstring); ConfigError when nowhere."""
     env = dict(os.environ) if env is None else dict(env)
@@ -77,7 +81,7 @@ def reach(env: Mapping[str, str] | None = None) -> Place:
     api = (env.get(API_VARIABLE) or "").strip().rstrip("/")
     if api:
         return Place(API, api, (env.get(TOKEN_VARIABLE) or "").strip())
-    raise ConfigError(f"this try cannot reach the ledger: there is no database at {path} and no {API_VARIABLE}; a "
+    raise NoLedger(f"this try cannot reach the ledger: there is no database at {path} and no {API_VARIABLE}; a "
                       f"try on a worker reaches ledger's webserver (start `ledger worker` with {API_VARIABLE} and "
                       f"{TOKEN_VARIABLE})")
 

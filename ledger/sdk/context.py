@@ -179,24 +179,61 @@ class OutletEvents:
             return OutletEvent(self._path, key.key, None)
         if isinstance(key, DatasetAlias):
             return OutletEvent(self._path, None, key.name)
-        return OutletEvent(self._path, str(key), None)
+        # a name: a dataset's key for `.extra`, an alias's name for `.add()` (as Airflow reads a string key)
+        return OutletEvent(self._path, str(key), str(key))
+
+    def for_asset(self, *, name: str | None = None, uri: str | None = None) -> OutletEvent:
+        """Airflow 3's `outlet_events.for_asset(name=..., uri=...)`."""
+        from ledger.sdk.datasets import asset_key
+
+        return OutletEvent(self._path, asset_key(name, uri), None)
+
+    def for_asset_alias(self, *, name: str) -> OutletEvent:
+        """Airflow 3's `outlet_events.for_asset_alias(name=...)`."""
+        return OutletEvent(self._path, None, name)
+
+
+class _Extra(dict[str, Any]):
+    """An outlet event's extra that is written each time it is changed in place (`outlet_events[ds].extra["k"] =
+    v`, `.extra.update(...)`), as Airflow keeps such changes."""
+
+    def __init__(self, save: Any) -> None:
+        super().__init__()
+        self._save = save
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._save(dict(self))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._save(dict(self))
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        found = super().setdefault(key, default)
+        self._save(dict(self))
+        return found
 
 
 class OutletEvent:
     def __init__(self, path: str | None, outlet: str | None, alias: str | None) -> None:
         self._path, self._outlet, self._alias = path, outlet, alias
-        self._extra: dict[str, Any] = {}
+        self._extra: dict[str, Any] = _Extra(self._save_extra) if outlet is not None else {}
+
+    def _save_extra(self, extra: dict[str, Any]) -> None:
+        self._write({"outlet": self._outlet, "extra": extra})
 
     @property
     def extra(self) -> dict[str, Any]:
+        """The extra of this try's event of the outlet: set it, or change it in place; each change is kept."""
         return self._extra
 
     @extra.setter
     def extra(self, value: dict[str, Any]) -> None:
         if self._outlet is None:
             raise ValueError("an alias has no extra of its own: use outlet_events[alias].add(dataset, extra=...)")
-        self._extra = dict(value)
-        self._write({"outlet": self._outlet, "extra": self._extra})
+        self._extra = _Extra(self._save_extra)
+        self._extra.update(value)
 
     def add(self, dataset: Any, extra: dict[str, Any] | None = None) -> None:
         """Add an event of `dataset` (a Dataset or Asset) to this alias."""

@@ -33,6 +33,7 @@ from ledger.sdk.datasets import (
     is_dataset_schedule,
 )
 from ledger.sdk.params import as_params
+from ledger.sdk.templates import LiteralValue
 from ledger.sdk.timetables import Timetable, to_schedule
 from ledger.sdk.xcom import LAZY_LISTS, NOTSET, MapRef, XComRef, ZipRef, refs_in, resolve_source
 
@@ -622,6 +623,11 @@ class PartialTask:
         args = {k: v for k, v in self.kwargs.items() if k != "task_id"}
         placeholders: dict[str, Any] = dict.fromkeys(sources, MAPPED)
         task = self.cls(task_id=task_id, **args, **placeholders)  # Airflow's operators take it by name only
+        lost = [arg for arg in sources if getattr(task, arg, None) is not MAPPED]
+        if lost:  # an instance gets its value by that attribute: one its class keeps otherwise would be ignored
+            raise DagDefinitionError(f"{where}: {self.cls.__name__} does not keep its argument {lost[0]!r} as the "
+                                     f"attribute {lost[0]!r}, which is how ledger gives a mapped instance its "
+                                     "value; map over a @task that calls the code instead")
         task._map(sources, "fields")
         return task
 
@@ -788,7 +794,15 @@ class PythonTask(Task):
         after_values(self, [self.op_args, self.op_kwargs])
 
     def invoke(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the callable (a task that runs it elsewhere overrides this: ledger/sdk/python_envs.py)."""
+        """Call the callable (a task that runs it elsewhere overrides this: ledger/sdk/python_envs.py); a generator
+        function's Metadata go to the try's outlet events (ledger.sdk.datasets.run_yielding)."""
+        if inspect.isgeneratorfunction(self.python_callable):
+            from ledger.sdk.context import current
+            from ledger.sdk.datasets import run_yielding
+
+            running = current()
+            return run_yielding(self.python_callable, args, kwargs,
+                                running[0].outlet_events if running is not None else None)
         return self.python_callable(*args, **kwargs)
 
     def definition(self) -> dict[str, Any]:
@@ -827,12 +841,16 @@ class BashTask(Task):
 
     def __init__(self, task_id: str, bash_command: str | Mapped, *, env: dict[str, str] | Mapped | None = None,
                  cwd: str | Mapped | None = None, **kwargs: Any) -> None:
-        if not isinstance(bash_command, Mapped) and (not isinstance(bash_command, str) or not bash_command.strip()):
-            raise DagDefinitionError(f"task {task_id!r}: bash_command must be a non-empty string")
+        bash_command = _as_ref(bash_command)
+        given = bash_command.value if isinstance(bash_command, LiteralValue) else bash_command
+        if not isinstance(given, (Mapped, XComRef)) and (not isinstance(given, str) or not given.strip()):
+            raise DagDefinitionError(f"task {task_id!r}: bash_command must be a non-empty string or another "
+                                     "task's value")
         self.bash_command: Any = bash_command
         self.env: Any = env if isinstance(env, Mapped) else dict(env or {})
         self.cwd: Any = cwd
         super().__init__(task_id, **kwargs)
+        after_values(self, [self.bash_command, self.env])  # another task's value is resolved when a try runs
 
     def definition(self) -> dict[str, Any]:
         return {"bash_command": _jsonable(self.bash_command), "env": _jsonable(self.env), "cwd": _jsonable(self.cwd)}
@@ -900,7 +918,8 @@ class DAG:
         self.on_upstream_rewrite = on_upstream_rewrite
         if start_date is None:
             if time_schedule is not None:
-                raise DagDefinitionError(f"DAG {dag_id!r}: a scheduled DAG needs a start_date")
+                raise DagDefinitionError(f"DAG {dag_id!r}: a scheduled DAG needs a start_date (the first interval "
+                                         "it runs)")
             start_date = pendulum.datetime(1970, 1, 1, tz="UTC")
         tz = _timezone_name(start_date)
         if tz is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -492,6 +492,13 @@ def inlet_partitions(inlet: Mapping[str, Any], start: dt.datetime, end: dt.datet
     return None if parts is None else parts.within(start, end)
 
 
+def asset_key(name: str | None, uri: str | None) -> str:
+    """The key of the asset `for_asset(name=..., uri=...)` names (an Asset's name, else its uri)."""
+    if not name and not uri:
+        raise ValueError("name and uri cannot both be None")
+    return Asset(name, uri).key
+
+
 class InletEvent(dict[str, Any]):
     """One dataset event a try reads, as a dict and, Airflow's way, by attribute (`event.extra`,
     `event.timestamp`, `event.source_dag_id`, `event.source_run_id`, `event.source_task_id`, `event.partition`)."""
@@ -530,6 +537,14 @@ class InletEvents:
             named = ", ".join(leaf.split(":", 1)[1] for leaf in self._found) or "none"
             raise KeyError(f"{key!r} is not an inlet of this task (its inlets: {named})") from None
 
+    def for_asset(self, *, name: str | None = None, uri: str | None = None) -> list[InletEvent]:
+        """Airflow 3's `inlet_events.for_asset(name=..., uri=...)`: `inlet_events[Asset(name, uri)]`."""
+        return self[asset_key(name, uri)]
+
+    def for_asset_alias(self, *, name: str) -> list[InletEvent]:
+        """Airflow 3's `inlet_events.for_asset_alias(name=...)`."""
+        return self[DatasetAlias(name)]
+
     def __contains__(self, key: Any) -> bool:
         try:
             self[key]
@@ -542,3 +557,36 @@ class InletEvents:
 
     def __len__(self) -> int:
         return len(self._found)
+
+
+# -- Metadata: what a task function yields about its outlets ---------------------------------------------------------
+
+class Metadata:
+    """Airflow's `Metadata(target, extra, alias=None)`, yielded by a task function (`yield Metadata(dataset,
+    {"rows": 5})`): the extra of this try's event of `target` (a Dataset, an Asset or a dataset's key), and with
+    `alias`, an event of `target` added to that alias (as `outlet_events[alias].add(target, extra=extra)`)."""
+
+    def __init__(self, target: Dataset | str, extra: Mapping[str, Any],
+                 alias: DatasetAlias | str | None = None) -> None:
+        self.uri = target.key if isinstance(target, Dataset) else str(target)
+        self.extra = dict(extra)
+        self.alias_name = alias.name if isinstance(alias, DatasetAlias) else alias
+
+
+def run_yielding(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], outlet_events: Any) -> Any:
+    """Call a generator function as Airflow calls a task's: each Metadata it yields goes to `outlet_events` (the
+    try's), and its value is what the generator returns. Anything else it yields is left, as Airflow leaves it,
+    with a line in the try's log saying so."""
+    def run() -> Iterator[Any]:
+        found[0] = yield from fn(*args, **kwargs)
+
+    found: list[Any] = [None]
+    for item in run():
+        if not isinstance(item, Metadata):
+            print(f"[ledger] ignored what the task function yielded: a {type(item).__name__}, not a Metadata "
+                  "(return a value to pass it on)", flush=True)
+            continue
+        outlet_events[item.uri].extra = item.extra
+        if item.alias_name:
+            outlet_events[item.alias_name].add(Dataset(item.uri), extra=item.extra)
+    return found[0]

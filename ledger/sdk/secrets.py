@@ -18,20 +18,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ledger.core.errors import LedgerError
 from ledger.core.secret_names import sensitive
 from ledger.infra.config import load_settings
 from ledger.infra.fernet import key_file, parse_keys
+from ledger.infra.worker_client import NoLedger
 from ledger.infra.workers import TOKEN_VARIABLE
 from ledger.sdk.connections import ConnectionInfo
-from ledger.sdk.ledger_client import client
+from ledger.sdk.ledger_client import LedgerClient, client
 
 _seen: set[str] = set()  # secrets read in this process: masked in the try's log when it ends
 MIN_MASKED = 3  # shorter values are not masked (masking "a" would garble every log)
+
+T = TypeVar("T")
 
 
 def seen(secret: str | None) -> None:
@@ -131,13 +134,24 @@ def mask_file(path: str) -> None:
         pass
 
 
+def _stored(read: Callable[[LedgerClient], T]) -> T | None:
+    """What the ledger holds, as `read` finds it; None (nothing stored) for a try that reaches no ledger at all
+    (no database, no webserver: `ledger dags test` on a fresh folder), so that the environment's values and a
+    default still serve it. A ledger that is there but fails still raises."""
+    try:
+        ledger = client()
+    except NoLedger:
+        return None
+    return read(ledger)
+
+
 def get_connection(conn_id: str) -> ConnectionInfo:
     """A connection: LEDGER_CONN_<ID> (a URI) first, then the ledger. LookupError when neither has it."""
     raw = os.environ.get(f"LEDGER_CONN_{conn_id.upper()}")
     if raw is not None:
         info = ConnectionInfo.from_uri(conn_id, raw)
     else:
-        found = client().connection(conn_id)
+        found = _stored(lambda ledger: ledger.connection(conn_id))
         if found is None:
             raise LookupError(f"connection {conn_id!r} is not defined (LEDGER_CONN_{conn_id.upper()}, or "
                               "ledger connections add)")
@@ -156,7 +170,7 @@ class Variable:
     def get(key: str, default_var: Any = _MISSING, deserialize_json: bool = False) -> Any:
         raw = os.environ.get(f"LEDGER_VAR_{key.upper()}")
         if raw is None:
-            raw = client().variable(key)
+            raw = _stored(lambda ledger: ledger.variable(key))
         if raw is None:
             if default_var is not Variable._MISSING:
                 return default_var

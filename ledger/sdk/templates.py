@@ -22,7 +22,9 @@ prev_data_interval_start_success, prev_data_interval_end_success, prev_start_dat
 prev_end_date_success come from the run's prior successful run (ledger/store/prior_runs.py; None when there is
 none, and in `ledger dags test`, which reads no database).
 Macros: ds_add, ds_format, datetime, timedelta, time, uuid, random, json, dateutil, datetime_diff_for_humans,
-and a DAG's user_defined_macros. Filters: ds, ds_nodash, ts, ts_nodash, ts_nodash_with_tz.
+and a DAG's user_defined_macros. Filters: ds, ds_nodash, ts, ts_nodash, ts_nodash_with_tz, Jinja's, and a DAG's
+user_defined_filters (over Jinja's of the same name). `var.value.get('name', 'default')` gives the default for a
+variable that is not set.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import jinja2
+import jinja2.nativetypes
 import pendulum
 
 
@@ -84,6 +87,9 @@ class _UserMacros(_Macros):
         self.__dict__.update(extra)
 
 
+_NO_DEFAULT: Any = object()
+
+
 class _Variables:
     """`var.value.NAME` (text) and `var.json.NAME` (parsed): LEDGER_VAR_<NAME>, then the database."""
 
@@ -91,11 +97,17 @@ class _Variables:
         self._json = as_json
 
     def __getattr__(self, name: str) -> Any:
+        return self.get(name)
+
+    def get(self, item: str, default_var: Any = _NO_DEFAULT) -> Any:
+        """Airflow's `var.value.get('name', 'default')`: the default when the variable is not set."""
         from ledger.sdk.secrets import Variable
 
         try:
-            return Variable.get(name, deserialize_json=self._json)
+            return Variable.get(item, deserialize_json=self._json)
         except LookupError as exc:
+            if default_var is not _NO_DEFAULT:
+                return default_var
             raise TemplateError(str(exc).strip('"')) from None
 
 
@@ -205,24 +217,65 @@ def has_template(value: Any) -> bool:
         return any(has_template(v) for v in value)
     if isinstance(value, dict):
         return any(has_template(v) for v in value.values())
-    return False
+    return isinstance(value, LiteralValue)  # given as it is, when the try runs
 
 
-def render(value: Any, names: Mapping[str, Any], *, field: str) -> Any:
-    """`value` with every string in it rendered; TemplateError names the field and what went wrong."""
+def environment(filters: Mapping[str, Any] | None, native: bool = False,
+                options: Mapping[str, Any] | None = None) -> jinja2.Environment:
+    """The Jinja environment templates render in: with a DAG's user_defined_filters over the built-in ones (a
+    filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow); `native`: a DAG's
+    render_template_as_native_obj, a template gives a Python value (`{{ [1, 2] }}` a list), as Airflow's;
+    `options`: a DAG's jinja_environment_kwargs (and template_undefined as `undefined`), over ledger's."""
+    if not filters and not native and not options:
+        return _ENV
+    settings = {"undefined": jinja2.StrictUndefined, "autoescape": False, "keep_trailing_newline": True,
+                **(options or {})}
+    env: jinja2.Environment = (jinja2.nativetypes.NativeEnvironment if native else jinja2.Environment)(**settings)
+    env.filters = {**_ENV.filters, **(filters or {})}
+    return env
+
+
+def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping[str, Any] | None = None) -> Any:
+    """`value` with every string in it rendered; TemplateError names the field and what went wrong. The filters
+    are the DAG's user_defined_filters (default: those of `names["dag"]`), and its render_template_as_native_obj
+    says whether a template gives a Python value."""
+    dag = names.get("dag")
+    if filters is None:
+        filters = getattr(dag, "user_defined_filters", None)
+    native = bool(getattr(dag, "render_template_as_native_obj", False))
+    return _render(value, names, field, environment(filters, native, getattr(dag, "jinja_options", None)))
+
+
+class LiteralValue:
+    """Airflow's `literal(value)`: a value of a templated field that is given as it is, not rendered."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:  # how it reads in a version's structure
+        return f"literal({self.value!r})"
+
+
+def literal(value: Any) -> LiteralValue:
+    return LiteralValue(value)
+
+
+def _render(value: Any, names: Mapping[str, Any], field: str, env: jinja2.Environment) -> Any:
+    if isinstance(value, LiteralValue):
+        return value.value
     if isinstance(value, str):
         if "{{" not in value and "{%" not in value:
             return value
         try:
-            return _ENV.from_string(value).render(**names)
+            return env.from_string(value).render(**names)
         except TemplateError as exc:
             raise TemplateError(f"template error in {field}: {exc}") from None
         except jinja2.TemplateError as exc:
             raise TemplateError(f"template error in {field}: {exc.message or type(exc).__name__}") from None
     if isinstance(value, list):
-        return [render(v, names, field=field) for v in value]
+        return [_render(v, names, field, env) for v in value]
     if isinstance(value, tuple):
-        return tuple(render(v, names, field=field) for v in value)
+        return tuple(_render(v, names, field, env) for v in value)
     if isinstance(value, dict):
-        return {k: render(v, names, field=field) for k, v in value.items()}
+        return {k: _render(v, names, field, env) for k, v in value.items()}
     return value

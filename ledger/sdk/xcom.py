@@ -2,7 +2,9 @@
 
 A Python task's return value is stored for its try under the key `return_value`; `context.xcom_push(key,
 value)` stores others. Values must be JSON (at most LEDGER_XCOM_MAX_BYTES, 64 KiB by default): a value that
-is not, or is larger, fails the try with a clear reason. The try writes them to a JSON-lines file beside its
+is not, or is larger, fails the try with a clear reason. What Airflow's serializer also takes passes as a tagged
+JSON object and comes back as it was (a date, a datetime, a set, a Decimal); a numpy scalar passes as its number.
+The try writes them to a JSON-lines file beside its
 log; the scheduler stores them with the try's outcome, in the `xcom` table, per try and with its run, so a
 run that was overridden keeps its own values.
 
@@ -12,6 +14,8 @@ each); `context.xcom_pull` and the `XComRef` placeholders that `@task` functions
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -31,10 +35,44 @@ def max_bytes() -> int:
     return int(os.environ.get("LEDGER_XCOM_MAX_BYTES", str(64 * 1024)))
 
 
+TYPE_KEY = "__ledger_xcom_type__"  # a value JSON has no type for, as a tagged object: {TYPE_KEY: "set", "value": [...]}
+
+
+def _tagged(value: Any) -> Any:
+    """What JSON cannot hold that Airflow's XCom serializer takes: a date or datetime, a set, a Decimal (tagged, and
+    given back as they were by `decoded`), a numpy scalar (its Python number)."""
+    if isinstance(value, dt.datetime):
+        return {TYPE_KEY: "datetime", "value": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {TYPE_KEY: "date", "value": value.isoformat()}
+    if isinstance(value, (set, frozenset)):
+        return {TYPE_KEY: "set", "value": sorted(value, key=repr)}
+    if isinstance(value, decimal.Decimal):
+        return {TYPE_KEY: "decimal", "value": str(value)}
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_UNTAG: dict[str, Callable[[Any], Any]] = {"datetime": dt.datetime.fromisoformat, "date": dt.date.fromisoformat,
+                                           "set": set, "decimal": decimal.Decimal}
+
+
+def decoded(value: Any) -> Any:
+    """A value as it was passed on: the tagged objects of `_tagged` turned back into their types."""
+    if isinstance(value, list):
+        return [decoded(v) for v in value]
+    if isinstance(value, dict):
+        if value.keys() == {TYPE_KEY, "value"} and value[TYPE_KEY] in _UNTAG:
+            return _UNTAG[value[TYPE_KEY]](decoded(value["value"]))
+        return {k: decoded(v) for k, v in value.items()}
+    return value
+
+
 def encode(key: str, value: Any) -> str:
     """The JSON text of a value to pass on, or XComError."""
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_tagged)
     except (TypeError, ValueError) as exc:
         raise XComError(f"the value for {key!r} is not JSON-serialisable ({type(value).__name__}: {exc})") from None
     size = len(text.encode("utf-8"))

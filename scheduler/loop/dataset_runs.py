@@ -28,6 +28,7 @@ from ledger.sdk.datasets import (
     Consumed,
     DatasetError,
     EventRow,
+    Stale,
     TimePartitions,
     inlet_leaf,
     inlet_partitions,
@@ -213,9 +214,11 @@ def _partitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts
     """The runs made, and whether a stale run to re-run is waiting for the job holding it."""
     first = _partitions_to_run(session, spec, cond, parts)
     if not first[0]:
+        _refuse_echoes(session, spec, first[5], now=now, actor=actor)
         return [], first[4]
     run_store.lock_timeline(session, spec.dag_id)  # then read again: another scheduler may have just made them
-    todo, latest, live, reads, waiting = _partitions_to_run(session, spec, cond, parts)
+    todo, latest, live, reads, waiting, echoes = _partitions_to_run(session, spec, cond, parts)
+    _refuse_echoes(session, spec, echoes, now=now, actor=actor)
     if not todo:
         return [], waiting
     datasets, _aliases = _leaves(cond)
@@ -239,15 +242,20 @@ def _partitioned(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts
 Todo = dict[datetime, tuple[str, DataInterval, bool]]  # logical date -> (partition, interval, re-run of a stale run)
 
 
+Echo = tuple[Stale, list[str]]  # a stale run whose rewrite its own writes caused, and the DAGs the writes went through
+
+
 def _partitions_to_run(session: Session, spec: DagSpec, cond: Mapping[str, Any], parts: TimePartitions
                        ) -> tuple[Todo, dict[tuple[str, str], EventRow], dict[datetime, tuple[int, int | None]],
-                                  list[Consumed], bool]:
+                                  list[Consumed], bool, list[Echo]]:
     """The partitions a consumer runs now: those its condition holds for and it has no live run of, and those
-    whose live run is stale and to be re-run (and is not held by a job); with what they were read from."""
+    whose live run is stale and to be re-run (and is not held by a job); with what they were read from. A stale
+    run whose rewrite came from its own writes, through DAGs scheduled on each other's datasets, is not re-run
+    (it would re-run them for ever): it is listed among the echoes."""
     datasets, _aliases = _leaves(cond)
     latest = dataset_store.latest_partitions(session, datasets)
     if not latest:
-        return {}, latest, {}, [], False
+        return {}, latest, {}, [], False, []
     live = dataset_store.live_runs(session, spec.dag_id)
     todo: Todo = {}
     for part in ready_partitions(cond, latest):
@@ -260,6 +268,7 @@ def _partitions_to_run(session: Session, spec: DagSpec, cond: Mapping[str, Any],
     by_run = {run_id: at for at, (run_id, _holder) in live.items()}
     reads = dataset_store.consumed_by_live_runs(session, spec.dag_id)
     waiting = False
+    echoes: list[Echo] = []
     for s in stale_runs(reads, latest):
         at = by_run.get(s.run_id)
         if at is None or not (rerun_all or s.by.downstream):
@@ -267,9 +276,50 @@ def _partitions_to_run(session: Session, spec: DagSpec, cond: Mapping[str, Any],
         if live[at][1] is not None:  # in flight: re-run once it has finished
             waiting = True
             continue
+        through = _echo_of(session, s.run_id, s.by.id)
+        if through is not None:
+            echoes.append((s, through))
+            continue
         stale_part = s.read.partition or ""
         todo[at] = (stale_part, parts.interval(stale_part), True)
-    return todo, latest, live, reads, waiting
+    return todo, latest, live, reads, waiting, echoes
+
+
+def _echo_of(session: Session, run_id: int, event_id: int) -> list[str] | None:
+    """Whether the dataset event `event_id` came from run `run_id`'s own writes: its writer run consumed an event
+    written by a run that consumed ... an event `run_id` wrote. The DAGs of the runs walked back through when it
+    did (sorted), else None. One query for the writers and one for what they consumed per step back; a step
+    reaches no run twice, so the walk ends."""
+    seen: set[int] = set()
+    dags: set[str] = set()
+    wanted = [event_id]
+    while wanted:
+        writers = dataset_store.writers_of(session, wanted)
+        runs = {run for _dag, run, _task, _backfill in writers.values()}
+        if run_id in runs:
+            return sorted(dags | {dag for dag, _run, _task, _backfill in writers.values()})
+        runs -= seen
+        seen |= runs
+        dags |= {dag for dag, run, _task, _backfill in writers.values() if run in runs}
+        wanted = sorted({e.id for _run, _cause, e in dataset_store.consumed_of(session, runs)}) if runs else []
+    return None
+
+
+def _refuse_echoes(session: Session, spec: DagSpec, echoes: Sequence[Echo], *, now: datetime, actor: str) -> None:
+    """Record once, on each stale run its own writes made stale, that it is not re-run and why (the DAGs whose
+    datasets form the cycle, and the write), as `backfill --downstream` refuses a cycle."""
+    for stale, through in echoes:
+        if any((e.details or {}).get("cause", {}).get("event_id") == str(stale.by.id) for e in events.listing(
+                session, run_id=stale.run_id, kinds=[RERUN_REFUSED])):
+            continue
+        writers = dataset_store.writers_of(session, [stale.by.id])
+        events.record(session, RERUN_REFUSED, at=now, actor=actor, dag_id=spec.dag_id, run_id=stale.run_id,
+                      reason="not re-run: its own writes rewrote what it read (DAGs " + ", ".join(through)
+                             + " are scheduled on each other's datasets)",
+                      cycle=through, cause=event_json(stale.by, writers))
+
+
+RERUN_REFUSED = "dataset_rerun_refused"
 
 
 def _consumed(session: Session, spec: DagSpec, read: Mapping[int, tuple[list[EventRow], set[int]]], *,

@@ -25,6 +25,7 @@ from ledger.core.mapping import expand_task, label, max_map_length, split_label
 from ledger.core.states import RunState, TaskState
 from ledger.core.versions import DagSpec
 from ledger.sdk.dag import DAG
+from ledger.sdk.datasets import inlet_leaf
 from ledger.sdk.describe import read_spec, version_of
 from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
 from ledger.sdk.xcom import pull_view, read_pushed
@@ -83,7 +84,10 @@ class TestRun:
             data_interval_start=self.data_interval_start,
             data_interval_end=self.data_interval_end, dag_version=self.spec.version_hash, run_type=TEST_RUN_TYPE,
             log_path=str(logs / f"{key}.try_{try_number}.log"), execution_timeout=task.execution_timeout,
-            conf=self.conf, xcom=pull_view(self.xcom), map_index=map_index)
+            conf=self.conf, xcom=pull_view(self.xcom), map_index=map_index,
+            # every inlet is given, as the scheduler gives it (dataset_runs.inlet_events), with the events a test
+            # run has of it: none, since it reads no database
+            inlet_events={inlet_leaf(inlet): [] for inlet in task.inlets} or None)
 
 
 @contextmanager

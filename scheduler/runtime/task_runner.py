@@ -34,7 +34,7 @@ from ledger.sdk.params import resolve_refs
 from ledger.sdk.sensors import BaseSensor, PokeReturnValue, PythonSensor, check_until_done
 from ledger.sdk.spark import SparkTask
 from ledger.sdk.templates import CONTEXT_NAMES, TemplateError, has_template, render, template_names
-from ledger.sdk.xcom import RETURN_KEY, MissingValue, XComError
+from ledger.sdk.xcom import RETURN_KEY, MissingValue, XComError, refs_in
 from ledger.sdk.xcom import resolve as resolve_xcom
 from scheduler.executors.base import WorkItem
 from scheduler.runtime import dagbag
@@ -204,13 +204,23 @@ def _render(plan: Plan, task: Task) -> Task:
     template fails."""
     context, item = plan.context, plan.item
     assert context is not None
-    if not any(has_template(getattr(task, name, None)) for name in task.template_fields):
+    # another task's value in a templated field (Airflow's XComArg) is resolved, then not rendered, as Airflow
+    # does; a PythonTask resolves its arguments when it calls its callable
+    values = not isinstance(task, PythonTask) and any(refs_in(getattr(task, n, None)) for n in task.template_fields)
+    if not values and not any(has_template(getattr(task, name, None)) for name in task.template_fields):
+        if isinstance(task, PythonTask) and task.templates_dict:  # the callable's templates_dict, as given
+            object.__setattr__(context, "templates_dict", dict(task.templates_dict))
         return task  # nothing to render: the version's definition is what ran (no file, no cost)
     names = _template_names(task, context)
     rendered = copy.copy(task)
     shown: dict[str, Any] = {}
     for name in task.template_fields:
         value = render(getattr(task, name, None), names, field=name)
+        if values:
+            try:
+                value = resolve_xcom(value, context.xcom_values)
+            except MissingValue as exc:
+                raise TemplateError(f"{name}: {exc}") from None
         setattr(rendered, name, value)
         shown[name] = value
     if isinstance(rendered, PythonTask) and rendered.templates_dict:

@@ -25,6 +25,7 @@ from ledger.sdk.context import TaskContext
 from ledger.sdk.dag import PythonTask, Task
 from ledger.sdk.params import resolve as resolve_params
 from ledger.sdk.spark import SparkTask
+from ledger.sdk.xcom import decoded
 from scheduler.executors.base import WorkItem
 from scheduler.runtime import dagbag
 from scheduler.runtime.dagbag import FileResult, load_file
@@ -253,7 +254,8 @@ def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskCo
         signal=item.signal,
         code_dir=item.code_root,
         params=dict(params or {}),
-        xcom_values={task: dict(values) for task, values in item.xcom.items()},
+        xcom_values={task: {key: decoded(value) for key, value in values.items()}
+                     for task, values in item.xcom.items()},
         prev_interval=item.prev_interval,
         prev_success=item.prev_success,
         map_index=item.map_index,

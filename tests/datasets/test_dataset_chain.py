@@ -278,3 +278,44 @@ def test_dataset_commands_refuse_bad_input_with_one_line(ready_cli: Cli) -> None
     bad = CHAIN.replace('schedule=CLEAN)', 'schedule=CLEAN, on_upstream_rewrite="later")')
     cli.write_dag("chain.py", bad)
     assert "on_upstream_rewrite must be one of mark, rerun" in cli.ok("dags", "errors")
+
+
+CYCLE = """
+import pendulum
+from ledger import DAG, BashTask, Dataset, TimePartitions
+
+DAILY = TimePartitions("daily", timezone="UTC")
+X = Dataset("x", partitions=DAILY)
+Y = Dataset("y", partitions=DAILY)
+
+with DAG("seed", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 1, tz="UTC"), catchup=True):
+    BashTask("write", "true", outlets=[X])
+
+with DAG("ping", schedule=[X], on_upstream_rewrite="rerun"):
+    BashTask("t", "true", outlets=[Y])
+
+with DAG("pong", schedule=[Y], on_upstream_rewrite="rerun"):
+    BashTask("t", "true", outlets=[X])
+"""
+
+
+def test_two_dags_on_each_others_datasets_do_not_re_run_each_other_for_their_own_writes(ready_cli: Cli) -> None:
+    """ping reads x and writes y, pong reads y and writes x: pong's write of x makes ping's run stale, but that
+    write came from ping's own; the scheduler does not re-run it (it would go on for ever) and says why, once.
+    A rewrite of x from outside the cycle re-runs each of them once."""
+    cli = ready_cli
+    cli.write_dag("cycle.py", CYCLE)
+    result = cli.run("scheduler", "--exit-when-idle", timeout=120)  # for ever, before
+    assert result.exit_code == 0, result.output
+    assert [r["state"] for r in timeline(cli, "ping")] == ["success"]
+    assert [r["state"] for r in timeline(cli, "pong")] == ["success"]
+    refused = cli.json("events", "--kind", "dataset_rerun_refused", "--json")
+    assert len(refused) == 1 and refused[0]["dag_id"] == "ping"
+    assert refused[0]["details"]["cycle"] == ["ping", "pong"]
+    assert refused[0]["details"]["cause"]["written_by"]["dag_id"] == "pong"
+    cli.ok("backfill", "seed", "--start", "2024-03-01", "--end", "2024-03-01", "--reprocess", "completed", "--yes")
+    schedule(cli)
+    assert [r["state"] for r in timeline(cli, "ping") if r["state"] != "overridden"] == ["success"]
+    assert len(timeline(cli, "ping")) == len(timeline(cli, "pong")) == 2  # each re-ran once
+    assert len(cli.json("events", "--kind", "dataset_rerun_refused", "--json")) == 2

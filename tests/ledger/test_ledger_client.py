@@ -82,7 +82,7 @@ def test_a_signal_sent_from_a_try_that_reaches_no_ledger_fails_with_one_line_and
                           timeout=60, check=True)
     first, loaded = done.stdout.splitlines()
     if api_url is None:
-        assert first.startswith("ConfigError this try cannot reach the ledger: there is no database at ")
+        assert first.startswith("NoLedger this try cannot reach the ledger: there is no database at ")
     else:  # nothing listens there
         assert first.startswith("ConfigError cannot send signal 'ci.hello' through ledger's webserver at "
                                 "http://127.0.0.1:9: ")

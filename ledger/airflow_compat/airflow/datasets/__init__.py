@@ -1,5 +1,5 @@
 """`airflow.datasets`."""
 
-from ledger.sdk.datasets import Dataset, DatasetAlias, DatasetAll, DatasetAny
+from ledger.sdk.datasets import Dataset, DatasetAlias, DatasetAll, DatasetAny, Metadata
 
-__all__ = ["Dataset", "DatasetAlias", "DatasetAll", "DatasetAny"]
+__all__ = ["Dataset", "DatasetAlias", "DatasetAll", "DatasetAny", "Metadata"]

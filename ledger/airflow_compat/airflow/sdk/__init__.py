@@ -20,7 +20,7 @@ from ledger.airflow_compat.operators import (
 )
 from ledger.sdk.branching import WeekDay
 from ledger.sdk.dag import Label
-from ledger.sdk.datasets import Asset, AssetAlias, AssetAll, AssetAny
+from ledger.sdk.datasets import Asset, AssetAlias, AssetAll, AssetAny, Metadata
 from ledger.sdk.params import Param, ParamsDict
 from ledger.sdk.secrets import Variable
 from ledger.sdk.sensors import PokeReturnValue
@@ -48,6 +48,7 @@ __all__ = [
     "DeltaTriggerTimetable",
     "EventsTimetable",
     "Label",
+    "Metadata",
     "MultipleCronTriggerTimetable",
     "Param",
     "ParamsDict",

@@ -1,0 +1,5 @@
+"""`airflow.operators.dummy_operator` (Airflow 1's path, still valid in 2.10)."""
+
+from ledger.airflow_compat.operators import DummyOperator
+
+__all__ = ["DummyOperator"]

@@ -77,11 +77,11 @@ class CeleryConfig:
             raise ConfigError(f"the celery executor needs {BROKER_VARIABLE} (e.g. redis://127.0.0.1:6379/0)")
         backend = backend_url(env)
         assert backend is not None
-        return cls(broker, backend, _seconds(env, HEARTBEAT_TIMEOUT_VARIABLE, DEFAULT_HEARTBEAT_TIMEOUT),
-                   _seconds(env, QUEUED_TIMEOUT_VARIABLE, DEFAULT_QUEUED_TIMEOUT))
+        return cls(broker, backend, seconds_from_env(env, HEARTBEAT_TIMEOUT_VARIABLE, DEFAULT_HEARTBEAT_TIMEOUT),
+                   seconds_from_env(env, QUEUED_TIMEOUT_VARIABLE, DEFAULT_QUEUED_TIMEOUT))
 
 
-def _seconds(env: dict[str, str], name: str, default: float) -> float:
+def seconds_from_env(env: dict[str, str], name: str, default: float) -> float:
     """A positive number of seconds from the environment (one line naming the variable when it is not)."""
     raw = env.get(name) or str(default)
     try:

@@ -174,8 +174,8 @@ class Cluster:
         return _env(self.home, **{BROKER: self.redis.url, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": "2",
                                   "LEDGER_VERIFY_MEMORY": "1", **extra})
 
-    def start_webserver(self, host: str = "127.0.0.1", **extra: str) -> subprocess.Popen[bytes]:
-        self.web_port, self.web_host = free_port(host), host
+    def start_webserver(self, host: str = "127.0.0.1", port: int = 0, **extra: str) -> subprocess.Popen[bytes]:
+        self.web_port, self.web_host = port or free_port(host), host
         proc = self.procs.start("webserver", [LEDGER, "webserver", "--host", host, "--port", str(self.web_port)],
                                 _env(self.home, LEDGER_WORKER_TOKEN=self.token, **{BROKER: self.redis.url},
                                      **extra), self.home)
@@ -184,15 +184,19 @@ class Cluster:
 
     def start_worker(self, name: str, *, queues: str = "default", concurrency: int = 2,
                      prefix: tuple[str, ...] = (), broker: str | None = None,
-                     api_url: str | None = None, **extra: str) -> subprocess.Popen[bytes]:
-        """A worker in a LEDGER_HOME of its own (no DAGs folder, no database); waits until it beats."""
-        home = self.home.parent / f"worker-{name}"
+                     api_url: str | None = None, named: bool = True, home: Path | None = None,
+                     wait: bool = True, label: str | None = None, **extra: str) -> subprocess.Popen[bytes]:
+        """A worker in a LEDGER_HOME of its own (no DAGs folder, no database; or `home`); waits until it beats
+        as `name` (`named`: started with `--hostname name`, else with no --hostname); its output in
+        `<label>.log` (by default worker-<name>.log)."""
+        home = home or self.home.parent / f"worker-{name}"
         home.mkdir(exist_ok=True)
         env = _env(home, **{BROKER: broker or self.redis.url, "LEDGER_API_URL": api_url or self.api_url,
                             "LEDGER_WORKER_TOKEN": self.token, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": "2", **extra})
-        proc = self.procs.start(f"worker-{name}", [*prefix, LEDGER, "worker", "--hostname", name, "--queues", queues,
-                                                   "--concurrency", str(concurrency)], env, home)
-        self.wait_for_worker(name, proc)
+        proc = self.procs.start(label or f"worker-{name}", [*prefix, LEDGER, "worker", *(("--hostname", name) if named else ()),
+                                                   "--queues", queues, "--concurrency", str(concurrency)], env, home)
+        if wait:
+            self.wait_for_worker(name, proc)
         return proc
 
     def wait_for_worker(self, name: str, proc: subprocess.Popen[bytes], within: float = 30.0) -> None:

@@ -238,7 +238,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             # the fleet's fault, not the task's: lost (no retry spent); a version the webserver refuses: failed
             state = "lost" if isinstance(exc, CodeFetchError) and exc.fleet else "failed"
             return _deliver(task, _result(settings, item, Outcome("failed", reason, time.time()), os.getpid(),
-                                          shipper, state=state), None)
+                                          shipper, state=state), shipper, None)
         plan = try_plan.prepare(item)
         if try_plan.runs_in_process(plan):  # a Spark try: this pool process's session (fenced by killing it)
             from scheduler.runtime import in_process
@@ -249,7 +249,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             done = in_process.run_in_process(item, plan).outcome
             lease.finished()
             try_plan.forget_prepared()
-            return _deliver(task, _result(settings, item, done, os.getpid(), shipper), lease)
+            return _deliver(task, _result(settings, item, done, os.getpid(), shipper), shipper, lease)
         running = try_process.fork_try(item)
         try_plan.forget_prepared()
         lease = _lease(settings, client, tid, incarnation, running.pid,
@@ -267,8 +267,8 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             _remember(settings, tid, None)
             lease.end(lease.fenced)
             return _deliver(task, _result(settings, item, outcome, running.pid, shipper, state="lost",
-                                          reason=f"worker {settings.name} killed it: {lease.fenced}"), lease)
-        return _deliver(task, _result(settings, item, outcome, running.pid, shipper), lease)
+                                          reason=f"worker {settings.name} killed it: {lease.fenced}"), shipper, lease)
+        return _deliver(task, _result(settings, item, outcome, running.pid, shipper), shipper, lease)
     finally:
         with contextlib.suppress(Exception):
             client.srem(running_key, tid)
@@ -328,14 +328,18 @@ def _remember(settings: WorkerSettings, tid: str, what: dict[str, Any] | None) -
         path.write_text(json.dumps(what), encoding="utf-8")
 
 
-def _deliver(task: Any, result: dict[str, Any], lease: TryLease | None) -> dict[str, Any]:
+def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None) -> dict[str, Any]:
     """Store the try's outcome as its SUCCESS state; while Redis does not answer, keep it here (the lease renewed
-    meanwhile) and store it when Redis answers again: a try that ran to its end is recorded as it ended."""
+    meanwhile) and store it when Redis answers again, after the rest of its log: a try that ran to its end is
+    recorded as it ended."""
     pause = 0.2
     said = False
     try:
         while True:
             try:
+                if said:  # (what of its log Redis did not take before)
+                    result["log_rewritten"] = shipper.finish() or result["log_rewritten"]
+                    result["log_bytes"] = shipper.offset
                 task.update_state(state="SUCCESS", meta=result)
                 if said:
                     print(f"ledger worker: the outcome of {task.request.id} was delivered", flush=True)

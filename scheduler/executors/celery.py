@@ -489,7 +489,7 @@ class CeleryExecutor(Executor):
             entry.seen = raw
             meta = self._app.backend.decode_result(raw)
             status, result = meta.get("status"), meta.get("result") or {}
-            if status == "FAILURE" and isinstance(result, dict) and result.get("exc_type") == "WorkerLostError":
+            if status == "FAILURE" and _worker_lost(result):
                 status = "STARTED"  # its pool process died: the lease says when the try is dead (_check_leases)
             if status == "STARTED" or (status in FINISHED and not entry.started):
                 info = result if isinstance(result, dict) else {}
@@ -687,6 +687,13 @@ class CeleryExecutor(Executor):
             self._shared.events.extend(new)
             self._new_starts += starts
         return len(new) - starts
+
+
+def _worker_lost(result: Any) -> bool:
+    """Is this failure Celery's WorkerLostError (the pool process running the try died)?"""
+    if isinstance(result, dict):
+        return result.get("exc_type") == "WorkerLostError"
+    return type(result).__name__ == "WorkerLostError"
 
 
 def unclaimed(tries: Iterable[_Try], now: float, timeout: float) -> list[_Try]:

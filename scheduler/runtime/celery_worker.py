@@ -264,7 +264,6 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             raise
         lease.finished()
         if lease.fenced is not None:  # killed here because its lease ended: lost, as the scheduler sees it
-            _remember(settings, tid, None)
             lease.end(lease.fenced)
             return _deliver(task, _result(settings, item, outcome, running.pid, shipper, state="lost",
                                           reason=f"worker {settings.name} killed it: {lease.fenced}"), shipper, lease)
@@ -272,7 +271,6 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
     finally:
         with contextlib.suppress(Exception):
             client.srem(running_key, tid)
-        _remember(settings, tid, None)
         if os.getppid() != _main_pid():  # the worker's main process is gone: so is this pool process
             os._exit(1)
 
@@ -284,17 +282,30 @@ def _main_pid() -> int:
 def _lease(settings: WorkerSettings, client: Any, tid: str, incarnation: str, pgid: int | None,
            fence: Callable[[], None]) -> TryLease:
     """The try's lease, taken (Redis must answer: the try has not started as far as the scheduler knows) and
-    renewed by a thread from now on; the try written down here, for the worker's main process to fence it should
-    this pool process die."""
+    renewed by a thread from now on. A forked try (`pgid`) is guarded as well: should this pool process die (kill
+    -9 of it, or of the worker's main process, which Celery's pool processes die with), a small process it forked
+    kills the try's process group, then says in the lease that the try is dead."""
     length = settings.celery.heartbeat_timeout
     value = lease_value(f"{settings.name} {incarnation}", os.getpid(), pgid, length)
-    lease = TryLease(_lease_client(length), tid, value, length, fence, _main_pid())
-    _remember(settings, tid, {"pool": os.getpid(), "pgid": pgid, "lease": value})
+    main = _main_pid()
+    lease = TryLease(_lease_client(length), tid, value, length, fence, main)
+    if pgid is not None:
+        url, me, name = settings.celery.backend_url, os.getpid(), settings.name
+
+        def dead() -> None:  # (in the guard, once the try's group is killed)
+            import redis
+
+            who = (f"its worker's main process (pid {main}) died, and with it" if not _alive(main) else "")
+            end_lease(redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0), tid, value,
+                      f"{who or 'on worker ' + name + ','} the pool process running it (pid {me}) died; "
+                      f"its processes were killed")
+
+        lease.guard = try_process.GroupGuard(pgid, dead)
     try:
         lease.renew()
     except BaseException:
         fence()
-        _remember(settings, tid, None)
+        lease.stop()
         raise
     lease.start()
     return lease
@@ -314,18 +325,6 @@ def _lease_client(length: float) -> Any:
 
 
 _lease_redis: Any = None
-
-
-def _remember(settings: WorkerSettings, tid: str, what: dict[str, Any] | None) -> None:
-    """Write down (or forget) a running try in `$LEDGER_HOME/run/<task id>.json`: its pool process, its process
-    group and its lease, for the worker's main process (see _pool_process_lost)."""
-    path = settings.home / "run" / f"{tid}.json"
-    with contextlib.suppress(OSError):
-        if what is None:
-            path.unlink(missing_ok=True)
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(what), encoding="utf-8")
 
 
 def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None) -> dict[str, Any]:
@@ -406,13 +405,18 @@ def _entry(settings: WorkerSettings, incarnation: str, started: float, running: 
 
 
 def _alive(pid: int) -> bool:
+    """Is process `pid` running (a zombie is not)?"""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # (no /proc: ask the kernel)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
         return True
-    return True
 
 
 def _write_entry(client: Any, settings: WorkerSettings, incarnation: str, entry: str) -> dict[str, Any] | None:
@@ -496,29 +500,6 @@ def _beat(settings: WorkerSettings, incarnation: str, stop: threading.Event) -> 
         stop.wait(every)
 
 
-def _pool_process_lost(sender: Any = None, task_id: str | None = None, exception: Any = None, **_: Any) -> None:
-    """(Celery's task_failure, in the worker's main process for a pool process that died: WorkerLostError.) Kill
-    what is left of the try it ran (the try itself died with it: its parent-death signal), then say in its lease
-    that it is dead: the scheduler records it lost then, not before."""
-    from billiard.exceptions import WorkerLostError
-
-    if not isinstance(exception, WorkerLostError) or not task_id:
-        return
-    settings = _settings_of_pool()
-    path = settings.home / "run" / f"{task_id}.json"
-    try:
-        held = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # (it had not started its try)
-    if held.get("pgid"):
-        try_process.kill_group(int(held["pgid"]))
-    reason = f"the pool process running it on worker {settings.name} (pid {held.get('pool')}) died: {exception}"
-    with contextlib.suppress(Exception):
-        end_lease(_redis(), task_id, held["lease"], one_line(reason))
-    with contextlib.suppress(OSError):
-        path.unlink()
-
-
 def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNING") -> None:
     """Run the worker until it is stopped (SIGTERM: Celery's warm shutdown, running tries finish first)."""
     os.environ[NAME_VARIABLE] = settings.name
@@ -528,10 +509,9 @@ def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNIN
     _pool_settings = settings
     app = make_app(settings.celery)
     app.task(name=TASK_NAME, bind=True, store_errors_even_if_ignored=True)(run_and_store)
-    from celery.signals import task_failure, worker_ready
+    from celery.signals import worker_ready
 
     worker_ready.connect(lambda **_: print(f"ledger worker {settings.name} ready", flush=True), weak=False)
-    task_failure.connect(_pool_process_lost, weak=False)
     stop = threading.Event()
     threading.Thread(target=_beat, args=(settings, incarnation, stop), name="ledger-worker-heartbeat",
                      daemon=True).start()

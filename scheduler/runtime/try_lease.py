@@ -64,6 +64,7 @@ class TryLease:
         self._fence_try, self.parent_pid = fence, parent_pid
         self.fenced: str | None = None  # why the try was killed here
         self._renewed = time.monotonic()  # when the last renewal that held began
+        self.guard: Any = None  # what kills the try's process group should this process die (stopped with it)
         self._done = False  # the try has ended: nothing to fence, the lease renewed until its outcome is stored
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -84,10 +85,14 @@ class TryLease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        if self.guard is not None:
+            self.guard.release()
 
     def finished(self) -> None:
         """The try has ended: from now on the lease is only renewed (its outcome is being delivered)."""
         self._done = True
+        if self.guard is not None:
+            self.guard.release()
 
     def parent_gone(self) -> bool:
         return os.getppid() != self.parent_pid

@@ -193,8 +193,9 @@ class Cluster:
         home.mkdir(exist_ok=True)
         env = _env(home, **{BROKER: broker or self.redis.url, "LEDGER_API_URL": api_url or self.api_url,
                             "LEDGER_WORKER_TOKEN": self.token, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": "2", **extra})
-        proc = self.procs.start(label or f"worker-{name}", [*prefix, LEDGER, "worker", *(("--hostname", name) if named else ()),
-                                                   "--queues", queues, "--concurrency", str(concurrency)], env, home)
+        named_as = ("--hostname", name) if named else ()
+        proc = self.procs.start(label or f"worker-{name}", [*prefix, LEDGER, "worker", *named_as, "--queues", queues,
+                                                             "--concurrency", str(concurrency)], env, home)
         if wait:
             self.wait_for_worker(name, proc)
         return proc

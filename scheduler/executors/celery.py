@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.executors.celery_app import (
@@ -526,14 +526,15 @@ class CeleryExecutor(Executor):
             return TaskEvent(item.ti_id, item.try_number, "finished", float(result.get("at") or time.time()),
                              state, pid=result.get("pid"), reason=reason, host=result.get("host") or entry.host,
                              files=(), left=left)
+        ended: Literal["failed", "lost"] = "failed"
         if entry.killed is not None:
             reason = entry.killed
         elif status == "REVOKED":
             reason = "revoked on its worker"
-        else:
+        else:  # the worker's own machinery failed (the task's code fails only in the try's outcome): lost
             raised = result.get("exc_type", "an error") if isinstance(result, dict) else result
-            reason = f"the worker's task raised {raised}"
-        return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), "failed", reason=reason,
+            ended, reason = "lost", f"the worker's task raised {raised}"
+        return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), ended, reason=reason,
                          host=entry.host, files=(), left=try_files.TryFiles(log=self._log_of(entry), here=False))
 
     @staticmethod

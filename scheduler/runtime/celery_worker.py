@@ -245,7 +245,11 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
 
             lease = _lease(settings, client, tid, incarnation, None,
                            lambda: os.kill(os.getpid(), signal.SIGKILL))
-            task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
+            try:
+                task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
+            except BaseException:
+                lease.stop()
+                raise
             done = in_process.run_in_process(item, plan).outcome
             lease.finished()
             try_plan.forget_prepared()
@@ -254,12 +258,13 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         try_plan.forget_prepared()
         lease = _lease(settings, client, tid, incarnation, running.pid,
                        lambda: running.kill() if running.outcome is None else None)
-        task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid))
         try:
+            task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid))
             while (outcome := running.wait(LOG_SHIP_INTERVAL)) is None:
                 shipper.ship()
-        except BaseException:  # this pool process is being stopped (a revoke, a warm shutdown's end): the try too
-            running.kill()
+        except BaseException:  # Redis failed its start; this pool process is being stopped (a revoke, a warm
+            running.kill()  # shutdown's end): the try is killed, and its lease and guard go with it
+            running.wait()
             lease.stop()
             raise
         lease.finished()

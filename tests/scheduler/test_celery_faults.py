@@ -122,7 +122,7 @@ def test_a_name_a_live_worker_holds_is_refused_and_a_restart_after_kill_9_takes_
     assert len(said) == 1 and "worker name 'w1' is held by a live worker (pid " in said[0], said
     assert "give this one another --hostname" in said[0] and "Traceback" not in said[0]
     cluster.procs.kill9(first)
-    again = cluster.start_worker("w1", label="restarted-w1", **slow)  # its predecessor's process is gone: this is its restart
+    again = cluster.start_worker("w1", label="restarted-w1", **slow)  # its predecessor is gone: this is its restart
     assert "is the name of a live worker" not in cluster.procs.output(again)
     assert [w["pid"] for w in json.loads(ledger(cluster, "workers", "--json").stdout)] == [again.pid]
 

@@ -532,7 +532,8 @@ class CeleryExecutor(Executor):
         elif status == "REVOKED":
             reason = "revoked on its worker"
         else:  # the worker's own machinery failed (the task's code fails only in the try's outcome): lost
-            raised = result.get("exc_type", "an error") if isinstance(result, dict) else result
+            raised = (result.get("exc_type", "an error") if isinstance(result, dict)
+                      else f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else result)
             ended, reason = "lost", f"the worker's task raised {raised}"
         return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), ended, reason=reason,
                          host=entry.host, files=(), left=try_files.TryFiles(log=self._log_of(entry), here=False))

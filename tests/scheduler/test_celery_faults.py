@@ -11,16 +11,23 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
+from billiard.exceptions import WorkerLostError
 
-from scheduler.runtime.try_lease import TryLease, lease_key, taken_value
+from scheduler.executors.base import TaskEvent
+from scheduler.executors.celery import LEASE_GRACE, CeleryExecutor
+from scheduler.executors.celery_app import CeleryConfig, task_id
+from scheduler.runtime.try_lease import TryLease, dead_value, lease_key, taken_value
 from tests.celery_cluster import Cluster, RedisServer, free_port
 from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag
+from tests.scheduler.test_celery_queued_timeout import wait_for
+from tests.scheduler.test_celery_sending import items
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -243,3 +250,78 @@ def test_a_lease_fences_its_try_when_it_is_taken_or_cannot_be_renewed(tmp_path: 
     assert "could not be renewed within 3 s" in str(leases["unreachable"].fenced)
     for lease in leases.values():
         lease.stop()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def started_try(executor: CeleryExecutor, tmp_path: Path, ti_id: int) -> str:
+    """A try submitted (to a queue no worker serves) and reported started by worker w1, as a worker does."""
+    (item,) = items(tmp_path, ti_id)
+    executor.submit_all([item])
+    tid = task_id(ti_id, 1)
+    executor._app.backend.store_result(tid, {"host": "w1", "pid": 7, "at": time.time()}, "STARTED")
+    return tid
+
+
+def finished(executor: CeleryExecutor) -> TaskEvent:
+    seen: list[TaskEvent] = []
+    wait_for("the try's end", lambda: seen.extend(executor.drain()) or any(e.kind == "finished" for e in seen),
+             within=15.0)
+    return next(e for e in seen if e.kind == "finished")
+
+
+def test_a_pool_process_lost_by_celery_ends_its_try_lost_when_its_lease_says_it_is_dead_not_failed_before(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 5)
+        executor._app.backend.mark_as_failure(tid, WorkerLostError("Worker exited prematurely: signal 9 (SIGKILL)"))
+        backend.set(lease_key(tid), dead_value("the pool process running it (pid 9) died; its processes were killed"))
+        ended = finished(executor)
+        assert (ended.state, ended.reason) == ("lost", "the pool process running it (pid 9) died; its processes "
+                                                        "were killed")
+    finally:
+        executor.end(0)
+
+
+def test_an_error_of_the_workers_own_machinery_ends_the_try_lost_not_failed(tmp_path: Path,
+                                                                          redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    try:
+        tid = started_try(executor, tmp_path, 6)
+        executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))
+        ended = finished(executor)
+        assert (ended.state, ended.reason) == ("lost", "the worker's task raised ConnectionError: Connection refused")
+    finally:
+        executor.end(0)
+
+
+def test_a_lease_that_is_not_renewed_ends_its_try_lost_a_third_after_its_length_and_is_taken(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    clock = FakeClock()
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600),
+                              clock=clock)
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 7)
+        backend.set(lease_key(tid), '{"by":"w1 i1","pool":8,"pgid":9,"ms":3000}')
+        wait_for("the lease seen held", lambda: any(t.lease is not None for t in executor._by_tid.values()),
+                 within=15.0)
+        backend.delete(lease_key(tid))  # its worker stopped renewing it
+        clock.now += 3.0 * (1 + LEASE_GRACE) + 0.1
+        ended = finished(executor)
+        assert ended.state == "lost"
+        assert ended.reason == "worker w1 stopped renewing its lease (3 s; the worker or its link to Redis is gone)"
+        assert json.loads(backend.get(lease_key(tid)) or b"{}") == {"taken": ended.reason}  # its supervisor fences
+    finally:
+        executor.end(0)

@@ -14,8 +14,8 @@ polling): STARTED with host and pid, then the outcome. Every FALLBACK_INTERVAL i
 every try in flight in one MGET (what a publication lost while Redis restarted, or sent before the subscription,
 is found there), appends each running try's new log parts to its log file on this host (`ledger tasks logs
 --follow` reads it here while it runs; the whole log goes to the database with the try's end), and every
-WORKER_CHECK_INTERVAL notices tries whose worker stopped beating (`ledger:worker:<name>` expired, or beats again as
-another incarnation): those are lost, with reason "worker <name> stopped heart-beating". What it read is handed to
+WORKER_CHECK_INTERVAL reads the leases of the started tries (`ledger:lease:<task id>`, decision 0200): a try whose
+lease says it is dead, or has been missing for its length and a third more, is lost. What it read is handed to
 the job by drain(); a pipe it writes to wakes the job's loop: at once for ends, lost tries and remarks, for starts
 alone STARTS_WAKE_DELAY later.
 
@@ -78,7 +78,6 @@ class _Try:
     sent_at: float | None = None  # the executor's clock when its message was last sent (or it was adopted)
     started: bool = False  # its "started" was reported
     host: str | None = None
-    incarnation: str | None = None
     log_bytes: int = 0  # bytes of its log appended here so far
     whole: bytes | None = None  # the whole of those bytes when one read brought them all (not read back from the file)
     next_log: float = 0.0  # time.monotonic() when its log is read again while it runs
@@ -494,7 +493,6 @@ class CeleryExecutor(Executor):
             if status == "STARTED" or (status in FINISHED and not entry.started):
                 info = result if isinstance(result, dict) else {}
                 entry.host = info.get("host") or entry.host
-                entry.incarnation = info.get("incarnation") or entry.incarnation
                 if not entry.started:
                     entry.started = True
                     new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "started",

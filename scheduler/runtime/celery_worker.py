@@ -11,7 +11,11 @@ its start (host, pid), its log as it is written, and its outcome with the values
 it left. The job that holds the run records all of it; the worker writes nothing else anywhere.
 
 A try runs once: the first delivery claims it (`SET NX`); a redelivered message whose try was claimed is refused,
-and the refusal is recorded (the job that follows the try writes it as an event).
+and the refusal is recorded (the job that follows the try writes it as an event). A running try holds a lease that
+its pool process renews and fences itself on, and a guard process kills its process group should the pool process
+die (scheduler/runtime/try_lease.py, decision 0200). A worker holds its name while it beats (claim_name). What
+fails because of the fleet (the webserver unreachable, the worker's own machinery) ends the try `lost`, never
+`failed`; an outcome Redis does not take is kept and delivered when it answers.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from typing import Any
 
 from ledger.core.errors import ConfigError
 from ledger.infra.code import sha256_bytes
+from ledger.infra.code_files import materialise
 from ledger.infra.logs import log_file
 from ledger.infra.workers import API_VARIABLE, NAME_VARIABLE, TOKEN_VARIABLE, WORKERS, worker_key
 from scheduler.executors.base import WorkItem
@@ -57,7 +58,6 @@ from scheduler.executors.celery_app import (
     redis_client,
     seconds_from_env,
 )
-from scheduler.loop.code_cache import materialise
 from scheduler.runtime import try_files, try_plan, try_process
 from scheduler.runtime.try_lease import TryLease, end_lease, lease_value
 from scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
@@ -131,19 +131,17 @@ def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str
     except (OSError, ValueError) as exc:  # refused, reset, timed out; a reply cut short
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
                              f"{exc}", fleet=True) from None
-    from ledger.store.code import Snapshot
-
     files = {path: base64.b64decode(text) for path, text in data["files"].items()}
     for path, content in files.items():
         if data.get("sha256", {}).get(path) not in (None, sha256_bytes(content)):
             raise CodeFetchError(f"the code of {dag_id} version {version[:12]}: {path} does not match its hash")
-    snap = Snapshot(data["key"], data["entry"], files, bool(data["captured"]))
-    root = materialise(base, snap)
+    key, entry, captured = str(data["key"]), str(data["entry"]), bool(data["captured"])
+    root = materialise(base, key, files)
     index.parent.mkdir(parents=True, exist_ok=True)
     tmp = index.with_name(f".{index.name}.{os.getpid()}.{uuid.uuid4().hex}")
-    tmp.write_text(json.dumps({"key": snap.key, "entry": snap.entry, "captured": snap.captured}), encoding="utf-8")
+    tmp.write_text(json.dumps({"key": key, "entry": entry, "captured": captured}), encoding="utf-8")
     os.replace(tmp, index)
-    return str(root), str(root / snap.entry), snap.captured
+    return str(root), str(root / entry), captured
 
 
 class _LogShipper:

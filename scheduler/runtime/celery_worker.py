@@ -319,13 +319,13 @@ def _lease(settings: WorkerSettings, client: Any, tid: str, incarnation: str, pg
 
 
 def _lease_client(length: float) -> Any:
-    """A client that gives up on a call well within a third of the lease (a renewal that hangs must not outlast
-    the lease)."""
+    """A client that gives up on a call within a sixth of the lease (a renewal that hangs must not outlast the
+    lease by more than that: the scheduler's grace is a third)."""
     global _lease_redis
     if _lease_redis is None:
         import redis
 
-        wait = max(0.2, min(5.0, length / 3))
+        wait = max(0.1, min(5.0, length / 6))
         _lease_redis = redis.Redis.from_url(_settings_of_pool().celery.backend_url, socket_timeout=wait,
                                             socket_connect_timeout=wait)
     return _lease_redis

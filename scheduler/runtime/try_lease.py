@@ -113,6 +113,9 @@ class TryLease:
             if self.parent_gone() and not self._done:
                 self._fence(f"its worker's main process (pid {self.parent_pid}) died")
                 return
+            if time.monotonic() - self._renewed >= self.length and not self._done:  # (checked every tick)
+                self._fence(f"its lease could not be renewed within {self.length:g} s (Redis unreachable)")
+                return
             if time.monotonic() < next_renew:
                 continue
             try:
@@ -122,8 +125,5 @@ class TryLease:
             if held is False:
                 if not self._done:
                     self._fence("its lease was taken: the scheduler declared it lost")
-                return
-            if time.monotonic() - self._renewed >= self.length and not self._done:
-                self._fence(f"its lease could not be renewed within {self.length:g} s (Redis unreachable)")
                 return
             next_renew = time.monotonic() + (every if held else min(every, 0.5))

@@ -32,24 +32,29 @@ def worker(
     concurrency: Annotated[int | None, typer.Option(min=1, max=1024, callback=within_range,
                                                     help="Tries run at once (default: the CPUs).")] = None,
     hostname: Annotated[str | None, typer.Option(help="This worker's name, recorded on each try it runs "
-                                                      "(default: the host's name).")] = None,
+                                                      "(default: the host's name, or <host>-2, <host>-3... when "
+                                                      "another live worker has it). A name a live worker holds "
+                                                      "is refused.")] = None,
 ) -> None:
     """Run a Celery worker for the scheduler's `--executor celery`.
 
     Needs no DAGs folder and no database: each try runs from its run's pinned version, fetched by hash from
     ledger's webserver (LEDGER_API_URL, with LEDGER_WORKER_TOKEN) into $LEDGER_HOME/code. Reaches the broker
     (LEDGER_CELERY_BROKER_URL) and the result backend (LEDGER_CELERY_RESULT_BACKEND, default the broker)."""
-    from scheduler.runtime.celery_worker import serve, settings_from_env
+    import uuid
+
+    from scheduler.runtime.celery_worker import claim_name, serve, settings_from_env
 
     names = _queues(queues)
     if hostname is not None and not QUEUE_NAME.fullmatch(hostname):
         raise typer.BadParameter(f"a worker's name is letters, digits, '_', '.' and '-', not {hostname!r}",
                                  param_hint="'--hostname'")
     check_environment()
-    settings = settings_from_env(name=hostname, queues=names, concurrency=concurrency)
+    incarnation = uuid.uuid4().hex
+    settings, note = claim_name(settings_from_env(name=hostname, queues=names, concurrency=concurrency), incarnation)
     out.print(f"ledger worker {settings.name}: queues {', '.join(names)}, concurrency {settings.concurrency}, "
-              f"code from {settings.api_url}, home {settings.home}")
-    serve(settings)
+              f"code from {settings.api_url}, home {settings.home}" + (f" ({note})" if note else ""))
+    serve(settings, incarnation)
 
 
 def workers(as_json: Json = False) -> None:

@@ -48,6 +48,11 @@ def wait_for_port(host: str, port: int, within: float = 20.0, proc: subprocess.P
         time.sleep(0.05)
 
 
+# a try's lease (and a worker's heartbeat timeout) in the tests: long enough that a supervisor starved of CPU on a
+# loaded machine never fences a healthy try (a death is seen at once through the guard and the lease's word, not
+# by expiry); a test about expiry passes its own, shorter one
+LEASE = "10"
+
 @dataclass
 class RedisServer:
     folder: Path
@@ -171,11 +176,11 @@ class Cluster:
         return f"http://{self.web_host}:{self.web_port}"
 
     def scheduler_env(self, **extra: str) -> dict[str, str]:
-        return _env(self.home, **{BROKER: self.redis.url, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": "2",
+        return _env(self.home, **{BROKER: self.redis.url, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": LEASE,
                                   "LEDGER_VERIFY_MEMORY": "1", **extra})
 
-    def start_webserver(self, host: str = "127.0.0.1", **extra: str) -> subprocess.Popen[bytes]:
-        self.web_port, self.web_host = free_port(host), host
+    def start_webserver(self, host: str = "127.0.0.1", port: int = 0, **extra: str) -> subprocess.Popen[bytes]:
+        self.web_port, self.web_host = port or free_port(host), host
         proc = self.procs.start("webserver", [LEDGER, "webserver", "--host", host, "--port", str(self.web_port)],
                                 _env(self.home, LEDGER_WORKER_TOKEN=self.token, **{BROKER: self.redis.url},
                                      **extra), self.home)
@@ -184,15 +189,20 @@ class Cluster:
 
     def start_worker(self, name: str, *, queues: str = "default", concurrency: int = 2,
                      prefix: tuple[str, ...] = (), broker: str | None = None,
-                     api_url: str | None = None, **extra: str) -> subprocess.Popen[bytes]:
-        """A worker in a LEDGER_HOME of its own (no DAGs folder, no database); waits until it beats."""
-        home = self.home.parent / f"worker-{name}"
+                     api_url: str | None = None, named: bool = True, home: Path | None = None,
+                     wait: bool = True, label: str | None = None, **extra: str) -> subprocess.Popen[bytes]:
+        """A worker in a LEDGER_HOME of its own (no DAGs folder, no database; or `home`); waits until it beats
+        as `name` (`named`: started with `--hostname name`, else with no --hostname); its output in
+        `<label>.log` (by default worker-<name>.log)."""
+        home = home or self.home.parent / f"worker-{name}"
         home.mkdir(exist_ok=True)
         env = _env(home, **{BROKER: broker or self.redis.url, "LEDGER_API_URL": api_url or self.api_url,
-                            "LEDGER_WORKER_TOKEN": self.token, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": "2", **extra})
-        proc = self.procs.start(f"worker-{name}", [*prefix, LEDGER, "worker", "--hostname", name, "--queues", queues,
-                                                   "--concurrency", str(concurrency)], env, home)
-        self.wait_for_worker(name, proc)
+                            "LEDGER_WORKER_TOKEN": self.token, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": LEASE, **extra})
+        named_as = ("--hostname", name) if named else ()
+        proc = self.procs.start(label or f"worker-{name}", [*prefix, LEDGER, "worker", *named_as, "--queues", queues,
+                                                             "--concurrency", str(concurrency)], env, home)
+        if wait:
+            self.wait_for_worker(name, proc)
         return proc
 
     def wait_for_worker(self, name: str, proc: subprocess.Popen[bytes], within: float = 30.0) -> None:

@@ -71,9 +71,6 @@ CLOCK_READS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"
 
 # (module, imported module or library) -> what removes the edge
 KNOWN: dict[tuple[str, str], str] = {
-    # a worker fetches a version's code through the webserver, not the store (issue 40)
-    ("scheduler.runtime.celery_worker", "ledger.store.code"): "code fetched by hash through the worker API",
-    ("scheduler.runtime.celery_worker", "scheduler.loop.code_cache"): "code fetched by hash through the worker API",
     # the consumption rules of datasets are pure (core); sdk/datasets.py holds them beside the authoring classes
     ("ledger.store.datasets", "ledger.sdk.datasets"): "split sdk/datasets.py: Dataset classes / consumption rules",
     # custom timetables (sdk) are schedule kinds the read-back of a version needs; Airflow's protocol installs

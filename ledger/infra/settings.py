@@ -95,6 +95,9 @@ VARIABLES: tuple[Variable, ...] = (
              "Seconds a sent try may wait unclaimed before its message is sent again.", minimum=0),
     Variable("LEDGER_WORKER_HEARTBEAT_TIMEOUT", "float", "30", "scheduler (celery), worker",
              "Seconds without a heartbeat after which a worker is gone and its tries lost.", minimum=0),
+    Variable("LEDGER_WORKER_CODE_FETCH_PATIENCE", "float", "30", "worker",
+             "Seconds a worker keeps asking the webserver for a version's code (back-off 0.5 s doubling to 8 s) "
+             "before the try is lost.", minimum=0),
     Variable("LEDGER_API_URL", "url", "", "worker",
              "The webserver a worker fetches code, variables and connections from."),
     Variable("LEDGER_WORKER_TOKEN", "secret", "", "worker, webserver",
@@ -138,6 +141,7 @@ INTERNAL: dict[str, str] = {
     "LEDGER_ONLY": "the task a `dags test` child runs",
     "LEDGER_WORKER_SYS_PATH": "the import path handed to the LocalExecutor's workers",
     "LEDGER_WORKER_INCARNATION": "a Celery worker's incarnation, handed to its pool processes",
+    "LEDGER_WORKER_MAIN_PID": "a Celery worker's main process, which its pool processes' supervisors watch",
 }
 
 

@@ -11,6 +11,7 @@ import abc
 import copyreg
 import io
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -146,6 +147,11 @@ class Executor(abc.ABC):
     def use_metrics(self, metrics: Any) -> None:
         """The job's metrics (scheduler/loop/metrics.py), for an executor that reports some of its own (the others
         ignore them)."""
+        return None
+
+    def use_say(self, say: Callable[[str], None]) -> None:
+        """The job's way of saying one line to its operator, for an executor that reports its faults and their
+        recovery (the others say nothing)."""
         return None
 
     def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:

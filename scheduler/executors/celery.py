@@ -14,8 +14,8 @@ polling): STARTED with host and pid, then the outcome. Every FALLBACK_INTERVAL i
 every try in flight in one MGET (what a publication lost while Redis restarted, or sent before the subscription,
 is found there), appends each running try's new log parts to its log file on this host (`ledger tasks logs
 --follow` reads it here while it runs; the whole log goes to the database with the try's end), and every
-WORKER_CHECK_INTERVAL notices tries whose worker stopped beating (`ledger:worker:<name>` expired, or beats again as
-another incarnation): those are lost, with reason "worker <name> stopped heart-beating". What it read is handed to
+WORKER_CHECK_INTERVAL reads the leases of the started tries (`ledger:lease:<task id>`, decision 0200): a try whose
+lease says it is dead, or has been missing for its length and a third more, is lost. What it read is handed to
 the job by drain(); a pipe it writes to wakes the job's loop: at once for ends, lost tries and remarks, for starts
 alone STARTS_WAKE_DELAY later.
 
@@ -34,13 +34,13 @@ import collections
 import contextlib
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from ledger.infra.workers import worker_key
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.executors.celery_app import (
     KEEP,
@@ -56,15 +56,19 @@ from scheduler.executors.celery_app import (
     task_id_pattern,
 )
 from scheduler.runtime import try_files
+from scheduler.runtime.try_lease import lease_key, taken_value
 
 POLL_INTERVAL = 0.05  # seconds between two looks at what is left to do while end() waits
 READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it looks at its other work
 ENDS_WAKE_DELAY = 0.02  # seconds an end waits for others before the job is woken: more ends per transaction
 STARTS_WAKE_DELAY = 0.2  # seconds tries' starts alone may wait before the job is woken for them
 FALLBACK_INTERVAL = 0.5  # seconds between two reads of every try's state (what a lost publication held)
-WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the workers' heartbeats
+WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the running tries' leases
+LEASE_GRACE = 1 / 3  # share of a lease's length the executor waits beyond it before a missing lease means lost
 LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
 FINISHED = ("SUCCESS", "FAILURE", "REVOKED")
+# how a worker says a try ended (lost: the fleet's fault; up_for_reschedule: a sensor's next check)
+ENDS = ("success", "failed", "skipped", "lost", "up_for_reschedule")
 
 
 @dataclass
@@ -75,11 +79,13 @@ class _Try:
     sent_at: float | None = None  # the executor's clock when its message was last sent (or it was adopted)
     started: bool = False  # its "started" was reported
     host: str | None = None
-    incarnation: str | None = None
     log_bytes: int = 0  # bytes of its log appended here so far
     whole: bytes | None = None  # the whole of those bytes when one read brought them all (not read back from the file)
     next_log: float = 0.0  # time.monotonic() when its log is read again while it runs
     seen: bytes | None = None  # its state as last read (decoded again only when it changes)
+    lease: bytes | None = None  # its lease as its supervisor holds it (the same bytes while it renews it)
+    lease_length: float = 0.0  # seconds, as the lease says
+    lease_seen: float | None = None  # the executor's clock when its lease was last seen held (or it started)
     killed: str | None = None  # why kill() ended it
     done: bool = False
 
@@ -113,8 +119,9 @@ class CeleryExecutor(Executor):
         self._by_tid: dict[str, _Try] = {}  # the tries in flight by task id (the reader's, under the lock)
         self._wake_r, self._wake_w = -1, -1
         self._left: set[int] = set()
-        self.problem: str | None = None  # the last error talking to Redis
-        self.send_problem: str | None = None  # the last send's error (None: the broker answered it)
+        self._faults: dict[str, str] = {}  # what fails now ("send", "read", "revoke"), with its error (_fault)
+        self._say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+        self._blind = False  # the reader could not read Redis since it last read the leases
         self._send_lock = threading.Lock()  # one thread sends at a time: the job's or the sender
         self._unmarked: list[str] = []  # task ids sent and not yet marked queued (under _send_lock)
         self._metrics: Any = None
@@ -122,6 +129,34 @@ class CeleryExecutor(Executor):
 
     def use_metrics(self, metrics: Any) -> None:
         self._metrics = metrics
+
+    def use_say(self, say: Callable[[str], None]) -> None:
+        self._say = say
+
+    _FAULTS = {"send": "sending tries to the broker", "read": "reading the tries' states from Redis",
+               "revoke": "revoking tries", "adopt": "looking up the tries to adopt in Redis"}
+
+    def _fault(self, kind: str, exc: BaseException | None) -> None:
+        """Note that `kind` of work fails (`exc`) or works again (None): one line when it starts failing, one when
+        it works again (not one per retry)."""
+        if exc is None:
+            if self._faults.pop(kind, None) is not None:
+                self._say(f"celery executor: {self._FAULTS[kind]} works again")
+            return
+        text = f"{type(exc).__name__}: {exc}"
+        if kind not in self._faults:
+            self._say(f"celery executor: {self._FAULTS[kind]} fails ({text}); trying again")
+        self._faults[kind] = text
+
+    @property
+    def send_problem(self) -> str | None:
+        """The last send's error (None: the broker answered it)."""
+        return self._faults.get("send")
+
+    @property
+    def problem(self) -> str | None:
+        """The last error talking to Redis (reading, revoking, adopting)."""
+        return self._faults.get("read") or self._faults.get("revoke") or self._faults.get("adopt")
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -213,8 +248,9 @@ class CeleryExecutor(Executor):
                 pipe.exists(queued_key(tid), self._meta_key(tid))
             found = pipe.execute()
         except Exception as exc:  # Redis unreachable: the tries cannot be followed, so they are lost
-            self.problem = f"cannot look up tries to adopt: {exc}"
+            self._fault("adopt", exc)
             return set()
+        self._fault("adopt", None)
         adopted = set()
         with self._shared.lock:
             for (item, started), tid, count in zip(tries, tids, found, strict=True):
@@ -270,14 +306,15 @@ class CeleryExecutor(Executor):
             with self._send_lock:
                 try:
                     self._send_outbox()
-                    self.send_problem = None
+                    self._fault("send", None)
                 except Exception as exc:  # the broker unreachable: send again (what was not sent stays queued)
-                    self.send_problem = f"{type(exc).__name__}: {exc}"
+                    self._fault("send", exc)
                     again = True
                 try:
                     self._revoke_queued()
+                    self._fault("revoke", None)
                 except Exception as exc:  # (apart from sends: a revocation that keeps failing holds no message)
-                    self.problem = f"cannot revoke: {type(exc).__name__}: {exc}"
+                    self._fault("revoke", exc)
                     again = True
             if again:
                 self._stop.wait(0.5)
@@ -294,7 +331,7 @@ class CeleryExecutor(Executor):
             self._send_outbox()
             return True
         except Exception as exc:  # (left queued: the sender sends them again, with retries)
-            self.send_problem = f"{type(exc).__name__}: {exc}"
+            self._fault("send", exc)
             return False
         finally:
             self._send_lock.release()
@@ -318,11 +355,13 @@ class CeleryExecutor(Executor):
                     urgent += self._poll()
                     next_poll = now + FALLBACK_INTERVAL
                 if now >= next_check:
-                    urgent += self._check_workers() + self._read_refused() + self._resend_unclaimed()
+                    urgent += self._check_leases() + self._read_refused() + self._resend_unclaimed()
                     next_check = now + WORKER_CHECK_INTERVAL
-                self.problem = None
+                if self._faults:
+                    self._fault("read", None)
             except Exception as exc:  # Redis unreachable: subscribe and read again (nothing is lost meanwhile)
-                self.problem = f"{type(exc).__name__}: {exc}"
+                self._fault("read", exc)
+                self._blind = True
                 urgent = 0
                 if subscription is not None:
                     with contextlib.suppress(Exception):
@@ -450,10 +489,11 @@ class CeleryExecutor(Executor):
             entry.seen = raw
             meta = self._app.backend.decode_result(raw)
             status, result = meta.get("status"), meta.get("result") or {}
+            if status == "FAILURE" and _worker_lost(result):
+                status = "STARTED"  # its pool process died: the lease says when the try is dead (_check_leases)
             if status == "STARTED" or (status in FINISHED and not entry.started):
                 info = result if isinstance(result, dict) else {}
                 entry.host = info.get("host") or entry.host
-                entry.incarnation = info.get("incarnation") or entry.incarnation
                 if not entry.started:
                     entry.started = True
                     new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "started",
@@ -475,25 +515,26 @@ class CeleryExecutor(Executor):
 
     def _finished(self, entry: _Try, status: str, result: Any) -> TaskEvent:
         item = entry.item
-        if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in (
-                "success", "failed", "skipped", "up_for_reschedule"):
+        if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in ENDS:
             left = try_files.TryFiles([(k, v) for k, v in result.get("pushed") or []], result.get("rendered"),
                                       list(result.get("writes") or []), list(result.get("outlets") or []),
                                       log=self._log_of(entry), here=False)
             state, reason = result["state"], result.get("reason")
-            if entry.killed is not None and state == "failed":
+            if entry.killed is not None and state in ("failed", "lost"):
                 reason = entry.killed
             return TaskEvent(item.ti_id, item.try_number, "finished", float(result.get("at") or time.time()),
                              state, pid=result.get("pid"), reason=reason, host=result.get("host") or entry.host,
                              files=(), left=left)
+        ended: Literal["failed", "lost"] = "failed"
         if entry.killed is not None:
             reason = entry.killed
         elif status == "REVOKED":
             reason = "revoked on its worker"
-        else:
-            raised = result.get("exc_type", "an error") if isinstance(result, dict) else result
-            reason = f"the worker's task raised {raised}"
-        return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), "failed", reason=reason,
+        else:  # the worker's own machinery failed (the task's code fails only in the try's outcome): lost
+            raised = (result.get("exc_type", "an error") if isinstance(result, dict)
+                      else f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else result)
+            ended, reason = "lost", f"the worker's task raised {raised}"
+        return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), ended, reason=reason,
                          host=entry.host, files=(), left=try_files.TryFiles(log=self._log_of(entry), here=False))
 
     @staticmethod
@@ -538,28 +579,55 @@ class CeleryExecutor(Executor):
             entry.whole = data if not entry.log_bytes else None
             entry.log_bytes += len(data)
 
-    def _check_workers(self) -> int:
-        """Started tries whose worker stopped beating (or beats as a new incarnation: it was restarted) are lost."""
+    def _check_leases(self) -> int:
+        """Started tries whose lease ended are lost (decision 0200): one their worker says is dead (a pool process
+        that died, a try it fenced) at once; one whose lease is missing once LEASE_GRACE more than its length has
+        passed since this executor last saw it held (the try's supervisor has killed it by then, or is gone with
+        its host), and the lease is taken so that a supervisor that comes back kills its try. Time spent unable
+        to read Redis does not count: after it, every lease gets its whole length again."""
         with self._shared.lock:
-            started = [t for t in self._shared.tries.values() if t.started and not t.done and t.host]
+            started = [t for t in self._shared.tries.values() if t.started and not t.done]
         if not started:
             return 0
-        hosts = sorted({t.host for t in started if t.host})
-        beats = dict(zip(hosts, self._client.mget([worker_key(h) for h in hosts]), strict=True))
-        new = []
-        for entry in started:
-            raw = beats.get(entry.host or "")
-            beat = json.loads(raw) if raw else None
-            if beat is not None and (entry.incarnation is None or beat.get("incarnation") == entry.incarnation):
+        leases = self._client.mget([lease_key(t.tid) for t in started])
+        now = self._clock()
+        blind, self._blind = self._blind, False
+        doubtful: list[tuple[_Try, Any]] = []
+        for entry, lease in zip(started, leases, strict=True):
+            if entry.lease_seen is None or blind:
+                entry.lease_seen = now
+            if lease is not None and lease == entry.lease:
+                entry.lease_seen = now
                 continue
+            data = json.loads(lease) if lease is not None else None
+            if data is not None and "by" in data:  # (the first look at this lease)
+                entry.lease, entry.lease_length, entry.lease_seen = lease, float(data.get("ms") or 0) / 1000, now
+                continue
+            length = entry.lease_length or self.config.heartbeat_timeout
+            if data is None and now - entry.lease_seen < length * (1 + LEASE_GRACE):
+                continue
+            doubtful.append((entry, data))
+        if not doubtful:
+            return 0
+        states = self._client.mget([self._meta_key(entry.tid) for entry, _ in doubtful])  # (read after the leases)
+        new = []
+        for (entry, data), state in zip(doubtful, states, strict=True):
+            if state is not None and state != entry.seen:
+                continue  # it ended as the lease did: the next read of states takes its outcome
+            if data is not None:
+                reason = str(data.get("dead") or data.get("taken"))
+            else:
+                length = entry.lease_length or self.config.heartbeat_timeout
+                reason = (f"worker {entry.host} stopped renewing its lease ({length:g} s; the worker or its link to "
+                          f"Redis is gone)")
+                self._client.set(lease_key(entry.tid), taken_value(reason), ex=KEEP)
             # its log as far as it was sent, and then why it ended
             self._append_logs([entry])
             entry.done = True
-            why = "stopped heart-beating" if beat is None else "was restarted"
             if self._metrics is not None:
                 self._metrics.queue_lost.labels(entry.item.queue).inc()
             new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), "lost",
-                                 reason=f"worker {entry.host} {why}", host=entry.host, files=(),
+                                 reason=reason, host=entry.host, files=(),
                                  left=try_files.TryFiles(log=self._log_of(entry), here=False)))
         return self._publish(new)
 
@@ -620,6 +688,13 @@ class CeleryExecutor(Executor):
             self._shared.events.extend(new)
             self._new_starts += starts
         return len(new) - starts
+
+
+def _worker_lost(result: Any) -> bool:
+    """Is this failure Celery's WorkerLostError (the pool process running the try died)?"""
+    if isinstance(result, dict):
+        return result.get("exc_type") == "WorkerLostError"
+    return type(result).__name__ == "WorkerLostError"
 
 
 def unclaimed(tries: Iterable[_Try], now: float, timeout: float) -> list[_Try]:

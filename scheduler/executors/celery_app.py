@@ -10,9 +10,10 @@ Where things are:
   (its state, reason, and the values, rendered templates and writes it left). Beside Celery's own keys:
   `ledger:claim:<task id>` (the first delivery that started the try: a redelivery finds it and is refused),
   `ledger:queued:<task id>` (the message was sent: a job that takes the run over adopts the try),
-  `ledger:log:<task id>` (the try's log as it is written, each part at its byte offset), `ledger:worker:<name>`
-  (each worker's heartbeat, expiring after the heartbeat timeout) and `ledger:refused` (refused redeliveries, for
-  the events).
+  `ledger:log:<task id>` (the try's log as it is written, each part at its byte offset), `ledger:lease:<task id>`
+  (the running try's lease, which its worker renews: scheduler/runtime/try_lease.py), `ledger:worker:<name>`
+  (each worker's heartbeat, which also holds its name, expiring after the heartbeat timeout) and `ledger:refused`
+  (refused redeliveries, for the events).
 
 Nothing here imports the database layer: a worker has no database.
 """
@@ -77,11 +78,11 @@ class CeleryConfig:
             raise ConfigError(f"the celery executor needs {BROKER_VARIABLE} (e.g. redis://127.0.0.1:6379/0)")
         backend = backend_url(env)
         assert backend is not None
-        return cls(broker, backend, _seconds(env, HEARTBEAT_TIMEOUT_VARIABLE, DEFAULT_HEARTBEAT_TIMEOUT),
-                   _seconds(env, QUEUED_TIMEOUT_VARIABLE, DEFAULT_QUEUED_TIMEOUT))
+        return cls(broker, backend, seconds_from_env(env, HEARTBEAT_TIMEOUT_VARIABLE, DEFAULT_HEARTBEAT_TIMEOUT),
+                   seconds_from_env(env, QUEUED_TIMEOUT_VARIABLE, DEFAULT_QUEUED_TIMEOUT))
 
 
-def _seconds(env: dict[str, str], name: str, default: float) -> float:
+def seconds_from_env(env: dict[str, str], name: str, default: float) -> float:
     """A positive number of seconds from the environment (one line naming the variable when it is not)."""
     raw = env.get(name) or str(default)
     try:

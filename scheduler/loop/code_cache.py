@@ -13,14 +13,12 @@ them without locks: a snapshot folder that exists is complete. Nothing in them i
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from ledger.infra.code import sha256_bytes
+from ledger.infra import code_files
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store import loop as loop_store
@@ -35,54 +33,9 @@ class CodeLocation:
     captured: bool  # False: a version from before helper modules were captured (its DAG file only)
 
 
-def _safe(relpath: str) -> PurePosixPath:
-    path = PurePosixPath(relpath)
-    if path.is_absolute() or ".." in path.parts or not path.parts:
-        raise ValueError(f"unsafe path in a code snapshot: {relpath!r}")
-    return path
-
-
-def _write_once(path: Path, data: bytes, mode: int = 0o444) -> None:
-    """Write `path` atomically unless it exists."""
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
 def materialise(base: Path, snap: code_store.Snapshot) -> Path:
     """The snapshot's folder under `base` (created atomically when missing)."""
-    final = base / "snapshots" / snap.key
-    if final.is_dir():
-        return final
-    tmp = base / "snapshots" / f".tmp-{snap.key[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        for rel, data in snap.files.items():
-            sha = sha256_bytes(data)
-            blob = base / "blobs" / sha[:2] / sha
-            _write_once(blob, data)
-            dest = tmp / _safe(rel)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(blob, dest)
-            except OSError:  # another file system, or links not allowed: a read-only copy
-                shutil.copyfile(blob, dest)
-                os.chmod(dest, 0o444)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not final.is_dir():  # not "another process made it first"
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    return code_files.materialise(base, snap.key, snap.files)
 
 
 @dataclass
@@ -115,7 +68,8 @@ class CodeCache:
                     snap = code_store.snapshot(session, version, legacy_name=legacy_name)
                     assert snap is not None
                     folder = materialise(self.base, snap)
-                found = CodeLocation(str(folder), str(folder / _safe(entry)), version.code_snapshot is not None)
+                found = CodeLocation(str(folder), str(folder / code_files.safe_path(entry)),
+                                     version.code_snapshot is not None)
         self._known[key] = found
         return found
 

@@ -265,6 +265,7 @@ class DagRunJob:
             self.wakeup = DatabaseWakeup(self.engine, doorbell=open_doorbell(self.engine, self.home)) \
                 if self.settings.signal_wakeup else DatabaseWakeup(self.engine, self.settings.poll_interval)
         self.executor.use_metrics(self.metrics)
+        self.executor.use_say(lambda line: self.say(line))  # (the say of the moment: see transaction)
         self.executor.start()
         self.heartbeat.done()  # (started: its first heartbeat is due after heartbeat_interval)
 

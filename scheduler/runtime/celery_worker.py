@@ -11,16 +11,22 @@ its start (host, pid), its log as it is written, and its outcome with the values
 it left. The job that holds the run records all of it; the worker writes nothing else anywhere.
 
 A try runs once: the first delivery claims it (`SET NX`); a redelivered message whose try was claimed is refused,
-and the refusal is recorded (the job that follows the try writes it as an event).
+and the refusal is recorded (the job that follows the try writes it as an event). A running try holds a lease that
+its pool process renews and fences itself on, and a guard process kills its process group should the pool process
+die (scheduler/runtime/try_lease.py, decision 0200). A worker holds its name while it beats (claim_name). What
+fails because of the fleet (the webserver unreachable, the worker's own machinery) ends the try `lost`, never
+`failed`; an outcome Redis does not take is kept and delivered when it answers.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -28,12 +34,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ledger.core.errors import ConfigError
 from ledger.infra.code import sha256_bytes
+from ledger.infra.code_files import materialise
 from ledger.infra.logs import log_file
 from ledger.infra.workers import API_VARIABLE, NAME_VARIABLE, TOKEN_VARIABLE, WORKERS, worker_key
 from scheduler.executors.base import WorkItem
@@ -48,12 +56,16 @@ from scheduler.executors.celery_app import (
     log_key,
     make_app,
     redis_client,
+    seconds_from_env,
 )
-from scheduler.loop.code_cache import materialise
 from scheduler.runtime import try_files, try_plan, try_process
+from scheduler.runtime.try_lease import TryLease, end_lease, lease_value
 from scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
 
 INCARNATION_VARIABLE = "LEDGER_WORKER_INCARNATION"
+MAIN_PID_VARIABLE = "LEDGER_WORKER_MAIN_PID"  # set by `ledger worker` for its pool processes: its main process
+FETCH_PATIENCE_VARIABLE = "LEDGER_WORKER_CODE_FETCH_PATIENCE"
+DEFAULT_FETCH_PATIENCE = 30.0
 LOG_SHIP_INTERVAL = 0.5  # seconds between two chunks of a running try's log sent to the result backend
 LOG_CHUNK = 256 * 1024
 
@@ -67,10 +79,30 @@ class WorkerSettings:
     api_url: str
     token: str | None
     celery: CeleryConfig
+    named: bool = True  # the name was given (--hostname, LEDGER_WORKER_NAME), not the host's by default
+    fetch_patience: float = DEFAULT_FETCH_PATIENCE  # seconds a try asks again for code the webserver cannot give
 
 
 class CodeFetchError(Exception):
-    pass
+    def __init__(self, message: str, *, fleet: bool = False) -> None:
+        super().__init__(message)
+        self.fleet = fleet  # the webserver could not be reached or was failing: the fleet's fault, not the task's
+
+
+def fetch_code_patiently(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str, str, bool]:
+    """fetch_code(), asked again with back-off (0.5 s, doubling, at most 8 s apart) while the webserver cannot
+    be reached or fails (a restart), for at most LEDGER_WORKER_CODE_FETCH_PATIENCE seconds."""
+    until = time.monotonic() + settings.fetch_patience
+    pause = 0.5
+    while True:
+        try:
+            return fetch_code(settings, dag_id, version)
+        except CodeFetchError as exc:
+            if not exc.fleet or time.monotonic() + pause > until:
+                raise
+            print(f"ledger worker {settings.name}: {exc}; asking again in {pause:g} s", flush=True)
+            time.sleep(pause)
+            pause = min(pause * 2, 8.0)
 
 
 def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str, str, bool]:
@@ -94,23 +126,22 @@ def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str
             data = json.loads(response.read())
     except urllib.error.HTTPError as exc:
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
-                             f"HTTP {exc.code} {one_line(exc.read().decode('utf-8', 'replace'), 200)}") from None
-    except (OSError, ValueError) as exc:
+                             f"HTTP {exc.code} {one_line(exc.read().decode('utf-8', 'replace'), 200)}",
+                             fleet=exc.code >= 500 or exc.code in (408, 429)) from None
+    except (OSError, ValueError) as exc:  # refused, reset, timed out; a reply cut short
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
-                             f"{exc}") from None
-    from ledger.store.code import Snapshot
-
+                             f"{exc}", fleet=True) from None
     files = {path: base64.b64decode(text) for path, text in data["files"].items()}
     for path, content in files.items():
         if data.get("sha256", {}).get(path) not in (None, sha256_bytes(content)):
             raise CodeFetchError(f"the code of {dag_id} version {version[:12]}: {path} does not match its hash")
-    snap = Snapshot(data["key"], data["entry"], files, bool(data["captured"]))
-    root = materialise(base, snap)
+    key, entry, captured = str(data["key"]), str(data["entry"]), bool(data["captured"])
+    root = materialise(base, key, files)
     index.parent.mkdir(parents=True, exist_ok=True)
     tmp = index.with_name(f".{index.name}.{os.getpid()}.{uuid.uuid4().hex}")
-    tmp.write_text(json.dumps({"key": snap.key, "entry": snap.entry, "captured": snap.captured}), encoding="utf-8")
+    tmp.write_text(json.dumps({"key": key, "entry": entry, "captured": captured}), encoding="utf-8")
     os.replace(tmp, index)
-    return str(root), str(root / snap.entry), snap.captured
+    return str(root), str(root / entry), captured
 
 
 class _LogShipper:
@@ -171,8 +202,11 @@ def _redis() -> Any:
     return _client
 
 
-def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any]:
-    """The Celery task: run the try a message describes, once. Returns its outcome (the Celery result)."""
+def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The Celery task: run the try a message describes, once, under its lease, and store its outcome as the
+    try's SUCCESS state (kept here until Redis takes it). The scheduler sends its messages with ignore_result (it
+    keeps no result subscription per try), so Celery itself stores only a raised error or a revocation
+    (store_errors_even_if_ignored). A refused redelivery (Ignore) stores nothing."""
     from celery.exceptions import Ignore
 
     settings = _settings_of_pool()
@@ -191,9 +225,10 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any]:
     client.sadd(running_key, tid)
     path = log_file(str(settings.home / "logs"), payload["dag_id"], payload["run_id"], payload["task_id"],
                     payload["try_number"], payload.get("map_index", -1))
+    shipper = _LogShipper(client, tid, path)
     try:
         try:
-            root, fileloc, captured = fetch_code(settings, payload["dag_id"], payload["dag_version"])
+            root, fileloc, captured = fetch_code_patiently(settings, payload["dag_id"], payload["dag_version"])
             item = item_from_json(payload, fileloc=fileloc, code_root=root, code_captured=captured, log_path=path)
         except (CodeFetchError, OSError, ValueError) as exc:
             item = item_from_json(payload, log_path=path)
@@ -202,53 +237,152 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any]:
             with open(path, "a", encoding="utf-8") as log:
                 log.write(f"[ledger] worker {settings.name}: {reason}\n")
             task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
-            return _result(settings, item, Outcome("failed", reason, time.time()), os.getpid(),
-                           _LogShipper(client, tid, path))
-        shipper = _LogShipper(client, tid, path)
+            # the fleet's fault, not the task's: lost (no retry spent); a version the webserver refuses: failed
+            state = "lost" if isinstance(exc, CodeFetchError) and exc.fleet else "failed"
+            return _deliver(task, _result(settings, item, Outcome("failed", reason, time.time()), os.getpid(),
+                                          shipper, state=state), shipper, None)
         plan = try_plan.prepare(item)
-        if try_plan.runs_in_process(plan):  # a Spark try: this pool process's session
+        if try_plan.runs_in_process(plan):  # a Spark try: this pool process's session (fenced by killing it)
             from scheduler.runtime import in_process
 
-            task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
+            lease = _lease(settings, client, tid, incarnation, None,
+                           lambda: os.kill(os.getpid(), signal.SIGKILL))
+            try:
+                task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
+            except BaseException:
+                lease.stop()
+                raise
             done = in_process.run_in_process(item, plan).outcome
+            lease.finished()
             try_plan.forget_prepared()
-            return _result(settings, item, done, os.getpid(), shipper)
+            return _deliver(task, _result(settings, item, done, os.getpid(), shipper), shipper, lease)
         running = try_process.fork_try(item)
         try_plan.forget_prepared()
-        task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid))
+        lease = _lease(settings, client, tid, incarnation, running.pid,
+                       lambda: running.kill() if running.outcome is None else None)
         try:
+            task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid))
             while (outcome := running.wait(LOG_SHIP_INTERVAL)) is None:
                 shipper.ship()
-        except BaseException:  # this pool process is being stopped (a revoke, a warm shutdown's end): the try too
-            running.kill()
+        except BaseException:  # Redis failed its start; this pool process is being stopped (a revoke, a warm
+            running.kill()  # shutdown's end): the try is killed, and its lease and guard go with it
+            running.wait()
+            lease.stop()
             raise
-        return _result(settings, item, outcome, running.pid, shipper)
+        lease.finished()
+        if lease.fenced is not None:  # killed here because its lease ended: lost, as the scheduler sees it
+            lease.end(lease.fenced)
+            return _deliver(task, _result(settings, item, outcome, running.pid, shipper, state="lost",
+                                          reason=f"worker {settings.name} killed it: {lease.fenced}"), shipper, lease)
+        return _deliver(task, _result(settings, item, outcome, running.pid, shipper), shipper, lease)
     finally:
         with contextlib.suppress(Exception):
             client.srem(running_key, tid)
+        if os.getppid() != _main_pid():  # the worker's main process is gone: so is this pool process
+            os._exit(1)
 
 
-def run_and_store(task: Any, payload: dict[str, Any]) -> dict[str, Any]:
-    """run_message(), its outcome stored as the try's SUCCESS state here: the scheduler sends its messages with
-    ignore_result (it keeps no result subscription per try), so Celery itself stores only a raised error or a
-    revocation (store_errors_even_if_ignored). A refused redelivery (Ignore) stores nothing."""
-    outcome = run_message(task, payload)
-    task.update_state(state="SUCCESS", meta=outcome)
-    return outcome
+def _main_pid() -> int:
+    return int(os.environ.get(MAIN_PID_VARIABLE) or os.getppid())
+
+
+def _lease(settings: WorkerSettings, client: Any, tid: str, incarnation: str, pgid: int | None,
+           fence: Callable[[], None]) -> TryLease:
+    """The try's lease, taken (Redis must answer: the try has not started as far as the scheduler knows) and
+    renewed by a thread from now on. A forked try (`pgid`) is guarded as well: should this pool process die (kill
+    -9 of it, or of the worker's main process, which Celery's pool processes die with), a small process it forked
+    kills the try's process group, then says in the lease that the try is dead."""
+    length = settings.celery.heartbeat_timeout
+    value = lease_value(f"{settings.name} {incarnation}", os.getpid(), pgid, length)
+    main = _main_pid()
+    lease = TryLease(_lease_client(length), tid, value, length, fence, main)
+    if pgid is not None:
+        url, me, name = settings.celery.backend_url, os.getpid(), settings.name
+
+        def dead() -> None:  # (in the guard, once the try's group is killed)
+            import redis
+
+            who = (f"its worker's main process (pid {main}) died, and with it" if not _alive(main) else "")
+            end_lease(redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0), tid, value,
+                      f"{who or 'on worker ' + name + ','} the pool process running it (pid {me}) died; "
+                      f"its processes were killed")
+
+        lease.guard = try_process.GroupGuard(pgid, dead)
+    try:
+        lease.renew()
+    except BaseException:
+        fence()
+        lease.stop()
+        raise
+    lease.start()
+    return lease
+
+
+def _lease_client(length: float) -> Any:
+    """A client that gives up on a call within a sixth of the lease (a renewal that hangs must not outlast the
+    lease by more than that: the scheduler's grace is a third)."""
+    global _lease_redis
+    if _lease_redis is None:
+        import redis
+
+        wait = max(0.1, min(5.0, length / 6))
+        _lease_redis = redis.Redis.from_url(_settings_of_pool().celery.backend_url, socket_timeout=wait,
+                                            socket_connect_timeout=wait)
+    return _lease_redis
+
+
+_lease_redis: Any = None
+
+
+def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None) -> dict[str, Any]:
+    """Store the try's outcome as its SUCCESS state; while Redis does not answer, keep it here (the lease renewed
+    meanwhile) and store it when Redis answers again, after the rest of its log: a try that ran to its end is
+    recorded as it ended."""
+    pause = 0.2
+    said = False
+    try:
+        while True:
+            try:
+                if said:  # (what of its log Redis did not take before)
+                    result["log_rewritten"] = shipper.finish() or result["log_rewritten"]
+                    result["log_bytes"] = shipper.offset
+                task.update_state(state="SUCCESS", meta=result)
+                if said:
+                    print(f"ledger worker: the outcome of {task.request.id} was delivered", flush=True)
+                return result
+            except Exception as exc:
+                if not said:
+                    print(f"ledger worker: cannot deliver the outcome of {task.request.id} ({type(exc).__name__}: "
+                          f"{one_line(str(exc), 200)}); kept here until Redis answers", flush=True)
+                    said = True
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+    finally:
+        if lease is not None:
+            lease.stop()
+
+
+def run_and_store(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """(run_message: it stores the outcome itself.)"""
+    return run_message(task, payload)
 
 
 def _started(settings: WorkerSettings, incarnation: str, pid: int) -> dict[str, Any]:
     return {"host": settings.name, "pid": pid, "at": time.time(), "incarnation": incarnation}
 
 
-def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int,
-            shipper: _LogShipper) -> dict[str, Any]:
-    """The outcome of a try, with what it left beside its log (then removed from this host) and its whole log
-    sent on."""
+def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int, shipper: _LogShipper, *,
+            state: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """The outcome of a try (or `state` and `reason` in its place: "lost", why), with what it left beside its log
+    (then removed from this host) and its whole log sent on."""
+    if state == "lost":
+        with contextlib.suppress(OSError), open(item.log_path, "a", encoding="utf-8") as log:
+            log.write(f"[ledger] lost: {reason or outcome.reason}\n")
     rewritten = shipper.finish()
     left = try_files.read(item.log_path)
     try_files.remove(item.log_path)
-    return {"state": outcome.state, "reason": outcome.reason, "at": outcome.at, "pid": pid, "host": settings.name,
+    return {"state": state or outcome.state, "reason": reason or outcome.reason, "at": outcome.at, "pid": pid,
+            "host": settings.name,
             "pushed": [[key, value] for key, value in left.pushed], "rendered": left.rendered, "writes": left.writes,
             "outlets": left.outlets,
             "log_bytes": shipper.offset, "log_rewritten": rewritten}
@@ -262,37 +396,122 @@ def settings_from_env(env: dict[str, str] | None = None, *, name: str | None = N
         raise ConfigError(f"a worker needs {API_VARIABLE}: the URL of ledger's webserver, where it fetches the "
                           f"code of the versions it runs (e.g. http://scheduler-host:8793)")
     home = Path(env.get("LEDGER_HOME") or Path.home() / ".ledger").expanduser().resolve()
+    given = name or env.get(NAME_VARIABLE)
     return WorkerSettings(
-        name=name or env.get(NAME_VARIABLE) or socket.gethostname(), queues=queues,
+        name=given or socket.gethostname(), queues=queues,
         concurrency=concurrency or os.cpu_count() or 1, home=home, api_url=api,
-        token=(env.get(TOKEN_VARIABLE) or "").strip() or None, celery=CeleryConfig.from_env(env))
+        token=(env.get(TOKEN_VARIABLE) or "").strip() or None, celery=CeleryConfig.from_env(env),
+        named=given is not None,
+        fetch_patience=seconds_from_env(env, FETCH_PATIENCE_VARIABLE, DEFAULT_FETCH_PATIENCE))
+
+
+def _entry(settings: WorkerSettings, incarnation: str, started: float, running: list[str]) -> str:
+    return dumps({"name": settings.name, "host": socket.gethostname(), "pid": os.getpid(),
+                  "queues": list(settings.queues), "concurrency": settings.concurrency, "running": running,
+                  "heartbeat": time.time(), "started": started, "incarnation": incarnation})
+
+
+def _alive(pid: int) -> bool:
+    """Is process `pid` running (a zombie is not)?"""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # (no /proc: ask the kernel)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def _write_entry(client: Any, settings: WorkerSettings, incarnation: str, entry: str) -> dict[str, Any] | None:
+    """Write this worker's entry unless a live worker of another incarnation holds the name: then that one's
+    entry (nothing written). A holder that was this host's worker and whose process is gone is this worker's
+    predecessor (a restart): the name is taken over."""
+    import redis
+
+    key = worker_key(settings.name)
+    while True:
+        with client.pipeline() as pipe:
+            try:
+                pipe.watch(key)
+                raw = pipe.get(key)
+                held = json.loads(raw) if raw else None
+                if held is not None and held.get("incarnation") != incarnation and not (
+                        held.get("host") == socket.gethostname() and not _alive(int(held.get("pid") or 0))):
+                    return dict(held)
+                pipe.multi()
+                pipe.set(key, entry, px=int(settings.celery.heartbeat_timeout * 1000))
+                pipe.sadd(WORKERS, settings.name)
+                pipe.execute()
+                return None
+            except redis.WatchError:  # (written meanwhile: look again)
+                continue
+
+
+def claim_name(settings: WorkerSettings, incarnation: str) -> tuple[WorkerSettings, str | None]:
+    """This worker's name, held in Redis for as long as it beats. A name held by another live worker is refused
+    when it was given (one line); the host's name, taken by default, becomes `<host>-2`, `<host>-3`... (the first
+    free). Returns the settings with the name, and a note when it is not the one asked for (or took over from a
+    predecessor that died)."""
+    client = redis_client(settings.celery.backend_url)
+    try:
+        first: dict[str, Any] | None = None  # who holds the name asked for
+        for n in range(1, 100):
+            mine = settings if n == 1 else dataclasses.replace(settings, name=f"{settings.name}-{n}")
+            held = _write_entry(client, mine, incarnation, _entry(mine, incarnation, time.time(), []))
+            if held is None:
+                return mine, (None if first is None else f"{settings.name} is the name of a live worker (pid "
+                                                         f"{first.get('pid')} on {first.get('host')})")
+            if first is None:
+                first = held
+                if settings.named:
+                    raise ConfigError(
+                        f"worker name {settings.name!r} is held by a live worker (pid {held.get('pid')} on "
+                        f"{held.get('host')}): give this one another --hostname")
+    except redis_errors() as exc:
+        raise ConfigError(f"cannot reach the result backend to claim the worker's name: {exc}") from None
+    finally:
+        client.close()
+    raise ConfigError(f"the names {settings.name} to {settings.name}-99 are all held by live workers")
+
+
+def redis_errors() -> tuple[type[Exception], ...]:
+    import redis
+
+    return (redis.RedisError,)
 
 
 def _beat(settings: WorkerSettings, incarnation: str, stop: threading.Event) -> None:
     """Every third of the heartbeat timeout: this worker's entry (host, queues, concurrency, running tries),
-    which expires when it stops beating."""
+    which expires when it stops beating (never written over another live worker's, see _write_entry)."""
     client = redis_client(settings.celery.backend_url)
     every = settings.celery.heartbeat_timeout / 3
     key = worker_key(settings.name)
     started = time.time()
+    said = None
     while not stop.is_set():
-        with contextlib.suppress(Exception):  # (the broker's Redis restarting: beat again when it is back)
+        try:
             running = sorted(member.decode() for member in client.smembers(f"{key}:running"))
-            entry = {"name": settings.name, "host": socket.gethostname(), "pid": os.getpid(),
-                     "queues": list(settings.queues), "concurrency": settings.concurrency, "running": running,
-                     "heartbeat": time.time(), "started": started, "incarnation": incarnation}
-            pipe = client.pipeline()
-            pipe.set(key, dumps(entry), px=int(settings.celery.heartbeat_timeout * 1000))
-            pipe.sadd(WORKERS, settings.name)
-            pipe.execute()
+            held = _write_entry(client, settings, incarnation, _entry(settings, incarnation, started, running))
+            if held is not None and said != held.get("incarnation"):
+                print(f"ledger worker {settings.name}: another worker (pid {held.get('pid')} on {held.get('host')}) "
+                      f"took this name while this one could not beat; its tries' leases still hold", flush=True)
+            said = held.get("incarnation") if held is not None else None
+        except Exception as exc:  # (the broker's Redis restarting: beat again when it is back)
+            if said != "unreachable":
+                print(f"ledger worker {settings.name}: cannot beat ({type(exc).__name__}: {exc})", flush=True)
+                said = "unreachable"
         stop.wait(every)
 
 
-def serve(settings: WorkerSettings, *, loglevel: str = "WARNING") -> None:
+def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNING") -> None:
     """Run the worker until it is stopped (SIGTERM: Celery's warm shutdown, running tries finish first)."""
-    incarnation = uuid.uuid4().hex
     os.environ[NAME_VARIABLE] = settings.name
     os.environ[INCARNATION_VARIABLE] = incarnation
+    os.environ[MAIN_PID_VARIABLE] = str(os.getpid())
     global _pool_settings
     _pool_settings = settings
     app = make_app(settings.celery)

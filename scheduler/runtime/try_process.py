@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 from scheduler.executors.base import WorkItem
@@ -252,6 +252,40 @@ class RunningTry:
         self._pidfd = None
         self._result_fd = -1
         self._eof = True
+
+
+class GroupGuard:
+    """A small forked process that kills a try's process group if the process that forked it dies first (any way,
+    kill -9 too): it waits on a pipe whose only writer is that process, so the pipe's end is its death. release()
+    (the try ended) lets it go without killing anything."""
+
+    def __init__(self, pgid: int, after: Callable[[], None] | None = None) -> None:
+        read_fd, self._write_fd = os.pipe()
+        os.set_inheritable(self._write_fd, False)
+        self.pid = os.fork()
+        if self.pid == 0:  # the guard
+            code = 0
+            try:
+                os.close(self._write_fd)
+                if not os.read(read_fd, 1):  # end of file: the forking process died before the try ended
+                    kill_group(pgid)
+                    if after is not None:
+                        after()
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(read_fd)
+
+    def release(self) -> None:
+        if self._write_fd < 0:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"x")
+        os.close(self._write_fd)
+        self._write_fd = -1
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
 
 
 def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:

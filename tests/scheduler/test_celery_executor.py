@@ -205,7 +205,7 @@ def test_a_worker_killed_mid_try_gets_its_try_recorded_lost_and_the_task_succeed
     assert "try 1/1: running" in followed and "\nbegun\n" in followed, followed
     assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "slow")] == [(1, "lost", host), (2, "success", other)]
     (lost,) = json.loads(ledger(cluster, "events", "--dag", "slow", "--kind", "try_lost", "--json").stdout)
-    assert f"worker {host} stopped heart-beating" in lost["details"]["reason"]
+    assert f"worker {host} stopped renewing its lease" in lost["details"]["reason"]
     assert "\nbegun\n" in log.read_text()  # readable after its worker is gone
     shutil.rmtree(cluster.home / "logs")  # and kept in the database: readable where the logs folder is not
     for n, said in ((1, "\nbegun\n"), (2, "\ndone\n")):

@@ -1,0 +1,129 @@
+"""A remote try's lease (decision 0200): the try's supervisor (the worker's pool process that runs it) holds
+`ledger:lease:<task id>` in the result backend's Redis and renews it every third of its length; it fences itself
+(kills the try's process group) when it cannot renew it before it ends, when the lease was taken from it, or when
+its worker's main process dies. The scheduler declares the try lost only once the lease has ended (plus a grace),
+so by then the try is dead.
+
+A lease's value is fixed for the try (who holds it, the pool process and the try's process group, its length):
+renewing it is "set it again with its length, if it is missing or still this value", in one Lua script, so a
+Redis that restarted without its data gets the lease back from the next renewal, and a lease the scheduler took
+(it wrote why) is never renewed over. A supervisor that knows its try is dead writes so (`{"dead": reason}`), and
+the scheduler records the try lost at once instead of waiting for the lease to end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# set the lease again (with its length, ms) when it is missing or still ours; 0: it was taken
+_RENEW = """local v = redis.call('GET', KEYS[1])
+if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
+return 0"""
+# replace our lease with what became of the try (kept KEEP s); 0: it was taken meanwhile
+_END = """local v = redis.call('GET', KEYS[1])
+if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) return 1 end
+return 0"""
+PARENT_CHECK = 0.2  # seconds between two looks at whether the worker's main process is still there
+ENDED_KEEP = 3600  # seconds a "dead" lease is kept (the scheduler reads it within its next check)
+
+
+def lease_key(tid: str) -> str:
+    return f"ledger:lease:{tid}"
+
+
+def lease_value(holder: str, pool_pid: int, pgid: int | None, length: float) -> str:
+    return json.dumps({"by": holder, "pool": pool_pid, "pgid": pgid, "ms": int(length * 1000)},
+                      separators=(",", ":"))
+
+
+def dead_value(reason: str) -> str:
+    return json.dumps({"dead": reason}, separators=(",", ":"))
+
+
+def taken_value(reason: str) -> str:
+    return json.dumps({"taken": reason}, separators=(",", ":"))
+
+
+def end_lease(client: Any, tid: str, value: str, reason: str) -> bool:
+    """Say the try holding this lease is dead (`reason`); False: the lease was taken meanwhile."""
+    return bool(client.eval(_END, 1, lease_key(tid), value, dead_value(reason), ENDED_KEEP))
+
+
+class TryLease:
+    """The renewing thread of a try's supervisor. `fence` kills the try (its process group)."""
+
+    def __init__(self, client: Any, tid: str, value: str, length: float, fence: Callable[[], None],
+                 parent_pid: int) -> None:
+        self.client, self.tid, self.value, self.length = client, tid, value, length
+        self._fence_try, self.parent_pid = fence, parent_pid
+        self.fenced: str | None = None  # why the try was killed here
+        self._renewed = time.monotonic()  # when the last renewal that held began
+        self.guard: Any = None  # what kills the try's process group should this process die (stopped with it)
+        self._done = False  # the try has ended: nothing to fence, the lease renewed until its outcome is stored
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def renew(self) -> bool:
+        """One renewal (raises when Redis does not answer); False: the lease was taken."""
+        began = time.monotonic()
+        if not self.client.eval(_RENEW, 1, lease_key(self.tid), self.value, int(self.length * 1000)):
+            return False
+        self._renewed = began
+        return True
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ledger-try-lease", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        if self.guard is not None:
+            self.guard.release()
+
+    def finished(self) -> None:
+        """The try has ended: from now on the lease is only renewed (its outcome is being delivered)."""
+        self._done = True
+        if self.guard is not None:
+            self.guard.release()
+
+    def parent_gone(self) -> bool:
+        return os.getppid() != self.parent_pid
+
+    def end(self, reason: str) -> None:
+        """After the try is dead: say so (best effort: otherwise the lease ends by itself)."""
+        with contextlib.suppress(Exception):
+            end_lease(self.client, self.tid, self.value, reason)
+
+    def _fence(self, reason: str) -> None:
+        self.fenced = reason
+        self._fence_try()
+
+    def _run(self) -> None:
+        every = self.length / 3
+        next_renew = time.monotonic() + every
+        while not self._stop.wait(min(PARENT_CHECK, max(0.0, next_renew - time.monotonic()))):
+            if self.parent_gone() and not self._done:
+                self._fence(f"its worker's main process (pid {self.parent_pid}) died")
+                return
+            if time.monotonic() - self._renewed >= self.length and not self._done:  # (checked every tick)
+                self._fence(f"its lease could not be renewed within {self.length:g} s (Redis unreachable)")
+                return
+            if time.monotonic() < next_renew:
+                continue
+            try:
+                held: bool | None = self.renew()
+            except Exception:  # Redis unreachable: again soon, until the lease would have ended
+                held = None
+            if held is False:
+                if not self._done:
+                    self._fence("its lease was taken: the scheduler declared it lost")
+                return
+            next_renew = time.monotonic() + (every if held else min(every, 0.5))

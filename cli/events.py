@@ -49,6 +49,13 @@ def events(
         "--task", help="Only events about this task (its tries, marks, clears, signals).")] = None,
     kind: Annotated[list[str] | None, typer.Option("--kind", help="Only events of this kind (repeatable).")] = None,
     limit: Annotated[int | None, typer.Option(min=1, callback=within_range, help="Only the newest N events.")] = None,
+    before: Annotated[int | None, typer.Option(
+        "--before", parser=id_parser("event id"), show_default=False,
+        help="Only events older than this event id (the next page of --limit: the oldest id it listed).")] = None,
+    before_signal: Annotated[int | None, typer.Option(
+        "--before-signal", parser=id_parser("signal id"), show_default=False,
+        help="Only task state signals older than this signal id (the next page of --limit: the oldest signal_id "
+             "it listed).")] = None,
     task_signals: Annotated[bool, typer.Option(
         "--task-signals/--no-task-signals",
         help="List task state signals (kind task_state_signal) among the events.")] = True,
@@ -64,7 +71,8 @@ def events(
     with env.reading() as session:
         refuse_unknown_filters(session, dag, run)
         rows = event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
-                                        task_signals=task_signals, task_id=task)
+                                        task_signals=task_signals, task_id=task, before=before,
+                                        before_signal=before_signal)
     if as_json:
         print_json(rows)
         return

@@ -264,6 +264,20 @@ def listing(session: Session, key: str | None = None, *, since_version: int = 0,
     return [_from_row(r) for r in session.execute(stmt)]
 
 
+def newest_first(session: Session, key: str | None = None, *, before: int | None = None, limit: int,
+                 hide_prefix: str | None = None) -> list[Signal]:
+    """The newest `limit` signals (of one key), newest first: those with an id below `before` (the keyset of
+    the next older page), leaving out the keys that start with `hide_prefix`."""
+    stmt = select(SIGNALS).order_by(SIGNALS.c.id.desc()).limit(limit)
+    if key is not None:
+        stmt = stmt.where(SIGNALS.c.key == validate_key(key))
+    elif hide_prefix is not None:
+        stmt = stmt.where(~SIGNALS.c.key.startswith(hide_prefix, autoescape=True))
+    if before is not None:
+        stmt = stmt.where(SIGNALS.c.id < before)
+    return [_from_row(r) for r in session.execute(stmt)]
+
+
 def newest_id(session: Session) -> int:
     """The id of the newest signal, 0 when there is none."""
     return int(session.scalar(select(func.max(SIGNALS.c.id))) or 0)

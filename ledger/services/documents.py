@@ -360,7 +360,7 @@ def backfill_json(session: Session, b: Backfill) -> Doc:
             "planned": backfill_store.planned_of(session, b.id), "created": h.created,
             "overridden_later": h.overridden, "succeeded": h.succeeded, "failed": h.failed,
             "unfinished": h.unfinished, "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed,
-            "downstream": bool(b.downstream)}
+            "downstream": bool(b.downstream), "max_active_runs": b.max_active_runs}
 
 
 def backfills_document(session: Session) -> list[Doc]:

@@ -102,6 +102,18 @@ def history_of(session: Session, backfill_id: int) -> History:
                    sum(runs.get(state, 0) for state in UNFINISHED_RUN_STATES))
 
 
+def backfill_room(session: Session, backfill_ids: set[int]) -> dict[int, int]:
+    """For each of these backfills given its own max_active_runs: how many more of its runs may be running (its
+    limit less its runs running now, held by any job)."""
+    if not backfill_ids:
+        return {}
+    running = (select(func.count()).where(DagRun.backfill_id == Backfill.id, DagRun.state == RunState.RUNNING.value)
+               .scalar_subquery())
+    rows = session.execute(select(Backfill.id, Backfill.max_active_runs - running).where(
+        Backfill.id.in_(backfill_ids), Backfill.max_active_runs.is_not(None)))
+    return {i: int(room) for i, room in rows}
+
+
 def waiting_reasons(session: Session, backfill_id: int, job_id: int,
                     adopted: Collection[int] = ()) -> list[tuple[int, str, bool]]:
     """(run id, why it waits, blocked) for the backfill's unfinished runs (and the `adopted` ones) that this job
@@ -136,6 +148,7 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
     active = _runs_with(session, ids, TaskInstance.state.in_(ACTIVE_TASK_STATES))
     holding: dict[str, bool] = {}
     running_of: dict[tuple[str, int], list[Any]] = {}
+    room: dict[int, int] = {}  # backfill id -> how many more of its runs may run (its own max_active_runs)
     stalled: list[int] = []
     before_ids = sorted({run.previous_run_id for run in runs if run.previous_run_id is not None})
     previous = {r.id: r for chunk in chunks(before_ids)
@@ -162,6 +175,11 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
                 whose = f" of backfill {first.backfill_id}" if first.backfill_id is not None else ""
                 out.append((run.id, f"max_active_runs {spec.max_active_runs} reached by run {first.id}{whose}",
                             False))
+            elif run.backfill_id is not None:
+                if run.backfill_id not in room:
+                    room.update(backfill_room(session, {run.backfill_id}))
+                if room.get(run.backfill_id, 1) <= 0:
+                    out.append((run.id, f"backfill {run.backfill_id}'s max_active_runs reached", False))
         elif run.previous_run_id is not None and any(t.depends_on_past for t in spec.tasks.values()):
             before = previous.get(run.previous_run_id)
             if before is not None and run.id not in active:

@@ -24,7 +24,7 @@ EVENT_KINDS = frozenset({
     "backfill_resumed", *(f"callback_{outcome}" for outcome in callback_store.OUTCOMES), "connection_deleted",
     "connection_set", "dag_paused", "dag_unpaused", "deadline_missed", "job_died", "lock_stolen", "lock_taken",
     "locks_released", "pool_deleted", "pool_set", "run_cancelled", "run_created", "run_marked", "run_overridden",
-    "run_spliced", "run_state_changed", "run_version_changed", "signal_action", "signal_rule_failed",
+    "run_restored", "run_spliced", "run_state_changed", "run_version_changed", "signal_action", "signal_rule_failed",
     "signal_sent", "task_expanded", "task_failed", "task_skipped", "sensor_checked", event_store.TASK_STATE_KIND,
     "tasks_cleared", "tasks_marked", "try_adopted", "try_lost", "try_not_started", "try_redelivery_refused",
     "variable_deleted", "variable_set", "version_registered", "version_reverted", "code_dropped",

@@ -396,9 +396,10 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     """Mark the backfill cancelled and end its unfinished runs that no live job (other than `held_by`) is
     executing: their task instances that have not started are skipped (reason "run cancelled"), tries left by a
     job that died are lost, and the run fails (or keeps `success` when every task had succeeded:
-    cancelled_state). Finished runs stay as they are. Returns the ids of the runs ended."""
+    cancelled_state). Finished runs stay as they are. A date whose run so ended without success gets back the run
+    it displaced (ledger.core.backfill_cancel, decision 0210). Returns the ids of the runs ended."""
     row = backfill_store.get(session, backfill_id)
-    if row.state == BackfillState.RUNNING.value:
+    if row.state in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
         row.state, row.ended_at = BackfillState.CANCELLED.value, now
         events.record(session, "backfill_cancelled", at=now, actor=actor, dag_id=row.dag_id,
                       backfill_id=backfill_id)
@@ -415,6 +416,7 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
         set_run_state(session, run, state, now=now, actor=actor, release=True,
                       reason="; ".join([f"backfill {backfill_id} cancelled", *what]))
         failed.append(run.id)
+    backfill_store.restore_after_cancel(session, row, now=now, actor=actor)  # decision 0210
     return failed
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
+from ledger.core.backfill_cancel import CancelledRun, Fate, fate, restores
 from ledger.core.errors import NotFound
 from ledger.core.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
 from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
@@ -58,6 +59,8 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     unfinished (also for an interrupted backfill whose runs a scheduler or `backfill resume` finished)."""
     row = session.get(Backfill, backfill_id)
     assert row is not None
+    if row.state == BackfillState.CANCELLED.value:
+        restore_after_cancel(session, row, now=now, actor=actor)
     if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
         return row.state
     if count_unfinished(session, backfill_id, adopted):  # (asked as each run ends: the cheap count first)
@@ -70,6 +73,38 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     events.record(session, "backfill_finished", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
                   state=row.state, runs=p.runs_total, failed_runs=p.runs_failed)
     return row.state
+
+
+def restore_after_cancel(session: Session, row: Backfill, *, now: datetime, actor: str) -> list[int]:
+    """Each run of the cancelled backfill that the cancel ended without success (failed since the cancel, its lock
+    released) gives its date back to the run it displaced, when ledger.core.backfill_cancel says so. Returns the
+    runs restored."""
+    from ledger.store import runs as run_store
+
+    if row.ended_at is None:
+        return []
+    ended = list(session.scalars(select(DagRun).where(
+        DagRun.backfill_id == row.id, DagRun.state == RunState.FAILED.value, DagRun.lock_holder.is_(None),
+        DagRun.ended_at >= row.ended_at).order_by(DagRun.logical_date)))
+    displaced = run_store.displaced_by(session, [r.id for r in ended])
+    restored = []
+    for run in ended:
+        d = displaced.get(run.id)
+        if d is None or restores(CancelledRun(run.id, run.logical_date, run.state, d), run.state) is None:
+            continue
+        run_store.restore_displaced(session, run, d, now=now, actor=actor,
+                                    reason=f"backfill {row.id} cancelled before run {run.id} finished")
+        restored.append(d.run_id)
+    return restored
+
+
+def cancel_preview(session: Session, backfill_id: int) -> list[Fate]:
+    """What a cancel of the backfill would do to each of its dates, by logical date (said before it acts)."""
+    from ledger.store import runs as run_store
+
+    runs = runs_of(session, backfill_id)
+    displaced = run_store.displaced_by(session, [r.id for r in runs])
+    return [fate(CancelledRun(r.id, r.logical_date, r.state, displaced.get(r.id))) for r in runs]
 
 
 @dataclass(frozen=True)

@@ -72,9 +72,10 @@ def timeline_json(rows: Iterable[Any]) -> list[Doc]:
 
 
 def timeline_range(dag: Dag, start: str | None, end: str | None) -> tuple[datetime | None, datetime | None]:
-    """The logical-date range `ledger timeline DAG --start A --end B` reads (dates in the DAG's timezone)."""
+    """The logical-date range `ledger timeline DAG --start A --end B` reads (dates in the DAG's timezone; an end
+    given as a date without a time includes that whole day)."""
     lo = parse_user_date(start, timezone=dag.timezone, what="--start") if start else None
-    hi = parse_user_date(end, timezone=dag.timezone, what="--end") if end else None
+    hi = parse_user_date(end, timezone=dag.timezone, what="--end", end_of_day=True) if end else None
     if lo is not None and hi is not None and hi < lo:
         raise InvalidInput(f"--end {end} is before --start {start}")
     return lo, hi

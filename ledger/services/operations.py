@@ -19,6 +19,7 @@ import pendulum
 from pendulum import DateTime
 from sqlalchemy.orm import Session
 
+from ledger.core import strict_json
 from ledger.core.backfill_plan import Action, PlanItem, Reprocess
 from ledger.core.dates import check_within_dag, iso, parse_user_date
 from ledger.core.dependencies import TiState, decide
@@ -246,6 +247,8 @@ def trigger(session: Session, spec: DagSpec, at: DateTime, conf: dict[str, Any] 
             now: datetime, actor: str) -> tuple[DagRun, DagRun | None]:
     """Create a manual run (queued) of the interval containing `at` and splice it into the timeline; with
     `replace`, it overrides the live run at that date. Returns (the new run, the run it overrode or None)."""
+    if conf is not None:
+        strict_json.check(conf, "conf")
     try:
         check_conf(from_description(spec.params), conf, dag_id=spec.dag_id)
     except ValueError as exc:
@@ -484,6 +487,8 @@ def backfill_request(spec: DagSpec, start: str, end: str, *, reprocess: str = "n
         raise InvalidInput(f"the range is backwards: --end {end} is before --start {start}")
     if max_active_runs is not None and max_active_runs < 1:
         raise InvalidInput(f"--max-active-runs must be 1 or more, not {max_active_runs}")
+    if conf is not None:
+        strict_json.check(conf, "conf")
     return BackfillRequest(dag_id=spec.dag_id, start=first, end=last, reprocess=Reprocess(reprocess),
                            backwards=backwards, conf=conf, max_active_runs=max_active_runs, submit=submit,
                            requested_by=requested_by, downstream=downstream)

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from ledger.core import strict_json
 from ledger.core.errors import InvalidInput, NotFound
 from ledger.infra import workers as worker_list
 from ledger.services import dataset_docs, documents
@@ -29,7 +30,10 @@ MAX_PAGE = 10_000
 
 
 def _json(value: Any, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(value, headers=headers)
+    try:
+        return JSONResponse(value, headers=headers)
+    except ValueError:  # a NaN or infinite number stored before conf was strict: written as its name, a string
+        return JSONResponse(strict_json.finite(value), headers=headers)
 
 
 @router.get("/dags", summary="`ledger dags list --json`: the active DAGs")

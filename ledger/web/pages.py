@@ -28,6 +28,7 @@ router = APIRouter(include_in_schema=False)
 PAGE = 100
 GRID_RUNS = 25  # runs on the grid's first screen
 BACKFILL_RUNS = 200  # runs per page of a backfill
+SIGNALS_SCANNED = 20_000  # signal ids a signals page looks through for the ones it shows (task state ones hidden)
 
 
 def _live(request: Request) -> bool:
@@ -308,9 +309,10 @@ def signals(request: Request, key: str | None = None, before: Annotated[int | No
     page); without a key, the task state signals (ledger.task.*) only with `task_signals`."""
     key = key or None
     with session_of(request) as session:
-        found = [s.as_json() for s in signal_store.newest_first(
+        signals, older_key = signal_store.newest_first(
             session, key, before=before, limit=limit,
-            hide_prefix=None if task_signals else event_store.TASK_STATE_PREFIX)]
-    older = str(request.url.include_query_params(before=found[-1]["id"])) if len(found) == limit else None
+            hide_prefix=None if task_signals else event_store.TASK_STATE_PREFIX, scan=SIGNALS_SCANNED)
+    found = [s.as_json() for s in signals]
+    older = str(request.url.include_query_params(before=older_key)) if older_key is not None else None
     return _page(request, "signals.html", signals=found, key=key or "", older=older, task_signals=task_signals,
                  paged=before is not None)

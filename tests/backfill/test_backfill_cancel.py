@@ -121,3 +121,37 @@ def test_the_web_confirmation_shows_what_becomes_of_each_date_before_the_cancel(
     for r in before.values():
         assert f"run {r['run_id']} (success), which it replaced, is live again" in page.text
     assert cli.json("backfill", "show", str(backfill_id))["state"] == "running"
+
+
+def test_the_backfill_command_executing_it_gives_the_dates_back_when_it_is_cancelled(ready_cli: Cli) -> None:
+    """The same when the backfill command itself runs the runs (its job ends them as it stops)."""
+    import subprocess
+
+    from tests.conftest import LEDGER
+
+    cli = ready_cli
+    gate = cli.home / "go"
+    before = green_history(cli, command=f'[ "$LEDGER_RUN_TYPE" != backfill ] || until [ -f {gate} ]; do sleep 0.05; '
+                                         'done')
+    proc = subprocess.Popen([LEDGER, "backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--reprocess",
+                             "completed", "--max-active-runs", "1", "--yes"], env={**cli.env, "LEDGER_POLL_INTERVAL":
+                                                                                     "0.2"},
+                            cwd=cli.home, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def task_running() -> bool:
+            with db(cli) as conn:
+                return bool(conn.execute("SELECT count(*) FROM task_instance WHERE state = 'running'").fetchone()[0])
+
+        wait_until(task_running, what="the backfill to run task a of its first run")
+        cli.ok("backfill", "cancel", "1")
+        gate.write_text("go")
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in out, out
+    runs = timeline(cli)
+    assert {d: (r["run_id"], r["state"]) for d, r in live_by_date(runs).items()} == {
+        d: (r["run_id"], "success") for d, r in before.items()}
+    assert {r["state"] for r in runs if r["backfill_id"] == "1"} == {"overridden"} and len(runs) == 6

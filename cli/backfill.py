@@ -353,14 +353,27 @@ def show(backfill_id: BackfillId,
 
 
 @app.command()
-def cancel(backfill_id: BackfillId) -> None:
-    """Stop a backfill: its remaining runs are not run (they end failed); finished runs stay."""
+def cancel(backfill_id: BackfillId, dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print what the cancel would do to each date, and do nothing.")] = False) -> None:
+    """Stop a backfill: its remaining runs are not run; finished runs stay. A date whose run it stops gets back the
+    run the backfill had replaced there, when that run had finished (decision 0210). It prints what becomes of
+    each date, as read in the transaction that cancels (--dry-run: only that)."""
     from ledger.infra.scheduler_settings import SchedulerSettings
     from ledger.services.operations import stop_backfill
 
     env = open_env()
-    with env.transaction() as session:
+    if dry_run:
+        with env.reading() as session:
+            backfill_store.get(session, backfill_id)
+            fates = backfill_store.cancel_preview(session, backfill_id)
+        for f in fates:
+            out.print(f"{iso(f.logical_date)}: {f.says}")
+        return
+    with env.transaction() as session:  # what becomes of each date is read in the transaction that cancels
+        fates = backfill_store.cancel_preview(session, backfill_id)
         failed, unfinished = stop_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
                                            stale_after=SchedulerSettings.from_env().lock_timeout)
+    for f in fates:
+        out.print(f"{iso(f.logical_date)}: {f.says}")
     out.print(f"backfill {backfill_id} cancelled: {len(failed)} run(s) will not run"
               + (f"; {unfinished} in flight are being stopped by their job" if unfinished else ""))

@@ -132,11 +132,17 @@ def refuse_unknown_filters(session: Session, dag_id: str | None, run_id: int | s
 
 
 def print_json(value: Any) -> None:
-    """Indented JSON; a long list is written compactly (the same document, several times faster)."""
-    if isinstance(value, list) and len(value) > 500:
-        sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
-    else:
-        sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    """Indented JSON; a long list is written compactly (the same document, several times faster). Always JSON: a
+    NaN or infinite number (a conf stored before conf was strict) is written as its name, a string."""
+    from ledger.core.strict_json import finite
+
+    compact = isinstance(value, list) and len(value) > 500
+    options: dict[str, Any] = {"separators": (",", ":")} if compact else {"indent": 2}
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, **options)
+    except ValueError:  # (rare: walked only then)
+        text = json.dumps(finite(value), ensure_ascii=False, allow_nan=False, **options)
+    sys.stdout.write(text + "\n")
 
 
 def parse_conf(text: str | None, option: str = "--conf") -> dict[str, Any] | None:
@@ -146,11 +152,13 @@ def parse_conf(text: str | None, option: str = "--conf") -> dict[str, Any] | Non
 
     if text is None:
         return None
+    from ledger.core import strict_json
+    from ledger.core.errors import InvalidInput
+
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"{option} is not valid JSON: {exc.msg} at character {exc.pos}",
-                                 param_hint=f"'{option}'") from None
+        value = strict_json.loads(text, option)
+    except InvalidInput as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"'{option}'") from None
     if not isinstance(value, dict):
         raise typer.BadParameter(f"{option} must be a JSON object, like '{{\"key\": \"value\"}}'",
                                  param_hint=f"'{option}'")

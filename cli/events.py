@@ -24,7 +24,7 @@ EVENT_KINDS = frozenset({
     "backfill_resumed", *(f"callback_{outcome}" for outcome in callback_store.OUTCOMES), "connection_deleted",
     "connection_set", "dag_paused", "dag_unpaused", "deadline_missed", "job_died", "lock_stolen", "lock_taken",
     "locks_released", "pool_deleted", "pool_set", "run_cancelled", "run_created", "run_marked", "run_overridden",
-    "run_spliced", "run_state_changed", "run_version_changed", "signal_action", "signal_rule_failed",
+    "run_restored", "run_spliced", "run_state_changed", "run_version_changed", "signal_action", "signal_rule_failed",
     "signal_sent", "task_expanded", "task_failed", "task_skipped", "sensor_checked", event_store.TASK_STATE_KIND,
     "tasks_cleared", "tasks_marked", "try_adopted", "try_lost", "try_not_started", "try_redelivery_refused",
     "variable_deleted", "variable_set", "version_registered", "version_reverted", "code_dropped",
@@ -49,6 +49,13 @@ def events(
         "--task", help="Only events about this task (its tries, marks, clears, signals).")] = None,
     kind: Annotated[list[str] | None, typer.Option("--kind", help="Only events of this kind (repeatable).")] = None,
     limit: Annotated[int | None, typer.Option(min=1, callback=within_range, help="Only the newest N events.")] = None,
+    before: Annotated[int | None, typer.Option(
+        "--before", parser=id_parser("event id"), show_default=False,
+        help="Only events older than this event id (the next page of --limit: the oldest id it listed).")] = None,
+    before_signal: Annotated[int | None, typer.Option(
+        "--before-signal", parser=id_parser("signal id"), show_default=False,
+        help="Only task state signals older than this signal id (the next page of --limit: the oldest signal_id "
+             "it listed).")] = None,
     task_signals: Annotated[bool, typer.Option(
         "--task-signals/--no-task-signals",
         help="List task state signals (kind task_state_signal) among the events.")] = True,
@@ -64,7 +71,8 @@ def events(
     with env.reading() as session:
         refuse_unknown_filters(session, dag, run)
         rows = event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
-                                        task_signals=task_signals, task_id=task)
+                                        task_signals=task_signals, task_id=task, before=before,
+                                        before_signal=before_signal)
     if as_json:
         print_json(rows)
         return

@@ -27,7 +27,8 @@ STATE_STYLE = {"success": "green", "failed": "red", "running": "cyan", "queued":
 def timeline(
     dag_id: DagId,
     start: Annotated[str | None, typer.Option(help="Earliest logical date shown.", callback=checked_date)] = None,
-    end: Annotated[str | None, typer.Option(help="Latest logical date shown.", callback=checked_date)] = None,
+    end: Annotated[str | None, typer.Option(help="Latest logical date shown (a date without a time: all of that day).",
+                                             callback=checked_date)] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Also show overridden runs as rows.")] = False,
     as_json: Json = False,
 ) -> None:

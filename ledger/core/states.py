@@ -110,7 +110,8 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     # its tasks finished, or an operator marked or cancelled it, or its dagrun_timeout passed
     RunState.SUCCESS: frozenset({RunState.QUEUED, RunState.RUNNING, RunState.FAILED}),
     RunState.FAILED: frozenset({RunState.QUEUED, RunState.RUNNING, RunState.SUCCESS}),
-    # a backfill or a replace displaced it: whatever it was, it leaves the chain; nothing comes back from it
+    # a backfill or a replace displaced it: whatever it was, it leaves the chain; it comes back only by the restore
+    # of a cancelled backfill (ledger/store/transitions.py restore_run, decision 0210), never by this table
     RunState.OVERRIDDEN: frozenset({RunState.QUEUED, RunState.RUNNING, RunState.SUCCESS, RunState.FAILED}),
 }
 

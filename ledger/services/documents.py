@@ -73,9 +73,10 @@ def timeline_json(rows: Iterable[Any]) -> list[Doc]:
 
 
 def timeline_range(dag: Dag, start: str | None, end: str | None) -> tuple[datetime | None, datetime | None]:
-    """The logical-date range `ledger timeline DAG --start A --end B` reads (dates in the DAG's timezone)."""
+    """The logical-date range `ledger timeline DAG --start A --end B` reads (dates in the DAG's timezone; an end
+    given as a date without a time includes that whole day)."""
     lo = parse_user_date(start, timezone=dag.timezone, what="--start") if start else None
-    hi = parse_user_date(end, timezone=dag.timezone, what="--end") if end else None
+    hi = parse_user_date(end, timezone=dag.timezone, what="--end", end_of_day=True) if end else None
     if lo is not None and hi is not None and hi < lo:
         raise InvalidInput(f"--end {end} is before --start {start}")
     return lo, hi
@@ -361,7 +362,7 @@ def backfill_json(session: Session, b: Backfill) -> Doc:
             "planned": backfill_store.planned_of(session, b.id), "created": h.created,
             "overridden_later": h.overridden, "succeeded": h.succeeded, "failed": h.failed,
             "unfinished": h.unfinished, "runs": p.runs_total, "runs_done": p.runs_done, "runs_failed": p.runs_failed,
-            "downstream": bool(b.downstream)}
+            "downstream": bool(b.downstream), "max_active_runs": b.max_active_runs}
 
 
 def backfills_document(session: Session) -> list[Doc]:

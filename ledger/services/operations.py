@@ -19,6 +19,7 @@ import pendulum
 from pendulum import DateTime
 from sqlalchemy.orm import Session
 
+from ledger.core import strict_json
 from ledger.core.backfill_plan import Action, PlanItem, Reprocess
 from ledger.core.dates import check_within_dag, iso, parse_user_date
 from ledger.core.dependencies import TiState, decide
@@ -247,6 +248,8 @@ def trigger(session: Session, spec: DagSpec, at: DateTime, conf: dict[str, Any] 
             now: datetime, actor: str) -> tuple[DagRun, DagRun | None]:
     """Create a manual run (queued) of the interval containing `at` and splice it into the timeline; with
     `replace`, it overrides the live run at that date. Returns (the new run, the run it overrode or None)."""
+    if conf is not None:
+        strict_json.check(conf, "conf")
     try:
         check_conf(from_description(spec.params), conf, dag_id=spec.dag_id)
     except ValueError as exc:
@@ -397,9 +400,10 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     """Mark the backfill cancelled and end its unfinished runs that no live job (other than `held_by`) is
     executing: their task instances that have not started are skipped (reason "run cancelled"), tries left by a
     job that died are lost, and the run fails (or keeps `success` when every task had succeeded:
-    cancelled_state). Finished runs stay as they are. Returns the ids of the runs ended."""
+    cancelled_state). Finished runs stay as they are. A date whose run so ended without success gets back the run
+    it displaced (ledger.core.backfill_cancel, decision 0210). Returns the ids of the runs ended."""
     row = backfill_store.get(session, backfill_id)
-    if row.state == BackfillState.RUNNING.value:
+    if row.state in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
         row.state, row.ended_at = BackfillState.CANCELLED.value, now
         events.record(session, "backfill_cancelled", at=now, actor=actor, dag_id=row.dag_id,
                       backfill_id=backfill_id)
@@ -416,6 +420,7 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
         set_run_state(session, run, state, now=now, actor=actor, release=True,
                       reason="; ".join([f"backfill {backfill_id} cancelled", *what]))
         failed.append(run.id)
+    backfill_store.restore_after_cancel(session, row, now=now, actor=actor)  # decision 0210
     return failed
 
 
@@ -483,6 +488,8 @@ def backfill_request(spec: DagSpec, start: str, end: str, *, reprocess: str = "n
         raise InvalidInput(f"the range is backwards: --end {end} is before --start {start}")
     if max_active_runs is not None and max_active_runs < 1:
         raise InvalidInput(f"--max-active-runs must be 1 or more, not {max_active_runs}")
+    if conf is not None:
+        strict_json.check(conf, "conf")
     return BackfillRequest(dag_id=spec.dag_id, start=first, end=last, reprocess=Reprocess(reprocess),
                            backwards=backwards, conf=conf, max_active_runs=max_active_runs, submit=submit,
                            requested_by=requested_by, downstream=downstream)

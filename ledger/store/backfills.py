@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
+from ledger.core.backfill_cancel import CancelledRun, Fate, fate, restores
 from ledger.core.errors import NotFound
 from ledger.core.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
 from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
@@ -58,6 +59,8 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     unfinished (also for an interrupted backfill whose runs a scheduler or `backfill resume` finished)."""
     row = session.get(Backfill, backfill_id)
     assert row is not None
+    if row.state == BackfillState.CANCELLED.value:
+        restore_after_cancel(session, row, now=now, actor=actor)
     if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
         return row.state
     if count_unfinished(session, backfill_id, adopted):  # (asked as each run ends: the cheap count first)
@@ -70,6 +73,38 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     events.record(session, "backfill_finished", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
                   state=row.state, runs=p.runs_total, failed_runs=p.runs_failed)
     return row.state
+
+
+def restore_after_cancel(session: Session, row: Backfill, *, now: datetime, actor: str) -> list[int]:
+    """Each run of the cancelled backfill that the cancel ended without success (failed since the cancel, its lock
+    released) gives its date back to the run it displaced, when ledger.core.backfill_cancel says so. Returns the
+    runs restored."""
+    from ledger.store import runs as run_store
+
+    if row.ended_at is None:
+        return []
+    ended = list(session.scalars(select(DagRun).where(
+        DagRun.backfill_id == row.id, DagRun.state == RunState.FAILED.value, DagRun.lock_holder.is_(None),
+        DagRun.ended_at >= row.ended_at).order_by(DagRun.logical_date)))
+    displaced = run_store.displaced_by(session, [r.id for r in ended])
+    restored = []
+    for run in ended:
+        d = displaced.get(run.id)
+        if d is None or restores(CancelledRun(run.id, run.logical_date, run.state, d), run.state) is None:
+            continue
+        run_store.restore_displaced(session, run, d, now=now, actor=actor,
+                                    reason=f"backfill {row.id} cancelled before run {run.id} finished")
+        restored.append(d.run_id)
+    return restored
+
+
+def cancel_preview(session: Session, backfill_id: int) -> list[Fate]:
+    """What a cancel of the backfill would do to each of its dates, by logical date (said before it acts)."""
+    from ledger.store import runs as run_store
+
+    runs = runs_of(session, backfill_id)
+    displaced = run_store.displaced_by(session, [r.id for r in runs])
+    return [fate(CancelledRun(r.id, r.logical_date, r.state, displaced.get(r.id))) for r in runs]
 
 
 @dataclass(frozen=True)
@@ -100,6 +135,18 @@ def history_of(session: Session, backfill_id: int) -> History:
                    runs.get(RunState.SUCCESS.value, 0) + ended_later - failed_later,
                    runs.get(RunState.FAILED.value, 0) + failed_later,
                    sum(runs.get(state, 0) for state in UNFINISHED_RUN_STATES))
+
+
+def backfill_room(session: Session, backfill_ids: set[int]) -> dict[int, int]:
+    """For each of these backfills given its own max_active_runs: how many more of its runs may be running (its
+    limit less its runs running now, held by any job)."""
+    if not backfill_ids:
+        return {}
+    running = (select(func.count()).where(DagRun.backfill_id == Backfill.id, DagRun.state == RunState.RUNNING.value)
+               .scalar_subquery())
+    rows = session.execute(select(Backfill.id, Backfill.max_active_runs - running).where(
+        Backfill.id.in_(backfill_ids), Backfill.max_active_runs.is_not(None)))
+    return {i: int(room) for i, room in rows}
 
 
 def waiting_reasons(session: Session, backfill_id: int, job_id: int,
@@ -136,6 +183,7 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
     active = _runs_with(session, ids, TaskInstance.state.in_(ACTIVE_TASK_STATES))
     holding: dict[str, bool] = {}
     running_of: dict[tuple[str, int], list[Any]] = {}
+    room: dict[int, int] = {}  # backfill id -> how many more of its runs may run (its own max_active_runs)
     stalled: list[int] = []
     specs = {run.id: dag_store.spec(session, run.dag_id, run.version_hash) for run in runs}
     # the previous runs, read only for the runs whose version has a depends_on_past task (no other reason reads them)
@@ -165,6 +213,11 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
                 whose = f" of backfill {first.backfill_id}" if first.backfill_id is not None else ""
                 out.append((run.id, f"max_active_runs {spec.max_active_runs} reached by run {first.id}{whose}",
                             False))
+            elif run.backfill_id is not None:
+                if run.backfill_id not in room:
+                    room.update(backfill_room(session, {run.backfill_id}))
+                if room.get(run.backfill_id, 1) <= 0:
+                    out.append((run.id, f"backfill {run.backfill_id}'s max_active_runs reached", False))
         elif run.previous_run_id is not None and any(t.depends_on_past for t in spec.tasks.values()):
             before = previous.get(run.previous_run_id)
             if before is not None and run.id not in active:

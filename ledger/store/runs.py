@@ -7,7 +7,7 @@ transactions are already serialised by BEGIN IMMEDIATE).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,15 +16,16 @@ from sqlalchemy import and_, bindparam, func, insert, select, type_coerce, updat
 from sqlalchemy.orm import Session
 from sqlalchemy.types import NullType
 
+from ledger.core.backfill_cancel import Displaced
 from ledger.core.errors import InvalidInput, RunNotFound, TimelineConflict
 from ledger.core.mapping import NOT_MAPPED, label, source_text
 from ledger.core.schedule import DataInterval
 from ledger.core.states import RUN_TRANSITIONS, RunState, RunType, StaleState, TaskState
 from ledger.core.timeline import ChainLink, Link, Neighbours, plan_batch, plan_splice
 from ledger.core.versions import DagSpec, TaskSpec
-from ledger.models import Dag, DagRun, TaskInstance, TaskTry, UtcDateTime
+from ledger.models import Dag, DagRun, Event, TaskInstance, TaskTry, UtcDateTime
 from ledger.store import events
-from ledger.store.transitions import move_run, move_task
+from ledger.store.transitions import move_run, move_task, restore_run
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
 SCHEDULING_TYPES = [RunType.SCHEDULED.value, RunType.BACKFILL.value]  # the runs a schedule resumes after
@@ -102,6 +103,53 @@ def splice(session: Session, spec: DagSpec, new: NewRun, *, now: datetime, actor
                                   "logical_date": at.isoformat()}))
     events.record_many(session, rows)
     return run
+
+
+def displaced_by(session: Session, run_ids: Collection[int]) -> dict[int, Displaced]:
+    """For each of these runs that overrode a run still overridden by it: that run, with the state it had then
+    (from the `run_overridden` event that recorded the override)."""
+    if not run_ids:
+        return {}
+    held = dict(session.execute(select(DagRun.id, DagRun.overridden_by).where(
+        DagRun.overridden_by.in_(list(run_ids)), DagRun.state == RunState.OVERRIDDEN.value)).tuples().all())
+    before: dict[int, str | None] = {}
+    for run_id, details in session.execute(select(Event.run_id, Event.details).where(
+            Event.kind == "run_overridden", Event.run_id.in_(list(held))).order_by(Event.id)):
+        if (details or {}).get("overridden_by") == str(held[run_id]):
+            before[run_id] = details.get("state_before")
+    return {by: Displaced(old, before.get(old)) for old, by in held.items() if by is not None}
+
+
+def restore_displaced(session: Session, cancelled: DagRun, displaced: Displaced, *, now: datetime, actor: str,
+                      reason: str) -> None:
+    """The run `cancelled` displaced is live again in the state it had, in the chain where `cancelled` was;
+    `cancelled` leaves the chain as history (overridden by it), keeping its task instances and its previous
+    (decision 0210). Guarded: StaleState when either run changed meanwhile."""
+    assert displaced.state_before is not None
+    lock_timeline(session, cancelled.dag_id)
+    old = session.get(DagRun, displaced.run_id)
+    assert old is not None and old.overridden_by == cancelled.id
+    after = session.scalars(select(DagRun).where(DagRun.dag_id == cancelled.dag_id, LIVE,
+                                                 DagRun.logical_date > cancelled.logical_date)
+                            .order_by(DagRun.logical_date).limit(1)).first()
+    ended_as = cancelled.state
+    move_run(cancelled, RunState.OVERRIDDEN, overridden_at=now, overridden_by=old.id)
+    session.flush()  # the cancelled run leaves the live index before the restored one enters it
+    restore_run(old, displaced.state_before, previous_run_id=cancelled.previous_run_id, overridden_by=None,
+                overridden_at=None)
+    date = cancelled.logical_date.isoformat()
+    rows = [dict(at=now, kind="run_overridden", actor=actor, dag_id=old.dag_id, run_id=cancelled.id,
+                 details={"overridden_by": str(old.id), "state_before": ended_as, "logical_date": date,
+                          "reason": reason}),
+            dict(at=now, kind="run_restored", actor=actor, dag_id=old.dag_id, run_id=old.id,
+                 details={"state": old.state, "replaces": str(cancelled.id), "logical_date": date,
+                          "previous_run_id": _str(old.previous_run_id), "reason": reason})]
+    if after is not None and after.previous_run_id == cancelled.id:
+        session.execute(update(DagRun).where(DagRun.id == after.id, DagRun.previous_run_id == cancelled.id)
+                        .values(previous_run_id=old.id))
+        rows.append(dict(at=now, kind="run_spliced", actor=actor, dag_id=old.dag_id, run_id=after.id,
+                         details={"previous_run_id": str(old.id), "was": str(cancelled.id)}))
+    events.record_many(session, rows)
 
 
 def splice_many(session: Session, spec: DagSpec, new: list[NewRun], *, now: datetime, actor: str,

@@ -264,6 +264,28 @@ def listing(session: Session, key: str | None = None, *, since_version: int = 0,
     return [_from_row(r) for r in session.execute(stmt)]
 
 
+def newest_first(session: Session, key: str | None = None, *, before: int | None = None, limit: int,
+                 hide_prefix: str | None = None, scan: int | None = None) -> tuple[list[Signal], int | None]:
+    """The newest `limit` signals (of one key), newest first: those with an id below `before` (the keyset of the
+    next older page), leaving out the keys that start with `hide_prefix`, looking then at most at the `scan` ids
+    below `before` (a page of a few shown signals among many hidden ones stays fast). Returns the signals and the
+    `before` of the next older page (None when there is none)."""
+    top = before if before is not None else newest_id(session) + 1
+    stmt = select(SIGNALS).where(SIGNALS.c.id < top).order_by(SIGNALS.c.id.desc()).limit(limit)
+    floor = 1
+    if key is not None:
+        stmt = stmt.where(SIGNALS.c.key == validate_key(key))
+    elif hide_prefix is not None:
+        stmt = stmt.where(~SIGNALS.c.key.startswith(hide_prefix, autoescape=True))
+        if scan is not None:
+            floor = max(top - scan, 1)
+            stmt = stmt.where(SIGNALS.c.id >= floor)
+    found = [_from_row(r) for r in session.execute(stmt)]
+    if len(found) == limit:
+        return found, found[-1].id
+    return found, (floor if floor > 1 else None)
+
+
 def newest_id(session: Session) -> int:
     """The id of the newest signal, 0 when there is none."""
     return int(session.scalar(select(func.max(SIGNALS.c.id))) or 0)

@@ -15,6 +15,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import object_session
 from sqlalchemy.orm.attributes import set_committed_value
 
+from ledger.core.backfill_cancel import RESTORABLE
 from ledger.core.states import RunState, StaleState, TaskState, run_may_move, task_may_move
 from ledger.models import DagRun, TaskInstance
 
@@ -35,6 +36,16 @@ def move_run(run: DagRun, to: RunState, **values: Any) -> None:
         raise ValueError(f"run {run.id}: {was} -> {to.value} is not an allowed transition")
     _write(DagRun, run, was, {"state": to.value, **values},
            f"run {run.id} changed from {was} while this command ran; try again")
+
+
+def restore_run(run: DagRun, to: str, **values: Any) -> None:
+    """Bring an overridden run back as a live run in the finished state `to` it had before it was overridden: the
+    one way out of `overridden`, taken only when a cancelled backfill's run that displaced it did not finish
+    (ledger/core/backfill_cancel.py)."""
+    if run.state != RunState.OVERRIDDEN.value or to not in RESTORABLE:
+        raise ValueError(f"run {run.id}: {run.state} -> {to} is not a restore of an overridden run")
+    _write(DagRun, run, run.state, {"state": to, **values},
+           f"run {run.id} changed from {run.state} while this command ran; try again")
 
 
 def _write(model: Any, row: Any, was: str, values: dict[str, Any], stale: str) -> None:

@@ -556,7 +556,10 @@ def backfill_actions(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
     with session_of(request) as session:
         row = backfill_store.get(session, backfill_id)
         b = {"backfill_id": str(row.id), "dag_id": row.dag_id, "state": row.state}
-    return show("backfill_actions.html", b=b)
+        fates = [{"logical_date": f.logical_date, "run_id": str(f.run_id), "says": f.says,
+                  "restores": None if f.restores is None else str(f.restores)}
+                 for f in backfill_store.cancel_preview(session, backfill_id)]
+    return show("backfill_actions.html", b=b, fates=fates)
 
 
 @pages.post("/backfills/{backfill_id}/cancel")

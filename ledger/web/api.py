@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from ledger.core import strict_json
 from ledger.core.errors import InvalidInput, NotFound
 from ledger.infra import workers as worker_list
 from ledger.services import dataset_docs, documents
@@ -29,7 +30,10 @@ MAX_PAGE = 10_000
 
 
 def _json(value: Any, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(value, headers=headers)
+    try:
+        return JSONResponse(value, headers=headers)
+    except ValueError:  # a NaN or infinite number stored before conf was strict: written as its name, a string
+        return JSONResponse(strict_json.finite(value), headers=headers)
 
 
 @router.get("/dags", summary="`ledger dags list --json`: the active DAGs")
@@ -176,17 +180,30 @@ def backfill(request: Request, backfill_id: IdInUrl) -> JSONResponse:
         return _json(documents.backfill_document(session, backfill_id))
 
 
-@router.get("/events", summary="`ledger events [--dag D] [--run R] [--task T] [--kind K]... [--limit N] --json`")
+@router.get("/events", summary="`ledger events [--dag D] [--run R] [--task T] [--kind K]... [--limit N] [--before ID] "
+            "--json`")
 def events(request: Request, dag: str | None = None,
            run: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None, task: str | None = None,
            kind: Annotated[list[str] | None, Query()] = None,
            limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="The newest N (default 1000).")] = 1000,
-           task_signals: bool = True) -> JSONResponse:
+           task_signals: bool = True,
+           before: Annotated[int | None, Query(ge=1, le=MAX_ID, description=(
+               "Only events with a smaller id: the next older page is `before` the oldest id of this one."))] = None,
+           before_signal: Annotated[int | None, Query(ge=1, le=MAX_ID, description=(
+               "Only task state signals with a smaller signal id (the oldest `signal_id` of this page)."))] = None
+           ) -> JSONResponse:
     with session_of(request) as session:
         if dag is not None:
             dag_store.get(session, dag, active_only=False)
-        return _json(event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
-                                              task_signals=task_signals, task_id=task))
+        rows = event_store.listing_json(session, dag_id=dag, run_id=run, kinds=kind, limit=limit,
+                                        task_signals=task_signals, task_id=task, before=before,
+                                        before_signal=before_signal)
+    headers = {}
+    if len(rows) == limit:  # there may be older ones: a Link to them
+        older, older_signal = event_store.page_keys(rows, before=before, before_signal=before_signal)
+        params = {k: v for k, v in (("before", older), ("before_signal", older_signal)) if v is not None}
+        headers = {"Link": f'<{request.url.include_query_params(**params)}>; rel="next"'}
+    return _json(rows, headers)
 
 
 @router.get("/signals", summary="`ledger signal list [KEY] [--since N] [--limit N] --json`")

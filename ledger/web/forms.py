@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ledger.core import strict_json
 from ledger.core.errors import InvalidInput
 
 PARAM_PREFIX = "param."
@@ -34,11 +35,11 @@ def _value(text: str, types: list[str]) -> Any:
     if types == ["string"]:
         return text
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return strict_json.loads(text, "the value")
+    except InvalidInput:
         if not types or "string" in types:
             return text
-        raise InvalidInput(f"{text!r} is not valid JSON for a param of type {' or '.join(types)}") from None
+        raise InvalidInput(f"{text[:80]!r} is not valid JSON for a param of type {' or '.join(types)}") from None
 
 
 def conf_from_form(params: Mapping[str, Mapping[str, Any]], form: Mapping[str, str]) -> dict[str, Any] | None:
@@ -47,10 +48,7 @@ def conf_from_form(params: Mapping[str, Mapping[str, Any]], form: Mapping[str, s
     conf: dict[str, Any] = {}
     raw = (form.get("conf") or "").strip()
     if raw:
-        try:
-            conf = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"--conf is not valid JSON: {exc.msg} at character {exc.pos}") from None
+        conf = strict_json.loads(raw, "--conf")
         if not isinstance(conf, dict):
             raise InvalidInput("--conf must be a JSON object, like '{\"key\": \"value\"}'")
     for name, p in params.items():

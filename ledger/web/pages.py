@@ -28,6 +28,7 @@ router = APIRouter(include_in_schema=False)
 PAGE = 100
 GRID_RUNS = 25  # runs on the grid's first screen
 BACKFILL_RUNS = 200  # runs per page of a backfill
+SIGNALS_SCANNED = 20_000  # signal ids a signals page looks through for the ones it shows (task state ones hidden)
 
 
 def _live(request: Request) -> bool:
@@ -279,27 +280,39 @@ def backfill(request: Request, backfill_id: IdInUrl,
 
 @router.get("/events", response_class=HTMLResponse)
 def events(request: Request, dag: str | None = None, run: str | None = None, kind: str | None = None,
-           limit: Annotated[int, Query(ge=1, le=10_000)] = 200) -> HTMLResponse:
+           limit: Annotated[int, Query(ge=1, le=10_000)] = 200, task_signals: bool = False,
+           before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+           before_signal: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None) -> HTMLResponse:
+    """The newest `limit` events, newest first (those before the keys `before`, `before_signal`: the next older
+    page); the task state signals the scheduler sends as tries change state only with `task_signals`."""
     run_id = id_in_url(run.strip()) if run and run.strip() else None  # `abc` is refused (400), as in the API
     with session_of(request) as session:
         if dag:
             dag_store.get(session, dag, active_only=False)
         rows = event_store.listing_json(session, dag_id=dag or None, run_id=run_id,
-                                        kinds=[kind] if kind else None, limit=limit)
+                                        kinds=[kind] if kind else None, limit=limit, task_signals=task_signals,
+                                        before=before, before_signal=before_signal)
+    older = None
+    if len(rows) == limit:
+        keys = event_store.page_keys(rows, before=before, before_signal=before_signal)
+        older = str(request.url.include_query_params(
+            **{k: v for k, v in zip(("before", "before_signal"), keys, strict=True) if v is not None}))
     return _page(request, "events.html", events=list(reversed(rows)), dag=dag or "", run=run or "",
-                 kind=kind or "", limit=limit)
+                 kind=kind or "", limit=limit, task_signals=task_signals, older=older,
+                 paged=before is not None or before_signal is not None)
 
 
 @router.get("/signals", response_class=HTMLResponse)
-def signals(request: Request, key: str | None = None, since: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
-            limit: Annotated[int, Query(ge=1, le=10_000)] = 200) -> HTMLResponse:
+def signals(request: Request, key: str | None = None, before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+            limit: Annotated[int, Query(ge=1, le=10_000)] = 200, task_signals: bool = False) -> HTMLResponse:
+    """The newest `limit` signals (of `key`), newest first, those before the signal id `before` (the next older
+    page); without a key, the task state signals (ledger.task.*) only with `task_signals`."""
     key = key or None
     with session_of(request) as session:
-        found = [s.as_json() for s in signal_store.listing(
-            session, key, since_version=since if key is not None else 0, since_id=since if key is None else 0,
-            limit=limit)]
-    following = None
-    if len(found) == limit:
-        last = found[-1]["version"] if key is not None else found[-1]["id"]
-        following = str(request.url.include_query_params(since=last))
-    return _page(request, "signals.html", signals=found, key=key or "", following=following)
+        signals, older_key = signal_store.newest_first(
+            session, key, before=before, limit=limit,
+            hide_prefix=None if task_signals else event_store.TASK_STATE_PREFIX, scan=SIGNALS_SCANNED)
+    found = [s.as_json() for s in signals]
+    older = str(request.url.include_query_params(before=older_key)) if older_key is not None else None
+    return _page(request, "signals.html", signals=found, key=key or "", older=older, task_signals=task_signals,
+                 paged=before is not None)

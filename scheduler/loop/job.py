@@ -61,7 +61,7 @@ from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
-from ledger.store.backfills import finish_backfill
+from ledger.store.backfills import backfill_room, finish_backfill
 from ledger.store.db import reader, shares_one_connection
 from scheduler.callbacks.pending import CallbackRequests
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem
@@ -821,8 +821,11 @@ class DagRunJob:
         held += self._read_held(session, [i for i in todo if i not in self.memory.pictures])
         queued = {h.run.dag_id for h in held if h.run.state == RunState.QUEUED.value}
         running = loop_store.running_runs_by_dag(session, {h.run.dag_id for h in held}) if queued else {}
+        backfills = {h.run.backfill_id for h in held
+                     if h.run.state == RunState.QUEUED.value and h.run.backfill_id is not None}
         plan = plan_runs(held, running, now=now, newest_first=self.newest_first,
-                         values=lambda run_id: self.facts.passed_values(session, {run_id})[run_id])
+                         values=lambda run_id: self.facts.passed_values(session, {run_id})[run_id],
+                         backfill_room=backfill_room(session, backfills))
         self.memory.remember(held)
         specs = {h.run.id: h.spec for h in held}
         for run in plan.start:

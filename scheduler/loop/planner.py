@@ -90,11 +90,15 @@ def run_order(run: Any, newest_first: bool) -> tuple[float, int]:
 
 def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datetime,
               newest_first: bool = False,
-              values: Callable[[int], Mapping[str, Mapping[str, Any]]] | None = None) -> RunsPlan:
+              values: Callable[[int], Mapping[str, Mapping[str, Any]]] | None = None,
+              backfill_room: Mapping[int, int] | None = None) -> RunsPlan:
     """What to do with the held runs. `running`: runs of each DAG in state running now (all jobs'). `values`: the
-    values a run's tasks passed on, by run id, asked only for runs with branch or short-circuit tasks."""
+    values a run's tasks passed on, by run id, asked only for runs with branch or short-circuit tasks.
+    `backfill_room`: for each backfill given its own max_active_runs, how many more of its runs may be running
+    (its limit less its runs running now, all jobs'); a queued run of it starts only within that room too."""
     plan = RunsPlan()
     running = dict(running)
+    room = dict(backfill_room or {})
     for h in sorted(held, key=lambda h: run_order(h.run, newest_first)):
         run, spec = h.run, h.spec
         if h.backfill_cancelled:  # start nothing more; once its tries are done, skip what has not started
@@ -112,9 +116,12 @@ def plan_runs(held: Sequence[HeldRun], running: Mapping[str, int], *, now: datet
             plan.finish.append((run, decided, f"backfill {run.backfill_id} cancelled"))
             continue
         if run.state == RunState.QUEUED.value:
-            if h.held_queued or running.get(run.dag_id, 0) >= spec.max_active_runs:
+            if h.held_queued or running.get(run.dag_id, 0) >= spec.max_active_runs \
+                    or room.get(run.backfill_id, 1) <= 0:
                 continue
             running[run.dag_id] = running.get(run.dag_id, 0) + 1
+            if run.backfill_id in room:
+                room[run.backfill_id] -= 1
             plan.start.append(run)
         if run.previous_run_id is not None and any(t.depends_on_past for t in spec.tasks.values()):
             plan.successors[run.previous_run_id] = run.id  # its decisions read the previous run's states

@@ -232,3 +232,23 @@ def test_a_run_times_out_and_misses_its_deadline_exactly_when_their_times_pass(
     ) if t is not None]
     assert plan.retry_at == (min(coming) if coming else None)  # the loop wakes when the next one comes due
     assert (1 in plan.settled) == (not coming and not timed_out)
+
+
+@settings(max_examples=100, deadline=None)
+@given(queued=st.lists(st.sampled_from([None, 1, 2]), max_size=8), room_1=st.integers(-1, 3),
+       room_2=st.integers(0, 3), max_active_runs=st.integers(1, 8))
+def test_queued_runs_of_a_backfill_start_only_within_its_own_max_active_runs(
+        queued: list[int | None], room_1: int, room_2: int, max_active_runs: int) -> None:
+    """Backfill 1 and 2 have their own max_active_runs (room: how many more of their runs may run); runs of no
+    backfill are limited only by their DAG."""
+    the_spec = spec(max_active_runs)
+    held = [HeldRun(Run(i + 1, "d", DAY0 + timedelta(days=i), RunState.QUEUED.value, backfill_id=b), the_spec,
+                    {"a": TiRow(10 * i + 1, i + 1, "a", TaskState.SCHEDULED, 0, 1, None, 1, "default_pool", None)})
+            for i, b in enumerate(queued)]
+    plan = plan_runs(held, {}, now=NOW, backfill_room={1: room_1, 2: room_2})
+    started = [r.backfill_id for r in plan.start]
+    room = {1: max(room_1, 0), 2: room_2}
+    assert started.count(1) <= room[1] and started.count(2) <= room[2] and len(started) <= max_active_runs
+    for h in held:  # a run left queued was kept by a limit that is full
+        if h.run not in plan.start:
+            assert len(started) == max_active_runs or started.count(h.run.backfill_id) == room[h.run.backfill_id]

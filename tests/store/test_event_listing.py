@@ -44,3 +44,13 @@ def test_a_task_no_event_names_finds_nothing(session: Any) -> None:
     recorded(session)
     assert events.listing_json(session, task_id="nosuchtask", task_signals=False) == []
     assert events.listing_json(session, task_id="extract", dag_id="other", task_signals=False) == []
+
+
+def test_a_limit_keeps_the_newest_events_and_before_pages_back(session: Any) -> None:
+    recorded(session)
+    ids = [e.id for e in events.listing(session)]
+    assert [e.id for e in events.listing(session, limit=2)] == ids[-2:]
+    assert [e.id for e in events.listing(session, limit=2, before=ids[-2])] == ids[-4:-2]
+    assert [e.id for e in events.listing(session, kinds=["task_failed"], limit=1)] == [ids[1]]
+    assert [e["kind"] for e in events.listing_json(session, task_id="extract", limit=1, before=ids[-1],
+                                                   task_signals=False)] == ["tasks_cleared"]

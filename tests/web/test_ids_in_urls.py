@@ -28,7 +28,7 @@ def client(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> I
 
 @pytest.mark.parametrize("path", [
     f"/runs/{TOO_BIG}", f"/runs/{TOO_BIG}/tasks/a/tries/1/log", f"/backfills/{TOO_BIG}", f"/events?run={TOO_BIG}",
-    f"/dags/d?cursor={TOO_BIG}", f"/signals?since={TOO_BIG}", "/runs/0", "/runs/-1",
+    f"/dags/d?cursor={TOO_BIG}", f"/signals?before={TOO_BIG}", "/runs/0", "/runs/-1",
 ])
 def test_a_page_with_an_id_beyond_64_bits_is_a_400(client: TestClient, path: str) -> None:
     response = client.get(path)

@@ -55,8 +55,9 @@ def test_the_scheduler_runs_latest_only_prior_success_and_external_group_files(r
     assert producer["state"] == consumer["state"] == "success"
     ended = {t["task_id"]: t["ended_at"] for t in cli.json("runs", "show", str(producer["run_id"]))["task_instances"]}
     checks = cli.json("events", "--run", str(consumer["run_id"]), "--kind", "sensor_checked")
-    # it waited while the group's slow task ran (the check after its end is the one that succeeded)
-    assert checks[0]["details"]["state"] == "up_for_reschedule" and checks[-1]["details"]["state"] == "success"
+    # it waited while the group's slow task ran: every check before the group's end was a reschedule, and the one
+    # that succeeded came after it (how many checks fell inside the 3 s depends on the machine: not asserted)
+    assert [c["details"]["state"] for c in checks] == ["up_for_reschedule"] * (len(checks) - 1) + ["success"]
     assert pendulum.parse(checks[-1]["at"]) >= pendulum.parse(ended["load.slow.table"])
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pendulum
@@ -36,6 +37,12 @@ def dag_source(dag_id: str = "d", *, start: int = 1, end: int | None = None, cat
         "    b = BashTask('b', 'true')\n"
         "    a >> b\n"
     )
+
+
+def held_until(release: Path) -> str:
+    """A bash command that waits until the test creates `release` (at most 120 s), so that what the test does
+    meanwhile happens while the task runs, whatever the machine's load."""
+    return f'for i in $(seq 2400); do [ -e {str(release)!r} ] && exit 0; sleep 0.05; done; exit 1'
 
 
 def fails_on(day: int) -> str:
@@ -520,7 +527,8 @@ def test_a_cancelled_backfills_run_whose_tasks_had_all_succeeded_keeps_success(r
 
 def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(ready_cli: Cli) -> None:
     cli = ready_cli
-    cli.write_dag("d.py", dag_source(command="sleep 4"))  # the cancel lands while 03-01's task a runs
+    release = cli.home / "release"  # 03-01's task a runs until the test has cancelled: the cancel lands while it runs
+    cli.write_dag("d.py", dag_source(command=held_until(release)))
     proc = subprocess.Popen([LEDGER, "backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes",
                              "--max-active-runs", "1"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -533,7 +541,8 @@ def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(re
         with db(cli) as conn:
             assert conn.execute("SELECT count(*) FROM dag_run WHERE state = 'running'").fetchone() == (1,)
         assert "in flight are being stopped by their job" in cli.ok("backfill", "cancel", "1")
-        out, _ = proc.communicate(timeout=60)
+        release.touch()
+        out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -555,7 +564,8 @@ def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(re
 
 def test_cancel_stops_the_remaining_runs_of_a_submitted_backfill_that_a_scheduler_holds(ready_cli: Cli) -> None:
     cli = ready_cli
-    cli.write_dag("d.py", dag_source(end=3, command="sleep 1.5", max_active_runs=1))
+    release = cli.home / "release"  # the first run's task a runs until the cancel is recorded
+    cli.write_dag("d.py", dag_source(end=3, command=held_until(release), max_active_runs=1))
     out = json.loads(cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--submit",
                             "--yes", "--json"))
     proc = start_scheduler(cli)
@@ -567,6 +577,7 @@ def test_cancel_stops_the_remaining_runs_of_a_submitted_backfill_that_a_schedule
 
         wait_until(holding, what="the scheduler to hold a queued run of the backfill")
         cli.ok("backfill", "cancel", out["backfill_id"])
+        release.touch()
 
         def settled() -> bool:
             with db(cli) as conn:

@@ -1,5 +1,5 @@
 """`ledger backfill DAG ... --downstream`: the consumer runs a backfill's rewrites re-run, DAG by DAG in
-dependency order (ledger.sdk.datasets.downstream_plan), for the plan a dry run shows.
+dependency order (ledger.core.dataset_rules.downstream_plan), for the plan a dry run shows.
 
 The re-runs themselves are made by the scheduler (scheduler/loop/dataset_runs.py) as each rewritten partition is
 written: the backfill's runs record their events as rewrites to send on, a consumer run that read the old
@@ -16,8 +16,15 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ledger.core.backfill_plan import Action, PlanItem
+from ledger.core.dataset_rules import (
+    Consumer,
+    DownstreamItem,
+    downstream_plan,
+    leaf_keys,
+    partitioning_of,
+    partitions_from,
+)
 from ledger.core.versions import DagSpec
-from ledger.sdk.datasets import Consumer, DownstreamItem, downstream_plan, leaf_keys, partitioning_of, partitions_from
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store
 

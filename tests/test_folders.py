@@ -71,8 +71,6 @@ CLOCK_READS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"
 
 # (module, imported module or library) -> what removes the edge
 KNOWN: dict[tuple[str, str], str] = {
-    # the consumption rules of datasets are pure (core); sdk/datasets.py holds them beside the authoring classes
-    ("ledger.store.datasets", "ledger.sdk.datasets"): "split sdk/datasets.py: Dataset classes / consumption rules",
     # custom timetables (sdk) are schedule kinds the read-back of a version needs; Airflow's protocol installs
     # the `airflow` namespace when a timetable written for Airflow is imported
     ("ledger.store.dags", "ledger.sdk.timetables"): "a version's custom timetable is read back by user code",

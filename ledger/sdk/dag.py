@@ -16,13 +16,13 @@ from typing import Any, ClassVar, TypeVar, overload
 import pendulum
 from pendulum import DateTime
 
+from ledger.core.dataset_rules import UPSTREAM_REWRITE
 from ledger.core.errors import DagDefinitionError
 from ledger.core.mapping import KWARGS, instance_args, max_map_length
 from ledger.core.schedule import Schedule, ScheduleError
 from ledger.core.signal_rules import rule_to_json
 from ledger.infra.code import CodeManifest
 from ledger.sdk.datasets import (
-    UPSTREAM_REWRITE,
     Condition,
     Dataset,
     DatasetAlias,

@@ -9,21 +9,20 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ledger.core.dates import iso
-from ledger.core.errors import NotFound
-from ledger.core.versions import DagSpec
-from ledger.models import DatasetEvent
-from ledger.sdk.datasets import (
+from ledger.core.dataset_rules import (
     Consumed,
-    DatasetError,
     EventRow,
-    TimePartitions,
     describe,
     leaf_keys,
     partitioning_of,
     partitions_from,
     stale_runs,
 )
+from ledger.core.dates import iso
+from ledger.core.errors import NotFound
+from ledger.core.versions import DagSpec
+from ledger.models import DatasetEvent
+from ledger.sdk.datasets import DatasetError, TimePartitions
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store
 

@@ -17,13 +17,13 @@ from typing import Any
 import pendulum
 from sqlalchemy.orm import Session
 
+from ledger.core.dataset_rules import schedule_summary
 from ledger.core.dates import iso, iso_raw, parse_user_date
 from ledger.core.errors import InvalidInput, NotFound
 from ledger.core.mapping import label, split_label
 from ledger.core.schedule import DataInterval, next_scheduled
 from ledger.core.versions import masked
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
-from ledger.sdk.datasets import schedule_summary
 from ledger.sdk.describe import read_schedule
 from ledger.services.dataset_docs import consumed_document, inlets_document
 from ledger.store import backfills as backfill_store

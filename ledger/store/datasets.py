@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import func, insert, or_, select
 from sqlalchemy.orm import Session
 
+from ledger.core.dataset_rules import Consumed, EventRow
 from ledger.core.states import RunState
 from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent, Event
-from ledger.sdk.datasets import Consumed, EventRow
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
 
@@ -31,8 +31,8 @@ def newest_event_id(session: Session) -> int:
 
 
 def written_since(session: Session, after: int) -> set[str]:
-    """The leaves (`dataset:KEY`, `alias:NAME`, as ledger.sdk.datasets.leaf_keys names them) that got an event with an
-    id above `after`."""
+    """The leaves (`dataset:KEY`, `alias:NAME`, as ledger.core.dataset_rules.leaf_keys names them) that got an event
+    with an id above `after`."""
     found: set[str] = set()
     for dataset, alias in session.execute(select(DatasetEvent.dataset, DatasetEvent.alias).where(
             DatasetEvent.id > after).distinct()).tuples():

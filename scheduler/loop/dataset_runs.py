@@ -19,19 +19,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ledger.core.schedule import DataInterval
-from ledger.core.states import RunType
-from ledger.core.versions import DagSpec
-from ledger.models import DagRun
-from ledger.sdk.datasets import (
-    INLET_EVENTS_LIMIT,
+from ledger.core.dataset_rules import (
     Consumed,
-    DatasetError,
     EventRow,
     Stale,
-    TimePartitions,
-    inlet_leaf,
-    inlet_partitions,
     leaf_keys,
     partitioning_of,
     partitions_from,
@@ -40,6 +31,11 @@ from ledger.sdk.datasets import (
     trigger_interval,
     unpartitioned_trigger,
 )
+from ledger.core.schedule import DataInterval
+from ledger.core.states import RunType
+from ledger.core.versions import DagSpec
+from ledger.models import DagRun
+from ledger.sdk.datasets import INLET_EVENTS_LIMIT, DatasetError, TimePartitions, inlet_leaf, inlet_partitions
 from ledger.services.dataset_docs import event_json
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store

@@ -39,8 +39,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
+from ledger.core.dataset_rules import schedule_summary
 from ledger.infra.code import CodeManifest, canonical, sha256_bytes
-from ledger.sdk.datasets import schedule_summary
 from ledger.sdk.describe import version_of
 from scheduler.runtime.dagbag import (
     _module_name,

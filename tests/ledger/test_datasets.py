@@ -8,12 +8,9 @@ import pendulum
 import pytest
 
 from ledger import DAG, Asset, AssetAlias, BashTask, Dataset, DatasetOrTimeSchedule, TimePartitions
-from ledger.core.errors import DagDefinitionError
-from ledger.core.versions import canonical_json
-from ledger.sdk.datasets import (
+from ledger.core.dataset_rules import (
     Consumed,
     Consumer,
-    DatasetError,
     EventRow,
     downstream_plan,
     met,
@@ -22,6 +19,9 @@ from ledger.sdk.datasets import (
     trigger_interval,
     unpartitioned_trigger,
 )
+from ledger.core.errors import DagDefinitionError
+from ledger.core.versions import canonical_json
+from ledger.sdk.datasets import DatasetError
 from ledger.sdk.describe import read_spec, structure_of
 
 A, B, C = Dataset("a"), Dataset("b"), Dataset("c")

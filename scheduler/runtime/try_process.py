@@ -24,6 +24,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
+from ledger.sdk import secrets
 from scheduler.executors.base import WorkItem
 from scheduler.runtime.parent_death import die_with_parent
 from scheduler.runtime.task_runner import HANDOVER_REASON, now_iso, output_streams, run_try
@@ -296,6 +297,7 @@ def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:
     fds = list(close_fds)
     signals = _signals_to_reset()
     output_streams()  # made once, before forking, so children only install them
+    secrets.settings_secrets()  # worked out here while they stay the same: the child inherits them, masks them
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -105,6 +105,9 @@ def seen_settings() -> None:
         seen(secret)
 
 
+_PLAIN = frozenset({str, bytes, int, float, bool})  # values that hold no others
+
+
 def seen_arguments(task: Any) -> None:
     """The values of a task's secret-looking arguments (`env={"DB_PASSWORD": ...}`, `op_kwargs={"api_key": ...}`)
     are masked in its try's log and rendered templates, like the secrets it read."""
@@ -113,20 +116,22 @@ def seen_arguments(task: Any) -> None:
             seen(value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             seen(str(value))
-        elif isinstance(value, Mapping):
-            for v in value.values():
-                secret(v)
         elif isinstance(value, (list, tuple)):
             for v in value:
+                secret(v)
+        elif isinstance(value, (dict, Mapping)):
+            for v in value.values():
                 secret(v)
 
     def walk(value: Any) -> None:
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                (secret if isinstance(k, str) and sensitive(k) else walk)(v)
-        elif isinstance(value, (list, tuple)):
+        if value is None or type(value) in _PLAIN:  # most arguments; and a dict, list or tuple before the ABC
+            return
+        if isinstance(value, (list, tuple)):
             for v in value:
                 walk(v)
+        elif isinstance(value, (dict, Mapping)):
+            for k, v in value.items():
+                (secret if isinstance(k, str) and sensitive(k) else walk)(v)
 
     names = {*getattr(task, "template_fields", ()), *getattr(task, "mappable_fields", ()), "op_kwargs", "spark_conf"}
     for name in sorted(names):

@@ -265,13 +265,8 @@ def environment(context: TaskContext | None, environ: MutableMapping[str, str] |
     if context is None:
         yield
         return
-    wanted = context.env()
-    saved = {key: target.get(key) for key in (*TRY_ENV_KEYS, *wanted)}
-    for key in saved:
-        if key in wanted:
-            target[key] = wanted[key]
-        else:
-            target.pop(key, None)
+    saved: dict[str, str | None] = {}
+    set_environment(context, target, saved)
     try:
         yield
     finally:
@@ -280,3 +275,21 @@ def environment(context: TaskContext | None, environ: MutableMapping[str, str] |
                 target.pop(key, None)
             else:
                 target[key] = value
+
+
+def set_environment(context: TaskContext, environ: MutableMapping[str, str] | None = None,
+                    saved: dict[str, str | None] | None = None) -> None:
+    """`environ` (os.environ) holds the try's LEDGER_* variables and none of the others of TRY_ENV_KEYS, for
+    good: a forked try's process, which exits after its try, has nothing to put back. `saved` gets what each
+    variable it changed was (None: unset), for `environment` to put back."""
+    target = os.environ if environ is None else environ
+    wanted = context.env()
+    for key in TRY_ENV_KEYS:
+        if key not in wanted and key in target:
+            value = target.pop(key)
+            if saved is not None:
+                saved[key] = value
+    for key, value in wanted.items():
+        if saved is not None:
+            saved[key] = target.get(key)
+        target[key] = value

@@ -42,14 +42,60 @@ def seen(secret: str | None) -> None:
         _seen.add(secret)
 
 
+# What the settings' secrets were last worked out from, and what they were: see settings_secrets.
+_settings_found: tuple[tuple[Any, ...], list[str]] | None = None
+_SETTINGS_INPUTS = ("LEDGER_FERNET_KEY", "LEDGER_SMTP_PASSWORD", TOKEN_VARIABLE, "LEDGER_HOME", "LEDGER_DATABASE_URL",
+                    "LEDGER_DAGS_FOLDER", "HOME")
+_key_file_found: tuple[tuple[Any, ...], Path | None] | None = None
+
+
 def settings_secrets() -> list[str]:
     """The secrets of ledger's own settings: the Fernet keys (LEDGER_FERNET_KEY and the key file),
-    LEDGER_SMTP_PASSWORD and a worker's LEDGER_WORKER_TOKEN."""
-    found = parse_keys(os.environ.get("LEDGER_FERNET_KEY", ""))
-    with contextlib.suppress(OSError, ValueError, LedgerError):  # no key file (yet), or an unreadable one
-        found += parse_keys(key_file(load_settings().home).read_text(encoding="ascii"))
-    found += [os.environ[name] for name in ("LEDGER_SMTP_PASSWORD", TOKEN_VARIABLE) if os.environ.get(name)]
-    return found
+    LEDGER_SMTP_PASSWORD and a worker's LEDGER_WORKER_TOKEN.
+
+    Worked out once per process and again only when what they come from changes (those variables, the
+    folder the settings' home resolves from, the key file's identity and size and time): a worker calls this
+    before it forks a try, so the try's process inherits the answer instead of resolving the settings again."""
+    global _settings_found
+    env = os.environ
+    path = _key_file()
+    key = (tuple(env.get(name) for name in _SETTINGS_INPUTS), path, _identity(path) if path else None)
+    if _settings_found is None or _settings_found[0] != key:
+        found = parse_keys(env.get("LEDGER_FERNET_KEY", ""))
+        with contextlib.suppress(OSError, ValueError, LedgerError):  # no key file (yet), or an unreadable one
+            if path is not None:
+                found += parse_keys(path.read_text(encoding="ascii"))
+        found += [env[name] for name in ("LEDGER_SMTP_PASSWORD", TOKEN_VARIABLE) if env.get(name)]
+        _settings_found = (key, found)
+    return list(_settings_found[1])
+
+
+def _identity(path: Path) -> tuple[int, ...] | None:
+    """A file's device, inode, size and modification time (None: there is none): when they are the same, so is
+    what it holds."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _key_file() -> Path | None:
+    """The key file of the settings' home (load_settings), resolved again only when the variables it comes
+    from or the current folder change; None when the settings are bad."""
+    global _key_file_found
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:
+        cwd = None
+    key = (tuple(os.environ.get(name) for name in _SETTINGS_INPUTS[3:]), cwd)
+    if _key_file_found is None or _key_file_found[0] != key:
+        try:
+            path: Path | None = key_file(load_settings().home)
+        except (OSError, ValueError, LedgerError):
+            path = None
+        _key_file_found = (key, path)
+    return _key_file_found[1]
 
 
 def seen_settings() -> None:
@@ -57,6 +103,9 @@ def seen_settings() -> None:
     masked like the secrets a try read."""
     for secret in settings_secrets():
         seen(secret)
+
+
+_PLAIN = frozenset({str, bytes, int, float, bool})  # values that hold no others
 
 
 def seen_arguments(task: Any) -> None:
@@ -67,20 +116,22 @@ def seen_arguments(task: Any) -> None:
             seen(value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             seen(str(value))
-        elif isinstance(value, Mapping):
-            for v in value.values():
-                secret(v)
         elif isinstance(value, (list, tuple)):
             for v in value:
+                secret(v)
+        elif isinstance(value, (dict, Mapping)):
+            for v in value.values():
                 secret(v)
 
     def walk(value: Any) -> None:
-        if isinstance(value, Mapping):
-            for k, v in value.items():
-                (secret if isinstance(k, str) and sensitive(k) else walk)(v)
-        elif isinstance(value, (list, tuple)):
+        if value is None or type(value) in _PLAIN:  # most arguments; and a dict, list or tuple before the ABC
+            return
+        if isinstance(value, (list, tuple)):
             for v in value:
                 walk(v)
+        elif isinstance(value, (dict, Mapping)):
+            for k, v in value.items():
+                (secret if isinstance(k, str) and sensitive(k) else walk)(v)
 
     names = {*getattr(task, "template_fields", ()), *getattr(task, "mappable_fields", ()), "op_kwargs", "spark_conf"}
     for name in sorted(names):

@@ -28,7 +28,7 @@ from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.core.mapping import KWARGS
 from ledger.sdk import secrets
 from ledger.sdk.branching import record_choice
-from ledger.sdk.context import TaskContext, environment, push_return, set_current
+from ledger.sdk.context import TaskContext, push_return, set_current, set_environment
 from ledger.sdk.dag import BashTask, PythonTask, Task
 from ledger.sdk.params import resolve_refs
 from ledger.sdk.sensors import BaseSensor, PokeReturnValue, PythonSensor, check_until_done
@@ -312,7 +312,8 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
     except TemplateError as exc:
         say(str(exc))
         return "failed", one_line(str(exc))
-    secrets.seen_arguments(task)
+    if task is not instance:  # rendered: its values are new
+        secrets.seen_arguments(task)
     set_current(context, task)  # Airflow's get_current_context() reads it
     if isinstance(task, PythonTask):
         if task.flow is not None:
@@ -346,8 +347,9 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
         plan = prepared(item) or make_plan(item)
         if plan.loaded is not None and plan.error is None:
             dagbag.activate(plan.loaded)
-        with environment(plan.context):
-            state, reason = execute_plan(plan)
+        if plan.context is not None:  # for good: this process exits after the try (nothing to put back)
+            set_environment(plan.context)
+        state, reason = execute_plan(plan)
     except BaseException as exc:  # a bug of ours must still end as a clean failed try
         traceback.print_exc()
         state, reason = "failed", describe_exception(exc)
@@ -365,7 +367,19 @@ class _MaskSecrets(logging.Filter):
         return True
 
 
-_log_handler: logging.Handler | None = None
+_log_handler: logging.Handler | None = None  # the handler a try's logging goes through now
+_made: logging.StreamHandler[Any] | None = None  # the last one made, kept for the next try on the same stream
+
+
+def log_handler(stream: Any) -> logging.StreamHandler[Any]:
+    """The handler that writes a try's logging to `stream`: made once per stream (a worker makes the one on
+    output_streams()'s stderr before it forks, and each try installs it)."""
+    global _made
+    if _made is None or _made.stream is not stream:
+        _made = logging.StreamHandler(stream)
+        _made.setFormatter(logging.Formatter("[%(asctime)s] {%(name)s} %(levelname)s - %(message)s"))
+        _made.addFilter(_MaskSecrets())
+    return _made
 
 
 def capture_logging() -> None:
@@ -375,9 +389,7 @@ def capture_logging() -> None:
     root = logging.getLogger()
     if _log_handler is not None:
         root.removeHandler(_log_handler)
-    _log_handler = logging.StreamHandler(sys.stderr)
-    _log_handler.setFormatter(logging.Formatter("[%(asctime)s] {%(name)s} %(levelname)s - %(message)s"))
-    _log_handler.addFilter(_MaskSecrets())
+    _log_handler = log_handler(sys.stderr)
     root.addHandler(_log_handler)
     if root.level == logging.NOTSET or root.level > logging.INFO:
         root.setLevel(logging.INFO)

@@ -24,9 +24,10 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
+from ledger.sdk import secrets
 from scheduler.executors.base import WorkItem
 from scheduler.runtime.parent_death import die_with_parent
-from scheduler.runtime.task_runner import HANDOVER_REASON, now_iso, output_streams, run_try
+from scheduler.runtime.task_runner import HANDOVER_REASON, log_handler, now_iso, output_streams, run_try
 from scheduler.runtime.try_outcome import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -295,7 +296,8 @@ def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:
     parent_pid = os.getpid()
     fds = list(close_fds)
     signals = _signals_to_reset()
-    output_streams()  # made once, before forking, so children only install them
+    log_handler(output_streams()[1])  # the streams and the logging handler on them: made once, before forking
+    secrets.settings_secrets()  # worked out here while they stay the same: the child inherits them, masks them
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

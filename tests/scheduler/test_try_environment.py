@@ -14,7 +14,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from ledger.sdk.context import TRY_ENV_KEYS, TaskContext, environment
+from ledger.sdk.context import TRY_ENV_KEYS, TaskContext, environment, set_environment
 from scheduler.runtime import in_process, spark_session, try_plan
 from tests.scheduler.test_task_runner import outcome_of, read_log, work_item
 
@@ -86,6 +86,13 @@ def test_the_environment_holds_the_tries_variables_and_is_put_back_after() -> No
         assert environ["LEDGER_HOME"] == "/home" and environ["PATH"] == "/bin"
         assert {k for k in environ if k in TRY_ENV_KEYS} == set(CONTEXT.env())
     assert environ == {"LEDGER_HOME": "/home", "LEDGER_RUN_ID": "old", "LEDGER_MAP_INDEX": "4", "PATH": "/bin"}
+
+
+def test_a_forked_tries_environment_is_set_for_good_without_keeping_what_it_replaced() -> None:
+    environ = {"LEDGER_HOME": "/home", "LEDGER_RUN_ID": "old", "LEDGER_MAP_INDEX": "4", "PATH": "/bin"}
+    set_environment(CONTEXT, environ)
+    assert {k: v for k, v in environ.items() if k in TRY_ENV_KEYS} == CONTEXT.env()  # the worker's map index gone
+    assert environ["LEDGER_HOME"] == "/home" and environ["PATH"] == "/bin"
 
 
 def test_without_a_context_the_environment_is_left_alone() -> None:

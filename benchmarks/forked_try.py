@@ -1,0 +1,112 @@
+"""What one forked try costs in its own process: as a LocalExecutor worker runs it (the plan prepared in this
+process, then `fork_try`), a no-op PythonTask, no scheduler or database.
+
+    python -m benchmarks.forked_try --tries 200 [--key-file] [--profile]
+
+Prints one JSON line: the children's CPU per try in ms (user + system, RUSAGE_CHILDREN, after 10 tries of
+warm-up) and, with --profile, the Python calls per try (cProfile in each child from right after the fork; the
+profiler's own cost makes the CPU figure of that run meaningless) and the functions with the most cumulative
+time. --key-file makes the Fernet key file in the home first (its key is then masked in every try's log).
+To measure another tree (a `git archive` of a commit), run this file by its path with PYTHONPATH at that tree:
+`PYTHONPATH=/tmp/old python benchmarks/forked_try.py --tries 200` (it imports only ledger and scheduler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import resource
+import statistics
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # run by its path: this checkout's benchmarks, last
+from benchmarks.executor_throughput import write_dag
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tries", type=int, default=200)
+    parser.add_argument("--key-file", action="store_true", help="make the home's Fernet key file first")
+    parser.add_argument("--profile", action="store_true", help="count Python calls per try (cProfile in each child)")
+    args = parser.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="ledger-forked-try-"))
+    os.environ["LEDGER_HOME"] = str(tmp / "home")
+    (tmp / "home").mkdir()
+    from ledger.infra.fernet import create_key_file, key_file
+    from scheduler.executors.base import WorkItem
+    from scheduler.runtime import try_plan, try_process
+
+    if args.key_file:
+        create_key_file(key_file(tmp / "home"))
+    dag = write_dag(tmp)  # executor_throughput's no-op task
+    profiles = tmp / "profiles"
+    profiles.mkdir()
+    if args.profile:
+        _profile_children(try_process, profiles)
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+
+    def one(i: int) -> None:
+        item = WorkItem(ti_id=i, run_id=1, dag_id="bench_executor", task_id="a", try_number=1, fileloc=str(dag),
+                        logical_date=now, data_interval_start=now, data_interval_end=now, dag_version="x",
+                        run_type="manual", log_path=str(tmp / "logs" / f"ti_{i}.log"))
+        try_plan.prepare(item, import_timeout=None)
+        running = try_process.fork_try(item)
+        try_plan.forget_prepared()
+        outcome = running.wait()
+        if outcome is None or outcome.state != "success":
+            raise SystemExit(f"a no-op try did not succeed: {outcome}")
+
+    for i in range(10):
+        one(i)
+    for f in profiles.iterdir():
+        f.unlink()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for i in range(args.tries):
+        one(100 + i)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000 / args.tries
+    out: dict[str, Any] = {"benchmark": "forked_try", "tries": args.tries, "key_file": args.key_file,
+                           "child_cpu_ms_per_try": round(cpu, 3), "load": os.getloadavg()[0]}
+    if args.profile:
+        files = sorted(str(f) for f in profiles.iterdir())
+        out["calls_per_try"] = statistics.median(pstats.Stats(f).total_calls for f in files)  # type: ignore[attr-defined]
+        stats = pstats.Stats(files[0], stream=io.StringIO())
+        for f in files[1:]:
+            stats.add(f)
+        rows = stats.stats  # type: ignore[attr-defined]
+        top = sorted(rows.items(), key=lambda kv: kv[1][3], reverse=True)[:12]
+        out["top_cumulative_ms_per_try"] = {f"{Path(k[0]).name}:{k[2]}": round(v[3] * 1000 / len(files), 3)
+                                            for k, v in top}
+    print(json.dumps(out), flush=True)
+
+
+def _profile_children(try_process: Any, folder: Path) -> None:
+    """Each forked child profiles itself from right after the fork and writes its profile as it exits."""
+    child_main = try_process._child_main
+
+    def profiled(*args: Any) -> None:
+        profile = cProfile.Profile()
+        exit_now = os._exit
+
+        def dump_and_exit(code: int) -> None:
+            profile.disable()
+            profile.dump_stats(str(folder / f"{os.getpid()}.prof"))
+            exit_now(code)
+
+        os._exit = dump_and_exit  # type: ignore[assignment]
+        profile.enable()
+        child_main(*args)
+
+    try_process._child_main = profiled
+
+
+if __name__ == "__main__":
+    main()

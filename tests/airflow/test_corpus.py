@@ -205,7 +205,7 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_a_refused_impor
         "airflow.providers.amazon is an Airflow module ledger does not provide: ledger carries Airflow's core and "
         "the providers standard, common.sql, sqlite, postgres (hooks and SQLExecuteQueryOperator), http (HttpHook, "
         "HttpOperator, HttpSensor) and smtp (EmailOperator) only; call the service from a @task (PythonOperator) "
-        "with its own client library, and a connection from ledger.services.secrets.get_connection"]
+        "with its own client library, and a connection from ledger.sdk.secrets.get_connection"]
     cli.ok("trigger", "af2_trigger", "--logical-date", "2024-03-05")
     cli.ok("scheduler", "--exit-when-idle")
     runs = {dag_id: cli.json("timeline", dag_id)[0] for dag_id in ("af2_trigger", "af2_target")}

@@ -31,7 +31,7 @@ def test_the_web_view_reads_a_postgresql_ledger(tmp_path: Path, postgres_url: st
                      "/dags/web/grid", "/dags/web/grid?limit=1&before=4", "/runs/4/gantt", "/backfills/1",
                      "/runs/4/tasks/flaky/tries/2/log", "/api/v1/runs/4/tasks/flaky/tries/2/log", "/?q=web"):
             assert client.get(path).status_code == 200, path
-        assert client.get("/dags/web/grid").text.count('<a class="sq state-') == 2 * 3  # 2 tasks x 3 live runs (not the legend)
+        assert client.get("/dags/web/grid").text.count('<a class="sq state-') == 2 * 3  # 2 tasks x 3 runs
         assert "overridden by" in client.get("/dags/web").text
         with client.app.state.reader.session() as session, pytest.raises(  # type: ignore[attr-defined]
                 sqlalchemy.exc.InternalError, match="read-only transaction"):

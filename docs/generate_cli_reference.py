@@ -17,6 +17,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from cli.app import app
+from generated import write_or_check
 
 TARGET = Path(__file__).resolve().parent / "cli-reference.md"
 
@@ -79,10 +80,4 @@ def render() -> str:
 
 
 if __name__ == "__main__":
-    fresh = render()
-    if "--check" in sys.argv:
-        if not TARGET.exists() or TARGET.read_text() != fresh:
-            print(f"{TARGET} is out of date; run python docs/generate_cli_reference.py", file=sys.stderr)
-            sys.exit(1)
-    else:
-        TARGET.write_text(fresh)
+    sys.exit(write_or_check(TARGET, render(), sys.argv[1:], "docs/generate_cli_reference.py"))

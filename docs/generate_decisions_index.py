@@ -13,9 +13,12 @@ import re
 import sys
 from pathlib import Path
 
+from generated import write_or_check
+
 FOLDER = Path(__file__).resolve().parent / "decisions"
 INDEX = FOLDER / "README.md"
 NAME = re.compile(r"^(\d{4})-[a-z0-9_-]+\.md$")
+SUPERSEDED = re.compile(r"^superseded by \[?(\d+)", re.IGNORECASE)
 
 HEAD = """# Design decisions
 
@@ -28,7 +31,8 @@ together is in [architecture.md](../architecture.md). A new decision takes the n
 
 
 def read() -> list[tuple[int, str, str, str]]:
-    """(number, title, area, file name) of every decision, by number."""
+    """(number, title, area, file name) of every decision, by number; the title of a superseded one says by
+    which."""
     found = []
     for path in sorted(FOLDER.glob("*.md")):
         if path == INDEX:
@@ -42,7 +46,10 @@ def read() -> list[tuple[int, str, str, str]]:
             raise SystemExit(f"{path}: the first line must be '# {int(match.group(1))}. Title'")
         area = next((line.removeprefix("Area: ").strip() for line in lines[1:6] if line.startswith("Area: ")),
                     "Other")
-        found.append((int(match.group(1)), title.group(2), area, path.name))
+        status = next((line.removeprefix("Status: ").strip() for line in lines[1:8] if line.startswith("Status: ")), "")
+        replaced = SUPERSEDED.match(status)
+        shown = title.group(2) + (f" (superseded by {replaced.group(1)})" if replaced else "")
+        found.append((int(match.group(1)), shown, area, path.name))
     numbers = [n for n, *_ in found]
     if len(numbers) != len(set(numbers)):
         raise SystemExit(f"two decision files share a number: {sorted(n for n in numbers if numbers.count(n) > 1)}")
@@ -60,14 +67,7 @@ def render(decisions: list[tuple[int, str, str, str]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render(read())
-    if "--check" in argv:
-        if not INDEX.exists() or INDEX.read_text() != text:
-            print(f"{INDEX} is out of date: run `python docs/generate_decisions_index.py`", file=sys.stderr)
-            return 1
-        return 0
-    INDEX.write_text(text)
-    return 0
+    return write_or_check(INDEX, render(read()), argv, "docs/generate_decisions_index.py")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from generated import write_or_check
 from ledger.infra.settings import FAMILIES, INTERNAL, TRY_ENVIRONMENT, variables
 
 TARGET = Path(__file__).resolve().parent / "settings.md"
@@ -54,14 +55,7 @@ Set by ledger for processes it starts itself, not settings: {", ".join(f"`{n}`" 
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not TARGET.exists() or TARGET.read_text() != text:
-            print(f"{TARGET} is out of date: run `python docs/generate_settings_table.py`", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text)
-    return 0
+    return write_or_check(TARGET, render(), argv, "docs/generate_settings_table.py")
 
 
 if __name__ == "__main__":

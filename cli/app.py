@@ -8,7 +8,6 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand, TyperGroup
 
 from ledger.core.errors import LedgerError
@@ -118,10 +117,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _usage_line(exc: UsageError) -> str:
+USAGE_EXIT = 2  # typer's usage errors (a missing argument, an unknown option, a bad value) exit with it
+
+
+def _usage_line(exc: typer.TyperException) -> str:
     """A usage error as one line: the message and where to look, e.g. `ledger pools set: Missing argument
     'slots'. (see ledger pools set --help)`."""
-    ctx = exc.ctx
+    ctx = getattr(exc, "ctx", None)
     where = ctx.command_path if ctx is not None else "ledger"
     return f"Error: {where}: {_one_line(exc.format_message())} (see `{where} --help`)"
 
@@ -133,12 +135,15 @@ def run(argv: list[str] | None = None) -> None:
         code = LazyCommands().main(args=argv, prog_name="ledger", standalone_mode=False)
         if isinstance(code, int) and code != 0:
             sys.exit(code)
-    except NoArgsIsHelpError as exc:  # `ledger` or `ledger dags` alone: the help, as before
-        exc.show()
-        sys.exit(2)
-    except UsageError as exc:
-        err.print(_usage_line(exc), markup=False)
-        sys.exit(2)
+    except typer.TyperException as exc:
+        # typer exports no usage-error class (its click is private to it): a usage error is what exits with 2
+        if exc.exit_code != USAGE_EXIT:
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `ledger` or `ledger dags` alone: the help, as before
+            exc.show()  # type: ignore[attr-defined]
+        else:
+            err.print(_usage_line(exc), markup=False)
+        sys.exit(USAGE_EXIT)
     except LedgerError as exc:
         err.print(f"Error: {_one_line(str(exc))}", markup=False)
         sys.exit(1)

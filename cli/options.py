@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from typer._click.exceptions import UsageError
 
 from ledger.core.dates import parse_user_date
 from ledger.core.errors import InvalidInput
@@ -56,10 +55,18 @@ def checked_date(ctx: typer.Context, param: typer.CallbackParam, value: str | No
     return value
 
 
-def usage_error(message: str) -> UsageError:
+class UsageProblem(typer.BadParameter):
+    """A command line that is wrong whatever the ledger holds, said as it is (a usage error through typer's public
+    class: exit status 2, and the command it belongs to is filled in as for a bad option value)."""
+
+    def format_message(self) -> str:
+        return self.message
+
+
+def usage_error(message: str) -> UsageProblem:
     """A command line that is wrong whatever the ledger holds (options that do not go together, a backwards
     range): one line and exit status 2, like a bad option value."""
-    return UsageError(message)
+    return UsageProblem(message)
 
 
 @contextlib.contextmanager

@@ -13,11 +13,11 @@ from typing import Any
 
 os.environ.update(COLUMNS="100", NO_COLOR="1", TERM="dumb", _TYPER_FORCE_DISABLE_TERMINAL="1")
 
+from generated import write_or_check
 from typer.main import get_command
 from typer.testing import CliRunner
 
 from cli.app import app
-from generated import write_or_check
 
 TARGET = Path(__file__).resolve().parent / "cli-reference.md"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from generated import write_or_check
+
 from ledger.infra.settings import FAMILIES, INTERNAL, TRY_ENVIRONMENT, variables
 
 TARGET = Path(__file__).resolve().parent / "settings.md"

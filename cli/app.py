@@ -50,6 +50,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "last heartbeat."),
     ("lineage", "cli.lineage:lineage", "Which run (task, try, DAG version) produced each partition of a dataset, "
      "and what it replaced."),
+    ("standalone", "cli.standalone:standalone", "Run a whole local stack: the scheduler, the webserver and optional "
+     "Celery workers; Ctrl-C stops them all."),
     ("version", "cli.app:version", "Print ledger's version."),
 )
 

@@ -202,7 +202,7 @@ def test_a_try_whose_webserver_comes_back_within_the_patience_runs_as_its_first_
     port = free_port()
     worker = cluster.start_worker("w1", api_url=f"http://127.0.0.1:{port}")
     scheduler = start_scheduler(cluster)
-    wait_until("the worker asks again", lambda: "asking again in" in cluster.procs.output(worker))
+    wait_until("the worker asks again", lambda: "asking again with back-off" in cluster.procs.output(worker))
     cluster.start_webserver(port=port)
     assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
     assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "success")]

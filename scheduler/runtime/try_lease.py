@@ -89,10 +89,12 @@ class TryLease:
             self.guard.release()
 
     def finished(self) -> None:
-        """The try has ended: from now on the lease is only renewed (its outcome is being delivered)."""
+        """The try has ended: from now on the lease is only renewed (its outcome is being delivered). The guard is
+        let go here and reaped by stop(), after the outcome was delivered: the delivery does not wait on the guard
+        process being scheduled to exit."""
         self._done = True
         if self.guard is not None:
-            self.guard.release()
+            self.guard.let_go()
 
     def parent_gone(self) -> bool:
         return os.getppid() != self.parent_pid

@@ -62,9 +62,11 @@ def worker(
 
 
 def workers(as_json: Json = False) -> None:
-    """The Celery workers: the live ones (name, host, queues, concurrency, running tries, last heartbeat), each
-    name's incarnations (host, pid, started, last heartbeat; current or gone) and the leases of its tries (task
-    instance, try, holder, expires in, or how it ended), from the result backend's Redis."""
+    """The Celery workers, their incarnations and their running tries' leases.
+
+    The live workers (name, host, queues, concurrency, running tries, last heartbeat); each name's incarnations
+    (host, pid, started, last heartbeat; current or gone); the leases of its running tries (task instance, try,
+    holder, expires in, or how the lease ended). Read from the result backend's Redis."""
     from ledger.infra.workers import BROKER_VARIABLE, backend_url, fleet, listing
 
     url = backend_url()

@@ -577,7 +577,7 @@ def _beat(settings: WorkerSettings, incarnation: str, stop: threading.Event,
             faults.works("beat", f"ledger worker {settings.name}: beats again")
         except Exception as exc:  # (the broker's Redis restarting: beat again when it is back)
             faults.failed("beat", f"ledger worker {settings.name}: cannot beat ({{error}}); trying again every "
-                                  f"{every:g} s", exc)
+                                  f"{round(every, 1):g} s", exc)
         stop.wait(every)
 
 

@@ -6,9 +6,11 @@ nothing in ledger/ imports the scheduler)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ledger.core.errors import ConfigError
@@ -69,19 +71,12 @@ def backend_url(env: dict[str, str] | None = None) -> str | None:
 def listing(url: str, *, now: float | None = None) -> list[dict[str, Any]]:
     """The live workers, by name: name, host, queues, concurrency, running tries, last heartbeat (epoch seconds)
     and how long ago it was. Names whose entry expired are dropped from the set."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
-    try:
+    with _reading(url) as client:
         names = sorted(n.decode() if isinstance(n, bytes) else str(n) for n in client.smembers(WORKERS))
         raws = client.mget([worker_key(n) for n in names]) if names else []
         gone = [n for n, raw in zip(names, raws, strict=True) if raw is None]
         if gone:
             client.srem(WORKERS, *gone)
-    except redis.RedisError as exc:
-        raise ConfigError(f"cannot read the workers from {redacted(url)}: {exc}") from None
-    finally:
-        client.close()
     now = time.time() if now is None else now
     out = []
     for raw in raws:
@@ -96,15 +91,26 @@ def listing(url: str, *, now: float | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def fleet(url: str, *, now: float | None = None) -> list[dict[str, Any]]:
-    """Every worker name with incarnations on record (`ledger workers`): whether one is live, its incarnations
-    (newest first: host, pid, started, last heartbeat, current or gone) and the leases of the tries it started and
-    has not seen end (task instance, try, holder, ms left; or why it ended: expired, dead, taken). Names whose
-    record expired are dropped from the set."""
+@contextlib.contextmanager
+def _reading(url: str) -> Iterator[Any]:
+    """A Redis client for `url`, closed after; a Redis error is one line (ConfigError)."""
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
     try:
+        yield client
+    except redis.RedisError as exc:
+        raise ConfigError(f"cannot read the workers from {redacted(url)}: {exc}") from None
+    finally:
+        client.close()
+
+
+def fleet(url: str, *, now: float | None = None) -> list[dict[str, Any]]:
+    """Every worker name with incarnations on record (`ledger workers`): whether one is live, its incarnations
+    (newest first: host, pid, started, last heartbeat, current or gone) and the leases of the tries it started and
+    has not seen end (task instance, try, holder, seconds left; or how it ended: expired, dead, taken). Names whose
+    record expired are dropped from the set."""
+    with _reading(url) as client:
         names = sorted(n.decode() if isinstance(n, bytes) else str(n)
                        for n in client.smembers(WORKER_NAMES) | client.smembers(WORKERS))
         pipe = client.pipeline(transaction=False)
@@ -123,10 +129,6 @@ def fleet(url: str, *, now: float | None = None) -> list[dict[str, Any]]:
         gone = [name for name, entry, kept, _running in records if entry is None and not kept]
         if gone:
             client.srem(WORKER_NAMES, *gone)
-    except redis.RedisError as exc:
-        raise ConfigError(f"cannot read the workers from {redacted(url)}: {exc}") from None
-    finally:
-        client.close()
     now = time.time() if now is None else now
     leases = {tid: _lease(tid, answers[2 * i], answers[2 * i + 1]) for i, tid in enumerate(tids)}
     out = []

@@ -12,8 +12,21 @@ import re
 import urllib.request
 
 import pytest
+import redis
 
-from tests.celery_cluster import Cluster, free_port
+from ledger.infra.workers import (
+    WORKER_NAMES,
+    WORKERS,
+    fleet,
+    incarnations_key,
+    lease_key,
+    running_key,
+    worker_key,
+)
+from scheduler.executors.fleet_faults import FaultNotes, counters_of
+from scheduler.loop.metrics import SchedulerMetrics
+from scheduler.runtime.try_lease import dead_value, taken_value
+from tests.celery_cluster import Cluster, RedisServer, free_port
 from tests.scheduler.test_celery_executor import ledger, tries, wait_until
 from tests.scheduler.test_celery_faults import ran, start_scheduler, traced_dag
 
@@ -110,3 +123,60 @@ def test_a_webserver_that_is_not_there_when_a_worker_needs_code_is_said_once_and
     assert "refused" in fault and fault.endswith("asking again with back-off for up to 30 s per try"), fault
     assert said(out, "ledger worker w1: the webserver gives code again") != []
     assert metric(wport, "ledger_fleet_recoveries_total", component="worker", kind="code") == 1
+
+
+def test_fault_notes_say_a_kind_of_work_once_when_it_starts_failing_and_once_when_it_works_again() -> None:
+    lines: list[str] = []
+    metrics = SchedulerMetrics()
+    notes = FaultNotes("executor", lines.append, counters_of(metrics))
+    for attempt in range(3):
+        notes.failed("read", "reading fails ({error})", ConnectionError(f"refused {attempt}"))
+    notes.works("send", "sending works again")  # (it was not failing: nothing said)
+    assert notes.error("read") == "ConnectionError: refused 2"  # the last error
+    notes.works("read", "reading works again")
+    notes.works("read", "reading works again")
+    notes.failed("read", "reading fails ({error})", "timed out")
+    assert lines == ["reading fails (ConnectionError: refused 0)", "reading works again", "reading fails (timed out)"]
+    sample = metrics.registry.get_sample_value
+    assert sample("ledger_fleet_faults_total", {"component": "executor", "kind": "read"}) == 2
+    assert sample("ledger_fleet_recoveries_total", {"component": "executor", "kind": "read"}) == 1
+    assert sample("ledger_fleet_failing", {"component": "executor", "kind": "read"}) == 1
+    assert sample("ledger_fleet_faults_total", {"component": "executor", "kind": "send"}) is None
+
+
+def test_the_fleet_shows_each_names_incarnations_current_or_gone_and_how_each_running_trys_lease_stands(
+        redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+
+    def beat(name: str, incarnation: str, pid: int, started: float, at: float, *, live: bool) -> None:
+        entry = json.dumps({"name": name, "host": "h", "pid": pid, "queues": ["default"], "concurrency": 2,
+                            "running": [], "heartbeat": at, "started": started, "incarnation": incarnation})
+        if live:
+            client.set(worker_key(name), entry)
+            client.sadd(WORKERS, name)
+        client.hset(incarnations_key(name), incarnation, entry)
+        client.sadd(WORKER_NAMES, name)
+
+    beat("w1", "old", 10, 100.0, 150.0, live=False)
+    beat("w1", "new", 11, 200.0, 290.0, live=True)
+    beat("w2", "only", 12, 100.0, 120.0, live=False)  # its entry expired: no live worker of that name
+    client.sadd(WORKER_NAMES, "w3")  # nothing on record any more: dropped
+    client.sadd(running_key("w1"), "ledger-5-1", "ledger-6-1", "ledger-7-2", "ledger-8-1")
+    client.set(lease_key("ledger-5-1"), '{"by":"w1 new","pool":21,"pgid":22,"ms":30000}', px=20000)
+    client.set(lease_key("ledger-6-1"), dead_value("the pool process running it (pid 23) died"))
+    client.set(lease_key("ledger-7-2"), taken_value("worker w1 stopped renewing its lease"))
+    # ledger-8-1: no lease (it expired)
+    shown = {w["name"]: w for w in fleet(redis_server.url, now=300.0)}
+    assert sorted(shown) == ["w1", "w2"] and not client.sismember(WORKER_NAMES, "w3")
+    assert [(i["incarnation"], i["pid"], i["state"], i["seconds_since_heartbeat"])
+            for i in shown["w1"]["incarnations"]] == [("new", 11, "current", 10.0), ("old", 10, "gone", 150.0)]
+    assert shown["w1"]["live"] and not shown["w2"]["live"]
+    assert [i["state"] for i in shown["w2"]["incarnations"]] == ["gone"] and shown["w2"]["leases"] == []
+    leases = {lease["task_id"]: lease for lease in shown["w1"]["leases"]}
+    assert leases["ledger-5-1"]["holder"] == "w1 new (pool process 21)"
+    assert 0 < leases["ledger-5-1"]["expires_in"] <= 20 and leases["ledger-5-1"]["ended"] is None
+    assert (leases["ledger-6-1"]["ti_id"], leases["ledger-6-1"]["ended"]) == (
+        6, "dead: the pool process running it (pid 23) died")
+    assert (leases["ledger-7-2"]["try_number"], leases["ledger-7-2"]["ended"]) == (
+        2, "taken: worker w1 stopped renewing its lease")
+    assert (leases["ledger-8-1"]["holder"], leases["ledger-8-1"]["ended"]) == (None, "expired")

@@ -111,7 +111,7 @@ def fetch_code_patiently(settings: WorkerSettings, dag_id: str, version: str) ->
     faults = pool_faults()
     while True:
         try:
-            found = fetch_code(settings, dag_id, version)
+            return fetch_code(settings, dag_id, version)
         except CodeFetchError as exc:
             if not exc.fleet:
                 raise
@@ -121,9 +121,6 @@ def fetch_code_patiently(settings: WorkerSettings, dag_id: str, version: str) ->
                 raise
             time.sleep(pause)
             pause = min(pause * 2, 8.0)
-            continue
-        faults.works("code", f"ledger worker {settings.name}: the webserver gives code again ({settings.api_url})")
-        return found
 
 
 def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str, str, bool]:
@@ -152,6 +149,7 @@ def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str
     except (OSError, ValueError) as exc:  # refused, reset, timed out; a reply cut short
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
                              f"{exc}", fleet=True) from None
+    pool_faults().works("code", f"ledger worker {settings.name}: the webserver gives code again ({settings.api_url})")
     files = {path: base64.b64decode(text) for path, text in data["files"].items()}
     for path, content in files.items():
         if data.get("sha256", {}).get(path) not in (None, sha256_bytes(content)):

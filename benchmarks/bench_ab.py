@@ -15,6 +15,9 @@ set but the scratch home:
               SQLite, the LocalExecutor, a fork per try (benchmarks/backfill_bench.py's end_to_end): TI/s.
   scheduler   `ledger scheduler --exit-when-idle --executor local`: --runs due runs x 5 chained no-op tasks
               (benchmarks/scheduler_throughput.py, forked tries): TI/s, and the scheduler process's CPU per TI.
+  celery      the same with `--executor celery` (benchmarks/celery_cluster.py: a redis-server, the webserver and
+              two `ledger worker`s of 2 slots, all run with the tree's code): TI/s, the scheduler's CPU per TI (the
+              process alone, and with the processes it starts), lag p50. Not run unless named (--only celery).
 
 The machine is shared and noisy, so: one warm-up round per side and benchmark (discarded), then --pairs pairs in
 alternating order (A B, B A, A B, ...) so that drift in the background load hits both sides alike. Printed: one
@@ -88,8 +91,15 @@ def scheduler_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]
     return {"ti_per_s": found["ti_per_s"], "sched_cpu_ms_per_ti": found["sched_cpu_ms_per_ti"]}
 
 
+def celery_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]:
+    found = scheduler_throughput.one_round(workdir, args.runs, 2, {}, keep_output=False, timeout=args.timeout,
+                                           executor="celery")
+    return {"ti_per_s": found["ti_per_s"], "sched_cpu_ms_per_ti": found["sched_cpu_ms_per_ti"],
+            "sched_tree_cpu_ms_per_ti": found["sched_tree_cpu_ms_per_ti"], "lag_p50_ms": found["lag_p50_ms"]}
+
+
 BENCHMARKS: dict[str, Callable[[Path, argparse.Namespace], dict[str, float]]] = {
-    "backfill": backfill_round, "scheduler": scheduler_round}
+    "backfill": backfill_round, "scheduler": scheduler_round, "celery": celery_round}
 
 
 def run_side(tree: Path, scratch: Path, name: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -127,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.pairs < 1 or args.dates < 1 or args.runs < 1:
         parser.error("--pairs, --dates and --runs must be at least 1")
-    names = args.only or list(BENCHMARKS)
+    names = args.only or ["backfill", "scheduler"]
     commits = {"A": git("rev-parse", "--verify", f"{args.base}^{{commit}}"),
                "B": git("rev-parse", "--verify", f"{args.head}^{{commit}}") if args.head else working_tree_commit()}
     order = ["A", "B"]

@@ -35,6 +35,9 @@ def worker(
                                                       "(default: the host's name, or <host>-2, <host>-3... when "
                                                       "another live worker has it). A name a live worker holds "
                                                       "is refused.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(min=1, max=65535, help="Serve the fleet's fault counters of "
+                                                     "this worker and its pool processes on 127.0.0.1:PORT/metrics "
+                                                     "(LEDGER_METRICS_HOST for another address).")] = None,
 ) -> None:
     """Run a Celery worker for the scheduler's `--executor celery`.
 
@@ -51,25 +54,51 @@ def worker(
                                  param_hint="'--hostname'")
     check_environment()
     incarnation = uuid.uuid4().hex
-    settings, note = claim_name(settings_from_env(name=hostname, queues=names, concurrency=concurrency), incarnation)
+    settings, note = claim_name(settings_from_env(name=hostname, queues=names, concurrency=concurrency,
+                                                  metrics_port=metrics_port or 0), incarnation)
     out.print(f"ledger worker {settings.name}: queues {', '.join(names)}, concurrency {settings.concurrency}, "
               f"code from {settings.api_url}, home {settings.home}" + (f" ({note})" if note else ""))
     serve(settings, incarnation)
 
 
 def workers(as_json: Json = False) -> None:
-    """The live Celery workers: name, host, queues, concurrency, running tries, last heartbeat."""
-    from ledger.infra.workers import BROKER_VARIABLE, backend_url, listing
+    """The Celery workers, their incarnations and their running tries' leases.
+
+    The live workers (name, host, queues, concurrency, running tries, last heartbeat); each name's incarnations
+    (host, pid, started, last heartbeat; current or gone); the leases of its running tries (task instance, try,
+    holder, expires in, or how the lease ended). Read from the result backend's Redis."""
+    from ledger.infra.workers import BROKER_VARIABLE, backend_url, fleet, listing
 
     url = backend_url()
     if url is None:
         raise ConfigError(f"no Celery workers to list: {BROKER_VARIABLE} is not set")
     rows = listing(url)
+    names = fleet(url)
     if as_json:
-        print_json(rows)
+        by_name = {r["name"]: r for r in names}
+        print_json([{**r, **by_name.pop(r["name"], {})} for r in rows] + list(by_name.values()))
         return
     table = Table("name", "host", "queues", "concurrency", "running", "last heartbeat")
     for r in rows:
         table.add_row(r["name"], str(r["host"]), ",".join(r["queues"]), str(r["concurrency"]), str(r["running"]),
                       f"{r['seconds_since_heartbeat']:.1f} s ago")
     out.print(table if rows else "no live workers")
+    lives = Table("name", "incarnation", "host", "pid", "started", "last heartbeat", "state", title="incarnations")
+    leases = Table("name", "task instance", "try", "holder", "lease", title="leases of running tries")
+    for w in names:
+        for i in w["incarnations"]:
+            lives.add_row(w["name"], str(i["incarnation"])[:12], str(i["host"]), str(i["pid"]), _when(i["started"]),
+                          f"{i['seconds_since_heartbeat']:.1f} s ago", i["state"])
+        for lease in w["leases"]:
+            left = (f"expires in {lease['expires_in']:.1f} s" if lease["expires_in"] is not None
+                    else lease["ended"] or "held")
+            leases.add_row(w["name"], str(lease["ti_id"]), str(lease["try_number"]), lease["holder"] or "-", left)
+    if names:
+        out.print(lives)
+        out.print(leases if leases.row_count else "no running tries hold a lease")
+
+
+def _when(epoch: float | None) -> str:
+    from datetime import UTC, datetime
+
+    return "-" if epoch is None else datetime.fromtimestamp(float(epoch), UTC).strftime("%Y-%m-%d %H:%M:%S")

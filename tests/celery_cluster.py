@@ -190,17 +190,18 @@ class Cluster:
     def start_worker(self, name: str, *, queues: str = "default", concurrency: int = 2,
                      prefix: tuple[str, ...] = (), broker: str | None = None,
                      api_url: str | None = None, named: bool = True, home: Path | None = None,
-                     wait: bool = True, label: str | None = None, **extra: str) -> subprocess.Popen[bytes]:
+                     wait: bool = True, label: str | None = None, args: tuple[str, ...] = (),
+                     **extra: str) -> subprocess.Popen[bytes]:
         """A worker in a LEDGER_HOME of its own (no DAGs folder, no database; or `home`); waits until it beats
-        as `name` (`named`: started with `--hostname name`, else with no --hostname); its output in
-        `<label>.log` (by default worker-<name>.log)."""
+        as `name` (`named`: started with `--hostname name`, else with no --hostname; `args` added to its command
+        line); its output in `<label>.log` (by default worker-<name>.log)."""
         home = home or self.home.parent / f"worker-{name}"
         home.mkdir(exist_ok=True)
         env = _env(home, **{BROKER: broker or self.redis.url, "LEDGER_API_URL": api_url or self.api_url,
                             "LEDGER_WORKER_TOKEN": self.token, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": LEASE, **extra})
         named_as = ("--hostname", name) if named else ()
         proc = self.procs.start(label or f"worker-{name}", [*prefix, LEDGER, "worker", *named_as, "--queues", queues,
-                                                             "--concurrency", str(concurrency)], env, home)
+                                                             "--concurrency", str(concurrency), *args], env, home)
         if wait:
             self.wait_for_worker(name, proc)
         return proc

@@ -55,6 +55,7 @@ from scheduler.executors.celery_app import (
     task_id,
     task_id_pattern,
 )
+from scheduler.executors.fleet_faults import FaultNotes, counters_of
 from scheduler.runtime import try_files
 from scheduler.runtime.try_lease import lease_key, taken_value
 
@@ -119,8 +120,8 @@ class CeleryExecutor(Executor):
         self._by_tid: dict[str, _Try] = {}  # the tries in flight by task id (the reader's, under the lock)
         self._wake_r, self._wake_w = -1, -1
         self._left: set[int] = set()
-        self._faults: dict[str, str] = {}  # what fails now ("send", "read", "revoke"), with its error (_fault)
-        self._say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+        # what fails now ("send", "read", "revoke", "adopt"), said and counted (_fault)
+        self._faults = FaultNotes("executor", lambda line: print(line, file=sys.stderr, flush=True))
         self._blind = False  # the reader could not read Redis since it last read the leases
         self._send_lock = threading.Lock()  # one thread sends at a time: the job's or the sender
         self._unmarked: list[str] = []  # task ids sent and not yet marked queued (under _send_lock)
@@ -129,34 +130,31 @@ class CeleryExecutor(Executor):
 
     def use_metrics(self, metrics: Any) -> None:
         self._metrics = metrics
+        self._faults.counters = counters_of(metrics)
 
     def use_say(self, say: Callable[[str], None]) -> None:
-        self._say = say
+        self._faults.say = say
 
     _FAULTS = {"send": "sending tries to the broker", "read": "reading the tries' states from Redis",
-               "revoke": "revoking tries", "adopt": "looking up the tries to adopt in Redis"}
+               "revoke": "revoking tries through the broker", "adopt": "looking up the tries to adopt in Redis"}
 
     def _fault(self, kind: str, exc: BaseException | None) -> None:
         """Note that `kind` of work fails (`exc`) or works again (None): one line when it starts failing, one when
-        it works again (not one per retry)."""
+        it works again (not one per retry), each counted (scheduler/executors/fleet_faults.py)."""
         if exc is None:
-            if self._faults.pop(kind, None) is not None:
-                self._say(f"celery executor: {self._FAULTS[kind]} works again")
-            return
-        text = f"{type(exc).__name__}: {exc}"
-        if kind not in self._faults:
-            self._say(f"celery executor: {self._FAULTS[kind]} fails ({text}); trying again")
-        self._faults[kind] = text
+            self._faults.works(kind, f"celery executor: {self._FAULTS[kind]} works again")
+        else:
+            self._faults.failed(kind, f"celery executor: {self._FAULTS[kind]} fails ({{error}}); trying again", exc)
 
     @property
     def send_problem(self) -> str | None:
         """The last send's error (None: the broker answered it)."""
-        return self._faults.get("send")
+        return self._faults.error("send")
 
     @property
     def problem(self) -> str | None:
         """The last error talking to Redis (reading, revoking, adopting)."""
-        return self._faults.get("read") or self._faults.get("revoke") or self._faults.get("adopt")
+        return self._faults.error("read") or self._faults.error("revoke") or self._faults.error("adopt")
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -190,6 +188,9 @@ class CeleryExecutor(Executor):
         deadline = time.monotonic() + 5.0
         while (self._shared.outbox or self._unmarked) and time.monotonic() < deadline:  # send (and mark) them first
             time.sleep(POLL_INTERVAL)
+        if unsent := sum(1 for kind, _entry in self._shared.outbox if kind == "send"):
+            self._faults.say(f"celery executor: {unsent} tries' messages were not sent before the scheduler stopped "
+                             f"(the broker: {self.send_problem or 'busy'})")
         self._stop.set()
         self._kick.set()
         for thread in self._threads:
@@ -357,7 +358,7 @@ class CeleryExecutor(Executor):
                 if now >= next_check:
                     urgent += self._check_leases() + self._read_refused() + self._resend_unclaimed()
                     next_check = now + WORKER_CHECK_INTERVAL
-                if self._faults:
+                if self._faults.failing:
                     self._fault("read", None)
             except Exception as exc:  # Redis unreachable: subscribe and read again (nothing is lost meanwhile)
                 self._fault("read", exc)

@@ -12,8 +12,10 @@ Where things are:
   `ledger:queued:<task id>` (the message was sent: a job that takes the run over adopts the try),
   `ledger:log:<task id>` (the try's log as it is written, each part at its byte offset), `ledger:lease:<task id>`
   (the running try's lease, which its worker renews: scheduler/runtime/try_lease.py), `ledger:worker:<name>`
-  (each worker's heartbeat, which also holds its name, expiring after the heartbeat timeout) and `ledger:refused`
-  (refused redeliveries, for the events).
+  (each worker's heartbeat, which also holds its name, expiring after the heartbeat timeout), with
+  `ledger:worker:<name>:running` (the tries it started and has not seen end) and
+  `ledger:worker:<name>:incarnations` (its incarnations' last heartbeats, for `ledger workers`; the names in
+  `ledger:worker-names`), and `ledger:refused` (refused redeliveries, for the events).
 
 Nothing here imports the database layer: a worker has no database.
 """

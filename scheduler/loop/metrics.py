@@ -13,6 +13,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from scheduler.executors.fleet_faults import FleetCounters
+
 LOOP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 
@@ -46,6 +48,8 @@ class SchedulerMetrics:
                                    registry=r)
         self.queue_lost = Counter("ledger_queue_lost_tries", "Tries of a queue lost with their worker", ["queue"],
                                   registry=r)
+        # the CeleryExecutor's faults talking to the broker and Redis (scheduler/executors/fleet_faults.py)
+        self.fleet = FleetCounters(r)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> Any:
         server, _thread = start_http_server(port, addr=host, registry=self.registry)

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -43,7 +44,17 @@ from ledger.core.errors import ConfigError
 from ledger.infra.code import sha256_bytes
 from ledger.infra.code_files import materialise
 from ledger.infra.logs import log_file
-from ledger.infra.workers import API_VARIABLE, NAME_VARIABLE, TOKEN_VARIABLE, WORKERS, worker_key
+from ledger.infra.workers import (
+    API_VARIABLE,
+    INCARNATIONS_KEPT,
+    NAME_VARIABLE,
+    TOKEN_VARIABLE,
+    WORKER_NAMES,
+    WORKERS,
+    incarnations_key,
+    running_key,
+    worker_key,
+)
 from scheduler.executors.base import WorkItem
 from scheduler.executors.celery_app import (
     KEEP,
@@ -58,11 +69,13 @@ from scheduler.executors.celery_app import (
     redis_client,
     seconds_from_env,
 )
+from scheduler.executors.fleet_faults import FaultNotes, FleetCounters
 from scheduler.runtime import try_files, try_plan, try_process
 from scheduler.runtime.try_lease import TryLease, end_lease, lease_value
 from scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
 
 INCARNATION_VARIABLE = "LEDGER_WORKER_INCARNATION"
+MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's: where a worker's processes count
 MAIN_PID_VARIABLE = "LEDGER_WORKER_MAIN_PID"  # set by `ledger worker` for its pool processes: its main process
 FETCH_PATIENCE_VARIABLE = "LEDGER_WORKER_CODE_FETCH_PATIENCE"
 DEFAULT_FETCH_PATIENCE = 30.0
@@ -81,6 +94,7 @@ class WorkerSettings:
     celery: CeleryConfig
     named: bool = True  # the name was given (--hostname, LEDGER_WORKER_NAME), not the host's by default
     fetch_patience: float = DEFAULT_FETCH_PATIENCE  # seconds a try asks again for code the webserver cannot give
+    metrics_port: int = 0  # serve the fleet's fault counters on this port (0: not served)
 
 
 class CodeFetchError(Exception):
@@ -94,13 +108,17 @@ def fetch_code_patiently(settings: WorkerSettings, dag_id: str, version: str) ->
     be reached or fails (a restart), for at most LEDGER_WORKER_CODE_FETCH_PATIENCE seconds."""
     until = time.monotonic() + settings.fetch_patience
     pause = 0.5
+    faults = pool_faults()
     while True:
         try:
             return fetch_code(settings, dag_id, version)
         except CodeFetchError as exc:
-            if not exc.fleet or time.monotonic() + pause > until:
+            if not exc.fleet:
                 raise
-            print(f"ledger worker {settings.name}: {exc}; asking again in {pause:g} s", flush=True)
+            faults.failed("code", f"ledger worker {settings.name}: {{error}}; asking again with back-off for up to "
+                                  f"{settings.fetch_patience:g} s per try", str(exc))
+            if time.monotonic() + pause > until:
+                raise
             time.sleep(pause)
             pause = min(pause * 2, 8.0)
 
@@ -131,6 +149,7 @@ def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str
     except (OSError, ValueError) as exc:  # refused, reset, timed out; a reply cut short
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
                              f"{exc}", fleet=True) from None
+    pool_faults().works("code", f"ledger worker {settings.name}: the webserver gives code again ({settings.api_url})")
     files = {path: base64.b64decode(text) for path, text in data["files"].items()}
     for path, content in files.items():
         if data.get("sha256", {}).get(path) not in (None, sha256_bytes(content)):
@@ -148,8 +167,9 @@ class _LogShipper:
     """Writes what a try's log gained since the last call into `ledger:log:<task id>` at its own offset (SETRANGE:
     writing a chunk twice, as a client that retries after a lost reply does, changes nothing)."""
 
-    def __init__(self, client: Any, tid: str, path: str) -> None:
+    def __init__(self, client: Any, tid: str, path: str, name: str = "") -> None:
         self.client, self.key, self.path, self.offset = client, log_key(tid), path, 0
+        self.name = name  # the worker's
         self.shipped = hashlib.sha256()  # of the bytes sent so far: finish() sees whether the log was rewritten
 
     def ship(self) -> None:
@@ -164,8 +184,13 @@ class _LogShipper:
                     pipe.execute()
                     self.offset += len(chunk)
                     self.shipped.update(chunk)
-        except Exception:  # an OSError reading the log; a redis error (it restarts): sent again later
+        except redis_errors() as exc:  # (it restarts): sent again later
+            pool_faults().failed("log", f"ledger worker {self.name}: cannot send tries' logs to Redis ({{error}}); "
+                                        f"sending again", exc)
             return
+        except OSError:  # reading the log here: sent again later
+            return
+        pool_faults().works("log", f"ledger worker {self.name}: sending tries' logs to Redis works again")
 
     def finish(self) -> bool:
         """Once the try has ended: the rest of its log; or, when the try rewrote what was sent already (the secrets it
@@ -193,6 +218,25 @@ def _settings_of_pool() -> WorkerSettings:
 
 _pool_settings: WorkerSettings | None = None
 _client: Any = None
+_pool_faults: FaultNotes | None = None
+
+
+def pool_faults() -> FaultNotes:
+    """This pool process's faults of the fleet (made after the fork, so none is shared with the main process)."""
+    global _pool_faults
+    if _pool_faults is None:
+        _pool_faults = FaultNotes("worker", _say, fleet_counters())
+    return _pool_faults
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def fleet_counters() -> FleetCounters | None:
+    """The fleet's counters of this process, when `ledger worker --metrics-port` serves them (its processes count
+    in PROMETHEUS_MULTIPROC_DIR, which its main process sets before it forks its pool)."""
+    return FleetCounters(None) if os.environ.get(MULTIPROC_VARIABLE) else None
 
 
 def _redis() -> Any:
@@ -214,18 +258,25 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
     tid = task.request.id
     incarnation = os.environ.get(INCARNATION_VARIABLE, "")
     mine = f"{settings.name} {uuid.uuid4().hex}"
-    if not client.set(claim_key(tid), mine, nx=True, ex=KEEP):
-        holder = (client.get(claim_key(tid)) or b"").decode()
-        if holder != mine:  # (the same value: a retry of this SET, whose first reply was lost)
-            client.rpush(REFUSED, dumps({"ti_id": payload["ti_id"], "try_number": payload["try_number"],
-                                         "host": settings.name, "at": time.time(),
-                                         "claimed_by": holder.split(" ")[0] or None}))
-            raise Ignore()  # Celery leaves the try's result as the first delivery writes it
-    running_key = f"{worker_key(settings.name)}:running"
-    client.sadd(running_key, tid)
+    running_set = running_key(settings.name)
+    faults = pool_faults()
+    try:
+        if not client.set(claim_key(tid), mine, nx=True, ex=KEEP):
+            holder = (client.get(claim_key(tid)) or b"").decode()
+            if holder != mine:  # (the same value: a retry of this SET, whose first reply was lost)
+                client.rpush(REFUSED, dumps({"ti_id": payload["ti_id"], "try_number": payload["try_number"],
+                                             "host": settings.name, "at": time.time(),
+                                             "claimed_by": holder.split(" ")[0] or None}))
+                raise Ignore()  # Celery leaves the try's result as the first delivery writes it
+        client.sadd(running_set, tid)
+    except redis_errors() as exc:  # (Celery stores the error if it can: the scheduler records the try lost)
+        faults.failed("claim", f"ledger worker {settings.name}: cannot claim tries in Redis ({{error}}); their "
+                               f"messages fail", exc)
+        raise
+    faults.works("claim", f"ledger worker {settings.name}: claiming tries in Redis works again")
     path = log_file(str(settings.home / "logs"), payload["dag_id"], payload["run_id"], payload["task_id"],
                     payload["try_number"], payload.get("map_index", -1))
-    shipper = _LogShipper(client, tid, path)
+    shipper = _LogShipper(client, tid, path, settings.name)
     try:
         try:
             root, fileloc, captured = fetch_code_patiently(settings, payload["dag_id"], payload["dag_version"])
@@ -277,7 +328,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         return _deliver(task, _result(settings, item, outcome, running.pid, shipper), shipper, lease)
     finally:
         with contextlib.suppress(Exception):
-            client.srem(running_key, tid)
+            client.srem(running_set, tid)
         if os.getppid() != _main_pid():  # the worker's main process is gone: so is this pool process
             os._exit(1)
 
@@ -295,7 +346,8 @@ def _lease(settings: WorkerSettings, client: Any, tid: str, incarnation: str, pg
     length = settings.celery.heartbeat_timeout
     value = lease_value(f"{settings.name} {incarnation}", os.getpid(), pgid, length)
     main = _main_pid()
-    lease = TryLease(_lease_client(length), tid, value, length, fence, main)
+    lease = TryLease(_lease_client(length), tid, value, length, fence, main, faults=pool_faults(),
+                     holder=settings.name)
     if pgid is not None:
         url, me, name = settings.celery.backend_url, os.getpid(), settings.name
 
@@ -340,6 +392,7 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
     recorded as it ended."""
     pause = 0.2
     said = False
+    faults, name = pool_faults(), result.get("host")
     try:
         while True:
             try:
@@ -348,12 +401,16 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
                     result["log_bytes"] = shipper.offset
                 task.update_state(state="SUCCESS", meta=result)
                 if said:
-                    print(f"ledger worker: the outcome of {task.request.id} was delivered", flush=True)
+                    print(f"ledger worker {name}: the outcome of {task.request.id} was delivered", flush=True)
+                faults.works("outcome", f"ledger worker {name}: delivering outcomes to Redis works again")
                 return result
             except Exception as exc:
                 if not said:
-                    print(f"ledger worker: cannot deliver the outcome of {task.request.id} ({type(exc).__name__}: "
-                          f"{one_line(str(exc), 200)}); kept here until Redis answers", flush=True)
+                    faults.failed("outcome", f"ledger worker {name}: cannot deliver outcomes to Redis ({{error}}); "
+                                             f"each is kept until Redis answers", one_line(f"{type(exc).__name__}: "
+                                                                                           f"{exc}", 200))
+                    print(f"ledger worker {name}: the outcome of {task.request.id} is kept here until Redis answers",
+                          flush=True)
                     said = True
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
@@ -389,7 +446,8 @@ def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int
 
 
 def settings_from_env(env: dict[str, str] | None = None, *, name: str | None = None,
-                      queues: tuple[str, ...] = ("default",), concurrency: int | None = None) -> WorkerSettings:
+                      queues: tuple[str, ...] = ("default",), concurrency: int | None = None,
+                      metrics_port: int = 0) -> WorkerSettings:
     env = dict(os.environ) if env is None else env
     api = (env.get(API_VARIABLE) or "").strip()
     if not api.startswith(("http://", "https://")):
@@ -402,7 +460,8 @@ def settings_from_env(env: dict[str, str] | None = None, *, name: str | None = N
         concurrency=concurrency or os.cpu_count() or 1, home=home, api_url=api,
         token=(env.get(TOKEN_VARIABLE) or "").strip() or None, celery=CeleryConfig.from_env(env),
         named=given is not None,
-        fetch_patience=seconds_from_env(env, FETCH_PATIENCE_VARIABLE, DEFAULT_FETCH_PATIENCE))
+        fetch_patience=seconds_from_env(env, FETCH_PATIENCE_VARIABLE, DEFAULT_FETCH_PATIENCE),
+        metrics_port=metrics_port)
 
 
 def _entry(settings: WorkerSettings, incarnation: str, started: float, running: list[str]) -> str:
@@ -445,6 +504,9 @@ def _write_entry(client: Any, settings: WorkerSettings, incarnation: str, entry:
                 pipe.multi()
                 pipe.set(key, entry, px=int(settings.celery.heartbeat_timeout * 1000))
                 pipe.sadd(WORKERS, settings.name)
+                pipe.sadd(WORKER_NAMES, settings.name)
+                pipe.hset(incarnations_key(settings.name), incarnation, entry)
+                pipe.expire(incarnations_key(settings.name), KEEP)
                 pipe.execute()
                 return None
             except redis.WatchError:  # (written meanwhile: look again)
@@ -463,6 +525,7 @@ def claim_name(settings: WorkerSettings, incarnation: str) -> tuple[WorkerSettin
             mine = settings if n == 1 else dataclasses.replace(settings, name=f"{settings.name}-{n}")
             held = _write_entry(client, mine, incarnation, _entry(mine, incarnation, time.time(), []))
             if held is None:
+                _trim_incarnations(client, mine.name)
                 return mine, (None if first is None else f"{settings.name} is the name of a live worker (pid "
                                                          f"{first.get('pid')} on {first.get('host')})")
             if first is None:
@@ -478,32 +541,41 @@ def claim_name(settings: WorkerSettings, incarnation: str) -> tuple[WorkerSettin
     raise ConfigError(f"the names {settings.name} to {settings.name}-99 are all held by live workers")
 
 
+def _trim_incarnations(client: Any, name: str) -> None:
+    """The name's incarnations on record beyond the INCARNATIONS_KEPT newest forgotten."""
+    kept = client.hgetall(incarnations_key(name))
+    old = sorted(kept, key=lambda k: float(json.loads(kept[k]).get("started") or 0), reverse=True)[INCARNATIONS_KEPT:]
+    if old:
+        client.hdel(incarnations_key(name), *old)
+
+
 def redis_errors() -> tuple[type[Exception], ...]:
     import redis
 
     return (redis.RedisError,)
 
 
-def _beat(settings: WorkerSettings, incarnation: str, stop: threading.Event) -> None:
+def _beat(settings: WorkerSettings, incarnation: str, stop: threading.Event,
+          counters: FleetCounters | None = None) -> None:
     """Every third of the heartbeat timeout: this worker's entry (host, queues, concurrency, running tries),
     which expires when it stops beating (never written over another live worker's, see _write_entry)."""
     client = redis_client(settings.celery.backend_url)
     every = settings.celery.heartbeat_timeout / 3
-    key = worker_key(settings.name)
     started = time.time()
     said = None
+    faults = FaultNotes("worker", _say, counters)
     while not stop.is_set():
         try:
-            running = sorted(member.decode() for member in client.smembers(f"{key}:running"))
+            running = sorted(member.decode() for member in client.smembers(running_key(settings.name)))
             held = _write_entry(client, settings, incarnation, _entry(settings, incarnation, started, running))
             if held is not None and said != held.get("incarnation"):
                 print(f"ledger worker {settings.name}: another worker (pid {held.get('pid')} on {held.get('host')}) "
                       f"took this name while this one could not beat; its tries' leases still hold", flush=True)
             said = held.get("incarnation") if held is not None else None
+            faults.works("beat", f"ledger worker {settings.name}: beats again")
         except Exception as exc:  # (the broker's Redis restarting: beat again when it is back)
-            if said != "unreachable":
-                print(f"ledger worker {settings.name}: cannot beat ({type(exc).__name__}: {exc})", flush=True)
-                said = "unreachable"
+            faults.failed("beat", f"ledger worker {settings.name}: cannot beat ({{error}}); trying again every "
+                                  f"{round(every, 1):g} s", exc)
         stop.wait(every)
 
 
@@ -520,8 +592,9 @@ def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNIN
 
     worker_ready.connect(lambda **_: print(f"ledger worker {settings.name} ready", flush=True), weak=False)
     stop = threading.Event()
-    threading.Thread(target=_beat, args=(settings, incarnation, stop), name="ledger-worker-heartbeat",
-                     daemon=True).start()
+    metrics = _serve_metrics(settings, incarnation) if settings.metrics_port else None
+    threading.Thread(target=_beat, args=(settings, incarnation, stop, fleet_counters()),
+                     name="ledger-worker-heartbeat", daemon=True).start()
     try:
         app.worker_main(["worker", f"--queues={','.join(settings.queues)}", f"--concurrency={settings.concurrency}",
                          f"--hostname=ledger@{settings.name}", f"--loglevel={loglevel}", "--without-gossip",
@@ -530,3 +603,27 @@ def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNIN
         stop.set()
         with contextlib.suppress(Exception):
             redis_client(settings.celery.backend_url).delete(worker_key(settings.name))
+        if metrics is not None:
+            metrics.shutdown()
+            shutil.rmtree(os.environ.pop(MULTIPROC_VARIABLE, ""), ignore_errors=True)
+
+
+def _serve_metrics(settings: WorkerSettings, incarnation: str) -> Any:
+    """Serve the fleet's fault counters of this worker's processes (its pool processes' too: prometheus_client's
+    multiprocess mode, in a folder of this incarnation's) on LEDGER_METRICS_HOST:--metrics-port/metrics. Chosen
+    before prometheus_client is first imported here, and before the pool is forked."""
+    folder = settings.home / "worker-metrics" / incarnation
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ[MULTIPROC_VARIABLE] = str(folder)
+    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(folder))  # type: ignore[no-untyped-call]
+    host = os.environ.get("LEDGER_METRICS_HOST") or "127.0.0.1"
+    try:
+        server, _thread = start_http_server(settings.metrics_port, addr=host, registry=registry)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve metrics on {host}:{settings.metrics_port}: {exc.strerror or exc}") from None
+    print(f"ledger worker {settings.name}: metrics on http://{host}:{settings.metrics_port}/metrics", flush=True)
+    return server

@@ -21,6 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ledger.infra.workers import lease_key as lease_key  # (the key names `ledger workers` reads are defined there)
+from scheduler.executors.fleet_faults import FaultNotes
+
 # set the lease again (with its length, ms) when it is missing or still ours; 0: it was taken
 _RENEW = """local v = redis.call('GET', KEYS[1])
 if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
@@ -31,10 +34,6 @@ if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'EX', ARG
 return 0"""
 PARENT_CHECK = 0.2  # seconds between two looks at whether the worker's main process is still there
 ENDED_KEEP = 3600  # seconds a "dead" lease is kept (the scheduler reads it within its next check)
-
-
-def lease_key(tid: str) -> str:
-    return f"ledger:lease:{tid}"
 
 
 def lease_value(holder: str, pool_pid: int, pgid: int | None, length: float) -> str:
@@ -59,8 +58,9 @@ class TryLease:
     """The renewing thread of a try's supervisor. `fence` kills the try (its process group)."""
 
     def __init__(self, client: Any, tid: str, value: str, length: float, fence: Callable[[], None],
-                 parent_pid: int) -> None:
+                 parent_pid: int, *, faults: FaultNotes | None = None, holder: str = "") -> None:
         self.client, self.tid, self.value, self.length = client, tid, value, length
+        self.faults, self.holder = faults, holder  # renewals that fail, said and counted; the worker's name
         self._fence_try, self.parent_pid = fence, parent_pid
         self.fenced: str | None = None  # why the try was killed here
         self._renewed = time.monotonic()  # when the last renewal that held began
@@ -89,10 +89,12 @@ class TryLease:
             self.guard.release()
 
     def finished(self) -> None:
-        """The try has ended: from now on the lease is only renewed (its outcome is being delivered)."""
+        """The try has ended: from now on the lease is only renewed (its outcome is being delivered). The guard is
+        let go here and reaped by stop(), after the outcome was delivered: the delivery does not wait on the guard
+        process being scheduled to exit."""
         self._done = True
         if self.guard is not None:
-            self.guard.release()
+            self.guard.let_go()
 
     def parent_gone(self) -> bool:
         return os.getppid() != self.parent_pid
@@ -105,6 +107,8 @@ class TryLease:
     def _fence(self, reason: str) -> None:
         self.fenced = reason
         self._fence_try()
+        if self.faults is not None:
+            self.faults.say(f"ledger worker {self.holder}: killed try {self.tid}: {reason}")
 
     def _run(self) -> None:
         every = self.length / 3
@@ -120,8 +124,15 @@ class TryLease:
                 continue
             try:
                 held: bool | None = self.renew()
-            except Exception:  # Redis unreachable: again soon, until the lease would have ended
+            except Exception as exc:  # Redis unreachable: again soon, until the lease would have ended
                 held = None
+                if self.faults is not None:
+                    self.faults.failed("lease", f"ledger worker {self.holder}: cannot renew tries' leases in Redis "
+                                                f"({{error}}); a try is killed when its lease cannot be renewed "
+                                                f"within {self.length:g} s", exc)
+            else:
+                if self.faults is not None:
+                    self.faults.works("lease", f"ledger worker {self.holder}: renewing tries' leases works again")
             if held is False:
                 if not self._done:
                     self._fence("its lease was taken: the scheduler declared it lost")

@@ -278,15 +278,22 @@ class GroupGuard:
                 os._exit(code)
         os.close(read_fd)
 
-    def release(self) -> None:
+    def let_go(self) -> None:
+        """Tell the guard the try ended (it exits without killing anything); not waiting for it to exit."""
         if self._write_fd < 0:
             return
         with contextlib.suppress(OSError):
             os.write(self._write_fd, b"x")
         os.close(self._write_fd)
         self._write_fd = -1
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+
+    def release(self) -> None:
+        """let_go(), then reap the guard."""
+        self.let_go()
+        if self.pid > 0:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = 0
 
 
 def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:

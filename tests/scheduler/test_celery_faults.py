@@ -101,7 +101,8 @@ def dead(pid: int) -> bool:
 
 def test_two_workers_started_on_one_host_without_a_name_get_distinct_names_and_run_each_try_once(
         cluster: Cluster) -> None:
-    trace = traced_dag(cluster, 8, "sleep 1")
+    gate = cluster.home.parent / "gate"  # the tries run until the test writes it
+    trace = traced_dag(cluster, 8, f"until [ -f {gate} ]; do sleep 0.05; done")
     cluster.start_webserver()
     host = socket.gethostname()
     home = cluster.home.parent / "worker-home"  # one host, one LEDGER_HOME
@@ -111,6 +112,15 @@ def test_two_workers_started_on_one_host_without_a_name_get_distinct_names_and_r
     listed = json.loads(ledger(cluster, "workers", "--json").stdout)
     assert sorted(w["name"] for w in listed) == [host, f"{host}-2"]
     scheduler = start_scheduler(cluster)
+    # four tries run at once, two on each worker, while each worker beats again and the scheduler reads their
+    # leases (each worker of a shared name beating over the other made the scheduler declare them lost)
+    wait_until("four tries running", lambda: [s for *_, s, _h in tries(cluster, "traced")].count("running") == 4)
+    since = time.time()
+    wait_until("each worker beats while they run", lambda: sorted(
+        w["name"] for w in json.loads(ledger(cluster, "workers", "--json").stdout)
+        if w["last_heartbeat"] > since and len(w["leases"]) == 2) == [host, f"{host}-2"])
+    assert [s for *_, s, _h in tries(cluster, "traced")].count("running") == 4  # none lost meanwhile
+    gate.touch()
     assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
     assert ran(trace) == {f"t{i}": [("start", "1"), ("end", "1")] for i in range(8)}, trace.read_text()
     rows = tries(cluster, "traced")
@@ -202,7 +212,7 @@ def test_a_try_whose_webserver_comes_back_within_the_patience_runs_as_its_first_
     port = free_port()
     worker = cluster.start_worker("w1", api_url=f"http://127.0.0.1:{port}")
     scheduler = start_scheduler(cluster)
-    wait_until("the worker asks again", lambda: "asking again in" in cluster.procs.output(worker))
+    wait_until("the worker asks again", lambda: "asking again with back-off" in cluster.procs.output(worker))
     cluster.start_webserver(port=port)
     assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
     assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "success")]

@@ -57,9 +57,21 @@ def wait_for(what: str, check: object, within: float = 10.0) -> None:
 
 def test_a_try_no_worker_claims_within_the_timeout_is_sent_again_once_per_timeout_with_a_remark(
         tmp_path: Path, redis_server: RedisServer) -> None:
-    now = [1000.0]
+    now, reads = [1000.0], [0]
+
+    def clock() -> float:
+        reads[0] += 1
+        return now[0]
+
+    def looked_twice(what: str) -> None:
+        """Until the executor has read the clock three times more (the reader reads it once per look at the
+        unclaimed tries, the sender once per batch sent): a whole look began and ended since the clock was set,
+        so what it would do is done."""
+        seen = reads[0]
+        wait_for(what, lambda: reads[0] >= seen + 3)
+
     config = CeleryConfig(redis_server.url, redis_server.url, queued_timeout=30.0)
-    executor = CeleryExecutor(2, config, clock=lambda: now[0])
+    executor = CeleryExecutor(2, config, clock=clock)
     broker = redis.Redis.from_url(redis_server.url)
     item = work_item(tmp_path / "dag.py", "t", ti_id=41)
     item = type(item)(**{**item.__dict__, "queue": "nobody"})  # a queue no worker serves
@@ -68,7 +80,7 @@ def test_a_try_no_worker_claims_within_the_timeout_is_sent_again_once_per_timeou
         executor.submit(item)
         wait_for("the try's message", lambda: broker.llen("nobody") == 1)
         now[0] += 29.9
-        time.sleep(1.5)  # (the reader looks every WORKER_CHECK_INTERVAL)
+        looked_twice("the reader's look at 29.9 s")
         assert broker.llen("nobody") == 1 and executor.remarks() == []
         now[0] += 0.1
         wait_for("the message sent again", lambda: broker.llen("nobody") == 2)
@@ -76,7 +88,7 @@ def test_a_try_no_worker_claims_within_the_timeout_is_sent_again_once_per_timeou
         assert [(r["kind"], r["ti_id"], r["try_number"], r["queue"]) for r in remarks] == [
             ("try_resent", 41, 1, "nobody")]
         assert "within 30 s" in remarks[0]["reason"]
-        time.sleep(1.5)  # the clock stands still: not sent a third time
+        looked_twice("the reader's look after the resend")  # the clock stands still: not sent a third time
         assert broker.llen("nobody") == 2 and executor.in_flight() == {41}
     finally:
         executor.end(0)

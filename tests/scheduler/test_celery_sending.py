@@ -16,6 +16,7 @@ import redis
 from ledger.infra.workers import log_key, worker_key
 from scheduler.executors.celery import CeleryExecutor
 from scheduler.executors.celery_app import CeleryConfig, queued_key, task_id
+from scheduler.loop.metrics import SchedulerMetrics
 from tests.celery_cluster import RedisServer, free_port, require_redis
 from tests.scheduler.test_celery_queued_timeout import wait_for
 from tests.scheduler.test_task_runner import work_item
@@ -45,6 +46,9 @@ def test_tries_sent_while_the_broker_is_down_wait_for_it_and_are_sent_once_when_
     require_redis()
     server = RedisServer(tmp_path / "redis", port=free_port())  # (not started yet: nothing listens on its port)
     executor = CeleryExecutor(4, CeleryConfig(server.url, server.url))
+    metrics, said = SchedulerMetrics(), []
+    executor.use_metrics(metrics)
+    executor.use_say(said.append)
     executor.start()
     try:
         began = time.monotonic()
@@ -60,6 +64,27 @@ def test_tries_sent_while_the_broker_is_down_wait_for_it_and_are_sent_once_when_
     finally:
         executor.end(0)
         server.stop()
+    # one line when sending (and reading, the same Redis) starts failing and one when it works again, however often
+    # it was tried; each counted
+    assert sorted(line.split(" (")[0] for line in said) == [
+        "celery executor: reading the tries' states from Redis fails",
+        "celery executor: reading the tries' states from Redis works again",
+        "celery executor: sending tries to the broker fails",
+        "celery executor: sending tries to the broker works again"]
+    refused = f"connecting to 127.0.0.1:{server.port}"
+    assert all(refused in line and line.endswith("; trying again") for line in said if "fails" in line), said
+    for kind in ("send", "read"):
+        assert fleet_count(metrics, "faults", "executor", kind) == 1
+        assert fleet_count(metrics, "recoveries", "executor", kind) == 1
+        assert fleet_count(metrics, "failing", "executor", kind) == 0
+
+
+def fleet_count(metrics: SchedulerMetrics, name: str, component: str, kind: str) -> float:
+    """A fleet metric's value (scheduler/executors/fleet_faults.py) as the scheduler's registry exposes it."""
+    metric = {"faults": "ledger_fleet_faults_total", "recoveries": "ledger_fleet_recoveries_total",
+              "failing": "ledger_fleet_failing"}[name]
+    value = metrics.registry.get_sample_value(metric, {"component": component, "kind": kind})
+    return value or 0.0
 
 
 def test_an_end_read_while_redis_fails_the_logs_round_trip_is_reported_once_it_answers(

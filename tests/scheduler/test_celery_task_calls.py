@@ -15,10 +15,15 @@ import pytest
 
 from tests.celery_cluster import Cluster
 from tests.conftest import LEDGER
+from tests.scheduler.test_celery_executor import wait_until
+from tests.scheduler.test_celery_faults import start_scheduler
 
 pytestmark = pytest.mark.timeout(180)
 
 DAGS = """
+import os
+import time
+
 import pendulum
 from airflow import DAG as AirflowDAG
 from airflow.operators.trigger_dagrun import TriggerDagRunOperator
@@ -26,6 +31,7 @@ from ledger import DAG, PythonTask
 from ledger.sdk.external_task import ExternalTaskSensor
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
+GATE = @GATE@
 
 
 def say(context):
@@ -34,6 +40,8 @@ def say(context):
 
 
 def receive(context):
+    while not os.path.exists(GATE):  # (the test writes it once the watcher has waited)
+        time.sleep(0.05)
     print("received", context.conf)
 
 
@@ -71,18 +79,25 @@ def as_json(cluster: Cluster, *args: str) -> Any:
 
 def test_signals_triggers_and_external_task_sensors_work_from_a_worker_without_a_database(
         cluster: Cluster) -> None:
-    (cluster.home / "dags" / "reach.py").write_text(textwrap.dedent(DAGS))
+    gate = cluster.home.parent / "gate"
+    (cluster.home / "dags" / "reach.py").write_text(textwrap.dedent(DAGS).replace("@GATE@", repr(str(gate))))
     assert ledger(cluster, "dags", "list").returncode == 0
     cluster.start_webserver()
     cluster.start_worker("w1", concurrency=3)
-    done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
-    assert done.returncode == 0, done.stdout + done.stderr
+    scheduler = start_scheduler(cluster)
+    # the triggered run's task waits for the gate, so the sensor finds the kick unfinished and reschedules
+    wait_until("the sensor waits", lambda: query(
+        cluster, "SELECT count(*) FROM task_try t JOIN task_instance ti ON ti.id = t.task_instance_id "
+                 "WHERE ti.dag_id = 'watcher' AND t.state = 'up_for_reschedule'")[0][0] > 0)
+    gate.touch()
+    assert scheduler.wait(150) == 0, cluster.procs.output(scheduler)
 
     tries = query(cluster, "SELECT ti.dag_id, ti.task_id, t.state, t.hostname FROM task_try t JOIN task_instance ti "
                            "ON ti.id = t.task_instance_id ORDER BY ti.dag_id, t.id")
     assert {(dag, task, state) for dag, task, state, _h in tries} == {
         ("sayer", "say", "success"), ("kicker", "kick", "success"), ("called", "receive", "success"),
         ("watcher", "wait", "up_for_reschedule"), ("watcher", "wait", "success")}, tries
+    assert [state for dag, _t, state, _h in tries if dag == "watcher"][-1] == "success"
     assert {host for *_, host in tries} == {"w1"}
     assert not (cluster.worker_home("w1") / "ledger.db").exists()  # the worker has no database, and made none
 

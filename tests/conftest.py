@@ -292,6 +292,9 @@ def _weight(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:  # a test through the real `ledger` command is a scenario: `make test-quick` leaves it out
+        if "cli" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.scenario)
     items.sort(key=_weight)  # stable: collection order within each weight
 
 

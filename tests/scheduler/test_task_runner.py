@@ -321,12 +321,10 @@ def test_a_dag_file_that_no_longer_imports_fails_the_try_with_its_error(dag_file
 
 
 def test_a_task_that_exceeds_its_timeout_is_killed_and_failed(dag_file: Path) -> None:
-    began = time.monotonic()
     item = work_item(dag_file, "sleepy", timeout=0.5)
     running = run_in_child(item)
     assert running.outcome is not None
     assert (running.outcome.state, running.outcome.reason) == ("failed", "timed out after 0.5 s")
-    assert time.monotonic() - began < 10
     assert process_gone(running.pid)
 
 
@@ -372,9 +370,7 @@ def test_a_dag_file_that_hangs_on_import_fails_the_try_after_the_import_timeout(
     try_plan.clear_cache()
     slow = write_dag_file(tmp_path, "import time\ntime.sleep(30)\n" + DAG_SOURCE)
     item = work_item(slow, "noop")
-    began = time.monotonic()
     plan = try_plan.prepare(item, import_timeout=0.3)
-    assert time.monotonic() - began < 5
     assert plan.error is not None and "import timed out after 0.3 s" in plan.error
     running = try_process.fork_try(item)
     try_plan.forget_prepared()

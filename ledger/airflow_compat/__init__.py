@@ -32,18 +32,19 @@ NAMESPACE = "airflow"
 SHIM_ROOT = Path(__file__).resolve().parent / NAMESPACE  # the folder imported as `airflow`
 MARKER = "__ledger_airflow_compat__"  # set in the shim's `airflow/__init__.py`
 
+CARRIED = ("ledger carries Airflow's core and the providers standard, common.sql, sqlite, postgres (hooks and "
+           "SQLExecuteQueryOperator), http (HttpHook, HttpOperator, HttpSensor), smtp (EmailOperator, SmtpHook), "
+           "apache.spark (SparkSubmitOperator, SparkSqlOperator, @task.pyspark) and amazon's S3 basics (S3Hook, "
+           "S3KeySensor, S3CreateObjectOperator, S3DeleteObjectsOperator) only")
+
 # What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
 INSTEAD: dict[str, str] = {
-    "airflow.providers": "ledger carries Airflow's core and the providers standard, common.sql, sqlite, postgres "
-                         "(hooks and SQLExecuteQueryOperator), http (HttpHook, HttpOperator, HttpSensor) and smtp "
-                         "(EmailOperator) only; call the service from "
-                         "a @task (PythonOperator) with its own client library, and a connection from "
-                         "ledger.sdk.secrets.get_connection",
+    "airflow.providers": CARRIED + "; call the service from a @task (PythonOperator) with its own client "
+                         "library, and a connection from ledger.sdk.secrets.get_connection",
     "airflow.hooks": "ledger has no hooks; call the service from a @task with its own client library, and a "
                      "connection from ledger.sdk.secrets.get_connection",
     "airflow.providers.cncf.kubernetes": "ledger runs tasks in its own executors; run the container from a "
                                          "@task.bash (`kubectl run ...`) or a @task",
-    "airflow.providers.apache.spark": "use ledger's SparkTask / @spark_task (from ledger import SparkTask)",
     "airflow.providers.celery": "ledger's executors replace Celery's; see docs/architecture.md",
     "airflow.sensors": "this sensor is not provided; poll from a @task that raises to retry, or use a "
                        "signal-driven task (docs/signals.md)",
@@ -159,6 +160,9 @@ AIRFLOW_MODULES = (
     "airflow.providers.sqlite.hooks.sqlite", "airflow.providers.sqlite.operators.sqlite",
     "airflow.providers.postgres.operators.postgres", "airflow.providers.http.hooks.http",
     "airflow.providers.http.operators.http", "airflow.providers.http.sensors.http",
+    "airflow.providers.smtp.hooks.smtp", "airflow.utils.email", "airflow.providers.amazon.aws.hooks.s3",
+    "airflow.providers.amazon.aws.sensors.s3", "airflow.providers.amazon.aws.operators.athena",
+    "airflow.providers.apache.spark.operators.spark_sql", "airflow.providers.apache.spark.decorators.pyspark",
 )
 
 

@@ -52,14 +52,22 @@ def test_an_airflow_dag_file_loads_through_ledgers_namespace(tmp_path: Path, cle
     assert loaded.code is not None and loaded.code.support == ()  # ledger's shim is not the DAG's code
 
 
-def test_a_provider_import_is_refused_in_one_line_naming_it(tmp_path: Path, clean_airflow: None) -> None:
+def test_a_provider_import_is_refused_in_one_line_naming_it_and_the_carried_ones(tmp_path: Path,
+                                                                                  clean_airflow: None) -> None:
+    fileloc = write(tmp_path, "bq.py", "from airflow import DAG\n"
+                                      "from airflow.providers.google.cloud.operators.bigquery import X\n")
+    loaded = load_file(fileloc, str(tmp_path))
+    assert loaded.error is not None and "\n" not in loaded.error
+    assert loaded.error.startswith(f"{fileloc}:2: airflow.providers.google is an Airflow module ledger does not "
+                                   "provide: ledger carries Airflow's core and the providers standard, common.sql, ")
+    assert "amazon's S3 basics (S3Hook, S3KeySensor" in loaded.error and "get_connection" in loaded.error
+    # a carried provider's module without the name: Python's own one line, naming the module
     fileloc = write(tmp_path, "s3.py", "from airflow import DAG\n"
                                       "from airflow.providers.amazon.aws.operators.s3 import S3CreateBucketOperator\n")
     loaded = load_file(fileloc, str(tmp_path))
-    assert loaded.error is not None and "\n" not in loaded.error
-    assert loaded.error.startswith(f"{fileloc}:2: airflow.providers.amazon is an Airflow module ledger does not "
-                                   "provide: ")
-    assert "get_connection" in loaded.error
+    assert loaded.error is not None
+    assert ("cannot import name 'S3CreateBucketOperator' from 'airflow.providers.amazon.aws.operators.s3'"
+            in loaded.error.strip().splitlines()[-1])
 
 
 def test_a_dag_file_may_still_try_an_import_and_fall_back(tmp_path: Path, clean_airflow: None) -> None:

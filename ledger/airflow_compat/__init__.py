@@ -163,6 +163,7 @@ AIRFLOW_MODULES = (
     "airflow.providers.smtp.hooks.smtp", "airflow.utils.email", "airflow.providers.amazon.aws.hooks.s3",
     "airflow.providers.amazon.aws.sensors.s3", "airflow.providers.amazon.aws.operators.athena",
     "airflow.providers.apache.spark.operators.spark_sql", "airflow.providers.apache.spark.decorators.pyspark",
+    "airflow.io.path",
 )
 
 

@@ -50,6 +50,10 @@ INSTEAD: dict[str, str] = {
                        "signal-driven task (docs/signals.md)",
     "airflow.providers.standard.sensors": "this sensor is not provided; poll from a @task that raises to retry, "
                                           "or use a signal-driven task (docs/signals.md)",
+    "airflow.triggers": "ledger has no triggerer: a deferrable sensor waits in reschedule mode (decision 134); write "
+                        "the wait as a BaseSensorOperator's poke() with mode='reschedule'",
+    "airflow.example_dags": "Airflow's example helpers are not part of ledger; copy the helper module into your DAGs "
+                            "folder and import it from there",
     "airflow.plugins_manager": "ledger loads no Airflow plugins; import your helpers from the DAGs folder",
     "airflow.www": "ledger has its own web server (`ledger web`); Airflow's UI plugins do not load",
     "airflow.api": "use ledger's CLI or web API (docs/cli.md)",
@@ -163,7 +167,7 @@ AIRFLOW_MODULES = (
     "airflow.providers.smtp.hooks.smtp", "airflow.utils.email", "airflow.providers.amazon.aws.hooks.s3",
     "airflow.providers.amazon.aws.sensors.s3", "airflow.providers.amazon.aws.operators.athena",
     "airflow.providers.apache.spark.operators.spark_sql", "airflow.providers.apache.spark.decorators.pyspark",
-    "airflow.io.path",
+    "airflow.io.path", "airflow.triggers.base", "airflow.example_dags.libs.helper",
 )
 
 

@@ -137,3 +137,16 @@ def test_the_import_table_lists_every_module_of_the_namespace_that_provides_name
     listed = set(airflow_compat.AIRFLOW_MODULES)
     missing = [m for m in airflow_compat.provided_modules() if airflow_compat.module_names(m) and m not in listed]
     assert missing == []
+
+
+def test_a_custom_trigger_and_airflows_example_helpers_are_refused_naming_what_to_do(tmp_path: Path,
+                                                                                    clean_airflow: None) -> None:
+    for name, line, said in (("trig.py", "from airflow.triggers.base import BaseTrigger",
+                              "airflow.triggers is an Airflow module ledger does not provide: ledger has no triggerer"),
+                             ("ex.py", "from airflow.example_dags.libs.helper import print_stuff",
+                              "airflow.example_dags is an Airflow module ledger does not provide: Airflow's example "
+                              "helpers are not part of ledger; copy the helper module into your DAGs folder")):
+        fileloc = write(tmp_path, name, f"from airflow import DAG\n{line}\n")
+        loaded = load_file(fileloc, str(tmp_path))
+        assert loaded.error is not None and "\n" not in loaded.error
+        assert loaded.error.startswith(f"{fileloc}:2: {said}")

@@ -195,7 +195,7 @@ def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
                 say(f"--- {key} try {tries[key]}: {shown}" + (f" ({reason})" if reason else ""))
                 say(log.rstrip("\n"))
                 for event in made:
-                    say(f"--- {key}: dataset event of {event['dataset']}"
+                    say(f"[ledger] {key} made a dataset event of {event['dataset']}"  # ("--- " starts state lines)
                         + (f" partition {event['partition']}" if event["partition"] else "")
                         + (f" (alias {event['alias']})" if event["alias"] else ""))
                 if state == TaskState.UP_FOR_RESCHEDULE.value:  # spends no retry

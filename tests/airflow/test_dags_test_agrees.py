@@ -102,7 +102,7 @@ def test_dags_test_and_the_scheduler_give_tries_the_same_context_values_template
     assert recorded == tested == [("agree_src", None, {"rows": 3}, None, "emit"),
                                   ("agree_other", "agree_alias", {"rows": 1}, None, "emit"),
                                   ("agree_out", None, {"n": 2}, None, "produce")]
-    assert "--- emit: dataset event of agree_other (alias agree_alias)" in lines
+    assert "[ledger] emit made a dataset event of agree_other (alias agree_alias)" in lines
 
 
 def test_a_sensor_on_another_dags_run_in_a_test_says_a_test_keeps_no_runs_instead_of_waiting(

@@ -84,8 +84,9 @@ def dag_test(dag_id: DagId, logical_date: LogicalDate = None, conf: Conf = None,
         _record(dag_id, logical_date, conf, replace, dags_folder)
         return
     run = _prepare(dag_id, logical_date, conf, dags_folder)
-    _say(f"test run of {dag_id} at {run.logical_date.isoformat()} (interval {run.data_interval_start.isoformat()} "
-         f"to {run.data_interval_end.isoformat()}), version {run.spec.version_hash[:12]} (not registered)")
+    _say(f"test run of {dag_id} at {run.gives.logical_date.isoformat()} "
+         f"(interval {run.gives.data_interval_start.isoformat()} "
+         f"to {run.gives.data_interval_end.isoformat()}), version {run.spec.version_hash[:12]} (not registered)")
     from scheduler.runtime.local_testing import test_dag
 
     state = test_dag(run, _say)

@@ -32,23 +32,28 @@ NAMESPACE = "airflow"
 SHIM_ROOT = Path(__file__).resolve().parent / NAMESPACE  # the folder imported as `airflow`
 MARKER = "__ledger_airflow_compat__"  # set in the shim's `airflow/__init__.py`
 
+CARRIED = ("ledger carries Airflow's core and the providers standard, common.sql, sqlite, postgres (hooks and "
+           "SQLExecuteQueryOperator), http (HttpHook, HttpOperator, HttpSensor), smtp (EmailOperator, SmtpHook), "
+           "apache.spark (SparkSubmitOperator, SparkSqlOperator, @task.pyspark) and amazon's S3 basics (S3Hook, "
+           "S3KeySensor, S3CreateObjectOperator, S3DeleteObjectsOperator) only")
+
 # What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
 INSTEAD: dict[str, str] = {
-    "airflow.providers": "ledger carries Airflow's core and the providers standard, common.sql, sqlite, postgres "
-                         "(hooks and SQLExecuteQueryOperator), http (HttpHook, HttpOperator, HttpSensor) and smtp "
-                         "(EmailOperator) only; call the service from "
-                         "a @task (PythonOperator) with its own client library, and a connection from "
-                         "ledger.sdk.secrets.get_connection",
+    "airflow.providers": CARRIED + "; call the service from a @task (PythonOperator) with its own client "
+                         "library, and a connection from ledger.sdk.secrets.get_connection",
     "airflow.hooks": "ledger has no hooks; call the service from a @task with its own client library, and a "
                      "connection from ledger.sdk.secrets.get_connection",
     "airflow.providers.cncf.kubernetes": "ledger runs tasks in its own executors; run the container from a "
                                          "@task.bash (`kubectl run ...`) or a @task",
-    "airflow.providers.apache.spark": "use ledger's SparkTask / @spark_task (from ledger import SparkTask)",
     "airflow.providers.celery": "ledger's executors replace Celery's; see docs/architecture.md",
     "airflow.sensors": "this sensor is not provided; poll from a @task that raises to retry, or use a "
                        "signal-driven task (docs/signals.md)",
     "airflow.providers.standard.sensors": "this sensor is not provided; poll from a @task that raises to retry, "
                                           "or use a signal-driven task (docs/signals.md)",
+    "airflow.triggers": "ledger has no triggerer: a deferrable sensor waits in reschedule mode (decision 134); write "
+                        "the wait as a BaseSensorOperator's poke() with mode='reschedule'",
+    "airflow.example_dags": "Airflow's example helpers are not part of ledger; copy the helper module into your DAGs "
+                            "folder and import it from there",
     "airflow.plugins_manager": "ledger loads no Airflow plugins; import your helpers from the DAGs folder",
     "airflow.www": "ledger has its own web server (`ledger web`); Airflow's UI plugins do not load",
     "airflow.api": "use ledger's CLI or web API (docs/cli.md)",
@@ -159,6 +164,10 @@ AIRFLOW_MODULES = (
     "airflow.providers.sqlite.hooks.sqlite", "airflow.providers.sqlite.operators.sqlite",
     "airflow.providers.postgres.operators.postgres", "airflow.providers.http.hooks.http",
     "airflow.providers.http.operators.http", "airflow.providers.http.sensors.http",
+    "airflow.providers.smtp.hooks.smtp", "airflow.utils.email", "airflow.providers.amazon.aws.hooks.s3",
+    "airflow.providers.amazon.aws.sensors.s3", "airflow.providers.amazon.aws.operators.athena",
+    "airflow.providers.apache.spark.operators.spark_sql", "airflow.providers.apache.spark.decorators.pyspark",
+    "airflow.io.path", "airflow.triggers.base", "airflow.example_dags.libs.helper",
 )
 
 

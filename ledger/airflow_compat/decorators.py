@@ -137,6 +137,17 @@ class BashTaskFunction(TaskFunction):
         return self.operator(task_id=task_id, python_callable=self.callable(), **args, **kwargs)
 
 
+class PySparkTaskFunction(TaskFunction):
+    """`@task.pyspark`: the function runs in the worker's SparkSession (ledger/airflow_compat/spark.py)."""
+
+    def _make(self, **args: Any) -> Any:
+        from ledger.airflow_compat.spark import PySparkTask
+
+        kwargs = dict(self.task_kwargs)
+        kwargs.setdefault("multiple_outputs", _infers_multiple_outputs(self.func))
+        return PySparkTask(_free_task_id(self.task_id, kwargs.get("dag")), self.func, **args, **kwargs)
+
+
 class BranchTaskFunction(TaskFunction):
     """`@task.branch`: the function returns the task id(s) to follow."""
 
@@ -223,6 +234,9 @@ class TaskDecorator:
     def branch_external_python(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None,
                                **kwargs: Any) -> Any:
         return self._decorate(BranchExternalPythonTaskFunction, fn, task_id, kwargs)
+
+    def pyspark(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
+        return self._decorate(PySparkTaskFunction, fn, task_id, kwargs)
 
     def sensor(self, fn: Callable[..., Any] | None = None, /, *, task_id: str | None = None, **kwargs: Any) -> Any:
         return self._decorate(SensorTaskFunction, fn, task_id, kwargs)

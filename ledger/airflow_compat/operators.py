@@ -353,29 +353,31 @@ DummyOperator = EmptyOperator  # Airflow 1 and early 2's name
 
 
 class EmailOperator(BaseOperator):
-    """Sends an e-mail through ledger's SMTP settings (LEDGER_SMTP_*: the EmailNotifier's)."""
+    """Sends an e-mail through the SMTP connection `conn_id` (Airflow's SMTP provider), or, when that is not named
+    or is `smtp_default` and not defined, through ledger's SMTP settings (LEDGER_SMTP_*: the EmailNotifier's)."""
 
-    template_fields: ClassVar[tuple[str, ...]] = ("to", "subject", "html_content", "files", "cc", "bcc")
+    template_fields: ClassVar[tuple[str, ...]] = ("to", "from_email", "subject", "html_content", "files", "cc",
+                                                  "bcc", "custom_headers")
     template_ext: ClassVar[Sequence[str]] = (".html",)
 
-    def __init__(self, *, to: str | list[str], subject: str, html_content: str, files: list[str] | None = None,
-                 cc: str | list[str] | None = None, bcc: str | list[str] | None = None, mime_subtype: str = "mixed",
-                 mime_charset: str = "utf-8", conn_id: str | None = None, custom_headers: Any = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, *, to: str | list[str], subject: str, html_content: str, from_email: str | None = None,
+                 files: list[str] | None = None, cc: str | list[str] | None = None,
+                 bcc: str | list[str] | None = None, mime_subtype: str = "mixed", mime_charset: str = "utf-8",
+                 conn_id: str | None = None, custom_headers: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        from ledger.airflow_compat.smtp import check_subtype
+
+        check_subtype(mime_subtype)
         super().__init__(**kwargs)
-        self.to, self.subject, self.html_content = to, subject, html_content
+        self.to, self.from_email, self.subject, self.html_content = to, from_email, subject, html_content
         self.files, self.cc, self.bcc = files or [], cc, bcc
+        self.mime_charset, self.conn_id, self.custom_headers = mime_charset, conn_id, custom_headers
 
     def execute(self, context: Mapping[str, Any]) -> None:
-        from ledger.sdk.notifiers import send_email
+        from ledger.airflow_compat.smtp import listed, send_email
 
-        def listed(value: str | list[str] | None) -> list[str]:
-            if not value:
-                return []
-            return [v.strip() for v in value.replace(";", ",").split(",")] if isinstance(value, str) else list(value)
-
-        send_email(listed(self.to), self.subject, self.html_content, html=True, cc=listed(self.cc),
-                   bcc=listed(self.bcc), files=list(self.files))
+        send_email(self.to, self.subject, self.html_content, files=list(self.files), cc=self.cc, bcc=self.bcc,
+                   mime_charset=self.mime_charset, conn_id=self.conn_id, custom_headers=self.custom_headers,
+                   from_email=self.from_email)
         self.log.info("sent e-mail %r to %s", self.subject, ", ".join(listed(self.to)))
 
 

@@ -14,7 +14,6 @@ them to the next task.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
@@ -23,19 +22,15 @@ from typing import Any, ClassVar
 from ledger.airflow_compat.graph import AirflowException, AirflowNotFoundException
 from ledger.airflow_compat.operators import BaseOperator
 from ledger.sdk.connections import ConnectionInfo
-from ledger.sdk.secrets import get_connection
+from ledger.sdk.secrets import find_connection
 
 
 def connection(conn_id: str) -> ConnectionInfo:
     """The connection `conn_id`: ledger's, then AIRFLOW_CONN_<ID>; AirflowNotFoundException naming both."""
     try:
-        return get_connection(conn_id)
-    except LookupError:
-        raw = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
-        if raw is None:
-            raise AirflowNotFoundException(f"connection {conn_id!r} is not defined (LEDGER_CONN_{conn_id.upper()}, "
-                                           f"ledger connections add, or AIRFLOW_CONN_{conn_id.upper()})") from None
-        return ConnectionInfo.from_uri(conn_id, raw)
+        return find_connection(conn_id)
+    except LookupError as exc:
+        raise AirflowNotFoundException(str(exc).strip("'\"")) from None
 
 
 def fetch_all_handler(cursor: Any) -> list[Any] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import SplitResult, quote, unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 from ledger.core.errors import InvalidInput
 
@@ -24,8 +24,16 @@ class ConnectionInfo:
 
     @property
     def extra_dejson(self) -> dict[str, Any]:
+        """The extra as a dict: JSON, or a URI's query string (`?region_name=x&endpoint_url=...`), whose
+        `__extra__` holds JSON, as Airflow reads a connection URI."""
+        text = (self.extra or "").strip()
+        if text and not text.startswith("{"):
+            pairs = dict(parse_qsl(text, keep_blank_values=True))
+            if "__extra__" not in pairs:
+                return pairs
+            text = pairs["__extra__"]
         try:
-            value = json.loads(self.extra or "{}")
+            value = json.loads(text or "{}")
         except json.JSONDecodeError:
             return {}
         return value if isinstance(value, dict) else {}

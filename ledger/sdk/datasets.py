@@ -230,6 +230,77 @@ def inlet_partitions(inlet: Mapping[str, Any], start: dt.datetime, end: dt.datet
     return None if parts is None else parts.within(start, end)
 
 
+def given_inlets(inlets: Sequence[Mapping[str, Any]], start: dt.datetime, end: dt.datetime,
+                 read: Callable[[str, list[str] | None], list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """What a try is given of its task's inlets (`context.inlet_events`), by inlet: `read(leaf, partitions)` finds
+    the events (the database for the scheduler, the test run's own for `ledger dags test`)."""
+    return {inlet_leaf(inlet): read(inlet_leaf(inlet), inlet_partitions(inlet, start, end)) for inlet in inlets}
+
+
+def inlet_event(*, event_id: int, dataset: str, partition: str | None, alias: str | None,
+                extra: Mapping[str, Any] | None, dag_id: str, run_id: int, task_id: str,
+                created_at: dt.datetime) -> dict[str, Any]:
+    """One dataset event as a try is given it (an InletEvent's fields)."""
+    return {"event_id": str(event_id), "dataset": dataset, "partition": partition, "alias": alias,
+            "extra": dict(extra or {}), "source_dag_id": dag_id, "source_run_id": str(run_id),
+            "source_task_id": task_id, "timestamp": created_at.isoformat()}
+
+
+def newest_events(events: Sequence[Mapping[str, Any]], leaf: str, partitions: Sequence[str] | None,
+                  limit: int = INLET_EVENTS_LIMIT) -> list[Mapping[str, Any]]:
+    """Of `events` (oldest first; each with `dataset`, `alias`, `partition`), those an inlet `leaf` reads, as the
+    database's `inlet_events` picks them: the newest of each of `partitions`, else the newest `limit`."""
+    kind, name = leaf.split(":", 1)
+    if partitions is not None:
+        newest = {e.get("partition"): e for e in events
+                  if e.get("dataset") == name and e.get("partition") in partitions}
+        return [newest[p] for p in partitions if p in newest]
+    field = "dataset" if kind == "dataset" else "alias"
+    return [e for e in events if e.get(field) == name][-limit:]
+
+
+def outlet_event_rows(outlets: Sequence[Mapping[str, Any]], writes: Sequence[Mapping[str, Any]],
+                      outlet_events: Sequence[Mapping[str, Any]], start: dt.datetime,
+                      end: dt.datetime) -> list[dict[str, Any]]:
+    """The dataset events a successful try makes (`dataset`, `partition`, `alias`, `extra`): one per outlet (per
+    partition of a partitioned one: the partitions its lineage writes name, else those of the run's data interval
+    [start, end]), with the `extra` the try gave through `context.outlet_events`, and one per dataset it added to
+    an alias."""
+    extras: dict[str, dict[str, Any]] = {}
+    for ev in outlet_events:
+        if not ev.get("alias") and isinstance(ev.get("extra"), dict):
+            extras.setdefault(str(ev["outlet"]), {}).update(ev["extra"])
+    rows: list[dict[str, Any]] = []
+    for out in outlets:
+        if "dataset" not in out:
+            continue  # an alias: its datasets are named at run time (outlet_events[alias].add(...))
+        key = str(out["dataset"])
+        extra = extras.get(key) or extras.get(str(out.get("uri"))) or None
+        parts = partitions_from(out.get("partitions"))
+        for part in ([None] if parts is None else
+                     produced_partitions(parts, key, str(out.get("uri", key)), writes, start, end)):
+            rows.append({"dataset": key, "partition": part, "alias": None, "extra": extra})
+    for ev in outlet_events:
+        if ev.get("alias") and ev.get("outlet"):
+            rows.append({"dataset": str(ev["outlet"]), "partition": None, "alias": str(ev["alias"]),
+                         "extra": ev.get("extra") if isinstance(ev.get("extra"), dict) else None})
+    return rows
+
+
+def produced_partitions(parts: TimePartitions, key: str, uri: str, writes: Sequence[Mapping[str, Any]],
+                        start: dt.datetime, end: dt.datetime) -> list[str]:
+    """The partitions a try wrote: those its lineage writes of the dataset name (by name or uri), else those of
+    its run's data interval."""
+    named = []
+    for w in writes:
+        if w.get("dataset") in (key, uri):
+            try:
+                named.append(parts.normal(str(w["partition"])))
+            except DatasetError:
+                continue  # a partition that is not one of this dataset's: lineage keeps it, no event is made
+    return list(dict.fromkeys(named)) or parts.within(start, end)
+
+
 def asset_key(name: str | None, uri: str | None) -> str:
     """The key of the asset `for_asset(name=..., uri=...)` names (an Asset's name, else its uri)."""
     if not name and not uri:

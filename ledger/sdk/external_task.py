@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pendulum
 
 from ledger.core.errors import DagDefinitionError, SkipTask
+from ledger.core.states import RunType
 from ledger.sdk.dag import Task, _callable_definition
 from ledger.sdk.ledger_client import client
 from ledger.sdk.sensors import BaseSensor
@@ -96,6 +97,11 @@ class ExternalTaskSensor(BaseSensor):
         found = client().states_at(self.external_dag_id, at)
         where = f"{self.external_dag_id} at {at.isoformat()}"
         if found is None:
+            if context.run_type == RunType.TEST.value:  # a test waits on no one: `ledger dags test` keeps no runs
+                raise ExternalTaskFailed(
+                    f"no run of {where}: `ledger dags test` keeps no runs, so a test of {self.external_dag_id} "
+                    f"made none; test it with --record first (`ledger dags test {self.external_dag_id} "
+                    f"--record`), or trigger it (decision 0280)")
             print(f"[ledger] no run of {where} yet", flush=True)
             return False
         run_state, states = found

@@ -14,6 +14,7 @@ import smtplib
 import socket
 import ssl
 import urllib.request
+from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any
 
@@ -85,30 +86,56 @@ class EmailNotifier(Notifier):
         send_email(self.to, self.subject or f"[ledger] {summary(context)}", "\n".join(lines) + "\n")
 
 
+@dataclass(frozen=True)
+class SmtpServer:
+    """Where an e-mail goes: by default the LEDGER_SMTP_* settings (`from_settings`); an Airflow SMTP connection
+    gives its own (ledger/airflow_compat/smtp.py)."""
+
+    host: str = "localhost"
+    port: int = 25
+    user: str | None = None
+    password: str | None = None
+    ssl: bool = False
+    starttls: bool = False
+    timeout: float = 30.0
+    sender: str | None = None
+
+    @staticmethod
+    def from_settings() -> SmtpServer:
+        return SmtpServer(setting("LEDGER_SMTP_HOST") or "localhost", setting("LEDGER_SMTP_PORT") or 25,
+                          setting("LEDGER_SMTP_USER") or None, setting("LEDGER_SMTP_PASSWORD") or None,
+                          bool(setting("LEDGER_SMTP_SSL")), bool(setting("LEDGER_SMTP_STARTTLS")),
+                          setting("LEDGER_SMTP_TIMEOUT") or 30.0, setting("LEDGER_SMTP_FROM") or None)
+
+
 def send_email(to: list[str], subject: str, body: str, *, html: bool = False, cc: list[str] | None = None,
-               bcc: list[str] | None = None, files: list[str] | None = None) -> None:
-    """Send one e-mail through the SMTP server of the LEDGER_SMTP_* settings (see EmailNotifier)."""
+               bcc: list[str] | None = None, files: list[str] | None = None, server: SmtpServer | None = None,
+               sender: str | None = None, headers: dict[str, str] | None = None, charset: str = "utf-8") -> None:
+    """Send one e-mail through `server` (default: the SMTP server of the LEDGER_SMTP_* settings, see
+    EmailNotifier)."""
+    server = server or SmtpServer.from_settings()
     message = EmailMessage()
-    message["From"] = setting("LEDGER_SMTP_FROM") or f"ledger@{socket.gethostname()}"
+    message["From"] = sender or server.sender or f"ledger@{socket.gethostname()}"
     message["To"] = ", ".join(to)
     if cc:
         message["Cc"] = ", ".join(cc)
     message["Subject"] = subject
+    for name, text in (headers or {}).items():
+        message[name] = text
     if html:
-        message.set_content(body, subtype="html")
+        message.set_content(body, subtype="html", charset=charset)
     else:
-        message.set_content(body)
+        message.set_content(body, charset=charset)
     for path in files or ():
         with open(path, "rb") as f:
             message.add_attachment(f.read(), maintype="application", subtype="octet-stream",
                                    filename=os.path.basename(path))
-    host, port = setting("LEDGER_SMTP_HOST") or "localhost", setting("LEDGER_SMTP_PORT") or 25
-    timeout = setting("LEDGER_SMTP_TIMEOUT") or 30.0
-    smtp: smtplib.SMTP = smtplib.SMTP_SSL(host, port, timeout=timeout, context=ssl.create_default_context()) \
-        if setting("LEDGER_SMTP_SSL") else smtplib.SMTP(host, port, timeout=timeout)
+    smtp: smtplib.SMTP = smtplib.SMTP_SSL(server.host, server.port, timeout=server.timeout,
+                                          context=ssl.create_default_context()) \
+        if server.ssl else smtplib.SMTP(server.host, server.port, timeout=server.timeout)
     with smtp:
-        if setting("LEDGER_SMTP_STARTTLS"):
+        if server.starttls:
             smtp.starttls(context=ssl.create_default_context())
-        if setting("LEDGER_SMTP_USER"):
-            smtp.login(setting("LEDGER_SMTP_USER"), setting("LEDGER_SMTP_PASSWORD") or "")
+        if server.user:
+            smtp.login(server.user, server.password or "")
         smtp.send_message(message, to_addrs=[*to, *(cc or []), *(bcc or [])])

@@ -212,6 +212,19 @@ def get_connection(conn_id: str) -> ConnectionInfo:
     return info
 
 
+def find_connection(conn_id: str) -> ConnectionInfo:
+    """A connection as Airflow's providers read it: ledger's (get_connection), then an AIRFLOW_CONN_<ID> variable (a
+    URI). LookupError naming all three when none has it."""
+    try:
+        return get_connection(conn_id)
+    except LookupError:
+        raw = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
+        if raw is None:
+            raise LookupError(f"connection {conn_id!r} is not defined (LEDGER_CONN_{conn_id.upper()}, ledger "
+                              f"connections add, or AIRFLOW_CONN_{conn_id.upper()})") from None
+        return ConnectionInfo.from_uri(conn_id, raw)
+
+
 class Variable:
     """`Variable.get("name")`, as in Airflow: LEDGER_VAR_<NAME> first, then the ledger."""
 

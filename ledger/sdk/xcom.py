@@ -49,13 +49,21 @@ def _tagged(value: Any) -> Any:
         return {TYPE_KEY: "set", "value": sorted(value, key=repr)}
     if isinstance(value, decimal.Decimal):
         return {TYPE_KEY: "decimal", "value": str(value)}
+    if type(value).__name__ == "ObjectStoragePath" and type(value).__module__ == "ledger.sdk.object_storage":
+        return {TYPE_KEY: "object_storage_path", "value": value.as_uri()}
     if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "item"):
         return value.item()
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
+def _path(url: str) -> Any:
+    from ledger.sdk.object_storage import ObjectStoragePath
+
+    return ObjectStoragePath(url)
+
+
 _UNTAG: dict[str, Callable[[Any], Any]] = {"datetime": dt.datetime.fromisoformat, "date": dt.date.fromisoformat,
-                                           "set": set, "decimal": decimal.Decimal}
+                                           "set": set, "decimal": decimal.Decimal, "object_storage_path": _path}
 
 
 def decoded(value: Any) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -25,7 +26,6 @@ from ledger.core.dataset_rules import (
     Stale,
     leaf_keys,
     partitioning_of,
-    partitions_from,
     ready_partitions,
     stale_runs,
     trigger_interval,
@@ -35,7 +35,7 @@ from ledger.core.schedule import DataInterval
 from ledger.core.states import RunType
 from ledger.core.versions import DagSpec
 from ledger.models import DagRun
-from ledger.sdk.datasets import INLET_EVENTS_LIMIT, DatasetError, TimePartitions, inlet_leaf, inlet_partitions
+from ledger.sdk.datasets import INLET_EVENTS_LIMIT, TimePartitions, given_inlets, inlet_event, outlet_event_rows
 from ledger.services.dataset_docs import event_json
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store
@@ -56,42 +56,11 @@ def record_outlets(session: Session, spec: DagSpec, *, run_id: int, task_id: str
     run = dataset_store.run_of(session, run_id)
     if run is None:
         return 0
-    extras: dict[str, dict[str, Any]] = {}
-    for ev in outlet_events:
-        if not ev.get("alias") and isinstance(ev.get("extra"), dict):
-            extras.setdefault(str(ev["outlet"]), {}).update(ev["extra"])
     base = {"run_id": run_id, "dag_id": spec.dag_id, "task_id": task_id, "try_number": try_number,
             "downstream": dataset_store.sends_downstream(session, run), "created_at": now}
-    rows: list[dict[str, Any]] = []
-    for out in task.outlets:
-        if "dataset" not in out:
-            continue  # an alias: its datasets are named at run time (outlet_events[alias].add(...))
-        key = str(out["dataset"])
-        extra = extras.get(key) or extras.get(str(out.get("uri"))) or None
-        parts = partitions_from(out.get("partitions"))
-        for part in ([None] if parts is None else
-                     produced_partitions(parts, key, str(out.get("uri", key)), writes, run.data_interval_start,
-                                         run.data_interval_end)):
-            rows.append({**base, "dataset": key, "partition": part, "alias": None, "extra": extra})
-    for ev in outlet_events:
-        if ev.get("alias") and ev.get("outlet"):
-            rows.append({**base, "dataset": str(ev["outlet"]), "partition": None, "alias": str(ev["alias"]),
-                         "extra": ev.get("extra") if isinstance(ev.get("extra"), dict) else None})
-    return dataset_store.record_events(session, rows)
-
-
-def produced_partitions(parts: TimePartitions, key: str, uri: str, writes: Sequence[Mapping[str, Any]],
-                        start: datetime, end: datetime) -> list[str]:
-    """The partitions a try wrote: those its lineage writes of the dataset name (by name or uri), else those of
-    its run's data interval."""
-    named = []
-    for w in writes:
-        if w.get("dataset") in (key, uri):
-            try:
-                named.append(parts.normal(str(w["partition"])))
-            except DatasetError:
-                continue  # a partition that is not one of this dataset's: lineage keeps it, no event is made
-    return list(dict.fromkeys(named)) or parts.within(start, end)
+    return dataset_store.record_events(session, [
+        {**base, **row} for row in outlet_event_rows(task.outlets, writes, outlet_events, run.data_interval_start,
+                                                     run.data_interval_end)])
 
 
 @dataclass
@@ -335,6 +304,15 @@ def _consumed(session: Session, spec: DagSpec, read: Mapping[int, tuple[list[Eve
     events.record_many(session, rows)
 
 
+def _read_inlet(session: Session, got: dict[str, list[Any]], leaf: str,
+                partitions: list[str] | None) -> list[dict[str, Any]]:
+    """An inlet's events from the database, as a try is given them; the rows read are kept in `got`."""
+    got[leaf] = dataset_store.inlet_events(session, leaf, partitions, INLET_EVENTS_LIMIT)
+    return [inlet_event(event_id=e.id, dataset=e.dataset, partition=e.partition, alias=e.alias, extra=e.extra,
+                        dag_id=e.dag_id, run_id=e.run_id, task_id=e.task_id, created_at=e.created_at)
+            for e in got[leaf]]
+
+
 def inlet_events(session: Session, chosen: Sequence[tuple[Any, DagRun, DagSpec]], tries: Mapping[int, int], *,
                  now: datetime, actor: str) -> dict[int, dict[str, list[dict[str, Any]]]]:
     """task instance id -> inlet -> the events its try reads (`context.inlet_events`), for the tries just queued
@@ -346,22 +324,14 @@ def inlet_events(session: Session, chosen: Sequence[tuple[Any, DagRun, DagSpec]]
         task = spec.tasks.get(ti.task_id)
         if task is None or not task.inlets:
             continue
-        given: dict[str, list[dict[str, Any]]] = {}
-        read = []
-        for inlet in task.inlets:
-            leaf = inlet_leaf(inlet)
-            got = dataset_store.inlet_events(
-                session, leaf, inlet_partitions(inlet, run.data_interval_start, run.data_interval_end),
-                INLET_EVENTS_LIMIT)
-            given[leaf] = [{"event_id": str(e.id), "dataset": e.dataset, "partition": e.partition, "alias": e.alias,
-                            "extra": e.extra or {}, "source_dag_id": e.dag_id, "source_run_id": str(e.run_id),
-                            "source_task_id": e.task_id, "timestamp": e.created_at.isoformat()} for e in got]
-            read += [{"inlet": leaf.split(":", 1)[1], "event_id": str(e.id), "dataset": e.dataset,
+        got: dict[str, list[Any]] = {}
+        found[ti.id] = given_inlets(task.inlets, run.data_interval_start, run.data_interval_end,
+                                    partial(_read_inlet, session, got))
+        read_rows = [{"inlet": leaf.split(":", 1)[1], "event_id": str(e.id), "dataset": e.dataset,
                       "partition": e.partition, "source_dag_id": e.dag_id, "source_run_id": str(e.run_id)}
-                     for e in got]
-        found[ti.id] = given
+                     for leaf, evs in got.items() for e in evs]
         rows.append(dict(at=now, kind="inlets_read", actor=actor, dag_id=run.dag_id, run_id=run.id,
                          details={"task_id": ti.task_id, "map_index": ti.map_index, "try_number": tries[ti.id],
-                                  "read": read}))
+                                  "read": read_rows}))
     events.record_many(session, rows)
     return found

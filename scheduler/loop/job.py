@@ -79,6 +79,7 @@ from scheduler.loop.planner import HeldRun, choose, plan_runs
 from scheduler.loop.run_facts import RunFacts
 from scheduler.loop.stop_requests import StopRequests
 from scheduler.runtime import try_files
+from scheduler.runtime.try_item import RunGives, work_item
 from scheduler.signals.task_state_signals import TaskStateSignals
 from scheduler.signals.wakeup import DatabaseWakeup, Wakeup
 
@@ -952,19 +953,18 @@ class DagRunJob:
             self._inflight[ti.id] = _InFlight(
                 run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), run.version_hash, path, time.time(),
                 map_index=ti.map_index, armed=ti.armed)
-            work.append(WorkItem(
-                ti_id=ti.id, run_id=run.id, dag_id=run.dag_id, task_id=ti.task_id, try_number=tries[ti.id],
-                fileloc=code.fileloc if code is not None else self._dag_file(session, run.dag_id),
-                code_root=code.root if code is not None else None,
-                code_captured=code.captured if code is not None else False, logical_date=run.logical_date,
+            gives = RunGives(
+                run_id=run.id, dag_id=run.dag_id, logical_date=run.logical_date,
                 data_interval_start=run.data_interval_start, data_interval_end=run.data_interval_end,
                 dag_version=run.version_hash, run_type=run.run_type,
-                log_path=path, map_index=ti.map_index, queue=task.queue,
-                execution_timeout=task.execution_timeout, conf=dict(run.conf or {}),
-                priority_weight=ti.priority_weight, xcom=passed.get(run.id, {}),
+                fileloc=code.fileloc if code is not None else self._dag_file(session, run.dag_id),
+                code_root=code.root if code is not None else None,
+                code_captured=code.captured if code is not None else False, conf=run.conf or {},
                 prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
-                prev_success=prior.get(run.id),
-                triggering_events=triggering.get(run.id), inlet_events=inlets.get(ti.id),
+                prev_success=prior.get(run.id), triggering_events=triggering.get(run.id))
+            work.append(work_item(
+                gives, task, ti_id=ti.id, try_number=tries[ti.id], map_index=ti.map_index, log_path=path,
+                xcom=passed.get(run.id, {}), inlet_events=inlets.get(ti.id), priority_weight=ti.priority_weight,
                 signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
         return work
 

@@ -25,13 +25,16 @@ from ledger.core.mapping import expand_task, label, max_map_length, split_label
 from ledger.core.states import RunState, TaskState
 from ledger.core.versions import DagSpec
 from ledger.sdk.dag import DAG
-from ledger.sdk.datasets import inlet_leaf
+from ledger.sdk.datasets import given_inlets, inlet_event, newest_events, outlet_event_rows
 from ledger.sdk.describe import read_spec, version_of
 from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
-from ledger.sdk.xcom import pull_view, read_pushed
+from ledger.sdk.xcom import pull_view
 from scheduler.executors.base import WorkItem
 from scheduler.executors.sequential import SequentialExecutor
+from scheduler.runtime import try_files
 from scheduler.runtime.dagbag import list_dag_files, load_file
+from scheduler.runtime.try_files import TryFiles
+from scheduler.runtime.try_item import RunGives, work_item
 from scheduler.runtime.try_outcome import NO_RETRY_PREFIX
 
 TEST_RUN_TYPE = "test"
@@ -55,39 +58,61 @@ def find_dag(folder: Path, dag_id: str) -> DAG:
 
 @dataclass
 class TestRun:
-    """What a test run is about: the DAG, its spec (from the DAG as it is now), the interval, the conf."""
+    """What a test run is about: the DAG, its spec (from the DAG as it is now), the interval, the conf; and what
+    its tries left so far, kept in memory: the values they passed on, their rendered templates and the dataset
+    events they made (which the later tries' inlets read, as the scheduler's read the database's)."""
 
     dag: DAG
     spec: DagSpec
-    logical_date: datetime
-    data_interval_start: datetime
-    data_interval_end: datetime
-    code_root: str  # the DAGs folder: helper modules resolve from it, as for the scheduler
-    conf: dict[str, Any] = field(default_factory=dict)
+    gives: RunGives  # what the run gives each try: built into a work item by the scheduler's own builder
     xcom: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> what its tries passed on so far
+    rendered: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> its last try's rendered fields
+    events: list[dict[str, Any]] = field(default_factory=list)  # the dataset events of its tries, oldest first
 
     @classmethod
     def of(cls, dag: DAG, at: datetime, conf: dict[str, Any] | None, folder: Path) -> TestRun:
         version, text = version_of(dag)
         interval = dag.schedule.interval_for(pendulum.instance(at))
-        return cls(dag, read_spec(version, text), interval.logical_date, interval.start, interval.end,
-                   str(folder), dict(conf or {}))
+        spec = read_spec(version, text)
+        assert dag.fileloc is not None
+        # the DAGs folder is the code root: helper modules resolve from it, as for the scheduler
+        gives = RunGives(run_id=0, dag_id=dag.dag_id, logical_date=interval.logical_date,
+                         data_interval_start=interval.start, data_interval_end=interval.end,
+                         dag_version=spec.version_hash, run_type=TEST_RUN_TYPE, fileloc=dag.fileloc,
+                         code_root=str(folder), conf=dict(conf or {}))
+        return cls(dag, spec, gives)
 
     def item(self, key: str, try_number: int, logs: Path, ti_id: int) -> WorkItem:
         """The work item of one try of task instance `key` (a task id, or `task[i]`)."""
         task_id, map_index = split_label(key)
         task = self.spec.tasks[task_id]
-        assert self.dag.fileloc is not None
-        return WorkItem(
-            ti_id=ti_id, run_id=0, dag_id=self.dag.dag_id, task_id=task_id, try_number=try_number,
-            fileloc=self.dag.fileloc, code_root=self.code_root, logical_date=self.logical_date,
-            data_interval_start=self.data_interval_start,
-            data_interval_end=self.data_interval_end, dag_version=self.spec.version_hash, run_type=TEST_RUN_TYPE,
-            log_path=str(logs / f"{key}.try_{try_number}.log"), execution_timeout=task.execution_timeout,
-            conf=self.conf, xcom=pull_view(self.xcom), map_index=map_index,
-            # every inlet is given, as the scheduler gives it (dataset_runs.inlet_events), with the events a test
-            # run has of it: none, since it reads no database
-            inlet_events={inlet_leaf(inlet): [] for inlet in task.inlets} or None)
+        inlets = given_inlets(task.inlets, self.gives.data_interval_start, self.gives.data_interval_end,
+                              self._read_inlet) if task.inlets else None
+        return work_item(self.gives, task, ti_id=ti_id, try_number=try_number, map_index=map_index,
+                         log_path=str(logs / f"{key}.try_{try_number}.log"), xcom=pull_view(self.xcom),
+                         inlet_events=inlets)
+
+    def _read_inlet(self, leaf: str, partitions: list[str] | None) -> list[dict[str, Any]]:
+        return [dict(e) for e in newest_events(self.events, leaf, partitions)]
+
+    def keep(self, item: WorkItem, state: str, left: TryFiles) -> list[dict[str, Any]]:
+        """Keep what a try left (values, rendered fields, and a successful try's dataset events, as the scheduler
+        records them); the events it made."""
+        key = label(item.task_id, item.map_index)
+        for name, value in left.pushed:
+            self.xcom.setdefault(key, {})[name] = value
+        if left.rendered is not None:
+            self.rendered[key] = left.rendered
+        if state != TaskState.SUCCESS.value:
+            return []
+        made = [inlet_event(event_id=len(self.events) + i + 1, dataset=row["dataset"], partition=row["partition"],
+                            alias=row["alias"], extra=row["extra"], dag_id=item.dag_id, run_id=item.run_id,
+                            task_id=item.task_id, created_at=datetime.now(UTC))
+                for i, row in enumerate(outlet_event_rows(self.spec.tasks[item.task_id].outlets, left.writes,
+                                                          left.outlets, item.data_interval_start,
+                                                          item.data_interval_end))]
+        self.events += made
+        return made
 
 
 @contextmanager
@@ -100,16 +125,16 @@ def _executor() -> Iterator[SequentialExecutor]:
         executor.end(0)
 
 
-def run_one(executor: SequentialExecutor, item: WorkItem,
-            stored: dict[str, dict[str, Any]]) -> tuple[str, str | None, str]:
-    """Run one try to its end: (state, reason, its log). What it passed on goes into `stored` (in memory)."""
+def run_one(executor: SequentialExecutor, item: WorkItem, run: TestRun) -> tuple[str, str | None, str,
+                                                                          list[dict[str, Any]]]:
+    """Run one try to its end: (state, reason, its log, the dataset events it made). What it left is kept in `run`
+    (in memory)."""
     executor.submit(item)
-    for key, value in read_pushed(item.log_path + ".xcom.jsonl"):
-        stored.setdefault(label(item.task_id, item.map_index), {})[key] = value
     finished = [e for e in executor.drain() if e.kind == "finished"]
     state, reason = (finished[-1].state or "failed", finished[-1].reason) if finished else ("failed", "no outcome")
+    made = run.keep(item, state, try_files.read(item.log_path))
     log = Path(item.log_path)
-    return state, reason, log.read_text(errors="replace") if log.exists() else ""
+    return state, reason, log.read_text(errors="replace") if log.exists() else "", made
 
 
 def test_task(run: TestRun, task_id: str, say: Callable[[str], None]) -> str:
@@ -121,7 +146,7 @@ def test_task(run: TestRun, task_id: str, say: Callable[[str], None]) -> str:
         raise InvalidInput(f"task {task_id!r} is mapped: its instances get their values from the run; "
                            f"`ledger dags test {run.dag.dag_id}` runs them")
     with tempfile.TemporaryDirectory(prefix="ledger-test-") as tmp, _executor() as executor:
-        state, _reason, log = run_one(executor, run.item(task_id, 1, Path(tmp), 1), run.xcom)
+        state, _reason, log, _made = run_one(executor, run.item(task_id, 1, Path(tmp), 1), run)
     say(log.rstrip("\n"))
     return state
 
@@ -163,12 +188,16 @@ def test_dag(run: TestRun, say: Callable[[str], None]) -> RunState:
             for key in decision.ready:
                 tries[key] = tries.get(key, 0) + 1
                 item = run.item(key, tries[key], Path(tmp), ids.setdefault(key, len(ids) + 1))
-                state, reason, log = run_one(executor, item, run.xcom)
+                state, reason, log, made = run_one(executor, item, run)
                 retry = state == "failed" and tries[key] - rescheduled.get(key, 0) <= \
                     spec.tasks[split_label(key)[0]].retries and not (reason or "").startswith(NO_RETRY_PREFIX)
                 shown = "up_for_retry" if retry else state
                 say(f"--- {key} try {tries[key]}: {shown}" + (f" ({reason})" if reason else ""))
                 say(log.rstrip("\n"))
+                for event in made:
+                    say(f"[ledger] {key} made a dataset event of {event['dataset']}"  # ("--- " starts state lines)
+                        + (f" partition {event['partition']}" if event["partition"] else "")
+                        + (f" (alias {event['alias']})" if event["alias"] else ""))
                 if state == TaskState.UP_FOR_RESCHEDULE.value:  # spends no retry
                     rescheduled[key] = rescheduled.get(key, 0) + 1
                     at = reschedule_at(run.xcom.get(key, {}).get(SENSOR_KEY))

@@ -202,9 +202,11 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_a_refused_impor
         cli.dags.joinpath(name).write_text((CORPUS / name).read_text())
     errors = cli.json("dags", "errors")
     assert [e["error"].split(": ", 1)[1] for e in errors] == [
-        "airflow.providers.amazon is an Airflow module ledger does not provide: ledger carries Airflow's core and "
+        "airflow.providers.google is an Airflow module ledger does not provide: ledger carries Airflow's core and "
         "the providers standard, common.sql, sqlite, postgres (hooks and SQLExecuteQueryOperator), http (HttpHook, "
-        "HttpOperator, HttpSensor) and smtp (EmailOperator) only; call the service from a @task (PythonOperator) "
+        "HttpOperator, HttpSensor), smtp (EmailOperator, SmtpHook), apache.spark (SparkSubmitOperator, "
+        "SparkSqlOperator, @task.pyspark) and amazon's S3 basics (S3Hook, S3KeySensor, S3CreateObjectOperator, "
+        "S3DeleteObjectsOperator) only; call the service from a @task (PythonOperator) "
         "with its own client library, and a connection from ledger.sdk.secrets.get_connection"]
     cli.ok("trigger", "af2_trigger", "--logical-date", "2024-03-05")
     cli.ok("scheduler", "--exit-when-idle")

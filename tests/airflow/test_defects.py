@@ -169,7 +169,7 @@ def test_dags_test_gives_a_taskflow_task_its_inlets_and_an_alias_named_by_a_stri
         folder: Path) -> None:
     state, log, xcom = run(folder, "inlets.py")
     assert state is RunState.SUCCESS, log
-    assert xcom["read"]["return_value"] == [0, 0, 0]  # a test run reads no database: no events, every inlet
+    assert xcom["read"]["return_value"] == [0, 0, 0]  # every inlet is given; nothing wrote them before `read`
     assert xcom["emit"]["return_value"] == "emitted"
 
 
@@ -250,64 +250,6 @@ def test_a_callback_gets_airflows_context_with_ti_and_the_exception_and_is_recor
                                      "state": "success", "reason": None})
     assert module.SEEN == [("b", 1, "exit code 3", "2024-03-05", "b", "callbacks", "exit code 3"),
                            (None, None, "manual")]
-
-
-AGREE = """\
-import datetime
-import pendulum
-from airflow import DAG
-from airflow.datasets import Dataset, DatasetAlias
-from airflow.datasets.metadata import Metadata
-from airflow.decorators import task
-from airflow.operators.bash import BashOperator
-
-SRC, OUT = Dataset("agree_src"), Dataset("agree_out")
-DAY = pendulum.datetime(2024, 3, 5, tz="UTC")
-
-with DAG("agree", start_date=DAY, end_date=DAY, schedule="@daily", catchup=True, params={"n": 2},
-         user_defined_filters={"twice": lambda v: v * 2}):
-    @task(inlets=[SRC], outlets=[OUT, DatasetAlias("agree_alias")])
-    def produce(params=None, inlet_events=None, ds=None):
-        yield Metadata(OUT, {"rows": params["n"]})
-        yield Metadata("agree_other", {"rows": 1}, alias="agree_alias")
-        return {"n": params["n"], "ds": ds, "inlets": len(inlet_events[SRC]), "day": datetime.date(2024, 3, 5)}
-
-    @task
-    def check(value):
-        return [value["n"], value["ds"], value["day"].isoformat()]
-
-    got = produce()
-    got >> BashOperator(task_id="show", bash_command="echo {{ params.n | twice }} "
-                                                     "{{ ti.xcom_pull(task_ids='produce')['ds'] }}")
-    check(got)
-"""
-
-
-def test_dags_test_and_the_scheduler_give_a_try_the_same_inlets_outlets_aliases_templates_params_and_values(
-        ready_cli: Any) -> None:
-    """One code path for what a try receives: the same DAG run by `ledger dags test`'s loop and by the scheduler
-    passes on the same values and renders the same command; the scheduler records the Metadata it yielded."""
-    from tests.backfill.test_backfill_cli import schedule
-
-    cli = ready_cli
-    cli.write_dag("agree.py", AGREE)
-    state, log, tested = run(cli.dags, "agree.py")
-    assert state is RunState.SUCCESS, log
-    schedule(cli)
-    [run_row] = cli.json("timeline", "agree")
-    assert run_row["state"] == "success"
-    scheduled = {task_id: {row["key"]: row["value"] for row in cli.json("tasks", "xcom", "agree",
-                                                                        str(run_row["run_id"]), task_id)}
-                 for task_id in ("produce", "check", "show")}
-    assert scheduled == tested
-    assert scheduled["check"]["return_value"] == [2, "2024-03-05", "2024-03-05"]
-    assert scheduled["produce"]["return_value"]["inlets"] == 0
-    assert "running: bash -c 'echo 4 2024-03-05'" in log
-    [rendered] = cli.json("tasks", "rendered", "agree", str(run_row["run_id"]), "show")
-    assert rendered["rendered"] == {"bash_command": "echo 4 2024-03-05", "env": {}}
-    events = cli.json("datasets", "show", "agree_out")["events"]
-    assert [e["extra"] for e in events] == [{"rows": 2}]
-    assert [e["alias"] for e in cli.json("datasets", "show", "agree_other")["events"]] == ["agree_alias"]
 
 
 def test_an_outlet_events_extra_changed_in_place_is_kept(tmp_path: Path) -> None:

@@ -52,14 +52,22 @@ def test_an_airflow_dag_file_loads_through_ledgers_namespace(tmp_path: Path, cle
     assert loaded.code is not None and loaded.code.support == ()  # ledger's shim is not the DAG's code
 
 
-def test_a_provider_import_is_refused_in_one_line_naming_it(tmp_path: Path, clean_airflow: None) -> None:
+def test_a_provider_import_is_refused_in_one_line_naming_it_and_the_carried_ones(tmp_path: Path,
+                                                                                  clean_airflow: None) -> None:
+    fileloc = write(tmp_path, "bq.py", "from airflow import DAG\n"
+                                      "from airflow.providers.google.cloud.operators.bigquery import X\n")
+    loaded = load_file(fileloc, str(tmp_path))
+    assert loaded.error is not None and "\n" not in loaded.error
+    assert loaded.error.startswith(f"{fileloc}:2: airflow.providers.google is an Airflow module ledger does not "
+                                   "provide: ledger carries Airflow's core and the providers standard, common.sql, ")
+    assert "amazon's S3 basics (S3Hook, S3KeySensor" in loaded.error and "get_connection" in loaded.error
+    # a carried provider's module without the name: Python's own one line, naming the module
     fileloc = write(tmp_path, "s3.py", "from airflow import DAG\n"
                                       "from airflow.providers.amazon.aws.operators.s3 import S3CreateBucketOperator\n")
     loaded = load_file(fileloc, str(tmp_path))
-    assert loaded.error is not None and "\n" not in loaded.error
-    assert loaded.error.startswith(f"{fileloc}:2: airflow.providers.amazon is an Airflow module ledger does not "
-                                   "provide: ")
-    assert "get_connection" in loaded.error
+    assert loaded.error is not None
+    assert ("cannot import name 'S3CreateBucketOperator' from 'airflow.providers.amazon.aws.operators.s3'"
+            in loaded.error.strip().splitlines()[-1])
 
 
 def test_a_dag_file_may_still_try_an_import_and_fall_back(tmp_path: Path, clean_airflow: None) -> None:
@@ -129,3 +137,16 @@ def test_the_import_table_lists_every_module_of_the_namespace_that_provides_name
     listed = set(airflow_compat.AIRFLOW_MODULES)
     missing = [m for m in airflow_compat.provided_modules() if airflow_compat.module_names(m) and m not in listed]
     assert missing == []
+
+
+def test_a_custom_trigger_and_airflows_example_helpers_are_refused_naming_what_to_do(tmp_path: Path,
+                                                                                    clean_airflow: None) -> None:
+    for name, line, said in (("trig.py", "from airflow.triggers.base import BaseTrigger",
+                              "airflow.triggers is an Airflow module ledger does not provide: ledger has no triggerer"),
+                             ("ex.py", "from airflow.example_dags.libs.helper import print_stuff",
+                              "airflow.example_dags is an Airflow module ledger does not provide: Airflow's example "
+                              "helpers are not part of ledger; copy the helper module into your DAGs folder")):
+        fileloc = write(tmp_path, name, f"from airflow import DAG\n{line}\n")
+        loaded = load_file(fileloc, str(tmp_path))
+        assert loaded.error is not None and "\n" not in loaded.error
+        assert loaded.error.startswith(f"{fileloc}:2: {said}")

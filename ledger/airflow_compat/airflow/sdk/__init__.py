@@ -1,5 +1,6 @@
 """`airflow.sdk`."""
 
+from ledger.airflow_compat.assets import asset
 from ledger.airflow_compat.dag import SdkDAG as DAG
 from ledger.airflow_compat.dag import sdk_dag as dag
 from ledger.airflow_compat.decorators import setup, task, task_group, teardown
@@ -21,6 +22,7 @@ from ledger.airflow_compat.operators import (
 from ledger.sdk.branching import WeekDay
 from ledger.sdk.dag import Label
 from ledger.sdk.datasets import Asset, AssetAlias, AssetAll, AssetAny, Metadata
+from ledger.sdk.object_storage import ObjectStoragePath
 from ledger.sdk.params import Param, ParamsDict
 from ledger.sdk.secrets import Variable
 from ledger.sdk.sensors import PokeReturnValue
@@ -50,6 +52,7 @@ __all__ = [
     "Label",
     "Metadata",
     "MultipleCronTriggerTimetable",
+    "ObjectStoragePath",
     "Param",
     "ParamsDict",
     "PokeReturnValue",
@@ -58,6 +61,7 @@ __all__ = [
     "Variable",
     "WeekDay",
     "XComArg",
+    "asset",
     "chain",
     "chain_linear",
     "cross_downstream",

@@ -1,1 +1,2 @@
-"""`airflow.providers.smtp`: e-mail through ledger's SMTP settings."""
+"""`airflow.providers.smtp`: e-mail through an SMTP connection, or ledger's SMTP settings
+(ledger/airflow_compat/smtp.py)."""

@@ -1,0 +1,1 @@
+"""`airflow.io`: object storage through fsspec (ledger/sdk/object_storage.py)."""

@@ -1,0 +1,1 @@
+"""`airflow.providers.amazon.aws`."""

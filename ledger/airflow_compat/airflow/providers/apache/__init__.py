@@ -1,0 +1,1 @@
+"""`airflow.providers.apache`: Spark only (ledger/airflow_compat/spark.py)."""

@@ -1,0 +1,1 @@
+"""`airflow.providers.apache.spark` (ledger/airflow_compat/spark.py)."""

@@ -1,0 +1,5 @@
+"""`airflow.utils.email` (ledger/airflow_compat/smtp.py)."""
+
+from ledger.airflow_compat.smtp import send_email
+
+__all__ = ["send_email"]

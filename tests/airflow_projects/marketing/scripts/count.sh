@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "campaigns of {{ ds }}: {{ params.campaigns }}"

@@ -53,9 +53,11 @@ with DAG("from_airflow", schedule=None, start_date=pendulum.datetime(2024, 3, 1,
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtualenv holding the wheel built from this checkout (and its dependencies), outside the repository."""
     where = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(where / "dist"),
-                    str(REPO)], check=True, timeout=600)
+    # an sdist, and the wheel built from that sdist: what the sdist leaves out, the wheel lacks
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(where / "dist"), str(REPO)], check=True,
+                   capture_output=True, timeout=900)
     [wheel] = (where / "dist").glob("ledger-*.whl")
+    assert len(list((where / "dist").glob("ledger-*.tar.gz"))) == 1
     done = subprocess.run(["sh", str(REPO / "deploy" / "install.sh"), str(wheel), str(where / "venv")],
                           capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr

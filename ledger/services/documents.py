@@ -17,6 +17,7 @@ from typing import Any
 import pendulum
 from sqlalchemy.orm import Session
 
+from ledger.core.backfill_state import agreed_state
 from ledger.core.dataset_rules import schedule_summary
 from ledger.core.dates import iso, iso_raw, parse_user_date
 from ledger.core.errors import InvalidInput, NotFound
@@ -119,9 +120,14 @@ def run_document(session: Session, run_id: int | str) -> Doc:
         {"task_id": ti.task_id, "map_index": ti.map_index, "label": label(ti.task_id, ti.map_index),
          "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
          "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
-         "priority_weight": ti.priority_weight, "tries": tries.get(label(ti.task_id, ti.map_index), [])}
+         "priority_weight": ti.priority_weight, "tries": tries.get(label(ti.task_id, ti.map_index), []),
+         # the version its next tries run: its run's, unless a partial clear gave it the latest (decision 0271)
+         "dag_version": ti.dag_version or r.version_hash}
         for ti in instances
     ]
+    # the versions its tries ran, oldest first: more than one when a clear re-ran part of it on a later version
+    row["try_versions"] = list(dict.fromkeys(t["dag_version"] for ti in row["task_instances"] for t in ti["tries"]
+                                             if t["dag_version"]))
     row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
                       "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
                       "written_at": iso(w.written_at)} for w in lineage_store.of_run(session, r.id)]
@@ -357,7 +363,9 @@ def backfill_json(session: Session, b: Backfill) -> Doc:
     h = backfill_store.history_of(session, b.id)
     p = backfill_store.progress_of(session, b.id)  # its live runs now (runs, runs_done, runs_failed)
     return {"backfill_id": str(b.id), "dag_id": b.dag_id, "start": iso(b.range_start), "end": iso(b.range_end),
-            "reprocess": b.reprocess, "state": b.state, "requested_by": b.requested_by,
+            "reprocess": b.reprocess,  # the state its live runs give now (one cleared or marked since may change it)
+            "state": agreed_state(b.state, unfinished=p.runs_total - p.runs_done, failed=p.runs_failed),
+            "requested_by": b.requested_by,
             "created_at": iso(b.created_at), "ended_at": iso(b.ended_at), "submit": b.submit_only,
             "planned": backfill_store.planned_of(session, b.id), "created": h.created,
             "overridden_later": h.overridden, "succeeded": h.succeeded, "failed": h.failed,

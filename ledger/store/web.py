@@ -13,8 +13,19 @@ from sqlalchemy.orm import Session
 
 from ledger.core.errors import InvalidInput
 from ledger.core.states import RunState
-from ledger.models import DagRun, DagVersion, TaskInstance
+from ledger.models import DagRun, DagVersion, TaskInstance, TaskTry
 from ledger.store.runs import TIMELINE_COLUMNS, _raw
+
+
+def versions_of_tries(session: Session, run_ids: list[int]) -> dict[int, int]:
+    """Run id -> how many DAG versions its tries ran, for those of the runs whose tries ran more than one (a part
+    of it cleared on a later version): one grouped query over the page's runs."""
+    if not run_ids:
+        return {}
+    versions = func.count(func.distinct(TaskTry.dag_version))
+    return {run_id: n for run_id, n in session.execute(
+        select(TaskInstance.run_id, versions).join(TaskTry, TaskTry.task_instance_id == TaskInstance.id)
+        .where(TaskInstance.run_id.in_(run_ids)).group_by(TaskInstance.run_id).having(versions > 1))}
 
 
 def timeline_page(session: Session, dag_id: str, *, start: datetime | None = None, end: datetime | None = None,

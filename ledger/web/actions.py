@@ -145,7 +145,8 @@ def _clear(request: Request, run_id: int, tasks: list[str] | None, downstream: b
                                       on_latest_version=on_latest_version, now=now(), actor=actor)
         moved = None if done.moved is None else {"from": done.moved[0], "to": done.moved[1],
                                                  "added": done.moved[2], "removed": done.moved[3]}
-        return {"run_id": str(run_id), "cleared": sorted(done.cleared), "state": run.state, "moved": moved}
+        return {"run_id": str(run_id), "cleared": sorted(done.cleared), "state": run.state, "moved": moved,
+                "version": done.version, "run_version": run.version_hash}
 
 
 def _pause(request: Request, dag_id: str, paused: bool, stop_queued: bool) -> dict[str, Any]:

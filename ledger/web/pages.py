@@ -69,7 +69,7 @@ def dags(request: Request, q: str = "") -> HTMLResponse:
             row["next_run"] = following[0]["logical_date"] if following else None
             rows.append(row)
         errors = len(dag_store.import_errors(session))
-    return _page(request, "dags.html", dags=rows, errors=errors, q=q)
+    return _page(request, "dags.html", fragment="dags_live.html", dags=rows, errors=errors, q=q)
 
 
 @router.get("/import-errors", response_class=HTMLResponse)
@@ -110,7 +110,10 @@ def timeline(request: Request, dag_id: str, start: str | None = None, end: str |
         # the versions with their run and try counts (a GROUP BY over the DAG's runs): not for the live part
         versions = [] if _live(request) else documents.versions_document(session, dag)
         consumer = dataset_docs.timeline_marks(session, dag_id)
+        spanning = web_store.versions_of_tries(session, [row[0] for row in rows[:limit]])
     runs = dataset_docs.with_marks(documents.timeline_json(rows), consumer)
+    for r in runs:
+        r["try_versions"] = spanning.get(int(r["run_id"]), 1)
     page, older = views.cut_page(runs, limit)
     groups = views.group_timeline(page, older)
     marks, changes, spans = views.strip(groups)
@@ -129,7 +132,7 @@ def run(request: Request, run_id: str) -> HTMLResponse:
         replaced = [documents.run_json(r) for r in web_store.replaced_by_run(session, int(doc["run_id"]))]
         tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
     drawing = views.graph_drawing(doc["graph"]["tasks"], views.states_by_task(doc["task_instances"]))
-    return _page(request, "run.html", run=doc, replaced=replaced, drawing=drawing, tz=tz)
+    return _page(request, "run.html", fragment="run_live.html", run=doc, replaced=replaced, drawing=drawing, tz=tz)
 
 
 @router.get("/runs/{run_id}/gantt", response_class=HTMLResponse)

@@ -307,19 +307,34 @@ def _latest_spec(session: Session, run: DagRun) -> DagSpec:
     return dag_store.spec(session, run.dag_id, dag.current_version)
 
 
-def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
-                on_latest_version: bool, now: datetime, actor: str, depth: int | None = None) -> Cleared:
-    """Re-run chosen finished task instances of a run (every task when `task_ids` is None; with `downstream`,
-    their downstream ones too): each gets fresh tries and the run is queued again. The tries run the code of the
-    run's own version unless `on_latest_version`: a clear of the whole run then first moves the run to the DAG's
-    current version (recorded as an event); a partial clear leaves the run on its version and gives only the
-    cleared task instances the current one (decision 0271: the run's recorded version never changes for a part of
-    it; each try records the version it ran)."""
+# the states a clear gives fresh tries: finished, or waiting for a retry or a reschedule
+CLEARABLE = frozenset({*FINISHED_TASK_STATES, TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE})
+
+
+@dataclass
+class ClearPlan:
+    """What a clear re-runs, worked out without writing: the structure it follows, the tasks chosen (with their
+    downstream, setups and teardowns), whether it covers the whole run, and the version the tries run."""
+
+    own: DagSpec  # the run's version
+    latest: DagSpec  # the version the cleared tries run (the run's own unless on the latest version)
+    spec: DagSpec  # the structure the cleared tasks follow: the run's, unless the whole run moves to the latest
+    chosen: set[str]
+    whole: bool
+
+    def would_clear(self, tis: list[TaskInstance]) -> list[TaskInstance]:
+        """The task instances the clear gives fresh tries (finished or waiting for a retry or reschedule)."""
+        return [ti for ti in tis if ti.task_id in self.chosen and ti.state in CLEARABLE
+                and not (ti.map_index >= 0 and ti.state == TaskState.REMOVED)]
+
+
+def clear_plan(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
+               on_latest_version: bool) -> ClearPlan:
+    """What `clear_tasks` would re-run (reads only; InvalidInput for a task it cannot clear)."""
     dag_id = run.dag_id
     if run.state == RunState.OVERRIDDEN:
         raise TimelineConflict(f"run {run.id} is overridden (by run {run.overridden_by}); it is history and is "
                                "not re-run; backfill the date or clear the run that replaced it")
-    tis = run_store.task_instances(session, run.id)
     own = dag_store.spec(session, dag_id, run.version_hash)
     if on_latest_version:
         latest = _latest_spec(session, run)
@@ -340,7 +355,6 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
     whole = task_ids is None or with_setups_and_teardowns(
         own, own.and_downstream(chosen) if downstream else chosen) >= set(own.tasks)
     spec = latest if whole else own  # the structure the cleared tasks follow: the run's, unless the run moves
-    version = latest.version_hash
     if downstream:
         chosen = spec.and_downstream(chosen)
     chosen = with_setups_and_teardowns(spec, chosen)  # a task's setups and their teardowns run again with it
@@ -349,6 +363,22 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         if missing:
             raise InvalidInput(f"task {missing[0]!r}, which clearing the chosen tasks re-runs, is not in {where}; "
                                "clear the whole run with --on-latest-version to move it there")
+    return ClearPlan(own, latest, spec, chosen, whole)
+
+
+def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
+                on_latest_version: bool, now: datetime, actor: str, depth: int | None = None) -> Cleared:
+    """Re-run chosen finished task instances of a run (every task when `task_ids` is None; with `downstream`,
+    their downstream ones too): each gets fresh tries and the run is queued again. The tries run the code of the
+    run's own version unless `on_latest_version`: a clear of the whole run then first moves the run to the DAG's
+    current version (recorded as an event); a partial clear leaves the run on its version and gives only the
+    cleared task instances the current one (decision 0271: the run's recorded version never changes for a part of
+    it; each try records the version it ran)."""
+    dag_id = run.dag_id
+    plan = clear_plan(session, run, task_ids, downstream=downstream, on_latest_version=on_latest_version)
+    latest, spec, chosen, whole = plan.latest, plan.spec, plan.chosen, plan.whole
+    version = latest.version_hash
+    tis = run_store.task_instances(session, run.id)
     busy_all = [ti for ti in tis if ti.state in ACTIVE]
     moving = on_latest_version and whole
     busy = [label(ti.task_id, ti.map_index) for ti in busy_all if ti.task_id in chosen or moving]
@@ -373,7 +403,7 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
             continue
         if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its task's list: stays out
             continue
-        if ti.state in FINISHED_TASK_STATES or ti.state in (TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE):
+        if ti.state in CLEARABLE:
             task_store.rearm(ti, latest.tasks[ti.task_id].retries, arm=False)
             ti.dag_version = own_version
             if ti.task_id in again:

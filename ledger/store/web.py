@@ -114,6 +114,27 @@ def replaced_among(session: Session, runs: list[DagRun]) -> list[tuple[int, int,
         .order_by(DagRun.id))]
 
 
+def runs_across(session: Session, *, states: list[str], run_types: list[str], dag_id: str | None,
+                start: datetime | None, end: datetime | None, before: int | None, limit: int) -> list[DagRun]:
+    """Up to `limit` + 1 runs of every DAG (or of `dag_id`), newest created first (by id), in `states` and of
+    `run_types` (any when empty), their logical date within [start, end], with an id below `before` (the next
+    older page, by keyset). The extra row says that there is a next page."""
+    stmt = select(DagRun)
+    if states:
+        stmt = stmt.where(DagRun.state.in_(states))
+    if run_types:
+        stmt = stmt.where(DagRun.run_type.in_(run_types))
+    if dag_id:
+        stmt = stmt.where(DagRun.dag_id == dag_id)
+    if start is not None:
+        stmt = stmt.where(DagRun.logical_date >= start)
+    if end is not None:
+        stmt = stmt.where(DagRun.logical_date <= end)
+    if before is not None:
+        stmt = stmt.where(DagRun.id < before)
+    return list(session.scalars(stmt.order_by(DagRun.id.desc()).limit(limit + 1)))
+
+
 def run_state_counts(session: Session) -> dict[str, dict[str, int]]:
     """dag id -> run state -> how many runs of the DAG are in it."""
     counts: dict[str, dict[str, int]] = {}

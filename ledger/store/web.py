@@ -79,10 +79,17 @@ def replaced_by_run(session: Session, run_id: int) -> list[DagRun]:
     return list(session.scalars(select(DagRun).where(DagRun.overridden_by == run_id).order_by(DagRun.id)))
 
 
-def grid_runs(session: Session, dag_id: str, *, limit: int, before: int | None = None) -> list[DagRun]:
+def grid_runs(session: Session, dag_id: str, *, limit: int, before: int | None = None,
+              states: list[str] | None = None, until: datetime | None = None) -> list[DagRun]:
     """Up to `limit` + 1 live (not overridden) runs of a DAG, newest logical date first, older than the run
-    `before` when given: the columns of a grid page, read through the (dag_id, logical_date) index."""
+    `before` when given: the columns of a grid page, read through the (dag_id, logical_date) index. `states`:
+    only runs in them (the failed-only filter); `until`: only runs at or before that logical date (a jump to a
+    date)."""
     stmt = select(DagRun).where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value)
+    if states:
+        stmt = stmt.where(DagRun.state.in_(states))
+    if until is not None:
+        stmt = stmt.where(DagRun.logical_date <= until)
     if before is not None:
         at = session.execute(select(DagRun.logical_date, DagRun.id)
                              .where(DagRun.id == before, DagRun.dag_id == dag_id)).first()

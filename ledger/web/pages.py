@@ -91,11 +91,15 @@ def import_errors(request: Request) -> HTMLResponse:
 
 @router.get("/dags/{dag_id}/grid", response_class=HTMLResponse)
 def grid(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-         limit: Annotated[int, Query(ge=1, le=200)] = GRID_RUNS) -> HTMLResponse:
-    """Tasks x runs: the latest `limit` live runs (older than run `before`), oldest on the left."""
+         limit: Annotated[int, Query(ge=1, le=200)] = GRID_RUNS, failed: bool = False,
+         date: str | None = None) -> HTMLResponse:
+    """Tasks x runs: the latest `limit` live runs (older than run `before`), oldest on the left; `failed`: only
+    failed runs; `date`: the runs up to that date (the DAG's time zone; a bare date includes that day)."""
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id, active_only=False)
-        runs = web_store.grid_runs(session, dag_id, limit=limit, before=before)
+        until = documents.timeline_range(dag, None, date)[1] if date else None
+        runs = web_store.grid_runs(session, dag_id, limit=limit, before=before,
+                                   states=[RunState.FAILED.value] if failed else None, until=until)
         page = runs[:limit]
         cells = web_store.grid_cells(session, [r.id for r in page])
         replaced = web_store.replaced_among(session, page)
@@ -105,7 +109,7 @@ def grid(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1
     older = str(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
     newest = str(request.url.remove_query_params("before")) if before is not None else None
     return _page(request, "grid.html", fragment="grid_live.html", dag=documents.dag_json(dag), columns=columns,
-                 rows=rows, older=older, newest=newest)
+                 rows=rows, older=older, newest=newest, failed=failed, date=date or "")
 
 
 @router.get("/dags/{dag_id}", response_class=HTMLResponse)

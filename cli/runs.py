@@ -1,22 +1,58 @@
-"""`ledger runs show RUN`: a run as it was, with its own version's graph and its task instances."""
+"""`ledger runs show RUN`: a run as it was, with its own version's graph and its task instances; `ledger runs list`:
+the runs of every DAG filtered by state, type, DAG and date."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cli.env import open_env, print_json
-from cli.options import Json, Reason, RunId, reason_text
+from cli.options import Json, Reason, RunId, checked_date, id_parser, reason_text, within_range
 from ledger.core.mapping import label
-from ledger.services.documents import run_document
+from ledger.services.documents import run_document, runs_list_document
 from ledger.store import runs as run_store
 
 app = typer.Typer(help="Inspect DAG runs.", no_args_is_help=True)
 out = Console()
+
+
+@app.command("list")
+def list_runs(
+    state: Annotated[list[str] | None, typer.Option("--state", help="Only runs in this state (repeatable): queued, "
+                                                    "running, success, failed, overridden.")] = None,
+    run_type: Annotated[list[str] | None, typer.Option("--type", help="Only runs of this type (repeatable): "
+                                                       "scheduled, backfill, manual, test, dataset_triggered.")] = None,
+    dag: Annotated[str | None, typer.Option("--dag", help="Only this DAG's runs.")] = None,
+    start: Annotated[str | None, typer.Option("--start", callback=checked_date,
+                                              help="Logical dates from (UTC; a bare date: that day).")] = None,
+    end: Annotated[str | None, typer.Option("--end", callback=checked_date,
+                                            help="Logical dates to, that day included (UTC).")] = None,
+    limit: Annotated[int, typer.Option(min=1, callback=within_range, help="The newest N runs.")] = 100,
+    before: Annotated[int | None, typer.Option(
+        "--before", parser=id_parser("run id"), show_default=False,
+        help="Only runs older than this run id (the next page: the last id listed).")] = None,
+    as_json: Json = False,
+) -> None:
+    """The runs of every DAG, newest first, filtered by state, type, DAG and logical date (what the web's state
+    counts link to)."""
+    env = open_env()
+    with env.reading() as session:
+        rows, older = runs_list_document(session, states=state or [], run_types=run_type or [], dag_id=dag,
+                                         start=start, end=end, before=before, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("run", "dag", "logical date", "type", "state", "started", "ended")
+    for r in rows:
+        table.add_row(r["run_id"], r["dag_id"], r["logical_date"], r["run_type"], r["state"], r["started_at"] or "-",
+                      r["ended_at"] or "-")
+    out.print(table)
+    if older is not None:
+        out.print(f"older runs: --before {older}", highlight=False)
 
 
 @app.command()

@@ -138,9 +138,10 @@ def clear(dag_id: DagId, run: RunArg,
                           "default: every task).")] = None,
           downstream: Annotated[bool, typer.Option("--downstream", help="Also clear the chosen tasks' "
                                 "downstream tasks.")] = False,
-          on_latest_version: Annotated[bool, typer.Option("--on-latest-version", help="First move the run to the "
-                                       "DAG's current version (recorded as an event); by default the cleared "
-                                       "tasks run the code of the run's own version.")] = False,
+          on_latest_version: Annotated[bool, typer.Option("--on-latest-version", help="Run the cleared tasks on the "
+                                       "DAG's current version: clearing the whole run first moves the run to it "
+                                       "(recorded as an event), clearing some tasks leaves the run on its version; "
+                                       "by default the cleared tasks run the code of the run's own version.")] = False,
           dags_folder: DagsFolder = None) -> None:
     """Re-run chosen finished task instances of a run (each gets fresh tries); the run is queued again.
 
@@ -155,14 +156,15 @@ def clear(dag_id: DagId, run: RunArg,
         r = _run_of(session, dag_id, run)
         done = clear_tasks(session, r, task, downstream=downstream, on_latest_version=on_latest_version, now=now,
                            actor=env.actor)
-        moved, cleared, version, external = done.moved, done.cleared, r.version_hash, done.external
+        moved, cleared, version, external = done.moved, done.cleared, done.version, done.external
+        stays = "" if version == r.version_hash else f" (the run stays on version {r.version_hash[:12]})"
     if moved is not None:
         old, new, added, removed = moved
         out.print(f"run {r.id} moved from version {old[:12]} to {new[:12]}"
                   + (f"; new tasks {json.dumps(added)}" if added else "")
                   + (f"; removed tasks {json.dumps(removed)}" if removed else ""))
     out.print(f"cleared {len(cleared)} task instance(s) of run {r.id}: {json.dumps(sorted(cleared))}; "
-              f"run is {r.state}; they run version {version[:12]}")
+              f"run is {r.state}; they run version {version[:12]}{stays}")
     for other_dag, other_run, tasks in external:  # through ExternalTaskMarkers
         out.print(f"cleared {len(tasks)} task instance(s) of {other_dag} run {other_run} (external task marker): "
                   f"{json.dumps(tasks)}")

@@ -42,6 +42,9 @@ class TaskInstance(Base):
     # a STOP or RESTART for its running try, for the job that runs it; and the signal that asked
     signal_request: Mapped[str | None] = mapped_column(String(10))
     signal_id: Mapped[int | None] = mapped_column(Integer)
+    # the DAG version its next tries run when it is not its run's: a partial clear on the latest version (decision
+    # 0271) leaves the run on its version and gives this task instance the latest; None: its run's version
+    dag_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class TaskTry(Base):

@@ -17,11 +17,13 @@ from typing import Any
 import pendulum
 from sqlalchemy.orm import Session
 
+from ledger.core.backfill_state import agreed_state
 from ledger.core.dataset_rules import schedule_summary
 from ledger.core.dates import iso, iso_raw, parse_user_date
 from ledger.core.errors import InvalidInput, NotFound
-from ledger.core.mapping import label, split_label
+from ledger.core.mapping import NOT_MAPPED, label, split_label
 from ledger.core.schedule import DataInterval, next_scheduled
+from ledger.core.states import RunState, RunType
 from ledger.core.versions import masked
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
 from ledger.sdk.describe import read_schedule
@@ -29,8 +31,10 @@ from ledger.services.dataset_docs import consumed_document, inlets_document
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
+from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
 from ledger.store import runs as run_store
+from ledger.store import web as web_store
 
 Doc = dict[str, Any]
 
@@ -52,6 +56,27 @@ def run_json(r: Any, stamp: Callable[[Any], str | None] = iso) -> Doc:
         "schedule": r.schedule, "created_at": stamp(r.created_at), "started_at": stamp(r.started_at),
         "ended_at": stamp(r.ended_at), "overridden_at": stamp(r.overridden_at),
     }
+
+
+def runs_list_document(session: Session, *, states: Iterable[str] = (), run_types: Iterable[str] = (),
+                       dag_id: str | None = None, start: str | None = None, end: str | None = None,
+                       before: int | None = None, limit: int = 100) -> tuple[list[Doc], int | None]:
+    """`ledger runs list`: runs of every DAG, newest first, filtered by state, type, DAG and logical date (dates in
+    UTC; an end given as a date includes that day); (the runs, the `before` of the next older page or None)."""
+    states, run_types = sorted(set(states)), sorted(set(run_types))
+    for given, known, what in ((states, RunState, "--state"), (run_types, RunType, "--type")):
+        wrong = [v for v in given if v not in {k.value for k in known}]
+        if wrong:
+            raise InvalidInput(f"{what} {wrong[0]!r} is not one of {', '.join(k.value for k in known)}")
+    lo = parse_user_date(start, timezone="UTC", what="--start") if start else None
+    hi = parse_user_date(end, timezone="UTC", what="--end", end_of_day=True) if end else None
+    if lo is not None and hi is not None and hi < lo:
+        raise InvalidInput(f"--end {end} is before --start {start}")
+    rows = web_store.runs_across(session, states=states, run_types=run_types, dag_id=dag_id, start=lo, end=hi,
+                                 before=before, limit=limit)
+    page = rows[:limit]
+    docs = [{"dag_id": r.dag_id, **run_json(r)} for r in page]
+    return docs, page[-1].id if len(rows) > limit else None
 
 
 def timeline_json(rows: Iterable[Any]) -> list[Doc]:
@@ -80,6 +105,23 @@ def timeline_range(dag: Dag, start: str | None, end: str | None) -> tuple[dateti
     if lo is not None and hi is not None and hi < lo:
         raise InvalidInput(f"--end {end} is before --start {start}")
     return lo, hi
+
+
+def failure_reasons(session: Session, run_id: int, labels: Iterable[str]) -> dict[str, Doc]:
+    """Why each of these task instances (labels) of a run last failed, in one line: its latest `task_failed` or
+    `try_lost` event's reason (the first line of it, at most 200 characters) and try number."""
+    wanted, out = set(labels), dict[str, Doc]()
+    if not wanted:
+        return out
+    for e in event_store.listing_json(session, run_id=run_id, kinds=["task_failed", "try_lost"],
+                                      task_signals=False):  # oldest first: the latest one stays
+        d = e["details"]
+        key = label(str(d.get("task_id")), int(d.get("map_index", NOT_MAPPED)))
+        if key in wanted:
+            lines = [line.strip() for line in str(d.get("reason") or "").splitlines() if line.strip()]
+            out[key] = {"try_number": d.get("try_number"), "reason": lines[0][:200] if lines else "no reason recorded",
+                        "kind": e["kind"]}
+    return out
 
 
 def run_document(session: Session, run_id: int | str) -> Doc:
@@ -119,9 +161,14 @@ def run_document(session: Session, run_id: int | str) -> Doc:
         {"task_id": ti.task_id, "map_index": ti.map_index, "label": label(ti.task_id, ti.map_index),
          "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
          "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
-         "priority_weight": ti.priority_weight, "tries": tries.get(label(ti.task_id, ti.map_index), [])}
+         "priority_weight": ti.priority_weight, "tries": tries.get(label(ti.task_id, ti.map_index), []),
+         # the version its next tries run: its run's, unless a partial clear gave it the latest (decision 0271)
+         "dag_version": ti.dag_version or r.version_hash}
         for ti in instances
     ]
+    # the versions its tries ran, oldest first: more than one when a clear re-ran part of it on a later version
+    row["try_versions"] = list(dict.fromkeys(t["dag_version"] for ti in row["task_instances"] for t in ti["tries"]
+                                             if t["dag_version"]))
     row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
                       "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
                       "written_at": iso(w.written_at)} for w in lineage_store.of_run(session, r.id)]
@@ -357,7 +404,9 @@ def backfill_json(session: Session, b: Backfill) -> Doc:
     h = backfill_store.history_of(session, b.id)
     p = backfill_store.progress_of(session, b.id)  # its live runs now (runs, runs_done, runs_failed)
     return {"backfill_id": str(b.id), "dag_id": b.dag_id, "start": iso(b.range_start), "end": iso(b.range_end),
-            "reprocess": b.reprocess, "state": b.state, "requested_by": b.requested_by,
+            "reprocess": b.reprocess,  # the state its live runs give now (one cleared or marked since may change it)
+            "state": agreed_state(b.state, unfinished=p.runs_total - p.runs_done, failed=p.runs_failed),
+            "requested_by": b.requested_by,
             "created_at": iso(b.created_at), "ended_at": iso(b.ended_at), "submit": b.submit_only,
             "planned": backfill_store.planned_of(session, b.id), "created": h.created,
             "overridden_later": h.overridden, "succeeded": h.succeeded, "failed": h.failed,

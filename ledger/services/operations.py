@@ -278,6 +278,7 @@ class Cleared:
     moved: tuple[str, str, list[str], list[str]] | None  # (from version, to version, tasks added, tasks removed)
     # other DAGs' runs cleared through ExternalTaskMarkers: (dag id, run id, task ids)
     external: list[tuple[str, int, list[str]]] = field(default_factory=list)
+    version: str = ""  # the DAG version the cleared task instances' tries run
 
 
 def _refuse_dropped_code(session: Session, run: DagRun) -> None:
@@ -292,53 +293,106 @@ def _refuse_dropped_code(session: Session, run: DagRun) -> None:
                            "the version the DAG file is today")
 
 
-def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
-                on_latest_version: bool, now: datetime, actor: str, depth: int | None = None) -> Cleared:
-    """Re-run chosen finished task instances of a run (every task when `task_ids` is None; with `downstream`,
-    their downstream ones too): each gets fresh tries and the run is queued again. The tries run the code of the
-    run's own version unless `on_latest_version`, which first moves the run to the DAG's current version
-    (recorded as an event)."""
+def _latest_spec(session: Session, run: DagRun) -> DagSpec:
+    """The DAG's current version, refused while its DAG file fails to import (it would be the last one that
+    imported, not what the file holds)."""
+    dag = dag_store.get(session, run.dag_id)
+    broken = dag_store.import_error_of(session, dag.fileloc)
+    if broken is not None:
+        first = next((line for line in broken.splitlines() if line.strip()), "")
+        raise InvalidInput(f"{run.dag_id}'s DAG file {dag.fileloc} fails to import ({first.strip()[:160]}), "
+                           "so the latest version is unknown; fix it (ledger dags errors), or clear "
+                           f"without --on-latest-version to re-run version {run.version_hash[:12]}")
+    assert dag.current_version is not None
+    return dag_store.spec(session, run.dag_id, dag.current_version)
+
+
+# the states a clear gives fresh tries: finished, or waiting for a retry or a reschedule
+CLEARABLE = frozenset({*FINISHED_TASK_STATES, TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE})
+
+
+@dataclass
+class ClearPlan:
+    """What a clear re-runs, worked out without writing: the structure it follows, the tasks chosen (with their
+    downstream, setups and teardowns), whether it covers the whole run, and the version the tries run."""
+
+    own: DagSpec  # the run's version
+    latest: DagSpec  # the version the cleared tries run (the run's own unless on the latest version)
+    spec: DagSpec  # the structure the cleared tasks follow: the run's, unless the whole run moves to the latest
+    chosen: set[str]
+    whole: bool
+
+    def would_clear(self, tis: list[TaskInstance]) -> list[TaskInstance]:
+        """The task instances the clear gives fresh tries (finished or waiting for a retry or reschedule)."""
+        return [ti for ti in tis if ti.task_id in self.chosen and ti.state in CLEARABLE
+                and not (ti.map_index >= 0 and ti.state == TaskState.REMOVED)]
+
+
+def clear_plan(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
+               on_latest_version: bool) -> ClearPlan:
+    """What `clear_tasks` would re-run (reads only; InvalidInput for a task it cannot clear)."""
     dag_id = run.dag_id
     if run.state == RunState.OVERRIDDEN:
         raise TimelineConflict(f"run {run.id} is overridden (by run {run.overridden_by}); it is history and is "
                                "not re-run; backfill the date or clear the run that replaced it")
-    tis = run_store.task_instances(session, run.id)
+    own = dag_store.spec(session, dag_id, run.version_hash)
     if on_latest_version:
-        dag = dag_store.get(session, dag_id)
-        broken = dag_store.import_error_of(session, dag.fileloc)
-        if broken is not None:  # its current version is the last one that imported, not what the file holds
-            first = next((line for line in broken.splitlines() if line.strip()), "")
-            raise InvalidInput(f"{dag_id}'s DAG file {dag.fileloc} fails to import ({first.strip()[:160]}), "
-                               "so the latest version is unknown; fix it (ledger dags errors), or clear "
-                               f"without --on-latest-version to re-run version {run.version_hash[:12]}")
-        target = dag.current_version
-        assert target is not None
-        spec = dag_store.spec(session, dag_id, target)
-        where = f"the current version {target[:12]} of {dag_id}"
+        latest = _latest_spec(session, run)
+        where = f"the current version {latest.version_hash[:12]} of {dag_id}"
     else:
         _refuse_dropped_code(session, run)
-        spec = dag_store.spec(session, dag_id, run.version_hash)
+        latest = own
         where = f"version {run.version_hash[:12]}, the version run {run.id} runs"
-    chosen = set(task_ids or spec.tasks)
-    unknown = chosen - set(spec.tasks)
+    chosen = set(task_ids or latest.tasks)
+    unknown = chosen - set(latest.tasks)
     if unknown:
         hint = "" if on_latest_version else "; --on-latest-version moves the run to the current version"
         raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in {where}{hint}")
+    unknown = chosen - set(own.tasks)
+    if unknown and task_ids is not None:  # new in the latest version: only a clear of the whole run moves to it
+        raise InvalidInput(f"task {sorted(unknown)[0]!r} is not in version {run.version_hash[:12]}, the version run "
+                           f"{run.id} runs; clear the whole run with --on-latest-version to move it to {where}")
+    whole = task_ids is None or with_setups_and_teardowns(
+        own, own.and_downstream(chosen) if downstream else chosen) >= set(own.tasks)
+    spec = latest if whole else own  # the structure the cleared tasks follow: the run's, unless the run moves
     if downstream:
         chosen = spec.and_downstream(chosen)
     chosen = with_setups_and_teardowns(spec, chosen)  # a task's setups and their teardowns run again with it
+    if not whole:  # (the run's downstream and setups of the chosen tasks must be in the latest version too)
+        missing = sorted(chosen - set(latest.tasks))
+        if missing:
+            raise InvalidInput(f"task {missing[0]!r}, which clearing the chosen tasks re-runs, is not in {where}; "
+                               "clear the whole run with --on-latest-version to move it there")
+    return ClearPlan(own, latest, spec, chosen, whole)
+
+
+def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, downstream: bool,
+                on_latest_version: bool, now: datetime, actor: str, depth: int | None = None) -> Cleared:
+    """Re-run chosen finished task instances of a run (every task when `task_ids` is None; with `downstream`,
+    their downstream ones too): each gets fresh tries and the run is queued again. The tries run the code of the
+    run's own version unless `on_latest_version`: a clear of the whole run then first moves the run to the DAG's
+    current version (recorded as an event); a partial clear leaves the run on its version and gives only the
+    cleared task instances the current one (decision 0271: the run's recorded version never changes for a part of
+    it; each try records the version it ran)."""
+    dag_id = run.dag_id
+    plan = clear_plan(session, run, task_ids, downstream=downstream, on_latest_version=on_latest_version)
+    latest, spec, chosen, whole = plan.latest, plan.spec, plan.chosen, plan.whole
+    version = latest.version_hash
+    tis = run_store.task_instances(session, run.id)
     busy_all = [ti for ti in tis if ti.state in ACTIVE]
-    busy = [label(ti.task_id, ti.map_index) for ti in busy_all if ti.task_id in chosen or on_latest_version]
+    moving = on_latest_version and whole
+    busy = [label(ti.task_id, ti.map_index) for ti in busy_all if ti.task_id in chosen or moving]
     if busy:
         raise TimelineConflict(f"task {busy[0]!r} of run {run.id} is {TaskState.RUNNING.value} or queued; "
                                "wait for it to finish")
-    out = Cleared([], None)
-    if on_latest_version and spec.version_hash != run.version_hash:
+    out = Cleared([], None, version=version)
+    if moving and spec.version_hash != run.version_hash:
         before = run.version_hash
         added, removed = run_store.move_to_version(session, run, spec, now=now, actor=actor,
                                                    reason="ledger tasks clear --on-latest-version")
         out.moved = (before, spec.version_hash, added, removed)
         tis = run_store.task_instances(session, run.id)
+    own_version = None if version == run.version_hash else version  # what the cleared task instances record
     again = _expanded_again(spec, chosen)
     for ti in tis:
         if ti.task_id not in chosen:
@@ -349,8 +403,9 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
             continue
         if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its task's list: stays out
             continue
-        if ti.state in FINISHED_TASK_STATES or ti.state in (TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE):
-            task_store.rearm(ti, spec.tasks[ti.task_id].retries, arm=False)
+        if ti.state in CLEARABLE:
+            task_store.rearm(ti, latest.tasks[ti.task_id].retries, arm=False)
+            ti.dag_version = own_version
             if ti.task_id in again:
                 ti.map_index = NOT_MAPPED
             out.cleared.append(label(ti.task_id, ti.map_index))
@@ -361,7 +416,8 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         move_run(run, RunState.QUEUED, ended_at=None)
     events.record(session, "tasks_cleared", at=now, actor=actor, dag_id=dag_id, run_id=run.id,
                   tasks=sorted(out.cleared), run_state_before=before_state, run_state=run.state,
-                  version=run.version_hash, **({"expanded_again": sorted(again)} if again else {}))
+                  version=version, **({"run_version": run.version_hash} if own_version else {}),
+                  **({"expanded_again": sorted(again)} if again else {}))
     for tid in sorted(chosen):
         marker = spec.tasks[tid].marker
         if marker is not None and tid in out.cleared:

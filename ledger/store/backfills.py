@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
 from ledger.core.backfill_cancel import CancelledRun, Fate, fate, restores
+from ledger.core.backfill_state import FINISHED, agreed_state
 from ledger.core.errors import NotFound
 from ledger.core.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
 from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
@@ -61,6 +62,8 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     assert row is not None
     if row.state == BackfillState.CANCELLED.value:
         restore_after_cancel(session, row, now=now, actor=actor)
+    if row.state in FINISHED:  # a run of it ended again (cleared, marked): its state follows its runs' counts
+        return _refinish(session, row, now=now, actor=actor, adopted=adopted)
     if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
         return row.state
     if count_unfinished(session, backfill_id, adopted):  # (asked as each run ends: the cheap count first)
@@ -72,6 +75,20 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     row.ended_at = now
     events.record(session, "backfill_finished", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
                   state=row.state, runs=p.runs_total, failed_runs=p.runs_failed)
+    return row.state
+
+
+def _refinish(session: Session, row: Backfill, *, now: datetime, actor: str, adopted: Collection[int]) -> str:
+    """A finished backfill one of whose runs ended again: its stored state becomes the one its counts give
+    (ledger.core.backfill_state), recorded as a `backfill_finished` event naming the state it had."""
+    if count_unfinished(session, row.id, adopted):
+        return row.state
+    p = progress_of(session, row.id, adopted)
+    state = agreed_state(row.state, unfinished=p.runs_total - p.runs_done, failed=p.runs_failed)
+    if state != row.state:
+        events.record(session, "backfill_finished", at=now, actor=actor, dag_id=row.dag_id, backfill_id=row.id,
+                      state=state, state_before=row.state, runs=p.runs_total, failed_runs=p.runs_failed)
+        row.state, row.ended_at = state, now
     return row.state
 
 

@@ -274,6 +274,8 @@ def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: dateti
         if task is None:
             continue
         ti.pool, ti.priority_weight = task.pool, task.priority_weight
+        if ti.dag_version == spec.version_hash:  # cleared on this version before: now its run's own
+            ti.dag_version = None
         if ti.task_id in returning:
             move_task(ti, TaskState.SCHEDULED, next_try_at=None, ended_at=None,
                       max_tries=ti.try_number + task.retries + 1)

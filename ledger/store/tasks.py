@@ -40,6 +40,7 @@ class TiRow:
     armed: bool = False
     signal_id: int | None = None  # the signal that armed it (a signal-driven task)
     map_index: int = NOT_MAPPED  # a mapped task's instance number (ledger/core/mapping.py)
+    version: str | None = None  # the DAG version its tries run when not its run's (decision 0271)
 
     @property
     def label(self) -> str:
@@ -49,23 +50,26 @@ class TiRow:
     def with_state(self, state: TaskState) -> TiRow:
         """This row in another state (positional: dataclasses.replace costs several times more in the loop)."""
         return TiRow(self.id, self.run_id, self.task_id, state, self.try_number, self.max_tries, self.next_try_at,
-                     self.priority_weight, self.pool, self.job_id, self.armed, self.signal_id, self.map_index)
+                     self.priority_weight, self.pool, self.job_id, self.armed, self.signal_id, self.map_index,
+                     self.version)
 
     def queued(self, try_number: int, job_id: int) -> TiRow:
         """This row as `queue` writes it: queued for try `try_number` by job `job_id`, its START used up."""
         return TiRow(self.id, self.run_id, self.task_id, TaskState.QUEUED, try_number, self.max_tries, None,
-                     self.priority_weight, self.pool, job_id, False, self.signal_id, self.map_index)
+                     self.priority_weight, self.pool, job_id, False, self.signal_id, self.map_index, self.version)
 
 
 def row_of(ti: TaskInstance) -> TiRow:
     return TiRow(ti.id, ti.run_id, ti.task_id, TaskState(ti.state), ti.try_number, ti.max_tries, ti.next_try_at,
-                 ti.priority_weight, ti.pool, ti.job_id, bool(ti.signal_armed), ti.signal_id, ti.map_index)
+                 ti.priority_weight, ti.pool, ti.job_id, bool(ti.signal_armed), ti.signal_id, ti.map_index,
+                 ti.dag_version)
 
 
 _TI_ROWS = select(TaskInstance.id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
                   TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.next_try_at,
                   TaskInstance.priority_weight, TaskInstance.pool, TaskInstance.job_id,
-                  TaskInstance.signal_armed, TaskInstance.signal_id, TaskInstance.map_index).where(
+                  TaskInstance.signal_armed, TaskInstance.signal_id, TaskInstance.map_index,
+                  TaskInstance.dag_version).where(
     TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)))
 # Statements the loop runs every time are built once: building and keying a statement costs more than
 # executing it on SQLite (see docs/decisions/, 40).
@@ -78,12 +82,12 @@ def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, T
         return out
     states = _STATES
     for (ti_id, run_id, task_id, state, try_number, max_tries, next_try_at, priority_weight, pool, job_id, armed,
-         signal_id, map_index) in _TI_ROWS_HOT.rows(session, {"run_ids": list(run_ids)}):
+         signal_id, map_index, version) in _TI_ROWS_HOT.rows(session, {"run_ids": list(run_ids)}):
         if isinstance(next_try_at, str):  # (SQLite's text, on the driver's cursor: as SQLAlchemy would read it)
             next_try_at = _read_utc(next_try_at)
         out[run_id][label(task_id, map_index)] = TiRow(
             ti_id, run_id, task_id, states.get(state) or TaskState(state), try_number, max_tries, next_try_at,
-            priority_weight, pool, job_id, bool(armed), signal_id, map_index)
+            priority_weight, pool, job_id, bool(armed), signal_id, map_index, version)
     return out
 
 
@@ -476,7 +480,8 @@ def adoptable(session: Session, ti_ids: list[int]) -> list[AdoptedTry]:
         return []
     rows = session.execute(select(
         TaskInstance.id, TaskInstance.try_number, TaskInstance.run_id, TaskInstance.dag_id, TaskInstance.task_id,
-        TaskInstance.map_index, TaskInstance.state, DagRun.version_hash, DagRun.logical_date,
+        TaskInstance.map_index, TaskInstance.state, func.coalesce(TaskInstance.dag_version, DagRun.version_hash),
+        DagRun.logical_date,
         DagRun.data_interval_start, DagRun.data_interval_end, DagRun.run_type, TaskInstance.priority_weight,
     ).join(DagRun, DagRun.id == TaskInstance.run_id).where(TaskInstance.id.in_(ti_ids),
                                                            TaskInstance.state.in_(ACTIVE)))

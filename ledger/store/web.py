@@ -13,8 +13,19 @@ from sqlalchemy.orm import Session
 
 from ledger.core.errors import InvalidInput
 from ledger.core.states import RunState
-from ledger.models import DagRun, DagVersion, TaskInstance
+from ledger.models import DagRun, DagVersion, TaskInstance, TaskTry
 from ledger.store.runs import TIMELINE_COLUMNS, _raw
+
+
+def versions_of_tries(session: Session, run_ids: list[int]) -> dict[int, int]:
+    """Run id -> how many DAG versions its tries ran, for those of the runs whose tries ran more than one (a part
+    of it cleared on a later version): one grouped query over the page's runs."""
+    if not run_ids:
+        return {}
+    versions = func.count(func.distinct(TaskTry.dag_version))
+    return {run_id: n for run_id, n in session.execute(
+        select(TaskInstance.run_id, versions).join(TaskTry, TaskTry.task_instance_id == TaskInstance.id)
+        .where(TaskInstance.run_id.in_(run_ids)).group_by(TaskInstance.run_id).having(versions > 1))}
 
 
 def timeline_page(session: Session, dag_id: str, *, start: datetime | None = None, end: datetime | None = None,
@@ -68,10 +79,17 @@ def replaced_by_run(session: Session, run_id: int) -> list[DagRun]:
     return list(session.scalars(select(DagRun).where(DagRun.overridden_by == run_id).order_by(DagRun.id)))
 
 
-def grid_runs(session: Session, dag_id: str, *, limit: int, before: int | None = None) -> list[DagRun]:
+def grid_runs(session: Session, dag_id: str, *, limit: int, before: int | None = None,
+              states: list[str] | None = None, until: datetime | None = None) -> list[DagRun]:
     """Up to `limit` + 1 live (not overridden) runs of a DAG, newest logical date first, older than the run
-    `before` when given: the columns of a grid page, read through the (dag_id, logical_date) index."""
+    `before` when given: the columns of a grid page, read through the (dag_id, logical_date) index. `states`:
+    only runs in them (the failed-only filter); `until`: only runs at or before that logical date (a jump to a
+    date)."""
     stmt = select(DagRun).where(DagRun.dag_id == dag_id, DagRun.state != RunState.OVERRIDDEN.value)
+    if states:
+        stmt = stmt.where(DagRun.state.in_(states))
+    if until is not None:
+        stmt = stmt.where(DagRun.logical_date <= until)
     if before is not None:
         at = session.execute(select(DagRun.logical_date, DagRun.id)
                              .where(DagRun.id == before, DagRun.dag_id == dag_id)).first()
@@ -101,6 +119,27 @@ def replaced_among(session: Session, runs: list[DagRun]) -> list[tuple[int, int,
         .where(DagRun.dag_id == runs[0].dag_id, DagRun.logical_date >= min(r.logical_date for r in runs),
                DagRun.logical_date <= max(r.logical_date for r in runs), DagRun.overridden_by.in_(ids))
         .order_by(DagRun.id))]
+
+
+def runs_across(session: Session, *, states: list[str], run_types: list[str], dag_id: str | None,
+                start: datetime | None, end: datetime | None, before: int | None, limit: int) -> list[DagRun]:
+    """Up to `limit` + 1 runs of every DAG (or of `dag_id`), newest created first (by id), in `states` and of
+    `run_types` (any when empty), their logical date within [start, end], with an id below `before` (the next
+    older page, by keyset). The extra row says that there is a next page."""
+    stmt = select(DagRun)
+    if states:
+        stmt = stmt.where(DagRun.state.in_(states))
+    if run_types:
+        stmt = stmt.where(DagRun.run_type.in_(run_types))
+    if dag_id:
+        stmt = stmt.where(DagRun.dag_id == dag_id)
+    if start is not None:
+        stmt = stmt.where(DagRun.logical_date >= start)
+    if end is not None:
+        stmt = stmt.where(DagRun.logical_date <= end)
+    if before is not None:
+        stmt = stmt.where(DagRun.id < before)
+    return list(session.scalars(stmt.order_by(DagRun.id.desc()).limit(limit + 1)))
 
 
 def run_state_counts(session: Session) -> dict[str, dict[str, int]]:

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, cast
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.core.backfill_plan import PlanItem
-from ledger.core.errors import InvalidInput
+from ledger.core.errors import InvalidInput, LedgerError, TimelineConflict
 from ledger.core.mapping import label
 from ledger.core.states import RunState, TaskState
 from ledger.infra.settings import value as setting
@@ -136,16 +136,33 @@ def _mark_tasks(request: Request, run_id: int, mark: TaskMark, reason: str | Non
         return {**_outcome(run_id, done), "marked": True}
 
 
+def _clear_rows(session: Session, run: Any, tasks: list[str] | None, downstream: bool,
+                on_latest_version: bool) -> tuple[list[dict[str, str]], str]:
+    """The task instances a clear would give fresh tries (task, state now, what it becomes), and the version
+    their tries would run."""
+    plan = operations.clear_plan(session, run, tasks, downstream=downstream, on_latest_version=on_latest_version)
+    rows = [{"task": label(ti.task_id, ti.map_index), "from": ti.state, "to": TaskState.SCHEDULED.value}
+            for ti in plan.would_clear(run_store.task_instances(session, run.id))]
+    return rows, plan.latest.version_hash
+
+
 def _clear(request: Request, run_id: int, tasks: list[str] | None, downstream: bool,
-           on_latest_version: bool) -> dict[str, Any]:
+           on_latest_version: bool, digest: str | None = None) -> dict[str, Any]:
+    """Clear task instances; `digest`: the fingerprint of the rows the user confirmed (the preview page): when they
+    changed since, nothing is cleared and the new rows come back (`cleared` None) to confirm again."""
     actor = acting(request, "clearing tasks")
     with writing(request) as session:
         run = run_store.get(session, run_id)
+        if digest is not None:
+            rows, _version = _clear_rows(session, run, tasks, downstream, on_latest_version)
+            if forms.plan_digest(rows) != digest:
+                return {"run_id": str(run_id), "cleared": None, "would_clear": rows}
         done = operations.clear_tasks(session, run, tasks or None, downstream=downstream,
                                       on_latest_version=on_latest_version, now=now(), actor=actor)
         moved = None if done.moved is None else {"from": done.moved[0], "to": done.moved[1],
                                                  "added": done.moved[2], "removed": done.moved[3]}
-        return {"run_id": str(run_id), "cleared": sorted(done.cleared), "state": run.state, "moved": moved}
+        return {"run_id": str(run_id), "cleared": sorted(done.cleared), "state": run.state, "moved": moved,
+                "version": done.version, "run_version": run.version_hash}
 
 
 def _pause(request: Request, dag_id: str, paused: bool, stop_queued: bool) -> dict[str, Any]:
@@ -292,7 +309,8 @@ def mark_tasks_api(request: Request, run_id: IdInUrl, body: MarkTasksBody) -> JS
                                           "[--on-latest-version]`")
 def clear_api(request: Request, run_id: IdInUrl, body: ClearBody | None = None) -> JSONResponse:
     body = body or ClearBody()
-    return JSONResponse(_clear(request, run_id, body.tasks, body.downstream, body.on_latest_version))
+    done = _clear(request, run_id, body.tasks, body.downstream, body.on_latest_version)
+    return JSONResponse({k: done[k] for k in ("run_id", "cleared", "state", "moved")})
 
 
 @api.post("/backfills", status_code=201, summary="`ledger backfill DAG --start A --end B --submit --yes` "
@@ -362,8 +380,18 @@ def show(name: str, **context: Any) -> HTMLResponse:
     return HTMLResponse(render(name, **context))
 
 
-def back_to(url: str) -> RedirectResponse:
-    return RedirectResponse(url, status_code=303)
+def back_to(url: str, said: str | None = None) -> RedirectResponse:
+    """Post/redirect/get; `said`: what the action did, which the page it ends on says (a cookie read once)."""
+    response = RedirectResponse(url, status_code=303)
+    if said:
+        response.set_cookie(forms.SAID_COOKIE, forms.said_cookie(said), max_age=120, path="/", httponly=True,
+                            samesite="strict")
+    return response
+
+
+def _tasks_said(tasks: list[str]) -> str:
+    shown = ", ".join(tasks[:10]) + (f" and {len(tasks) - 10} more" if len(tasks) > 10 else "")
+    return f"{len(tasks)} task instance(s){' (' + shown + ')' if tasks else ''}"
 
 
 @pages.get("/login", response_class=HTMLResponse)
@@ -408,35 +436,49 @@ def _operator_page(request: Request, what: str) -> None:
     auth.need(identity_of(request), Role.OPERATOR, what)
 
 
-@pages.get("/dags/{dag_id}/actions", response_class=HTMLResponse)
-def dag_actions(request: Request, dag_id: str) -> HTMLResponse:
-    _operator_page(request, "acting on a DAG")
+def _dag_actions_page(request: Request, dag_id: str, *, kept: dict[str, str] | None = None,
+                      problem: str | None = None, problem_in: str | None = None) -> HTMLResponse:
+    """The DAG's actions; a refused trigger or backfill plan says why above its form, the values kept."""
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id)
         spec = dag_store.current_spec(session, dag_id)
-    return show("dag_actions.html", dag=documents.dag_json(dag), fields=forms.param_fields(spec.params),
-                 timezone=spec.timezone)
+    return HTMLResponse(render("dag_actions.html", dag=documents.dag_json(dag), fields=forms.param_fields(spec.params),
+                               timezone=spec.timezone, kept=kept, problem=problem, problem_in=problem_in),
+                        400 if problem else 200)
+
+
+@pages.get("/dags/{dag_id}/actions", response_class=HTMLResponse)
+def dag_actions(request: Request, dag_id: str) -> HTMLResponse:
+    _operator_page(request, "acting on a DAG")
+    return _dag_actions_page(request, dag_id)
 
 
 @pages.post("/dags/{dag_id}/trigger")
 def trigger_form(request: Request, dag_id: str, form: Form) -> Response:
+    _operator_page(request, "triggering a run")
     with session_of(request) as session:
         params = dag_store.current_spec(session, dag_id).params
-    done = _trigger(request, dag_id, form.get("logical_date", "").strip() or None,
-                    forms.conf_from_form(params, form), form.get("replace") == "on")
-    return back_to(f"/runs/{done['run_id']}")
+    try:
+        done = _trigger(request, dag_id, form.get("logical_date", "").strip() or None,
+                        forms.conf_from_form(params, form), form.get("replace") == "on")
+    except (InvalidInput, TimelineConflict) as e:  # said above the form, what was typed kept
+        return _dag_actions_page(request, dag_id, kept=form, problem=str(e), problem_in="trigger")
+    replaced = f", replacing run {done['overridden_run_id']}" if done["overridden_run_id"] else ""
+    return back_to(f"/runs/{done['run_id']}", f"triggered run {done['run_id']} of {dag_id} at "
+                                              f"{done['logical_date']}{replaced}; it is {done['state']}")
 
 
 @pages.post("/dags/{dag_id}/pause")
 def pause_form(request: Request, dag_id: str, form: Form) -> Response:
-    _pause(request, dag_id, True, form.get("stop_queued") == "on")
-    return back_to(f"/dags/{dag_id}/actions")
+    done = _pause(request, dag_id, True, form.get("stop_queued") == "on")
+    return back_to(f"/dags/{dag_id}", f"paused {dag_id}" if done["changed"] else f"{dag_id} was paused")
 
 
 @pages.post("/dags/{dag_id}/unpause")
 def unpause_form(request: Request, dag_id: str, form: Form) -> Response:
-    _pause(request, dag_id, False, False)
-    return back_to(f"/dags/{dag_id}/actions")
+    done = _pause(request, dag_id, False, False)
+    return back_to(f"/dags/{dag_id}",
+                   f"unpaused {dag_id}" if done["changed"] else f"{dag_id} was not paused")
 
 
 def _backfill_body(dag_id: str, form: dict[str, str]) -> BackfillBody:
@@ -466,7 +508,10 @@ def _plan_page(dag_id: str, form: dict[str, str], plan: list[PlanItem], changed:
 @pages.post("/dags/{dag_id}/backfill/plan", response_class=HTMLResponse)
 def backfill_plan_form(request: Request, dag_id: str, form: Form) -> HTMLResponse:
     _operator_page(request, "creating a backfill")
-    plan, _req = _plan(request, _backfill_body(dag_id, form))
+    try:
+        plan, _req = _plan(request, _backfill_body(dag_id, form))
+    except InvalidInput as e:  # said above the form, what was typed kept
+        return _dag_actions_page(request, dag_id, kept=form, problem=str(e), problem_in="backfill")
     return _plan_page(dag_id, form, plan, changed=False)
 
 
@@ -475,7 +520,8 @@ def backfill_form(request: Request, dag_id: str, form: Form) -> Response:
     backfill_id, plan = _submit(request, _backfill_body(dag_id, form), form.get("digest", ""))
     if backfill_id is None:  # the ledger changed since the plan was shown: show the new one
         return _plan_page(dag_id, form, plan, changed=True)
-    return back_to(f"/backfills/{backfill_id}")
+    return back_to(f"/backfills/{backfill_id}", f"created backfill {backfill_id} of {dag_id}: "
+                                                f"{sum(1 for p in plan if p.action.value != 'skip')} run(s) to run")
 
 
 @pages.get("/runs/{run_id}/actions", response_class=HTMLResponse)
@@ -483,7 +529,8 @@ def run_actions(request: Request, run_id: IdInUrl) -> HTMLResponse:
     _operator_page(request, "acting on a run")
     with session_of(request) as session:
         doc = documents.run_document(session, run_id)
-    return show("run_actions.html", run=doc, tasks=[t["task_id"] for t in doc["graph"]["tasks"]])
+    return show("run_actions.html", run=doc, tasks=[t["task_id"] for t in doc["graph"]["tasks"]],
+                failed={ti["task_id"] for ti in doc["task_instances"] if ti["state"] in FAILED_STATES})
 
 
 def _reason(form: dict[str, str]) -> str | None:
@@ -492,8 +539,9 @@ def _reason(form: dict[str, str]) -> str | None:
 
 @pages.post("/runs/{run_id}/cancel")
 def cancel_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
-    _cancel_run(request, run_id, _reason(form))
-    return back_to(f"/runs/{run_id}")
+    done = _cancel_run(request, run_id, _reason(form))
+    return back_to(f"/runs/{run_id}", f"cancelled run {run_id}: stopping {_tasks_said(done['stopping'])}, "
+                                      f"skipped {_tasks_said(done['tasks_set'])}; it is {done['state']}")
 
 
 @pages.post("/runs/{run_id}/mark")
@@ -501,15 +549,66 @@ def mark_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     state = form.get("state", "")
     if state not in ("success", "failed"):
         raise InvalidInput(f"a run can be marked success or failed, not {state!r}")
-    _mark_run(request, run_id, state, _reason(form))
-    return back_to(f"/runs/{run_id}")
+    done = _mark_run(request, run_id, state, _reason(form))
+    return back_to(f"/runs/{run_id}", f"marked run {run_id} {state} ({_tasks_said(done['tasks_set'])} set "
+                                      f"{state}); it is {done['state']}")
+
+
+FAILED_STATES = (TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value)
+
+
+def _clear_page(request: Request, run_id: int, tasks: list[str], downstream: bool, on_latest_version: bool, *,
+                rows: list[dict[str, str]] | None = None, changed: bool = False,
+                problem: str | None = None) -> HTMLResponse:
+    """The clear's choice (tasks, downstream, version) and the task instances it would re-run, to confirm; a
+    problem with the choice is said on the page, the choice kept."""
+    version = None
+    with session_of(request) as session:
+        doc = documents.run_document(session, run_id)
+        if tasks and rows is None and problem is None:
+            try:
+                rows, version = _clear_rows(session, run_store.get(session, run_id), tasks, downstream,
+                                            on_latest_version)
+            except LedgerError as e:
+                problem = str(e)
+    status = 400 if problem and not changed else 200
+    return HTMLResponse(render("clear_tasks.html", run=doc, all_tasks=[t["task_id"] for t in doc["graph"]["tasks"]],
+                               chosen=set(tasks), downstream=downstream, on_latest_version=on_latest_version,
+                               rows=rows, version=version, changed=changed, problem=problem,
+                               digest=forms.plan_digest(rows) if rows is not None else None), status)
+
+
+@pages.get("/runs/{run_id}/clear", response_class=HTMLResponse)
+def clear_task_page(request: Request, run_id: IdInUrl, task: Annotated[list[str] | None, Query()] = None,
+                    downstream: bool = False, on_latest_version: bool = False) -> HTMLResponse:
+    """Airflow's "Clear" with its preview: the tasks ticked (by default the run's failed and upstream_failed
+    ones), then the task instances the clear would give fresh tries, to confirm."""
+    _operator_page(request, "clearing task instances")
+    if not task:
+        with session_of(request) as session:
+            task = sorted({ti.task_id for ti in run_store.task_instances(session, run_id)
+                           if ti.state in FAILED_STATES})
+    return _clear_page(request, run_id, task, downstream, on_latest_version)
 
 
 @pages.post("/runs/{run_id}/clear")
 def clear_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
+    _operator_page(request, "clearing task instances")
     tasks = [k[len("task."):] for k, v in form.items() if k.startswith("task.") and v == "on"]
-    _clear(request, run_id, tasks or None, form.get("downstream") == "on", form.get("on_latest_version") == "on")
-    return back_to(f"/runs/{run_id}")
+    downstream, latest = form.get("downstream") == "on", form.get("on_latest_version") == "on"
+    if not tasks:
+        return _clear_page(request, run_id, [], downstream, latest, problem="tick the tasks to clear")
+    try:
+        done = _clear(request, run_id, tasks, downstream, latest, form.get("digest", ""))
+    except (InvalidInput, TimelineConflict) as e:  # said on the page, the choice kept
+        return _clear_page(request, run_id, tasks, downstream, latest, problem=str(e))
+    if done["cleared"] is None:  # the run changed since the list was shown: show the new one
+        return _clear_page(request, run_id, tasks, downstream, latest, rows=done["would_clear"], changed=True)
+    stays = "" if done["version"] == done["run_version"] else \
+        f" on version {done['version'][:12]} (the run stays on {done['run_version'][:12]})"
+    moved = f"; the run moved to version {done['moved']['to'][:12]}" if done["moved"] else ""
+    return back_to(f"/runs/{run_id}", f"cleared {_tasks_said(done['cleared'])} of run {run_id}{stays}{moved}; "
+                                      f"it is {done['state']}")
 
 
 def _mark_asked(task: str, state: str | None, downstream: bool, upstream: bool) -> TaskMark | None:
@@ -547,7 +646,8 @@ def mark_task_form(request: Request, run_id: IdInUrl, task: str, form: Form) -> 
     done = _mark_tasks(request, run_id, mark, _reason(form), form.get("digest", ""))
     if not done["marked"]:  # the run changed since the list was shown: show the new one
         return _mark_page(request, run_id, task, mark, rows=done["would_set"], changed=True)
-    return back_to(f"/runs/{run_id}")
+    return back_to(f"/runs/{run_id}", f"marked {_tasks_said(done['tasks_set'])} of run {run_id} {mark.state}; "
+                                      f"the run is {done['state']}")
 
 
 @pages.get("/backfills/{backfill_id}/actions", response_class=HTMLResponse)
@@ -564,11 +664,12 @@ def backfill_actions(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
 
 @pages.post("/backfills/{backfill_id}/cancel")
 def cancel_backfill_form(request: Request, backfill_id: IdInUrl, form: Form) -> Response:
-    _cancel_backfill(request, backfill_id)
-    return back_to(f"/backfills/{backfill_id}")
+    done = _cancel_backfill(request, backfill_id)
+    return back_to(f"/backfills/{backfill_id}", f"cancelled backfill {backfill_id}: {len(done['runs_ended'])} "
+                                                f"run(s) ended, {done['runs_being_stopped']} being stopped")
 
 
 @pages.post("/backfills/{backfill_id}/resume")
 def resume_backfill_form(request: Request, backfill_id: IdInUrl, form: Form) -> Response:
     _resume_backfill(request, backfill_id)
-    return back_to(f"/backfills/{backfill_id}")
+    return back_to(f"/backfills/{backfill_id}", f"resumed backfill {backfill_id}: a scheduler runs its runs")

@@ -1,5 +1,6 @@
 """Pure helpers of the action pages: the fields of a trigger form built from a DAG's params, the conf read back
-from them, the fingerprint of a backfill plan shown for confirmation, and where to go after signing in."""
+from them, the fingerprint of a plan shown for confirmation, where to go after signing in, and the sentence an
+action leaves for the page it ends on."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, unquote
 
 from ledger.core import strict_json
 from ledger.core.errors import InvalidInput
@@ -68,3 +70,15 @@ def local_target(next_path: str | None) -> str:
     if not next_path or not next_path.startswith("/") or next_path.startswith("//") or "\\" in next_path:
         return "/"
     return next_path
+
+
+SAID_COOKIE = "ledger_said"  # what the last action did, said by the page it ends on (read once, then dropped)
+
+
+def said_text(raw: str | None) -> str | None:
+    """The sentence of the said cookie, as the page shows it (as text), or None."""
+    return unquote(raw)[:500] if raw else None
+
+
+def said_cookie(text: str) -> str:
+    return quote(text[:500])

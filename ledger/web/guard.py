@@ -20,7 +20,7 @@ from ledger.web.render import ENV, render
 # pages load only their own scripts and styles: an escaping slip could not run a script
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
        "base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
-# Swagger UI (served from the package swagger-ui-bundle) sets style attributes on its elements
+# Swagger UI (served from the package swagger-ui-py) sets style attributes on its elements
 DOCS_CSP = CSP.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
 OPEN_PATHS = ("/login", "/static/")  # answered before signing in
 WORKER_PREFIX = "/api/v1/worker/"  # what a Celery worker's credential (LEDGER_WORKER_TOKEN) opens, and nothing else

@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from ledger.core.errors import ConfigError, InvalidInput, LedgerError
 from ledger.core.mapping import split_label
+from ledger.core.states import RunState, RunType
 from ledger.services import dataset_docs, documents
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
@@ -20,7 +21,7 @@ from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
-from ledger.web import logview, views
+from ledger.web import forms, logview, views
 from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
 from ledger.web.render import render
 
@@ -28,6 +29,7 @@ router = APIRouter(include_in_schema=False)
 PAGE = 100
 GRID_RUNS = 25  # runs on the grid's first screen
 BACKFILL_RUNS = 200  # runs per page of a backfill
+FAILING = ("failed", "up_for_retry")  # the task instances whose failure reason the run page shows
 SIGNALS_SCANNED = 20_000  # signal ids a signals page looks through for the ones it shows (task state ones hidden)
 
 
@@ -40,7 +42,11 @@ def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
     fragment = context.pop("fragment", None)
     if _live(request) and fragment:
         return HTMLResponse(render(fragment, **context))
-    return HTMLResponse(render(name, fragment=fragment, **context))
+    said = forms.said_text(request.cookies.get(forms.SAID_COOKIE))  # what the action that led here did
+    response = HTMLResponse(render(name, fragment=fragment, said=said, **context))
+    if said is not None:
+        response.delete_cookie(forms.SAID_COOKIE, path="/")
+    return response
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -69,7 +75,11 @@ def dags(request: Request, q: str = "") -> HTMLResponse:
             row["next_run"] = following[0]["logical_date"] if following else None
             rows.append(row)
         errors = len(dag_store.import_errors(session))
-    return _page(request, "dags.html", dags=rows, errors=errors, q=q)
+    totals: dict[str, int] = {}
+    for by_state in counts.values():
+        for state, n in by_state.items():
+            totals[state] = totals.get(state, 0) + n
+    return _page(request, "dags.html", fragment="dags_live.html", dags=rows, errors=errors, q=q, totals=totals)
 
 
 @router.get("/import-errors", response_class=HTMLResponse)
@@ -81,11 +91,15 @@ def import_errors(request: Request) -> HTMLResponse:
 
 @router.get("/dags/{dag_id}/grid", response_class=HTMLResponse)
 def grid(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-         limit: Annotated[int, Query(ge=1, le=200)] = GRID_RUNS) -> HTMLResponse:
-    """Tasks x runs: the latest `limit` live runs (older than run `before`), oldest on the left."""
+         limit: Annotated[int, Query(ge=1, le=200)] = GRID_RUNS, failed: bool = False,
+         date: str | None = None) -> HTMLResponse:
+    """Tasks x runs: the latest `limit` live runs (older than run `before`), oldest on the left; `failed`: only
+    failed runs; `date`: the runs up to that date (the DAG's time zone; a bare date includes that day)."""
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id, active_only=False)
-        runs = web_store.grid_runs(session, dag_id, limit=limit, before=before)
+        until = documents.timeline_range(dag, None, date)[1] if date else None
+        runs = web_store.grid_runs(session, dag_id, limit=limit, before=before,
+                                   states=[RunState.FAILED.value] if failed else None, until=until)
         page = runs[:limit]
         cells = web_store.grid_cells(session, [r.id for r in page])
         replaced = web_store.replaced_among(session, page)
@@ -95,7 +109,7 @@ def grid(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1
     older = str(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
     newest = str(request.url.remove_query_params("before")) if before is not None else None
     return _page(request, "grid.html", fragment="grid_live.html", dag=documents.dag_json(dag), columns=columns,
-                 rows=rows, older=older, newest=newest)
+                 rows=rows, older=older, newest=newest, failed=failed, date=date or "")
 
 
 @router.get("/dags/{dag_id}", response_class=HTMLResponse)
@@ -110,7 +124,10 @@ def timeline(request: Request, dag_id: str, start: str | None = None, end: str |
         # the versions with their run and try counts (a GROUP BY over the DAG's runs): not for the live part
         versions = [] if _live(request) else documents.versions_document(session, dag)
         consumer = dataset_docs.timeline_marks(session, dag_id)
+        spanning = web_store.versions_of_tries(session, [row[0] for row in rows[:limit]])
     runs = dataset_docs.with_marks(documents.timeline_json(rows), consumer)
+    for r in runs:
+        r["try_versions"] = spanning.get(int(r["run_id"]), 1)
     page, older = views.cut_page(runs, limit)
     groups = views.group_timeline(page, older)
     marks, changes, spans = views.strip(groups)
@@ -122,14 +139,35 @@ def timeline(request: Request, dag_id: str, start: str | None = None, end: str |
                  first=first, consumer=consumer is not None)
 
 
+@router.get("/runs", response_class=HTMLResponse)
+def runs(request: Request, state: Annotated[list[str] | None, Query()] = None,
+         type: Annotated[list[str] | None, Query()] = None, dag: str | None = None, start: str | None = None,
+         end: str | None = None, before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+         limit: Annotated[int, Query(ge=1, le=1000)] = PAGE) -> HTMLResponse:
+    """The runs of every DAG, newest first, filtered by state, type, DAG and logical date (`ledger runs list`):
+    what the home's state counts link to."""
+    with session_of(request) as session:
+        found, older = documents.runs_list_document(session, states=state or [], run_types=type or [],
+                                                    dag_id=dag or None, start=start or None, end=end or None,
+                                                    before=before, limit=limit)
+    following = str(request.url.include_query_params(before=older)) if older is not None else None
+    first = str(request.url.remove_query_params("before")) if before is not None else None
+    return _page(request, "runs.html", fragment="runs_live.html", runs=found, states=set(state or []),
+                 types=set(type or []), dag=dag or "", start=start or "", end=end or "", following=following,
+                 first=first, all_states=[s.value for s in RunState], all_types=[t.value for t in RunType])
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run(request: Request, run_id: str) -> HTMLResponse:
     with session_of(request) as session:
         doc = documents.run_document(session, id_in_url(run_id))
         replaced = [documents.run_json(r) for r in web_store.replaced_by_run(session, int(doc["run_id"]))]
+        why = documents.failure_reasons(session, int(doc["run_id"]), [ti["label"] for ti in doc["task_instances"]
+                                                                      if ti["state"] in FAILING])
         tz = dag_store.get(session, doc["dag_id"], active_only=False).timezone
     drawing = views.graph_drawing(doc["graph"]["tasks"], views.states_by_task(doc["task_instances"]))
-    return _page(request, "run.html", run=doc, replaced=replaced, drawing=drawing, tz=tz)
+    return _page(request, "run.html", fragment="run_live.html", run=doc, replaced=replaced, drawing=drawing, tz=tz,
+                 why=why)
 
 
 @router.get("/runs/{run_id}/gantt", response_class=HTMLResponse)

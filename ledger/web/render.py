@@ -56,8 +56,33 @@ def as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def _readable(value: Any) -> str:
+    """One value of an event's details as a person reads it: a list as `a, b`, a version hash by its first 12
+    characters, nothing as `none`, a mapping as `key value` pairs, other values as text."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value[:12] if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else value
+    if isinstance(value, list | tuple):
+        return ", ".join(_readable(v) for v in value) if value else "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_readable(v)}" for k, v in sorted(value.items())) if value else "none"
+    return str(value)
+
+
+def readable(details: dict[str, Any] | None) -> Markup:
+    """An event's (or a signal's) details as `key: value` lines, keys in words, not raw JSON; the JSON stays in
+    the API and `--json`."""
+    if not details:
+        return Markup("")
+    return Markup("").join(Markup('<span class="detail"><b>{k}</b> {v}</span>').format(
+        k=str(key).replace("_", " "), v=_readable(value)) for key, value in sorted(details.items()))
+
+
 ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
-ENV.filters.update(short=short, when=when, as_json=as_json, ansi=ansi_html, clock=clock)
+ENV.filters.update(short=short, when=when, as_json=as_json, readable=readable, ansi=ansi_html, clock=clock)
 ENV.globals.update(duration=duration)
 
 

@@ -1,5 +1,6 @@
-"""/api/docs: Swagger UI on the API's OpenAPI document, its files served from the package swagger-ui-bundle
-(Apache-2.0), never from a CDN: it works offline and under the pages' Content-Security-Policy."""
+"""/api/docs: Swagger UI on the API's OpenAPI document, its files served from the package swagger-ui-py
+(Apache-2.0; Swagger UI 5, which reads the OpenAPI 3.1 document FastAPI writes, where the 4.15 of swagger-ui-bundle
+rendered nothing), never from a CDN: it works offline and under the pages' Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse
-from swagger_ui_bundle import swagger_ui_path
+from swagger_ui.utils import SWAGGER_UI_PY_ROOT
 
 from ledger.core.errors import NotFound
 from ledger.web.render import render
@@ -28,4 +29,4 @@ def asset(name: str) -> FileResponse:
         return FileResponse(INIT, media_type="text/javascript")
     if name not in ASSETS:
         raise NotFound(f"no file {name!r} of the API documentation")
-    return FileResponse(Path(str(swagger_ui_path)) / name, media_type=ASSETS[name])
+    return FileResponse(Path(SWAGGER_UI_PY_ROOT) / "static" / name, media_type=ASSETS[name])

@@ -923,7 +923,7 @@ class DagRunJob:
         chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, self.facts.pools(session)),
                         active=active, newest_first=self.newest_first, dates=dates)
         tries = task_store.queue(session, [c[0] for c in chosen], job_id=self.job_id, now=now,
-                                 versions={c[0].id: c[1].version_hash for c in chosen})
+                                 versions={c[0].id: c[0].version or c[1].version_hash for c in chosen})
         for ti, run, _spec in chosen:
             pending = self.memory.settled.get(run.id)
             if pending is not None:
@@ -948,15 +948,16 @@ class DagRunJob:
         logs = str(self.logs_folder)
         for ti, run, spec in chosen:
             task = spec.tasks[ti.task_id]
-            code = self.code_cache().locate(session, run.dag_id, run.version_hash)
+            version = ti.version or run.version_hash  # a task instance cleared on the latest version runs that one
+            code = self.code_cache().locate(session, run.dag_id, version)
             path = log_file(logs, run.dag_id, run.id, ti.task_id, tries[ti.id], ti.map_index)
             self._inflight[ti.id] = _InFlight(
-                run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), run.version_hash, path, time.time(),
+                run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), version, path, time.time(),
                 map_index=ti.map_index, armed=ti.armed)
             gives = RunGives(
                 run_id=run.id, dag_id=run.dag_id, logical_date=run.logical_date,
                 data_interval_start=run.data_interval_start, data_interval_end=run.data_interval_end,
-                dag_version=run.version_hash, run_type=run.run_type,
+                dag_version=version, run_type=run.run_type,
                 fileloc=code.fileloc if code is not None else self._dag_file(session, run.dag_id),
                 code_root=code.root if code is not None else None,
                 code_captured=code.captured if code is not None else False, conf=run.conf or {},

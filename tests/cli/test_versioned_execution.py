@@ -16,6 +16,7 @@ import pytest
 from ledger.sdk.describe import version_of
 from scheduler.runtime.dagbag import load_file
 from tests.conftest import Cli
+from tests.web.conftest import app_client
 
 PIN_DAG = """
 import pendulum
@@ -124,25 +125,41 @@ def test_clear_reruns_the_runs_own_version_by_default_and_moves_it_with_on_lates
 
     refused = cli.fails("tasks", "clear", "pin", "1", "-t", "p", "--on-latest-version")
     assert "task 'p' is not in the current version" in refused.stderr
+    refused = cli.fails("tasks", "clear", "pin", "1", "-t", "q", "--on-latest-version")
+    assert "task 'q' is not in version" in refused.stderr and "clear the whole run" in refused.stderr
     assert cli.json("runs", "show", "1")["dag_version"] == version_a  # refused: nothing moved
 
-    out = cli.ok("tasks", "clear", "pin", "1", "-t", "b", "--on-latest-version")
+    # a partial clear on the latest version: b's tries run it, the run stays on its own version
     version_b = cli.json("dags", "versions", "pin")[-1]["version"]
+    out = cli.ok("tasks", "clear", "pin", "1", "-t", "b", "--on-latest-version")
+    assert f"they run version {version_b[:12]} (the run stays on version {version_a[:12]})" in out
+    cli.ok("scheduler", "--exit-when-idle")
+    shown = cli.json("runs", "show", "1")
+    assert shown["dag_version"] == version_a and shown["state"] == "success"
+    assert "CODE-B" in log_of(cli, "pin", 1, "b", 3)
+    tries_b = [t["dag_version"] for ti in shown["task_instances"] if ti["task_id"] == "b" for t in ti["tries"]]
+    assert tries_b == [version_a, version_a, version_b]
+    assert cli.json("events", "--dag", "pin", "--kind", "run_version_changed") == []
+    for web in app_client(cli):  # the timeline and the run page mark a run whose tries span versions
+        assert "its tries ran 2 versions" in web.get("/dags/pin").text
+        assert "its tries ran 2 versions" in web.get("/runs/1").text
+
+    # clearing the whole run on the latest version moves the run, recorded as an event
+    out = cli.ok("tasks", "clear", "pin", "1", "--on-latest-version")
     assert f"moved from version {version_a[:12]} to {version_b[:12]}" in out
     cli.ok("scheduler", "--exit-when-idle")
     shown = cli.json("runs", "show", "1")
     assert shown["dag_version"] == version_b and shown["state"] == "success"
     states = {ti["task_id"]: ti["state"] for ti in shown["task_instances"]}
     assert states == {"b": "success", "p": "removed", "q": "success"}
-    assert "CODE-B" in log_of(cli, "pin", 1, "b", 3)
     tries_b = [t["dag_version"] for ti in shown["task_instances"] if ti["task_id"] == "b" for t in ti["tries"]]
-    assert tries_b == [version_a, version_a, version_b]
+    assert tries_b == [version_a, version_a, version_b, version_b]
     (moved,) = cli.json("events", "--dag", "pin", "--kind", "run_version_changed")
     assert moved["run_id"] == "1"
     assert moved["details"]["from"] == version_a and moved["details"]["to"] == version_b
     assert moved["actor"].startswith("cli:")
     used = {v["version"]: (v["runs"], v["tries"]) for v in cli.json("dags", "versions", "pin")}
-    assert used[version_a] == (0, 4) and used[version_b] == (1, 2)
+    assert used[version_a] == (0, 4) and used[version_b] == (1, 3)
     assert_tries_ran_their_versions(cli)
 
 

@@ -66,10 +66,15 @@ def test_an_operator_triggers_clears_and_backfills_from_the_browser(served_ops: 
     tab.go(f"{base}/runs/1")
     tab.submit("document.querySelector('a.act').click()")  # the run's actions, from its page
     assert tab.url == f"{base}/runs/1/actions"
-    tab.run("document.querySelector('input[name=\"task.b\"]').checked = true")
+    tab.run("document.querySelector('#clear input[name=task][value=b]').checked = true")
     shot(tab, "run_actions")
-    tab.submit("document.querySelector('#clear button').click()")
+    tab.submit("document.querySelector('#clear button').click()")  # the preview: what the clear re-runs
+    rows = tab.run("[...document.querySelectorAll('#would-clear tbody tr')].map(r => r.innerText.split('\\t'))")
+    assert rows == [["b", "success", "scheduled"]], rows
+    shot(tab, "clear_preview")
+    tab.submit("document.querySelector('#confirm button').click()")
     assert tab.url == f"{base}/runs/1" and "queued" in tab.text()
+    assert "cleared 1 task instance(s) (b) of run 1; it is queued" in tab.text()  # says what it did
     cleared = cli.json("events", "--run", "1", "--kind", "tasks_cleared")
     assert cleared[-1]["actor"] == "web:op" and cleared[-1]["details"]["tasks"] == ["b"]
 

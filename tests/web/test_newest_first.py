@@ -100,3 +100,18 @@ def test_the_signals_page_hides_task_state_signals_and_shows_the_newest_first(cl
     assert older is not None
     second = client.get(older.group(1).replace("&amp;", "&")).text
     assert [int(i) for i in re.findall(r"<tr><td>(\d+)</td>", second)] == ids[2:4]
+
+
+def test_the_events_page_shows_details_as_words_not_raw_json(client: TestClient) -> None:
+    page = client.get("/events", params={"kind": "run_created", "limit": 1}).text
+    row = page.split('<td class="details">', 1)[1].split("</td>", 1)[0]
+    assert "<b>logical date</b>" in row  # keys in words, each with its value beside it
+    assert "{" not in row and "&#34;" not in row  # not JSON
+
+
+def test_readable_details_shorten_versions_and_join_lists() -> None:
+    from ledger.web.render import readable
+
+    text = str(readable({"tasks": ["a", "b"], "version": "f" * 64, "reason": None, "run_state_before": "failed"}))
+    assert "<b>tasks</b> a, b" in text and "<b>version</b> ffffffffffff<" in text
+    assert "<b>reason</b> none" in text and "<b>run state before</b> failed" in text

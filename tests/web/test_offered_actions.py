@@ -33,8 +33,8 @@ def test_only_the_actions_that_can_apply_are_offered(ops: Cli) -> None:
         web = signed_in(c, "op")
         assert buttons(web, old) == []
         assert f'overridden by <a href="/runs/{new}">run {new}</a>' in web.get(f"/runs/{old}/actions").text
-        assert buttons(web, done) == ["clear", "mark failed"]  # success: no cancel, no mark success
-        assert buttons(web, new) == ["clear", "mark success", "mark failed", "cancel the run"]  # queued
+        assert buttons(web, done) == ["clear…", "mark failed"]  # success: no cancel, no mark success
+        assert buttons(web, new) == ["clear…", "mark success", "mark failed", "cancel the run"]  # queued
 
 
 def test_the_grid_has_a_legend_and_failure_states_have_colours_of_their_own(ops: Cli) -> None:

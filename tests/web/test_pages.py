@@ -117,7 +117,8 @@ def test_what_users_control_is_escaped(client: TestClient) -> None:
 
 
 def test_the_live_part_of_a_page_comes_alone_when_the_script_asks(client: TestClient) -> None:
-    for path, words in (("/dags/web", "overridden by"), ("/backfills", "runs done"), ("/backfills/1", "runs done")):
+    for path, words in (("/dags/web", "overridden by"), ("/backfills", "runs done"), ("/backfills/1", "runs done"),
+                        ("/", "runs by state"), ("/runs/1", "task instances and tries")):
         whole = page(client, path)
         assert 'data-live="2000"' in whole
         part = client.get(path, headers={"X-Ledger-Live": "1"}).text
@@ -137,6 +138,22 @@ def test_the_live_part_of_the_timeline_follows_a_run_written_after_the_server_st
         after = c.get("/dags/web", headers={"X-Ledger-Live": "1"}).text
     assert "run 6" not in text_of(before)
     assert "overridden by run 6" in text_of(after) and "replaced run 1 (scheduled" in text_of(after)
+
+
+def test_the_run_page_and_the_home_follow_a_clear_made_after_they_were_loaded(ledger_home: Cli, tmp_path: Path) -> None:
+    home = tmp_path / "home"  # a copy: the other tests read the shared ledger as it was built
+    shutil.copytree(ledger_home.home, home)
+    cli = Cli(home=home, env={**ledger_home.env, "LEDGER_HOME": str(home)})
+    run = [r for r in cli.json("timeline", "web") if r["state"] == "success"][-1]["run_id"]
+    with TestClient(create_app(load_settings({"LEDGER_HOME": str(home)})), base_url="http://localhost") as c:
+        run_before = c.get(f"/runs/{run}", headers={"X-Ledger-Live": "1"}).text
+        home_before = c.get("/", headers={"X-Ledger-Live": "1"}).text
+        cli.ok("tasks", "clear", "web", run, "-t", "flaky")
+        run_after = c.get(f"/runs/{run}", headers={"X-Ledger-Live": "1"}).text
+        home_after = c.get("/", headers={"X-Ledger-Live": "1"}).text
+    assert f"run {run} of web success" in text_of(run_before) and f"run {run} of web queued" in text_of(run_after)
+    queued = [re.search(r"queued (\d+)", text_of(markup)) for markup in (home_before, home_after)]
+    assert [int(m.group(1)) if m else 0 for m in queued] == [1, 2]  # the home's counts: one more queued run
 
 
 def test_page_errors_are_pages_with_the_status(client: TestClient) -> None:

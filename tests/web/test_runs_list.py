@@ -1,0 +1,41 @@
+"""The runs of every DAG filtered by state, type, DAG and date: `ledger runs list` and /runs, which the home's
+state counts link to. The ledger is tests/web/conftest.py's (catch-up, a backfill, a manual override)."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi.testclient import TestClient
+
+from tests.conftest import Cli
+
+
+def ids(rows: list[dict[str, str]]) -> list[str]:
+    return [r["run_id"] for r in rows]
+
+
+def test_ledger_runs_list_filters_by_state_type_and_date_newest_first(ledger_home: Cli) -> None:
+    everything = ledger_home.json("runs", "list", "--json")
+    assert ids(everything) == sorted(ids(everything), key=int, reverse=True) and len(everything) > 3
+    overridden = ledger_home.json("runs", "list", "--state", "overridden", "--json")
+    assert overridden and {r["state"] for r in overridden} == {"overridden"}
+    assert ids(overridden) == [r["run_id"] for r in everything if r["state"] == "overridden"]
+    backfill = ledger_home.json("runs", "list", "--type", "backfill", "--json")
+    assert backfill and {r["run_type"] for r in backfill} == {"backfill"}
+    day = ledger_home.json("runs", "list", "--start", "2024-03-02", "--end", "2024-03-02", "--json")
+    assert day and {r["logical_date"][:10] for r in day} == {"2024-03-02"}  # the end's day included
+    first = ledger_home.json("runs", "list", "--limit", "2", "--json")
+    older = ledger_home.json("runs", "list", "--limit", "2", "--before", first[-1]["run_id"], "--json")
+    assert ids(first) + ids(older) == ids(everything)[:4]
+    refused = ledger_home.fails("runs", "list", "--state", "broken")
+    assert "--state 'broken' is not one of queued, running" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_the_homes_state_counts_link_to_the_runs_of_that_state(ledger_home: Cli, client: TestClient) -> None:
+    home = client.get("/").text
+    assert 'href="/runs?state=overridden"' in home and 'href="/runs?dag=web&amp;state=overridden"' in home
+    page = client.get("/runs", params={"state": "overridden"})
+    shown = re.findall(r'<tr><td><a href="/runs/(\d+)">', page.text)
+    assert shown == ids(ledger_home.json("runs", "list", "--state", "overridden", "--json"))
+    assert 'value="overridden" checked' in page.text
+    assert client.get("/runs", params={"state": "nope"}).status_code == 400

@@ -137,6 +137,15 @@ def restart_redis_without_its_data(redis: RedisServer) -> None:
     redis.start()
 
 
+def gone(pid: int, ticks: str) -> bool:
+    """Is the process `pid` that started at `ticks` (clock ticks after boot) gone (or a zombie)?"""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    return fields[0] in ("Z", "X") or fields[19] != ticks
+
+
 def kill9(proc: subprocess.Popen[Any]) -> None:
     """`kill -9` of the process a user sees (not its process group), waited for."""
     with contextlib.suppress(ProcessLookupError):

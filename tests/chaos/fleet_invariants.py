@@ -43,6 +43,7 @@ class Execution:
     try_number: int
     pid: int
     started: float
+    ticks: str  # its process's start time, clock ticks after boot (with the pid, the process)
     ended: float | None = None
     outcome: str | None = None
 
@@ -70,7 +71,7 @@ def read_trace(trace: Path) -> tuple[dict[tuple[str, str, datetime], list[Execut
         if words[0] == "alive":
             alive.append(line)
         elif words[0] == "start":
-            run = Execution(int(words[4]), int(words[5]), float(words[6]))
+            run = Execution(int(words[4]), int(words[5]), float(words[6]), words[7])
             by_ti[key].append(run)
             open_ones[(key, run.try_number, run.pid)] = run
         elif words[0] == "end":

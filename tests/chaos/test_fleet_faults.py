@@ -13,12 +13,13 @@ import pytest
 import redis
 
 from scheduler.executors.celery_app import task_id
+from scheduler.runtime.try_lease import lease_key
 from tests.celery_cluster import Cluster
 from tests.chaos import faults
 from tests.chaos.fleet_invariants import check, read_trace
 from tests.chaos.traced import traced_dag
 from tests.conftest import LEDGER
-from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag
+from tests.scheduler.test_celery_executor import ledger, query, tries, wait_until, write_dag
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -71,3 +72,86 @@ def test_a_fleet_without_faults_holds_every_invariant_and_a_failure_of_the_code_
     assert sorted(states(cluster)) == [("t0", 1, "success"), ("t1", 1, "failed"), ("t1", 2, "success"),
                                        ("t2", 1, "success")]
     holds_invariants(cluster, trace)
+
+
+def test_kill_9_of_the_scheduler_mid_run_leaves_its_tries_to_the_next_scheduler_which_adopts_them(
+        cluster: Cluster) -> None:
+    trace, go = traced(cluster, 6)
+    cluster.start_webserver()
+    cluster.start_worker("w1")
+    cluster.start_worker("w2")
+    first = start_scheduler(cluster, "scheduler-1")
+    wait_until("four tries run (the others wait for a slot)", lambda: running(cluster, 4) and executions(trace) == 4)
+    faults.kill9(first)
+    second = start_scheduler(cluster, "scheduler-2")
+    wait_until("the new scheduler adopts the four", lambda: len(events(cluster, "try_adopted")) >= 4)
+    go.touch()
+    assert second.wait(120) == 0, cluster.procs.output(second)
+    assert sorted(states(cluster)) == [(f"t{i}", 1, "success") for i in range(6)]
+    assert not events(cluster, "try_lost")
+    holds_invariants(cluster, trace)
+
+
+def test_redis_restarted_without_its_data_declares_no_live_worker_dead_and_loses_no_running_try(
+        cluster: Cluster) -> None:
+    trace, go = traced(cluster, 4)
+    cluster.start_webserver()
+    cluster.start_worker("w1")
+    cluster.start_worker("w2")
+    scheduler = start_scheduler(cluster)
+    wait_until("four tries run", lambda: running(cluster, 4) and executions(trace) == 4)
+    faults.restart_redis_without_its_data(cluster.redis)
+    client = redis.Redis.from_url(cluster.redis.url)
+    leases = [lease_key(task_id(ti, 1)) for (ti,) in query(cluster, "SELECT id FROM task_instance")]
+    wait_until("the tries' supervisors hold their leases again", lambda: client.exists(*leases) == 4)
+    wait_until("the workers beat again", lambda: client.exists("ledger:worker:w1", "ledger:worker:w2") == 2)
+    client.close()
+    go.touch()
+    assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert sorted(states(cluster)) == [(f"t{i}", 1, "success") for i in range(4)]
+    assert not events(cluster, "try_lost")
+    assert sorted(w["name"] for w in json.loads(ledger(cluster, "workers", "--json").stdout)) == ["w1", "w2"]
+    holds_invariants(cluster, trace)
+
+
+
+def test_a_partitioned_worker_fences_its_try_before_it_is_declared_lost_and_the_task_runs_once_elsewhere(
+        cluster: Cluster) -> None:
+    if (missing := faults.missing_capability("netns")) is not None:
+        pytest.skip(missing)
+    with faults.network_namespace(0) as ns:
+        cluster.redis.binds = ("127.0.0.1", ns.host)  # (the namespace reaches Redis on this side's address)
+        cluster.redis.stop()
+        cluster.redis.start()
+        trace, go = traced(cluster, 1)
+        cluster.start_webserver(host="0.0.0.0", LEDGER_WEB_TOKEN="chaos-web-token",  # (reached on both sides)
+                                LEDGER_WEB_ALLOWED_HOSTS=f"127.0.0.1,{ns.host}")
+        short = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "4"}  # the lease: the partition outlasts it
+        inside = cluster.start_worker("wp", prefix=ns.prefix(), broker=f"redis://{ns.host}:{cluster.redis.port}/0",
+                                      api_url=f"http://{ns.host}:{cluster.web_port}", **short)
+        scheduler = start_scheduler(cluster, **short)
+        wait_until("try 1 runs in the namespace", lambda: running(cluster, 1) and executions(trace) == 1)
+        cluster.start_worker("w2", api_url=f"http://127.0.0.1:{cluster.web_port}")
+        (first,) = read_trace(trace)[0].values()
+        ns.partition()
+        wait_until("try 1 is recorded lost", lambda: ("t0", 1, "lost") in states(cluster))
+        assert faults.gone(first[0].pid, first[0].ticks), "try 1 was declared lost while it still ran"
+        wait_until("try 2 runs on the other worker", lambda: executions(trace) == 2)
+        ns.heal()
+        client = redis.Redis.from_url(cluster.redis.url)
+        kept = f"celery-task-meta-{task_id(first_ti(cluster), 1)}"
+        wait_until("the partitioned worker stores the outcome it kept: it killed its try",
+                   lambda: b"killed it: its lease could not be renewed within 4 s (Redis unreachable)"
+                   in (client.get(kept) or b""))
+        client.close()
+        go.touch()
+        assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "chaos")] == [(1, "lost", "wp"), (2, "success", "w2")]
+    (lost,) = events(cluster, "try_lost")
+    assert "worker wp stopped renewing its lease (4 s" in str(lost["details"]["reason"])  # type: ignore[index]
+    holds_invariants(cluster, trace)
+
+
+def first_ti(cluster: Cluster) -> int:
+    (ti,), = query(cluster, "SELECT id FROM task_instance WHERE task_id = 't0'")
+    return int(ti)

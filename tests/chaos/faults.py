@@ -4,7 +4,6 @@ small tmpfs that is filled, Redis restarted without its data, `kill -9` of a pro
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 import signal
@@ -91,18 +90,16 @@ class SmallDisk:
         return self.path / "filler"
 
     def fill(self) -> None:
-        chunk = b"\0" * (1 << 16)
-        with open(self.filler, "ab") as out:
-            try:
-                while True:
-                    out.write(chunk)
-                    out.flush()
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
-            with contextlib.suppress(OSError):  # (what a buffered write left: byte by byte, to the last one)
-                while True:
-                    os.write(out.fileno(), b"\0")
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            for size in (1 << 20, 1 << 12, 1):  # (to the last byte)
+                with contextlib.suppress(OSError):
+                    while True:
+                        os.write(fd, b"\0" * size)
+        finally:
+            os.close(fd)
+        if not self.full():
+            raise RuntimeError(f"{self.path} is not full after filling it")
 
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
@@ -144,6 +141,17 @@ def gone(pid: int, ticks: str) -> bool:
     except OSError:
         return True
     return fields[0] in ("Z", "X") or fields[19] != ticks
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a worker's pool processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
 
 
 def kill9(proc: subprocess.Popen[Any]) -> None:

@@ -5,8 +5,11 @@ fault, so the fault always meets running tries."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -155,3 +158,52 @@ def test_a_partitioned_worker_fences_its_try_before_it_is_declared_lost_and_the_
 def first_ti(cluster: Cluster) -> int:
     (ti,), = query(cluster, "SELECT id FROM task_instance WHERE task_id = 't0'")
     return int(ti)
+
+
+@pytest.fixture
+def small_home(tmp_path: Path) -> Iterator[faults.SmallDisk]:
+    """The scheduler's LEDGER_HOME (its database, its logs) on a small tmpfs (ask for it before `cluster`)."""
+    if (missing := faults.missing_capability("tmpfs")) is not None:
+        pytest.skip(missing)
+    with faults.small_disk(tmp_path / "home") as disk:
+        yield disk
+
+
+def test_a_full_disk_on_the_schedulers_host_makes_it_wait_and_say_so_and_records_each_try_as_it_ended(
+        small_home: faults.SmallDisk, cluster: Cluster) -> None:
+    trace, go = traced(cluster, 2)  # (both outside the full disk)
+    cluster.start_webserver()
+    cluster.start_worker("w1")
+    scheduler = start_scheduler(cluster)
+    wait_until("two tries run", lambda: running(cluster, 2) and executions(trace) == 2)
+    # the database's write-ahead log emptied, so that the scheduler's next writes need room on the disk
+    wait_until("the write-ahead log is emptied", lambda: checkpointed(cluster.home / "ledger.db"))
+    small_home.fill()
+    full = "database error, retrying in"
+
+    def says(text: str, times: int = 1) -> bool:
+        out = cluster.procs.output(scheduler)
+        assert scheduler.poll() is None, f"the scheduler exited while the disk was full:\n{out}"
+        return out.count(text) >= times
+
+    wait_until("the scheduler says it waits", lambda: says(full))
+    assert "database or disk is full" in cluster.procs.output(scheduler)
+    go.touch()  # the tries end while the disk is full
+    client = redis.Redis.from_url(cluster.redis.url)
+    metas = [f"celery-task-meta-{task_id(ti, 1)}" for (ti,) in query(cluster, "SELECT id FROM task_instance")]
+    wait_until("the tries' outcomes are stored", lambda: all(b'"success"' in (client.get(m) or b"") for m in metas))
+    client.close()
+    seen = cluster.procs.output(scheduler).count(full)
+    wait_until("the scheduler tried again since", lambda: says(full, seen + 1))
+    small_home.free()
+    assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert sorted(states(cluster)) == [("t0", 1, "success"), ("t1", 1, "success")]
+    assert not events(cluster, "try_lost")
+    assert "database reachable again after" in cluster.procs.output(scheduler)
+    holds_invariants(cluster, trace)
+
+
+def checkpointed(database: Path) -> bool:
+    with contextlib.closing(sqlite3.connect(database, timeout=1)) as db:
+        busy, _frames, _done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    return bool(busy == 0)

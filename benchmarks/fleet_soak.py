@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from benchmarks._common import db_upgrade
-from tests.celery_cluster import Cluster, Processes, RedisServer, free_port
+from tests.celery_cluster import Cluster, Processes, RedisServer
 from tests.chaos import faults
 from tests.chaos.fleet_invariants import check
 from tests.chaos.traced import traced_dag

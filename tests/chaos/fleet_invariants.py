@@ -114,7 +114,8 @@ def check(trace: Path, database: Path, dag_ids: list[str]) -> Report:
     # 1. no overlap
     broken += [f"an execution started while an earlier one of its task instance was alive: {line}" for line in alive]
     # 3. every run ends
-    broken += [f"run {run_id} of {dag} did not end: {state}" for run_id, dag, _d, state in runs if state not in RUN_ENDS]
+    broken += [f"run {run_id} of {dag} did not end: {state}"
+               for run_id, dag, _d, state in runs if state not in RUN_ENDS]
     broken += [f"run {run_id} of {dag} ended {state} and its event log does not say so"
                for run_id, dag, _d, state in runs if state in RUN_ENDS and not run_ends[(run_id, state)]]
     known: set[tuple[str, str, datetime]] = set()
@@ -127,7 +128,7 @@ def check(trace: Path, database: Path, dag_ids: list[str]) -> Report:
         if state not in TI_ENDS:
             broken.append(f"{name} did not end: {state}")
         # 1. no overlap, 2. a try runs once
-        for earlier, later in zip(executions, executions[1:]):
+        for earlier, later in zip(executions, executions[1:], strict=False):
             if earlier.ended is not None and earlier.ended > later.started:
                 broken.append(f"{name}: try {later.try_number} started before try {earlier.try_number} ended")
         starts = Counter(r.try_number for r in executions)

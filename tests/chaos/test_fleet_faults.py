@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -130,8 +132,8 @@ def test_a_partitioned_worker_fences_its_try_before_it_is_declared_lost_and_the_
         cluster.start_webserver(host="0.0.0.0", LEDGER_WEB_TOKEN="chaos-web-token",  # (reached on both sides)
                                 LEDGER_WEB_ALLOWED_HOSTS=f"127.0.0.1,{ns.host}")
         short = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "4"}  # the lease: the partition outlasts it
-        inside = cluster.start_worker("wp", prefix=ns.prefix(), broker=f"redis://{ns.host}:{cluster.redis.port}/0",
-                                      api_url=f"http://{ns.host}:{cluster.web_port}", **short)
+        cluster.start_worker("wp", prefix=ns.prefix(), broker=f"redis://{ns.host}:{cluster.redis.port}/0",
+                             api_url=f"http://{ns.host}:{cluster.web_port}", **short)
         scheduler = start_scheduler(cluster, **short)
         wait_until("try 1 runs in the namespace", lambda: running(cluster, 1) and executions(trace) == 1)
         cluster.start_worker("w2", api_url=f"http://127.0.0.1:{cluster.web_port}")
@@ -207,3 +209,63 @@ def checkpointed(database: Path) -> bool:
     with contextlib.closing(sqlite3.connect(database, timeout=1)) as db:
         busy, _frames, _done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     return bool(busy == 0)
+
+
+def test_every_fault_of_the_fleet_in_one_run_leaves_each_try_run_once_and_recorded_as_it_ended(
+        small_home: faults.SmallDisk, cluster: Cluster) -> None:
+    """One run meets them all, one after the other, each while tries run: a second worker with a live worker's
+    name, kill -9 of a pool process, of a worker's main process (restarted), a partition of the worker in the
+    network namespace, Redis restarted with and without its data, kill -9 of the scheduler (restarted), the
+    webserver restarted, the scheduler's disk filled and freed."""
+    if (missing := faults.missing_capability("netns")) is not None:
+        pytest.skip(missing)
+    short = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "4"}
+    # (messages Redis lost with its data are sent again after the queued timeout; no task fails by lost tries)
+    patient = {**short, "LEDGER_CELERY_QUEUED_TIMEOUT": "20", "LEDGER_MAX_LOST_TRIES": "10"}
+    with faults.network_namespace(1) as ns:
+        cluster.redis.binds = ("127.0.0.1", ns.host)
+        cluster.redis.stop()
+        cluster.redis.start()
+        trace, go = traced(cluster, 6)
+        web = {"LEDGER_WEB_TOKEN": "chaos-web-token", "LEDGER_WEB_ALLOWED_HOSTS": f"127.0.0.1,{ns.host}"}
+        webserver = cluster.start_webserver(host="0.0.0.0", **web)
+        loopback = f"http://127.0.0.1:{cluster.web_port}"
+        cluster.start_worker("wp", prefix=ns.prefix(), broker=f"redis://{ns.host}:{cluster.redis.port}/0",
+                             api_url=f"http://{ns.host}:{cluster.web_port}", **short)
+        workers = {"w1": cluster.start_worker("w1", api_url=loopback, **short)}
+        scheduler = start_scheduler(cluster, **patient)
+        wait_until("four tries run", lambda: running(cluster, 4) and executions(trace) == 4)
+
+        twin = cluster.start_worker("w1", wait=False, label="twin-w1", api_url=loopback, **short)
+        assert twin.wait(60) != 0 and "is held by a live worker" in cluster.procs.output(twin)
+
+        def lost(n: int) -> bool:
+            return sum(1 for *_, s in states(cluster) if s == "lost") >= n
+
+        hosts = {t: h for t, _r, _n, s, h in tries(cluster, "chaos") if s == "running"}
+        os.kill(faults.children(workers["w1"].pid)[0], signal.SIGKILL)  # a pool process of w1 (one runs a try)
+        faults.kill9(workers["w1"])  # and then its main process
+        wait_until("w1's tries are lost", lambda: lost(sum(1 for h in hosts.values() if h == "w1")))
+        workers["w1"] = cluster.start_worker("w1", api_url=loopback, label="w1-again", **short)
+        ns.partition()
+        wait_until("wp's tries are lost", lambda: lost(4))
+        ns.heal()
+        wait_until("tries run again", lambda: sum(1 for *_, s in states(cluster) if s == "running") >= 2)
+        cluster.redis.stop()
+        cluster.redis.start()
+        faults.restart_redis_without_its_data(cluster.redis)
+        faults.kill9(scheduler)
+        scheduler = start_scheduler(cluster, "scheduler-2", **patient)
+        os.killpg(webserver.pid, signal.SIGTERM)
+        webserver.wait(30)
+        webserver = cluster.start_webserver(host="0.0.0.0", port=cluster.web_port, **web)
+        wait_until("the write-ahead log is emptied", lambda: checkpointed(cluster.home / "ledger.db"))
+        small_home.fill()
+        wait_until("the scheduler waits for disk", lambda: "database or disk is full" in cluster.procs.output(scheduler)
+                   or scheduler.poll() is not None)
+        small_home.free()
+        go.touch()
+        assert scheduler.wait(240) == 0, cluster.procs.output(scheduler)
+    assert {s for *_, s in states(cluster)} <= {"success", "lost"}, states(cluster)
+    assert query(cluster, "SELECT DISTINCT state FROM task_instance") == [("success",)]
+    holds_invariants(cluster, trace)

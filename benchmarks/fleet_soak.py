@@ -48,6 +48,8 @@ class Soak:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.scheduler: subprocess.Popen[bytes] | None = None
         self.injected: Counter[str] = Counter()
+        self.exited: Counter[str] = Counter()  # workers that exited on their own (restarted), by their last line
+        self.refusals_missed = 0
         self.starts = 0
 
     def start_worker(self, name: str) -> None:
@@ -105,8 +107,20 @@ class Soak:
         name = self.rng.choice(sorted(self.workers))
         twin = self.cluster.start_worker(name, wait=False, label=f"twin-{name}-{sum(self.injected.values())}",
                                          api_url=f"http://127.0.0.1:{self.cluster.web_port}", **self.env)
-        if twin.wait(60) == 0:
-            raise SystemExit(f"a second worker named {name} was not refused")
+        try:
+            twin.wait(60)
+        except subprocess.TimeoutExpired:  # it runs as `name`: counted, stopped
+            self.refusals_missed += 1
+            faults.kill9(twin)
+
+    def restart_exited(self) -> None:
+        """Workers that exited on their own (not by an injected fault) are counted by why and started again."""
+        for name, proc in sorted(self.workers.items()):
+            if proc.poll() is not None:
+                said = [line for line in self.cluster.procs.output(proc).splitlines()
+                        if "Unrecoverable error" in line or "Error:" in line]
+                self.exited[said[-1].split("] ", 1)[-1][:120] if said else f"exit status {proc.returncode}"] += 1
+                self.start_worker(name)
 
     def partition(self) -> None:
         assert self.ns is not None
@@ -162,6 +176,7 @@ class Soak:
         while not self.ended(dag_ids, dags * DAYS):
             if time.monotonic() > began + args.within:
                 raise SystemExit(f"the runs did not end within {args.within:g} s")
+            self.restart_exited()
             if time.monotonic() >= next_fault and sum(self.injected.values()) < args.max_faults:
                 kind = self.rng.choice(sorted(kinds))
                 print(f"{time.monotonic() - began:7.1f} s  {kind}", flush=True)
@@ -173,10 +188,11 @@ class Soak:
         c.procs.stop_all()
         report = check(trace, c.home / "ledger.db", dag_ids)
         print(json.dumps({"task_instances": report.counts["task_instances"], "seconds": round(took, 1),
-                          "faults": dict(sorted(self.injected.items())), "counts": dict(sorted(report.counts.items())),
-                          "broken": report.broken}, indent=1))
+                          "faults": dict(sorted(self.injected.items())), "workers_exited": dict(self.exited),
+                          "twins_not_refused": self.refusals_missed,
+                          "counts": dict(sorted(report.counts.items())), "broken": report.broken}, indent=1))
         print(report.summary())
-        return 1 if report.broken else 0
+        return 1 if report.broken or self.refusals_missed else 0
 
 
 @contextlib.contextmanager

@@ -238,14 +238,16 @@ class CeleryExecutor(Executor):
                 self._kick.set()
 
     def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
-        """Follow tries whose message was sent (or that a worker started) by the job that held them before."""
+        """Follow tries whose message was sent (or that a worker started) by the job that held them before: those
+        Redis knows of by their queued mark, their state or their lease (after a restart of Redis without its data,
+        only a running try's lease is back, put there by its supervisor)."""
         if not self._started or not tries:
             return set()
         tids = [task_id(item.ti_id, item.try_number) for item, _ in tries]
         try:
             pipe = self._client.pipeline()
             for tid in tids:
-                pipe.exists(queued_key(tid), self._meta_key(tid))
+                pipe.exists(queued_key(tid), self._meta_key(tid), lease_key(tid))
             found = pipe.execute()
         except Exception as exc:  # Redis unreachable: the tries cannot be followed, so they are lost
             self._fault("adopt", exc)

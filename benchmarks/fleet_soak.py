@@ -1,7 +1,7 @@
 """Soak of a Celery fleet under random faults (issue 40): a scheduler, Redis, the webserver and N `ledger worker`s on
-this machine run traced catch-up DAGs (tests/chaos/traced.py) of at least --tis task instances while faults drawn
-from a seeded generator are injected one at a time, at most one every --gap seconds on average; then the fleet's
-invariants (tests/chaos/fleet_invariants.py) are checked.
+this machine run traced catch-up DAGs (tests/chaos/traced.py) of at least --tis task instances while faults are
+injected one at a time (every kind once per round, in an order and at gaps drawn from --seed, --gap seconds apart on
+average); then the fleet's invariants (tests/chaos/fleet_invariants.py) are checked.
 
     sudo .venv/bin/python -m benchmarks.fleet_soak --tis 2000 --seed 1
 
@@ -173,12 +173,15 @@ class Soak:
         self.start_scheduler()
         kinds = self.kinds()
         next_fault = began + self.rng.expovariate(1 / args.gap)
+        order: list[str] = []
         while not self.ended(dag_ids, dags * DAYS):
             if time.monotonic() > began + args.within:
                 raise SystemExit(f"the runs did not end within {args.within:g} s")
             self.restart_exited()
             if time.monotonic() >= next_fault and sum(self.injected.values()) < args.max_faults:
-                kind = self.rng.choice(sorted(kinds))
+                if not order:  # every kind once per round, in a seeded order
+                    order = self.rng.sample(sorted(kinds), len(kinds))
+                kind = order.pop()
                 print(f"{time.monotonic() - began:7.1f} s  {kind}", flush=True)
                 kinds[kind]()
                 self.injected[kind] += 1

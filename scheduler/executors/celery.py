@@ -47,6 +47,7 @@ from scheduler.executors.celery_app import (
     REFUSED,
     TASK_NAME,
     CeleryConfig,
+    claim_key,
     item_to_json,
     log_key,
     make_app,
@@ -649,9 +650,21 @@ class CeleryExecutor(Executor):
         return len(raw)
 
     def _resend_unclaimed(self) -> int:
-        """The tries no worker claimed within the queued timeout: their messages sent again, with a remark each."""
+        """The tries no worker claimed within the queued timeout: their messages sent again, with a remark each. A try
+        a worker did claim, though it never said it started (its worker died in between, or Redis lost its state), is
+        taken as started on the claimer instead: its lease says what became of it (_check_leases), and a message sent
+        again would only be refused by the claim, or run the same try twice once the claim is gone."""
         with self._shared.lock:
             late = unclaimed(self._shared.tries.values(), self._clock(), self.config.queued_timeout)
+        if not late:
+            return 0
+        claims = self._client.mget([claim_key(entry.tid) for entry in late])
+        found = list(zip(late, claims, strict=True))
+        claimed = [(entry, claim.decode(errors="replace").split(" ")[0]) for entry, claim in found if claim]
+        late = [entry for entry, claim in found if not claim]
+        with self._shared.lock:
+            for entry, host in claimed:
+                entry.started, entry.host, entry.lease_seen = True, host, self._clock()
             for entry in late:
                 entry.sent_at = None  # (sent again: the sender sets it anew)
                 self._shared.outbox.append(("send", entry))
@@ -663,7 +676,8 @@ class CeleryExecutor(Executor):
                               f"(queue {entry.item.queue!r}): its message is sent again"})
         if late:
             self._kick.set()
-        return len(late)
+        return len(late) + self._publish([TaskEvent(entry.item.ti_id, entry.item.try_number, "started", time.time(),
+                                                    host=host) for entry, host in claimed])
 
     def _measure(self) -> None:
         """The per-queue gauges: tries sent and not started, tries running."""

@@ -66,7 +66,8 @@ def test_a_try_that_ran_to_its_end_recorded_otherwise_and_a_retry_spent_on_a_fau
     assert "d.t of run 1: try 2 is recorded failed but its code did not fail (a fault spent a retry)" in broken
     assert "d.t of run 1: try 2 is recorded failed with no task_failed event" in broken
     assert "d.t of run 1: try 3 is recorded success but did not run to its end" in broken
-    assert "d.t of run 1 failed after 1 failure(s) of its code, with 1 retries, and not by lost tries in a row" in broken
+    assert ("d.t of run 1 failed after 1 failure(s) of its code, with 1 retries, and not by lost tries in a row"
+            in broken)
 
 
 def test_a_run_that_did_not_end_and_a_lost_try_the_event_log_does_not_explain_are_found(tmp_path: Path) -> None:

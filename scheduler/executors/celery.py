@@ -47,6 +47,7 @@ from scheduler.executors.celery_app import (
     REFUSED,
     TASK_NAME,
     CeleryConfig,
+    claim_key,
     item_to_json,
     log_key,
     make_app,
@@ -239,14 +240,16 @@ class CeleryExecutor(Executor):
                 self._kick.set()
 
     def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
-        """Follow tries whose message was sent (or that a worker started) by the job that held them before."""
+        """Follow tries whose message was sent (or that a worker started) by the job that held them before: those
+        Redis knows of by their queued mark, their state or their lease (after a restart of Redis without its data,
+        only a running try's lease is back, put there by its supervisor)."""
         if not self._started or not tries:
             return set()
         tids = [task_id(item.ti_id, item.try_number) for item, _ in tries]
         try:
             pipe = self._client.pipeline()
             for tid in tids:
-                pipe.exists(queued_key(tid), self._meta_key(tid))
+                pipe.exists(queued_key(tid), self._meta_key(tid), lease_key(tid))
             found = pipe.execute()
         except Exception as exc:  # Redis unreachable: the tries cannot be followed, so they are lost
             self._fault("adopt", exc)
@@ -648,9 +651,21 @@ class CeleryExecutor(Executor):
         return len(raw)
 
     def _resend_unclaimed(self) -> int:
-        """The tries no worker claimed within the queued timeout: their messages sent again, with a remark each."""
+        """The tries no worker claimed within the queued timeout: their messages sent again, with a remark each. A try
+        a worker did claim, though it never said it started (its worker died in between, or Redis lost its state), is
+        taken as started on the claimer instead: its lease says what became of it (_check_leases), and a message sent
+        again would only be refused by the claim, or run the same try twice once the claim is gone."""
         with self._shared.lock:
             late = unclaimed(self._shared.tries.values(), self._clock(), self.config.queued_timeout)
+        if not late:
+            return 0
+        claims = self._client.mget([claim_key(entry.tid) for entry in late])
+        found = list(zip(late, claims, strict=True))
+        claimed = [(entry, claim.decode(errors="replace").split(" ")[0]) for entry, claim in found if claim]
+        late = [entry for entry, claim in found if not claim]
+        with self._shared.lock:
+            for entry, host in claimed:
+                entry.started, entry.host, entry.lease_seen = True, host, self._clock()
             for entry in late:
                 entry.sent_at = None  # (sent again: the sender sets it anew)
                 self._shared.outbox.append(("send", entry))
@@ -662,7 +677,8 @@ class CeleryExecutor(Executor):
                               f"(queue {entry.item.queue!r}): its message is sent again"})
         if late:
             self._kick.set()
-        return len(late)
+        return len(late) + self._publish([TaskEvent(entry.item.ti_id, entry.item.try_number, "started", time.time(),
+                                                    host=host) for entry, host in claimed])
 
     def _measure(self) -> None:
         """The per-queue gauges: tries sent and not started, tries running."""

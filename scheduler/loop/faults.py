@@ -1,7 +1,8 @@
 """Database faults a long-lived job survives: which errors are transient, and how long to wait between tries.
 
 A transient error is one where the same transaction, tried again later, can succeed: SQLite's "database is
-locked" / "busy" (another process holds the write lock longer than the busy timeout), a PostgreSQL
+locked" / "busy" (another process holds the write lock longer than the busy timeout) or "database or disk is
+full" (as PostgreSQL's disk_full, class 53: someone frees space), a PostgreSQL
 connection lost or refused (server restart, failover, a killed backend), a serialization failure or a
 deadlock. Everything else (a constraint violated, a bad statement, a missing table) is a bug or a broken
 database, and retrying it would only hide it.
@@ -19,7 +20,9 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, Opera
 # PostgreSQL SQLSTATE classes and codes worth another try (Appendix A of the PostgreSQL manual)
 _TRANSIENT_SQLSTATE_CLASSES = ("08", "57", "53")  # connection exception, operator intervention, resources
 _TRANSIENT_SQLSTATES = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock not available
-_SQLITE_TRANSIENT = ("database is locked", "database table is locked", "database is busy", "disk i/o error")
+# (a full disk too: once space is freed the same transaction succeeds; decision 0255)
+_SQLITE_TRANSIENT = ("database is locked", "database table is locked", "database is busy", "disk i/o error",
+                     "database or disk is full")
 _CONNECTION_WORDS = ("server closed the connection", "connection refused", "terminating connection",
                      "connection is closed", "connection already closed", "could not connect",
                      "the database system is starting up", "the database system is shutting down",

@@ -44,6 +44,15 @@ def test_a_locked_or_busy_sqlite_file_is_transient() -> None:
     assert is_transient(wrapped(OperationalError, sqlite3.OperationalError("database table is locked")))
 
 
+def test_a_full_disk_is_waited_out_as_on_postgresql() -> None:
+    """SQLite's SQLITE_FULL, like PostgreSQL's disk_full (53100): space freed, the same transaction succeeds
+    (decision 0255)."""
+    import psycopg.errors as pg
+
+    assert is_transient(wrapped(OperationalError, sqlite3.OperationalError("database or disk is full")))
+    assert is_transient(wrapped(OperationalError, pg.DiskFull("could not extend file: No space left on device")))
+
+
 def test_postgresql_restarts_deadlocks_and_serialization_failures_are_transient() -> None:
     import psycopg.errors as pg
 

@@ -51,6 +51,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "last heartbeat."),
     ("lineage", "cli.lineage:lineage", "Which run (task, try, DAG version) produced each partition of a dataset, "
      "and what it replaced."),
+    ("audit", "cli.audit:app", "Verify that the history was not edited (the events' hash chains), and export a "
+     "range of it for others to check."),
     ("version", "cli.app:version", "Print ledger's version."),
 )
 

@@ -96,9 +96,13 @@ def verify(session: Session, dag_ids: list[str] | None = None, *, since: int | N
         except zlib.error:
             content = b""
         if sha256_bytes(content) != sha:
-            report.breaks.append(Break("code", f"code blob {sha[:12]} was changed: its bytes no longer give its sha256"))
+            report.breaks.append(_blob_changed(sha))
     report.blobs = blobs
     return report
+
+
+def _blob_changed(sha: str) -> Break:
+    return Break("code", f"code blob {sha[:12]} was changed: its bytes no longer give its sha256")
 
 
 def _version_row(v: Any) -> dict[str, Any]:
@@ -135,7 +139,8 @@ def version_breaks(versions: Iterable[Mapping[str, Any]], bundles: Mapping[str, 
             if bundle not in bundles:
                 out.append(Break(chain, f"{name}'s code bundle {bundle[:12]} is gone"))
             elif sha256_bytes(bundles[bundle].encode("utf-8")) != bundle:
-                out.append(Break(chain, f"code bundle {bundle[:12]} was changed: its manifest no longer gives its hash"))
+                out.append(Break(chain, f"code bundle {bundle[:12]} was changed: its manifest no longer gives its "
+                                        "hash"))
     return out
 
 
@@ -251,8 +256,10 @@ def verify_bundle(doc: Mapping[str, Any], *, trusted_key: str | None = None) -> 
     code gives its hashes; the signature, when there is one, holds."""
     try:
         return _verify_bundle(doc, trusted_key)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InvalidInput(f"the export is corrupted: {type(exc).__name__} {exc}") from None
+    except KeyError as exc:
+        raise InvalidInput(f"the export is corrupted: it has no {exc}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InvalidInput(f"the export is corrupted: {exc}") from None
 
 
 def _verify_bundle(doc: Mapping[str, Any], trusted_key: str | None) -> Report:
@@ -274,7 +281,7 @@ def _verify_bundle(doc: Mapping[str, Any], trusted_key: str | None) -> Report:
     report.breaks += version_breaks(versions, bundles)
     for sha, text in doc["blobs"].items():
         if sha256_bytes(base64.b64decode(text)) != sha:
-            report.breaks.append(Break("code", f"code blob {sha[:12]} was changed: its bytes no longer give its sha256"))
+            report.breaks.append(_blob_changed(sha))
     missing = sorted(set(_files(versions, bundles).values()) - set(doc["blobs"]))
     report.breaks += [Break("code", f"code blob {sha[:12]} is missing from the export") for sha in missing]
     known = {v["version_hash"] for v in versions}

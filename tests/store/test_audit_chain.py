@@ -36,7 +36,8 @@ NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{copy_migrated(request.getfixturevalue('migrated_sqlite'), tmp_path / 'l.db')}")
+        template = request.getfixturevalue("migrated_sqlite")
+        engine = make_engine(f"sqlite:///{copy_migrated(template, tmp_path / 'l.db')}")
         made = make_sessions(engine)
     else:
         engine, made = migrated_sessions(request.getfixturevalue("postgres_url"))
@@ -83,7 +84,8 @@ def test_every_event_is_linked_into_its_dags_chain_as_its_transaction_commits(se
     assert [e.seq for e in chain] == list(range(1, len(chain) + 1))
     assert chain[0].prev_hash == ZERO
     assert all(b.prev_hash == a.hash for a, b in zip(chain, chain[1:], strict=False))
-    assert head is not None and (head.head_id, head.head_hash, head.length) == (chain[-1].id, chain[-1].hash, len(chain))
+    assert head is not None
+    assert (head.head_id, head.head_hash, head.length) == (chain[-1].id, chain[-1].hash, len(chain))
     assert other is not None and other.length == 1  # pool_set: the chain of events with no DAG
     last = chain[-1]
     assert last.kind == "run_state_changed" and last.covers["run"]["state"] == "success"
@@ -130,7 +132,8 @@ def test_an_event_inserted_with_a_forged_link_is_named_as_inserted(sessions: Any
     tamper(sessions, "UPDATE event SET seq = :seq, prev_hash = :prev WHERE id = (SELECT max(id) FROM event)",
            seq=e.seq, prev=e.prev_hash)
     found = lines(sessions, ["daily"])
-    assert len(found) == 1 and f"follows event {chain[1].id}, not event {e.id}: an event was inserted before it" in found[0]
+    assert len(found) == 1
+    assert f"follows event {chain[1].id}, not event {e.id}: an event was inserted before it" in found[0]
 
 
 def test_an_edited_event_is_named(sessions: Any) -> None:

@@ -114,3 +114,21 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(history: Cli, tmp_path: Path)
                           "-o", str(tmp_path / "x.json"), LEDGER_AUDIT_KEY="not-a-key")
     assert refused.exit_code == 1 and not (tmp_path / "x.json").exists()
     assert refused.stderr.strip() == "Error: LEDGER_AUDIT_KEY must be an Ed25519 private key: 64 hex digits"
+
+
+def test_an_upgrade_chains_the_history_it_finds_and_a_downgrade_says_what_it_drops(history: Cli) -> None:
+    down = history.run("db", "downgrade", "0011")
+    assert down.exit_code == 0 and down.stdout.startswith("dropping the events' hash chains (columns seq, prev_hash,")
+    with sqlite3.connect(history.home / "ledger.db") as db:  # history written while no chain was kept
+        db.execute("UPDATE dag_run SET state = 'failed' WHERE id = 2")
+        db.execute("INSERT INTO event (at, kind, actor, dag_id, run_id, details) "
+                   "VALUES ('2024-03-10 12:00:00', 'run_marked', 'operator', 'daily', 2, '{}')")
+    history.ok("db", "upgrade")
+    assert history.ok("audit", "verify").startswith("verified: 1 chain(s)")  # no event without a DAG yet
+    started = history.json("events", "--kind", "audit_started")
+    assert [(e["dag_id"], e["details"]["runs_before"]) for e in started] == [("daily", 4)]
+    with sqlite3.connect(history.home / "ledger.db") as db:  # verified history begins there: a change after it
+        db.execute("UPDATE dag_run SET state = 'success' WHERE id = 2")
+    refused = history.run("audit", "verify")
+    assert refused.exit_code == 1 and refused.stdout.startswith(
+        f"daily: run 2 is not what its last event ({started[0]['id']}) recorded (state 'failed' -> 'success')")

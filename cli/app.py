@@ -52,6 +52,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "and what it replaced."),
     ("standalone", "cli.standalone:standalone", "Run a whole local stack: the scheduler, the webserver and optional "
      "Celery workers; Ctrl-C stops them all."),
+    ("audit", "cli.audit:app", "Verify that the history was not edited (the events' hash chains), and export a "
+     "range of it for others to check."),
     ("version", "cli.app:version", "Print ledger's version."),
 )
 

@@ -79,6 +79,8 @@ def downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'ba
                            "longer say what code they ran; back the database up, then pass --force to drop them "
                            "(recorded as code_dropped events)")
     config.attributes.update({FORCE: force, NOW: env.clock.now(), ACTOR: env.actor})
+    for drops in _what_it_drops(config, before, revision):
+        out.print(f"dropping {drops}")
     try:
         command.downgrade(config, revision)
     except CommandError as exc:
@@ -97,6 +99,18 @@ def _known_revision(config: Config, revision: str) -> None:
     except CommandError as exc:
         raise usage_error(f"no schema revision {revision!r} ({exc}); the revisions are 0001 to "
                           f"{ScriptDirectory.from_config(config).get_current_head()}, or base") from None
+
+
+def _what_it_drops(config: Config, before: str, revision: str) -> list[str]:
+    """What the migrations a downgrade undoes say they drop (their DROPS), newest first."""
+    from alembic.script import ScriptDirectory
+    from alembic.script.revision import RevisionError
+
+    try:
+        undone = list(ScriptDirectory.from_config(config).iterate_revisions(before, revision))
+    except RevisionError:
+        return []
+    return [str(drops) for script in undone if (drops := getattr(script.module, "DROPS", None))]
 
 
 def _code_lost(engine: Engine, config: Config, before: str, revision: str) -> CodeLoss | None:

@@ -68,6 +68,8 @@ VARIABLES: tuple[Variable, ...] = (
     # secrets
     Variable("LEDGER_FERNET_KEY", "secret", "", "every command that reads or writes variables and connections",
              "Fernet key(s), comma-separated, newest first: encrypts stored variables and connection passwords."),
+    Variable("LEDGER_AUDIT_KEY", "secret", "", "ledger audit export",
+             "An Ed25519 private key (64 hex digits): signs the chain head of each audit export (decision 0262)."),
     # e-mail (EmailNotifier, on_failure e-mails)
     Variable("LEDGER_SMTP_HOST", "text", "localhost", "callbacks", "The SMTP server e-mail notifiers send through."),
     Variable("LEDGER_SMTP_PORT", "int", "25", "callbacks", "Its port.", minimum=1),

@@ -9,7 +9,7 @@ from ledger.models.dag_file import DagFile
 from ledger.models.dag_run import DagRun
 from ledger.models.dag_version import DagVersion
 from ledger.models.dataset import DatasetConsumed, DatasetEvent
-from ledger.models.event import Event
+from ledger.models.event import Event, EventChain
 from ledger.models.import_error import ImportError_
 from ledger.models.job import Job
 from ledger.models.lineage import LineageWrite
@@ -36,6 +36,7 @@ __all__ = [
     "DatasetConsumed",
     "DatasetEvent",
     "Event",
+    "EventChain",
     "ImportError_",
     "Job",
     "LineageWrite",

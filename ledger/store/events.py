@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from ledger.core.mapping import split_label
 from ledger.models import Event, SignalRecord
+from ledger.store import chain
 from ledger.store.hot import Hot
 
 EVENTS = cast(Table, Event.__table__)
@@ -30,11 +31,13 @@ def record_many(session: Session, rows: list[dict[str, Any]]) -> None:
     A Core insert on the table (one cached statement; executemany for several rows): the ORM's bulk
     insert costs about a millisecond more per call, and events are written in the scheduler's hot loop."""
     if rows:
-        written = session.info.setdefault(WRITTEN, [])
-        written.extend(i for (i,) in _INSERT.rows_of_each(session, [{c: r.get(c) for c in _COLUMNS} for r in rows]))
+        rows = [{c: r.get(c) for c in _COLUMNS} for r in rows]
+        ids = [i for (i,) in _INSERT.rows_of_each(session, rows)]
+        session.info.setdefault(WRITTEN, []).extend(ids)
+        chain.to_link(session, ids, rows)  # linked into their chains when the transaction commits
 
 
-_INSERT = Hot(EVENTS.insert().returning(EVENTS.c.id))
+_INSERT = Hot(EVENTS.insert().returning(EVENTS.c.id, sort_by_parameter_order=True))
 WRITTEN = "ledger.events_written"  # session.info key: the ids of the events this session appended
 
 

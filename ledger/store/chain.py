@@ -1,0 +1,116 @@
+"""Linking events into their hash chains (decision 0260), in the transaction that wrote them, as it commits.
+
+`events.record_many` inserts an event at once (so that the transaction reads it back, and its id is known) and
+hands it here with the canonical JSON of its body. When the session commits, `link` locks the heads of the
+chains its events belong to (one `SELECT ... FOR UPDATE` of their `event_chain` rows, in the order of their
+names, so that two transactions never wait for each other's heads in a circle), reads what the events report
+of their runs as the transaction leaves them, and writes each event's place, previous hash, covers and hash, and
+each chain's new head. On PostgreSQL the head row's lock holds the next writer of the chain until this
+transaction has committed, so that several schedulers keep one chain per DAG; on SQLite every writing
+transaction holds the database's write lock from its start (ledger/store/db.py).
+
+Linking at commit, not at insert: a transaction (a scheduler's loop) writes events of several DAGs in whatever
+order its work comes; locking each head as it went would let two schedulers take two heads in opposite orders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import Table, and_, bindparam, event, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, SessionTransaction
+
+from ledger.core.audit import ZERO, body_json, chain_of, event_hash, run_cover
+from ledger.models import DagRun, DagVersion, Event, EventChain
+from ledger.store.hot import Hot
+
+PENDING = "ledger.events_to_link"  # session.info key: the events this transaction wrote, not linked yet
+
+EVENTS = cast(Table, Event.__table__)
+CHAINS = cast(Table, EventChain.__table__)
+RUNS = cast(Table, DagRun.__table__)
+VERSIONS = cast(Table, DagVersion.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    id: int
+    chain: str
+    run_id: int | None
+    body: str
+
+
+def to_link(session: Session, ids: Sequence[int], rows: Sequence[dict[str, Any]]) -> None:
+    """Note events just inserted (ids and their rows, in the same order) for linking when the session commits."""
+    if session.in_nested_transaction():
+        raise RuntimeError("events are not recorded inside a savepoint: its rollback would leave a hole in a chain")
+    pending = session.info.setdefault(PENDING, [])
+    for i, r in zip(ids, rows, strict=True):
+        pending.append(_Pending(i, chain_of(r["dag_id"]), r["run_id"],
+                                body_json(r["at"], r["kind"], r["actor"], r["dag_id"], r["run_id"], r["details"])))
+
+
+_HEADS = Hot(select(CHAINS.c.chain, CHAINS.c.head_hash, CHAINS.c.length)
+             .where(CHAINS.c.chain.in_(bindparam("chains", expanding=True))).order_by(CHAINS.c.chain)
+             .with_for_update())
+_COVERS = Hot(select(RUNS.c.id, RUNS.c.state, RUNS.c.previous_run_id, RUNS.c.version_hash, VERSIONS.c.code_snapshot)
+              .select_from(RUNS.outerjoin(VERSIONS, and_(VERSIONS.c.dag_id == RUNS.c.dag_id,
+                                                         VERSIONS.c.version_hash == RUNS.c.version_hash)))
+              .where(RUNS.c.id.in_(bindparam("ids", expanding=True))))
+_LINK = Hot(update(EVENTS).where(EVENTS.c.id == bindparam("eid"))
+            .values(seq=bindparam("s"), prev_hash=bindparam("p"), covers=bindparam("c", type_=EVENTS.c.covers.type),
+                    hash=bindparam("h")))
+_MOVE_HEAD = Hot(update(CHAINS).where(CHAINS.c.chain == bindparam("name"))
+                 .values(head_id=bindparam("i"), head_hash=bindparam("h"), length=bindparam("n")))
+
+
+def run_covers(session: Session, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """What an event about each of these runs records of it (ledger.core.audit.run_cover), as the rows are now."""
+    if not run_ids:
+        return {}
+    return {row[0]: run_cover(*row) for row in _COVERS.rows(session, {"ids": list(run_ids)})}
+
+
+def _lock_heads(session: Session, chains: list[str]) -> dict[str, list[Any]]:
+    heads = {name: [h, n] for name, h, n in _HEADS.rows(session, {"chains": chains})}
+    missing = [{"chain": c, "head_hash": ZERO, "length": 0} for c in chains if c not in heads]
+    if missing:  # a chain's first event: make its head row (another writer may make it at the same moment)
+        dialect = session.get_bind().dialect.name
+        insert: Any = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(CHAINS)
+        session.execute(insert.on_conflict_do_nothing(index_elements=["chain"]), missing)
+        heads = {name: [h, n] for name, h, n in _HEADS.rows(session, {"chains": chains})}
+    return heads
+
+
+def link(session: Session) -> None:
+    """Link the events this session's transaction wrote into their chains (before it commits)."""
+    pending: list[_Pending] = session.info.pop(PENDING, None) or []
+    if not pending:
+        return
+    session.flush()  # the runs as this transaction leaves them
+    heads = _lock_heads(session, sorted({p.chain for p in pending}))
+    covers = run_covers(session, sorted({p.run_id for p in pending if p.run_id is not None}))
+    links, moved = [], {}
+    for p in sorted(pending, key=lambda p: p.id):
+        head = heads[p.chain]
+        cover = None if p.run_id is None else {"run": covers.get(p.run_id)}
+        h = event_hash(head[0], cover, p.body)
+        links.append({"eid": p.id, "s": head[1] + 1, "p": head[0], "c": cover, "h": h})
+        head[0], head[1] = h, head[1] + 1
+        moved[p.chain] = {"name": p.chain, "i": p.id, "h": h, "n": head[1]}
+    _LINK.run(session, links)
+    _MOVE_HEAD.run(session, list(moved.values()))
+
+
+@event.listens_for(Session, "before_commit")
+def _before_commit(session: Session) -> None:
+    link(session)
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _after_end(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # the outermost transaction ended (committed or not): nothing is left to link
+        session.info.pop(PENDING, None)

@@ -1,0 +1,219 @@
+"""The events' hash chains (decision 0260), on SQLite and PostgreSQL: every event is linked as its transaction
+commits, each kind of tampering made with plain SQL is found and named by `verify`, and two writers of the same
+chains at once leave chains that verify."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pendulum
+import pytest
+from sqlalchemy import select, text
+
+from ledger import DAG, BashTask
+from ledger.core.audit import ZERO
+from ledger.core.errors import DagNotFound, InvalidInput
+from ledger.core.states import RunState, RunType
+from ledger.models import DagRun, Event, EventChain
+from ledger.services import audit
+from ledger.services.sync import register_dag
+from ledger.store import code as code_store
+from ledger.store import dags as dag_store
+from ledger.store import events
+from ledger.store import runs as run_store
+from ledger.store.db import make_engine, make_sessions
+from ledger.store.loop import set_run_state
+from tests.conftest import copy_migrated, migrated_sessions
+
+T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
+NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "sqlite":
+        template = request.getfixturevalue("migrated_sqlite")
+        engine = make_engine(f"sqlite:///{copy_migrated(template, tmp_path / 'l.db')}")
+        made = make_sessions(engine)
+    else:
+        engine, made = migrated_sessions(request.getfixturevalue("postgres_url"))
+    made.url = engine.url.render_as_string(hide_password=False)
+    yield made
+    engine.dispose()
+
+
+def history(sessions: Any, dag_id: str = "daily", days: int = 3) -> list[int]:
+    """A DAG with `days` runs, each queued, then running, then a success, one transaction per step as a scheduler
+    writes them; a user and a pool event in the chain with no DAG."""
+    with DAG(dag_id, schedule="@daily", start_date=T0, catchup=True) as dag:
+        BashTask("a", "echo a")
+    dag.fileloc = f"/dags/{dag_id}.py"
+    with sessions.begin() as s:
+        register_dag(s, dag, now=NOW, actor="test")
+        spec = dag_store.current_spec(s, dag_id)
+        ids = [run_store.splice(s, spec, run_store.NewRun(spec.schedule.interval_for(T0.add(days=d)), RunType.BACKFILL),
+                                now=NOW, actor="test").id for d in range(days)]
+        events.record(s, "pool_set", at=NOW, actor="test", pool="p", slots=2)
+    for state in (RunState.RUNNING, RunState.SUCCESS):
+        with sessions.begin() as s:
+            for run in s.scalars(select(DagRun).where(DagRun.id.in_(ids))):
+                set_run_state(s, run, state, now=NOW, actor="test")
+    return ids
+
+
+def lines(sessions: Any, dags: list[str] | None = None, since: int | None = None) -> list[str]:
+    with sessions() as s:
+        return [b.line() for b in audit.verify(s, dags, since=since).breaks]
+
+
+def tamper(sessions: Any, sql: str, **params: Any) -> None:
+    with sessions.begin() as s:
+        s.execute(text(sql), params)
+
+
+def test_every_event_is_linked_into_its_dags_chain_as_its_transaction_commits(sessions: Any) -> None:
+    history(sessions)
+    with sessions() as s:
+        chain = list(s.scalars(select(Event).where(Event.dag_id == "daily").order_by(Event.seq)))
+        head = s.get(EventChain, "daily")
+        other = s.get(EventChain, "")
+    assert [e.seq for e in chain] == list(range(1, len(chain) + 1))
+    assert chain[0].prev_hash == ZERO
+    assert all(b.prev_hash == a.hash for a, b in zip(chain, chain[1:], strict=False))
+    assert head is not None
+    assert (head.head_id, head.head_hash, head.length) == (chain[-1].id, chain[-1].hash, len(chain))
+    assert other is not None and other.length == 1  # pool_set: the chain of events with no DAG
+    last = chain[-1]
+    assert last.kind == "run_state_changed" and last.covers["run"]["state"] == "success"
+    assert lines(sessions) == []
+
+
+def test_a_run_state_changed_by_sql_is_named_with_the_event_that_recorded_it(sessions: Any) -> None:
+    ids = history(sessions)
+    tamper(sessions, "UPDATE dag_run SET state = 'failed' WHERE id = :id", id=ids[1])
+    found = lines(sessions)
+    assert len(found) == 1
+    assert found[0].startswith(f"daily: run {ids[1]} is not what its last event (")
+    assert "state 'success' -> 'failed'" in found[0] and found[0].endswith("no event explains it")
+
+
+def test_a_deleted_event_is_named_by_the_event_after_it(sessions: Any) -> None:
+    history(sessions)
+    with sessions() as s:
+        chain = list(s.scalars(select(Event.id).where(Event.dag_id == "daily").order_by(Event.seq)))
+    tamper(sessions, "DELETE FROM event WHERE id = :id", id=chain[3])
+    found = lines(sessions, ["daily"])
+    assert len(found) == 1 and found[0].startswith(f"daily: event {chain[4]} (")
+    assert found[0].endswith(f"does not follow event {chain[2]}: the event between them was deleted")
+
+
+def test_an_event_inserted_with_sql_is_named(sessions: Any) -> None:
+    ids = history(sessions)
+    tamper(sessions, "INSERT INTO event (at, kind, actor, dag_id, run_id, details) "
+                     "VALUES ('2024-03-10 12:00:00', 'run_marked', 'mallory', 'daily', :run, '{}')", run=ids[0])
+    found = lines(sessions)
+    assert len(found) == 1 and found[0].startswith("daily: event ") and \
+        found[0].endswith("(run_marked) has no hash: it was written outside ledger")
+
+
+def test_an_event_inserted_with_a_forged_link_is_named_as_inserted(sessions: Any) -> None:
+    history(sessions)
+    with sessions() as s:
+        chain = list(s.scalars(select(Event).where(Event.dag_id == "daily").order_by(Event.seq)))
+    # a copy of an event placed after the third, with that event's hash as its link and a hash of its own
+    e = chain[2]
+    tamper(sessions, "INSERT INTO event (at, kind, actor, dag_id, run_id, details, seq, prev_hash, covers, hash) "
+                     "SELECT at, kind, actor, dag_id, run_id, details, seq, prev_hash, covers, hash FROM event "
+                     "WHERE id = :id", id=e.id)
+    tamper(sessions, "UPDATE event SET seq = :seq, prev_hash = :prev WHERE id = (SELECT max(id) FROM event)",
+           seq=e.seq, prev=e.prev_hash)
+    found = lines(sessions, ["daily"])
+    assert len(found) == 1
+    assert f"follows event {chain[1].id}, not event {e.id}: an event was inserted before it" in found[0]
+
+
+def test_an_edited_event_is_named(sessions: Any) -> None:
+    history(sessions)
+    with sessions() as s:
+        first = s.scalar(select(Event.id).where(Event.kind == "run_created").order_by(Event.id).limit(1))
+    tamper(sessions, "UPDATE event SET actor = 'someone else' WHERE id = :id", id=first)
+    assert lines(sessions) == [f"daily: event {first} (run_created) was edited: its content no longer gives its hash"]
+
+
+def test_an_edited_code_blob_is_named(sessions: Any) -> None:
+    history(sessions)
+    with sessions.begin() as s:
+        code_store.add_blobs(s, {audit.sha256_bytes(b"print(1)\n"): b"print(1)\n"})
+    tamper(sessions, "UPDATE code_blob SET data = :data", data=zlib.compress(b"print(2)\n"))
+    sha = audit.sha256_bytes(b"print(1)\n")
+    assert lines(sessions) == [f"code: code blob {sha[:12]} was changed: its bytes no longer give its sha256"]
+
+
+def test_a_run_inserted_with_sql_has_no_event_to_explain_it(sessions: Any) -> None:
+    ids = history(sessions)
+    tamper(sessions, "INSERT INTO dag_run (dag_id, logical_date, data_interval_start, data_interval_end, run_type, "
+                     "state, version_hash, schedule, created_at) SELECT dag_id, :at, data_interval_start, "
+                     "data_interval_end, run_type, 'success', version_hash, schedule, created_at FROM dag_run "
+                     "WHERE id = :id", at="2025-03-01 00:00:00", id=ids[0])
+    found = lines(sessions)
+    assert len(found) == 1 and found[0].startswith("daily: run ") and \
+        found[0].endswith("(success) has no event: it was written outside ledger")
+
+
+def test_since_checks_the_events_from_there_on(sessions: Any) -> None:
+    history(sessions)
+    with sessions() as s:
+        chain = list(s.scalars(select(Event.id).where(Event.dag_id == "daily").order_by(Event.seq)))
+    tamper(sessions, "UPDATE event SET actor = 'x' WHERE id = :id", id=chain[1])
+    assert len(lines(sessions, ["daily"])) == 1
+    assert lines(sessions, ["daily"], since=chain[2]) == []
+
+
+def test_an_unknown_dag_or_event_is_refused(sessions: Any) -> None:
+    history(sessions)
+    with sessions() as s, pytest.raises(DagNotFound):
+        audit.verify(s, ["nope"])
+    with sessions() as s, pytest.raises(InvalidInput, match="there is no event 99999"):
+        audit.verify(s, None, since=99999)
+
+
+def test_two_writers_of_the_same_chains_at_once_keep_one_chain_each(sessions: Any) -> None:
+    """Two transactions, each on its own connection, write events of two DAGs in opposite orders and commit at once
+    (a barrier holds both until both have written): the chains verify and hold every event once."""
+    history(sessions, "a", days=1)
+    history(sessions, "b", days=1)
+    barrier = threading.Barrier(2, timeout=60)
+    errors: list[BaseException] = []
+
+    def writer(name: str, order: list[str]) -> None:
+        engine = make_engine(sessions.url)
+        try:
+            with make_sessions(engine).begin() as s:
+                for n in range(20):
+                    for dag_id in order:
+                        events.record(s, "signal_action", at=NOW, actor=name, dag_id=dag_id, n=n)
+                barrier.wait()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+            barrier.abort()
+        finally:
+            engine.dispose()
+
+    if sessions.url.startswith("sqlite"):  # SQLite: one writer holds the file from its BEGIN; the other waits
+        pytest.skip("SQLite writers are serialised by the database's write lock from their first statement")
+    threads = [threading.Thread(target=writer, args=("one", ["a", "b"])),
+               threading.Thread(target=writer, args=("two", ["b", "a"]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert lines(sessions) == []
+    with sessions() as s:
+        for dag_id in ("a", "b"):
+            seqs = list(s.scalars(select(Event.seq).where(Event.dag_id == dag_id, Event.kind == "signal_action")))
+            assert len(seqs) == 40 and len(set(seqs)) == 40

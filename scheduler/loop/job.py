@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import gc
 import signal
 import socket
@@ -42,6 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.core.dependencies import PreviousRun
 from ledger.core.mapping import NOT_MAPPED, expand_task, label, source_text
+from ledger.core.outcomes import Outcome
 from ledger.core.signals import Signal
 from ledger.core.states import JobState, RunState, StaleState, TaskState
 from ledger.core.versions import DagSpec
@@ -75,10 +77,11 @@ from scheduler.loop.job_connection import JobConnection
 from scheduler.loop.memory import HeldRunsMemory, MemoryMismatch
 from scheduler.loop.metrics import SchedulerMetrics
 from scheduler.loop.others_writes import OthersWrites
+from scheduler.loop.outcome_recording import record_outcomes
 from scheduler.loop.planner import HeldRun, choose, plan_runs
 from scheduler.loop.run_facts import RunFacts
 from scheduler.loop.stop_requests import StopRequests
-from scheduler.runtime import try_files
+from scheduler.runtime.try_report import TryReport
 from scheduler.signals.task_state_signals import TaskStateSignals
 from scheduler.signals.wakeup import DatabaseWakeup, Wakeup
 
@@ -100,7 +103,7 @@ def _copy_of(part: Any) -> Any:
     return copied
 
 
-def _ended_how(o: task_store.Outcome, st: TaskState, settings: SchedulerSettings) -> str:
+def _ended_how(o: Outcome, st: TaskState, settings: SchedulerSettings) -> str:
     """What a try's end means for its task instance, in words: the log's last line and the event's reason."""
     if o.state == TaskState.LOST:
         if st == TaskState.SCHEDULED:
@@ -421,9 +424,9 @@ class DagRunJob:
             ring(self.engine, self.home)
 
     def _end_in_database(self, last: list[TaskEvent], now: datetime) -> None:
-        files = self._try_files(last)
+        last = self._with_reports_kept(last)
         with self.transaction() as session:
-            self._record(session, last, now, files)
+            self._record(session, last, now)
             running_on = self.executor.left_running()  # remote tries: the job that takes their runs over adopts them
             lost = [(ti, tn) for ti, tn in task_store.unfinished_in_job(session, self.job_id) if ti not in running_on]
             if lost:
@@ -458,9 +461,9 @@ class DagRunJob:
         if self._hold_starts(drained, report):
             return report
         now = self.clock.now()
-        files = self._try_files(drained)
+        drained = self._with_reports_kept(drained)
         with self.transaction(loop=True) as session:
-            work, to_call = self._loop_transaction(session, drained, files, now, report)
+            work, to_call = self._loop_transaction(session, drained, now, report)
         self._unrecorded = []
         self._held_since = None
         self.callbacks.recorded()
@@ -473,9 +476,8 @@ class DagRunJob:
             self.wakeup.settle()
         return report
 
-    def _loop_transaction(self, session: Session, drained: list[TaskEvent],
-                          files: Mapping[tuple[int, int], try_files.TryFiles], now: datetime,
-                          report: LoopReport) -> tuple[list[WorkItem], list[tuple[int, dict[str, Any]]]]:
+    def _loop_transaction(self, session: Session, drained: list[TaskEvent], now: datetime, report: LoopReport
+                          ) -> tuple[list[WorkItem], list[tuple[int, dict[str, Any]]]]:
         """The loop's one transaction, step by step (see the module docstring): the tries to hand to the executor
         and the callbacks to start, once it has committed."""
         # only tries' starts came in while every worker is busy: nothing could be queued, so only record them
@@ -483,7 +485,7 @@ class DagRunJob:
         if self.watch.look(session, self.connection.kept):
             self._read_everything_again(session)
             only_starts = only_starts or self.stopping  # (a subclass saw it must stop: only record what ended)
-        report.outcomes = self._record(session, drained, now, files)
+        report.outcomes = self._record(session, drained, now)
         adoption.record_remarks(session, self.executor, actor=self.actor, now=now)
         if self._reconcile:
             self._fail_unsubmitted(session, now)
@@ -558,32 +560,26 @@ class DagRunJob:
                                              reason="never started: queued in a transaction a database fault "
                                                     "interrupted") for ti, tn in lost], now)
 
-    def _try_files(self, drained: list[TaskEvent]) -> dict[tuple[int, int], try_files.TryFiles]:
-        """What the ended tries left beside their logs, read before the transaction that records them."""
-        out = {}
-        for ev in drained:
-            info = self._inflight.get(ev.ti_id) if ev.kind == "finished" else None
-            if ev.left is not None:  # a try on another host: what it left came back with its outcome
-                out[(ev.ti_id, ev.try_number)] = ev.left
-            elif info is not None and info.log_path:
-                out[(ev.ti_id, ev.try_number)] = try_files.read(info.log_path, ev.files)
+    def _with_reports_kept(self, drained: list[TaskEvent]) -> list[TaskEvent]:
+        """The drained events, remote tries' logs put in the remote log store first (before the transaction: no
+        network in it) when the job has one: their reports then carry no log text."""
         if self.remote_logs is None:
-            return out
+            return drained
+        reports = {(ev.ti_id, ev.try_number): ev.report for ev in drained if ev.report is not None}
         names = {(ev.ti_id, ev.try_number): log_file("", i.dag_id, i.run_id, i.task_id, ev.try_number, i.map_index)
                  for ev in drained if ev.kind == "finished" and (i := self._inflight.get(ev.ti_id)) is not None}
-        return remote_logs.keep(self.remote_logs, out, names, self.say)  # (before the transaction: no network in it)
+        kept = remote_logs.keep(self.remote_logs, reports, names, self.say)
+        return [dataclasses.replace(ev, report=kept[(ev.ti_id, ev.try_number)]) if ev.report is not None else ev
+                for ev in drained]
 
-    def _record(self, session: Session, drained: list[TaskEvent], now: datetime,
-                files: Mapping[tuple[int, int], try_files.TryFiles] | None = None) -> int:
-        """Record what the executor reported: the outcomes through guarded writes, then what follows from them
-        (pictures, stop requests settled, task-state signals, callbacks, what the tries left, failure events).
-        `files`: what the ended tries left beside their logs, read before the transaction (_try_files); a try
-        missing from it has its files read here."""
+    def _record(self, session: Session, drained: list[TaskEvent], now: datetime) -> int:
+        """Record what the executor reported: the outcomes as the pure rule decides them (ledger/core/outcomes.py),
+        through guarded writes, then what follows from them (pictures, stop requests settled, task-state signals,
+        callbacks, what the tries' reports hold, failure events)."""
         where: dict[tuple[int, int], _InFlight | None] = {}
-        outcomes = self._outcomes(drained, now, where, files or {})
-        written = task_store.record_outcomes(session, outcomes,
-                                             self._known_tries(drained, where) if self._serial else None,
-                                             max_lost_tries=self.settings.max_lost_tries)
+        outcomes = self._outcomes(drained, now, where)
+        written = record_outcomes(session, outcomes, self._known_tries(drained, where) if self._serial else None,
+                                  max_lost_tries=self.settings.max_lost_tries, now=now)
         for o, st in written:
             requeued_info = where.get((o.ti_id, o.try_number)) if o.requeue or o.state == TaskState.LOST else None
             if requeued_info is not None and requeued_info.log_path:  # written once this transaction has committed
@@ -601,12 +597,13 @@ class DagRunJob:
                 self.task_states.add(info.dag_id, info.task_id, st.value,
                                      {"run_id": info.run_id, "try_number": o.try_number})
         self.callbacks.request_task(session, written, where)
-        self._record_what_tries_left(session, written, where, files or {}, now)
+        self._record_reports(session, written, where, {(ev.ti_id, ev.try_number): ev.report for ev in drained
+                                                       if ev.report is not None}, now)
         self._record_failures(session, written, where, now)
         return len(written)
 
-    def _outcomes(self, drained: list[TaskEvent], now: datetime, where: dict[tuple[int, int], _InFlight | None],
-                  files: Mapping[tuple[int, int], try_files.TryFiles]) -> list[task_store.Outcome]:
+    def _outcomes(self, drained: list[TaskEvent], now: datetime,
+                  where: dict[tuple[int, int], _InFlight | None]) -> list[Outcome]:
         """The outcomes to write for the drained events (`where` takes each try's in-flight record), and what the
         events change in the job: tries started (metrics), ended (no longer in flight), killed (stopped)."""
         outcomes = []
@@ -629,11 +626,10 @@ class DagRunJob:
                         if unstarted:  # taken out while it waited in its worker
                             why = ev.reason or why
                         self.after_commit.note(info.log_path, at, f"outcome: {why}")
-            outcomes.append(task_store.Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, ev.host or host, ev.reason,
+            outcomes.append(Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, ev.host or host, ev.reason,
                                                info.retry_delay if info else 0.0, decided_at=now, requeue=requeue,
                                                armed=requeue and info is not None and info.armed,
-                                               **flow_events.sensor_outcome(state, ev.reason,
-                                                                             files.get((ev.ti_id, ev.try_number)))))
+                                    **flow_events.sensor_outcome(state, ev.reason, ev.report)))
             if ev.kind == "started":
                 if info is not None and not info.started:
                     info.started = True
@@ -649,20 +645,20 @@ class DagRunJob:
                 self._inflight.pop(ev.ti_id, None)
         return outcomes
 
-    def _record_what_tries_left(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
-                                where: dict[tuple[int, int], _InFlight | None],
-                                files: Mapping[tuple[int, int], try_files.TryFiles], now: datetime) -> None:
-        """What the ended tries left beside their logs: values pushed, rendered templates, lineage writes."""
+    def _record_reports(self, session: Session, written: list[tuple[Outcome, TaskState]],
+                        where: dict[tuple[int, int], _InFlight | None],
+                        reports: Mapping[tuple[int, int], TryReport], now: datetime) -> None:
+        """What the ended tries' reports hold: values pushed, rendered templates, lineage writes, outlets, logs."""
         checked: list[dict[str, Any]] = []
         logs: list[tuple[int, int, str | None, str]] = []
         for o, st in written:
             info = where.get((o.ti_id, o.try_number))
             if info is None or not info.log_path or st == TaskState.RUNNING:
                 continue
-            left = files.get((o.ti_id, o.try_number))
-            if left is None:  # (an end the job decided itself, in this transaction: a lost try)
-                left = try_files.read(info.log_path)
-            pushed = left.pushed
+            left = reports.get((o.ti_id, o.try_number))
+            if left is None:  # (no report came back: an end its executor or the job decided, a lost try)
+                continue
+            pushed = list(left.pushed)
             if pushed:  # a sensor's checks: an event
                 checked += flow_events.sensor_checked(info.dag_id, info.run_id, info.label, o, st, pushed,
                                                       now=now, actor=self.actor)
@@ -671,22 +667,20 @@ class DagRunJob:
                 self.facts.pushed(info.run_id, info.label, pushed)
             if left.rendered is not None:
                 xcom_store.set_rendered(session, o.ti_id, o.try_number, left.rendered)
-            lineage.record(session, left.writes, run_id=info.run_id,
+            lineage.record(session, list(left.writes), run_id=info.run_id,
                            dag_id=info.dag_id, task_id=info.task_id, try_number=o.try_number,
                            dag_version=info.dag_version, try_state=st.value, now=now)
             if left.log is not None:  # a remote try's log: kept where every host can read it
                 logs.append((o.ti_id, o.try_number, o.hostname, left.log))
             if st == TaskState.SUCCESS and dataset_runs.record_outlets(
                     session, dag_store.spec(session, info.dag_id, info.dag_version), run_id=info.run_id,
-                    task_id=info.task_id, try_number=o.try_number, writes=left.writes,
-                    outlet_events=left.outlets, now=now):
+                    task_id=info.task_id, try_number=o.try_number, writes=list(left.writes),
+                    outlet_events=list(left.outlets), now=now):
                 self.datasets_changed()
-            if left is not try_files.NOTHING and left.here:
-                self.after_commit.side_files_recorded(info.log_path)
         try_logs.keep(session, logs)
         events.record_many(session, checked)
 
-    def _record_failures(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
+    def _record_failures(self, session: Session, written: list[tuple[Outcome, TaskState]],
                          where: dict[tuple[int, int], _InFlight | None], now: datetime) -> None:
         """One event per try that failed, was lost or never started, and a line saying so."""
         failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)
@@ -731,7 +725,7 @@ class DagRunJob:
                 known[row.id] = (row.try_number, row.max_tries, row.state.value)
         return known
 
-    def _picture_outcomes(self, drained: list[TaskEvent], written: list[tuple[task_store.Outcome, TaskState]],
+    def _picture_outcomes(self, drained: list[TaskEvent], written: list[tuple[Outcome, TaskState]],
                           where: dict[tuple[int, int], _InFlight | None]) -> None:
         """The held runs' pictures take the states just written: a try that started or succeeded changes only its
         task instance's state. Anything else (a failure, a retry, a stop, an outcome the database ignored) is
@@ -901,7 +895,7 @@ class DagRunJob:
                           task_id=ti.task_id, ti_id=ti.id, try_number=0, count=0, source=source, state=state.value,
                           reason=found.reason)
             if state == TaskState.FAILED:  # its on_failure_callback, as for a failed try (this one had none: 0)
-                self.callbacks.request_task(session, [(task_store.Outcome(
+                self.callbacks.request_task(session, [(Outcome(
                     ti.id, 0, state, now, reason=found.reason, decided_at=now), state)], {})
             self.say(f"{where}: {state.value} ({found.reason})")
 

@@ -69,3 +69,14 @@ def test_every_local_executor_hands_back_the_report_built_by_its_worker(make: Ma
     assert ended[1].report.state == "success" and ended[1].report.log_path == returns.log_path
     assert not Path(returns.log_path + XCOM).exists()  # the worker removed it: the job opens no file
     assert ended[2].report is not None and not ended[2].report.left_anything
+
+
+def test_a_celery_result_whose_report_this_release_cannot_read_is_a_lost_try_that_says_why() -> None:
+    from scheduler.executors.celery import _report_in
+
+    sent = {"state": "success", "at": 3.0, "host": "w1", "report": {"version": 2, "state": "success"}}
+    report = _report_in(sent)
+    assert report is not None and report.state == "lost" and report.host == "w1"
+    assert "report was refused: a try report of version 2; this release reads version 1" in (report.reason or "")
+    kept = collect("", "success", None, 3.0, host="w1")
+    assert _report_in({"report": kept.as_json()}) == kept and _report_in({"state": "success"}) is None

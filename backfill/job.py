@@ -14,6 +14,7 @@ from ledger.services.operations import cancel_backfill
 from ledger.store import backfills as backfill_store
 from ledger.store import events
 from ledger.store.backfills import Progress, count_unfinished, finish_backfill, progress_of, waiting_reasons
+from ledger.store.transitions import move_backfill
 from scheduler.loop.cadence import Cadence
 from scheduler.loop.job import DagRunJob, LoopReport
 
@@ -123,7 +124,7 @@ class BackfillJob(DagRunJob):
 def mark_interrupted(session: Session, backfill_id: int, *, now: datetime, actor: str, reason: str,
                      adopted: list[int] | None = None) -> None:
     row = backfill_store.get(session, backfill_id)
-    row.state = BackfillState.INTERRUPTED.value
+    move_backfill(row, BackfillState.INTERRUPTED)
     p = progress_of(session, backfill_id, adopted or ())
     events.record(session, "backfill_interrupted", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
                   reason=reason, runs_unfinished=p.runs_total - p.runs_done)

@@ -116,6 +116,27 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 }
 
 
+# a backfill is created running; it is cancelled, interrupted (its process stopped with runs unfinished), resumed, or
+# finishes when none of its runs is unfinished (also after an interruption or a cancel whose runs others finished)
+BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
+    # resumed (`ledger backfill resume` also takes up a running one whose job died)
+    BackfillState.RUNNING: frozenset({BackfillState.INTERRUPTED, BackfillState.RUNNING}),
+    BackfillState.INTERRUPTED: frozenset({BackfillState.RUNNING}),
+    BackfillState.CANCELLED: frozenset({BackfillState.RUNNING, BackfillState.INTERRUPTED}),
+    BackfillState.SUCCESS: frozenset({BackfillState.RUNNING, BackfillState.INTERRUPTED}),
+    BackfillState.FAILED: frozenset({BackfillState.RUNNING, BackfillState.INTERRUPTED}),
+}
+
+
+def may_move(before: str, after: TaskState | RunState | BackfillState) -> bool:
+    """Whether a task instance, run or backfill (by the kind of `after`) in state `before` may move to `after`."""
+    if isinstance(after, TaskState):
+        return before in TASK_TRANSITIONS[after]
+    if isinstance(after, RunState):
+        return before in RUN_TRANSITIONS[after]
+    return before in BACKFILL_TRANSITIONS[after]
+
+
 def task_may_move(before: str, after: TaskState) -> bool:
     """Whether a task instance in state `before` may be moved to `after` (TASK_TRANSITIONS)."""
     return before in TASK_TRANSITIONS[after]

@@ -29,6 +29,7 @@ from ledger.store import backfills as backfill_store
 from ledger.store import events
 from ledger.store import jobs as job_store
 from ledger.store import runs as run_store
+from ledger.store.transitions import move_backfill
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def create_backfill(session: Session, spec: DagSpec, request: BackfillRequest, p
                   version=spec.version_hash, submit=request.submit, **counts,
                   **({"downstream": True} if request.downstream else {}))
     if not any(i.action != Action.SKIP or i.adopts_backfill is not None for i in plan):
-        row.state, row.ended_at = BackfillState.SUCCESS.value, now  # nothing to create, nothing to finish
+        move_backfill(row, BackfillState.SUCCESS, ended_at=now)  # nothing to create, nothing to finish
     return row
 
 

@@ -45,7 +45,7 @@ from ledger.store import secrets as secret_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import finish_backfill
 from ledger.store.loop import set_run_state
-from ledger.store.transitions import move_run, move_task
+from ledger.store.transitions import move_backfill, move_run, move_task
 
 MARKABLE = (TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED)
 
@@ -460,7 +460,7 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     it displaced (ledger.core.backfill_cancel, decision 0210). Returns the ids of the runs ended."""
     row = backfill_store.get(session, backfill_id)
     if row.state in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
-        row.state, row.ended_at = BackfillState.CANCELLED.value, now
+        move_backfill(row, BackfillState.CANCELLED, ended_at=now)
         events.record(session, "backfill_cancelled", at=now, actor=actor, dag_id=row.dag_id,
                       backfill_id=backfill_id)
     failed = []
@@ -525,7 +525,7 @@ def resume_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
                                                                          BackfillState.INTERRUPTED.value)
     if row.state not in allowed:
         raise InvalidInput(f"backfill {backfill_id} is {row.state}: there is nothing to resume")
-    row.state = BackfillState.RUNNING.value
+    move_backfill(row, BackfillState.RUNNING)
     events.record(session, "backfill_resumed", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
                   job_id=job_id)
     return row.dag_id

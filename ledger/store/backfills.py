@@ -17,6 +17,7 @@ from ledger.core.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, Backfi
 from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
 from ledger.store import events
 from ledger.store.dags import chunks
+from ledger.store.transitions import move_backfill
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,7 @@ def finish_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     p = progress_of(session, backfill_id, adopted)
     if p.runs_done < p.runs_total:
         return row.state
-    row.state = (BackfillState.FAILED if p.runs_failed else BackfillState.SUCCESS).value
-    row.ended_at = now
+    move_backfill(row, BackfillState.FAILED if p.runs_failed else BackfillState.SUCCESS, ended_at=now)
     events.record(session, "backfill_finished", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,
                   state=row.state, runs=p.runs_total, failed_runs=p.runs_failed)
     return row.state

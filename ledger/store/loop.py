@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ledger.core.states import UNFINISHED_RUN_STATES as UNFINISHED
-from ledger.core.states import BackfillState, RunState, StaleState, run_may_move
+from ledger.core.states import BackfillState, RunState
 from ledger.models import Backfill, Dag, DagRun, Event
 from ledger.store import events
 from ledger.store.hot import Hot
+from ledger.store.transitions import guarded
 
 # built once: the loop runs them every time, and building a statement costs more than running it on SQLite
 _HELD = select(DagRun.id).where(DagRun.lock_holder == bindparam("job"), DagRun.state.in_(UNFINISHED)) \
@@ -139,12 +140,10 @@ def set_run_state(session: Session, run: DagRun, state: RunState, *, now: dateti
     `run_state_changed` event. Returns the state it had. Guarded on that state (the object's): StaleState, and
     nothing written, when another process changed the run since it was read."""
     before = run.state
-    if not run_may_move(before, state):
-        raise ValueError(f"run {run.id}: {before} -> {state.value} is not an allowed transition")
     stamped = state in (RunState.RUNNING, RunState.SUCCESS, RunState.FAILED)
-    if not _state_update(state, release).run(session, [{"run": run.id, "was": before,
-                                                        **({"at": now} if stamped else {})}]):
-        raise StaleState(f"moving run {run.id} from {before} to {state.value}: it changed meanwhile")
+    guarded(session, _state_update(state, release),
+            [{"run": run.id, "was": before, **({"at": now} if stamped else {})}], [(f"run {run.id}", before, state)],
+            f"moving run {run.id} from {before} to {state.value}: it changed meanwhile")
     # the object says what the row now holds, without the ORM writing it a second time: the job may keep it
     # (detached) as its picture of the run
     set_committed_value(run, "state", state.value)

@@ -25,7 +25,13 @@ from ledger.core.timeline import ChainLink, Link, Neighbours, plan_batch, plan_s
 from ledger.core.versions import DagSpec, TaskSpec
 from ledger.models import Dag, DagRun, Event, TaskInstance, TaskTry, UtcDateTime
 from ledger.store import events
-from ledger.store.transitions import move_run, move_task, restore_run
+from ledger.store.hot import Hot
+from ledger.store.transitions import guarded, move_run, move_task, restore_run
+
+_RUNS_TABLE: Any = DagRun.__table__
+_OVERRIDE = Hot(update(_RUNS_TABLE).where(_RUNS_TABLE.c.id == bindparam("run"), _RUNS_TABLE.c.state == bindparam("was"))
+                .values(state=RunState.OVERRIDDEN.value,
+                        overridden_at=bindparam("at", type_=_RUNS_TABLE.c.overridden_at.type)))
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
 SCHEDULING_TYPES = [RunType.SCHEDULED.value, RunType.BACKFILL.value]  # the runs a schedule resumes after
@@ -180,12 +186,13 @@ def splice_many(session: Session, spec: DagSpec, new: list[NewRun], *, now: date
     states_before = dict(session.execute(select(DagRun.id, DagRun.state).where(
         DagRun.id.in_(list(plan.displaced.values())))).tuples().all()) if plan.displaced else {}
     if plan.displaced:
-        moved = session.execute(update(DagRun).where(
-            DagRun.id.in_(list(plan.displaced.values())),
-            DagRun.state.in_([s.value for s in RUN_TRANSITIONS[RunState.OVERRIDDEN]]))
-            .values(state=RunState.OVERRIDDEN.value, overridden_at=now))
-        if moved.rowcount != len(plan.displaced):  # type: ignore[attr-defined]
-            raise StaleState(f"a run of {spec.dag_id} that this backfill overrides changed meanwhile; try again")
+        stale = f"a run of {spec.dag_id} that this backfill overrides changed meanwhile; try again"
+        if any(states_before.get(old) not in RUN_TRANSITIONS[RunState.OVERRIDDEN] for old in plan.displaced.values()):
+            raise StaleState(stale)
+        guarded(session, _OVERRIDE, [{"run": old, "was": states_before.get(old, ""), "at": now}
+                                     for old in plan.displaced.values()],
+                [(f"run {old}", states_before.get(old, ""), RunState.OVERRIDDEN) for old in plan.displaced.values()],
+                stale)
     summary = spec.schedule.summary()
     ids = list(session.scalars(insert(DagRun).returning(DagRun.id, sort_by_parameter_order=True), [
         {"dag_id": spec.dag_id, "logical_date": n.interval.logical_date, "data_interval_start": n.interval.start,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
@@ -13,12 +13,13 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from ledger.core.mapping import NOT_MAPPED, label
+from ledger.core.outcomes import Current, Decision, Outcome
 from ledger.core.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.core.states import UNFINISHED_RUN_STATES as UNFINISHED
-from ledger.core.states import StaleState, TaskState, task_may_move
+from ledger.core.states import StaleState, TaskState
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry
 from ledger.store.hot import Hot
-from ledger.store.transitions import move_task
+from ledger.store.transitions import guarded, move_task
 
 DEFAULT_POOL = "default_pool"
 TI_TABLE: Table = TaskInstance.__table__  # type: ignore[assignment]
@@ -147,26 +148,13 @@ _MARK = Hot(update(TI_TABLE).where(TI_TABLE.c.id == bindparam("ti"), TI_TABLE.c.
     state=bindparam("st"), ended_at=bindparam("at", type_=TI_TABLE.c.ended_at.type)))
 
 
-def _moves(changes: list[tuple[int, TaskState, TaskState]]) -> None:
-    for ti, was, st in changes:
-        if not task_may_move(was, st):
-            raise ValueError(f"task instance {ti}: {was.value} -> {st.value} is not an allowed transition")
-
-
-def _guarded(written: int, expected: int, what: str) -> None:
-    """A guarded write changed fewer rows than it meant to: another process changed one of them first."""
-    if written != expected:
-        raise StaleState(f"{what}: {expected - written} of {expected} task instance(s) changed meanwhile")
-
-
 def mark(session: Session, changes: list[tuple[int, TaskState, TaskState]], *, now: datetime) -> None:
     """Set states decided by the loop's rules (skipped / upstream_failed by trigger rules, a mapped task's
     failure or empty list): (ti id, the state it had when read, the new state), each guarded on the state it
     replaces (StaleState when one changed meanwhile)."""
     if changes:
-        _moves(changes)
-        _guarded(_MARK.run(session, [{"ti": ti, "was": was.value, "st": st.value, "at": now}
-                                     for ti, was, st in changes]), len(changes), "marking task instances")
+        guarded(session, _MARK, [{"ti": ti, "was": was.value, "st": st.value, "at": now} for ti, was, st in changes],
+                [(f"task instance {ti}", was.value, st) for ti, was, st in changes], "marking task instances")
 
 
 _QUEUE = Hot(update(TI_TABLE).where(and_(TI_TABLE.c.id == bindparam("ti"),
@@ -189,40 +177,15 @@ def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime,
     """
     if not tis:
         return {}
-    _moves([(ti.id, ti.state, TaskState.QUEUED) for ti in tis])
     tries = {ti.id: ti.try_number + 1 for ti in tis}
-    _guarded(_QUEUE.run(session, [{"ti": ti.id, "was": ti.try_number, "was_state": ti.state.value,
-                                   "now_try": tries[ti.id], "at": now, "job": job_id} for ti in tis]),
-             len(tis), "queueing task instances")
+    guarded(session, _QUEUE, [{"ti": ti.id, "was": ti.try_number, "was_state": ti.state.value,
+                               "now_try": tries[ti.id], "at": now, "job": job_id} for ti in tis],
+            [(f"task instance {ti.id}", ti.state.value, TaskState.QUEUED) for ti in tis], "queueing task instances")
     _INSERT_TRY.run(session, [
         {"task_instance_id": ti.id, "try_number": tries[ti.id], "state": TaskState.QUEUED.value, "job_id": job_id,
          "dag_version": (versions or {}).get(ti.id)}
         for ti in tis])
     return tries
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    ti_id: int
-    try_number: int
-    state: TaskState  # running, success, failed, skipped (failed may become up_for_retry)
-    at: datetime
-    pid: int | None = None
-    hostname: str | None = None
-    reason: str | None = None
-    retry_delay: float = 0.0
-    # the job's clock when it recorded the outcome: a retry's due time counts from it, since the job compares
-    # due times with its clock (`at` is the executor's wall time, what happened, kept for the record)
-    decided_at: datetime | None = None
-    # a try that never started though nobody stopped it (it waited in a worker when the job stopped): the try is
-    # recorded stopped, and the task instance waits for a new try, with one more try allowed so that this one
-    # costs it no retry, armed again if a signal's START had armed it (`armed`). Unless a stop is pending on it
-    # or its run has ended: then it stays stopped.
-    requeue: bool = False
-    armed: bool = False
-    # a sensor's try that asked to be checked again (up_for_reschedule): when; its next try spends no retry
-    reschedule_at: datetime | None = None
-    no_retry: bool = False  # a failure that spends no retry left (a sensor's timeout, FailWithoutRetry)
 
 
 _CURRENT_TRIES = select(TaskInstance.id, TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.state) \
@@ -250,74 +213,50 @@ _MAY_REQUEUE = select(TaskInstance.id).join(DagRun, DagRun.id == TaskInstance.ru
     DagRun.state.in_(UNFINISHED))
 
 
-def record_outcomes(session: Session, outcomes: list[Outcome], known: Mapping[int, tuple[int, int, str]] | None = None,
-                    *, max_lost_tries: int = 3) -> list[tuple[Outcome, TaskState]]:
-    """Apply what executors reported; returns the states written (failed may become up_for_retry; a lost try, or
-    one that never started, gives its task instance a new try: scheduled).
-
-    An outcome for a try that is no longer the current one is ignored. `known`: ti id -> (try number, max tries,
-    state) as the caller knows the database holds them in this transaction (a job, of the runs it holds); the
-    others are read. Each write is guarded on the state and try number it replaces: StaleState when another
-    process changed one meanwhile (a caller's `known` that was stale). A lost try costs no retry, but after
-    `max_lost_tries` lost tries in a row the task instance fails.
-    """
+def current_tries(session: Session, outcomes: list[Outcome],
+                  known: Mapping[int, tuple[int, int, str]] | None = None) -> dict[int, Current]:
+    """What the database holds of the outcomes' task instances, as ledger.core.outcomes.decide needs it. `known`:
+    ti id -> (try number, max tries, state) as the caller knows the database holds them in this transaction (a
+    job, of the runs it holds); the others are read."""
     if not outcomes:
-        return []
+        return {}
     session.flush()
-    current = dict(known or {})
-    missing = list({o.ti_id for o in outcomes if o.ti_id not in current})
+    found = dict(known or {})
+    missing = list({o.ti_id for o in outcomes if o.ti_id not in found})
     if missing:
-        current.update((r.id, (r.try_number, r.max_tries, r.state))
-                       for r in session.connection().execute(_CURRENT_TRIES, {"ids": missing}))
+        found.update((r.id, (r.try_number, r.max_tries, r.state))
+                     for r in session.connection().execute(_CURRENT_TRIES, {"ids": missing}))
     # (rare: a job that stopped with tries waiting in workers, or tries lost to a crash)
     asked = [o.ti_id for o in outcomes if o.requeue or o.state == TaskState.LOST]
     may_requeue = set(session.connection().execute(_MAY_REQUEUE, {"ids": asked}).scalars()) if asked else set()
     lost_before = _lost_in_a_row(session, [o.ti_id for o in outcomes if o.state == TaskState.LOST])
+    return {ti: Current(tn, most, _STATES.get(st) or TaskState(st), ti in may_requeue, lost_before.get(ti, 0))
+            for ti, (tn, most, st) in found.items()}
+
+
+def write_outcomes(session: Session, decided: list[Decision]) -> None:
+    """Write what ledger.core.outcomes.decide said of each outcome: the task instance's and its try's states (with
+    their times, pid and host), when it may be tried next, one more try where the try spent no retry. Each write
+    is guarded on the state and try number it replaces: StaleState when another process changed one meanwhile
+    (the state the caller knew was stale)."""
+    if not decided:
+        return
     ti_rows: list[dict[str, Any]] = []
     try_rows: list[dict[str, Any]] = []
-    written: list[tuple[Outcome, TaskState]] = []
-    for o in outcomes:
-        row = current.get(o.ti_id)
-        if row is None or row[0] != o.try_number or row[2] not in ACTIVE:
-            continue
-        state = o.state
-        next_try = None
-        try_state = o.state
-        if o.requeue and state == TaskState.FAILED:
-            state = TaskState.SCHEDULED if o.ti_id in may_requeue else TaskState.STOPPED
-            try_state = TaskState.STOPPED
-        elif state == TaskState.LOST:
-            if o.ti_id not in may_requeue:  # its run ended, or a stop is pending on it
-                state = TaskState.STOPPED
-            elif lost_before.get(o.ti_id, 0) + 1 >= max_lost_tries:
-                state = TaskState.FAILED
-            else:
-                state = TaskState.SCHEDULED
-        elif state == TaskState.FAILED and o.try_number < row[1] and not o.no_retry:
-            state = TaskState.UP_FOR_RETRY
-            next_try = (o.decided_at or o.at) + timedelta(seconds=o.retry_delay)
-        elif state == TaskState.UP_FOR_RESCHEDULE:
-            next_try = o.reschedule_at or (o.decided_at or o.at)
-        if state == TaskState.RUNNING:
-            ti_rows.append({"ti": o.ti_id, "was": row[2], "tn": o.try_number, "st": state.value, "started": o.at,
-                            "ended": None, "nxt": None, "pid": o.pid, "host": o.hostname})
-        else:
-            ti_rows.append({"ti": o.ti_id, "was": row[2], "tn": o.try_number, "st": state.value, "started": None,
-                            "ended": None if state == TaskState.SCHEDULED else o.at, "nxt": next_try,
-                            "pid": o.pid, "host": o.hostname})
-        try_rows.append({"ti": o.ti_id, "tn": o.try_number, "st": try_state.value,
-                         "started": o.at if state == TaskState.RUNNING else None,
-                         "ended": None if state == TaskState.RUNNING else o.at, "pid": o.pid, "host": o.hostname})
-        current[o.ti_id] = (row[0], row[1], state.value)
-        written.append((o, state))
-    if ti_rows:
-        _guarded(_OUTCOME_TI.run(session, ti_rows), len(ti_rows), "recording outcomes")
-        _OUTCOME_TRY.run(session, try_rows)
-        requeued = [{"ti": o.ti_id, "armed": o.armed} for o, st in written
-                    if st in (TaskState.SCHEDULED, TaskState.UP_FOR_RESCHEDULE)]  # one more try: no retry spent
-        if requeued:
-            session.connection().execute(_ONE_MORE_TRY, requeued)
-    return written
+    for d in decided:
+        o, running = d.outcome, d.state == TaskState.RUNNING
+        ti_rows.append({"ti": o.ti_id, "was": d.was.value, "tn": o.try_number, "st": d.state.value,
+                        "started": o.at if running else None,
+                        "ended": None if running or d.state == TaskState.SCHEDULED else o.at, "nxt": d.next_try_at,
+                        "pid": o.pid, "host": o.hostname})
+        try_rows.append({"ti": o.ti_id, "tn": o.try_number, "st": d.try_state.value,
+                         "started": o.at if running else None, "ended": None if running else o.at, "pid": o.pid,
+                         "host": o.hostname})
+    guarded(session, _OUTCOME_TI, ti_rows, [], "recording outcomes")  # (the moves: checked by decide)
+    _OUTCOME_TRY.run(session, try_rows)
+    again = [{"ti": d.outcome.ti_id, "armed": d.outcome.armed} for d in decided if d.one_more_try]
+    if again:
+        session.connection().execute(_ONE_MORE_TRY, again)
 
 
 _TRY_STATES = select(TaskTry.task_instance_id, TaskTry.state).where(
@@ -494,11 +433,12 @@ def adopt(session: Session, tries: list[tuple[int, int]], *, job_id: int) -> Non
     try number), each guarded on being queued or running with that try number (StaleState when one changed)."""
     if not tries:
         return
-    written = 0
+    written = 0  # (not a state write: the holder of an active try changes, guarded on it being active)
     for ti_id, try_number in tries:
         written += session.execute(update(TaskInstance).where(
             TaskInstance.id == ti_id, TaskInstance.try_number == try_number, TaskInstance.state.in_(ACTIVE),
         ).values(job_id=job_id)).rowcount  # type: ignore[attr-defined]
         session.execute(update(TaskTry).where(TaskTry.task_instance_id == ti_id, TaskTry.try_number == try_number)
                         .values(job_id=job_id))
-    _guarded(written, len(tries), "adopting tries")
+    if written != len(tries):
+        raise StaleState(f"adopting tries: {len(tries) - written} of {len(tries)} changed meanwhile")

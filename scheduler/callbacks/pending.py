@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session
 
 from ledger.core.mapping import NOT_MAPPED
+from ledger.core.outcomes import Outcome
 from ledger.core.states import TaskState
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun
@@ -118,7 +119,7 @@ class CallbackRequests:
         for call_id, request in calls:
             self.processes.start(call_id, request)
 
-    def request_task(self, session: Session, written: list[tuple[task_store.Outcome, TaskState]],
+    def request_task(self, session: Session, written: list[tuple[Outcome, TaskState]],
                      where: Mapping[tuple[int, int], TryInfo | None]) -> None:
         """Request the task callbacks the recorded outcomes call (none for a try that started, was lost or never
         started, since those task instances get a new try)."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from scheduler.runtime.try_report import TryReport
+
 
 @dataclass(frozen=True)
 class WorkItem:
@@ -92,13 +94,13 @@ class TaskEvent:
     state: Literal["success", "failed", "skipped", "lost", "up_for_reschedule"] | None = None
     pid: int | None = None
     reason: str | None = None  # one line: "exit code 1", "timed out after 5.0 s", "worker died"
-    # for finished: the files the try left beside its log (scheduler/runtime/try_files.py suffixes); None: not looked
-    # for
-    files: tuple[str, ...] | None = None
-    # a try that ran on another host (CeleryExecutor): that host's name, and for finished what the try left beside
-    # its log there (a scheduler/try_files.TryFiles), carried back instead of read from this host's disk
+    # a try that ran on another host (CeleryExecutor): that host's (worker's) name
     host: str | None = None
-    left: Any = None
+    # for finished: the try's report, built where it ran (scheduler/runtime/try_report.py): what it passed on,
+    # rendered, wrote, and a remote try's log. None: no report came back (it never started, its worker died with it,
+    # the job decided its end). The event's state and reason are the executor's last word (a kill makes a failed
+    # try's reason the kill's); the report's are the try's own account.
+    report: TryReport | None = None
 
 
 class Executor(abc.ABC):

@@ -57,8 +57,8 @@ from scheduler.executors.celery_app import (
     task_id_pattern,
 )
 from scheduler.executors.fleet_faults import FaultNotes, counters_of
-from scheduler.runtime import try_files
 from scheduler.runtime.try_lease import lease_key, taken_value
+from scheduler.runtime.try_report import ReportRefused, TryReport
 
 POLL_INTERVAL = 0.05  # seconds between two looks at what is left to do while end() waits
 READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it looks at its other work
@@ -519,16 +519,14 @@ class CeleryExecutor(Executor):
 
     def _finished(self, entry: _Try, status: str, result: Any) -> TaskEvent:
         item = entry.item
-        if status == "SUCCESS" and isinstance(result, dict) and result.get("state") in ENDS:
-            left = try_files.TryFiles([(k, v) for k, v in result.get("pushed") or []], result.get("rendered"),
-                                      list(result.get("writes") or []), list(result.get("outlets") or []),
-                                      log=self._log_of(entry), here=False)
-            state, reason = result["state"], result.get("reason")
+        report = _report_in(result) if status == "SUCCESS" else None
+        if report is not None and report.state in ENDS:
+            state, reason = report.state, report.reason
             if entry.killed is not None and state in ("failed", "lost"):
                 reason = entry.killed
-            return TaskEvent(item.ti_id, item.try_number, "finished", float(result.get("at") or time.time()),
-                             state, pid=result.get("pid"), reason=reason, host=result.get("host") or entry.host,
-                             files=(), left=left)
+            return TaskEvent(item.ti_id, item.try_number, "finished", report.at or time.time(), state,  # type: ignore[arg-type]
+                             pid=result.get("pid"), reason=reason, host=report.host or entry.host,
+                             report=report.with_log(self._log_of(entry)))
         ended: Literal["failed", "lost"] = "failed"
         if entry.killed is not None:
             reason = entry.killed
@@ -539,7 +537,11 @@ class CeleryExecutor(Executor):
                       else f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else result)
             ended, reason = "lost", f"the worker's task raised {raised}"
         return TaskEvent(item.ti_id, item.try_number, "finished", time.time(), ended, reason=reason,
-                         host=entry.host, files=(), left=try_files.TryFiles(log=self._log_of(entry), here=False))
+                         host=entry.host, report=self._without_report(entry, ended, reason))
+
+    def _without_report(self, entry: _Try, state: str, reason: str | None) -> TryReport:
+        """What is known of a try whose report did not come back: its log as far as it reached this host."""
+        return TryReport(state, reason, time.time(), entry.item.log_path, entry.host, log=self._log_of(entry))
 
     @staticmethod
     def _log_of(entry: _Try) -> str | None:
@@ -631,8 +633,7 @@ class CeleryExecutor(Executor):
             if self._metrics is not None:
                 self._metrics.queue_lost.labels(entry.item.queue).inc()
             new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), "lost",
-                                 reason=reason, host=entry.host, files=(),
-                                 left=try_files.TryFiles(log=self._log_of(entry), here=False)))
+                                 reason=reason, host=entry.host, report=self._without_report(entry, "lost", reason)))
         return self._publish(new)
 
     def _read_refused(self) -> int:
@@ -705,6 +706,18 @@ class CeleryExecutor(Executor):
             self._shared.events.extend(new)
             self._new_starts += starts
         return len(new) - starts
+
+
+def _report_in(result: Any) -> TryReport | None:
+    """The try report a worker's result carries (scheduler/runtime/try_report.py); one of another version is a
+    lost try that says so. None: the result holds no report (the worker's task failed)."""
+    if not isinstance(result, dict) or "report" not in result:
+        return None
+    try:
+        return TryReport.from_json(result["report"])
+    except ReportRefused as exc:
+        return TryReport("lost", f"its worker's report was refused: {exc}", float(result.get("at") or 0.0),
+                         host=result.get("host"))
 
 
 def _worker_lost(result: Any) -> bool:

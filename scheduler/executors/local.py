@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -58,7 +59,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
 from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem, dumps
-from scheduler.runtime import in_process, try_files, try_plan, try_process
+from scheduler.runtime import in_process, try_plan, try_process, try_report
 from scheduler.runtime.parent_death import die_with_parent
 from scheduler.runtime.try_outcome import Outcome
 
@@ -100,18 +101,22 @@ def _own_signals() -> None:
             signal.signal(signum, handler)
 
 
-def _failure(item: WorkItem, reason: str, pid: int | None = None, *, lost: bool = False) -> TaskEvent:
+def _failure(item: WorkItem, reason: str, pid: int | None = None, *, lost: bool = False,
+             ran: bool = False) -> TaskEvent:
     """The end, now, of a try that failed or never started, for `reason` (`lost`: its worker died or was stopped
-    under it, through no fault of the try's own)."""
-    return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=time.time(),
-                     state="lost" if lost else "failed", pid=pid, reason=reason)
+    under it, through no fault of the try's own). `ran`: it began, and its report (on this host, where it ran) is
+    collected from what it left."""
+    state: Literal["lost", "failed"] = "lost" if lost else "failed"
+    at = time.time()
+    return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=at, state=state, pid=pid,
+                     reason=reason, report=try_report.collect(item.log_path, state, reason, at) if ran else None)
 
 
 def _ended(item: WorkItem, outcome: Outcome, pid: int) -> TaskEvent:
-    """The end of a try as its worker saw it, with the files it left beside its log (scheduler/runtime/try_files.py)."""
+    """The end of a try as its worker saw it, with its report (scheduler/runtime/try_report.py)."""
     return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
                      state=outcome.state, pid=pid, reason=outcome.reason,
-                     files=try_files.present(item.log_path) if item.log_path else None)
+                     report=try_report.collect(item.log_path, outcome.state, outcome.reason, outcome.at))
 
 
 class _Inbox:
@@ -528,7 +533,8 @@ class LocalExecutor(Executor):
         worker.items = []
         if head is not None:
             why = reason if target is None or head.ti_id == target else f"worker stopped to end another try ({reason})"
-            mine.append(_failure(head, why, worker.pid, lost=target is None or head.ti_id != target))
+            mine.append(_failure(head, why, worker.pid, lost=target is None or head.ti_id != target,
+                                 ran=worker.pid is not None))
         for item in [item for item in waiting if (item.ti_id, item.try_number) in self._cancelled]:
             waiting.remove(item)
             mine.append(_failure(item, NEVER_STARTED))
@@ -633,11 +639,10 @@ class LocalExecutor(Executor):
         if key in self._cancelled:
             self._cancelled.discard(key)
             if event.reason == NEVER_STARTED:
-                return TaskEvent(event.ti_id, event.try_number, "finished", event.at, "failed", None,
-                                 f"{NEVER_STARTED_PREFIX}{reason}")
+                return dataclasses.replace(event, state="failed", pid=None, reason=f"{NEVER_STARTED_PREFIX}{reason}")
         if event.state in ("success", "skipped"):
             return event
-        return TaskEvent(event.ti_id, event.try_number, "finished", event.at, "failed", event.pid, reason)
+        return dataclasses.replace(event, state="failed", reason=reason)  # (its report: what it left before)
 
     def wait_handles(self) -> list[Any]:
         handles: list[Any] = []

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.runtime import in_process, try_outcome, try_plan, try_process
+from scheduler.runtime import in_process, try_outcome, try_plan, try_process, try_report
 
 
 class SequentialExecutor(Executor):
@@ -63,7 +63,9 @@ class SequentialExecutor(Executor):
                                            at=time.time(), pid=pid))
             outcome = self._run_here(item)
         self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished",
-                                       at=outcome.at, state=outcome.state, pid=pid, reason=outcome.reason))
+                                       at=outcome.at, state=outcome.state, pid=pid, reason=outcome.reason,
+                                       report=try_report.collect(item.log_path, outcome.state, outcome.reason,
+                                                                 outcome.at)))
 
     @staticmethod
     def _run_here(item: WorkItem) -> try_outcome.Outcome:

@@ -9,13 +9,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ledger.core.outcomes import Outcome
 from ledger.core.states import TaskState
 from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
 from ledger.store import events
-from ledger.store.tasks import Outcome
 from scheduler.loop.planner import RunsPlan
-from scheduler.runtime.try_files import TryFiles
 from scheduler.runtime.try_outcome import NO_RETRY_PREFIX
+from scheduler.runtime.try_report import TryReport
 
 
 def record_skips(session: Session, plan: RunsPlan, *, now: datetime, actor: str, say: Callable[[str], None]) -> None:
@@ -31,7 +31,7 @@ def record_skips(session: Session, plan: RunsPlan, *, now: datetime, actor: str,
     events.record_many(session, rows)
 
 
-def sensor_outcome(state: TaskState, reason: str | None, left: TryFiles | None) -> dict[str, Any]:
+def sensor_outcome(state: TaskState, reason: str | None, left: TryReport | None) -> dict[str, Any]:
     """What a sensor's try adds to its outcome: when a rescheduled one is to be checked again (from the record its
     try left), and whether a failure spends no retry (its timeout, FailWithoutRetry)."""
     out: dict[str, Any] = {}

@@ -16,6 +16,7 @@ from scheduler.executors.base import WorkItem
 from scheduler.loop.cadence import Cadence
 from scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
 from scheduler.loop.job import DagRunJob, LoopReport
+from scheduler.loop.queueing import queue_tries
 from scheduler.loop.scheduling import DueCache, create_due_runs
 from scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log
 from scheduler.parsing.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
@@ -131,8 +132,8 @@ class SchedulerJob(DagRunJob):
             self._signal_skip.done()
             found = signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index,
                                                    holder=self.job_id)
-            work = self.queue_tries(session, list(found.ready.values()), now, report, known=found.signals,
-                                    read_pools=True) if found.ready else []
+            work = queue_tries(self, session, list(found.ready.values()), now, report, known=found.signals,
+                               read_pools=True) if found.ready else []
         self.metrics.signals.inc(found.actions)
         for run in found.created:
             self.metrics.runs_created.labels(run.run_type).inc()

@@ -70,7 +70,7 @@ from scheduler.executors.celery_app import (
     seconds_from_env,
 )
 from scheduler.executors.fleet_faults import FaultNotes, FleetCounters
-from scheduler.runtime import try_files, try_plan, try_process
+from scheduler.runtime import try_plan, try_process, try_report
 from scheduler.runtime.try_lease import TryLease, end_lease, lease_value
 from scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
 
@@ -430,19 +430,16 @@ def _started(settings: WorkerSettings, incarnation: str, pid: int) -> dict[str, 
 
 def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int, shipper: _LogShipper, *,
             state: str | None = None, reason: str | None = None) -> dict[str, Any]:
-    """The outcome of a try (or `state` and `reason` in its place: "lost", why), with what it left beside its log
-    (then removed from this host) and its whole log sent on."""
+    """The outcome of a try (or `state` and `reason` in its place: "lost", why), with its report (what it left,
+    then removed from this host: scheduler/runtime/try_report.py), and its whole log sent on."""
     if state == "lost":
         with contextlib.suppress(OSError), open(item.log_path, "a", encoding="utf-8") as log:
             log.write(f"[ledger] lost: {reason or outcome.reason}\n")
     rewritten = shipper.finish()
-    left = try_files.read(item.log_path)
-    try_files.remove(item.log_path)
-    return {"state": state or outcome.state, "reason": reason or outcome.reason, "at": outcome.at, "pid": pid,
-            "host": settings.name,
-            "pushed": [[key, value] for key, value in left.pushed], "rendered": left.rendered, "writes": left.writes,
-            "outlets": left.outlets,
-            "log_bytes": shipper.offset, "log_rewritten": rewritten}
+    report = try_report.collect(item.log_path, state or outcome.state, reason or outcome.reason, outcome.at,
+                                settings.name)
+    return {"state": report.state, "reason": report.reason, "at": report.at, "pid": pid, "host": settings.name,
+            "report": report.as_json(), "log_bytes": shipper.offset, "log_rewritten": rewritten}
 
 
 def settings_from_env(env: dict[str, str] | None = None, *, name: str | None = None,

@@ -31,11 +31,10 @@ from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
 from ledger.sdk.xcom import pull_view
 from scheduler.executors.base import WorkItem
 from scheduler.executors.sequential import SequentialExecutor
-from scheduler.runtime import try_files
 from scheduler.runtime.dagbag import list_dag_files, load_file
-from scheduler.runtime.try_files import TryFiles
 from scheduler.runtime.try_item import RunGives, work_item
 from scheduler.runtime.try_outcome import NO_RETRY_PREFIX
+from scheduler.runtime.try_report import TryReport
 
 TEST_RUN_TYPE = "test"
 
@@ -95,7 +94,7 @@ class TestRun:
     def _read_inlet(self, leaf: str, partitions: list[str] | None) -> list[dict[str, Any]]:
         return [dict(e) for e in newest_events(self.events, leaf, partitions)]
 
-    def keep(self, item: WorkItem, state: str, left: TryFiles) -> list[dict[str, Any]]:
+    def keep(self, item: WorkItem, state: str, left: TryReport) -> list[dict[str, Any]]:
         """Keep what a try left (values, rendered fields, and a successful try's dataset events, as the scheduler
         records them); the events it made."""
         key = label(item.task_id, item.map_index)
@@ -132,7 +131,8 @@ def run_one(executor: SequentialExecutor, item: WorkItem, run: TestRun) -> tuple
     executor.submit(item)
     finished = [e for e in executor.drain() if e.kind == "finished"]
     state, reason = (finished[-1].state or "failed", finished[-1].reason) if finished else ("failed", "no outcome")
-    made = run.keep(item, state, try_files.read(item.log_path))
+    report = finished[-1].report if finished else None  # what the try left, read and removed where it ran
+    made = run.keep(item, state, report if report is not None else TryReport(state))
     log = Path(item.log_path)
     return state, reason, log.read_text(errors="replace") if log.exists() else "", made
 

@@ -17,6 +17,7 @@ from ledger.infra.workers import log_key, worker_key
 from scheduler.executors.celery import CeleryExecutor
 from scheduler.executors.celery_app import CeleryConfig, queued_key, task_id
 from scheduler.loop.metrics import SchedulerMetrics
+from scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import RedisServer, free_port, require_redis
 from tests.scheduler.test_celery_queued_timeout import wait_for
 from tests.scheduler.test_task_runner import work_item
@@ -109,12 +110,15 @@ def test_an_end_read_while_redis_fails_the_logs_round_trip_is_reported_once_it_a
         backend.set(log_key(tid), b"hello from the worker\n")
         store = executor._app.backend  # (what a worker stores: its start, then its outcome)
         store.store_result(tid, {"host": "w1", "pid": 7, "at": time.time(), "incarnation": "i1"}, "STARTED")
-        store.store_result(tid, {"state": "success", "host": "w1", "pid": 7, "at": time.time()}, "SUCCESS")
+        report = TryReport("success", None, time.time(), host="w1").as_json()
+        store.store_result(tid, {"state": "success", "host": "w1", "pid": 7, "at": time.time(), "report": report},
+                           "SUCCESS")
         seen: list = []
         wait_for("the try's end", lambda: seen.extend(executor.drain()) or any(e.kind == "finished" for e in seen),
                  within=15.0)
         assert failed and [e.kind for e in seen] == ["started", "finished"]
-        assert seen[-1].state == "success" and seen[-1].left.log == "hello from the worker\n"
+        assert seen[-1].state == "success" and seen[-1].report is not None \
+            and seen[-1].report.log == "hello from the worker\n"
         assert executor.in_flight() == set()
     finally:
         executor.end(0)

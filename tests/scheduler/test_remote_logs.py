@@ -19,7 +19,7 @@ import pytest
 
 from ledger.services.log_store import RemoteLogStore
 from scheduler.loop import remote_logs
-from scheduler.runtime.try_files import TryFiles
+from scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import Cluster, free_port, wait_for_port
 from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import SLOW, ledger, tries, write_dag
@@ -110,7 +110,8 @@ def test_a_log_the_store_refuses_is_kept_in_the_database_with_a_line_saying_so(s
     store = RemoteLogStore.from_env(s3_server.env())
     gone = RemoteLogStore.from_env(s3_server.env(bucket="no-such-bucket"))
     assert store is not None and gone is not None
-    files = {(1, 1): TryFiles(log="one\n"), (2, 1): TryFiles(log="two\n"), (3, 1): TryFiles()}
+    files = {(1, 1): TryReport("success", log="one\n"), (2, 1): TryReport("failed", log="two\n"),
+             (3, 1): TryReport("success")}
     names = {(1, 1): "d/run_1/a/try_1.log", (2, 1): "d/run_1/b/try_1.log", (3, 1): "d/run_1/c/try_1.log"}
     said: list[str] = []
     kept = remote_logs.keep(store, files, names, said.append)

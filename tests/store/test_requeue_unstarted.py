@@ -9,12 +9,14 @@ import pytest
 from sqlalchemy import select
 
 from ledger import DAG, BashTask
+from ledger.core.outcomes import Outcome
 from ledger.core.states import RunState, RunType, TaskState
 from ledger.models import DagRun, TaskInstance, TaskTry
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
+from scheduler.loop.outcome_recording import record_outcomes
 from tests.store.test_timeline_store import T0
 
 
@@ -36,8 +38,8 @@ def queued_try(session: Any, clock: Any) -> TaskInstance:
     return ti
 
 
-def never_started(ti: TaskInstance, clock: Any, *, armed: bool = False) -> task_store.Outcome:
-    return task_store.Outcome(ti.id, 1, TaskState.FAILED, clock.now(), reason="never started: stopped by shutdown",
+def never_started(ti: TaskInstance, clock: Any, *, armed: bool = False) -> Outcome:
+    return Outcome(ti.id, 1, TaskState.FAILED, clock.now(), reason="never started: stopped by shutdown",
                               requeue=True, armed=armed)
 
 
@@ -50,7 +52,7 @@ def test_it_waits_for_a_new_try_that_costs_no_retry_armed_again_if_a_start_had_a
         session: Any, clock: Any, armed: bool) -> None:
     ti = queued_try(session, clock)
     assert (ti.max_tries, ti.signal_armed) == (1, False)  # queueing used the arm up
-    written = task_store.record_outcomes(session, [never_started(ti, clock, armed=armed)])
+    written = record_outcomes(session, [never_started(ti, clock, armed=armed)])
     assert [st for _o, st in written] == [TaskState.SCHEDULED]
     session.refresh(ti)
     assert (ti.state, ti.try_number, ti.max_tries, ti.signal_armed) == ("scheduled", 1, 2, armed)
@@ -62,7 +64,7 @@ def test_with_a_stop_pending_it_stays_stopped(session: Any, clock: Any) -> None:
     ti = queued_try(session, clock)
     ti.signal_request = "stop"
     session.flush()
-    assert [st for _o, st in task_store.record_outcomes(session, [never_started(ti, clock)])] == [TaskState.STOPPED]
+    assert [st for _o, st in record_outcomes(session, [never_started(ti, clock)])] == [TaskState.STOPPED]
     session.refresh(ti)
     assert (ti.state, ti.max_tries) == ("stopped", 1) and try_state(session, ti) == "stopped"
 
@@ -71,7 +73,7 @@ def test_in_a_run_that_has_ended_it_stays_stopped(session: Any, clock: Any) -> N
     ti = queued_try(session, clock)
     session.get(DagRun, ti.run_id).state = RunState.FAILED.value  # cancelled while the job was stopping
     session.flush()
-    assert [st for _o, st in task_store.record_outcomes(session, [never_started(ti, clock)])] == [TaskState.STOPPED]
+    assert [st for _o, st in record_outcomes(session, [never_started(ti, clock)])] == [TaskState.STOPPED]
     session.refresh(ti)
     assert (ti.state, ti.max_tries) == ("stopped", 1)
 

@@ -1,0 +1,153 @@
+"""A job's life cycle: its loop, run until it is stopped (SIGTERM/SIGINT), has done its loops or is idle, with
+database faults waited out (back-off, until LEDGER_DB_MAX_OUTAGE) and stale reads read again; its sleep until
+something happens (the executor, a doorbell, a due retry or callback); its shutdown: the executor and callbacks
+ended within the grace period, the last outcomes recorded, tries still running left to the job that adopts them
+(remote) or recorded lost, the locks released."""
+
+from __future__ import annotations
+
+import gc
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ledger.core.states import StaleState
+from ledger.services.signal_delivery import ring
+from ledger.store import events
+from ledger.store import jobs as job_store
+from ledger.store import tasks as task_store
+from scheduler.executors.base import TaskEvent
+from scheduler.loop import outcome_recording
+from scheduler.loop.faults import first_line, is_transient
+from scheduler.signals.wakeup import DatabaseWakeup
+
+if TYPE_CHECKING:
+    from scheduler.loop.job import DagRunJob, LoopReport
+
+
+def run_started(job: DagRunJob, *, num_runs: int | None = None, exit_when_idle: bool = False) -> None:
+    """The loop of a job whose start() has been called."""
+    loops = 0
+    # what exists now (modules, classes, table metadata: tens of thousands of objects that live as long as
+    # the process) is left out of the cyclic garbage collector's full passes, which scanned it all again
+    # every few hundred loops (collected first: garbage that is frozen is never freed)
+    gc.collect()
+    gc.freeze()
+    job.backoff.max_outage = job.settings.db_max_outage
+    outage_since: float | None = None
+    attempt = stale = 0
+    try:
+        while not job.stopping:
+            try:
+                report = job.loop_once()
+            except StaleState as exc:
+                # another process changed a row this job wrote from what it remembered: nothing was written,
+                # what it remembered is forgotten (transaction()), and the next loop reads it all again
+                stale += 1
+                if stale > 10:  # the database itself says otherwise every time: a bug, not a race
+                    raise
+                job.say(f"{exc.what}; reading again")
+                continue
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                now_m = time.monotonic()
+                outage_since = now_m if outage_since is None else outage_since
+                if job.backoff.gives_up(now_m - outage_since):
+                    raise
+                attempt += 1
+                wait_s = job.backoff.delay(attempt)
+                job.say(f"database error, retrying in {wait_s:.1f} s (attempt {attempt}): {first_line(exc)}")
+                pause(job, wait_s)
+                continue
+            stale = 0
+            if outage_since is not None:
+                job.say(f"database reachable again after {time.monotonic() - outage_since:.1f} s")
+                outage_since, attempt = None, 0
+            loops += 1
+            if num_runs is not None and loops >= num_runs:
+                break
+            idle = not report.progress and not job.executor.in_flight() and report.retry_at is None \
+                and not job.busy() and not job.callbacks.processes.running and not job.callbacks.backlog
+            if exit_when_idle and idle:
+                if not report.looked_for_runs:  # look for claimable runs once more before leaving
+                    job.claims.soon()
+                    continue
+                break
+            job.sleep(report)
+    finally:
+        job.shutdown()
+
+
+def sleep(job: DagRunJob, report: LoopReport) -> None:
+    if report.progress:
+        return
+    timeout = job.settings.poll_interval
+    if job.callbacks.processes.running:  # callback processes are polled: look again soon
+        timeout = min(timeout, 0.1)
+    if report.retry_at is not None:
+        wait_s = (report.retry_at - job.clock.now()).total_seconds()
+        timeout = max(0.0, min(timeout, wait_s))
+    if report.write_by is not None:
+        timeout = max(0.0, min(timeout, report.write_by - time.monotonic()))
+    assert job.wakeup is not None
+    try:
+        job.wakeup.sleep(job.wait_handles(), timeout)
+    except Exception as exc:  # the wake-up's check of the database failed: loop, and let the loop retry
+        if not is_transient(exc):
+            raise
+
+
+def pause(job: DagRunJob, seconds: float) -> None:
+    """Wait out a database fault (a stop request ends the wait early). Tries keep running meanwhile;
+    their outcomes wait in the executor until they can be recorded."""
+    deadline = time.monotonic() + seconds
+    while not job.stopping and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(0.2, left))
+
+
+def shut_down(job: DagRunJob) -> None:
+    """Stop taking work, let running tries finish within the grace period, release the locks."""
+    if isinstance(job.wakeup, DatabaseWakeup):
+        job.wakeup.close()
+    last = job._unrecorded + job.executor.end(job.settings.shutdown_grace)
+    job.callbacks.end(job.settings.shutdown_grace)
+    now = job.clock.now()
+    attempt = 0
+    try:
+        while True:  # a database fault while stopping: try a few times, else the lock timeout frees the runs
+            try:
+                end_in_database(job, last, now)
+                break
+            except Exception as exc:
+                attempt += 1
+                if not (is_transient(exc) or isinstance(exc, StaleState)) or attempt >= 6:
+                    raise
+                job.say(f"database error while stopping, retrying (attempt {attempt}): {first_line(exc)}")
+                time.sleep(job.backoff.delay(attempt))
+    finally:
+        job.connection.let_go()
+    job._unrecorded = []
+    job.callbacks.recorded()
+    job.after_commit.carry_out()
+    if job.task_states.to_ring():
+        ring(job.engine, job.home)
+
+
+def end_in_database(job: DagRunJob, last: list[TaskEvent], now: datetime) -> None:
+    last = outcome_recording.with_reports_kept(job, last)
+    with job.transaction() as session:
+        outcome_recording.record(job, session, last, now)
+        running_on = job.executor.left_running()  # remote tries: the job that takes their runs over adopts them
+        lost = [(ti, tn) for ti, tn in task_store.unfinished_in_job(session, job.job_id) if ti not in running_on]
+        if lost:
+            outcome_recording.record(job, session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
+                                             reason="its job stopped before the try ended")
+                                   for ti, tn in lost], now)
+        job.callbacks.ended(session, now, job.actor)
+        released = job_store.release_all(session, job.job_id)
+        events.record_many(session, [  # one event per run, so that `ledger events --dag/--run` finds it
+            dict(at=now, kind="locks_released", actor=job.actor, dag_id=dag_id, run_id=run_id,
+                 details={"job_id": job.job_id}) for run_id, dag_id in released])
+        job_store.end_job(session, job.job_id, now=now)
+        job.task_states.flush(session, now, job.actor)

@@ -1,0 +1,112 @@
+"""Queueing tries: the ready task instances that parallelism, max_active_tasks and pools let through get their
+next try number (a guarded write) and a WorkItem with everything the try needs (its code, values passed on, its
+signal, dataset events, templates' dates); the job follows each in its `inflight` record until it ends."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy.orm import Session
+
+from ledger.core.mapping import NOT_MAPPED, label
+from ledger.core.signals import Signal
+from ledger.core.versions import DagSpec
+from ledger.infra.logs import log_file
+from ledger.models import DagRun
+from ledger.sdk.xcom import pull_view
+from ledger.store import prior_runs
+from ledger.store import signals as signal_store
+from ledger.store import tasks as task_store
+from scheduler.executors.base import WorkItem
+from scheduler.loop import dataset_runs
+from scheduler.loop.planner import choose
+from scheduler.runtime.try_item import RunGives, work_item
+
+if TYPE_CHECKING:
+    from scheduler.loop.job import DagRunJob, LoopReport
+
+
+@dataclass
+class InFlight:
+    run_id: int
+    dag_id: str
+    task_id: str
+    retry_delay: float
+    dag_version: str = ""
+    log_path: str = ""
+    queued_at: float = 0.0  # wall time the try was handed to the executor (for the task lag metric)
+    started: bool = False
+    map_index: int = NOT_MAPPED
+    armed: bool = False  # a signal's START armed it, and this try used the arm up
+
+    @property
+    def label(self) -> str:
+        return label(self.task_id, self.map_index)
+
+
+def queue_tries(job: DagRunJob, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
+                now: datetime, report: LoopReport, known: Mapping[int, Signal] | None = None,
+                read_pools: bool = False) -> list[WorkItem]:
+    """Queue the candidates that parallelism, max_active_tasks and pools let through; their WorkItems.
+    `known`: signals already read, by id (the armed ones' signals are read only when missing); `read_pools`:
+    read the pools' slots again in this transaction (a pool may have changed since the last loop)."""
+    known = known or {}
+    if read_pools:
+        job.facts.pool_slots = None
+    slots = job.executor.open_slots()
+    if not candidates or slots <= 0:
+        return []
+    dates, dag_of = job.facts.dates_of(run for _ti, run, _spec in candidates)
+    active = task_store.active_counts_by_dag(session, list({dag_of[c[0].run_id] for c in candidates}))
+    chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, job.facts.pools(session)),
+                    active=active, newest_first=job.newest_first, dates=dates)
+    tries = task_store.queue(session, [c[0] for c in chosen], job_id=job.job_id, now=now,
+                             versions={c[0].id: c[0].version or c[1].version_hash for c in chosen})
+    for ti, run, _spec in chosen:
+        pending = job.memory.settled.get(run.id)
+        if pending is not None:
+            job.memory.settled[run.id] = [c for c in pending if c[0].id != ti.id]
+        picture = job.memory.pictures.get(run.id)
+        if picture is not None:  # as task_store.queue wrote it
+            job.memory.wrote(picture.run.id, ti.queued(tries[ti.id], job.job_id))
+    report.queued = len(chosen)
+    # a START is used up by the try it started (task_store.queue); the try sees its signal
+    wanted = {c[0].signal_id for c in chosen if c[0].armed and c[0].signal_id is not None}
+    signals = {i: known[i] for i in wanted if i in known}
+    if len(signals) < len(wanted):
+        signals.update(signal_store.by_ids(session, wanted - set(signals)))
+    passed = {i: pull_view(v)
+              for i, v in job.facts.passed_values(session, {run.id for _ti, run, _s in chosen}).items()}
+    previous = job.facts.run_intervals(session, {run.previous_run_id for _ti, run, _s in chosen
+                                             if run.previous_run_id is not None})
+    triggering = dataset_runs.triggering_events(session, [run for _ti, run, _s in chosen])
+    inlets = dataset_runs.inlet_events(session, chosen, tries, now=now, actor=job.actor)
+    prior = prior_runs.prior_successes(session, {run.id for _ti, run, _s in chosen})  # prev_*_success
+    work = []
+    logs = str(job.logs_folder)
+    for ti, run, spec in chosen:
+        task = spec.tasks[ti.task_id]
+        version = ti.version or run.version_hash  # a task instance cleared on the latest version runs that one
+        code = job.code_cache().locate(session, run.dag_id, version)
+        path = log_file(logs, run.dag_id, run.id, ti.task_id, tries[ti.id], ti.map_index)
+        job._inflight[ti.id] = InFlight(
+            run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), version, path, time.time(),
+            map_index=ti.map_index, armed=ti.armed)
+        gives = RunGives(
+            run_id=run.id, dag_id=run.dag_id, logical_date=run.logical_date,
+            data_interval_start=run.data_interval_start, data_interval_end=run.data_interval_end,
+            dag_version=version, run_type=run.run_type,
+            fileloc=code.fileloc if code is not None else job._dag_file(session, run.dag_id),
+            code_root=code.root if code is not None else None,
+            code_captured=code.captured if code is not None else False, conf=run.conf or {},
+            prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
+            prev_success=prior.get(run.id), triggering_events=triggering.get(run.id))
+        work.append(work_item(
+            gives, task, ti_id=ti.id, try_number=tries[ti.id], map_index=ti.map_index, log_path=path,
+            xcom=passed.get(run.id, {}), inlet_events=inlets.get(ti.id), priority_weight=ti.priority_weight,
+            signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
+    return work

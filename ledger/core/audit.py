@@ -9,7 +9,8 @@ An event's hash is the sha256 of the UTF-8 text
 where the body is {"actor", "at", "dag_id", "details", "kind", "run_id"} (`at` as 2024-03-10T12:00:00.000000Z)
 and `covers` is what the event's transaction left of the rows it reports: {"run": RUN} for an event about a run
 (RUN: {"id", "state", "previous", "version", "code"}: the run's state, previous run, version hash and the key of
-that version's code snapshot), {"runs": {id: RUN}} for the genesis event of a chain (the runs as they were when
+that version's code snapshot; and "tries", the tries_digest of its task instances' last tries and outcomes, once
+every one has finished), {"runs": {id: RUN}} for the genesis event of a chain (the runs as they were when
 verified history began), null otherwise. Canonical JSON: keys sorted, no spaces, not ASCII-escaped. The first
 event of a chain follows ZERO.
 """
@@ -22,10 +23,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ledger.core.states import FINISHED_TASK_STATES
 from ledger.core.versions import canonical_json
 
 ZERO = "0" * 64
 """What the first event of a chain follows."""
+FINISHED_TASKS = frozenset(state.value for state in FINISHED_TASK_STATES)
 GLOBAL_CHAIN = ""
 """The chain of the events with no DAG (users, pools, variables...)."""
 GENESIS = "audit_started"
@@ -55,9 +58,28 @@ def event_hash(prev: str, covers: Any, body: str) -> str:
     return hashlib.sha256(f"{prev}\n{canonical_json(covers)}\n{body}".encode()).hexdigest()
 
 
-def run_cover(run_id: int, state: str, previous: int | None, version: str, code: str | None) -> dict[str, Any]:
-    """What an event records of the run it reports."""
-    return {"id": run_id, "state": state, "previous": previous, "version": version, "code": code}
+def run_cover(run_id: int, state: str, previous: int | None, version: str, code: str | None,
+              tries: str | None = None) -> dict[str, Any]:
+    """What an event records of the run it reports; with `tries` (tries_digest) when its task instances' outcomes
+    are recorded too."""
+    cover = {"id": run_id, "state": state, "previous": previous, "version": version, "code": code}
+    if tries is not None:
+        cover["tries"] = tries
+    return cover
+
+
+TaskRow = tuple[str, int, int, str]
+"""A task instance as the chain covers it: (task_id, map_index, try_number, state): its last try and its outcome."""
+
+
+def tries_digest(rows: Iterable[TaskRow], *, only_finished: bool = True) -> str | None:
+    """The sha256 of the canonical JSON of a run's task instances (sorted [task_id, map_index, try_number, state]
+    lists). An event records it only once every task instance has finished (`only_finished`): from then on only an
+    action that writes an event (a clear, a mark) changes them. None: some has not finished."""
+    listed = sorted([str(t), int(m), int(n), str(s)] for t, m, n, s in rows)
+    if only_finished and any(s not in FINISHED_TASKS for _t, _m, _n, s in listed):
+        return None
+    return hashlib.sha256(canonical_json(listed).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -187,8 +209,12 @@ def run_breaks(chain: str, recorded: Mapping[int, tuple[int, dict[str, Any] | No
             continue
         if event_id is None:
             out.append(Break(chain, f"run {run_id} ({now['state']}) has no event: it was written outside ledger"))
-        elif now != then:
-            changed = ", ".join(f"{k} {None if then is None else then.get(k)!r} -> {now.get(k)!r}" for k in now
+            continue
+        if then is not None and "tries" not in then:  # recorded before its task instances had finished (or before
+            now = {k: v for k, v in now.items() if k != "tries"}  # the chains covered them): its run row alone
+        if now != then:
+            changed = ", ".join(("its task instances' tries or outcomes" if k == "tries" else
+                                 f"{k} {None if then is None else then.get(k)!r} -> {now.get(k)!r}") for k in now
                                 if then is None or then.get(k) != now.get(k))
             out.append(Break(chain, f"run {run_id} is not what its last event ({event_id}) recorded ({changed}): "
                                     "no event explains it"))

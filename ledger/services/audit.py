@@ -24,10 +24,12 @@ from ledger.core.audit import (
     Break,
     ChainedEvent,
     Head,
+    TaskRow,
     chain_breaks,
     chain_of,
     last_covers,
     run_breaks,
+    tries_digest,
 )
 from ledger.core.errors import DagNotFound, InvalidInput
 from ledger.core.versions import hash_structure
@@ -274,7 +276,12 @@ def _verify_bundle(doc: Mapping[str, Any], trusted_key: str | None) -> Report:
     report = Report(chains=1, events=len(events), runs=len(doc["runs"]), blobs=len(doc["blobs"]))
     report.breaks += chain_breaks(chain, events, Head(h["hash"], h["id"], h["length"]), whole=False,
                                   stubs=frozenset(stubs))
-    runs = {int(r["id"]): {k: r[k] for k in ("id", "state", "previous", "version", "code")} for r in doc["runs"]}
+    tasks: dict[int, list[TaskRow]] = {}
+    for t in doc.get("tries") or []:
+        tasks.setdefault(int(t["run_id"]), []).append((t["task_id"], t["map_index"], t["try_number"], t["state"]))
+    runs = {int(r["id"]): {**{k: r[k] for k in ("id", "state", "previous", "version", "code")},
+                           "tries": tries_digest(tasks.get(int(r["id"]), []), only_finished=False)}
+            for r in doc["runs"]}
     recorded = {k: v for k, v in last_covers(events).items() if k in runs}
     report.breaks += run_breaks(chain, recorded, runs)
     versions, bundles = doc["versions"], dict(doc["bundles"])

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from ledger.core.audit import GLOBAL_CHAIN, ChainedEvent, Head, chain_of, run_cover, timestamp
+from ledger.core.audit import GLOBAL_CHAIN, ChainedEvent, Head, TaskRow, chain_of, run_cover, timestamp, tries_digest
 from ledger.models import CodeBlob, CodeBundle, Dag, DagRun, DagVersion, Event, EventChain, TaskInstance
 
 BATCH = 2000
@@ -75,9 +75,17 @@ def _runs_stmt() -> Any:
 
 
 def runs(session: Session, dag_id: str) -> dict[int, dict[str, Any]]:
-    """Each run of the DAG as an event would record it now (ledger.core.audit.run_cover)."""
+    """Each run of the DAG as an event would record it now (ledger.core.audit.run_cover), with the digest of its
+    task instances (compared only with an event that recorded one)."""
+    tasks: dict[int, list[TaskRow]] = {}
+    for run_id, task_id, map_index, try_number, state in session.execute(
+            select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index, TaskInstance.try_number,
+                   TaskInstance.state).where(TaskInstance.dag_id == dag_id).execution_options(yield_per=BATCH)):
+        tasks.setdefault(run_id, []).append((task_id, map_index, try_number, state))
     rows = session.execute(_runs_stmt().where(DagRun.dag_id == dag_id).execution_options(yield_per=BATCH))
-    return {row[0]: run_cover(*row) for row in rows}
+    return {run_id: run_cover(run_id, state, previous, version, code,
+                              tries=tries_digest(tasks.get(run_id, []), only_finished=False))
+            for run_id, state, previous, version, code in rows}
 
 
 def runs_in_range(session: Session, dag_id: str, start: datetime, end: datetime) -> list[dict[str, Any]]:

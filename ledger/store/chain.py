@@ -23,8 +23,9 @@ from sqlalchemy import Table, and_, bindparam, event, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, SessionTransaction
 
-from ledger.core.audit import ZERO, body_json, chain_of, event_hash, run_cover
-from ledger.models import DagRun, DagVersion, Event, EventChain
+from ledger.core.audit import ZERO, TaskRow, body_json, chain_of, event_hash, run_cover, tries_digest
+from ledger.core.states import FINISHED_RUN_STATES
+from ledger.models import DagRun, DagVersion, Event, EventChain, TaskInstance
 from ledger.store.hot import Hot
 
 PENDING = "ledger.events_to_link"  # session.info key: the events this transaction wrote, not linked yet
@@ -33,6 +34,8 @@ EVENTS = cast(Table, Event.__table__)
 CHAINS = cast(Table, EventChain.__table__)
 RUNS = cast(Table, DagRun.__table__)
 VERSIONS = cast(Table, DagVersion.__table__)
+TASKS = cast(Table, TaskInstance.__table__)
+FINISHED_RUNS = frozenset(state.value for state in FINISHED_RUN_STATES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,8 @@ _COVERS = Hot(select(RUNS.c.id, RUNS.c.state, RUNS.c.previous_run_id, RUNS.c.ver
               .select_from(RUNS.outerjoin(VERSIONS, and_(VERSIONS.c.dag_id == RUNS.c.dag_id,
                                                          VERSIONS.c.version_hash == RUNS.c.version_hash)))
               .where(RUNS.c.id.in_(bindparam("ids", expanding=True))))
+_TASKS = Hot(select(TASKS.c.run_id, TASKS.c.task_id, TASKS.c.map_index, TASKS.c.try_number, TASKS.c.state)
+             .where(TASKS.c.run_id.in_(bindparam("ids", expanding=True))))
 _LINK = Hot(update(EVENTS).where(EVENTS.c.id == bindparam("eid"))
             .values(seq=bindparam("s"), prev_hash=bindparam("p"), covers=bindparam("c", type_=EVENTS.c.covers.type),
                     hash=bindparam("h")))
@@ -68,10 +73,19 @@ _MOVE_HEAD = Hot(update(CHAINS).where(CHAINS.c.chain == bindparam("name"))
 
 
 def run_covers(session: Session, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """What an event about each of these runs records of it (ledger.core.audit.run_cover), as the rows are now."""
+    """What an event about each of these runs records of it (ledger.core.audit.run_cover), as the rows are now: a
+    finished run's task instances too, once all of them have finished."""
     if not run_ids:
         return {}
-    return {row[0]: run_cover(*row) for row in _COVERS.rows(session, {"ids": list(run_ids)})}
+    rows = _COVERS.rows(session, {"ids": list(run_ids)})
+    finished = [row[0] for row in rows if row[1] in FINISHED_RUNS]
+    tasks: dict[int, list[TaskRow]] = {run_id: [] for run_id in finished}
+    if finished:
+        for run_id, *task in _TASKS.rows(session, {"ids": finished}):
+            tasks[run_id].append((task[0], task[1], task[2], task[3]))
+    return {run_id: run_cover(run_id, state, previous, version, code,
+                              tries=tries_digest(tasks[run_id]) if run_id in tasks else None)
+            for run_id, state, previous, version, code in rows}
 
 
 def _lock_heads(session: Session, chains: list[str]) -> dict[str, list[Any]]:

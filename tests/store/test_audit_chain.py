@@ -217,3 +217,37 @@ def test_two_writers_of_the_same_chains_at_once_keep_one_chain_each(sessions: An
         for dag_id in ("a", "b"):
             seqs = list(s.scalars(select(Event.seq).where(Event.dag_id == dag_id, Event.kind == "signal_action")))
             assert len(seqs) == 40 and len(set(seqs)) == 40
+
+
+def finished_history(sessions: Any) -> list[int]:
+    """history(), then each run's task instance finished (try 1, success) in the transaction that records the run's
+    end again, as a scheduler's loop writes a run's last try and its end together."""
+    ids = history(sessions, days=2)
+    with sessions.begin() as s:
+        s.execute(text("UPDATE task_instance SET state = 'success', try_number = 1"))
+        for run in s.scalars(select(DagRun).where(DagRun.id.in_(ids))):
+            events.record(s, "run_marked", at=NOW, actor="test", dag_id=run.dag_id, run_id=run.id)
+    return ids
+
+
+def test_a_finished_runs_task_instances_are_covered_and_an_outcome_changed_by_sql_is_named(sessions: Any) -> None:
+    ids = finished_history(sessions)
+    with sessions() as s:
+        last = s.scalars(select(Event).where(Event.run_id == ids[0]).order_by(Event.seq.desc())).first()
+    assert last is not None and len(last.covers["run"]["tries"]) == 64  # the digest of its task instances
+    assert lines(sessions) == []
+    tamper(sessions, "UPDATE task_instance SET state = 'failed' WHERE run_id = :id", id=ids[0])
+    found = lines(sessions)
+    assert found == [f"daily: run {ids[0]} is not what its last event ({last.id}) recorded (its task instances' "
+                     "tries or outcomes): no event explains it"]
+    tamper(sessions, "UPDATE task_instance SET state = 'success', try_number = 2 WHERE run_id = :id", id=ids[0])
+    assert len(lines(sessions)) == 1  # another try number than recorded: named the same way
+
+
+def test_a_run_whose_task_instances_had_not_finished_records_only_its_row(sessions: Any) -> None:
+    ids = history(sessions, days=1)  # the run ended while its task instance had not (not finished: no digest)
+    with sessions() as s:
+        last = s.scalars(select(Event).where(Event.run_id == ids[0]).order_by(Event.seq.desc())).first()
+    assert last is not None and "tries" not in last.covers["run"]
+    tamper(sessions, "UPDATE task_instance SET state = 'success', try_number = 1")
+    assert lines(sessions) == []  # nothing recorded of them, nothing to compare

@@ -28,7 +28,7 @@ test: install
 	$(BIN)/python -m pytest -n 2 --maxschedchunk 1
 
 test-quick: install
-	$(BIN)/python -m pytest -m 'not slow and not postgres and not spark' -x -q
+	$(BIN)/python -m pytest -n 2 -m 'not slow and not postgres and not spark and not browser and not scenario' -x -q
 
 lint: install
 	$(BIN)/ruff check .

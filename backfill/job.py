@@ -16,7 +16,8 @@ from ledger.store import events
 from ledger.store.backfills import Progress, count_unfinished, finish_backfill, progress_of, waiting_reasons
 from ledger.store.transitions import move_backfill
 from scheduler.loop.cadence import Cadence
-from scheduler.loop.job import DagRunJob, LoopReport
+from scheduler.loop.job import DagRunJob
+from scheduler.loop.loop_report import LoopReport
 
 PROGRESS_EVERY = 0.5  # seconds: how stale the backfill's progress line may be while only tries move
 

@@ -46,14 +46,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("scheduler", "cli.scheduler:scheduler", "Run the scheduler: parse DAG files, create due runs, execute task "
      "instances."),
     ("worker", "cli.worker:worker", "Run a Celery worker for the scheduler's `--executor celery`."),
-    ("workers", "cli.worker:workers", "The live Celery workers: name, host, queues, concurrency, running tries, "
-     "last heartbeat."),
+    ("workers", "cli.worker:workers", "The Celery workers, their incarnations and their running tries' leases."),
     ("lineage", "cli.lineage:lineage", "Which run (task, try, DAG version) produced each partition of a dataset, "
      "and what it replaced."),
     ("standalone", "cli.standalone:standalone", "Run a whole local stack: the scheduler, the webserver and optional "
      "Celery workers; Ctrl-C stops them all."),
-    ("audit", "cli.audit:app", "Verify that the history was not edited (the events' hash chains), and export a "
-     "range of it for others to check."),
+    ("audit", "cli.audit:app", "Verify that the history was not edited, and export it for others to check."),
     ("version", "cli.app:version", "Print ledger's version."),
 )
 

@@ -15,10 +15,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from ledger.airflow_compat.connection_lookup import connection
 from ledger.airflow_compat.flow import BaseSensorOperator
 from ledger.airflow_compat.graph import AirflowException
 from ledger.airflow_compat.operators import BaseOperator
-from ledger.airflow_compat.sql import connection
 
 
 class HttpHook:

@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from ledger.airflow_compat.connection_lookup import connection
 from ledger.airflow_compat.flow import BaseSensorOperator
 from ledger.airflow_compat.graph import AirflowException, AirflowNotFoundException
 from ledger.airflow_compat.operators import BaseOperator
-from ledger.airflow_compat.sql import connection
 
 DEFAULT_CONN = "aws_default"
 

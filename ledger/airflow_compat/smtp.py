@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ledger.airflow_compat.connection_lookup import connection
 from ledger.airflow_compat.graph import AirflowNotFoundException
-from ledger.airflow_compat.sql import connection
 from ledger.core.errors import DagDefinitionError
 from ledger.sdk.notifiers import SmtpServer
 from ledger.sdk.notifiers import send_email as send_message

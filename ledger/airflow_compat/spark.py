@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ledger.airflow_compat.connection_lookup import connection
 from ledger.airflow_compat.graph import AirflowException, AirflowNotFoundException
 from ledger.airflow_compat.operators import BaseOperator, _frame_folder, get_current_context, template_file
-from ledger.airflow_compat.sql import connection, split_sql
+from ledger.airflow_compat.sql import split_sql
 from ledger.core.errors import DagDefinitionError
 from ledger.infra.settings import value as setting
 from ledger.sdk.context import TaskContext, push_return, set_current

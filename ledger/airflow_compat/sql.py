@@ -19,18 +19,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from typing import Any, ClassVar
 
-from ledger.airflow_compat.graph import AirflowException, AirflowNotFoundException
+from ledger.airflow_compat.connection_lookup import connection
+from ledger.airflow_compat.graph import AirflowException
 from ledger.airflow_compat.operators import BaseOperator
 from ledger.sdk.connections import ConnectionInfo
-from ledger.sdk.secrets import find_connection
-
-
-def connection(conn_id: str) -> ConnectionInfo:
-    """The connection `conn_id`: ledger's, then AIRFLOW_CONN_<ID>; AirflowNotFoundException naming both."""
-    try:
-        return find_connection(conn_id)
-    except LookupError as exc:
-        raise AirflowNotFoundException(str(exc).strip("'\"")) from None
 
 
 def fetch_all_handler(cursor: Any) -> list[Any] | None:

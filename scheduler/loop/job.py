@@ -58,6 +58,7 @@ from scheduler.loop.claims import RunClaims
 from scheduler.loop.code_cache import CodeCache
 from scheduler.loop.faults import Backoff
 from scheduler.loop.job_connection import JobConnection
+from scheduler.loop.loop_report import LoopReport
 from scheduler.loop.memory import HeldRunsMemory, MemoryMismatch
 from scheduler.loop.metrics import SchedulerMetrics
 from scheduler.loop.others_writes import OthersWrites
@@ -83,25 +84,6 @@ def _copy_of(part: Any) -> Any:
         if isinstance(value, (dict, list, set)):
             setattr(copied, name, copy.copy(value))
     return copied
-
-
-@dataclass
-class LoopReport:
-    outcomes: int = 0
-    created: int = 0
-    claimed: int = 0
-    queued: int = 0
-    marked: int = 0
-    runs_changed: int = 0
-    retry_at: datetime | None = None
-    looked_for_runs: bool = False  # collect_runs really queried (it is throttled between runs finishing)
-    callbacks: int = 0  # callback calls started or ended
-    write_by: float | None = None  # time.monotonic() by which tries' starts held back must be written
-
-    @property
-    def progress(self) -> bool:
-        return any((self.outcomes, self.created, self.claimed, self.queued, self.marked, self.runs_changed,
-                    self.callbacks))
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ledger.core.states import StaleState
 from ledger.services.signal_delivery import ring
@@ -19,13 +19,15 @@ from ledger.store import tasks as task_store
 from scheduler.executors.base import TaskEvent
 from scheduler.loop import outcome_recording
 from scheduler.loop.faults import first_line, is_transient
+from scheduler.loop.loop_report import LoopReport
 from scheduler.signals.wakeup import DatabaseWakeup
 
-if TYPE_CHECKING:
-    from scheduler.loop.job import DagRunJob, LoopReport
+Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
+# (even for types) would make a cycle
 
 
-def run_started(job: DagRunJob, *, num_runs: int | None = None, exit_when_idle: bool = False) -> None:
+
+def run_started(job: Job, *, num_runs: int | None = None, exit_when_idle: bool = False) -> None:
     """The loop of a job whose start() has been called."""
     loops = 0
     # what exists now (modules, classes, table metadata: tens of thousands of objects that live as long as
@@ -79,7 +81,7 @@ def run_started(job: DagRunJob, *, num_runs: int | None = None, exit_when_idle: 
         job.shutdown()
 
 
-def sleep(job: DagRunJob, report: LoopReport) -> None:
+def sleep(job: Job, report: LoopReport) -> None:
     if report.progress:
         return
     timeout = job.settings.poll_interval
@@ -98,7 +100,7 @@ def sleep(job: DagRunJob, report: LoopReport) -> None:
             raise
 
 
-def pause(job: DagRunJob, seconds: float) -> None:
+def pause(job: Job, seconds: float) -> None:
     """Wait out a database fault (a stop request ends the wait early). Tries keep running meanwhile;
     their outcomes wait in the executor until they can be recorded."""
     deadline = time.monotonic() + seconds
@@ -106,7 +108,7 @@ def pause(job: DagRunJob, seconds: float) -> None:
         time.sleep(min(0.2, left))
 
 
-def shut_down(job: DagRunJob) -> None:
+def shut_down(job: Job) -> None:
     """Stop taking work, let running tries finish within the grace period, release the locks."""
     if isinstance(job.wakeup, DatabaseWakeup):
         job.wakeup.close()
@@ -134,7 +136,7 @@ def shut_down(job: DagRunJob) -> None:
         ring(job.engine, job.home)
 
 
-def end_in_database(job: DagRunJob, last: list[TaskEvent], now: datetime) -> None:
+def end_in_database(job: Job, last: list[TaskEvent], now: datetime) -> None:
     last = outcome_recording.with_reports_kept(job, last)
     with job.transaction() as session:
         outcome_recording.record(job, session, last, now)

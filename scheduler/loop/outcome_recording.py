@@ -29,11 +29,14 @@ from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
 from scheduler.executors.base import NEVER_STARTED_PREFIX, TaskEvent
 from scheduler.loop import dataset_runs, flow_events, remote_logs
+from scheduler.loop.loop_report import LoopReport
 from scheduler.runtime.try_report import TryReport
 
 if TYPE_CHECKING:
-    from scheduler.loop.job import DagRunJob, LoopReport
     from scheduler.loop.queueing import InFlight
+
+Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
+# (even for types) would make a cycle
 
 
 def record_outcomes(session: Session, outcomes: list[Outcome], known: Mapping[int, tuple[int, int, str]] | None = None,
@@ -61,7 +64,7 @@ def ended_how(o: Outcome, st: TaskState, settings: SchedulerSettings) -> str:
     return f"{o.reason}; it gets a new try" if st == TaskState.SCHEDULED else str(o.reason)
 
 
-def fail_unsubmitted(job: DagRunJob, session: Session, now: datetime) -> None:
+def fail_unsubmitted(job: Job, session: Session, now: datetime) -> None:
     """After a failed transaction whose COMMIT may have reached the database unseen: tries queued in this
     job's name that no worker was given end as never started (their task instances get a new try, see
     _record), so that nothing waits for them and nothing runs twice."""
@@ -74,7 +77,7 @@ def fail_unsubmitted(job: DagRunJob, session: Session, now: datetime) -> None:
                                                 "interrupted") for ti, tn in lost], now)
 
 
-def with_reports_kept(job: DagRunJob, drained: list[TaskEvent]) -> list[TaskEvent]:
+def with_reports_kept(job: Job, drained: list[TaskEvent]) -> list[TaskEvent]:
     """The drained events, remote tries' logs put in the remote log store first (before the transaction: no
     network in it) when the job has one: their reports then carry no log text."""
     if job.remote_logs is None:
@@ -87,7 +90,7 @@ def with_reports_kept(job: DagRunJob, drained: list[TaskEvent]) -> list[TaskEven
             for ev in drained]
 
 
-def record(job: DagRunJob, session: Session, drained: list[TaskEvent], now: datetime) -> int:
+def record(job: Job, session: Session, drained: list[TaskEvent], now: datetime) -> int:
     """Record what the executor reported: the outcomes as the pure rule decides them (ledger/core/outcomes.py),
     through guarded writes, then what follows from them (pictures, stop requests settled, task-state signals,
     callbacks, what the tries' reports hold, failure events)."""
@@ -118,7 +121,7 @@ def record(job: DagRunJob, session: Session, drained: list[TaskEvent], now: date
     return len(written)
 
 
-def _outcomes(job: DagRunJob, drained: list[TaskEvent], now: datetime,
+def _outcomes(job: Job, drained: list[TaskEvent], now: datetime,
               where: dict[tuple[int, int], InFlight | None]) -> list[Outcome]:
     """The outcomes to write for the drained events (`where` takes each try's in-flight record), and what the
     events change in the job: tries started (metrics), ended (no longer in flight), killed (stopped)."""
@@ -162,7 +165,7 @@ def _outcomes(job: DagRunJob, drained: list[TaskEvent], now: datetime,
     return outcomes
 
 
-def _record_reports(job: DagRunJob, session: Session, written: list[tuple[Outcome, TaskState]],
+def _record_reports(job: Job, session: Session, written: list[tuple[Outcome, TaskState]],
                     where: dict[tuple[int, int], InFlight | None],
                     reports: Mapping[tuple[int, int], TryReport], now: datetime) -> None:
     """What the ended tries' reports hold: values pushed, rendered templates, lineage writes, outlets, logs."""
@@ -198,7 +201,7 @@ def _record_reports(job: DagRunJob, session: Session, written: list[tuple[Outcom
     events.record_many(session, checked)
 
 
-def _record_failures(job: DagRunJob, session: Session, written: list[tuple[Outcome, TaskState]],
+def _record_failures(job: Job, session: Session, written: list[tuple[Outcome, TaskState]],
                      where: dict[tuple[int, int], InFlight | None], now: datetime) -> None:
     """One event per try that failed, was lost or never started, and a line saying so."""
     failed = [(o, st) for o, st in written if st in (TaskState.FAILED, TaskState.UP_FOR_RETRY, TaskState.SCHEDULED)
@@ -226,7 +229,7 @@ def _record_failures(job: DagRunJob, session: Session, written: list[tuple[Outco
     events.record_many(session, failures)
 
 
-def _known_tries(job: DagRunJob, drained: list[TaskEvent], where: dict[tuple[int, int], InFlight | None]
+def _known_tries(job: Job, drained: list[TaskEvent], where: dict[tuple[int, int], InFlight | None]
                  ) -> dict[int, tuple[int, int, str]]:
     """ti id -> (try number, max tries, state) of the drained tries' task instances, from the held runs'
     pictures (which hold what the database holds: see forget); those not pictured are read."""
@@ -240,7 +243,7 @@ def _known_tries(job: DagRunJob, drained: list[TaskEvent], where: dict[tuple[int
     return known
 
 
-def _picture_outcomes(job: DagRunJob, drained: list[TaskEvent], written: list[tuple[Outcome, TaskState]],
+def _picture_outcomes(job: Job, drained: list[TaskEvent], written: list[tuple[Outcome, TaskState]],
                       where: dict[tuple[int, int], InFlight | None]) -> None:
     """The held runs' pictures take the states just written: a try that started or succeeded changes only its
     task instance's state. Anything else (a failure, a retry, a stop, an outcome the database ignored) is
@@ -260,7 +263,7 @@ def _picture_outcomes(job: DagRunJob, drained: list[TaskEvent], written: list[tu
         job.memory.wrote(picture.run.id, row.with_state(states[(ev.ti_id, ev.try_number)]))
 
 
-def hold_starts(job: DagRunJob, drained: list[TaskEvent], report: LoopReport) -> bool:
+def hold_starts(job: Job, drained: list[TaskEvent], report: LoopReport) -> bool:
     """Whether this loop can leave out its transaction: it would only write that tries started, while every
     worker is busy (nothing could be queued). Those starts are written, with the times they happened, by
     the next transaction (mostly the one that records how the tries ended), at most

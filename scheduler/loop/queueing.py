@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -23,11 +23,13 @@ from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
 from scheduler.executors.base import WorkItem
 from scheduler.loop import dataset_runs
+from scheduler.loop.loop_report import LoopReport
 from scheduler.loop.planner import choose
 from scheduler.runtime.try_item import RunGives, work_item
 
-if TYPE_CHECKING:
-    from scheduler.loop.job import DagRunJob, LoopReport
+Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
+# (even for types) would make a cycle
+
 
 
 @dataclass
@@ -48,7 +50,7 @@ class InFlight:
         return label(self.task_id, self.map_index)
 
 
-def queue_tries(job: DagRunJob, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
+def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
                 now: datetime, report: LoopReport, known: Mapping[int, Signal] | None = None,
                 read_pools: bool = False) -> list[WorkItem]:
     """Queue the candidates that parallelism, max_active_tasks and pools let through; their WorkItems.

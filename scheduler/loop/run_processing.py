@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -28,14 +28,16 @@ from ledger.store import tasks as task_store
 from ledger.store.backfills import backfill_room
 from scheduler.executors.base import TaskEvent, WorkItem
 from scheduler.loop import adoption, flow_events, outcome_recording, queueing
+from scheduler.loop.loop_report import LoopReport
 from scheduler.loop.planner import HeldRun, plan_runs
 from scheduler.loop.queueing import InFlight
 
-if TYPE_CHECKING:
-    from scheduler.loop.job import DagRunJob, LoopReport
+Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
+# (even for types) would make a cycle
 
 
-def read_everything_again(job: DagRunJob, session: Session) -> None:
+
+def read_everything_again(job: Job, session: Session) -> None:
     """Another process wrote (CLI, backfill, another job; every change comes with an event), or a poll
     interval passed: every held run is read and decided again."""
     job.forget(reason="another process wrote, or a poll interval passed")
@@ -43,7 +45,7 @@ def read_everything_again(job: DagRunJob, session: Session) -> None:
     job.others_wrote(session)
 
 
-def decide_runs(job: DagRunJob, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
+def decide_runs(job: Job, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
     """Stop what was asked to stop, create due runs, claim runs, decide the held runs: the tries to queue."""
     job.stops.carry_out(session, job.job_id, job.executor, job._inflight)
     report.created = job.create_runs(session, now)
@@ -57,7 +59,7 @@ def decide_runs(job: DagRunJob, session: Session, now: datetime, report: LoopRep
     return process_runs(job, session, now, report)
 
 
-def reap_dead_holders(job: DagRunJob, session: Session, now: datetime) -> None:
+def reap_dead_holders(job: Job, session: Session, now: datetime) -> None:
     """Jobs on this host whose process is gone lose their locks at once, without waiting for
     lock_timeout (a scheduler killed with kill -9 and restarted resumes straight away)."""
     for job_id in job_store.dead_local_holders(session, job.job_id):
@@ -70,7 +72,7 @@ def reap_dead_holders(job: DagRunJob, session: Session, now: datetime) -> None:
             for run_id, dag_id in held])
 
 
-def collect_runs(job: DagRunJob, session: Session, now: datetime) -> int:
+def collect_runs(job: Job, session: Session, now: datetime) -> int:
     """Claim runs for this job; the tries of a job that stopped heart-beating (or whose process is gone) are
     lost, and each gets a new try."""
     claimed = job.claims.claim(session, job.job_id, now, job.actor, job.claim_filter())
@@ -95,7 +97,7 @@ def collect_runs(job: DagRunJob, session: Session, now: datetime) -> int:
     return len(claimed)
 
 
-def process_runs(job: DagRunJob, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
+def process_runs(job: Job, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
     held_ids = job.claims.held(session, job.job_id)
     if not held_ids:
         job.forget(reason="no runs held")
@@ -160,7 +162,7 @@ def process_runs(job: DagRunJob, session: Session, now: datetime, report: LoopRe
     return queueing.queue_tries(job, session, plan.ready + cached, now, report)
 
 
-def _expand(job: DagRunJob, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
+def _expand(job: Job, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
             now: datetime) -> None:
     """Expand mapped tasks whose upstream is done (ledger/core/mapping.py), from their run's version and the values
     its tasks passed on: the instances are made, or the task is skipped (empty list) or fails (not a list,
@@ -195,7 +197,7 @@ def _expand(job: DagRunJob, session: Session, candidates: list[tuple[task_store.
         job.say(f"{where}: {state.value} ({found.reason})")
 
 
-def _read_held(job: DagRunJob, session: Session, run_ids: list[int]) -> list[HeldRun]:
+def _read_held(job: Job, session: Session, run_ids: list[int]) -> list[HeldRun]:
     """The held runs from the database, as the planner sees them."""
     if not run_ids:
         return []
@@ -217,7 +219,7 @@ def _read_held(job: DagRunJob, session: Session, run_ids: list[int]) -> list[Hel
             for run in runs.values()]
 
 
-def _deadline_missed(job: DagRunJob, session: Session, run: DagRun, spec: DagSpec, now: datetime) -> None:
+def _deadline_missed(job: Job, session: Session, run: DagRun, spec: DagSpec, now: datetime) -> None:
     """Once per run: the event, and the DAG's on_deadline_missed callbacks."""
     assert spec.deadline is not None
     due = run.data_interval_end + timedelta(seconds=spec.deadline)
@@ -231,7 +233,7 @@ def _deadline_missed(job: DagRunJob, session: Session, run: DagRun, spec: DagSpe
                                task_states=states)
 
 
-def set_run_state(job: DagRunJob, session: Session, run: DagRun, state: RunState, now: datetime,
+def set_run_state(job: Job, session: Session, run: DagRun, state: RunState, now: datetime,
                    release: bool = False, reason: str | None = None) -> None:
     before = loop_store.set_run_state(session, run, state, now=now, actor=job.actor, release=release,
                                       reason=reason)

@@ -15,7 +15,8 @@ from ledger.services.signal_delivery import ring
 from scheduler.executors.base import WorkItem
 from scheduler.loop.cadence import Cadence
 from scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
-from scheduler.loop.job import DagRunJob, LoopReport
+from scheduler.loop.job import DagRunJob
+from scheduler.loop.loop_report import LoopReport
 from scheduler.loop.queueing import queue_tries
 from scheduler.loop.scheduling import DueCache, create_due_runs
 from scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log

@@ -40,6 +40,9 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "downstream_plan": (["--partitions", "1000"], ["--partitions", "100"]),
     "dataset_latency": (["--events", "30"], ["--events", "10"]),
     "cli_startup": (["--rounds", "15"], ["--rounds", "3"]),
+    # the audit chain: verifying one DAG's chain, and the chain's share of the scheduler's profiled CPU
+    "audit_verify": (["--events", "100000"], ["--events", "10000"]),
+    "chain_cost": (["--runs", "200"], ["--runs", "40"]),
 }
 
 

@@ -326,7 +326,8 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         lease = _lease(settings, client, tid, incarnation, running.pid,
                        lambda: running.kill() if running.outcome is None else None)
         try:
-            task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid))
+            # started when its process was forked (as the LocalExecutor says), not when its lease and guard were ready
+            task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid, running.started_at))
             while (outcome := running.wait(LOG_SHIP_INTERVAL)) is None:
                 shipper.ship()
                 take_api_faults()
@@ -440,8 +441,8 @@ def run_and_store(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
     return run_message(task, payload)
 
 
-def _started(settings: WorkerSettings, incarnation: str, pid: int) -> dict[str, Any]:
-    return {"host": settings.name, "pid": pid, "at": time.time(), "incarnation": incarnation}
+def _started(settings: WorkerSettings, incarnation: str, pid: int, at: float | None = None) -> dict[str, Any]:
+    return {"host": settings.name, "pid": pid, "at": time.time() if at is None else at, "incarnation": incarnation}
 
 
 def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int, shipper: _LogShipper, *,

@@ -159,6 +159,7 @@ with DAG("calls", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UT
 """
 
 
+@pytest.mark.timeout(480)  # (the webserver is started twice: at load 30, a start takes over 20 s)
 def test_task_codes_calls_to_a_stopped_webserver_are_said_once_by_the_worker_and_counted_with_their_recovery(
         cluster: Cluster, tmp_path: Path) -> None:
     asked, down, failed = tmp_path / "asked", tmp_path / "down", tmp_path / "failed"

@@ -36,7 +36,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(host: str, port: int, within: float = 20.0, proc: subprocess.Popen[Any] | None = None) -> None:
+def wait_for_port(host: str, port: int, within: float = 60.0, proc: subprocess.Popen[Any] | None = None) -> None:
     deadline = time.monotonic() + within
     while True:
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):

@@ -12,12 +12,13 @@ must not be made twice. Answers are mapped back to the errors the database's cli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,11 @@ from ledger.infra.workers import API_VARIABLE, TOKEN_VARIABLE
 
 TASK_ACTOR = "task:"  # how the actor of what a try does starts: the API acts for tries only
 TIMEOUT = 30.0  # seconds a request may take
+
+# told how each call went: the webserver's error when it could not be reached or failed (the fleet's fault), None
+# when it answered. `ledger worker` sets it in its pool processes before it forks a try (a fault of the fleet is said
+# and counted by the worker: scheduler/executors/fleet_faults.py, Relay); elsewhere nobody listens
+on_call: Callable[[str | None], None] | None = None
 
 # a run's state and its task instances' states by task id (every instance of a mapped task)
 RunStates = tuple[str, dict[str, list[str]]]
@@ -102,11 +108,16 @@ class WorkerClient:
         request = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-                return json.loads(response.read())
+                answer = json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            raise _refusal(exc, what, self.api) from None
-        except (OSError, ValueError) as exc:
+            refused = _refusal(exc, what, self.api)
+            _noted(f"HTTP {exc.code}" if exc.code >= 500 or exc.code in (408, 429) else None)
+            raise refused from None
+        except (OSError, ValueError) as exc:  # refused, reset, timed out; an answer cut short
+            _noted(f"{type(exc).__name__}: {exc}")
             raise ConfigError(f"cannot {what} through ledger's webserver at {self.api}: {exc}") from None
+        _noted(None)
+        return answer
 
     def send_signal(self, key: str, value: str, *, sender: str, meta: dict[str, Any] | None = None) -> Signal:
         sent = self._call(f"send signal {key!r}", "signals",
@@ -143,6 +154,13 @@ class WorkerClient:
         except NotFound:
             return None
         return found
+
+
+def _noted(error: str | None) -> None:
+    """Tell on_call how a call went (a listener's own failure never fails the task's call)."""
+    if on_call is not None:
+        with contextlib.suppress(Exception):
+            on_call(error)
 
 
 def _quoted(name: str) -> str:

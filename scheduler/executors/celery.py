@@ -62,7 +62,6 @@ from scheduler.runtime.try_report import ReportRefused, TryReport
 
 POLL_INTERVAL = 0.05  # seconds between two looks at what is left to do while end() waits
 READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it looks at its other work
-ENDS_WAKE_DELAY = 0.02  # seconds an end waits for others before the job is woken: more ends per transaction
 STARTS_WAKE_DELAY = 0.2  # seconds tries' starts alone may wait before the job is woken for them
 FALLBACK_INTERVAL = 0.5  # seconds between two reads of every try's state (what a lost publication held)
 WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the running tries' leases
@@ -342,9 +341,11 @@ class CeleryExecutor(Executor):
 
     def _read_loop(self) -> None:
         """The reader: the tries' states as the result backend publishes them, and every FALLBACK_INTERVAL as it
-        holds them; the workers' heartbeats and refused redeliveries every WORKER_CHECK_INTERVAL."""
+        holds them; the leases and refused redeliveries every WORKER_CHECK_INTERVAL. The job is woken as soon as
+        an end is read (_wake), and the reader's other work waits for a read that brought no end: it does not take
+        the CPU from the job that records the ends and sends what they made ready."""
         next_poll = next_check = 0.0
-        waiting: tuple[float | None, float | None] = (None, None)  # since when ends, starts wait for the job
+        starts_since: float | None = None  # since when starts wait for the job (None: none waits)
         subscription: Any = None
         while not self._stop.is_set():
             try:
@@ -352,9 +353,14 @@ class CeleryExecutor(Executor):
                     subscription = self._client.pubsub(ignore_subscribe_messages=True)
                     subscription.psubscribe(self._meta_key(task_id_pattern()))
                     next_poll = 0.0  # what was published before the subscription is read now
-                wait = max(0.0, min(READ_TIMEOUT, self._wake_due(waiting) - time.monotonic()))
-                urgent = self._take(self._published(subscription, wait))
+                wait = READ_TIMEOUT if starts_since is None else STARTS_WAKE_DELAY - (time.monotonic() - starts_since)
+                ends = self._take(self._published(subscription, max(0.0, wait)))
+                starts_since = self._wake(ends, starts_since)
+                urgent = 0
                 now = time.monotonic()
+                if ends and now < min(next_poll + FALLBACK_INTERVAL, next_check + WORKER_CHECK_INTERVAL):
+                    continue  # the job works on the ends: the reader waits for more rather than take the CPU from it
+                    # (its other work waits for a quiet moment, at most one more of its intervals)
                 if now >= next_poll:
                     urgent += self._poll()
                     next_poll = now + FALLBACK_INTERVAL
@@ -373,39 +379,27 @@ class CeleryExecutor(Executor):
                 subscription = None
                 self._stop.wait(0.5)
             self._measure()
-            waiting = self._wake(urgent, waiting)
+            starts_since = self._wake(urgent, starts_since)
         if subscription is not None:
             with contextlib.suppress(Exception):
                 subscription.close()
 
-    @staticmethod
-    def _wake_due(waiting: tuple[float | None, float | None]) -> float:
-        """When the job is to be woken for what waits (inf: nothing waits)."""
-        ends, starts = waiting
-        return min(ends + ENDS_WAKE_DELAY if ends is not None else float("inf"),
-                   starts + STARTS_WAKE_DELAY if starts is not None else float("inf"))
-
-    def _wake(self, urgent: int, waiting: tuple[float | None, float | None]) -> tuple[float | None, float | None]:
-        """Wake the job's loop for what was read: ends, lost tries and remarks (`urgent`) ENDS_WAKE_DELAY after the
-        first of them (the others that come meanwhile are recorded in the same transaction); tries' starts alone
-        STARTS_WAKE_DELAY after the first of them (they free no slot, and the job mostly holds them for the
-        transaction that records an end: a loop per start would be spent for nothing). Returns since when ends and
-        starts have waited (None: nothing waits)."""
+    def _wake(self, urgent: int, starts_since: float | None) -> float | None:
+        """Wake the job's loop for what was read: at once for ends, lost tries and remarks (`urgent`): the job
+        records them and queues what they made ready, and what ends while it works is drained by its next loop, in
+        one transaction; for tries' starts alone, STARTS_WAKE_DELAY after the first of them (they free no slot, and
+        the job mostly holds them for the transaction that records an end: a loop per start would be spent for
+        nothing). Returns since when starts have waited (None: nothing waits)."""
         with self._shared.lock:
             starts, self._new_starts = self._new_starts, 0
-        now = time.monotonic()
-        ends_since, starts_since = waiting
-        if urgent and ends_since is None:
-            ends_since = now
         if starts and starts_since is None:
-            starts_since = now
-        waiting = (ends_since, starts_since)
-        if now < self._wake_due(waiting):
-            return waiting
+            starts_since = time.monotonic()
+        if not urgent and (starts_since is None or time.monotonic() - starts_since < STARTS_WAKE_DELAY):
+            return starts_since
         if self._wake_w >= 0:
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"!")
-        return (None, None)
+        return None
 
     def _published(self, subscription: Any, wait: float) -> list[tuple[_Try, bytes]]:
         """The states published within `wait` seconds (waiting for the first one), of the tries in flight here."""

@@ -11,11 +11,16 @@ The kinds (the metrics' `kind` label), by component:
 * worker (`ledger worker`'s main process): beat (its heartbeat entry in Redis);
 * worker pool processes (component worker too): claim (a try's claim and start in Redis), code (a version's code
   from the webserver's worker API), log (a running try's log to Redis), lease (a try's lease renewals),
-  outcome (a try's outcome to Redis).
+  outcome (a try's outcome to Redis), api (task code's calls to the webserver's worker API: signals, triggered
+  runs, other runs' states, variables, connections; made in the try's own process and carried back to its pool
+  process by a Relay).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +79,60 @@ class FaultNotes:
 
     def error(self, kind: str) -> str | None:
         return self.failing.get(kind)
+
+
+class Relay:
+    """One kind of fault noted in processes this one forks (a try's process, whose task code calls the webserver)
+    and said and counted here, by `notes`, as this process's own: one line when it starts failing, one when it works
+    again, however many calls and tries in between. A forked process inherits `notes` as they stood when it was
+    forked and writes each change it sees (failing, or working again) as a line on a pipe; take() reads them here.
+    Noted in this process itself (a Spark try runs here), a change is applied at once."""
+
+    def __init__(self, notes: FaultNotes, kind: str, failing: str, works: str) -> None:
+        self.notes, self.kind, self._failing, self._works = notes, kind, failing, works
+        self._pid = os.getpid()
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)  # (a full pipe drops a note rather than holding task code)
+        self._rest = b""
+
+    def note(self, error: str | None) -> None:
+        """A call failed with `error` (the fleet's fault), or worked (None)."""
+        if os.getpid() == self._pid:
+            self._apply(error)
+            return
+        if (error is None) == (self.kind not in self.notes.failing):
+            return  # no change (this process's copy of the notes, as forked, then as it changed them)
+        if error is None:
+            self.notes.failing.pop(self.kind, None)
+        else:
+            self.notes.failing[self.kind] = error
+        with contextlib.suppress(OSError):
+            os.write(self._write, json.dumps({"error": error}).encode() + b"\n")
+
+    def take(self) -> None:
+        """What the forked processes noted since the last call, said and counted here."""
+        while True:
+            try:
+                chunk = os.read(self._read, 65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not chunk:
+                break
+            self._rest += chunk
+        *lines, self._rest = self._rest.split(b"\n")
+        for line in lines:
+            try:
+                error = json.loads(line).get("error")
+            except (ValueError, AttributeError):
+                continue
+            self._apply(error if isinstance(error, str) else None)
+
+    def _apply(self, error: str | None) -> None:
+        if error is None:
+            self.notes.works(self.kind, self._works)
+        else:
+            self.notes.failed(self.kind, self._failing, error)
 
 
 def no_say(_line: str) -> None:

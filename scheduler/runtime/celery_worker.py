@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.core.errors import ConfigError
+from ledger.infra import worker_client
 from ledger.infra.code import sha256_bytes
 from ledger.infra.code_files import materialise
 from ledger.infra.logs import log_file
@@ -69,7 +70,7 @@ from scheduler.executors.celery_app import (
     redis_client,
     seconds_from_env,
 )
-from scheduler.executors.fleet_faults import FaultNotes, FleetCounters
+from scheduler.executors.fleet_faults import FaultNotes, FleetCounters, Relay
 from scheduler.runtime import try_plan, try_process, try_report
 from scheduler.runtime.try_lease import TryLease, end_lease, lease_value
 from scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
@@ -219,14 +220,27 @@ def _settings_of_pool() -> WorkerSettings:
 _pool_settings: WorkerSettings | None = None
 _client: Any = None
 _pool_faults: FaultNotes | None = None
+_api_relay: Relay | None = None
 
 
 def pool_faults() -> FaultNotes:
     """This pool process's faults of the fleet (made after the fork, so none is shared with the main process)."""
-    global _pool_faults
+    global _pool_faults, _api_relay
     if _pool_faults is None:
         _pool_faults = FaultNotes("worker", _say, fleet_counters())
+        # task code's calls to the webserver, made in the tries' processes this one forks, said and counted here
+        name = _settings_of_pool().name
+        _api_relay = Relay(_pool_faults, "api", f"ledger worker {name}: task code cannot reach ledger's webserver "
+                                                f"({{error}}); its calls fail", f"ledger worker {name}: task code "
+                                                                                f"reaches ledger's webserver again")
+        worker_client.on_call = _api_relay.note
     return _pool_faults
+
+
+def take_api_faults() -> None:
+    """What this pool process's tries noted of their calls to the webserver, said and counted (pool_faults)."""
+    if _api_relay is not None:
+        _api_relay.take()
 
 
 def _say(line: str) -> None:
@@ -312,15 +326,18 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         lease = _lease(settings, client, tid, incarnation, running.pid,
                        lambda: running.kill() if running.outcome is None else None)
         try:
-            task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid))
+            # started when its process was forked (as the LocalExecutor says), not when its lease and guard were ready
+            task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid, running.started_at))
             while (outcome := running.wait(LOG_SHIP_INTERVAL)) is None:
                 shipper.ship()
+                take_api_faults()
         except BaseException:  # Redis failed its start; this pool process is being stopped (a revoke, a warm
             running.kill()  # shutdown's end): the try is killed, and its lease and guard go with it
             running.wait()
             lease.stop()
             raise
         lease.finished()
+        take_api_faults()
         if lease.fenced is not None:  # killed here because its lease ended: lost, as the scheduler sees it
             lease.end(lease.fenced)
             return _deliver(task, _result(settings, item, outcome, running.pid, shipper, state="lost",
@@ -424,8 +441,8 @@ def run_and_store(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
     return run_message(task, payload)
 
 
-def _started(settings: WorkerSettings, incarnation: str, pid: int) -> dict[str, Any]:
-    return {"host": settings.name, "pid": pid, "at": time.time(), "incarnation": incarnation}
+def _started(settings: WorkerSettings, incarnation: str, pid: int, at: float | None = None) -> dict[str, Any]:
+    return {"host": settings.name, "pid": pid, "at": time.time() if at is None else at, "incarnation": incarnation}
 
 
 def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int, shipper: _LogShipper, *,

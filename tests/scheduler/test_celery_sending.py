@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import select
+import threading
 import time
 from pathlib import Path
 
@@ -123,4 +125,31 @@ def test_an_end_read_while_redis_fails_the_logs_round_trip_is_reported_once_it_a
             and seen[-1].report.log == "hello from the worker\n"
         assert executor.in_flight() == set()
     finally:
+        executor.end(0)
+
+
+def test_an_end_wakes_the_job_before_the_reader_does_any_other_work(tmp_path: Path, redis_server: RedisServer) -> None:
+    """The reader wakes the job's loop as soon as it reads a try's end: its other work (here its gauges, held from the
+    moment the end was read until the test has seen the job woken) waits."""
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url))
+    executor.start()
+    release, real = threading.Event(), executor._measure
+
+    def held() -> None:
+        if any(entry.done for entry in list(executor._shared.tries.values())):  # the end was read
+            release.wait(60)
+        real()
+
+    executor._measure = held  # type: ignore[method-assign]
+    try:
+        (item,) = items(tmp_path, 6)
+        executor.submit_all([item])
+        report = TryReport("success", None, time.time(), host="w1").as_json()
+        executor._app.backend.store_result(task_id(6, 1), {"state": "success", "host": "w1", "pid": 7,
+                                                           "at": time.time(), "report": report}, "SUCCESS")
+        woken, _, _ = select.select(executor.wait_handles(), [], [], 30.0)
+        assert woken, "the job's loop was not woken for the try's end"
+        assert [(e.kind, e.state) for e in executor.drain()] == [("started", None), ("finished", "success")]
+    finally:
+        release.set()
         executor.end(0)

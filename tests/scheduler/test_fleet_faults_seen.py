@@ -8,8 +8,11 @@ line when Redis cannot be reached."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import urllib.request
+from pathlib import Path
 
 import pytest
 import redis
@@ -23,11 +26,11 @@ from ledger.infra.workers import (
     running_key,
     worker_key,
 )
-from scheduler.executors.fleet_faults import FaultNotes, counters_of
+from scheduler.executors.fleet_faults import FaultNotes, Relay, counters_of
 from scheduler.loop.metrics import SchedulerMetrics
 from scheduler.runtime.try_lease import dead_value, taken_value
 from tests.celery_cluster import Cluster, RedisServer, free_port
-from tests.scheduler.test_celery_executor import ledger, tries, wait_until
+from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag
 from tests.scheduler.test_celery_faults import ran, start_scheduler, traced_dag
 
 pytestmark = pytest.mark.timeout(240)
@@ -123,6 +126,101 @@ def test_a_webserver_that_is_not_there_when_a_worker_needs_code_is_said_once_and
     assert "refused" in fault and fault.endswith("asking again with back-off for up to 30 s per try"), fault
     assert said(out, "ledger worker w1: the webserver gives code again") != []
     assert metric(wport, "ledger_fleet_recoveries_total", component="worker", kind="code") == 1
+
+
+CALLS = """
+import os
+import time
+import pendulum
+from ledger import DAG, PythonTask
+from ledger.sdk.secrets import Variable
+
+def calls():
+    print("first", Variable.get("color"), flush=True)  # the webserver answers
+    open("@ASKED@", "w").close()
+    for _ in range(1200):  # the test stops the webserver, then writes DOWN
+        if os.path.exists("@DOWN@"):
+            break
+        time.sleep(0.05)
+    failed = 0
+    while True:  # until the test has started the webserver again
+        try:
+            value = Variable.get("color")
+            break
+        except Exception as exc:
+            failed += 1
+            with open("@FAILED@", "a") as seen:
+                seen.write(f"{exc}\\n")
+            time.sleep(0.05)
+    print("again", value, "after", failed, "failed calls", flush=True)
+
+with DAG("calls", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    PythonTask("calls", calls)
+"""
+
+
+@pytest.mark.timeout(480)  # (the webserver is started twice: at load 30, a start takes over 20 s)
+def test_task_codes_calls_to_a_stopped_webserver_are_said_once_by_the_worker_and_counted_with_their_recovery(
+        cluster: Cluster, tmp_path: Path) -> None:
+    asked, down, failed = tmp_path / "asked", tmp_path / "down", tmp_path / "failed"
+    write_dag(cluster, "calls.py", CALLS.replace("@ASKED@", str(asked)).replace("@DOWN@", str(down))
+              .replace("@FAILED@", str(failed)))
+    for args in (("variables", "set", "color", "blue"), ("dags", "list"), ("trigger", "calls")):
+        done = ledger(cluster, *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+    web = cluster.start_webserver()
+    wport = free_port()
+    worker = cluster.start_worker("w1", args=("--metrics-port", str(wport)))
+    scheduler = start_scheduler(cluster)
+    wait_until("the task's first call answered", asked.exists)
+    os.killpg(web.pid, signal.SIGTERM)
+    web.wait(30)
+    down.touch()
+    wait_until("the worker says the task's calls fail, and three of them failed", lambda: (
+        said(cluster.procs.output(worker), "ledger worker w1: task code cannot reach ledger's webserver (")
+        and failed.exists() and len(failed.read_text().splitlines()) >= 3))
+    assert metric(wport, "ledger_fleet_faults_total", component="worker", kind="api") == 1
+    assert metric(wport, "ledger_fleet_failing", component="worker", kind="api") == 1
+    cluster.start_webserver(port=cluster.web_port)
+    assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "calls")] == [(1, "success")]
+    out = cluster.procs.output(worker)
+    (fault,) = said(out, "ledger worker w1: task code cannot reach ledger's webserver (")  # however many calls failed
+    assert "Connection refused" in fault and fault.endswith("; its calls fail"), fault
+    assert len(said(out, "ledger worker w1: task code reaches ledger's webserver again")) == 1, out
+    assert metric(wport, "ledger_fleet_recoveries_total", component="worker", kind="api") == 1
+    assert metric(wport, "ledger_fleet_failing", component="worker", kind="api") == 0
+    log = ledger(cluster, "tasks", "logs", "calls", "1", "calls").stdout
+    assert "first blue\n" in log and "again blue after" in log, log
+
+
+def test_a_relay_says_once_what_the_processes_it_forks_note_however_many_calls_and_processes() -> None:
+    lines: list[str] = []
+    metrics = SchedulerMetrics()
+    relay = Relay(FaultNotes("worker", lines.append, counters_of(metrics)), "api", "calls fail ({error})",
+                  "calls work again")
+
+    def forked(*noted: str | None) -> None:  # a try's process: its calls, as they went
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for error in noted:
+                    relay.note(error)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        relay.take()
+
+    forked(None, "refused 1", "refused 2")
+    forked("refused 3")  # (another try, while the calls still fail)
+    forked("refused 4", None, None)
+    forked(None)
+    relay.note("HTTP 503")  # noted in the relay's own process (a Spark try's): said at once
+    assert lines == ["calls fail (refused 1)", "calls work again", "calls fail (HTTP 503)"]
+    sample = metrics.registry.get_sample_value
+    assert sample("ledger_fleet_faults_total", {"component": "worker", "kind": "api"}) == 2
+    assert sample("ledger_fleet_recoveries_total", {"component": "worker", "kind": "api"}) == 1
+    assert sample("ledger_fleet_failing", {"component": "worker", "kind": "api"}) == 1
 
 
 def test_fault_notes_say_a_kind_of_work_once_when_it_starts_failing_and_once_when_it_works_again() -> None:

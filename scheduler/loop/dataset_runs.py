@@ -77,8 +77,9 @@ class QuietConsumers:
     seen: int = -1  # the newest event id of the last pass (-1: none yet, every consumer is looked at)
 
     def news(self, session: Session) -> bool:
-        """Whether an event newer than the last pass's exists (one cheap read: the newest id)."""
-        return dataset_store.newest_event_id(session) > self.seen
+        """Whether an event newer than the last pass's exists (one cheap read: the newest id); never when the last
+        pass over every DAG found no consumer (no read: the next such pass looks at every consumer anyway)."""
+        return bool(self.consumers) and dataset_store.newest_event_id(session) > self.seen
 
     def candidates(self, changed: set[str]) -> list[str]:
         """The consumers a pass after events of `changed` looks at."""

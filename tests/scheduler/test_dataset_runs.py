@@ -141,6 +141,7 @@ def test_a_pass_over_every_dag_without_a_consumer_reads_no_dataset_event_and_a_l
     dags = dag_store.schedulable(session)  # as the scheduler's pass reads them, once for its run creation
     with statements_on(session.connection()) as seen:
         assert create_dataset_runs(session, now=T0.add(minutes=2), actor="t", cache=cache, dags=dags) == []
+        assert not cache.news(session)  # (after another process wrote): no consumer, nothing to look at
     assert not [s for s in seen if "dataset_event" in s or "FROM dag " in s], seen
     register_dag(session, dag("on_a", [A]), now=T0, actor="t")  # a consumer appears: its event is still pending
     assert made(session, cache, 3, only_news=False) == ["on_a"]

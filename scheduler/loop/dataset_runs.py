@@ -77,8 +77,9 @@ class QuietConsumers:
     seen: int = -1  # the newest event id of the last pass (-1: none yet, every consumer is looked at)
 
     def news(self, session: Session) -> bool:
-        """Whether an event newer than the last pass's exists (one cheap read: the newest id)."""
-        return dataset_store.newest_event_id(session) > self.seen
+        """Whether an event newer than the last pass's exists (one cheap read: the newest id); never when the last
+        pass over every DAG found no consumer (no read: the next such pass looks at every consumer anyway)."""
+        return bool(self.consumers) and dataset_store.newest_event_id(session) > self.seen
 
     def candidates(self, changed: set[str]) -> list[str]:
         """The consumers a pass after events of `changed` looks at."""
@@ -87,10 +88,18 @@ class QuietConsumers:
 
 
 def create_dataset_runs(session: Session, *, now: datetime, actor: str, cache: QuietConsumers | None = None,
-                        only_news: bool = False) -> list[DagRun]:
+                        only_news: bool = False, dags: list[tuple[str, str, str]] | None = None) -> list[DagRun]:
     """Create the consumer runs whose conditions are met (see the module's doc); `only_news`: look only at the
-    consumers of the events since the cache's last pass, and those not quiet."""
+    consumers of the events since the cache's last pass, and those not quiet; `dags`: the schedulable DAGs as
+    dag_store.schedulable read them in this transaction (a pass over every DAG reads them otherwise). A pass over
+    every DAG that finds no consumer among them reads no dataset event."""
     created: list[int] = []
+    if not only_news:
+        dags = dag_store.schedulable(session) if dags is None else dags
+        if not any(dag_store.spec(session, dag_id, version).datasets is not None for dag_id, version, _f in dags):
+            if cache is not None:  # (its `seen` stays: the next pass with a consumer looks at every one)
+                cache.quiet, cache.consumers = {}, {}
+            return []
     newest = dataset_store.newest_event_id(session) if cache is not None else 0
     changed: set[str] | None = None  # the leaves with events since the last pass (None: look at every consumer)
     if cache is not None and cache.seen >= 0:
@@ -100,7 +109,7 @@ def create_dataset_runs(session: Session, *, now: datetime, actor: str, cache: Q
         assert cache is not None and changed is not None
         dags = dag_store.schedulable(session, cache.candidates(changed))
     else:
-        dags = dag_store.schedulable(session)
+        dags = dag_store.schedulable(session) if dags is None else dags
         if cache is not None:  # a paused or removed DAG is looked at afresh when it is back
             names = {dag_id for dag_id, _v, _f in dags}
             cache.quiet = {d: v for d, v in cache.quiet.items() if d in names}

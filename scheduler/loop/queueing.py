@@ -18,7 +18,6 @@ from ledger.core.versions import DagSpec
 from ledger.infra.logs import log_file
 from ledger.models import DagRun
 from ledger.sdk.xcom import pull_view
-from ledger.store import prior_runs
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
 from scheduler.executors.base import WorkItem
@@ -87,7 +86,7 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
                                              if run.previous_run_id is not None})
     triggering = dataset_runs.triggering_events(session, [run for _ti, run, _s in chosen])
     inlets = dataset_runs.inlet_events(session, chosen, tries, now=now, actor=job.actor)
-    prior = prior_runs.prior_successes(session, {run.id for _ti, run, _s in chosen})  # prev_*_success
+    prior = job.facts.prior_successes(session, {run.id: run for _ti, run, _s in chosen}.values())  # prev_*_success
     work = []
     logs = str(job.logs_folder)
     for ti, run, spec in chosen:

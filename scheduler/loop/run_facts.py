@@ -5,6 +5,8 @@
 - each run's data interval, logical date and DAG (they never change);
 - where each DAG's file is (read again when DAG files were parsed);
 - each pool's slots (read again after another process wrote: a pool changes with an event);
+- each held run's prior successful run (`prev_*_success`): read once per run, then kept up to date as the job's own
+  runs succeed; read again after another process wrote or runs were created (either may change it);
 - the DAGs paused with --stop-queued (read again every poll_interval).
 """
 
@@ -18,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from ledger.models import DagRun
 from ledger.store import loop as loop_store
+from ledger.store import prior_runs
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
 from scheduler.loop.cadence import Cadence
@@ -35,6 +38,8 @@ class RunFacts:
     filelocs: dict[str, str] = field(default_factory=dict)  # DAG -> its file in the DAGs folder
     pool_slots: dict[str, int] | None = None  # each pool's slots (None: read them)
     holding: set[str] = field(default_factory=set)  # DAGs paused with --stop-queued
+    # run -> (its DAG, its logical date's timestamp, its prior success's (None: it has none), that prior success)
+    prior: dict[int, tuple[str, float, float | None, prior_runs.PriorSuccess | None]] = field(default_factory=dict)
 
     def forget(self) -> None:
         """After another process wrote or a transaction failed (a rolled-back run's id may come back with
@@ -42,6 +47,7 @@ class RunFacts:
         self.dates.clear()
         self.dag_of.clear()
         self.pool_slots = None
+        self.prior.clear()
 
     def passed_values(self, session: Session, run_ids: set[int]) -> dict[int, dict[str, dict[str, Any]]]:
         """The values each run's tasks passed on: read once per held run, then kept up to date (`pushed`)."""
@@ -60,6 +66,7 @@ class RunFacts:
         again when needed."""
         for run_id in run_ids:
             self.values.pop(run_id, None)
+            self.prior.pop(run_id, None)
         if len(self.intervals) > _MANY:
             self.intervals.clear()
 
@@ -83,6 +90,29 @@ class RunFacts:
             if run.id not in self.dates:
                 self.dates[run.id], self.dag_of[run.id] = run.logical_date.timestamp(), run.dag_id
         return self.dates, self.dag_of
+
+    def prior_successes(self, session: Session, runs: Iterable[DagRun]) -> dict[int, prior_runs.PriorSuccess]:
+        """Each run's prior successful run (`prev_*_success`), for the runs that have one: read once per run, in
+        one statement for those not kept."""
+        runs = list(runs)
+        missing = {r.id: r for r in runs if r.id not in self.prior}
+        if missing:
+            found = prior_runs.dated_prior_successes(session, missing)
+            for run_id, run in missing.items():
+                date, prior = found.get(run_id, (None, None))
+                self.prior[run_id] = (run.dag_id, run.logical_date.timestamp(), date, prior)
+        return {r.id: kept for r in runs if (kept := self.prior[r.id][3]) is not None}
+
+    def succeeded(self, run: DagRun) -> None:
+        """A run of this job succeeded (in the transaction under way; its `ended_at` set): it becomes the prior
+        success of each later run of its DAG kept here whose prior success is older, or that had none."""
+        date = run.logical_date.timestamp()
+        prior: prior_runs.PriorSuccess | None = None
+        for run_id, (dag_id, at, prior_date, _kept) in self.prior.items():
+            if dag_id == run.dag_id and at > date and (prior_date is None or prior_date < date):
+                prior = prior or prior_runs.as_prior_success(run.data_interval_start, run.data_interval_end,
+                                                             run.started_at, run.ended_at)
+                self.prior[run_id] = (dag_id, at, date, prior)
 
     def dag_file(self, session: Session, dag_id: str) -> str:
         found = self.filelocs.get(dag_id)

@@ -237,6 +237,8 @@ def set_run_state(job: Job, session: Session, run: DagRun, state: RunState, now:
                    release: bool = False, reason: str | None = None) -> None:
     before = loop_store.set_run_state(session, run, state, now=now, actor=job.actor, release=release,
                                       reason=reason)
+    if state == RunState.SUCCESS:
+        job.facts.succeeded(run)  # the prior success of the later runs it holds (prev_*_success)
     if state in (RunState.SUCCESS, RunState.FAILED):
         job.callbacks.request_run(session, run, "run_success" if state == RunState.SUCCESS else "run_failure",
                                     now, state=state.value, reason=reason)

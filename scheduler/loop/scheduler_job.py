@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from ledger.models import DagRun
 from ledger.services.signal_delivery import ring
+from ledger.store import dags as dag_store
 from scheduler.executors.base import WorkItem
 from scheduler.loop.cadence import Cadence
 from scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
@@ -90,15 +91,17 @@ class SchedulerJob(DagRunJob):
     def create_runs(self, session: Session, now: datetime) -> int:
         created: list[DagRun] = []
         every = self._scheduling.due()
+        dags = None
         if every:
             self._scheduling.done()
-            created = create_due_runs(session, now=now, actor=self.actor, cache=self._due)
+            dags = dag_store.schedulable(session)  # read once for both passes
+            created = create_due_runs(session, now=now, actor=self.actor, cache=self._due, dags=dags)
             if created:
                 self._scheduling.soon()  # catch-up may continue
         if every or self._consumers.due():  # after an event, only its consumers are looked at (QuietConsumers)
             self._consumers.done()
             created += create_dataset_runs(session, now=now, actor=self.actor, cache=self._quiet_consumers,
-                                           only_news=not every)
+                                           only_news=not every, dags=dags)
         for run in created:
             self.metrics.runs_created.labels(run.run_type).inc()
             self.say(f"{run.dag_id} {run.logical_date.isoformat()} run {run.id} created ({run.run_type})")

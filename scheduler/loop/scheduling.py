@@ -56,10 +56,12 @@ class DueCache:
 
 
 def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: list[str] | None = None,
-                    cache: DueCache | None = None) -> list[DagRun]:
+                    cache: DueCache | None = None, dags: list[tuple[str, str, str]] | None = None) -> list[DagRun]:
     """Create (and splice) every due run of every active, unpaused DAG; dates already held by a live
-    run (for example a manual one) are skipped, not created twice."""
-    dags = dag_store.schedulable(session, dag_ids)
+    run (for example a manual one) are skipped, not created twice. `dags`: those DAGs as dag_store.schedulable read
+    them in this transaction (they are read otherwise)."""
+    if dags is None:
+        dags = dag_store.schedulable(session, dag_ids)
     resume = resume_points(session, [d for d, _, _ in dags])
     created: list[DagRun] = []
     for dag_id, version, _fileloc in dags:

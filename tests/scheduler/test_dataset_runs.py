@@ -125,3 +125,23 @@ def test_a_consumer_run_at_an_instant_another_run_holds_takes_the_next_microseco
     event(session, producer_run, A, 2)
     (made_run,) = create_dataset_runs(session, now=T0.add(minutes=3), actor="t")
     assert made_run.logical_date == at.add(microseconds=1)
+
+
+def test_a_pass_over_every_dag_without_a_consumer_reads_no_dataset_event_and_a_later_consumer_gets_its_run(
+        session: Any) -> None:
+    from tests.statements import statements_on
+
+    for d in (dag("p", None, outlets=[A]), dag("timed", "@daily")):
+        register_dag(session, d, now=T0, actor="t")
+    spec = dag_store.current_spec(session, "p")
+    run_id = run_store.splice(session, spec, run_store.NewRun(DataInterval(T0, T0), RunType.MANUAL), now=T0,
+                              actor="t").id
+    event(session, run_id, A, 1)
+    cache = QuietConsumers()
+    dags = dag_store.schedulable(session)  # as the scheduler's pass reads them, once for its run creation
+    with statements_on(session.connection()) as seen:
+        assert create_dataset_runs(session, now=T0.add(minutes=2), actor="t", cache=cache, dags=dags) == []
+        assert not cache.news(session)  # (after another process wrote): no consumer, nothing to look at
+    assert not [s for s in seen if "dataset_event" in s or "FROM dag " in s], seen
+    register_dag(session, dag("on_a", [A]), now=T0, actor="t")  # a consumer appears: its event is still pending
+    assert made(session, cache, 3, only_news=False) == ["on_a"]

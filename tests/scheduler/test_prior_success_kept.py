@@ -1,0 +1,69 @@
+"""A job reads each held run's prior successful run (`prev_*_success`) once and keeps it up to date as its own runs
+succeed, instead of reading it in every loop that queues tries (issue 43): each try still gets what the database
+says when it is queued."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pendulum
+
+from ledger import DAG, BashTask
+from ledger.infra.scheduler_settings import SchedulerSettings
+from ledger.services.sync import register_dag
+from ledger.store.prior_runs import prior_successes
+from scheduler.loop.job import DagRunJob
+from scheduler.loop.scheduling import create_due_runs
+from tests.scheduler.fakes import FakeExecutor
+from tests.scheduler.test_database_faults import job_parts  # noqa: F401  (a fixture)
+from tests.statements import statements_on
+
+CLOCK_NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
+PRIOR_READ = "dag_run_2.data_interval_start, dag_run_2.data_interval_end, dag_run_2.started_at"
+
+
+def a_job_with_chained_runs(tmp_path: Path, parts: tuple[Any, Any]) -> tuple[DagRunJob, FakeExecutor]:
+    """20 due runs of a daily DAG a >> b, and a started job that holds 8 of them at a time, one try at a time."""
+    from ledger.infra.clock import FixedClock
+
+    engine, sessions = parts
+    clock = FixedClock(CLOCK_NOW)
+    with DAG("chained", schedule="@daily", start_date=pendulum.datetime(2024, 2, 19, tz="UTC"), catchup=True) as dag:
+        BashTask("a", "true") >> BashTask("b", "true")
+    dag.fileloc = str(tmp_path / "chained.py")
+    with sessions.begin() as session:
+        register_dag(session, dag, now=clock.now(), actor="test")
+        assert len(create_due_runs(session, now=clock.now(), actor="test")) == 20
+    (tmp_path / "logs").mkdir()
+    executor = FakeExecutor(parallelism=1)
+    job = DagRunJob(sessions=sessions, engine=engine, executor=executor, clock=clock,
+                    settings=replace(SchedulerSettings(), max_held_runs=8, poll_interval=600.0), actor="test",
+                    logs_folder=tmp_path / "logs", say=lambda _line: None)
+    job.start()
+    return job, executor
+
+
+def test_each_try_gets_the_prior_success_the_database_holds_when_it_is_queued(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    engine, sessions = job_parts
+    job, executor = a_job_with_chained_runs(tmp_path, job_parts)
+    checked = reads = 0
+    with statements_on(engine) as seen:
+        for _ in range(200):
+            before, read_before = len(executor.submitted), len(seen)
+            job.loop_once()
+            reads += sum(PRIOR_READ in s for s in seen[read_before:])
+            new = executor.submitted[before:]
+            with sessions() as s:  # nothing else writes between the loop's commit and this read
+                truth = prior_successes(s, {item.run_id for item in new})
+            for item in new:
+                assert item.prev_success == truth.get(item.run_id), (item.run_id, item.task_id)
+                checked += 1
+            if len(executor.submitted) == 40 and not executor.in_flight():
+                break
+    job.shutdown()
+    assert checked == 40
+    assert sum(item.prev_success is not None for item in executor.submitted) >= 30  # most had one
+    assert reads <= 20  # read once per run at most (in batches), not in each of the loops that queued a try

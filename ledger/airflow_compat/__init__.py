@@ -180,7 +180,8 @@ AIRFLOW_MODULES = (
     "airflow.providers.smtp.hooks.smtp", "airflow.utils.email", "airflow.providers.amazon.aws.hooks.s3",
     "airflow.providers.amazon.aws.sensors.s3", "airflow.providers.amazon.aws.operators.athena",
     "airflow.providers.apache.spark.operators.spark_sql", "airflow.providers.apache.spark.decorators.pyspark",
-    "airflow.io.path", "airflow.triggers.base", "airflow.example_dags.libs.helper",
+    "airflow.io.path", "airflow.triggers.base", "airflow.example_dags.libs.helper", "airflow.sdk.exceptions",
+    "airflow.providers.common.compat.sdk", "airflow.providers.standard.operators.hitl",
 )
 
 

@@ -39,6 +39,12 @@ CARRIED = ("ledger carries Airflow's core and the providers standard, common.sql
            "apache.spark (SparkSubmitOperator, SparkSqlOperator, @task.pyspark) and amazon's S3 basics (S3Hook, "
            "S3KeySensor, S3CreateObjectOperator, S3DeleteObjectsOperator) only")
 
+NO_TRIGGERER = ("ledger has no triggerer: a deferrable sensor waits in reschedule mode (decision 134); write the wait "
+                "as a BaseSensorOperator's poke() with mode='reschedule'")
+
+NO_SESSION = ("a DAG file gets no session of ledger's database: read a run through the task's context (ti, dag_run), "
+              "or ledger's CLI and web API (docs/cli-reference.md)")
+
 # What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
 INSTEAD: dict[str, str] = {
     "airflow.providers": CARRIED + "; call the service from a @task (PythonOperator) with its own client "
@@ -52,15 +58,18 @@ INSTEAD: dict[str, str] = {
                        "signal-driven task (docs/signals.md)",
     "airflow.providers.standard.sensors": "this sensor is not provided; poll from a @task that raises to retry, "
                                           "or use a signal-driven task (docs/signals.md)",
-    "airflow.triggers": "ledger has no triggerer: a deferrable sensor waits in reschedule mode (decision 134); write "
-                        "the wait as a BaseSensorOperator's poke() with mode='reschedule'",
+    "airflow.triggers": NO_TRIGGERER,
+    "airflow.providers.standard.triggers": NO_TRIGGERER,
     "airflow.example_dags": "Airflow's example helpers are not part of ledger; copy the helper module into your DAGs "
                             "folder (airflow.example_dags.libs.helper is the DAGs folder's libs/helper.py) or import "
                             "it from there",
     "airflow.plugins_manager": "ledger loads no Airflow plugins; import your helpers from the DAGs folder",
     "airflow.www": "ledger has its own web server (`ledger web`); Airflow's UI plugins do not load",
-    "airflow.api": "use ledger's CLI or web API (docs/cli.md)",
-    "airflow.settings": "ledger reads its settings from LEDGER_* variables (docs/operations.md)",
+    "airflow.api": "use ledger's CLI or web API (docs/cli-reference.md)",
+    "airflow.settings": "ledger reads its settings from LEDGER_* variables (docs/operations.md); " + NO_SESSION,
+    "airflow.utils.session": NO_SESSION,
+    "airflow.kubernetes": "ledger has no Kubernetes executor; run the container from a @task.bash (`kubectl run "
+                          "...`) or a @task",
     "airflow.executors": "ledger's executors are chosen with LEDGER_EXECUTOR (docs/operations.md)",
     "airflow.listeners": "use on_*_callback or a notifier (docs/operations.md)",
     "airflow.operators": "ledger does not have this operator; use a @task (PythonOperator) or a BashOperator",

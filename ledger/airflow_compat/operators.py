@@ -209,8 +209,8 @@ class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
 class BashOperator(AirflowArgs, ledger_dag.BashTask):
     """Airflow's BashOperator: ledger's BashTask with Airflow's arguments (`append_env` is how ledger always
     runs it: the try's environment with `env` over it; exit code 99 skips, Airflow's default); the last line of
-    its output is passed on unless do_xcom_push=False (through `output_processor` when given). A bash_command ending with `.sh` or `.bash` is a script
-    file beside the DAG file, rendered and run (ledger/airflow_compat/operators.py: template_file)."""
+    its output is passed on unless do_xcom_push=False (through `output_processor` when given). A bash_command
+    ending with `.sh` or `.bash` is a script file beside the DAG file, rendered and run (template_file)."""
 
     template_ext: ClassVar[Sequence[str]] = (".sh", ".bash")
 

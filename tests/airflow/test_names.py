@@ -315,3 +315,23 @@ def test_a_kubernetes_executor_option_is_refused_naming_what_to_use(folder: Path
     assert error.strip().splitlines()[-1].endswith(
         "[kubernetes_executor] worker_container_repository: ledger has no Kubernetes executor; run the container "
         "from a @task.bash (`kubectl run ...`) or a @task")
+
+
+@pytest.mark.parametrize(("module", "alternative"), [
+    ("airflow.utils.session", "a DAG file gets no session of ledger's database: read a run through the task's "
+                              "context (ti, dag_run), or ledger's CLI and web API"),
+    ("airflow.settings", "a DAG file gets no session of ledger's database"),
+    ("airflow.operators.subdag", "SubDAGs are gone from Airflow 3 and ledger; use a TaskGroup"),
+    ("airflow.plugins_manager", "ledger loads no Airflow plugins"),
+    ("airflow.kubernetes", "ledger has no Kubernetes executor; run the container from a @task.bash"),
+    ("airflow.providers.standard.triggers", "ledger has no triggerer: a deferrable sensor waits in reschedule mode"),
+])
+def test_what_stays_refused_by_design_is_refused_in_one_line_naming_the_alternative(
+        folder: Path, module: str, alternative: str) -> None:
+    name = module.replace(".", "_") + ".py"
+    (folder / name).write_text(f"import {module}\n")
+    error = loaded(folder, name).error
+    assert error is not None
+    last = error.strip().splitlines()[-1]
+    assert last.startswith(f"{folder / name}:1: {module} is an Airflow module ledger does not provide: ")
+    assert alternative in last

@@ -1,7 +1,7 @@
 """Record what Apache Airflow itself does with its own example DAG folders, for the comparison with ledger
 (tests/airflow_compare/test_airflow_examples.py).
 
-    python -m tests.airflow_compare.record /work/airflow-venvs/2.10 [--copy]
+    python -m tests.airflow_compare.record /work/airflow-venvs/2.10
 
 The argument is a virtualenv, outside the repository, with apache-airflow installed (and no provider beyond the
 ones its own install brings). For each example folder of that Airflow (`airflow/example_dags`, and Airflow 3's
@@ -14,9 +14,10 @@ database, one process of the venv's Python:
    date), with a deadline (a sensor waiting on something no test makes waits for ever: "timeout"), and keeps the
    run's state.
 
-It writes tests/airflow_compare/airflow-<series>.json (series "2.10", "3", "3-standard"). With --copy it also
-copies the folders, unchanged, to tests/airflow_compare/examples/<series>/, the files the test loads in ledger
-when no Airflow venv is given. Airflow runs only in the venv's own processes: ledger's never import it.
+It writes tests/airflow_compare/airflow-<series>.json (series "2.10", "3", "3-standard"), with the distribution,
+its version and the folder's path inside its wheel: the test fetches that release's wheel from PyPI and loads the
+folder from it in ledger when no Airflow venv is given (Airflow's files are not copied into this repository).
+Airflow runs only in the venv's own processes: ledger's never import it.
 """
 
 from __future__ import annotations
@@ -37,13 +38,16 @@ DEADLINE = 60  # seconds one DAG's test may take before it counts as waiting for
 # Run by the venv's Python: Airflow's version and its example folders (Airflow 3's standard provider has its own).
 WHERE = """
 import json, pathlib, airflow
-folders = {"": pathlib.Path(airflow.__file__).parent / "example_dags"}
+from importlib.metadata import version
+folders = {"": ("apache-airflow", pathlib.Path(airflow.__file__).parent / "example_dags")}
 try:
     import airflow.providers.standard.example_dags as standard
-    folders["-standard"] = pathlib.Path(standard.__file__).parent
+    folders["-standard"] = ("apache-airflow-providers-standard", pathlib.Path(standard.__file__).parent)
 except ImportError:
     pass
-print(json.dumps([airflow.__version__, {k: str(v) for k, v in folders.items()}]))
+top = pathlib.Path(airflow.__file__).parent.parent
+print(json.dumps([airflow.__version__, {k: [str(f), d, version(d), f.relative_to(top).as_posix()]
+                                        for k, (d, f) in folders.items()}]))
 """
 
 # Run by the venv's Python with the folder and the date as arguments: each .py file's load (Airflow's DagBag, one
@@ -112,9 +116,15 @@ def venv_python(venv: Path) -> str:
 
 def example_folders(venv: Path) -> tuple[str, dict[str, Path]]:
     """Airflow's version and its example folders, by the suffix of their fixture's name."""
-    found = subprocess.run([venv_python(venv), "-c", WHERE], capture_output=True, text=True, check=True)
-    version, folders = json.loads(found.stdout)
-    return version, {suffix: Path(folder) for suffix, folder in folders.items()}
+    version, found = where(venv)
+    return version, {suffix: Path(f[0]) for suffix, f in found.items()}
+
+
+def where(venv: Path) -> tuple[str, dict[str, list[str]]]:
+    """Airflow's version and, by suffix, each example folder: [path, distribution, its version, path in its wheel]."""
+    done = subprocess.run([venv_python(venv), "-c", WHERE], check=True, stdout=subprocess.PIPE, text=True)
+    version, folders = json.loads(done.stdout)
+    return version, folders
 
 
 def series(version: str) -> str:
@@ -153,29 +163,24 @@ def record_folder(venv: Path, folder: Path) -> dict[str, Any]:
     return files
 
 
-def record(venv: Path, copy: bool = False, out: Path = HERE) -> list[Path]:
+def record(venv: Path, out: Path = HERE) -> list[Path]:
     """Airflow's results on each of its example folders, written to `out`/airflow-<series>.json (those files)."""
-    version, folders = example_folders(venv)
+    version, folders = where(venv)
     written = []
-    for suffix, folder in folders.items():
-        name = series(version) + suffix
-        files = record_folder(venv, folder)
-        written.append(out / f"airflow-{name}.json")
-        written[-1].write_text(json.dumps({"airflow": version, "date": DATE, "files": files}, indent=1,
-                                          sort_keys=True) + "\n")
-        if copy:
-            target = HERE / "examples" / name
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__"))
+    for suffix, (folder, distribution, release, inside) in folders.items():
+        files = record_folder(venv, Path(folder))
+        written.append(out / f"airflow-{series(version) + suffix}.json")
+        written[-1].write_text(json.dumps({"airflow": version, "date": DATE, "files": files,
+                                           "source": {"distribution": distribution, "version": release,
+                                                      "folder": inside}}, indent=1, sort_keys=True) + "\n")
     return written
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("venv", type=Path, help="a virtualenv with apache-airflow installed")
-    parser.add_argument("--copy", action="store_true", help="also copy the example folder into the tests")
     args = parser.parse_args()
-    for path in record(args.venv.resolve(), args.copy):
+    for path in record(args.venv.resolve()):
         print(path)
 
 

@@ -4,18 +4,23 @@ ledger, unless ledger refuses it by design in one line naming the alternative (B
 `airflow dags test DAG DATE` succeeds succeeds in ledger's test loop (scheduler/runtime/local_testing.py, what
 `ledger dags test` runs) on the same date, with no conf, variables or connections.
 
-Airflow's side is the fixture tests/airflow_compare/airflow-<series>.json and the example files are the copies
-under tests/airflow_compare/examples/<series>/, both written by `python -m tests.airflow_compare.record VENV
---copy`. With LEDGER_TEST_AIRFLOW_2_10 / LEDGER_TEST_AIRFLOW_3 naming a virtualenv where apache-airflow is
+Airflow's side is the fixture tests/airflow_compare/airflow-<series>.json, written by `python -m
+tests.airflow_compare.record VENV`; the example files are those of the release it names, fetched once from PyPI
+(its wheel, `pip download --no-deps`) into ~/.cache/ledger-tests: Airflow's files are not copied into this
+repository. With LEDGER_TEST_AIRFLOW_2_10 / LEDGER_TEST_AIRFLOW_3 naming a virtualenv where apache-airflow is
 installed, Airflow runs live instead (record.py, in that venv's own processes) on that venv's example folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,13 +95,41 @@ def airflow_side(series: str, out: Path) -> tuple[Path, dict[str, Any]]:
         fixture = HERE / f"airflow-{series}.json"
         if not fixture.exists():
             pytest.skip(f"Airflow {series}'s results are not recorded: give {VENV_VARIABLES[series]} (a venv with "
-                        "apache-airflow) or run python -m tests.airflow_compare.record VENV --copy")
-        return HERE / "examples" / series, json.loads(fixture.read_text())
+                        "apache-airflow) or run python -m tests.airflow_compare.record VENV")
+        recorded = json.loads(fixture.read_text())
+        return released_folder(**recorded["source"]), recorded
     if venv not in _LIVE:
         _LIVE[venv] = {path.stem.removeprefix("airflow-"): json.loads(path.read_text())
                        for path in record.record(Path(venv), out=out)}
     version, folders = record.example_folders(Path(venv))
     return folders[series.removeprefix(record.series(version))], _LIVE[venv][series]
+
+
+def released_folder(distribution: str, version: str, folder: str) -> Path:
+    """`folder` of the wheel of `distribution`==`version` as PyPI serves it, fetched once into this user's cache (a
+    folder that exists there is complete: it is renamed into place when whole)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger-tests"
+    target = cache / f"{distribution}-{version}" / folder
+    if target.is_dir():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        fetched = subprocess.run([sys.executable, "-m", "pip", "download", f"{distribution}=={version}", "--no-deps",
+                                  "--only-binary=:all:", "--quiet", "--dest", scratch],
+                                 capture_output=True, text=True, check=False)
+        wheels = list(Path(scratch).glob("*.whl"))
+        if fetched.returncode != 0 or not wheels:
+            raise RuntimeError(f"pip download {distribution}=={version} failed: {fetched.stderr.strip()[-500:]}")
+        unpacked = Path(scratch) / "unpacked"
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            members = [m for m in wheel.namelist() if m.startswith(folder + "/")]
+            if not members:
+                raise RuntimeError(f"{wheels[0].name} has no {folder}/")
+            wheel.extractall(unpacked, members)
+        whole = cache / f"{distribution}-{version}"
+        with contextlib.suppress(OSError):  # (another test process may have put it there first)
+            (unpacked).rename(whole)
+    return target
 
 
 @pytest.fixture(scope="module", params=SERIES)

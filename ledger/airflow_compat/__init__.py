@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -30,12 +31,19 @@ from types import ModuleType
 
 NAMESPACE = "airflow"
 SHIM_ROOT = Path(__file__).resolve().parent / NAMESPACE  # the folder imported as `airflow`
+EXAMPLES = NAMESPACE + ".example_dags"  # the package of Airflow's example DAGs: the DAGs folder (decision 0282)
 MARKER = "__ledger_airflow_compat__"  # set in the shim's `airflow/__init__.py`
 
 CARRIED = ("ledger carries Airflow's core and the providers standard, common.sql, sqlite, postgres (hooks and "
            "SQLExecuteQueryOperator), http (HttpHook, HttpOperator, HttpSensor), smtp (EmailOperator, SmtpHook), "
            "apache.spark (SparkSubmitOperator, SparkSqlOperator, @task.pyspark) and amazon's S3 basics (S3Hook, "
            "S3KeySensor, S3CreateObjectOperator, S3DeleteObjectsOperator) only")
+
+NO_TRIGGERER = ("ledger has no triggerer: a deferrable sensor waits in reschedule mode (decision 134); write the wait "
+                "as a BaseSensorOperator's poke() with mode='reschedule'")
+
+NO_SESSION = ("a DAG file gets no session of ledger's database: read a run through the task's context (ti, dag_run), "
+              "or ledger's CLI and web API (docs/cli-reference.md)")
 
 # What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
 INSTEAD: dict[str, str] = {
@@ -50,19 +58,26 @@ INSTEAD: dict[str, str] = {
                        "signal-driven task (docs/signals.md)",
     "airflow.providers.standard.sensors": "this sensor is not provided; poll from a @task that raises to retry, "
                                           "or use a signal-driven task (docs/signals.md)",
-    "airflow.triggers": "ledger has no triggerer: a deferrable sensor waits in reschedule mode (decision 134); write "
-                        "the wait as a BaseSensorOperator's poke() with mode='reschedule'",
+    "airflow.triggers": NO_TRIGGERER,
+    "airflow.providers.standard.triggers": NO_TRIGGERER,
     "airflow.example_dags": "Airflow's example helpers are not part of ledger; copy the helper module into your DAGs "
-                            "folder and import it from there",
+                            "folder (airflow.example_dags.libs.helper is the DAGs folder's libs/helper.py) or import "
+                            "it from there",
     "airflow.plugins_manager": "ledger loads no Airflow plugins; import your helpers from the DAGs folder",
     "airflow.www": "ledger has its own web server (`ledger web`); Airflow's UI plugins do not load",
-    "airflow.api": "use ledger's CLI or web API (docs/cli.md)",
-    "airflow.settings": "ledger reads its settings from LEDGER_* variables (docs/operations.md)",
+    "airflow.api": "use ledger's CLI or web API (docs/cli-reference.md)",
+    "airflow.settings": "ledger reads its settings from LEDGER_* variables (docs/operations.md); " + NO_SESSION,
+    "airflow.utils.session": NO_SESSION,
+    "airflow.kubernetes": "ledger has no Kubernetes executor; run the container from a @task.bash (`kubectl run "
+                          "...`) or a @task",
     "airflow.executors": "ledger's executors are chosen with LEDGER_EXECUTOR (docs/operations.md)",
     "airflow.listeners": "use on_*_callback or a notifier (docs/operations.md)",
     "airflow.operators": "ledger does not have this operator; use a @task (PythonOperator) or a BashOperator",
     "airflow.providers.standard": "ledger does not have this part of the standard provider; use a @task "
                                   "(PythonOperator) or a BashOperator",
+    "airflow.providers.standard.operators.hitl": "ledger has no human-in-the-loop operators (they wait on Airflow's "
+                                                 "UI and triggerer); wait for a person's answer with a signal-driven "
+                                                 "task (docs/signals.md)",
     "airflow.operators.subdag": "SubDAGs are gone from Airflow 3 and ledger; use a TaskGroup",
     "airflow.timetables": "ledger does not have this timetable; give schedule= a cron expression, a preset "
                           "(@daily) or a timedelta",
@@ -112,6 +127,13 @@ class AirflowFinder:
                 name, SHIM_ROOT / "__init__.py", submodule_search_locations=[str(SHIM_ROOT)])
         if not name.startswith(NAMESPACE + ".") or not _is_ours(sys.modules.get(NAMESPACE)):
             return None
+        if name == EXAMPLES and sys.path and os.path.isdir(sys.path[0]):
+            # Airflow's example DAGs import their helpers as `airflow.example_dags.<path>`: from a copy of that
+            # folder, they are the DAGs folder's own modules (the code root is first on sys.path while DAG files
+            # load and tries run; decision 0282)
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = [sys.path[0]]
+            return spec
         if importlib.machinery.PathFinder.find_spec(name, path) is not None:
             return None  # a module of the shim: the path finder imports it from the parent's __path__
         raise AirflowImportRefused(refusal(name), name=name)
@@ -167,7 +189,8 @@ AIRFLOW_MODULES = (
     "airflow.providers.smtp.hooks.smtp", "airflow.utils.email", "airflow.providers.amazon.aws.hooks.s3",
     "airflow.providers.amazon.aws.sensors.s3", "airflow.providers.amazon.aws.operators.athena",
     "airflow.providers.apache.spark.operators.spark_sql", "airflow.providers.apache.spark.decorators.pyspark",
-    "airflow.io.path", "airflow.triggers.base", "airflow.example_dags.libs.helper",
+    "airflow.io.path", "airflow.triggers.base", "airflow.example_dags.libs.helper", "airflow.sdk.exceptions",
+    "airflow.providers.common.compat.sdk", "airflow.providers.standard.operators.hitl",
 )
 
 

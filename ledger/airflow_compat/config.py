@@ -3,7 +3,8 @@
 ledger has no airflow.cfg. A value is read, as Airflow reads it first, from the variable
 `AIRFLOW__{SECTION}__{KEY}`; `[core] dags_folder` is ledger's DAGs folder and `[core] default_timezone` is UTC (as
 ledger's); any other option gives its `fallback` when one is given, and is otherwise refused in one line naming the
-variable to set (AirflowConfigException), never an invented value.
+variable to set (AirflowConfigException), never an invented value; an option of the Kubernetes executor's
+sections is refused naming what to use instead, as ledger has no such executor.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from ledger.airflow_compat.graph import AirflowConfigException
 
 _NO_FALLBACK: Any = object()
+KUBERNETES = "kubernetes"  # [kubernetes_executor], [kubernetes]: the executor ledger does not have
 _TRUE, _FALSE = ("t", "true", "1", "yes", "on"), ("f", "false", "0", "no", "off")
 
 
@@ -39,6 +41,9 @@ class AirflowConf:
             return found
         if fallback is not _NO_FALLBACK:
             return fallback
+        if section.lower().startswith(KUBERNETES):  # refused by design: no Kubernetes executor to configure
+            raise AirflowConfigException(f"[{section}] {key}: ledger has no Kubernetes executor; run the container "
+                                         "from a @task.bash (`kubectl run ...`) or a @task")
         raise AirflowConfigException(f"[{section}] {key} is not set: ledger has no airflow.cfg; set {name} or "
                                      "give conf.get a fallback (ledger's own settings: docs/operations.md)")
 

@@ -120,19 +120,22 @@ class BashTaskFunction(TaskFunction):
     def callable(self) -> Callable[..., Any]:
         func = self.func
         cwd, env = self.task_kwargs.get("cwd"), self.task_kwargs.get("env")
+        processor = self.task_kwargs.get("output_processor")
 
         @functools.wraps(func)
-        def run_bash(*args: Any, **kwargs: Any) -> str | None:
+        def run_bash(*args: Any, **kwargs: Any) -> Any:
             command = func(*args, **kwargs)
             if not isinstance(command, str) or not command.strip():
                 raise TypeError(f"a @task.bash function must return a non-empty command, not {command!r}")
             command = render(command, get_current_context(), field="bash_command")
-            return _run_bash_command(command, cwd, env)
+            last = _run_bash_command(command, cwd, env)
+            return processor(last) if processor is not None else last  # Airflow's output_processor
 
         return run_bash
 
     def _make(self, **args: Any) -> Any:
-        kwargs = {k: v for k, v in self.task_kwargs.items() if k not in ("cwd", "env", "append_env")}
+        kwargs = {k: v for k, v in self.task_kwargs.items()
+                  if k not in ("cwd", "env", "append_env", "output_processor")}
         task_id = _free_task_id(self.task_id, kwargs.get("dag"))
         return self.operator(task_id=task_id, python_callable=self.callable(), **args, **kwargs)
 

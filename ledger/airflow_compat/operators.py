@@ -209,18 +209,20 @@ class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
 class BashOperator(AirflowArgs, ledger_dag.BashTask):
     """Airflow's BashOperator: ledger's BashTask with Airflow's arguments (`append_env` is how ledger always
     runs it: the try's environment with `env` over it; exit code 99 skips, Airflow's default); the last line of
-    its output is passed on unless do_xcom_push=False. A bash_command ending with `.sh` or `.bash` is a script
-    file beside the DAG file, rendered and run (ledger/airflow_compat/operators.py: template_file)."""
+    its output is passed on unless do_xcom_push=False (through `output_processor` when given). A bash_command
+    ending with `.sh` or `.bash` is a script file beside the DAG file, rendered and run (template_file)."""
 
     template_ext: ClassVar[Sequence[str]] = (".sh", ".bash")
 
     def __init__(self, *, task_id: str | None = None, bash_command: Any = None, env: dict[str, str] | None = None,
                  cwd: str | None = None, append_env: bool = True, output_encoding: str = "utf-8",
-                 skip_on_exit_code: Any = 99, **kwargs: Any) -> None:
+                 skip_on_exit_code: Any = 99, output_processor: Callable[[str], Any] | None = None,
+                 **kwargs: Any) -> None:
         # a command ending with .sh or .bash names a script file whose text is rendered and run, as Airflow's
         bash_command = template_file(str(task_id), "bash_command", bash_command, self.template_ext, _frame_folder())
         _make(self, ledger_dag.BashTask, task_id, kwargs, {"bash_command": bash_command, "env": env, "cwd": cwd})
         self.push_last_line = self.do_xcom_push  # as Airflow's: the last line of its output is passed on
+        self.output_processor = output_processor  # ... through this function first, when given
 
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), **self.airflow_settings()}

@@ -42,7 +42,8 @@ def _refuse(task_id: str, given: Mapping[str, Any], what: str) -> None:
 
 class PySparkTask(SparkTask):
     """`@task.pyspark`: the function gets the worker's SparkSession as `spark` (and its SparkContext as `sc`) when
-    it has parameters of those names, with the values of other tasks as arguments; what it returns is passed on."""
+    it has parameters of those names, with the values of other tasks as arguments and the context's values by
+    parameter name (`ds`, `ti`...; all of them with `**kwargs`); what it returns is passed on."""
 
     kind = "spark"
 
@@ -71,6 +72,11 @@ class PySparkTask(SparkTask):
             kwargs["spark"] = spark
         if "sc" in params:
             kwargs["sc"] = spark.sparkContext
+        # the context's values by parameter name (all of them with **kwargs), as Airflow's @task.pyspark gives them
+        given = {*kwargs, *list(params)[:len(args)]}
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        kwargs.update((name, value) for name, value in get_current_context().items()
+                      if name not in given and (takes_any or name in params))
         value = self.spark_callable(*args, **kwargs)
         if value is not None:
             push_return(self, context, value)

@@ -261,8 +261,9 @@ def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
         return "failed", describe_exception(exc)
     if code == 0:
         if last:
+            processor = getattr(task, "output_processor", None)  # Airflow's BashOperator(output_processor=...)
             try:
-                push_return(task, context, last[-1])
+                push_return(task, context, processor(last[-1]) if processor is not None else last[-1])
             except XComError as exc:
                 return "failed", one_line(f"return value: {exc}")
         return "success", None

@@ -140,6 +140,47 @@ def metadata():
 
 metadata()
 """,
+    "compat_names.py": """
+import json
+import pendulum
+from airflow.providers.common.compat.sdk import TriggerRule, timezone
+from airflow.providers.standard.operators.bash import BashOperator
+from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, task
+from airflow.sdk.exceptions import AirflowSkipException
+""" + START + """
+with DAG("compat_names", start_date=START, schedule=None):
+    @task.bash(output_processor=json.loads)
+    def numbers():
+        return 'echo \\'{"n": [1, 2]}\\''
+
+    @task
+    def skip():
+        raise AirflowSkipException("not today")
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)
+    def stamp():
+        return [timezone.utcnow().tzinfo is not None, isinstance(SCHEDULE, AssetOrTimeSchedule)]
+
+    words = BashOperator(task_id="words", bash_command="echo 'a b c'", output_processor=str.split)
+    [numbers(), skip(), words] >> stamp()
+
+SCHEDULE = AssetOrTimeSchedule(timetable=CronTriggerTimetable("0 1 * * *", timezone="UTC"),
+                               assets=[Asset("s3://b/k")])
+""",
+    "libs/__init__.py": "",
+    "libs/helper.py": "def greeting():\n    return 'hello from libs'\n",
+    "uses_example_helper.py": """
+import pendulum
+from airflow.example_dags.libs.helper import greeting
+from airflow.sdk import DAG
+from airflow.providers.standard.operators.python import PythonOperator
+""" + START + """
+with DAG("uses_example_helper", start_date=START, schedule=None):
+    PythonOperator(task_id="greet", python_callable=greeting)
+""",
+    "missing_example_helper.py": "from airflow.example_dags.plugins.workday import AfterWorkdayTimetable\n",
+    "kubernetes_conf.py": "from airflow.configuration import conf\n"
+                          "conf.get('kubernetes_executor', 'worker_container_repository')\n",
 }
 
 
@@ -148,6 +189,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("names") / "dags"
     root.mkdir()
     for name, text in FILES.items():
+        (root / name).parent.mkdir(exist_ok=True)
         (root / name).write_text(text)
     yield root
     for name in [n for n in sys.modules if n == "airflow" or n.startswith("airflow.")]:
@@ -239,3 +281,57 @@ def test_metadata_yielded_by_a_task_function_become_its_outlet_events(folder: Pa
     state, log, xcom = run(folder, "metadata.py")
     assert state is RunState.SUCCESS, log
     assert xcom["write"]["return_value"] == "written"
+
+
+def test_the_common_compat_and_sdk_exception_names_and_an_output_processor_work(folder: Path) -> None:
+    state, log, xcom = run(folder, "compat_names.py")
+    assert state is RunState.SUCCESS, log
+    assert xcom["numbers"]["return_value"] == {"n": [1, 2]}  # the last line through output_processor
+    assert xcom["words"]["return_value"] == ["a", "b", "c"]
+    assert xcom["stamp"]["return_value"] == [True, True]
+    assert "--- skip try 1: skipped" in log
+
+
+def test_airflows_example_helpers_are_the_dags_folders_own_modules(folder: Path) -> None:
+    """`from airflow.example_dags.libs.helper import x` in a copy of Airflow's example folder imports the DAGs
+    folder's libs/helper.py (decision 0282), kept with the DAG's version; a helper the folder lacks is refused in
+    one line saying where to put it."""
+    found = loaded(folder, "uses_example_helper.py")
+    assert found.error is None, found.error
+    assert found.code is not None and "libs/helper.py" in {f.relpath for f in found.code.support}
+    state, log, xcom = run(folder, "uses_example_helper.py")
+    assert state is RunState.SUCCESS, log
+    assert xcom["greet"]["return_value"] == "hello from libs"
+    error = loaded(folder, "missing_example_helper.py").error
+    assert error is not None and error.strip().splitlines()[-1].endswith(
+        "airflow.example_dags.plugins is an Airflow module ledger does not provide: Airflow's example helpers are "
+        "not part of ledger; copy the helper module into your DAGs folder (airflow.example_dags.libs.helper is the "
+        "DAGs folder's libs/helper.py) or import it from there")
+
+
+def test_a_kubernetes_executor_option_is_refused_naming_what_to_use(folder: Path) -> None:
+    error = loaded(folder, "kubernetes_conf.py").error
+    assert error is not None
+    assert error.strip().splitlines()[-1].endswith(
+        "[kubernetes_executor] worker_container_repository: ledger has no Kubernetes executor; run the container "
+        "from a @task.bash (`kubectl run ...`) or a @task")
+
+
+@pytest.mark.parametrize(("module", "alternative"), [
+    ("airflow.utils.session", "a DAG file gets no session of ledger's database: read a run through the task's "
+                              "context (ti, dag_run), or ledger's CLI and web API"),
+    ("airflow.settings", "a DAG file gets no session of ledger's database"),
+    ("airflow.operators.subdag", "SubDAGs are gone from Airflow 3 and ledger; use a TaskGroup"),
+    ("airflow.plugins_manager", "ledger loads no Airflow plugins"),
+    ("airflow.kubernetes", "ledger has no Kubernetes executor; run the container from a @task.bash"),
+    ("airflow.providers.standard.triggers", "ledger has no triggerer: a deferrable sensor waits in reschedule mode"),
+])
+def test_what_stays_refused_by_design_is_refused_in_one_line_naming_the_alternative(
+        folder: Path, module: str, alternative: str) -> None:
+    name = module.replace(".", "_") + ".py"
+    (folder / name).write_text(f"import {module}\n")
+    error = loaded(folder, name).error
+    assert error is not None
+    last = error.strip().splitlines()[-1]
+    assert last.startswith(f"{folder / name}:1: {module} is an Airflow module ledger does not provide: ")
+    assert alternative in last

@@ -29,8 +29,9 @@ with DAG("spark_jobs", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), sched
         return 4
 
     @task.pyspark(config_kwargs={"spark.sql.shuffle.partitions": "3"})
-    def count(n, spark=None, sc=None):
-        return [spark.range(n).count(), sc.defaultParallelism > 0, spark.conf.get("spark.sql.shuffle.partitions")]
+    def count(n, spark=None, sc=None, ds=None, ti=None):  # context values by name, as Airflow's @task.pyspark
+        return [spark.range(n).count(), sc.defaultParallelism > 0, spark.conf.get("spark.sql.shuffle.partitions"),
+                ds, ti.task_id]
 
     sql = SparkSqlOperator(task_id="sql", sql="days.sql", conf="spark.sql.shuffle.partitions=2")
     submit = SparkSubmitOperator(task_id="submit", application="@FOLDER@/job.py", name="job",
@@ -73,7 +74,7 @@ def test_pyspark_task_spark_sql_and_spark_submit_run_on_local_spark(folder: Path
     state = local_testing.test_dag(run, lines.append)
     log = "\n".join(lines)
     assert state is RunState.SUCCESS, log
-    assert run.xcom["count"]["return_value"] == [4, True, "3"]
+    assert run.xcom["count"]["return_value"] == [4, True, "3", "2024-03-05", "count"]
     assert "spark.sql: SELECT day, count(*) AS n FROM days GROUP BY day" in log
     assert "|2024-03-05|1  |" in log  # the rendered query's result, shown in the try's log
     assert "--master local[1]" in log and "--name job" in log

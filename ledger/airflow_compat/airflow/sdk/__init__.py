@@ -21,7 +21,7 @@ from ledger.airflow_compat.operators import (
 )
 from ledger.sdk.branching import WeekDay
 from ledger.sdk.dag import Label
-from ledger.sdk.datasets import Asset, AssetAlias, AssetAll, AssetAny, Metadata
+from ledger.sdk.datasets import Asset, AssetAlias, AssetAll, AssetAny, AssetOrTimeSchedule, Metadata
 from ledger.sdk.object_storage import ObjectStoragePath
 from ledger.sdk.params import Param, ParamsDict
 from ledger.sdk.secrets import Variable
@@ -41,6 +41,7 @@ __all__ = [
     "AssetAlias",
     "AssetAll",
     "AssetAny",
+    "AssetOrTimeSchedule",
     "BaseOperator",
     "BaseSensorOperator",
     "Context",

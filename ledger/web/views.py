@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from calendar import monthrange
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from calendar import monthrange
 from datetime import date, datetime
 from typing import Any
 from urllib.parse import quote
@@ -329,12 +329,12 @@ def _groups_of(task_id: str, group: str | None) -> list[str]:
 
 def grid(runs: list[Any], cells: list[tuple[int, str, int, str, int]], replaced: list[tuple[int, int, str]],
          task_order: list[str], *, groups: dict[str, str] | None = None, folded: frozenset[str] = frozenset(),
-         detail: Callable[[int, str], str] | None = None, toggle: Callable[[str], str] | None = None,
+         detail: Callable[[int, str], str], toggle: Callable[[str], str] | None = None,
          picked: tuple[int, str] | None = None) -> tuple[list[Column], list[Row]]:
     """Columns (runs, oldest on the left) and rows (a task and its cell in each column): a cell links the detail
-    panel of its task instance (`detail(run id, task id)`; without it the latest try's log, or for a mapped task
-    its run). `groups`: task id -> its task group; each group gets a row of its own before its tasks, which a
-    group in `folded` hides (`toggle(group)`: the link that folds or unfolds it)."""
+    panel of its task instance (`detail(run id, task id)`). `groups`: task id -> its task group; each group gets a
+    row of its own before its tasks, which a group in `folded` hides (`toggle(group)`: the link that folds or
+    unfolds it)."""
     groups = groups or {}
     columns = [Column(r.id, r.logical_date, r.state, r.run_type,
                       [(old, kind) for old, by, kind in replaced if by == r.id]) for r in reversed(runs)]
@@ -350,16 +350,13 @@ def grid(runs: list[Any], cells: list[tuple[int, str, int, str, int]], replaced:
         if not found:
             return None
         mapped = [f for f in found if f[0] >= 0]
-        chosen = picked == (c.run_id, task_id)
+        chosen, href = picked == (c.run_id, task_id), detail(c.run_id, task_id)
         if mapped:
             state = summary_state([f[1] for f in mapped])
-            href = detail(c.run_id, task_id) if detail else f"/runs/{c.run_id}#ti-{task_id}"
             return Cell(state, href, f"{task_id}: {len(mapped)} mapped instance(s), {state}", chosen)
         _, state, try_number = found[0]
-        href = detail(c.run_id, task_id) if detail else (
-            f"/runs/{c.run_id}/tasks/{task_id}/tries/{try_number}/log" if try_number else f"/runs/{c.run_id}#ti-{task_id}")
-        return Cell(state, href, f"{task_id} in run {c.run_id}: {state}" + (f", try {try_number}" if try_number else ""),
-                    chosen)
+        tried = f", try {try_number}" if try_number else ""
+        return Cell(state, href, f"{task_id} in run {c.run_id}: {state}{tried}", chosen)
 
     rows: list[Row] = []
     shown_groups: set[str] = set()

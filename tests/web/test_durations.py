@@ -1,5 +1,6 @@
 """The task duration chart (issue 41, part 5): in process on tests/web/conftest.py's ledger (DAG `web`: live runs
-of tasks write and flaky, two of them run, flaky failing its first try; the third queued), and its pure rule with a fixed clock."""
+of tasks write and flaky, two of them run, flaky failing its first try; the third queued), and its pure rule with a
+fixed clock."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def test_bars_are_scaled_to_the_longest_and_a_running_try_counts_until_now() -> 
     drawn, width = durations(runs, spans, ["a", "m"], now)
     assert [s.task_id for s in drawn] == ["a", "m"] and width == 3 * 18
     a, m = drawn
-    assert [(b.x, b.height, b.state) for b in a.bars] == [(0, CHART_HEIGHT / 4, "success"), (18, CHART_HEIGHT, "running")]
+    assert [(b.x, b.height, b.state) for b in a.bars] == [(0, CHART_HEIGHT / 4, "success"),
+                                                          (18, CHART_HEIGHT, "running")]
     assert (a.longest, m.longest) == (40.0, 5.0) and m.bars[0].state == "failed"  # a mapped task: its longest
     assert a.bars[1].href == "/runs/2#ti-a" and "40.0s" in a.bars[1].title

@@ -164,3 +164,34 @@ def backfill_runs_page(session: Session, backfill_id: int, *, offset: int, limit
     rows = list(session.scalars(select(DagRun).where(where).order_by(DagRun.logical_date, DagRun.id)
                                 .offset(offset).limit(limit)))
     return total, rows
+
+
+def task_instance_tries(session: Session, run_id: int, task_id: str) -> list[tuple[TaskInstance, TaskTry | None]]:
+    """A task's instances in a run (each map index) with each of their tries (None: an instance not tried yet), by
+    map index then try number: the grid's detail panel, in one outer join."""
+    return [(ti, t) for ti, t in session.execute(
+        select(TaskInstance, TaskTry).outerjoin(TaskTry, TaskTry.task_instance_id == TaskInstance.id)
+        .where(TaskInstance.run_id == run_id, TaskInstance.task_id == task_id)
+        .order_by(TaskInstance.map_index, TaskTry.try_number))]
+
+
+def live_runs_between(session: Session, dag_id: str, start: datetime, end: datetime) -> list[tuple[datetime, str, int]]:
+    """(logical date, state, run id) of a DAG's live runs with a logical date in [start, end), by logical date,
+    through the (dag_id, logical_date) index: the calendar's days."""
+    return [(r.logical_date, r.state, r.id) for r in session.execute(
+        select(DagRun.logical_date, DagRun.state, DagRun.id)
+        .where(DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date < end,
+               DagRun.state != RunState.OVERRIDDEN.value)
+        .order_by(DagRun.logical_date, DagRun.id))]
+
+
+def latest_try_spans(session: Session, run_ids: list[int]) -> list[tuple[int, str, str | None, Any, Any]]:
+    """(run id, task id, state, started at, ended at) of the latest try of each task instance of these runs (a
+    mapped task: one row per instance), one query: the task duration chart."""
+    if not run_ids:
+        return []
+    return [tuple(r) for r in session.execute(
+        select(TaskInstance.run_id, TaskInstance.task_id, TaskTry.state, TaskTry.started_at, TaskTry.ended_at)
+        .join(TaskTry, and_(TaskTry.task_instance_id == TaskInstance.id,
+                            TaskTry.try_number == TaskInstance.try_number))
+        .where(TaskInstance.run_id.in_(run_ids)))]

@@ -471,14 +471,19 @@ def trigger_form(request: Request, dag_id: str, form: Form) -> Response:
 @pages.post("/dags/{dag_id}/pause")
 def pause_form(request: Request, dag_id: str, form: Form) -> Response:
     done = _pause(request, dag_id, True, form.get("stop_queued") == "on")
-    return back_to(f"/dags/{dag_id}", f"paused {dag_id}" if done["changed"] else f"{dag_id} was paused")
+    return back_to(_paused_back(dag_id, form), f"paused {dag_id}" if done["changed"] else f"{dag_id} was paused")
 
 
 @pages.post("/dags/{dag_id}/unpause")
 def unpause_form(request: Request, dag_id: str, form: Form) -> Response:
     done = _pause(request, dag_id, False, False)
-    return back_to(f"/dags/{dag_id}",
+    return back_to(_paused_back(dag_id, form),
                    f"unpaused {dag_id}" if done["changed"] else f"{dag_id} was not paused")
+
+
+def _paused_back(dag_id: str, form: dict[str, str]) -> str:
+    """Where a pause or unpause ends: the DAG list its toggle was clicked on (`back` = /), else the DAG's page."""
+    return "/" if form.get("back") == "/" else f"/dags/{dag_id}"
 
 
 def _backfill_body(dag_id: str, form: dict[str, str]) -> BackfillBody:
@@ -559,7 +564,7 @@ FAILED_STATES = (TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value)
 
 def _clear_page(request: Request, run_id: int, tasks: list[str], downstream: bool, on_latest_version: bool, *,
                 rows: list[dict[str, str]] | None = None, changed: bool = False,
-                problem: str | None = None) -> HTMLResponse:
+                problem: str | None = None, back: str | None = None) -> HTMLResponse:
     """The clear's choice (tasks, downstream, version) and the task instances it would re-run, to confirm; a
     problem with the choice is said on the page, the choice kept."""
     version = None
@@ -575,20 +580,30 @@ def _clear_page(request: Request, run_id: int, tasks: list[str], downstream: boo
     return HTMLResponse(render("clear_tasks.html", run=doc, all_tasks=[t["task_id"] for t in doc["graph"]["tasks"]],
                                chosen=set(tasks), downstream=downstream, on_latest_version=on_latest_version,
                                rows=rows, version=version, changed=changed, problem=problem,
-                               digest=forms.plan_digest(rows) if rows is not None else None), status)
+                               digest=forms.plan_digest(rows) if rows is not None else None, back=back), status)
 
 
 @pages.get("/runs/{run_id}/clear", response_class=HTMLResponse)
 def clear_task_page(request: Request, run_id: IdInUrl, task: Annotated[list[str] | None, Query()] = None,
-                    downstream: bool = False, on_latest_version: bool = False) -> HTMLResponse:
+                    downstream: bool = False, on_latest_version: bool = False, back: str | None = None) -> HTMLResponse:
     """Airflow's "Clear" with its preview: the tasks ticked (by default the run's failed and upstream_failed
-    ones), then the task instances the clear would give fresh tries, to confirm."""
+    ones), then the task instances the clear would give fresh tries, to confirm; `back`: the grid page it came
+    from, where the confirmed clear ends."""
     _operator_page(request, "clearing task instances")
     if not task:
         with session_of(request) as session:
             task = sorted({ti.task_id for ti in run_store.task_instances(session, run_id)
                            if ti.state in FAILED_STATES})
-    return _clear_page(request, run_id, task, downstream, on_latest_version)
+    return _clear_page(request, run_id, task, downstream, on_latest_version, back=grid_back(back))
+
+
+def grid_back(raw: str | None) -> str | None:
+    """The grid page an action was started from (its detail panel), where the action ends: a grid path of this
+    server only, else None (the action ends on its run's page)."""
+    if not raw:
+        return None
+    target = forms.local_target(raw)
+    return target if target.startswith("/dags/") and target.split("?")[0].endswith("/grid") else None
 
 
 @pages.post("/runs/{run_id}/clear")
@@ -596,18 +611,20 @@ def clear_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     _operator_page(request, "clearing task instances")
     tasks = [k[len("task."):] for k, v in form.items() if k.startswith("task.") and v == "on"]
     downstream, latest = form.get("downstream") == "on", form.get("on_latest_version") == "on"
+    back = grid_back(form.get("back"))
     if not tasks:
-        return _clear_page(request, run_id, [], downstream, latest, problem="tick the tasks to clear")
+        return _clear_page(request, run_id, [], downstream, latest, problem="tick the tasks to clear", back=back)
     try:
         done = _clear(request, run_id, tasks, downstream, latest, form.get("digest", ""))
     except (InvalidInput, TimelineConflict) as e:  # said on the page, the choice kept
-        return _clear_page(request, run_id, tasks, downstream, latest, problem=str(e))
+        return _clear_page(request, run_id, tasks, downstream, latest, problem=str(e), back=back)
     if done["cleared"] is None:  # the run changed since the list was shown: show the new one
-        return _clear_page(request, run_id, tasks, downstream, latest, rows=done["would_clear"], changed=True)
+        return _clear_page(request, run_id, tasks, downstream, latest, rows=done["would_clear"], changed=True,
+                           back=back)
     stays = "" if done["version"] == done["run_version"] else \
         f" on version {done['version'][:12]} (the run stays on {done['run_version'][:12]})"
     moved = f"; the run moved to version {done['moved']['to'][:12]}" if done["moved"] else ""
-    return back_to(f"/runs/{run_id}", f"cleared {_tasks_said(done['cleared'])} of run {run_id}{stays}{moved}; "
+    return back_to(back or f"/runs/{run_id}", f"cleared {_tasks_said(done['cleared'])} of run {run_id}{stays}{moved}; "
                                       f"it is {done['state']}")
 
 
@@ -620,22 +637,23 @@ def _mark_asked(task: str, state: str | None, downstream: bool, upstream: bool) 
 
 
 def _mark_page(request: Request, run_id: int, task: str, mark: TaskMark | None, *,
-               rows: list[dict[str, str]] | None = None, changed: bool = False) -> HTMLResponse:
+               rows: list[dict[str, str]] | None = None, changed: bool = False,
+               back: str | None = None) -> HTMLResponse:
     with session_of(request) as session:
         doc = documents.run_document(session, run_id)
         if mark is not None and rows is None:
             rows = _mark_rows(session, run_id, mark)
     return show("mark_task.html", run=doc, task=task, mark=mark, rows=rows,
-                 digest=forms.plan_digest(rows) if rows is not None else None, changed=changed)
+                 digest=forms.plan_digest(rows) if rows is not None else None, changed=changed, back=back)
 
 
 @pages.get("/runs/{run_id}/tasks/{task}/mark", response_class=HTMLResponse)
 def mark_task_page(request: Request, run_id: IdInUrl, task: str, state: str | None = None,
-                   downstream: bool = False, upstream: bool = False) -> HTMLResponse:
+                   downstream: bool = False, upstream: bool = False, back: str | None = None) -> HTMLResponse:
     """Airflow's "Mark success / failed" of a task instance: the choice (state, downstream, upstream), then the
-    task instances it would set, to confirm."""
+    task instances it would set, to confirm; `back`: the grid page it came from, where the confirmed mark ends."""
     _operator_page(request, "marking a task instance")
-    return _mark_page(request, run_id, task, _mark_asked(task, state, downstream, upstream))
+    return _mark_page(request, run_id, task, _mark_asked(task, state, downstream, upstream), back=grid_back(back))
 
 
 @pages.post("/runs/{run_id}/tasks/{task}/mark")
@@ -644,9 +662,10 @@ def mark_task_form(request: Request, run_id: IdInUrl, task: str, form: Form) -> 
     if mark is None:
         raise InvalidInput("choose the state to mark: success or failed")
     done = _mark_tasks(request, run_id, mark, _reason(form), form.get("digest", ""))
+    back = grid_back(form.get("back"))
     if not done["marked"]:  # the run changed since the list was shown: show the new one
-        return _mark_page(request, run_id, task, mark, rows=done["would_set"], changed=True)
-    return back_to(f"/runs/{run_id}", f"marked {_tasks_said(done['tasks_set'])} of run {run_id} {mark.state}; "
+        return _mark_page(request, run_id, task, mark, rows=done["would_set"], changed=True, back=back)
+    return back_to(back or f"/runs/{run_id}", f"marked {_tasks_said(done['tasks_set'])} of run {run_id} {mark.state}; "
                                       f"the run is {done['state']}")
 
 

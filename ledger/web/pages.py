@@ -6,7 +6,10 @@ backfill pages) gets only the part of the page that changes."""
 from __future__ import annotations
 
 import json
+from datetime import date, datetime
 from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
@@ -19,6 +22,7 @@ from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store import events as event_store
 from ledger.store import lineage as lineage_store
+from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
 from ledger.web import forms, logview, views
@@ -28,6 +32,7 @@ from ledger.web.render import render
 router = APIRouter(include_in_schema=False)
 PAGE = 100
 GRID_RUNS = 25  # runs on the grid's first screen
+DURATION_RUNS = 50  # runs on the task duration chart's first screen
 BACKFILL_RUNS = 200  # runs per page of a backfill
 FAILING = ("failed", "up_for_retry")  # the task instances whose failure reason the run page shows
 SIGNALS_SCANNED = 20_000  # signal ids a signals page looks through for the ones it shows (task state ones hidden)
@@ -92,9 +97,15 @@ def import_errors(request: Request) -> HTMLResponse:
 @router.get("/dags/{dag_id}/grid", response_class=HTMLResponse)
 def grid(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
          limit: Annotated[int, Query(ge=1, le=200)] = GRID_RUNS, failed: bool = False,
-         date: str | None = None) -> HTMLResponse:
+         date: str | None = None, run: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+         task: str | None = None, fold: Annotated[list[str] | None, Query()] = None) -> HTMLResponse:
     """Tasks x runs: the latest `limit` live runs (older than run `before`), oldest on the left; `failed`: only
-    failed runs; `date`: the runs up to that date (the DAG's time zone; a bare date includes that day)."""
+    failed runs; `date`: the runs up to that date (the DAG's time zone; a bare date includes that day). A cell
+    links the same page with `run` and `task`: the detail panel of that task instance (its tries, their states,
+    durations, versions and logs, its failure reason, and an operator's clear and mark). `fold`: task groups
+    shown as one row."""
+    if (run is None) != (task is None or task == ""):
+        raise InvalidInput("the detail panel needs both a run and a task")
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id, active_only=False)
         until = documents.timeline_range(dag, None, date)[1] if date else None
@@ -104,12 +115,82 @@ def grid(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1
         cells = web_store.grid_cells(session, [r.id for r in page])
         replaced = web_store.replaced_among(session, page)
         structure = json.loads(dag_store.version(session, dag_id, dag.current_version or "").structure)
-    order = [t["task_id"] for layer in views.graph_layers(structure["tasks"]) for t in layer]
-    columns, rows = views.grid(page, cells, replaced, order)
+        detail = _grid_detail(session, dag_id, run, task) if run is not None and task else None
+    tasks = structure["tasks"]
+    order = [t["task_id"] for layer in views.graph_layers(tasks) for t in layer]
+    folded = frozenset(fold or [])
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("run", "task", "fold")]
+
+    def url(params: list[tuple[str, str]], anchor: str = "") -> str:
+        return f"/dags/{quote(dag_id, safe='')}/grid" + (f"?{urlencode(params)}" if params else "") + anchor
+
+    folds = [("fold", g) for g in sorted(folded)]
+    picked = [("run", str(run)), ("task", task)] if run is not None and task else []
+    columns, rows = views.grid(
+        page, cells, replaced, order, groups={t["task_id"]: t["group"] for t in tasks if t.get("group")},
+        folded=folded, picked=(run, task) if run is not None and task else None,
+        detail=lambda r, t: url([*kept, *folds, ("run", str(r)), ("task", t)], "#detail"),
+        toggle=lambda g: url([*kept, *[f for f in folds if f[1] != g], *([] if g in folded else [("fold", g)]),
+                              *picked]))
     older = str(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
     newest = str(request.url.remove_query_params("before")) if before is not None else None
+    closed = url([*kept, *folds]) if detail is not None else None
     return _page(request, "grid.html", fragment="grid_live.html", dag=documents.dag_json(dag), columns=columns,
-                 rows=rows, older=older, newest=newest, failed=failed, date=date or "")
+                 rows=rows, older=older, newest=newest, failed=failed, date=date or "", detail=detail,
+                 closed=closed, back=url([*kept, *folds, *picked]))
+
+
+def _grid_detail(session: Any, dag_id: str, run_id: int, task_id: str) -> dict[str, Any]:
+    """The grid's detail panel: a task instance of a run of the DAG (every instance of a mapped task)."""
+    the_run = run_store.get(session, run_id)
+    if the_run.dag_id != dag_id:
+        raise InvalidInput(f"run {run_id} is not a run of DAG {dag_id!r}")
+    rows = web_store.task_instance_tries(session, run_id, task_id)
+    if not rows:
+        raise InvalidInput(f"run {run_id} has no task {task_id!r}")
+    failing = [ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]" for ti, _t in rows
+               if ti.state in FAILING]
+    reasons = documents.failure_reasons(session, run_id, failing)
+    return {"run": documents.run_json(the_run), "task_id": task_id,
+            "instances": views.instances(run_id, the_run.version_hash, rows, reasons)}
+
+
+@router.get("/dags/{dag_id}/calendar", response_class=HTMLResponse)
+def calendar(request: Request, dag_id: str, year: Annotated[int | None, Query(ge=1, le=9998)] = None) -> HTMLResponse:
+    """A year of the DAG's live runs by day (in the DAG's time zone), each day in its runs' most urgent state;
+    by default the year of its last run."""
+    with session_of(request) as session:
+        dag = dag_store.get(session, dag_id, active_only=False)
+        zone = ZoneInfo(dag.timezone)
+        if year is None:
+            last = web_store.last_run(session, dag_id)
+            year = (last.logical_date if last is not None else now()).astimezone(zone).year
+        rows = web_store.live_runs_between(session, dag_id, datetime(year, 1, 1, tzinfo=zone),
+                                           datetime(year + 1, 1, 1, tzinfo=zone))
+    days: dict[date, list[tuple[str, int]]] = {}
+    for at, state, run_id in rows:
+        days.setdefault(at.astimezone(zone).date(), []).append((state, run_id))
+    return _page(request, "calendar.html", dag=documents.dag_json(dag), year=year,
+                 months=views.calendar(year, days, dag_id), runs=len(rows), states=views.DAY_ORDER)
+
+
+@router.get("/dags/{dag_id}/durations", response_class=HTMLResponse)
+def task_durations(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+                   limit: Annotated[int, Query(ge=1, le=200)] = DURATION_RUNS) -> HTMLResponse:
+    """How long each task took over the latest `limit` live runs (older than run `before`): a bar per run, the
+    latest try of each task instance."""
+    with session_of(request) as session:
+        dag = dag_store.get(session, dag_id, active_only=False)
+        runs = web_store.grid_runs(session, dag_id, limit=limit, before=before)
+        page = runs[:limit]
+        spans = web_store.latest_try_spans(session, [r.id for r in page])
+        structure = json.loads(dag_store.version(session, dag_id, dag.current_version or "").structure)
+    order = [t["task_id"] for layer in views.graph_layers(structure["tasks"]) for t in layer]
+    series, width = views.durations(page, spans, order, now())
+    older = str(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
+    newest = str(request.url.remove_query_params("before")) if before is not None else None
+    return _page(request, "durations.html", dag=documents.dag_json(dag), series=series, width=width,
+                 height=views.CHART_HEIGHT, runs=len(page), older=older, newest=newest)
 
 
 @router.get("/dags/{dag_id}", response_class=HTMLResponse)
@@ -240,7 +321,10 @@ def log_download(request: Request, run_id: str, task_id: str, try_number: int) -
 
 
 @router.get("/dags/{dag_id}/versions/{version}", response_class=HTMLResponse)
-def version(request: Request, dag_id: str, version: str, file: str | None = None) -> HTMLResponse:
+def version(request: Request, dag_id: str, version: str, file: str | None = None,
+            against: str | None = None) -> HTMLResponse:
+    """A version named by its number and date (v3 · 2024-03-01), its graph and code, and the diff against the
+    version before it or against any other (`against`: a hash, a prefix of one, or `vN`)."""
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id, active_only=False)
         row = dag_store.version(session, dag_id, version)
@@ -250,10 +334,17 @@ def version(request: Request, dag_id: str, version: str, file: str | None = None
             if file:
                 raise
             doc = documents.version_document(session, dag, row.version_hash)  # no stored code: its structure
-        before = web_store.previous_version(session, row)
-        diff = documents.version_diff(session, dag, before, row) if before is not None else None
-    return _page(request, "version.html", dag_id=dag_id, doc=doc, before=before.version_hash if before else None,
-                 diff=views.diff_lines(diff), drawing=views.graph_drawing(documents.graph_tasks(doc["structure"])))
+        every = dag_store.versions(session, dag_id)
+        named = views.version_names(every)
+        if against:
+            other = views.version_by_name(every, against) or dag_store.version(session, dag_id, against)
+        else:
+            other = web_store.previous_version(session, row)
+        diff = documents.version_diff(session, dag, other, row) if other is not None else None
+    return _page(request, "version.html", dag_id=dag_id, doc=doc, before=other.version_hash if other else None,
+                 diff=views.diff_lines(diff), drawing=views.graph_drawing(documents.graph_tasks(doc["structure"])),
+                 version_name=named[row.version_hash], names=named, against=against or "",
+                 other_name=named[other.version_hash] if other is not None else None)
 
 
 @router.get("/lineage", response_class=HTMLResponse)

@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from ledger.core.dates import local_text
 from ledger.web.logview import ansi_html
+from ledger.web.views import seconds_text
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -44,12 +45,7 @@ def duration(start: str | None, end: str | None) -> str:
     """How long between two ISO timestamps, as `1m 05s`; '' when either is missing."""
     if not start or not end:
         return ""
-    seconds = max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+    return seconds_text(max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()))
 
 
 def as_json(value: Any) -> str:
@@ -83,7 +79,7 @@ def readable(details: dict[str, Any] | None) -> Markup:
 
 ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
 ENV.filters.update(short=short, when=when, as_json=as_json, readable=readable, ansi=ansi_html, clock=clock)
-ENV.globals.update(duration=duration)
+ENV.globals.update(duration=duration, seconds=seconds_text)
 
 
 def render(name: str, **context: Any) -> str:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from calendar import monthrange
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
+from urllib.parse import quote
 
 Doc = dict[str, Any]
 
@@ -292,6 +295,7 @@ class Cell:
     state: str
     href: str
     title: str
+    picked: bool = False  # the cell whose task instance the detail panel shows
 
 
 @dataclass
@@ -303,11 +307,35 @@ class Column:
     replaced: list[tuple[int, str]]  # (overridden run id, its run type): the runs this one replaced
 
 
+@dataclass
+class Row:
+    """A row of the grid: a task, or a task group (its cells: its tasks' most urgent state in each run)."""
+
+    name: str  # the task id, or the group's id
+    depth: int  # how many groups it is in
+    cells: list[Cell | None]
+    group: bool = False
+    folded: bool = False  # a group shown as its one row, its tasks hidden
+    toggle: str = ""  # a group's link that folds or unfolds it
+
+
+def _groups_of(task_id: str, group: str | None) -> list[str]:
+    """The groups a task is in, outermost first (`a`, `a.b` for a task of group `a.b`)."""
+    if not group:
+        return []
+    parts = group.split(".")
+    return [".".join(parts[:i + 1]) for i in range(len(parts))]
+
+
 def grid(runs: list[Any], cells: list[tuple[int, str, int, str, int]], replaced: list[tuple[int, int, str]],
-         task_order: list[str]) -> tuple[list[Column], list[tuple[str, list[Cell | None]]]]:
-    """Columns (runs, oldest on the left) and rows (a task and its cell in each column): the cell of a task
-    that is not mapped links its latest try's log, a mapped task's cell its run (with its instances' summary
-    state)."""
+         task_order: list[str], *, groups: dict[str, str] | None = None, folded: frozenset[str] = frozenset(),
+         detail: Callable[[int, str], str], toggle: Callable[[str], str] | None = None,
+         picked: tuple[int, str] | None = None) -> tuple[list[Column], list[Row]]:
+    """Columns (runs, oldest on the left) and rows (a task and its cell in each column): a cell links the detail
+    panel of its task instance (`detail(run id, task id)`). `groups`: task id -> its task group; each group gets a
+    row of its own before its tasks, which a group in `folded` hides (`toggle(group)`: the link that folds or
+    unfolds it)."""
+    groups = groups or {}
     columns = [Column(r.id, r.logical_date, r.state, r.run_type,
                       [(old, kind) for old, by, kind in replaced if by == r.id]) for r in reversed(runs)]
     by_key: dict[tuple[int, str], list[tuple[int, str, int]]] = {}
@@ -315,27 +343,96 @@ def grid(runs: list[Any], cells: list[tuple[int, str, int, str, int]], replaced:
         by_key.setdefault((run_id, task_id), []).append((map_index, state, try_number))
     seen = {task_id for _, task_id in by_key}
     order = [t for t in task_order if t in seen or not by_key] + sorted(seen - set(task_order))
-    rows = []
+    order = _grouped(order, groups)
+
+    def cell(c: Column, task_id: str) -> Cell | None:
+        found = by_key.get((c.run_id, task_id))
+        if not found:
+            return None
+        mapped = [f for f in found if f[0] >= 0]
+        chosen, href = picked == (c.run_id, task_id), detail(c.run_id, task_id)
+        if mapped:
+            state = summary_state([f[1] for f in mapped])
+            return Cell(state, href, f"{task_id}: {len(mapped)} mapped instance(s), {state}", chosen)
+        _, state, try_number = found[0]
+        tried = f", try {try_number}" if try_number else ""
+        return Cell(state, href, f"{task_id} in run {c.run_id}: {state}{tried}", chosen)
+
+    rows: list[Row] = []
+    shown_groups: set[str] = set()
     for task_id in order:
-        row: list[Cell | None] = []
-        for c in columns:
-            found = by_key.get((c.run_id, task_id))
-            if not found:
-                row.append(None)
+        outer = _groups_of(task_id, groups.get(task_id))
+        for depth, g in enumerate(outer):
+            if g in shown_groups:
                 continue
-            mapped = [f for f in found if f[0] >= 0]
-            if mapped:
-                state = summary_state([f[1] for f in mapped])
-                row.append(Cell(state, f"/runs/{c.run_id}#ti-{task_id}",
-                                f"{task_id}: {len(mapped)} mapped instance(s), {state}"))
-                continue
-            _, state, try_number = found[0]
-            href = (f"/runs/{c.run_id}/tasks/{task_id}/tries/{try_number}/log" if try_number
-                    else f"/runs/{c.run_id}#ti-{task_id}")
-            row.append(Cell(state, href, f"{task_id} in run {c.run_id}: {state}"
-                                         + (f", try {try_number}" if try_number else "")))
-        rows.append((task_id, row))
+            shown_groups.add(g)
+            if any(o in folded for o in outer[:depth]):
+                continue  # inside a folded group
+            members = [t for t in order if g in _groups_of(t, groups.get(t))]
+            summary: list[Cell | None] = []
+            for c in columns:
+                states = [f[1] for t in members for f in by_key.get((c.run_id, t), [])]
+                summary.append(Cell(summary_state(states), f"/runs/{c.run_id}",
+                                    f"group {g} in run {c.run_id}: {summary_state(states)}") if states else None)
+            rows.append(Row(g, depth, summary, group=True, folded=g in folded, toggle=toggle(g) if toggle else ""))
+        if any(g in folded for g in outer):
+            continue
+        rows.append(Row(task_id, len(outer), [cell(c, task_id) for c in columns]))
     return columns, rows
+
+
+def _grouped(order: list[str], groups: dict[str, str]) -> list[str]:
+    """Tasks in `order`, those of one group (at every level) moved together at the place of the group's first
+    task, so that a group's row stands over all of its tasks."""
+    def key_path(task_id: str) -> list[str]:
+        return [*_groups_of(task_id, groups.get(task_id)), task_id]
+
+    first: dict[str, int] = {}
+    for i, task_id in enumerate(order):
+        for part in key_path(task_id):
+            first.setdefault(part, i)
+    return sorted(order, key=lambda t: [first[p] for p in key_path(t)])
+
+
+@dataclass
+class TryLine:
+    try_number: int
+    state: str
+    version: str | None
+    hostname: str | None
+    started_at: str | None
+    ended_at: str | None
+    log: str
+
+
+@dataclass
+class Instance:
+    """A task instance as the grid's detail panel shows it: its state, the version its next tries run, its tries."""
+
+    label: str
+    state: str
+    version: str
+    try_number: int
+    max_tries: int
+    tries: list[TryLine]
+    reason: str | None = None  # why its last try failed (one line)
+
+
+def instances(run_id: int, run_version: str, rows: list[tuple[Any, Any]], reasons: dict[str, Doc]) -> list[Instance]:
+    """The detail panel's task instances from (task instance, try or None) rows ordered by map index and try."""
+    out: dict[int, Instance] = {}
+    for ti, t in rows:
+        lbl = ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"
+        if ti.id not in out:
+            why = reasons.get(lbl)
+            out[ti.id] = Instance(lbl, ti.state or "none", ti.dag_version or run_version, ti.try_number,
+                                  ti.max_tries, [], why["reason"] if why else None)
+        if t is not None:
+            out[ti.id].tries.append(TryLine(
+                t.try_number, t.state, t.dag_version, t.hostname, t.started_at.isoformat() if t.started_at else None,
+                t.ended_at.isoformat() if t.ended_at else None,
+                f"/runs/{run_id}/tasks/{quote(lbl, safe='')}/tries/{t.try_number}/log"))
+    return list(out.values())
 
 
 # -- the Gantt chart of a run ------------------------------------------------------------------------------
@@ -376,3 +473,133 @@ def gantt(run: Doc, now: datetime) -> tuple[list[Bar], list[tuple[float, datetim
                         f"/runs/{run['run_id']}/tasks/{ti['label']}/tries/{t['try_number']}/log"))
     ticks = [(round(GANTT_LEFT + i / 4 * GANTT_WIDTH, 1), lo + (hi - lo) * i / 4) for i in range(5)]
     return bars, ticks, 24 + len(bars) * GANTT_ROW + 8
+
+
+# -- the calendar of a DAG's runs ------------------------------------------------------------------------------
+
+
+@dataclass
+class Day:
+    day: date
+    state: str | None  # its live runs' most urgent state (None: no run that day)
+    runs: int
+    href: str
+
+
+@dataclass
+class Month:
+    name: str
+    weeks: list[list[Day | None]]  # Monday first; None: a day of another month
+
+
+# the state a day shows for its runs: the first of this order that one of them is in
+DAY_ORDER = ("failed", "running", "queued", "success")
+
+
+def calendar(year: int, days: dict[date, list[tuple[str, int]]], dag_id: str) -> list[Month]:
+    """The twelve months of `year` in weeks, each day with its live runs' most urgent state and how many there
+    are; a day links its one run, or the timeline of that day."""
+    months = []
+    for month in range(1, 13):
+        weeks: list[list[Day | None]] = []
+        week: list[Day | None] = [None] * date(year, month, 1).weekday()
+        for d in range(1, monthrange(year, month)[1] + 1):
+            on = date(year, month, d)
+            runs = days.get(on, [])
+            states = {s for s, _ in runs}
+            state = next((s for s in DAY_ORDER if s in states), next(iter(sorted(states)), None))
+            href = f"/runs/{runs[0][1]}" if len(runs) == 1 else \
+                f"/dags/{quote(dag_id, safe='')}?start={on.isoformat()}&end={on.isoformat()}"
+            week.append(Day(on, state, len(runs), href))
+            if len(week) == 7:
+                weeks.append(week)
+                week = []
+        if week:
+            weeks.append(week + [None] * (7 - len(week)))
+        months.append(Month(date(year, month, 1).strftime("%B"), weeks))
+    return months
+
+
+# -- the task duration chart ---------------------------------------------------------------------------------------
+
+CHART_BAR, CHART_GAP, CHART_HEIGHT = 14, 4, 60
+
+
+@dataclass
+class DurationBar:
+    x: int
+    height: float
+    state: str
+    title: str
+    href: str
+
+
+@dataclass
+class Series:
+    """One task's durations over the runs (oldest on the left): a bar per run, its height against the longest."""
+
+    task_id: str
+    bars: list[DurationBar]
+    longest: float  # seconds
+    median: float  # seconds
+
+
+def durations(runs: list[Any], spans: list[tuple[int, str, str | None, Any, Any]], task_order: list[str],
+              now: datetime) -> tuple[list[Series], int]:
+    """The duration of each task's latest try in each run (a mapped task: its longest instance; a try running: until
+    `now`), runs oldest on the left, tasks in `task_order` (the whole run first); and the chart's width."""
+    ordered = list(reversed(runs))
+    seconds: dict[tuple[int, str], tuple[float, str]] = {}
+    for run_id, task_id, state, started, ended in spans:
+        if started is None:
+            continue
+        took = max(((ended or now) - started).total_seconds(), 0.0)
+        if took >= seconds.get((run_id, task_id), (-1.0, ""))[0]:
+            seconds[(run_id, task_id)] = (took, state or "none")
+    for r in ordered:
+        if r.started_at is not None:
+            seconds[(r.id, "")] = (max(((r.ended_at or now) - r.started_at).total_seconds(), 0.0), r.state)
+    seen = {task for _, task in seconds if task}
+    series = []
+    for task_id in ["", *[t for t in task_order if t in seen], *sorted(seen - set(task_order))]:
+        values = [seconds.get((r.id, task_id)) for r in ordered]
+        known = sorted(v[0] for v in values if v is not None)
+        if not known:
+            continue
+        top = max(known[-1], 0.001)
+        bars = []
+        for i, (r, v) in enumerate(zip(ordered, values, strict=True)):
+            if v is None:
+                continue
+            name = task_id or "the whole run"
+            bars.append(DurationBar(i * (CHART_BAR + CHART_GAP), round(max(v[0] / top * CHART_HEIGHT, 1.0), 1), v[1],
+                                    f"{name} in run {r.id} ({r.logical_date:%Y-%m-%d %H:%M}): {seconds_text(v[0])}, "
+                                    f"{v[1]}", f"/runs/{r.id}" + (f"#ti-{task_id}" if task_id else "")))
+        series.append(Series(task_id or "the whole run", bars, known[-1], known[len(known) // 2]))
+    return series, max(len(ordered), 1) * (CHART_BAR + CHART_GAP)
+
+
+def seconds_text(seconds: float) -> str:
+    """`0.8s`, `1m 05s`, `2h 03m`."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+# -- versions by number ------------------------------------------------------------------------------------------
+
+
+def version_names(versions: list[Any]) -> dict[str, str]:
+    """version hash -> its name, `v3 · 2024-03-01` (its number among the DAG's versions, oldest first as
+    `dag_store.versions` reads them, and the UTC date it was registered)."""
+    return {v.version_hash: f"v{i} · {v.created_at:%Y-%m-%d}" for i, v in enumerate(versions, start=1)}
+
+
+def version_by_name(versions: list[Any], ref: str) -> Any | None:
+    """The version `ref` names as `vN` (N from 1), else None (then `ref` is a hash or a prefix of one)."""
+    text = ref.strip().lower()
+    if text.startswith("v") and text[1:].isdigit() and 1 <= int(text[1:]) <= len(versions):
+        return versions[int(text[1:]) - 1]
+    return None

@@ -47,12 +47,13 @@ def test_the_grid_shows_a_square_per_task_and_live_run_and_reaches_the_runs_they
     runs = [r for r in views_client.get("/api/v1/dags/berlin/timeline").json()]
     live = [r["run_id"] for r in runs if r["state"] != "overridden"]
     assert re.findall(r'class="run-head state-success" title="run (\d+)', markup) == live  # oldest on the left
-    tasks = re.findall(r'<tr><th class="task-col">([^<]+)</th><td', markup)
+    tasks = re.findall(r'<tr(?: class="in-group depth-\d")?><th class="task-col">([^<]+)</th><td', markup)
     assert tasks == ["colours", "load.extract", "load.copy", "fan"]  # graph order
     squares = re.findall(r'<a class="sq state-(\w+)" href="([^"]+)"', markup)
     assert len(squares) == len(tasks) * len(live) and {s for s, _ in squares} == {"success"}
-    assert f"/runs/{live[0]}/tasks/colours/tries/1/log" in [h for _, h in squares]
-    assert f"/runs/{live[0]}#ti-fan" in [h for _, h in squares]  # a mapped task: its run's instances
+    # a square opens the detail panel of its task instance (tests/web/test_grid_detail.py)
+    assert f"/dags/berlin/grid?run={live[0]}&amp;task=colours#detail" in [h for _, h in squares]
+    assert f"/dags/berlin/grid?run={live[0]}&amp;task=fan#detail" in [h for _, h in squares]
     for r in runs:
         if r["state"] == "overridden":  # each replaced run linked from the column of the run that replaced it
             assert f'href="/runs/{r["run_id"]}" title="replaced run {r["run_id"]} (scheduled)"' in markup

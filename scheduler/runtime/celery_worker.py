@@ -657,7 +657,7 @@ def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNIN
     try:
         app.worker_main(["worker", f"--queues={','.join(settings.queues)}", f"--concurrency={settings.concurrency}",
                          f"--hostname=ledger@{settings.name}", f"--loglevel={loglevel}", "--without-gossip",
-                          "--without-mingle", "--pool=prefork"])
+                         "--without-mingle", "--pool=prefork"])
         code = getattr(controllers[-1], "exitcode", 0) if controllers else 0
         return bool(code) and not asked.is_set()
     finally:

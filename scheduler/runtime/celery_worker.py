@@ -378,6 +378,8 @@ def _guard(lease: TryLease, settings: WorkerSettings, task: Any, tid: str, item:
             with contextlib.suppress(Exception):  # (else the worker's next beat delivers it)
                 try_outbox.deliver(path, {"tid": tid, "result": result, "log": item.log_path}, client, _store(task))
             return
+        if (box / f"{tid}.json").exists():  # (the pool process kept the outcome, and died before it let go)
+            return  # the worker's next beat delivers it
         who = (f"its worker's main process (pid {main}) died, and with it" if not _alive(main) else "")
         end_lease(client, tid, lease.value, f"{who or 'on worker ' + name + ','} the pool process running it (pid "
                                             f"{me}) died; its processes were killed")
@@ -640,6 +642,10 @@ def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNIN
     global _pool_settings
     _pool_settings = settings
     app = make_app(settings.celery)
+    # a store of a try's state gives up within 5 s and is made again on a new connection (decision 0257): with
+    # Celery's default (120 s) a store sent into a partition waits on TCP's retransmissions long after the link is
+    # back, and the scheduler stops waiting for the outcome first
+    app.conf.update(redis_socket_timeout=5.0, redis_socket_connect_timeout=5.0)
     app.task(name=TASK_NAME, bind=True, store_errors_even_if_ignored=True)(run_and_store)
     from celery.signals import worker_init, worker_ready, worker_shutting_down
 

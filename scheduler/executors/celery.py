@@ -511,6 +511,7 @@ class CeleryExecutor(Executor):
                     entry.log_bytes = 0
                 ended.append((entry, status, result))
                 logs.append(entry)
+        ended = self._claimed_again(ended)
         urgent = self._publish(new)  # (the starts, whatever becomes of the logs' round trip)
         try:
             self._append_logs(logs)
@@ -519,6 +520,30 @@ class CeleryExecutor(Executor):
                 entry.done, entry.seen = False, None
             raise
         return urgent + self._publish([self._finished(entry, status, result) for entry, status, result in ended])
+
+    def _claimed_again(self, ended: list[tuple[_Try, str, Any]]) -> list[tuple[_Try, str, Any]]:
+        """A try whose worker's task raised (its own machinery failed, most often Redis at its claim) is lost only
+        once no delivery of its message can start it any more: the executor takes the try's claim first. Its
+        message, unacknowledged when the worker's connection broke, comes back to the queue, and a worker that
+        claimed it meanwhile runs the try: that one is taken as started there, and its lease decides (decision
+        0257)."""
+        raised = [(entry, status, result) for entry, status, result in ended
+                  if status == "FAILURE" and entry.killed is None]
+        if not raised:
+            return ended
+        pipe = self._client.pipeline(transaction=False)
+        for entry, _status, _result in raised:
+            pipe.set(claim_key(entry.tid), "scheduler lost", nx=True, ex=KEEP)
+            pipe.get(claim_key(entry.tid))
+        replies = pipe.execute()
+        running = set()
+        for (entry, _status, _result), took, holder in zip(raised, replies[::2], replies[1::2], strict=True):
+            if not took:  # a worker claimed it: it runs there
+                running.add(entry.tid)
+                entry.done, entry.started = False, True
+                entry.host = (holder or b"").decode(errors="replace").split(" ")[0] or entry.host
+                entry.lease_seen = self._clock()
+        return [one for one in ended if one[0].tid not in running]
 
     def _finished(self, entry: _Try, status: str, result: Any) -> TaskEvent:
         item = entry.item

@@ -27,8 +27,9 @@ def folder(home: Path, name: str) -> Path:
     return home / "outbox" / name
 
 
-def keep(box: Path, tid: str, result: dict[str, Any], log_path: str, incarnation: str) -> Path:
-    """Write the outcome durably (fsynced file and folder); returns its path."""
+def keep(box: Path, tid: str, result: dict[str, Any], log_path: str, incarnation: str, *, sync: bool = True) -> Path:
+    """Write the outcome durably (fsynced file and folder; `sync` False: written, not fsynced, which survives the
+    process but not the host); returns its path."""
     box.mkdir(parents=True, exist_ok=True)
     path = box / f"{tid}.json"
     tmp = box / f".{tid}.{os.getpid()}.{uuid.uuid4().hex}"
@@ -37,10 +38,13 @@ def keep(box: Path, tid: str, result: dict[str, Any], log_path: str, incarnation
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.write(fd, data)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if not sync:
+        return path
     dir_fd = os.open(box, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

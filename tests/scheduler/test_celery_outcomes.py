@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from scheduler.executors.celery import LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
-from scheduler.executors.celery_app import CeleryConfig
+from scheduler.executors.celery_app import CeleryConfig, claim_key
 from scheduler.runtime import try_outbox
 from scheduler.runtime.try_lease import TryLease, lease_key, taken_value
 from scheduler.runtime.try_process import RunningTry
@@ -161,5 +161,40 @@ def test_a_taken_lease_whose_try_sends_no_outcome_within_the_patience_is_lost(
         ended = finished(executor)
         assert (ended.state, ended.reason) == (
             "lost", "worker w1 stopped renewing its lease (3 s; the worker or its link to Redis is gone)")
+    finally:
+        executor.end(0)
+
+
+def test_a_try_whose_workers_task_raised_but_a_redelivery_claimed_runs_there_and_is_not_recorded_lost(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 10)
+        backend.set(claim_key(tid), "w2 another-delivery")  # its message came back and w2 claimed it
+        executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))  # the first one
+        wait_for("the failure read", lambda: all(t.seen is not None and b"FAILURE" in t.seen
+                                                 for t in executor._by_tid.values()), within=30.0)
+        report = TryReport("success", None, 1.0, "x", "w2").as_json()
+        executor._app.backend.store_result(tid, {"state": "success", "host": "w2", "pid": 9, "at": 1.0,
+                                                 "report": report}, "SUCCESS")
+        ended = finished(executor)
+        assert (ended.state, ended.host) == ("success", "w2")
+    finally:
+        executor.end(0)
+
+
+def test_a_try_whose_workers_task_raised_is_lost_with_its_claim_taken_so_no_redelivery_runs_it(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 11)
+        executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))
+        ended = finished(executor)
+        assert ended.state == "lost"
+        assert backend.get(claim_key(tid)) == b"scheduler lost"
     finally:
         executor.end(0)

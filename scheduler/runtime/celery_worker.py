@@ -332,16 +332,16 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             lease.stop()
             raise
         fenced = lease.fenced is not None and running.killed()  # killed here because its lease ended: lost
-        state: str = "lost" if fenced else outcome.state
-        reason = f"worker {settings.name} killed it: {lease.fenced}" if fenced else outcome.reason
+        ended = "lost" if fenced else outcome.state
+        why = f"worker {settings.name} killed it: {lease.fenced}" if fenced else outcome.reason
         # its state, kept at once (not yet fsynced, nor with what the try left): the guard finds it should this process
         # die before the whole outcome is kept (decision 0257)
         try_outbox.keep(try_outbox.folder(settings.home, settings.name), tid,
-                        _result_of(try_report.TryReport(state, reason, outcome.at, item.log_path, settings.name),
+                        _result_of(try_report.TryReport(ended, why, outcome.at, item.log_path, settings.name),
                                    running.pid, settings.name), item.log_path, incarnation, sync=False)
         if fenced:
             lease.end(str(lease.fenced))
-            return _deliver(task, _result(settings, item, outcome, running.pid, state="lost", reason=reason), shipper,
+            return _deliver(task, _result(settings, item, outcome, running.pid, state="lost", reason=why), shipper,
                             lease, item.log_path)
         return _deliver(task, _result(settings, item, outcome, running.pid), shipper, lease, item.log_path)
     finally:

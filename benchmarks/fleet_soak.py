@@ -70,7 +70,8 @@ class Soak:
     def start_webserver(self, port: int = 0) -> None:
         extra = {"LEDGER_WEB_TOKEN": "soak-web-token", "LEDGER_WEB_ALLOWED_HOSTS": f"127.0.0.1,{self.ns.host}"} \
             if self.ns else {}
-        self.web = self.cluster.start_webserver(host="0.0.0.0" if self.ns else "127.0.0.1", port=port, **extra)
+        self.web = self.cluster.start_webserver(host="0.0.0.0" if self.ns else "127.0.0.1", port=port,
+                                                within=120.0, **extra)  # (a loaded machine starts it slowly)
 
     # -- the faults ---------------------------------------------------------------------------------
     def kill_worker(self) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -12,6 +12,9 @@ from rich.table import Table
 from cli.env import print_json
 from cli.options import Json, check_environment, within_range
 from ledger.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from scheduler.runtime.celery_worker import WorkerSettings
 
 out = Console(highlight=False, soft_wrap=True)
 QUEUE_NAME = re.compile(r"[\w.-]+")
@@ -58,7 +61,31 @@ def worker(
                                                   metrics_port=metrics_port or 0), incarnation)
     out.print(f"ledger worker {settings.name}: queues {', '.join(names)}, concurrency {settings.concurrency}, "
               f"code from {settings.api_url}, home {settings.home}" + (f" ({note})" if note else ""))
-    serve(settings, incarnation)
+    if serve(settings, incarnation):
+        _restart(settings)
+
+
+def _restart(settings: WorkerSettings) -> None:
+    """Celery's consumer stopped on an error it does not recover from (a Redis restart met in kombu's transport):
+    this worker starts again as a new incarnation of its name, in this process (its own entry is taken over,
+    scheduler/runtime/celery_worker.py: _write_entry), once Redis answers. Its tries had finished (a warm shutdown);
+    messages it held come back to the queue or are sent again by the scheduler, and a try's claim keeps any from
+    running twice."""
+    import os
+    import sys
+    import time
+
+    from ledger.infra.workers import NAME_VARIABLE
+    from scheduler.runtime.celery_worker import wait_for_redis
+
+    out.print(f"ledger worker {settings.name}: Celery's consumer stopped on an error; starting again as a new "
+              f"incarnation once Redis answers")
+    time.sleep(1.0)  # (an error that stays: one start a second, not a loop)
+    wait_for_redis(settings)
+    os.environ[NAME_VARIABLE] = settings.name
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)
 
 
 def workers(as_json: Json = False) -> None:

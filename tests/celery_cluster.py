@@ -179,12 +179,13 @@ class Cluster:
         return _env(self.home, **{BROKER: self.redis.url, "LEDGER_WORKER_HEARTBEAT_TIMEOUT": LEASE,
                                   "LEDGER_VERIFY_MEMORY": "1", **extra})
 
-    def start_webserver(self, host: str = "127.0.0.1", port: int = 0, **extra: str) -> subprocess.Popen[bytes]:
+    def start_webserver(self, host: str = "127.0.0.1", port: int = 0, within: float = 60.0,
+                        **extra: str) -> subprocess.Popen[bytes]:
         self.web_port, self.web_host = port or free_port(host), host
         proc = self.procs.start("webserver", [LEDGER, "webserver", "--host", host, "--port", str(self.web_port)],
                                 _env(self.home, LEDGER_WORKER_TOKEN=self.token, **{BROKER: self.redis.url},
                                      **extra), self.home)
-        wait_for_port(host, self.web_port, proc=proc)
+        wait_for_port(host, self.web_port, within, proc=proc)
         return proc
 
     def start_worker(self, name: str, *, queues: str = "default", concurrency: int = 2,

@@ -65,7 +65,10 @@ READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it look
 STARTS_WAKE_DELAY = 0.2  # seconds tries' starts alone may wait before the job is woken for them
 FALLBACK_INTERVAL = 0.5  # seconds between two reads of every try's state (what a lost publication held)
 WORKER_CHECK_INTERVAL = 1.0  # seconds between two looks at the running tries' leases
-LEASE_GRACE = 1 / 3  # share of a lease's length the executor waits beyond it before a missing lease means lost
+LEASE_GRACE = 1 / 3  # share of a lease's length the executor waits beyond it before it takes a missing lease
+# lease lengths it then waits for an outcome its worker kept (a try that ended while its worker was cut off) before
+# the try is lost (decision 0257)
+OUTCOME_PATIENCE = 2.0
 LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
 FINISHED = ("SUCCESS", "FAILURE", "REVOKED")
 # how a worker says a try ended (lost: the fleet's fault; up_for_reschedule: a sensor's next check)
@@ -502,6 +505,7 @@ class CeleryExecutor(Executor):
                     entry.log_bytes = 0
                 ended.append((entry, status, result))
                 logs.append(entry)
+        ended = self._claimed_again(ended)
         urgent = self._publish(new)  # (the starts, whatever becomes of the logs' round trip)
         try:
             self._append_logs(logs)
@@ -510,6 +514,30 @@ class CeleryExecutor(Executor):
                 entry.done, entry.seen = False, None
             raise
         return urgent + self._publish([self._finished(entry, status, result) for entry, status, result in ended])
+
+    def _claimed_again(self, ended: list[tuple[_Try, str, Any]]) -> list[tuple[_Try, str, Any]]:
+        """A try whose worker's task raised (its own machinery failed, most often Redis at its claim) is lost only
+        once no delivery of its message can start it any more: the executor takes the try's claim first. Its
+        message, unacknowledged when the worker's connection broke, comes back to the queue, and a worker that
+        claimed it meanwhile runs the try: that one is taken as started there, and its lease decides (decision
+        0257)."""
+        raised = [(entry, status, result) for entry, status, result in ended
+                  if status == "FAILURE" and entry.killed is None]
+        if not raised:
+            return ended
+        pipe = self._client.pipeline(transaction=False)
+        for entry, _status, _result in raised:
+            pipe.set(claim_key(entry.tid), "scheduler lost", nx=True, ex=KEEP)
+            pipe.get(claim_key(entry.tid))
+        replies = pipe.execute()
+        running = set()
+        for (entry, _status, _result), took, holder in zip(raised, replies[::2], replies[1::2], strict=True):
+            if not took:  # a worker claimed it: it runs there
+                running.add(entry.tid)
+                entry.done, entry.started = False, True
+                entry.host = (holder or b"").decode(errors="replace").split(" ")[0] or entry.host
+                entry.lease_seen = self._clock()
+        return [one for one in ended if one[0].tid not in running]
 
     def _finished(self, entry: _Try, status: str, result: Any) -> TaskEvent:
         item = entry.item
@@ -580,11 +608,13 @@ class CeleryExecutor(Executor):
             entry.log_bytes += len(data)
 
     def _check_leases(self) -> int:
-        """Started tries whose lease ended are lost (decision 0200): one their worker says is dead (a pool process
-        that died, a try it fenced) at once; one whose lease is missing once LEASE_GRACE more than its length has
-        passed since this executor last saw it held (the try's supervisor has killed it by then, or is gone with
-        its host), and the lease is taken so that a supervisor that comes back kills its try. Time spent unable
-        to read Redis does not count: after it, every lease gets its whole length again."""
+        """Started tries whose lease ended are lost (decisions 0200, 0257): one their worker says is dead (a pool
+        process that died, a try it fenced) at once. A lease missing once LEASE_GRACE more than its length has
+        passed since this executor last saw it held is taken (its supervisor has killed a try still running by
+        then, and one that comes back kills it), and the try is lost only if no outcome came OUTCOME_PATIENCE lease
+        lengths later: a try that ended by itself while its worker was cut off from Redis has its outcome kept in
+        the worker's outbox, delivered when the worker, or its next incarnation, reaches Redis again. Time spent
+        unable to read Redis does not count: after it, every lease gets its whole length again."""
         with self._shared.lock:
             started = [t for t in self._shared.tries.values() if t.started and not t.done]
         if not started:
@@ -604,9 +634,15 @@ class CeleryExecutor(Executor):
                 entry.lease, entry.lease_length, entry.lease_seen = lease, float(data.get("ms") or 0) / 1000, now
                 continue
             length = entry.lease_length or self.config.heartbeat_timeout
-            if data is None and now - entry.lease_seen < length * (1 + LEASE_GRACE):
+            missing = now - entry.lease_seen
+            if data is not None and "dead" in data:  # (its worker's word: lost at once)
+                doubtful.append((entry, data))
+            elif missing < length * (1 + LEASE_GRACE):
                 continue
-            doubtful.append((entry, data))
+            elif data is None:  # taken: a supervisor that comes back kills its try; one whose try ended delivers
+                self._client.set(lease_key(entry.tid), taken_value(self._unrenewed(entry)), ex=KEEP)
+            elif missing >= length * (1 + LEASE_GRACE + OUTCOME_PATIENCE):  # no outcome came: it cannot come now
+                doubtful.append((entry, data))
         if not doubtful:
             return 0
         states = self._client.mget([self._meta_key(entry.tid) for entry, _ in doubtful])  # (read after the leases)
@@ -614,13 +650,7 @@ class CeleryExecutor(Executor):
         for (entry, data), state in zip(doubtful, states, strict=True):
             if state is not None and state != entry.seen:
                 continue  # it ended as the lease did: the next read of states takes its outcome
-            if data is not None:
-                reason = str(data.get("dead") or data.get("taken"))
-            else:
-                length = entry.lease_length or self.config.heartbeat_timeout
-                reason = (f"worker {entry.host} stopped renewing its lease ({length:g} s; the worker or its link to "
-                          f"Redis is gone)")
-                self._client.set(lease_key(entry.tid), taken_value(reason), ex=KEEP)
+            reason = str(data.get("dead") or data.get("taken"))
             # its log as far as it was sent, and then why it ended
             self._append_logs([entry])
             entry.done = True
@@ -629,6 +659,10 @@ class CeleryExecutor(Executor):
             new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), "lost",
                                  reason=reason, host=entry.host, report=self._without_report(entry, "lost", reason)))
         return self._publish(new)
+
+    def _unrenewed(self, entry: _Try) -> str:
+        length = entry.lease_length or self.config.heartbeat_timeout
+        return f"worker {entry.host} stopped renewing its lease ({length:g} s; the worker or its link to Redis is gone)"
 
     def _read_refused(self) -> int:
         """Redeliveries that workers refused: remarks for the job to record."""

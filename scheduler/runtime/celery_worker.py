@@ -71,7 +71,7 @@ from scheduler.executors.celery_app import (
     seconds_from_env,
 )
 from scheduler.executors.fleet_faults import FaultNotes, FleetCounters, Relay
-from scheduler.runtime import try_plan, try_process, try_report
+from scheduler.runtime import try_outbox, try_plan, try_process, try_report
 from scheduler.runtime.try_lease import TryLease, end_lease, lease_value
 from scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
 
@@ -173,8 +173,8 @@ class _LogShipper:
         self.name = name  # the worker's
         self.shipped = hashlib.sha256()  # of the bytes sent so far: finish() sees whether the log was rewritten
 
-    def ship(self) -> None:
-        """(Redis unreachable for a moment: what was not sent is sent by a later call.)"""
+    def ship(self, strict: bool = False) -> None:
+        """(Redis unreachable for a moment: what was not sent is sent by a later call; `strict`: raises.)"""
         try:
             with open(self.path, "rb") as log:
                 log.seek(self.offset)
@@ -186,6 +186,8 @@ class _LogShipper:
                     self.offset += len(chunk)
                     self.shipped.update(chunk)
         except redis_errors() as exc:  # (it restarts): sent again later
+            if strict:
+                raise
             pool_faults().failed("log", f"ledger worker {self.name}: cannot send tries' logs to Redis ({{error}}); "
                                         f"sending again", exc)
             return
@@ -195,19 +197,20 @@ class _LogShipper:
 
     def finish(self) -> bool:
         """Once the try has ended: the rest of its log; or, when the try rewrote what was sent already (the secrets it
-        read are masked as it ends), the whole log in place of what was sent. True: it was sent whole again."""
+        read are masked as it ends), the whole log in place of what was sent. True: it was sent whole again. Raises
+        when Redis does not take it (the outcome is stored after its log, never before)."""
         try:
             with open(self.path, "rb") as log:
                 head = log.read(self.offset)
                 if hashlib.sha256(head).digest() == self.shipped.digest():
-                    self.ship()
+                    self.ship(strict=True)
                     return False
                 whole = head + log.read()
-            self.client.set(self.key, whole, ex=KEEP)
-            self.offset, self.shipped = len(whole), hashlib.sha256(whole)
-            return True
-        except Exception:  # (as in ship: what reached Redis stands)
+        except OSError:  # (its file here cannot be read: what reached Redis stands)
             return False
+        self.client.set(self.key, whole, ex=KEEP)
+        self.offset, self.shipped = len(whole), hashlib.sha256(whole)
+        return True
 
 
 def _settings_of_pool() -> WorkerSettings:
@@ -305,44 +308,59 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             # the fleet's fault, not the task's: lost (no retry spent); a version the webserver refuses: failed
             state = "lost" if isinstance(exc, CodeFetchError) and exc.fleet else "failed"
             return _deliver(task, _result(settings, item, Outcome("failed", reason, time.time()), os.getpid(),
-                                          shipper, state=state), shipper, None)
+                                          state=state), shipper, None, path)
         plan = try_plan.prepare(item)
         if try_plan.runs_in_process(plan):  # a Spark try: this pool process's session (fenced by killing it)
             from scheduler.runtime import in_process
 
-            lease = _lease(settings, client, tid, incarnation, None,
-                           lambda: os.kill(os.getpid(), signal.SIGKILL))
+            lease = _lease(settings, tid, incarnation)
+            lease.fence_with(lambda: os.kill(os.getpid(), signal.SIGKILL))
             try:
                 task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
             except BaseException:
                 lease.stop()
                 raise
+            lease.start()
             done = in_process.run_in_process(item, plan).outcome
             lease.finished()
             try_plan.forget_prepared()
-            return _deliver(task, _result(settings, item, done, os.getpid(), shipper), shipper, lease)
-        running = try_process.fork_try(item)
+            return _deliver(task, _result(settings, item, done, os.getpid()), shipper, lease, item.log_path)
+        # the lease is taken before the try is forked: a Redis that does not answer stops it before any of its code
+        # runs, and no Redis call that fails after its code has run can end it otherwise than its outcome
+        lease = _lease(settings, tid, incarnation)
+        try:
+            running = try_process.fork_try(item)
+        except BaseException:
+            lease.stop()
+            raise
         try_plan.forget_prepared()
-        lease = _lease(settings, client, tid, incarnation, running.pid,
-                       lambda: running.kill() if running.outcome is None else None)
+        _guard(lease, settings, task, tid, item, running, incarnation)
         try:
             # started when its process was forked (as the LocalExecutor says), not when its lease and guard were ready
-            task.update_state(state="STARTED", meta=_started(settings, incarnation, running.pid, running.started_at))
+            said = _say_started(task, settings, incarnation, running.pid, running.started_at)
             while (outcome := running.wait(LOG_SHIP_INTERVAL)) is None:
+                said = said or _say_started(task, settings, incarnation, running.pid, running.started_at)
                 shipper.ship()
                 take_api_faults()
-        except BaseException:  # Redis failed its start; this pool process is being stopped (a revoke, a warm
-            running.kill()  # shutdown's end): the try is killed, and its lease and guard go with it
+        except BaseException:  # this pool process is being stopped (a revoke, a warm shutdown's end): the try is
+            running.kill_unless_exited()  # killed, and its lease and guard go with it
             running.wait()
             lease.stop()
             raise
-        lease.finished()
         take_api_faults()
-        if lease.fenced is not None:  # killed here because its lease ended: lost, as the scheduler sees it
-            lease.end(lease.fenced)
-            return _deliver(task, _result(settings, item, outcome, running.pid, shipper, state="lost",
-                                          reason=f"worker {settings.name} killed it: {lease.fenced}"), shipper, lease)
-        return _deliver(task, _result(settings, item, outcome, running.pid, shipper), shipper, lease)
+        fenced = lease.fenced is not None and running.killed()  # killed here because its lease ended: lost
+        ended = "lost" if fenced else outcome.state
+        why = f"worker {settings.name} killed it: {lease.fenced}" if fenced else outcome.reason
+        # its state, kept at once (not yet fsynced, nor with what the try left): the guard finds it should this process
+        # die before the whole outcome is kept (decision 0257)
+        try_outbox.keep(try_outbox.folder(settings.home, settings.name), tid,
+                        _result_of(try_report.TryReport(ended, why, outcome.at, item.log_path, settings.name),
+                                   running.pid, settings.name), item.log_path, incarnation, sync=False)
+        if fenced:
+            lease.end(str(lease.fenced))
+            return _deliver(task, _result(settings, item, outcome, running.pid, state="lost", reason=why), shipper,
+                            lease, item.log_path)
+        return _deliver(task, _result(settings, item, outcome, running.pid), shipper, lease, item.log_path)
     finally:
         with contextlib.suppress(Exception):
             client.srem(running_set, tid)
@@ -350,40 +368,63 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             os._exit(1)
 
 
+def _say_started(task: Any, settings: WorkerSettings, incarnation: str, pid: int, at: float) -> bool:
+    """Store the try's STARTED state; False when Redis does not take it (said again while the try runs: its lease,
+    taken already, holds it meanwhile, and its outcome says it started if it ends first)."""
+    try:
+        task.update_state(state="STARTED", meta=_started(settings, incarnation, pid, at))
+    except Exception as exc:
+        pool_faults().failed("claim", f"ledger worker {settings.name}: cannot say in Redis that tries started "
+                                      f"({{error}}); said again while they run", one_line(str(exc), 200))
+        return False
+    pool_faults().works("claim", f"ledger worker {settings.name}: claiming tries in Redis works again")
+    return True
+
+
+def _guard(lease: TryLease, settings: WorkerSettings, task: Any, tid: str, item: WorkItem,
+           running: try_process.RunningTry, incarnation: str) -> None:
+    """Fence the try through its lease from now on, and guard it: should this pool process die (kill -9 of it, or
+    of the worker's main process, which Celery's pool processes die with), a small process it forks kills the try's
+    process group. When the try had ended by itself before (its outcome in its result pipe), the guard keeps that
+    outcome in the worker's outbox and stores it; else it says in the lease that the try is dead."""
+    main, url, me, name = _main_pid(), settings.celery.backend_url, os.getpid(), settings.name
+    box = try_outbox.folder(settings.home, name)
+
+    def after(message: bytes) -> None:  # (in the guard, once the try's group is killed)
+        import redis
+
+        client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        ended = try_process.decode_message(message)
+        if ended is not None:
+            report = try_report.collect(item.log_path, ended[0], ended[1], time.time(), name)
+            result = _result_of(report, running.pid, name)
+            path = try_outbox.keep(box, tid, result, item.log_path, incarnation)
+            with contextlib.suppress(Exception):  # (else the worker's next beat delivers it)
+                try_outbox.deliver(path, {"tid": tid, "result": result, "log": item.log_path}, client, _store(task))
+            return
+        if (box / f"{tid}.json").exists():  # (the pool process kept the outcome, and died before it let go)
+            return  # the worker's next beat delivers it
+        who = (f"its worker's main process (pid {main}) died, and with it" if not _alive(main) else "")
+        end_lease(client, tid, lease.value, f"{who or 'on worker ' + name + ','} the pool process running it (pid "
+                                            f"{me}) died; its processes were killed")
+
+    lease.fence_with(running.kill_unless_exited)
+    lease.guard = try_process.GroupGuard(running.pid, after, running.result_fd)
+    lease.start()
+
+
 def _main_pid() -> int:
     return int(os.environ.get(MAIN_PID_VARIABLE) or os.getppid())
 
 
-def _lease(settings: WorkerSettings, client: Any, tid: str, incarnation: str, pgid: int | None,
-           fence: Callable[[], None]) -> TryLease:
-    """The try's lease, taken (Redis must answer: the try has not started as far as the scheduler knows) and
-    renewed by a thread from now on. A forked try (`pgid`) is guarded as well: should this pool process die (kill
-    -9 of it, or of the worker's main process, which Celery's pool processes die with), a small process it forked
-    kills the try's process group, then says in the lease that the try is dead."""
+def _lease(settings: WorkerSettings, tid: str, incarnation: str) -> TryLease:
+    """The try's lease, taken (Redis must answer: the try has not started as far as the scheduler knows, and it is
+    not forked yet) and renewed by a thread once started."""
     length = settings.celery.heartbeat_timeout
-    value = lease_value(f"{settings.name} {incarnation}", os.getpid(), pgid, length)
-    main = _main_pid()
-    lease = TryLease(_lease_client(length), tid, value, length, fence, main, faults=pool_faults(),
+    value = lease_value(f"{settings.name} {incarnation}", os.getpid(), None, length)
+    lease = TryLease(_lease_client(length), tid, value, length, lambda: None, _main_pid(), faults=pool_faults(),
                      holder=settings.name)
-    if pgid is not None:
-        url, me, name = settings.celery.backend_url, os.getpid(), settings.name
-
-        def dead() -> None:  # (in the guard, once the try's group is killed)
-            import redis
-
-            who = (f"its worker's main process (pid {main}) died, and with it" if not _alive(main) else "")
-            end_lease(redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0), tid, value,
-                      f"{who or 'on worker ' + name + ','} the pool process running it (pid {me}) died; "
-                      f"its processes were killed")
-
-        lease.guard = try_process.GroupGuard(pgid, dead)
-    try:
-        lease.renew()
-    except BaseException:
-        fence()
-        lease.stop()
-        raise
-    lease.start()
+    lease.renew()
     return lease
 
 
@@ -403,20 +444,31 @@ def _lease_client(length: float) -> Any:
 _lease_redis: Any = None
 
 
-def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None) -> dict[str, Any]:
-    """Store the try's outcome as its SUCCESS state; while Redis does not answer, keep it here (the lease renewed
-    meanwhile) and store it when Redis answers again, after the rest of its log: a try that ran to its end is
-    recorded as it ended."""
+def _store(task: Any) -> Callable[[str, dict[str, Any]], None]:
+    """Store a try's outcome as its SUCCESS state (the result backend's own call, as update_state makes it)."""
+    return lambda tid, result: task.backend.store_result(tid, result, "SUCCESS")
+
+
+def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None,
+             log_path: str) -> dict[str, Any]:
+    """Keep the try's outcome in the worker's outbox (on disk, before any Redis call: it survives this process and
+    its worker), then store it as its SUCCESS state after the rest of its log; while Redis does not answer, keep
+    trying (the lease renewed meanwhile): a try that ran to its end is recorded as it ended."""
+    settings = _settings_of_pool()
+    kept = try_outbox.keep(try_outbox.folder(settings.home, settings.name), task.request.id, result, log_path,
+                           os.environ.get(INCARNATION_VARIABLE, ""))
+    if lease is not None:
+        lease.finished()  # (the guard let go: the outcome survives this process in the outbox)
     pause = 0.2
     said = False
     faults, name = pool_faults(), result.get("host")
     try:
         while True:
             try:
-                if said:  # (what of its log Redis did not take before)
-                    result["log_rewritten"] = shipper.finish() or result["log_rewritten"]
-                    result["log_bytes"] = shipper.offset
+                result["log_rewritten"] = shipper.finish() or result.get("log_rewritten", False)
+                result["log_bytes"] = shipper.offset
                 task.update_state(state="SUCCESS", meta=result)
+                try_outbox.forget(kept)
                 if said:
                     print(f"ledger worker {name}: the outcome of {task.request.id} was delivered", flush=True)
                 faults.works("outcome", f"ledger worker {name}: delivering outcomes to Redis works again")
@@ -445,18 +497,21 @@ def _started(settings: WorkerSettings, incarnation: str, pid: int, at: float | N
     return {"host": settings.name, "pid": pid, "at": time.time() if at is None else at, "incarnation": incarnation}
 
 
-def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int, shipper: _LogShipper, *,
+def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int, *,
             state: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """The outcome of a try (or `state` and `reason` in its place: "lost", why), with its report (what it left,
-    then removed from this host: scheduler/runtime/try_report.py), and its whole log sent on."""
+    then removed from this host: scheduler/runtime/try_report.py). Nothing here reaches Redis."""
     if state == "lost":
         with contextlib.suppress(OSError), open(item.log_path, "a", encoding="utf-8") as log:
             log.write(f"[ledger] lost: {reason or outcome.reason}\n")
-    rewritten = shipper.finish()
     report = try_report.collect(item.log_path, state or outcome.state, reason or outcome.reason, outcome.at,
                                 settings.name)
-    return {"state": report.state, "reason": report.reason, "at": report.at, "pid": pid, "host": settings.name,
-            "report": report.as_json(), "log_bytes": shipper.offset, "log_rewritten": rewritten}
+    return _result_of(report, pid, settings.name)
+
+
+def _result_of(report: try_report.TryReport, pid: int, host: str) -> dict[str, Any]:
+    return {"state": report.state, "reason": report.reason, "at": report.at, "pid": pid, "host": host,
+            "report": report.as_json(), "log_bytes": 0, "log_rewritten": False}
 
 
 def settings_from_env(env: dict[str, str] | None = None, *, name: str | None = None,
@@ -501,8 +556,8 @@ def _alive(pid: int) -> bool:
 
 def _write_entry(client: Any, settings: WorkerSettings, incarnation: str, entry: str) -> dict[str, Any] | None:
     """Write this worker's entry unless a live worker of another incarnation holds the name: then that one's
-    entry (nothing written). A holder that was this host's worker and whose process is gone is this worker's
-    predecessor (a restart): the name is taken over."""
+    entry (nothing written). A holder that was this host's worker and whose process is gone, or is this very process
+    (its consumer restarted, see cli/worker.py), is this worker's predecessor (a restart): the name is taken over."""
     import redis
 
     key = worker_key(settings.name)
@@ -513,7 +568,8 @@ def _write_entry(client: Any, settings: WorkerSettings, incarnation: str, entry:
                 raw = pipe.get(key)
                 held = json.loads(raw) if raw else None
                 if held is not None and held.get("incarnation") != incarnation and not (
-                        held.get("host") == socket.gethostname() and not _alive(int(held.get("pid") or 0))):
+                        held.get("host") == socket.gethostname() and (
+                            int(held.get("pid") or 0) == os.getpid() or not _alive(int(held.get("pid") or 0)))):
                     return dict(held)
                 pipe.multi()
                 pipe.set(key, entry, px=int(settings.celery.heartbeat_timeout * 1000))
@@ -570,10 +626,12 @@ def redis_errors() -> tuple[type[Exception], ...]:
 
 
 def _beat(settings: WorkerSettings, incarnation: str, stop: threading.Event,
-          counters: FleetCounters | None = None) -> None:
+          counters: FleetCounters | None = None, store: Callable[[str, dict[str, Any]], None] | None = None) -> None:
     """Every third of the heartbeat timeout: this worker's entry (host, queues, concurrency, running tries),
-    which expires when it stops beating (never written over another live worker's, see _write_entry)."""
+    which expires when it stops beating (never written over another live worker's, see _write_entry); and the
+    outcomes in its outbox whose writer died before storing them (`store`: the result backend's)."""
     client = redis_client(settings.celery.backend_url)
+    box = try_outbox.folder(settings.home, settings.name)
     every = settings.celery.heartbeat_timeout / 3
     started = time.time()
     said = None
@@ -586,6 +644,10 @@ def _beat(settings: WorkerSettings, incarnation: str, stop: threading.Event,
                 print(f"ledger worker {settings.name}: another worker (pid {held.get('pid')} on {held.get('host')}) "
                       f"took this name while this one could not beat; its tries' leases still hold", flush=True)
             said = held.get("incarnation") if held is not None else None
+            if store is not None:
+                for tid in try_outbox.deliver_orphans(box, client, store, _alive):
+                    print(f"ledger worker {settings.name}: delivered the outcome of {tid} kept in its outbox",
+                          flush=True)
             faults.works("beat", f"ledger worker {settings.name}: beats again")
         except Exception as exc:  # (the broker's Redis restarting: beat again when it is back)
             faults.failed("beat", f"ledger worker {settings.name}: cannot beat ({{error}}); trying again every "
@@ -593,26 +655,41 @@ def _beat(settings: WorkerSettings, incarnation: str, stop: threading.Event,
         stop.wait(every)
 
 
-def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNING") -> None:
-    """Run the worker until it is stopped (SIGTERM: Celery's warm shutdown, running tries finish first)."""
+def serve(settings: WorkerSettings, incarnation: str, *, loglevel: str = "WARNING") -> bool:
+    """Run the worker until it is stopped (SIGTERM: Celery's warm shutdown, running tries finish first). True:
+    Celery's consumer stopped by itself on an error it does not recover from (kombu's Redis transport restoring
+    unacknowledged messages on a connection a Redis restart closed, kombu issue 582), not because it was asked to:
+    the caller starts it again (cli/worker.py). Its running tries have finished by then (a warm shutdown)."""
     os.environ[NAME_VARIABLE] = settings.name
     os.environ[INCARNATION_VARIABLE] = incarnation
     os.environ[MAIN_PID_VARIABLE] = str(os.getpid())
     global _pool_settings
     _pool_settings = settings
     app = make_app(settings.celery)
+    # a store of a try's state gives up within 5 s and is made again on a new connection (decision 0257): with
+    # Celery's default (120 s) a store sent into a partition waits on TCP's retransmissions long after the link is
+    # back, and the scheduler stops waiting for the outcome first
+    app.conf.update(redis_socket_timeout=5.0, redis_socket_connect_timeout=5.0)
     app.task(name=TASK_NAME, bind=True, store_errors_even_if_ignored=True)(run_and_store)
-    from celery.signals import worker_ready
+    from celery.signals import worker_init, worker_ready, worker_shutting_down
 
     worker_ready.connect(lambda **_: print(f"ledger worker {settings.name} ready", flush=True), weak=False)
+    asked = threading.Event()  # a signal asked it to stop (Celery says so before it stops)
+    worker_shutting_down.connect(lambda **_: asked.set(), weak=False)
+    controllers: list[Any] = []  # Celery's worker (its exit status once it stopped)
+    worker_init.connect(lambda sender=None, **_: controllers.append(sender), weak=False)
     stop = threading.Event()
     metrics = _serve_metrics(settings, incarnation) if settings.metrics_port else None
-    threading.Thread(target=_beat, args=(settings, incarnation, stop, fleet_counters()),
+    store = app.backend.store_result
+    threading.Thread(target=_beat, args=(settings, incarnation, stop, fleet_counters(),
+                                         lambda tid, result: store(tid, result, "SUCCESS")),
                      name="ledger-worker-heartbeat", daemon=True).start()
     try:
         app.worker_main(["worker", f"--queues={','.join(settings.queues)}", f"--concurrency={settings.concurrency}",
                          f"--hostname=ledger@{settings.name}", f"--loglevel={loglevel}", "--without-gossip",
                          "--without-mingle", "--pool=prefork"])
+        code = getattr(controllers[-1], "exitcode", 0) if controllers else 0
+        return bool(code) and not asked.is_set()
     finally:
         stop.set()
         with contextlib.suppress(Exception):
@@ -641,3 +718,17 @@ def _serve_metrics(settings: WorkerSettings, incarnation: str) -> Any:
         raise ConfigError(f"cannot serve metrics on {host}:{settings.metrics_port}: {exc.strerror or exc}") from None
     print(f"ledger worker {settings.name}: metrics on http://{host}:{settings.metrics_port}/metrics", flush=True)
     return server
+
+
+def wait_for_redis(settings: WorkerSettings) -> None:
+    """Until the result backend's Redis answers (a restarted consumer claims its name there first)."""
+    client = redis_client(settings.celery.backend_url)
+    try:
+        while True:
+            try:
+                client.ping()
+                return
+            except redis_errors():
+                time.sleep(1.0)
+    finally:
+        client.close()

@@ -55,9 +55,11 @@ def end_lease(client: Any, tid: str, value: str, reason: str) -> bool:
 
 
 class TryLease:
-    """The renewing thread of a try's supervisor. `fence` kills the try (its process group)."""
+    """The renewing thread of a try's supervisor. `fence` kills the try (its process group), unless it has already
+    exited: it returns whether it killed it. A try that exited is never fenced: its outcome stands, and the lease is
+    only renewed from then on."""
 
-    def __init__(self, client: Any, tid: str, value: str, length: float, fence: Callable[[], None],
+    def __init__(self, client: Any, tid: str, value: str, length: float, fence: Callable[[], bool | None],
                  parent_pid: int, *, faults: FaultNotes | None = None, holder: str = "") -> None:
         self.client, self.tid, self.value, self.length = client, tid, value, length
         self.faults, self.holder = faults, holder  # renewals that fail, said and counted; the worker's name
@@ -68,6 +70,10 @@ class TryLease:
         self._done = False  # the try has ended: nothing to fence, the lease renewed until its outcome is stored
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def fence_with(self, fence: Callable[[], bool | None]) -> None:
+        """What kills the try, once it is forked (set before start())."""
+        self._fence_try = fence
 
     def renew(self) -> bool:
         """One renewal (raises when Redis does not answer); False: the lease was taken."""
@@ -104,22 +110,26 @@ class TryLease:
         with contextlib.suppress(Exception):
             end_lease(self.client, self.tid, self.value, reason)
 
-    def _fence(self, reason: str) -> None:
+    def _fence(self, reason: str) -> bool:
+        """Kill the try for `reason`; False: it had exited by itself already (nothing killed, its outcome stands)."""
+        if self._fence_try() is False:
+            self._done = True
+            return False
         self.fenced = reason
-        self._fence_try()
         if self.faults is not None:
             self.faults.say(f"ledger worker {self.holder}: killed try {self.tid}: {reason}")
+        return True
 
     def _run(self) -> None:
         every = self.length / 3
         next_renew = time.monotonic() + every
         while not self._stop.wait(min(PARENT_CHECK, max(0.0, next_renew - time.monotonic()))):
-            if self.parent_gone() and not self._done:
-                self._fence(f"its worker's main process (pid {self.parent_pid}) died")
+            if self.parent_gone() and not self._done and \
+                    self._fence(f"its worker's main process (pid {self.parent_pid}) died"):
                 return
-            if time.monotonic() - self._renewed >= self.length and not self._done:  # (checked every tick)
-                self._fence(f"its lease could not be renewed within {self.length:g} s (Redis unreachable)")
-                return
+            if time.monotonic() - self._renewed >= self.length and not self._done and \
+                    self._fence(f"its lease could not be renewed within {self.length:g} s (Redis unreachable)"):
+                return  # (checked every tick)
             if time.monotonic() < next_renew:
                 continue
             try:
@@ -135,6 +145,6 @@ class TryLease:
                     self.faults.works("lease", f"ledger worker {self.holder}: renewing tries' leases works again")
             if held is False:
                 if not self._done:
-                    self._fence("its lease was taken: the scheduler declared it lost")
+                    self._fence("its lease was taken by the scheduler")
                 return
             next_renew = time.monotonic() + (every if held else min(every, 0.5))

@@ -132,6 +132,11 @@ class RunningTry:
         self.outcome: Outcome | None = None
         self.handed_over = False  # the child found a Spark try: run it with run_in_process() instead
 
+    @property
+    def result_fd(self) -> int:
+        """The read end of the pipe the try's process writes its state to as it ends (-1 once closed)."""
+        return self._result_fd
+
     def fileno(self) -> int:
         """Readable when the child has exited (a pidfd; the result pipe where pidfds are missing)."""
         return self._pidfd if self._pidfd is not None else self._result_fd
@@ -163,6 +168,19 @@ class RunningTry:
         kill_group(self.pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
+
+    def kill_unless_exited(self) -> bool:
+        """kill(), unless the try's process has already exited (reaped or not): a try that ended is never killed
+        after its end, its outcome stands. True: it was killed (it had not exited)."""
+        if self.outcome is not None or self._exited():
+            return False
+        self.kill()
+        return True
+
+    def killed(self) -> bool:
+        """Did the try's process die of SIGKILL (not exit by itself)?"""
+        return self._status is not None and os.WIFSIGNALED(self._status) and \
+            os.WTERMSIG(self._status) == signal.SIGKILL
 
     def wait(self, timeout: float | None = None) -> Outcome | None:
         """Wait up to `timeout` seconds (None: until it ends) for the try to end; kill it at its deadline.
@@ -227,18 +245,8 @@ class RunningTry:
             log.write(f"[ledger] {text}\n")
 
     def _decode(self) -> tuple[State, str | None] | None:
-        if not self._buffer:
-            return None
-        try:
-            data = json.loads(self._buffer.decode("utf-8", "replace"))
-            state = data["state"]
-            self.handed_over = data.get("handover") is True
-            if state not in EXIT_CODES:
-                return None
-            reason = data.get("reason")
-            return state, (one_line(str(reason)) if reason else None)
-        except (ValueError, KeyError, TypeError):
-            return None
+        self.handed_over = handed_over(self._buffer)
+        return decode_message(self._buffer)
 
     @property
     def status(self) -> int | None:
@@ -255,12 +263,51 @@ class RunningTry:
         self._eof = True
 
 
+def decode_message(buffer: bytes) -> tuple[State, str | None] | None:
+    """The state and reason a try's process wrote to its result pipe as it ended (None: it wrote none: it did not
+    end by itself)."""
+    if not buffer:
+        return None
+    try:
+        data = json.loads(buffer.decode("utf-8", "replace"))
+        state = data["state"]
+        if state not in EXIT_CODES:
+            return None
+        reason = data.get("reason")
+        return state, (one_line(str(reason)) if reason else None)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def handed_over(buffer: bytes) -> bool:
+    """Did the child hand its try back unrun (a Spark try)?"""
+    try:
+        return bool(buffer) and json.loads(buffer.decode("utf-8", "replace")).get("handover") is True
+    except (ValueError, AttributeError):
+        return False
+
+
+def read_all(fd: int) -> bytes:
+    """What a non-blocking pipe holds now."""
+    got = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # (BlockingIOError: nothing more now)
+            return got
+        if not chunk:
+            return got
+        got += chunk
+
+
 class GroupGuard:
     """A small forked process that kills a try's process group if the process that forked it dies first (any way,
     kill -9 too): it waits on a pipe whose only writer is that process, so the pipe's end is its death. release()
-    (the try ended) lets it go without killing anything."""
+    (the try ended) lets it go without killing anything. `after` is called once the group is killed, with what the
+    try's process had written to its result pipe (`result_fd`, the forking process's read end, which the guard
+    shares): a try that ended just before its supervisor died has its outcome there."""
 
-    def __init__(self, pgid: int, after: Callable[[], None] | None = None) -> None:
+    def __init__(self, pgid: int, after: Callable[[bytes], None] | None = None, result_fd: int = -1) -> None:
         read_fd, self._write_fd = os.pipe()
         os.set_inheritable(self._write_fd, False)
         self.pid = os.fork()
@@ -271,7 +318,7 @@ class GroupGuard:
                 if not os.read(read_fd, 1):  # end of file: the forking process died before the try ended
                     kill_group(pgid)
                     if after is not None:
-                        after()
+                        after(read_all(result_fd) if result_fd >= 0 else b"")
             except BaseException:
                 code = 1
             finally:

@@ -6,7 +6,9 @@ the database records (the tries table, the runs, the event log), whatever faults
 2. a try runs once (one start per try number), and at most one of a task instance's executions succeeded;
 3. every run ends, and every task instance and try with it;
 4. a try that ran to its end is recorded as its outcome (its end line's), and one recorded success ran to its end;
-   every execution is a try the tries table holds;
+   every execution is a try the tries table holds. "Ran to its end" is "its code wrote its end line", the strictest
+   reading the trace allows: a try killed between its end line and its process's exit (its runner's last
+   milliseconds) counts as a breach, though it had not ended (decision 0257);
 5. no retry is spent on a fault: a try recorded failed failed by its own code (its end line says so), the try
    numbers follow each other, and a task instance failed only by its retries or by lost tries in a row, saying so;
 6. the event log explains every state: each lost try has its try_lost event, each failed one its task_failed event,

@@ -1,0 +1,200 @@
+"""A try that ran to its end is recorded as it ended, whatever Redis or the worker does after its code ran (issue 40,
+decision 0257): the worker keeps its outcome on its own disk from the moment the try's process exits until Redis
+takes it, its next incarnation delivers what it kept, a lease that cannot be renewed never fences a try that has
+exited, and the scheduler waits for a kept outcome before it records a try lost.
+
+Redis refuses what the test wants it to refuse with an ACL: the worker reaches Redis as a user of its own, allowed to
+read every key but not to write the tries' states (`celery-task-meta-*`), until the test allows it again. Both sides
+of each race are the test's: the try waits for the file `go`."""
+
+from __future__ import annotations
+
+import os
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from scheduler.executors.celery import LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
+from scheduler.executors.celery_app import CeleryConfig, claim_key
+from scheduler.runtime import try_outbox
+from scheduler.runtime.try_lease import TryLease, lease_key, taken_value
+from scheduler.runtime.try_process import RunningTry
+from scheduler.runtime.try_report import TryReport
+from tests.celery_cluster import Cluster, RedisServer, free_port
+from tests.scheduler.test_celery_executor import tries, wait_until
+from tests.scheduler.test_celery_faults import FakeClock, finished, ran, start_scheduler, started_try, traced_dag
+from tests.scheduler.test_celery_queued_timeout import wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+USER, PASSWORD = "worker", "worker-secret"
+STATES = "celery-task-meta-*"
+
+
+def refuse_states(cluster: Cluster) -> str:
+    """The worker's user: reads every key, writes every key but the tries' states; its broker URL."""
+    allow(cluster, states=False)
+    return cluster.redis.url.replace("redis://", f"redis://{USER}:{PASSWORD}@")
+
+
+def allow(cluster: Cluster, *, states: bool = True) -> None:
+    client = redis.Redis.from_url(cluster.redis.url)
+    try:
+        keys = ["~*"] if states else ["%R~*", "~[^c]*"]  # (the tries' states are the only keys written with a c)
+        client.execute_command("ACL", "SETUSER", USER, "reset", "on", f">{PASSWORD}", "+@all", "&*", *keys)
+    finally:
+        client.close()
+
+
+def go_dag(cluster: Cluster) -> tuple[Path, Path]:
+    go = cluster.home.parent / "go"
+    return traced_dag(cluster, 1, f"while [ ! -f {go} ]; do sleep 0.05; done; echo finished"), go
+
+
+def test_a_try_whose_started_state_redis_refuses_runs_to_its_end_and_is_recorded_as_it_ended(
+        cluster: Cluster) -> None:
+    trace, go = go_dag(cluster)
+    cluster.start_webserver()
+    patient = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "60"}
+    worker = cluster.start_worker("w1", broker=refuse_states(cluster), **patient)
+    scheduler = start_scheduler(cluster, **patient)
+    wait_until("the try runs", lambda: ran(trace) == {"t0": [("start", "1")]})
+    wait_until("the worker says it cannot say the try started",
+               lambda: "cannot say in Redis that tries started" in cluster.procs.output(worker))
+    go.touch()  # the try ends while its state cannot be written
+    wait_until("the worker keeps its outcome", lambda: "kept here until Redis answers" in cluster.procs.output(worker))
+    allow(cluster)
+    assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "success")]
+    assert ran(trace) == {"t0": [("start", "1"), ("end", "1")]}
+    log = (cluster.home / "logs" / "traced" / "run_1" / "t0" / "try_1.log").read_text()
+    assert "\nfinished\n" in log and "outcome: success" in log, log
+
+
+def test_an_outcome_kept_by_a_worker_killed_with_kill_9_is_delivered_by_its_next_incarnation(
+        cluster: Cluster) -> None:
+    trace, go = go_dag(cluster)
+    cluster.start_webserver()
+    patient = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "60"}
+    worker = cluster.start_worker("w1", broker=refuse_states(cluster), **patient)
+    scheduler = start_scheduler(cluster, **patient)
+    wait_until("the try runs", lambda: ran(trace) == {"t0": [("start", "1")]})
+    go.touch()
+    wait_until("the worker keeps its outcome", lambda: "kept here until Redis answers" in cluster.procs.output(worker))
+    box = try_outbox.folder(cluster.home.parent / "worker-w1", "w1")
+    assert [entry["result"]["state"] for _p, entry in try_outbox.kept(box)] == ["success"]
+    os.kill(worker.pid, 9)  # the worker's main process, and its pool processes with it
+    worker.wait(30)
+    allow(cluster)
+    again = cluster.start_worker("w1", **patient)
+    assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "success")]
+    assert ran(trace) == {"t0": [("start", "1"), ("end", "1")]}
+    assert "delivered the outcome of" in cluster.procs.output(again)
+    assert try_outbox.kept(box) == []
+
+
+def test_a_lease_that_cannot_be_renewed_never_fences_a_try_that_has_exited(tmp_path: Path) -> None:
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the try: ends at once, by itself
+        os._exit(0)
+    os.close(write_fd)
+    os.set_blocking(read_fd, False)
+    item: Any = types.SimpleNamespace(execution_timeout=None, log_path=str(tmp_path / "try.log"))
+    running = RunningTry(item, pid, read_fd, 0.0)
+    unreachable = redis.Redis(port=free_port(), socket_timeout=0.2, socket_connect_timeout=0.2)
+    lease = TryLease(unreachable, "ledger-1-1", '{"by":"w1 i1"}', 1.0, running.kill_unless_exited, os.getppid())
+    lease.start()  # (its process is not reaped: the lease's thread finds it exited, a zombie)
+    wait_for("the lease's end passes", lambda: lease._done, within=30.0)
+    lease.stop()
+    assert lease.fenced is None
+    outcome = running.wait()
+    assert outcome.state == "success" and not running.killed()
+
+
+def test_a_missing_lease_is_taken_and_an_outcome_delivered_after_it_is_recorded_as_the_try_ended(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    clock = FakeClock()
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600),
+                              clock=clock)
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 8)
+        backend.set(lease_key(tid), '{"by":"w1 i1","pool":8,"pgid":null,"ms":3000}')
+        wait_for("the lease seen held", lambda: any(t.lease is not None for t in executor._by_tid.values()),
+                 within=30.0)
+        backend.delete(lease_key(tid))  # its worker is cut off from Redis: its try ends meanwhile
+        clock.now += 3.0 * (1 + LEASE_GRACE) + 0.1
+        reason = "worker w1 stopped renewing its lease (3 s; the worker or its link to Redis is gone)"
+        wait_for("the lease taken", lambda: backend.get(lease_key(tid)) == taken_value(reason).encode(), within=30.0)
+        assert not [e for e in executor.drain() if e.kind == "finished"]
+        report = TryReport("success", None, 1.0, "x", "w1").as_json()
+        executor._app.backend.store_result(tid, {"state": "success", "host": "w1", "pid": 9, "at": 1.0,
+                                                 "report": report}, "SUCCESS")
+        ended = finished(executor)
+        assert (ended.state, ended.host) == ("success", "w1")
+    finally:
+        executor.end(0)
+
+
+def test_a_taken_lease_whose_try_sends_no_outcome_within_the_patience_is_lost(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    clock = FakeClock()
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600),
+                              clock=clock)
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 9)
+        backend.set(lease_key(tid), '{"by":"w1 i1","pool":8,"pgid":null,"ms":3000}')
+        wait_for("the lease seen held", lambda: any(t.lease is not None for t in executor._by_tid.values()),
+                 within=30.0)
+        backend.delete(lease_key(tid))
+        clock.now += 3.0 * (1 + LEASE_GRACE) + 0.1
+        wait_for("the lease taken", lambda: b"taken" in (backend.get(lease_key(tid)) or b""), within=30.0)
+        clock.now += 3.0 * OUTCOME_PATIENCE
+        ended = finished(executor)
+        assert (ended.state, ended.reason) == (
+            "lost", "worker w1 stopped renewing its lease (3 s; the worker or its link to Redis is gone)")
+    finally:
+        executor.end(0)
+
+
+def test_a_try_whose_workers_task_raised_but_a_redelivery_claimed_runs_there_and_is_not_recorded_lost(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 10)
+        backend.set(claim_key(tid), "w2 another-delivery")  # its message came back and w2 claimed it
+        executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))  # the first one
+        wait_for("the failure read", lambda: all(t.seen is not None and b"FAILURE" in t.seen
+                                                 for t in executor._by_tid.values()), within=30.0)
+        report = TryReport("success", None, 1.0, "x", "w2").as_json()
+        executor._app.backend.store_result(tid, {"state": "success", "host": "w2", "pid": 9, "at": 1.0,
+                                                 "report": report}, "SUCCESS")
+        ended = finished(executor)
+        assert (ended.state, ended.host) == ("success", "w2")
+    finally:
+        executor.end(0)
+
+
+def test_a_try_whose_workers_task_raised_is_lost_with_its_claim_taken_so_no_redelivery_runs_it(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 11)
+        executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))
+        ended = finished(executor)
+        assert ended.state == "lost"
+        assert backend.get(claim_key(tid)) == b"scheduler lost"
+    finally:
+        executor.end(0)

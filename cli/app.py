@@ -7,7 +7,6 @@ from importlib import import_module
 from typing import Any
 
 import typer
-from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
 from ledger.core.errors import LedgerError
@@ -112,7 +111,12 @@ def __getattr__(name: str) -> Any:
     return full
 
 
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+def _say_error(line: str) -> None:
+    """One line on stderr, as typed (rich is loaded only when a command fails: a command that works never needs it
+    here)."""
+    from rich.console import Console
+
+    Console(stderr=True, soft_wrap=True, highlight=False).print(line, markup=False)
 
 
 def _one_line(text: str) -> str:
@@ -144,16 +148,16 @@ def run(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `ledger` or `ledger dags` alone: the help, as before
             exc.show()  # type: ignore[attr-defined]
         else:
-            err.print(_usage_line(exc), markup=False)
+            _say_error(_usage_line(exc))
         sys.exit(USAGE_EXIT)
     except LedgerError as exc:
-        err.print(f"Error: {_one_line(str(exc))}", markup=False)
+        _say_error(f"Error: {_one_line(str(exc))}")
         sys.exit(1)
     except Exception as exc:
         if not _is_database_error(exc):
             raise
         first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        err.print(f"Error: database error: {first[0] if first else type(exc).__name__}", markup=False)
+        _say_error(f"Error: database error: {first[0] if first else type(exc).__name__}")
         sys.exit(1)
 
 

@@ -9,8 +9,10 @@ of each race are the test's: the try waits for the file `go`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,53 +118,48 @@ def test_a_lease_that_cannot_be_renewed_never_fences_a_try_that_has_exited(tmp_p
     assert outcome.state == "success" and not running.killed()
 
 
-def test_a_missing_lease_is_taken_and_an_outcome_delivered_after_it_is_recorded_as_the_try_ended(
-        tmp_path: Path, redis_server: RedisServer) -> None:
+REASON = "worker w1 stopped renewing its lease (3 s; the worker or its link to Redis is gone)"
+
+
+@contextlib.contextmanager
+def a_taken_lease(tmp_path: Path, redis_server: RedisServer, ti: int) -> Iterator[tuple[CeleryExecutor, Any, str]]:
+    """A started try whose worker held its lease and then was cut off from Redis (its lease key gone): the executor
+    takes the lease once the clock passes its length and grace. Yields (executor, its clock, the try's id)."""
     clock = FakeClock()
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600),
                               clock=clock)
     executor.start()
     backend = redis.Redis.from_url(redis_server.url)
     try:
-        tid = started_try(executor, tmp_path, 8)
+        tid = started_try(executor, tmp_path, ti)
         backend.set(lease_key(tid), '{"by":"w1 i1","pool":8,"pgid":null,"ms":3000}')
         wait_for("the lease seen held", lambda: any(t.lease is not None for t in executor._by_tid.values()),
                  within=30.0)
-        backend.delete(lease_key(tid))  # its worker is cut off from Redis: its try ends meanwhile
+        backend.delete(lease_key(tid))  # its worker is cut off from Redis: its try may end meanwhile
         clock.now += 3.0 * (1 + LEASE_GRACE) + 0.1
-        reason = "worker w1 stopped renewing its lease (3 s; the worker or its link to Redis is gone)"
-        wait_for("the lease taken", lambda: backend.get(lease_key(tid)) == taken_value(reason).encode(), within=30.0)
+        wait_for("the lease taken", lambda: backend.get(lease_key(tid)) == taken_value(REASON).encode(), within=30.0)
+        yield executor, clock, tid
+    finally:
+        executor.end(0)
+
+
+def test_a_missing_lease_is_taken_and_an_outcome_delivered_after_it_is_recorded_as_the_try_ended(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    with a_taken_lease(tmp_path, redis_server, 8) as (executor, _clock, tid):
         assert not [e for e in executor.drain() if e.kind == "finished"]
         report = TryReport("success", None, 1.0, "x", "w1").as_json()
         executor._app.backend.store_result(tid, {"state": "success", "host": "w1", "pid": 9, "at": 1.0,
                                                  "report": report}, "SUCCESS")
         ended = finished(executor)
         assert (ended.state, ended.host) == ("success", "w1")
-    finally:
-        executor.end(0)
 
 
 def test_a_taken_lease_whose_try_sends_no_outcome_within_the_patience_is_lost(
         tmp_path: Path, redis_server: RedisServer) -> None:
-    clock = FakeClock()
-    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600),
-                              clock=clock)
-    executor.start()
-    backend = redis.Redis.from_url(redis_server.url)
-    try:
-        tid = started_try(executor, tmp_path, 9)
-        backend.set(lease_key(tid), '{"by":"w1 i1","pool":8,"pgid":null,"ms":3000}')
-        wait_for("the lease seen held", lambda: any(t.lease is not None for t in executor._by_tid.values()),
-                 within=30.0)
-        backend.delete(lease_key(tid))
-        clock.now += 3.0 * (1 + LEASE_GRACE) + 0.1
-        wait_for("the lease taken", lambda: b"taken" in (backend.get(lease_key(tid)) or b""), within=30.0)
+    with a_taken_lease(tmp_path, redis_server, 9) as (executor, clock, _tid):
         clock.now += 3.0 * OUTCOME_PATIENCE
         ended = finished(executor)
-        assert (ended.state, ended.reason) == (
-            "lost", "worker w1 stopped renewing its lease (3 s; the worker or its link to Redis is gone)")
-    finally:
-        executor.end(0)
+        assert (ended.state, ended.reason) == ("lost", REASON)
 
 
 def test_a_try_whose_workers_task_raised_but_a_redelivery_claimed_runs_there_and_is_not_recorded_lost(

@@ -144,8 +144,10 @@ def test_a_custom_trigger_and_airflows_example_helpers_are_refused_naming_what_t
     for name, line, said in (("trig.py", "from airflow.triggers.base import BaseTrigger",
                               "airflow.triggers is an Airflow module ledger does not provide: ledger has no triggerer"),
                              ("ex.py", "from airflow.example_dags.libs.helper import print_stuff",
-                              "airflow.example_dags is an Airflow module ledger does not provide: Airflow's example "
-                              "helpers are not part of ledger; copy the helper module into your DAGs folder")):
+                              "airflow.example_dags.libs is an Airflow module ledger does not provide: Airflow's "
+                              "example helpers are not part of ledger; copy the helper module into your DAGs folder "
+                              "(airflow.example_dags.libs.helper is the DAGs folder's libs/helper.py) or import it "
+                              "from there")):
         fileloc = write(tmp_path, name, f"from airflow import DAG\n{line}\n")
         loaded = load_file(fileloc, str(tmp_path))
         assert loaded.error is not None and "\n" not in loaded.error

@@ -67,7 +67,8 @@ KNOWN_LOAD_GAPS: dict[str, dict[str, str]] = {
     "3-standard": {},
 }
 KNOWN_RUN_GAPS: dict[str, dict[str, str]] = {"2.10": {}, "3": {}, "3-standard": {}}
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning"),
+              pytest.mark.timeout(1200)]  # every example DAG of a release run in turn: minutes on a busy host
 
 
 @dataclass

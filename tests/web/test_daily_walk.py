@@ -29,7 +29,7 @@ from tests.web.cdp import Browser, Tab
 from tests.web.conftest import PASSWORD, served
 from tests.web.test_browser import ARTIFACTS, chromium_or_skip
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200)]  # an operator's whole day: minutes on a busy 2-core host
 
 SHOTS = ARTIFACTS / "daily"
 DEADLINE = 90  # seconds a step that waits on the scheduler may take on a loaded machine

@@ -51,19 +51,24 @@ def allow(cluster: Cluster, *, states: bool = True) -> None:
         client.close()
 
 
-def go_dag(cluster: Cluster) -> tuple[Path, Path]:
+PATIENT = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "60"}
+
+
+def a_try_running_where_redis_refuses_states(cluster: Cluster) -> tuple[Path, Path, Any, Any]:
+    """A scheduler and worker w1 (whose Redis user may not write tries' states) with one try running until the test
+    creates the `go` file. Returns (the trace, go, the worker, the scheduler)."""
     go = cluster.home.parent / "go"
-    return traced_dag(cluster, 1, f"while [ ! -f {go} ]; do sleep 0.05; done; echo finished"), go
+    trace = traced_dag(cluster, 1, f"while [ ! -f {go} ]; do sleep 0.05; done; echo finished")
+    cluster.start_webserver()
+    worker = cluster.start_worker("w1", broker=refuse_states(cluster), **PATIENT)
+    scheduler = start_scheduler(cluster, **PATIENT)
+    wait_until("the try runs", lambda: ran(trace) == {"t0": [("start", "1")]})
+    return trace, go, worker, scheduler
 
 
 def test_a_try_whose_started_state_redis_refuses_runs_to_its_end_and_is_recorded_as_it_ended(
         cluster: Cluster) -> None:
-    trace, go = go_dag(cluster)
-    cluster.start_webserver()
-    patient = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "60"}
-    worker = cluster.start_worker("w1", broker=refuse_states(cluster), **patient)
-    scheduler = start_scheduler(cluster, **patient)
-    wait_until("the try runs", lambda: ran(trace) == {"t0": [("start", "1")]})
+    trace, go, worker, scheduler = a_try_running_where_redis_refuses_states(cluster)
     wait_until("the worker says it cannot say the try started",
                lambda: "cannot say in Redis that tries started" in cluster.procs.output(worker))
     go.touch()  # the try ends while its state cannot be written
@@ -78,12 +83,7 @@ def test_a_try_whose_started_state_redis_refuses_runs_to_its_end_and_is_recorded
 
 def test_an_outcome_kept_by_a_worker_killed_with_kill_9_is_delivered_by_its_next_incarnation(
         cluster: Cluster) -> None:
-    trace, go = go_dag(cluster)
-    cluster.start_webserver()
-    patient = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "60"}
-    worker = cluster.start_worker("w1", broker=refuse_states(cluster), **patient)
-    scheduler = start_scheduler(cluster, **patient)
-    wait_until("the try runs", lambda: ran(trace) == {"t0": [("start", "1")]})
+    trace, go, worker, scheduler = a_try_running_where_redis_refuses_states(cluster)
     go.touch()
     wait_until("the worker keeps its outcome", lambda: "kept here until Redis answers" in cluster.procs.output(worker))
     box = try_outbox.folder(cluster.home.parent / "worker-w1", "w1")
@@ -91,7 +91,7 @@ def test_an_outcome_kept_by_a_worker_killed_with_kill_9_is_delivered_by_its_next
     os.kill(worker.pid, 9)  # the worker's main process, and its pool processes with it
     worker.wait(30)
     allow(cluster)
-    again = cluster.start_worker("w1", **patient)
+    again = cluster.start_worker("w1", **PATIENT)
     assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
     assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "success")]
     assert ran(trace) == {"t0": [("start", "1"), ("end", "1")]}

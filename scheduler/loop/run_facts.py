@@ -114,6 +114,14 @@ class RunFacts:
                                                              run.started_at, run.ended_at)
                 self.prior[run_id] = (dag_id, at, date, prior)
 
+    def prior_differences(self, session: Session) -> list[str]:
+        """Verify mode (scheduler/loop/memory.py): where a kept prior success differs from what the database says."""
+        if not self.prior:
+            return []
+        found = prior_runs.prior_successes(session, list(self.prior))
+        return [f"run {run_id}: remembered prior success {kept[3]}, the database says {found.get(run_id)}"
+                for run_id, kept in self.prior.items() if found.get(run_id) != kept[3]]
+
     def dag_file(self, session: Session, dag_id: str) -> str:
         found = self.filelocs.get(dag_id)
         if found is None:

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
+import pytest
 
 from ledger import DAG, BashTask
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.services.sync import register_dag
 from ledger.store.prior_runs import prior_successes
 from scheduler.loop.job import DagRunJob
+from scheduler.loop.memory import MemoryMismatch
 from scheduler.loop.scheduling import create_due_runs
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import job_parts  # noqa: F401  (a fixture)
@@ -24,8 +26,10 @@ CLOCK_NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
 PRIOR_READ = "dag_run_2.data_interval_start, dag_run_2.data_interval_end, dag_run_2.started_at"
 
 
-def a_job_with_chained_runs(tmp_path: Path, parts: tuple[Any, Any]) -> tuple[DagRunJob, FakeExecutor]:
-    """20 due runs of a daily DAG a >> b, and a started job that holds 8 of them at a time, one try at a time."""
+def a_job_with_chained_runs(tmp_path: Path, parts: tuple[Any, Any], *,
+                            verify: bool = False) -> tuple[DagRunJob, FakeExecutor]:
+    """20 due runs of a daily DAG a >> b, and a started job that holds 8 of them at a time, one try at a time (in
+    verify mode when asked: its checks read the prior successes again, which the read counts here must not see)."""
     from ledger.infra.clock import FixedClock
 
     engine, sessions = parts
@@ -39,7 +43,8 @@ def a_job_with_chained_runs(tmp_path: Path, parts: tuple[Any, Any]) -> tuple[Dag
     (tmp_path / "logs").mkdir()
     executor = FakeExecutor(parallelism=1)
     job = DagRunJob(sessions=sessions, engine=engine, executor=executor, clock=clock,
-                    settings=replace(SchedulerSettings(), max_held_runs=8, poll_interval=600.0), actor="test",
+                    settings=replace(SchedulerSettings(), max_held_runs=8, poll_interval=600.0, verify_memory=verify),
+                    actor="test",
                     logs_folder=tmp_path / "logs", say=lambda _line: None)
     job.start()
     return job, executor
@@ -67,3 +72,18 @@ def test_each_try_gets_the_prior_success_the_database_holds_when_it_is_queued(
     assert checked == 40
     assert sum(item.prev_success is not None for item in executor.submitted) >= 30  # most had one
     assert reads <= 20  # read once per run at most (in batches), not in each of the loops that queued a try
+
+
+def test_verify_mode_finds_a_kept_prior_success_the_database_does_not_hold(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    job, _executor = a_job_with_chained_runs(tmp_path, job_parts, verify=True)
+    for _ in range(200):  # until some held run has a prior success kept (verify mode checks each loop meanwhile)
+        job.loop_once()
+        if any(kept[3] is not None for kept in job.facts.prior.values()):
+            break
+    run_id, (dag_id, at, date, kept) = next((i, k) for i, k in job.facts.prior.items() if k[3] is not None)
+    assert kept is not None
+    job.facts.prior[run_id] = (dag_id, at, date, ("2000-01-01T00:00:00+00:00", *kept[1:]))  # a wrong memory
+    with pytest.raises(MemoryMismatch, match=f"run {run_id}: remembered prior success"):
+        job.loop_once()
+    job.shutdown()

@@ -42,7 +42,9 @@ class Soak:
         self.args, self.ns, self.disk = args, ns, disk
         self.rng = random.Random(args.seed)
         binds = ("127.0.0.1", ns.host) if ns else ("127.0.0.1",)
-        self.cluster = Cluster(root / "home", RedisServer(root / "redis", binds=binds), Processes(root))
+        # each worker reaches its broker as a Redis user of its own, whose rights a fault can take (consumer_error)
+        users = tuple((f"w{i}", f"soak-{i}") for i in range(args.workers))
+        self.cluster = Cluster(root / "home", RedisServer(root / "redis", binds=binds, users=users), Processes(root))
         self.env = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": str(args.lease), "LEDGER_CELERY_QUEUED_TIMEOUT": "30",
                     "LEDGER_PARALLELISM": str(args.workers * args.concurrency), "LEDGER_MAX_LOST_TRIES": "20"}
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
@@ -50,16 +52,19 @@ class Soak:
         self.injected: Counter[str] = Counter()
         self.exited: Counter[str] = Counter()  # workers that exited on their own (restarted), by their last line
         self.refusals_missed = 0
+        self.consumer_not_restarted = 0
         self.starts = 0
 
     def start_worker(self, name: str) -> None:
         c = self.cluster
+        user = f"{name}:soak-{name[1:]}@"
         if name == "w0" and self.ns is not None:
             self.workers[name] = c.start_worker(name, prefix=self.ns.prefix(), concurrency=self.args.concurrency,
-                                                broker=f"redis://{self.ns.host}:{c.redis.port}/0",
+                                                broker=f"redis://{user}{self.ns.host}:{c.redis.port}/0",
                                                 api_url=f"http://{self.ns.host}:{c.web_port}", **self.env)
         else:
             self.workers[name] = c.start_worker(name, concurrency=self.args.concurrency,
+                                                broker=f"redis://{user}127.0.0.1:{c.redis.port}/0",
                                                 api_url=f"http://127.0.0.1:{c.web_port}", **self.env)
 
     def start_scheduler(self) -> None:
@@ -123,6 +128,34 @@ class Soak:
                 self.exited[said[-1].split("] ", 1)[-1][:120] if said else f"exit status {proc.returncode}"] += 1
                 self.start_worker(name)
 
+    def consumer_error(self) -> None:
+        """An error Celery's consumer does not recover from (as kombu's after a Redis restart, decision 0258): BRPOP
+        taken from one worker's Redis user until the worker says it starts its consumer again, then given back."""
+        name = self.rng.choice(sorted(self.workers))
+        proc = self.workers[name]
+        said = self.cluster.procs.output(proc).count("starting again as a new incarnation")
+        self._grant(name, "-brpop")
+        try:
+            deadline = time.monotonic() + 120
+            while self.cluster.procs.output(proc).count("starting again as a new incarnation") == said:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    print(f"worker {name} did not start its consumer again", flush=True)
+                    self.consumer_not_restarted += 1
+                    return
+                time.sleep(0.1)
+        finally:
+            self._grant(name)
+
+    def _grant(self, name: str, *rules: str) -> None:
+        import redis
+
+        client = redis.Redis.from_url(self.cluster.redis.url)
+        try:
+            client.execute_command("ACL", "SETUSER", name, "reset", "on", f">soak-{name[1:]}", "~*", "&*", "+@all",
+                                   *rules)
+        finally:
+            client.close()
+
     def partition(self) -> None:
         assert self.ns is not None
         self.ns.partition()
@@ -139,7 +172,7 @@ class Soak:
         found = {"kill -9 worker": self.kill_worker, "kill -9 pool process": self.kill_pool_process,
                  "kill -9 scheduler": self.kill_scheduler, "redis restart (aof)": self.restart_redis,
                  "redis restart without data": self.wipe_redis, "webserver restart": self.restart_webserver,
-                 "two workers one name": self.duplicate_name}
+                 "two workers one name": self.duplicate_name, "consumer error (kombu)": self.consumer_error}
         if self.ns is not None:
             found["network partition"] = self.partition
         if self.disk is not None:
@@ -194,9 +227,10 @@ class Soak:
         print(json.dumps({"task_instances": report.counts["task_instances"], "seconds": round(took, 1),
                           "faults": dict(sorted(self.injected.items())), "workers_exited": dict(self.exited),
                           "twins_not_refused": self.refusals_missed,
+                          "consumers_not_restarted": self.consumer_not_restarted,
                           "counts": dict(sorted(report.counts.items())), "broken": report.broken}, indent=1))
         print(report.summary())
-        return 1 if report.broken or self.refusals_missed else 0
+        return 1 if report.broken or self.refusals_missed or self.consumer_not_restarted else 0
 
 
 @contextlib.contextmanager

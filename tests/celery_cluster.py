@@ -59,6 +59,7 @@ class RedisServer:
     port: int = 0
     binds: tuple[str, ...] = ("127.0.0.1",)
     proc: subprocess.Popen[bytes] | None = None
+    users: tuple[tuple[str, str], ...] = ()  # (name, password): users of every right, made again at every start
 
     @property
     def url(self) -> str:
@@ -71,7 +72,9 @@ class RedisServer:
         log = open(self.folder / "redis.log", "ab")  # noqa: SIM115 (kept open by the server process)
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", *self.binds, "--dir", str(self.folder),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no"],
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
+             *(arg for name, password in self.users for arg in ("--user", name, "on", f">{password}", "~*", "&*",
+                                                                  "+@all"))],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         wait_for_port("127.0.0.1", self.port, proc=self.proc)

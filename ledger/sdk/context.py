@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
@@ -43,22 +42,18 @@ class TaskContext:
     # the events of the task's inlets the try was given, by inlet (`dataset:KEY`, `alias:NAME`): see inlet_events
     inlet_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    @property
-    def xcom_path(self) -> str | None:
-        """Where the values this try passes on go (a JSON-lines file beside its log)."""
-        return None if self.log_path is None else self.log_path + ".xcom.jsonl"
-
     def xcom_push(self, key: str, value: Any) -> None:
         """Pass `value` on under `key` (JSON, at most 64 KiB: else XComError, and the try fails)."""
         from ledger.sdk.xcom import encode
 
         if not isinstance(key, str) or not key:
             raise ValueError("xcom_push needs a non-empty string key")
+        from ledger.sdk import try_outputs
+
         text = encode(key, value)
         self.xcom_values.setdefault(self.task_id, {})[key] = value
-        if self.xcom_path is not None:
-            with open(self.xcom_path, "a", encoding="utf-8") as f:
-                f.write(f'{{"key": {json.dumps(key)}, "value": {text}}}\n')
+        if self.log_path is not None:  # (kept for the try's report: ledger/sdk/try_outputs.py)
+            try_outputs.push(key, text, self.writes_path)
 
     def xcom_pull(self, task_ids: str | list[str] | None = None, key: str = "return_value", *,
                   dag_id: str | None = None, include_prior_dates: bool = False, map_indexes: Any = None,
@@ -76,8 +71,11 @@ class TaskContext:
 
     @property
     def writes_path(self) -> str | None:
-        """Where this try's recorded writes go (a JSON-lines file beside its log)."""
-        return None if self.log_path is None else self.log_path + ".writes.jsonl"
+        """Where the processes this try starts (a Bash command, a Spark job) record what they made: a JSON-lines
+        file beside its log that the try's report takes in (ledger/sdk/try_outputs.py)."""
+        from ledger.sdk.try_outputs import OTHERS
+
+        return None if self.log_path is None else self.log_path + OTHERS
 
     def record_write(self, dataset: str, partition: str, *, rows: int | None = None,
                      path: str | None = None) -> None:
@@ -89,10 +87,10 @@ class TaskContext:
             raise ValueError("record_write needs a dataset and a partition")
         if self.writes_path is None:
             return
-        line = json.dumps({"dataset": dataset, "partition": partition, "rows": rows, "path": path,
-                           "at": datetime.now(UTC).isoformat()})
-        with open(self.writes_path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        from ledger.sdk import try_outputs
+
+        try_outputs.note({"dataset": dataset, "partition": partition, "rows": rows, "path": path,
+                          "at": datetime.now(UTC).isoformat()}, self.writes_path)
 
     @property
     def outlet_events(self) -> OutletEvents:
@@ -242,9 +240,10 @@ class OutletEvent:
         self._write({"outlet": getattr(dataset, "key", str(dataset)), "alias": self._alias, "extra": extra or {}})
 
     def _write(self, item: dict[str, Any]) -> None:
+        from ledger.sdk import try_outputs
+
         if self._path is not None:
-            with open(self._path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(item, default=str) + "\n")
+            try_outputs.note(item, self._path)
 
 
 # every variable TaskContext.env() may set (the optional ones only when they apply)

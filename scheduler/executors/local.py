@@ -104,19 +104,18 @@ def _own_signals() -> None:
 def _failure(item: WorkItem, reason: str, pid: int | None = None, *, lost: bool = False,
              ran: bool = False) -> TaskEvent:
     """The end, now, of a try that failed or never started, for `reason` (`lost`: its worker died or was stopped
-    under it, through no fault of the try's own). `ran`: it began, and its report (on this host, where it ran) is
-    collected from what it left."""
+    under it, through no fault of the try's own). `ran`: it began, and what it left on this host is removed."""
     state: Literal["lost", "failed"] = "lost" if lost else "failed"
     at = time.time()
     return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=at, state=state, pid=pid,
-                     reason=reason, report=try_report.collect(item.log_path, state, reason, at) if ran else None)
+                     reason=reason, report=try_report.left_behind(item.log_path, state, reason, at) if ran else None)
 
 
-def _ended(item: WorkItem, outcome: Outcome, pid: int) -> TaskEvent:
-    """The end of a try as its worker saw it, with its report (scheduler/runtime/try_report.py)."""
+def _ended(item: WorkItem, outcome: Outcome, pid: int, left: try_report.TryReport | None) -> TaskEvent:
+    """The end of a try as its worker saw it, with the report its process left (scheduler/runtime/try_report.py)."""
     return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
                      state=outcome.state, pid=pid, reason=outcome.reason,
-                     report=try_report.collect(item.log_path, outcome.state, outcome.reason, outcome.at))
+                     report=try_report.of_try(left, item.log_path, outcome.state, outcome.reason, outcome.at))
 
 
 class _Inbox:
@@ -206,7 +205,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
             outcome = running.wait()
             assert outcome is not None
             _current = None
-            inbox.send(_ended(item, outcome, running.pid))
+            inbox.send(_ended(item, outcome, running.pid, running.report))
     except (EOFError, OSError):
         return  # the scheduler's end of the pipe is gone
     finally:
@@ -224,7 +223,7 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
     result = in_process.run_in_process(item, plan)
     try_plan.forget_prepared()
     outcome = result.outcome
-    inbox.send(_ended(item, outcome, pid))
+    inbox.send(_ended(item, outcome, pid, result.report))
     if result.retire:
         os._exit(EXIT_RETIRED)
 

@@ -55,20 +55,20 @@ class SequentialExecutor(Executor):
             running.wait()
             raise
         assert outcome is not None
-        pid = running.pid
+        pid, left = running.pid, running.report
         if running.handed_over:  # a Spark try: run here, with this process's SparkSession
             self._pending.pop()
             pid = os.getpid()
             self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
                                            at=time.time(), pid=pid))
-            outcome = self._run_here(item)
+            outcome, left = self._run_here(item)
         self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished",
                                        at=outcome.at, state=outcome.state, pid=pid, reason=outcome.reason,
-                                       report=try_report.collect(item.log_path, outcome.state, outcome.reason,
-                                                                 outcome.at)))
+                                       report=try_report.of_try(left, item.log_path, outcome.state, outcome.reason,
+                                                                outcome.at)))
 
     @staticmethod
-    def _run_here(item: WorkItem) -> try_outcome.Outcome:
+    def _run_here(item: WorkItem) -> tuple[try_outcome.Outcome, try_report.TryReport | None]:
         plan = try_plan.prepare(item)
         try:
             result = in_process.run_in_process(item, plan)
@@ -76,7 +76,7 @@ class SequentialExecutor(Executor):
             try_plan.forget_prepared()
         if result.retire:  # its thread goes on in the background; the next Spark try gets a new session
             in_process.give_up_in_process()
-        return result.outcome
+        return result.outcome, result.report
 
     def drain(self) -> list[TaskEvent]:
         events, self._pending = self._pending, []

@@ -321,15 +321,18 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                 lease.stop()
                 raise
             lease.start()
-            done = in_process.run_in_process(item, plan).outcome
+            here = in_process.run_in_process(item, plan)
             lease.finished()
             try_plan.forget_prepared()
-            return _deliver(task, _result(settings, item, done, os.getpid()), shipper, lease, item.log_path)
+            return _deliver(task, _result(settings, item, here.outcome, os.getpid(), left=here.report), shipper,
+                            lease, item.log_path)
         # the lease is taken before the try is forked: a Redis that does not answer stops it before any of its code
         # runs, and no Redis call that fails after its code has run can end it otherwise than its outcome
         lease = _lease(settings, tid, incarnation)
-        try:
-            running = try_process.fork_try(item)
+        box = try_outbox.folder(settings.home, settings.name)
+        try:  # its process leaves its report in the outbox the moment its code has ended (decision 0253)
+            running = try_process.fork_try(item, drop=try_outbox.OutboxDrop(box, tid, path, incarnation,
+                                                                            settings.name))
         except BaseException:
             lease.stop()
             raise
@@ -348,14 +351,18 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             lease.stop()
             raise
         take_api_faults()
-        fenced = lease.fenced is not None and running.killed()  # killed here because its lease ended: lost
+        if running.report is not None:  # its code ended: its outcome is in the outbox already, as it left it
+            return _deliver(task, _result(settings, item, outcome, running.pid, left=running.report), shipper, lease,
+                            item.log_path, kept=True)
+        # killed here because its lease ended: lost (a try killed after its code ended left its report: above)
+        fenced = lease.fenced is not None and running.killed()
         ended = "lost" if fenced else outcome.state
         why = f"worker {settings.name} killed it: {lease.fenced}" if fenced else outcome.reason
-        # its state, kept at once (not yet fsynced, nor with what the try left): the guard finds it should this process
-        # die before the whole outcome is kept (decision 0257)
-        try_outbox.keep(try_outbox.folder(settings.home, settings.name), tid,
-                        _result_of(try_report.TryReport(ended, why, outcome.at, item.log_path, settings.name),
-                                   running.pid, settings.name), item.log_path, incarnation, sync=False)
+        # its state, kept at once (not yet fsynced): the guard finds it should this process die before the whole
+        # outcome is kept (decision 0257)
+        try_outbox.keep(box, tid, try_outbox.result_of(try_report.TryReport(ended, why, outcome.at, item.log_path,
+                                                                            settings.name), running.pid,
+                                                       settings.name), item.log_path, incarnation, sync=False)
         if fenced:
             lease.end(str(lease.fenced))
             return _deliver(task, _result(settings, item, outcome, running.pid, state="lost", reason=why), shipper,
@@ -395,15 +402,16 @@ def _guard(lease: TryLease, settings: WorkerSettings, task: Any, tid: str, item:
 
         client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
         ended = try_process.decode_message(message)
-        if ended is not None:
-            report = try_report.collect(item.log_path, ended[0], ended[1], time.time(), name)
-            result = _result_of(report, running.pid, name)
-            path = try_outbox.keep(box, tid, result, item.log_path, incarnation)
-            with contextlib.suppress(Exception):  # (else the worker's next beat delivers it)
-                try_outbox.deliver(path, {"tid": tid, "result": result, "log": item.log_path}, client, _store(task))
+        kept = try_outbox.kept_one(box, tid)  # its report, left as its code ended, or what the pool process kept
+        if kept is None and ended is not None:  # (its process wrote its state but left no report: a full disk)
+            result = try_outbox.result_of(try_report.left_behind(item.log_path, ended[0], ended[1], time.time(),
+                                                                 name), running.pid, name)
+            kept = try_outbox.keep(box, tid, result, item.log_path, incarnation), {
+                "tid": tid, "result": result, "log": item.log_path}
+        if kept is not None:  # delivered here, or by the worker's next beat (its next incarnation's)
+            with contextlib.suppress(Exception):
+                try_outbox.deliver(*kept, client, _store(task))
             return
-        if (box / f"{tid}.json").exists():  # (the pool process kept the outcome, and died before it let go)
-            return  # the worker's next beat delivers it
         who = (f"its worker's main process (pid {main}) died, and with it" if not _alive(main) else "")
         end_lease(client, tid, lease.value, f"{who or 'on worker ' + name + ','} the pool process running it (pid "
                                             f"{me}) died; its processes were killed")
@@ -450,13 +458,15 @@ def _store(task: Any) -> Callable[[str, dict[str, Any]], None]:
 
 
 def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None,
-             log_path: str) -> dict[str, Any]:
+             log_path: str, *, kept: bool = False) -> dict[str, Any]:
     """Keep the try's outcome in the worker's outbox (on disk, before any Redis call: it survives this process and
-    its worker), then store it as its SUCCESS state after the rest of its log; while Redis does not answer, keep
-    trying (the lease renewed meanwhile): a try that ran to its end is recorded as it ended."""
+    its worker; `kept`: the try's process left it there already), then store it as its SUCCESS state after the rest
+    of its log; while Redis does not answer, keep trying (the lease renewed meanwhile): a try that ran to its end is
+    recorded as it ended."""
     settings = _settings_of_pool()
-    kept = try_outbox.keep(try_outbox.folder(settings.home, settings.name), task.request.id, result, log_path,
-                           os.environ.get(INCARNATION_VARIABLE, ""))
+    box = try_outbox.folder(settings.home, settings.name)
+    kept_at = (box / f"{task.request.id}.json") if kept else try_outbox.keep(
+        box, task.request.id, result, log_path, os.environ.get(INCARNATION_VARIABLE, ""))
     if lease is not None:
         lease.finished()  # (the guard let go: the outcome survives this process in the outbox)
     pause = 0.2
@@ -468,7 +478,7 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
                 result["log_rewritten"] = shipper.finish() or result.get("log_rewritten", False)
                 result["log_bytes"] = shipper.offset
                 task.update_state(state="SUCCESS", meta=result)
-                try_outbox.forget(kept)
+                try_outbox.forget(kept_at)
                 if said:
                     print(f"ledger worker {name}: the outcome of {task.request.id} was delivered", flush=True)
                 faults.works("outcome", f"ledger worker {name}: delivering outcomes to Redis works again")
@@ -498,20 +508,16 @@ def _started(settings: WorkerSettings, incarnation: str, pid: int, at: float | N
 
 
 def _result(settings: WorkerSettings, item: WorkItem, outcome: Outcome, pid: int, *,
-            state: str | None = None, reason: str | None = None) -> dict[str, Any]:
-    """The outcome of a try (or `state` and `reason` in its place: "lost", why), with its report (what it left,
-    then removed from this host: scheduler/runtime/try_report.py). Nothing here reaches Redis."""
+            state: str | None = None, reason: str | None = None,
+            left: try_report.TryReport | None = None) -> dict[str, Any]:
+    """The outcome of a try: the report its process `left` as its code ended, else how it ended (or `state` and
+    `reason` in its place: "lost", why) with nothing it made. Nothing here reaches Redis."""
     if state == "lost":
         with contextlib.suppress(OSError), open(item.log_path, "a", encoding="utf-8") as log:
             log.write(f"[ledger] lost: {reason or outcome.reason}\n")
-    report = try_report.collect(item.log_path, state or outcome.state, reason or outcome.reason, outcome.at,
-                                settings.name)
-    return _result_of(report, pid, settings.name)
-
-
-def _result_of(report: try_report.TryReport, pid: int, host: str) -> dict[str, Any]:
-    return {"state": report.state, "reason": report.reason, "at": report.at, "pid": pid, "host": host,
-            "report": report.as_json(), "log_bytes": 0, "log_rewritten": False}
+    return try_outbox.result_of(try_report.of_try(None if state else left, item.log_path, state or outcome.state,
+                                                  reason or outcome.reason, outcome.at, settings.name),
+                                pid, settings.name)
 
 
 def settings_from_env(env: dict[str, str] | None = None, *, name: str | None = None,

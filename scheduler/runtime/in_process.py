@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ledger.sdk import try_outputs
 from ledger.sdk.context import TaskContext, environment
 from ledger.sdk.dag import PythonTask
 from ledger.sdk.spark import SparkTask
@@ -25,6 +26,7 @@ from scheduler.runtime import dagbag
 from scheduler.runtime.task_runner import call_task, execute_plan, masked, redirect_output, say, say_ended, say_started
 from scheduler.runtime.try_outcome import Outcome, State, describe_exception, one_line
 from scheduler.runtime.try_plan import Plan, make_plan, prepared, restore_output, save_output
+from scheduler.runtime.try_report import TryReport, build
 
 CANCEL_GRACE = 5.0  # seconds an in-process try gets to stop after its timeout cancelled its Spark jobs
 
@@ -36,6 +38,7 @@ class InProcessResult:
     # thread was still running CANCEL_GRACE s after its timeout, or the session's JVM died, or a reused
     # worker's Python task ran past its timeout.
     retire: bool = False
+    report: TryReport | None = None  # what the try left, built as its code ended (scheduler/runtime/try_report.py)
 
 
 def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None, bool]:
@@ -139,8 +142,10 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
     retire = False
     state: State
     reason: str | None
+    report = None
     try:
         redirect_output(item.log_path)
+        notes = try_outputs.begin(item.log_path + try_outputs.OTHERS if item.log_path else None)
         say_started(item, ", in process")
         try:
             plan = plan or prepared(item) or make_plan(item, capture=True)
@@ -151,10 +156,12 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
         except Exception as exc:  # a bug of ours must still end as a clean failed try
             traceback.print_exc()
             state, reason = "failed", describe_exception(exc)
+        try_outputs.end()
+        report = build(state, masked(reason), time.time(), item.log_path, outputs=notes)
         say_ended(item, state, reason, began)
     finally:
         restore_output(saved)
-    return InProcessResult(Outcome(state, masked(reason), time.time()), retire)
+    return InProcessResult(Outcome(state, masked(reason), report.at if report else time.time()), retire, report)
 
 
 def end_in_process() -> None:

@@ -12,7 +12,6 @@ import contextlib
 import copy
 import inspect
 import io
-import json
 import logging
 import os
 import signal
@@ -26,7 +25,7 @@ from typing import Any
 
 from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.core.mapping import KWARGS
-from ledger.sdk import secrets
+from ledger.sdk import secrets, try_outputs
 from ledger.sdk.branching import record_choice
 from ledger.sdk.context import TaskContext, push_return, set_current, set_environment
 from ledger.sdk.dag import BashTask, PythonTask, Task
@@ -200,9 +199,9 @@ def _template_names(task: Task, context: TaskContext) -> dict[str, Any]:
 
 def _render(plan: Plan, task: Task) -> Task:
     """The task with its template fields rendered (a copy: the planned task is shared by tries); what was
-    rendered is written beside the log for the scheduler to store with the try. TemplateError when a
+    rendered is kept for the try's report. TemplateError when a
     template fails."""
-    context, item = plan.context, plan.item
+    context = plan.context
     assert context is not None
     # another task's value in a templated field (Airflow's XComArg) is resolved, then not rendered, as Airflow
     # does; a PythonTask resolves its arguments when it calls its callable
@@ -225,9 +224,7 @@ def _render(plan: Plan, task: Task) -> Task:
         shown[name] = value
     if isinstance(rendered, PythonTask) and rendered.templates_dict:
         object.__setattr__(context, "templates_dict", dict(rendered.templates_dict))
-    if item.log_path:
-        with contextlib.suppress(OSError), open(item.log_path + ".rendered.json", "w", encoding="utf-8") as f:
-            json.dump(shown, f, default=repr)
+    try_outputs.rendered(shown)  # (for the try's report)
     return rendered
 
 
@@ -337,12 +334,15 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
     return "failed", one_line(f"task {task.task_id} is of kind {task.kind!r}, which has no way to run")
 
 
-def run_try(item: WorkItem) -> tuple[State, str | None]:
+def run_try(item: WorkItem, on_end: Callable[[State, str | None], None] | None = None) -> tuple[State, str | None]:
     """Run one try; meant for a forked child (it takes over fd 0, 1 and 2). Returns (state, reason).
 
-    Uses the plan prepare() made before the fork when there is one; else loads the DAG file itself."""
+    Uses the plan prepare() made before the fork when there is one; else loads the DAG file itself. `on_end` is
+    called with the outcome the moment the task's code has ended, before anything else (the log's outcome line, the
+    masking of the log, the process's exit): the try's report is left for its worker there (decision 0253)."""
     redirect_output(item.log_path)
     began = time.monotonic()
+    try_outputs.begin(item.log_path + try_outputs.OTHERS if item.log_path else None)
     say_started(item)
     try:
         plan = prepared(item) or make_plan(item)
@@ -354,6 +354,8 @@ def run_try(item: WorkItem) -> tuple[State, str | None]:
     except BaseException as exc:  # a bug of ours must still end as a clean failed try
         traceback.print_exc()
         state, reason = "failed", describe_exception(exc)
+    if on_end is not None:
+        on_end(state, masked(reason))
     say_ended(item, state, reason, began)
     return state, masked(reason)
 
@@ -433,12 +435,11 @@ def masked(reason: str | None) -> str | None:
 
 
 def mask_secrets(item: WorkItem) -> None:
-    """Secrets the try read (variables, connection passwords: ledger/sdk/secrets.py) become *** in its log and its
-    rendered templates, once it has ended (its subprocesses wrote to the same file)."""
+    """Secrets the try read (variables, connection passwords: ledger/sdk/secrets.py) become *** in its log, once it
+    has ended (its subprocesses wrote to the same file); its report masks its rendered templates itself."""
     if not secrets.secrets_seen():
         return
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
-    for path in (item.log_path, item.log_path + ".rendered.json"):
-        secrets.mask_file(path)
+    secrets.mask_file(item.log_path)

@@ -2,8 +2,9 @@
 has exited until Redis has taken it, so that it survives its pool process, its worker and Redis.
 
 One file per try, `$LEDGER_HOME/outbox/<worker name>/<task id>.json`, written whole (a temporary file, fsynced, then
-renamed over, and the folder fsynced) by whoever captured the outcome: the pool process that reaped the try, or the
-try's guard when the pool process died first (scheduler/runtime/try_process.py: GroupGuard). It holds the result the
+renamed over, and the folder fsynced) by the try's own process the moment its code has ended (`OutboxDrop`, decision
+0253); by the pool process when the try left none (it was killed: `lost`, or its code never ended), or the try's
+guard when the pool process died after the try's process wrote its state but left no report. It holds the result the
 worker stores as the try's SUCCESS state, the try's log path, and who wrote it (pid, incarnation). It is removed once
 the state is stored. Files whose writer is gone are delivered by the worker's heartbeat thread: the next incarnation
 of the same name, at its start, or the same one when only a pool process died. Delivering a file twice stores the
@@ -15,42 +16,57 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from scheduler.executors.celery_app import KEEP, log_key
+from scheduler.runtime.try_report import TryReport, write_whole
 
 
 def folder(home: Path, name: str) -> Path:
     return home / "outbox" / name
 
 
-def keep(box: Path, tid: str, result: dict[str, Any], log_path: str, incarnation: str, *, sync: bool = True) -> Path:
+def keep(box: Path, tid: str, result: dict[str, Any], log_path: str, incarnation: str, *, sync: bool = True,
+         writer: int | None = None) -> Path:
     """Write the outcome durably (fsynced file and folder; `sync` False: written, not fsynced, which survives the
-    process but not the host); returns its path."""
-    box.mkdir(parents=True, exist_ok=True)
+    process but not the host); returns its path. `writer`: the process that delivers it (this one by default)."""
     path = box / f"{tid}.json"
-    tmp = box / f".{tid}.{os.getpid()}.{uuid.uuid4().hex}"
-    data = json.dumps({"tid": tid, "result": result, "log": log_path, "pid": os.getpid(),
-                       "incarnation": incarnation}).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if not sync:
-        return path
-    dir_fd = os.open(box, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_whole(str(path), json.dumps({"tid": tid, "result": result, "log": log_path,
+                                       "pid": writer or os.getpid(), "incarnation": incarnation},
+                                      default=repr).encode(), durable=sync)
     return path
+
+
+def result_of(report: TryReport, pid: int, host: str) -> dict[str, Any]:
+    """The result a worker stores as a try's SUCCESS state (the try's process `pid`), with its report."""
+    return {"state": report.state, "reason": report.reason, "at": report.at, "pid": pid, "host": host,
+            "report": report.as_json(), "log_bytes": 0, "log_rewritten": False}
+
+
+class OutboxDrop:
+    """A Celery try's report, left by the try's own process the moment its code has ended as its outcome in the
+    worker's outbox, fsynced (try_report.Drop): from then on it survives the try's process, its pool process and its
+    worker, whose next incarnation delivers it. Its writer is the pool process (which delivers it while it lives)."""
+
+    def __init__(self, box: Path, tid: str, log_path: str, incarnation: str, host: str) -> None:
+        self.box, self.tid, self.log_path, self.incarnation, self.host = box, tid, log_path, incarnation, host
+        self.writer = os.getpid()  # (made in the pool process, before the fork)
+
+    @property
+    def path(self) -> Path:
+        return self.box / f"{self.tid}.json"
+
+    def leave(self, report: TryReport) -> None:
+        keep(self.box, self.tid, result_of(report, os.getpid(), self.host), self.log_path, self.incarnation,
+             writer=self.writer)
+
+    def take(self) -> TryReport | None:
+        try:
+            return TryReport.from_json(json.loads(self.path.read_bytes())["result"]["report"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 def forget(path: Path) -> None:
@@ -67,6 +83,15 @@ def kept(box: Path) -> list[tuple[Path, dict[str, Any]]]:
             with contextlib.suppress(OSError, ValueError):
                 found.append((path, json.loads(path.read_bytes())))
     return found
+
+
+def kept_one(box: Path, tid: str) -> tuple[Path, dict[str, Any]] | None:
+    """The outcome of try `tid` in the outbox, if it is there."""
+    path = box / f"{tid}.json"
+    try:
+        return path, json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
 
 
 def deliver(path: Path, entry: dict[str, Any], client: Any, store: Callable[[str, dict[str, Any]], None]) -> None:

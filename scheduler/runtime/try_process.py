@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 from ledger.sdk import secrets
 from scheduler.executors.base import WorkItem
+from scheduler.runtime import try_report
 from scheduler.runtime.parent_death import die_with_parent
 from scheduler.runtime.task_runner import HANDOVER_REASON, log_handler, now_iso, output_streams, run_try
 from scheduler.runtime.try_outcome import (
@@ -70,8 +71,25 @@ def _reset_signals(signals: Iterable[tuple[int, Any]]) -> None:
         signal.signal(signum, handler)
 
 
+class _Leaver:
+    """What the try's process does the moment its code has ended: build its report and leave it for its worker.
+    A report that cannot be left (a full disk) fails the try, saying why: what its code passed on would be lost."""
+
+    def __init__(self, item: WorkItem, drop: try_report.Drop) -> None:
+        self.item, self.drop = item, drop
+        self.error: str | None = None
+
+    def __call__(self, state: State, reason: str | None) -> None:
+        try:
+            self.drop.leave(try_report.build(state, reason, time.time(), self.item.log_path, self.drop.host))
+        except Exception as exc:
+            self.error = one_line(f"its report could not be left for its worker: {describe_exception(exc)}")
+            with contextlib.suppress(Exception):
+                print(f"[ledger] {self.error}", flush=True)
+
+
 def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iterable[int],
-                signals: Iterable[tuple[int, Any]]) -> NoReturn:
+                signals: Iterable[tuple[int, Any]], drop: try_report.Drop | None) -> NoReturn:
     code = EXIT_FAILED
     me = os.getpid()
     try:
@@ -94,7 +112,10 @@ def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iter
             os.write(result_fd, json.dumps({"state": "failed", "reason": HANDOVER_REASON,
                                             "handover": True}).encode())
             os._exit(EXIT_FAILED)
-        state, reason = run_try(item)
+        leaver = None if drop is None else _Leaver(item, drop)
+        state, reason = run_try(item, leaver)
+        if leaver is not None and leaver.error is not None:
+            state, reason = "failed", leaver.error
         code = EXIT_CODES[state]
         if os.getpid() == me:  # not a process the task forked that came back through here
             os.write(result_fd, json.dumps({"state": state, "reason": reason}).encode()[:4000])
@@ -114,8 +135,11 @@ def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iter
 class RunningTry:
     """A forked child running one try: wait for it (with the execution timeout) or kill it."""
 
-    def __init__(self, item: WorkItem, pid: int, result_fd: int, started_at: float) -> None:
+    def __init__(self, item: WorkItem, pid: int, result_fd: int, started_at: float,
+                 drop: try_report.Drop | None = None) -> None:
         self.item = item
+        self.drop = drop
+        self.report: try_report.TryReport | None = None  # what the try's process left as its code ended
         self.pid = pid
         self.started_at = started_at  # time.time()
         self._result_fd = result_fd
@@ -219,7 +243,12 @@ class RunningTry:
         self.close()
         state: State
         reason: str | None
-        if timed_out:
+        self.report = self.drop.take() if self.drop is not None else None
+        if self.report is not None and self.report.state in EXIT_CODES:  # its code ended: its outcome stands
+            state, reason = self.report.state, self.report.reason
+            at = self.report.at
+            self.handed_over = False
+        elif timed_out:
             state, reason = "failed", f"timed out after {float(self.item.execution_timeout or 0)} s"
             self._log_line(f"{now_iso()} outcome: failed ({reason}: execution_timeout; its processes were "
                            f"killed) after {time.monotonic() - self._begun:.3f} s")
@@ -343,8 +372,11 @@ class GroupGuard:
             self.pid = 0
 
 
-def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:
-    """Fork a child that runs `run_try(item)` in its own process group; `close_fds` are closed in it."""
+def fork_try(item: WorkItem, *, close_fds: Iterable[int] = (), drop: try_report.Drop | None = None) -> RunningTry:
+    """Fork a child that runs `run_try(item)` in its own process group; `close_fds` are closed in it. The child
+    leaves its report in `drop` the moment its code has ended (default: the report file beside its log)."""
+    if drop is None and item.log_path:
+        drop = try_report.ReportFile(item.log_path)
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     parent_pid = os.getpid()
@@ -358,9 +390,9 @@ def fork_try(item: WorkItem, *, close_fds: Iterable[int] = ()) -> RunningTry:
     pid = os.fork()
     if pid == 0:  # the child
         os.close(read_fd)
-        _child_main(item, write_fd, parent_pid, fds, signals)
+        _child_main(item, write_fd, parent_pid, fds, signals, drop)
     started = time.time()
     os.close(write_fd)
     with contextlib.suppress(OSError):  # also here, so killpg works even before the child ran setpgid
         os.setpgid(pid, pid)
-    return RunningTry(item, pid, read_fd, started)
+    return RunningTry(item, pid, read_fd, started, drop)

@@ -1,13 +1,13 @@
-"""The report of a finished try: what every executor hands the job, built where the try ran.
+"""The report of a finished try: what every executor hands the job, built by the try's own process.
 
-A try's own process tells its worker what it passed on (XCom), the templates it rendered, the partitions it wrote
-and its outlets' events through files beside its log (`context` writes them as the task runs: ledger/sdk). Once the
-try has ended, the worker that ran it (a LocalExecutor worker, the SequentialExecutor's process, a Celery worker)
-reads them into a TryReport and removes them (they may hold values a task passed on, secrets among them): the
-report travels back with the try's end (the local worker's pipe, the Celery result) and the job records it through
-the guarded transitions without opening any file. The job never reads a try's files: a report that could not come
-back (a worker that died with its try, a remote try whose host is gone) leaves the try `lost` with what its
-executor knows (decision 0241).
+The try's process notes what its code passes on (XCom), the templates it rendered, the partitions it wrote and its
+outlets' events in its own memory as they are made (ledger/sdk/try_outputs.py). The moment its code has returned or
+raised, it builds its TryReport from them (`build`) and hands it to its worker through one file written whole (a
+temporary file renamed over): for a Celery try, the worker's outbox file, fsynced, so that the outcome survives the
+worker from that moment (decision 0257); for a local or sequential try, `<log>.report.json`, which the worker reads
+and removes once the process is gone (`ReportFile`). Only then does the process write its log's outcome line, mask
+the secrets in its log and exit. The report travels back with the try's end (the local worker's pipe, the Celery
+result) and the job records it through the guarded transitions without opening any file (decisions 0241, 0253).
 
 A report is a frozen dataclass of plain values: it pickles (the pipe) and converts to and from JSON (`as_json`,
 `from_json`, for Celery's result backend), with a version so that a worker and a scheduler of different releases
@@ -18,15 +18,18 @@ import the database layer.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
-from ledger.sdk.xcom import read_json_lines, read_pushed, read_rendered
+from ledger.sdk import secrets, try_outputs
+from ledger.sdk.xcom import read_json_lines
 
 VERSION = 1  # of the report's JSON form: as_json writes it, from_json refuses any other
-XCOM, RENDERED, WRITES = ".xcom.jsonl", ".rendered.json", ".writes.jsonl"  # appended to the try's log path
-SUFFIXES = (XCOM, RENDERED, WRITES)
+WRITES = try_outputs.OTHERS  # appended to the try's log path: what the try's other processes noted
+REPORT = ".report.json"  # appended to the try's log path: a local try's report file
 
 
 class ReportRefused(ValueError):
@@ -73,22 +76,108 @@ class TryReport:
         return bool(self.pushed or self.rendered is not None or self.writes or self.outlets)
 
 
-def collect(log_path: str, state: str, reason: str | None, at: float, host: str | None = None) -> TryReport:
-    """The report of a try that ended (`state`, `reason`, at `at`), with what it left beside `log_path`, which is
-    then removed from this host. Called where the try ran, once its process is gone."""
-    if not log_path:
-        return TryReport(state, reason, at, log_path, host)
-    found = [suffix for suffix in SUFFIXES if os.path.exists(log_path + suffix)]
-    if not found:  # (most tries)
-        return TryReport(state, reason, at, log_path, host)
-    writes = read_json_lines(log_path + WRITES) if WRITES in found else []
-    report = TryReport(
-        state, reason, at, log_path, host,
-        pushed=tuple(read_pushed(log_path + XCOM)) if XCOM in found else (),
-        rendered=read_rendered(log_path + RENDERED) if RENDERED in found else None,
+def build(state: str, reason: str | None, at: float, log_path: str, host: str | None = None,
+          outputs: try_outputs.Outputs | None = None) -> TryReport:
+    """The report of the try this process ran (its notes: `outputs`, else the current ones, taken), as it ended
+    (`state`, `reason`, at `at`); what the try's other processes noted (LEDGER_WRITES_PATH) is taken in and its file
+    removed. Values are masked where they show the secrets the try read (its rendered templates)."""
+    noted = outputs if outputs is not None else try_outputs.end()
+    pushed: list[tuple[str, Any]] = []
+    writes: list[Any] = []
+    rendered = None
+    if noted is not None:
+        pushed = [(key, json.loads(text)) for key, text in noted.pushed]
+        writes = list(noted.writes)
+        rendered = noted.rendered
+    if log_path and os.path.exists(log_path + WRITES):
+        for line in read_json_lines(log_path + WRITES):
+            if isinstance(line, dict) and isinstance(line.get("xcom"), str) and "value" in line:
+                pushed.append((line["xcom"], line["value"]))
+            else:
+                writes.append(line)
+        with contextlib.suppress(OSError):
+            os.unlink(log_path + WRITES)
+    if rendered is not None and secrets.secrets_seen():
+        rendered = json.loads(secrets.mask(json.dumps(rendered)))
+    return TryReport(
+        state, reason, at, log_path, host, pushed=tuple(pushed), rendered=rendered,
         writes=tuple(i for i in writes if isinstance(i, dict) and i.get("dataset") and i.get("partition")),
         outlets=tuple(i for i in writes if isinstance(i, dict) and i.get("outlet")))
-    for suffix in found:
-        with contextlib.suppress(OSError):  # (gone already; a read-only folder: the report holds it all anyway)
-            os.unlink(log_path + suffix)
-    return report
+
+
+def write_whole(path: str, data: bytes, *, durable: bool) -> None:
+    """Write `path` whole or not at all: a temporary file beside it, renamed over it (`durable`: the file and its
+    folder fsynced, so that it survives the host as well as the process)."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+class Drop(Protocol):
+    """Where a forked try's process leaves its report for its worker: `leave` in the try's process, once its code
+    has ended; `take` in the worker, once the process is gone (None: it left none: it was killed or crashed first)."""
+
+    @property
+    def host(self) -> str | None:
+        """The worker's name, for the report (None: the scheduler's host)."""
+
+    def leave(self, report: TryReport) -> None: ...
+
+    def take(self) -> TryReport | None: ...
+
+
+class ReportFile:
+    """A local or sequential try's report: `<log>.report.json`, written whole (not fsynced: the try's worker is
+    on the same host and reads it once the process is gone), removed once read."""
+
+    def __init__(self, log_path: str) -> None:
+        self.log_path = log_path
+        self.path = log_path + REPORT
+        self.host: str | None = None
+
+    def leave(self, report: TryReport) -> None:
+        write_whole(self.path, json.dumps(report.as_json(), default=repr).encode(), durable=False)
+
+    def take(self) -> TryReport | None:
+        try:
+            with open(self.path, "rb") as f:
+                data = json.loads(f.read())
+        except (OSError, ValueError):
+            return None
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        try:
+            return TryReport.from_json(data)
+        except ReportRefused:
+            return None
+
+
+def left_behind(log_path: str, state: str, reason: str | None, at: float, host: str | None = None) -> TryReport:
+    """The report of a try that left none (killed, or gone before its code ended): how it ended, and nothing it
+    made; what its other processes noted, and any report file, removed from this host."""
+    for suffix in (WRITES, REPORT):
+        with contextlib.suppress(OSError):
+            if log_path:
+                os.unlink(log_path + suffix)
+    return TryReport(state, reason, at, log_path, host)
+
+
+def of_try(left: TryReport | None, log_path: str, state: str, reason: str | None, at: float,
+           host: str | None = None) -> TryReport:
+    """The report a try left (as it left it: its code ended, whatever happened to its process afterwards), or
+    `left_behind` when it left none."""
+    return left if left is not None else left_behind(log_path, state, reason, at, host)

@@ -26,7 +26,7 @@ from scheduler.runtime.try_lease import TryLease, lease_key, taken_value
 from scheduler.runtime.try_process import RunningTry
 from scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import Cluster, RedisServer, free_port
-from tests.scheduler.test_celery_executor import tries, wait_until
+from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag
 from tests.scheduler.test_celery_faults import FakeClock, finished, ran, start_scheduler, started_try, traced_dag
 from tests.scheduler.test_celery_queued_timeout import wait_for
 
@@ -195,3 +195,75 @@ def test_a_try_whose_workers_task_raised_is_lost_with_its_claim_taken_so_no_rede
         assert backend.get(claim_key(tid)) == b"scheduler lost"
     finally:
         executor.end(0)
+
+
+# A Python try that writes its end line, returns, and then (as its process writes its log's outcome line) flushes a
+# stream its code left in sys.stderr, which blocks on opening a FIFO no one writes to: its code has ended, its process
+# has not exited, and it stays so until it is killed. Nothing the test waits on is time.
+ENDS_THEN_BLOCKS = """
+import os
+import sys
+
+import pendulum
+from ledger import DAG, PythonTask
+
+TRACE, RELEASE = @TRACE@, @RELEASE@
+
+
+class SlowStream:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        return self.stream.write(text)
+
+    def flush(self):
+        with open(RELEASE) as fifo:  # (until a writer opens it)
+            fifo.read()
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def ends(context):
+    with open(TRACE, "a") as trace:
+        trace.write(f"start t0 {context.try_number}\\n")
+        trace.write(f"end t0 {context.try_number}\\n")
+    sys.stderr = SlowStream(sys.stderr)
+    return 7
+
+
+with DAG("traced", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    PythonTask("t0", ends)
+"""
+
+
+def test_a_try_whose_worker_is_killed_after_its_code_ended_and_before_its_process_exited_is_recorded_as_it_ended(
+        cluster: Cluster) -> None:
+    trace, release = cluster.home.parent / "trace", cluster.home.parent / "release"
+    trace.touch()
+    os.mkfifo(release)
+    write_dag(cluster, "traced.py", ENDS_THEN_BLOCKS.replace("@TRACE@", repr(str(trace)))
+              .replace("@RELEASE@", repr(str(release))))
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", "traced").returncode == 0
+    cluster.start_webserver()
+    worker = cluster.start_worker("w1", broker=refuse_states(cluster), **PATIENT)  # (its guard cannot deliver)
+    scheduler = start_scheduler(cluster, **PATIENT)
+    box = try_outbox.folder(cluster.home.parent / "worker-w1", "w1")
+    wait_until("the try's code ended and its process left its outcome in the outbox",
+               lambda: ran(trace) == {"t0": [("start", "1"), ("end", "1")]} and try_outbox.kept(box) != [])
+    (entry,) = [entry for _p, entry in try_outbox.kept(box)]
+    assert entry["result"]["state"] == "success" and entry["result"]["report"]["pushed"] == [["return_value", 7]]
+    (log,) = (cluster.home.parent / "worker-w1" / "logs").rglob("try_1.log")
+    assert "outcome: success" not in log.read_text()  # its process is still in its end: it has not exited
+    os.kill(worker.pid, 9)  # the worker's main process; its pool process and the try die with it
+    worker.wait(30)
+    allow(cluster)
+    again = cluster.start_worker("w1", **PATIENT)
+    assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "success")]
+    assert ran(trace) == {"t0": [("start", "1"), ("end", "1")]}  # its code ran once
+    assert "delivered the outcome of" in cluster.procs.output(again)
+    assert try_outbox.kept(box) == []

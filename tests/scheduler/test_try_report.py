@@ -1,5 +1,6 @@
-"""A try's report is built where it ran, from what the try left beside its log (then removed there), and it is
-what every executor hands the job: picklable for the local worker's pipe, JSON for Celery's result, versioned."""
+"""A try's report is built by the try's own process from what its code made (kept in its memory, no file beside its
+log), the moment its code has ended, and it is what every executor hands the job: picklable for the local worker's
+pipe, JSON for Celery's result, versioned."""
 
 from __future__ import annotations
 
@@ -9,42 +10,63 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.runtime.try_report import RENDERED, SUFFIXES, WRITES, XCOM, ReportRefused, TryReport, collect
+from ledger.sdk import try_outputs
+from ledger.sdk.context import TaskContext
+from scheduler.runtime.try_report import REPORT, WRITES, ReportFile, ReportRefused, TryReport, build, left_behind
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_queue_ahead import drain_until_finished
 from tests.scheduler.test_task_runner import work_item
 
 
-def leave_files(log: Path) -> None:
+def a_try_that_made_things(log: Path) -> None:
+    """A try of this process whose code passed a value on, rendered a template, wrote a partition and gave its
+    outlet's event an extra; a process it started (a Bash command) noted a write through LEDGER_WRITES_PATH."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    (log.parent / (log.name + XCOM)).write_text(json.dumps({"key": "rows", "value": 3}) + "\nnot json\n")
-    (log.parent / (log.name + RENDERED)).write_text(json.dumps({"bash_command": "echo 2026-11-25"}))
-    (log.parent / (log.name + WRITES)).write_text(json.dumps({"dataset": "sales", "partition": "2026-11-25"}) + "\n"
-                                                  + json.dumps({"outlet": "sales", "extra": {"rows": 3}}) + "\n")
+    try_outputs.begin(str(log) + WRITES)
+    context = TaskContext("d", "t", "run_1", *([None] * 3), 1, "v", "scheduled", log_path=str(log))  # type: ignore[arg-type]
+    context.xcom_push("rows", 3)
+    try_outputs.rendered({"bash_command": "echo 2026-11-25"})
+    context.record_write("sales", "2026-11-25")
+    context.outlet_events["sales"].extra = {"rows": 3}
+    (log.parent / (log.name + WRITES)).write_text(json.dumps({"dataset": "costs", "partition": "2026-11-25"}) + "\n")
 
 
-def test_the_report_holds_what_the_try_left_and_the_files_are_gone(tmp_path: Path) -> None:
+def test_the_report_holds_what_the_try_made_and_nothing_is_left_beside_its_log(tmp_path: Path) -> None:
     log = tmp_path / "try_1.log"
-    leave_files(log)
-    report = collect(str(log), "success", None, 1.5)
+    a_try_that_made_things(log)
+    report = build("success", None, 1.5, str(log))
     assert report.pushed == (("rows", 3),)
     assert report.rendered == {"bash_command": "echo 2026-11-25"}
-    assert report.writes == ({"dataset": "sales", "partition": "2026-11-25"},)
+    assert [(w["dataset"], w["partition"]) for w in report.writes] == [("sales", "2026-11-25"), ("costs", "2026-11-25")]
     assert report.outlets == ({"outlet": "sales", "extra": {"rows": 3}},)
     assert (report.state, report.at, report.log_path) == ("success", 1.5, str(log))
-    assert not any(Path(str(log) + suffix).exists() for suffix in SUFFIXES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # (the log itself was never written here)
+    assert try_outputs.current() is None  # taken: the next try starts with nothing
 
 
-def test_a_try_that_left_nothing_reports_only_how_it_ended(tmp_path: Path) -> None:
-    report = collect(str(tmp_path / "try_1.log"), "failed", "exit code 1", 2.0)
+def test_a_try_that_made_nothing_reports_only_how_it_ended(tmp_path: Path) -> None:
+    try_outputs.begin(None)
+    report = build("failed", "exit code 1", 2.0, str(tmp_path / "try_1.log"))
     assert report == TryReport("failed", "exit code 1", 2.0, str(tmp_path / "try_1.log"))
     assert not report.left_anything
 
 
+def test_a_report_file_is_read_once_and_a_try_that_left_none_leaves_nothing_behind(tmp_path: Path) -> None:
+    log = tmp_path / "try_1.log"
+    a_try_that_made_things(log)
+    made = build("success", None, 1.5, str(log))
+    ReportFile(str(log)).leave(made)
+    assert ReportFile(str(log)).take() == made and ReportFile(str(log)).take() is None
+    (tmp_path / ("try_1.log" + WRITES)).write_text("{}\n")
+    (tmp_path / ("try_1.log" + REPORT)).write_text("{}")
+    assert left_behind(str(log), "lost", "killed", 2.0).left_anything is False
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_report_survives_the_pipe_and_the_json_of_celerys_result(tmp_path: Path) -> None:
     log = tmp_path / "try_1.log"
-    leave_files(log)
-    report = collect(str(log), "success", None, 1.5, host="worker-a").with_log("hello\n")
+    a_try_that_made_things(log)
+    report = build("success", None, 1.5, str(log), host="worker-a").with_log("hello\n")
     assert pickle.loads(pickle.dumps(report)) == report
     assert TryReport.from_json(json.loads(json.dumps(report.as_json()))) == report
 
@@ -67,7 +89,7 @@ def test_every_local_executor_hands_back_the_report_built_by_its_worker(make: Ma
     ended = {ti: events[-1] for ti, events in seen.items()}
     assert ended[1].state == "success" and ended[1].report is not None and ended[1].report.pushed
     assert ended[1].report.state == "success" and ended[1].report.log_path == returns.log_path
-    assert not Path(returns.log_path + XCOM).exists()  # the worker removed it: the job opens no file
+    assert not Path(returns.log_path + REPORT).exists()  # the worker took it: the job opens no file
     assert ended[2].report is not None and not ended[2].report.left_anything
 
 
@@ -78,5 +100,5 @@ def test_a_celery_result_whose_report_this_release_cannot_read_is_a_lost_try_tha
     report = _report_in(sent)
     assert report is not None and report.state == "lost" and report.host == "w1"
     assert "report was refused: a try report of version 2; this release reads version 1" in (report.reason or "")
-    kept = collect("", "success", None, 3.0, host="w1")
+    kept = left_behind("", "success", None, 3.0, host="w1")
     assert _report_in({"report": kept.as_json()}) == kept and _report_in({"state": "success"}) is None

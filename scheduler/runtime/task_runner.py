@@ -105,10 +105,10 @@ def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any
     except SystemExit as exc:
         if exc.code in (None, 0):
             return "success", None
-        traceback.print_exc()
+        _print_traceback(exc)
         return "failed", one_line(f"SystemExit: {exc.code}")
     except BaseException as exc:
-        traceback.print_exc()
+        _print_traceback(exc)
         return "failed", describe_exception(exc)
     if value is not None:
         say(f"returned {one_line(repr(value), 1000)}")
@@ -119,6 +119,18 @@ def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any
                 say(f"cannot pass the return value on: {exc}")
                 return "failed", one_line(f"return value: {exc}")
     return "success", None
+
+
+_deferred: list[BaseException] | None = None  # a forked try's tracebacks, printed once its report is left
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """The traceback of what task code raised, in its log: at once; in a forked try's process, after its report has
+    been left for its worker (formatting it is the slowest part of a failing try's end, decision 0253)."""
+    if _deferred is not None:
+        _deferred.append(exc)
+    else:
+        traceback.print_exception(exc)
 
 
 def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
@@ -340,8 +352,10 @@ def run_try(item: WorkItem, on_end: Callable[[State, str | None], None] | None =
     Uses the plan prepare() made before the fork when there is one; else loads the DAG file itself. `on_end` is
     called with the outcome the moment the task's code has ended, before anything else (the log's outcome line, the
     masking of the log, the process's exit): the try's report is left for its worker there (decision 0253)."""
+    global _deferred
     redirect_output(item.log_path)
     began = time.monotonic()
+    _deferred = []  # (this process exits after the try)
     try_outputs.begin(item.log_path + try_outputs.OTHERS if item.log_path else None)
     say_started(item)
     try:
@@ -419,7 +433,11 @@ def say_started(item: WorkItem, where: str = "") -> None:
 
 
 def say_ended(item: WorkItem, state: State, reason: str | None, began: float) -> None:
-    """The foot of a try's log: its outcome and how long it took; then the secrets it read are masked there."""
+    """The foot of a try's log (after the tracebacks of a forked try's code): its outcome and how long it took; then
+    the secrets it read are masked there."""
+    for exc in _deferred or ():
+        with contextlib.suppress(Exception):
+            traceback.print_exception(exc)
     with contextlib.suppress(Exception):
         sys.stderr.flush()
     release_logging()

@@ -131,7 +131,7 @@ TRY_ENVIRONMENT: dict[str, str] = {
     "LEDGER_LOGICAL_DATE": "the run's logical date", "LEDGER_DATA_INTERVAL_START": "its data interval's start",
     "LEDGER_DATA_INTERVAL_END": "its end", "LEDGER_RUN_TYPE": "scheduled, backfill or manual",
     "LEDGER_DAG_VERSION": "the version the try runs", "LEDGER_CODE_DIR": "the folder of the version's code",
-    "LEDGER_WRITES_PATH": "where the try records the dataset partitions it wrote",
+    "LEDGER_WRITES_PATH": "where the processes a try starts record the partitions they wrote (taken into its report)",
     "LEDGER_SIGNAL_KEY": "the signal that started the try (signal-driven tasks)",
     "LEDGER_SIGNAL_VALUE": "its value", "LEDGER_SIGNAL_VERSION": "its version",
     "LEDGER_WORKER_NAME": "the Celery worker running the try (set by `ledger worker`)",

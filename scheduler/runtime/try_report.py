@@ -106,19 +106,22 @@ def build(state: str, reason: str | None, at: float, log_path: str, host: str | 
 
 
 def write_whole(path: str, data: bytes, *, durable: bool) -> None:
-    """Write `path` whole or not at all: a temporary file beside it, renamed over it (`durable`: the file and its
-    folder fsynced, so that it survives the host as well as the process)."""
+    """Write `path` whole or not at all: a temporary file beside it, renamed over it (`durable`: then the file and
+    its folder fsynced, so that it survives the host as well as the process). The rename comes before the fsyncs: the
+    file is there for every process of the host (a guard, a worker's next incarnation) the moment it is written, not
+    once a busy disk has taken it (decision 0253); a host that crashes between the two may leave it empty, which a
+    reader takes for no file."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.write(fd, data)
+        os.replace(tmp, path)
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
     if durable:
         dir_fd = os.open(folder, os.O_RDONLY)
         try:

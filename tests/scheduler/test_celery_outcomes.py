@@ -26,8 +26,19 @@ from scheduler.runtime.try_lease import TryLease, lease_key, taken_value
 from scheduler.runtime.try_process import RunningTry
 from scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import Cluster, RedisServer, free_port
+from tests.chaos.faults import children
 from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag
-from tests.scheduler.test_celery_faults import FakeClock, finished, ran, start_scheduler, started_try, traced_dag
+from tests.scheduler.test_celery_faults import (
+    FakeClock,
+    dead,
+    finished,
+    lines,
+    parent_of,
+    ran,
+    start_scheduler,
+    started_try,
+    traced_dag,
+)
 from tests.scheduler.test_celery_queued_timeout import wait_for
 
 pytestmark = pytest.mark.timeout(240)
@@ -228,7 +239,7 @@ class SlowStream:
 
 def ends(context):
     with open(TRACE, "a") as trace:
-        trace.write(f"start t0 {context.try_number}\\n")
+        trace.write(f"start t0 {context.try_number} {os.getpid()}\\n")
         trace.write(f"end t0 {context.try_number}\\n")
     sys.stderr = SlowStream(sys.stderr)
     return 7
@@ -258,9 +269,14 @@ def test_a_try_whose_worker_is_killed_after_its_code_ended_and_before_its_proces
     assert entry["result"]["state"] == "success" and entry["result"]["report"]["pushed"] == [["return_value", 7]]
     (log,) = (cluster.home.parent / "worker-w1" / "logs").rglob("try_1.log")
     assert "outcome: success" not in log.read_text()  # its process is still in its end: it has not exited
+    (try_pid,) = [int(words[3]) for words in lines(trace) if words[0] == "start"]
+    pool = parent_of(try_pid)
+    wait_until("the try's guard runs", lambda: [pid for pid in children(pool) if pid != try_pid] != [])
+    guards = [pid for pid in children(pool) if pid != try_pid]
     os.kill(worker.pid, 9)  # the worker's main process; its pool process and the try die with it
     worker.wait(30)
-    allow(cluster)
+    wait_until("the try's guard has tried to deliver the outcome and is gone", lambda: all(dead(g) for g in guards))
+    allow(cluster)  # (only now: the worker's next incarnation delivers it)
     again = cluster.start_worker("w1", **PATIENT)
     assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
     assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "success")]

@@ -102,3 +102,32 @@ def test_a_celery_result_whose_report_this_release_cannot_read_is_a_lost_try_tha
     assert "report was refused: a try report of version 2; this release reads version 1" in (report.reason or "")
     kept = left_behind("", "success", None, 3.0, host="w1")
     assert _report_in({"report": kept.as_json()}) == kept and _report_in({"state": "success"}) is None
+
+
+def test_a_durable_report_is_there_for_every_process_of_the_host_while_the_disk_still_takes_it(tmp_path: Path) -> None:
+    """The outbox file is renamed into place before it is fsynced: a worker killed while a busy disk takes the fsync
+    leaves the report to its guard and its next incarnation (the soak's run 8). The test holds the fsync itself."""
+    import os
+    import time
+
+    from scheduler.runtime.try_report import write_whole
+
+    held_read, held_write = os.pipe()
+    path = tmp_path / "outbox" / "ledger-1-1.json"
+    pid = os.fork()
+    if pid == 0:  # the try's process: its fsyncs wait until the test lets them go
+        os.close(held_write)
+        os.fsync = lambda fd: os.read(held_read, 1) and None  # type: ignore[assignment]
+        write_whole(str(path), b'{"state": "success"}', durable=True)
+        os._exit(0)
+    os.close(held_read)
+    try:
+        deadline = time.monotonic() + 30
+        while not path.exists():  # (the writer blocks in its first fsync meanwhile)
+            assert time.monotonic() < deadline, "the report did not appear while its fsync was held"
+            time.sleep(0.01)
+        assert path.read_bytes() == b'{"state": "success"}'
+    finally:
+        os.write(held_write, b"xx")
+        os.close(held_write)
+        assert os.waitpid(pid, 0)[1] == 0

@@ -94,7 +94,7 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
         version = ti.version or run.version_hash  # a task instance cleared on the latest version runs that one
         code = job.code_cache().locate(session, run.dag_id, version)
         path = log_file(logs, run.dag_id, run.id, ti.task_id, tries[ti.id], ti.map_index)
-        job._inflight[ti.id] = InFlight(
+        job.effects.queued[ti.id] = InFlight(  # followed once the transaction commits
             run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), version, path, time.time(),
             map_index=ti.map_index, armed=ti.armed)
         gives = RunGives(

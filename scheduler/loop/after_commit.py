@@ -1,4 +1,5 @@
-"""What a job's transaction decided that happens outside the database, once the transaction has committed.
+"""Lines a job's transaction decided to append to tries' logs, written once the transaction has committed
+(scheduler/loop/effects.py).
 
 File writes stay out of transactions, and a transaction that a fault rolls back must leave nothing behind that
 the database does not hold: a try's log says why the try stopped only once its outcome is recorded.
@@ -7,7 +8,6 @@ the database does not hold: a try's log says why the try stopped only once its o
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,17 +19,3 @@ def tell_log(path: str, at: datetime, text: str) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError), open(path, "a") as log:
         log.write(f"[ledger] {at.astimezone(UTC).isoformat(timespec='milliseconds')} {text}\n")
-
-
-@dataclass
-class AfterCommit:
-    log_notes: list[tuple[str, datetime, str]] = field(default_factory=list)  # (log, at, line) to append
-
-    def note(self, log_path: str, at: datetime, text: str) -> None:
-        self.log_notes.append((log_path, at, text))
-
-    def carry_out(self) -> None:
-        """After the commit: write the notes."""
-        notes, self.log_notes = self.log_notes, []
-        for path, at, text in notes:
-            tell_log(path, at, text)

@@ -17,18 +17,21 @@ The loop's transaction, in order (each step in the module named after it):
      max_active_tasks and pools;
   4. callbacks due (scheduler/callbacks/pending.py), the job's heartbeat, task-state signals;
   5. verify mode: what the job remembers equals what the database holds.
-After the commit: notes to try logs (scheduler/loop/after_commit.py), callbacks started, tries handed to the
-executor, doorbells rung. The loop itself, its sleep and its shutdown: scheduler/loop/life_cycle.py.
+Each step writes to the database and says in the transaction's effects (scheduler/loop/effects.py) what the job is
+to take once it has committed: tries to follow or no longer follow, stop reasons, task-state signals sent, lines
+to print and to add to tries' logs, what it saw of others' writes. After the commit: the job takes them, then
+callbacks are started, tries handed to the executor, doorbells rung. The loop itself, its sleep and its shutdown:
+scheduler/loop/life_cycle.py.
 
 Steps that need not run every loop have a cadence (scheduler/loop/cadence.py): parsing, run creation and the signal
 index (SchedulerJob), claiming, the full pass, the heartbeat, callbacks, the --stop-queued pauses. Each
-transaction is short, executors never write to the database, and a failed transaction puts back what it
-changed in the job's memory. Subclasses say which runs to collect and may create runs.
+transaction is short, executors never write to the database, and a failed transaction leaves the job's memory
+as it was (its effects are dropped; its caches, checked in verify mode, are read again). Subclasses say which
+runs to collect and may create runs.
 """
 from __future__ import annotations
 
 import contextlib
-import copy
 import signal
 import socket
 import time
@@ -52,16 +55,17 @@ from ledger.store.db import reader, shares_one_connection
 from scheduler.callbacks.pending import CallbackRequests
 from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.loop import adoption, life_cycle, outcome_recording, run_processing
-from scheduler.loop.after_commit import AfterCommit
+from scheduler.loop.after_commit import tell_log
 from scheduler.loop.cadence import Cadence
 from scheduler.loop.claims import RunClaims
 from scheduler.loop.code_cache import CodeCache
+from scheduler.loop.effects import Effects
 from scheduler.loop.faults import Backoff
 from scheduler.loop.job_connection import JobConnection
 from scheduler.loop.loop_report import LoopReport
 from scheduler.loop.memory import HeldRunsMemory, MemoryMismatch
 from scheduler.loop.metrics import SchedulerMetrics
-from scheduler.loop.others_writes import OthersWrites
+from scheduler.loop.others_writes import OthersWrites, Seen
 from scheduler.loop.queueing import InFlight
 from scheduler.loop.run_facts import RunFacts
 from scheduler.loop.stop_requests import StopRequests
@@ -69,21 +73,6 @@ from scheduler.signals.task_state_signals import TaskStateSignals
 from scheduler.signals.wakeup import DatabaseWakeup, Wakeup
 
 RunLogger = Callable[[str], None]
-
-# What a transaction of the job changes in its memory besides its held runs' pictures (which it forgets): put back
-# as it was when the transaction fails, so that the next try decides again from what the database holds.
-_UNDONE_WITH_A_TRANSACTION = ("_inflight", "stops", "task_states", "after_commit", "watch")
-
-
-def _copy_of(part: Any) -> Any:
-    """A copy of one of the job's parts, deep enough to put back: its containers are copied, their items not."""
-    if isinstance(part, (dict, list, set)):
-        return copy.copy(part)
-    copied = copy.copy(part)
-    for name, value in vars(part).items():
-        if isinstance(value, (dict, list, set)):
-            setattr(copied, name, copy.copy(value))
-    return copied
 
 
 @dataclass
@@ -110,8 +99,8 @@ class DagRunJob:
     facts: RunFacts = field(init=False)  # what it reads once per run: values passed, intervals, pools, ...
     stops: StopRequests = field(default_factory=StopRequests)  # STOP/RESTART requests for its tries
     watch: OthersWrites = field(init=False)  # whether another process wrote; the full pass
-    task_states: TaskStateSignals = field(init=False)  # task state changes, sent as signals
-    after_commit: AfterCommit = field(default_factory=AfterCommit)  # log notes and side files, after commit
+    effects: Effects = field(default_factory=Effects)  # what the transaction under way changes, once committed
+    doorbells: bool = False  # a committed transaction sent task-state signals: ring the doorbells
     callbacks: CallbackRequests = field(init=False)  # requested, claimed, run and recorded on their own cadence
     heartbeat: Cadence = field(init=False)
     connection: JobConnection = field(init=False)
@@ -131,7 +120,6 @@ class DagRunJob:
         # checkout its own connection (a single-connection pool, as for `:memory:`, does not)
         self.watch = OthersWrites(Cadence(s.poll_interval),
                                   versioned=self._serial and not shares_one_connection(self.engine))
-        self.task_states = TaskStateSignals(s.task_state_signals)
         self.heartbeat = Cadence(s.heartbeat_interval)
         self.callbacks = CallbackRequests(s, self.logs_folder, self.metrics,
                                           say=lambda line: self.say(line))  # (the say of the moment: see transaction)
@@ -177,6 +165,9 @@ class DagRunJob:
     def settle_backfill(self, session: Session, backfill_id: int, now: datetime) -> None:
         """A run of the backfill finished: the backfill ends when it has no unfinished run left."""
         finish_backfill(session, backfill_id, now=now, actor=self.actor)
+
+    def in_loop(self, session: Session, now: datetime, report: LoopReport) -> None:
+        """A subclass's step in every loop's transaction, after the runs are decided."""
 
     def others_wrote(self, session: Session) -> None:
         """Called in a loop's transaction when another process wrote since this job's last transaction (and at
@@ -231,14 +222,13 @@ class DagRunJob:
 
     @contextlib.contextmanager
     def transaction(self, *, loop: bool = False) -> Iterator[Session]:
-        """One transaction of this job (`loop`: a loop's). When it fails (a database fault), what it changed in
-        the job's memory is put back, so that the next try decides again from what the database holds."""
-        saved = {name: _copy_of(getattr(self, name)) for name in _UNDONE_WITH_A_TRANSACTION}
-        # what the transaction says (a run's or try's new state) is printed once it has committed: a fault that
-        # rolls it back leaves nothing printed that the database does not hold
+        """One transaction of this job (`loop`: a loop's). What it changes in the job (its effects, including what
+        it says: a run's or try's new state) is taken once it has committed. When it fails (a database fault), its
+        effects are dropped and the job forgets its caches, so that the next try decides again from what the
+        database holds: nothing has to be put back."""
+        effects = self.effects = Effects(task_states=TaskStateSignals(self.settings.task_state_signals))
         outer = self.say
-        said: list[str] = []
-        self.say = said.append
+        self.say = effects.say
         try:
             with self.connection.begin() as session:
                 yield session
@@ -246,16 +236,31 @@ class DagRunJob:
                     self.watch.side_transaction()  # the next loop reads the events
         except BaseException:
             self.say = outer
-            for name, value in saved.items():
-                setattr(self, name, value)
             self.watch.side_transaction()
             self.forget(reason="a transaction failed")
             self.claims.soon()
             self._reconcile = True
             raise
         self.say = outer
-        for line in said:
-            outer(line)
+        self._take(effects)
+
+    def _take(self, effects: Effects) -> None:
+        """A transaction committed: the job takes what it changed (scheduler/loop/effects.py)."""
+        for ti_id in effects.ended:
+            self._inflight.pop(ti_id, None)
+        self._inflight.update(effects.queued)  # (after the ends: a try that ended may have been queued again)
+        for ti_id in effects.stops_told:
+            self.stops.killed.pop(ti_id, None)
+        self.stops.reasons.update(effects.stop_reasons)
+        if effects.seen is not None:
+            seen = self.watch.committed(effects.seen)
+            if isinstance(self.wakeup, DatabaseWakeup):
+                self.wakeup.seen = seen  # its own events do not wake it
+        self.doorbells = self.doorbells or effects.task_states.to_ring()
+        for line in effects.said:
+            self.say(line)
+        for path, at, text in effects.log_notes:
+            tell_log(path, at, text)
 
     def wait_handles(self) -> list[Any]:
         return list(self.executor.wait_handles())
@@ -291,10 +296,10 @@ class DagRunJob:
         self._unrecorded = []
         self._held_since = None
         self.callbacks.recorded()
-        self.after_commit.carry_out()
         self.callbacks.start(to_call)
         self.executor.submit_all(work)  # the tries first: ringing doorbells can wait a few microseconds
-        if self.task_states.to_ring():  # such a loop recorded outcomes or marked tasks: it loops again unwoken
+        if self.doorbells:  # such a loop recorded outcomes or marked tasks: it loops again unwoken
+            self.doorbells = False
             ring(self.engine, self.home, skip=self.wakeup.doorbell if isinstance(self.wakeup, DatabaseWakeup) else None)
         if self.wakeup is not None and not isinstance(self.wakeup, DatabaseWakeup):
             self.wakeup.settle()
@@ -306,7 +311,8 @@ class DagRunJob:
         and the callbacks to start, once it has committed."""
         # only tries' starts came in while every worker is busy: nothing could be queued, so only record them
         only_starts = bool(drained) and all(ev.kind == "started" for ev in drained) and self.executor.open_slots() == 0
-        if self.watch.look(session, self.connection.kept):
+        seen = self.effects.seen = self.watch.look(session, self.connection.kept)
+        if seen.full_pass:
             run_processing.read_everything_again(self, session)
             only_starts = only_starts or self.stopping  # (a subclass saw it must stop: only record what ended)
         report.outcomes = outcome_recording.record(self, session, drained, now)
@@ -317,15 +323,14 @@ class DagRunJob:
         report.callbacks = len(self.callbacks.results)
         to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate)
         report.callbacks += len(to_call)
+        self.in_loop(session, now, report)
         if self.heartbeat.due():
             job_store.heartbeat(session, self.job_id, now=now)
             self.heartbeat.done()
-        self.task_states.flush(session, now, self.actor)
+        self.effects.task_states.flush(session, now, self.actor)
         if self.settings.verify_memory:
-            self._verify_memory(session)
-        seen = self.watch.loop_done(session)
-        if isinstance(self.wakeup, DatabaseWakeup):
-            self.wakeup.seen = seen  # its own events do not wake it
+            self._verify_memory(session, seen)
+        self.effects.seen = self.watch.loop_done(session, seen)
         return work, to_call
 
     # -- callbacks -----------------------------------------------------------------------------
@@ -348,12 +353,12 @@ class DagRunJob:
             self.claims.forget()
             self.stops.read_again()
 
-    def _verify_memory(self, session: Session) -> None:
+    def _verify_memory(self, session: Session, seen: Seen) -> None:
         """Verify mode: at the end of a loop's transaction, what the job remembers of its held runs must be what
         the database holds (on SQLite nobody else can write meanwhile; on PostgreSQL a difference that another
         process's event explains is what the next loop reads again)."""
         found = self.memory.differences(session) + self.facts.prior_differences(session)
-        if found and not self._serial and self.watch.others_since(session):
+        if found and not self._serial and self.watch.others_since(session, seen):
             return
         if found:
             raise MemoryMismatch("; ".join(found[:5]))

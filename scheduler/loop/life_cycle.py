@@ -131,8 +131,8 @@ def shut_down(job: Job) -> None:
         job.connection.let_go()
     job._unrecorded = []
     job.callbacks.recorded()
-    job.after_commit.carry_out()
-    if job.task_states.to_ring():
+    if job.doorbells:
+        job.doorbells = False
         ring(job.engine, job.home)
 
 
@@ -152,4 +152,4 @@ def end_in_database(job: Job, last: list[TaskEvent], now: datetime) -> None:
             dict(at=now, kind="locks_released", actor=job.actor, dag_id=dag_id, run_id=run_id,
                  details={"job_id": job.job_id}) for run_id, dag_id in released])
         job_store.end_job(session, job.job_id, now=now)
-        job.task_states.flush(session, now, job.actor)
+        job.effects.task_states.flush(session, now, job.actor)

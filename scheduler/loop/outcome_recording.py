@@ -101,7 +101,7 @@ def record(job: Job, session: Session, drained: list[TaskEvent], now: datetime) 
     for o, st in written:
         requeued_info = where.get((o.ti_id, o.try_number)) if o.requeue or o.state == TaskState.LOST else None
         if requeued_info is not None and requeued_info.log_path:  # written once this transaction has committed
-            job.after_commit.note(requeued_info.log_path, o.at, f"outcome: {ended_how(o, st, job.settings)}")
+            job.effects.note(requeued_info.log_path, o.at, f"outcome: {ended_how(o, st, job.settings)}")
     _picture_outcomes(job, drained, written, where)
     for o, st in written:
         if st != TaskState.RUNNING:
@@ -112,7 +112,7 @@ def record(job: Job, session: Session, drained: list[TaskEvent], now: datetime) 
     for o, st in written:
         info = where.get((o.ti_id, o.try_number))
         if info is not None:
-            job.task_states.add(info.dag_id, info.task_id, st.value,
+            job.effects.task_states.add(info.dag_id, info.task_id, st.value,
                                  {"run_id": info.run_id, "try_number": o.try_number})
     job.callbacks.request_task(session, written, where)
     _record_reports(job, session, written, where, {(ev.ti_id, ev.try_number): ev.report for ev in drained
@@ -124,7 +124,8 @@ def record(job: Job, session: Session, drained: list[TaskEvent], now: datetime) 
 def _outcomes(job: Job, drained: list[TaskEvent], now: datetime,
               where: dict[tuple[int, int], InFlight | None]) -> list[Outcome]:
     """The outcomes to write for the drained events (`where` takes each try's in-flight record), and what the
-    events change in the job: tries started (metrics), ended (no longer in flight), killed (stopped)."""
+    events change in the job: tries started (metrics), ended (no longer in flight), killed (stopped); the last two
+    once the transaction has committed."""
     outcomes = []
     host = socket.gethostname()
     for ev in drained:
@@ -138,13 +139,14 @@ def _outcomes(job: Job, drained: list[TaskEvent], now: datetime,
         unstarted = ev.kind == "finished" and (ev.reason or "").startswith(NEVER_STARTED_PREFIX)
         requeue = unstarted and ev.ti_id not in job.stops.killed and job.requeues_unstarted()
         if ev.kind == "finished" and ev.ti_id in job.stops.killed:
-            why = job.stops.killed.pop(ev.ti_id)
+            why = job.stops.killed[ev.ti_id]
+            job.effects.stops_told.append(ev.ti_id)  # (forgotten once recorded)
             if state in (TaskState.FAILED, TaskState.LOST):  # ended by the kill (it may have ended on its own)
                 state = TaskState.STOPPED
                 if info is not None and info.log_path:  # written once this transaction has committed
                     if unstarted:  # taken out while it waited in its worker
                         why = ev.reason or why
-                    job.after_commit.note(info.log_path, at, f"outcome: {why}")
+                    job.effects.note(info.log_path, at, f"outcome: {why}")
         outcomes.append(Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, ev.host or host, ev.reason,
                                            info.retry_delay if info else 0.0, decided_at=now, requeue=requeue,
                                            armed=requeue and info is not None and info.armed,
@@ -161,7 +163,7 @@ def _outcomes(job: Job, drained: list[TaskEvent], now: datetime,
             job.memory.settled.pop(info.run_id, None)
             job.memory.forget_past_of(info.run_id)
         if ev.kind == "finished":
-            job._inflight.pop(ev.ti_id, None)
+            job.effects.ended.append(ev.ti_id)  # (no longer followed once recorded)
     return outcomes
 
 
@@ -216,7 +218,7 @@ def _record_failures(job: Job, session: Session, written: list[tuple[Outcome, Ta
         if info is None and o.state == TaskState.LOST and dag_id and run_id and task_id:
             # another job's try: its log says what became of it, as this job's own tries' logs do
             path = log_file(str(job.logs_folder), dag_id, run_id, task_id, o.try_number, index)
-            job.after_commit.note(path, o.at, f"outcome: {ended_how(o, st, job.settings)}")
+            job.effects.note(path, o.at, f"outcome: {ended_how(o, st, job.settings)}")
         lost = o.state == TaskState.LOST
         kind = "try_lost" if lost else "try_not_started" if st == TaskState.SCHEDULED else "task_failed"
         failures.append(dict(

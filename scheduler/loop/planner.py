@@ -169,12 +169,13 @@ def _due_times(h: HeldRun, plan: RunsPlan, now: datetime) -> bool:
 
 def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, int],
            pool_room: Mapping[str, int], newest_first: bool = False,
-           dates: Mapping[int, float] | None = None) -> list[Candidate]:
+           dates: Mapping[int, float] | None = None, dag_of: Mapping[int, str] | None = None) -> list[Candidate]:
     """The candidates that get a slot now: highest priority_weight first, then by logical date (oldest first,
     or newest first), then task instance id; each within the open `slots`, its DAG's max_active_tasks
     (`active`: task instances of each DAG queued or running now) and its pool's room (a pool missing from
     `pool_room` is not limited). `dates`: run id -> its logical date's timestamp, for every candidate's run,
-    when the caller keeps them (a job sorts every candidate each loop: reading each run's date costs more)."""
+    when the caller keeps them (a job sorts every candidate each loop: reading each run's date costs more), and
+    `dag_of`: run id -> its DAG, likewise."""
     if slots <= 0:
         return []
     sign = -1 if newest_first else 1
@@ -189,12 +190,13 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
     for ti, run, spec in ordered:
         if len(chosen) >= slots:
             break
-        if active.get(run.dag_id, 0) >= spec.max_active_tasks:
+        dag_id = dag_of[ti.run_id] if dag_of is not None else run.dag_id
+        if active.get(dag_id, 0) >= spec.max_active_tasks:
             continue
         if ti.pool in room and room[ti.pool] <= 0:
             continue
         chosen.append((ti, run, spec))
-        active[run.dag_id] = active.get(run.dag_id, 0) + 1
+        active[dag_id] = active.get(dag_id, 0) + 1
         if ti.pool in room:
             room[ti.pool] -= 1
     return chosen

@@ -61,10 +61,10 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
     slots = job.executor.open_slots()
     if not candidates or slots <= 0:
         return []
-    dates, dag_of = job.facts.dates_of(run for _ti, run, _spec in candidates)
+    dates, dag_of = job.facts.dates_of(candidates)
     active = task_store.active_counts_by_dag(session, list({dag_of[c[0].run_id] for c in candidates}))
     chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, job.facts.pools(session)),
-                    active=active, newest_first=job.newest_first, dates=dates)
+                    active=active, newest_first=job.newest_first, dates=dates, dag_of=dag_of)
     tries = task_store.queue(session, [c[0] for c in chosen], job_id=job.job_id, now=now,
                              versions={c[0].id: c[0].version or c[1].version_hash for c in chosen})
     for ti, run, _spec in chosen:
@@ -94,7 +94,7 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
         version = ti.version or run.version_hash  # a task instance cleared on the latest version runs that one
         code = job.code_cache().locate(session, run.dag_id, version)
         path = log_file(logs, run.dag_id, run.id, ti.task_id, tries[ti.id], ti.map_index)
-        job._inflight[ti.id] = InFlight(
+        job.effects.queued[ti.id] = InFlight(  # followed once the transaction commits
             run.id, run.dag_id, ti.task_id, task.delay_after(tries[ti.id]), version, path, time.time(),
             map_index=ti.map_index, armed=ti.armed)
         gives = RunGives(

@@ -81,13 +81,15 @@ class RunFacts:
             self.intervals.update(loop_store.intervals(session, missing))
         return {i: self.intervals[i] for i in run_ids if i in self.intervals}
 
-    def dates_of(self, runs: Iterable[DagRun]) -> tuple[Mapping[int, float], Mapping[int, str]]:
-        """Each run's logical date (a timestamp) and DAG, by run id (read once per run)."""
+    def dates_of(self, candidates: Iterable[tuple[task_store.TiRow, DagRun, Any]]
+                 ) -> tuple[Mapping[int, float], Mapping[int, str]]:
+        """Each candidate's run's logical date (a timestamp) and DAG, by run id: read from the run once per run (the
+        loop goes over every waiting candidate each time it queues; a run's attributes cost more than a row's)."""
         if len(self.dates) > _MANY:
             self.dates.clear()
             self.dag_of.clear()
-        for run in runs:
-            if run.id not in self.dates:
+        for ti, run, _spec in candidates:
+            if ti.run_id not in self.dates:
                 self.dates[run.id], self.dag_of[run.id] = run.logical_date.timestamp(), run.dag_id
         return self.dates, self.dag_of
 

@@ -47,7 +47,8 @@ def read_everything_again(job: Job, session: Session) -> None:
 
 def decide_runs(job: Job, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:
     """Stop what was asked to stop, create due runs, claim runs, decide the held runs: the tries to queue."""
-    job.stops.carry_out(session, job.job_id, job.executor, job._inflight)
+    ended = job.effects.ended  # (tries whose end this transaction recorded: followed until it commits)
+    job.stops.carry_out(session, job.job_id, job.executor, job._inflight.keys() - ended if ended else job._inflight)
     report.created = job.create_runs(session, now)
     if report.created:
         job.claims.soon()
@@ -88,7 +89,7 @@ def collect_runs(job: Job, session: Session, now: datetime) -> int:
         orphans, adopted = adoption.adopt(session, job.executor, orphans, job_id=job.job_id,
                                           logs=str(job.logs_folder), actor=job.actor, now=now)
         for ti_id, fields in adopted.items():
-            job._inflight[ti_id] = InFlight(**fields)
+            job.effects.queued[ti_id] = InFlight(**fields)
             job.forget(fields["run_id"], "tries adopted")
     if orphans:
         outcome_recording.record(job, session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
@@ -122,7 +123,7 @@ def process_runs(job: Job, session: Session, now: datetime, report: LoopReport) 
         set_run_state(job, session, run, RunState.RUNNING, now)
     job.memory.successor.update(plan.successors)
     for ti, st, run in plan.mark:
-        job.task_states.add(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
+        job.effects.task_states.add(run.dag_id, ti.task_id, st.value, {"run_id": run.id})
     task_store.mark(session, [(ti.id, ti.state, st) for ti, st, _run in plan.mark], now=now)
     if plan.why:  # skips a branch or short-circuit chose: an event each, with the reason
         flow_events.record_skips(session, plan, now=now, actor=job.actor, say=job.say)
@@ -147,7 +148,7 @@ def process_runs(job: Job, session: Session, now: datetime, report: LoopReport) 
         limit = f"dagrun_timeout of {specs[run.id].dagrun_timeout:g} s"
         for instance in run_store.task_instances(session, run.id) if stopping else []:
             if label(instance.task_id, instance.map_index) in stopping:  # its log and outcome say why
-                job.stops.reasons[instance.id] = f"stopped by the run's {limit}"
+                job.effects.stop_reasons[instance.id] = f"stopped by the run's {limit}"
         plan.finish.append((run, RunState.FAILED, f"{limit} passed; stopping {stopping or 'no tries'}, skipped "
                                                   f"{skipped or 'nothing'}"))
     for run, state, reason in plan.finish:
@@ -186,7 +187,7 @@ def _expand(job: Job, session: Session, candidates: list[tuple[task_store.TiRow,
             continue
         state = TaskState(found.state)
         task_store.mark(session, [(ti.id, ti.state, state)], now=now)
-        job.task_states.add(run.dag_id, ti.task_id, state.value, {"run_id": run.id})
+        job.effects.task_states.add(run.dag_id, ti.task_id, state.value, {"run_id": run.id})
         kind = "task_expanded" if state == TaskState.SKIPPED else "task_failed"
         events.record(session, kind, at=now, actor=job.actor, dag_id=run.dag_id, run_id=run.id,
                       task_id=ti.task_id, ti_id=ti.id, try_number=0, count=0, source=source, state=state.value,

@@ -3,6 +3,7 @@ no try runs twice; and the decisions it makes compare times of its own clock."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sqlite3
 import subprocess
@@ -22,9 +23,10 @@ from ledger import DAG, BashTask
 from ledger.infra.clock import FixedClock
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun, TaskInstance, TaskTry
+from ledger.services.operations import cancel_run
 from ledger.services.sync import register_dag
 from ledger.store.db import make_engine, make_sessions
-from scheduler.executors.base import Executor
+from scheduler.executors.base import Executor, TaskEvent, WorkItem
 from scheduler.loop.faults import Backoff, is_transient
 from scheduler.loop.job import DagRunJob
 from scheduler.loop.scheduling import create_due_runs
@@ -175,6 +177,62 @@ def test_a_locked_database_rolls_the_loop_back_and_the_next_loop_records_each_ou
     with sessions() as s:
         assert s.scalar(select(DagRun.state)) == "success"
         assert len(s.scalars(select(TaskTry)).all()) == 2
+    job.shutdown()
+
+
+class HoldingExecutor(FakeExecutor):
+    """Each submitted try starts and runs until kill() ends it (reported failed with the kill's reason)."""
+
+    def submit(self, item: WorkItem) -> None:
+        self.submitted.append(item)
+        self._busy.add(item.ti_id)
+        self._events.append(TaskEvent(item.ti_id, item.try_number, "started", time.time(), pid=1))
+
+    def kill(self, ti_id: int, reason: str) -> bool:
+        if ti_id not in self._busy:
+            return False
+        item = next(i for i in self.submitted if i.ti_id == ti_id)
+        self._events.append(TaskEvent(ti_id, item.try_number, "finished", time.time(), "failed", pid=1, reason=reason))
+        return True
+
+
+class FailingOnce(DagRunJob):
+    """A job whose loop transaction fails once, when `fail` is set, after the stop requests are carried out (run
+    creation comes next in the loop's transaction)."""
+    fail = False
+
+    def create_runs(self, session: Any, now: Any) -> int:
+        if self.fail:
+            self.fail = False
+            raise OperationalError("INSERT", {}, sqlite3.OperationalError("disk I/O error"))
+        return 0
+
+
+def test_a_try_killed_in_a_transaction_that_fails_is_recorded_stopped_with_its_reason(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:
+    """The kill happened (the executor ended the try) though the transaction that asked for it rolled back: the
+    job still knows why it killed the try, and the next loop records its end `stopped`, not as a failure that
+    gets a retry."""
+    engine, sessions = job_parts
+    clock = FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
+    executor = HoldingExecutor()
+    plain = a_job(tmp_path, engine, sessions, clock, executor)
+    job = FailingOnce(**{f.name: getattr(plain, f.name) for f in dataclasses.fields(DagRunJob) if f.init})
+    job.__post_init__()
+    job.loop_once()  # queues a
+    job.loop_once()  # a started
+    assert states(sessions)["a"] == ("running", 1)
+    with sessions.begin() as s:  # an operator cancels the run (another connection: the job reads it again)
+        cancel_run(s, s.scalars(select(DagRun)).one(), now=clock.now(), actor="test")
+    job.fail = True
+    with pytest.raises(OperationalError):
+        job.loop_once()  # the kill is asked for, then the transaction fails
+    assert len([e for e in executor._events if e.kind == "finished"]) == 1  # the executor ended the try
+    for _ in range(3):
+        job.loop_once()
+    assert states(sessions)["a"] == ("stopped", 1)
+    with sessions() as s:
+        assert s.scalars(select(TaskTry.state)).all() == ["stopped"]
     job.shutdown()
 
 

@@ -99,12 +99,13 @@ def test_choose_fills_free_slots_within_every_limit_in_priority_order(
 
 @settings(max_examples=200, deadline=None)
 @given(rows=candidate_rows, slots=st.integers(0, 6), newest_first=st.booleans())
-def test_choose_picks_the_same_with_the_runs_dates_given_as_without(
+def test_choose_picks_the_same_with_the_runs_dates_and_dags_given_as_without(
         rows: list[tuple[int, str, str, int]], slots: int, newest_first: bool) -> None:
     candidates = make_candidates(rows, {"d0": 2, "d1": 1, "d2": 3})
     dates = {c[1].id: c[1].logical_date.timestamp() for c in candidates}
+    dag_of = {c[1].id: c[1].dag_id for c in candidates}
     limits: dict[str, Any] = dict(slots=slots, active={"d1": 1}, pool_room={"p1": 1}, newest_first=newest_first)
-    assert choose(candidates, dates=dates, **limits) == choose(candidates, **limits)
+    assert choose(candidates, dates=dates, dag_of=dag_of, **limits) == choose(candidates, **limits)
 
 
 def test_choose_gives_nothing_without_a_slot() -> None:

@@ -1,0 +1,92 @@
+"""OpenLineage through the real CLI: `ledger scheduler` with OPENLINEAGE_URL sends every try's START and its
+COMPLETE / FAIL / ABORT to a real HTTP receiver on loopback; each event is checked (tests/openlineage/receiver.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ledger.services.openlineage import run_uuid
+from tests.conftest import Cli
+from tests.openlineage.receiver import check_event, receiving
+
+FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_OPENLINEAGE_POLL_INTERVAL": "0.1"}
+
+SALES = """
+from datetime import timedelta
+
+import pendulum
+from ledger import DAG, BashTask, PythonTask, Dataset, TimePartitions
+
+RAW = Dataset("warehouse.raw_sales")
+SALES = Dataset("s3://lake/sales", partitions=TimePartitions("daily", timezone="UTC"))
+
+def load(context):
+    context.record_write("s3://lake/sales", context.logical_date.date().isoformat(), rows=3)
+
+with DAG("sales", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 2, tz="UTC"), catchup=True):
+    load_task = PythonTask("load", load, inlets=[RAW], outlets=[SALES])
+    # fails its first try, succeeds its second
+    load_task >> BashTask("publish", '[ "$LEDGER_TRY_NUMBER" -gt 1 ]', retries=1,
+                                  retry_delay=timedelta(0))
+"""
+
+
+def facet_of(event: dict[str, Any]) -> dict[str, Any]:
+    return dict(event["run"]["facets"]["ledger"])
+
+
+def by_job_and_type(events: list[dict[str, Any]]) -> list[tuple[str, str, int, int]]:
+    """(job name, event type, ledger run id, try number) of each event, in the order received."""
+    return [(e["job"]["name"], e["eventType"], int(e["run"]["facets"]["ledger"]["dagRun"]["runId"]),
+             e["run"]["facets"]["ledger"]["tryNumber"]) for e in events]
+
+
+def test_every_try_is_sent_as_a_start_and_its_end_with_the_runs_place_in_the_timeline(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("sales.py", SALES)
+    with receiving() as (url, got):
+        env = {**FAST, "OPENLINEAGE_URL": url, "OPENLINEAGE_NAMESPACE": "acme"}
+        out = cli.ok("scheduler", "--exit-when-idle", **env)
+        assert f"openlineage: relaying tries to {url} (namespace acme)" in out, out
+        assert "openlineage: 12 event(s) sent, 0 dropped" in out, out
+        first = list(got.events)
+        # a backfill (no relay of its own) overrides 2024-03-01; the next scheduler sends its tries
+        cli.ok("backfill", "sales", "--start", "2024-03-01", "--end", "2024-03-01", "--reprocess", "completed",
+               "--yes")
+        out = cli.ok("scheduler", "--exit-when-idle", **env)
+        assert "openlineage: 6 event(s) sent, 0 dropped" in out, out
+        events = list(got.events)
+    assert set(got.paths) == {"/api/v1/lineage"}
+    for e in events:
+        check_event(e)
+    seen = by_job_and_type(first)
+    for run_id in (1, 2):
+        mine = [s for s in seen if s[2] == run_id]
+        assert mine == [("sales.load", "START", run_id, 1), ("sales.load", "COMPLETE", run_id, 1),
+                        ("sales.publish", "START", run_id, 1), ("sales.publish", "FAIL", run_id, 1),
+                        ("sales.publish", "START", run_id, 2), ("sales.publish", "COMPLETE", run_id, 2)], seen
+    start, end = [e for e in first if e["job"]["name"] == "sales.load" and facet_of(e)["dagRun"]["runId"] == "1"]
+    assert start["run"]["runId"] == end["run"]["runId"] == run_uuid("acme", "sales", 1, "load", -1, 1)
+    assert start["job"] == {**start["job"], "namespace": "acme", "name": "sales.load"}
+    parent = start["run"]["facets"]["parent"]
+    assert parent["run"]["runId"] == run_uuid("acme", "sales", 1) and parent["job"]["name"] == "sales"
+    assert [(d["namespace"], d["name"]) for d in end["inputs"]] == [("acme", "warehouse.raw_sales")]
+    assert [(d["namespace"], d["name"]) for d in end["outputs"]] == [("s3://lake", "sales")]
+    ledger = end["run"]["facets"]["ledger"]
+    assert ledger["partitionsWritten"] == [{"dataset": "s3://lake/sales", "partition": "2024-03-01",
+                                            "event_id": "1"},
+                                           {"dataset": "s3://lake/sales", "partition": "2024-03-01", "rows": 3}]
+    runs = {r["run_id"]: r for r in cli.json("timeline", "sales", "--all")}
+    assert ledger["versionHash"] == runs["1"]["dag_version"] and re.fullmatch("[0-9a-f]{64}", ledger["codeSnapshot"])
+    assert "previous" not in ledger and "overriddenBy" not in ledger  # (null: left out)
+    second = next(facet_of(e) for e in first if facet_of(e)["dagRun"]["runId"] == "2")
+    assert second["previous"] == {"runId": "1", "openlineageRunId": run_uuid("acme", "sales", 1)}
+    # the backfill's run 3 replaced run 1: its tries say so
+    later = events[len(first):]
+    assert {s[2] for s in by_job_and_type(later)} == {3}
+    facet = later[0]["run"]["facets"]["ledger"]
+    assert facet["overrode"] == [{"runId": "1", "openlineageRunId": run_uuid("acme", "sales", 1)}]
+    assert facet["dagRun"]["runType"] == "backfill" and facet["dagRun"]["backfillId"] == "1"
+    assert later[0]["run"]["facets"]["parent"]["run"]["runId"] == run_uuid("acme", "sales", 3)

@@ -236,6 +236,8 @@ class LineageRelay:
         self._dropped_while_failing = 0
         self._reading_fails: str | None = None
         self._abandoned = False  # the stop's drain_timeout passed: the sender sends nothing more
+        self._in_flight = False  # the sender is sending an event
+        self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._relay, name="openlineage-relay", daemon=True),
                          threading.Thread(target=self._send, name="openlineage-sender", daemon=True)]
 
@@ -258,8 +260,9 @@ class LineageRelay:
         with contextlib.suppress(queue.Full):
             self.events.put(_STOP, timeout=self.drain_timeout)
         self._threads[1].join(max(0.0, deadline - time.monotonic()))
-        self._abandoned = True
-        left = 0
+        with self._lock:  # what is still queued or being sent now is dropped, counted once
+            self._abandoned = True
+            left = int(self._in_flight)
         with contextlib.suppress(queue.Empty):
             while True:
                 if self.events.get_nowait() is not _STOP:
@@ -358,14 +361,23 @@ class LineageRelay:
     def _send(self) -> None:
         while True:
             item = self.events.get()
-            if item is _STOP or self._abandoned:
-                return
+            with self._lock:
+                if item is _STOP or self._abandoned:
+                    return
+                self._in_flight = True
             self.counters.queued.dec()
             try:
                 self.client.emit(item)
+                error = None
             except Exception as exc:  # whatever the transport raises: the event is dropped, the try unharmed
+                error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            with self._lock:
+                self._in_flight = False
+                if self._abandoned:  # (counted by the stop)
+                    return
+            if error is not None:
                 self.counters.dropped.labels("send_failed").inc()
-                self._note_drop("send_failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+                self._note_drop("send_failed", error)
                 continue
             self.counters.sent.labels(str(getattr(item.eventType, "value", item.eventType))).inc()
             if self._failing is not None:
@@ -373,9 +385,12 @@ class LineageRelay:
                 self.say(f"openlineage: sending events works again ({dropped} dropped meanwhile)")
 
     def _note_drop(self, reason: str, text: str) -> None:
-        self._dropped_while_failing += 1
-        if self._failing is None:
-            self._failing = reason
+        """One line when events start being dropped (the relay's queue_full, the sender's send_failed), none for
+        the drops after it until sending works again."""
+        with self._lock:
+            self._dropped_while_failing += 1
+            first, self._failing = self._failing is None, self._failing or reason
+        if first:
             self.say(f"openlineage: cannot send events ({text}); dropping them until it works again")
 
 

@@ -4,10 +4,14 @@ COMPLETE / FAIL / ABORT to a real HTTP receiver on loopback; each event is check
 from __future__ import annotations
 
 import re
+import signal
+import socket
+import subprocess
+import time
 from typing import Any
 
 from ledger.services.openlineage import run_uuid
-from tests.conftest import Cli
+from tests.conftest import LEDGER, Cli
 from tests.openlineage.receiver import check_event, receiving
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_OPENLINEAGE_POLL_INTERVAL": "0.1"}
@@ -90,3 +94,55 @@ def test_every_try_is_sent_as_a_start_and_its_end_with_the_runs_place_in_the_tim
     assert facet["overrode"] == [{"runId": "1", "openlineageRunId": run_uuid("acme", "sales", 1)}]
     assert facet["dagRun"]["runType"] == "backfill" and facet["dagRun"]["backfillId"] == "1"
     assert later[0]["run"]["facets"]["parent"]["run"]["runId"] == run_uuid("acme", "sales", 3)
+
+
+ONE_TASK = """
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("ops", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+    BashTask("a", {command!r})
+"""
+
+
+def a_refusing_url() -> str:
+    """The URL of a loopback port nobody listens on: a backend that is down."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_backend_that_is_down_fails_no_try_and_its_drops_are_counted(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("ops.py", ONE_TASK.format(command="true"))
+    cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
+    out = cli.ok("scheduler", "--exit-when-idle", **FAST, OPENLINEAGE_URL=a_refusing_url(),
+                 LEDGER_OPENLINEAGE_DRAIN_TIMEOUT="0")
+    assert [r["state"] for r in cli.json("timeline", "ops")] == ["success"]
+    assert len([line for line in out.splitlines() if "openlineage: cannot send events" in line]) <= 1, out
+    assert "openlineage: 0 event(s) sent, 2 dropped" in out, out
+
+
+def test_a_try_an_operator_stops_ends_with_abort(ready_cli: Cli) -> None:
+    cli = ready_cli
+    started = cli.home / "started"
+    cli.write_dag("ops.py", ONE_TASK.format(command=f"touch {started}; sleep 600"))
+    cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
+    with receiving() as (url, got):
+        proc = subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST, "OPENLINEAGE_URL": url},
+                                cwd=cli.home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not started.exists():  # the try's command writes it once it runs
+                assert time.monotonic() < deadline and proc.poll() is None, "the try never started"
+                time.sleep(0.1)
+            cli.ok("runs", "cancel", "1")
+            with got.changed:
+                assert got.changed.wait_for(lambda: len(got.events) >= 2, timeout=120), got.events
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=120)
+    for e in got.events:
+        check_event(e)
+    assert [(e["eventType"], facet_of(e)["tryState"]) for e in got.events] == [("START", "running"),
+                                                                                 ("ABORT", "stopped")], out

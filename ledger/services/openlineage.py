@@ -19,7 +19,6 @@ import os
 import queue
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger import __version__
+from ledger.core.openlineage_ids import run_uuid
 from ledger.infra import settings
 from ledger.store import openlineage as store
 
@@ -37,7 +37,6 @@ PRODUCER = f"urn:ledger:{__version__}"
 FACET_NAME = "ledger"
 FACET_SCHEMA_URL = "urn:ledger:openlineage:LedgerRunFacet:1-0-0"  # its schema: openlineage_facet.schema.json
 FACET_SCHEMA_FILE = Path(__file__).with_name("openlineage_facet.schema.json")
-_UUIDS = uuid.UUID("5f0c2a7e-3b51-4d4c-9a55-6c6564676572")  # the uuid5 namespace of ledger's run ids
 
 # a try's recorded end state -> the OpenLineage event type of its end
 END_TYPES: Mapping[str, str] = {
@@ -47,6 +46,7 @@ END_TYPES: Mapping[str, str] = {
 }
 _NOT_ENDED = frozenset({"queued", "running", "scheduled"})
 _GAP_POLLS = 60  # polls a missing try id below the keyset is looked for (a transaction that commits late)
+_GAP_SPAN = 1000  # ... and at most this many ids below each try read (a sequence that jumped is no transaction)
 
 
 def configured(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> bool:
@@ -60,13 +60,6 @@ def configured(env: Mapping[str, str] | None = None, cwd: Path | None = None) ->
         return True
     places = ((cwd or Path.cwd()) / "openlineage.yml", Path("~/.openlineage/openlineage.yml").expanduser())
     return any(p.is_file() for p in places)
-
-
-def run_uuid(namespace: str, dag_id: str, run_id: int, task_id: str | None = None, map_index: int = -1,
-             try_number: int = 0) -> str:
-    """The OpenLineage runId of a DAG run (no task) or of a try: the same for the same identity, every time."""
-    name = f"{namespace}/{dag_id}/{run_id}" + ("" if task_id is None else f"/{task_id}/{map_index}/{try_number}")
-    return str(uuid.uuid5(_UUIDS, name))
 
 
 def _iso(at: datetime) -> str:
@@ -307,7 +300,7 @@ class LineageRelay:
         for try_id, event_type in emits:
             f = facts.get(try_id)
             if f is not None:
-                self._put(build_event(f, event_type, self.namespace))
+                self.offer(build_event(f, event_type, self.namespace))
                 count += 1
         s.save(self.state_path)
         return count
@@ -318,9 +311,6 @@ class LineageRelay:
         event type) in order)."""
         s = self.state
         assert s.cursor is not None
-        for row in new:  # ids skipped over: looked for again for a while
-            s.gaps.update((i, _GAP_POLLS) for i in range(s.cursor + 1, row.id) if i not in s.gaps)
-            s.cursor = row.id
         found = {r.id for r in known}
         for gone in [i for i in s.watching if i not in found]:  # (a try row that is no more)
             del s.watching[gone]
@@ -328,6 +318,10 @@ class LineageRelay:
             s.gaps[i] -= 1
             if s.gaps[i] <= 0:
                 del s.gaps[i]
+        for row in new:  # ids skipped over: looked for again for a while
+            s.gaps.update((i, _GAP_POLLS) for i in range(max(s.cursor + 1, row.id - _GAP_SPAN), row.id)
+                          if i not in s.gaps)
+            s.cursor = row.id
         rows, emits = [], []
         for row in sorted(known, key=lambda r: r.id) + new:
             phase = s.watching.pop(row.id, None)
@@ -348,7 +342,7 @@ class LineageRelay:
 
     # -- the sender ---------------------------------------------------------------------------------------------
 
-    def _put(self, item: Any, *, count: bool = True, block: bool = False) -> None:
+    def offer(self, item: Any, *, count: bool = True, block: bool = False) -> None:
         try:
             self.events.put(item, block=block)
         except queue.Full:

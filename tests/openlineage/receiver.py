@@ -29,6 +29,7 @@ class Receiver:
         self.events: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.changed = threading.Condition()
+        self.status = 200  # what it answers
 
     def add(self, path: str, body: dict[str, Any]) -> None:
         with self.changed:
@@ -44,9 +45,10 @@ def receiving() -> Iterator[tuple[str, Receiver]]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
+            status = got.status  # (read before the event is seen: a test that changes it then changes the next)
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             got.add(self.path, json.loads(body))
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
 

@@ -3,6 +3,7 @@ COMPLETE / FAIL / ABORT to a real HTTP receiver on loopback; each event is check
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
@@ -10,13 +11,14 @@ import subprocess
 import time
 from typing import Any
 
-from ledger.services.openlineage import run_uuid
+from ledger.core.openlineage_ids import run_uuid
 from tests.conftest import LEDGER, Cli
 from tests.openlineage.receiver import check_event, receiving
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_OPENLINEAGE_POLL_INTERVAL": "0.1"}
 
 SALES = """
+import json
 from datetime import timedelta
 
 import pendulum
@@ -26,6 +28,10 @@ RAW = Dataset("warehouse.raw_sales")
 SALES = Dataset("s3://lake/sales", partitions=TimePartitions("daily", timezone="UTC"))
 
 def load(context):
+    import os
+    from pathlib import Path
+    from ledger.sdk.openlineage import spark_properties
+    (Path(os.environ["LEDGER_HOME"]) / f"spark-{context.run_id}.json").write_text(json.dumps(spark_properties()))
     context.record_write("s3://lake/sales", context.logical_date.date().isoformat(), rows=3)
 
 with DAG("sales", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
@@ -87,6 +93,12 @@ def test_every_try_is_sent_as_a_start_and_its_end_with_the_runs_place_in_the_tim
     assert "previous" not in ledger and "overriddenBy" not in ledger  # (null: left out)
     second = next(facet_of(e) for e in first if facet_of(e)["dagRun"]["runId"] == "2")
     assert second["previous"] == {"runId": "1", "openlineageRunId": run_uuid("acme", "sales", 1)}
+    # what the try hands a Spark application joins its lineage to the try's
+    spark = json.loads((cli.home / "spark-1.json").read_text())
+    assert spark["spark.openlineage.parentRunId"] == start["run"]["runId"], spark
+    assert spark["spark.openlineage.rootParentRunId"] == parent["run"]["runId"], spark
+    assert (spark["spark.openlineage.parentJobName"], spark["spark.openlineage.parentJobNamespace"]) == (
+        "sales.load", "acme")
     # the backfill's run 3 replaced run 1: its tries say so
     later = events[len(first):]
     assert {s[2] for s in by_job_and_type(later)} == {3}

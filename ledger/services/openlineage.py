@@ -181,6 +181,7 @@ class RelayState:
     cursor: int | None = None
     watching: dict[int, str] = field(default_factory=dict)
     gaps: dict[int, int] = field(default_factory=dict)
+    _saved: str = field(default="", compare=False, repr=False)
 
     @classmethod
     def load(cls, path: Path) -> RelayState:
@@ -192,9 +193,14 @@ class RelayState:
             return cls()
 
     def save(self, path: Path) -> None:
+        """Written when it changed since the last save (a new file, then renamed over the old one)."""
+        text = json.dumps({"cursor": self.cursor, "watching": self.watching, "gaps": self.gaps})
+        if text == self._saved:
+            return
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"cursor": self.cursor, "watching": self.watching, "gaps": self.gaps}))
+        tmp.write_text(text)
         os.replace(tmp, path)
+        self._saved = text
 
 
 class RelayCounters:

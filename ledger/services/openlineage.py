@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import queue
 import threading
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger import __version__
+from ledger.core.errors import InvalidInput
 from ledger.core.openlineage_ids import run_uuid
 from ledger.infra import settings
 from ledger.store import openlineage as store
@@ -417,7 +419,15 @@ def relay(sessions: sessionmaker[Session], home: Path, registry: Any, say: Calla
             yield
             return
         namespace = os.environ.get("OPENLINEAGE_NAMESPACE") or "default"
-        client = OpenLineageClient()
+        quiet = logging.NullHandler()  # the client's own complaint, when nothing else handles it, is not shown
+        logging.getLogger("openlineage").addHandler(quiet)  # (the line below says it)
+        try:
+            client = OpenLineageClient()
+        except Exception as exc:  # a transport the configuration names that cannot be made
+            raise InvalidInput(f"the OpenLineage client's configuration is not usable: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        finally:
+            logging.getLogger("openlineage").removeHandler(quiet)
         r = LineageRelay(sessions, home / "openlineage-relay.json", RelayCounters(registry), say, client=client,
                          namespace=namespace, queue_size=int(settings.value("LEDGER_OPENLINEAGE_QUEUE_SIZE") or 10000),
                          poll_interval=float(settings.value("LEDGER_OPENLINEAGE_POLL_INTERVAL") or 1.0),

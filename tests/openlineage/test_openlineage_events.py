@@ -158,3 +158,16 @@ def test_a_try_an_operator_stops_ends_with_abort(ready_cli: Cli) -> None:
         check_event(e)
     assert [(e["eventType"], facet_of(e)["tryState"]) for e in got.events] == [("START", "running"),
                                                                                  ("ABORT", "stopped")], out
+
+
+def test_an_openlineage_configuration_that_cannot_be_used_is_one_line_and_nothing_runs(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("ops.py", ONE_TASK.format(command="true"))
+    cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
+    (cli.home / "openlineage.yml").write_text("transport:\n  type: nosuch\n")
+    result = cli.run("scheduler", "--exit-when-idle", **FAST, OPENLINEAGE_CONFIG=str(cli.home / "openlineage.yml"))
+    assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [
+        "Error: the OpenLineage client's configuration is not usable: ImportError: Failed to import nosuch"
+    ], result.stderr
+    assert [r["state"] for r in cli.json("timeline", "ops")] == ["queued"]

@@ -77,14 +77,15 @@ def dataset_name(uri: str, namespace: str) -> tuple[str, str]:
     return namespace, uri
 
 
-def ledger_facet(f: store.TryFacts, namespace: str) -> dict[str, Any]:
-    """ledger's own facts of a try, as the `ledger` run facet holds them (openlineage_facet.schema.json)."""
+def ledger_facet(f: store.TryFacts, namespace: str, *, start: bool = False) -> dict[str, Any]:
+    """ledger's own facts of a try, as the `ledger` run facet holds them (openlineage_facet.schema.json). `start`:
+    of its START event, whose `tryState` is `running` (the state it reports), whenever the relay first saw it."""
     def run_ref(run_id: int | None) -> dict[str, Any] | None:
         return None if run_id is None else {"runId": str(run_id),
                                             "openlineageRunId": run_uuid(namespace, f.dag_id, run_id)}
     return {
         "dagId": f.dag_id, "taskId": f.task_id, "mapIndex": f.map_index, "tryNumber": f.row.try_number,
-        "tryState": f.row.state, "hostname": f.row.hostname,
+        "tryState": "running" if start else f.row.state, "hostname": f.row.hostname,
         "dagRun": {"runId": str(f.run_id), "runType": f.run_type, "logicalDate": _iso(f.logical_date),
                    "backfillId": None if f.backfill_id is None else str(f.backfill_id)},
         "previous": run_ref(f.previous_run_id),
@@ -103,7 +104,7 @@ def build_event(f: store.TryFacts, event_type: str, namespace: str) -> Any:
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
     from openlineage.client.facet_v2 import RunFacet, job_type_job, nominal_time_run, parent_run
 
-    facet = _facet_class(RunFacet)(**ledger_facet(f, namespace), producer=PRODUCER)
+    facet = _facet_class(RunFacet)(**ledger_facet(f, namespace, start=event_type == "START"), producer=PRODUCER)
     at = f.row.started_at if event_type == "START" else (f.row.ended_at or f.row.started_at)
     parent = parent_run.ParentRunFacet(
         run=parent_run.Run(runId=run_uuid(namespace, f.dag_id, f.run_id)),

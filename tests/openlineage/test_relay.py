@@ -92,3 +92,14 @@ def test_sending_that_fails_is_said_once_and_once_when_it_works_again(tmp_path: 
     assert said[0].startswith("openlineage: cannot send events (HTTPError: 400 Client Error"), said
     assert said[1:] == ["openlineage: sending events works again (3 dropped meanwhile)",
                         "openlineage: 1 event(s) sent, 3 dropped"]
+
+
+def test_a_start_seen_only_after_the_try_ended_still_reports_a_running_try() -> None:
+    from openlineage.client.serde import Serde
+
+    ended = TryFacts(**{**{f: getattr(FACTS, f) for f in FACTS.__dataclass_fields__},
+                        "row": TryRow(1, 1, 1, "stopped", AT, AT, "a" * 64, "host")})
+    start, end = (Serde.to_dict(build_event(ended, t, "t")) for t in ("START", "ABORT"))
+    check_event(start)
+    assert (start["run"]["facets"]["ledger"]["tryState"], end["run"]["facets"]["ledger"]["tryState"]) == (
+        "running", "stopped")

@@ -40,6 +40,7 @@ def scheduler(
 ) -> None:
     """Run the scheduler: parse DAG files, create due runs, execute task instances."""
     from ledger.infra.scheduler_settings import SchedulerSettings
+    from ledger.services import openlineage
     from scheduler.executors import executor_for
     from scheduler.loop.scheduler_job import SchedulerJob
 
@@ -72,7 +73,8 @@ def scheduler(
         reusing += f", {settings.items_ahead()} queued ahead per worker"
     _say(f"scheduler starting: executor {settings.executor}, parallelism {settings.parallelism}{reusing}, "
          f"DAGs folder {env.settings.dags_folder}")
-    job.run(num_runs=num_runs, exit_when_idle=exit_when_idle)
+    with openlineage.relay(sessions, env.settings.home, job.metrics.registry, _say):  # when OPENLINEAGE_* is set
+        job.run(num_runs=num_runs, exit_when_idle=exit_when_idle)
     _say(f"scheduler job {job.job_id} stopped")
     if exit_when_idle and not job.stopping:
         _say_left_waiting(job)

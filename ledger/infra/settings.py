@@ -113,6 +113,13 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("LEDGER_SPARK_MASTER", "text", "local[*]", "Spark tries", "The Spark master of Spark tasks."),
     Variable("LEDGER_SPARK_REMOTE", "url", "", "Spark tries", "sc://HOST:PORT: run Spark tasks over Spark Connect."),
     Variable("LEDGER_SPARK_CONF", "text", "", "Spark tries", "Spark settings, as JSON or KEY=VALUE,KEY=VALUE."),
+    # OpenLineage (ledger[openlineage]; on when OPENLINEAGE_URL or the client's configuration is set)
+    Variable("LEDGER_OPENLINEAGE_QUEUE_SIZE", "int", "10000", "scheduler",
+             "OpenLineage events waiting to be sent at most; an event past it is dropped and counted.", minimum=1),
+    Variable("LEDGER_OPENLINEAGE_POLL_INTERVAL", "float", "1", "scheduler",
+             "Seconds between the OpenLineage relay's reads of the tries recorded.", minimum=0.01),
+    Variable("LEDGER_OPENLINEAGE_DRAIN_TIMEOUT", "float", "5", "scheduler",
+             "Seconds a stopping scheduler waits for queued OpenLineage events to be sent.", minimum=0),
     # the test suite's
     Variable("LEDGER_VERIFY_MEMORY", "bool", "false", "scheduler",
              "Compare what a job remembers of its runs with the database after every loop (the test suite's)."),

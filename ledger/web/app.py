@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 
 from ledger.core.errors import LedgerError, TimelineConflict
 from ledger.infra.config import Settings
-from ledger.web import actions, admin, api, audit, guard, pages, swagger, worker_api
+from ledger.web import actions, admin, api, audit, guard, pages, swagger, viewer_zone, worker_api
 from ledger.web.auth import Forbidden
 from ledger.web.guard import error
 from ledger.web.reading import Reader
@@ -74,5 +74,6 @@ def create_app(settings: Settings, *, token: str | None = None, hosts: frozenset
     app.include_router(audit.pages)
     app.include_router(audit.api)
     app.include_router(swagger.router)
+    app.include_router(viewer_zone.router)
     app.include_router(pages.router)
     return app

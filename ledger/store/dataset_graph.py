@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, union
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun, DatasetEvent, LineageWrite
@@ -38,30 +38,36 @@ class Written:
 
 
 def written(session: Session, datasets: Sequence[str] | None = None) -> dict[str, Written]:
-    """dataset -> Written, for every dataset with an event or a recorded write (or only `datasets`)."""
-    events = select(DatasetEvent.dataset, func.count(), func.max(DatasetEvent.id)).group_by(DatasetEvent.dataset)
-    writes = select(LineageWrite.dataset, func.count(), func.max(LineageWrite.id)).group_by(LineageWrite.dataset)
-    named = (select(DatasetEvent.dataset, DatasetEvent.partition).where(DatasetEvent.partition.is_not(None)),
-             select(LineageWrite.dataset, LineageWrite.partition))
-    if datasets is not None:
-        events = events.where(DatasetEvent.dataset.in_(list(datasets)))
-        writes = writes.where(LineageWrite.dataset.in_(list(datasets)))
-        named = (named[0].where(DatasetEvent.dataset.in_(list(datasets))),
-                 named[1].where(LineageWrite.dataset.in_(list(datasets))))
-    by_events = {d: (n, last) for d, n, last in session.execute(events).tuples()}
-    by_writes = {d: (n, last) for d, n, last in session.execute(writes).tuples()}
-    both = union(*named).subquery()
-    partitions = {d: n for d, n in session.execute(select(both.c[0], func.count()).group_by(both.c[0])).tuples()}
+    """dataset -> Written, for every dataset with an event or a recorded write (or only `datasets`). Two scans of
+    each table's `(dataset, partition)` index (a count and the newest id per dataset; the distinct partitions), then
+    the newest rows by id. `partitions`: those its events name or those its recorded writes name, whichever
+    are more (a producer that records its writes names the same partitions in both; their union would cost a sort
+    of both tables)."""
+    def per_dataset(model: Any) -> dict[str, tuple[int, int, int]]:
+        # two statements: with count(DISTINCT) beside other aggregates SQLite sorts the partitions in a temporary
+        # B-tree; alone, it counts them in the index's order
+        counts = select(model.dataset, func.count(), func.max(model.id))
+        distinct = select(model.dataset, func.count(model.partition.distinct()))
+        if datasets is not None:
+            counts = counts.where(model.dataset.in_(list(datasets)))
+            distinct = distinct.where(model.dataset.in_(list(datasets)))
+        parts = dict(session.execute(distinct.group_by(model.dataset)).tuples().all())
+        rows = session.execute(counts.group_by(model.dataset)).tuples()
+        return {d: (n, parts.get(d, 0), last) for d, n, last in rows}
+
+    by_events, by_writes = per_dataset(DatasetEvent), per_dataset(LineageWrite)
     newest_events = {e.dataset: Newest(e.partition, e.dag_id, e.run_id, e.task_id, e.created_at)
                      for e in session.scalars(select(DatasetEvent).where(
-                         DatasetEvent.id.in_([last for _n, last in by_events.values()])))}
+                         DatasetEvent.id.in_([last for _n, _p, last in by_events.values()])))}
     newest_writes = {w.dataset: Newest(w.partition, w.dag_id, w.run_id, w.task_id, w.recorded_at)
                      for w in session.scalars(select(LineageWrite).where(
-                         LineageWrite.id.in_([last for _n, last in by_writes.values()])))}
+                         LineageWrite.id.in_([last for _n, _p, last in by_writes.values()])))}
     found = {}
     for key in sorted(set(by_events) | set(by_writes)):
+        events, event_parts, _e = by_events.get(key, (0, 0, 0))
+        writes, write_parts, _w = by_writes.get(key, (0, 0, 0))
         candidates = [n for n in (newest_events.get(key), newest_writes.get(key)) if n is not None]
-        found[key] = Written(by_events.get(key, (0, 0))[0], by_writes.get(key, (0, 0))[0], partitions.get(key, 0),
+        found[key] = Written(events, writes, max(event_parts, write_parts),
                              max(candidates, key=lambda n: n.at) if candidates else None)
     return found
 
@@ -84,3 +90,13 @@ def writes_of(session: Session, dataset: str, partitions: Sequence[str]) -> list
         .join(DagRun, DagRun.id == LineageWrite.run_id)
         .where(LineageWrite.dataset == dataset, LineageWrite.partition.in_(list(partitions)))
         .order_by(LineageWrite.partition, LineageWrite.written_at, LineageWrite.id)))
+
+
+def newest_partition_events(session: Session, dataset: str, *, limit: int) -> list[DatasetEvent]:
+    """The newest event of each of the `limit` greatest partitions of a dataset (time partitions' keys sort by
+    time), greatest first: read backwards along the `(dataset, partition)` index, not every partition."""
+    newest = (select(func.max(DatasetEvent.id)).where(DatasetEvent.dataset == dataset,
+                                                      DatasetEvent.partition.is_not(None))
+              .group_by(DatasetEvent.partition).order_by(DatasetEvent.partition.desc()).limit(limit))
+    found = session.scalars(select(DatasetEvent).where(DatasetEvent.id.in_(list(session.scalars(newest)))))
+    return sorted(found, key=lambda e: e.partition or "", reverse=True)

@@ -13,11 +13,12 @@ from urllib.parse import quote
 
 from sqlalchemy.orm import Session
 
-from ledger.core.dataset_rules import leaf_keys
+from ledger.core.dataset_rules import leaf_keys, partitioning_of
 from ledger.core.versions import DagSpec
-from ledger.services import documents
+from ledger.services import dataset_docs, documents
 from ledger.store import dags as dag_store
 from ledger.store import dataset_graph as graph_store
+from ledger.store import datasets as dataset_store
 from ledger.web.views import GAP_X, GAP_Y, MARGIN, NODE_H, graph_layers
 
 NODE_W = 230  # wider than a task's box: a dataset's key and what was written of it
@@ -30,6 +31,7 @@ class Dataset:
     scheduled: list[str] = field(default_factory=list)  # DAGs scheduled on it
     inlets: list[tuple[str, str]] = field(default_factory=list)  # (DAG, task) reading it as an inlet
     written: graph_store.Written | None = None
+    partitions: dict[str, Any] | None = None  # how a producer's outlet or a consumer's schedule partitions it
 
 
 @dataclass
@@ -92,10 +94,13 @@ def datasets(session: Session, only: str | None = None) -> list[Dataset]:
             for leaf in leaf_keys(spec.datasets["condition"]):
                 if leaf.startswith("dataset:") and (e := entry(leaf.split(":", 1)[1])) is not None:
                     e.scheduled.append(spec.dag_id)
+                    parts = partitioning_of(spec.datasets["condition"])
+                    e.partitions = e.partitions or (parts.describe() if parts else None)
         for task in spec.tasks.values():
             for out in task.outlets:
                 if (key := _dataset_of(out)) is not None and (e := entry(key)) is not None:
                     e.producers.append((spec.dag_id, task.task_id))
+                    e.partitions = e.partitions or out.get("partitions")
             for inlet in task.inlets:
                 if (key := _dataset_of(inlet)) is not None and (e := entry(key)) is not None:
                     e.inlets.append((spec.dag_id, task.task_id))
@@ -201,3 +206,31 @@ def partitions_written(rows: list[Any], order: list[str]) -> list[dict[str, Any]
         if history:
             result.append({"partition": name, "current": ok[-1] if ok else None, "history": history})
     return result
+
+
+def partition_matrix(session: Session, d: Dataset, *, limit: int) -> list[dict[str, Any]]:
+    """Per partition of a partitioned dataset, its `limit` greatest (the newest) first: its newest event, and per DAG
+    scheduled on it whether that DAG's live run of the partition read that event (current), an older one (stale),
+    or none (missing): the matrix of `ledger datasets show`, for the partitions a page shows."""
+    events = graph_store.newest_partition_events(session, d.key, limit=limit)
+    read: dict[str, dict[str, int]] = {}
+    for dag_id in d.scheduled:
+        seen = read.setdefault(dag_id, {})
+        for c in dataset_store.consumed_by_live_runs(session, dag_id):
+            if c.event.dataset == d.key and c.event.partition is not None:
+                seen[c.event.partition] = max(seen.get(c.event.partition, 0), c.event.id)
+    rows = []
+    for e in events:
+        cells = {}
+        for dag_id in d.scheduled:
+            had = read[dag_id].get(e.partition or "")
+            cells[dag_id] = "missing" if had is None else "current" if had >= e.id else "stale"
+        rows.append({"partition": e.partition, "event_id": str(e.id), "consumers": cells})
+    return rows
+
+
+def latest_events(session: Session, key: str, *, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` events of a dataset, as `ledger datasets show` lists them."""
+    recent = dataset_store.events_of(session, dataset=key, limit=limit)
+    writers = dataset_store.writers_of(session, [e.id for e in recent])
+    return [dataset_docs.event_json(e, writers) for e in recent]

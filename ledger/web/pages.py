@@ -372,23 +372,22 @@ def dataset_list(request: Request) -> HTMLResponse:
 @router.get("/datasets/{dataset:path}", response_class=HTMLResponse)
 def dataset(request: Request, dataset: str, partition: str | None = None) -> HTMLResponse:
     """A dataset: its graph (producers, consumers), the partitions written (the newest LINEAGE_PARTITIONS with
-    their writes, or every write of `partition`), the partition matrix of its consumers, their stale runs and its
-    latest events."""
+    their writes, or every write of `partition`), the partition matrix of its consumers (its LINEAGE_PARTITIONS
+    newest partitions), their stale runs and its latest events."""
     with session_of(request) as session:
         found = dataset_graph.datasets(session, only=dataset)
         if not found:
             known = ", ".join(d.key for d in dataset_graph.datasets(session)) or "none yet"
             raise NotFound(f"no dataset {dataset!r}; known datasets: {known}")
         (d,) = found
-        try:  # a dataset a DAG declares, or with events: its partition matrix and events
-            doc: dict[str, Any] | None = dataset_docs.dataset_document(session, dataset)
-        except NotFound:  # only recorded writes
-            doc = None
+        matrix = dataset_graph.partition_matrix(session, d, limit=LINEAGE_PARTITIONS) if d.partitions else []
+        events = dataset_graph.latest_events(session, dataset, limit=LINEAGE_PARTITIONS)
         stale = [s for dag_id in d.scheduled for s in dataset_docs.stale_document(session, dag_id)
                  if s["dataset"] == dataset]
         shown = [partition] if partition else graph_store.newest_partitions(session, dataset, limit=LINEAGE_PARTITIONS)
         parts = dataset_graph.partitions_written(graph_store.writes_of(session, dataset, shown), shown)
-    return _page(request, "dataset.html", d=d, doc=doc, stale=stale, parts=parts, partition=partition or "",
+    return _page(request, "dataset.html", d=d, matrix=matrix, events=events, stale=stale, parts=parts,
+                 partition=partition or "",
                  drawing=dataset_graph.drawing(found), limit=LINEAGE_PARTITIONS)
 
 

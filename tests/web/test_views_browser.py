@@ -81,7 +81,7 @@ def test_the_grid_graph_gantt_and_log_as_a_person_sees_them(views_server: str, b
 def pick_zone(b: Tab, value: str) -> None:
     """Choose in the header's zone list as a person does: the choice is sent as soon as it is made."""
     b.submit(f"(() => {{ const s = document.getElementById('tz-zone'); s.value = {json.dumps(value)}; "
-             "s.dispatchEvent(new Event('change')); }})()")
+             "s.dispatchEvent(new Event('change')); })()")
 
 
 def test_times_switch_between_the_dags_zone_utc_and_the_browsers_own_and_the_choice_is_kept(

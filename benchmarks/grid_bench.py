@@ -45,9 +45,9 @@ with DAG("grid", schedule="@hourly", start_date=pendulum.datetime(2000, 1, 1, tz
 """
 
 
-def build(home: Path, runs: int, tasks: int) -> float:
-    """The DAG (tasks in groups of 5, chained), and `runs` hourly runs with their task instances, finished.
-    Seconds it took."""
+def build(home: Path, runs: int, tasks: int, source: str = WIDE_DAG) -> float:
+    """The DAG `grid` of `source` (tasks in groups of 5, chained), and `runs` hourly runs with their task instances,
+    finished. Seconds it took."""
     import pendulum
 
     from ledger.services.backfill_create import BackfillRequest, create_backfill, make_plan
@@ -58,7 +58,7 @@ def build(home: Path, runs: int, tasks: int) -> float:
 
     began = time.perf_counter()
     (home / "dags").mkdir(parents=True, exist_ok=True)
-    (home / "dags" / "grid.py").write_text(textwrap.dedent(WIDE_DAG.format(groups=max(tasks // 5, 1))))
+    (home / "dags" / "grid.py").write_text(textwrap.dedent(source.format(groups=max(tasks // 5, 1))))
     db_upgrade(home)
     engine = make_engine(f"sqlite:///{home / 'ledger.db'}")
     sessions = make_sessions(engine)

@@ -15,7 +15,7 @@ from starlette.datastructures import URL
 from ledger.infra.config import Settings
 from ledger.web import auth
 from ledger.web.reading import Reader
-from ledger.web.render import ENV, render
+from ledger.web.render import ENV, ZONE_COOKIE, chosen_zone, here, render, zone_choice
 
 # pages load only their own scripts and styles: an escaping slip could not run a script
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
@@ -100,6 +100,8 @@ async def middleware(request: Request, call_next: Callable[[Request], Awaitable[
         request.state.identity = identity or auth.ANONYMOUS
         request.state.csrf = csrf
         auth.current.set((request.state.identity, csrf, path))
+        chosen_zone.set(zone_choice(request.cookies.get(ZONE_COOKIE)))
+        here.set(_local(request))
         response = await call_next(request)
     if fresh_csrf and not path.startswith(("/api/", "/static/")):  # for the forms of pages
         g.set_cookie(response, auth.CSRF_COOKIE, csrf)

@@ -12,28 +12,29 @@ from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from ledger.core.errors import ConfigError, InvalidInput, LedgerError
+from ledger.core.errors import ConfigError, InvalidInput, LedgerError, NotFound
 from ledger.core.mapping import split_label
 from ledger.core.states import RunState, RunType
 from ledger.services import dataset_docs, documents
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
+from ledger.store import dataset_graph as graph_store
 from ledger.store import events as event_store
-from ledger.store import lineage as lineage_store
 from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import web as web_store
-from ledger.web import forms, logview, views
+from ledger.web import dataset_graph, forms, logview, views
 from ledger.web.reading import MAX_ID, IdInUrl, id_in_url, now, session_of
-from ledger.web.render import render
+from ledger.web.render import render, shown_zone
 
 router = APIRouter(include_in_schema=False)
 PAGE = 100
 GRID_RUNS = 25  # runs on the grid's first screen
 DURATION_RUNS = 50  # runs on the task duration chart's first screen
 BACKFILL_RUNS = 200  # runs per page of a backfill
+LINEAGE_PARTITIONS = 50  # partitions whose writes a dataset's page shows (the newest written)
 FAILING = ("failed", "up_for_retry")  # the task instances whose failure reason the run page shows
 SIGNALS_SCANNED = 20_000  # signal ids a signals page looks through for the ones it shows (task state ones hidden)
 
@@ -157,11 +158,11 @@ def _grid_detail(session: Any, dag_id: str, run_id: int, task_id: str) -> dict[s
 
 @router.get("/dags/{dag_id}/calendar", response_class=HTMLResponse)
 def calendar(request: Request, dag_id: str, year: Annotated[int | None, Query(ge=1, le=9998)] = None) -> HTMLResponse:
-    """A year of the DAG's live runs by day (in the DAG's time zone), each day in its runs' most urgent state;
-    by default the year of its last run."""
+    """A year of the DAG's live runs by day (in the zone the page shows: the DAG's unless the viewer chose another),
+    each day in its runs' most urgent state; by default the year of its last run."""
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id, active_only=False)
-        zone = ZoneInfo(dag.timezone)
+        zone = ZoneInfo(shown_zone(dag.timezone))
         if year is None:
             last = web_store.last_run(session, dag_id)
             year = (last.logical_date if last is not None else now()).astimezone(zone).year
@@ -170,7 +171,7 @@ def calendar(request: Request, dag_id: str, year: Annotated[int | None, Query(ge
     days: dict[date, list[tuple[str, int]]] = {}
     for at, state, run_id in rows:
         days.setdefault(at.astimezone(zone).date(), []).append((state, run_id))
-    return _page(request, "calendar.html", dag=documents.dag_json(dag), year=year,
+    return _page(request, "calendar.html", dag=documents.dag_json(dag), year=year, zone=zone.key,
                  months=views.calendar(year, days, dag_id), runs=len(rows), states=views.DAY_ORDER)
 
 
@@ -347,33 +348,47 @@ def version(request: Request, dag_id: str, version: str, file: str | None = None
                  other_name=named[other.version_hash] if other is not None else None)
 
 
-@router.get("/lineage", response_class=HTMLResponse)
-def datasets(request: Request) -> HTMLResponse:
-    with session_of(request) as session:
-        names = lineage_store.datasets(session)
-    return _page(request, "datasets.html", datasets=names)
+@router.get("/lineage")
+def lineage_list(request: Request) -> RedirectResponse:
+    """The Lineage page of earlier ledgers: now the dataset graph."""
+    return RedirectResponse("/datasets", 301)
 
 
-@router.get("/lineage/{dataset:path}", response_class=HTMLResponse)
-def lineage(request: Request, dataset: str, partition: str | None = None) -> HTMLResponse:
-    with session_of(request) as session:
-        parts = documents.lineage_document(session, dataset, partition or None)
-    return _page(request, "lineage.html", dataset=dataset, partition=partition or "", parts=parts)
+@router.get("/lineage/{dataset:path}")
+def lineage(request: Request, dataset: str, partition: str | None = None) -> RedirectResponse:
+    """A dataset's Lineage page of earlier ledgers: now its part of the dataset's page (a partition's every write)."""
+    query = f"?{urlencode({'partition': partition})}" if partition else ""
+    return RedirectResponse(f"{dataset_graph.dataset_href(dataset)}{query}#writes", 301)
 
 
 @router.get("/datasets", response_class=HTMLResponse)
 def dataset_list(request: Request) -> HTMLResponse:
+    """The dataset graph: every dataset with its producers, consumers and the partitions written."""
     with session_of(request) as session:
-        rows = dataset_docs.datasets_document(session)
-    return _page(request, "dataset_list.html", datasets=rows)
+        found = dataset_graph.datasets(session)
+    return _page(request, "dataset_graph.html", datasets=found, drawing=dataset_graph.drawing(found))
 
 
 @router.get("/datasets/{dataset:path}", response_class=HTMLResponse)
-def dataset(request: Request, dataset: str) -> HTMLResponse:
+def dataset(request: Request, dataset: str, partition: str | None = None) -> HTMLResponse:
+    """A dataset: its graph (producers, consumers), the partitions written (the newest LINEAGE_PARTITIONS with
+    their writes, or every write of `partition`), the partition matrix of its consumers (its LINEAGE_PARTITIONS
+    newest partitions), their stale runs and its latest events."""
     with session_of(request) as session:
-        doc = dataset_docs.dataset_document(session, dataset)
-        stale = [s for s in dataset_docs.stale_document(session) if s["dataset"] == dataset]
-    return _page(request, "dataset.html", d=doc, stale=stale)
+        found = dataset_graph.datasets(session, only=dataset)
+        if not found:
+            known = ", ".join(d.key for d in dataset_graph.datasets(session)) or "none yet"
+            raise NotFound(f"no dataset {dataset!r}; known datasets: {known}")
+        (d,) = found
+        matrix = dataset_graph.partition_matrix(session, d, limit=LINEAGE_PARTITIONS) if d.partitions else []
+        events = dataset_graph.latest_events(session, dataset, limit=LINEAGE_PARTITIONS)
+        stale = [s for dag_id in d.scheduled for s in dataset_docs.stale_document(session, dag_id)
+                 if s["dataset"] == dataset]
+        shown = [partition] if partition else graph_store.newest_partitions(session, dataset, limit=LINEAGE_PARTITIONS)
+        parts = dataset_graph.partitions_written(graph_store.writes_of(session, dataset, shown), shown)
+    return _page(request, "dataset.html", d=d, matrix=matrix, events=events, stale=stale, parts=parts,
+                 partition=partition or "",
+                 drawing=dataset_graph.drawing(found), limit=LINEAGE_PARTITIONS)
 
 
 @router.get("/backfills", response_class=HTMLResponse)

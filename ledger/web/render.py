@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
+from zoneinfo import available_timezones
 
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
@@ -21,24 +24,55 @@ def short(value: str | None, n: int = 8) -> str:
     return (value or "")[:n]
 
 
+# the zone the viewer chose for the times of the pages (the `ledger_tz` cookie, read by ledger/web/guard.py for each
+# request): DAG (each DAG's own time zone; UTC where no DAG is concerned), UTC, or a zone name (the viewer's own)
+DAG_ZONE, UTC_ZONE = "dag", "utc"
+ZONE_COOKIE = "ledger_tz"
+chosen_zone: ContextVar[str] = ContextVar("chosen_zone", default=DAG_ZONE)
+here: ContextVar[str] = ContextVar("here", default="/")  # the page's path and query: where the zone form goes back
+
+
+@cache
+def known_zones() -> frozenset[str]:
+    """The IANA time zone names a viewer may choose (read once: the tz database's index)."""
+    return frozenset(available_timezones())
+
+
+def zone_choice(raw: str | None) -> str:
+    """A `ledger_tz` cookie's value as a choice: `dag`, `utc` or a known zone name; anything else: `dag`."""
+    if raw in (DAG_ZONE, UTC_ZONE) or (raw and raw in known_zones()):
+        return str(raw)
+    return DAG_ZONE
+
+
+def shown_zone(timezone: str | None = None) -> str:
+    """The zone a page shows the times of a DAG in `timezone` in (None: times of no one DAG), as the viewer
+    chose: the DAG's, UTC, or the viewer's own."""
+    chosen = chosen_zone.get()
+    if chosen == DAG_ZONE:
+        return timezone or "UTC"
+    return "UTC" if chosen == UTC_ZONE else chosen
+
+
 def when(value: str | datetime | None, timezone: str | None = None) -> str:
-    """An ISO timestamp as `2024-03-01 06:00:00Z`-style text (UTC), '' for none. With the `timezone` of a DAG other
-    than UTC: the time there as the CLI prints it (`2024-03-01 07:00:00+01:00`) and the UTC text beside it, each
-    in its span; the page shows one of them (local by default, UTC after the toggle of static/live.js)."""
+    """An ISO timestamp as text in one format per page: in the zone the viewer chose (shown_zone), with its UTC
+    offset as the CLI prints it (`2024-03-01 07:00:00+01:00`), a time in UTC as `2024-03-01 06:00:00Z`; '' for
+    none. `timezone`: the DAG's, when the time is one of a DAG's."""
     if not value:
         return ""
     if isinstance(value, datetime):
         value = value.isoformat()
-    utc = value.replace("T", " ").replace("+00:00", "Z")
-    if not timezone or timezone == "UTC":
-        return utc
-    return Markup('<span class="tz-local" title="{u}">{loc}</span><span class="tz-utc">{u}</span>').format(
-        u=utc, loc=local_text(value, timezone))
+    zone = shown_zone(timezone)
+    if zone != "UTC":
+        return local_text(value, zone)
+    if value.endswith("+00:00"):  # as stored: its fraction of a second kept
+        return value.replace("T", " ").replace("+00:00", "Z")
+    return local_text(value, "UTC").replace("+00:00", "Z")
 
 
 def clock(value: datetime, timezone: str) -> str:
-    """The time of day of `value` in `timezone` (`07:05:09`): plain text, for SVG labels."""
-    return local_text(value, timezone)[11:19]
+    """The time of day of `value` in the zone the page shows (`07:05:09`): plain text, for SVG labels."""
+    return local_text(value, shown_zone(timezone))[11:19]
 
 
 def duration(start: str | None, end: str | None) -> str:
@@ -79,7 +113,7 @@ def readable(details: dict[str, Any] | None) -> Markup:
 
 ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
 ENV.filters.update(short=short, when=when, as_json=as_json, readable=readable, ansi=ansi_html, clock=clock)
-ENV.globals.update(duration=duration, seconds=seconds_text)
+ENV.globals.update(duration=duration, seconds=seconds_text, chosen_zone=chosen_zone.get, here=here.get)
 
 
 def render(name: str, **context: Any) -> str:

@@ -95,7 +95,7 @@ def test_upstream_rewrites_mark_consumer_runs_stale_and_downstream_reruns_them_i
     assert live(cli, "clean")["2024-03-02"]["stale"] is True
     assert live(cli, "clean")["2024-03-01"]["stale"] is False
     web = web_text(cli, "/datasets/sales_raw", "/dags/clean", f"/runs/{live(cli, 'clean')['2024-03-02']['run_id']}")
-    assert re.search(r"2024-03-01 \d+ current 2024-03-02 \d+ stale 2024-03-03 \d+ current", web[0]), web[0]
+    assert re.search(r"2024-03-03 \d+ current 2024-03-02 \d+ stale 2024-03-01 \d+ current", web[0]), web[0]
     assert "⚠ stale: sales_raw 2024-03-02 rewritten by run" in web[1]
     assert re.search(r"dataset events this run consumed .* sales_raw 2024-03-02 \d+ ingest.load run", web[2])
     assert "stale" in cli.ok("timeline", "clean")

@@ -196,3 +196,42 @@ def served(cli: Cli, *options: str, path: str = "/login", context: ssl.SSLContex
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# Datasets (issue 41's dataset graph): a chain of DAGs over two daily partitioned datasets, each write of
+# `sales_raw` also recorded as lineage, a DAG whose task reads it as an inlet and records a write of its own
+DATASETS_DAG = """
+import pendulum
+from ledger import DAG, BashTask, PythonTask, Dataset, TimePartitions
+
+RAW = Dataset("sales_raw", partitions=TimePartitions("daily", timezone="UTC"))
+CLEAN = Dataset("sales_clean", partitions=TimePartitions("daily", timezone="UTC"))
+
+def ingest(context):
+    context.record_write("sales_raw", context.logical_date.date().isoformat(), rows=10)
+
+def audit(context):
+    context.record_write("audit_log", "all", rows=1)
+
+with DAG("ingest", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"),
+         end_date=pendulum.datetime(2024, 3, 3, tz="UTC"), catchup=True):
+    PythonTask("load", ingest, outlets=[RAW])
+
+with DAG("clean", schedule=[RAW]):
+    BashTask("clean", "true", outlets=[CLEAN])
+
+with DAG("report", schedule=CLEAN):
+    BashTask("report", "true")
+
+with DAG("audit", schedule="@once", start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
+    PythonTask("check", audit, inlets=[RAW])
+"""
+
+
+@pytest.fixture(scope="session")
+def datasets_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
+    """DATASETS_DAG after the scheduler ran it to idle: 3 runs of each of ingest, clean and report, 1 of audit."""
+    cli = cli_on(new_home(tmp_path_factory, "datasets"))
+    cli.write_dag("chain.py", DATASETS_DAG)
+    cli.ok("scheduler", "--exit-when-idle")
+    return cli

@@ -216,11 +216,10 @@ def test_the_follow_fragment_of_the_log_page(views_client: TestClient) -> None:
     assert "data-follow" not in page(views_client, "/runs/3/tasks/colours/tries/1/log")
 
 
-def test_times_are_in_the_dags_timezone_with_utc_beside_them(views_client: TestClient) -> None:
+def test_times_are_in_the_dags_timezone_and_the_page_offers_the_other_zones(views_client: TestClient) -> None:
     markup = page(views_client, "/runs/3")
-    assert ('<span class="tz-local" title="2024-03-01 05:00:00Z">2024-03-01 06:00:00+01:00</span>'
-            '<span class="tz-utc">2024-03-01 05:00:00Z</span>') in markup
-    assert 'id="tz-toggle"' in markup
+    assert "<td>2024-03-01 06:00:00+01:00</td>" in markup and "05:00:00Z" not in markup  # one format per page
+    assert '<form class="tz-form" method="post" action="/timezone"' in markup and 'id="tz-browser"' in markup
 
 
 def test_the_backfill_page_shows_its_runs_in_pages_and_a_progress_bar_of_its_live_runs(

@@ -1,6 +1,6 @@
 """The grid, graph, Gantt and log pages in headless Chromium (driven over the DevTools pipe: tests/web/cdp.py),
 served by a real `ledger webserver` on the ledger of tests/web/conftest.py build_views: what a person sees
-(edges drawn, boxes coloured, ANSI colours, the time zone toggle, dark mode) and a running try's log followed as
+(edges drawn, boxes coloured, ANSI colours, the time zone chosen, dark mode) and a running try's log followed as
 it grows. Screenshots go to $LEDGER_TEST_ARTIFACTS/web (default artifacts/web); docs/web.md shows them."""
 
 from __future__ import annotations
@@ -78,19 +78,34 @@ def test_the_grid_graph_gantt_and_log_as_a_person_sees_them(views_server: str, b
     b.screenshot(ARTIFACTS / "log.png")
 
 
-def test_times_switch_between_the_dags_timezone_and_utc_and_the_choice_is_kept(
+def pick_zone(b: Tab, value: str) -> None:
+    """Choose in the header's zone list as a person does: the choice is sent as soon as it is made."""
+    b.submit(f"(() => {{ const s = document.getElementById('tz-zone'); s.value = {json.dumps(value)}; "
+             "s.dispatchEvent(new Event('change')); })()")
+
+
+def test_times_switch_between_the_dags_zone_utc_and_the_browsers_own_and_the_choice_is_kept(
         views_server: str, browser: Tab) -> None:
     b = browser
-    b.go(views_server + "/runs/3")
-    shown = b.text()
-    assert "logical date 2024-03-01 06:00:00+01:00" in shown and "05:00:00Z" not in shown
-    b.run("document.getElementById('tz-toggle').click()")
-    shown = b.text()
-    assert "logical date 2024-03-01 05:00:00Z" in shown and "06:00:00+01:00" not in shown
-    b.go(views_server + "/dags/berlin/grid")  # another page: still UTC
-    assert "2024-03-01 05:00:00Z" in b.run("document.querySelector('table.grid .dates').innerText")
-    b.run("document.getElementById('tz-toggle').click()")
-    b.go(views_server + "/runs/3")
+    b.browser.call("Emulation.setTimezoneOverride", b.session, timezoneId="America/New_York")
+    try:
+        b.go(views_server + "/runs/3")
+        shown = b.text()
+        assert "logical date 2024-03-01 06:00:00+01:00" in shown and "05:00:00Z" not in shown
+        assert b.run("document.getElementById('tz-mine').textContent") == "my time zone (America/New_York)"
+        pick_zone(b, "utc")
+        shown = b.text()
+        assert b.url.endswith("/runs/3") and "logical date 2024-03-01 05:00:00Z" in shown and "+01:00" not in shown
+        b.go(views_server + "/dags/berlin/grid")  # another page: still UTC
+        assert "2024-03-01 05:00:00Z" in b.run("document.querySelector('table.grid .dates').innerText")
+        pick_zone(b, "mine")  # the zone the browser says
+        assert b.url.endswith("/dags/berlin/grid")
+        assert "2024-03-01 00:00:00-05:00" in b.run("document.querySelector('table.grid .dates').innerText")
+        b.go(views_server + "/runs/3")
+        assert "logical date 2024-03-01 00:00:00-05:00" in b.text()
+    finally:
+        pick_zone(b, "dag")
+        b.browser.call("Emulation.setTimezoneOverride", b.session, timezoneId="")
     assert "logical date 2024-03-01 06:00:00+01:00" in b.text()
 
 

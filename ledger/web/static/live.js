@@ -21,16 +21,20 @@
   });
 })();
 
-// The views' small scripts: the UTC / local time toggle (remembered in localStorage), and the follow of a
-// running try's log (what was appended is fetched every 2 s and added at the end, until the try ends).
+// The views' small scripts: the time zone form (the browser's own zone named, sent with "my time zone"; a choice
+// sent as soon as it is made), and the follow of a running try's log (what was appended is fetched every 2 s and
+// added at the end, until the try ends).
 (function () {
   "use strict";
-  var KEY = "ledger.utc";
 
-  function applyZone(utc) {
-    document.documentElement.classList.toggle("show-utc", utc);
-    var button = document.getElementById("tz-toggle");
-    if (button) { button.textContent = utc ? "show local time" : "show UTC"; }
+  function zoneForm() {
+    var field = document.getElementById("tz-browser"), mine = document.getElementById("tz-mine");
+    var select = document.getElementById("tz-zone");
+    var zone = "";
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { /* none said */ }
+    if (field) { field.value = zone; }
+    if (mine && zone) { mine.textContent = "my time zone (" + zone + ")"; }
+    if (select) { select.addEventListener("change", function () { select.form.submit(); }); }
   }
 
   // A try's log file is rewritten when the try ends (the secrets it read become ***): the last page of the
@@ -89,17 +93,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
-    var utc = false;
-    try { utc = window.localStorage.getItem(KEY) === "1"; } catch (e) { /* storage off: local time */ }
-    applyZone(utc);
-    var button = document.getElementById("tz-toggle");
-    if (button) {
-      button.addEventListener("click", function () {
-        utc = !utc;
-        try { window.localStorage.setItem(KEY, utc ? "1" : "0"); } catch (e) { /* not remembered */ }
-        applyZone(utc);
-      });
-    }
+    zoneForm();
     document.querySelectorAll("pre.log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
     document.querySelectorAll("pre[data-follow]").forEach(follow);
   });

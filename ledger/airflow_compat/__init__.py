@@ -216,6 +216,7 @@ AIRFLOW_MODULES = (
     "airflow.providers.apache.spark.operators.spark_sql", "airflow.providers.apache.spark.decorators.pyspark",
     "airflow.io.path", "airflow.triggers.base", "airflow.example_dags.libs.helper", "airflow.sdk.exceptions",
     "airflow.providers.common.compat.sdk", "airflow.providers.standard.operators.hitl",
+    "airflow.sdk.execution_time.context", "airflow.partition_mappers",
 )
 
 

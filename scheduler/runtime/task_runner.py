@@ -337,12 +337,12 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
     hooks = getattr(task, "airflow_hooks", None)  # Airflow's pre_execute= / post_execute= (ledger/airflow_compat)
     if not callable(hooks):
         return _dispatch(plan, task, context)
-    state, reason = call_task(hooks, ("pre", None), {})
-    if state == "success":
-        state, reason = _dispatch(plan, task, context)
-    if state == "success":  # its result: the value it passed on (none: None)
+    ended = call_task(hooks, ("pre", None), {})
+    if ended[0] == "success":
+        ended = _dispatch(plan, task, context)
+    if ended[0] == "success":  # its result: the value it passed on (none: None)
         return call_task(hooks, ("post", context.xcom_values.get(task.task_id, {}).get(RETURN_KEY)), {})
-    return state, reason
+    return ended
 
 
 def _dispatch(plan: Plan, task: Task, context: TaskContext) -> tuple[State, str | None]:

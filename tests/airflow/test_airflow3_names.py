@@ -120,3 +120,25 @@ def test_an_async_task_function_is_awaited_and_a_bash_tasks_env_takes_other_task
     assert local_testing.test_dag(run, lambda _line: None) is RunState.SUCCESS
     assert run.xcom["doubled"]["return_value"] == 42 and run.xcom["classic"]["return_value"] == 8
     assert run.xcom["show"]["return_value"] == "3 file(s) under /srv/dags on 2024-03-05"
+
+
+def test_a_params_values_display_keyed_by_numbers_and_none_makes_a_version(tmp_path: Path) -> None:
+    (tmp_path / "labels.py").write_text("""\
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+with DAG("labels", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule=None, params={
+        "pick": Param(3, type=["number", "null"], enum=[1, 2, 3, None],
+                      values_display={1: "One", 2: "Two", 3: "Three", None: "None (clear selection)"})}):
+    @task
+    def show(params=None):
+        return params["pick"]
+
+    show()
+""")
+    found = load_file(str(tmp_path / "labels.py"), str(tmp_path))
+    assert found.error is None, found.error
+    [dag] = found.dags
+    run = local_testing.TestRun.of(dag, pendulum.datetime(2024, 3, 5, tz="UTC"), None, tmp_path)  # type: ignore[arg-type]
+    assert local_testing.test_dag(run, lambda _line: None) is RunState.SUCCESS
+    assert run.xcom["show"]["return_value"] == 3

@@ -24,10 +24,11 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 NAMESPACE = "airflow"
 SHIM_ROOT = Path(__file__).resolve().parent / NAMESPACE  # the folder imported as `airflow`
@@ -119,6 +120,13 @@ NO_DEADLINE_ALERTS = (
 REFUSED_NAMES: dict[str, str] = {name: NO_DEADLINE_ALERTS for name in (
     "AsyncCallback", "SyncCallback", "DeadlineAlert", "DeadlineReference", "BaseDeadlineReference",
     "deadline_reference")}
+
+
+def refused_names(module: str) -> Callable[[str], NoReturn]:
+    """A module's `__getattr__` that refuses the names of REFUSED_NAMES in one line (refuse_name)."""
+    def refuse(name: str) -> NoReturn:
+        raise refuse_name(module, name)
+    return refuse
 
 
 def refuse_name(module: str, name: str) -> AirflowImportRefused:

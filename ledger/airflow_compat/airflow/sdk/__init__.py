@@ -1,7 +1,5 @@
 """`airflow.sdk`."""
 
-from typing import NoReturn
-
 from ledger import airflow_compat
 from ledger.airflow_compat.assets import AirflowAsset as Asset
 from ledger.airflow_compat.assets import AssetAccessControl, asset
@@ -92,6 +90,4 @@ __all__ = [
     "teardown",
 ]
 
-
-def __getattr__(name: str) -> NoReturn:
-    raise airflow_compat.refuse_name(__name__, name)
+__getattr__ = airflow_compat.refused_names(__name__)  # `from airflow.sdk import AsyncCallback`: decision 0283

@@ -24,10 +24,11 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 NAMESPACE = "airflow"
 SHIM_ROOT = Path(__file__).resolve().parent / NAMESPACE  # the folder imported as `airflow`
@@ -87,6 +88,11 @@ INSTEAD: dict[str, str] = {
     "airflow.notifications": "use a notifier: ledger.EmailNotifier, ledger.WebhookNotifier or a subclass of "
                              "ledger.Notifier",
     "airflow.operators.generic_transfer": "move the data from a @task with the two databases' client libraries",
+    "airflow.sdk.execution_time": "ledger does not carry Airflow 3.3's task and asset state stores "
+                                  "(task_state_store, asset_state_store, NEVER_EXPIRE) yet; keep what a retry needs "
+                                  "in a Variable, or pass it on as a task's return value",
+    "airflow.partition_mappers": "ledger does not carry Airflow 3.3's asset partition mappers yet; ledger's datasets "
+                                 "take time partitions (Dataset(uri, partitions=...), docs/datasets.md)",
 }
 DEFAULT_INSTEAD = "use ledger's own API (from ledger import ...; docs/authoring.md)"
 
@@ -103,6 +109,33 @@ def instead(name: str) -> str:
 
 def refusal(name: str) -> str:
     return f"{name} is an Airflow module ledger does not provide: {instead(name)}"
+
+
+NO_DEADLINE_ALERTS = (
+    "ledger does not carry Airflow 3's deadline alerts: its deadline counts from the end of the run's data "
+    "interval and its callbacks run in ledger's callback processes, not in a triggerer (decision 0283); give the "
+    "DAG deadline=timedelta(...) with on_deadline_missed=[your function] (ledger's own), or Airflow 2's sla= with "
+    "sla_miss_callback=")
+# Names of provided `airflow.*` modules that ledger refuses by design: name -> what to use instead
+REFUSED_NAMES: dict[str, str] = {name: NO_DEADLINE_ALERTS for name in (
+    "AsyncCallback", "SyncCallback", "DeadlineAlert", "DeadlineReference", "BaseDeadlineReference",
+    "deadline_reference")}
+
+
+def refused_names(module: str) -> Callable[[str], NoReturn]:
+    """A module's `__getattr__` that refuses the names of REFUSED_NAMES in one line (refuse_name)."""
+    def refuse(name: str) -> NoReturn:
+        raise refuse_name(module, name)
+    return refuse
+
+
+def refuse_name(module: str, name: str) -> AirflowImportRefused:
+    """The error of `from module import name` for a name ledger refuses (REFUSED_NAMES); an AttributeError for
+    any other name it does not have (Python's ImportError "cannot import name")."""
+    if name not in REFUSED_NAMES:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return AirflowImportRefused(f"{module}.{name} is an Airflow name ledger does not provide: {REFUSED_NAMES[name]}",
+                                name=f"{module}.{name}")
 
 
 def _is_ours(module: ModuleType | None) -> bool:
@@ -191,6 +224,7 @@ AIRFLOW_MODULES = (
     "airflow.providers.apache.spark.operators.spark_sql", "airflow.providers.apache.spark.decorators.pyspark",
     "airflow.io.path", "airflow.triggers.base", "airflow.example_dags.libs.helper", "airflow.sdk.exceptions",
     "airflow.providers.common.compat.sdk", "airflow.providers.standard.operators.hitl",
+    "airflow.sdk.execution_time.context", "airflow.partition_mappers",
 )
 
 

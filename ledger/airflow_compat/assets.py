@@ -13,6 +13,7 @@ asset itself and `context` the try's context, as in Airflow.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -66,3 +67,24 @@ def asset(*, schedule: Any, uri: str | None = None, name: str | None = None, gro
         return made
 
     return wrap
+
+
+@dataclasses.dataclass
+class AssetAccessControl:
+    """Airflow 3's `AssetAccessControl(producer_teams=[...], consumer_teams=None, allow_global=True)`: which teams'
+    events an asset's consumers take when Airflow runs in multi-team mode. ledger has no teams, as Airflow without
+    that mode (its default): every DAG scheduled on the asset takes every event of it, whatever the asset says."""
+
+    producer_teams: list[str] = dataclasses.field(default_factory=list)
+    consumer_teams: list[str] | None = None
+    allow_global: bool = True
+
+
+class AirflowAsset(Asset):
+    """`airflow.sdk.Asset`: ledger's Asset, also taking Airflow 3's `access_control=` (kept on the asset; see
+    AssetAccessControl)."""
+
+    def __init__(self, name: str | None = None, uri: str | None = None, *,
+                 access_control: AssetAccessControl | None = None, **kwargs: Any) -> None:
+        super().__init__(name, uri, **kwargs)
+        self.access_control = access_control

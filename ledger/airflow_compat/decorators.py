@@ -26,6 +26,7 @@ from ledger.core.errors import DagDefinitionError, SkipTask
 from ledger.sdk import dag as ledger_dag
 from ledger.sdk.mapped_groups import expand_group
 from ledger.sdk.templates import render
+from ledger.sdk.xcom import refs_in
 
 
 def _free_task_id(task_id: str, dag_kwarg: Any = None) -> str:
@@ -94,6 +95,9 @@ class BranchExternalPythonTaskFunction(TaskFunction):
     operator = BranchExternalPythonOperator
 
 
+BASH_ENV = "__ledger_bash_env__"  # the op_kwargs key of a @task.bash's env that holds other tasks' values
+
+
 def _run_bash_command(command: str, cwd: str | None, env: Mapping[str, str] | None) -> str | None:
     """Run a @task.bash function's command as Airflow does: exit 99 skips, another non-zero fails; the last
     line of its output is the value passed on."""
@@ -124,11 +128,13 @@ class BashTaskFunction(TaskFunction):
 
         @functools.wraps(func)
         def run_bash(*args: Any, **kwargs: Any) -> Any:
+            given = kwargs.pop(BASH_ENV, env)  # (other tasks' values in it resolved, as the function's arguments)
             command = func(*args, **kwargs)
             if not isinstance(command, str) or not command.strip():
                 raise TypeError(f"a @task.bash function must return a non-empty command, not {command!r}")
-            command = render(command, get_current_context(), field="bash_command")
-            last = _run_bash_command(command, cwd, env)
+            context = get_current_context()
+            command = render(command, context, field="bash_command")
+            last = _run_bash_command(command, cwd, render(given, context, field="env") if given else None)
             return processor(last) if processor is not None else last  # Airflow's output_processor
 
         return run_bash
@@ -137,6 +143,9 @@ class BashTaskFunction(TaskFunction):
         kwargs = {k: v for k, v in self.task_kwargs.items()
                   if k not in ("cwd", "env", "append_env", "output_processor")}
         task_id = _free_task_id(self.task_id, kwargs.get("dag"))
+        env = self.task_kwargs.get("env")
+        if env and refs_in(env):  # `env={"N": other["count"]}`: runs after `other`, and gets its value
+            args = {**args, "op_kwargs": {**(args.get("op_kwargs") or {}), BASH_ENV: env}}
         return self.operator(task_id=task_id, python_callable=self.callable(), **args, **kwargs)
 
 

@@ -11,7 +11,9 @@ the task's `ignored_args`. An argument Airflow does not know either is refused, 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import inspect
 import os
 import sys
@@ -21,6 +23,7 @@ from typing import Any, ClassVar
 
 from ledger.airflow_compat.callbacks import airflow_callbacks
 from ledger.airflow_compat.dag import delays_in_seconds
+from ledger.airflow_compat.retry_policy import RetryPolicy, check_policy, decide
 from ledger.core.errors import DagDefinitionError
 from ledger.sdk import dag as ledger_dag
 from ledger.sdk.context import TaskContext, current
@@ -35,7 +38,8 @@ LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_fo
                     "email_on_retry", "signals", "outlets", "inlets")
 # Airflow's BaseOperator arguments ledger keeps for people (shown by `ledger dags show`) or acts on in this module
 KEPT_TASK_ARGS = ("owner", "doc", "doc_md", "doc_rst", "doc_json", "doc_yaml", "task_display_name", "params", "sla",
-                  "multiple_outputs", "do_xcom_push", "task_group", "default_args")
+                  "multiple_outputs", "do_xcom_push", "task_group", "default_args", "retry_policy",
+                  "pre_execute", "post_execute")
 # Airflow's BaseOperator arguments accepted and not acted on
 IGNORED_TASK_ARGS = ("queue", "pool_slots", "executor_config", "weight_rule", "run_as_user", "resources",
                      "max_active_tis_per_dag", "max_active_tis_per_dagrun", "task_concurrency", "executor",
@@ -98,6 +102,9 @@ class AirflowArgs:
     do_xcom_push: bool = True
     ignored_args: tuple[str, ...] = ()
     params: dict[str, Any] = {}
+    retry_policy: RetryPolicy | None = None
+    pre_execute_hook: Callable[..., Any] | None = None
+    post_execute_hook: Callable[..., Any] | None = None
 
     @staticmethod
     def split(cls_name: str, task_id: str | None, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -123,7 +130,7 @@ class AirflowArgs:
                 ledger_args[key] = value
         defaults.update(extra)
         kept = {k: v for k, v in kwargs.items() if k in KEPT_TASK_ARGS}
-        for key in ("owner", "sla"):
+        for key in ("owner", "sla", "retry_policy"):
             if key not in kept and key in defaults:
                 kept[key] = defaults[key]
         kept["ignored"] = tuple(sorted(k for k in kwargs if k in IGNORED_TASK_ARGS))
@@ -142,6 +149,12 @@ class AirflowArgs:
         self.do_xcom_push = bool(kept.get("do_xcom_push", True))
         self.ignored_args = tuple(kept.get("ignored", ()))
         self.params = as_params(kept.get("params"), where=f"task {getattr(self, 'task_id', '?')!r}")
+        self.retry_policy = check_policy(getattr(self, "task_id", "?"), kept.get("retry_policy"))
+        for name in ("pre_execute", "post_execute"):
+            hook = kept.get(name)
+            if hook is not None and not callable(hook):
+                raise DagDefinitionError(f"task {getattr(self, 'task_id', '?')!r}: {name} must be callable")
+            setattr(self, f"{name}_hook", hook)
 
     def airflow_settings(self) -> dict[str, Any]:
         """What the version records of the Airflow arguments (only those given)."""
@@ -150,6 +163,9 @@ class AirflowArgs:
             ("sla", self.sla.total_seconds() if self.sla is not None else None),
             ("multiple_outputs", self.multiple_outputs),
             ("params", {n: p.describe() for n, p in sorted(self.params.items())}),
+            ("retry_policy", self.retry_policy.serialize() if self.retry_policy is not None else None),
+            ("pre_execute", ledger_dag.describe_callback(self.pre_execute_hook) if self.pre_execute_hook else None),
+            ("post_execute", ledger_dag.describe_callback(self.post_execute_hook) if self.post_execute_hook else None),
             ("ignored_args", list(self.ignored_args))) if v} | (
             {"do_xcom_push": False} if not self.do_xcom_push else {})
 
@@ -159,6 +175,38 @@ class AirflowArgs:
         them) rendered with the names of `context` and the DAG's filters (Airflow's other arguments: unused)."""
         return render(content, context, field="render_template",
                       filters=getattr(getattr(self, "dag", None), "user_defined_filters", None) or {})
+
+    def airflow_hooks(self, when: str, result: Any) -> None:
+        """Airflow's hooks around the task's work (scheduler/runtime/task_runner.py calls them): before it
+        ("pre"), the `pre_execute=` function and the class's own pre_execute(context); after it succeeded ("post"),
+        the `post_execute=` function and post_execute(context, result), `result` the value it passed on. One that
+        raises fails the try, as in Airflow."""
+        context = get_current_context()
+        if when == "pre":
+            if self.pre_execute_hook is not None:
+                self.pre_execute_hook(context)
+            self.pre_execute(context)
+        else:
+            if self.post_execute_hook is not None:
+                self.post_execute_hook(context, result)
+            self.post_execute(context, result)
+
+    def pre_execute(self, context: Any) -> None:
+        """Airflow's hook before execute(): override it in a subclass."""
+
+    def post_execute(self, context: Any, result: Any = None) -> None:
+        """Airflow's hook after execute(): override it in a subclass."""
+
+    def retry_decision(self, exc: BaseException, context: TaskContext) -> tuple[str, float | None] | None:
+        """What the task's `retry_policy` makes of a failure's exception (scheduler/runtime/task_runner.py asks):
+        ("fail" | "retry" | "default", the retry's delay in seconds or None); None without a policy."""
+        if self.retry_policy is None:
+            return None
+        found = decide(self.retry_policy, exc, context.try_number, int(getattr(self, "retries", 0) or 0),
+                       get_current_context())
+        if found is None:
+            return None
+        return found.action.value, found.retry_delay.total_seconds() if found.retry_delay is not None else None
 
     @property
     def task_group(self) -> Any:
@@ -185,6 +233,15 @@ def _make(self: Any, base: type[ledger_dag.Task], task_id: str | None, kwargs: d
     self.keep(kept)
 
 
+def _awaited(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An async callable as a plain one: each call runs the coroutine in an event loop of its own, as Airflow 3.2+
+    runs an async task function, and returns what it returned."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return asyncio.run(fn(*args, **kwargs))
+    return run
+
+
 class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
     """Airflow's PythonOperator: ledger's PythonTask with Airflow's arguments."""
 
@@ -194,6 +251,8 @@ class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
                  show_return_value_in_logs: bool = True, **kwargs: Any) -> None:
         if python_callable is None:
             raise DagDefinitionError(f"task {task_id!r}: PythonOperator needs a python_callable")
+        if inspect.iscoroutinefunction(python_callable):  # Airflow 3.2+: an async callable runs to its end
+            python_callable = _awaited(python_callable)
         if templates_exts and templates_dict:  # Airflow's templates_exts: those values name template files
             folder = _frame_folder()
             templates_dict = {k: template_file(str(task_id), f"templates_dict[{k!r}]", v, list(templates_exts),

@@ -10,6 +10,7 @@ its conf laid over them. Types are JSON Schema's: string, integer, number, boole
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -65,7 +66,17 @@ class Param:
                 **({"enum": self.enum} if self.enum is not None else {}),
                 **({"description": self.description} if self.description else {}),
                 **({"title": self.title} if self.title else {}),
-                **({"schema": self.schema} if self.schema else {})}
+                **({"schema": _json_keys(self.schema)} if self.schema else {})}
+
+
+def _json_keys(value: Any) -> Any:
+    """`value` with every mapping's keys as JSON writes them (`values_display={1: "One", None: "None"}` has the
+    keys "1" and "null"), so that a version's canonical JSON can sort them."""
+    if isinstance(value, Mapping):
+        return {k if isinstance(k, str) else json.dumps(k): _json_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_keys(v) for v in value]
+    return value
 
 
 def _schema_problem(schema: Mapping[str, Any], value: Any) -> str | None:

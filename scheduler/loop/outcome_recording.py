@@ -30,6 +30,7 @@ from ledger.store import xcom as xcom_store
 from scheduler.executors.base import NEVER_STARTED_PREFIX, TaskEvent
 from scheduler.loop import dataset_runs, flow_events, remote_logs
 from scheduler.loop.loop_report import LoopReport
+from scheduler.runtime.try_outcome import retry_delay
 from scheduler.runtime.try_report import TryReport
 
 if TYPE_CHECKING:
@@ -147,9 +148,9 @@ def _outcomes(job: Job, drained: list[TaskEvent], now: datetime,
                     if unstarted:  # taken out while it waited in its worker
                         why = ev.reason or why
                     job.effects.note(info.log_path, at, f"outcome: {why}")
-        outcomes.append(Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, ev.host or host, ev.reason,
-                                           info.retry_delay if info else 0.0, decided_at=now, requeue=requeue,
-                                           armed=requeue and info is not None and info.armed,
+        delay = retry_delay(ev.reason, info.retry_delay if info else 0.0)  # (a retry policy may name its own)
+        outcomes.append(Outcome(ev.ti_id, ev.try_number, state, at, ev.pid, ev.host or host, ev.reason, delay,
+                                decided_at=now, requeue=requeue, armed=requeue and info is not None and info.armed,
                                 **flow_events.sensor_outcome(state, ev.reason, ev.report)))
         if ev.kind == "started":
             if info is not None and not info.started:

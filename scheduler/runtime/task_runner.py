@@ -27,7 +27,7 @@ from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.core.mapping import KWARGS
 from ledger.sdk import secrets, try_outputs
 from ledger.sdk.branching import record_choice
-from ledger.sdk.context import TaskContext, push_return, set_current, set_environment
+from ledger.sdk.context import TaskContext, current, push_return, set_current, set_environment
 from ledger.sdk.dag import BashTask, PythonTask, Task
 from ledger.sdk.params import resolve_refs
 from ledger.sdk.sensors import BaseSensor, PokeReturnValue, PythonSensor, check_until_done
@@ -109,7 +109,7 @@ def call_task(fn: Callable[..., Any], args: Iterable[Any], kwargs: dict[str, Any
         return "failed", one_line(f"SystemExit: {exc.code}")
     except BaseException as exc:
         _print_traceback(exc)
-        return "failed", describe_exception(exc)
+        return "failed", _failure_reason(exc)
     if value is not None:
         say(f"returned {one_line(repr(value), 1000)}")
         if keep is not None:
@@ -131,6 +131,24 @@ def _print_traceback(exc: BaseException) -> None:
         _deferred.append(exc)
     else:
         traceback.print_exception(exc)
+
+
+def _failure_reason(exc: BaseException) -> str:
+    """A failed try's reason; the running task's retry policy (Airflow's `retry_policy=`: the task's
+    `retry_decision`) may make it spend no retry, or name its retry's delay."""
+    reason = describe_exception(exc)
+    found = current()
+    decide = getattr(found[1], "retry_decision", None) if found is not None else None
+    decided = decide(exc, found[0]) if found is not None and callable(decide) else None
+    if decided is None:
+        return reason
+    action, delay = decided
+    if action == "fail":
+        say("failed, without retries: the task's retry policy says so")
+        return NO_RETRY_PREFIX + reason
+    if action == "retry" and delay is not None:
+        return f"retry in {delay:g} s: {reason}"
+    return reason
 
 
 def _run_python(task: PythonTask, context: TaskContext, pass_context: bool) -> tuple[State, str | None]:
@@ -325,6 +343,19 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
     if task is not instance:  # rendered: its values are new
         secrets.seen_arguments(task)
     set_current(context, task)  # Airflow's get_current_context() reads it
+    hooks = getattr(task, "airflow_hooks", None)  # Airflow's pre_execute= / post_execute= (ledger/airflow_compat)
+    if not callable(hooks):
+        return _dispatch(plan, task, context)
+    ended = call_task(hooks, ("pre", None), {})
+    if ended[0] == "success":
+        ended = _dispatch(plan, task, context)
+    if ended[0] == "success":  # its result: the value it passed on (none: None)
+        return call_task(hooks, ("post", context.xcom_values.get(task.task_id, {}).get(RETURN_KEY)), {})
+    return ended
+
+
+def _dispatch(plan: Plan, task: Task, context: TaskContext) -> tuple[State, str | None]:
+    """Run the (rendered) task by its kind."""
     if isinstance(task, PythonTask):
         if task.flow is not None:
             return _run_branch(task, context, plan.pass_context)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 from dataclasses import dataclass
 from typing import Literal
@@ -18,6 +19,14 @@ EXIT_CODES: dict[State, int] = {"success": EXIT_SUCCESS, "failed": EXIT_FAILED, 
                                 "up_for_reschedule": EXIT_RESCHEDULE}
 # the reason of a failed try that spends no retry (FailWithoutRetry: a sensor's timeout, AirflowFailException)
 NO_RETRY_PREFIX = "no retry: "
+# the reason of a failed try whose retry waits a delay of its own (Airflow's retry policy): "retry in 30 s: ..."
+RETRY_IN = re.compile(r"retry in (\d+(?:\.\d+)?) s: ")
+
+
+def retry_delay(reason: str | None, default: float) -> float:
+    """The delay before the retry of a failed try: the one its reason names (RETRY_IN), else `default`."""
+    found = RETRY_IN.match(reason or "")
+    return float(found.group(1)) if found else default
 
 REASON_LIMIT = 300
 

@@ -23,6 +23,7 @@ Airflow runs only in the venv's own processes: ledger's never import it.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -33,21 +34,30 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DATE = "2024-03-05"  # the logical date of every `dags test`, Airflow's and ledger's
-DEADLINE = 60  # seconds one DAG's test may take before it counts as waiting for ever
+DEADLINE = 600  # seconds one DAG's test may take before it counts as waiting for ever (Airflow 3's test serializes
+# the whole folder first: minutes on a busy host)
 
 # Run by the venv's Python: Airflow's version and its example folders (Airflow 3's standard provider has its own).
 WHERE = """
 import json, pathlib, airflow
-from importlib.metadata import version
-folders = {"": ("apache-airflow", pathlib.Path(airflow.__file__).parent / "example_dags")}
+from importlib.metadata import distributions
+folders = {"": pathlib.Path(airflow.__file__).parent / "example_dags"}
 try:
     import airflow.providers.standard.example_dags as standard
-    folders["-standard"] = ("apache-airflow-providers-standard", pathlib.Path(standard.__file__).parent)
+    folders["-standard"] = pathlib.Path(standard.__file__).parent
 except ImportError:
     pass
 top = pathlib.Path(airflow.__file__).parent.parent
-print(json.dumps([airflow.__version__, {k: [str(f), d, version(d), f.relative_to(top).as_posix()]
-                                        for k, (d, f) in folders.items()}]))
+
+
+def owner(inside):
+    # the distribution whose wheel holds the folder (Airflow 3's is apache-airflow-core, not apache-airflow)
+    return next((d.metadata["Name"], d.version) for d in distributions()
+                if any(f.as_posix() == inside + "/__init__.py" for f in d.files or ()))
+
+
+inside = {k: f.relative_to(top).as_posix() for k, f in folders.items()}
+print(json.dumps([airflow.__version__, {k: [str(f), *owner(inside[k]), inside[k]] for k, f in folders.items()}]))
 """
 
 # Run by the venv's Python with the folder and the date as arguments: each .py file's load (Airflow's DagBag, one
@@ -64,6 +74,7 @@ try:
 except ImportError:
     from airflow.dag_processing.dagbag import DagBag
 folder, date, deadline = pathlib.Path(sys.argv[1]), pendulum.parse(sys.argv[2]), float(sys.argv[3])
+only = set(sys.argv[4:])  # the files whose DAGs this process tests (none named: every file's)
 
 
 def test(dag):
@@ -94,15 +105,28 @@ def test(dag):
     return state or ("timeout" if not ready else "error: no outcome")
 
 
-out = {}
+out, bags = {}, {}
 for path in sorted(folder.rglob("*.py")):
     options = inspect.signature(DagBag).parameters  # Airflow 3 has no include_examples (load_examples is off)
     bag = DagBag(dag_folder=str(path), safe_mode=False,
                  **({"include_examples": False} if "include_examples" in options else {}))
     errors = list(bag.import_errors.values())
-    found = {"error": errors[0].strip().splitlines()[-1] if errors else None, "dags": {}}
-    out[str(path.relative_to(folder))] = found
-    for dag_id, dag in sorted(bag.dags.items()) if not errors else []:
+    out[str(path.relative_to(folder))] = {"error": errors[0].strip().splitlines()[-1] if errors else None,
+                                          "dags": {}}
+    bags[path] = bag if not errors else None
+ignored = (folder / ".airflowignore").read_text()
+defined = {dag_id: path for path, bag in bags.items() if bag is not None for dag_id in bag.dags}
+for path, bag in bags.items():
+    if bag is None or (only and str(path.relative_to(folder)) not in only):
+        continue
+    # Airflow 3's test() parses its whole DAG bundle before each run: the bundle is this file, the files that
+    # define a DAG it names (a trigger's target, a sensor's DAG) and the folder's packages (libs/, plugins/)
+    text = path.read_text(errors="replace")
+    keep = {path} | {p for dag_id, p in defined.items() if dag_id in text}
+    (folder / ".airflowignore").write_text(ignored + "".join(
+        f"{p.relative_to(folder)}\\n" for p in sorted(folder.glob("*.py")) if p not in keep))
+    found = out[str(path.relative_to(folder))]
+    for dag_id, dag in sorted(bag.dags.items()):
         if getattr(dag, "parent_dag", None) is None:  # a SubDAG runs inside its parent
             found["dags"][dag_id] = test(dag)
             print(path.name, dag_id, found["dags"][dag_id], file=sys.stderr, flush=True)
@@ -142,8 +166,22 @@ def airflow_env(home: Path, dags: Path) -> dict[str, str]:
     return env
 
 
-def record_folder(venv: Path, folder: Path) -> dict[str, Any]:
-    """Airflow's results on one example folder, in an AIRFLOW_HOME and database of their own."""
+def record_folder(venv: Path, folder: Path, deadline: float = DEADLINE, jobs: int = 1) -> dict[str, Any]:
+    """Airflow's results on one example folder: `jobs` processes side by side, each testing the DAGs of every
+    `jobs`-th file in an AIRFLOW_HOME and database of its own (Airflow's test() spends most of its time waiting)."""
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        parts = list(pool.map(lambda n: record_part(venv, folder, deadline, files[n::jobs] if jobs > 1 else []),
+                              range(jobs)))
+    found: dict[str, Any] = parts[0]
+    for part in parts[1:]:
+        for rel, result in part.items():
+            found[rel]["dags"].update(result["dags"])
+    return found
+
+
+def record_part(venv: Path, folder: Path, deadline: float, only: list[str]) -> dict[str, Any]:
+    """Airflow's loads of the folder's files, and its tests of the DAGs of the files `only` names (none: all)."""
     with tempfile.TemporaryDirectory(prefix="airflow-record-") as tmp:
         home, dags = Path(tmp) / "home", Path(tmp) / "dags"
         home.mkdir()
@@ -157,18 +195,18 @@ def record_folder(venv: Path, folder: Path) -> dict[str, Any]:
             if "airflow.example_dags.plugins" in path.read_text(errors="replace")))
         env = airflow_env(home, dags)
         subprocess.run([str(venv / "bin" / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
-        done = subprocess.run([venv_python(venv), "-c", RUN, str(dags), DATE, str(DEADLINE)], env=env, cwd=home,
-                              check=True, stdout=subprocess.PIPE, text=True)
+        done = subprocess.run([venv_python(venv), "-c", RUN, str(dags), DATE, str(deadline), *only], env=env,
+                              cwd=home, check=True, stdout=subprocess.PIPE, text=True)
         files: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return files
 
 
-def record(venv: Path, out: Path = HERE) -> list[Path]:
+def record(venv: Path, out: Path = HERE, deadline: float = DEADLINE, jobs: int = 1) -> list[Path]:
     """Airflow's results on each of its example folders, written to `out`/airflow-<series>.json (those files)."""
     version, folders = where(venv)
     written = []
     for suffix, (folder, distribution, release, inside) in folders.items():
-        files = record_folder(venv, Path(folder))
+        files = record_folder(venv, Path(folder), deadline, jobs)
         written.append(out / f"airflow-{series(version) + suffix}.json")
         written[-1].write_text(json.dumps({"airflow": version, "date": DATE, "files": files,
                                            "source": {"distribution": distribution, "version": release,
@@ -179,8 +217,11 @@ def record(venv: Path, out: Path = HERE) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("venv", type=Path, help="a virtualenv with apache-airflow installed")
+    parser.add_argument("--deadline", type=float, default=DEADLINE,
+                        help=f"seconds one DAG's test may take (default {DEADLINE})")
+    parser.add_argument("--jobs", type=int, default=1, help="Airflow processes side by side per folder (default 1)")
     args = parser.parse_args()
-    for path in record(args.venv.resolve()):
+    for path in record(args.venv.resolve(), deadline=args.deadline, jobs=args.jobs):
         print(path)
 
 

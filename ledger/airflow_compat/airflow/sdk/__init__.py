@@ -1,6 +1,8 @@
 """`airflow.sdk`."""
 
-from ledger.airflow_compat.assets import asset
+from ledger import airflow_compat
+from ledger.airflow_compat.assets import AirflowAsset as Asset
+from ledger.airflow_compat.assets import AssetAccessControl, asset
 from ledger.airflow_compat.dag import SdkDAG as DAG
 from ledger.airflow_compat.dag import sdk_dag as dag
 from ledger.airflow_compat.decorators import setup, task, task_group, teardown
@@ -19,9 +21,16 @@ from ledger.airflow_compat.operators import BaseOperator, TaskGroup, get_current
 from ledger.airflow_compat.operators import (
     xcom_arg as XComArg,
 )
+from ledger.airflow_compat.retry_policy import (
+    ExceptionRetryPolicy,
+    RetryAction,
+    RetryDecision,
+    RetryPolicy,
+    RetryRule,
+)
 from ledger.sdk.branching import WeekDay
 from ledger.sdk.dag import Label
-from ledger.sdk.datasets import Asset, AssetAlias, AssetAll, AssetAny, AssetOrTimeSchedule, Metadata
+from ledger.sdk.datasets import AssetAlias, AssetAll, AssetAny, AssetOrTimeSchedule, Metadata
 from ledger.sdk.object_storage import ObjectStoragePath
 from ledger.sdk.params import Param, ParamsDict
 from ledger.sdk.secrets import Variable
@@ -38,6 +47,7 @@ from ledger.sdk.timetables import (
 __all__ = [
     "DAG",
     "Asset",
+    "AssetAccessControl",
     "AssetAlias",
     "AssetAll",
     "AssetAny",
@@ -50,6 +60,7 @@ __all__ = [
     "DeltaDataIntervalTimetable",
     "DeltaTriggerTimetable",
     "EventsTimetable",
+    "ExceptionRetryPolicy",
     "Label",
     "Metadata",
     "MultipleCronTriggerTimetable",
@@ -57,6 +68,10 @@ __all__ = [
     "Param",
     "ParamsDict",
     "PokeReturnValue",
+    "RetryAction",
+    "RetryDecision",
+    "RetryPolicy",
+    "RetryRule",
     "TaskGroup",
     "TriggerRule",
     "Variable",
@@ -74,3 +89,5 @@ __all__ = [
     "task_group",
     "teardown",
 ]
+
+__getattr__ = airflow_compat.refused_names(__name__)  # `from airflow.sdk import AsyncCallback`: decision 0283

@@ -10,14 +10,14 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ledger.core.states import BackfillState
+from ledger.scheduler.loop.cadence import Cadence
+from ledger.scheduler.loop.job import DagRunJob
+from ledger.scheduler.loop.loop_report import LoopReport
 from ledger.services.operations import cancel_backfill
 from ledger.store import backfills as backfill_store
 from ledger.store import events
 from ledger.store.backfills import Progress, count_unfinished, finish_backfill, progress_of, waiting_reasons
 from ledger.store.transitions import move_backfill
-from scheduler.loop.cadence import Cadence
-from scheduler.loop.job import DagRunJob
-from scheduler.loop.loop_report import LoopReport
 
 PROGRESS_EVERY = 0.5  # seconds: how stale the backfill's progress line may be while only tries move
 

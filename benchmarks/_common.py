@@ -21,7 +21,7 @@ def ledger_command() -> list[str]:
     found = shutil.which("ledger")
     if found:
         return [found]
-    return [sys.executable, "-c", "from cli.app import run; run()"]
+    return [sys.executable, "-c", "from ledger.cli.app import run; run()"]
 
 
 def ledger_env(home: Path, **extra: str) -> dict[str, str]:

@@ -67,10 +67,10 @@ def seed_timeline(home: Path, existing: int) -> None:
     """`existing` hourly runs at even hours, linked as one chain, inserted in bulk (no task instances)."""
     import sqlite3
 
+    from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager
+    from ledger.scheduler.parsing.dag_sync import sync_parsed
     from ledger.store import dags as dag_store
     from ledger.store.db import make_engine, make_sessions
-    from scheduler.parsing.dag_processing import DagFileProcessorManager
-    from scheduler.parsing.dag_sync import sync_parsed
 
     engine = make_engine(f"sqlite:///{home / 'ledger.db'}")
     sessions = make_sessions(engine)

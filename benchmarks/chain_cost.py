@@ -35,7 +35,7 @@ CHAIN = (("ledger/store/chain.py", "to_link"), ("ledger/store/chain.py", "link")
 
 def profiled_cli(out: str, args: list[str]) -> None:
     """Run the ledger CLI with `args` in this process under cProfile (CPU time), its stats written to `out`."""
-    from cli.app import run
+    from ledger.cli.app import run
 
     sys.argv = ["ledger", *args]
     profile = cProfile.Profile(time.process_time)

@@ -87,7 +87,7 @@ def in_process(home: Path, last: date) -> float:
     consumer DAG and date below it, in one reading transaction."""
     import pendulum
 
-    from backfill.downstream import plan_downstream
+    from ledger.backfill.downstream import plan_downstream
     from ledger.core.backfill_plan import Reprocess
     from ledger.services.backfill_create import BackfillRequest, make_plan
     from ledger.store import dags as dag_store

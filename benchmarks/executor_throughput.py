@@ -45,8 +45,8 @@ def write_dag(folder: Path) -> Path:
 
 def one_round(fileloc: Path, logs: Path, tries: int, parallelism: int, start_method: str,
               reuse: bool = False, ahead: int = 0) -> dict[str, float]:
-    from scheduler.executors.base import WorkItem
-    from scheduler.executors.local import LocalExecutor
+    from ledger.scheduler.executors.base import WorkItem
+    from ledger.scheduler.executors.local import LocalExecutor
 
     now = datetime(2024, 1, 1, tzinfo=UTC)
     baseline = physical_baseline()  # before the workers start: the fork is the scheduler process's

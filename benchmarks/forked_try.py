@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["LEDGER_HOME"] = str(tmp / "home")
     (tmp / "home").mkdir()
     from ledger.infra.fernet import create_key_file, key_file
-    from scheduler.executors.base import WorkItem
-    from scheduler.runtime import try_plan, try_process
+    from ledger.scheduler.executors.base import WorkItem
+    from ledger.scheduler.runtime import try_plan, try_process
 
     if args.key_file:
         create_key_file(key_file(tmp / "home"))

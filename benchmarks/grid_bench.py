@@ -50,11 +50,11 @@ def build(home: Path, runs: int, tasks: int, source: str = WIDE_DAG) -> float:
     finished. Seconds it took."""
     import pendulum
 
+    from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager
+    from ledger.scheduler.parsing.dag_sync import sync_parsed
     from ledger.services.backfill_create import BackfillRequest, create_backfill, make_plan
     from ledger.store import dags as dag_store
     from ledger.store.db import make_engine, make_sessions
-    from scheduler.parsing.dag_processing import DagFileProcessorManager
-    from scheduler.parsing.dag_sync import sync_parsed
 
     began = time.perf_counter()
     (home / "dags").mkdir(parents=True, exist_ok=True)

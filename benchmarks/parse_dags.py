@@ -23,9 +23,9 @@ from pathlib import Path
 import pendulum
 from alembic import command
 
+from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager
+from ledger.scheduler.parsing.dag_sync import sync_results
 from ledger.store.db import alembic_config, make_engine, make_sessions
-from scheduler.parsing.dag_processing import DagFileProcessorManager
-from scheduler.parsing.dag_sync import sync_results
 
 
 def write_dags(folder: Path, files: int, tasks: int) -> None:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scheduler.runtime import try_process
+from ledger.scheduler.runtime import try_process
 from tests.scheduler.test_task_runner import work_item
 
 DAG = '''

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli.env import open_env
-from cli.options import id_parser
+from ledger.cli.env import open_env
+from ledger.cli.options import id_parser
 from ledger.core.dates import parse_user_date
 from ledger.core.errors import DagNotFound, InvalidInput
 

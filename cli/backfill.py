@@ -14,8 +14,8 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from cli.env import actor_name, open_env, parse_conf, print_json
-from cli.options import BackfillId, DagId, DagsFolder, Json, Parallelism, checked_date, usage_error, within_range
+from ledger.cli.env import actor_name, open_env, parse_conf, print_json
+from ledger.cli.options import BackfillId, DagId, DagsFolder, Json, Parallelism, checked_date, usage_error, within_range
 from ledger.core.dates import iso, parse_user_date
 from ledger.core.errors import InvalidInput
 from ledger.core.states import ACTIVE_TASK_STATES
@@ -67,7 +67,7 @@ def create(
     dags_folder: DagsFolder = None,
 ) -> None:
     """Plan the dates of a range (new / override / skip), then create and execute the runs."""
-    from backfill.downstream import plan_downstream
+    from ledger.backfill.downstream import plan_downstream
     from ledger.core.backfill_plan import Action, Reprocess
     from ledger.infra.scheduler_settings import SchedulerSettings
     from ledger.services.backfill_create import plan_json
@@ -112,9 +112,9 @@ def create(
 
 
 def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: bool) -> None:
-    from backfill.job import BackfillJob
+    from ledger.backfill.job import BackfillJob
+    from ledger.scheduler.executors import executor_for
     from ledger.services.backfill_create import create_confirmed, plan_json
-    from scheduler.executors import executor_for
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
                       executor=executor_for(settings), clock=env.clock,
@@ -283,11 +283,11 @@ def resume(backfill_id: BackfillId,
            as_json: Json = False) -> None:
     """Finish an interrupted backfill (or one whose process died): take over its unfinished runs (at once
     when their job's process is gone on this host, after the lock timeout otherwise) and run them here."""
-    from backfill.job import BackfillJob
+    from ledger.backfill.job import BackfillJob
     from ledger.core.states import BackfillState
     from ledger.infra.scheduler_settings import SchedulerSettings
+    from ledger.scheduler.executors import executor_for
     from ledger.services.operations import resume_backfill
-    from scheduler.executors import executor_for
 
     env = open_env()
     env.actor = actor_name("backfill")

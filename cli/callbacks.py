@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json, refuse_unknown_filters
-from cli.options import Json, id_parser, within_range
+from ledger.cli.env import open_env, print_json, refuse_unknown_filters
+from ledger.cli.options import Json, id_parser, within_range
 from ledger.core.dates import local_text
 from ledger.store import callbacks as callback_store
 

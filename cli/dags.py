@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli import testing
-from cli.env import open_env, print_json
-from cli.options import DagId, DagsFolder, Json, usage_error
+from ledger.cli import testing
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import DagId, DagsFolder, Json, usage_error
 from ledger.core.callbacks import callback_target
 from ledger.core.dates import local_text
 from ledger.services import documents

@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json
-from cli.options import Json, within_range
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import Json, within_range
 from ledger.services.dataset_docs import dataset_document, datasets_document
 
 app = typer.Typer(no_args_is_help=True, help="Datasets: which tasks write them, which DAGs run on them, their events.")

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from cli.env import open_env
-from cli.options import usage_error
+from ledger.cli.env import open_env
+from ledger.cli.options import usage_error
 from ledger.core.errors import DatabaseNotReady, InvalidInput
+from ledger.migrations.code_guard import ACTOR, FORCE, NOW, CodeLoss, code_loss
 from ledger.store.db import (
     alembic_config,
     current_revision,
@@ -19,7 +20,6 @@ from ledger.store.db import (
     make_engine,
     sqlite_file_missing,
 )
-from migrations.code_guard import ACTOR, FORCE, NOW, CodeLoss, code_loss
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -59,7 +59,7 @@ class Env:
         """One transaction per operation: committed at the end, rolled back on any error. What refresh_dags()
         found (new versions, import errors) is written in this same transaction: a command that is refused
         leaves the database exactly as it was, the DAG versions it read included."""
-        from scheduler.parsing.dag_sync import sync_results
+        from ledger.scheduler.parsing.dag_sync import sync_results
 
         with self.sessions.begin() as session:
             for results, contents, stale in self._staged:
@@ -95,8 +95,14 @@ class Env:
         from multiprocessing.connection import wait
 
         from ledger.infra.scheduler_settings import SchedulerSettings
-        from scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log
-        from scheduler.parsing.dag_sync import code_needed, known_dependencies, known_hashes, known_owners, read_code
+        from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log
+        from ledger.scheduler.parsing.dag_sync import (
+            code_needed,
+            known_dependencies,
+            known_hashes,
+            known_owners,
+            read_code,
+        )
 
         s = SchedulerSettings.from_env()
         self.require_dags_folder()

@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json
-from cli.options import Json, usage_error
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import Json, usage_error
 from ledger.services.dataset_docs import stale_document
 from ledger.services.documents import lineage_document
 

@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json
-from cli.options import MAX_ID, Json
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import MAX_ID, Json
 from ledger.services.operations import delete_pool, set_pool
 from ledger.store import pools as pool_store
 

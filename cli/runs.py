@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json
-from cli.options import Json, Reason, RunId, checked_date, id_parser, reason_text, within_range
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import Json, Reason, RunId, checked_date, id_parser, reason_text, within_range
 from ledger.core.mapping import label
 from ledger.services.documents import run_document, runs_list_document
 from ledger.store import runs as run_store

@@ -11,12 +11,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cli.env import open_env
-from cli.options import DagsFolder, Parallelism, check_environment, within_range
+from ledger.cli.env import open_env
+from ledger.cli.options import DagsFolder, Parallelism, check_environment, within_range
 from ledger.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from scheduler.loop.job import DagRunJob
+    from ledger.scheduler.loop.job import DagRunJob
 
 out = Console(highlight=False, soft_wrap=True)
 EXECUTORS = ("local", "sequential", "celery")
@@ -40,9 +40,9 @@ def scheduler(
 ) -> None:
     """Run the scheduler: parse DAG files, create due runs, execute task instances."""
     from ledger.infra.scheduler_settings import SchedulerSettings
+    from ledger.scheduler.executors import executor_for
+    from ledger.scheduler.loop.scheduler_job import SchedulerJob
     from ledger.services import openlineage
-    from scheduler.executors import executor_for
-    from scheduler.loop.scheduler_job import SchedulerJob
 
     if executor is not None and executor not in EXECUTORS:
         raise typer.BadParameter(f"--executor must be {', '.join(EXECUTORS[:-1])} or {EXECUTORS[-1]}, not "

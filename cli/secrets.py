@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json
-from cli.options import Json, form_checked
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import Json, form_checked
 from ledger.core.dates import iso
 from ledger.core.errors import InvalidInput
 from ledger.infra.fernet import decrypt

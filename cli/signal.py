@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, parse_conf, print_json
-from cli.options import MAX_ID, Json
+from ledger.cli.env import open_env, parse_conf, print_json
+from ledger.cli.options import MAX_ID, Json
 from ledger.core.errors import InvalidInput
 from ledger.core.signals import validate_key, validate_meta, validate_value
 from ledger.services.signal_delivery import ring

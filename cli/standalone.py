@@ -20,7 +20,7 @@ from typing import IO, Annotated
 
 import typer
 
-from cli.options import DagsFolder, check_environment
+from ledger.cli.options import DagsFolder, check_environment
 from ledger.core.errors import InvalidInput
 
 ADMIN = "admin"
@@ -134,13 +134,13 @@ class Stack:
 
 
 def _ledger(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.app", *args]
+    return [sys.executable, "-m", "ledger.cli.app", *args]
 
 
 def _ensure_admin(out: Callable[[str], None]) -> None:
     """On a ledger with no users: an admin user with a random password, printed here once (it is stored only as
     its hash); a ledger that has users is left as it is."""
-    from cli.env import open_env
+    from ledger.cli.env import open_env
     from ledger.services import users
     from ledger.store import users as user_store
 

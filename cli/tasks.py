@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy.orm import Session
 
-from cli import testing
-from cli.env import open_env, print_json
-from cli.options import DagId, DagsFolder, Json, Reason, RunId, reason_text, within_range
+from ledger.cli import testing
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import DagId, DagsFolder, Json, Reason, RunId, reason_text, within_range
 from ledger.core.errors import InvalidInput
 from ledger.core.mapping import NOT_MAPPED, choose_instance, label
 from ledger.core.states import ACTIVE_TASK_STATES, TaskState

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.env import open_env, parse_conf
-from cli.options import DagId, DagsFolder, checked_date, usage_error
+from ledger.cli.env import open_env, parse_conf
+from ledger.cli.options import DagId, DagsFolder, checked_date, usage_error
 from ledger.core.dates import check_within_dag, parse_user_date
 from ledger.core.errors import InvalidInput
 from ledger.core.mapping import split_label
@@ -18,7 +18,7 @@ from ledger.infra.logs import log_path
 from ledger.sdk.params import check_conf, from_description
 
 if TYPE_CHECKING:  # the test loop (task running, templates, jinja2) is imported by the test commands only
-    from scheduler.runtime.local_testing import TestRun
+    from ledger.scheduler.runtime.local_testing import TestRun
 
 LogicalDate = Annotated[str | None, typer.Option("--logical-date", help="ISO date or datetime, in the DAG's "
                         "timezone when naive (default: now).", callback=checked_date)]
@@ -42,7 +42,7 @@ def _prepare(dag_id: str, logical_date: str | None, conf: str | None, dags_folde
     conf_value = parse_conf(conf)
     env = open_env(dags_folder)  # type: ignore[arg-type]
     env.require_dags_folder()
-    from scheduler.runtime.local_testing import TestRun, find_dag
+    from ledger.scheduler.runtime.local_testing import TestRun, find_dag
 
     dag = find_dag(env.settings.dags_folder, dag_id)
     run = TestRun.of(dag, env.clock.now(), conf_value, env.settings.dags_folder)
@@ -60,7 +60,7 @@ def task_test(dag_id: DagId, task_id: Annotated[str, typer.Argument(help="The ta
     environment the scheduler would give its try; print its log. Records nothing (the database is not
     opened). Exit 0 when the try succeeded (or skipped), 1 otherwise."""
     run = _prepare(dag_id, logical_date, conf, dags_folder)
-    from scheduler.runtime.local_testing import test_task
+    from ledger.scheduler.runtime.local_testing import test_task
 
     state = test_task(run, task_id, _say)
     if state not in (TaskState.SUCCESS.value, TaskState.SKIPPED.value):
@@ -87,7 +87,7 @@ def dag_test(dag_id: DagId, logical_date: LogicalDate = None, conf: Conf = None,
     _say(f"test run of {dag_id} at {run.gives.logical_date.isoformat()} "
          f"(interval {run.gives.data_interval_start.isoformat()} "
          f"to {run.gives.data_interval_end.isoformat()}), version {run.spec.version_hash[:12]} (not registered)")
-    from scheduler.runtime.local_testing import test_dag
+    from ledger.scheduler.runtime.local_testing import test_dag
 
     state = test_dag(run, _say)
     _say(f"test run of {dag_id}: {state.value}")
@@ -100,10 +100,10 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
     the version just registered (the DAG file as it is now)."""
     from ledger.core.states import RunType
     from ledger.infra.scheduler_settings import SchedulerSettings
+    from ledger.scheduler.executors.sequential import SequentialExecutor
+    from ledger.scheduler.loop.dag_test_job import TestRunJob
     from ledger.store import dags as dag_store
     from ledger.store import runs as run_store
-    from scheduler.executors.sequential import SequentialExecutor
-    from scheduler.loop.dag_test_job import TestRunJob
 
     conf_value = parse_conf(conf)
     env = open_env(dags_folder)  # type: ignore[arg-type]

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cli.env import open_env, print_json
-from cli.options import DagId, Json, checked_date, usage_error
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import DagId, Json, checked_date, usage_error
 from ledger.core.dates import iso_raw, local_text
 from ledger.core.errors import DagNotFound, InvalidInput
 from ledger.services.dataset_docs import timeline_marks, with_marks

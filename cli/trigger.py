@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli.env import open_env, parse_conf
-from cli.options import DagId, DagsFolder, checked_date
+from ledger.cli.env import open_env, parse_conf
+from ledger.cli.options import DagId, DagsFolder, checked_date
 from ledger.core.dates import iso
 from ledger.services.operations import trigger_dag
 

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import open_env, print_json
-from cli.options import Json, form_checked
+from ledger.cli.env import open_env, print_json
+from ledger.cli.options import Json, form_checked
 from ledger.services import users
 from ledger.store import users as user_store
 

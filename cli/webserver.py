@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from cli.options import check_environment
+from ledger.cli.options import check_environment
 from ledger.core.errors import ConfigError
 from ledger.infra.config import load_settings
 from ledger.infra.settings import value as setting

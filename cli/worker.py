@@ -9,12 +9,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.env import print_json
-from cli.options import Json, check_environment, within_range
+from ledger.cli.env import print_json
+from ledger.cli.options import Json, check_environment, within_range
 from ledger.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from scheduler.runtime.celery_worker import WorkerSettings
+    from ledger.scheduler.runtime.celery_worker import WorkerSettings
 
 out = Console(highlight=False, soft_wrap=True)
 QUEUE_NAME = re.compile(r"[\w.-]+")
@@ -49,7 +49,7 @@ def worker(
     (LEDGER_CELERY_BROKER_URL) and the result backend (LEDGER_CELERY_RESULT_BACKEND, default the broker)."""
     import uuid
 
-    from scheduler.runtime.celery_worker import claim_name, serve, settings_from_env
+    from ledger.scheduler.runtime.celery_worker import claim_name, serve, settings_from_env
 
     names = _queues(queues)
     if hostname is not None and not QUEUE_NAME.fullmatch(hostname):
@@ -76,7 +76,7 @@ def _restart(settings: WorkerSettings) -> None:
     import time
 
     from ledger.infra.workers import NAME_VARIABLE
-    from scheduler.runtime.celery_worker import wait_for_redis
+    from ledger.scheduler.runtime.celery_worker import wait_for_redis
 
     out.print(f"ledger worker {settings.name}: Celery's consumer stopped on an error; starting again as a new "
               f"incarnation once Redis answers")

@@ -17,7 +17,7 @@ from generated import write_or_check
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from cli.app import app
+from ledger.cli.app import app
 
 TARGET = Path(__file__).resolve().parent / "cli-reference.md"
 

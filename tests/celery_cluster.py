@@ -22,8 +22,8 @@ from typing import IO, Any
 
 import pytest
 
-from scheduler.executors.base import WorkItem
-from scheduler.executors.celery import CeleryExecutor
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.executors.celery import CeleryExecutor
 from tests.conftest import LEDGER, REPO, _clean_env, copy_migrated
 from tests.scheduler.test_task_runner import write_dag_file
 

@@ -47,7 +47,7 @@ def _import_cli_as_a_command_would() -> None:
     import it here, before any test does, in the environment every command gets (_clean_env), so that commands
     run in this process (IN_PROCESS) print as the `ledger` console script does."""
     with _environment(_clean_env(REPO)):
-        import cli.app  # noqa: F401
+        import ledger.cli.app  # noqa: F401
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def _run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd
     code = 0
     try:
         with _environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            from cli.app import run
+            from ledger.cli.app import run
 
             try:
                 run(args)
@@ -192,7 +192,7 @@ class Cli:
         """`timeout`: generous, for loaded CI machines; a command normally takes well under a second.
 
         Commands that only read and write the database (IN_PROCESS) run the real CLI entry point in this
-        process (`cli.app.run`, with the command's environment, working directory, stdin, stdout and stderr),
+        process (`ledger.cli.app.run`, with the command's environment, working directory, stdin, stdout and stderr),
         which saves the ~0.8 s of CPU a `ledger` process spends importing; the rest (scheduler, backfill,
         db, dags: they fork, install signal handlers or import DAG files) and any command given an
         environment of its own run the `ledger` console script in a subprocess. LEDGER_TEST_CLI=subprocess

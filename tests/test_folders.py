@@ -23,8 +23,8 @@ from tests.test_imports import ROOT, import_graph, imports_in, project_modules, 
 FOLDERS = (
     "ledger.core", "ledger.sdk", "ledger.infra", "ledger.models", "ledger.store", "ledger.services",
     "ledger.airflow_compat", "ledger.web", "ledger",
-    "scheduler.runtime", "scheduler.executors", "scheduler.parsing", "scheduler.callbacks", "scheduler.signals",
-    "scheduler.loop", "scheduler",
+    "ledger.scheduler.runtime", "ledger.scheduler.executors", "ledger.scheduler.parsing", "ledger.scheduler.callbacks", "ledger.scheduler.signals",
+    "ledger.scheduler.loop", "scheduler",
     "backfill", "cli", "migrations",
 )
 
@@ -46,12 +46,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ledger.web": _LEDGER_ALL,
     "ledger": {"ledger.sdk", "ledger.core", "ledger.infra"},
     # the try side: what a worker with no database runs
-    "scheduler.runtime": _LEDGER_BASE | {"ledger.sdk", "ledger.airflow_compat", "ledger", "scheduler.executors"},
-    "scheduler.executors": _LEDGER_BASE | {"scheduler.runtime"},
-    "scheduler.parsing": _LEDGER_ALL | {"scheduler.runtime"},
-    "scheduler.callbacks": _LEDGER_ALL | {"scheduler.runtime", "scheduler.loop"},
-    "scheduler.signals": _LEDGER_ALL | {"scheduler.runtime", "scheduler.executors", "scheduler.loop"},
-    "scheduler.loop": _LEDGER_ALL | _SCHEDULER_ALL,
+    "ledger.scheduler.runtime": _LEDGER_BASE | {"ledger.sdk", "ledger.airflow_compat", "ledger", "ledger.scheduler.executors"},
+    "ledger.scheduler.executors": _LEDGER_BASE | {"ledger.scheduler.runtime"},
+    "ledger.scheduler.parsing": _LEDGER_ALL | {"ledger.scheduler.runtime"},
+    "ledger.scheduler.callbacks": _LEDGER_ALL | {"ledger.scheduler.runtime", "ledger.scheduler.loop"},
+    "ledger.scheduler.signals": _LEDGER_ALL | {"ledger.scheduler.runtime", "ledger.scheduler.executors", "ledger.scheduler.loop"},
+    "ledger.scheduler.loop": _LEDGER_ALL | _SCHEDULER_ALL,
     "scheduler": _SCHEDULER_ALL,
     "backfill": _LEDGER_ALL | _SCHEDULER_ALL,
     "cli": _LEDGER_ALL | _SCHEDULER_ALL | {"backfill", "migrations"},
@@ -64,7 +64,7 @@ NO_LIBRARIES: dict[str, tuple[str, ...]] = {
                     "celery", "kombu", "pyspark"),
     "ledger.sdk": NO_DATABASE,
     "ledger.infra": NO_DATABASE,
-    "scheduler.runtime": NO_DATABASE,
+    "ledger.scheduler.runtime": NO_DATABASE,
 }
 CLOCK_READS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"),
                ("time", "time"), ("time", "monotonic"), ("pendulum", "now"), ("pendulum", "today")}
@@ -140,8 +140,8 @@ def test_the_pure_rules_read_no_clock() -> None:
 
 
 @pytest.mark.parametrize(("module", "folder"), [("ledger.core.states", "ledger.core"), ("ledger", "ledger"),
-                                                ("scheduler.runtime.task_runner", "scheduler.runtime"),
-                                                ("cli.app", "cli")])
+                                                ("ledger.scheduler.runtime.task_runner", "ledger.scheduler.runtime"),
+                                                ("ledger.cli.app", "cli")])
 def test_a_module_belongs_to_the_most_specific_folder(module: str, folder: str) -> None:
     assert folder_of(module) == folder
     assert resolve(module, set(project_modules())) == module

@@ -43,7 +43,7 @@ TEST_FILE_PATTERNS = ("test_*.py", "*_test.py")
 @dataclass(frozen=True)
 class Import:
     module: str  # the importing module
-    target: str  # the name imported (`scheduler.loop.job.log_path`)
+    target: str  # the name imported (`ledger.scheduler.loop.job.log_path`)
     line: int
 
 
@@ -134,7 +134,7 @@ def test_the_check_sees_every_package_and_the_known_edges() -> None:
     graph, _ = import_graph(modules)
     assert {name.split(".")[0] for name in modules} == set(PACKAGES)
     # imported in functions
-    assert {"scheduler.runtime.local_testing", "scheduler.loop.dag_test_job"} <= graph["cli.testing"]
+    assert {"ledger.scheduler.runtime.local_testing", "ledger.scheduler.loop.dag_test_job"} <= graph["ledger.cli.testing"]
     assert {"ledger.store.events", "ledger.store.backfills"} <= graph["ledger.store.jobs"]  # from a package
 
 
@@ -152,10 +152,10 @@ from ledger.store import events, jobs as job_store
 from . import sibling
 from ..web import app
 if TYPE_CHECKING:
-    from scheduler.loop.job import DagRunJob
+    from ledger.scheduler.loop.job import DagRunJob
 
 def f():
-    from migrations.head import HEAD
+    from ledger.migrations.head import HEAD
     return HEAD
 """
 
@@ -164,7 +164,7 @@ def test_the_check_finds_imports_wherever_they_are() -> None:
     found = [(imp.target, imp.line) for imp in imports_in(LAZY, "ledger.store.tasks")
              if imp.target.split(".")[0] in PACKAGES]
     assert found == [("ledger.core.states", 4), ("ledger.store.events", 5), ("ledger.store.jobs", 5),
-                     ("ledger.store.sibling", 6), ("ledger.web.app", 7), ("scheduler.loop.job.DagRunJob", 9),
+                     ("ledger.store.sibling", 6), ("ledger.web.app", 7), ("ledger.scheduler.loop.job.DagRunJob", 9),
                      ("migrations.head.HEAD", 12)]
     assert [imp.target for imp in imports_in("from . import x\n", "ledger.web", is_package=True)] == ["ledger.web.x"]
 

@@ -105,7 +105,7 @@ def test_the_wheel_runs_a_pipeline_serves_the_web_view_and_keeps_out_of_the_chec
     assert states == {"mixed": "success", "from_airflow": "success"}
 
     help_modules = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", "import sys\nfrom cli.app import run\nsys.argv = ['ledger', "
+        [str(installed / "bin" / "python"), "-c", "import sys\nfrom ledger.cli.app import run\nsys.argv = ['ledger', "
          "'--help']\ntry:\n    run()\nexcept SystemExit:\n    pass\nprint('pyspark' in sys.modules)"],
         cwd=empty, env=env, capture_output=True, text=True, check=True)
     assert help_modules.stdout.strip().endswith("False")  # `ledger --help` never loads Spark

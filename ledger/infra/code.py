@@ -16,7 +16,7 @@ The version hash covers the code through `version_digest`: the entry's syntax-tr
 or layout change to the DAG file makes no new version, as before) and, when there are helper files, one
 digest over each helper's path and digest (syntax tree for Python, bytes for the rest).
 
-Pure: no I/O here. Reading files is `scheduler.runtime.dagbag`'s job, storing them `ledger.store.code`'s.
+Pure: no I/O here. Reading files is `ledger.scheduler.runtime.dagbag`'s job, storing them `ledger.store.code`'s.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.code_guard import refuse_or_record
+from ledger.migrations.code_guard import refuse_or_record
 
 revision = '0003'
 down_revision = '0002'

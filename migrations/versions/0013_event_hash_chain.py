@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import context, op
 
 from ledger.core.audit import GENESIS, ZERO, body_json, chain_of, event_hash, run_cover, timestamp
+from ledger.migrations.code_guard import ACTOR, NOW
 from ledger.models.base import UtcDateTime
-from migrations.code_guard import ACTOR, NOW
 
 revision = '0013'
 down_revision = '0012'

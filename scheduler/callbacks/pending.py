@@ -22,13 +22,13 @@ from ledger.core.outcomes import Outcome
 from ledger.core.states import TaskState
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun
+from ledger.scheduler.callbacks.processes import CallbackProcesses
+from ledger.scheduler.loop.cadence import Cadence
+from ledger.scheduler.loop.metrics import SchedulerMetrics
 from ledger.store import callbacks as callback_store
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
-from scheduler.callbacks.processes import CallbackProcesses
-from scheduler.loop.cadence import Cadence
-from scheduler.loop.metrics import SchedulerMetrics
 
 # outcome state of a try -> the task callback it calls
 TASK_CALLBACKS = {TaskState.SUCCESS: "task_success", TaskState.FAILED: "task_failure",

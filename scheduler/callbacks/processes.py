@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from scheduler.callbacks.runner import FAILED_PREFIX
+from ledger.scheduler.callbacks.runner import FAILED_PREFIX
 
 
 @dataclass
@@ -59,7 +59,7 @@ class CallbackProcesses:
         log = self.log_path(request["dag_id"], request["run_id"], call_id, request["kind"])
         log.parent.mkdir(parents=True, exist_ok=True)
         handle = open(log, "ab")  # noqa: SIM115 - closed when the call ends
-        process = subprocess.Popen([sys.executable, "-m", "scheduler.callbacks.runner"], stdin=subprocess.PIPE,
+        process = subprocess.Popen([sys.executable, "-m", "ledger.scheduler.callbacks.runner"], stdin=subprocess.PIPE,
                                    stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
         assert process.stdin is not None
         try:

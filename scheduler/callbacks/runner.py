@@ -1,4 +1,4 @@
-"""The process that makes one callback call: `python -m scheduler.callbacks.runner` with the request as JSON on
+"""The process that makes one callback call: `python -m ledger.scheduler.callbacks.runner` with the request as JSON on
 stdin. It imports the DAG file from the code of the version the call was recorded with (never from the live
 DAGs folder), finds the callable (a task's or the DAG's, by kind and position), and calls it with the
 context. Exit status 0: ok; 1: the callable (or loading it) failed, the reason on the last line.
@@ -17,7 +17,7 @@ FAILED_PREFIX = "[ledger] callback failed: "
 
 
 def find_callable(request: dict[str, Any]) -> Any:
-    from scheduler.runtime.dagbag import load_file
+    from ledger.scheduler.runtime.dagbag import load_file
 
     loaded = load_file(request["fileloc"], request.get("code_root"))
     where = f"the code of version {request['dag_version'][:12]}"

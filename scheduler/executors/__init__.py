@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ledger.infra.scheduler_settings import SchedulerSettings
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
 
 EXECUTORS = ("local", "sequential", "celery")
 
@@ -15,15 +15,15 @@ def make_executor(name: str, parallelism: int, *, reuse_workers: bool = False, q
     run on `ledger worker` processes on any host, through the broker LEDGER_CELERY_BROKER_URL)."""
     key = (name or "").strip().lower()
     if key == "local":
-        from scheduler.executors.local import LocalExecutor
+        from ledger.scheduler.executors.local import LocalExecutor
 
         return LocalExecutor(parallelism, reuse_workers=reuse_workers, queue_ahead=queue_ahead)
     if key == "sequential":
-        from scheduler.executors.sequential import SequentialExecutor
+        from ledger.scheduler.executors.sequential import SequentialExecutor
 
         return SequentialExecutor(parallelism)
     if key == "celery":
-        from scheduler.executors.celery import CeleryExecutor
+        from ledger.scheduler.executors.celery import CeleryExecutor
 
         return CeleryExecutor(parallelism)
     raise ValueError(f"unknown executor {name!r}: choose one of {', '.join(EXECUTORS)}")

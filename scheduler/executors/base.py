@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from scheduler.runtime.try_report import TryReport
+from ledger.scheduler.runtime.try_report import TryReport
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.executors.celery_app import (
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.executors.celery_app import (
     KEEP,
     REFUSED,
     TASK_NAME,
@@ -56,9 +56,9 @@ from scheduler.executors.celery_app import (
     task_id,
     task_id_pattern,
 )
-from scheduler.executors.fleet_faults import FaultNotes, counters_of
-from scheduler.runtime.try_lease import lease_key, taken_value
-from scheduler.runtime.try_report import ReportRefused, TryReport
+from ledger.scheduler.executors.fleet_faults import FaultNotes, counters_of
+from ledger.scheduler.runtime.try_lease import lease_key, taken_value
+from ledger.scheduler.runtime.try_report import ReportRefused, TryReport
 
 POLL_INTERVAL = 0.05  # seconds between two looks at what is left to do while end() waits
 READ_TIMEOUT = 0.25  # seconds the reader waits for a publication before it looks at its other work

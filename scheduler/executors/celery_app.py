@@ -34,7 +34,7 @@ from ledger.infra.workers import (
     log_key as log_key,  # (key names readers of logs share: defined in ledger/infra/workers.py)
 )
 from ledger.infra.workers import task_id as task_id
-from scheduler.executors.base import WorkItem
+from ledger.scheduler.executors.base import WorkItem
 
 TASK_NAME = "ledger.run_try"
 HEARTBEAT_TIMEOUT_VARIABLE = "LEDGER_WORKER_HEARTBEAT_TIMEOUT"

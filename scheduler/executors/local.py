@@ -58,10 +58,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
-from scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem, dumps
-from scheduler.runtime import in_process, try_plan, try_process, try_report
-from scheduler.runtime.parent_death import die_with_parent
-from scheduler.runtime.try_outcome import Outcome
+from ledger.scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem, dumps
+from ledger.scheduler.runtime import in_process, try_plan, try_process, try_report
+from ledger.scheduler.runtime.parent_death import die_with_parent
+from ledger.scheduler.runtime.try_outcome import Outcome
 
 StartMethod = Literal["exec", "fork"]
 
@@ -247,7 +247,7 @@ def exec_worker_main(argv: list[str]) -> None:
 
 _PATH_VARIABLE = "LEDGER_WORKER_SYS_PATH"
 _BOOT = (f"import json, os, sys; sys.path[:] = json.loads(os.environ.pop({_PATH_VARIABLE!r})); "
-         "from scheduler.executors.local import exec_worker_main; exec_worker_main(sys.argv[1:])")
+         "from ledger.scheduler.executors.local import exec_worker_main; exec_worker_main(sys.argv[1:])")
 
 # -- the scheduler side ----------------------------------------------------------------------------
 

@@ -16,8 +16,8 @@ import os
 import time
 from typing import Any
 
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.runtime import in_process, try_outcome, try_plan, try_process, try_report
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.runtime import in_process, try_outcome, try_plan, try_process, try_report
 
 
 class SequentialExecutor(Executor):

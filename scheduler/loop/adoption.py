@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 
 from ledger.core.states import TaskState
 from ledger.infra.logs import log_file
+from ledger.scheduler.executors.base import Executor, WorkItem
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import tasks as task_store
-from scheduler.executors.base import Executor, WorkItem
 
 
 def adopt(session: Session, executor: Executor, orphans: list[tuple[int, int, int]], *, job_id: int, logs: str,

@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ledger.infra.scheduler_settings import SchedulerSettings
+from ledger.scheduler.loop.cadence import Cadence
 from ledger.store import jobs as job_store
 from ledger.store import loop as loop_store
-from scheduler.loop.cadence import Cadence
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.loop.job import DagRunJob
+from ledger.scheduler.loop.job import DagRunJob
 
 
 @dataclass

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from scheduler.signals.task_state_signals import TaskStateSignals
+from ledger.scheduler.signals.task_state_signals import TaskStateSignals
 
 if TYPE_CHECKING:
-    from scheduler.loop.others_writes import Seen
-    from scheduler.loop.queueing import InFlight
+    from ledger.scheduler.loop.others_writes import Seen
+    from ledger.scheduler.loop.queueing import InFlight
 
 
 @dataclass

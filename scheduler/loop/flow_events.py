@@ -11,11 +11,11 @@ from sqlalchemy.orm import Session
 
 from ledger.core.outcomes import Outcome
 from ledger.core.states import TaskState
+from ledger.scheduler.loop.planner import RunsPlan
+from ledger.scheduler.runtime.try_outcome import NO_RETRY_PREFIX
+from ledger.scheduler.runtime.try_report import TryReport
 from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
 from ledger.store import events
-from scheduler.loop.planner import RunsPlan
-from scheduler.runtime.try_outcome import NO_RETRY_PREFIX
-from scheduler.runtime.try_report import TryReport
 
 
 def record_skips(session: Session, plan: RunsPlan, *, now: datetime, actor: str, say: Callable[[str], None]) -> None:

@@ -46,31 +46,31 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.infra.clock import Clock
 from ledger.infra.scheduler_settings import SchedulerSettings
+from ledger.scheduler.callbacks.pending import CallbackRequests
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.loop import adoption, life_cycle, outcome_recording, run_processing
+from ledger.scheduler.loop.after_commit import tell_log
+from ledger.scheduler.loop.cadence import Cadence
+from ledger.scheduler.loop.claims import RunClaims
+from ledger.scheduler.loop.code_cache import CodeCache
+from ledger.scheduler.loop.effects import Effects
+from ledger.scheduler.loop.faults import Backoff
+from ledger.scheduler.loop.job_connection import JobConnection
+from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.loop.memory import HeldRunsMemory, MemoryMismatch
+from ledger.scheduler.loop.metrics import SchedulerMetrics
+from ledger.scheduler.loop.others_writes import OthersWrites, Seen
+from ledger.scheduler.loop.queueing import InFlight
+from ledger.scheduler.loop.run_facts import RunFacts
+from ledger.scheduler.loop.stop_requests import StopRequests
+from ledger.scheduler.signals.task_state_signals import TaskStateSignals
+from ledger.scheduler.signals.wakeup import DatabaseWakeup, Wakeup
 from ledger.services.log_store import RemoteLogStore
 from ledger.services.signal_delivery import open_doorbell, ring
 from ledger.store import events
 from ledger.store import jobs as job_store
 from ledger.store.backfills import finish_backfill
 from ledger.store.db import reader, shares_one_connection
-from scheduler.callbacks.pending import CallbackRequests
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.loop import adoption, life_cycle, outcome_recording, run_processing
-from scheduler.loop.after_commit import tell_log
-from scheduler.loop.cadence import Cadence
-from scheduler.loop.claims import RunClaims
-from scheduler.loop.code_cache import CodeCache
-from scheduler.loop.effects import Effects
-from scheduler.loop.faults import Backoff
-from scheduler.loop.job_connection import JobConnection
-from scheduler.loop.loop_report import LoopReport
-from scheduler.loop.memory import HeldRunsMemory, MemoryMismatch
-from scheduler.loop.metrics import SchedulerMetrics
-from scheduler.loop.others_writes import OthersWrites, Seen
-from scheduler.loop.queueing import InFlight
-from scheduler.loop.run_facts import RunFacts
-from scheduler.loop.stop_requests import StopRequests
-from scheduler.signals.task_state_signals import TaskStateSignals
-from scheduler.signals.wakeup import DatabaseWakeup, Wakeup
 
 RunLogger = Callable[[str], None]
 

@@ -12,15 +12,15 @@ from datetime import datetime
 from typing import Any
 
 from ledger.core.states import StaleState
+from ledger.scheduler.executors.base import TaskEvent
+from ledger.scheduler.loop import outcome_recording
+from ledger.scheduler.loop.faults import first_line, is_transient
+from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.signals.wakeup import DatabaseWakeup
 from ledger.services.signal_delivery import ring
 from ledger.store import events
 from ledger.store import jobs as job_store
 from ledger.store import tasks as task_store
-from scheduler.executors.base import TaskEvent
-from scheduler.loop import outcome_recording
-from scheduler.loop.faults import first_line, is_transient
-from scheduler.loop.loop_report import LoopReport
-from scheduler.signals.wakeup import DatabaseWakeup
 
 Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
 # (even for types) would make a cycle

@@ -21,9 +21,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ledger.scheduler.loop.planner import HeldRun
 from ledger.store import loop as loop_store
 from ledger.store import tasks as task_store
-from scheduler.loop.planner import HeldRun
 
 
 @dataclass

@@ -15,9 +15,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ledger.scheduler.loop.cadence import Cadence
 from ledger.store import events
 from ledger.store import loop as loop_store
-from scheduler.loop.cadence import Cadence
 
 
 @dataclass(frozen=True)

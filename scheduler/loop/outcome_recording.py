@@ -23,18 +23,18 @@ from ledger.core.outcomes import Outcome, decide_all
 from ledger.core.states import TaskState
 from ledger.infra.logs import log_file
 from ledger.infra.scheduler_settings import SchedulerSettings
+from ledger.scheduler.executors.base import NEVER_STARTED_PREFIX, TaskEvent
+from ledger.scheduler.loop import dataset_runs, flow_events, remote_logs
+from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.runtime.try_outcome import retry_delay
+from ledger.scheduler.runtime.try_report import TryReport
 from ledger.store import dags as dag_store
 from ledger.store import events, lineage, try_logs
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
-from scheduler.executors.base import NEVER_STARTED_PREFIX, TaskEvent
-from scheduler.loop import dataset_runs, flow_events, remote_logs
-from scheduler.loop.loop_report import LoopReport
-from scheduler.runtime.try_outcome import retry_delay
-from scheduler.runtime.try_report import TryReport
 
 if TYPE_CHECKING:
-    from scheduler.loop.queueing import InFlight
+    from ledger.scheduler.loop.queueing import InFlight
 
 Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
 # (even for types) would make a cycle

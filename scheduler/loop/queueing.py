@@ -17,14 +17,14 @@ from ledger.core.signals import Signal
 from ledger.core.versions import DagSpec
 from ledger.infra.logs import log_file
 from ledger.models import DagRun
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.loop import dataset_runs
+from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.loop.planner import choose
+from ledger.scheduler.runtime.try_item import RunGives, work_item
 from ledger.sdk.xcom import pull_view
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
-from scheduler.executors.base import WorkItem
-from scheduler.loop import dataset_runs
-from scheduler.loop.loop_report import LoopReport
-from scheduler.loop.planner import choose
-from scheduler.runtime.try_item import RunGives, work_item
 
 Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
 # (even for types) would make a cycle

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from ledger.core.errors import ConfigError
+from ledger.scheduler.runtime.try_report import TryReport
 from ledger.services.log_store import RemoteLogStore
-from scheduler.runtime.try_report import TryReport
 
 UPLOADS = 8  # logs uploaded at once
 

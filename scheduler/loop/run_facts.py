@@ -19,11 +19,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun
+from ledger.scheduler.loop.cadence import Cadence
 from ledger.store import loop as loop_store
 from ledger.store import prior_runs
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
-from scheduler.loop.cadence import Cadence
 
 _MANY = 100_000  # a long-lived job's runs come and go: its per-run facts are dropped beyond this many
 

@@ -17,6 +17,11 @@ from ledger.core.outcomes import Outcome
 from ledger.core.states import JobState, RunState, TaskState
 from ledger.core.versions import DagSpec
 from ledger.models import DagRun
+from ledger.scheduler.executors.base import TaskEvent, WorkItem
+from ledger.scheduler.loop import adoption, flow_events, outcome_recording, queueing
+from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.loop.planner import HeldRun, plan_runs
+from ledger.scheduler.loop.queueing import InFlight
 from ledger.sdk.xcom import pull_view
 from ledger.services.operations import stop_tasks
 from ledger.store import dags as dag_store
@@ -26,11 +31,6 @@ from ledger.store import loop as loop_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import backfill_room
-from scheduler.executors.base import TaskEvent, WorkItem
-from scheduler.loop import adoption, flow_events, outcome_recording, queueing
-from scheduler.loop.loop_report import LoopReport
-from scheduler.loop.planner import HeldRun, plan_runs
-from scheduler.loop.queueing import InFlight
 
 Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
 # (even for types) would make a cycle

@@ -11,18 +11,18 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.loop.cadence import Cadence
+from ledger.scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
+from ledger.scheduler.loop.job import DagRunJob
+from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.loop.queueing import queue_tries
+from ledger.scheduler.loop.scheduling import DueCache, create_due_runs
+from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log
+from ledger.scheduler.parsing.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
+from ledger.scheduler.signals import signal_actions
 from ledger.services.signal_delivery import ring
 from ledger.store import dags as dag_store
-from scheduler.executors.base import WorkItem
-from scheduler.loop.cadence import Cadence
-from scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
-from scheduler.loop.job import DagRunJob
-from scheduler.loop.loop_report import LoopReport
-from scheduler.loop.queueing import queue_tries
-from scheduler.loop.scheduling import DueCache, create_due_runs
-from scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log
-from scheduler.parsing.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
-from scheduler.signals import signal_actions
 
 
 @dataclass

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from ledger.scheduler.executors.base import Executor
+from ledger.scheduler.signals import signal_actions
 from ledger.store import tasks as task_store
-from scheduler.executors.base import Executor
-from scheduler.signals import signal_actions
 
 
 @dataclass

@@ -6,7 +6,7 @@ when it is new, when its content hash changed, or when `min_file_process_interva
 it was last parsed; an unchanged file parsed recently is not imported again. A processor that takes
 longer than `file_timeout` on a file is killed (SIGKILL) and replaced, and the file gets an error
 result. Processors never send DAG objects back: only `ParseResult`s of strings (the canonical JSON
-structure of each DAG and its hash), which `scheduler.parsing.dag_sync.sync_results` writes to the database.
+structure of each DAG and its hash), which `ledger.scheduler.parsing.dag_sync.sync_results` writes to the database.
 
 What DAG files print while a processor imports them goes to the DAG processor log (`log_file`, normally
 $LEDGER_HOME/logs/dag_processor.log), never to the manager's stdout or stderr. A file whose name is not valid
@@ -41,8 +41,7 @@ from pathlib import Path
 
 from ledger.core.dataset_rules import schedule_summary
 from ledger.infra.code import CodeManifest, canonical, sha256_bytes
-from ledger.sdk.describe import version_of
-from scheduler.runtime.dagbag import (
+from ledger.scheduler.runtime.dagbag import (
     _module_name,
     content_hash,
     forget_modules,
@@ -52,7 +51,8 @@ from scheduler.runtime.dagbag import (
     name_error,
     shown_path,
 )
-from scheduler.runtime.parent_death import die_with_parent
+from ledger.scheduler.runtime.parent_death import die_with_parent
+from ledger.sdk.describe import version_of
 
 __all__ = ["PROCESSOR_LOG", "DagFileProcessorManager", "ParseResult", "ParsedDag", "parse_file", "processor_log"]
 
@@ -359,7 +359,7 @@ class DagFileProcessorManager:
 
     def seed(self, known_hashes: Mapping[str, str], owners: Mapping[str, str] | None = None,
              depends_on: Mapping[str, Iterable[str]] | None = None) -> None:
-        """What the database knows (see scheduler.parsing.dag_sync.known_hashes / known_owners / known_dependencies),
+        """What the database knows (see ledger.scheduler.parsing.dag_sync.known_hashes / known_owners / known_dependencies),
         before the first listing.
 
         A seeded file whose content (and dependencies) still has the seeded hash counts as parsed now: it is

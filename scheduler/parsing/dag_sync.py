@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.infra.code import sha256_bytes
 from ledger.models import Dag, DagFile, ImportError_
+from ledger.scheduler.parsing.dag_processing import ParseResult
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
 from ledger.store.dags import known_dependencies, known_hashes, known_owners
-from scheduler.parsing.dag_processing import ParseResult
 
 __all__ = ["SyncReport", "known_dependencies", "known_hashes", "known_owners", "read_code", "sync_parsed",
            "sync_results"]

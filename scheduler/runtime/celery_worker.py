@@ -56,8 +56,8 @@ from ledger.infra.workers import (
     running_key,
     worker_key,
 )
-from scheduler.executors.base import WorkItem
-from scheduler.executors.celery_app import (
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.executors.celery_app import (
     KEEP,
     REFUSED,
     TASK_NAME,
@@ -70,10 +70,10 @@ from scheduler.executors.celery_app import (
     redis_client,
     seconds_from_env,
 )
-from scheduler.executors.fleet_faults import FaultNotes, FleetCounters, Relay
-from scheduler.runtime import try_outbox, try_plan, try_process, try_report
-from scheduler.runtime.try_lease import TryLease, end_lease, lease_value
-from scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
+from ledger.scheduler.executors.fleet_faults import FaultNotes, FleetCounters, Relay
+from ledger.scheduler.runtime import try_outbox, try_plan, try_process, try_report
+from ledger.scheduler.runtime.try_lease import TryLease, end_lease, lease_value
+from ledger.scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
 
 INCARNATION_VARIABLE = "LEDGER_WORKER_INCARNATION"
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's: where a worker's processes count
@@ -311,7 +311,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                                           state=state), shipper, None, path)
         plan = try_plan.prepare(item)
         if try_plan.runs_in_process(plan):  # a Spark try: this pool process's session (fenced by killing it)
-            from scheduler.runtime import in_process
+            from ledger.scheduler.runtime import in_process
 
             lease = _lease(settings, tid, incarnation)
             lease.fence_with(lambda: os.kill(os.getpid(), signal.SIGKILL))

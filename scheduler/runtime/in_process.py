@@ -17,16 +17,24 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.runtime import dagbag
+from ledger.scheduler.runtime.task_runner import (
+    call_task,
+    execute_plan,
+    masked,
+    redirect_output,
+    say,
+    say_ended,
+    say_started,
+)
+from ledger.scheduler.runtime.try_outcome import Outcome, State, describe_exception, one_line
+from ledger.scheduler.runtime.try_plan import Plan, make_plan, prepared, restore_output, save_output
+from ledger.scheduler.runtime.try_report import TryReport, build
 from ledger.sdk import try_outputs
 from ledger.sdk.context import TaskContext, environment
 from ledger.sdk.dag import PythonTask
 from ledger.sdk.spark import SparkTask
-from scheduler.executors.base import WorkItem
-from scheduler.runtime import dagbag
-from scheduler.runtime.task_runner import call_task, execute_plan, masked, redirect_output, say, say_ended, say_started
-from scheduler.runtime.try_outcome import Outcome, State, describe_exception, one_line
-from scheduler.runtime.try_plan import Plan, make_plan, prepared, restore_output, save_output
-from scheduler.runtime.try_report import TryReport, build
 
 CANCEL_GRACE = 5.0  # seconds an in-process try gets to stop after its timeout cancelled its Spark jobs
 
@@ -43,7 +51,7 @@ class InProcessResult:
 
 def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None, bool]:
     """(state, reason, retire) of a Spark try, run in this thread with this process's session."""
-    from scheduler.runtime import spark_session
+    from ledger.scheduler.runtime import spark_session
 
     try:
         with spark_session.session(task.spark_conf, say=say) as spark:
@@ -89,7 +97,7 @@ def _in_thread(plan: Plan, began: float, work: Callable[[], Result],
 
 
 def _cancel_spark() -> None:
-    from scheduler.runtime import spark_session
+    from ledger.scheduler.runtime import spark_session
 
     spark_session.cancel_all()
 
@@ -166,7 +174,7 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
 
 def end_in_process() -> None:
     """Stop what in-process tries left in this process (its SparkSession), if anything."""
-    module = sys.modules.get("scheduler.runtime.spark_session")
+    module = sys.modules.get("ledger.scheduler.runtime.spark_session")
     if module is not None:
         module.stop_session()
 
@@ -174,6 +182,6 @@ def end_in_process() -> None:
 def give_up_in_process() -> None:
     """After a try that says `retire`, in a process that goes on (a sequential executor): drop the session
     it holds."""
-    module = sys.modules.get("scheduler.runtime.spark_session")
+    module = sys.modules.get("ledger.scheduler.runtime.spark_session")
     if module is not None:
         module.discard_session()

@@ -24,17 +24,17 @@ from ledger.core.errors import DagNotFound, InvalidInput
 from ledger.core.mapping import expand_task, label, max_map_length, split_label
 from ledger.core.states import RunState, TaskState
 from ledger.core.versions import DagSpec
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.executors.sequential import SequentialExecutor
+from ledger.scheduler.runtime.dagbag import list_dag_files, load_file
+from ledger.scheduler.runtime.try_item import RunGives, work_item
+from ledger.scheduler.runtime.try_outcome import NO_RETRY_PREFIX
+from ledger.scheduler.runtime.try_report import TryReport
 from ledger.sdk.dag import DAG
 from ledger.sdk.datasets import given_inlets, inlet_event, newest_events, outlet_event_rows
 from ledger.sdk.describe import read_spec, version_of
 from ledger.sdk.sensors import SENSOR_KEY, reschedule_at
 from ledger.sdk.xcom import pull_view
-from scheduler.executors.base import WorkItem
-from scheduler.executors.sequential import SequentialExecutor
-from scheduler.runtime.dagbag import list_dag_files, load_file
-from scheduler.runtime.try_item import RunGives, work_item
-from scheduler.runtime.try_outcome import NO_RETRY_PREFIX
-from scheduler.runtime.try_report import TryReport
 
 TEST_RUN_TYPE = "test"
 

@@ -25,6 +25,16 @@ from typing import Any
 
 from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.core.mapping import KWARGS
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.runtime import dagbag
+from ledger.scheduler.runtime.try_outcome import (
+    BASH_SKIP_EXIT_CODE,
+    NO_RETRY_PREFIX,
+    State,
+    describe_exception,
+    one_line,
+)
+from ledger.scheduler.runtime.try_plan import Plan, code_line, make_plan, prepared
 from ledger.sdk import secrets, try_outputs
 from ledger.sdk.branching import record_choice
 from ledger.sdk.context import TaskContext, current, push_return, set_current, set_environment
@@ -35,10 +45,6 @@ from ledger.sdk.spark import SparkTask
 from ledger.sdk.templates import CONTEXT_NAMES, TemplateError, has_template, render, template_names
 from ledger.sdk.xcom import RETURN_KEY, MissingValue, XComError, refs_in
 from ledger.sdk.xcom import resolve as resolve_xcom
-from scheduler.executors.base import WorkItem
-from scheduler.runtime import dagbag
-from scheduler.runtime.try_outcome import BASH_SKIP_EXIT_CODE, NO_RETRY_PREFIX, State, describe_exception, one_line
-from scheduler.runtime.try_plan import Plan, code_line, make_plan, prepared
 
 HANDOVER_REASON = "a Spark try runs in its worker process, not in a forked child"
 

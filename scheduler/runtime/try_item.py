@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ledger.core.versions import TaskSpec
-from scheduler.executors.base import WorkItem
+from ledger.scheduler.executors.base import WorkItem
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ledger.infra.workers import lease_key as lease_key  # (the key names `ledger workers` reads are defined there)
-from scheduler.executors.fleet_faults import FaultNotes
+from ledger.scheduler.executors.fleet_faults import FaultNotes
 
 # set the lease again (with its length, ms) when it is missing or still ours; 0: it was taken
 _RENEW = """local v = redis.call('GET', KEYS[1])

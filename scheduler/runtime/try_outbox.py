@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scheduler.executors.celery_app import KEEP, log_key
-from scheduler.runtime.try_report import TryReport, write_whole
+from ledger.scheduler.executors.celery_app import KEEP, log_key
+from ledger.scheduler.runtime.try_report import TryReport, write_whole
 
 
 def folder(home: Path, name: str) -> Path:

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.runtime import dagbag
+from ledger.scheduler.runtime.dagbag import FileResult, load_file
+from ledger.scheduler.runtime.try_outcome import describe_exception, one_line
 from ledger.sdk.context import TaskContext
 from ledger.sdk.dag import PythonTask, Task
 from ledger.sdk.params import resolve as resolve_params
 from ledger.sdk.spark import SparkTask
 from ledger.sdk.xcom import decoded
-from scheduler.executors.base import WorkItem
-from scheduler.runtime import dagbag
-from scheduler.runtime.dagbag import FileResult, load_file
-from scheduler.runtime.try_outcome import describe_exception, one_line
 
 DEFAULT_IMPORT_TIMEOUT = 60.0  # seconds a worker gives a DAG file to import before failing the try
 

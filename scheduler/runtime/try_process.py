@@ -24,12 +24,11 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
-from ledger.sdk import secrets
-from scheduler.executors.base import WorkItem
-from scheduler.runtime import try_report
-from scheduler.runtime.parent_death import die_with_parent
-from scheduler.runtime.task_runner import HANDOVER_REASON, log_handler, now_iso, output_streams, run_try
-from scheduler.runtime.try_outcome import (
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.runtime import try_report
+from ledger.scheduler.runtime.parent_death import die_with_parent
+from ledger.scheduler.runtime.task_runner import HANDOVER_REASON, log_handler, now_iso, output_streams, run_try
+from ledger.scheduler.runtime.try_outcome import (
     EXIT_CODES,
     EXIT_FAILED,
     EXIT_SKIPPED,
@@ -40,7 +39,8 @@ from scheduler.runtime.try_outcome import (
     describe_status,
     one_line,
 )
-from scheduler.runtime.try_plan import Plan, make_plan, prepared, remember
+from ledger.scheduler.runtime.try_plan import Plan, make_plan, prepared, remember
+from ledger.sdk import secrets
 
 
 def kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:

@@ -32,13 +32,13 @@ from ledger.core.signals import Signal
 from ledger.core.states import ACTIVE_TASK_STATES, FINISHED_TASK_STATES, RunState, RunType, TaskState
 from ledger.core.versions import DagSpec
 from ledger.models import DagRun, TaskInstance
+from ledger.scheduler.loop.code_cache import CodeCache
 from ledger.store import dags as dag_store
 from ledger.store import events
 from ledger.store import runs as run_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
 from ledger.store.transitions import move_task
-from scheduler.loop.code_cache import CodeCache
 
 LISTENER = "ledger.scheduler"
 CURSOR_KEY = "*"  # the scheduler reads every signal in id order; its cursor holds the last id it handled
@@ -106,7 +106,7 @@ def evaluate_functions(calls: list[tuple[Listening, Signal]]) -> list[tuple[Sign
     payload = [{"fileloc": ls.fileloc, "root": ls.root, "dag_id": ls.dag_id, "task_id": ls.task_id,
                 "signal": sig.as_json()} for ls, sig in calls]
     try:
-        proc = subprocess.run([sys.executable, "-m", "scheduler.signals.signal_functions"], input=json.dumps(payload),
+        proc = subprocess.run([sys.executable, "-m", "ledger.scheduler.signals.signal_functions"], input=json.dumps(payload),
                               capture_output=True, text=True, timeout=FUNCTION_TIMEOUT)
         answers = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
         if not isinstance(answers, list) or len(answers) != len(calls):

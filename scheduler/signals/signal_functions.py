@@ -1,5 +1,5 @@
 """Evaluate function rules of signal-driven tasks, in a process of their own (`python -m
-scheduler.signals.signal_functions`): the scheduler never imports DAG files itself.
+ledger.scheduler.signals.signal_functions`): the scheduler never imports DAG files itself.
 
 Reads a JSON list of {fileloc, root, dag_id, task_id, signal} on stdin (root: the code root of the DAG
 version's snapshot the file is in), prints one JSON line: a list of
@@ -16,7 +16,7 @@ from typing import Any
 
 from ledger.core.signal_rules import SignalAction, key_matches, parse_action
 from ledger.core.signals import Signal
-from scheduler.runtime.dagbag import load_file
+from ledger.scheduler.runtime.dagbag import load_file
 
 
 def _answer(call: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import pendulum
 import pytest
 
 from ledger.core.states import RunState
-from scheduler.runtime import local_testing
-from scheduler.runtime.dagbag import load_file
+from ledger.scheduler.runtime import local_testing
+from ledger.scheduler.runtime.dagbag import load_file
 
 DEADLINE = """\
 from datetime import timedelta

@@ -16,10 +16,10 @@ import pendulum
 import pytest
 
 from ledger.core.states import RunState
+from ledger.scheduler.runtime import local_testing
+from ledger.scheduler.runtime.dagbag import FileResult, load_file
 from ledger.sdk.dag import DAG
 from ledger.sdk.datasets import Dataset
-from scheduler.runtime import local_testing
-from scheduler.runtime.dagbag import FileResult, load_file
 from tests.conftest import REPO, Cli
 
 CORPUS = REPO / "tests" / "airflow_corpus"

@@ -15,9 +15,9 @@ import pendulum
 import pytest
 
 from ledger.core.states import RunState
+from ledger.scheduler.runtime import local_testing
+from ledger.scheduler.runtime.dagbag import load_file
 from ledger.sdk.dag import DAG, describe_callbacks
-from scheduler.runtime import local_testing
-from scheduler.runtime.dagbag import load_file
 
 HEAD = """\
 import pendulum

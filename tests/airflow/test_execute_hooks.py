@@ -9,8 +9,8 @@ from pathlib import Path
 import pendulum
 
 from ledger.core.states import RunState
-from scheduler.runtime import local_testing
-from scheduler.runtime.dagbag import load_file
+from ledger.scheduler.runtime import local_testing
+from ledger.scheduler.runtime.dagbag import load_file
 
 HOOKS = """\
 import pendulum

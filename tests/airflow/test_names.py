@@ -12,9 +12,9 @@ import pendulum
 import pytest
 
 from ledger.core.states import RunState
+from ledger.scheduler.runtime import local_testing
+from ledger.scheduler.runtime.dagbag import FileResult, load_file
 from ledger.sdk.dag import DAG
-from scheduler.runtime import local_testing
-from scheduler.runtime.dagbag import FileResult, load_file
 
 START = 'START = pendulum.datetime(2024, 1, 1, tz="UTC")\n'
 

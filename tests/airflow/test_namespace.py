@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ledger import airflow_compat
+from ledger.scheduler.runtime.dagbag import load_file
 from ledger.sdk.dag import BashTask
-from scheduler.runtime.dagbag import load_file
 
 
 @pytest.fixture

@@ -58,8 +58,8 @@ def test_the_prior_success_is_the_latest_current_successful_run_before_the_logic
 def test_a_celery_message_carries_the_prior_success_to_a_remote_try() -> None:
     import json
 
-    from scheduler.executors.base import WorkItem
-    from scheduler.executors.celery_app import item_from_json, item_to_json
+    from ledger.scheduler.executors.base import WorkItem
+    from ledger.scheduler.executors.celery_app import item_from_json, item_to_json
 
     prior = ("2024-03-03T00:00:00+00:00", "2024-03-04T00:00:00+00:00", STARTED.isoformat(), None)
     item = WorkItem(ti_id=1, run_id=2, dag_id="d", task_id="t", try_number=1, fileloc="/dags/d.py",

@@ -12,9 +12,9 @@ import pendulum
 import pytest
 
 from ledger.core.states import RunState
-from scheduler.runtime import local_testing
-from scheduler.runtime.dagbag import load_file
-from scheduler.runtime.try_outcome import retry_delay
+from ledger.scheduler.runtime import local_testing
+from ledger.scheduler.runtime.dagbag import load_file
+from ledger.scheduler.runtime.try_outcome import retry_delay
 from tests.conftest import Cli
 
 POLICIES = """\

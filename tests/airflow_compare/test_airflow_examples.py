@@ -32,8 +32,8 @@ import pendulum
 import pytest
 
 from ledger.core.states import RunState
-from scheduler.runtime import local_testing
-from scheduler.runtime.dagbag import FileResult, load_file
+from ledger.scheduler.runtime import local_testing
+from ledger.scheduler.runtime.dagbag import FileResult, load_file
 from tests.airflow_compare import record
 
 HERE = Path(__file__).resolve().parent

@@ -60,8 +60,8 @@ def test_the_airflow_file_itself_runs_unchanged(tmp_path: Path) -> None:
     import pendulum
 
     from ledger.core.states import RunState
-    from scheduler.runtime import local_testing
-    from scheduler.runtime.dagbag import load_file
+    from ledger.scheduler.runtime import local_testing
+    from ledger.scheduler.runtime.dagbag import load_file
 
     folder = tmp_path / "dags"
     folder.mkdir()

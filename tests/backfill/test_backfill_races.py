@@ -22,10 +22,10 @@ from ledger import DAG, BashTask
 from ledger.core.states import RunType
 from ledger.core.timeline import ChainRun, chain_violations
 from ledger.models import DagRun
+from ledger.scheduler.loop.scheduling import create_due_runs
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
-from scheduler.loop.scheduling import create_due_runs
 from tests.conftest import migrated_sessions
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
@@ -106,7 +106,7 @@ def test_the_scheduler_skips_a_date_a_backfill_committed_while_it_waited_for_the
 @pytest.fixture
 def pg_cli_env(postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """In-process `ledger` commands on PostgreSQL, with the DAG of DAG_FILE registered."""
-    from cli.app import app
+    from ledger.cli.app import app
 
     home = tmp_path / "home"
     (home / "dags").mkdir(parents=True)

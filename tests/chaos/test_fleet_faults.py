@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.executors.celery_app import task_id
-from scheduler.runtime.try_lease import lease_key
+from ledger.scheduler.executors.celery_app import task_id
+from ledger.scheduler.runtime.try_lease import lease_key
 from tests.celery_cluster import Cluster
 from tests.chaos import faults
 from tests.chaos.fleet_invariants import check, read_trace

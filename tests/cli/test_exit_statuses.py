@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cli.events import EVENT_KINDS
+from ledger.cli.events import EVENT_KINDS
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import REPO, Cli, _run_in_process
 
@@ -118,7 +118,7 @@ def _number_parameters() -> list[tuple[tuple[str, ...], str]]:
     """(command path, parameter name) of every integer argument and option of every `ledger` command."""
     import typer
 
-    from cli.app import app
+    from ledger.cli.app import app
 
     found = []
 
@@ -137,7 +137,7 @@ def _command_line(path: tuple[str, ...], number: str) -> list[str]:
     """The command with TOO_BIG for its parameter `number` and a well-formed value for every other required one."""
     import typer
 
-    from cli.app import app
+    from ledger.cli.app import app
 
     command = typer.main.get_command(app)
     for name in path:

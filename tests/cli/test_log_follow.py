@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.tasks import _Printed
+from ledger.cli.tasks import _Printed
 from ledger.services.log_store import TextSource
 
 

@@ -11,14 +11,14 @@ import sys
 
 import typer
 
-from cli.app import COMMANDS
+from ledger.cli.app import COMMANDS
 
 HEAVY = ("sqlalchemy", "alembic", "pyspark", "celery", "fastapi", "pendulum", "ledger.sdk", "ledger.store")
 
 
 def modules_after(*argv: str) -> tuple[set[str], str]:
     """The modules a fresh interpreter has imported after running `ledger ARGV` (exit status ignored)."""
-    code = ("import sys, json\nfrom cli.app import run\nsys.argv = ['ledger', *json.loads(sys.argv[1])]\n"
+    code = ("import sys, json\nfrom ledger.cli.app import run\nsys.argv = ['ledger', *json.loads(sys.argv[1])]\n"
             "try:\n    run()\nexcept SystemExit:\n    pass\n"
             "sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code, json.dumps(argv)], capture_output=True, text=True,
@@ -31,7 +31,7 @@ def test_help_lists_every_command_without_importing_one() -> None:
     loaded, out = modules_after("--help")
     for name, _, _ in COMMANDS:
         assert f" {name} " in out
-    assert not {m for m in loaded if m.startswith("cli.") and m != "cli.app"}
+    assert not {m for m in loaded if m.startswith("cli.") and m != "ledger.cli.app"}
     assert not {m for m in loaded for heavy in HEAVY if m == heavy or m.startswith(heavy + ".")}
 
 
@@ -43,12 +43,12 @@ def test_version_loads_nothing_of_the_ledger_but_its_errors() -> None:
 
 def test_a_command_loads_only_its_own_module() -> None:
     loaded, _ = modules_after("db", "--help")
-    assert "cli.db" in loaded
-    assert not {"cli.scheduler", "cli.webserver", "cli.worker", "cli.backfill", "cli.dags"} & loaded
+    assert "ledger.cli.db" in loaded
+    assert not {"ledger.cli.scheduler", "ledger.cli.webserver", "ledger.cli.worker", "ledger.cli.backfill", "ledger.cli.dags"} & loaded
 
 
 def test_each_listed_line_is_the_first_paragraph_of_the_commands_own_help() -> None:
-    from cli.app import app
+    from ledger.cli.app import app
 
     real = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     assert sorted(name for name, _, _ in COMMANDS) == sorted(real)
@@ -58,7 +58,7 @@ def test_each_listed_line_is_the_first_paragraph_of_the_commands_own_help() -> N
 
 
 def test_an_unknown_command_is_one_usage_line() -> None:
-    done = subprocess.run([sys.executable, "-c", "from cli.app import run; run()", "nope"], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", "from ledger.cli.app import run; run()", "nope"], capture_output=True,
                           text=True, check=False)
     assert done.returncode == 2
     assert done.stderr.strip() == "Error: ledger: No such command 'nope'. (see `ledger --help`)"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger.scheduler.runtime.dagbag import load_file
 from ledger.sdk.describe import version_of
-from scheduler.runtime.dagbag import load_file
 from tests.conftest import Cli
 from tests.web.conftest import app_client
 

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.infra.code import CodeFile, CodeManifest, helper_paths, python_digest
+from ledger.scheduler.loop.code_cache import CodeCache, materialise
+from ledger.scheduler.runtime.dagbag import load_file
 from ledger.sdk.describe import version_of
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
-from scheduler.loop.code_cache import CodeCache, materialise
-from scheduler.runtime.dagbag import load_file
 from tests.conftest import migrated_sessions
 
 DAG_FILE = """

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pendulum
 
+from ledger.scheduler.runtime.dagbag import load_file
 from ledger.sdk.dag import DAG, BashTask
 from ledger.sdk.describe import code_digest, version_of
-from scheduler.runtime.dagbag import load_file
 
 CODE = "LIMIT = 10\n\ndef f(x):\n    return x + LIMIT\n"
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.executors.base import Executor
-from scheduler.executors.local import LocalExecutor
-from scheduler.executors.sequential import SequentialExecutor
-from scheduler.parsing.dag_processing import DagFileProcessorManager
+from ledger.scheduler.executors.base import Executor
+from ledger.scheduler.executors.local import LocalExecutor
+from ledger.scheduler.executors.sequential import SequentialExecutor
+from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager
 from tests.celery_cluster import celery_demo, cluster, redis_server  # noqa: F401 (the Celery executor's fixtures)
 from tests.scheduler.test_task_runner import write_dag_file
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
 
 # what the demo DAG's tasks (tests/scheduler/test_task_runner.py) end as, for the fake
 DEMO_OUTCOMES = {"noop": "success", "hello": "success", "boom": "failed", "bash_fail": "failed", "skip": "skipped",

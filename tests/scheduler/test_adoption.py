@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ledger.scheduler.loop import adoption
 from ledger.store import events as event_store
-from scheduler.loop import adoption
 from tests.scheduler.fakes import FakeExecutor
 
 NOW = datetime(2024, 3, 1, tzinfo=UTC)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import redis
 
-from scheduler.executors.base import TaskEvent
-from scheduler.executors.celery import CeleryExecutor
-from scheduler.executors.celery_app import CeleryConfig, claim_key, task_id
-from scheduler.runtime.try_lease import dead_value, lease_key
+from ledger.scheduler.executors.base import TaskEvent
+from ledger.scheduler.executors.celery import CeleryExecutor
+from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key, task_id
+from ledger.scheduler.runtime.try_lease import dead_value, lease_key
 from tests.celery_cluster import RedisServer
 from tests.scheduler.test_celery_queued_timeout import wait_for
 from tests.scheduler.test_celery_sending import items

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.executors.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
-from scheduler.loop.metrics import SchedulerMetrics
+from ledger.scheduler.executors.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
+from ledger.scheduler.loop.metrics import SchedulerMetrics
 from tests.celery_cluster import Cluster, PinnedCelery
 from tests.conftest import LEDGER, Cli
 from tests.scheduler.test_executors import run_all

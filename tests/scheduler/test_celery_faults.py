@@ -19,10 +19,10 @@ import pytest
 import redis
 from billiard.exceptions import WorkerLostError
 
-from scheduler.executors.base import TaskEvent
-from scheduler.executors.celery import CeleryExecutor
-from scheduler.executors.celery_app import CeleryConfig, task_id
-from scheduler.runtime.try_lease import TryLease, dead_value, lease_key, taken_value
+from ledger.scheduler.executors.base import TaskEvent
+from ledger.scheduler.executors.celery import CeleryExecutor
+from ledger.scheduler.executors.celery_app import CeleryConfig, task_id
+from ledger.scheduler.runtime.try_lease import TryLease, dead_value, lease_key, taken_value
 from tests.celery_cluster import Cluster, RedisServer, free_port
 from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 import redis
 
-from scheduler.executors.celery import LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
-from scheduler.executors.celery_app import CeleryConfig, claim_key
-from scheduler.runtime import try_outbox
-from scheduler.runtime.try_lease import TryLease, lease_key, taken_value
-from scheduler.runtime.try_process import RunningTry
-from scheduler.runtime.try_report import TryReport
+from ledger.scheduler.executors.celery import LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
+from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key
+from ledger.scheduler.runtime import try_outbox
+from ledger.scheduler.runtime.try_lease import TryLease, lease_key, taken_value
+from ledger.scheduler.runtime.try_process import RunningTry
+from ledger.scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import Cluster, RedisServer, free_port
 from tests.chaos.faults import children
 from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag

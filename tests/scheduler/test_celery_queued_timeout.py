@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from ledger.core.errors import ConfigError
-from scheduler.executors.celery import CeleryExecutor, _Try, unclaimed
-from scheduler.executors.celery_app import DEFAULT_QUEUED_TIMEOUT, QUEUED_TIMEOUT_VARIABLE, CeleryConfig, task_id
+from ledger.scheduler.executors.celery import CeleryExecutor, _Try, unclaimed
+from ledger.scheduler.executors.celery_app import DEFAULT_QUEUED_TIMEOUT, QUEUED_TIMEOUT_VARIABLE, CeleryConfig, task_id
 from tests.celery_cluster import RedisServer
 from tests.scheduler.test_task_runner import work_item
 

@@ -16,10 +16,10 @@ import pytest
 import redis
 
 from ledger.infra.workers import log_key, worker_key
-from scheduler.executors.celery import CeleryExecutor
-from scheduler.executors.celery_app import CeleryConfig, queued_key, task_id
-from scheduler.loop.metrics import SchedulerMetrics
-from scheduler.runtime.try_report import TryReport
+from ledger.scheduler.executors.celery import CeleryExecutor
+from ledger.scheduler.executors.celery_app import CeleryConfig, queued_key, task_id
+from ledger.scheduler.loop.metrics import SchedulerMetrics
+from ledger.scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import RedisServer, free_port, require_redis
 from tests.scheduler.test_celery_queued_timeout import wait_for
 from tests.scheduler.test_task_runner import work_item

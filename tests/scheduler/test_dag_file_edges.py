@@ -14,9 +14,9 @@ import pytest
 
 from ledger.infra.clock import FixedClock
 from ledger.models import ImportError_
-from scheduler.parsing.dag_processing import DagFileProcessorManager, parse_file, processor_log
-from scheduler.parsing.dag_sync import known_hashes, sync_results
-from scheduler.runtime.dagbag import load_file, shown_path
+from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager, parse_file, processor_log
+from ledger.scheduler.parsing.dag_sync import known_hashes, sync_results
+from ledger.scheduler.runtime.dagbag import load_file, shown_path
 
 GOOD = textwrap.dedent("""\
     import pendulum
@@ -123,7 +123,7 @@ def test_what_a_dag_file_prints_when_a_worker_imports_it_for_a_try_goes_to_that_
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A worker imports the version's DAG file before it forks the try; the worker's fd 1 and 2 are the scheduler's
     log, so what the import writes there too (os.write, a child process) is kept for the try's log instead."""
-    from scheduler.runtime import try_plan
+    from ledger.scheduler.runtime import try_plan
     from tests.scheduler.test_task_runner import work_item
 
     try_plan.clear_cache()

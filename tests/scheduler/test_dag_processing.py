@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 
 from ledger.infra.clock import FixedClock
 from ledger.models import Dag, DagFile, DagVersion, Event, ImportError_
-from scheduler.parsing.dag_processing import DagFileProcessorManager, ParseResult
-from scheduler.parsing.dag_sync import known_hashes, known_owners, sync_results
+from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager, ParseResult
+from ledger.scheduler.parsing.dag_sync import known_hashes, known_owners, sync_results
 
 ACTOR = "test:dag-processing"
 
@@ -189,7 +189,7 @@ def test_processors_die_with_the_process_that_started_them(dags: Path) -> None:
     code = textwrap.dedent(f"""\
         import sys, time
         from pathlib import Path
-        from scheduler.parsing.dag_processing import DagFileProcessorManager
+        from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager
         manager = DagFileProcessorManager(Path({str(dags)!r}))
         manager.start()
         print(*manager.processor_pids, flush=True)

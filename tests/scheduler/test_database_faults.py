@@ -23,13 +23,13 @@ from ledger import DAG, BashTask
 from ledger.infra.clock import FixedClock
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun, TaskInstance, TaskTry
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.loop.faults import Backoff, is_transient
+from ledger.scheduler.loop.job import DagRunJob
+from ledger.scheduler.loop.scheduling import create_due_runs
 from ledger.services.operations import cancel_run
 from ledger.services.sync import register_dag
 from ledger.store.db import make_engine, make_sessions
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.loop.faults import Backoff, is_transient
-from scheduler.loop.job import DagRunJob
-from scheduler.loop.scheduling import create_due_runs
 from tests.conftest import LEDGER, Cli, migrated_sessions
 from tests.pgserver import PostgresServer, postgres_available
 from tests.scheduler.fakes import FakeExecutor

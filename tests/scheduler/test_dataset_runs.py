@@ -14,14 +14,14 @@ from ledger import DAG, BashTask, Dataset, TimePartitions
 from ledger.core.schedule import DataInterval
 from ledger.core.states import RunType
 from ledger.models import Dag
+from ledger.scheduler.loop import dataset_runs
+from ledger.scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
 from ledger.sdk.datasets import InletEvents
 from ledger.services.dataset_docs import inlets_document
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store
 from ledger.store import runs as run_store
-from scheduler.loop import dataset_runs
-from scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 A, B = Dataset("s3://a"), Dataset("s3://b")

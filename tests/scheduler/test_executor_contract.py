@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.executors.base import Executor, TaskEvent
-from scheduler.executors.celery_app import CeleryConfig
-from scheduler.executors.local import LocalExecutor
-from scheduler.executors.sequential import SequentialExecutor
+from ledger.scheduler.executors.base import Executor, TaskEvent
+from ledger.scheduler.executors.celery_app import CeleryConfig
+from ledger.scheduler.executors.local import LocalExecutor
+from ledger.scheduler.executors.sequential import SequentialExecutor
 from tests.celery_cluster import PinnedCelery
 from tests.scheduler.fakes import DEMO_OUTCOMES, FakeExecutor
 from tests.scheduler.test_executors import run_all

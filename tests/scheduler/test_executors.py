@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.executors import make_executor
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.executors.local import LocalExecutor
-from scheduler.executors.sequential import SequentialExecutor
+from ledger.scheduler.executors import make_executor
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.executors.local import LocalExecutor
+from ledger.scheduler.executors.sequential import SequentialExecutor
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_task_runner import (
     process_gone,
@@ -239,7 +239,7 @@ import json, sys, time
 sys.path.insert(0, {repo!r})
 from tests.scheduler.test_task_runner import work_item
 from pathlib import Path
-from scheduler.executors.local import LocalExecutor
+from ledger.scheduler.executors.local import LocalExecutor
 
 executor = LocalExecutor(2, start_method={method!r})
 executor.start()
@@ -426,7 +426,7 @@ def test_a_work_item_reaches_a_worker_with_its_datetimes_as_they_were() -> None:
 
     import pendulum
 
-    from scheduler.executors.base import dumps
+    from ledger.scheduler.executors.base import dumps
 
     for start, end in [(datetime(2024, 3, 31, 1, 30, 5, 123456, tzinfo=UTC), datetime(2024, 4, 1, tzinfo=UTC)),
                        (pendulum.datetime(2024, 3, 31, tz="Europe/Amsterdam"),

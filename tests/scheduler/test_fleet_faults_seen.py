@@ -26,9 +26,9 @@ from ledger.infra.workers import (
     running_key,
     worker_key,
 )
-from scheduler.executors.fleet_faults import FaultNotes, Relay, counters_of
-from scheduler.loop.metrics import SchedulerMetrics
-from scheduler.runtime.try_lease import dead_value, taken_value
+from ledger.scheduler.executors.fleet_faults import FaultNotes, Relay, counters_of
+from ledger.scheduler.loop.metrics import SchedulerMetrics
+from ledger.scheduler.runtime.try_lease import dead_value, taken_value
 from tests.celery_cluster import Cluster, RedisServer, free_port
 from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag
 from tests.scheduler.test_celery_faults import ran, start_scheduler, traced_dag

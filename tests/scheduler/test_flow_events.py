@@ -4,8 +4,8 @@ check, without a database."""
 from __future__ import annotations
 
 from ledger.core.states import TaskState
+from ledger.scheduler.loop.flow_events import sensor_checked
 from ledger.store.tasks import Outcome
-from scheduler.loop.flow_events import sensor_checked
 from tests.ledger.test_sensor_rules import START, check_until_done, context, sensor
 
 

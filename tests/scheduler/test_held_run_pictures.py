@@ -20,12 +20,12 @@ from ledger.core.states import RunState, TaskState
 from ledger.infra.clock import FixedClock
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun, TaskInstance, TaskTry
+from ledger.scheduler.executors.base import TaskEvent
+from ledger.scheduler.loop.job import DagRunJob
+from ledger.scheduler.loop.scheduling import create_due_runs
 from ledger.services.operations import cancel_run, clear_tasks, mark_run, mark_tasks, set_pool, trigger
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
-from scheduler.executors.base import TaskEvent
-from scheduler.loop.job import DagRunJob
-from scheduler.loop.scheduling import create_due_runs
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts, states  # noqa: F401  (a fixture)
 from tests.scheduler.test_held_starts import SteppedExecutor

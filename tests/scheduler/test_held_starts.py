@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from ledger.infra.clock import FixedClock
 from ledger.models import TaskInstance, TaskTry
-from scheduler.executors.base import TaskEvent, WorkItem
+from ledger.scheduler.executors.base import TaskEvent, WorkItem
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts  # noqa: F401  (a fixture)
 

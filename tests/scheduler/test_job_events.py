@@ -14,10 +14,10 @@ from ledger import DAG, BashTask
 from ledger.infra.clock import FixedClock
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun, Event
+from ledger.scheduler.loop.job import DagRunJob
+from ledger.scheduler.loop.scheduling import create_due_runs
 from ledger.services.sync import register_dag
 from ledger.store import jobs as job_store
-from scheduler.loop.job import DagRunJob
-from scheduler.loop.scheduling import create_due_runs
 from tests.scheduler.fakes import FakeExecutor
 
 T0 = pendulum.datetime(2024, 3, 8, tz="UTC")

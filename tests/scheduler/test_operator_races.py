@@ -25,13 +25,13 @@ from ledger.core.states import TASK_TRANSITIONS, RunState, StaleState, TaskState
 from ledger.infra.clock import FixedClock
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun, Event, TaskInstance, TaskTry
+from ledger.scheduler.executors.base import TaskEvent
+from ledger.scheduler.loop.job import DagRunJob
+from ledger.scheduler.loop.scheduling import create_due_runs
 from ledger.services.operations import cancel_run, clear_tasks, mark_tasks
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store.db import make_engine, make_sessions
-from scheduler.executors.base import TaskEvent
-from scheduler.loop.job import DagRunJob
-from scheduler.loop.scheduling import create_due_runs
 from tests.conftest import migrated_sessions
 from tests.scheduler.test_held_starts import SteppedExecutor
 

@@ -15,9 +15,9 @@ from ledger import DAG, BashTask
 from ledger.core.dependencies import PreviousRun
 from ledger.core.states import RunState, TaskState
 from ledger.core.versions import DagSpec
+from ledger.scheduler.loop.planner import HeldRun, choose, plan_runs
 from ledger.sdk.describe import read_spec, version_of
 from ledger.store.tasks import TiRow
-from scheduler.loop.planner import HeldRun, choose, plan_runs
 
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
 DAY0 = pendulum.datetime(2024, 3, 1, tz="UTC")

@@ -13,11 +13,11 @@ import pytest
 
 from ledger import DAG, BashTask
 from ledger.infra.scheduler_settings import SchedulerSettings
+from ledger.scheduler.loop.job import DagRunJob
+from ledger.scheduler.loop.memory import MemoryMismatch
+from ledger.scheduler.loop.scheduling import create_due_runs
 from ledger.services.sync import register_dag
 from ledger.store.prior_runs import prior_successes
-from scheduler.loop.job import DagRunJob
-from scheduler.loop.memory import MemoryMismatch
-from scheduler.loop.scheduling import create_due_runs
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import job_parts  # noqa: F401  (a fixture)
 from tests.statements import statements_on

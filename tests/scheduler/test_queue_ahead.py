@@ -12,9 +12,9 @@ import pytest
 
 from ledger.core.errors import ConfigError
 from ledger.infra.scheduler_settings import SchedulerSettings
-from scheduler.executors import executor_for
-from scheduler.executors.base import TaskEvent
-from scheduler.executors.local import LocalExecutor
+from ledger.scheduler.executors import executor_for
+from ledger.scheduler.executors.base import TaskEvent
+from ledger.scheduler.executors.local import LocalExecutor
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_executors import wait_for_event
 from tests.scheduler.test_task_runner import process_gone, wait_for_file, work_item

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from ledger.scheduler.loop import remote_logs
+from ledger.scheduler.runtime.try_report import TryReport
 from ledger.services.log_store import RemoteLogStore
-from scheduler.loop import remote_logs
-from scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import Cluster, free_port, wait_for_port
 from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import SLOW, ledger, tries, write_dag

@@ -14,11 +14,11 @@ from ledger.core.schedule import DataInterval
 from ledger.core.states import RunType
 from ledger.core.timeline import ChainRun, chain_violations
 from ledger.models import Dag, DagRun
+from ledger.scheduler.loop import scheduling
+from ledger.scheduler.loop.scheduling import DueCache, create_due_runs
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
-from scheduler.loop import scheduling
-from scheduler.loop.scheduling import DueCache, create_due_runs
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 

@@ -14,11 +14,11 @@ from ledger import DAG, BashTask
 from ledger.infra.clock import FixedClock
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun
+from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.loop.scheduler_job import SchedulerJob
+from ledger.scheduler.signals.signal_actions import CURSOR_KEY, LISTENER
 from ledger.services.sync import register_dag
 from ledger.store import signals as signal_store
-from scheduler.loop.loop_report import LoopReport
-from scheduler.loop.scheduler_job import SchedulerJob
-from scheduler.signals.signal_actions import CURSOR_KEY, LISTENER
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import job_parts  # noqa: F401  (a fixture)
 from tests.statements import statements_on

@@ -11,8 +11,8 @@ from pathlib import Path
 import pendulum
 import pytest
 
-from scheduler.executors.base import WorkItem
-from scheduler.runtime import try_outcome, try_plan, try_process
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.runtime import try_outcome, try_plan, try_process
 
 LOGICAL_DATE = pendulum.datetime(2024, 3, 10, tz="UTC")
 

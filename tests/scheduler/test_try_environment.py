@@ -14,8 +14,8 @@ from typing import Any
 import pendulum
 import pytest
 
+from ledger.scheduler.runtime import in_process, spark_session, try_plan
 from ledger.sdk.context import TRY_ENV_KEYS, TaskContext, environment, set_environment
-from scheduler.runtime import in_process, spark_session, try_plan
 from tests.scheduler.test_task_runner import outcome_of, read_log, work_item
 
 SOURCE = '''

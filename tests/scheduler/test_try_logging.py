@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from ledger.scheduler.runtime import task_runner
 from ledger.sdk import secrets
-from scheduler.runtime import task_runner
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ledger.scheduler.runtime.try_report import REPORT, WRITES, ReportFile, ReportRefused, TryReport, build, left_behind
 from ledger.sdk import try_outputs
 from ledger.sdk.context import TaskContext
-from scheduler.runtime.try_report import REPORT, WRITES, ReportFile, ReportRefused, TryReport, build, left_behind
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_queue_ahead import drain_until_finished
 from tests.scheduler.test_task_runner import work_item
@@ -94,7 +94,7 @@ def test_every_local_executor_hands_back_the_report_built_by_its_worker(make: Ma
 
 
 def test_a_celery_result_whose_report_this_release_cannot_read_is_a_lost_try_that_says_why() -> None:
-    from scheduler.executors.celery import _report_in
+    from ledger.scheduler.executors.celery import _report_in
 
     sent = {"state": "success", "at": 3.0, "host": "w1", "report": {"version": 2, "state": "success"}}
     report = _report_in(sent)
@@ -110,7 +110,7 @@ def test_a_durable_report_is_there_for_every_process_of_the_host_while_the_disk_
     import os
     import time
 
-    from scheduler.runtime.try_report import write_whole
+    from ledger.scheduler.runtime.try_report import write_whole
 
     held_read, held_write = os.pipe()
     path = tmp_path / "outbox" / "ledger-1-1.json"

@@ -12,8 +12,8 @@ from typing import Any
 import pendulum
 import pytest
 
-from scheduler.executors.base import Executor, TaskEvent, WorkItem
-from scheduler.executors.local import LocalExecutor
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.executors.local import LocalExecutor
 
 DAY = pendulum.datetime(2024, 3, 10, tz="UTC")
 

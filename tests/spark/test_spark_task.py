@@ -19,12 +19,12 @@ import pendulum
 import pytest
 
 from ledger.core.errors import DagDefinitionError
+from ledger.scheduler.executors.local import LocalExecutor
+from ledger.scheduler.executors.sequential import SequentialExecutor
+from ledger.scheduler.runtime import in_process, spark_session, task_runner, try_plan, try_process
 from ledger.sdk.dag import DAG
 from ledger.sdk.describe import version_of
 from ledger.sdk.spark import SparkTask, spark_task
-from scheduler.executors.local import LocalExecutor
-from scheduler.executors.sequential import SequentialExecutor
-from scheduler.runtime import in_process, spark_session, task_runner, try_plan, try_process
 from tests.scheduler.test_task_runner import process_gone
 from tests.spark.conftest import DAY, log_of, run_one, spark_item, write_spark_dag
 
@@ -85,7 +85,7 @@ def test_spark_task_arguments_are_checked_and_the_decorator_makes_tasks() -> Non
 
 
 def test_importing_ledger_spark_does_not_import_pyspark() -> None:
-    code = "import sys, ledger, ledger.sdk.spark, scheduler.runtime.task_runner; print('pyspark' in sys.modules)"
+    code = "import sys, ledger, ledger.sdk.spark, ledger.scheduler.runtime.task_runner; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -12,8 +12,8 @@ from sqlalchemy import select
 from ledger.core.outcomes import Outcome
 from ledger.core.states import RunState, StaleState, TaskState
 from ledger.models import DagRun, TaskInstance, TaskTry
+from ledger.scheduler.loop.outcome_recording import record_outcomes
 from ledger.store import tasks as task_store
-from scheduler.loop.outcome_recording import record_outcomes
 from tests.store.test_requeue_unstarted import queued_try
 
 

@@ -12,11 +12,11 @@ from ledger import DAG, BashTask
 from ledger.core.outcomes import Outcome
 from ledger.core.states import RunState, RunType, TaskState
 from ledger.models import DagRun, TaskInstance, TaskTry
+from ledger.scheduler.loop.outcome_recording import record_outcomes
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
-from scheduler.loop.outcome_recording import record_outcomes
 from tests.store.test_timeline_store import T0
 
 

@@ -17,41 +17,41 @@ HELP = "ledger: a workflow scheduler whose core is an auditable timeline of DAG 
 # one command), and the line `ledger --help` shows for it (tests/cli/test_startup.py keeps each line equal to
 # the first paragraph of the command's own help). A command's module is imported only when that command runs.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("db", "ledger.cli.db:app", "Create, upgrade and check the ledger database."),
-    ("dags", "ledger.cli.dags:app", "Inspect the DAGs of the DAGs folder and their versions."),
-    ("runs", "ledger.cli.runs:app", "Inspect DAG runs."),
-    ("tasks", "ledger.cli.tasks:app", "Inspect and re-run task instances."),
-    ("pools", "ledger.cli.pools:app", "Pools limit how many task instances run at once across DAGs."),
-    ("backfill", "ledger.cli.backfill:app", "Rewrite a DAG's history: `ledger backfill DAG --start A --end B` (short for "
+    ("db", ".db:app", "Create, upgrade and check the ledger database."),
+    ("dags", ".dags:app", "Inspect the DAGs of the DAGs folder and their versions."),
+    ("runs", ".runs:app", "Inspect DAG runs."),
+    ("tasks", ".tasks:app", "Inspect and re-run task instances."),
+    ("pools", ".pools:app", "Pools limit how many task instances run at once across DAGs."),
+    ("backfill", ".backfill:app", "Rewrite a DAG's history: `ledger backfill DAG --start A --end B` (short for "
      "`ledger backfill create ...`), `ledger backfill list`, `ledger backfill cancel ID`."),
-    ("datasets", "ledger.cli.datasets:app", "Datasets: which tasks write them, which DAGs run on them, their events."),
-    ("signal", "ledger.cli.signal:app", "Signals: (key, value) messages, versioned per key, kept and heard at once by "
+    ("datasets", ".datasets:app", "Datasets: which tasks write them, which DAGs run on them, their events."),
+    ("signal", ".signal:app", "Signals: (key, value) messages, versioned per key, kept and heard at once by "
      "listeners."),
-    ("variables", "ledger.cli.secrets:variables", "Named values for DAGs ({{ var.value.NAME }}, Variable.get), stored "
+    ("variables", ".secrets:variables", "Named values for DAGs ({{ var.value.NAME }}, Variable.get), stored "
      "encrypted."),
-    ("connections", "ledger.cli.secrets:connections", "How DAGs reach other systems ({{ conn.ID.host }}, get_connection), "
+    ("connections", ".secrets:connections", "How DAGs reach other systems ({{ conn.ID.host }}, get_connection), "
      "passwords stored encrypted."),
-    ("users", "ledger.cli.users:app", "Users of the web view and their roles (viewer, operator, admin) and API tokens."),
-    ("trigger", "ledger.cli.trigger:trigger", "Create a manual run (queued) and splice it into the DAG's timeline."),
-    ("timeline", "ledger.cli.timeline:timeline", "The DAG's runs in chain order, with overrides, version and schedule "
+    ("users", ".users:app", "Users of the web view and their roles (viewer, operator, admin) and API tokens."),
+    ("trigger", ".trigger:trigger", "Create a manual run (queued) and splice it into the DAG's timeline."),
+    ("timeline", ".timeline:timeline", "The DAG's runs in chain order, with overrides, version and schedule "
      "changes."),
-    ("events", "ledger.cli.events:events", "Every recorded change: runs created, spliced, overridden, state changes, locks, "
+    ("events", ".events:events", "Every recorded change: runs created, spliced, overridden, state changes, locks, "
      "versions, signals."),
-    ("callbacks", "ledger.cli.callbacks:callbacks", "Callback and notifier calls: what each was called for (a try failed, "
+    ("callbacks", ".callbacks:callbacks", "Callback and notifier calls: what each was called for (a try failed, "
      "a run ended, a deadline passed), what was called (as the run's version records it), and how it ended "
      "(pending, running, ok, error, timeout, lost). Each outcome is also an event (callback_ok, callback_error, "
      "...)."),
-    ("webserver", "ledger.cli.webserver:webserver", "Serve the ledger in a browser, its JSON API and its write API."),
-    ("scheduler", "ledger.cli.scheduler:scheduler", "Run the scheduler: parse DAG files, create due runs, execute task "
+    ("webserver", ".webserver:webserver", "Serve the ledger in a browser, its JSON API and its write API."),
+    ("scheduler", ".scheduler:scheduler", "Run the scheduler: parse DAG files, create due runs, execute task "
      "instances."),
-    ("worker", "ledger.cli.worker:worker", "Run a Celery worker for the scheduler's `--executor celery`."),
-    ("workers", "ledger.cli.worker:workers", "The Celery workers, their incarnations and their running tries' leases."),
-    ("lineage", "ledger.cli.lineage:lineage", "Which run (task, try, DAG version) produced each partition of a dataset, "
+    ("worker", ".worker:worker", "Run a Celery worker for the scheduler's `--executor celery`."),
+    ("workers", ".worker:workers", "The Celery workers, their incarnations and their running tries' leases."),
+    ("lineage", ".lineage:lineage", "Which run (task, try, DAG version) produced each partition of a dataset, "
      "and what it replaced."),
-    ("standalone", "ledger.cli.standalone:standalone", "Run a whole local stack: the scheduler, the webserver and optional "
+    ("standalone", ".standalone:standalone", "Run a whole local stack: the scheduler, the webserver and optional "
      "Celery workers; Ctrl-C stops them all."),
-    ("audit", "ledger.cli.audit:app", "Verify that the history was not edited, and export it for others to check."),
-    ("version", "ledger.cli.app:version", "Print ledger's version."),
+    ("audit", ".audit:app", "Verify that the history was not edited, and export it for others to check."),
+    ("version", ".app:version", "Print ledger's version."),
 )
 
 
@@ -65,7 +65,7 @@ def version() -> None:
 def load(name: str, where: str) -> Any:
     """The click command of `ledger NAME`, built from its module (imported now)."""
     module, _, attribute = where.partition(":")
-    found = getattr(import_module(module), attribute)
+    found = getattr(import_module(module, __package__), attribute)
     if isinstance(found, typer.Typer):
         command = typer.main.get_command(found)
     else:
@@ -102,7 +102,7 @@ def __getattr__(name: str) -> Any:
     full = typer.Typer(help=HELP, no_args_is_help=True, pretty_exceptions_show_locals=False, add_completion=False)
     for command, where, _ in COMMANDS:
         module, _, attribute = where.partition(":")
-        found = getattr(import_module(module), attribute)
+        found = getattr(import_module(module, __package__), attribute)
         if isinstance(found, typer.Typer):
             full.add_typer(found, name=command)
         else:

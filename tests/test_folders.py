@@ -22,16 +22,16 @@ from tests.test_imports import ROOT, import_graph, imports_in, project_modules, 
 # every folder that holds modules, most specific first; a module belongs to the first that prefixes it
 FOLDERS = (
     "ledger.core", "ledger.sdk", "ledger.infra", "ledger.models", "ledger.store", "ledger.services",
-    "ledger.airflow_compat", "ledger.web", "ledger",
-    "ledger.scheduler.runtime", "ledger.scheduler.executors", "ledger.scheduler.parsing", "ledger.scheduler.callbacks", "ledger.scheduler.signals",
-    "ledger.scheduler.loop", "scheduler",
-    "backfill", "cli", "migrations",
+    "ledger.airflow_compat", "ledger.web",
+    "ledger.scheduler.runtime", "ledger.scheduler.executors", "ledger.scheduler.parsing", "ledger.scheduler.callbacks",
+    "ledger.scheduler.signals", "ledger.scheduler.loop", "ledger.scheduler",
+    "ledger.backfill", "ledger.cli", "ledger.migrations", "ledger",
 )
 
 _LEDGER_BASE = {"ledger.core", "ledger.infra"}
 _LEDGER_ALL = {"ledger.core", "ledger.sdk", "ledger.infra", "ledger.models", "ledger.store", "ledger.services",
                "ledger.airflow_compat", "ledger.web", "ledger"}
-_SCHEDULER_ALL = {f for f in FOLDERS if f.startswith("scheduler")}
+_SCHEDULER_ALL = {f for f in FOLDERS if f.startswith("ledger.scheduler")}
 
 # folder -> the folders its modules may import (its own always allowed)
 MAY_IMPORT: dict[str, set[str]] = {
@@ -46,16 +46,18 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ledger.web": _LEDGER_ALL,
     "ledger": {"ledger.sdk", "ledger.core", "ledger.infra"},
     # the try side: what a worker with no database runs
-    "ledger.scheduler.runtime": _LEDGER_BASE | {"ledger.sdk", "ledger.airflow_compat", "ledger", "ledger.scheduler.executors"},
+    "ledger.scheduler.runtime": _LEDGER_BASE | {"ledger.sdk", "ledger.airflow_compat", "ledger",
+                                                "ledger.scheduler.executors"},
     "ledger.scheduler.executors": _LEDGER_BASE | {"ledger.scheduler.runtime"},
     "ledger.scheduler.parsing": _LEDGER_ALL | {"ledger.scheduler.runtime"},
     "ledger.scheduler.callbacks": _LEDGER_ALL | {"ledger.scheduler.runtime", "ledger.scheduler.loop"},
-    "ledger.scheduler.signals": _LEDGER_ALL | {"ledger.scheduler.runtime", "ledger.scheduler.executors", "ledger.scheduler.loop"},
+    "ledger.scheduler.signals": _LEDGER_ALL | {"ledger.scheduler.runtime", "ledger.scheduler.executors",
+                                               "ledger.scheduler.loop"},
     "ledger.scheduler.loop": _LEDGER_ALL | _SCHEDULER_ALL,
-    "scheduler": _SCHEDULER_ALL,
-    "backfill": _LEDGER_ALL | _SCHEDULER_ALL,
-    "cli": _LEDGER_ALL | _SCHEDULER_ALL | {"backfill", "migrations"},
-    "migrations": _LEDGER_ALL,
+    "ledger.scheduler": _SCHEDULER_ALL,
+    "ledger.backfill": _LEDGER_ALL | _SCHEDULER_ALL,
+    "ledger.cli": _LEDGER_ALL | _SCHEDULER_ALL | {"ledger.backfill", "ledger.migrations"},
+    "ledger.migrations": _LEDGER_ALL,
 }
 
 NO_DATABASE = ("sqlalchemy", "alembic", "psycopg")
@@ -141,7 +143,7 @@ def test_the_pure_rules_read_no_clock() -> None:
 
 @pytest.mark.parametrize(("module", "folder"), [("ledger.core.states", "ledger.core"), ("ledger", "ledger"),
                                                 ("ledger.scheduler.runtime.task_runner", "ledger.scheduler.runtime"),
-                                                ("ledger.cli.app", "cli")])
+                                                ("ledger.cli.app", "ledger.cli")])
 def test_a_module_belongs_to_the_most_specific_folder(module: str, folder: str) -> None:
     assert folder_of(module) == folder
     assert resolve(module, set(project_modules())) == module

@@ -25,7 +25,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("ledger", "scheduler", "backfill", "cli", "migrations")
+PACKAGES = ("ledger", "scheduler", "backfill", "cli", "migrations")  # the repository's top-level folders
+# imported as `ledger.<folder>` (ledger/<folder> links to it), so that no name of a DAGs folder's is taken
+LINKED = PACKAGES[1:]
 
 # package -> the project packages its modules may import (besides its own)
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -51,7 +53,18 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    if parts[0] in LINKED:
+        parts.insert(0, "ledger")
     return ".".join(parts)
+
+
+def package_of(name: str) -> str | None:
+    """The top-level folder a dotted name of the project belongs to (`ledger.scheduler.loop.job` -> scheduler,
+    `ledger.store` -> ledger), or None for any other name."""
+    parts = name.split(".")
+    if parts[0] != "ledger":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in LINKED else "ledger"
 
 
 def imports_in(source: str, module: str, *, is_package: bool = False) -> list[Import]:
@@ -88,7 +101,7 @@ def import_graph(modules: dict[str, Path]) -> tuple[dict[str, set[str]], list[Im
     found: list[Import] = []
     for name, path in modules.items():
         for imp in imports_in(path.read_text(), name, is_package=path.name == "__init__.py"):
-            if imp.target.split(".")[0] not in PACKAGES:
+            if package_of(imp.target) is None:
                 continue
             found.append(imp)
             target = resolve(imp.target, modules)
@@ -123,7 +136,7 @@ def test_each_package_imports_only_the_packages_below_it() -> None:
     _, found = import_graph(modules)
     offences = [f"{modules[imp.module].relative_to(ROOT)}:{imp.line}: {imp.module} imports {imp.target}"
                 for imp in found
-                if (top := imp.target.split(".")[0]) != (own := imp.module.split(".")[0])
+                if (top := package_of(imp.target)) != (own := package_of(imp.module))
                 and top not in MAY_IMPORT[own]]
     assert not offences, "imports against the layering (move what is shared down, e.g. into ledger/):\n" \
         + "\n".join(offences)
@@ -132,10 +145,22 @@ def test_each_package_imports_only_the_packages_below_it() -> None:
 def test_the_check_sees_every_package_and_the_known_edges() -> None:
     modules = project_modules()
     graph, _ = import_graph(modules)
-    assert {name.split(".")[0] for name in modules} == set(PACKAGES)
+    assert {package_of(name) for name in modules} == set(PACKAGES)
     # imported in functions
-    assert {"ledger.scheduler.runtime.local_testing", "ledger.scheduler.loop.dag_test_job"} <= graph["ledger.cli.testing"]
+    assert {"ledger.scheduler.runtime.local_testing",
+            "ledger.scheduler.loop.dag_test_job"} <= graph["ledger.cli.testing"]
     assert {"ledger.store.events", "ledger.store.backfills"} <= graph["ledger.store.jobs"]  # from a package
+
+
+def test_no_module_imports_a_folder_by_its_top_level_name() -> None:
+    """`scheduler`, `backfill`, `cli` and `migrations` are the user's names (a DAGs folder's helper modules may be
+    called so): the project imports its folders as `ledger.scheduler` and so on, never by the bare name."""
+    modules = project_modules()
+    bare = [f"{modules[imp.module].relative_to(ROOT)}:{imp.line}: {imp.target}"
+            for name, path in modules.items()
+            for imp in imports_in(path.read_text(), name, is_package=path.name == "__init__.py")
+            if imp.target.split(".")[0] in LINKED]
+    assert not bare, "import these as ledger.<folder>:\n" + "\n".join(bare)
 
 
 def test_no_product_module_is_named_like_a_test_module() -> None:
@@ -162,10 +187,10 @@ def f():
 
 def test_the_check_finds_imports_wherever_they_are() -> None:
     found = [(imp.target, imp.line) for imp in imports_in(LAZY, "ledger.store.tasks")
-             if imp.target.split(".")[0] in PACKAGES]
+             if package_of(imp.target) is not None]
     assert found == [("ledger.core.states", 4), ("ledger.store.events", 5), ("ledger.store.jobs", 5),
                      ("ledger.store.sibling", 6), ("ledger.web.app", 7), ("ledger.scheduler.loop.job.DagRunJob", 9),
-                     ("migrations.head.HEAD", 12)]
+                     ("ledger.migrations.head.HEAD", 12)]
     assert [imp.target for imp in imports_in("from . import x\n", "ledger.web", is_package=True)] == ["ledger.web.x"]
 
 

@@ -75,8 +75,8 @@ def test_the_scheduler_refuses_to_start_on_a_bad_setting_with_one_line_each(tmp_
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update(LEDGER_HOME=str(tmp_path), LEDGER_POLL_INTERVAL="soon", LEDGER_SMTP_SSL="maybe",
                LEDGER_PARALELLISM="2")
-    done = subprocess.run([sys.executable, "-c", "from ledger.cli.app import run; run()", "scheduler", "--exit-when-idle"],
-                          env=env, capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-c", "from ledger.cli.app import run; run()", "scheduler",
+                           "--exit-when-idle"], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         "Warning: LEDGER_PARALELLISM is not a ledger setting; did you mean LEDGER_PARALLELISM?",

@@ -32,6 +32,9 @@ def count(spark, context):
 
 
 def hello(context):
+    import scheduler  # the DAGs folder's own helper: ledger takes no such name (decision 0296)
+
+    assert scheduler.X == 2
     print("python task ran")
 
 
@@ -46,6 +49,7 @@ from airflow.operators.bash import BashOperator
 with DAG("from_airflow", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")):
     BashOperator(task_id="echo", bash_command="echo {{ ds }}")
 ''',
+    "scheduler.py": "X = 2\n",
 }
 
 
@@ -92,9 +96,15 @@ def test_the_wheel_runs_a_pipeline_serves_the_web_view_and_keeps_out_of_the_chec
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
-    where = subprocess.run([str(installed / "bin" / "python"), "-c", "import ledger, cli; print(ledger.__file__); "
-                            "print(cli.__file__)"], cwd=empty, env=env, capture_output=True, text=True, check=True)
+    where = subprocess.run([str(installed / "bin" / "python"), "-c", "import ledger, ledger.cli; "
+                            "print(ledger.__file__); print(ledger.cli.__file__)"], cwd=empty, env=env,
+                           capture_output=True, text=True, check=True)
     assert str(REPO) not in where.stdout and str(installed) in where.stdout
+    # one top-level name, `ledger`: a DAGs folder's `scheduler`, `backfill`, `cli` or `migrations` is the user's
+    taken = subprocess.run([str(installed / "bin" / "python"), "-c", "import importlib.util; print([name for name in "
+                            "('scheduler', 'backfill', 'cli', 'migrations') if importlib.util.find_spec(name)])"],
+                           cwd=empty, env=env, capture_output=True, text=True, check=True)
+    assert taken.stdout.strip() == "[]"
 
     assert "upgraded" in ledger("db", "upgrade")  # the migrations come from the wheel
     ledger("trigger", "mixed")

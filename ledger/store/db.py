@@ -19,7 +19,7 @@ from ledger.store.schema import HEAD
 if TYPE_CHECKING:
     from alembic.config import Config
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"  # ledger/migrations
 
 
 def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:

@@ -359,8 +359,8 @@ class DagFileProcessorManager:
 
     def seed(self, known_hashes: Mapping[str, str], owners: Mapping[str, str] | None = None,
              depends_on: Mapping[str, Iterable[str]] | None = None) -> None:
-        """What the database knows (see ledger.scheduler.parsing.dag_sync.known_hashes / known_owners / known_dependencies),
-        before the first listing.
+        """What the database knows (see ledger.scheduler.parsing.dag_sync.known_hashes / known_owners /
+        known_dependencies), before the first listing.
 
         A seeded file whose content (and dependencies) still has the seeded hash counts as parsed now: it is
         not imported again before `min_file_process_interval`. A seeded file of this folder missing from it

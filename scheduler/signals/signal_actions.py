@@ -106,8 +106,8 @@ def evaluate_functions(calls: list[tuple[Listening, Signal]]) -> list[tuple[Sign
     payload = [{"fileloc": ls.fileloc, "root": ls.root, "dag_id": ls.dag_id, "task_id": ls.task_id,
                 "signal": sig.as_json()} for ls, sig in calls]
     try:
-        proc = subprocess.run([sys.executable, "-m", "ledger.scheduler.signals.signal_functions"], input=json.dumps(payload),
-                              capture_output=True, text=True, timeout=FUNCTION_TIMEOUT)
+        proc = subprocess.run([sys.executable, "-m", "ledger.scheduler.signals.signal_functions"],
+                              input=json.dumps(payload), capture_output=True, text=True, timeout=FUNCTION_TIMEOUT)
         answers = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
         if not isinstance(answers, list) or len(answers) != len(calls):
             tail = (proc.stderr or "").strip().splitlines()

@@ -81,7 +81,9 @@ class LazyCommands(TyperGroup):
     command's module when the command line names it."""
 
     def __init__(self) -> None:
-        super().__init__(name="ledger", help=HELP, no_args_is_help=True)
+        # the list of commands in click's plain layout: typer's rich layout loads rich and a Markdown parser, the
+        # larger part of what `ledger --help` costs (decision 0297); a command's own help keeps typer's layout
+        super().__init__(name="ledger", help=HELP, no_args_is_help=True, rich_markup_mode=None)
         self.where = {name: where for name, where, _ in COMMANDS}
         for name, _, line in COMMANDS:
             self.add_command(TyperCommand(name, short_help=line, help=line), name)
@@ -137,6 +139,10 @@ def _usage_line(exc: typer.TyperException) -> str:
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point: user errors become one line on stderr and exit status 1; usage errors
     (a missing argument, an unknown option) one line and exit status 2."""
+    if (sys.argv[1:] if argv is None else argv) == ["version"]:
+        # nothing to parse: answered before typer builds a command, which loads pydantic (decision 0297)
+        version()
+        return
     try:
         code = LazyCommands().main(args=argv, prog_name="ledger", standalone_mode=False)
         if isinstance(code, int) and code != 0:

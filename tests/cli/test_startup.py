@@ -41,6 +41,14 @@ def test_version_loads_nothing_of_the_ledger_but_its_errors() -> None:
     assert not {m for m in loaded for heavy in HEAVY if m == heavy or m.startswith(heavy + ".")}
 
 
+def test_help_and_version_load_neither_rich_nor_pydantic() -> None:
+    """Typer renders help with rich (and a Markdown parser) and builds any command's parameters with pydantic:
+    the list of commands and `ledger version` need neither (decision 0297)."""
+    for argv in (("--help",), ("version",)):
+        loaded, _ = modules_after(*argv)
+        assert not {m for m in loaded if m.split(".")[0] in ("rich", "pydantic", "markdown_it")}, argv
+
+
 def test_a_command_loads_only_its_own_module() -> None:
     loaded, _ = modules_after("db", "--help")
     assert "ledger.cli.db" in loaded

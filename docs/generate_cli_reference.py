@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -72,9 +73,13 @@ def render() -> str:
              "Generated from the real `--help` output by `python docs/generate_cli_reference.py`; a test fails",
              "when a command is missing or out of date. Every listing takes `--json`.", "", exit_statuses()]
     for path in commands(get_command(app), []):
-        result = runner.invoke(app, [*path, "--help"], prog_name="ledger", env={"COLUMNS": "100"})
+        if path:
+            output = runner.invoke(app, [*path, "--help"], prog_name="ledger", env={"COLUMNS": "100"}).output
+        else:  # the list of commands as `ledger --help` prints it (its own layout, decision 0297)
+            output = subprocess.run([sys.executable, "-c", "from ledger.cli.app import run; run()", "--help"],
+                                    capture_output=True, text=True, check=True).stdout
         title = " ".join(["ledger", *path])
-        text = "\n".join(line.rstrip() for line in result.output.strip().splitlines())
+        text = "\n".join(line.rstrip() for line in output.strip().splitlines())
         parts += [f"## `{title}`", "", "```text", text, "```", ""]
     return "\n".join(parts)
 

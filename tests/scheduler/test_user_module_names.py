@@ -60,7 +60,7 @@ def test_a_dags_folders_helpers_named_like_ledgers_folders_are_the_users_in_the_
     cli.ok("scheduler", "--exit-when-idle")
     assert cli.json("runs", "show", "1")["state"] == "success"
     assert EXPECTED in cli.ok("tasks", "logs", "helpers", "1", "show")
-    tested = cli.run("dags", "test", "helpers", "2024-03-02")
+    tested = cli.run("dags", "test", "helpers", "--logical-date", "2024-03-02")
     assert tested.exit_code == 0, tested.output
     assert EXPECTED in tested.output
 

@@ -10,7 +10,7 @@ active runs 1, run by the scheduler while the test holds each run's task on a fi
 running at once; its cancel, whose preview says what becomes of each date, after which the dates keep their earlier
 green runs (the running try of the second run ends, what had not started is skipped and the run it displaced is
 live again); a pause from the DAG list. The viewer then walks the same pages, is offered no action, is refused each
-one, and the events before and after are equal.
+one, chooses the time zone the pages print in, and the events before and after are equal.
 
 Screenshots of each view in light and dark go to $LEDGER_TEST_ARTIFACTS/web/daily (default artifacts/web/daily);
 docs/web.md shows copies of some of them."""
@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -293,4 +295,31 @@ def test_a_viewer_walks_the_same_pages_is_offered_nothing_and_changes_nothing(da
              f"/runs/{run_id}/cancel", *(f"/backfills/{b}/{act}" for b in backfills for act in ("cancel", "resume"))]
     refused = tab.run(ACTIONS.replace("PATHS", repr(paths)))
     assert refused == {p: 403 for p in paths}, refused
+    # the viewer's own time zone (decision 0276), chosen from the list: the calendar counts days in it, every page
+    # keeps it, and the ledger is not changed by it
+    tab.go(f"{base}/dags/daily/grid")
+    click(tab, "#tz-form a[href^='/timezone']")
+    fill(tab, "form.filter select[name=zone]", "America/New_York")
+    click(tab, "form.filter button")
+    assert tab.url.endswith("/dags/daily/grid"), tab.url
+    assert tab.run("document.querySelector('#tz-zone').value") == "America/New_York"
+    assert "00:00:00-05:00" not in tab.text() and "19:00:00-05:00" in tab.text()  # the runs' midnights in UTC
+    click(tab, "a[href='/dags/daily/calendar']")
+    views(tab, "viewer_calendar_new_york")
+    assert "days in America/New_York" in tab.text()
+    assert calendar_days(tab) == run_days(cli, "America/New_York") != run_days(cli, "UTC")
+    fill(tab, "#tz-zone", "dag")
+    click(tab, "#tz-form button")
+    assert "days in UTC" in tab.text() and calendar_days(tab) == run_days(cli, "UTC")
     assert cli.json("events", "--limit", "100000") == before
+
+
+def calendar_days(tab: Tab) -> set[str]:
+    """The days the calendar page shows a run on (each linked day's title starts with its date)."""
+    return set(tab.run("[...document.querySelectorAll('.calendar a.day')].map(a => a.title.split(':')[0])"))
+
+
+def run_days(cli: Cli, zone: str) -> set[str]:
+    """The days of DAG daily's live runs' logical dates in `zone`."""
+    return {datetime.fromisoformat(r["logical_date"]).astimezone(ZoneInfo(zone)).date().isoformat()
+            for r in cli.json("timeline", "daily")}

@@ -15,7 +15,7 @@ import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from ledger.scheduler.runtime.try_outcome import EXIT_CODES
 from ledger.scheduler.runtime.try_report import ReportFile, TryReport
@@ -113,7 +113,7 @@ def ended_by_report(item: WorkItem, pid: int | None = None) -> TaskEvent | None:
     left = ReportFile(item.log_path).take() if item.log_path else None
     if left is None or left.state not in EXIT_CODES:
         return None
-    state = cast(Literal["success", "failed", "skipped", "up_for_reschedule"], left.state)
+    state = left.state
     with contextlib.suppress(OSError), open(item.log_path, "a", encoding="utf-8") as log:  # (it could not say it)
         log.write(f"[ledger] {datetime.now(UTC).isoformat(timespec='milliseconds')} outcome: {state}"
                   + (f" ({left.reason})" if left.reason else "")

@@ -32,7 +32,9 @@ How workers are started (`start_method`):
 Processes never outlive the scheduler: a worker gets SIGTERM from the kernel when the scheduler dies
 (PR_SET_PDEATHSIG) and answers it by SIGKILLing its running try's process group before exiting; a try's
 child gets SIGKILL when its worker dies. When a try's child exits, whatever it left running in its process
-group is killed too.
+group is killed too. A try whose worker died (or whose scheduler died, and its workers with it) is lost unless its
+code had ended and left its report (`<log>.report.json`): then it is recorded as the report says, by this executor
+or by the next scheduler's, which adopts it (decision 0298).
 
 start() must be called from a thread that lives as long as the executor (normally the main thread): the
 kernel's parent-death signal fires when the *thread* that started the worker ends.

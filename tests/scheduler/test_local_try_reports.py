@@ -85,8 +85,8 @@ def a_try_whose_code_ended_and_whose_process_blocks(cli: Cli) -> tuple[subproces
     cli.write_dag("blocks.py", ENDS_THEN_BLOCKS.replace("@TRACE@", repr(str(trace)))
                   .replace("@RELEASE@", repr(str(release))))
     cli.ok("trigger", "blocks", "--logical-date", "2024-03-01")
-    scheduler = subprocess.Popen([LEDGER, "scheduler", "--exit-when-idle"], env={**cli.env, **FAST}, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, cwd=cli.home)
+    scheduler = subprocess.Popen([LEDGER, "scheduler", "--exit-when-idle"], env={**cli.env, **FAST},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cli.home)
     wait_for("the try's code to end and its report to be left beside its log",
              lambda: list((cli.home / "logs").rglob("try_1.log" + REPORT)) != [])
     (log,) = (cli.home / "logs").rglob("try_1.log")

@@ -8,6 +8,7 @@ them; the CeleryExecutor's run on other hosts and outlive it (adopt(), left_runn
 from __future__ import annotations
 
 import abc
+import contextlib
 import copyreg
 import io
 import pickle
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ledger.scheduler.runtime.try_report import TryReport
+from ledger.scheduler.runtime.try_outcome import EXIT_CODES
+from ledger.scheduler.runtime.try_report import ReportFile, TryReport
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,31 @@ class TaskEvent:
     report: TryReport | None = None
 
 
+def ended_by_report(item: WorkItem, pid: int | None = None) -> TaskEvent | None:
+    """The end of a try that ran on this host and left its whole report beside its log (`<log>.report.json`) as its
+    code ended, whatever became of its process afterwards (killed with its worker or its job): the report, taken (so
+    that the try is recorded by it once), says how it ended. None: it left none (it never started, or was killed
+    before its code ended): it is lost (decision 0298)."""
+    left = ReportFile(item.log_path).take() if item.log_path else None
+    if left is None or left.state not in EXIT_CODES:
+        return None
+    state = left.state
+    with contextlib.suppress(OSError), open(item.log_path, "a", encoding="utf-8") as log:  # (it could not say it)
+        log.write(f"[ledger] {datetime.now(UTC).isoformat(timespec='milliseconds')} outcome: {state}"
+                  + (f" ({left.reason})" if left.reason else "")
+                  + ", as the report it left when its code ended says (its worker or job died before it exited)\n")
+    return TaskEvent(item.ti_id, item.try_number, "finished", left.at, state, pid, left.reason, report=left)
+
+
+def adopt_ended(tries: list[tuple[WorkItem, bool]], out: list[TaskEvent]) -> set[int]:
+    """Executor.adopt for executors whose tries die with their job: of the tries a dead job left, those whose code
+    ended and left its report on this host are followed, their end (`ended_by_report`) put in `out` for the next
+    drain; the others are lost."""
+    ended = [event for item, _started in tries if (event := ended_by_report(item)) is not None]
+    out.extend(ended)
+    return {event.ti_id for event in ended}
+
+
 class Executor(abc.ABC):
     """Runs tries of task instances somewhere and reports what happened to them."""
 
@@ -159,7 +186,8 @@ class Executor(abc.ABC):
     def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
         """Follow tries another job handed to this executor's kind of workers and that may still run there (its job
         died): (the try's work item, whether it was recorded started). Returns the ti ids this executor now follows,
-        as if submitted here; the others are lost. Executors whose tries die with their job adopt none."""
+        as if submitted here; the others are lost. Executors whose tries die with their job adopt only those that
+        left their whole report on this host as their code ended (`adopt_ended`): their end is that report."""
         return set()
 
     def left_running(self) -> set[int]:

@@ -32,7 +32,9 @@ How workers are started (`start_method`):
 Processes never outlive the scheduler: a worker gets SIGTERM from the kernel when the scheduler dies
 (PR_SET_PDEATHSIG) and answers it by SIGKILLing its running try's process group before exiting; a try's
 child gets SIGKILL when its worker dies. When a try's child exits, whatever it left running in its process
-group is killed too.
+group is killed too. A try whose worker died (or whose scheduler died, and its workers with it) is lost unless its
+code had ended and left its report (`<log>.report.json`): then it is recorded as the report says, by this executor
+or by the next scheduler's, which adopts it (decision 0298).
 
 start() must be called from a thread that lives as long as the executor (normally the main thread): the
 kernel's parent-death signal fires when the *thread* that started the worker ends.
@@ -58,7 +60,15 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
-from ledger.scheduler.executors.base import NEVER_STARTED_PREFIX, Executor, TaskEvent, WorkItem, dumps
+from ledger.scheduler.executors.base import (
+    NEVER_STARTED_PREFIX,
+    Executor,
+    TaskEvent,
+    WorkItem,
+    adopt_ended,
+    dumps,
+    ended_by_report,
+)
 from ledger.scheduler.runtime import in_process, try_plan, try_process, try_report
 from ledger.scheduler.runtime.parent_death import die_with_parent
 from ledger.scheduler.runtime.try_outcome import Outcome
@@ -530,10 +540,11 @@ class LocalExecutor(Executor):
         worker.dead = True
         head, waiting = worker.item, worker.items[1:]
         worker.items = []
-        if head is not None:
+        if head is not None:  # its end: the report it left as its code ended, whatever became of its process
+            ended = ended_by_report(head, worker.pid) if worker.pid is not None else None
             why = reason if target is None or head.ti_id == target else f"worker stopped to end another try ({reason})"
-            mine.append(_failure(head, why, worker.pid, lost=target is None or head.ti_id != target,
-                                 ran=worker.pid is not None))
+            mine.append(ended or _failure(head, why, worker.pid, lost=target is None or head.ti_id != target,
+                                          ran=worker.pid is not None))
         for item in [item for item in waiting if (item.ti_id, item.try_number) in self._cancelled]:
             waiting.remove(item)
             mine.append(_failure(item, NEVER_STARTED))
@@ -652,7 +663,13 @@ class LocalExecutor(Executor):
         return handles
 
     def in_flight(self) -> set[int]:
-        return {item.ti_id for w in self._workers for item in w.items}
+        return {item.ti_id for w in self._workers for item in w.items} | {
+            event.ti_id for event in self._pending if event.kind == "finished"}
+
+    def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
+        """The tries of a dead job (whose workers died with it) that left their report as their code ended: their
+        end comes with the next drain()."""
+        return adopt_ended(tries, self._pending)
 
     def end(self, grace: float) -> list[TaskEvent]:
         if not self._started:

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any
 
-from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
+from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem, adopt_ended
 from ledger.scheduler.runtime import in_process, try_outcome, try_plan, try_process, try_report
 
 
@@ -89,7 +89,12 @@ class SequentialExecutor(Executor):
         return []
 
     def in_flight(self) -> set[int]:
-        return set(self._unreported)
+        return self._unreported | {event.ti_id for event in self._pending if event.kind == "finished"}
+
+    def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
+        """The tries of a dead job that left their report as their code ended: their end comes with the next
+        drain()."""
+        return adopt_ended(tries, self._pending)
 
     def end(self, grace: float) -> list[TaskEvent]:
         self._ending = True

@@ -1,10 +1,13 @@
-"""Tries that outlive their job (the CeleryExecutor's, on remote workers): adopted by the job that takes their runs
+"""Tries that outlive their job (the CeleryExecutor's, on remote workers), and tries whose code ended before their
+job died (any executor's: their report is on this host, decision 0298): adopted by the job that takes their runs
 over, instead of being recorded lost; and the executor's remarks (a refused redelivery) written as events.
 
 A job that claims runs from a job that died finds that job's queued and running tries (task_store.orphaned). It
 offers them to its executor (Executor.adopt): the ones the executor can follow become this job's (their task
 instances' job_id, guarded on their state and try number) and are followed as if this job had queued them; an
-event `try_adopted` says so. The rest are lost, as before.
+event `try_adopted` says so. A local try's process died with its job, so the LocalExecutor and SequentialExecutor
+follow only a try that left its whole report beside its log as its code ended: its end, that report, comes with the
+executor's next drain and is recorded like any other. The rest are lost, as before.
 """
 
 from __future__ import annotations
@@ -25,8 +28,6 @@ from ledger.store import tasks as task_store
 def adopt(session: Session, executor: Executor, orphans: list[tuple[int, int, int]], *, job_id: int, logs: str,
           actor: str, now: datetime) -> tuple[list[tuple[int, int, int]], dict[int, dict[str, Any]]]:
     """(the orphans not adopted, ti id -> the fields of the job's in-flight entry for each adopted try)."""
-    if not executor.outlives_its_job:  # (nothing to read: its kind of tries died with their job)
-        return orphans, {}
     rows = {r.ti_id: r for r in task_store.adoptable(session, [ti for ti, _tn, _run in orphans])}
     offered: list[tuple[WorkItem, bool]] = []
     infos: dict[int, dict[str, Any]] = {}

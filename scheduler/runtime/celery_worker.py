@@ -392,8 +392,9 @@ def _guard(lease: TryLease, settings: WorkerSettings, task: Any, tid: str, item:
            running: try_process.RunningTry, incarnation: str) -> None:
     """Fence the try through its lease from now on, and guard it: should this pool process die (kill -9 of it, or
     of the worker's main process, which Celery's pool processes die with), a small process it forks kills the try's
-    process group. When the try had ended by itself before (its outcome in its result pipe), the guard keeps that
-    outcome in the worker's outbox and stores it; else it says in the lease that the try is dead."""
+    process group. When the try had ended by itself before (its report in the worker's outbox, or, when none could be
+    left there, its state in its result pipe), the guard stores that outcome (kept in the outbox first); else it says
+    in the lease that the try is dead."""
     main, url, me, name = _main_pid(), settings.celery.backend_url, os.getpid(), settings.name
     box = try_outbox.folder(settings.home, name)
 

@@ -2,8 +2,10 @@
 
 * `fork_try(item)` forks the child. The child puts itself in its own process group (so a timeout or a
   shutdown can kill the task with everything it started), asks the kernel to SIGKILL it when its parent
-  dies, runs `task_runner.run_try` and exits with a code that says the outcome (`EXIT_SUCCESS`,
-  `EXIT_FAILED`, `EXIT_SKIPPED`), after writing its state and reason to a pipe.
+  dies, runs `task_runner.run_try`, leaves its report for its worker the moment the try's code has ended
+  (`<log>.report.json`, or the Celery worker's outbox: scheduler/runtime/try_report.py) and exits with a code that
+  says the outcome (`EXIT_SUCCESS`, `EXIT_FAILED`, `EXIT_SKIPPED`). Only a child that left no report (one could not
+  be left, or it has no log) writes its state and reason to a pipe; a Spark try handed back says so there too.
 * `RunningTry.wait()` waits for the child (a pidfd: woken the moment it exits), kills its process group
   when the execution timeout passes, and returns the outcome.
 
@@ -78,10 +80,12 @@ class _Leaver:
     def __init__(self, item: WorkItem, drop: try_report.Drop) -> None:
         self.item, self.drop = item, drop
         self.error: str | None = None
+        self.left = False  # its report was left
 
     def __call__(self, state: State, reason: str | None) -> None:
         try:
             self.drop.leave(try_report.build(state, reason, time.time(), self.item.log_path, self.drop.host))
+            self.left = True
         except Exception as exc:
             self.error = one_line(f"its report could not be left for its worker: {describe_exception(exc)}")
             with contextlib.suppress(Exception):
@@ -117,7 +121,9 @@ def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iter
         if leaver is not None and leaver.error is not None:
             state, reason = "failed", leaver.error
         code = EXIT_CODES[state]
-        if os.getpid() == me:  # not a process the task forked that came back through here
+        # its state goes down the pipe only when it left no report (one could not be left: a full disk; or it has no
+        # log, so no report file): a report says it, and stands (decision 0298)
+        if os.getpid() == me and (leaver is None or not leaver.left):
             os.write(result_fd, json.dumps({"state": state, "reason": reason}).encode()[:4000])
     except BaseException as exc:
         code = EXIT_FAILED
@@ -334,7 +340,7 @@ class GroupGuard:
     kill -9 too): it waits on a pipe whose only writer is that process, so the pipe's end is its death. release()
     (the try ended) lets it go without killing anything. `after` is called once the group is killed, with what the
     try's process had written to its result pipe (`result_fd`, the forking process's read end, which the guard
-    shares): a try that ended just before its supervisor died has its outcome there."""
+    shares): a try that ended just before its supervisor died, but could not leave its report, has its state there."""
 
     def __init__(self, pgid: int, after: Callable[[bytes], None] | None = None, result_fd: int = -1) -> None:
         read_fd, self._write_fd = os.pipe()

@@ -5,9 +5,11 @@ outlets' events in its own memory as they are made (ledger/sdk/try_outputs.py). 
 raised, it builds its TryReport from them (`build`) and hands it to its worker through one file written whole (a
 temporary file renamed over): for a Celery try, the worker's outbox file, fsynced, so that the outcome survives the
 worker from that moment (decision 0257); for a local or sequential try, `<log>.report.json`, which the worker reads
-and removes once the process is gone (`ReportFile`). Only then does the process write its log's outcome line, mask
-the secrets in its log and exit. The report travels back with the try's end (the local worker's pipe, the Celery
-result) and the job records it through the guarded transitions without opening any file (decisions 0241, 0253).
+and removes once the process is gone (`ReportFile`), or, when the worker or the scheduler died first, the executor or
+the next scheduler's executor does (decision 0298: a try that left its report is recorded by it). Only then does the
+process write its log's outcome line, mask the secrets in its log and exit. The report travels back with the try's
+end (the local worker's pipe, the Celery result) and the job records it through the guarded transitions without
+opening any file (decisions 0241, 0253).
 
 A report is a frozen dataclass of plain values: it pickles (the pipe) and converts to and from JSON (`as_json`,
 `from_json`, for Celery's result backend), with a version so that a worker and a scheduler of different releases

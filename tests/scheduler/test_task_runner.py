@@ -12,7 +12,7 @@ import pendulum
 import pytest
 
 from ledger.scheduler.executors.base import WorkItem
-from ledger.scheduler.runtime import try_outcome, try_plan, try_process
+from ledger.scheduler.runtime import try_outcome, try_plan, try_process, try_report
 
 LOGICAL_DATE = pendulum.datetime(2024, 3, 10, tz="UTC")
 
@@ -392,3 +392,18 @@ def test_tries_are_watched_by_polling_where_pidfds_are_missing(dag_file: Path,
     assert outcome_of(work_item(dag_file, "noop")) == ("success", None)
     assert outcome_of(work_item(dag_file, "boom")) == ("failed", "ValueError: boom")
     assert outcome_of(work_item(dag_file, "sleepy", timeout=0.3)) == ("failed", "timed out after 0.3 s")
+
+
+def test_a_try_that_could_not_leave_its_report_fails_saying_why_and_one_that_left_it_writes_nothing_to_its_pipe(
+        dag_file: Path) -> None:
+    """The report is the one path of a try's end (decision 0298); the result pipe carries a state only when no report
+    could be left (here: a folder where the report file goes, as a full disk refuses it)."""
+    left, refused = work_item(dag_file, "noop", ti_id=1), work_item(dag_file, "noop", ti_id=2, try_number=2)
+    running = run_in_child(left)
+    assert running.report is not None and running.outcome is not None
+    assert (running.outcome.state, running.report.state) == ("success", "success")
+    assert try_process.decode_message(running._buffer) is None  # (nothing came down its pipe)
+    Path(refused.log_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(refused.log_path + try_report.REPORT).mkdir()
+    state, reason = outcome_of(refused)
+    assert state == "failed" and (reason or "").startswith("its report could not be left for its worker: ")

@@ -131,3 +131,25 @@ def test_a_durable_report_is_there_for_every_process_of_the_host_while_the_disk_
         os.write(held_write, b"xx")
         os.close(held_write)
         assert os.waitpid(pid, 0)[1] == 0
+
+
+@pytest.mark.parametrize("kind", ["local", "sequential"])
+def test_a_dead_jobs_try_is_adopted_by_a_local_executor_only_if_it_left_its_whole_report(
+        make: MakeExecutor, dag_file: Path, kind: str) -> None:
+    """Decision 0298: the next job finds the report a try left as its code ended (its process died with its job
+    afterwards) and records the try by it, once; a try that left none, or only the beginning of one, is lost."""
+    executor = make(kind, 1)
+    ended, unended, torn = (work_item(dag_file, "returns", ti_id=i, try_number=i) for i in (1, 2, 3))
+    Path(ended.log_path).parent.mkdir(parents=True, exist_ok=True)
+    ReportFile(ended.log_path).leave(TryReport("success", None, 5.0, ended.log_path, pushed=(("return_value", 7),)))
+    Path(torn.log_path + REPORT).write_text('{"version": 1, "sta')  # (a host that crashed in its write)
+    assert executor.adopt([(ended, True), (unended, True), (torn, False)]) == {1}
+    assert executor.in_flight() == {1}
+    (event,) = executor.drain()
+    assert (event.ti_id, event.try_number, event.kind, event.state, event.at) == (1, 1, "finished", "success", 5.0)
+    assert event.report is not None and event.report.pushed == (("return_value", 7),)
+    assert executor.in_flight() == set() and executor.drain() == []
+    assert not Path(ended.log_path + REPORT).exists()  # taken: a later job does not record it again
+    assert executor.adopt([(ended, True)]) == set()
+    assert Path(ended.log_path).read_text().endswith(
+        "outcome: success, as the report it left when its code ended says (its worker or job died before it exited)\n")

@@ -43,3 +43,17 @@ class DatasetConsumed(Base):
     dag_id: Mapped[str] = mapped_column(String(250), index=True)
     event_id: Mapped[int] = mapped_column(ForeignKey("dataset_event.id"))
     cause: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class DatasetTally(Base):
+    """What was written of a dataset, kept as the rows are written (ledger/store/dataset_tally.py): per dataset and
+    source (`event`: its dataset events, `write`: its recorded writes, lineage_write) how many rows, how many
+    distinct partitions they name and the newest row's id; the dataset graph reads these instead of counting."""
+
+    __tablename__ = "dataset_tally"
+
+    dataset: Mapped[str] = mapped_column(String(500), primary_key=True)
+    source: Mapped[str] = mapped_column(String(10), primary_key=True)
+    rows: Mapped[int] = mapped_column(Integer)
+    partitions: Mapped[int] = mapped_column(Integer)
+    newest_id: Mapped[int] = mapped_column(Integer)

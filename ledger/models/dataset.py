@@ -16,6 +16,7 @@ class DatasetEvent(Base):
 
     __tablename__ = "dataset_event"
     __table_args__ = (Index("ix_dataset_event_dataset_partition", "dataset", "partition"),
+                      Index("ix_dataset_event_dataset_id", "dataset", "id"),  # a dataset's newest first, no sort
                       Index("ix_dataset_event_run_id", "run_id"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session
 from ledger.models import DagRun, DatasetEvent, LineageWrite
 from ledger.store import dataset_tally
 
+PAGE = 500  # recorded writes read at a time, newest first
+
 
 @dataclass(frozen=True)
 class Newest:
@@ -61,10 +63,24 @@ def written(session: Session, datasets: Sequence[str] | None = None, *, verify: 
 
 
 def newest_partitions(session: Session, dataset: str, *, limit: int) -> list[str]:
-    """The `limit` partitions of a dataset with the newest recorded writes, newest first."""
-    newest = func.max(LineageWrite.id)
-    return list(session.scalars(select(LineageWrite.partition).where(LineageWrite.dataset == dataset)
-                                .group_by(LineageWrite.partition).order_by(newest.desc()).limit(limit)))
+    """The `limit` partitions of a dataset with the newest recorded writes, newest first: its writes read newest
+    first along the `(dataset, id)` index, PAGE at a time, until `limit` partitions are found (not every write
+    grouped and sorted)."""
+    found: dict[str, None] = {}
+    before: int | None = None
+    while len(found) < limit:
+        stmt = select(LineageWrite.partition, LineageWrite.id).where(LineageWrite.dataset == dataset)
+        if before is not None:
+            stmt = stmt.where(LineageWrite.id < before)
+        rows = session.execute(stmt.order_by(LineageWrite.id.desc()).limit(PAGE)).tuples().all()
+        for partition, _id in rows:
+            found.setdefault(partition, None)
+            if len(found) == limit:
+                break
+        if len(rows) < PAGE:
+            break
+        before = rows[-1][1]
+    return list(found)
 
 
 def writes_of(session: Session, dataset: str, partitions: Sequence[str]) -> list[Any]:

@@ -1,6 +1,7 @@
 """dataset_tally: what was written of each dataset (rows, distinct partitions, newest id, per source), kept as the
 rows are written, so that the dataset graph reads a row per dataset instead of counting (decision 0300); filled
-from the dataset events and recorded writes already there
+from the dataset events and recorded writes already there. And a `(dataset, id)` index on both, so that a
+dataset's page reads its newest events and writes without sorting all of them
 
 Revision ID: 0014
 Revises: 0013
@@ -17,7 +18,8 @@ down_revision = '0013'
 branch_labels = None
 depends_on = None
 
-DROPS = "the dataset tallies (table dataset_tally; the dataset events and recorded writes they count stay)"
+DROPS = ("the dataset tallies (table dataset_tally; the dataset events and recorded writes they count stay) and the "
+         "`(dataset, id)` indexes of dataset_event and lineage_write")
 """What the downgrade drops, as `ledger db downgrade` says it."""
 
 
@@ -41,5 +43,11 @@ def upgrade() -> None:
         op.execute(tally.insert().from_select(["dataset", "source", "rows", "partitions", "newest_id"], counted))
 
 
+    op.create_index('ix_dataset_event_dataset_id', 'dataset_event', ['dataset', 'id'])
+    op.create_index('ix_lineage_write_dataset_id', 'lineage_write', ['dataset', 'id'])
+
+
 def downgrade() -> None:
+    op.drop_index('ix_lineage_write_dataset_id', table_name='lineage_write')
+    op.drop_index('ix_dataset_event_dataset_id', table_name='dataset_event')
     op.drop_table('dataset_tally')

@@ -18,6 +18,7 @@ from ledger.store import dataset_tally, lineage
 from ledger.store import datasets as dataset_store
 from ledger.store.dataset_tally import StaleTally, Tally
 from ledger.store.db import alembic_config, make_engine, make_sessions
+from tests.conftest import migrated_sessions
 from tests.store.test_timeline_store import add, setup_dag
 
 
@@ -130,3 +131,23 @@ def test_a_datasets_newest_partitions_are_those_written_last_read_a_page_at_a_ti
         assert graph_store.newest_partitions(session, "sales", limit=3) == ["02", "04", "03"]
         assert graph_store.newest_partitions(session, "sales", limit=10) == ["02", "04", "03", "01"]
         assert graph_store.newest_partitions(session, "nothing", limit=3) == []
+
+
+@pytest.mark.postgres
+def test_two_transactions_writing_the_same_new_partition_at_once_count_it_once(postgres_url: str, clock: Any) -> None:
+    engine, sessions = migrated_sessions(postgres_url)
+    run_id = a_run(sessions, clock)
+    row = {"dataset": "sales", "partition": "2024-03-01", "run_id": run_id, "dag_id": "daily", "task_id": "a",
+           "try_number": 1, "downstream": False, "created_at": clock.now()}
+    first, second = sessions(), sessions()
+    try:
+        # both insert the partition before either commits: neither sees the other's row yet
+        dataset_store.record_events(first, [row])
+        dataset_store.record_events(second, [row])
+        first.commit()  # counts the partition: the second's row is not committed
+        second.commit()  # locks the tally after the first committed, and sees its row: not a new partition
+    finally:
+        first.close()
+        second.close()
+    assert tallies(sessions)[("sales", "event")] == Tally(2, 1, tallies(sessions)[("sales", "event")].newest_id)
+    engine.dispose()

@@ -121,8 +121,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("LEDGER_OPENLINEAGE_DRAIN_TIMEOUT", "float", "5", "scheduler",
              "Seconds a stopping scheduler waits for queued OpenLineage events to be sent.", minimum=0),
     # the test suite's
-    Variable("LEDGER_VERIFY_MEMORY", "bool", "false", "scheduler",
-             "Compare what a job remembers of its runs with the database after every loop (the test suite's)."),
+    Variable("LEDGER_VERIFY_MEMORY", "bool", "false", "scheduler, webserver",
+             "Compare what is kept for speed with the database: what a job remembers of its runs after every loop, "
+             "the dataset tallies at each read of the dataset graph (the test suite's)."),
 )
 
 # name prefixes of families of variables, each with what one member holds

@@ -8,7 +8,7 @@ from ledger.models.dag import Dag
 from ledger.models.dag_file import DagFile
 from ledger.models.dag_run import DagRun
 from ledger.models.dag_version import DagVersion
-from ledger.models.dataset import DatasetConsumed, DatasetEvent
+from ledger.models.dataset import DatasetConsumed, DatasetEvent, DatasetTally
 from ledger.models.event import Event, EventChain
 from ledger.models.import_error import ImportError_
 from ledger.models.job import Job
@@ -35,6 +35,7 @@ __all__ = [
     "DagVersion",
     "DatasetConsumed",
     "DatasetEvent",
+    "DatasetTally",
     "Event",
     "EventChain",
     "ImportError_",

@@ -16,6 +16,7 @@ class DatasetEvent(Base):
 
     __tablename__ = "dataset_event"
     __table_args__ = (Index("ix_dataset_event_dataset_partition", "dataset", "partition"),
+                      Index("ix_dataset_event_dataset_id", "dataset", "id"),  # a dataset's newest first, no sort
                       Index("ix_dataset_event_run_id", "run_id"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -43,3 +44,17 @@ class DatasetConsumed(Base):
     dag_id: Mapped[str] = mapped_column(String(250), index=True)
     event_id: Mapped[int] = mapped_column(ForeignKey("dataset_event.id"))
     cause: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class DatasetTally(Base):
+    """What was written of a dataset, kept as the rows are written (ledger/store/dataset_tally.py): per dataset and
+    source (`event`: its dataset events, `write`: its recorded writes, lineage_write) how many rows, how many
+    distinct partitions they name and the newest row's id; the dataset graph reads these instead of counting."""
+
+    __tablename__ = "dataset_tally"
+
+    dataset: Mapped[str] = mapped_column(String(500), primary_key=True)
+    source: Mapped[str] = mapped_column(String(10), primary_key=True)
+    rows: Mapped[int] = mapped_column(Integer)
+    partitions: Mapped[int] = mapped_column(Integer)
+    newest_id: Mapped[int] = mapped_column(Integer)

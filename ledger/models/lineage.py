@@ -13,6 +13,7 @@ class LineageWrite(Base):
 
     __tablename__ = "lineage_write"
     __table_args__ = (Index("ix_lineage_write_dataset_partition", "dataset", "partition"),
+                      Index("ix_lineage_write_dataset_id", "dataset", "id"),  # a dataset's newest first, no sort
                       Index("ix_lineage_write_run_id", "run_id"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -1,13 +1,13 @@
 """Linking events into their hash chains (decision 0260), in the transaction that wrote them, as it commits.
 
 `events.record_many` inserts an event at once (so that the transaction reads it back, and its id is known) and
-hands it here with the canonical JSON of its body. When the session commits, `link` locks the heads of the
-chains its events belong to (one `SELECT ... FOR UPDATE` of their `event_chain` rows, in the order of their
-names, so that two transactions never wait for each other's heads in a circle), reads what the events report
-of their runs as the transaction leaves them, and writes each event's place, previous hash, covers and hash, and
-each chain's new head. On PostgreSQL the head row's lock holds the next writer of the chain until this
-transaction has committed, so that several schedulers keep one chain per DAG; on SQLite every writing
-transaction holds the database's write lock from its start (ledger/store/db.py).
+hands it here with the canonical JSON of its body. When the session commits (ledger/store/commit.py, its first
+step), `link` locks the heads of the chains its events belong to (one `SELECT ... FOR UPDATE` of their
+`event_chain` rows, in the order of their names, so that two transactions never wait for each other's heads in a
+circle), reads what the events report of their runs as the transaction leaves them, and writes each event's
+place, previous hash, covers and hash, and each chain's new head. On PostgreSQL the head row's lock holds the next
+writer of the chain until this transaction has committed, so that several schedulers keep one chain per DAG; on
+SQLite every writing transaction holds the database's write lock from its start (ledger/store/db.py).
 
 Linking at commit, not at insert: a transaction (a scheduler's loop) writes events of several DAGs in whatever
 order its work comes; locking each head as it went would let two schedulers take two heads in opposite orders.
@@ -19,13 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, event, select, update
+from sqlalchemy import Table, and_, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm import Session
 
 from ledger.core.audit import ZERO, TaskRow, body_json, chain_of, event_hash, run_cover, tries_digest
 from ledger.core.states import FINISHED_RUN_STATES
 from ledger.models import DagRun, DagVersion, Event, EventChain, TaskInstance
+from ledger.store import commit
 from ledger.store.hot import Hot
 
 PENDING = "ledger.events_to_link"  # session.info key: the events this transaction wrote, not linked yet
@@ -119,12 +120,9 @@ def link(session: Session) -> None:
     _MOVE_HEAD.run(session, list(moved.values()))
 
 
-@event.listens_for(Session, "before_commit")
-def _before_commit(session: Session) -> None:
-    link(session)
+def forget(session: Session) -> None:
+    """The transaction ended (committed or not): nothing is left to link."""
+    session.info.pop(PENDING, None)
 
 
-@event.listens_for(Session, "after_transaction_end")
-def _after_end(session: Session, transaction: SessionTransaction) -> None:
-    if transaction.parent is None:  # the outermost transaction ended (committed or not): nothing is left to link
-        session.info.pop(PENDING, None)
+commit.step(1, link, forget)

@@ -1,6 +1,6 @@
 """Reads of the web view's dataset graph (ledger/web/dataset_graph.py): per dataset, the partitions written and the
-newest write, from the dataset events (what producer tasks' outlets wrote) and the recorded writes (lineage), each
-read through its `(dataset, partition)` index, so a graph of a 10,000-run ledger costs a scan of two indexes."""
+newest write, from the dataset events (what producer tasks' outlets wrote) and the recorded writes (lineage), as
+their tallies keep them (ledger/store/dataset_tally.py): a graph costs a row per dataset, not a count of its rows."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun, DatasetEvent, LineageWrite
+from ledger.store import dataset_tally
+
+PAGE = 500  # recorded writes read at a time, newest first
 
 
 @dataclass(frozen=True)
@@ -37,46 +40,47 @@ class Written:
     newest: Newest | None
 
 
-def written(session: Session, datasets: Sequence[str] | None = None) -> dict[str, Written]:
-    """dataset -> Written, for every dataset with an event or a recorded write (or only `datasets`). Two scans of
-    each table's `(dataset, partition)` index (a count and the newest id per dataset; the distinct partitions), then
-    the newest rows by id. `partitions`: those its events name or those its recorded writes name, whichever
-    are more (a producer that records its writes names the same partitions in both; their union would cost a sort
-    of both tables)."""
-    def per_dataset(model: Any) -> dict[str, tuple[int, int, int]]:
-        # two statements: with count(DISTINCT) beside other aggregates SQLite sorts the partitions in a temporary
-        # B-tree; alone, it counts them in the index's order
-        counts = select(model.dataset, func.count(), func.max(model.id))
-        distinct = select(model.dataset, func.count(model.partition.distinct()))
-        if datasets is not None:
-            counts = counts.where(model.dataset.in_(list(datasets)))
-            distinct = distinct.where(model.dataset.in_(list(datasets)))
-        parts = dict(session.execute(distinct.group_by(model.dataset)).tuples().all())
-        rows = session.execute(counts.group_by(model.dataset)).tuples()
-        return {d: (n, parts.get(d, 0), last) for d, n, last in rows}
-
-    by_events, by_writes = per_dataset(DatasetEvent), per_dataset(LineageWrite)
+def written(session: Session, datasets: Sequence[str] | None = None, *, verify: bool = False) -> dict[str, Written]:
+    """dataset -> Written, for every dataset with an event or a recorded write (or only `datasets`): its tallies
+    (ledger/store/dataset_tally.py; checked against the rows first with `verify`), then the newest rows by id.
+    `partitions`: those its events name or those its recorded writes name, whichever are more (a producer that
+    records its writes names the same partitions in both; their union would cost a sort of both tables)."""
+    tallies = (dataset_tally.verified if verify else dataset_tally.read)(session, datasets)
+    newest_ids = {source: [t.newest_id for (_d, s), t in tallies.items() if s == source]
+                  for source in dataset_tally.SOURCES}
     newest_events = {e.dataset: Newest(e.partition, e.dag_id, e.run_id, e.task_id, e.created_at)
-                     for e in session.scalars(select(DatasetEvent).where(
-                         DatasetEvent.id.in_([last for _n, _p, last in by_events.values()])))}
+                     for e in session.scalars(select(DatasetEvent).where(DatasetEvent.id.in_(newest_ids["event"])))}
     newest_writes = {w.dataset: Newest(w.partition, w.dag_id, w.run_id, w.task_id, w.recorded_at)
-                     for w in session.scalars(select(LineageWrite).where(
-                         LineageWrite.id.in_([last for _n, _p, last in by_writes.values()])))}
+                     for w in session.scalars(select(LineageWrite).where(LineageWrite.id.in_(newest_ids["write"])))}
+    none = dataset_tally.Tally(0, 0, 0)
     found = {}
-    for key in sorted(set(by_events) | set(by_writes)):
-        events, event_parts, _e = by_events.get(key, (0, 0, 0))
-        writes, write_parts, _w = by_writes.get(key, (0, 0, 0))
+    for key in sorted({d for d, _s in tallies}):
+        events, writes = tallies.get((key, "event"), none), tallies.get((key, "write"), none)
         candidates = [n for n in (newest_events.get(key), newest_writes.get(key)) if n is not None]
-        found[key] = Written(events, writes, max(event_parts, write_parts),
+        found[key] = Written(events.rows, writes.rows, max(events.partitions, writes.partitions),
                              max(candidates, key=lambda n: n.at) if candidates else None)
     return found
 
 
 def newest_partitions(session: Session, dataset: str, *, limit: int) -> list[str]:
-    """The `limit` partitions of a dataset with the newest recorded writes, newest first."""
-    newest = func.max(LineageWrite.id)
-    return list(session.scalars(select(LineageWrite.partition).where(LineageWrite.dataset == dataset)
-                                .group_by(LineageWrite.partition).order_by(newest.desc()).limit(limit)))
+    """The `limit` partitions of a dataset with the newest recorded writes, newest first: its writes read newest
+    first along the `(dataset, id)` index, PAGE at a time, until `limit` partitions are found (not every write
+    grouped and sorted)."""
+    found: dict[str, None] = {}
+    before: int | None = None
+    while len(found) < limit:
+        stmt = select(LineageWrite.partition, LineageWrite.id).where(LineageWrite.dataset == dataset)
+        if before is not None:
+            stmt = stmt.where(LineageWrite.id < before)
+        rows = session.execute(stmt.order_by(LineageWrite.id.desc()).limit(PAGE)).tuples().all()
+        for partition, _id in rows:
+            found.setdefault(partition, None)
+            if len(found) == limit:
+                break
+        if len(rows) < PAGE:
+            break
+        before = rows[-1][1]
+    return list(found)
 
 
 def writes_of(session: Session, dataset: str, partitions: Sequence[str]) -> list[Any]:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from ledger.core.dataset_rules import Consumed, EventRow
 from ledger.core.states import RunState
 from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent, Event
+from ledger.store import dataset_tally
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
 
@@ -22,7 +23,8 @@ def _row(e: Any) -> EventRow:
 
 def record_events(session: Session, rows: list[dict[str, Any]]) -> int:
     if rows:
-        session.execute(insert(DatasetEvent), rows)
+        ids = session.scalars(insert(DatasetEvent).returning(DatasetEvent.id, sort_by_parameter_order=True), rows)
+        dataset_tally.note(session, "event", list(ids), rows)
     return len(rows)
 
 

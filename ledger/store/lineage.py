@@ -9,17 +9,19 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from ledger.models import DagRun, LineageWrite
+from ledger.store import dataset_tally
 
 
 def record(session: Session, writes: list[dict[str, Any]], *, run_id: int, dag_id: str, task_id: str,
            try_number: int, dag_version: str, try_state: str, now: datetime) -> int:
     if not writes:
         return 0
-    session.execute(insert(LineageWrite), [{
-        "dataset": str(w["dataset"])[:500], "partition": str(w["partition"])[:500], "run_id": run_id,
-        "dag_id": dag_id, "task_id": task_id, "try_number": try_number, "dag_version": dag_version,
-        "try_state": try_state, "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
-        "path": w.get("path"), "written_at": _parse(w.get("at"), now), "recorded_at": now} for w in writes])
+    rows = [{"dataset": str(w["dataset"])[:500], "partition": str(w["partition"])[:500], "run_id": run_id,
+             "dag_id": dag_id, "task_id": task_id, "try_number": try_number, "dag_version": dag_version,
+             "try_state": try_state, "rows": w.get("rows") if isinstance(w.get("rows"), int) else None,
+             "path": w.get("path"), "written_at": _parse(w.get("at"), now), "recorded_at": now} for w in writes]
+    ids = session.scalars(insert(LineageWrite).returning(LineageWrite.id, sort_by_parameter_order=True), rows)
+    dataset_tally.note(session, "write", list(ids), rows)
     return len(writes)
 
 

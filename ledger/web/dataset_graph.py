@@ -3,7 +3,7 @@ producers (the DAG and task whose outlet it is, or that recorded a write of it),
 it, the tasks with it as an inlet) and the partitions written (how many, the newest), drawn as SVG by the server.
 
 The DAGs' current versions say who produces and consumes (their specs are cached per process, ledger/store/dags.py);
-what was written comes from two index scans (ledger/store/dataset_graph.py)."""
+what was written from the datasets' tallies (ledger/store/dataset_graph.py, decision 0300)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from ledger.core.dataset_rules import leaf_keys, partitioning_of
 from ledger.core.versions import DagSpec
+from ledger.infra.settings import value as setting
 from ledger.services import dataset_docs, documents
 from ledger.store import dags as dag_store
 from ledger.store import dataset_graph as graph_store
@@ -104,7 +105,8 @@ def datasets(session: Session, only: str | None = None) -> list[Dataset]:
             for inlet in task.inlets:
                 if (key := _dataset_of(inlet)) is not None and (e := entry(key)) is not None:
                     e.inlets.append((spec.dag_id, task.task_id))
-    for key, w in graph_store.written(session, None if only is None else [only]).items():
+    verify = setting("LEDGER_VERIFY_MEMORY") is True  # (the test suite's: each read checks the tallies)
+    for key, w in graph_store.written(session, None if only is None else [only], verify=verify).items():
         e = entry(key)
         if e is None:
             continue

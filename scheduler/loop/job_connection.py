@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from ledger.store.chain import link as link_events
+from ledger.store.commit import finish
 
 
 @dataclass
@@ -48,7 +48,7 @@ class JobConnection:
                 session.info.clear()  # as a new session's: close() keeps it (the events written, Hot's cursor)
                 try:
                     yield session
-                    link_events(session)  # (the session does not commit: the connection's transaction does)
+                    finish(session)  # (the session does not commit: the connection's transaction does)
                     session.flush()
                 finally:
                     session.close()

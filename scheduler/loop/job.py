@@ -286,9 +286,12 @@ class DagRunJob:
         self.callbacks.poll()
         if outcome_recording.hold_starts(self, drained, report):
             return report
-        now = self.clock.now()
         drained = outcome_recording.with_reports_kept(self, drained)
         with self.transaction(loop=True) as session:
+            # the clock is read once the transaction holds the database (on SQLite, its write lock): what it writes
+            # is then stamped after every commit it can see (a backfill's cancel that committed while it waited: the
+            # runs it ends for it must end after the cancel, backfill_store.restore_after_cancel)
+            now = self.clock.now()
             work, to_call = self._loop_transaction(session, drained, now, report)
         self._unrecorded = []
         self._held_since = None

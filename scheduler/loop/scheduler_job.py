@@ -125,8 +125,8 @@ class SchedulerJob(DagRunJob):
         stale = self._signal_index is None or self._index_cadence.due()
         if not stale and not self._signal_index and not self._signal_skip.due():
             return []
-        now = self.clock.now()
         with self.transaction() as session:
+            now = self.clock.now()  # once the transaction holds the database, as the loop's (DagRunJob._loop_once)
             if stale:  # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
                 self._signal_index = signal_actions.listeners(session, self.code_cache())  # (pausing a DAG
                 # from the CLI changes it)

@@ -166,6 +166,9 @@ class DagRunJob:
         """A run of the backfill finished: the backfill ends when it has no unfinished run left."""
         finish_backfill(session, backfill_id, now=now, actor=self.actor)
 
+    def in_loop(self, session: Session, now: datetime, report: LoopReport) -> None:
+        """A subclass's step in every loop's transaction, after the runs are decided."""
+
     def others_wrote(self, session: Session) -> None:
         """Called in a loop's transaction when another process wrote since this job's last transaction (and at
         each full pass, every poll_interval): what a subclass must notice of others' changes."""
@@ -323,6 +326,7 @@ class DagRunJob:
         report.callbacks = len(self.callbacks.results)
         to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate)
         report.callbacks += len(to_call)
+        self.in_loop(session, now, report)
         if self.heartbeat.due():
             job_store.heartbeat(session, self.job_id, now=now)
             self.heartbeat.done()

@@ -318,6 +318,8 @@ class DagRunJob:
         if seen.full_pass:
             run_processing.read_everything_again(self, session)
             only_starts = only_starts or self.stopping  # (a subclass saw it must stop: only record what ended)
+        elif seen.quiet_pass:
+            self.memory.decide_again()  # nobody else wrote: decided again from the pictures (decision 0303)
         report.outcomes = outcome_recording.record(self, session, drained, now)
         adoption.record_remarks(session, self.executor, actor=self.actor, now=now)
         if self._reconcile:

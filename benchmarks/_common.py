@@ -14,7 +14,12 @@ from typing import Any
 
 
 def ledger_command() -> list[str]:
-    """The `ledger` console script of the running interpreter's environment (falls back to `python -m cli`)."""
+    """The `ledger` console script of the running interpreter's environment (falls back to `python -m cli`). A
+    tree on PYTHONPATH from before the one top package (decision 0296: no ledger/cli, its CLI at cli/app.py, as
+    `bench_ab --base 5484ae4` runs) is run through its own entry point: the console script imports ledger.cli."""
+    tree = Path(os.environ.get("PYTHONPATH") or ".")
+    if not (tree / "ledger" / "cli").exists() and (tree / "cli" / "app.py").exists():
+        return [sys.executable, "-c", "from cli.app import run; run()"]
     beside = Path(sys.executable).with_name("ledger")
     if beside.exists():
         return [str(beside)]

@@ -166,6 +166,9 @@ class DagRunJob:
         """A run of the backfill finished: the backfill ends when it has no unfinished run left."""
         finish_backfill(session, backfill_id, now=now, actor=self.actor)
 
+    def in_loop(self, session: Session, now: datetime, report: LoopReport) -> None:
+        """A subclass's step in every loop's transaction, after the runs are decided."""
+
     def others_wrote(self, session: Session) -> None:
         """Called in a loop's transaction when another process wrote since this job's last transaction (and at
         each full pass, every poll_interval): what a subclass must notice of others' changes."""
@@ -286,9 +289,12 @@ class DagRunJob:
         self.callbacks.poll()
         if outcome_recording.hold_starts(self, drained, report):
             return report
-        now = self.clock.now()
         drained = outcome_recording.with_reports_kept(self, drained)
         with self.transaction(loop=True) as session:
+            # the clock is read once the transaction holds the database (on SQLite, its write lock): what it writes
+            # is then stamped after every commit it can see (a backfill's cancel that committed while it waited: the
+            # runs it ends for it must end after the cancel, backfill_store.restore_after_cancel)
+            now = self.clock.now()
             work, to_call = self._loop_transaction(session, drained, now, report)
         self._unrecorded = []
         self._held_since = None
@@ -312,6 +318,8 @@ class DagRunJob:
         if seen.full_pass:
             run_processing.read_everything_again(self, session)
             only_starts = only_starts or self.stopping  # (a subclass saw it must stop: only record what ended)
+        elif seen.quiet_pass:
+            self.memory.decide_again()  # nobody else wrote: decided again from the pictures (decision 0303)
         report.outcomes = outcome_recording.record(self, session, drained, now)
         adoption.record_remarks(session, self.executor, actor=self.actor, now=now)
         if self._reconcile:
@@ -320,6 +328,7 @@ class DagRunJob:
         report.callbacks = len(self.callbacks.results)
         to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate)
         report.callbacks += len(to_call)
+        self.in_loop(session, now, report)
         if self.heartbeat.due():
             job_store.heartbeat(session, self.job_id, now=now)
             self.heartbeat.done()

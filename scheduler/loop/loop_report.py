@@ -19,8 +19,9 @@ class LoopReport:
     looked_for_runs: bool = False  # collect_runs really queried (it is throttled between runs finishing)
     callbacks: int = 0  # callback calls started or ended
     write_by: float | None = None  # time.monotonic() by which tries' starts held back must be written
+    again: bool = False  # loop again at once (a step found work for the next loop)
 
     @property
     def progress(self) -> bool:
         return any((self.outcomes, self.created, self.claimed, self.queued, self.marked, self.runs_changed,
-                    self.callbacks))
+                    self.callbacks, self.again))

@@ -54,6 +54,11 @@ class HeldRunsMemory:
         self.pictures.pop(run_id, None)
         self.forget_past_of(run_id)
 
+    def decide_again(self) -> None:
+        """Every held run is decided again from its picture at the next pass (the full pass while nobody else
+        wrote: a time limit that came into view since a run was settled)."""
+        self.settled.clear()
+
     def forget_past_of(self, run_id: int) -> None:
         """The run that depends on `run_id`'s task states (depends_on_past) is decided again from the database."""
         nxt = self.successor.get(run_id)

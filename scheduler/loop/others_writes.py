@@ -4,7 +4,10 @@ Every write to runs and task instances comes with an event, so a job that sees a
 itself reads every held run again (it forgets its pictures, scheduler/loop/memory.py). It also does so every
 poll_interval (the full pass), whatever the events say. On SQLite a loop first asks PRAGMA data_version, which
 says whether any other connection committed since this job's last loop transaction began, and then reads no
-event at all when none did.
+event at all when none did; a full pass that comes due then reads nothing again either: the database holds only
+what the job wrote itself, so every held run is decided again from the job's pictures (the quiet pass, decision
+0303), which keeps what the periodic pass is for without the reads (a run settled before one of its time limits
+came into view is decided again).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class Seen:
     event: int  # the newest event id when the transaction began
     quiet: tuple[Any, int, int] | None  # SQLite: (the kept connection, its PRAGMA data_version, side_events) then
     full_pass: bool  # every held run is read again in this transaction (others wrote, or the full pass is due)
+    quiet_pass: bool = False  # SQLite: the full pass is due and nobody else committed: decided again, not read again
     own_events: tuple[int, ...] = ()  # ids of the events the transaction appended (set at its end)
 
 
@@ -45,9 +49,14 @@ class OthersWrites:
 
     def look(self, session: Session, kept: Any) -> Seen:
         """At the start of a loop's transaction: whether to read every held run again (another process committed
-        an event since the last committed loop transaction began, or the full pass is due)."""
+        an event since the last committed loop transaction began, or the full pass is due), or, on SQLite when the
+        full pass is due and no other connection committed since the last loop, to decide them again unread."""
         seen = self._others_wrote(session, kept)
-        return seen if seen.full_pass or not self.full_pass.due() else dataclasses.replace(seen, full_pass=True)
+        if seen.full_pass or not self.full_pass.due():
+            return seen
+        if seen.quiet is not None and seen.quiet == self.quiet_since:  # nobody else committed since the last loop
+            return dataclasses.replace(seen, quiet_pass=True)
+        return dataclasses.replace(seen, full_pass=True)
 
     def loop_done(self, session: Session, seen: Seen) -> Seen:
         """At the end of a loop's transaction: the events it appended are left out of the next loop's check."""
@@ -57,7 +66,7 @@ class OthersWrites:
         """The loop's transaction committed: what it saw is what the next loop compares with. Returns the newest
         event id the job has seen (its own events do not wake it)."""
         self.seen_event, self.own_events, self.quiet_since = seen.event, seen.own_events, seen.quiet
-        if seen.full_pass:
+        if seen.full_pass or seen.quiet_pass:
             self.full_pass.done()
         return max([seen.event, *seen.own_events])
 

@@ -122,11 +122,13 @@ class SchedulerJob(DagRunJob):
         of a run this job holds ready on its own (a root task: ledger.core.dependencies.ready_alone) queues it
         right there, so the try is handed to a worker before the rest of the loop runs (the fast path from
         `send` to a running task). Everything else a signal changed is decided by the loop that follows."""
+        if self._signal_index is not None and not self._signal_index and not self._index_cadence.asked:
+            return []  # no task listens: the index is rebuilt and the cursor moved in the loop's transaction (in_loop)
         stale = self._signal_index is None or self._index_cadence.due()
         if not stale and not self._signal_index and not self._signal_skip.due():
             return []
-        now = self.clock.now()
         with self.transaction() as session:
+            now = self.clock.now()  # once the transaction holds the database, as the loop's (DagRunJob._loop_once)
             if stale:  # which tasks listen to which keys: rebuilt when DAGs change, and at least every second
                 self._signal_index = signal_actions.listeners(session, self.code_cache())  # (pausing a DAG
                 # from the CLI changes it)
@@ -153,6 +155,23 @@ class SchedulerJob(DagRunJob):
             report.runs_changed += 1
             self.forget(run_id)
         return work
+
+    def in_loop(self, session: Session, now: datetime, report: LoopReport) -> None:
+        """While no task listens to signals, the index's rebuild every scheduling_interval and the cursor's move past
+        the signals sent meanwhile are done in the loop's transaction, not in one of their own before it. When a
+        task listens again (a DAG unpaused by another process), the next loop handles signals before the rest."""
+        if self._signal_index is None or self._signal_index:
+            return
+        if self._index_cadence.due():
+            self._signal_index = signal_actions.listeners(session, self.code_cache())
+            self._index_cadence.done()
+            if self._signal_index:
+                report.again = True
+                return
+        if self._signal_skip.due():
+            self._signal_skip.done()
+            signal_actions.process_signals(session, now=now, actor=self.actor, index=self._signal_index,
+                                           holder=self.job_id)
 
     def busy(self) -> bool:
         return self.manager is not None and self.manager.busy()

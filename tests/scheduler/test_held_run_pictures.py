@@ -354,3 +354,28 @@ def test_two_runs_chained_by_depends_on_past_are_both_marked_in_one_loop(
         assert [(task, state) for _run, task, state in found] == [("t", "upstream_failed"), ("u", "failed")] * 2
         assert set(s.scalars(select(DagRun.state))) == {"failed"}
     job.shutdown()
+
+
+def test_a_full_pass_while_nobody_else_wrote_decides_the_held_runs_again_without_reading_them(
+        tmp_path: Path, job_parts: tuple[Any, Any], statements: list[str]) -> None:  # noqa: F811
+    """On SQLite, when no other connection committed since the last loop, the database holds only what the job wrote
+    itself: the periodic pass decides every held run again from its picture (decision 0303). Once another connection
+    has committed, it reads them again."""
+    sessions = job_parts[1]
+    job = a_steady_job(tmp_path, job_parts, SteppedExecutor())
+    job.loop_once()  # reads the run, queues a
+    job.loop_once()
+    passes = job.memory.forgotten["another process wrote, or a poll interval passed"]
+    statements.clear()
+    job.watch.full_pass.soon()
+    job.loop_once()
+    assert not job.watch.full_pass.due()  # the pass was made
+    assert not [s for s in statements if any(read in s for read in READS_OF_RUNS)]
+    assert job.memory.forgotten["another process wrote, or a poll interval passed"] == passes
+    with sessions.begin() as session:
+        set_pool(session, "p", 3, "", now=CLOCK.now(), actor="someone")
+    job.watch.full_pass.soon()
+    job.loop_once()
+    assert [s for s in statements if READS_OF_RUNS[1] in s]
+    assert job.memory.forgotten["another process wrote, or a poll interval passed"] == passes + 1
+    job.shutdown()

@@ -132,11 +132,17 @@ def copy_migrated(template: Path, target: Path) -> Path:
 
 
 @pytest.fixture
-def sessions(tmp_path: Path, migrated_sqlite: Path) -> Iterator[Any]:
+def sqlite_sessions(tmp_path: Path, migrated_sqlite: Path) -> Iterator[Any]:
     """A sessionmaker on a real SQLite file whose schema comes from the migrations."""
-    engine = make_engine(f"sqlite:///{copy_migrated(migrated_sqlite, tmp_path / 'ledger.db')}")
-    yield make_sessions(engine)
+    engine, made = sessions_on(f"sqlite:///{copy_migrated(migrated_sqlite, tmp_path / 'ledger.db')}")
+    yield made
     engine.dispose()
+
+
+@pytest.fixture
+def sessions(sqlite_sessions: Any) -> Any:
+    """`sqlite_sessions`; tests/store/conftest.py makes it each engine's in turn for the store's tests."""
+    return sqlite_sessions
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from ledger.infra.clock import FixedClock
 from ledger.store.db import alembic_config, make_engine, make_sessions
-from tests.pgserver import postgres_server, postgres_url  # noqa: F401
+from tests.pgserver import PostgresServer, postgres_server, postgres_url  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
 # every job the tests run, in process or as a command, checks its memory of held runs against the database after
@@ -55,10 +56,17 @@ def clock() -> FixedClock:
     return FixedClock(pendulum.datetime(2024, 3, 10, 12, tz="UTC"))
 
 
-def migrated_sessions(url: str) -> Any:
-    command.upgrade(alembic_config(url), "head")
+def sessions_on(url: str) -> Any:
+    """An engine on `url` and a sessionmaker on it."""
     engine = make_engine(url)
     return engine, make_sessions(engine)
+
+
+def migrated_sessions(url: str) -> Any:
+    """`sessions_on` after the migrations ran on `url` in this process (tests of a database the test creates
+    itself; a fresh migrated database is `migrated_sqlite` copied, or `migrated_postgres_url`)."""
+    command.upgrade(alembic_config(url), "head")
+    return sessions_on(url)
 
 
 def _clean_env(home: Path) -> dict[str, str]:
@@ -88,6 +96,33 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return template
 
 
+@pytest.fixture(scope="session")
+def postgres_template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The name of a PostgreSQL database the real `ledger db upgrade` brought to the newest migration, once per
+    test session (per xdist worker): the PostgreSQL counterpart of `migrated_sqlite`. Nothing stays connected
+    to it, so that `CREATE DATABASE ... TEMPLATE` can copy it."""
+    name = "ledger_template"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = server.create_database(name)
+    home = tmp_path_factory.mktemp("pg-template")
+    done = subprocess.run([LEDGER, "db", "upgrade"], capture_output=True, text=True, cwd=home, timeout=300,
+                          env={**_clean_env(home), "LEDGER_DATABASE_URL": url})
+    assert done.returncode == 0 and "upgraded" in done.stdout, done.stdout + done.stderr
+    return name
+
+
+@pytest.fixture
+def migrated_postgres_url(request: pytest.FixtureRequest, postgres_template: str) -> Iterator[str]:
+    """SQLAlchemy URL of a fresh PostgreSQL database at the newest migration (a copy of the session's template,
+    ~0.1 s where the migrations take a second or more), dropped after the test."""
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name = f"t_{uuid.uuid4().hex}"
+    url = server.create_database(name, template=postgres_template)
+    yield url
+    with contextlib.suppress(Exception):  # the server goes away with the session anyway
+        server.drop_database(name)
+
+
 def copy_migrated(template: Path, target: Path) -> Path:
     """A fresh, migrated database at `target` (a copy of the session's template)."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -97,11 +132,17 @@ def copy_migrated(template: Path, target: Path) -> Path:
 
 
 @pytest.fixture
-def sessions(tmp_path: Path, migrated_sqlite: Path) -> Iterator[Any]:
+def sqlite_sessions(tmp_path: Path, migrated_sqlite: Path) -> Iterator[Any]:
     """A sessionmaker on a real SQLite file whose schema comes from the migrations."""
-    engine = make_engine(f"sqlite:///{copy_migrated(migrated_sqlite, tmp_path / 'ledger.db')}")
-    yield make_sessions(engine)
+    engine, made = sessions_on(f"sqlite:///{copy_migrated(migrated_sqlite, tmp_path / 'ledger.db')}")
+    yield made
     engine.dispose()
+
+
+@pytest.fixture
+def sessions(sqlite_sessions: Any) -> Any:
+    """`sqlite_sessions`; tests/store/conftest.py makes it each engine's in turn for the store's tests."""
+    return sqlite_sessions
 
 
 @pytest.fixture
@@ -301,11 +342,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])])
 def each_db_cli(request: pytest.FixtureRequest, cli: Cli) -> Cli:
     """A Cli whose database has been created: the SQLite file in LEDGER_HOME (a copy of the session's migrated
-    one, as `ready_cli`), then (marked postgres) a fresh PostgreSQL database that `ledger db upgrade` creates
-    and every command of the scenario uses through LEDGER_DATABASE_URL."""
+    one, as `ready_cli`), then (marked postgres) a fresh PostgreSQL database copied from the session's migrated
+    template (`migrated_postgres_url`) that every command of the scenario uses through LEDGER_DATABASE_URL."""
     if request.param == "postgres":
-        cli.env["LEDGER_DATABASE_URL"] = request.getfixturevalue("postgres_url")
-        cli.ok("db", "upgrade")
+        cli.env["LEDGER_DATABASE_URL"] = request.getfixturevalue("migrated_postgres_url")
     else:
         request.getfixturevalue("ready_cli")
     return cli

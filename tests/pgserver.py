@@ -12,6 +12,9 @@ Fixtures (imported by the project's conftest.py)::
                      fails, so that CI can never silently skip the PostgreSQL tests.
     postgres_url     function scope: SQLAlchemy URL of a fresh, empty database,
                      dropped again after the test.
+
+tests/conftest.py adds ``migrated_postgres_url``: a fresh database copied from a template
+the migrations built once per session.
 """
 
 from __future__ import annotations
@@ -210,12 +213,16 @@ class PostgresServer:
         kwargs.setdefault("connect_timeout", 5)
         return psycopg.connect(host=HOST, port=self.port, user=DB_USER, dbname=dbname, sslmode="disable", **kwargs)
 
-    def create_database(self, name: str) -> str:
-        """CREATE DATABASE ``name``; returns its SQLAlchemy URL."""
+    def create_database(self, name: str, template: str | None = None) -> str:
+        """CREATE DATABASE ``name`` (a copy of the database ``template`` when given, which must have no
+        connection open); returns its SQLAlchemy URL."""
         from psycopg import sql
 
+        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template is not None:
+            statement = sql.SQL("{} TEMPLATE {}").format(statement, sql.Identifier(template))
         with self.connect() as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            conn.execute(statement)
         return self.url_for(name)
 
     def drop_database(self, name: str) -> None:

@@ -692,12 +692,12 @@ def test_a_backfill_and_a_scheduler_side_by_side_on_sqlite_run_each_task_once(re
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_a_backfill_and_a_scheduler_side_by_side_on_postgres_run_each_task_once(cli: Cli, postgres_url: str) -> None:
+def test_a_backfill_and_a_scheduler_side_by_side_on_postgres_run_each_task_once(cli: Cli,
+                                                                                migrated_postgres_url: str) -> None:
     from sqlalchemy import create_engine, text
 
-    cli.env["LEDGER_DATABASE_URL"] = postgres_url  # every command below runs on PostgreSQL
-    cli.ok("db", "upgrade")
-    engine = create_engine(postgres_url)
+    cli.env["LEDGER_DATABASE_URL"] = migrated_postgres_url  # every command below runs on PostgreSQL
+    engine = create_engine(migrated_postgres_url)
 
     def query(sql: str) -> list[tuple[Any, ...]]:
         with engine.connect() as conn:

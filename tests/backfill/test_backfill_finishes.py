@@ -366,9 +366,8 @@ def test_backfill_list_and_show_keep_the_history_of_an_overridden_backfill(ready
 
 @pytest.mark.postgres
 def test_on_postgresql_an_interrupted_backfill_is_resumed_and_a_second_one_waits_its_turn(
-        cli: Cli, postgres_url: str) -> None:
-    cli.env["LEDGER_DATABASE_URL"] = postgres_url
-    cli.ok("db", "upgrade")
+        cli: Cli, migrated_postgres_url: str) -> None:
+    cli.env["LEDGER_DATABASE_URL"] = migrated_postgres_url
     cli.write_dag("d.py", NO_RETRIES_DAG)
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 3)

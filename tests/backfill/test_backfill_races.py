@@ -26,7 +26,7 @@ from ledger.scheduler.loop.scheduling import create_due_runs
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
-from tests.conftest import migrated_sessions
+from tests.conftest import sessions_on
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 NOW = pendulum.datetime(2024, 3, 10, tz="UTC")
@@ -51,8 +51,8 @@ def a_dag() -> DAG:
 
 
 @pytest.fixture
-def pg(postgres_url: str) -> Iterator[Any]:
-    engine, sessions = migrated_sessions(postgres_url)
+def pg(migrated_postgres_url: str) -> Iterator[Any]:
+    engine, sessions = sessions_on(migrated_postgres_url)
     yield sessions
     engine.dispose()
 
@@ -104,7 +104,7 @@ def test_the_scheduler_skips_a_date_a_backfill_committed_while_it_waited_for_the
 
 
 @pytest.fixture
-def pg_cli_env(postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def pg_cli_env(migrated_postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """In-process `ledger` commands on PostgreSQL, with the DAG of DAG_FILE registered."""
     from ledger.cli.app import app
 
@@ -114,8 +114,8 @@ def pg_cli_env(postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     for key in ("LEDGER_DAGS_FOLDER", "LEDGER_DATABASE_URL", "LEDGER_HOME"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("LEDGER_HOME", str(home))
-    monkeypatch.setenv("LEDGER_DATABASE_URL", postgres_url)
-    engine, sessions = migrated_sessions(postgres_url)
+    monkeypatch.setenv("LEDGER_DATABASE_URL", migrated_postgres_url)
+    engine, sessions = sessions_on(migrated_postgres_url)
     runner = CliRunner()
 
     def invoke(*args: str) -> Any:

@@ -67,9 +67,8 @@ def test_signal_commands_on_a_missing_database_say_so_in_one_line(cli: Cli) -> N
 
 
 @pytest.mark.postgres
-def test_send_and_list_on_postgres(cli: Cli, postgres_url: str) -> None:
-    cli.env["LEDGER_DATABASE_URL"] = postgres_url
-    cli.ok("db", "upgrade")
+def test_send_and_list_on_postgres(cli: Cli, migrated_postgres_url: str) -> None:
+    cli.env["LEDGER_DATABASE_URL"] = migrated_postgres_url
     assert cli.ok("signal", "send", "pg.key", "one").strip() == "signal pg.key version 1 (id 1)"
     assert cli.ok("signal", "send", "pg.key", "two").strip() == "signal pg.key version 2 (id 2)"
     assert [(s["version"], s["value"]) for s in cli.json("signal", "list", "pg.key")] == [(1, "one"), (2, "two")]

@@ -295,12 +295,11 @@ def test_a_dag_file_removed_from_the_folder_deactivates_its_dag_and_its_runs_sti
 
 @pytest.mark.postgres
 def test_a_second_host_with_only_the_database_runs_the_pinned_code(cli: Cli, tmp_path: Path,
-                                                                      postgres_url: str) -> None:
+                                                                      migrated_postgres_url: str) -> None:
     """Host 1 parses the DAGs folder and triggers; host 2 (its own LEDGER_HOME, an empty DAGs folder, the same
     PostgreSQL database) runs the run from the code stored in the database."""
     host1 = cli
-    host1.env["LEDGER_DATABASE_URL"] = postgres_url
-    host1.ok("db", "upgrade")
+    host1.env["LEDGER_DATABASE_URL"] = migrated_postgres_url
     write_helpers(host1, "alpha")
     host1.write_dag("pin.py", PIN_DAG)
     host1.ok("trigger", "pin", "--logical-date", "2024-03-01")

@@ -16,7 +16,7 @@ from ledger.scheduler.runtime.dagbag import load_file
 from ledger.sdk.describe import version_of
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
-from tests.conftest import migrated_sessions
+from tests.conftest import copy_migrated, sessions_on
 
 DAG_FILE = """
 import pendulum
@@ -77,14 +77,14 @@ def test_dags_importing_the_same_helpers_share_one_bundle() -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b"]), st.booleans()), min_size=1,
                       max_size=4))
-def test_every_stored_version_materialises_to_code_that_hashes_to_it(tmp_path_factory: Any,
+def test_every_stored_version_materialises_to_code_that_hashes_to_it(tmp_path_factory: Any, migrated_sqlite: Path,
                                                                      steps: list[tuple[int, str, bool]]) -> None:
     """Register a sequence of edits of a DAG folder (helper values, comments, an extra import); then every
     version's stored snapshot, materialised and imported, hashes to its version hash and holds the files the
     DAG ran with."""
     base = tmp_path_factory.mktemp("code")
     folder = base / "dags"
-    engine, sessions = migrated_sessions(f"sqlite:///{base / 'ledger.db'}")
+    engine, sessions = sessions_on(f"sqlite:///{copy_migrated(migrated_sqlite, base / 'ledger.db')}")
     registered: dict[str, tuple[int, bool]] = {}
     import pendulum
     now = pendulum.datetime(2024, 3, 1, tz="UTC")

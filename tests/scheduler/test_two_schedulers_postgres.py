@@ -35,9 +35,8 @@ def rows(cli: Cli, sql: str) -> list[Any]:
 
 
 def test_two_schedulers_and_an_operator_racing_on_postgresql_leave_a_true_record(cli: Cli,
-                                                                                postgres_url: str) -> None:
-    cli.env["LEDGER_DATABASE_URL"] = postgres_url
-    cli.ok("db", "upgrade")
+                                                                                migrated_postgres_url: str) -> None:
+    cli.env["LEDGER_DATABASE_URL"] = migrated_postgres_url
     cli.write_dag("race.py", DAG_FILE)
     cli.ok("dags", "list")
     schedulers = [subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, cwd=cli.home, text=True,

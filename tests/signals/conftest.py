@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.services.signal_service import SignalService
 from ledger.store.db import make_engine, make_sessions
-from tests.conftest import REPO, copy_migrated, migrated_sessions
+from tests.conftest import REPO, copy_migrated
 
 
 @dataclass
@@ -49,7 +49,8 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
         engine = make_engine(url)
         sessions = make_sessions(engine)
     else:
-        url = request.getfixturevalue("postgres_url")
-        engine, sessions = migrated_sessions(url)
+        url = request.getfixturevalue("migrated_postgres_url")  # a copy of the session's template (tests/conftest.py)
+        engine = make_engine(url)
+        sessions = make_sessions(engine)
     yield Db(url, home, engine, sessions)
     engine.dispose()

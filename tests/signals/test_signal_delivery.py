@@ -322,11 +322,11 @@ def test_ring_never_raises(db: Db, tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_on_postgres_the_doorbell_rings_when_a_send_commits_and_not_when_it_rolls_back(postgres_url: str,
+def test_on_postgres_the_doorbell_rings_when_a_send_commits_and_not_when_it_rolls_back(migrated_postgres_url: str,
                                                                                          tmp_path: Path) -> None:
-    from tests.conftest import migrated_sessions
+    from tests.conftest import sessions_on
 
-    engine, sessions = migrated_sessions(postgres_url)
+    engine, sessions = sessions_on(migrated_postgres_url)
     with open_doorbell(engine, tmp_path) as bell:
         with pytest.raises(RuntimeError), sessions.begin() as s:
             store.send(s, "pg.k", "rolled back", sender="t", now=datetime.now().astimezone())

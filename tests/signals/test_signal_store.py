@@ -235,12 +235,13 @@ def test_concurrent_senders_of_one_key_get_gap_free_versions(db: Db) -> None:
 
 
 @pytest.mark.postgres
-def test_on_postgres_after_id_waits_for_senders_in_flight_so_a_reader_by_id_never_skips(postgres_url: str) -> None:
+def test_on_postgres_after_id_waits_for_senders_in_flight_so_a_reader_by_id_never_skips(
+        migrated_postgres_url: str) -> None:
     """Ids come from a sequence: a later id can commit first. `after_id` must not hand it out before
     the earlier one is committed, or a reader keeping the last id handled would skip the earlier one."""
-    from tests.conftest import migrated_sessions
+    from tests.conftest import sessions_on
 
-    engine, sessions = migrated_sessions(postgres_url)
+    engine, sessions = sessions_on(migrated_postgres_url)
     first = sessions()
     first.begin()
     early = store.send(first, "a", "early", sender="t", now=NOW)
@@ -266,10 +267,10 @@ def test_on_postgres_after_id_waits_for_senders_in_flight_so_a_reader_by_id_neve
 
 
 @pytest.mark.postgres
-def test_on_postgres_two_transactions_that_sent_then_read_by_id_do_not_deadlock(postgres_url: str) -> None:
-    from tests.conftest import migrated_sessions
+def test_on_postgres_two_transactions_that_sent_then_read_by_id_do_not_deadlock(migrated_postgres_url: str) -> None:
+    from tests.conftest import sessions_on
 
-    engine, sessions = migrated_sessions(postgres_url)
+    engine, sessions = sessions_on(migrated_postgres_url)
     one, two = sessions(), sessions()
     one.begin()
     two.begin()
@@ -295,10 +296,10 @@ def _send_one(sessions: Any, key: str, value: str) -> Signal:
 
 
 @pytest.mark.postgres
-def test_on_postgres_a_locked_cursor_makes_a_second_process_wait_for_the_first(postgres_url: str) -> None:
-    from tests.conftest import migrated_sessions
+def test_on_postgres_a_locked_cursor_makes_a_second_process_wait_for_the_first(migrated_postgres_url: str) -> None:
+    from tests.conftest import sessions_on
 
-    engine, sessions = migrated_sessions(postgres_url)
+    engine, sessions = sessions_on(migrated_postgres_url)
     first = sessions()
     first.begin()
     assert store.cursor(first, "L", "k", lock=True) == 0
@@ -342,12 +343,12 @@ def _send_lock_is_free(engine: Any, within: float = 0.0) -> bool:
 
 @pytest.mark.postgres
 def test_on_postgres_the_read_barrier_gives_the_send_lock_back_even_when_its_read_fails(
-        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        migrated_postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy import text
 
-    from tests.conftest import migrated_sessions
+    from tests.conftest import sessions_on
 
-    engine, sessions = migrated_sessions(postgres_url)
+    engine, sessions = sessions_on(migrated_postgres_url)
     _send_one(sessions, "a", "1")
     with sessions.begin() as s:
         assert [x.value for x in store.after_id(s, 0)] == ["1"]

@@ -27,7 +27,7 @@ from ledger.store import events
 from ledger.store import runs as run_store
 from ledger.store.db import make_engine, make_sessions
 from ledger.store.loop import set_run_state
-from tests.conftest import copy_migrated, migrated_sessions
+from tests.conftest import copy_migrated
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
@@ -40,7 +40,8 @@ def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         engine = make_engine(f"sqlite:///{copy_migrated(template, tmp_path / 'l.db')}")
         made = make_sessions(engine)
     else:
-        engine, made = migrated_sessions(request.getfixturevalue("postgres_url"))
+        engine = make_engine(request.getfixturevalue("migrated_postgres_url"))
+        made = make_sessions(engine)
     made.url = engine.url.render_as_string(hide_password=False)
     yield made
     engine.dispose()

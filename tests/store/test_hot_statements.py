@@ -29,6 +29,12 @@ _KINDS = select(EVENTS.c.kind, func.count()).where(EVENTS.c.id.in_(bindparam("id
                                                   EVENTS.c.actor.in_(["hot", "cold"])).group_by(EVENTS.c.kind)
 
 
+@pytest.fixture
+def sessions(sqlite_sessions: Any) -> Any:
+    """SQLite's only: on PostgreSQL Hot hands every statement to SQLAlchemy (ledger/store/hot.py)."""
+    return sqlite_sessions
+
+
 def some_events(session: Session, n: int) -> list[int]:
     events.record_many(session, [dict(at=AT, kind="pool_set", actor="cold", details={"i": i}) for i in range(n)])
     return events.written_ids(session)[-n:]

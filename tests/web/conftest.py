@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from ledger.infra.config import load_settings
 from ledger.web.app import create_app
-from tests.conftest import LEDGER, REPO, Cli, _clean_env
+from tests.conftest import LEDGER, REPO, Cli, _clean_env, copy_migrated
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}
 EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
@@ -44,12 +44,16 @@ def dag_source(rows: int) -> str:
     return WEB_DAG.replace("ROWS", str(rows)).replace("EVIL", EVIL.replace("'", "\\'"))
 
 
-def cli_on(home: Path, **extra: str) -> Cli:
-    """The real CLI on a new ledger in `home` (its database created)."""
+def cli_on(home: Path, template: Path | None, **extra: str) -> Cli:
+    """The real CLI on a new ledger in `home`: its database a copy of `template` (the session's `migrated_sqlite`),
+    or, given None, made by `ledger db upgrade` (on the database `extra` names)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update(LEDGER_HOME=str(home), COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **FAST, **extra)
     cli = Cli(home=home, env=env)
-    cli.ok("db", "upgrade")
+    if template is None:
+        cli.ok("db", "upgrade")
+    else:
+        copy_migrated(template, home / "ledger.db")
     return cli
 
 
@@ -59,8 +63,8 @@ def app_client(cli: Cli) -> Iterator[TestClient]:
         yield c
 
 
-def build(home: Path, **extra: str) -> Cli:
-    cli = cli_on(home, **extra)
+def build(home: Path, template: Path | None, **extra: str) -> Cli:
+    cli = cli_on(home, template, **extra)
     cli.write_dag("web.py", dag_source(10))
     cli.ok("scheduler", "--exit-when-idle")  # catch-up: 3 runs, each task `flaky` fails once, then succeeds
     cli.write_dag("web.py", dag_source(11))  # a new version
@@ -89,12 +93,12 @@ with DAG("ops", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="
 PASSWORD = "correct horse battery"
 
 
-def build_ops(home: Path) -> Cli:
+def build_ops(home: Path, template: Path) -> Cli:
     """A ledger with DAG `ops` (params who: string, n: integer) and two finished runs, users `op` (operator)
     and `vi` (viewer)."""
     home.mkdir()
     cli = Cli(home=home, env=_clean_env(home))
-    cli.ok("db", "upgrade")
+    copy_migrated(template, home / "ledger.db")
     cli.write_dag("ops.py", OPS_DAG)
     for day in ("2024-03-01", "2024-03-02"):
         cli.ok("trigger", "ops", "--logical-date", day)
@@ -105,15 +109,15 @@ def build_ops(home: Path) -> Cli:
 
 
 @pytest.fixture(scope="session")
-def ops_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
+def ops_home(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
     """build_ops once for the tests of task marks (runs 1 and 2) and of the admin pages (users, secrets, pools):
     they change different things."""
-    return build_ops(tmp_path_factory.mktemp("ops-shared") / "home")
+    return build_ops(tmp_path_factory.mktemp("ops-shared") / "home", migrated_sqlite)
 
 
 @pytest.fixture(scope="session")
-def ledger_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    return build(new_home(tmp_path_factory, "web"))
+def ledger_home(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
+    return build(new_home(tmp_path_factory, "web"), migrated_sqlite)
 
 
 @pytest.fixture(scope="session")
@@ -150,8 +154,8 @@ with DAG("slow", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC
 """
 
 
-def build_views(home: Path) -> Cli:
-    cli = cli_on(home)
+def build_views(home: Path, template: Path) -> Cli:
+    cli = cli_on(home, template)
     cli.ok("variables", "set", "api_token", "s3cr3t-value")
     cli.write_dag("views.py", VIEWS_DAG)
     cli.write_dag("broken.py", "import pendulum\nraise RuntimeError('this DAG file is broken on purpose')\n")
@@ -161,8 +165,8 @@ def build_views(home: Path) -> Cli:
 
 
 @pytest.fixture(scope="session")
-def views_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    return build_views(new_home(tmp_path_factory, "views"))
+def views_home(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
+    return build_views(new_home(tmp_path_factory, "views"), migrated_sqlite)
 
 
 @pytest.fixture(scope="session")
@@ -229,9 +233,9 @@ with DAG("audit", schedule="@once", start_date=pendulum.datetime(2024, 3, 1, tz=
 
 
 @pytest.fixture(scope="session")
-def datasets_home(tmp_path_factory: pytest.TempPathFactory) -> Cli:
+def datasets_home(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
     """DATASETS_DAG after the scheduler ran it to idle: 3 runs of each of ingest, clean and report, 1 of audit."""
-    cli = cli_on(new_home(tmp_path_factory, "datasets"))
+    cli = cli_on(new_home(tmp_path_factory, "datasets"), migrated_sqlite)
     cli.write_dag("chain.py", DATASETS_DAG)
     cli.ok("scheduler", "--exit-when-idle")
     return cli

@@ -21,8 +21,8 @@ from tests.web.conftest import PASSWORD, build_ops, served
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("ops") / "home")
+def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
+    return build_ops(tmp_path_factory.mktemp("ops") / "home", migrated_sqlite)
 
 
 @pytest.fixture(scope="module")

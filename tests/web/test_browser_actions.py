@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def served_ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:
-    cli = build_ops(tmp_path_factory.mktemp("browser-ops") / "home")
+def served_ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Iterator[tuple[Cli, str]]:
+    cli = build_ops(tmp_path_factory.mktemp("browser-ops") / "home", migrated_sqlite)
     with served(cli) as base:
         yield cli, base
 

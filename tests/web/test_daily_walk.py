@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.conftest import LEDGER, Cli, _clean_env
+from tests.conftest import LEDGER, Cli, _clean_env, copy_migrated
 from tests.web.cdp import Browser, Tab
 from tests.web.conftest import PASSWORD, served
 from tests.web.test_browser import ARTIFACTS, chromium_or_skip
@@ -52,14 +52,14 @@ with DAG("daily", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz
 """
 
 
-def build_daily(home: Path) -> Cli:
+def build_daily(home: Path, template: Path) -> Cli:
     """DAG `daily` with three green runs (2024-03-01 to 03) and yesterday's run (03-04) failed at task `load` (the
     warehouse was down), report upstream_failed; users `op` (operator) and `vi` (viewer)."""
     home.mkdir()
     gates = home / "gates"
     gates.mkdir()
     cli = Cli(home=home, env={**_clean_env(home), "LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"})
-    cli.ok("db", "upgrade")
+    copy_migrated(template, home / "ledger.db")
     cli.write_dag("daily.py", DAILY_DAG.replace("GATES", str(gates)))
     (gates / "warehouse-up").touch()
     for day in ("2024-03-01", "2024-03-02", "2024-03-03"):
@@ -74,9 +74,9 @@ def build_daily(home: Path) -> Cli:
 
 
 @pytest.fixture(scope="module")
-def day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:
+def day(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Iterator[tuple[Cli, str]]:
     """The ledger, a real webserver on it and a real scheduler running beside it."""
-    cli = build_daily(tmp_path_factory.mktemp("daily-walk") / "home")
+    cli = build_daily(tmp_path_factory.mktemp("daily-walk") / "home", migrated_sqlite)
     scheduler = subprocess.Popen([LEDGER, "scheduler"], env=cli.env, cwd=cli.home, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
     try:

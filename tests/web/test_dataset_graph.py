@@ -103,10 +103,10 @@ def test_an_unknown_dataset_is_a_404_naming_the_known_ones(client: TestClient) -
     assert "no dataset 'nope'; known datasets: audit_log, sales_clean, sales_raw" in text_of(missing.text)
 
 
-def test_an_empty_ledger_has_an_empty_graph(tmp_path: Path) -> None:
+def test_an_empty_ledger_has_an_empty_graph(tmp_path: Path, migrated_sqlite: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    for c in app_client(cli_on(home)):
+    for c in app_client(cli_on(home, migrated_sqlite)):
         page = c.get("/datasets")
         assert page.status_code == 200 and "<svg" not in page.text
         assert "no DAG writes or is scheduled on a dataset" in text_of(page.text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,8 +20,8 @@ from tests.web.test_pages import text_of
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("explicit") / "home")
+def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
+    return build_ops(tmp_path_factory.mktemp("explicit") / "home", migrated_sqlite)
 
 
 @pytest.fixture(scope="module")

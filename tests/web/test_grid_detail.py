@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -97,8 +98,8 @@ def test_a_task_group_has_a_row_of_its_own_that_folds_its_tasks(views_client: Te
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("grid-detail") / "home")  # runs 1 and 2 of ops: success
+def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
+    return build_ops(tmp_path_factory.mktemp("grid-detail") / "home", migrated_sqlite)  # runs 1 and 2 of ops: success
 
 
 @pytest.fixture()

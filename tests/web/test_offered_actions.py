@@ -3,6 +3,8 @@ finished run, no mark to the state the run is in already."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -14,8 +16,8 @@ from tests.web.test_actions import signed_in
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    cli = build_ops(tmp_path_factory.mktemp("offered") / "home")  # runs 1 and 2: success
+def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
+    cli = build_ops(tmp_path_factory.mktemp("offered") / "home", migrated_sqlite)  # runs 1 and 2: success
     cli.ok("trigger", "ops", "--logical-date", "2024-03-01", "--replace")  # run 3 (queued) overrides run 1
     return cli
 

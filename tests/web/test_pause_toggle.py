@@ -5,6 +5,7 @@ is paused and no toggle."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -18,8 +19,8 @@ from tests.web.test_pages import text_of
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("pause-toggle") / "home")
+def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
+    return build_ops(tmp_path_factory.mktemp("pause-toggle") / "home", migrated_sqlite)
 
 
 def toggle(markup: str) -> tuple[str, str]:

@@ -15,7 +15,7 @@ from tests.web.conftest import build
 
 @pytest.mark.postgres
 def test_the_web_view_reads_a_postgresql_ledger(tmp_path: Path, postgres_url: str) -> None:
-    cli = build(tmp_path, LEDGER_DATABASE_URL=postgres_url)
+    cli = build(tmp_path, None, LEDGER_DATABASE_URL=postgres_url)
     settings = load_settings({"LEDGER_HOME": str(tmp_path), "LEDGER_DATABASE_URL": postgres_url})
     with TestClient(create_app(settings), base_url="http://localhost") as client:
         runs = cli.json("timeline", "web")

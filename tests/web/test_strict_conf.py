@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -21,8 +22,8 @@ DEEP = "[" * 5000 + "]" * 5000
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("strict") / "home")
+def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
+    return build_ops(tmp_path_factory.mktemp("strict") / "home", migrated_sqlite)
 
 
 @pytest.fixture(scope="module")

@@ -72,6 +72,15 @@ def intervals(session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]
     return {i: (start.isoformat(), end.isoformat()) for i, start, end in rows}
 
 
+def dates_and_dags(session: Session, run_ids: Iterable[int]) -> dict[int, tuple[float, str]]:
+    """Each run's logical date (a timestamp) and DAG, for verify mode's check of what a job keeps of them."""
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    rows = session.execute(select(DagRun.id, DagRun.logical_date, DagRun.dag_id).where(DagRun.id.in_(ids)))
+    return {i: (date.timestamp(), dag_id) for i, date, dag_id in rows}
+
+
 _SINCE = Hot(select(func.max(Event.id), func.count(case((Event.id.not_in(bindparam("mine", expanding=True)), 1))))
              .where(Event.id > bindparam("seen")))
 

@@ -362,7 +362,8 @@ class DagRunJob:
         """Verify mode: at the end of a loop's transaction, what the job remembers of its held runs must be what
         the database holds (on SQLite nobody else can write meanwhile; on PostgreSQL a difference that another
         process's event explains is what the next loop reads again)."""
-        found = self.memory.differences(session) + self.facts.prior_differences(session)
+        found = (self.memory.differences(session) + self.facts.prior_differences(session)
+                 + self.facts.date_differences(session))
         if found and not self._serial and self.watch.others_since(session, seen):
             return
         if found:

@@ -124,6 +124,15 @@ class RunFacts:
         return [f"run {run_id}: remembered prior success {kept[3]}, the database says {found.get(run_id)}"
                 for run_id, kept in self.prior.items() if found.get(run_id) != kept[3]]
 
+    def date_differences(self, session: Session) -> list[str]:
+        """Verify mode: where a kept logical date or DAG (`dates_of`) differs from what the database says."""
+        if not self.dates:
+            return []
+        found = loop_store.dates_and_dags(session, self.dates)
+        return [f"run {run_id}: remembered date {date} of DAG {self.dag_of.get(run_id)}, the database says "
+                f"{found.get(run_id)}" for run_id, date in self.dates.items()
+                if found.get(run_id) != (date, self.dag_of.get(run_id))]
+
     def dag_file(self, session: Session, dag_id: str) -> str:
         found = self.filelocs.get(dag_id)
         if found is None:

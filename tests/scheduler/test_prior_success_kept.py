@@ -87,3 +87,17 @@ def test_verify_mode_finds_a_kept_prior_success_the_database_does_not_hold(
     with pytest.raises(MemoryMismatch, match=f"run {run_id}: remembered prior success"):
         job.loop_once()
     job.shutdown()
+
+
+def test_verify_mode_finds_a_kept_logical_date_the_database_does_not_hold(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    job, _executor = a_job_with_chained_runs(tmp_path, job_parts, verify=True)
+    for _ in range(200):  # until the job keeps some run's date (verify mode checks each loop meanwhile)
+        job.loop_once()
+        if job.facts.dates:
+            break
+    run_id = next(iter(job.facts.dates))
+    job.facts.dates[run_id] -= 86400.0  # a wrong memory: the day before
+    with pytest.raises(MemoryMismatch, match=f"run {run_id}: remembered date"):
+        job.loop_once()
+    job.shutdown()

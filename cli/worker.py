@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ledger.cli.env import print_json
 from ledger.cli.options import Json, check_environment, within_range
 from ledger.core.errors import ConfigError
 
@@ -102,6 +101,8 @@ def workers(as_json: Json = False) -> None:
     rows = listing(url)
     names = fleet(url)
     if as_json:
+        from ledger.cli.env import print_json  # (here: `ledger worker`'s processes load no database layer)
+
         by_name = {r["name"]: r for r in names}
         print_json([{**r, **by_name.pop(r["name"], {})} for r in rows] + list(by_name.values()))
         return

@@ -72,7 +72,7 @@ from ledger.scheduler.executors.celery_app import (
 )
 from ledger.scheduler.executors.fleet_faults import FaultNotes, FleetCounters, Relay
 from ledger.scheduler.runtime import try_outbox, try_plan, try_process, try_report
-from ledger.scheduler.runtime.try_lease import TryLease, end_lease, lease_value
+from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, end_lease, lease_value
 from ledger.scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
 
 INCARNATION_VARIABLE = "LEDGER_WORKER_INCARNATION"
@@ -277,15 +277,18 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
     mine = f"{settings.name} {uuid.uuid4().hex}"
     running_set = running_key(settings.name)
     faults = pool_faults()
+    # its lease is taken with its claim (one round trip), so a Redis that does not answer stops it before any of its
+    # code runs, and no Redis call that fails after its code has run can end it otherwise than its outcome
+    lease_held = lease_value(f"{settings.name} {incarnation}", os.getpid(), None, settings.celery.heartbeat_timeout)
     try:
-        if not client.set(claim_key(tid), mine, nx=True, ex=KEEP):
-            holder = (client.get(claim_key(tid)) or b"").decode()
-            if holder != mine:  # (the same value: a retry of this SET, whose first reply was lost)
-                client.rpush(REFUSED, dumps({"ti_id": payload["ti_id"], "try_number": payload["try_number"],
-                                             "host": settings.name, "at": time.time(),
-                                             "claimed_by": holder.split(" ")[0] or None}))
-                raise Ignore()  # Celery leaves the try's result as the first delivery writes it
-        client.sadd(running_set, tid)
+        claimed_at = time.monotonic()
+        holder = claim_with_lease(client, tid, (claim_key(tid), mine, KEEP), running_set, lease_held,
+                                  settings.celery.heartbeat_timeout)
+        if holder is not None and holder.decode() != mine:  # (mine: a retry whose first reply was lost)
+            client.rpush(REFUSED, dumps({"ti_id": payload["ti_id"], "try_number": payload["try_number"],
+                                         "host": settings.name, "at": time.time(),
+                                         "claimed_by": holder.decode().split(" ")[0] or None}))
+            raise Ignore()  # Celery leaves the try's result as the first delivery writes it
     except redis_errors() as exc:  # (Celery stores the error if it can: the scheduler records the try lost)
         faults.failed("claim", f"ledger worker {settings.name}: cannot claim tries in Redis ({{error}}); their "
                                f"messages fail", exc)
@@ -313,7 +316,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         if try_plan.runs_in_process(plan):  # a Spark try: this pool process's session (fenced by killing it)
             from ledger.scheduler.runtime import in_process
 
-            lease = _lease(settings, tid, incarnation)
+            lease = _lease(settings, tid, lease_held, claimed_at)
             lease.fence_with(lambda: os.kill(os.getpid(), signal.SIGKILL))
             try:
                 task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
@@ -326,9 +329,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             try_plan.forget_prepared()
             return _deliver(task, _result(settings, item, here.outcome, os.getpid(), left=here.report), shipper,
                             lease, item.log_path)
-        # the lease is taken before the try is forked: a Redis that does not answer stops it before any of its code
-        # runs, and no Redis call that fails after its code has run can end it otherwise than its outcome
-        lease = _lease(settings, tid, incarnation)
+        lease = _lease(settings, tid, lease_held, claimed_at)
         box = try_outbox.folder(settings.home, settings.name)
         try:  # its process leaves its report in the outbox the moment its code has ended (decision 0253)
             running = try_process.fork_try(item, drop=try_outbox.OutboxDrop(box, tid, path, incarnation,
@@ -426,14 +427,16 @@ def _main_pid() -> int:
     return int(os.environ.get(MAIN_PID_VARIABLE) or os.getppid())
 
 
-def _lease(settings: WorkerSettings, tid: str, incarnation: str) -> TryLease:
-    """The try's lease, taken (Redis must answer: the try has not started as far as the scheduler knows, and it is
-    not forked yet) and renewed by a thread once started."""
+def _lease(settings: WorkerSettings, tid: str, value: str, taken_at: float) -> TryLease:
+    """The try's lease, taken with its claim at time.monotonic() `taken_at` and renewed by a thread once started;
+    renewed here first when a third of its length has passed since (a slow first fetch of the version's code):
+    Redis must answer, the try has not started as far as the scheduler knows, and it is not forked yet."""
     length = settings.celery.heartbeat_timeout
-    value = lease_value(f"{settings.name} {incarnation}", os.getpid(), None, length)
     lease = TryLease(_lease_client(length), tid, value, length, lambda: None, _main_pid(), faults=pool_faults(),
                      holder=settings.name)
-    lease.renew()
+    lease.taken(taken_at)
+    if lease.due():
+        lease.renew()
     return lease
 
 

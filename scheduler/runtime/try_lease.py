@@ -32,6 +32,11 @@ return 0"""
 _END = """local v = redis.call('GET', KEYS[1])
 if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) return 1 end
 return 0"""
+# a try's claim (its task id's first delivery, SET NX, kept ARGV[2] s), its place in its worker's running set and its
+# lease, taken together in one round trip; returns 1, or who holds the claim (a redelivery is refused)
+_CLAIM = """if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
+redis.call('SADD', KEYS[2], ARGV[3]) redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5]) return 1 end
+return redis.call('GET', KEYS[1])"""
 PARENT_CHECK = 0.2  # seconds between two looks at whether the worker's main process is still there
 ENDED_KEEP = 3600  # seconds a "dead" lease is kept (the scheduler reads it within its next check)
 
@@ -54,6 +59,16 @@ def end_lease(client: Any, tid: str, value: str, reason: str) -> bool:
     return bool(client.eval(_END, 1, lease_key(tid), value, dead_value(reason), ENDED_KEEP))
 
 
+def claim_with_lease(client: Any, tid: str, claim: tuple[str, str, int], running_set: str, value: str,
+                     length: float) -> bytes | None:
+    """Claim try `tid` (`claim`: its key, this delivery's value, seconds kept) and, when the claim is this one's, add
+    it to `running_set` and take its lease (`value`, `length` seconds), in one round trip: the start of a try waits on
+    Redis once, not three times. None: claimed and leased; else who holds the claim (bytes; empty: nobody now)."""
+    key, mine, keep = claim
+    found = client.eval(_CLAIM, 3, key, running_set, lease_key(tid), mine, keep, tid, value, int(length * 1000))
+    return None if found == 1 else (found or b"")
+
+
 class TryLease:
     """The renewing thread of a try's supervisor. `fence` kills the try (its process group), unless it has already
     exited: it returns whether it killed it. A try that exited is never fenced: its outcome stands, and the lease is
@@ -65,7 +80,7 @@ class TryLease:
         self.faults, self.holder = faults, holder  # renewals that fail, said and counted; the worker's name
         self._fence_try, self.parent_pid = fence, parent_pid
         self.fenced: str | None = None  # why the try was killed here
-        self._renewed = time.monotonic()  # when the last renewal that held began
+        self._renewed = time.monotonic()  # when the last renewal that held began (taken(): the claim's write)
         self.guard: Any = None  # what kills the try's process group should this process die (stopped with it)
         self._done = False  # the try has ended: nothing to fence, the lease renewed until its outcome is stored
         self._stop = threading.Event()
@@ -74,6 +89,14 @@ class TryLease:
     def fence_with(self, fence: Callable[[], bool | None]) -> None:
         """What kills the try, once it is forked (set before start())."""
         self._fence_try = fence
+
+    def taken(self, began: float) -> None:
+        """The lease was written at time.monotonic() `began` (with the try's claim: claim_with_lease)."""
+        self._renewed = began
+
+    def due(self) -> bool:
+        """Is a renewal due (a third of the lease has passed since the last write that held)?"""
+        return time.monotonic() - self._renewed >= self.length / 3
 
     def renew(self) -> bool:
         """One renewal (raises when Redis does not answer); False: the lease was taken."""
@@ -88,9 +111,10 @@ class TryLease:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop renewing, and let the guard go. Neither is waited for: the thread ends at its next look (it fences
+        nothing once stopped), the guard is reaped once it has exited (GroupGuard.release). A try's pool process
+        that has stored its outcome is free for the next try at once, not once both were scheduled to end."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
         if self.guard is not None:
             self.guard.release()
 
@@ -124,6 +148,8 @@ class TryLease:
         every = self.length / 3
         next_renew = time.monotonic() + every
         while not self._stop.wait(min(PARENT_CHECK, max(0.0, next_renew - time.monotonic()))):
+            if self._stop.is_set():  # (stopped between the wait and here: nothing is fenced any more)
+                return
             if self.parent_gone() and not self._done and \
                     self._fence(f"its worker's main process (pid {self.parent_pid}) died"):
                 return

@@ -335,6 +335,20 @@ def read_all(fd: int) -> bytes:
         got += chunk
 
 
+_unreaped: list[int] = []  # guards let go that had not exited when they were released
+
+
+def reap_guards() -> None:
+    """Reap the released guards that have exited since."""
+    for pid in list(_unreaped):
+        try:
+            done = os.waitpid(pid, os.WNOHANG)[0] != 0
+        except ChildProcessError:
+            done = True
+        if done:
+            _unreaped.remove(pid)
+
+
 class GroupGuard:
     """A small forked process that kills a try's process group if the process that forked it dies first (any way,
     kill -9 too): it waits on a pipe whose only writer is that process, so the pipe's end is its death. release()
@@ -343,6 +357,7 @@ class GroupGuard:
     shares): a try that ended just before its supervisor died, but could not leave its report, has its state there."""
 
     def __init__(self, pgid: int, after: Callable[[bytes], None] | None = None, result_fd: int = -1) -> None:
+        reap_guards()
         read_fd, self._write_fd = os.pipe()
         os.set_inheritable(self._write_fd, False)
         self.pid = os.fork()
@@ -370,12 +385,13 @@ class GroupGuard:
         self._write_fd = -1
 
     def release(self) -> None:
-        """let_go(), then reap the guard."""
+        """let_go(), then reap the guard if it has exited, else later (the next guard made or released in this
+        process reaps it): the caller does not wait for the guard to be scheduled to exit."""
         self.let_go()
         if self.pid > 0:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
+            _unreaped.append(self.pid)
             self.pid = 0
+        reap_guards()
 
 
 def fork_try(item: WorkItem, *, close_fds: Iterable[int] = (), drop: try_report.Drop | None = None) -> RunningTry:

@@ -1,0 +1,70 @@
+"""Fewer hops on the path from an upstream try's end to its downstream try's start (issue 40 part 7): a worker takes a
+try's claim, its place in the running set and its lease in one round trip to Redis, and a pool process that stored a
+try's outcome is free for its next try without waiting for the try's guard process to be scheduled to exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import redis
+
+from ledger.infra.workers import running_key
+from ledger.scheduler.executors.celery_app import claim_key
+from ledger.scheduler.runtime import try_process
+from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, lease_key, lease_value
+from tests.celery_cluster import RedisServer
+
+
+def test_a_claim_takes_the_try_its_running_entry_and_its_lease_together_and_a_second_claim_gets_only_the_holder(
+        redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    tid = "ledger-7-1"
+    mine = lease_value("w1 i1", 11, None, 30.0)
+    assert claim_with_lease(client, tid, (claim_key(tid), "w1 aaa", 60), running_key("w1"), mine, 30.0) is None
+    assert client.get(claim_key(tid)) == b"w1 aaa" and 0 < client.ttl(claim_key(tid)) <= 60
+    assert client.smembers(running_key("w1")) == {tid.encode()}
+    assert client.get(lease_key(tid)) == mine.encode() and 0 < client.pttl(lease_key(tid)) <= 30_000
+
+    other = lease_value("w2 i2", 12, None, 30.0)  # a redelivery on another worker: refused, nothing of it written
+    assert claim_with_lease(client, tid, (claim_key(tid), "w2 bbb", 60), running_key("w2"), other, 30.0) == b"w1 aaa"
+    assert client.get(lease_key(tid)) == mine.encode()
+    assert client.smembers(running_key("w2")) == set()
+
+
+def test_a_stopped_lease_does_not_wait_for_its_guard_to_exit_and_the_guard_is_reaped_once_it_has() -> None:
+    group = subprocess.Popen(["sleep", "600"], start_new_session=True)  # the try's process group, left alone
+    guard = try_process.GroupGuard(group.pid)
+    pid = guard.pid
+    os.kill(pid, signal.SIGSTOP)  # the guard cannot run (a busy host): it exits only once the test lets it
+    lease = TryLease(None, "ledger-8-1", "{}", 30.0, lambda: None, os.getppid())
+    lease.guard = guard
+    stopped = threading.Event()
+    threading.Thread(target=lambda: (lease.stop(), stopped.set()), daemon=True).start()
+    try:
+        assert stopped.wait(30), "stop() waited for a guard that had not exited"
+        assert pid in try_process._unreaped
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while pid in try_process._unreaped:  # the guard, let go, exits without killing anything: reaped then
+        assert time.monotonic() < deadline, "the released guard was never reaped"
+        try_process.reap_guards()
+        time.sleep(0.01)
+    assert group.poll() is None  # (let go: it killed nothing)
+    group.kill()
+    group.wait()
+
+
+def test_the_worker_command_loads_no_database_layer_so_each_try_forks_a_smaller_process() -> None:
+    # `ledger worker`'s module, as its CLI loads it: its pool processes fork every try, and what they hold is copied
+    found = subprocess.run(
+        [sys.executable, "-c", "import sys, ledger.cli.app, ledger.cli.worker; "
+                               "print(sorted(m for m in ('sqlalchemy', 'ledger.store', 'ledger.services', 'pydantic') "
+                               "if m in sys.modules))"],
+        capture_output=True, text=True, check=True, timeout=120)
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr

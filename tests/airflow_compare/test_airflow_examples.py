@@ -77,11 +77,8 @@ BY_DESIGN: dict[str, dict[str, str]] = {
 # What Airflow does and ledger does not do yet: file (a load) or DAG id (a run) -> why. The test fails when one of
 # these starts to work, so that the entry (and the counts in docs/from-airflow.md) go with it.
 KNOWN_LOAD_GAPS: dict[str, dict[str, str]] = {
-    "2.10": {
-        "tutorial_taskflow_api_virtualenv.py": "serializer='dill' is refused: ledger passes arguments with pickle",
-    },
+    "2.10": {},
     "3": {
-        "tutorial_taskflow_api_virtualenv.py": "serializer='dill' is refused: ledger passes arguments with pickle",
         "example_task_state_store.py": STATE_STORE,
         "example_task_state_store_async.py": STATE_STORE,
         "example_asset_partition.py": "asset partitions (AllowedKeyMapper and the other partition mappers, "

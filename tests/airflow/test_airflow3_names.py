@@ -170,3 +170,22 @@ with DAG("labels", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule=
     run = local_testing.TestRun.of(dag, pendulum.datetime(2024, 3, 5, tz="UTC"), None, tmp_path)  # type: ignore[arg-type]
     assert local_testing.test_dag(run, lambda _line: None) is RunState.SUCCESS
     assert run.xcom["show"]["return_value"] == 3
+
+
+def test_triggering_asset_events_are_read_by_the_asset_as_in_airflow_3_and_by_key_as_in_airflow_2() -> None:
+    from types import SimpleNamespace
+
+    from ledger.airflow_compat.assets import AirflowAsset
+    from ledger.sdk.datasets import Dataset
+    from ledger.sdk.templates import _dataset_names
+
+    event = {"extra": {"watermark": "2024-03-05"}, "source_dag_id": "producer", "partition": None}
+    ti = SimpleNamespace(triggering_dataset_events={"orders/daily": [event], "s3://lake/a": [event]})
+    names = _dataset_names(SimpleNamespace(inlets=[], outlets=[]), ti)
+    orders = AirflowAsset(name="orders/daily", uri="s3://warehouse/orders/daily")
+    by_asset = names["triggering_asset_events"][orders]  # Airflow 3: keyed by the Asset
+    assert by_asset[-1].extra == {"watermark": "2024-03-05"} and by_asset[-1]["source_dag_id"] == "producer"
+    assert orders in names["triggering_asset_events"] and names["triggering_asset_events"].get(orders) == by_asset
+    assert names["triggering_dataset_events"]["s3://lake/a"][0].extra == event["extra"]  # Airflow 2: the uri
+    assert names["triggering_dataset_events"][Dataset("s3://lake/a")] == [event]
+    assert names["triggering_asset_events"].get(Dataset("s3://lake/elsewhere")) is None

@@ -9,8 +9,8 @@ tests.airflow_compare.record VENV`; the example files are those of the release i
 (its wheel, `pip download --no-deps`) into ~/.cache/ledger-tests: Airflow's files are not copied into this
 repository. With LEDGER_TEST_AIRFLOW_2_10 / LEDGER_TEST_AIRFLOW_3 naming a virtualenv where apache-airflow is
 installed, Airflow runs live instead (record.py, in that venv's own processes) on that venv's example folder.
-A DAG whose test the fixture says is "not recorded" (Airflow 3's tests take minutes each on a busy host, and the
-3.3.2 fixtures hold those the recorder finished: docs/from-airflow.md) is not compared.
+A DAG whose test a fixture says is "not recorded" (a recorder stopped before its test) is not compared; the 3.3.2
+fixtures have every test recorded.
 """
 
 from __future__ import annotations

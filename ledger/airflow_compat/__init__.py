@@ -47,6 +47,19 @@ NO_SESSION = ("a DAG file gets no session of ledger's database: read a run throu
               "or ledger's CLI and web API (docs/cli-reference.md)")
 
 # What to use instead of an `airflow.*` import ledger does not provide, by the longest matching prefix.
+
+# Airflow 3.3's state stores and partition mappers, refused by design (decision 0312)
+NO_STATE_STORES = ("ledger keeps no state beside its timeline, so Airflow 3.3's task and asset state stores "
+                   "(task_state_store, asset_state_store, NEVER_EXPIRE) are refused by design (decision 0312): a "
+                   "retry finds its external job by a key made from ti.run_id, ti.task_id and ti.map_index, and an "
+                   "asset's watermark is the extra of its newest event (yield Metadata(asset, {...}); read "
+                   "inlet_events[asset][-1].extra)")
+NO_PARTITION_MAPPERS = ("Airflow 3.3's asset partition mappers and partitioned timetables (PartitionedAssetTimetable, "
+                        "CronPartitionTimetable, PartitionedAtRuntime, the *Mapper and *Window classes) are refused "
+                        "by design (decision 0312): ledger's datasets take time partitions, Dataset(uri, "
+                        "partitions=TimePartitions(...)), which a DAG scheduled on them consumes partition by "
+                        "partition (docs/datasets.md)")
+
 INSTEAD: dict[str, str] = {
     "airflow.providers": CARRIED + "; call the service from a @task (PythonOperator) with its own client "
                          "library, and a connection from ledger.sdk.secrets.get_connection",
@@ -88,11 +101,8 @@ INSTEAD: dict[str, str] = {
     "airflow.notifications": "use a notifier: ledger.EmailNotifier, ledger.WebhookNotifier or a subclass of "
                              "ledger.Notifier",
     "airflow.operators.generic_transfer": "move the data from a @task with the two databases' client libraries",
-    "airflow.sdk.execution_time": "ledger does not carry Airflow 3.3's task and asset state stores "
-                                  "(task_state_store, asset_state_store, NEVER_EXPIRE) yet; keep what a retry needs "
-                                  "in a Variable, or pass it on as a task's return value",
-    "airflow.partition_mappers": "ledger does not carry Airflow 3.3's asset partition mappers yet; ledger's datasets "
-                                 "take time partitions (Dataset(uri, partitions=...), docs/datasets.md)",
+    "airflow.sdk.execution_time": NO_STATE_STORES,
+    "airflow.partition_mappers": NO_PARTITION_MAPPERS,
 }
 DEFAULT_INSTEAD = "use ledger's own API (from ledger import ...; docs/authoring.md)"
 
@@ -120,6 +130,13 @@ NO_DEADLINE_ALERTS = (
 REFUSED_NAMES: dict[str, str] = {name: NO_DEADLINE_ALERTS for name in (
     "AsyncCallback", "SyncCallback", "DeadlineAlert", "DeadlineReference", "BaseDeadlineReference",
     "deadline_reference")}
+REFUSED_NAMES.update({name: NO_PARTITION_MAPPERS for name in (  # from airflow.sdk, Airflow 3.3
+    "AllowedKeyMapper", "ChainMapper", "CronPartitionTimetable", "DayWindow", "FanOutMapper", "FixedKeyMapper",
+    "HourWindow", "IdentityMapper", "MinimumCount", "MonthWindow", "PartitionedAtRuntime", "PartitionedAssetTimetable",
+    "PartitionMapper", "ProductMapper", "QuarterWindow", "RollupMapper", "SegmentWindow", "StartOfDayMapper",
+    "StartOfHourMapper", "StartOfMonthMapper", "StartOfQuarterMapper", "StartOfWeekMapper", "StartOfYearMapper",
+    "WaitForAll", "WeekWindow", "Window", "YearWindow")})
+STATE_STORE_NAMES = ("task_state_store", "asset_state_store")  # what a callable asks for by parameter, refused
 
 
 def refused_names(module: str) -> Callable[[str], NoReturn]:

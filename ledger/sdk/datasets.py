@@ -368,6 +368,24 @@ class InletEvents:
         return len(self._found)
 
 
+class TriggeringEvents(dict[str, list[InletEvent]]):
+    """Airflow's `triggering_dataset_events` / `triggering_asset_events` of a dataset-triggered run: dataset key ->
+    the events the run consumed, each by key or by attribute (`event.extra`). A Dataset or Asset is read as its
+    key, as Airflow 3 reads `triggering_asset_events[asset]`; Airflow 2's string keys read as they are."""
+
+    def __init__(self, found: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        super().__init__({key: [InletEvent(e) for e in events] for key, events in found.items()})
+
+    def __getitem__(self, key: Any) -> list[InletEvent]:
+        return super().__getitem__(key.key if isinstance(key, Dataset) else key)
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key.key if isinstance(key, Dataset) else key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(key.key if isinstance(key, Dataset) else key, default)
+
+
 # -- Metadata: what a task function yields about its outlets ---------------------------------------------------------
 
 class Metadata:

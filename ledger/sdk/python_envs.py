@@ -14,10 +14,13 @@
 The requirement set is part of the task's definition, so of the DAG version: a run pinned to a version runs
 with that version's set (the environment of another set is another folder). The callable's source (a plain
 ``def``: its imports inside it, as Airflow requires) is written to a script the other interpreter runs;
-arguments and the return value cross with ``pickle`` (protocol 4), as Airflow's default serializer: datetimes
-are passed as plain ``datetime.datetime`` (UTC), and context values that cannot be pickled (``ti``, ``dag``)
-are left out unless the callable names them. The return value is the task's XCom, as for any Python task;
-the interpreter's output goes to the try's log; an exit code in ``skip_on_exit_code`` skips the task.
+arguments and the return value cross with ``pickle`` (protocol 4), as Airflow's default serializer, or with
+``dill`` when the task says ``serializer="dill"`` (or ``use_dill=True``): dill must be installed beside ledger
+(``pip install 'ledger[dill]'``, checked when the file is parsed) and in the other interpreter (a virtualenv task
+gets it added to its requirements, pinned to ledger's version of it, as Airflow adds it; an external Python must
+have it). Datetimes are passed as plain ``datetime.datetime`` (UTC), and context values that cannot be serialised
+(``ti``, ``dag``) are left out unless the callable names them. The return value is the task's XCom, as for any
+Python task; the interpreter's output goes to the try's log; an exit code in ``skip_on_exit_code`` skips the task.
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ import contextlib
 import datetime as dt
 import fcntl
 import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
 import inspect
 import json
 import os
-import pickle
+import re
 import shutil
 import site
 import subprocess
@@ -50,6 +56,7 @@ __all__ = ["EnvSpec", "ExternalPythonTask", "PythonVirtualenvTask", "ensure_env"
 
 MARKER = "ledger-env.json"  # written last: the environment is complete
 PICKLE_PROTOCOL = 4
+SERIALIZERS = ("pickle", "dill")  # the modules values cross with (both have dumps/loads with a protocol)
 
 
 def _say(text: str) -> None:
@@ -160,12 +167,13 @@ def callable_source(fn: Callable[..., Any], *, where: str) -> str:
 _RUNNER = """
 
 def _ledger_main():
-    import pickle, sys
+    import sys
+    import {serializer} as _ledger_serializer
     with open(sys.argv[1], "rb") as f:
-        args, kwargs = pickle.load(f)
+        args, kwargs = _ledger_serializer.load(f)
     result = {name}(*args, **kwargs)
     with open(sys.argv[2], "wb") as f:
-        pickle.dump(result, f, protocol={protocol})
+        _ledger_serializer.dump(result, f, protocol={protocol})
 
 
 if __name__ == "__main__":
@@ -184,34 +192,36 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _picklable(value: Any) -> bool:
+def _serializable(serializer: Any, value: Any) -> bool:
     try:
-        pickle.dumps(value, protocol=PICKLE_PROTOCOL)
+        serializer.dumps(value, protocol=PICKLE_PROTOCOL)
     except Exception:
         return False
     return True
 
 
 def run_elsewhere(python: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
-                  skip_on_exit_code: Sequence[int], env: dict[str, str] | None) -> Any:
-    """Call `fn(*args, **kwargs)` in the interpreter `python`; its return value (unpickled here)."""
+                  skip_on_exit_code: Sequence[int], env: dict[str, str] | None, serializer: str = "pickle") -> Any:
+    """Call `fn(*args, **kwargs)` in the interpreter `python`, the values crossing with `serializer` (a module of
+    SERIALIZERS); its return value (deserialised here)."""
+    lib = importlib.import_module(serializer)
     named = set(inspect.signature(fn).parameters)
     passed: dict[str, Any] = {}
     for key, value in kwargs.items():
         plain = _plain(value)
-        if _picklable(plain):
+        if _serializable(lib, plain):
             passed[key] = plain
         elif key in named:
             raise TypeError(f"the argument {key!r} ({type(value).__name__}) cannot be passed to another interpreter")
     plain_args = [_plain(a) for a in args]
     # annotations are not evaluated: the names they use are the DAG file's, not the script's
     source = "from __future__ import annotations\n\n" + callable_source(fn, where=f"callable {fn.__qualname__}") \
-        + _RUNNER.format(name=fn.__name__, protocol=PICKLE_PROTOCOL)
+        + _RUNNER.format(name=fn.__name__, protocol=PICKLE_PROTOCOL, serializer=serializer)
     with tempfile.TemporaryDirectory(prefix="ledger-call-") as tmp:
         script, given, result = Path(tmp, "script.py"), Path(tmp, "args.pickle"), Path(tmp, "result.pickle")
         script.write_text(source)
-        given.write_bytes(pickle.dumps((plain_args, passed), protocol=PICKLE_PROTOCOL))
-        _say(f"calling {fn.__name__} in {python}")
+        given.write_bytes(lib.dumps((plain_args, passed), protocol=PICKLE_PROTOCOL))
+        _say(f"calling {fn.__name__} in {python}" + ("" if serializer == "pickle" else f" ({serializer})"))
         sys.stdout.flush()
         code = subprocess.call([python, str(script), str(given), str(result)], stdin=subprocess.DEVNULL, env=env,
                                cwd=tmp)
@@ -220,7 +230,7 @@ def run_elsewhere(python: str, fn: Callable[..., Any], args: Sequence[Any], kwar
         if code != 0:
             raise RuntimeError(f"{fn.__name__} failed in {python} (exit code {code})")
         with open(result, "rb") as f:
-            return pickle.load(f)
+            return lib.load(f)
 
 
 # -- the tasks ----------------------------------------------------------------------------------------------
@@ -234,9 +244,13 @@ class _ElsewhereTask(PythonTask):
                  string_args: Sequence[str] | None = None, templates_exts: Sequence[str] | None = None,
                  **kwargs: Any) -> None:
         where = f"task {task_id!r}"
-        if use_dill or (serializer or "pickle") != "pickle":
-            raise DagDefinitionError(f"{where}: ledger passes arguments with pickle; serializer="
-                                     f"{'dill' if use_dill else serializer!r} is not supported")
+        chosen = "dill" if use_dill else (serializer or "pickle")
+        if chosen not in SERIALIZERS:
+            raise DagDefinitionError(f"{where}: serializer={chosen!r} is not supported; use 'pickle' (the default) "
+                                     "or 'dill'")
+        if chosen == "dill" and importlib.util.find_spec("dill") is None:
+            raise DagDefinitionError(f"{where}: serializer='dill' needs dill beside ledger: pip install 'ledger[dill]'")
+        self.serializer = chosen
         if string_args:
             raise DagDefinitionError(f"{where}: string_args is not supported; pass op_args or op_kwargs")
         callable_source(python_callable, where=where)
@@ -248,7 +262,8 @@ class _ElsewhereTask(PythonTask):
         super().__init__(task_id, python_callable, **kwargs)
 
     def _environment_settings(self) -> dict[str, Any]:
-        return {**({"skip_on_exit_code": self.skip_on_exit_code} if self.skip_on_exit_code else {}),
+        return {**({} if self.serializer == "pickle" else {"serializer": self.serializer}),
+                **({"skip_on_exit_code": self.skip_on_exit_code} if self.skip_on_exit_code else {}),
                 **({"env_vars": self.env_vars} if self.env_vars else {}),
                 **({} if self.inherit_env else {"inherit_env": False})}
 
@@ -258,7 +273,7 @@ class _ElsewhereTask(PythonTask):
     def invoke(self, *args: Any, **kwargs: Any) -> Any:
         env = {**(os.environ if self.inherit_env else {}), **self.env_vars}
         return run_elsewhere(self.interpreter(), self.python_callable, args, kwargs,
-                             skip_on_exit_code=self.skip_on_exit_code, env=env)
+                             skip_on_exit_code=self.skip_on_exit_code, env=env, serializer=self.serializer)
 
 
 class PythonVirtualenvTask(_ElsewhereTask):
@@ -304,8 +319,17 @@ class PythonVirtualenvTask(_ElsewhereTask):
             base = found
         same = self.python_version is None or self.python_version == "{}.{}".format(*sys.version_info[:2])
         parent = tuple(site.getsitepackages()) if self.system_site_packages and same else ()
-        return EnvSpec(os.path.realpath(base), tuple(self.requirements), self.system_site_packages,
+        return EnvSpec(os.path.realpath(base), tuple(self._with_serializer(self.requirements)),
+                       self.system_site_packages,
                        tuple(self.pip_install_options), tuple(self.index_urls), parent)
+
+    def _with_serializer(self, requirements: list[str]) -> list[str]:
+        """The requirements and, for dill, dill itself at ledger's version of it (the two sides read each other's
+        bytes), unless a requirement names it already."""
+        if self.serializer == "pickle" or any(re.split(r"[\s<>=!~\[;@]", r, maxsplit=1)[0].lower() == self.serializer
+                                               for r in requirements):
+            return requirements
+        return [*requirements, f"{self.serializer}=={importlib.metadata.version(self.serializer)}"]
 
     def interpreter(self) -> str:
         cache = Path(self.venv_cache_path) if self.venv_cache_path else load_settings().home / "venvs"

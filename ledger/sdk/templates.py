@@ -141,7 +141,9 @@ CONTEXT_NAMES = (
 
 def _dataset_names(task: Any, ti: Any) -> dict[str, Any]:
     """The task's inlets and outlets, and what the try (`ti`: its TaskContext) has of their events."""
-    triggering = dict(getattr(ti, "triggering_dataset_events", None) or {})
+    from ledger.sdk.datasets import TriggeringEvents
+
+    triggering = TriggeringEvents(getattr(ti, "triggering_dataset_events", None) or {})
     return {"inlets": list(getattr(task, "inlets", None) or []), "outlets": list(getattr(task, "outlets", None) or []),
             "triggering_dataset_events": triggering, "triggering_asset_events": triggering,
             "inlet_events": getattr(ti, "inlet_events", None), "outlet_events": getattr(ti, "outlet_events", None)}

@@ -70,12 +70,40 @@ with DAG("consumer", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedul
     assert consumer.datasets is not None
 
 
-@pytest.mark.parametrize(("module", "says"), [
-    ("airflow.sdk.execution_time.context", "ledger does not carry Airflow 3.3's task and asset state stores"),
-    ("airflow.partition_mappers.base", "ledger does not carry Airflow 3.3's asset partition mappers yet"),
+STATE_STORES_REFUSED = ("task and asset state stores (task_state_store, asset_state_store, NEVER_EXPIRE) are refused "
+                        "by design")
+PARTITIONS_REFUSED = "partition mappers and partitioned timetables (PartitionedAssetTimetable"
+
+
+@pytest.mark.parametrize(("source", "says"), [
+    ("import airflow.sdk.execution_time.context\n", STATE_STORES_REFUSED),
+    ("from airflow.sdk.execution_time.context import NEVER_EXPIRE\n", "read inlet_events[asset][-1].extra"),
+    ("import airflow.partition_mappers.base\n", PARTITIONS_REFUSED),
+    ("from airflow.sdk import Asset, PartitionedAssetTimetable\n", "Dataset(uri, partitions=TimePartitions(...))"),
+    ("from airflow.sdk import StartOfHourMapper\n", PARTITIONS_REFUSED),
 ])
-def test_state_stores_and_partition_mappers_are_refused_in_one_line(tmp_path: Path, module: str, says: str) -> None:
-    assert says in last_line(tmp_path, "store.py", f"import {module}\n")
+def test_state_stores_and_partition_mappers_are_refused_by_design_in_one_line(tmp_path: Path, source: str,
+                                                                              says: str) -> None:
+    assert says in last_line(tmp_path, "store.py", source)
+
+
+@pytest.mark.parametrize("parameter", ["task_state_store", "asset_state_store"])
+def test_a_task_asking_for_a_state_store_is_refused_at_parse_time_not_given_none(tmp_path: Path,
+                                                                                 parameter: str) -> None:
+    source = f"""\
+import pendulum
+from airflow.sdk import DAG, task
+
+with DAG("stores", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule=None):
+    @task
+    def work({parameter}=None, ti=None):
+        {parameter}.set("k", 1)
+
+    work()
+"""
+    line = last_line(tmp_path, "stores.py", source)
+    assert f"task 'work': the parameter {parameter}: ledger keeps no state beside its timeline" in line
+    assert STATE_STORES_REFUSED in line and "a key made from ti.run_id, ti.task_id and ti.map_index" in line
 
 
 ASYNC_AND_ENV = """\
@@ -142,3 +170,22 @@ with DAG("labels", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule=
     run = local_testing.TestRun.of(dag, pendulum.datetime(2024, 3, 5, tz="UTC"), None, tmp_path)  # type: ignore[arg-type]
     assert local_testing.test_dag(run, lambda _line: None) is RunState.SUCCESS
     assert run.xcom["show"]["return_value"] == 3
+
+
+def test_triggering_asset_events_are_read_by_the_asset_as_in_airflow_3_and_by_key_as_in_airflow_2() -> None:
+    from types import SimpleNamespace
+
+    from ledger.airflow_compat.assets import AirflowAsset
+    from ledger.sdk.datasets import Dataset
+    from ledger.sdk.templates import _dataset_names
+
+    event = {"extra": {"watermark": "2024-03-05"}, "source_dag_id": "producer", "partition": None}
+    ti = SimpleNamespace(triggering_dataset_events={"orders/daily": [event], "s3://lake/a": [event]})
+    names = _dataset_names(SimpleNamespace(inlets=[], outlets=[]), ti)
+    orders = AirflowAsset(name="orders/daily", uri="s3://warehouse/orders/daily")
+    by_asset = names["triggering_asset_events"][orders]  # Airflow 3: keyed by the Asset
+    assert by_asset[-1].extra == {"watermark": "2024-03-05"} and by_asset[-1]["source_dag_id"] == "producer"
+    assert orders in names["triggering_asset_events"] and names["triggering_asset_events"].get(orders) == by_asset
+    assert names["triggering_dataset_events"]["s3://lake/a"][0].extra == event["extra"]  # Airflow 2: the uri
+    assert names["triggering_dataset_events"][Dataset("s3://lake/a")] == [event]
+    assert names["triggering_asset_events"].get(Dataset("s3://lake/elsewhere")) is None

@@ -9,8 +9,8 @@ tests.airflow_compare.record VENV`; the example files are those of the release i
 (its wheel, `pip download --no-deps`) into ~/.cache/ledger-tests: Airflow's files are not copied into this
 repository. With LEDGER_TEST_AIRFLOW_2_10 / LEDGER_TEST_AIRFLOW_3 naming a virtualenv where apache-airflow is
 installed, Airflow runs live instead (record.py, in that venv's own processes) on that venv's example folder.
-A DAG whose test the fixture says is "not recorded" (Airflow 3's tests take minutes each on a busy host, and the
-3.3.2 fixtures hold those the recorder finished: docs/from-airflow.md) is not compared.
+A DAG whose test a fixture says is "not recorded" (a recorder stopped before its test) is not compared; the 3.3.2
+fixtures have every test recorded.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ VENV_VARIABLES = {"2.10": "LEDGER_TEST_AIRFLOW_2_10", "3": "LEDGER_TEST_AIRFLOW_
 PLUGINS = "ledger loads no Airflow plugins"
 LISTENERS = "use on_*_callback or a notifier"
 TRIGGERS = "ledger has no triggerer: a deferrable sensor waits in reschedule mode"
-STATE_STORE = "ledger does not carry Airflow 3.3's task and asset state stores"
-PARTITIONS = "ledger does not carry Airflow 3.3's asset partition mappers"
+STATE_STORE = "task and asset state stores (task_state_store, asset_state_store, NEVER_EXPIRE) are refused by design"
+PARTITIONS = "ledger's datasets take time partitions"
 
 # Files Airflow loads that ledger refuses by design, with the words their one line must hold (the alternative).
 BY_DESIGN: dict[str, dict[str, str]] = {
@@ -69,6 +69,13 @@ BY_DESIGN: dict[str, dict[str, str]] = {
         "plugins/custom_partition_timetable.py": PLUGINS,
         "plugins/event_listener.py": LISTENERS,
         "plugins/listener_plugin.py": LISTENERS,
+        "example_task_state_store.py": STATE_STORE,
+        "example_task_state_store_async.py": STATE_STORE,
+        "example_task_state_store_mapped.py": STATE_STORE,
+        "example_asset_state_store.py": STATE_STORE,
+        "example_asset_partition.py": PARTITIONS,
+        "plugins/business_day_window.py": PARTITIONS,
+        "plugins/custom_partition_mapper.py": PARTITIONS,
     },
     "3-standard": {
         "example_hitl_operator.py": "wait for a person's answer with a signal-driven task",
@@ -77,26 +84,13 @@ BY_DESIGN: dict[str, dict[str, str]] = {
 # What Airflow does and ledger does not do yet: file (a load) or DAG id (a run) -> why. The test fails when one of
 # these starts to work, so that the entry (and the counts in docs/from-airflow.md) go with it.
 KNOWN_LOAD_GAPS: dict[str, dict[str, str]] = {
-    "2.10": {
-        "tutorial_taskflow_api_virtualenv.py": "serializer='dill' is refused: ledger passes arguments with pickle",
-    },
-    "3": {
-        "tutorial_taskflow_api_virtualenv.py": "serializer='dill' is refused: ledger passes arguments with pickle",
-        "example_task_state_store.py": STATE_STORE,
-        "example_task_state_store_async.py": STATE_STORE,
-        "example_asset_partition.py": "asset partitions (AllowedKeyMapper and the other partition mappers, "
-                                      "PartitionedAssetTimetable) are not carried",
-        "plugins/business_day_window.py": PARTITIONS,
-        "plugins/custom_partition_mapper.py": PARTITIONS,
-    },
+    "2.10": {},
+    "3": {},
     "3-standard": {},
 }
 KNOWN_RUN_GAPS: dict[str, dict[str, str]] = {
     "2.10": {},
-    "3": {
-        "example_asset_state_store_producer": STATE_STORE,
-        "example_asset_state_store_consumer": STATE_STORE,
-    },
+    "3": {},
     "3-standard": {},
 }
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning"),

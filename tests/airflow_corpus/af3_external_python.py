@@ -1,4 +1,5 @@
-"""Airflow 3.x style: ExternalPythonOperator and @task.external_python from the standard provider and airflow.sdk."""
+"""Airflow 3.x style: ExternalPythonOperator and @task.external_python from the standard provider and airflow.sdk;
+serializer="dill" (values cross with dill, in the other interpreter too)."""
 import sys
 
 import pendulum
@@ -24,5 +25,12 @@ with DAG("af3_external_python", schedule=None, start_date=pendulum.datetime(2024
     def nowhere():
         return 1
 
+    @task.external_python(python=sys.executable, serializer="dill")
+    def dilled(text):
+        import sys
+
+        return f"{text} read with {'dill' if 'dill' in sys.modules else 'pickle'}"
+
     shout(first.output)
+    dilled(first.output)
     nowhere()

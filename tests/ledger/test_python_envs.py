@@ -108,6 +108,54 @@ def test_arguments_and_the_value_cross_with_pickle_and_exit_codes_skip_or_fail()
         run_elsewhere(sys.executable, leave, [3], {}, skip_on_exit_code=[99], env=None)
 
 
+def adder(n: int) -> Any:
+    import sys
+
+    return lambda x: (x + n, "dill" in sys.modules)  # pickle cannot pass a lambda back
+
+
+def test_values_cross_with_dill_both_ways_when_the_task_says_so() -> None:
+    got = run_elsewhere(sys.executable, adder, [2], {}, skip_on_exit_code=[], env=None, serializer="dill")
+    assert got(40) == (42, True)  # the lambda made in the other interpreter, read back here with dill
+    with pytest.raises(RuntimeError, match="exit code 1"):  # pickle cannot write the lambda it returns
+        run_elsewhere(sys.executable, adder, [2], {}, skip_on_exit_code=[], env=None)
+    double = eval("lambda x: x * 2", {})  # a function of no module: dill writes it whole, pickle by name only
+    twice = run_elsewhere(sys.executable, apply, [], {"fn": double, "x": 21}, skip_on_exit_code=[], env=None,
+                          serializer="dill")
+    assert twice == 42
+    with pytest.raises(TypeError, match="'fn'"):
+        run_elsewhere(sys.executable, apply, [], {"fn": double, "x": 21}, skip_on_exit_code=[], env=None)
+
+
+def apply(fn: Any, x: int) -> Any:
+    return fn(x)
+
+
+def test_dill_is_part_of_the_version_and_of_a_virtualenvs_requirements() -> None:
+    import dill  # type: ignore[import-untyped]
+
+    def work() -> int:
+        return 1
+
+    with DAG("venv", start_date=START) as dag:
+        chosen = PythonVirtualenvTask("chosen", work, requirements=["tinypkg"], serializer="dill")
+        named = PythonVirtualenvTask("named", work, requirements=["Dill>=0.3"], use_dill=True)
+        ExternalPythonTask("outside", work, python=sys.executable, serializer="dill")
+        plain = PythonVirtualenvTask("plain", work, requirements=["tinypkg"])
+    tasks = {t["task_id"]: t["definition"] for t in structure_of(dag)["tasks"]}
+    assert tasks["chosen"]["serializer"] == tasks["named"]["serializer"] == tasks["outside"]["serializer"] == "dill"
+    assert "serializer" not in tasks["plain"]  # pickle, the default: versions made before are unchanged
+    assert chosen.env_spec().requirements == ("tinypkg", f"dill=={dill.__version__}")  # ledger's version of it
+    assert named.env_spec().requirements == ("Dill>=0.3",)  # the DAG's own requirement of it is kept
+    assert plain.env_spec().requirements == ("tinypkg",)
+
+
+def test_dill_without_dill_beside_ledger_is_refused_at_parse_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "dill", None)  # how Python marks a module that cannot be imported
+    with DAG("bad", start_date=START), pytest.raises(DagDefinitionError, match=r"pip install 'ledger\[dill\]'"):
+        PythonVirtualenvTask("t", add, serializer="dill")
+
+
 def test_the_requirement_set_is_part_of_the_version() -> None:
     def work() -> int:
         return 1
@@ -141,8 +189,7 @@ def test_decorators_make_virtualenv_and_external_python_tasks() -> None:
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"python_callable": lambda: 1}, "defined with def"),
-    ({"python_callable": add, "serializer": "dill"}, "serializer='dill' is not supported"),
-    ({"python_callable": add, "use_dill": True}, "serializer='dill' is not supported"),
+    ({"python_callable": add, "serializer": "cloudpickle"}, "serializer='cloudpickle' is not supported; use 'pickle'"),
     ({"python_callable": add, "requirements": [""]}, "list of requirement strings"),
     ({"python_callable": add, "python_version": "three"}, "not a version"),
     ({"python_callable": add, "requirements": "requirements.txt"}, "a requirements file is not supported"),

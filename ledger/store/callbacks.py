@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from ledger.core.callbacks import callback_target
@@ -59,6 +59,14 @@ def claim(session: Session, job_id: int, *, limit: int, now: datetime, actor: st
         for call in pending:
             call.state, call.job_id, call.started_at = RUNNING, job_id, now
     return pending
+
+
+def claimable(session: Session) -> int:
+    """How many calls a claim would take or record as lost (verify mode's check of a claim left out)."""
+    dead = select(func.count()).select_from(Callback).join(Job, Job.id == Callback.job_id).where(
+        Callback.state == RUNNING, Job.state != JobState.RUNNING.value)
+    pending = select(func.count()).select_from(Callback).where(Callback.state == PENDING)
+    return (session.scalar(dead) or 0) + (session.scalar(pending) or 0)
 
 
 def finish(session: Session, call: Callback, state: str, message: str | None, *, now: datetime, actor: str) -> None:

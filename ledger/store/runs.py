@@ -37,9 +37,20 @@ LIVE = DagRun.state != RunState.OVERRIDDEN.value
 SCHEDULING_TYPES = [RunType.SCHEDULED.value, RunType.BACKFILL.value]  # the runs a schedule resumes after
 
 
+TIMELINE_LOCKED = "ledger.timeline_locked"  # session.info: this transaction locked a DAG's timeline
+
+
 def lock_timeline(session: Session, dag_id: str) -> None:
-    """Serialise timeline changes of one DAG across processes (a row lock on PostgreSQL)."""
+    """Serialise timeline changes of one DAG across processes (a row lock on PostgreSQL). Every change to a timeline
+    (a run made, displaced or restored) takes it first, so the transaction is marked as one that may have changed
+    runs' resume points (`timeline_locked`)."""
+    session.info[TIMELINE_LOCKED] = True
     session.execute(select(Dag.dag_id).where(Dag.dag_id == dag_id).with_for_update())
+
+
+def timeline_locked(session: Session) -> bool:
+    """Whether this session's transaction locked a DAG's timeline so far (it may have changed its runs)."""
+    return bool(session.info.get(TIMELINE_LOCKED))
 
 
 def _link(row: Any) -> Link | None:

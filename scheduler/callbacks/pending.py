@@ -24,6 +24,7 @@ from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.models import DagRun
 from ledger.scheduler.callbacks.processes import CallbackProcesses
 from ledger.scheduler.loop.cadence import Cadence
+from ledger.scheduler.loop.memory import MemoryMismatch
 from ledger.scheduler.loop.metrics import SchedulerMetrics
 from ledger.store import callbacks as callback_store
 from ledger.store import dags as dag_store
@@ -58,6 +59,7 @@ class CallbackRequests:
     results: list[tuple[int, str, str | None]] = field(default_factory=list)  # ended, not yet recorded
     _processes: CallbackProcesses | None = None
     backlog: bool = False  # the last claim had no room for every pending call
+    claimed_at: int | None = None  # SQLite: the job's quiet mark at its last claim (OthersWrites.quiet_mark)
     # pending calls are claimed every poll_interval (others' requests), or at once when this job requested some
     _claims: Cadence = field(init=False)
 
@@ -94,13 +96,23 @@ class CallbackRequests:
                          + (f" ({message})" if message else ""))
 
     def due(self, session: Session, now: datetime, *, job_id: int, actor: str,
-            locate: Locate) -> list[tuple[int, dict[str, Any]]]:
+            locate: Locate, quiet: int | None = None) -> list[tuple[int, dict[str, Any]]]:
         """Record the calls that ended; claim pending ones when their cadence says (requests to start once this
-        transaction commits)."""
+        transaction commits). `quiet`: the job's quiet mark (OthersWrites.quiet_mark); when the cadence alone makes
+        a claim due and the mark is that of the last claim, nobody else has committed since and this job requested
+        no call (it would have asked for a claim): nothing can be pending or lost, and nothing is read (decision
+        0309; verify mode checks it)."""
         self.ended(session, now, actor)
         if not (self._claims.due() or self.backlog or self.processes.running):
             return []
+        asked = self._claims.asked  # (this job requested calls, or a claim failed)
         self._claims.done()
+        if not (asked or self.backlog or self.processes.running) and quiet is not None \
+                and quiet == self.claimed_at:
+            if self.settings.verify_memory and callback_store.claimable(session):
+                raise MemoryMismatch("a callback is pending or lost though nobody else wrote since the last claim")
+            return []
+        self.claimed_at = quiet
         room = self.processes.room()
         claimed = callback_store.claim(session, job_id, limit=room, now=now, actor=actor)
         # all slots taken (or filled now): more calls may be pending; claim again as soon as a slot frees,

@@ -69,6 +69,7 @@ from ledger.services.log_store import RemoteLogStore
 from ledger.services.signal_delivery import open_doorbell, ring
 from ledger.store import events
 from ledger.store import jobs as job_store
+from ledger.store import runs as run_store
 from ledger.store.backfills import finish_backfill
 from ledger.store.db import reader, shares_one_connection
 
@@ -108,6 +109,7 @@ class DagRunJob:
     _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
     _held_since: float | None = None  # time.monotonic() of the first start held back in _unrecorded
     _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
+    _timelines: int = 0  # transactions of this job that locked a DAG's timeline (they may have changed its runs)
     _code: CodeCache | None = None  # where versions' code is materialised on this host
     remote_logs: RemoteLogStore | None = field(default_factory=RemoteLogStore.from_env)  # remote tries' logs' store
 
@@ -232,6 +234,8 @@ class DagRunJob:
         try:
             with self.connection.begin() as session:
                 yield session
+                if run_store.timeline_locked(session):
+                    self._timelines += 1  # (only ever makes a kept read be read again: counted before it commits)
                 if not loop and events.written_ids(session):
                     self.watch.side_transaction()  # the next loop reads the events
         except BaseException:
@@ -326,7 +330,8 @@ class DagRunJob:
             outcome_recording.fail_unsubmitted(self, session, now)
         work = [] if only_starts else run_processing.decide_runs(self, session, now, report)
         report.callbacks = len(self.callbacks.results)
-        to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate)
+        to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate,
+                                     quiet=self.watch.quiet_mark())
         report.callbacks += len(to_call)
         self.in_loop(session, now, report)
         if self.heartbeat.due():
@@ -343,6 +348,15 @@ class DagRunJob:
         """Where a version's code is on this host: (the DAG file, the snapshot's root, or None: the DAGs folder)."""
         code = self.code_cache().locate(session, dag_id, version)
         return (code.fileloc, code.root) if code is not None else (self._dag_file(session, dag_id), None)
+
+    def quiet_mark(self, session: Session) -> tuple[int, int] | None:
+        """A mark that stays the same while the database holds only what this job wrote and no transaction of the job
+        locked a DAG's timeline: a read kept with it is still what the database holds (decision 0309). None: read
+        again (PostgreSQL; this transaction locked a timeline)."""
+        quiet = self.watch.quiet_mark()
+        if quiet is None or run_store.timeline_locked(session):
+            return None
+        return quiet, self._timelines
 
     def requeues_unstarted(self) -> bool:
         """Whether a try that never started gets a new try (not when the job stops because its work was

@@ -41,6 +41,7 @@ class OthersWrites:
     own_events: tuple[int, ...] = ()  # ids of the events that transaction appended
     side_events: int = 0  # transactions of this job, not its loops', that appended events (or failed)
     quiet_since: tuple[Any, int, int] | None = None  # SQLite: Seen.quiet of the last committed loop transaction
+    unquiet: int = 0  # loops that could not tell that nobody else committed since the loop before (see quiet_mark)
 
     def side_transaction(self) -> None:
         """A transaction of the job outside its loop appended events, or a transaction failed: the next loop
@@ -52,11 +53,20 @@ class OthersWrites:
         an event since the last committed loop transaction began, or the full pass is due), or, on SQLite when the
         full pass is due and no other connection committed since the last loop, to decide them again unread."""
         seen = self._others_wrote(session, kept)
+        if seen.quiet is None or seen.quiet != self.quiet_since:
+            self.unquiet += 1
         if seen.full_pass or not self.full_pass.due():
             return seen
         if seen.quiet is not None and seen.quiet == self.quiet_since:  # nobody else committed since the last loop
             return dataclasses.replace(seen, quiet_pass=True)
         return dataclasses.replace(seen, full_pass=True)
+
+    def quiet_mark(self) -> int | None:
+        """SQLite: a mark that stays the same for as long as every loop found that no other connection committed and
+        no other transaction of this job appended an event (or failed) since the loop before: two loop transactions
+        with the same mark saw the database as the job alone left it (decision 0309). None where that cannot be
+        told (PostgreSQL, one shared connection)."""
+        return self.unquiet if self.versioned else None
 
     def loop_done(self, session: Session, seen: Seen) -> Seen:
         """At the end of a loop's transaction: the events it appended are left out of the next loop's check."""

@@ -16,13 +16,13 @@ from ledger.scheduler.loop.cadence import Cadence
 from ledger.scheduler.loop.dataset_runs import QuietConsumers, create_dataset_runs
 from ledger.scheduler.loop.job import DagRunJob
 from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.loop.memory import MemoryMismatch
 from ledger.scheduler.loop.queueing import queue_tries
-from ledger.scheduler.loop.scheduling import DueCache, create_due_runs
+from ledger.scheduler.loop.scheduling import DueCache, SchedulingReads, create_due_runs
 from ledger.scheduler.parsing.dag_processing import DagFileProcessorManager, processor_log
 from ledger.scheduler.parsing.dag_sync import known_dependencies, known_hashes, known_owners, sync_parsed
 from ledger.scheduler.signals import signal_actions
 from ledger.services.signal_delivery import ring
-from ledger.store import dags as dag_store
 
 
 @dataclass
@@ -34,6 +34,7 @@ class SchedulerJob(DagRunJob):
     # due runs are created every scheduling_interval, or at once after DAG files changed or catch-up continues
     _scheduling: Cadence = field(init=False)
     _due: DueCache = field(default_factory=DueCache)  # DAGs with nothing due until their next interval ends
+    _reads: SchedulingReads = field(init=False)  # the last pass's schedulable DAGs and resume points (SQLite)
     _quiet_consumers: QuietConsumers = field(default_factory=QuietConsumers)  # consumers with nothing to create
     # consumer runs are looked for with due runs, and at once (alone) after a dataset event
     _consumers: Cadence = field(init=False)
@@ -41,6 +42,7 @@ class SchedulerJob(DagRunJob):
     _signal_index: signal_actions.Index | None = None  # which tasks listen to which signal keys
     _index_cadence: Cadence = field(init=False)  # rebuilt every scheduling_interval, and when DAGs change
     _signal_skip: Cadence = field(init=False)  # with no listener, the cursor is moved past other signals this often
+    _indexed_at: int | None = None  # the quiet mark when the loop last rebuilt an empty index (in_loop)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -48,6 +50,7 @@ class SchedulerJob(DagRunJob):
         self._consumers = Cadence(self.settings.scheduling_interval)
         self._index_cadence = Cadence(self.settings.scheduling_interval)
         self._signal_skip = Cadence(self.settings.poll_interval)
+        self._reads = SchedulingReads(verify=self.settings.verify_memory)
 
     def start(self) -> None:
         super().start()
@@ -84,6 +87,7 @@ class SchedulerJob(DagRunJob):
         if self.manager.folder_error is not None:
             self.say(f"warning: {self.manager.folder_error}; its DAGs stay as they were")
         self.dag_files_changed()
+        self._reads.forget()
         self._scheduling.soon()
         self._index_cadence.soon()
         return True
@@ -94,8 +98,8 @@ class SchedulerJob(DagRunJob):
         dags = None
         if every:
             self._scheduling.done()
-            dags = dag_store.schedulable(session)  # read once for both passes
-            created = create_due_runs(session, now=now, actor=self.actor, cache=self._due, dags=dags)
+            dags, resume = self._reads.read(session, self.quiet_mark(session))  # read once for both passes
+            created = create_due_runs(session, now=now, actor=self.actor, cache=self._due, dags=dags, resume=resume)
             if created:
                 self._scheduling.soon()  # catch-up may continue
         if every or self._consumers.due():  # after an event, only its consumers are looked at (QuietConsumers)
@@ -133,6 +137,7 @@ class SchedulerJob(DagRunJob):
                 self._signal_index = signal_actions.listeners(session, self.code_cache())  # (pausing a DAG
                 # from the CLI changes it)
                 self._index_cadence.done()
+                self._indexed_at = None
             if not self._signal_index and not self._signal_skip.due():
                 return []
             self._signal_skip.done()
@@ -163,7 +168,14 @@ class SchedulerJob(DagRunJob):
         if self._signal_index is None or self._signal_index:
             return
         if self._index_cadence.due():
-            self._signal_index = signal_actions.listeners(session, self.code_cache())
+            # the index is read from the DAGs: while the quiet mark stays that of the last rebuild (nobody else
+            # committed, decision 0309) and parsing asked for none, it is still empty (verify mode reads it again)
+            mark = self.watch.quiet_mark()
+            if self._index_cadence.asked or mark is None or mark != self._indexed_at:
+                self._signal_index = signal_actions.listeners(session, self.code_cache())
+                self._indexed_at = mark
+            elif self.settings.verify_memory and signal_actions.listeners(session, self.code_cache()):
+                raise MemoryMismatch("a task listens to signals though nobody else wrote since the index was empty")
             self._index_cadence.done()
             if self._signal_index:
                 report.again = True

@@ -18,6 +18,7 @@ from ledger.core.schedule import After, DataInterval, ScheduleError, next_schedu
 from ledger.core.states import RunType
 from ledger.core.versions import DagSpec
 from ledger.models import DagRun
+from ledger.scheduler.loop.memory import MemoryMismatch
 from ledger.store import dags as dag_store
 from ledger.store import loop as loop_store
 from ledger.store import runs as run_store
@@ -55,14 +56,47 @@ class DueCache:
         return known is not None and known[:2] == (version, after) and (known[2] is None or now < known[2])
 
 
+@dataclass
+class SchedulingReads:
+    """On SQLite, what a scheduling pass reads before it looks for due runs (the schedulable DAGs and their resume
+    points), kept for the next pass while the job's quiet mark stays the same (DagRunJob.quiet_mark: nobody else
+    committed, and no transaction of the job locked a timeline, which every change to runs' resume points does):
+    the database then holds what they were read from (decision 0309). Verify mode reads them again and compares."""
+
+    verify: bool = False
+    mark: tuple[int, int] | None = None
+    dags: list[tuple[str, str, str]] = field(default_factory=list)
+    resume: dict[str, DataInterval] = field(default_factory=dict)
+
+    def read(self, session: Session, mark: tuple[int, int] | None
+             ) -> tuple[list[tuple[str, str, str]], dict[str, DataInterval]]:
+        if mark is not None and mark == self.mark:
+            if self.verify:
+                dags = dag_store.schedulable(session)
+                found = (dags, resume_points(session, [d for d, _, _ in dags]))
+                if found != (self.dags, self.resume):
+                    raise MemoryMismatch(f"the schedulable DAGs and resume points kept {(self.dags, self.resume)} "
+                                         f"are not those in the database {found}")
+            return self.dags, self.resume
+        self.dags = dag_store.schedulable(session)
+        self.resume = resume_points(session, [d for d, _, _ in self.dags])
+        self.mark = mark
+        return self.dags, self.resume
+
+    def forget(self) -> None:
+        self.mark = None
+
+
 def create_due_runs(session: Session, *, now: datetime, actor: str, dag_ids: list[str] | None = None,
-                    cache: DueCache | None = None, dags: list[tuple[str, str, str]] | None = None) -> list[DagRun]:
+                    cache: DueCache | None = None, dags: list[tuple[str, str, str]] | None = None,
+                    resume: dict[str, DataInterval] | None = None) -> list[DagRun]:
     """Create (and splice) every due run of every active, unpaused DAG; dates already held by a live
     run (for example a manual one) are skipped, not created twice. `dags`: those DAGs as dag_store.schedulable read
-    them in this transaction (they are read otherwise)."""
+    them in this transaction (they are read otherwise), `resume`: their resume points (SchedulingReads)."""
     if dags is None:
         dags = dag_store.schedulable(session, dag_ids)
-    resume = resume_points(session, [d for d, _, _ in dags])
+    if resume is None:
+        resume = resume_points(session, [d for d, _, _ in dags])
     created: list[DagRun] = []
     for dag_id, version, _fileloc in dags:
         after = resume.get(dag_id)

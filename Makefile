@@ -25,7 +25,7 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m compileall -q $(BYTECODE)
-	$(BIN)/python -m pytest -n 2 --maxschedchunk 1
+	$(BIN)/python -m pytest -n 2 --maxschedchunk 1 --durations=40
 
 test-quick: install
 	$(BIN)/python -m pytest -n 2 -m 'not slow and not postgres and not spark and not browser and not scenario' -x -q

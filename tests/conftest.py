@@ -332,6 +332,21 @@ def _weight(item: pytest.Item) -> int:
     return 2
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.CollectReport]:
+    """Importing a test module makes pytest rewrite its asserts, most of what collection costs; pytest keeps the
+    rewritten module (in the module's __pycache__) only where bytecode may be written. PYTHONDONTWRITEBYTECODE,
+    set on the machines here, stays for everything else: while a test module is imported this process may write
+    bytecode, so a second worker and every later run read the rewritten module instead of rewriting it."""
+    if not isinstance(collector, pytest.Module):
+        return (yield)
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:  # a test through the real `ledger` command is a scenario: `make test-quick` leaves it out
         if "cli" in getattr(item, "fixturenames", ()):

@@ -10,12 +10,14 @@ every other import goes past it untouched.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
-import importlib.util
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 # old name under `ledger.` -> new name under `ledger.`
 MOVED = {
@@ -68,7 +70,11 @@ MOVED = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+class _Alias:
+    """A loader (create_module, exec_module) that answers with the module under its new name. Neither class
+    subclasses importlib.abc's: importing that module loads importlib.resources, zipfile and tempfile into every
+    process that imports `ledger`."""
+
     def __init__(self, target: str) -> None:
         self.target = target
         self.spec: importlib.machinery.ModuleSpec | None = None
@@ -84,13 +90,15 @@ class _Alias(importlib.abc.Loader):
         module.__spec__ = self.spec
 
 
-class MovedModules(importlib.abc.MetaPathFinder):
+class MovedModules:
+    """A finder on sys.meta_path (find_spec) for the old names only."""
+
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.partition(".")
         if package != "ledger" or name not in MOVED:
             return None
-        return importlib.util.spec_from_loader(fullname, _Alias(f"ledger.{MOVED[name]}"))
+        return importlib.machinery.ModuleSpec(fullname, cast("Loader", _Alias(f"ledger.{MOVED[name]}")))
 
 
 def install() -> None:

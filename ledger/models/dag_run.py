@@ -9,6 +9,16 @@ from sqlalchemy.orm import Mapped, mapped_column
 from ledger.models.base import Base, UtcDateTime
 
 LIVE = "state != 'overridden'"
+# one *live* run per (dag, date); overridden runs may share the date. PostgreSQL's WHERE is added by
+# `with_postgresql_options` when a PostgreSQL engine is made: naming it here would load SQLAlchemy's postgresql
+# dialect (to check the option) in every process that imports the models, a SQLite ledger's commands included.
+LIVE_DATE = Index("uq_dag_run_live_date", "dag_id", "logical_date", unique=True, sqlite_where=text(LIVE))
+
+
+def with_postgresql_options() -> None:
+    """The models' PostgreSQL-only options, added once a PostgreSQL engine is made (SQLAlchemy's documented
+    writable `dialect_kwargs`; setting it again is a no-op)."""
+    LIVE_DATE.dialect_kwargs["postgresql_where"] = text(LIVE)
 
 
 class DagRun(Base):
@@ -16,9 +26,7 @@ class DagRun(Base):
 
     __tablename__ = "dag_run"
     __table_args__ = (
-        # one *live* run per (dag, date); overridden runs may share the date
-        Index("uq_dag_run_live_date", "dag_id", "logical_date", unique=True,
-              sqlite_where=text(LIVE), postgresql_where=text(LIVE)),
+        LIVE_DATE,
         Index("ix_dag_run_dag_id_logical_date", "dag_id", "logical_date"),
         Index("ix_dag_run_state", "state"),
         Index("ix_dag_run_backfill_id", "backfill_id"),

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pendulum import DateTime
-
-from ledger.core.schedule import Schedule
 from ledger.core.secret_names import sensitive
 from ledger.core.versions import (
     FORMAT,
@@ -19,7 +16,6 @@ from ledger.core.versions import (
     _redact,
     canonical_json,
     hash_structure,
-    schedule_from_description,
     secret_digest,
     spec_from_json,
 )
@@ -113,8 +109,3 @@ def version_of(dag: DAG) -> tuple[str, str]:
 def read_spec(version_hash: str, text: str) -> DagSpec:
     """A stored structure read back as the spec the scheduler decides from, custom timetables included."""
     return spec_from_json(version_hash, text, timetables=from_description)
-
-
-def read_schedule(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:
-    """A stored schedule description read back, custom timetables included."""
-    return schedule_from_description(desc, timezone=timezone, start_date=start_date, timetables=from_description)

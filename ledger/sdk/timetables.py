@@ -54,6 +54,7 @@ from ledger.core.trigger_schedules import (
     check_interval,
     events_from,
 )
+from ledger.core.versions import schedule_from_description
 
 __all__ = [
     "CronDataIntervalTimetable", "CronTriggerTimetable", "DagRunInfo", "DataInterval", "DeltaDataIntervalTimetable",
@@ -486,3 +487,9 @@ def home_problem(schedule: Schedule, root: str, dag_module_prefix: str) -> str |
                     f"{module_name}: import it by its path in the DAGs folder ({module_of(relpath)})")
         object.__setattr__(schedule, "module_file", relpath)
     return None
+
+
+def read_schedule(desc: dict[str, Any], *, timezone: str, start_date: DateTime) -> Schedule:
+    """A stored schedule description read back, the custom timetables of this module included (what the documents
+    show; reading a schedule back needs neither the authoring API nor its templates)."""
+    return schedule_from_description(desc, timezone=timezone, start_date=start_date, timetables=from_description)

@@ -26,7 +26,7 @@ from ledger.core.schedule import DataInterval, next_scheduled
 from ledger.core.states import RunState, RunType
 from ledger.core.versions import masked
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
-from ledger.sdk.describe import read_schedule
+from ledger.sdk.timetables import read_schedule
 from ledger.services.dataset_docs import consumed_document, inlets_document
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store

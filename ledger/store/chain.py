@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ledger.core.audit import ZERO, TaskRow, body_json, chain_of, event_hash, run_cover, tries_digest
 from ledger.core.states import FINISHED_RUN_STATES
 from ledger.models import DagRun, DagVersion, Event, EventChain, TaskInstance
 from ledger.store import commit
+from ledger.store.dialects import conflict_insert
 from ledger.store.hot import Hot
 
 PENDING = "ledger.events_to_link"  # session.info key: the events this transaction wrote, not linked yet
@@ -94,7 +94,7 @@ def _lock_heads(session: Session, chains: list[str]) -> dict[str, list[Any]]:
     missing = [{"chain": c, "head_hash": ZERO, "length": 0} for c in chains if c not in heads]
     if missing:  # a chain's first event: make its head row (another writer may make it at the same moment)
         dialect = session.get_bind().dialect.name
-        insert: Any = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(CHAINS)
+        insert: Any = conflict_insert(dialect)(CHAINS)
         session.execute(insert.on_conflict_do_nothing(index_elements=["chain"]), missing)
         heads = {name: [h, n] for name, h, n in _HEADS.rows(session, {"chains": chains})}
     return heads

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ledger.core.errors import InvalidInput
 from ledger.infra.code import CodeManifest, parse_bundle, sha256_bytes
 from ledger.models import CodeBlob, CodeBundle, DagVersion, Event
 from ledger.store import events as events_store
+from ledger.store.dialects import CONFLICT_DIALECTS, conflict_insert
 
 CHUNK = 500
 CODE_DROPPED = "code_dropped"  # the event a forced downgrade records (migrations/code_guard.py)
@@ -49,10 +49,8 @@ def _insert_new(session: Session, table: Any, key: str, rows: list[dict[str, Any
     if not rows:
         return
     dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        stmt: Any = postgresql.insert(table).on_conflict_do_nothing(index_elements=[key])
-    elif dialect == "sqlite":
-        stmt = sqlite.insert(table).on_conflict_do_nothing(index_elements=[key])
+    if dialect in CONFLICT_DIALECTS:
+        stmt: Any = conflict_insert(dialect)(table).on_conflict_do_nothing(index_elements=[key])
     else:
         stmt = insert(table)
     session.execute(stmt, rows)

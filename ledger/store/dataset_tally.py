@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ledger.models import DatasetEvent, DatasetTally, LineageWrite
 from ledger.store import commit
+from ledger.store.dialects import conflict_insert
 
 CHUNK = 500  # values per IN (...) clause
 PENDING = "ledger.dataset_rows_to_tally"  # session.info key: (source, dataset, partition, id) not tallied yet
@@ -101,7 +101,7 @@ def _lock(session: Session, datasets: list[str]) -> dict[tuple[str, str], Tally]
                for d in datasets for s in SOURCES if (d, s) not in tallies]
     if missing:  # a dataset's first rows: make its tallies (another writer may make them at the same moment)
         dialect = session.get_bind().dialect.name
-        make: Any = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(TALLY)
+        make: Any = conflict_insert(dialect)(TALLY)
         session.execute(make.on_conflict_do_nothing(index_elements=["dataset", "source"]), missing)
         tallies = locked()
     return tallies

@@ -22,11 +22,20 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"  # ledger/migrations
 
 
+def _server_options(backend: str) -> None:
+    """The models' options for a database server (ledger/models/dag_run.py), known only once one is used."""
+    if backend == "postgresql":
+        from ledger.models.dag_run import with_postgresql_options
+
+        with_postgresql_options()
+
+
 def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
     """An engine for `url`; SQLite files get WAL mode, a busy timeout and BEGIN IMMEDIATE transactions.
     `create`: make the SQLite file's folder (only `ledger db upgrade` creates a database)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
+        _server_options(parsed.get_backend_name())
         kwargs.setdefault("pool_pre_ping", True)
         return create_engine(url, **kwargs)
     if create and parsed.database and parsed.database != ":memory:":
@@ -94,6 +103,7 @@ def make_read_engine(url: str, **kwargs: Any) -> Engine:
     SQLite's write lock; on PostgreSQL every transaction is READ ONLY."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
+        _server_options(parsed.get_backend_name())
         kwargs.setdefault("pool_pre_ping", True)
         return create_engine(url, execution_options={"postgresql_readonly": True}, **kwargs)
     path = parsed.database

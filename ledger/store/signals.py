@@ -43,7 +43,6 @@ from typing import Any, cast
 
 from sqlalchemy import String, Table, bindparam, func, or_, select, text, union_all
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -52,6 +51,7 @@ from ledger.core.errors import InvalidInput
 from ledger.core.signals import Signal, validate_key, validate_meta, validate_value
 from ledger.models import SignalCursor, SignalKey, SignalRecord
 from ledger.store import events
+from ledger.store.dialects import conflict_insert
 from ledger.store.hot import Hot
 
 CHANNEL = "ledger_signals"
@@ -75,14 +75,6 @@ Item = tuple[str, str, dict[str, Any] | None]
 
 def dialect_of(session: Session) -> str:
     return session.get_bind().dialect.name
-
-
-def _insert(dialect: str) -> Any:
-    if dialect == "postgresql":
-        return postgresql.insert
-    if dialect == "sqlite":
-        return sqlite.insert
-    raise NotImplementedError(f"signals need SQLite or PostgreSQL, not {dialect}")
 
 
 def _utc(now: datetime) -> datetime:
@@ -184,7 +176,7 @@ def _send(session: Session, items: Sequence[Item], *, sender: str, now: datetime
     if not sender or len(sender) > 250:
         raise InvalidInput(f"signal sender must have 1 to 250 characters, not {len(sender)}")
     dialect = dialect_of(session)
-    _insert(dialect)  # refuses a database other than SQLite and PostgreSQL
+    conflict_insert(dialect)  # refuses a database other than SQLite and PostgreSQL
     postgres = dialect == "postgresql"
     counts: dict[str, int] = {}
     for key, _, _ in valid:
@@ -448,7 +440,7 @@ def ensure_cursors(session: Session, listener: str, keys: Collection[str], now: 
 
 
 def _ensure(session: Session, listener: str, keys: Sequence[str], at: Any) -> None:
-    insert = _insert(dialect_of(session))
+    insert = conflict_insert(dialect_of(session))
     for chunk in _chunks(keys):
         stmt = insert(CURSORS).values(_rows([{"listener": listener, "key": k, "version": 0, "updated_at": at}
                                              for k in chunk]))
@@ -479,7 +471,7 @@ def advance_many(session: Session, listener: str, versions: Mapping[str, int], n
         ((key, version),) = versions.items()
         session.execute(_ADVANCE_ONE, {"listener": listener, "key": key, "version": version, "at": at})
         return
-    insert = _insert(dialect_of(session))
+    insert = conflict_insert(dialect_of(session))
     for chunk in _chunks(sorted(versions)):
         stmt = insert(CURSORS).values(_rows([{"listener": listener, "key": k, "version": versions[k],
                                               "updated_at": at} for k in chunk]))

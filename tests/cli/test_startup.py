@@ -12,17 +12,19 @@ import sys
 import typer
 
 from ledger.cli.app import COMMANDS
+from tests.conftest import Cli
 
 HEAVY = ("sqlalchemy", "alembic", "pyspark", "celery", "fastapi", "pendulum", "ledger.sdk", "ledger.store")
 
 
-def modules_after(*argv: str) -> tuple[set[str], str]:
-    """The modules a fresh interpreter has imported after running `ledger ARGV` (exit status ignored)."""
+def modules_after(*argv: str, env: dict[str, str] | None = None) -> tuple[set[str], str]:
+    """The modules a fresh interpreter has imported after running `ledger ARGV` (exit status ignored), in `env`
+    (default: this process's environment)."""
     code = ("import sys, json\nfrom ledger.cli.app import run\nsys.argv = ['ledger', *json.loads(sys.argv[1])]\n"
             "try:\n    run()\nexcept SystemExit:\n    pass\n"
             "sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code, json.dumps(argv)], capture_output=True, text=True,
-                          check=True)
+                          check=True, env=env)
     head, _, listed = done.stderr.rpartition("\nMODULES ")
     return set(json.loads(listed)), done.stdout + head
 
@@ -47,6 +49,33 @@ def test_help_and_version_load_neither_rich_nor_pydantic() -> None:
     for argv in (("--help",), ("version",)):
         loaded, _ = modules_after(*argv)
         assert not {m for m in loaded if m.split(".")[0] in ("rich", "pydantic", "markdown_it")}, argv
+
+
+def test_runs_show_on_a_sqlite_ledger_loads_neither_the_postgresql_dialect_nor_templates(ready_cli: Cli) -> None:
+    """`ledger runs show N` reads a run: it needs SQLAlchemy, the models and rich, not SQLAlchemy's PostgreSQL
+    dialect (the models add PostgreSQL's options when a PostgreSQL engine is made), nor the authoring API's
+    templates (jinja2) (decision 0307)."""
+    ready_cli.write_dag("d.py", """
+        import pendulum
+        from ledger import DAG, BashTask
+
+        with DAG("d", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+            BashTask("t", bash_command="true")
+    """)
+    ready_cli.ok("trigger", "d", "--logical-date", "2024-03-01")
+    loaded, out = modules_after("runs", "show", "1", env=ready_cli.env)
+    assert out.startswith("run 1 of d"), out
+    assert {"sqlalchemy.orm", "ledger.models", "rich.table"} <= loaded
+    unwanted = ("sqlalchemy.dialects.postgresql", "jinja2", "ledger.sdk.dag", "ledger.sdk.templates")
+    assert not {m for m in loaded for name in unwanted if m == name or m.startswith(name + ".")}
+
+
+def test_help_and_version_do_not_load_importlib_abc() -> None:
+    """The finder for the module paths from before the folders (ledger/infra/moved_modules.py) is a plain class:
+    importlib.abc would load importlib.resources, zipfile and tempfile into every `ledger` process (decision 0307)."""
+    for argv in (("--help",), ("version",)):
+        loaded, _ = modules_after(*argv)
+        assert "importlib.abc" not in loaded, argv
 
 
 def test_a_command_loads_only_its_own_module() -> None:

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from pendulum import DateTime
 
 from ledger.core.schedule import DataInterval, ScheduleError, due_intervals, next_scheduled
-from ledger.sdk.describe import read_schedule
 from ledger.sdk.timetables import (
     CronDataIntervalTimetable,
     CronTriggerTimetable,
@@ -25,6 +24,7 @@ from ledger.sdk.timetables import (
     Timetable,
     TimetableSchedule,
     from_description,
+    read_schedule,
     to_schedule,
 )
 from ledger.sdk.timetables import DataInterval as AfInterval

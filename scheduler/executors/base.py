@@ -111,23 +111,19 @@ def ended_by_report(item: WorkItem, pid: int | None = None) -> TaskEvent | None:
     that the try is recorded by it once), says how it ended. None: it left none (it never started, or was killed
     before its code ended): it is lost (decision 0298)."""
     left = ReportFile(item.log_path).take() if item.log_path else None
-    if left is None or left.state not in EXIT_CODES:
-        return None
-    state = left.state
-    with contextlib.suppress(OSError), open(item.log_path, "a", encoding="utf-8") as log:  # (it could not say it)
-        log.write(f"[ledger] {datetime.now(UTC).isoformat(timespec='milliseconds')} outcome: {state}"
+    return _ended_by(item, left, pid) if left is not None and left.state in EXIT_CODES else None
+
+
+def _ended_by(item: WorkItem, left: TryReport, pid: int | None) -> TaskEvent:
+    """The end a try's report says, told in its log (the try could not say it)."""
+    with contextlib.suppress(OSError), open(item.log_path, "a", encoding="utf-8") as log:
+        log.write(f"[ledger] {datetime.now(UTC).isoformat(timespec='milliseconds')} outcome: {left.state}"
                   + (f" ({left.reason})" if left.reason else "")
                   + ", as the report it left when its code ended says (its worker or job died before it exited)\n")
-    return TaskEvent(item.ti_id, item.try_number, "finished", left.at, state, pid, left.reason, report=left)
+    return TaskEvent(item.ti_id, item.try_number, "finished", left.at, left.state,  # type: ignore[arg-type]
+                     pid, left.reason, report=left)
 
 
-def adopt_ended(tries: list[tuple[WorkItem, bool]], out: list[TaskEvent]) -> set[int]:
-    """Executor.adopt for executors whose tries die with their job: of the tries a dead job left, those whose code
-    ended and left its report on this host are followed, their end (`ended_by_report`) put in `out` for the next
-    drain; the others are lost."""
-    ended = [event for item, _started in tries if (event := ended_by_report(item)) is not None]
-    out.extend(ended)
-    return {event.ti_id for event in ended}
 
 
 class Executor(abc.ABC):
@@ -183,12 +179,18 @@ class Executor(abc.ABC):
         recovery (the others say nothing)."""
         return None
 
-    def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
-        """Follow tries another job handed to this executor's kind of workers and that may still run there (its job
-        died): (the try's work item, whether it was recorded started). Returns the ti ids this executor now follows,
-        as if submitted here; the others are lost. Executors whose tries die with their job adopt only those that
-        left their whole report on this host as their code ended (`adopt_ended`): their end is that report."""
-        return set()
+    def find(self, tries: list[tuple[WorkItem, bool]]) -> dict[int, Any]:
+        """Look for tries another job handed to this executor's kind of workers and that may still run there (its
+        job died): (the try's work item, whether it was recorded started). Called outside any transaction; changes
+        nothing. Returns ti id -> what it found of each it could follow (for `follow`); the others are lost.
+        Executors whose tries die with their job find only those that left their whole report on this host as
+        their code ended (`EndedOnThisHost`): their end is that report."""
+        return {}
+
+    def follow(self, found: dict[int, Any]) -> None:
+        """Follow the tries the job adopted, as if submitted here: what `find` found of each (once the adoption has
+        committed; nothing when `found` is empty)."""
+        return None
 
     def left_running(self) -> set[int]:
         """After end(): ti ids of tries that run on without this process (a job that takes their runs over adopts
@@ -204,3 +206,27 @@ class Executor(abc.ABC):
     def end(self, grace: float) -> list[TaskEvent]:
         """Take no more work; let running tries finish within `grace` seconds, then kill them
         (reported lost with reason 'stopped by shutdown'); stop workers; return the last events."""
+
+
+class EndedOnThisHost(Executor):
+    """An executor whose tries die with their job (LocalExecutor, SequentialExecutor): of the tries a dead job
+    left, it finds those whose code ended and left its whole report on this host (decision 0298); its follow puts
+    each one's end, that report, in `_pending`, the events its next drain() hands over."""
+
+    _pending: list[TaskEvent]
+
+    def find(self, tries: list[tuple[WorkItem, bool]]) -> dict[int, Any]:
+        """The tries that left their whole report (read, left in place); the others are lost."""
+        found: dict[int, Any] = {}
+        for item, _started in tries:
+            left = ReportFile(item.log_path).read() if item.log_path else None
+            if left is not None and left.state in EXIT_CODES:
+                found[item.ti_id] = (item, left)
+        return found
+
+    def follow(self, found: dict[int, Any]) -> None:
+        """Each adopted try's end comes with the next drain(); its report is taken from this host, so that a later
+        job does not record it again."""
+        for item, left in found.values():
+            ReportFile(item.log_path).remove()
+            self._pending.append(_ended_by(item, left, None))

@@ -241,30 +241,31 @@ class CeleryExecutor(Executor):
             if not self._send_here():
                 self._kick.set()
 
-    def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
-        """Follow tries whose message was sent (or that a worker started) by the job that held them before: those
-        Redis knows of by their queued mark, their state or their lease (after a restart of Redis without its data,
-        only a running try's lease is back, put there by its supervisor)."""
+    def find(self, tries: list[tuple[WorkItem, bool]]) -> dict[int, Any]:
+        """Tries whose message was sent (or that a worker started) by the job that held them before: those Redis
+        knows of by their queued mark, their state or their lease (after a restart of Redis without its data, only a
+        running try's lease is back, put there by its supervisor)."""
         if not self._started or not tries:
-            return set()
+            return {}
         tids = [task_id(item.ti_id, item.try_number) for item, _ in tries]
         try:
             pipe = self._client.pipeline()
             for tid in tids:
                 pipe.exists(queued_key(tid), self._meta_key(tid), lease_key(tid))
-            found = pipe.execute()
+            counts = pipe.execute()
         except Exception as exc:  # Redis unreachable: the tries cannot be followed, so they are lost
             self._fault("adopt", exc)
-            return set()
+            return {}
         self._fault("adopt", None)
-        adopted = set()
+        return {item.ti_id: (item, started, tid)
+                for (item, started), tid, count in zip(tries, tids, counts, strict=True) if count}
+
+    def follow(self, found: dict[int, Any]) -> None:
         with self._shared.lock:
-            for (item, started), tid, count in zip(tries, tids, found, strict=True):
-                if count and item.ti_id not in self._shared.tries:
+            for item, started, tid in found.values():
+                if item.ti_id not in self._shared.tries:
                     self._shared.tries[item.ti_id] = self._by_tid[tid] = _Try(item, tid, sent=True, started=started,
                                                                               sent_at=self._clock())
-                    adopted.add(item.ti_id)
-        return adopted
 
     def drain(self) -> list[TaskEvent]:
         if self._wake_r >= 0:

@@ -62,10 +62,9 @@ from typing import Any, Literal, Protocol
 
 from ledger.scheduler.executors.base import (
     NEVER_STARTED_PREFIX,
-    Executor,
+    EndedOnThisHost,
     TaskEvent,
     WorkItem,
-    adopt_ended,
     dumps,
     ended_by_report,
 )
@@ -344,7 +343,7 @@ class _Worker:
         return self.items[0] if self.items else None
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(EndedOnThisHost):
     """`parallelism` long-lived worker processes; one try at a time each.
 
     `queue_ahead`: how many more items each worker is sent beyond the one it runs. They wait in the worker,
@@ -665,11 +664,6 @@ class LocalExecutor(Executor):
     def in_flight(self) -> set[int]:
         return {item.ti_id for w in self._workers for item in w.items} | {
             event.ti_id for event in self._pending if event.kind == "finished"}
-
-    def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
-        """The tries of a dead job (whose workers died with it) that left their report as their code ended: their
-        end comes with the next drain()."""
-        return adopt_ended(tries, self._pending)
 
     def end(self, grace: float) -> list[TaskEvent]:
         if not self._started:

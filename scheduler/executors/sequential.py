@@ -16,11 +16,11 @@ import os
 import time
 from typing import Any
 
-from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem, adopt_ended
+from ledger.scheduler.executors.base import EndedOnThisHost, TaskEvent, WorkItem
 from ledger.scheduler.runtime import in_process, try_outcome, try_plan, try_process, try_report
 
 
-class SequentialExecutor(Executor):
+class SequentialExecutor(EndedOnThisHost):
     """parallelism is always 1: submit() returns when the try has ended; drain() hands over its events."""
 
     def __init__(self, parallelism: int = 1) -> None:
@@ -90,11 +90,6 @@ class SequentialExecutor(Executor):
 
     def in_flight(self) -> set[int]:
         return self._unreported | {event.ti_id for event in self._pending if event.kind == "finished"}
-
-    def adopt(self, tries: list[tuple[WorkItem, bool]]) -> set[int]:
-        """The tries of a dead job that left their report as their code ended: their end comes with the next
-        drain()."""
-        return adopt_ended(tries, self._pending)
 
     def end(self, grace: float) -> list[TaskEvent]:
         self._ending = True

@@ -2,23 +2,25 @@
 job once it has committed, dropped with it when it rolls back.
 
 A step of the loop (scheduler/loop/job.py) writes to the database and says here what the job is to remember or
-do once that write holds: tries to follow (queued, adopted) or no longer follow (ended), killed tries whose
-stop has been recorded, why a try is asked to stop, task-state signals sent and the doorbells to ring, lines to
-print and to append to tries' logs, what the job has seen of others' writes. Nothing of it reaches the job's
-memory before the commit, so a rollback leaves that memory as it was and nothing has to be put back. (The
-pictures of held runs, scheduler/loop/memory.py, and the facts kept per run are caches checked against the
-database in verify mode: a failed transaction makes the job forget them, and the next loop reads them again.)
+do once that write holds: tries to follow (queued, adopted) or no longer follow (ended), a dead job's tries to
+look for (offered), killed tries whose stop has been recorded, why a try is asked to stop, task-state signals sent
+and the doorbells to ring, lines to print and to append to tries' logs, what the job has seen of others' writes.
+Nothing of it reaches the job's memory before the commit, so a rollback leaves that memory as it was and nothing
+has to be put back. (The pictures of held runs, scheduler/loop/memory.py, and the facts kept per run are caches
+checked against the database in verify mode: a failed transaction makes the job forget them, and the next loop
+reads them again.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.scheduler.signals.task_state_signals import TaskStateSignals
 
 if TYPE_CHECKING:
+    from ledger.scheduler.loop.adoption import Offer
     from ledger.scheduler.loop.others_writes import Seen
     from ledger.scheduler.loop.queueing import InFlight
 
@@ -32,6 +34,8 @@ class Effects:
     stops_told: list[int] = field(default_factory=list)  # ti ids whose kill was recorded with its reason
     stop_reasons: dict[int, str] = field(default_factory=dict)  # ti id -> why the job asks it to stop
     task_states: TaskStateSignals = field(default_factory=TaskStateSignals)  # sent at the end of the transaction
+    offered: list[Offer] = field(default_factory=list)  # a dead job's tries for the executor to look for
+    follow: dict[int, Any] = field(default_factory=dict)  # adopted tries: what the executor found of each
     seen: Seen | None = None  # a loop's transaction: what it saw of others' writes (scheduler/loop/others_writes.py)
 
     def say(self, line: str) -> None:

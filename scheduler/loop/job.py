@@ -8,7 +8,7 @@ The loop's transaction, in order (each step in the module named after it):
      due, and every held run is read again;
   2. record what the executor reported (scheduler/loop/outcome_recording.py): tries started and ended, what each
      becomes by the pure rule (ledger/core/outcomes.py), what their reports hold (values, rendered templates,
-     lineage, outlets, remote logs);
+     lineage, outlets, remote logs); a dead job's tries the executor looked for, adopted or lost (adoption.py);
   3. decide the runs (scheduler/loop/run_processing.py; skipped while only starts came in and every worker is
      busy): stop the tries a request asked to stop (scheduler/loop/stop_requests.py), create due runs
      (SchedulerJob), claim runs (scheduler/loop/claims.py), process the held runs: the pure planner decides from the
@@ -17,10 +17,10 @@ The loop's transaction, in order (each step in the module named after it):
      max_active_tasks and pools;
   4. callbacks due (scheduler/callbacks/pending.py), the job's heartbeat, task-state signals;
   5. verify mode: what the job remembers equals what the database holds.
-Each step writes to the database and says in the transaction's effects (scheduler/loop/effects.py) what the job is
-to take once it has committed: tries to follow or no longer follow, stop reasons, task-state signals sent, lines
-to print and to add to tries' logs, what it saw of others' writes. After the commit: the job takes them, then
-callbacks are started, tries handed to the executor, doorbells rung. The loop itself, its sleep and its shutdown:
+Each step writes to the database and says in the transaction's effects (scheduler/loop/effects.py) what the job
+takes once it has committed (tries to follow or not, a dead job's tries for the executor to look for before the
+next loop, stop reasons, signals sent, lines to print and to add to tries' logs, what it saw of others' writes);
+then callbacks are started, tries handed to the executor, doorbells rung. The loop, its sleep and its shutdown:
 scheduler/loop/life_cycle.py.
 
 Steps that need not run every loop have a cadence (scheduler/loop/cadence.py): parsing, run creation and the signal
@@ -108,6 +108,7 @@ class DagRunJob:
     _inflight: dict[int, InFlight] = field(default_factory=dict)  # the tries handed to the executor, by ti id
     _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
     _held_since: float | None = None  # time.monotonic() of the first start held back in _unrecorded
+    _offered: list[adoption.Offer] = field(default_factory=list)  # a dead job's tries: the next loop settles them
     _reconcile: bool = False  # a transaction failed: its commit may have gone through unseen
     _timelines: int = 0  # transactions of this job that locked a DAG's timeline (they may have changed its runs)
     _code: CodeCache | None = None  # where versions' code is materialised on this host
@@ -253,6 +254,8 @@ class DagRunJob:
         for ti_id in effects.ended:
             self._inflight.pop(ti_id, None)
         self._inflight.update(effects.queued)  # (after the ends: a try that ended may have been queued again)
+        self._offered += effects.offered
+        self.executor.follow(effects.follow)  # (adopted tries)
         for ti_id in effects.stops_told:
             self.stops.killed.pop(ti_id, None)
         self.stops.reasons.update(effects.stop_reasons)
@@ -294,12 +297,14 @@ class DagRunJob:
         if outcome_recording.hold_starts(self, drained, report):
             return report
         drained = outcome_recording.with_reports_kept(self, drained)
+        looked = adoption.find(self.executor, self._offered[:])  # (I/O: before the transaction that settles them)
         with self.transaction(loop=True) as session:
             # the clock is read once the transaction holds the database (on SQLite, its write lock): what it writes
             # is then stamped after every commit it can see (a backfill's cancel that committed while it waited: the
             # runs it ends for it must end after the cancel, backfill_store.restore_after_cancel)
             now = self.clock.now()
-            work, to_call = self._loop_transaction(session, drained, now, report)
+            work, to_call = self._loop_transaction(session, drained, looked, now, report)
+        del self._offered[:len(looked.offers)]
         self._unrecorded = []
         self._held_since = None
         self.callbacks.recorded()
@@ -312,8 +317,8 @@ class DagRunJob:
             self.wakeup.settle()
         return report
 
-    def _loop_transaction(self, session: Session, drained: list[TaskEvent], now: datetime, report: LoopReport
-                          ) -> tuple[list[WorkItem], list[tuple[int, dict[str, Any]]]]:
+    def _loop_transaction(self, session: Session, drained: list[TaskEvent], looked: adoption.Looked, now: datetime,
+                          report: LoopReport) -> tuple[list[WorkItem], list[tuple[int, dict[str, Any]]]]:
         """The loop's one transaction, step by step (see the module docstring): the tries to hand to the executor
         and the callbacks to start, once it has committed."""
         # only tries' starts came in while every worker is busy: nothing could be queued, so only record them
@@ -325,6 +330,7 @@ class DagRunJob:
         elif seen.quiet_pass:
             self.memory.decide_again()  # nobody else wrote: decided again from the pictures (decision 0303)
         report.outcomes = outcome_recording.record(self, session, drained, now)
+        report.outcomes += run_processing.settle_offers(self, session, looked, now)  # (a dead job's tries)
         adoption.record_remarks(session, self.executor, actor=self.actor, now=now)
         if self._reconcile:
             outcome_recording.fail_unsubmitted(self, session, now)

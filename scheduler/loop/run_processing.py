@@ -85,17 +85,34 @@ def collect_runs(job: Job, session: Session, now: datetime) -> int:
         if holder is not None:
             job.say(f"took over run {run_id} from job {holder}, which stopped heart-beating")
     orphans = task_store.orphaned(session, ids, job_id=job.job_id)
-    if orphans:  # remote tries that run on without their job are followed here (scheduler/loop/adoption.py)
-        orphans, adopted = adoption.adopt(session, job.executor, orphans, job_id=job.job_id,
-                                          logs=str(job.logs_folder), actor=job.actor, now=now)
-        for ti_id, fields in adopted.items():
-            job.effects.queued[ti_id] = InFlight(**fields)
-            job.forget(fields["run_id"], "tries adopted")
-    if orphans:
-        outcome_recording.record(job, session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
-                                         reason="its job stopped heart-beating")
-                               for ti, tn, _run in orphans], now)
+    if orphans:  # tries that may run on without their job are offered to the executor (scheduler/loop/adoption.py)
+        offers, orphans = adoption.offer(session, orphans, logs=str(job.logs_folder))
+        job.effects.offered.extend(offers)
+    lose(job, session, orphans, now)
     return len(claimed)
+
+
+def lose(job: Job, session: Session, orphans: list[tuple[int, int, int]], now: datetime) -> int:
+    """Record a dead job's tries lost (ti id, try number, run id): each gets a new try that spends no retry."""
+    if not orphans:
+        return 0
+    return outcome_recording.record(job, session, [TaskEvent(ti, tn, "finished", time.time(), "lost",
+                                                             reason="its job stopped heart-beating")
+                                                   for ti, tn, _run in orphans], now)
+
+
+def settle_offers(job: Job, session: Session, looked: adoption.Looked, now: datetime) -> int:
+    """The dead jobs' tries offered to the executor by an earlier transaction, now that it has looked for them
+    (scheduler/loop/adoption.py): the found ones adopted and followed once this transaction commits, the others
+    lost. How many outcomes it recorded."""
+    if not looked.offers:
+        return 0
+    settled = adoption.settle(session, looked, job_id=job.job_id, actor=job.actor, now=now)
+    for ti_id, fields in settled.adopted.items():
+        job.effects.queued[ti_id] = InFlight(**fields)
+        job.forget(fields["run_id"], "tries adopted")
+    job.effects.follow.update(settled.follow)
+    return lose(job, session, settled.lost, now)
 
 
 def process_runs(job: Job, session: Session, now: datetime, report: LoopReport) -> list[WorkItem]:

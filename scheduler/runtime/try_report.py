@@ -158,17 +158,29 @@ class ReportFile:
         write_whole(self.path, json.dumps(report.as_json(), default=repr).encode(), durable=False)
 
     def take(self) -> TryReport | None:
+        """The report, removed from this host once read whole (a report this release cannot read too)."""
         try:
             with open(self.path, "rb") as f:
                 data = json.loads(f.read())
         except (OSError, ValueError):
             return None
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        self.remove()
         try:
             return TryReport.from_json(data)
         except ReportRefused:
             return None
+
+    def read(self) -> TryReport | None:
+        """The report, left in place (None: none, a torn one, or one this release cannot read)."""
+        try:
+            with open(self.path, "rb") as f:
+                return TryReport.from_json(json.loads(f.read()))
+        except (OSError, ValueError):  # (ReportRefused is a ValueError)
+            return None
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
 
 
 def left_behind(log_path: str, state: str, reason: str | None, at: float, host: str | None = None) -> TryReport:

@@ -27,7 +27,11 @@ def test_a_try_whose_only_trace_in_redis_is_its_lease_is_adopted_not_lost(tmp_pa
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
     executor.start()
     try:
-        assert executor.adopt([(item, True) for item in items(tmp_path, 9, 10)]) == {9}  # (10: no trace at all)
+        found = executor.find([(item, True) for item in items(tmp_path, 9, 10)])
+        assert set(found) == {9}  # (10: no trace at all)
+        assert executor.in_flight() == set()
+        executor.follow(found)  # (the job adopted it)
+        assert executor.in_flight() == {9}
     finally:
         executor.end(0)
         client.close()

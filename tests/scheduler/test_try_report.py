@@ -143,13 +143,17 @@ def test_a_dead_jobs_try_is_adopted_by_a_local_executor_only_if_it_left_its_whol
     Path(ended.log_path).parent.mkdir(parents=True, exist_ok=True)
     ReportFile(ended.log_path).leave(TryReport("success", None, 5.0, ended.log_path, pushed=(("return_value", 7),)))
     Path(torn.log_path + REPORT).write_text('{"version": 1, "sta')  # (a host that crashed in its write)
-    assert executor.adopt([(ended, True), (unended, True), (torn, False)]) == {1}
+    found = executor.find([(ended, True), (unended, True), (torn, False)])
+    assert set(found) == {1}
+    assert Path(ended.log_path + REPORT).exists() and not Path(ended.log_path).exists()  # looking changes nothing
+    assert executor.in_flight() == set()
+    executor.follow(found)  # (the job adopted it)
     assert executor.in_flight() == {1}
     (event,) = executor.drain()
     assert (event.ti_id, event.try_number, event.kind, event.state, event.at) == (1, 1, "finished", "success", 5.0)
     assert event.report is not None and event.report.pushed == (("return_value", 7),)
     assert executor.in_flight() == set() and executor.drain() == []
     assert not Path(ended.log_path + REPORT).exists()  # taken: a later job does not record it again
-    assert executor.adopt([(ended, True)]) == set()
+    assert executor.find([(ended, True)]) == {}
     assert Path(ended.log_path).read_text().endswith(
         "outcome: success, as the report it left when its code ended says (its worker or job died before it exited)\n")

@@ -310,10 +310,10 @@ with DAG("catchup", schedule="@daily", start_date=START, end_date=START.add(days
 
 
 def test_exit_when_idle_with_nothing_to_do_exits_at_once(ready_cli: Cli) -> None:
+    """It does not wait for a poll interval (ten minutes here) to find it has nothing to do: it exits within the
+    command's deadline, however busy the machine."""
     ready_cli.dags.mkdir()
-    started = time.monotonic()
-    schedule(ready_cli)
-    assert time.monotonic() - started < 20
+    schedule(ready_cli, timeout=120, LEDGER_POLL_INTERVAL="600")
 
 
 def test_the_scheduler_refuses_a_missing_database_and_bad_settings(cli: Cli) -> None:

@@ -23,9 +23,9 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"  # ledger/mi
 
 
 def _server_options(backend: str) -> None:
-    """The models' options for a database server (ledger/models/dag_run.py), known only once one is used."""
+    """The models' options for a database server (ledger/models/tables.py), known only once one is used."""
     if backend == "postgresql":
-        from ledger.models.dag_run import with_postgresql_options
+        from ledger.models.tables import with_postgresql_options
 
         with_postgresql_options()
 

@@ -53,9 +53,10 @@ def test_help_and_version_load_neither_rich_nor_pydantic() -> None:
 
 def test_runs_show_on_a_sqlite_ledger_reads_through_the_tables_without_the_orm(ready_cli: Cli) -> None:
     """`ledger runs show N` reads a run through SQLAlchemy Core and the tables of ledger/models/tables.py: not
-    SQLAlchemy's ORM nor any mapped class (decision 0317), nor SQLAlchemy's PostgreSQL dialect (the tables get
-    PostgreSQL's options when a PostgreSQL engine is made), nor the authoring API's templates (jinja2) (decision
-    0307). Its output is the same either way (tests/web compare it with the web's, which reads through a Session)."""
+    SQLAlchemy's ORM nor any mapped class, nor pendulum (it reads no clock and parses no date) (decision 0317),
+    nor SQLAlchemy's PostgreSQL dialect (the tables get PostgreSQL's options when a PostgreSQL engine is made), nor
+    the authoring API and its templates (jinja2) (decision 0307). Its output is the same either way (tests/web
+    compare it with the web's, which reads through a Session)."""
     ready_cli.write_dag("d.py", """
         import pendulum
         from ledger import DAG, BashTask
@@ -68,8 +69,8 @@ def test_runs_show_on_a_sqlite_ledger_reads_through_the_tables_without_the_orm(r
         loaded, out = modules_after(*argv, env=ready_cli.env)
         assert out.startswith("run 1 of d" if len(argv) == 3 else "{"), out
         assert {"sqlalchemy", "ledger.models.tables", "ledger.store.run_reads"} <= loaded
-        unwanted = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql", "jinja2", "ledger.sdk.dag",
-                    "ledger.sdk.templates", "ledger.services.documents", "ledger.store.runs")
+        unwanted = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql", "jinja2", "ledger.sdk", "pendulum",
+                    "ledger.services.documents", "ledger.store.runs")
         assert not {m for m in loaded for name in unwanted if m == name or m.startswith(name + ".")}, argv
         assert not {m for m in loaded if m.startswith("ledger.models.") and m != "ledger.models.tables"}, argv
         assert ("rich.table" in loaded) == (len(argv) == 3), argv  # the tables of the text output only

@@ -11,17 +11,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Connection, Engine
 
 from ledger.core.errors import DagNotFound, InvalidInput
 from ledger.infra.clock import Clock, SystemClock
 from ledger.infra.config import Settings, load_settings
-from ledger.store import dags as dag_store
-from ledger.store import runs as run_store
 from ledger.store.db import ensure_ready, make_engine, make_read_engine, make_sessions
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
 
 
 def actor_name(role: str = "cli") -> str:
@@ -78,6 +78,14 @@ class Env:
         finally:
             session.close()  # ends the transaction without a commit; loaded objects stay readable
 
+    @contextmanager
+    def read_connection(self) -> Iterator[Connection]:
+        """A read-only transaction on a plain connection, for reads through the Core tables (ledger/store/run_reads.py):
+        what `reading` is, without SQLAlchemy's ORM (decision 0317). Nothing it does is committed."""
+        ensure_ready(self.settings.database_url, self.read_engine)
+        with self.read_engine.connect() as conn:
+            yield conn  # closing the connection rolls its transaction back
+
     def require_dags_folder(self) -> None:
         """A DAGs folder that is missing is an error, never "every DAG was deleted"."""
         folder = self.settings.dags_folder
@@ -131,6 +139,9 @@ def open_env(dags_folder: Path | None = None) -> Env:
 
 def refuse_unknown_filters(session: Session, dag_id: str | None, run_id: int | str | None) -> None:
     """A listing filtered on a DAG or a run that does not exist is refused in one line, not an empty listing."""
+    from ledger.store import dags as dag_store
+    from ledger.store import runs as run_store
+
     if dag_id is not None and dag_store.find(session, dag_id) is None:
         raise DagNotFound(dag_id)
     if run_id is not None:

@@ -4,20 +4,28 @@ the runs of every DAG filtered by state, type, DAG and date."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ledger.cli.env import open_env, print_json
 from ledger.cli.options import Json, Reason, RunId, checked_date, id_parser, reason_text, within_range
 from ledger.core.mapping import label
-from ledger.services.documents import run_document, runs_list_document
-from ledger.store import runs as run_store
+from ledger.services.run_document import run_document
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(help="Inspect DAG runs.", no_args_is_help=True)
-out = Console()
+
+
+@cache
+def console() -> Console:
+    """Where the text output goes (rich, loaded by the first command that prints text: `--json` never does)."""
+    from rich.console import Console
+
+    return Console()
 
 
 @app.command("list")
@@ -39,6 +47,8 @@ def list_runs(
 ) -> None:
     """The runs of every DAG, newest first, filtered by state, type, DAG and logical date (what the web's state
     counts link to)."""
+    from ledger.services.documents import runs_list_document
+
     env = open_env()
     with env.reading() as session:
         rows, older = runs_list_document(session, states=state or [], run_types=run_type or [], dag_id=dag,
@@ -46,21 +56,23 @@ def list_runs(
     if as_json:
         print_json(rows)
         return
+    from rich.table import Table
+
     table = Table("run", "dag", "logical date", "type", "state", "started", "ended")
     for r in rows:
         table.add_row(r["run_id"], r["dag_id"], r["logical_date"], r["run_type"], r["state"], r["started_at"] or "-",
                       r["ended_at"] or "-")
-    out.print(table)
+    console().print(table)
     if older is not None:
-        out.print(f"older runs: --before {older}", highlight=False)
+        console().print(f"older runs: --before {older}", highlight=False)
 
 
 @app.command()
 def show(run: RunId, as_json: Json = False) -> None:
     """A run, the graph of the version it was created with, and its task instances (the as-was view)."""
     env = open_env()
-    with env.reading() as session:
-        row = run_document(session, run)
+    with env.read_connection() as conn:  # through the Core tables: no ORM for a read (decision 0317)
+        row = run_document(conn, run)
     if as_json:
         print_json(row)
         return
@@ -68,6 +80,9 @@ def show(run: RunId, as_json: Json = False) -> None:
 
 
 def _render(row: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    out = console()
     out.print(f"[bold]run {row['run_id']}[/bold] of {row['dag_id']}  {row['run_type']}  [bold]{row['state']}[/bold]")
     for key in ("logical_date", "data_interval_start", "data_interval_end", "previous_run_id", "dag_version",
                 "overridden_by", "backfill_id", "created_at", "started_at", "ended_at"):
@@ -124,6 +139,8 @@ def _render(row: dict[str, Any]) -> None:
 
 def _operate(run: int, what: str, apply: Any, why: str | None) -> None:
     """Run one operator control on a run in one transaction; print what it did."""
+    from ledger.store import runs as run_store
+
     env = open_env()
     with env.transaction() as session:
         r = run_store.get(session, run)
@@ -138,7 +155,7 @@ def _operate(run: int, what: str, apply: Any, why: str | None) -> None:
         said += f"; teardowns left to run: {', '.join(done.teardowns)}"
     if why:
         said += f"; reason: {why}"
-    out.print(said, highlight=False, soft_wrap=True)
+    console().print(said, highlight=False, soft_wrap=True)
 
 
 @app.command()

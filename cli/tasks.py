@@ -23,7 +23,7 @@ from ledger.models import DagRun, TaskInstance
 from ledger.services import log_store
 from ledger.services.log_store import TryRef
 from ledger.store import dags as dag_store
-from ledger.store import events, try_logs
+from ledger.store import events, run_reads, try_logs
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
@@ -68,7 +68,7 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
         r = _run_of(session, dag_id, run)
         ti = _instance_of(session, r, task_id, map_index)
         latest, index, name = ti.try_number, ti.map_index, label(task_id, ti.map_index)
-        tries = {t.try_number: t for _, t in run_store.tries_of_run(session, r.id) if t.task_instance_id == ti.id}
+        tries = {t.try_number: t for _, t in run_reads.tries_of_run(session, r.id) if t.task_instance_id == ti.id}
     if latest == 0:
         raise InvalidInput(f"task {name!r} of run {r.id} has not run yet")
     n = try_number or latest

@@ -103,6 +103,7 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
     from ledger.scheduler.executors.sequential import SequentialExecutor
     from ledger.scheduler.loop.dag_test_job import TestRunJob
     from ledger.store import dags as dag_store
+    from ledger.store import run_reads
     from ledger.store import runs as run_store
 
     conf_value = parse_conf(conf)
@@ -131,7 +132,7 @@ def _record(dag_id: str, logical_date: str | None, conf: str | None, replace: bo
     with env.reading() as session:
         state = run_store.get(session, run_id).state
         tries = sorted(((t.started_at, task_id, t.try_number, t.state) for task_id, t in
-                        run_store.tries_of_run(session, run_id)), key=lambda x: (x[0] is None, x[0] or 0, x[2]))
+                        run_reads.tries_of_run(session, run_id)), key=lambda x: (x[0] is None, x[0] or 0, x[2]))
     for _started, key, number, try_state in tries:  # each try's log, as the unrecorded test prints them
         _say(f"--- {key} try {number}: {try_state}")
         task_id, map_index = split_label(key)

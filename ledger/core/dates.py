@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any
-
-import pendulum
-from pendulum import DateTime
+from typing import TYPE_CHECKING, Any
 
 from ledger.core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from pendulum import DateTime
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -22,6 +22,9 @@ def parse_user_date(text: str, *, timezone: str, what: str = "date", end_of_day:
 
     A bare date is a whole day in `timezone`: its first instant, or with `end_of_day` its last (the
     inclusive end of a range), whatever the day's length (23 or 25 hours when clocks change)."""
+    import pendulum  # here: iso() and the other helpers, which many commands import, do not need it
+    from pendulum import DateTime
+
     value = text.strip()
     if not value:
         raise InvalidInput(f"empty {what}; give an ISO date like 2024-03-01 or 2024-03-01T06:00:00+00:00")
@@ -78,5 +81,7 @@ def local_text(value: datetime | str | None, timezone: str) -> str:
     back read differently (`2024-10-27 02:00:00+02:00`, `2024-10-27 02:00:00+01:00`)."""
     if value is None:
         return ""
+    import pendulum
+
     moment = pendulum.parse(value) if isinstance(value, str) else pendulum.instance(value)
     return str(moment.in_timezone(timezone).format("YYYY-MM-DD HH:mm:ssZ"))  # type: ignore[union-attr]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import pendulum
-from pendulum import DateTime
+if TYPE_CHECKING:
+    from pendulum import DateTime
 
 
 class Clock(Protocol):
@@ -15,6 +15,8 @@ class Clock(Protocol):
 
 class SystemClock:
     def now(self) -> DateTime:
+        import pendulum  # on the first reading: a command that never reads the clock does not load pendulum
+
         return pendulum.now("UTC")
 
 

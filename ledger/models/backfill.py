@@ -3,28 +3,28 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Integer, String
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped
 
-from ledger.models.base import Base, UtcDateTime
+from ledger.models import tables
+from ledger.models.base import Base
 
 
 class Backfill(Base):
     """A request to rewrite a DAG's history over a range of logical dates."""
 
-    __tablename__ = "backfill"
+    __table__ = tables.backfill
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    dag_id: Mapped[str] = mapped_column(String(250), index=True)
-    range_start: Mapped[datetime] = mapped_column(UtcDateTime)
-    range_end: Mapped[datetime] = mapped_column(UtcDateTime)
-    reprocess: Mapped[str] = mapped_column(String(16))
-    state: Mapped[str] = mapped_column(String(16))
-    requested_by: Mapped[str] = mapped_column(String(250))
-    backwards: Mapped[bool] = mapped_column(Boolean, default=False)
-    submit_only: Mapped[bool] = mapped_column(Boolean, default=False)
-    max_active_runs: Mapped[int | None] = mapped_column(Integer)
-    conf: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    downstream: Mapped[bool] = mapped_column(Boolean, default=False)  # its rewrites re-run the consumer runs
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    id: Mapped[int]
+    dag_id: Mapped[str]
+    range_start: Mapped[datetime]
+    range_end: Mapped[datetime]
+    reprocess: Mapped[str]
+    state: Mapped[str]
+    requested_by: Mapped[str]
+    backwards: Mapped[bool]
+    submit_only: Mapped[bool]
+    max_active_runs: Mapped[int | None]
+    conf: Mapped[dict[str, Any] | None]
+    downstream: Mapped[bool]
+    created_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from sqlalchemy import Integer, LargeBinary, String, Text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped
 
+from ledger.models import tables
 from ledger.models.base import Base
 
 
@@ -10,11 +10,11 @@ class CodeBlob(Base):
     """One distinct file content of a DAG version's code, stored once: keyed by the sha256 of its bytes,
     kept zlib-compressed."""
 
-    __tablename__ = "code_blob"
+    __table__ = tables.code_blob
 
-    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
-    size: Mapped[int] = mapped_column(Integer)  # bytes before compression
-    data: Mapped[bytes] = mapped_column(LargeBinary)
+    sha256: Mapped[str]
+    size: Mapped[int]
+    data: Mapped[bytes]
 
 
 class CodeBundle(Base):
@@ -22,7 +22,7 @@ class CodeBundle(Base):
     blob sha256 (canonical JSON text), keyed by the sha256 of that text: DAGs that import the same helpers
     share one bundle."""
 
-    __tablename__ = "code_bundle"
+    __table__ = tables.code_bundle
 
-    bundle_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
-    manifest: Mapped[str] = mapped_column(Text)
+    bundle_hash: Mapped[str]
+    manifest: Mapped[str]

@@ -3,10 +3,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped
 
-from ledger.models.base import Base, UtcDateTime
+from ledger.models import tables
+from ledger.models.base import Base
 
 
 class DatasetEvent(Base):
@@ -14,36 +14,32 @@ class DatasetEvent(Base):
     task; recorded with the try's outcome. `downstream`: a rewrite that consumer runs re-run on (a
     `--downstream` backfill's, and what the re-runs it causes write in turn)."""
 
-    __tablename__ = "dataset_event"
-    __table_args__ = (Index("ix_dataset_event_dataset_partition", "dataset", "partition"),
-                      Index("ix_dataset_event_dataset_id", "dataset", "id"),  # a dataset's newest first, no sort
-                      Index("ix_dataset_event_run_id", "run_id"))
+    __table__ = tables.dataset_event
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    dataset: Mapped[str] = mapped_column(String(500))
-    partition: Mapped[str | None] = mapped_column(String(100))
-    alias: Mapped[str | None] = mapped_column(String(500))
-    extra: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    run_id: Mapped[int] = mapped_column(ForeignKey("dag_run.id"))
-    dag_id: Mapped[str] = mapped_column(String(250))
-    task_id: Mapped[str] = mapped_column(String(250))
-    try_number: Mapped[int] = mapped_column(Integer)
-    downstream: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    id: Mapped[int]
+    dataset: Mapped[str]
+    partition: Mapped[str | None]
+    alias: Mapped[str | None]
+    extra: Mapped[dict[str, Any] | None]
+    run_id: Mapped[int]
+    dag_id: Mapped[str]
+    task_id: Mapped[str]
+    try_number: Mapped[int]
+    downstream: Mapped[bool]
+    created_at: Mapped[datetime]
 
 
 class DatasetConsumed(Base):
     """An event a consumer run consumed; `cause`: the event made the run this one overrode stale, and is why
     this run exists."""
 
-    __tablename__ = "dataset_consumed"
-    __table_args__ = (Index("ix_dataset_consumed_run_id", "run_id"), Index("ix_dataset_consumed_event_id", "event_id"))
+    __table__ = tables.dataset_consumed
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("dag_run.id"))
-    dag_id: Mapped[str] = mapped_column(String(250), index=True)
-    event_id: Mapped[int] = mapped_column(ForeignKey("dataset_event.id"))
-    cause: Mapped[bool] = mapped_column(Boolean, default=False)
+    id: Mapped[int]
+    run_id: Mapped[int]
+    dag_id: Mapped[str]
+    event_id: Mapped[int]
+    cause: Mapped[bool]
 
 
 class DatasetTally(Base):
@@ -51,10 +47,10 @@ class DatasetTally(Base):
     source (`event`: its dataset events, `write`: its recorded writes, lineage_write) how many rows, how many
     distinct partitions they name and the newest row's id; the dataset graph reads these instead of counting."""
 
-    __tablename__ = "dataset_tally"
+    __table__ = tables.dataset_tally
 
-    dataset: Mapped[str] = mapped_column(String(500), primary_key=True)
-    source: Mapped[str] = mapped_column(String(10), primary_key=True)
-    rows: Mapped[int] = mapped_column(Integer)
-    partitions: Mapped[int] = mapped_column(Integer)
-    newest_id: Mapped[int] = mapped_column(Integer)
+    dataset: Mapped[str]
+    source: Mapped[str]
+    rows: Mapped[int]
+    partitions: Mapped[int]
+    newest_id: Mapped[int]

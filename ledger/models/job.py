@@ -2,22 +2,22 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Integer, String
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped
 
-from ledger.models.base import Base, UtcDateTime
+from ledger.models import tables
+from ledger.models.base import Base
 
 
 class Job(Base):
     """A scheduler or backfill process; its heartbeat keeps its run locks valid."""
 
-    __tablename__ = "job"
+    __table__ = tables.job
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    job_type: Mapped[str] = mapped_column(String(30))
-    state: Mapped[str] = mapped_column(String(16))
-    hostname: Mapped[str] = mapped_column(String(250))
-    pid: Mapped[int] = mapped_column(Integer)
-    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    latest_heartbeat: Mapped[datetime] = mapped_column(UtcDateTime)
-    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    id: Mapped[int]
+    job_type: Mapped[str]
+    state: Mapped[str]
+    hostname: Mapped[str]
+    pid: Mapped[int]
+    started_at: Mapped[datetime]
+    latest_heartbeat: Mapped[datetime]
+    ended_at: Mapped[datetime | None]

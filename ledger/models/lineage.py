@@ -2,30 +2,27 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped
 
-from ledger.models.base import Base, UtcDateTime
+from ledger.models import tables
+from ledger.models.base import Base
 
 
 class LineageWrite(Base):
     """A partition of a dataset written by a try of a task of a run (with that run's DAG version)."""
 
-    __tablename__ = "lineage_write"
-    __table_args__ = (Index("ix_lineage_write_dataset_partition", "dataset", "partition"),
-                      Index("ix_lineage_write_dataset_id", "dataset", "id"),  # a dataset's newest first, no sort
-                      Index("ix_lineage_write_run_id", "run_id"))
+    __table__ = tables.lineage_write
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    dataset: Mapped[str] = mapped_column(String(500))
-    partition: Mapped[str] = mapped_column(String(500))
-    run_id: Mapped[int] = mapped_column(ForeignKey("dag_run.id"))
-    dag_id: Mapped[str] = mapped_column(String(250))
-    task_id: Mapped[str] = mapped_column(String(250))
-    try_number: Mapped[int] = mapped_column(Integer)
-    dag_version: Mapped[str] = mapped_column(String(64))
-    try_state: Mapped[str] = mapped_column(String(20))
-    rows: Mapped[int | None] = mapped_column(Integer)
-    path: Mapped[str | None] = mapped_column(Text)
-    written_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    id: Mapped[int]
+    dataset: Mapped[str]
+    partition: Mapped[str]
+    run_id: Mapped[int]
+    dag_id: Mapped[str]
+    task_id: Mapped[str]
+    try_number: Mapped[int]
+    dag_version: Mapped[str]
+    try_state: Mapped[str]
+    rows: Mapped[int | None]
+    path: Mapped[str | None]
+    written_at: Mapped[datetime]
+    recorded_at: Mapped[datetime]

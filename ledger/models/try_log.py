@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from sqlalchemy import ForeignKey, Integer, String, Text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped
 
+from ledger.models import tables
 from ledger.models.base import Base
 
 
@@ -10,9 +10,9 @@ class TryLog(Base):
     """The log of a try that ran on another host (a Celery worker), as the job that held its run received it,
     kept once the try has ended: readable wherever the database is, after the worker is gone."""
 
-    __tablename__ = "try_log"
+    __table__ = tables.try_log
 
-    task_instance_id: Mapped[int] = mapped_column(ForeignKey("task_instance.id"), primary_key=True)
-    try_number: Mapped[int] = mapped_column(Integer, primary_key=True)
-    host: Mapped[str | None] = mapped_column(String(250))  # the worker that ran it
-    text: Mapped[str] = mapped_column(Text)
+    task_instance_id: Mapped[int]
+    try_number: Mapped[int]
+    host: Mapped[str | None]
+    text: Mapped[str]

@@ -2,31 +2,31 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Integer, String
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped
 
-from ledger.models.base import Base, UtcDateTime
+from ledger.models import tables
+from ledger.models.base import Base
 
 
 class WebUser(Base):
     """Someone who signs in to the web view: a role (viewer, operator, admin) and an argon2 password hash."""
 
-    __tablename__ = "web_user"
+    __table__ = tables.web_user
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    username: Mapped[str] = mapped_column(String(100), unique=True)
-    password_hash: Mapped[str] = mapped_column(String(250))
-    role: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    id: Mapped[int]
+    username: Mapped[str]
+    password_hash: Mapped[str]
+    role: Mapped[str]
+    created_at: Mapped[datetime]
 
 
 class ApiToken(Base):
     """A user's token for scripts: only its SHA-256 is kept; it acts with its user's role."""
 
-    __tablename__ = "api_token"
+    __table__ = tables.api_token
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("web_user.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(100))
-    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    id: Mapped[int]
+    user_id: Mapped[int]
+    name: Mapped[str]
+    token_sha256: Mapped[str]
+    created_at: Mapped[datetime]

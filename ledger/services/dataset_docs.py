@@ -3,7 +3,6 @@ events), shared by the CLI, the web pages and /api/v1. Read-only."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from ledger.core.dataset_rules import (
     Consumed,
-    EventRow,
     describe,
     leaf_keys,
     partitioning_of,
@@ -21,8 +19,10 @@ from ledger.core.dataset_rules import (
 from ledger.core.dates import iso
 from ledger.core.errors import NotFound
 from ledger.core.versions import DagSpec
-from ledger.models import DatasetEvent
 from ledger.sdk.datasets import DatasetError, TimePartitions
+from ledger.services.run_document import consumed_document as consumed_document
+from ledger.services.run_document import event_json as event_json
+from ledger.services.run_document import inlets_document as inlets_document
 from ledger.store import dags as dag_store
 from ledger.store import datasets as dataset_store
 
@@ -39,15 +39,6 @@ def _inputs(spec: DagSpec) -> list[str]:
         return []
     return [k.split(":", 1)[1] for k in leaf_keys(spec.datasets["condition"]) if k.startswith("dataset:")]
 
-
-def event_json(e: DatasetEvent | EventRow, writers: Mapping[int, tuple[str, int, str, int | None]]) -> Doc:
-    dag_id, run_id, task_id, backfill_id = writers.get(e.id, ("?", 0, "?", None))
-    extra = getattr(e, "extra", None)
-    return {"event_id": str(e.id), "dataset": e.dataset, "partition": e.partition, "alias": e.alias,
-            **({"extra": extra} if extra is not None or isinstance(e, DatasetEvent) else {}),
-            "downstream": bool(e.downstream), "at": iso(e.created_at),
-            "written_by": {"dag_id": dag_id, "run_id": str(run_id), "task_id": task_id,
-                           "backfill_id": None if backfill_id is None else str(backfill_id)}}
 
 
 def datasets_document(session: Session) -> list[Doc]:
@@ -153,23 +144,6 @@ def stale_of(session: Session, spec: DagSpec) -> dict[int, Any]:
     return {s.run_id: s for s in stale_runs(consumed, dataset_store.latest_partitions(session, inputs))}
 
 
-def consumed_document(session: Session, run_id: int) -> list[Doc]:
-    """The events a run consumed (`cause`: why it re-ran), oldest first."""
-    rows = dataset_store.consumed_of(session, [run_id])
-    writers = dataset_store.writers_of(session, [e.id for _r, _c, e in rows])
-    return [{**event_json(e, writers), "cause": cause} for _r, cause, e in rows]
-
-
-def inlets_document(session: Session, run_id: int) -> list[Doc]:
-    """What each try of a run read of its task's inlets (the events it was given as `context.inlet_events`), one
-    row per event read, in the order the tries were queued."""
-    rows = []
-    for e in dataset_store.inlet_reads(session, run_id):
-        d = e.details
-        for r in d.get("read", []):
-            rows.append({"task_id": d.get("task_id"), "map_index": d.get("map_index", -1),
-                         "try_number": d.get("try_number"), **r, "at": iso(e.at)})
-    return rows
 
 
 def condition_text(spec: DagSpec) -> str | None:

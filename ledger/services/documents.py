@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +27,10 @@ from ledger.core.states import RunState, RunType
 from ledger.core.versions import masked
 from ledger.models import Backfill, Dag, DagVersion, ImportError_
 from ledger.sdk.timetables import read_schedule
-from ledger.services.dataset_docs import consumed_document, inlets_document
+from ledger.services.run_document import code_json, id_text
+from ledger.services.run_document import graph_tasks as graph_tasks  # the run's document and the shapes it
+from ledger.services.run_document import run_document as run_document  # shares, where the CLI and the web
+from ledger.services.run_document import run_json as run_json  # have always found them
 from ledger.store import backfills as backfill_store
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
@@ -39,23 +42,8 @@ from ledger.store import web as web_store
 Doc = dict[str, Any]
 
 
-def _sid(value: int | None) -> str | None:
-    return None if value is None else str(value)
-
-
 # -- runs and the timeline ------------------------------------------------------------------------------
 
-
-def run_json(r: Any, stamp: Callable[[Any], str | None] = iso) -> Doc:
-    """The stable JSON shape of a run; `stamp` formats timestamps (iso_raw for raw timeline rows)."""
-    return {
-        "run_id": str(r.id), "logical_date": stamp(r.logical_date),
-        "data_interval_start": stamp(r.data_interval_start), "data_interval_end": stamp(r.data_interval_end),
-        "run_type": r.run_type, "state": r.state, "previous_run_id": _sid(r.previous_run_id),
-        "dag_version": r.version_hash, "overridden_by": _sid(r.overridden_by), "backfill_id": _sid(r.backfill_id),
-        "schedule": r.schedule, "created_at": stamp(r.created_at), "started_at": stamp(r.started_at),
-        "ended_at": stamp(r.ended_at), "overridden_at": stamp(r.overridden_at),
-    }
 
 
 def runs_list_document(session: Session, *, states: Iterable[str] = (), run_types: Iterable[str] = (),
@@ -124,58 +112,6 @@ def failure_reasons(session: Session, run_id: int, labels: Iterable[str]) -> dic
     return out
 
 
-def run_document(session: Session, run_id: int | str) -> Doc:
-    """`ledger runs show RUN --json`: a run as it was, with its own version's graph, its task instances and
-    their tries, and what it wrote."""
-    r = run_store.get(session, run_id)
-    version = dag_store.version(session, r.dag_id, r.version_hash)
-    structure = json.loads(version.structure)
-    tries: dict[str, list[Doc]] = {}
-    for key, t in run_store.tries_of_run(session, r.id):
-        tries.setdefault(key, []).append(
-            {"try_number": t.try_number, "state": t.state, "dag_version": t.dag_version,
-             "hostname": t.hostname, "started_at": iso(t.started_at), "ended_at": iso(t.ended_at)})
-    row = run_json(r)
-    row["dag_id"] = r.dag_id
-    row["conf"] = r.conf
-    row["lock_holder"] = _sid(r.lock_holder)
-    row["code"] = code_json(session, version)
-    instances = run_store.task_instances(session, r.id)  # by id: the order they were made in
-    first: dict[str, int] = {}
-    for ti in instances:
-        first.setdefault(ti.task_id, ti.id)
-    instances.sort(key=lambda ti: (first[ti.task_id], ti.map_index))  # a mapped task's instances together
-    counts: dict[str, int] = {}
-    for ti in instances:
-        if ti.map_index >= 0 and ti.state != "removed":
-            counts[ti.task_id] = counts.get(ti.task_id, 0) + 1
-    # a mapped task says how many instances it had in this run (0: not expanded, or skipped or failed unexpanded;
-    # instances `removed` by an expansion over a shorter list after a clear are listed, not counted)
-    row["graph"] = {"tasks": [{"task_id": t["task_id"], "kind": t["kind"], "upstream": t["upstream"],
-                               **({"group": t["group"]} if t.get("group") else {}),
-                               **({"labels": t["labels"]} if "labels" in t else {}),
-                               **({"mapped": True, "instances": counts.get(t["task_id"], 0)} if t.get("expand")
-                                  else {})}
-                              for t in graph_tasks(structure)]}
-    row["task_instances"] = [
-        {"task_id": ti.task_id, "map_index": ti.map_index, "label": label(ti.task_id, ti.map_index),
-         "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
-         "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
-         "priority_weight": ti.priority_weight, "tries": tries.get(label(ti.task_id, ti.map_index), []),
-         # the version its next tries run: its run's, unless a partial clear gave it the latest (decision 0271)
-         "dag_version": ti.dag_version or r.version_hash}
-        for ti in instances
-    ]
-    # the versions its tries ran, oldest first: more than one when a clear re-ran part of it on a later version
-    row["try_versions"] = list(dict.fromkeys(t["dag_version"] for ti in row["task_instances"] for t in ti["tries"]
-                                             if t["dag_version"]))
-    row["writes"] = [{"dataset": w.dataset, "partition": w.partition, "task_id": w.task_id,
-                      "try_number": w.try_number, "try_state": w.try_state, "rows": w.rows, "path": w.path,
-                      "written_at": iso(w.written_at)} for w in lineage_store.of_run(session, r.id)]
-    row["consumed"] = consumed_document(session, r.id)  # the dataset events it consumed (cause: why it re-ran)
-    row["inlets_read"] = inlets_document(session, r.id)  # the events each try read of its task's inlets
-    return row
-
 
 def xcom_rows(session: Session, run_id: int, task_id: str, map_index: int) -> list[Doc]:
     """`ledger tasks xcom ... --json`: the values a task instance's tries passed on, per try, with every secret
@@ -241,14 +177,6 @@ def about_lines(about: Doc) -> list[str]:
     return lines
 
 
-def graph_tasks(structure: Doc) -> list[Doc]:
-    """A version's tasks for a graph: each with `labels` (upstream task -> the Label of that edge) when its
-    edges from upstream tasks are labelled."""
-    labels: dict[str, dict[str, str]] = {}
-    for up, down, text in structure.get("edge_labels", []):
-        labels.setdefault(down, {})[up] = text
-    return [{**t, **({"labels": labels[t["task_id"]]} if t["task_id"] in labels else {})} for t in structure["tasks"]]
-
 
 def import_error_json(e: ImportError_) -> Doc:
     """A row of `ledger dags errors --json`."""
@@ -270,15 +198,6 @@ def schedule_text(structure: Doc) -> str:
     except Exception:
         return json.dumps(structure["schedule"])
 
-
-def code_json(session: Session, v: DagVersion) -> Doc:
-    """What the documents say about a version's code: code_store.describe, and `dropped`: None, or when and by
-    whom a forced `ledger db downgrade` dropped it (its `code_dropped` event: what its tries ran is unknown)."""
-    code = code_store.describe(v)
-    e = code_store.dropped_by(session, v)
-    code["dropped"] = None if e is None else {"at": iso(e.at), "by": e.actor,
-                                              "migration": (e.details or {}).get("migration")}
-    return code
 
 
 def code_files(session: Session, dag: Dag, v: DagVersion) -> list[str]:
@@ -373,7 +292,7 @@ def write_json(row: Any) -> Doc:
     w = row[0]
     return {"run_id": str(w.run_id), "dag_id": w.dag_id, "task_id": w.task_id, "try_number": w.try_number,
             "try_state": w.try_state, "dag_version": w.dag_version, "run_type": row.run_type,
-            "run_state": row.run_state, "overridden_by": _sid(row.overridden_by),
+            "run_state": row.run_state, "overridden_by": id_text(row.overridden_by),
             "logical_date": iso(row.logical_date), "rows": w.rows, "path": w.path, "written_at": iso(w.written_at)}
 
 
@@ -424,6 +343,6 @@ def backfill_document(session: Session, backfill_id: int) -> Doc:
     b = backfill_store.get(session, backfill_id)
     doc = backfill_json(session, b)
     doc["runs"] = [{"run_id": str(r.id), "logical_date": iso(r.logical_date), "state": r.state,
-                    "overridden_by": _sid(r.overridden_by)} for r in backfill_store.runs_of(session, backfill_id)]
+                    "overridden_by": id_text(r.overridden_by)} for r in backfill_store.runs_of(session, backfill_id)]
     return doc
 

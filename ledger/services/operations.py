@@ -35,9 +35,8 @@ from ledger.sdk.connections import ConnectionInfo
 from ledger.sdk.params import check_conf, from_description
 from ledger.services.backfill_create import BackfillRequest, Created, create_confirmed, make_plan
 from ledger.store import backfills as backfill_store
-from ledger.store import code as code_store
 from ledger.store import dags as dag_store
-from ledger.store import events
+from ledger.store import events, run_reads
 from ledger.store import jobs as job_store
 from ledger.store import pools as pool_store
 from ledger.store import runs as run_store
@@ -285,7 +284,7 @@ def _refuse_dropped_code(session: Session, run: DagRun) -> None:
     """A version whose code a forced downgrade dropped is not re-run under its name: its tries would run the DAG
     file as it is today and claim that version's code. --on-latest-version parses the file first and re-runs the
     run on what it holds today (the same version when the file has not changed since)."""
-    dropped = code_store.dropped_by(session, dag_store.version(session, run.dag_id, run.version_hash))
+    dropped = run_reads.code_dropped_by(session, dag_store.version(session, run.dag_id, run.version_hash))
     if dropped is not None:
         raise InvalidInput(f"the code of version {run.version_hash[:12]}, the version run {run.id} runs, was dropped "
                            f"by a forced database downgrade ({dropped.actor}, {iso(dropped.at)}): its tries would "

@@ -17,25 +17,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, select, update
+from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from ledger.core.audit import ZERO, TaskRow, body_json, chain_of, event_hash, run_cover, tries_digest
 from ledger.core.states import FINISHED_RUN_STATES
-from ledger.models import DagRun, DagVersion, Event, EventChain, TaskInstance
+from ledger.models import tables
 from ledger.store import commit
 from ledger.store.dialects import conflict_insert
 from ledger.store.hot import Hot
 
 PENDING = "ledger.events_to_link"  # session.info key: the events this transaction wrote, not linked yet
 
-EVENTS = cast(Table, Event.__table__)
-CHAINS = cast(Table, EventChain.__table__)
-RUNS = cast(Table, DagRun.__table__)
-VERSIONS = cast(Table, DagVersion.__table__)
-TASKS = cast(Table, TaskInstance.__table__)
+EVENTS = tables.event
+CHAINS = tables.event_chain
+RUNS = tables.dag_run
+VERSIONS = tables.dag_version
+TASKS = tables.task_instance
 FINISHED_RUNS = frozenset(state.value for state in FINISHED_RUN_STATES)
 
 

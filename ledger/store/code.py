@@ -15,23 +15,10 @@ from sqlalchemy.orm import Session
 
 from ledger.core.errors import InvalidInput
 from ledger.infra.code import CodeManifest, parse_bundle, sha256_bytes
-from ledger.models import CodeBlob, CodeBundle, DagVersion, Event
-from ledger.store import events as events_store
+from ledger.models import CodeBlob, CodeBundle, DagVersion
 from ledger.store.dialects import CONFLICT_DIALECTS, conflict_insert
 
 CHUNK = 500
-CODE_DROPPED = "code_dropped"  # the event a forced downgrade records (migrations/code_guard.py)
-
-
-def dropped_by(session: Session, version: DagVersion) -> Event | None:
-    """The `code_dropped` event of a forced `ledger db downgrade` that dropped this version's code (None: its
-    code is stored, or it never had any)."""
-    if version.code_snapshot is not None or version.source_code is not None:
-        return None
-    for e in events_store.listing(session, dag_id=version.dag_id, kinds=[CODE_DROPPED]):
-        if version.version_hash in (e.details or {}).get("versions", ()):
-            return e
-    return None
 
 
 def missing_blobs(session: Session, shas: Iterable[str]) -> set[str]:

@@ -10,13 +10,14 @@ from typing import TypeVar
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from ledger.core.errors import DagNotFound, InvalidInput, NotFound
+from ledger.core.errors import DagNotFound
 from ledger.core.versions import DagSpec, spec_from_json
 from ledger.infra.code import CodeManifest
 from ledger.models import Dag, DagFile, DagRun, DagVersion, ImportError_, TaskInstance, TaskTry
 from ledger.sdk.timetables import TimetableSchedule, from_description
 from ledger.store import code as code_store
 from ledger.store import events
+from ledger.store.run_reads import one_version
 
 CHUNK = 500  # values per IN (...) clause
 
@@ -136,14 +137,8 @@ def versions(session: Session, dag_id: str) -> list[DagVersion]:
 
 def version(session: Session, dag_id: str, version_hash: str) -> DagVersion:
     """A version by its full hash or an unambiguous prefix."""
-    rows = list(session.scalars(select(DagVersion).where(DagVersion.dag_id == dag_id,
-                                                         DagVersion.version_hash.startswith(version_hash))))
-    if len(rows) != 1:
-        error = NotFound if not rows else InvalidInput
-        what = "no" if not rows else "more than one"
-        raise error(f"{what} version of DAG {dag_id!r} matches {version_hash!r}; "
-                    f"see `ledger dags versions {dag_id}`")
-    return rows[0]
+    return one_version(list(session.scalars(select(DagVersion).where(
+        DagVersion.dag_id == dag_id, DagVersion.version_hash.startswith(version_hash)))), dag_id, version_hash)
 
 
 def find_version(session: Session, dag_id: str, version_hash: str) -> DagVersion | None:

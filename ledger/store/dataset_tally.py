@@ -20,19 +20,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from ledger.models import DatasetEvent, DatasetTally, LineageWrite
+from ledger.models import DatasetEvent, LineageWrite, tables
 from ledger.store import commit
 from ledger.store.dialects import conflict_insert
 
 CHUNK = 500  # values per IN (...) clause
 PENDING = "ledger.dataset_rows_to_tally"  # session.info key: (source, dataset, partition, id) not tallied yet
 SOURCES: dict[str, Any] = {"event": DatasetEvent, "write": LineageWrite}
-TALLY = cast(Table, DatasetTally.__table__)
+TALLY = tables.dataset_tally
 
 
 @dataclass(frozen=True, slots=True)

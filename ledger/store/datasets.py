@@ -11,8 +11,10 @@ from sqlalchemy.orm import Session
 
 from ledger.core.dataset_rules import Consumed, EventRow
 from ledger.core.states import RunState
-from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent, Event
+from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent
 from ledger.store import dataset_tally
+from ledger.store.run_reads import consumed_of as consumed_of  # read through the tables, for the run's document
+from ledger.store.run_reads import writers_of as writers_of
 
 LIVE = DagRun.state != RunState.OVERRIDDEN.value
 
@@ -119,14 +121,6 @@ def events_of(session: Session, *, dataset: str | None = None, run_ids: Iterable
     return list(session.scalars(stmt))
 
 
-def consumed_of(session: Session, run_ids: Iterable[int]) -> list[tuple[int, bool, DatasetEvent]]:
-    """(consumer run, cause, event) of the runs, oldest event first."""
-    return [(r, bool(c), e) for r, c, e in session.execute(
-        select(DatasetConsumed.run_id, DatasetConsumed.cause, DatasetEvent)
-        .join(DatasetEvent, DatasetEvent.id == DatasetConsumed.event_id)
-        .where(DatasetConsumed.run_id.in_(list(run_ids))).order_by(DatasetEvent.id)).tuples()]
-
-
 def event_counts(session: Session) -> dict[str, tuple[int, datetime | None]]:
     """dataset -> (events, time of the newest)."""
     return {d: (n, last) for d, n, last in session.execute(
@@ -139,15 +133,6 @@ def run_dates(session: Session, run_ids: Iterable[int]) -> dict[int, tuple[str, 
     return {i: (d, t, s) for i, d, t, s in session.execute(
         select(DagRun.id, DagRun.dag_id, DagRun.logical_date, DagRun.state).where(
             DagRun.id.in_(list(run_ids)))).tuples()}
-
-
-def writers_of(session: Session, event_ids: Sequence[int]) -> dict[int, tuple[str, int, str, int | None]]:
-    """event id -> (DAG, run, task, backfill of that run) that wrote it."""
-    if not event_ids:
-        return {}
-    return {i: (d, r, t, b) for i, d, r, t, b in session.execute(
-        select(DatasetEvent.id, DatasetEvent.dag_id, DatasetEvent.run_id, DatasetEvent.task_id, DagRun.backfill_id)
-        .join(DagRun, DagRun.id == DatasetEvent.run_id).where(DatasetEvent.id.in_(list(set(event_ids))))).tuples()}
 
 
 def causes_of_dag(session: Session, dag_id: str) -> dict[int, list[DatasetEvent]]:
@@ -176,9 +161,3 @@ def inlet_events(session: Session, leaf: str, partitions: Sequence[str] | None, 
     which = DatasetEvent.dataset == name if kind == "dataset" else DatasetEvent.alias == name
     rows = list(session.scalars(select(DatasetEvent).where(which).order_by(DatasetEvent.id.desc()).limit(limit)))
     return rows[::-1]
-
-
-def inlet_reads(session: Session, run_id: int) -> list[Event]:
-    """The `inlets_read` events of a run's tries (what each try was given of its inlets), oldest first."""
-    return list(session.scalars(select(Event).where(Event.run_id == run_id, Event.kind == "inlets_read")
-                                .order_by(Event.id)))

@@ -10,7 +10,6 @@ from urllib.parse import quote
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from ledger.core.errors import DatabaseNotReady
@@ -18,14 +17,15 @@ from ledger.store.schema import HEAD
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"  # ledger/migrations
 
 
 def _server_options(backend: str) -> None:
-    """The models' options for a database server (ledger/models/dag_run.py), known only once one is used."""
+    """The models' options for a database server (ledger/models/tables.py), known only once one is used."""
     if backend == "postgresql":
-        from ledger.models.dag_run import with_postgresql_options
+        from ledger.models.tables import with_postgresql_options
 
         with_postgresql_options()
 
@@ -119,6 +119,10 @@ def make_read_engine(url: str, **kwargs: Any) -> Engine:
 
 
 def make_sessions(engine: Engine) -> sessionmaker[Session]:
+    """Sessions on `engine` (SQLAlchemy's ORM is imported here, on first use: a command that reads through the
+    Core tables alone never loads it, decision 0317)."""
+    from sqlalchemy.orm import sessionmaker
+
     return sessionmaker(engine, expire_on_commit=False)
 
 

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import String, Table, select
+from sqlalchemy import String, select
 from sqlalchemy import cast as cast_sql
 from sqlalchemy.orm import Session
 
 from ledger.core.mapping import split_label
-from ledger.models import Event, SignalRecord
+from ledger.models import Event, SignalRecord, tables
 from ledger.store import chain
 from ledger.store.hot import Hot
 
-EVENTS = cast(Table, Event.__table__)
+EVENTS = tables.event
 _COLUMNS = ("at", "kind", "actor", "dag_id", "run_id", "details")
 
 

@@ -45,10 +45,5 @@ def history(session: Session, dataset: str, partition: str | None = None) -> lis
     return list(session.execute(stmt))
 
 
-def of_run(session: Session, run_id: int) -> list[LineageWrite]:
-    return list(session.scalars(select(LineageWrite).where(LineageWrite.run_id == run_id)
-                                .order_by(LineageWrite.written_at, LineageWrite.id)))
-
-
 def datasets(session: Session) -> list[str]:
     return list(session.scalars(select(LineageWrite.dataset).distinct().order_by(LineageWrite.dataset)))

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import NullType
 
 from ledger.core.backfill_cancel import Displaced
-from ledger.core.errors import InvalidInput, RunNotFound, TimelineConflict
-from ledger.core.mapping import NOT_MAPPED, label, source_text
+from ledger.core.errors import RunNotFound, TimelineConflict
+from ledger.core.mapping import NOT_MAPPED, source_text
 from ledger.core.schedule import DataInterval
 from ledger.core.states import RUN_TRANSITIONS, RunState, RunType, StaleState, TaskState
 from ledger.core.timeline import ChainLink, Link, Neighbours, plan_batch, plan_splice
@@ -26,6 +26,7 @@ from ledger.core.versions import DagSpec, TaskSpec
 from ledger.models import Dag, DagRun, Event, TaskInstance, TaskTry, UtcDateTime
 from ledger.store import events
 from ledger.store.hot import Hot
+from ledger.store.run_reads import run_key
 from ledger.store.transitions import guarded, move_run, move_task, restore_run
 
 _RUNS_TABLE: Any = DagRun.__table__
@@ -310,15 +311,6 @@ def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: dateti
     return added, removed
 
 
-def tries_of_run(session: Session, run_id: int) -> list[tuple[str, TaskTry]]:
-    """(label, try) of every try of a run's task instances (label: the task id, `task[i]` for a mapped
-    instance), by task, map index, then try number."""
-    return [(label(task_id, map_index), t) for task_id, map_index, t in session.execute(
-        select(TaskInstance.task_id, TaskInstance.map_index, TaskTry)
-        .join(TaskTry, TaskTry.task_instance_id == TaskInstance.id).where(TaskInstance.run_id == run_id)
-        .order_by(TaskInstance.task_id, TaskInstance.map_index, TaskTry.try_number))]
-
-
 def try_state(session: Session, ti_id: int, try_number: int) -> str | None:
     """The state of one try (None: no such try)."""
     return session.scalar(select(TaskTry.state).where(TaskTry.task_instance_id == ti_id,
@@ -377,11 +369,7 @@ def live_before(session: Session, dag_id: str, at: datetime) -> tuple[DagRun, di
 
 
 def get(session: Session, run_id: int | str) -> DagRun:
-    try:
-        key = int(run_id)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"run id must be a number, got {run_id!r}") from None
-    run = find(session, key)
+    run = find(session, run_key(run_id))
     if run is None:
         raise RunNotFound(str(run_id))
     return run

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import String, Table, bindparam, func, or_, select, text, union_all
+from sqlalchemy import String, bindparam, func, or_, select, text, union_all
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import DBAPIError
@@ -49,7 +49,7 @@ from sqlalchemy.orm import Session
 
 from ledger.core.errors import InvalidInput
 from ledger.core.signals import Signal, validate_key, validate_meta, validate_value
-from ledger.models import SignalCursor, SignalKey, SignalRecord
+from ledger.models import tables
 from ledger.store import events
 from ledger.store.dialects import conflict_insert
 from ledger.store.hot import Hot
@@ -60,9 +60,9 @@ CHANNEL = "ledger_signals"
 SEND_LOCK = 0x1ED6E751
 """PostgreSQL advisory lock key: shared by sending transactions, taken exclusively by `after_id`'s barrier."""
 
-SIGNALS = cast(Table, SignalRecord.__table__)
-KEYS = cast(Table, SignalKey.__table__)
-CURSORS = cast(Table, SignalCursor.__table__)
+SIGNALS = tables.signal
+KEYS = tables.signal_key
+CURSORS = tables.signal_cursor
 
 UPGRADE_WAIT = 0.2  # seconds `after_id` waits in a transaction that has sent signals itself
 _SENT_IN = "ledger.core.signals.sent_in"  # session.info: the transaction that took the shared send lock

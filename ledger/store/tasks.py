@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
@@ -17,13 +17,13 @@ from ledger.core.outcomes import Current, Decision, Outcome
 from ledger.core.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.core.states import UNFINISHED_RUN_STATES as UNFINISHED
 from ledger.core.states import StaleState, TaskState
-from ledger.models import DagRun, Pool, TaskInstance, TaskTry
+from ledger.models import DagRun, Pool, TaskInstance, TaskTry, tables
 from ledger.store.hot import Hot
 from ledger.store.transitions import guarded, move_task
 
 DEFAULT_POOL = "default_pool"
-TI_TABLE: Table = TaskInstance.__table__  # type: ignore[assignment]
-TRY_TABLE: Table = TaskTry.__table__  # type: ignore[assignment]
+TI_TABLE = tables.task_instance
+TRY_TABLE = tables.task_try
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,14 +3,12 @@ function runs in the caller's transaction."""
 
 from __future__ import annotations
 
-from typing import cast
-
-from sqlalchemy import Table, bindparam, delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.orm import Session
 
-from ledger.models import TaskInstance, TryLog
+from ledger.models import TaskInstance, TryLog, tables
 
-TRY_LOGS = cast(Table, TryLog.__table__)
+TRY_LOGS = tables.try_log
 
 
 def keep(session: Session, logs: list[tuple[int, int, str | None, str]]) -> None:

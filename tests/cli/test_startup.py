@@ -51,10 +51,12 @@ def test_help_and_version_load_neither_rich_nor_pydantic() -> None:
         assert not {m for m in loaded if m.split(".")[0] in ("rich", "pydantic", "markdown_it")}, argv
 
 
-def test_runs_show_on_a_sqlite_ledger_loads_neither_the_postgresql_dialect_nor_templates(ready_cli: Cli) -> None:
-    """`ledger runs show N` reads a run: it needs SQLAlchemy, the models and rich, not SQLAlchemy's PostgreSQL
-    dialect (the models add PostgreSQL's options when a PostgreSQL engine is made), nor the authoring API's
-    templates (jinja2) (decision 0307)."""
+def test_runs_show_on_a_sqlite_ledger_reads_through_the_tables_without_the_orm(ready_cli: Cli) -> None:
+    """`ledger runs show N` reads a run through SQLAlchemy Core and the tables of ledger/models/tables.py: not
+    SQLAlchemy's ORM nor any mapped class, nor pendulum (it reads no clock and parses no date) (decision 0317),
+    nor SQLAlchemy's PostgreSQL dialect (the tables get PostgreSQL's options when a PostgreSQL engine is made), nor
+    the authoring API and its templates (jinja2) (decision 0307). Its output is the same either way (tests/web
+    compare it with the web's, which reads through a Session)."""
     ready_cli.write_dag("d.py", """
         import pendulum
         from ledger import DAG, BashTask
@@ -63,11 +65,25 @@ def test_runs_show_on_a_sqlite_ledger_loads_neither_the_postgresql_dialect_nor_t
             BashTask("t", bash_command="true")
     """)
     ready_cli.ok("trigger", "d", "--logical-date", "2024-03-01")
-    loaded, out = modules_after("runs", "show", "1", env=ready_cli.env)
-    assert out.startswith("run 1 of d"), out
-    assert {"sqlalchemy.orm", "ledger.models", "rich.table"} <= loaded
-    unwanted = ("sqlalchemy.dialects.postgresql", "jinja2", "ledger.sdk.dag", "ledger.sdk.templates")
-    assert not {m for m in loaded for name in unwanted if m == name or m.startswith(name + ".")}
+    for argv in (("runs", "show", "1"), ("runs", "show", "1", "--json")):
+        loaded, out = modules_after(*argv, env=ready_cli.env)
+        assert out.startswith("run 1 of d" if len(argv) == 3 else "{"), out
+        assert {"sqlalchemy", "ledger.models.tables", "ledger.store.run_reads"} <= loaded
+        unwanted = ("sqlalchemy.orm", "sqlalchemy.dialects.postgresql", "jinja2", "ledger.sdk", "pendulum",
+                    "ledger.services.documents", "ledger.store.runs")
+        assert not {m for m in loaded for name in unwanted if m == name or m.startswith(name + ".")}, argv
+        assert not {m for m in loaded if m.startswith("ledger.models.") and m != "ledger.models.tables"}, argv
+        assert ("rich.table" in loaded) == (len(argv) == 3), argv  # the tables of the text output only
+
+
+def test_a_missing_run_is_one_line_without_the_orm(ready_cli: Cli) -> None:
+    """The Core read refuses a run that does not exist as the ORM's did: one line, exit status 1."""
+    done = subprocess.run([sys.executable, "-c", "from ledger.cli.app import run; run()", "runs", "show", "7"],
+                          capture_output=True, text=True, check=False, env=ready_cli.env)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: no DAG run '7'; run `ledger timeline DAG` to see a DAG's runs"
+    loaded, _ = modules_after("runs", "show", "7", env=ready_cli.env)
+    assert "sqlalchemy.orm" not in loaded
 
 
 def test_help_and_version_do_not_load_importlib_abc() -> None:

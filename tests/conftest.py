@@ -327,7 +327,7 @@ with DAG("daily", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz
 def _weight(item: pytest.Item) -> int:
     if item.get_closest_marker("spark") or item.get_closest_marker("slow") or item.path.name == "test_docs.py":
         return 0
-    if item.get_closest_marker("postgres") or "cli" in getattr(item, "fixturenames", ()):
+    if item.get_closest_marker("postgres") or item.get_closest_marker("scenario"):
         return 1
     return 2
 
@@ -347,10 +347,20 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.C
         sys.dont_write_bytecode = saved
 
 
+# A test that takes one of these fixtures (itself or through another) drives real processes: the real `ledger`
+# command (`cli`), a Redis server and Celery workers, a web ledger built by a real scheduler run. It is a scenario,
+# which `make test-quick` leaves out. A module whose own fixtures start processes says `pytest.mark.scenario` itself.
+SCENARIO_FIXTURES = {"cli", "redis_server", "cluster", "celery_demo", "ledger_home", "ops_home", "views_home",
+                     "datasets_home"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:  # a test through the real `ledger` command is a scenario: `make test-quick` leaves it out
-        if "cli" in getattr(item, "fixturenames", ()):
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if uses & SCENARIO_FIXTURES:
             item.add_marker(pytest.mark.scenario)
+        if "postgres_server" in uses:  # a real PostgreSQL server, whichever fixture starts it
+            item.add_marker(pytest.mark.postgres)
     items.sort(key=_weight)  # stable: collection order within each weight
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pendulum
 import pytest
 from alembic import command
+from hypothesis import HealthCheck, settings
 from sqlalchemy.orm import Session
 
 from ledger.infra.clock import FixedClock
@@ -28,6 +29,10 @@ REPO = Path(__file__).resolve().parent.parent
 # each loop (scheduler/loop/memory.py); the tests that count a loop's statements turn it off for themselves
 os.environ["LEDGER_VERIFY_MEMORY"] = "1"
 LEDGER = str(Path(sys.executable).with_name("ledger"))
+# Hypothesis's defaults time each example (a 200 ms deadline) and fail a test whose inputs come slowly: both are the
+# machine's load, not the rule under test. The property tests run without either; a test may still set its own.
+settings.register_profile("ledger", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ledger")
 
 
 @contextlib.contextmanager

@@ -15,10 +15,10 @@ from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
 from tests.web.conftest import build_ops
-
-pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
 from tests.web.test_actions import signed_in
 from tests.web.test_pages import text_of
+
+pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
 
 
 @pytest.fixture(scope="module")

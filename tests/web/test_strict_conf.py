@@ -16,9 +16,10 @@ from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
 from tests.web.conftest import build_ops
+from tests.web.test_actions import signed_in, token
 
 pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
-from tests.web.test_actions import signed_in, token
+
 
 DEEP = "[" * 5000 + "]" * 5000
 

@@ -353,10 +353,11 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.C
 
 
 # A test that takes one of these fixtures (itself or through another) drives real processes: the real `ledger`
-# command (`cli`), a Redis server and Celery workers, a web ledger built by a real scheduler run. It is a scenario,
-# which `make test-quick` leaves out. A module whose own fixtures start processes says `pytest.mark.scenario` itself.
+# command (`cli`), a Redis server and Celery workers, a web ledger built by a real scheduler run, a moto S3 server.
+# It is a scenario, which `make test-quick` leaves out. A module whose own fixtures start processes says
+# `pytest.mark.scenario` itself.
 SCENARIO_FIXTURES = {"cli", "redis_server", "cluster", "celery_demo", "ledger_home", "ops_home", "views_home",
-                     "datasets_home"}
+                     "datasets_home", "s3_endpoint", "s3_server"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pendulum
 import pytest
 from alembic import command
+from hypothesis import HealthCheck, settings
 from sqlalchemy.orm import Session
 
 from ledger.infra.clock import FixedClock
@@ -28,6 +29,10 @@ REPO = Path(__file__).resolve().parent.parent
 # each loop (scheduler/loop/memory.py); the tests that count a loop's statements turn it off for themselves
 os.environ["LEDGER_VERIFY_MEMORY"] = "1"
 LEDGER = str(Path(sys.executable).with_name("ledger"))
+# Hypothesis's defaults time each example (a 200 ms deadline) and fail a test whose inputs come slowly: both are the
+# machine's load, not the rule under test. The property tests run without either; a test may still set its own.
+settings.register_profile("ledger", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ledger")
 
 
 @contextlib.contextmanager
@@ -327,7 +332,7 @@ with DAG("daily", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz
 def _weight(item: pytest.Item) -> int:
     if item.get_closest_marker("spark") or item.get_closest_marker("slow") or item.path.name == "test_docs.py":
         return 0
-    if item.get_closest_marker("postgres") or "cli" in getattr(item, "fixturenames", ()):
+    if item.get_closest_marker("postgres") or item.get_closest_marker("scenario"):
         return 1
     return 2
 
@@ -347,10 +352,21 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.C
         sys.dont_write_bytecode = saved
 
 
+# A test that takes one of these fixtures (itself or through another) drives real processes: the real `ledger`
+# command (`cli`), a Redis server and Celery workers, a web ledger built by a real scheduler run, a moto S3 server.
+# It is a scenario, which `make test-quick` leaves out. A module whose own fixtures start processes says
+# `pytest.mark.scenario` itself.
+SCENARIO_FIXTURES = {"cli", "redis_server", "cluster", "celery_demo", "ledger_home", "ops_home", "views_home",
+                     "datasets_home", "s3_endpoint", "s3_server"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:  # a test through the real `ledger` command is a scenario: `make test-quick` leaves it out
-        if "cli" in getattr(item, "fixturenames", ()):
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if uses & SCENARIO_FIXTURES:
             item.add_marker(pytest.mark.scenario)
+        if "postgres_server" in uses:  # a real PostgreSQL server, whichever fixture starts it
+            item.add_marker(pytest.mark.postgres)
     items.sort(key=_weight)  # stable: collection order within each weight
 
 

@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.scenario  # every command's --help, each a `ledger` process
 def test_the_cli_reference_covers_every_command_and_is_up_to_date() -> None:
     result = subprocess.run([sys.executable, "docs/generate_cli_reference.py", "--check"], cwd=REPO,
                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
@@ -25,6 +26,7 @@ def test_the_readme_gives_the_two_set_up_commands() -> None:
     assert "make demo" in readme and "make test" in readme
 
 
+@pytest.mark.scenario
 @pytest.mark.timeout(1800)  # a real scenario: about 30 s on a healthy machine, over 10 min on a loaded one
 def test_the_backfill_guide_shows_what_the_commands_print_today() -> None:
     """docs/backfill.md's command outputs are written by docs/generate_examples.py from a real run; this runs
@@ -54,6 +56,7 @@ def test_the_authoring_guide_shows_what_the_commands_print_today() -> None:
     _check("authoring")
 
 
+@pytest.mark.scenario
 @pytest.mark.timeout(1800)  # a few seconds on a healthy machine
 def test_the_scheduler_and_porting_guides_show_what_the_commands_print_today() -> None:
     """docs/scheduler.md (a scheduler's log of a catch-up) and docs/from-airflow.md (the table of Airflow's modules,
@@ -61,6 +64,7 @@ def test_the_scheduler_and_porting_guides_show_what_the_commands_print_today() -
     _check("scheduler", "from-airflow")
 
 
+@pytest.mark.scenario
 @pytest.mark.timeout(1800)  # about 8 s on a healthy machine
 def test_the_web_guide_shows_what_the_server_answers_today() -> None:
     """docs/web.md's command outputs: a real `ledger webserver` asked by curl, and its refusal of 0.0.0.0.

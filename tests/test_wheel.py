@@ -5,13 +5,16 @@ worker's help. Nothing of the checkout is on the path."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -52,19 +55,44 @@ with DAG("from_airflow", schedule=None, start_date=pendulum.datetime(2024, 3, 1,
 }
 
 
+def wheel_content_hash(wheel: Path) -> str:
+    """What the wheel holds, not how it was zipped: its members' names and bytes (a zip's timestamps change with
+    every build of the same tree)."""
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as archive:
+        for name in sorted(archive.namelist()):
+            digest.update(name.encode() + b"\0" + hashlib.sha256(archive.read(name)).digest())
+    return digest.hexdigest()
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv holding the wheel built from this checkout (and its dependencies), outside the repository."""
+    """A virtualenv holding the wheel built from this checkout (and its dependencies), outside the repository.
+
+    The wheel is built every time; deploy/install.sh installs it into a virtualenv kept in this user's cache under
+    the hash of the wheel's content, of install.sh and of the Python running it. A later run whose wheel holds the same
+    bytes uses that virtualenv instead of installing again (most of this test's time); the one left from an older
+    wheel is removed. A virtualenv is complete once its `installed` file exists."""
     where = tmp_path_factory.mktemp("wheel")
     # an sdist, and the wheel built from that sdist: what the sdist leaves out, the wheel lacks
     subprocess.run([sys.executable, "-m", "build", "--outdir", str(where / "dist"), str(REPO)], check=True,
                    capture_output=True, timeout=900)
     [wheel] = (where / "dist").glob("ledger-*.whl")
     assert len(list((where / "dist").glob("ledger-*.tar.gz"))) == 1
-    done = subprocess.run(["sh", str(REPO / "deploy" / "install.sh"), str(wheel), str(where / "venv")],
-                          capture_output=True, text=True, timeout=1200)
+    install = REPO / "deploy" / "install.sh"
+    key = hashlib.sha256(f"{wheel_content_hash(wheel)} {hashlib.sha256(install.read_bytes()).hexdigest()} "
+                         f"{sys.version}".encode()).hexdigest()[:20]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger-tests"
+    venv = cache / f"wheel-venv-{key}"
+    if (venv / "installed").exists():
+        return venv
+    cache.mkdir(parents=True, exist_ok=True)
+    for old in cache.glob("wheel-venv-*"):  # an older wheel's, or one whose install did not finish
+        shutil.rmtree(old, ignore_errors=True)
+    done = subprocess.run(["sh", str(install), str(wheel), str(venv)], capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr
-    return where / "venv"
+    (venv / "installed").write_text(f"{wheel.name}\n")
+    return venv
 
 
 def _env(home: Path) -> dict[str, str]:

@@ -15,8 +15,10 @@ fixtures have every test recorded.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -25,6 +27,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,7 @@ import pytest
 from ledger.core.states import RunState
 from ledger.scheduler.runtime import local_testing
 from ledger.scheduler.runtime.dagbag import FileResult, load_file
+from ledger.sdk.dag import DAG
 from tests.airflow_compare import record
 
 HERE = Path(__file__).resolve().parent
@@ -197,23 +201,43 @@ def airflow_succeeded(examples: Examples) -> list[tuple[str, str]]:
                   for dag_id, state in found["dags"].items() if state == "success" and rel not in skip)
 
 
+# The DAGs' test loops run side by side in forked processes: Airflow's examples spend most of their time asleep
+# (time.sleep in their callables, sensors' pokes, a virtualenv being made), a few percent of it on the CPU. Each DAG's
+# tries still run one at a time in its own loop, exactly as `ledger dags test` runs them.
+JOBS = 4
+_TESTED: list[tuple[DAG, datetime, Path]] = []  # what the forked processes test, by index (set before they fork)
+
+
+def _test_dag(index: int) -> tuple[RunState, list[str]]:
+    """One DAG's test loop, in a process of the pool: its run's state and its `--- ` lines (the tries' states)."""
+    dag, at, folder = _TESTED[index]
+    lines: list[str] = []
+    state = local_testing.test_dag(local_testing.TestRun.of(dag, at, None, folder), lines.append)
+    return state, [line for line in lines if line.startswith("--- ")]
+
+
 @pytest.mark.slow
 def test_each_example_dag_airflow_runs_succeeds_in_ledgers_dags_test(examples: Examples) -> None:
     at = pendulum.parse(examples.airflow["date"])
     gaps = KNOWN_RUN_GAPS[examples.series]
     wrong, failing = {}, set()
+    tested: list[str] = []
+    _TESTED.clear()
     for rel, dag_id in airflow_succeeded(examples):
         dag = next((d for d in examples.load(rel).dags if d.dag_id == dag_id), None)
         if dag is None:
             wrong[dag_id] = f"not defined by {rel} in ledger"
             continue
-        lines: list[str] = []
-        run = local_testing.TestRun.of(dag, at, None, examples.folder)  # type: ignore[arg-type]
-        state = local_testing.test_dag(run, lines.append)
+        tested.append(dag_id)
+        _TESTED.append((dag, at, examples.folder))  # type: ignore[arg-type]
+    with concurrent.futures.ProcessPoolExecutor(JOBS, mp_context=multiprocessing.get_context("fork")) as pool:
+        outcomes = list(pool.map(_test_dag, range(len(_TESTED))))
+    _TESTED.clear()
+    for dag_id, (state, lines) in zip(tested, outcomes, strict=True):
         if state is not RunState.SUCCESS:
             failing.add(dag_id)
             if dag_id not in gaps:
-                wrong[dag_id] = f"{state.value}: " + " | ".join(line for line in lines if line.startswith("--- "))
+                wrong[dag_id] = f"{state.value}: " + " | ".join(lines)
     assert wrong == {}
     assert sorted(set(gaps) - failing) == []  # a known gap that succeeds now: remove it from KNOWN_RUN_GAPS
     assert airflow_succeeded(examples)  # (a fixture may leave a DAG's test "not recorded": it is not compared)

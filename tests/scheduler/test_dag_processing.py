@@ -58,7 +58,7 @@ def imports(counter: Path) -> int:
 
 
 def poll_until(manager: DagFileProcessorManager, done: Callable[[list[ParseResult]], bool], *,
-               timeout: float = 20, tick: Callable[[], None] | None = None) -> list[ParseResult]:
+               timeout: float = 60, tick: Callable[[], None] | None = None) -> list[ParseResult]:
     """Poll like the scheduler loop does (waiting on the processors' connections) until `done(results)`."""
     got: list[ParseResult] = []
     deadline = time.monotonic() + timeout

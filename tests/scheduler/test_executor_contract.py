@@ -20,7 +20,8 @@ from tests.scheduler.fakes import DEMO_OUTCOMES, FakeExecutor
 from tests.scheduler.test_executors import run_all
 from tests.scheduler.test_task_runner import work_item, write_dag_file
 
-KINDS = ["fake", "sequential", "local", "local_reusing_workers", "celery"]
+KINDS = ["fake", "sequential", "local", "local_reusing_workers",
+         pytest.param("celery", marks=pytest.mark.scenario)]  # a Redis server and a Celery worker
 
 
 @pytest.fixture(params=KINDS)

@@ -19,6 +19,8 @@ from ledger.web.app import create_app
 from tests.conftest import Cli
 from tests.web.conftest import PASSWORD, build_ops, served
 
+pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
+
 
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:

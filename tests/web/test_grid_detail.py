@@ -20,6 +20,8 @@ from tests.web.conftest import build_ops
 from tests.web.test_actions import signed_in
 from tests.web.test_pages import text_of
 
+pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
+
 
 def cell_links(markup: str) -> dict[tuple[str, str], str]:
     """(run id, task id) -> the href of its grid cell."""

@@ -17,6 +17,8 @@ from tests.web.conftest import build_ops
 from tests.web.test_actions import signed_in
 from tests.web.test_pages import text_of
 
+pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
+
 
 @pytest.fixture(scope="module")
 def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:

@@ -18,6 +18,9 @@ from tests.conftest import Cli
 from tests.web.conftest import build_ops
 from tests.web.test_actions import signed_in, token
 
+pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
+
+
 DEEP = "[" * 5000 + "]" * 5000
 
 

@@ -530,7 +530,7 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
     kept_at = (box / f"{task.request.id}.json") if kept else try_outbox.keep(
         box, task.request.id, result, log_path, os.environ.get(INCARNATION_VARIABLE, ""))
     if lease is not None:
-        lease.finished()  # (the guard let go: the outcome survives this process in the outbox)
+        lease.finished()  # (nothing fenced any more: the outcome survives this process in the outbox)
     pause = 0.2
     said = False
     faults, name = pool_faults(), result.get("host")
@@ -549,6 +549,8 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
                     result["log_rewritten"] = shipper.finish() or result.get("log_rewritten", False)
                     result["log_bytes"] = shipper.offset
                     task.update_state(state="SUCCESS", meta=result)
+                if lease is not None:  # (before the outbox file goes: a guard that finds none says the try is dead)
+                    lease.delivered()
                 try_outbox.forget(kept_at)
                 if said:
                     print(f"ledger worker {name}: the outcome of {task.request.id} was delivered", flush=True)

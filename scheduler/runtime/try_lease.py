@@ -119,10 +119,13 @@ class TryLease:
             self.guard.release()
 
     def finished(self) -> None:
-        """The try has ended: from now on the lease is only renewed (its outcome is being delivered). The guard is
-        let go here and reaped by stop(), after the outcome was delivered: the delivery does not wait on the guard
-        process being scheduled to exit."""
+        """The try has ended: from now on the lease is only renewed (its outcome is being delivered). The guard stays
+        until the outcome is stored (`delivered`): woken before, its exit would take the CPU from the delivery on a
+        busy host, and should this process die meanwhile, it delivers the outcome kept in the outbox."""
         self._done = True
+
+    def delivered(self) -> None:
+        """The outcome is stored: the guard is let go (reaped by stop(), without waiting for it to exit)."""
         if self.guard is not None:
             self.guard.let_go()
 

@@ -136,3 +136,25 @@ def test_a_celery_try_that_never_said_its_log_is_whole_is_taken_when_its_process
         assert time.monotonic() < deadline, "the try's exit was never seen"
     drop.close()
     assert isinstance(end, Outcome) and end.state == "success" and running.report is not None
+
+
+def test_a_finished_tries_guard_holds_until_its_outcome_is_delivered_then_is_let_go_without_killing() -> None:
+    group = subprocess.Popen(["sleep", "600"], start_new_session=True)  # the try's process group
+    lease = TryLease(None, "ledger-10-1", "{}", 30.0, lambda: None, os.getppid())
+    lease.guard = guard = try_process.GroupGuard(group.pid)
+    pid = guard.pid
+    try:
+        lease.finished()  # (its outcome is being delivered: a guard woken now would take the CPU from it)
+        assert guard._write_fd >= 0, "the guard was let go before the outcome was stored"
+        lease.delivered()
+        assert guard._write_fd < 0
+        lease.stop()
+        deadline = time.monotonic() + 30
+        while pid in try_process._unreaped:  # (let go, it exits by itself: reaped then)
+            assert time.monotonic() < deadline, "the released guard was never reaped"
+            try_process.reap_guards()
+            time.sleep(0.01)
+        assert group.poll() is None  # (let go: it killed nothing)
+    finally:
+        group.kill()
+        group.wait()

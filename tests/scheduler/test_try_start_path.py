@@ -20,11 +20,11 @@ import redis
 from ledger.infra.workers import running_key
 from ledger.scheduler.executors.celery_app import claim_key
 from ledger.scheduler.runtime import celery_worker, try_process
+from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, lease_key, lease_value
 from ledger.scheduler.runtime.try_outbox import OutboxDrop
 from ledger.scheduler.runtime.try_outcome import Outcome
 from ledger.scheduler.runtime.try_process import RunningTry
 from ledger.scheduler.runtime.try_report import TryReport
-from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, lease_key, lease_value
 from tests.celery_cluster import RedisServer
 
 

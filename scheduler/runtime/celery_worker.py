@@ -392,7 +392,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(end, try_report.TryReport):  # its code ended and its log is whole: delivered while its process
             # syncs the report and exits (decision 0315), then reaped (what it left in its group killed)
             delivered = _deliver(task, try_outbox.result_of(end, running.pid, settings.name), shipper, lease,
-                                 item.log_path, kept=True)
+                                 item.log_path, kept=True, exiting=running.wait)
             threading.Thread(target=running.wait, name="ledger-try-exit", daemon=True).start()
             return delivered
         outcome = end
@@ -520,17 +520,22 @@ def _store(task: Any) -> Callable[[str, dict[str, Any]], None]:
 
 
 def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None,
-             log_path: str, *, kept: bool = False) -> dict[str, Any]:
+             log_path: str, *, kept: bool = False, exiting: Callable[[], object] | None = None) -> dict[str, Any]:
     """Keep the try's outcome in the worker's outbox (on disk, before any Redis call: it survives this process and
     its worker; `kept`: the try's process left it there already), then store it as its SUCCESS state with the rest
     of its log (after it, when the rest is long: decision 0316); while Redis does not answer, keep trying (the lease
-    renewed meanwhile): a try that ran to its end is recorded as it ended."""
+    renewed meanwhile): a try that ran to its end is recorded as it ended. `exiting`: waits for the try's process,
+    which has not exited yet (decision 0315): its guard is let go only once the outcome is stored (woken before, its
+    exit takes the CPU from the delivery), or once the process was waited for after a store Redis did not take (so no
+    guard outlives its try's process by long: it kills the try's group by its process id)."""
     settings = _settings_of_pool()
     box = try_outbox.folder(settings.home, settings.name)
     kept_at = (box / f"{task.request.id}.json") if kept else try_outbox.keep(
         box, task.request.id, result, log_path, os.environ.get(INCARNATION_VARIABLE, ""))
     if lease is not None:
         lease.finished()  # (nothing fenced any more: the outcome survives this process in the outbox)
+        if exiting is None:  # (its process was reaped: the guard has nothing left to kill)
+            lease.let_guard_go()
     pause = 0.2
     said = False
     faults, name = pool_faults(), result.get("host")
@@ -550,7 +555,7 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
                     result["log_bytes"] = shipper.offset
                     task.update_state(state="SUCCESS", meta=result)
                 if lease is not None:  # (before the outbox file goes: a guard that finds none says the try is dead)
-                    lease.delivered()
+                    lease.let_guard_go()
                 try_outbox.forget(kept_at)
                 if said:
                     print(f"ledger worker {name}: the outcome of {task.request.id} was delivered", flush=True)
@@ -564,6 +569,11 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
                     print(f"ledger worker {name}: the outcome of {task.request.id} is kept here until Redis answers",
                           flush=True)
                     said = True
+                if exiting is not None:  # (Redis may be gone for long: the try's process is reaped meanwhile)
+                    exiting()
+                    exiting = None
+                    if lease is not None:
+                        lease.let_guard_go()
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
     finally:

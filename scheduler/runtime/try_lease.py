@@ -119,13 +119,12 @@ class TryLease:
             self.guard.release()
 
     def finished(self) -> None:
-        """The try has ended: from now on the lease is only renewed (its outcome is being delivered). The guard stays
-        until the outcome is stored (`delivered`): woken before, its exit would take the CPU from the delivery on a
-        busy host, and should this process die meanwhile, it delivers the outcome kept in the outbox."""
+        """The try has ended: from now on the lease is only renewed (its outcome is being delivered). The guard is
+        let go by `let_guard_go` (the caller says when: decision 0315)."""
         self._done = True
 
-    def delivered(self) -> None:
-        """The outcome is stored: the guard is let go (reaped by stop(), without waiting for it to exit)."""
+    def let_guard_go(self) -> None:
+        """The guard exits without killing anything (reaped by stop(), without waiting for it to exit)."""
         if self.guard is not None:
             self.guard.let_go()
 

@@ -138,15 +138,15 @@ def test_a_celery_try_that_never_said_its_log_is_whole_is_taken_when_its_process
     assert isinstance(end, Outcome) and end.state == "success" and running.report is not None
 
 
-def test_a_finished_tries_guard_holds_until_its_outcome_is_delivered_then_is_let_go_without_killing() -> None:
+def test_a_finished_tries_guard_holds_until_it_is_let_go_then_exits_without_killing() -> None:
     group = subprocess.Popen(["sleep", "600"], start_new_session=True)  # the try's process group
     lease = TryLease(None, "ledger-10-1", "{}", 30.0, lambda: None, os.getppid())
     lease.guard = guard = try_process.GroupGuard(group.pid)
     pid = guard.pid
     try:
         lease.finished()  # (its outcome is being delivered: a guard woken now would take the CPU from it)
-        assert guard._write_fd >= 0, "the guard was let go before the outcome was stored"
-        lease.delivered()
+        assert guard._write_fd >= 0, "the guard was let go as the try finished, before its outcome was stored"
+        lease.let_guard_go()
         assert guard._write_fd < 0
         lease.stop()
         deadline = time.monotonic() + 30

@@ -30,6 +30,7 @@ job killed with kill -9 does.
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import json
@@ -483,6 +484,7 @@ class CeleryExecutor(Executor):
         ended: list[tuple[_Try, str, Any]] = []
         now = time.monotonic()
         logs = []
+        tails: list[tuple[_Try, int, bytes]] = []  # the rest of a log that came with its try's outcome
         for entry, raw in states:
             if raw is None or raw == entry.seen or entry.done:
                 if logs_due and entry.started and not entry.done and now >= entry.next_log:
@@ -505,7 +507,11 @@ class CeleryExecutor(Executor):
                 if isinstance(result, dict) and result.get("log_rewritten"):  # (its secrets masked): read it whole
                     entry.log_bytes = 0
                 ended.append((entry, status, result))
-                logs.append(entry)
+                tail = log_tail(result)
+                if tail is not None:
+                    tails.append((entry, *tail))
+                if tail is None or tail[0] != entry.log_bytes:  # (the rest of its log came with its outcome: read
+                    logs.append(entry)  # only what was sent before it, if this host lacks any of it)
         ended = self._claimed_again(ended)
         urgent = self._publish(new)  # (the starts, whatever becomes of the logs' round trip)
         try:
@@ -514,6 +520,9 @@ class CeleryExecutor(Executor):
             for entry, _status, _result in ended:
                 entry.done, entry.seen = False, None
             raise
+        for entry, at, data in tails:
+            if entry.log_bytes == at:  # (what was read above ended where the tail begins, or nothing was read)
+                self._write_log(entry, data)
         return urgent + self._publish([self._finished(entry, status, result) for entry, status, result in ended])
 
     def _claimed_again(self, ended: list[tuple[_Try, str, Any]]) -> list[tuple[_Try, str, Any]]:
@@ -591,22 +600,26 @@ class CeleryExecutor(Executor):
         next_log = time.monotonic() + LOG_INTERVAL
         for entry, data in zip(entries, pipe.execute(raise_on_error=False), strict=True):
             entry.next_log = next_log
-            if not isinstance(data, bytes) or not data:  # (an error reading one log holds up nothing else)
-                continue
-            path = entry.item.log_path
+            if isinstance(data, bytes) and data:  # (an error reading one log holds up nothing else)
+                self._write_log(entry, data)
+
+    @staticmethod
+    def _write_log(entry: _Try, data: bytes) -> None:
+        """`data`, what the try's log gained, written at its offset into its log file here."""
+        path = entry.item.log_path
+        try:
+            if not entry.log_bytes:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
             try:
-                if not entry.log_bytes:
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
-                try:
-                    os.pwrite(fd, data, entry.log_bytes)
-                    os.ftruncate(fd, entry.log_bytes + len(data))
-                finally:
-                    os.close(fd)
-            except OSError:  # (this host's copy is for its readers; a log read whole is still kept from memory)
-                pass
-            entry.whole = data if not entry.log_bytes else None
-            entry.log_bytes += len(data)
+                os.pwrite(fd, data, entry.log_bytes)
+                os.ftruncate(fd, entry.log_bytes + len(data))
+            finally:
+                os.close(fd)
+        except OSError:  # (this host's copy is for its readers; a log read whole is still kept from memory)
+            pass
+        entry.whole = data if not entry.log_bytes else None
+        entry.log_bytes += len(data)
 
     def _check_leases(self) -> int:
         """Started tries whose lease ended are lost (decisions 0200, 0257): one their worker says is dead (a pool
@@ -747,6 +760,17 @@ def _report_in(result: Any) -> TryReport | None:
     except ReportRefused as exc:
         return TryReport("lost", f"its worker's report was refused: {exc}", float(result.get("at") or 0.0),
                          host=result.get("host"))
+
+
+def log_tail(result: Any) -> tuple[int, bytes] | None:
+    """(offset, bytes): the rest of a try's log its worker sent with its outcome (decision 0316); None: none came."""
+    tail = result.get("log_tail") if isinstance(result, dict) else None
+    if not (isinstance(tail, list) and len(tail) == 2 and isinstance(tail[0], int) and isinstance(tail[1], str)):
+        return None
+    try:
+        return tail[0], base64.b64decode(tail[1], validate=True)
+    except ValueError:
+        return None
 
 
 def _worker_lost(result: Any) -> bool:

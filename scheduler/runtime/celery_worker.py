@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -73,7 +74,7 @@ from ledger.scheduler.executors.celery_app import (
 from ledger.scheduler.executors.fleet_faults import FaultNotes, FleetCounters, Relay
 from ledger.scheduler.runtime import try_outbox, try_plan, try_process, try_report
 from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, end_lease, lease_value
-from ledger.scheduler.runtime.try_outcome import Outcome, describe_exception, one_line
+from ledger.scheduler.runtime.try_outcome import EXIT_CODES, Outcome, describe_exception, one_line
 
 INCARNATION_VARIABLE = "LEDGER_WORKER_INCARNATION"
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's: where a worker's processes count
@@ -82,6 +83,7 @@ FETCH_PATIENCE_VARIABLE = "LEDGER_WORKER_CODE_FETCH_PATIENCE"
 DEFAULT_FETCH_PATIENCE = 30.0
 LOG_SHIP_INTERVAL = 0.5  # seconds between two chunks of a running try's log sent to the result backend
 LOG_CHUNK = 256 * 1024
+LOG_WITH_OUTCOME = 64 * 1024  # at most this much of a try's log not sent yet is sent with its outcome (decision 0316)
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,35 @@ class _LogShipper:
         except OSError:  # reading the log here: sent again later
             return
         pool_faults().works("log", f"ledger worker {self.name}: sending tries' logs to Redis works again")
+
+    def rest(self) -> tuple[int, bytes, bool]:
+        """What the log gained since it was last sent, at its offset; or, when the try rewrote what was sent already
+        (finish), the whole log at 0 (True). Nothing is sent: `took` says it was (with the try's outcome)."""
+        try:
+            with open(self.path, "rb") as log:
+                head = log.read(self.offset)
+                if hashlib.sha256(head).digest() == self.shipped.digest():
+                    return self.offset, log.read(), False
+                return 0, head + log.read(), True
+        except OSError:  # (its file here cannot be read: what reached Redis stands)
+            return self.offset, b"", False
+
+    def took(self, at: int, data: bytes, whole: bool) -> None:
+        """`rest()` reached the scheduler with the try's outcome: written into the log's key as well, for the log's
+        other readers (best effort: the scheduler keeps the log it was sent)."""
+        if whole:
+            self.shipped = hashlib.sha256(data)
+        else:
+            self.shipped.update(data)
+        self.offset = at + len(data)
+        with contextlib.suppress(*redis_errors()):
+            if whole:
+                self.client.set(self.key, data, ex=KEEP)
+            elif data:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.setrange(self.key, at, data)
+                pipe.expire(self.key, KEEP)
+                pipe.execute()
 
     def finish(self) -> bool:
         """Once the try has ended: the rest of its log; or, when the try rewrote what was sent already (the secrets it
@@ -331,18 +362,22 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                             lease, item.log_path)
         lease = _lease(settings, tid, lease_held, claimed_at)
         box = try_outbox.folder(settings.home, settings.name)
-        try:  # its process leaves its report in the outbox the moment its code has ended (decision 0253)
-            running = try_process.fork_try(item, drop=try_outbox.OutboxDrop(box, tid, path, incarnation,
-                                                                            settings.name))
+        # its process leaves its report in the outbox the moment its code has ended (decision 0253), and says so once
+        # its log is whole (decision 0315)
+        drop = try_outbox.OutboxDrop(box, tid, path, incarnation, settings.name)
+        try:
+            running = try_process.fork_try(item, drop=drop)
         except BaseException:
+            drop.close()
             lease.stop()
             raise
+        drop.forked()
         try_plan.forget_prepared()
         _guard(lease, settings, task, tid, item, running, incarnation)
         try:
             # started when its process was forked (as the LocalExecutor says), not when its lease and guard were ready
             said = _say_started(task, settings, incarnation, running.pid, running.started_at)
-            while (outcome := running.wait(LOG_SHIP_INTERVAL)) is None:
+            while (end := _end_of(running, drop, LOG_SHIP_INTERVAL)) is None:
                 said = said or _say_started(task, settings, incarnation, running.pid, running.started_at)
                 shipper.ship()
                 take_api_faults()
@@ -351,7 +386,16 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             running.wait()
             lease.stop()
             raise
+        finally:
+            drop.close()
         take_api_faults()
+        if isinstance(end, try_report.TryReport):  # its code ended and its log is whole: delivered while its process
+            # syncs the report and exits (decision 0315), then reaped (what it left in its group killed)
+            delivered = _deliver(task, try_outbox.result_of(end, running.pid, settings.name), shipper, lease,
+                                 item.log_path, kept=True, exiting=running.wait)
+            threading.Thread(target=running.wait, name="ledger-try-exit", daemon=True).start()
+            return delivered
+        outcome = end
         if running.report is not None:  # its code ended: its outcome is in the outbox already, as it left it
             return _deliver(task, _result(settings, item, outcome, running.pid, left=running.report), shipper, lease,
                             item.log_path, kept=True)
@@ -374,6 +418,20 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             client.srem(running_set, tid)
         if os.getppid() != _main_pid():  # the worker's main process is gone: so is this pool process
             os._exit(1)
+
+
+def _end_of(running: try_process.RunningTry, drop: try_outbox.OutboxDrop,
+            timeout: float) -> Outcome | try_report.TryReport | None:
+    """Wait up to `timeout` seconds (less when the try's execution timeout comes first: it is killed then) for the
+    try's end: the report its process left, once that process has said its log is whole (the process may still be
+    syncing the report and exiting), or the outcome of a process gone without saying so; None: neither yet."""
+    limits = [timeout] if running.deadline is None else [timeout, running.deadline - time.monotonic()]
+    watched = [running.fileno()] if drop.ready_fd < 0 else [running.fileno(), drop.ready_fd]
+    if drop.ready_fd in select.select(watched, [], [], max(0.0, min(limits)))[0] and drop.ready():
+        report = drop.take()
+        if report is not None and report.state in EXIT_CODES:
+            return report
+    return running.wait(0)
 
 
 def _say_started(task: Any, settings: WorkerSettings, incarnation: str, pid: int, at: float) -> bool:
@@ -462,26 +520,42 @@ def _store(task: Any) -> Callable[[str, dict[str, Any]], None]:
 
 
 def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None,
-             log_path: str, *, kept: bool = False) -> dict[str, Any]:
+             log_path: str, *, kept: bool = False, exiting: Callable[[], object] | None = None) -> dict[str, Any]:
     """Keep the try's outcome in the worker's outbox (on disk, before any Redis call: it survives this process and
-    its worker; `kept`: the try's process left it there already), then store it as its SUCCESS state after the rest
-    of its log; while Redis does not answer, keep trying (the lease renewed meanwhile): a try that ran to its end is
-    recorded as it ended."""
+    its worker; `kept`: the try's process left it there already), then store it as its SUCCESS state with the rest
+    of its log (after it, when the rest is long: decision 0316); while Redis does not answer, keep trying (the lease
+    renewed meanwhile): a try that ran to its end is recorded as it ended. `exiting`: waits for the try's process,
+    which has not exited yet (decision 0315): its guard is let go only once the outcome is stored (woken before, its
+    exit takes the CPU from the delivery), or once the process was waited for after a store Redis did not take (so no
+    guard outlives its try's process by long: it kills the try's group by its process id)."""
     settings = _settings_of_pool()
     box = try_outbox.folder(settings.home, settings.name)
     kept_at = (box / f"{task.request.id}.json") if kept else try_outbox.keep(
         box, task.request.id, result, log_path, os.environ.get(INCARNATION_VARIABLE, ""))
     if lease is not None:
-        lease.finished()  # (the guard let go: the outcome survives this process in the outbox)
+        lease.finished()  # (nothing fenced any more: the outcome survives this process in the outbox)
+        if exiting is None:  # (its process was reaped: the guard has nothing left to kill)
+            lease.let_guard_go()
     pause = 0.2
     said = False
     faults, name = pool_faults(), result.get("host")
     try:
         while True:
             try:
-                result["log_rewritten"] = shipper.finish() or result.get("log_rewritten", False)
-                result["log_bytes"] = shipper.offset
-                task.update_state(state="SUCCESS", meta=result)
+                at, rest, whole = shipper.rest()
+                if len(rest) <= LOG_WITH_OUTCOME:  # the rest of its log rides with the outcome: one round trip
+                    result["log_tail"] = [at, base64.b64encode(rest).decode("ascii")]
+                    result["log_rewritten"] = whole or result.get("log_rewritten", False)
+                    result["log_bytes"] = at + len(rest)
+                    task.update_state(state="SUCCESS", meta=result)
+                    shipper.took(at, rest, whole)
+                else:  # (its log first, then the outcome: the scheduler reads the log once it has the outcome)
+                    result.pop("log_tail", None)
+                    result["log_rewritten"] = shipper.finish() or result.get("log_rewritten", False)
+                    result["log_bytes"] = shipper.offset
+                    task.update_state(state="SUCCESS", meta=result)
+                if lease is not None:  # (before the outbox file goes: a guard that finds none says the try is dead)
+                    lease.let_guard_go()
                 try_outbox.forget(kept_at)
                 if said:
                     print(f"ledger worker {name}: the outcome of {task.request.id} was delivered", flush=True)
@@ -495,6 +569,11 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
                     print(f"ledger worker {name}: the outcome of {task.request.id} is kept here until Redis answers",
                           flush=True)
                     said = True
+                if exiting is not None:  # (Redis may be gone for long: the try's process is reaped meanwhile)
+                    exiting()
+                    exiting = None
+                    if lease is not None:
+                        lease.let_guard_go()
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
     finally:

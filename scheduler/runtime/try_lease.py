@@ -120,9 +120,11 @@ class TryLease:
 
     def finished(self) -> None:
         """The try has ended: from now on the lease is only renewed (its outcome is being delivered). The guard is
-        let go here and reaped by stop(), after the outcome was delivered: the delivery does not wait on the guard
-        process being scheduled to exit."""
+        let go by `let_guard_go` (the caller says when: decision 0315)."""
         self._done = True
+
+    def let_guard_go(self) -> None:
+        """The guard exits without killing anything (reaped by stop(), without waiting for it to exit)."""
         if self.guard is not None:
             self.guard.let_go()
 

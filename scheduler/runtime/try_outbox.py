@@ -1,10 +1,11 @@
 """A worker's outbox (decision 0257): the outcome of a try, kept on the worker's own disk from the moment its process
 has exited until Redis has taken it, so that it survives its pool process, its worker and Redis.
 
-One file per try, `$LEDGER_HOME/outbox/<worker name>/<task id>.json`, written whole (a temporary file, fsynced, then
-renamed over, and the folder fsynced) by the try's own process the moment its code has ended (`OutboxDrop`, decision
-0253); by the pool process when the try left none (it was killed: `lost`, or its code never ended), or the try's
-guard when the pool process died after the try's process wrote its state but left no report. It holds the result the
+One file per try, `$LEDGER_HOME/outbox/<worker name>/<task id>.json`, written whole (a temporary file renamed over,
+then fsynced with its folder) by the try's own process the moment its code has ended (`OutboxDrop`, decisions 0253
+and 0315: the fsyncs come once its log is whole and its pool process told); by the pool process when the try left
+none (it was killed: `lost`, or its code never ended), or the try's guard when the pool process died after the try's
+process wrote its state but left no report. It holds the result the
 worker stores as the try's SUCCESS state, the try's log path, and who wrote it (pid, incarnation). It is removed once
 the state is stored. Files whose writer is gone are delivered by the worker's heartbeat thread: the next incarnation
 of the same name, at its start, or the same one when only a pool process died. Delivering a file twice stores the
@@ -47,12 +48,17 @@ def result_of(report: TryReport, pid: int, host: str) -> dict[str, Any]:
 
 class OutboxDrop:
     """A Celery try's report, left by the try's own process the moment its code has ended as its outcome in the
-    worker's outbox, fsynced (try_report.Drop): from then on it survives the try's process, its pool process and its
-    worker, whose next incarnation delivers it. Its writer is the pool process (which delivers it while it lives)."""
+    worker's outbox (written and renamed into place: from then on it survives the try's process and its pool process,
+    whose worker, or its next incarnation, delivers it). Once the try's log is whole, the try's process tells its pool
+    process through a pipe made before the fork (`settle`: the pool process delivers the outcome from then on, while
+    the try's process makes the file durable and exits, decision 0315). Its writer is the pool process (which
+    delivers it while it lives)."""
 
     def __init__(self, box: Path, tid: str, log_path: str, incarnation: str, host: str) -> None:
         self.box, self.tid, self.log_path, self.incarnation, self.host = box, tid, log_path, incarnation, host
         self.writer = os.getpid()  # (made in the pool process, before the fork)
+        self.ready_fd, self._ready_w = os.pipe()  # (the try's process writes one byte: its report and log are whole)
+        os.set_blocking(self.ready_fd, False)
 
     @property
     def path(self) -> Path:
@@ -60,13 +66,66 @@ class OutboxDrop:
 
     def leave(self, report: TryReport) -> None:
         keep(self.box, self.tid, result_of(report, os.getpid(), self.host), self.log_path, self.incarnation,
-             writer=self.writer)
+             sync=False, writer=self.writer)
+
+    def settle(self) -> None:
+        """(In the try's process, its log whole.) Tell the pool process, then fsync the report and its folder: the
+        outcome is durable once Redis has it or the fsyncs have returned, whichever comes first."""
+        with contextlib.suppress(OSError):
+            os.write(self._ready_w, b"!")
+        sync(self.path)
+
+    def forked(self) -> None:
+        """(In the pool process, once the try's process is forked.) Only the try's process holds the write end."""
+        _close(self._ready_w)
+        self._ready_w = -1
+
+    def ready(self) -> bool:
+        """(In the pool process.) Has the try's process said its report and its log are whole? Its end closes the
+        pipe without a word when it did not (it was killed): ready_fd is then closed, -1."""
+        try:
+            said = os.read(self.ready_fd, 1)
+        except BlockingIOError:
+            return False
+        except OSError:
+            said = b""
+        if not said:
+            self.close()
+        return bool(said)
 
     def take(self) -> TryReport | None:
         try:
             return TryReport.from_json(json.loads(self.path.read_bytes())["result"]["report"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def close(self) -> None:
+        _close(self.ready_fd)
+        _close(self._ready_w)
+        self.ready_fd = self._ready_w = -1
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def sync(path: Path) -> None:
+    """fsync a file written already, then its folder (nothing when it is gone: delivered and forgotten)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def forget(path: Path) -> None:

@@ -4,8 +4,10 @@
   shutdown can kill the task with everything it started), asks the kernel to SIGKILL it when its parent
   dies, runs `task_runner.run_try`, leaves its report for its worker the moment the try's code has ended
   (`<log>.report.json`, or the Celery worker's outbox: scheduler/runtime/try_report.py) and exits with a code that
-  says the outcome (`EXIT_SUCCESS`, `EXIT_FAILED`, `EXIT_SKIPPED`). Only a child that left no report (one could not
-  be left, or it has no log) writes its state and reason to a pipe; a Spark try handed back says so there too.
+  says the outcome (`EXIT_SUCCESS`, `EXIT_FAILED`, `EXIT_SKIPPED`); once its log is whole (its foot written and
+  flushed), the drop has its last word (`settle`: the Celery outbox tells its pool process, then fsyncs). Only a
+  child that left no report (one could not be left, or it has no log) writes its state and reason to a pipe; a
+  Spark try handed back says so there too.
 * `RunningTry.wait()` waits for the child (a pidfd: woken the moment it exits), kills its process group
   when the execution timeout passes, and returns the outcome.
 
@@ -96,6 +98,7 @@ def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iter
                 signals: Iterable[tuple[int, Any]], drop: try_report.Drop | None) -> NoReturn:
     code = EXIT_FAILED
     me = os.getpid()
+    leaver: _Leaver | None = None
     try:
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
@@ -135,6 +138,9 @@ def _child_main(item: WorkItem, result_fd: int, parent_pid: int, close_fds: Iter
         with contextlib.suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
+        if leaver is not None and leaver.left and os.getpid() == me:  # its log is whole: the drop's last word
+            with contextlib.suppress(BaseException):
+                leaver.drop.settle()
         os._exit(code)
 
 

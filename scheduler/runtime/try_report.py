@@ -142,6 +142,9 @@ class Drop(Protocol):
 
     def leave(self, report: TryReport) -> None: ...
 
+    def settle(self) -> None:
+        """In the try's process, after `leave` and its log's foot (flushed), last before it exits."""
+
     def take(self) -> TryReport | None: ...
 
 
@@ -156,6 +159,9 @@ class ReportFile:
 
     def leave(self, report: TryReport) -> None:
         write_whole(self.path, json.dumps(report.as_json(), default=repr).encode(), durable=False)
+
+    def settle(self) -> None:
+        """(Nothing: the worker reads the file once the process is gone.)"""
 
     def take(self) -> TryReport | None:
         """The report, removed from this host once read whole (a report this release cannot read too)."""

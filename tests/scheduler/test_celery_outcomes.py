@@ -9,6 +9,7 @@ of each race are the test's: the try waits for the file `go`."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import types
@@ -20,7 +21,7 @@ import pytest
 import redis
 
 from ledger.scheduler.executors.celery import LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
-from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key
+from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key, log_key
 from ledger.scheduler.runtime import try_outbox
 from ledger.scheduler.runtime.try_lease import TryLease, lease_key, taken_value
 from ledger.scheduler.runtime.try_process import RunningTry
@@ -283,3 +284,26 @@ def test_a_try_whose_worker_is_killed_after_its_code_ended_and_before_its_proces
     assert ran(trace) == {"t0": [("start", "1"), ("end", "1")]}  # its code ran once
     assert "delivered the outcome of" in cluster.procs.output(again)
     assert try_outbox.kept(box) == []
+
+
+@pytest.mark.parametrize("sent_before", [b"", b"head of the log\n"])
+def test_the_rest_of_a_log_sent_with_its_outcome_ends_the_recorded_log_without_being_in_redis(
+        tmp_path: Path, redis_server: RedisServer, sent_before: bytes) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 12)
+        if sent_before:  # (what its worker sent while it ran, which this executor has not read yet)
+            backend.set(log_key(tid), sent_before)
+        rest = b"[ledger] outcome: success after 0.010 s\n"  # (never written to the log's key in Redis)
+        report = TryReport("success", None, 1.0, "x", "w1").as_json()
+        executor._app.backend.store_result(tid, {"state": "success", "host": "w1", "pid": 9, "at": 1.0,
+                                                 "report": report, "log_bytes": len(sent_before) + len(rest),
+                                                 "log_tail": [len(sent_before), base64.b64encode(rest).decode()]},
+                                           "SUCCESS")
+        ended = finished(executor)
+        assert ended.state == "success" and ended.report is not None
+        assert ended.report.log == (sent_before + rest).decode()
+    finally:
+        executor.end(0)

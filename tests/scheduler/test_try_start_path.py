@@ -1,6 +1,7 @@
 """Fewer hops on the path from an upstream try's end to its downstream try's start (issue 40 part 7): a worker takes a
 try's claim, its place in the running set and its lease in one round trip to Redis, and a pool process that stored a
-try's outcome is free for its next try without waiting for the try's guard process to be scheduled to exit."""
+try's outcome is free for its next try without waiting for the try's guard process to be scheduled to exit, nor for
+the try's process to sync its report and exit once its log is whole (decision 0315)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,20 @@ import subprocess
 import sys
 import threading
 import time
+import types
+from pathlib import Path
+from typing import Any
 
 import redis
 
 from ledger.infra.workers import running_key
 from ledger.scheduler.executors.celery_app import claim_key
-from ledger.scheduler.runtime import try_process
+from ledger.scheduler.runtime import celery_worker, try_process
 from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, lease_key, lease_value
+from ledger.scheduler.runtime.try_outbox import OutboxDrop
+from ledger.scheduler.runtime.try_outcome import Outcome
+from ledger.scheduler.runtime.try_process import RunningTry
+from ledger.scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import RedisServer
 
 
@@ -68,3 +76,85 @@ def test_the_worker_command_loads_no_database_layer_so_each_try_forks_a_smaller_
                                "if m in sys.modules))"],
         capture_output=True, text=True, check=True, timeout=120)
     assert found.stdout.strip() == "[]", found.stdout + found.stderr
+
+
+def a_try_that_left_its_report(tmp_path: Path, *, settles: bool) -> tuple[RunningTry, OutboxDrop, int]:
+    """A forked process standing for a Celery try whose code has ended: it leaves its report in an outbox, says its
+    log is whole (`settles`), then waits until the test writes to the returned pipe before it exits."""
+    log = str(tmp_path / "try_1.log")
+    drop = OutboxDrop(tmp_path / "outbox", "ledger-9-1", log, "i1", "w1")
+    release_r, release_w = os.pipe()
+    result_r, result_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            drop.leave(TryReport("success", None, 1.0, log, "w1", pushed=(("return_value", 7),)))
+            if settles:
+                drop.settle()
+            os.read(release_r, 1)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(result_w)
+    os.close(release_r)
+    os.set_blocking(result_r, False)
+    try:
+        drop.forked()
+    except BaseException:  # (nothing will release it)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    item: Any = types.SimpleNamespace(execution_timeout=None, log_path=log)
+    return RunningTry(item, pid, result_r, 0.0, drop), drop, release_w
+
+
+def test_a_celery_tries_report_is_taken_once_its_log_is_whole_while_its_process_still_exits(tmp_path: Path) -> None:
+    running, drop, release = a_try_that_left_its_report(tmp_path, settles=True)
+    try:
+        deadline = time.monotonic() + 30
+        while (end := celery_worker._end_of(running, drop, 1.0)) is None:
+            assert time.monotonic() < deadline, "the report its process said was whole was never taken"
+        assert isinstance(end, TryReport) and end.state == "success" and end.pushed == (("return_value", 7),)
+        assert running.outcome is None and not running._exited()  # (it waits on the test: it has not exited)
+    finally:
+        os.write(release, b"x")
+        os.close(release)
+        drop.close()
+    assert running.wait().state == "success"
+
+
+def test_a_celery_try_that_never_said_its_log_is_whole_is_taken_when_its_process_has_exited(tmp_path: Path) -> None:
+    running, drop, release = a_try_that_left_its_report(tmp_path, settles=False)
+    try:
+        assert celery_worker._end_of(running, drop, 0.2) is None  # (its report is there, but not its log's end)
+    finally:
+        os.write(release, b"x")
+        os.close(release)
+    deadline = time.monotonic() + 30
+    while (end := celery_worker._end_of(running, drop, 1.0)) is None:
+        assert time.monotonic() < deadline, "the try's exit was never seen"
+    drop.close()
+    assert isinstance(end, Outcome) and end.state == "success" and running.report is not None
+
+
+def test_a_finished_tries_guard_holds_until_it_is_let_go_then_exits_without_killing() -> None:
+    group = subprocess.Popen(["sleep", "600"], start_new_session=True)  # the try's process group
+    lease = TryLease(None, "ledger-10-1", "{}", 30.0, lambda: None, os.getppid())
+    lease.guard = guard = try_process.GroupGuard(group.pid)
+    pid = guard.pid
+    try:
+        lease.finished()  # (its outcome is being delivered: a guard woken now would take the CPU from it)
+        assert guard._write_fd >= 0, "the guard was let go as the try finished, before its outcome was stored"
+        lease.let_guard_go()
+        assert guard._write_fd < 0
+        lease.stop()
+        deadline = time.monotonic() + 30
+        while pid in try_process._unreaped:  # (let go, it exits by itself: reaped then)
+            assert time.monotonic() < deadline, "the released guard was never reaped"
+            try_process.reap_guards()
+            time.sleep(0.01)
+        assert group.poll() is None  # (let go: it killed nothing)
+    finally:
+        group.kill()
+        group.wait()

@@ -98,10 +98,12 @@ def _key_file() -> Path | None:
     return _key_file_found[1]
 
 
-def seen_settings() -> None:
+def seen_settings(*, as_worked_out: bool = False) -> None:
     """The secrets of ledger's own settings are in every try's environment or readable by it: they are
-    masked like the secrets a try read."""
-    for secret in settings_secrets():
+    masked like the secrets a try read. `as_worked_out`: those settings_secrets() last worked out in this process,
+    not checked again (a forked try's process: its worker worked them out just before forking it)."""
+    found = _settings_found[1] if as_worked_out and _settings_found is not None else settings_secrets()
+    for secret in found:
         seen(secret)
 
 

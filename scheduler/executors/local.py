@@ -206,6 +206,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
             if try_plan.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
                 _run_here(inbox, item, plan)
                 continue
+            try_plan.settle(plan)  # (this process runs nothing of its own: the child inherits what it sets)
             running = try_process.fork_try(item, close_fds=[conn.fileno()])
             _current = running
             try_plan.forget_prepared()

@@ -145,8 +145,9 @@ class _Inbox:
         self._threaded = threaded
 
     def send(self, message: object) -> None:
+        data = dumps(message)  # (the executor's Connection.recv loads it: see base.dumps)
         with self._sending:
-            self.conn.send(message)
+            self.conn.send_bytes(data)
 
     def next_item(self) -> WorkItem | None:
         """The next item to start; None once the executor said to end (or its end of the pipe is gone)."""

@@ -70,6 +70,12 @@ class TryReport:
                    data.get("host"), tuple((str(k), v) for k, v in data.get("pushed") or []), data.get("rendered"),
                    tuple(data.get("writes") or ()), tuple(data.get("outlets") or ()), data.get("log"))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as its fields, in order (the local worker's pipe): dataclass's own way for a frozen class with slots
+        reads the fields' list on both sides."""
+        return TryReport, (self.state, self.reason, self.at, self.log_path, self.host, self.pushed, self.rendered,
+                           self.writes, self.outlets, self.log, self.version)
+
     def with_log(self, log: str | None) -> TryReport:
         return replace(self, log=log)
 
@@ -185,8 +191,7 @@ class ReportFile:
     def take(self) -> TryReport | None:
         """The report, removed from this host once read whole (a report this release cannot read too)."""
         try:
-            with open(self.path, "rb") as f:
-                data = json.loads(f.read())
+            data = json.loads(_read(self.path))
         except (OSError, ValueError):
             return None
         self.remove()
@@ -206,6 +211,18 @@ class ReportFile:
     def remove(self) -> None:
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+
+
+def _read(path: str) -> bytes:
+    """A small file's bytes, read with the fewest objects made: the worker that forks each try reads one per try."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def left_behind(log_path: str, state: str, reason: str | None, at: float, host: str | None = None) -> TryReport:

@@ -2,7 +2,8 @@
 
 A worker is started once, in start(), so a try costs a fork, never a fresh interpreter. For each WorkItem
 a worker imports the DAG file (cached per file and mtime, before forking, so the child inherits the
-module), forks a child that runs the try in its own process group, reports "started" with the child's pid
+module), puts the try's code root and LEDGER_* variables in place (the child inherits them too: decision 0313), forks
+a child that runs the try in its own process group, reports "started" with the child's pid
 at once, waits on a pidfd (woken the moment the child exits), kills the child's whole process group when
 the execution timeout passes, and reports "finished".
 

@@ -381,9 +381,10 @@ def _dispatch(plan: Plan, task: Task, context: TaskContext) -> tuple[State, str 
 
 
 def run_try(item: WorkItem, on_end: Callable[[State, str | None], None] | None = None) -> tuple[State, str | None]:
-    """Run one try; meant for a forked child (it takes over fd 0, 1 and 2). Returns (state, reason).
+    """Run one try in the child fork_try forked (it takes over fd 0, 1 and 2). Returns (state, reason).
 
-    Uses the plan prepare() made before the fork when there is one; else loads the DAG file itself. `on_end` is
+    Uses the plan prepare() made before the fork when there is one (and what settle() set up with it); else loads the
+    DAG file itself. The settings' secrets are those fork_try worked out just before the fork. `on_end` is
     called with the outcome the moment the task's code has ended, before anything else (the log's outcome line, the
     masking of the log, the process's exit): the try's report is left for its worker there (decision 0253)."""
     global _deferred

@@ -88,7 +88,9 @@ def backfill_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]:
 
 def scheduler_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]:
     found = scheduler_throughput.one_round(workdir, args.runs, 2, {}, keep_output=False, timeout=args.timeout)
-    return {"ti_per_s": found["ti_per_s"], "sched_cpu_ms_per_ti": found["sched_cpu_ms_per_ti"]}
+    return {"ti_per_s": found["ti_per_s"], "sched_cpu_ms_per_ti": found["sched_cpu_ms_per_ti"],
+            "workers_cpu_ms_per_ti": found["workers_cpu_ms_per_ti"],
+            "tries_cpu_ms_per_ti": found["tries_cpu_ms_per_ti"]}
 
 
 def celery_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]:

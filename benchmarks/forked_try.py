@@ -4,11 +4,14 @@ process, then `fork_try`), a no-op PythonTask, no scheduler or database.
     python -m benchmarks.forked_try --tries 200 [--key-file] [--profile]
 
 Prints one JSON line: the children's CPU per try in ms (user + system, RUSAGE_CHILDREN, after 10 tries of
-warm-up) and, with --profile, the Python calls per try (cProfile in each child from right after the fork; the
-profiler's own cost makes the CPU figure of that run meaningless) and the functions with the most cumulative
-time. --key-file makes the Fernet key file in the home first (its key is then masked in every try's log).
-To measure another tree (a `git archive` of a commit), run this file by its path with PYTHONPATH at that tree:
-`PYTHONPATH=/tmp/old python benchmarks/forked_try.py --tries 200` (it imports only ledger and scheduler).
+warm-up) and their page faults (each page a child writes after the fork is copied for it: the faults count
+them), the same for this process (the worker's side: the plan, the fork, the wait, the report taken) and, with
+--profile, the Python calls per try (cProfile in each child from right after the fork; the profiler's own cost
+makes the CPU figure of that run meaningless) and the functions with the most cumulative time. --key-file makes
+the Fernet key file in the home first (its key is then masked in every try's log). To measure another tree (a
+`git archive` of a commit, today's layout or the one before ledger/scheduler/runtime, e.g. `5484ae4`), run this
+file by its path with PYTHONPATH at that tree: `PYTHONPATH=/tmp/old python benchmarks/forked_try.py --tries 200`
+(it imports only ledger and scheduler).
 """
 
 from __future__ import annotations
@@ -40,11 +43,10 @@ def main(argv: list[str] | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ledger-forked-try-"))
     os.environ["LEDGER_HOME"] = str(tmp / "home")
     (tmp / "home").mkdir()
-    from ledger.infra.fernet import create_key_file, key_file
-    from ledger.scheduler.executors.base import WorkItem
-    from ledger.scheduler.runtime import try_plan, try_process
-
+    try_plan, try_process, work_item = _runtime()
     if args.key_file:
+        from ledger.infra.fernet import create_key_file, key_file
+
         create_key_file(key_file(tmp / "home"))
     dag = write_dag(tmp)  # executor_throughput's no-op task
     profiles = tmp / "profiles"
@@ -54,10 +56,12 @@ def main(argv: list[str] | None = None) -> None:
     now = datetime(2024, 1, 1, tzinfo=UTC)
 
     def one(i: int) -> None:
-        item = WorkItem(ti_id=i, run_id=1, dag_id="bench_executor", task_id="a", try_number=1, fileloc=str(dag),
+        item = work_item(ti_id=i, run_id=1, dag_id="bench_executor", task_id="a", try_number=1, fileloc=str(dag),
                         logical_date=now, data_interval_start=now, data_interval_end=now, dag_version="x",
                         run_type="manual", log_path=str(tmp / "logs" / f"ti_{i}.log"))
-        try_plan.prepare(item, import_timeout=None)
+        plan = try_plan.prepare(item, import_timeout=None)
+        if hasattr(try_plan, "settle"):  # as the LocalExecutor's worker does (decision 0313)
+            try_plan.settle(plan)
         running = try_process.fork_try(item)
         try_plan.forget_prepared()
         outcome = running.wait()
@@ -69,12 +73,23 @@ def main(argv: list[str] | None = None) -> None:
     for f in profiles.iterdir():
         f.unlink()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    mine = resource.getrusage(resource.RUSAGE_SELF)
     for i in range(args.tries):
         one(100 + i)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000 / args.tries
+    mine_after = resource.getrusage(resource.RUSAGE_SELF)
+
+    def per_try(a: Any, b: Any) -> dict[str, float]:
+        return {"cpu_ms_per_try": round((b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime) * 1000 / args.tries, 3),
+                "page_faults_per_try": round((b.ru_minflt - a.ru_minflt) / args.tries, 1)}
+
+    child, worker = per_try(before, after), per_try(mine, mine_after)
     out: dict[str, Any] = {"benchmark": "forked_try", "tries": args.tries, "key_file": args.key_file,
-                           "child_cpu_ms_per_try": round(cpu, 3), "load": os.getloadavg()[0]}
+                           "child_cpu_ms_per_try": child["cpu_ms_per_try"],
+                           "child_page_faults_per_try": child["page_faults_per_try"],
+                           "worker_cpu_ms_per_try": worker["cpu_ms_per_try"],
+                           "worker_page_faults_per_try": worker["page_faults_per_try"],
+                           "modules": len(sys.modules), "load": os.getloadavg()[0]}
     if args.profile:
         files = sorted(str(f) for f in profiles.iterdir())
         out["calls_per_try"] = statistics.median(pstats.Stats(f).total_calls for f in files)  # type: ignore[attr-defined]
@@ -86,6 +101,23 @@ def main(argv: list[str] | None = None) -> None:
         out["top_cumulative_ms_per_try"] = {f"{Path(k[0]).name}:{k[2]}": round(v[3] * 1000 / len(files), 3)
                                             for k, v in top}
     print(json.dumps(out), flush=True)
+
+
+def _runtime() -> tuple[Any, Any, Any]:
+    """(try_plan, try_process, WorkItem) of the tree on PYTHONPATH: today's layout, or the one before the runtime
+    moved to ledger/scheduler/runtime (e.g. `5484ae4`: scheduler/try_plan.py)."""
+    import importlib
+
+    import ledger
+
+    if (Path(ledger.__file__).parent.parent / "scheduler" / "try_plan.py").exists():  # (not a fallback on ImportError:
+        # this environment's editable install would serve today's ledger.scheduler beside the old tree's ledger)
+        names = ("scheduler.try_plan", "scheduler.try_process", "scheduler.executors.base")
+    else:
+        names = ("ledger.scheduler.runtime.try_plan", "ledger.scheduler.runtime.try_process",
+                 "ledger.scheduler.executors.base")
+    plan, process, base = (importlib.import_module(name) for name in names)
+    return plan, process, base.WorkItem
 
 
 def _profile_children(try_process: Any, folder: Path) -> None:

@@ -187,6 +187,10 @@ def _scheduled(workdir: Path, home: Path, runs: int, workers: int, extra_env: di
         # without the tries they fork: what the scheduler costs its host per task instance
         "sched_tree_cpu_ms_per_ti": (proc["main_cpu_s"] + proc["children_own_cpu_s"]) * 1000.0 / tis,
         "total_cpu_s": proc["total_cpu_s"],
+        # split of the rest: the scheduler's own processes (workers, DAG file processors) and what they forked
+        # and reaped (the tries)
+        "workers_cpu_ms_per_ti": proc["children_own_cpu_s"] * 1000.0 / tis,
+        "tries_cpu_ms_per_ti": (proc["total_cpu_s"] - proc["main_cpu_s"] - proc["children_own_cpu_s"]) * 1000.0 / tis,
         "sched_rss_peak_mb": proc["main_hwm_mb"],
         "load_before": load,
         **baseline,

@@ -15,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -105,11 +103,16 @@ class WorkerClient:
         data = None
         if body is not None:
             data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
-        request = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
+        # loaded here, when task code calls the webserver (a remote try), not by every process that imports this
+        # module: a LocalExecutor worker forks each try, and a fork costs in proportion to what it holds (issue 43)
+        from urllib import error as url_error
+        from urllib import request as url_request
+
+        request = url_request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with url_request.urlopen(request, timeout=TIMEOUT) as response:
                 answer = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
+        except url_error.HTTPError as exc:
             refused = _refusal(exc, what, self.api)
             _noted(f"HTTP {exc.code}" if exc.code >= 500 or exc.code in (408, 429) else None)
             raise refused from None
@@ -167,7 +170,7 @@ def _quoted(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
-def _refusal(exc: urllib.error.HTTPError, what: str, api: str) -> LedgerError:
+def _refusal(exc: Any, what: str, api: str) -> LedgerError:
     """The error the database's client would have raised for the webserver's answer."""
     try:
         message = str(json.loads(exc.read()).get("message", ""))

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import smtplib
 import socket
-import ssl
-import urllib.request
 from dataclasses import dataclass
-from email.message import EmailMessage
 from typing import Any
 
 from ledger.core.errors import DagDefinitionError
@@ -58,10 +54,12 @@ class WebhookNotifier(Notifier):
         return {"url": self.url}  # headers may hold tokens: not recorded
 
     def notify(self, context: dict[str, Any]) -> None:
+        from urllib import request as url_request  # (here: a DAG file that imports ledger does not load it, issue 43)
+
         body = json.dumps({"text": summary(context), **context}, default=str).encode()
-        request = urllib.request.Request(self.url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json", **self.headers})
-        with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+        request = url_request.Request(self.url, data=body, method="POST",
+                                      headers={"Content-Type": "application/json", **self.headers})
+        with url_request.urlopen(request, timeout=self.timeout) as answer:
             if not 200 <= answer.status < 300:
                 raise RuntimeError(f"webhook {self.url} answered {answer.status}")
 
@@ -113,6 +111,10 @@ def send_email(to: list[str], subject: str, body: str, *, html: bool = False, cc
                sender: str | None = None, headers: dict[str, str] | None = None, charset: str = "utf-8") -> None:
     """Send one e-mail through `server` (default: the SMTP server of the LEDGER_SMTP_* settings, see
     EmailNotifier)."""
+    import smtplib  # (here: a DAG file that imports ledger does not load them, issue 43)
+    import ssl
+    from email.message import EmailMessage
+
     server = server or SmtpServer.from_settings()
     message = EmailMessage()
     message["From"] = sender or server.sender or f"ledger@{socket.gethostname()}"

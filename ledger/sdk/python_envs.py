@@ -31,7 +31,6 @@ import datetime as dt
 import fcntl
 import hashlib
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
 import json
@@ -329,7 +328,9 @@ class PythonVirtualenvTask(_ElsewhereTask):
         if self.serializer == "pickle" or any(re.split(r"[\s<>=!~\[;@]", r, maxsplit=1)[0].lower() == self.serializer
                                                for r in requirements):
             return requirements
-        return [*requirements, f"{self.serializer}=={importlib.metadata.version(self.serializer)}"]
+        from importlib import metadata  # (here: it loads the email package, which a DAG file need not: issue 43)
+
+        return [*requirements, f"{self.serializer}=={metadata.version(self.serializer)}"]
 
     def interpreter(self) -> str:
         cache = Path(self.venv_cache_path) if self.venv_cache_path else load_settings().home / "venvs"

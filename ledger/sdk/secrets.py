@@ -58,8 +58,9 @@ def settings_secrets() -> list[str]:
     before it forks a try, so the try's process inherits the answer instead of resolving the settings again."""
     global _settings_found
     env = os.environ
-    path = _key_file()
-    key = (tuple(env.get(name) for name in _SETTINGS_INPUTS), path, _identity(path) if path else None)
+    inputs = tuple(env.get(name) for name in _SETTINGS_INPUTS)  # (read once: a worker does this before each fork)
+    path = _key_file(inputs[3:])
+    key = (inputs, path, _identity(path) if path else None)
     if _settings_found is None or _settings_found[0] != key:
         found = parse_keys(env.get("LEDGER_FERNET_KEY", ""))
         with contextlib.suppress(OSError, ValueError, LedgerError):  # no key file (yet), or an unreadable one
@@ -80,15 +81,16 @@ def _identity(path: Path) -> tuple[int, ...] | None:
     return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
-def _key_file() -> Path | None:
+def _key_file(inputs: tuple[str | None, ...]) -> Path | None:
     """The key file of the settings' home (load_settings), resolved again only when the variables it comes
-    from or the current folder change; None when the settings are bad."""
+    from (`inputs`: the values of _SETTINGS_INPUTS[3:]) or the current folder change; None when the settings are
+    bad."""
     global _key_file_found
     try:
         cwd: str | None = os.getcwd()
     except OSError:
         cwd = None
-    key = (tuple(os.environ.get(name) for name in _SETTINGS_INPUTS[3:]), cwd)
+    key = (inputs, cwd)
     if _key_file_found is None or _key_file_found[0] != key:
         try:
             path: Path | None = key_file(load_settings().home)
@@ -98,10 +100,12 @@ def _key_file() -> Path | None:
     return _key_file_found[1]
 
 
-def seen_settings() -> None:
+def seen_settings(*, as_worked_out: bool = False) -> None:
     """The secrets of ledger's own settings are in every try's environment or readable by it: they are
-    masked like the secrets a try read."""
-    for secret in settings_secrets():
+    masked like the secrets a try read. `as_worked_out`: those settings_secrets() last worked out in this process,
+    not checked again (a forked try's process: its worker worked them out just before forking it)."""
+    found = _settings_found[1] if as_worked_out and _settings_found is not None else settings_secrets()
+    for secret in found:
         seen(secret)
 
 

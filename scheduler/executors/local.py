@@ -2,7 +2,8 @@
 
 A worker is started once, in start(), so a try costs a fork, never a fresh interpreter. For each WorkItem
 a worker imports the DAG file (cached per file and mtime, before forking, so the child inherits the
-module), forks a child that runs the try in its own process group, reports "started" with the child's pid
+module), puts the try's code root and LEDGER_* variables in place (the child inherits them too: decision 0313), forks
+a child that runs the try in its own process group, reports "started" with the child's pid
 at once, waits on a pidfd (woken the moment the child exits), kills the child's whole process group when
 the execution timeout passes, and reports "finished".
 
@@ -145,8 +146,9 @@ class _Inbox:
         self._threaded = threaded
 
     def send(self, message: object) -> None:
+        data = dumps(message)  # (the executor's Connection.recv loads it: see base.dumps)
         with self._sending:
-            self.conn.send(message)
+            self.conn.send_bytes(data)
 
     def next_item(self) -> WorkItem | None:
         """The next item to start; None once the executor said to end (or its end of the pipe is gone)."""
@@ -206,6 +208,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
             if try_plan.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
                 _run_here(inbox, item, plan)
                 continue
+            try_plan.settle(plan)  # (this process runs nothing of its own: the child inherits what it sets)
             running = try_process.fork_try(item, close_fds=[conn.fileno()])
             _current = running
             try_plan.forget_prepared()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
 import io
 import logging
 import os
@@ -34,7 +33,7 @@ from ledger.scheduler.runtime.try_outcome import (
     describe_exception,
     one_line,
 )
-from ledger.scheduler.runtime.try_plan import Plan, code_line, make_plan, prepared
+from ledger.scheduler.runtime.try_plan import Plan, code_line, make_plan, parameters, prepared
 from ledger.sdk import secrets, try_outputs
 from ledger.sdk.branching import record_choice
 from ledger.sdk.context import TaskContext, current, push_return, set_current, set_environment
@@ -207,13 +206,11 @@ def _run_sensor(task: BaseSensor, context: TaskContext, pass_context: bool) -> t
 def _airflow_kwargs(task: PythonTask | PythonSensor, context: TaskContext, given: dict[str, Any]) -> dict[str, Any]:
     """Airflow's context for a callable that asks for it: every name when it takes **kwargs, else the names it
     has parameters for (`ti`, `ds`, `params`, `templates_dict`, ...), as Airflow's PythonOperator does."""
-    try:
-        params = inspect.signature(task.python_callable).parameters
-    except (TypeError, ValueError):
+    found = parameters(task.python_callable)  # (read by the worker as it planned the try)
+    if found is None:
         return {}
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    wanted = [n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                          inspect.Parameter.KEYWORD_ONLY) and n not in given]
+    takes_all = found.takes_all
+    wanted = [n for n in found.names if n not in given]
     if not takes_all and not any(n in AIRFLOW_NAMES for n in wanted):
         return {}
     names = {**_template_names(task, context), "templates_dict": context.templates_dict or None}
@@ -384,9 +381,10 @@ def _dispatch(plan: Plan, task: Task, context: TaskContext) -> tuple[State, str 
 
 
 def run_try(item: WorkItem, on_end: Callable[[State, str | None], None] | None = None) -> tuple[State, str | None]:
-    """Run one try; meant for a forked child (it takes over fd 0, 1 and 2). Returns (state, reason).
+    """Run one try in the child fork_try forked (it takes over fd 0, 1 and 2). Returns (state, reason).
 
-    Uses the plan prepare() made before the fork when there is one; else loads the DAG file itself. `on_end` is
+    Uses the plan prepare() made before the fork when there is one (and what settle() set up with it); else loads the
+    DAG file itself. The settings' secrets are those fork_try worked out just before the fork. `on_end` is
     called with the outcome the moment the task's code has ended, before anything else (the log's outcome line, the
     masking of the log, the process's exit): the try's report is left for its worker there (decision 0253)."""
     global _deferred
@@ -394,20 +392,21 @@ def run_try(item: WorkItem, on_end: Callable[[State, str | None], None] | None =
     began = time.monotonic()
     _deferred = []  # (this process exits after the try)
     try_outputs.begin(item.log_path + try_outputs.OTHERS if item.log_path else None)
-    say_started(item)
+    say_started(item, forked=True)
     try:
         plan = prepared(item) or make_plan(item)
-        if plan.loaded is not None and plan.error is None:
-            dagbag.activate(plan.loaded)
-        if plan.context is not None:  # for good: this process exits after the try (nothing to put back)
-            set_environment(plan.context)
+        if not plan.settled:  # (else the process that forked this one did it: try_plan.settle)
+            if plan.loaded is not None and plan.error is None:
+                dagbag.activate(plan.loaded)
+            if plan.context is not None:  # for good: this process exits after the try (nothing to put back)
+                set_environment(plan.context)
         state, reason = execute_plan(plan)
     except BaseException as exc:  # a bug of ours must still end as a clean failed try
         traceback.print_exc()
         state, reason = "failed", describe_exception(exc)
     if on_end is not None:
         on_end(state, masked(reason))
-    say_ended(item, state, reason, began)
+    say_ended(item, state, reason, began, forked=True)
     return state, masked(reason)
 
 
@@ -459,9 +458,10 @@ def release_logging() -> None:
         logging.getLogger().setLevel(logging.WARNING)
 
 
-def say_started(item: WorkItem, where: str = "") -> None:
-    """The head of a try's log (once its output goes there): which try, which process, which code."""
-    secrets.seen_settings()
+def say_started(item: WorkItem, where: str = "", *, forked: bool = False) -> None:
+    """The head of a try's log (once its output goes there): which try, which process, which code. `forked`: in a
+    try's process forked by fork_try, which worked out the settings' secrets just before (see run_try)."""
+    secrets.seen_settings(as_worked_out=forked)
     capture_logging()
     say(f"{now_iso()} try {item.try_number} of dag={item.dag_id} run={item.run_id} task={item.task_id}"
         + (f" map_index={item.map_index} " if item.map_index >= 0 else " ")
@@ -469,15 +469,17 @@ def say_started(item: WorkItem, where: str = "") -> None:
     say(code_line(item))
 
 
-def say_ended(item: WorkItem, state: State, reason: str | None, began: float) -> None:
+def say_ended(item: WorkItem, state: State, reason: str | None, began: float, *, forked: bool = False) -> None:
     """The foot of a try's log (after the tracebacks of a forked try's code): its outcome and how long it took; then
-    the secrets it read are masked there."""
+    the secrets it read are masked there. `forked`: in a try's own process, which exits next (its logging is not
+    put back)."""
     for exc in _deferred or ():
         with contextlib.suppress(Exception):
             traceback.print_exception(exc)
     with contextlib.suppress(Exception):
         sys.stderr.flush()
-    release_logging()
+    if not forked:
+        release_logging()
     took = time.monotonic() - began
     say(f"{now_iso()} outcome: {state}" + (f" ({reason})" if reason else "") + f" after {took:.3f} s")
     mask_secrets(item)

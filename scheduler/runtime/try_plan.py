@@ -25,7 +25,7 @@ from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.runtime import dagbag
 from ledger.scheduler.runtime.dagbag import FileResult, load_file
 from ledger.scheduler.runtime.try_outcome import describe_exception, one_line
-from ledger.sdk.context import TaskContext
+from ledger.sdk.context import TaskContext, set_environment
 from ledger.sdk.dag import PythonTask, Task
 from ledger.sdk.params import resolve as resolve_params
 from ledger.sdk.spark import SparkTask
@@ -47,7 +47,7 @@ class _Cached:
 
 
 _cache: dict[str, _Cached] = {}
-_context_wanted: dict[Callable[..., Any], bool] = {}
+_parameters: dict[Callable[..., Any], Parameters | None] = {}  # by task callable: see parameters()
 
 
 def _file_key(fileloc: str) -> tuple[int, int, int]:
@@ -159,6 +159,7 @@ class Plan:
     context: TaskContext | None = None
     pass_context: bool = False
     loaded: FileResult | None = None  # the imported DAG file: activated in the try's process before it runs
+    settled: bool = False  # the process that forks the try has made itself what the try's process starts as (settle)
 
     @property
     def in_process(self) -> bool:
@@ -196,15 +197,11 @@ def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: b
         return plan
     task_params = getattr(plan.task, "params", None) or {}  # an Airflow operator's own params, over the DAG's
     plan.context = make_context(item, resolve_params({**dag.params, **task_params}, item.conf))
-    if isinstance(plan.task, PythonTask) and "context" not in plan.task.op_kwargs:
-        fn = plan.task.python_callable
-        try:
-            wanted = _context_wanted.get(fn)
-            if wanted is None:
-                wanted = _context_wanted[fn] = wants_context(fn)
-        except TypeError:  # an unhashable callable
-            wanted = wants_context(fn)
-        plan.pass_context = wanted
+    fn = getattr(plan.task, "python_callable", None)  # a PythonTask's or a PythonSensor's
+    if callable(fn):
+        found = parameters(fn)  # (worked out here, in the worker that forks the try: the child inherits it)
+        plan.pass_context = isinstance(plan.task, PythonTask) and "context" not in plan.task.op_kwargs \
+            and found is not None and (found.takes_all or "context" in found.names)
     return plan
 
 
@@ -220,6 +217,18 @@ def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIM
     return plan
 
 
+def settle(plan: Plan) -> None:
+    """In a worker process of its own that forks the try next (the LocalExecutor's), before the fork: make this
+    process what the try's process starts as, the loaded file's code root and modules active and the try's LEDGER_*
+    variables set, so that the child inherits them instead of making them after the fork (each page a child writes
+    is copied for it: issue 43). The worker's next try, forked or run in the worker, sets its own."""
+    if plan.loaded is not None and plan.error is None:
+        dagbag.activate(plan.loaded)
+    if plan.context is not None:
+        set_environment(plan.context)
+    plan.settled = True
+
+
 def forget_prepared() -> None:
     _plans.clear()
 
@@ -227,7 +236,7 @@ def forget_prepared() -> None:
 def clear_cache() -> None:
     _cache.clear()
     _plans.clear()
-    _context_wanted.clear()
+    _parameters.clear()
 
 
 def code_line(item: WorkItem) -> str:
@@ -264,19 +273,34 @@ def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskCo
     )
 
 
-def wants_context(fn: Callable[..., Any]) -> bool:
-    """True when the callable has a parameter named `context` (passable by keyword) or **kwargs."""
+@dataclass(frozen=True, slots=True)
+class Parameters:
+    """What a task's callable takes, as the try passes it arguments by name."""
+
+    takes_all: bool  # it has **kwargs
+    names: tuple[str, ...]  # its parameters that can be passed by keyword, in order
+
+
+def parameters(fn: Callable[..., Any]) -> Parameters | None:
+    """The parameters of `fn` (None: it has no signature to read), read once per callable in this process: a worker
+    reads them as it plans a try, before forking, and the try's process finds them here instead of reading the
+    signature again."""
+    try:
+        if fn in _parameters:
+            return _parameters[fn]
+    except TypeError:  # an unhashable callable
+        return _read_parameters(fn)
+    found = _parameters[fn] = _read_parameters(fn)
+    return found
+
+
+def _read_parameters(fn: Callable[..., Any]) -> Parameters | None:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return False
-    for param in params:
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            return True
-        if param.name == "context" and param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                      inspect.Parameter.KEYWORD_ONLY):
-            return True
-    return False
+        return None
+    return Parameters(any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params), tuple(
+        p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)))
 
 
 def prepared(item: WorkItem) -> Plan | None:

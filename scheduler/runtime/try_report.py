@@ -70,6 +70,12 @@ class TryReport:
                    data.get("host"), tuple((str(k), v) for k, v in data.get("pushed") or []), data.get("rendered"),
                    tuple(data.get("writes") or ()), tuple(data.get("outlets") or ()), data.get("log"))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as its fields, in order (the local worker's pipe): dataclass's own way for a frozen class with slots
+        reads the fields' list on both sides."""
+        return TryReport, (self.state, self.reason, self.at, self.log_path, self.host, self.pushed, self.rendered,
+                           self.writes, self.outlets, self.log, self.version)
+
     def with_log(self, log: str | None) -> TryReport:
         return replace(self, log=log)
 
@@ -107,6 +113,16 @@ def build(state: str, reason: str | None, at: float, log_path: str, host: str | 
         outlets=tuple(i for i in writes if isinstance(i, dict) and i.get("outlet")))
 
 
+def dumps(report: TryReport) -> bytes:
+    """A report's JSON text. Its values came through JSON already (try_outputs keeps them so), so the plain encoder
+    takes them; repr() stands for any that did not."""
+    data = report.as_json()
+    try:
+        return json.dumps(data).encode()
+    except (TypeError, ValueError):
+        return json.dumps(data, default=repr).encode()
+
+
 def write_whole(path: str, data: bytes, *, durable: bool) -> None:
     """Write `path` whole or not at all: a temporary file beside it, renamed over it (`durable`: then the file and
     its folder fsynced, so that it survives the host as well as the process). The rename comes before the fsyncs: the
@@ -114,9 +130,7 @@ def write_whole(path: str, data: bytes, *, durable: bool) -> None:
     once a busy disk has taken it (decision 0253); a host that crashes between the two may leave it empty, which a
     reader takes for no file."""
     folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp, fd = _temporary(folder, f".{os.path.basename(path)}.{os.getpid()}")
     try:
         os.write(fd, data)
         os.replace(tmp, path)
@@ -130,6 +144,23 @@ def write_whole(path: str, data: bytes, *, durable: bool) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _temporary(folder: str, prefix: str) -> tuple[str, int]:
+    """A new file in `folder` (made when missing), named `prefix` (a process's own name, free unless a process of the
+    same pid left it behind), else `prefix` and a random part: (its path, an fd open to write it)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    for name in (prefix, f"{prefix}.{uuid.uuid4().hex}"):
+        path = os.path.join(folder, name)
+        try:
+            return path, os.open(path, flags, 0o600)
+        except FileNotFoundError:  # no folder yet
+            os.makedirs(folder, exist_ok=True)
+            return path, os.open(path, flags, 0o600)
+        except FileExistsError:
+            continue
+    path = os.path.join(folder, f"{prefix}.{uuid.uuid4().hex}")
+    return path, os.open(path, flags, 0o600)
 
 
 class Drop(Protocol):
@@ -158,7 +189,7 @@ class ReportFile:
         self.host: str | None = None
 
     def leave(self, report: TryReport) -> None:
-        write_whole(self.path, json.dumps(report.as_json(), default=repr).encode(), durable=False)
+        write_whole(self.path, dumps(report), durable=False)
 
     def settle(self) -> None:
         """(Nothing: the worker reads the file once the process is gone.)"""
@@ -166,8 +197,7 @@ class ReportFile:
     def take(self) -> TryReport | None:
         """The report, removed from this host once read whole (a report this release cannot read too)."""
         try:
-            with open(self.path, "rb") as f:
-                data = json.loads(f.read())
+            data = json.loads(_read(self.path))
         except (OSError, ValueError):
             return None
         self.remove()
@@ -187,6 +217,18 @@ class ReportFile:
     def remove(self) -> None:
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+
+
+def _read(path: str) -> bytes:
+    """A small file's bytes, read with the fewest objects made: the worker that forks each try reads one per try."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def left_behind(log_path: str, state: str, reason: str | None, at: float, host: str | None = None) -> TryReport:

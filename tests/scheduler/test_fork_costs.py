@@ -1,0 +1,143 @@
+"""What a forked try's process no longer does after the fork, because its LocalExecutor worker did it before (issue 43:
+each page a child writes is copied for it, so its work is paid twice): the try's code root and LEDGER_* variables are
+in place, its callable's parameters and the settings' secrets are known. And what the worker never loads: the HTTP
+client of remote tries, the Celery runtime, the lease and guard of remote tries."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger.scheduler.executors.base import TaskEvent, dumps
+from ledger.scheduler.runtime import task_runner, try_plan, try_process, try_report
+from ledger.sdk import secrets
+from ledger.sdk.context import TRY_ENV_KEYS
+from tests.scheduler.test_task_runner import read_log, work_item
+
+SOURCE = '''
+import os
+
+import pendulum
+
+from ledger import DAG, PythonTask
+
+
+def show(ds):
+    print(f"ds={ds} task={os.environ.get('LEDGER_TASK_ID')} run={os.environ.get('LEDGER_RUN_ID')}")
+
+
+with DAG("demo", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+    PythonTask("show", show)
+'''
+
+
+@pytest.fixture
+def dag_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    try_plan.clear_cache()
+    for key in TRY_ENV_KEYS:  # settle() sets them in this process: put back after the test
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    path = tmp_path / "demo.py"
+    path.write_text(SOURCE)
+    return path
+
+
+def _refuse(*args: object, **kwargs: object) -> None:
+    raise AssertionError("called in the try's process")
+
+
+def test_a_settled_try_runs_with_its_variables_without_setting_them_after_the_fork(
+        dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    item = work_item(dag_file, "show")
+    plan = try_plan.prepare(item)
+    try_plan.settle(plan)
+    assert os.environ["LEDGER_TASK_ID"] == "show" and os.environ["LEDGER_RUN_ID"] == "7"
+    monkeypatch.setattr(task_runner, "set_environment", _refuse)  # the child inherits this module as it is now
+    monkeypatch.setattr(task_runner.dagbag, "activate", _refuse)
+    running = try_process.fork_try(item)
+    try_plan.forget_prepared()
+    outcome = running.wait(timeout=30)
+    assert outcome is not None and outcome.state == "success", read_log(item)
+    assert "ds=2024-03-10 task=show run=7" in read_log(item)
+
+
+def test_a_callables_parameters_are_read_by_the_worker_not_by_the_try(
+        dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    item = work_item(dag_file, "show")
+    try_plan.prepare(item)
+    monkeypatch.setattr(try_plan.inspect, "signature", _refuse)  # a signature read in the child fails the try
+    running = try_process.fork_try(item)
+    try_plan.forget_prepared()
+    outcome = running.wait(timeout=30)
+    assert outcome is not None and outcome.state == "success", read_log(item)
+    assert "ds=2024-03-10" in read_log(item)
+
+
+def test_the_settings_secrets_as_worked_out_are_masked_without_resolving_the_settings_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEDGER_HOME", str(tmp_path))
+    monkeypatch.setenv("LEDGER_SMTP_PASSWORD", "smtp-secret-value")
+    monkeypatch.setattr(secrets, "_seen", set())
+    secrets.settings_secrets()
+    monkeypatch.setattr(secrets, "_key_file", _refuse)
+    secrets.seen_settings(as_worked_out=True)
+    assert secrets.mask("password smtp-secret-value") == "password ***"
+
+
+def test_a_report_is_left_whole_beside_a_temporary_file_a_process_of_the_same_pid_left_behind(tmp_path: Path) -> None:
+    path = tmp_path / "logs" / "try_1.log.report.json"
+    try_report.write_whole(str(path), b"{}", durable=False)  # its folder is made
+    leftover = path.parent / f".{path.name}.{os.getpid()}"
+    leftover.write_bytes(b"half")
+    try_report.write_whole(str(path), b'{"state": "success"}', durable=False)
+    assert json.loads(path.read_bytes()) == {"state": "success"}
+    assert leftover.read_bytes() == b"half"
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, leftover.name])
+
+
+def test_a_finished_event_with_its_report_comes_through_the_workers_pipe_whole() -> None:
+    report = try_report.TryReport("success", None, 12.5, "/logs/try_1.log", None, (("k", [1, 2]),), {"f": "x"},
+                                  ({"dataset": "d", "partition": "p"},), ({"outlet": "o"},), None)
+    event = TaskEvent(ti_id=3, try_number=1, kind="finished", at=12.5, state="success", pid=42, report=report)
+    assert pickle.loads(dumps(event)) == event
+    assert try_report.ReportFile("/x").take() is None  # (no file: none left)
+
+
+PROBE = """
+import json, sys
+from datetime import UTC, datetime
+from pathlib import Path
+from ledger.scheduler.executors import local
+from ledger.scheduler.executors.base import WorkItem
+from ledger.scheduler.runtime import try_plan, try_process
+
+dag, logs = Path(sys.argv[1]), Path(sys.argv[2])
+now = datetime(2024, 3, 10, tzinfo=UTC)
+item = WorkItem(ti_id=1, run_id=7, dag_id="demo", task_id="show", try_number=1, fileloc=str(dag), logical_date=now,
+                data_interval_start=now, data_interval_end=now, dag_version="v1", run_type="manual",
+                log_path=str(logs / "try_1.log"))
+plan = try_plan.prepare(item)  # as the worker's loop does (local._serve)
+try_plan.settle(plan)
+outcome = try_process.fork_try(item).wait(timeout=30)
+print(json.dumps({"state": outcome and outcome.state, "modules": sorted(sys.modules)}))
+"""
+
+NOT_LOADED = ("urllib.request", "http.client", "ssl", "email.message", "celery", "kombu", "redis",
+              "ledger.scheduler.runtime.celery_worker", "ledger.scheduler.runtime.try_lease",
+              "ledger.scheduler.runtime.try_outbox", "ledger.scheduler.executors.celery", "sqlalchemy")
+
+
+def test_the_local_worker_runs_a_try_without_loading_the_http_client_or_the_remote_try_machinery(
+        dag_file: Path, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE, str(dag_file), str(tmp_path / "logs")], capture_output=True,
+                          text=True, timeout=120, check=False, env={**os.environ, "LEDGER_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["state"] == "success"
+    assert [name for name in NOT_LOADED if name in found["modules"]] == []

@@ -58,7 +58,8 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
     known = known or {}
     if read_pools:
         job.facts.pool_slots = None
-    slots = job.executor.open_slots()
+    # (tries this transaction adopted are followed once it commits: a remote one then takes a slot too)
+    slots = job.executor.open_slots() - len(job.effects.follow)
     if not candidates or slots <= 0:
         return []
     dates, dag_of = job.facts.dates_of(candidates)

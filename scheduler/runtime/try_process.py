@@ -415,11 +415,11 @@ def fork_try(item: WorkItem, *, close_fds: Iterable[int] = (), drop: try_report.
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    started = time.time()  # (before the fork: a child that ends at once stamps its end after its start)
     pid = os.fork()
     if pid == 0:  # the child
         os.close(read_fd)
         _child_main(item, write_fd, parent_pid, fds, signals, drop)
-    started = time.time()
     os.close(write_fd)
     with contextlib.suppress(OSError):  # also here, so killpg works even before the child ran setpgid
         os.setpgid(pid, pid)

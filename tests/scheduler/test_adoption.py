@@ -53,8 +53,8 @@ class Finding(FakeExecutor):
     """Finds the dead job's try of task `a` where it runs. Its find notes whether the database was free meanwhile
     (another connection could take SQLite's write lock at once); its follow notes what the job adopted."""
 
-    def __init__(self, db: str) -> None:
-        super().__init__(4)
+    def __init__(self, db: str, parallelism: int = 4) -> None:
+        super().__init__(parallelism)
         self.db = db
         self.looks: list[tuple[list[str], bool]] = []
         self.followed: list[dict[int, Any]] = []
@@ -75,6 +75,7 @@ class Finding(FakeExecutor):
     def follow(self, found: dict[int, Any]) -> None:
         if found:
             self.followed.append(found)
+            self._busy.update(found)  # (followed like a remote try: it takes a slot until it ends)
 
 
 def a_dead_jobs_running_tries(tmp_path: Path, sessions: Any) -> int:
@@ -169,3 +170,23 @@ def test_a_job_that_dies_between_offering_and_settling_leaves_the_tries_to_the_n
         assert executor.followed == [{tis["a"].id: "found"}] and tis["b"].try_number == 2
         adopted = session.scalars(select(Event).where(Event.kind == "try_adopted")).all()
         assert [(e.details["task_id"], e.details["job_id"]) for e in adopted] == [("a", third.job_id)]
+
+
+def test_a_try_adopted_in_a_transaction_counts_against_the_slots_that_transaction_fills(
+        tmp_path: Path, sessions: Any) -> None:
+    """The adopted try is followed once the transaction commits, and then takes an executor slot: the same
+    transaction queues no more tries than the slots left beside it (one slot: b's new try waits for a's end,
+    instead of being handed to an executor with no slot)."""
+    a_dead_jobs_running_tries(tmp_path, sessions)
+    executor = Finding(sessions.kw["bind"].url.database, parallelism=1)
+    job = job_on(tmp_path, sessions, executor)
+    job.start()
+    try:
+        for _ in range(3):
+            job.loop_once()
+        with sessions() as session:
+            tis = {t.task_id: t for t in session.scalars(select(TaskInstance))}
+        assert executor.followed == [{tis["a"].id: "found"}] and executor.submitted == []
+        assert (tis["b"].state, tis["b"].try_number) == ("scheduled", 1)  # lost, its new try waiting for a slot
+    finally:
+        job.shutdown()

@@ -73,6 +73,7 @@ from ledger.scheduler.executors.celery_app import (
 )
 from ledger.scheduler.executors.fleet_faults import FaultNotes, FleetCounters, Relay
 from ledger.scheduler.runtime import try_outbox, try_plan, try_process, try_report
+from ledger.scheduler.runtime.try_delivery import LogRest, store_state
 from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, end_lease, lease_value
 from ledger.scheduler.runtime.try_outcome import EXIT_CODES, Outcome, describe_exception, one_line
 
@@ -170,9 +171,10 @@ class _LogShipper:
     """Writes what a try's log gained since the last call into `ledger:log:<task id>` at its own offset (SETRANGE:
     writing a chunk twice, as a client that retries after a lost reply does, changes nothing)."""
 
-    def __init__(self, client: Any, tid: str, path: str, name: str = "") -> None:
+    def __init__(self, client: Any, tid: str, path: str, name: str = "", running_set: str | None = None) -> None:
         self.client, self.key, self.path, self.offset = client, log_key(tid), path, 0
         self.name = name  # the worker's
+        self.running_set = running_set  # its worker's running set, while the try is in it
         self.shipped = hashlib.sha256()  # of the bytes sent so far: finish() sees whether the log was rewritten
 
     def ship(self, strict: bool = False) -> None:
@@ -210,21 +212,12 @@ class _LogShipper:
             return self.offset, b"", False
 
     def took(self, at: int, data: bytes, whole: bool) -> None:
-        """`rest()` reached the scheduler with the try's outcome: written into the log's key as well, for the log's
-        other readers (best effort: the scheduler keeps the log it was sent)."""
+        """`rest()` reached Redis with the try's outcome, and its log's key in the same step (decision 0325)."""
         if whole:
             self.shipped = hashlib.sha256(data)
         else:
             self.shipped.update(data)
         self.offset = at + len(data)
-        with contextlib.suppress(*redis_errors()):
-            if whole:
-                self.client.set(self.key, data, ex=KEEP)
-            elif data:
-                pipe = self.client.pipeline(transaction=False)
-                pipe.setrange(self.key, at, data)
-                pipe.expire(self.key, KEEP)
-                pipe.execute()
 
     def finish(self) -> bool:
         """Once the try has ended: the rest of its log; or, when the try rewrote what was sent already (the secrets it
@@ -327,7 +320,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
     faults.works("claim", f"ledger worker {settings.name}: claiming tries in Redis works again")
     path = log_file(str(settings.home / "logs"), payload["dag_id"], payload["run_id"], payload["task_id"],
                     payload["try_number"], payload.get("map_index", -1))
-    shipper = _LogShipper(client, tid, path, settings.name)
+    shipper = _LogShipper(client, tid, path, settings.name, running_set)
     try:
         try:
             root, fileloc, captured = fetch_code_patiently(settings, payload["dag_id"], payload["dag_version"])
@@ -414,8 +407,9 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                             lease, item.log_path)
         return _deliver(task, _result(settings, item, outcome, running.pid), shipper, lease, item.log_path)
     finally:
-        with contextlib.suppress(Exception):
-            client.srem(running_set, tid)
+        if shipper.running_set is not None:  # (not delivered: no store took it out)
+            with contextlib.suppress(Exception):
+                client.srem(running_set, tid)
         if os.getppid() != _main_pid():  # the worker's main process is gone: so is this pool process
             os._exit(1)
 
@@ -543,17 +537,21 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
         while True:
             try:
                 at, rest, whole = shipper.rest()
-                if len(rest) <= LOG_WITH_OUTCOME:  # the rest of its log rides with the outcome: one round trip
+                if len(rest) <= LOG_WITH_OUTCOME:  # the rest of its log rides with the outcome: one round trip,
+                    # which also writes it into the log's key and takes the try out of its worker's running set
                     result["log_tail"] = [at, base64.b64encode(rest).decode("ascii")]
                     result["log_rewritten"] = whole or result.get("log_rewritten", False)
                     result["log_bytes"] = at + len(rest)
-                    task.update_state(state="SUCCESS", meta=result)
+                    store_state(shipper.client, task.backend, task.request.id, "SUCCESS", result,
+                                log=LogRest(at, rest, whole), running_set=shipper.running_set)
                     shipper.took(at, rest, whole)
                 else:  # (its log first, then the outcome: the scheduler reads the log once it has the outcome)
                     result.pop("log_tail", None)
                     result["log_rewritten"] = shipper.finish() or result.get("log_rewritten", False)
                     result["log_bytes"] = shipper.offset
-                    task.update_state(state="SUCCESS", meta=result)
+                    store_state(shipper.client, task.backend, task.request.id, "SUCCESS", result,
+                                running_set=shipper.running_set)
+                shipper.running_set = None  # (left it with the store)
                 if lease is not None:  # (before the outbox file goes: a guard that finds none says the try is dead)
                     lease.let_guard_go()
                 try_outbox.forget(kept_at)

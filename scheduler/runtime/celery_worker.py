@@ -72,7 +72,7 @@ from ledger.scheduler.executors.celery_app import (
     seconds_from_env,
 )
 from ledger.scheduler.executors.fleet_faults import FaultNotes, FleetCounters, Relay
-from ledger.scheduler.runtime import try_outbox, try_plan, try_process, try_report
+from ledger.scheduler.runtime import try_exits, try_outbox, try_plan, try_process, try_report
 from ledger.scheduler.runtime.try_delivery import LogRest, store_state
 from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, end_lease, lease_value
 from ledger.scheduler.runtime.try_outcome import EXIT_CODES, Outcome, describe_exception, one_line
@@ -384,10 +384,8 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         take_api_faults()
         if isinstance(end, try_report.TryReport):  # its code ended and its log is whole: delivered while its process
             # syncs the report and exits (decision 0315), then reaped (what it left in its group killed)
-            delivered = _deliver(task, try_outbox.result_of(end, running.pid, settings.name), shipper, lease,
-                                 item.log_path, kept=True, exiting=running.wait)
-            threading.Thread(target=running.wait, name="ledger-try-exit", daemon=True).start()
-            return delivered
+            return _deliver(task, try_outbox.result_of(end, running.pid, settings.name), shipper, lease,
+                            item.log_path, kept=True, exiting=running)
         outcome = end
         if running.report is not None:  # its code ended: its outcome is in the outbox already, as it left it
             return _deliver(task, _result(settings, item, outcome, running.pid, left=running.report), shipper, lease,
@@ -514,14 +512,16 @@ def _store(task: Any) -> Callable[[str, dict[str, Any]], None]:
 
 
 def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None,
-             log_path: str, *, kept: bool = False, exiting: Callable[[], object] | None = None) -> dict[str, Any]:
+             log_path: str, *, kept: bool = False, exiting: try_process.RunningTry | None = None) -> dict[str, Any]:
     """Keep the try's outcome in the worker's outbox (on disk, before any Redis call: it survives this process and
     its worker; `kept`: the try's process left it there already), then store it as its SUCCESS state with the rest
     of its log (after it, when the rest is long: decision 0316); while Redis does not answer, keep trying (the lease
-    renewed meanwhile): a try that ran to its end is recorded as it ended. `exiting`: waits for the try's process,
-    which has not exited yet (decision 0315): its guard is let go only once the outcome is stored (woken before, its
-    exit takes the CPU from the delivery), or once the process was waited for after a store Redis did not take (so no
-    guard outlives its try's process by long: it kills the try's group by its process id)."""
+    renewed meanwhile): a try that ran to its end is recorded as it ended. `exiting`: the try's process, which has
+    not exited yet (decision 0315): once the outcome is stored, it is reaped, its guard let go, its lease stopped and
+    its outbox file removed when it exits, by this process's watch thread (decision 0326: this pool process is free
+    for its next try at once); after a store Redis did not take, it is waited for here and its guard let go before the
+    store is tried again (so no guard outlives its try's process by long: it kills the try's group by its process
+    id)."""
     settings = _settings_of_pool()
     box = try_outbox.folder(settings.home, settings.name)
     kept_at = (box / f"{task.request.id}.json") if kept else try_outbox.keep(
@@ -552,9 +552,13 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
                     store_state(shipper.client, task.backend, task.request.id, "SUCCESS", result,
                                 running_set=shipper.running_set)
                 shipper.running_set = None  # (left it with the store)
-                if lease is not None:  # (before the outbox file goes: a guard that finds none says the try is dead)
-                    lease.let_guard_go()
-                try_outbox.forget(kept_at)
+                if exiting is not None:  # (its process syncs its report and exits: what is left waits for that)
+                    try_exits.after_exit(exiting, _after_exit(lease, kept_at))
+                    lease = None
+                else:
+                    if lease is not None:  # (before the outbox file goes: a guard that finds none says the try is dead)
+                        lease.let_guard_go()
+                    try_outbox.forget(kept_at)
                 if said:
                     print(f"ledger worker {name}: the outcome of {task.request.id} was delivered", flush=True)
                 faults.works("outcome", f"ledger worker {name}: delivering outcomes to Redis works again")
@@ -568,7 +572,7 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
                           flush=True)
                     said = True
                 if exiting is not None:  # (Redis may be gone for long: the try's process is reaped meanwhile)
-                    exiting()
+                    exiting.wait()
                     exiting = None
                     if lease is not None:
                         lease.let_guard_go()
@@ -577,6 +581,16 @@ def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: Try
     finally:
         if lease is not None:
             lease.stop()
+
+
+def _after_exit(lease: TryLease | None, kept_at: Path) -> Callable[[], None]:
+    """What is left of a delivered try once its process has exited and been reaped: its guard let go and its lease
+    stopped, then its outbox file removed (a guard that finds none says the try is dead)."""
+    def then() -> None:
+        if lease is not None:
+            lease.stop()
+        try_outbox.forget(kept_at)
+    return then
 
 
 def run_and_store(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -342,17 +343,19 @@ def read_all(fd: int) -> bytes:
 
 
 _unreaped: list[int] = []  # guards let go that had not exited when they were released
+_reaping = threading.Lock()  # (a Celery pool process releases guards from its watch thread too: decision 0326)
 
 
 def reap_guards() -> None:
     """Reap the released guards that have exited since."""
-    for pid in list(_unreaped):
-        try:
-            done = os.waitpid(pid, os.WNOHANG)[0] != 0
-        except ChildProcessError:
-            done = True
-        if done:
-            _unreaped.remove(pid)
+    with _reaping:
+        for pid in list(_unreaped):
+            try:
+                done = os.waitpid(pid, os.WNOHANG)[0] != 0
+            except ChildProcessError:
+                done = True
+            if done:
+                _unreaped.remove(pid)
 
 
 class GroupGuard:
@@ -395,7 +398,8 @@ class GroupGuard:
         process reaps it): the caller does not wait for the guard to be scheduled to exit."""
         self.let_go()
         if self.pid > 0:
-            _unreaped.append(self.pid)
+            with _reaping:
+                _unreaped.append(self.pid)
             self.pid = 0
         reap_guards()
 

@@ -1,7 +1,9 @@
 """Fewer hops on the path from an upstream try's end to its downstream try's start (issue 40 part 7): a worker takes a
 try's claim, its place in the running set and its lease in one round trip to Redis, and a pool process that stored a
 try's outcome is free for its next try without waiting for the try's guard process to be scheduled to exit, nor for
-the try's process to sync its report and exit once its log is whole (decision 0315)."""
+the try's process to sync its report and exit once its log is whole (decision 0315); it stores the outcome, the rest
+of the log and the try's exit from its worker's running set in one round trip (decision 0325), and leaves what waits
+for the try's exit to a thread (decision 0326)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from typing import Any
 import redis
 
 from ledger.infra.workers import running_key
-from ledger.scheduler.executors.celery_app import claim_key
-from ledger.scheduler.runtime import celery_worker, try_process
+from ledger.scheduler.executors.celery_app import KEEP, CeleryConfig, claim_key, log_key, make_app
+from ledger.scheduler.runtime import celery_worker, try_exits, try_process
+from ledger.scheduler.runtime.try_delivery import LogRest, store_state
 from ledger.scheduler.runtime.try_lease import TryLease, claim_with_lease, lease_key, lease_value
 from ledger.scheduler.runtime.try_outbox import OutboxDrop
 from ledger.scheduler.runtime.try_outcome import Outcome
@@ -155,6 +158,68 @@ def test_a_finished_tries_guard_holds_until_it_is_let_go_then_exits_without_kill
             try_process.reap_guards()
             time.sleep(0.01)
         assert group.poll() is None  # (let go: it killed nothing)
+    finally:
+        group.kill()
+        group.wait()
+
+
+def test_a_stored_state_comes_with_its_logs_rest_and_its_exit_from_the_running_set_and_never_replaces_a_success(
+        redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    backend = make_app(CeleryConfig(redis_server.url, redis_server.url)).backend
+    tid = "ledger-11-1"
+    client.sadd(running_key("w1"), tid, "ledger-12-1")
+    client.set(log_key(tid), b"first line\n")
+    heard = client.pubsub()
+    heard.subscribe(backend.get_key_for_task(tid))
+    deadline = time.monotonic() + 30
+    while (confirmed := heard.get_message(timeout=1.0)) is None:  # (Redis has the subscription before the store)
+        assert time.monotonic() < deadline, "the subscription was never confirmed"
+    assert confirmed["type"] == "subscribe"
+
+    assert store_state(client, backend, tid, "SUCCESS", {"state": "success", "log_bytes": 20},
+                       log=LogRest(11, b"last line\n"), running_set=running_key("w1"))
+    meta = backend.decode_result(client.get(backend.get_key_for_task(tid)))
+    assert meta["status"] == "SUCCESS" and meta["result"] == {"state": "success", "log_bytes": 20}
+    assert 0 < client.ttl(backend.get_key_for_task(tid)) <= KEEP
+    assert client.get(log_key(tid)) == b"first line\nlast line\n" and 0 < client.ttl(log_key(tid)) <= KEEP
+    assert client.smembers(running_key("w1")) == {b"ledger-12-1"}
+    deadline = time.monotonic() + 30
+    while (message := heard.get_message(timeout=1.0)) is None:  # published, as Celery's store publishes a state
+        assert time.monotonic() < deadline, "the stored state was not published"
+    assert backend.decode_result(message["data"])["status"] == "SUCCESS"
+
+    # delivered again (a guard, the next incarnation's beat) or a late STARTED: a SUCCESS stays as it was
+    assert not store_state(client, backend, tid, "STARTED", {"host": "w1"}, log=LogRest(0, b"masked\n", whole=True))
+    assert backend.decode_result(client.get(backend.get_key_for_task(tid)))["status"] == "SUCCESS"
+    assert client.get(log_key(tid)) == b"masked\n"  # (a log rewritten whole replaces what was sent)
+
+
+def test_a_delivered_tries_guard_and_outbox_file_wait_for_its_process_to_exit_while_its_pool_process_goes_on(
+        tmp_path: Path) -> None:
+    running, drop, release = a_try_that_left_its_report(tmp_path, settles=True)
+    group = subprocess.Popen(["sleep", "600"], start_new_session=True)  # stands for the try's group, for its guard
+    lease = TryLease(None, "ledger-9-1", "{}", 30.0, lambda: None, os.getppid())
+    lease.guard = guard = try_process.GroupGuard(group.pid)
+    done = threading.Event()
+    then = celery_worker._after_exit(lease, drop.path)
+    try:
+        drop.close()
+
+        def after() -> None:
+            then()
+            done.set()
+
+        try_exits.after_exit(running, after)  # (returns at once: the process still runs)
+        assert not done.wait(0.2) and running.outcome is None
+        assert guard._write_fd >= 0 and drop.path.exists()  # guarded, its outcome kept, while its process lives
+    finally:
+        os.write(release, b"x")
+        os.close(release)
+    try:
+        assert done.wait(30), "what follows the try's exit was never done"
+        assert running.outcome is not None and running.outcome.state == "success"  # reaped
+        assert guard._write_fd < 0 and not drop.path.exists()  # let go, then the file removed
     finally:
         group.kill()
         group.wait()

@@ -28,7 +28,8 @@ test: install
 	$(BIN)/python -m pytest -n 2 --maxschedchunk 1 --durations=40
 
 test-quick: install
-	$(BIN)/python -m pytest -n 2 -m 'not slow and not postgres and not spark and not browser and not scenario' -x -q
+	$(BIN)/python -m pytest -n 2 -m 'not slow and not postgres and not spark and not browser and not scenario' \
+		--hypothesis-profile=quick -x -q
 
 lint: install
 	$(BIN)/ruff check .

@@ -32,7 +32,16 @@ LEDGER = str(Path(sys.executable).with_name("ledger"))
 # Hypothesis's defaults time each example (a 200 ms deadline) and fail a test whose inputs come slowly: both are the
 # machine's load, not the rule under test. The property tests run without either; a test may still set its own.
 settings.register_profile("ledger", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# `make test-quick` loads this one (`--hypothesis-profile=quick`): each property test runs a fifth of its examples
+# (`examples`); `make test`, CI's run, runs them all.
+settings.register_profile("quick", parent=settings.get_profile("ledger"), max_examples=20)
 settings.load_profile("ledger")
+
+
+def examples(full: int) -> int:
+    """A property test's `max_examples`: `full` under the suite's profile, a fifth of it (at least 5) under the quick
+    one. Hypothesis's profile is loaded before the test modules are imported, so the decorator sees it."""
+    return max(5, full * settings.default.max_examples // 100)
 
 
 @contextlib.contextmanager
@@ -356,8 +365,8 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.C
 # command (`cli`), a Redis server and Celery workers, a web ledger built by a real scheduler run, a moto S3 server.
 # It is a scenario, which `make test-quick` leaves out. A module whose own fixtures start processes says
 # `pytest.mark.scenario` itself.
-SCENARIO_FIXTURES = {"cli", "redis_server", "cluster", "celery_demo", "ledger_home", "ops_home", "views_home",
-                     "datasets_home", "s3_endpoint", "s3_server"}
+SCENARIO_FIXTURES = {"cli", "redis_server", "cluster", "celery_demo", "ledger_home", "ops_template", "ops_home",
+                     "views_home", "datasets_home", "s3_endpoint", "s3_server"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import graphlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,8 @@ def package_of(name: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[1] in LINKED else "ledger"
 
 
-def imports_in(source: str, module: str, *, is_package: bool = False) -> list[Import]:
+@functools.cache  # the checks here and in test_folders.py read the same modules several times: each parsed once
+def imports_in(source: str, module: str, *, is_package: bool = False) -> tuple[Import, ...]:
     """Every import in `source` (top-level, in functions, under TYPE_CHECKING), as absolute dotted names:
     `import a.b` gives a.b; `from a import b, c` gives a.b and a.c; relative imports are resolved."""
     found = []
@@ -81,7 +83,7 @@ def imports_in(source: str, module: str, *, is_package: bool = False) -> list[Im
                 package = package[:len(package) - (node.level - 1)]
                 base = ".".join([*package, *([base] if base else [])])
             found.extend(Import(module, f"{base}.{alias.name}", node.lineno) for alias in node.names)
-    return sorted(found, key=lambda imp: imp.line)
+    return tuple(sorted(found, key=lambda imp: imp.line))
 
 
 def project_modules(root: Path = ROOT) -> dict[str, Path]:

@@ -15,6 +15,8 @@ Opening and ending transactions (`session.begin()`, `.flush()`, `.close()`) is t
 from __future__ import annotations
 
 import ast
+import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,11 @@ def _is_connection(name: str) -> bool:
 
 def sql_in(source: str) -> list[tuple[int, str]]:
     """(line, what) for each place in `source` that builds SQL or runs it on a session or a connection."""
+    return list(_sql_in(source))
+
+
+@functools.cache  # two checks below read every module: each parsed once
+def _sql_in(source: str) -> tuple[tuple[int, str], ...]:
     tree = ast.parse(source)
     found: list[tuple[int, str]] = []
     sqlalchemy_aliases: set[str] = set()
@@ -87,19 +94,19 @@ def sql_in(source: str) -> list[tuple[int, str]]:
                 found.append((node.lineno, f"{receiver}.{method}"))
         elif method in SESSION_ORM and _is_session(receiver):
             found.append((node.lineno, f"{receiver}.{method}"))
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def checked_modules() -> list[Path]:
     modules = []
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT)
-        if SKIPPED_DIRS.intersection(rel.parts) or any(p.startswith(".") for p in rel.parts):
-            continue
-        if rel.as_posix().startswith(ALLOWED):
-            continue
-        modules.append(path)
-    return modules
+    for folder, dirs, files in os.walk(ROOT):  # not into the skipped folders (a virtualenv is thousands of files)
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")]
+        for name in files:
+            path = Path(folder, name)
+            if name.endswith(".py") and not name.startswith(".") \
+                    and not path.relative_to(ROOT).as_posix().startswith(ALLOWED):
+                modules.append(path)
+    return sorted(modules)
 
 
 def test_no_module_outside_the_store_builds_or_runs_sql() -> None:

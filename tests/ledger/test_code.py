@@ -16,7 +16,7 @@ from ledger.scheduler.runtime.dagbag import load_file
 from ledger.sdk.describe import version_of
 from ledger.store import code as code_store
 from ledger.store import dags as dag_store
-from tests.conftest import copy_migrated, sessions_on
+from tests.conftest import copy_migrated, examples, sessions_on
 
 DAG_FILE = """
 import pendulum
@@ -74,7 +74,7 @@ def test_dags_importing_the_same_helpers_share_one_bundle() -> None:
     assert CodeManifest.build(CodeFile.of("one.py", b"x = 1\n"), []).bundle_hash is None
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b"]), st.booleans()), min_size=1,
                       max_size=4))
 def test_every_stored_version_materialises_to_code_that_hashes_to_it(tmp_path_factory: Any, migrated_sqlite: Path,

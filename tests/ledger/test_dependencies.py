@@ -14,6 +14,7 @@ from ledger.core.dependencies import PreviousRun, TiState, decide, ready_alone, 
 from ledger.core.states import RunState, TaskState
 from ledger.sdk.dag import TRIGGER_RULES
 from ledger.sdk.describe import read_spec, version_of
+from tests.conftest import examples
 
 S = TaskState
 NOW = pendulum.datetime(2024, 3, 10, tz="UTC")
@@ -178,7 +179,7 @@ def reference(rule: str, up: list[TaskState]) -> TaskState | None:
     raise AssertionError(rule)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(rule=st.sampled_from(TRIGGER_RULES),
        up=st.lists(st.sampled_from([S.SUCCESS, S.FAILED, S.UPSTREAM_FAILED, S.SKIPPED, S.RUNNING, S.QUEUED,
                                     S.SCHEDULED, S.UP_FOR_RETRY]), min_size=1, max_size=5))

@@ -28,6 +28,7 @@ from ledger.core.schedule import (
     parse_schedule,
     upcoming_intervals,
 )
+from tests.conftest import examples
 
 AMS = "Europe/Amsterdam"
 NY = "America/New_York"
@@ -674,7 +675,7 @@ def instants(draw: st.DrawFn) -> DateTime:
     return base.add(minutes=minutes, seconds=seconds)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(expression=st.sampled_from(CRONS), tz=st.sampled_from(TIMEZONES), start=instants(),
        after_offset=st.one_of(st.none(), st.integers(min_value=0, max_value=3 * 24 * 60)))
 def test_consecutive_intervals_are_increasing_and_never_overlap(
@@ -698,14 +699,14 @@ def test_consecutive_intervals_are_increasing_and_never_overlap(
         after = interval.end
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(expression=st.sampled_from(CRONS), tz=st.sampled_from(TIMEZONES), date=instants())
 def test_interval_for_contains_the_date(expression: str, tz: str, date: DateTime) -> None:
     interval = sched(expression, tz).interval_for(date)
     assert interval.start <= date < interval.end
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(expression=st.sampled_from(CRONS[:9]), tz=st.sampled_from(TIMEZONES), start=instants(),
        hours=st.integers(min_value=0, max_value=72))
 def test_without_catchup_the_latest_due_interval_is_the_last_one_catchup_would_create(
@@ -764,7 +765,7 @@ EVEN = ["0 * * * *", "30 * * * *", "7 * * * *", "0 0 * * *", "0 2 * * *", "30 2 
 FIXED_ZONES = ["UTC", "Etc/UTC", "Etc/GMT-5", "Etc/GMT+11", "GMT"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(expression=st.sampled_from(EVEN), tz=st.sampled_from(FIXED_ZONES), t=instants(), forward=st.booleans(),
        micros=st.sampled_from([0, 1, 999_999]))
 def test_hourly_and_daily_ticks_in_a_zone_without_dst_are_found_by_arithmetic_as_croniter_finds_them(

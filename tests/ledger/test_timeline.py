@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ledger.core.errors import TimelineConflict
 from ledger.core.timeline import ChainRun, Link, Neighbours, chain_violations, neighbours_in, plan_splice
+from tests.conftest import examples
 
 DAY = [datetime(2024, 3, d, tzinfo=UTC) for d in range(1, 29)]
 
@@ -111,7 +112,7 @@ def test_neighbours_in_finds_before_at_and_after() -> None:
 operations = st.lists(st.tuples(st.integers(0, 20), st.booleans()), min_size=1, max_size=60)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(operations)
 def test_any_sequence_of_splices_and_overrides_keeps_the_invariant(ops: list[tuple[int, bool]]) -> None:
     t = MemoryTimeline()
@@ -134,7 +135,7 @@ def test_any_sequence_of_splices_and_overrides_keeps_the_invariant(ops: list[tup
     assert all(t.runs[r].overridden_by in t.runs for r in t.runs if not t.runs[r].live)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sets(st.integers(0, 25), max_size=12), st.lists(st.tuples(st.integers(0, 25), st.booleans()),
                                                           min_size=1, max_size=12, unique_by=lambda t: t[0]))
 def test_splicing_many_at_once_gives_the_same_chain_as_one_at_a_time(existing: set[int],

@@ -28,6 +28,7 @@ from ledger.sdk.timetables import (
     to_schedule,
 )
 from ledger.sdk.timetables import DataInterval as AfInterval
+from tests.conftest import examples
 
 BERLIN = "Europe/Berlin"
 
@@ -285,7 +286,7 @@ TRIGGERS = [
 ]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(which=st.integers(min_value=0, max_value=len(TRIGGERS) - 1),
        start_minutes=st.integers(min_value=0, max_value=4 * 24 * 60),
        steps=st.lists(st.integers(min_value=1, max_value=20 * 60), min_size=1, max_size=4),

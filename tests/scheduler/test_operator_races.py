@@ -32,7 +32,7 @@ from ledger.services.operations import cancel_run, clear_tasks, mark_tasks
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store.db import make_engine, make_sessions
-from tests.conftest import migrated_sessions
+from tests.conftest import examples, migrated_sessions
 from tests.scheduler.test_held_starts import SteppedExecutor
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -148,7 +148,7 @@ def reachable(before: str, after: str) -> bool:
     return after in seen
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=[Phase.explicit, Phase.generate])
 @given(steps=actions)
 def test_operator_actions_racing_two_jobs_end_as_the_table_and_the_event_log_say(

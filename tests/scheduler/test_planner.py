@@ -18,6 +18,7 @@ from ledger.core.versions import DagSpec
 from ledger.scheduler.loop.planner import HeldRun, choose, plan_runs
 from ledger.sdk.describe import read_spec, version_of
 from ledger.store.tasks import TiRow
+from tests.conftest import examples
 
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
 DAY0 = pendulum.datetime(2024, 3, 1, tz="UTC")
@@ -55,7 +56,7 @@ def make_candidates(rows: list[tuple[int, str, str, int]], caps: dict[str, int])
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=candidate_rows, slots=st.integers(0, 6),
        caps=st.fixed_dictionaries({d: st.integers(1, 4) for d in ("d0", "d1", "d2")}),
        active=st.fixed_dictionaries({d: st.integers(0, 4) for d in ("d0", "d1", "d2")}),
@@ -97,7 +98,7 @@ def test_choose_fills_free_slots_within_every_limit_in_priority_order(
         assert active[d] + per_dag[d] >= caps[d] or (p in room and per_pool[p] >= room[p])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(rows=candidate_rows, slots=st.integers(0, 6), newest_first=st.booleans())
 def test_choose_picks_the_same_with_the_runs_dates_and_dags_given_as_without(
         rows: list[tuple[int, str, str, int]], slots: int, newest_first: bool) -> None:
@@ -134,7 +135,7 @@ held_runs = st.lists(st.tuples(st.sampled_from([RunState.QUEUED.value, RunState.
                      max_size=8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=held_runs, max_active_runs=st.integers(1, 4), running_elsewhere=st.integers(0, 4),
        newest_first=st.booleans())
 def test_plan_runs_starts_within_max_active_runs_and_readies_only_runnable_tasks(
@@ -208,7 +209,7 @@ def timed_spec(**limits: timedelta) -> DagSpec:
     return read_spec(version, text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(started_minutes_ago=st.integers(0, 120), timeout_minutes=st.integers(1, 120),
        interval_end_minutes_ago=st.integers(-120, 120), deadline_minutes=st.integers(1, 120),
        already_missed=st.booleans())
@@ -235,7 +236,7 @@ def test_a_run_times_out_and_misses_its_deadline_exactly_when_their_times_pass(
     assert (1 in plan.settled) == (not coming and not timed_out)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(queued=st.lists(st.sampled_from([None, 1, 2]), max_size=8), room_1=st.integers(-1, 3),
        room_2=st.integers(0, 3), max_active_runs=st.integers(1, 8))
 def test_queued_runs_of_a_backfill_start_only_within_its_own_max_active_runs(

@@ -20,6 +20,7 @@ from ledger.models import DagRun, Event, TaskInstance
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
+from tests.conftest import examples
 from tests.statements import statements_on
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
@@ -138,7 +139,7 @@ def test_splicing_costs_a_constant_number_of_queries(sessions: Any, clock: Any) 
     assert counts[0] == counts[1] <= 10 and counts[2] <= counts[0]  # the tail has nothing to relink
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 15), st.booleans()), min_size=1, max_size=25))
 def test_random_splices_and_overrides_in_the_database_keep_the_invariant(
         sessions: Any, clock: Any, ops: list[tuple[int, bool]]) -> None:

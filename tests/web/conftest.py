@@ -1,9 +1,11 @@
-"""One ledger that went through a real catch-up, a new version, a backfill and a manual override, built with
-the real `ledger` command once per test session; the web tests read it."""
+"""The web tests' ledgers, each built with the real `ledger` command once per test session (per xdist worker): one
+that went through a real catch-up, a new version, a backfill and a manual override (read by the web tests), the
+operators' ledger (`build_ops`, copied for each module that changes it), the views' and the datasets'."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -109,10 +111,25 @@ def build_ops(home: Path, template: Path) -> Cli:
 
 
 @pytest.fixture(scope="session")
-def ops_home(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
-    """build_ops once for the tests of task marks (runs 1 and 2) and of the admin pages (users, secrets, pools):
-    they change different things."""
-    return build_ops(tmp_path_factory.mktemp("ops-shared") / "home", migrated_sqlite)
+def ops_template(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Path:
+    """The LEDGER_HOME of a ledger `build_ops` made, once per test session (per xdist worker). No test runs in it:
+    each module that needs that ledger takes a copy of it (`copy_ops`) and changes only its own."""
+    return build_ops(tmp_path_factory.mktemp("ops-template") / "home", migrated_sqlite).home
+
+
+def copy_ops(template: Path, home: Path) -> Cli:
+    """The ledger build_ops made, in a new `home`: a copy of `template` (its database, DAGs folder, logs and code
+    cache; nothing has it open). Until a process of the copy parses its DAGs folder, the database names the
+    template's DAG file as the DAG's file: the same bytes, which the template keeps for the whole session."""
+    shutil.copytree(template, home)
+    return Cli(home=home, env=_clean_env(home))
+
+
+@pytest.fixture(scope="session")
+def ops_home(tmp_path_factory: pytest.TempPathFactory, ops_template: Path) -> Cli:
+    """build_ops's ledger for the tests of task marks (runs 1 and 2) and of the admin pages (users, secrets,
+    pools): they change different things, so they share one copy."""
+    return copy_ops(ops_template, tmp_path_factory.mktemp("ops-shared") / "home")
 
 
 @pytest.fixture(scope="session")

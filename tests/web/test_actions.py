@@ -17,14 +17,12 @@ from fastapi.testclient import TestClient
 from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
-from tests.web.conftest import PASSWORD, build_ops, served
-
-pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
+from tests.web.conftest import PASSWORD, copy_ops, served
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("ops") / "home", migrated_sqlite)
+def ops(tmp_path_factory: pytest.TempPathFactory, ops_template: Path) -> Cli:
+    return copy_ops(ops_template, tmp_path_factory.mktemp("ops") / "home")
 
 
 @pytest.fixture(scope="module")

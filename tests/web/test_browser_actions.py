@@ -14,15 +14,15 @@ import pytest
 
 from tests.conftest import Cli
 from tests.web.cdp import Browser, Tab
-from tests.web.conftest import PASSWORD, build_ops, served
+from tests.web.conftest import PASSWORD, copy_ops, served
 from tests.web.test_browser import ARTIFACTS, chromium_or_skip
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def served_ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Iterator[tuple[Cli, str]]:
-    cli = build_ops(tmp_path_factory.mktemp("browser-ops") / "home", migrated_sqlite)
+def served_ops(tmp_path_factory: pytest.TempPathFactory, ops_template: Path) -> Iterator[tuple[Cli, str]]:
+    cli = copy_ops(ops_template, tmp_path_factory.mktemp("browser-ops") / "home")
     with served(cli) as base:
         yield cli, base
 

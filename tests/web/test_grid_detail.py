@@ -16,11 +16,9 @@ from fastapi.testclient import TestClient
 from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
-from tests.web.conftest import build_ops
+from tests.web.conftest import copy_ops
 from tests.web.test_actions import signed_in
 from tests.web.test_pages import text_of
-
-pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
 
 
 def cell_links(markup: str) -> dict[tuple[str, str], str]:
@@ -100,8 +98,8 @@ def test_a_task_group_has_a_row_of_its_own_that_folds_its_tasks(views_client: Te
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("grid-detail") / "home", migrated_sqlite)  # runs 1 and 2 of ops: success
+def ops(tmp_path_factory: pytest.TempPathFactory, ops_template: Path) -> Cli:
+    return copy_ops(ops_template, tmp_path_factory.mktemp("grid-detail") / "home")  # runs 1 and 2 of ops: success
 
 
 @pytest.fixture()

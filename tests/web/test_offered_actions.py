@@ -11,15 +11,13 @@ from fastapi.testclient import TestClient
 from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
-from tests.web.conftest import build_ops
+from tests.web.conftest import copy_ops
 from tests.web.test_actions import signed_in
-
-pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
-    cli = build_ops(tmp_path_factory.mktemp("offered") / "home", migrated_sqlite)  # runs 1 and 2: success
+def ops(tmp_path_factory: pytest.TempPathFactory, ops_template: Path) -> Cli:
+    cli = copy_ops(ops_template, tmp_path_factory.mktemp("offered") / "home")  # runs 1 and 2: success
     cli.ok("trigger", "ops", "--logical-date", "2024-03-01", "--replace")  # run 3 (queued) overrides run 1
     return cli
 

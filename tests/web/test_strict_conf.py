@@ -15,18 +15,15 @@ from fastapi.testclient import TestClient
 from ledger.infra.config import load_settings
 from ledger.web.app import create_app
 from tests.conftest import Cli
-from tests.web.conftest import build_ops
+from tests.web.conftest import copy_ops
 from tests.web.test_actions import signed_in, token
-
-pytestmark = pytest.mark.scenario  # its ledger is built by a real scheduler run (build_ops)
-
 
 DEEP = "[" * 5000 + "]" * 5000
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Cli:
-    return build_ops(tmp_path_factory.mktemp("strict") / "home", migrated_sqlite)
+def ops(tmp_path_factory: pytest.TempPathFactory, ops_template: Path) -> Cli:
+    return copy_ops(ops_template, tmp_path_factory.mktemp("strict") / "home")
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,8 @@ class Proc:
                                      env=db.env(), stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.done: int | None = None
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -79,7 +80,7 @@ class Proc:
 
     def wait(self, timeout: float = 60) -> int:
         code = self.proc.wait(timeout=timeout)
-        time.sleep(0.1)  # let the reader thread take the last lines
+        self.reader.join(timeout)  # it ends at the end of the process's stdout: every line it printed is queued
         return code
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -90,6 +91,7 @@ class Proc:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self.reader.join(30)
         self.stderr.close()
 
 
@@ -168,7 +170,8 @@ def test_two_processes_of_one_listener_never_deliver_the_same_signal_twice(db: D
         while len(got) < 200 and time.monotonic() < deadline:
             got += a.drain() + b.drain()
             time.sleep(0.05)
-        time.sleep(1.0)  # a duplicate would come now
+        a.stop()  # both ended, and everything they printed read: a duplicate either came or never will
+        b.stop()
         got += a.drain() + b.drain()
     versions = sorted(s["version"] for s in got)
     assert versions == list(range(1, 201)), f"{len(versions)} delivered, {len(set(versions))} distinct"

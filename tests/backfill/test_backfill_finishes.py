@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from typing import Any
 
 import pytest
@@ -162,10 +161,9 @@ def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(each_db_cl
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert [r["state"] for r in cli.json("backfill", "list")] == ["running"]  # nothing was left to mark it
-    began = time.monotonic()
+    # (with LONG_LEASE, a resume that waited for the dead job's lease would run into its timeout)
     resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST, **LONG_LEASE)
     assert resumed.exit_code == 0, resumed.output
-    assert time.monotonic() - began < 60  # the dead job's locks are taken over at once on the same host
     assert [r["state"] for r in timeline(cli)] == ["success"] * 4
     assert_no_try_ran_twice(cli, cut_short=1)  # the try the kill cut short was lost and ran again, no retry spent
     assert_the_lost_try_then_its_success_show(cli)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -149,10 +148,9 @@ def test_reads_do_not_wait_for_a_writer(ready_cli: Cli) -> None:
     writer = sqlite3.connect(str(cli.home / "ledger.db"), isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
     try:
-        began = time.monotonic()
+        # the lock is held until `finally`: a command that asked for it would wait out the busy timeout and fail
         for args in (("timeline", "daily"), ("events", "--dag", "daily"), ("runs", "show", "1")):
             cli.ok(*args)
-        assert time.monotonic() - began < 30  # a writer's lock would have held each for the 60 s busy timeout
     finally:
         writer.execute("ROLLBACK")
         writer.close()

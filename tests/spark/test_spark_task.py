@@ -21,7 +21,7 @@ import pytest
 from ledger.core.errors import DagDefinitionError
 from ledger.scheduler.executors.local import LocalExecutor
 from ledger.scheduler.executors.sequential import SequentialExecutor
-from ledger.scheduler.runtime import in_process, spark_session, task_runner, try_plan, try_process
+from ledger.scheduler.runtime import spark_session, task_runner, try_plan, try_process
 from ledger.sdk.dag import DAG
 from ledger.sdk.describe import version_of
 from ledger.sdk.spark import SparkTask, spark_task
@@ -263,7 +263,7 @@ def test_a_spark_try_past_its_timeout_has_its_jobs_cancelled_and_its_worker_goes
     began = time.monotonic()
     _, finished = run_one(spark_worker, slow)
     assert (finished.state, finished.reason) == ("failed", "timed out after 3.0 s")
-    assert time.monotonic() - began < 3.0 + in_process.CANCEL_GRACE + 5
+    assert time.monotonic() - began < 300  # the job runs for hours unless cancelled (a margin no load reaches)
     assert "cancelling its Spark jobs" in log_of(slow)
     after = spark_item(spark_dag, "identity", ti_id=21)
     _, finished = run_one(spark_worker, after)

@@ -4,6 +4,7 @@ instead of a loop that would find nothing to do and still take a transaction (de
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,23 @@ from ledger.scheduler.loop import life_cycle
 from ledger.scheduler.loop.loop_report import LoopReport
 from tests.scheduler.test_database_faults import a_job, job_parts  # noqa: F401  (a fixture)
 from tests.scheduler.test_held_starts import CLOCK, SteppedExecutor, try_of
+
+
+class WakingExecutor(SteppedExecutor):
+    """A SteppedExecutor whose events come with a handle to wait on, as the local and Celery executors' do."""
+
+    def __init__(self, parallelism: int) -> None:
+        super().__init__(parallelism=parallelism)
+        self.read_end, self.write_end = os.pipe()
+
+    def wait_handles(self) -> list[Any]:
+        return [self.read_end]
+
+    def end(self, grace: float) -> list[Any]:
+        events = super().end(grace)
+        for fd in (self.read_end, self.write_end):
+            os.close(fd)
+        return events
 
 
 class CountedWakeup:
@@ -33,11 +51,12 @@ class CountedWakeup:
         pass
 
 
-def stepped_job(tmp_path: Path, parts: tuple[Any, Any], parallelism: int) -> tuple[Any, SteppedExecutor,
-                                                                                     CountedWakeup]:
-    """A job holding run d 2024-03-09 (a >> b) that has queued a; starts held back (a minute)."""
+def stepped_job(tmp_path: Path, parts: tuple[Any, Any], parallelism: int, *,
+                wakes: bool = True) -> tuple[Any, SteppedExecutor, CountedWakeup]:
+    """A job holding run d 2024-03-09 (a >> b) that has queued a; starts held back (a minute). `wakes`: the
+    executor has a handle that wakes the job's sleep (the sequential executor has none)."""
     engine, sessions = parts
-    executor = SteppedExecutor(parallelism=parallelism)
+    executor = WakingExecutor(parallelism) if wakes else SteppedExecutor(parallelism=parallelism)
     job = a_job(tmp_path, engine, sessions, FixedClock(CLOCK), executor, started_write_delay=60.0)
     job.wakeup = wakeup = CountedWakeup()
     job.loop_once()  # the run starts, a is queued
@@ -53,6 +72,17 @@ def test_a_loop_that_fills_the_freed_slot_sleeps_until_something_happens(
     life_cycle.sleep(job, report)
     assert wakeup.sleeps == 1
     assert try_of(job_parts[1], "b")[:2] == ("queued", "queued")
+    job.shutdown()
+
+
+def test_without_handles_to_wake_the_sleep_a_loop_that_fills_the_slot_loops_again_at_once(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    job, executor, wakeup = stepped_job(tmp_path, job_parts, parallelism=1, wakes=False)
+    executor.finish(executor.submitted[0])
+    report = job.loop_once()
+    assert report.queued == 1 and executor.open_slots() == 0
+    life_cycle.sleep(job, report)
+    assert wakeup.sleeps == 0  # its next events are drained by the next loop, not after a poll interval
     job.shutdown()
 
 
@@ -82,11 +112,11 @@ def test_a_loop_that_finished_a_run_loops_again_at_once(tmp_path: Path, job_part
 @pytest.mark.parametrize("step", ["created", "claimed", "marked", "runs_changed", "callbacks", "again"])
 def test_a_loop_that_changed_more_than_tries_loops_again_with_no_open_slot(step: str) -> None:
     report = LoopReport(outcomes=1, queued=1, decided=True)
-    assert not report.loops_again(0)
+    assert not report.loops_again(0, executor_wakes=True)
     setattr(report, step, True if step == "again" else 1)
-    assert report.loops_again(0)
+    assert report.loops_again(0, executor_wakes=True)
 
 
 def test_a_loop_that_only_recorded_starts_loops_again_to_decide_its_runs() -> None:
-    assert LoopReport(outcomes=2, decided=False).loops_again(0)
-    assert not LoopReport().loops_again(0)  # no progress: it sleeps
+    assert LoopReport(outcomes=2, decided=False).loops_again(0, executor_wakes=True)
+    assert not LoopReport().loops_again(0, executor_wakes=True)  # no progress: it sleeps

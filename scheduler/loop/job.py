@@ -335,6 +335,7 @@ class DagRunJob:
         if self._reconcile:
             outcome_recording.fail_unsubmitted(self, session, now)
         work = [] if only_starts else run_processing.decide_runs(self, session, now, report)
+        report.decided = not only_starts
         report.callbacks = len(self.callbacks.results)
         to_call = self.callbacks.due(session, now, job_id=self.job_id, actor=self.actor, locate=self._locate,
                                      quiet=self.watch.quiet_mark())

@@ -82,7 +82,7 @@ def run_started(job: Job, *, num_runs: int | None = None, exit_when_idle: bool =
 
 
 def sleep(job: Job, report: LoopReport) -> None:
-    if report.progress:
+    if report.loops_again(job.executor.open_slots(), executor_wakes=bool(job.executor.wait_handles())):
         return
     timeout = job.settings.poll_interval
     if job.callbacks.processes.running:  # callback processes are polled: look again soon

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ledger.core.timeline import ChainRun, chain_violations
+from tests import launcher
 from tests.backfill.test_backfill_cli import query as rows_of
 from tests.conftest import LEDGER, Cli
 
@@ -227,7 +228,7 @@ with DAG("long", schedule=None, start_date=START):
     a >> b
 """)
     cli.ok("trigger", "long", "--logical-date", "2024-03-01")
-    proc = subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, stdout=subprocess.PIPE,
+    proc = launcher.popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     while not query(cli, "SELECT 1 FROM task_try WHERE state = 'running'") and time.monotonic() < deadline:
@@ -253,7 +254,7 @@ with DAG("zz", schedule=None, start_date=START, default_args={"retries": 0}):
 """)
     cli.ok("trigger", "zz", "--logical-date", "2024-03-01")
     env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
-    proc = subprocess.Popen([LEDGER, "scheduler"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = launcher.popen([LEDGER, "scheduler"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 30
     while not query(cli, "SELECT 1 FROM task_try WHERE state = 'running'") and time.monotonic() < deadline:
@@ -288,7 +289,7 @@ with DAG("catchup", schedule="@daily", start_date=START, end_date=START.add(days
     a >> b
 """)
     env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
-    proc = subprocess.Popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.DEVNULL,
+    proc = launcher.popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -86,6 +86,8 @@ def _warm(env: dict[str, str]) -> Launcher | None:
     if os.environ.get("LEDGER_TEST_CLI") == "subprocess":
         return None
     if _launcher is None:
+        if threading.current_thread() is not threading.main_thread():
+            return None  # the warm interpreter dies with the thread that started it (PR_SET_PDEATHSIG)
         _launcher = Launcher(env)
         atexit.register(_launcher.close)
     return _launcher if _launcher.takes(env) else None

@@ -136,7 +136,7 @@ def start_scheduler(cli: Cli, **env: str) -> subprocess.Popen[str]:
     """`ledger scheduler` in the background, its output in $LEDGER_HOME/scheduler.log."""
     with open(cli.home / "scheduler.log", "w") as log:
         return launcher.popen([LEDGER, "scheduler"], env={**cli.env, **FAST, **env}, cwd=cli.home, text=True,
-                                stdout=log, stderr=subprocess.STDOUT)
+                              stdout=log, stderr=subprocess.STDOUT)
 
 
 def stop_scheduler(proc: subprocess.Popen[str], cli: Cli) -> str:
@@ -531,8 +531,8 @@ def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(re
     release = cli.home / "release"  # 03-01's task a runs until the test has cancelled: the cancel lands while it runs
     cli.write_dag("d.py", dag_source(command=held_until(release)))
     proc = launcher.popen([LEDGER, "backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes",
-                             "--max-active-runs", "1"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                           "--max-active-runs", "1"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         def started() -> bool:
             with db(cli) as conn:

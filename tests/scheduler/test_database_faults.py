@@ -272,7 +272,7 @@ def test_the_scheduler_survives_a_postgresql_restart_during_a_catch_up(cli: Cli)
         days = 16
         cli.write_dag("cu.py", CATCHUP_DAG.format(days=days))
         proc = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:  # until some task instances have succeeded
@@ -312,7 +312,7 @@ def test_the_scheduler_waits_for_a_sqlite_file_another_process_locks_for_10_seco
         conn.close()
 
     proc = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(1.5)
     locker = threading.Thread(target=lock_for_10_seconds)
     locker.start()

@@ -87,7 +87,7 @@ def a_try_whose_code_ended_and_whose_process_blocks(cli: Cli) -> tuple[subproces
                   .replace("@RELEASE@", repr(str(release))))
     cli.ok("trigger", "blocks", "--logical-date", "2024-03-01")
     scheduler = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env={**cli.env, **FAST},
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cli.home)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cli.home)
     wait_for("the try's code to end and its report to be left beside its log",
              lambda: list((cli.home / "logs").rglob("try_1.log" + REPORT)) != [])
     (log,) = (cli.home / "logs").rglob("try_1.log")

@@ -229,7 +229,7 @@ with DAG("long", schedule=None, start_date=START):
 """)
     cli.ok("trigger", "long", "--logical-date", "2024-03-01")
     proc = launcher.popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                          stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     while not query(cli, "SELECT 1 FROM task_try WHERE state = 'running'") and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -255,7 +255,7 @@ with DAG("zz", schedule=None, start_date=START, default_args={"retries": 0}):
     cli.ok("trigger", "zz", "--logical-date", "2024-03-01")
     env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
     proc = launcher.popen([LEDGER, "scheduler"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                          start_new_session=True)
     deadline = time.monotonic() + 30
     while not query(cli, "SELECT 1 FROM task_try WHERE state = 'running'") and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -290,7 +290,7 @@ with DAG("catchup", schedule="@daily", start_date=START, end_date=START.add(days
 """)
     env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
     proc = launcher.popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                          stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         done = query(cli, "SELECT count(*) FROM dag_run WHERE state = 'success'")[0][0]

@@ -56,7 +56,7 @@ def running(ready_cli: Cli, tmp_path: Any) -> Iterator[tuple[Cli, Any]]:
     cli.write_dag("sig.py", DAG_FILE)
     cli.ok("dags", "list")
     proc = launcher.popen([LEDGER, "scheduler", "--parallelism", "3"], env={**cli.env, **FAST},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         yield cli, out
     finally:
@@ -174,7 +174,7 @@ def test_the_clickstream_example_streams_until_stopped(ready_cli: Cli, tmp_path:
     cli.write_dag("clickstream.py", (REPO / "examples" / "dags" / "clickstream.py").read_text())
     env = {**cli.env, **FAST, "CLICKSTREAM_BATCH_SECONDS": "0.5"}
     proc = launcher.popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                          stderr=subprocess.STDOUT, text=True)
     try:
         cli.ok("signal", "send", "clickstream.control", "start")
         wait_for(lambda: len(tries_of(cli, "load_batch")) >= 3, timeout=60)

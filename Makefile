@@ -26,6 +26,7 @@ test: install
 	$(BIN)/mypy
 	$(BIN)/python -m compileall -q $(BYTECODE)
 	$(BIN)/python -m pytest -n 2 --maxschedchunk 1 --durations=40
+	LEDGER_TEST_CLI=subprocess $(BIN)/python -m pytest -q tests/cli/test_launcher.py tests/cli/test_cli_harness.py
 
 test-quick: install
 	$(BIN)/python -m pytest -n 2 -m 'not slow and not postgres and not spark and not browser and not scenario' \

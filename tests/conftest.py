@@ -22,13 +22,14 @@ from sqlalchemy.orm import Session
 
 from ledger.infra.clock import FixedClock
 from ledger.store.db import alembic_config, make_engine, make_sessions
+from tests import launcher
 from tests.pgserver import PostgresServer, postgres_server, postgres_url  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
 # every job the tests run, in process or as a command, checks its memory of held runs against the database after
 # each loop (scheduler/loop/memory.py); the tests that count a loop's statements turn it off for themselves
 os.environ["LEDGER_VERIFY_MEMORY"] = "1"
-LEDGER = str(Path(sys.executable).with_name("ledger"))
+LEDGER = launcher.LEDGER
 # Hypothesis's defaults time each example (a 200 ms deadline) and fail a test whose inputs come slowly: both are the
 # machine's load, not the rule under test. The property tests run without either; a test may still set its own.
 settings.register_profile("ledger", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -254,8 +255,8 @@ class Cli:
         runs every command in a subprocess."""
         if not env and _in_process(args):
             return _run_in_process(list(args), self.env, input, self.home)
-        proc = subprocess.run([LEDGER, *args], capture_output=True, text=True, env={**self.env, **env},
-                              input=input, timeout=timeout, cwd=self.home)
+        proc = launcher.run([LEDGER, *args], capture_output=True, text=True, env={**self.env, **env},
+                            input=input, timeout=timeout, cwd=self.home)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def ok(self, *args: str, **env: str) -> str:

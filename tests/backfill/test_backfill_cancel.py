@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests import launcher
 from tests.backfill.test_backfill_cli import (
     D,
     dag_source,
@@ -133,10 +134,10 @@ def test_the_backfill_command_executing_it_gives_the_dates_back_when_it_is_cance
     gate = cli.home / "go"
     before = green_history(cli, command=f'[ "$LEDGER_RUN_TYPE" != backfill ] || until [ -f {gate} ]; do sleep 0.05; '
                                          'done')
-    proc = subprocess.Popen([LEDGER, "backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--reprocess",
-                             "completed", "--max-active-runs", "1", "--yes"], env={**cli.env, "LEDGER_POLL_INTERVAL":
-                                                                                     "0.2"},
-                            cwd=cli.home, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = launcher.popen([LEDGER, "backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--reprocess",
+                           "completed", "--max-active-runs", "1", "--yes"], env={**cli.env, "LEDGER_POLL_INTERVAL":
+                                                                                   "0.2"},
+                          cwd=cli.home, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         def task_running() -> bool:
             with db(cli) as conn:

@@ -18,6 +18,7 @@ import pendulum
 import pytest
 
 from ledger.core.timeline import ChainRun, chain_violations
+from tests import launcher
 from tests.conftest import LEDGER, Cli
 
 D = "2024-03-0{}T00:00:00+00:00".format  # D(2) == "2024-03-02T00:00:00+00:00"
@@ -134,8 +135,8 @@ def wait_until(condition: Callable[[], bool], timeout: float = 180.0, what: str 
 def start_scheduler(cli: Cli, **env: str) -> subprocess.Popen[str]:
     """`ledger scheduler` in the background, its output in $LEDGER_HOME/scheduler.log."""
     with open(cli.home / "scheduler.log", "w") as log:
-        return subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST, **env}, cwd=cli.home, text=True,
-                                stdout=log, stderr=subprocess.STDOUT)
+        return launcher.popen([LEDGER, "scheduler"], env={**cli.env, **FAST, **env}, cwd=cli.home, text=True,
+                              stdout=log, stderr=subprocess.STDOUT)
 
 
 def stop_scheduler(proc: subprocess.Popen[str], cli: Cli) -> str:
@@ -529,9 +530,9 @@ def test_cancel_stops_an_executing_backfill_once_its_running_try_has_finished(re
     cli = ready_cli
     release = cli.home / "release"  # 03-01's task a runs until the test has cancelled: the cancel lands while it runs
     cli.write_dag("d.py", dag_source(command=held_until(release)))
-    proc = subprocess.Popen([LEDGER, "backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes",
-                             "--max-active-runs", "1"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = launcher.popen([LEDGER, "backfill", "d", "--start", "2024-03-01", "--end", "2024-03-03", "--yes",
+                           "--max-active-runs", "1"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         def started() -> bool:
             with db(cli) as conn:

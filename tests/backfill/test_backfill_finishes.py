@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import launcher
 from tests.backfill.test_backfill_cli import FAST, dag_source, fails_on, live_by_date, query, timeline, wait_until
 from tests.conftest import LEDGER, Cli
 
@@ -40,8 +41,8 @@ def start_backfill(cli: Cli, start: int, end: int, *args: str, log: str = "bf.lo
     LEDGER_HOME (a test reads the progress lines while it runs), its stderr too unless `errors` names a file."""
     argv = [LEDGER, "backfill", "d", "--start", f"2024-03-0{start}", "--end", f"2024-03-0{end}", "--yes", *args]
     with open(cli.home / log, "w") as out, open(cli.home / (errors or os.devnull), "w") as err:
-        return subprocess.Popen(argv, env={**cli.env, **FAST, "PYTHONUNBUFFERED": "1"}, cwd=cli.home, text=True,
-                                stdout=out, stderr=err if errors else subprocess.STDOUT, start_new_session=True)
+        return launcher.popen(argv, env={**cli.env, **FAST, "PYTHONUNBUFFERED": "1"}, cwd=cli.home, text=True,
+                              stdout=out, stderr=err if errors else subprocess.STDOUT, start_new_session=True)
 
 
 def held_until_released(cli: Cli) -> str:

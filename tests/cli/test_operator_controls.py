@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 
+from tests import launcher
 from tests.cli.test_truthful_cli import dump
 from tests.conftest import LEDGER, Cli
 
@@ -88,8 +89,8 @@ def test_cancelling_a_running_run_stops_its_try_and_skips_the_rest(ready_cli: Cl
     cli = ready_cli
     cli.write_dag("ops.py", DAG.format(command="sleep 600"))  # long enough to outlast a slow `runs cancel`
     cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
-    proc = subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, cwd=cli.home,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = launcher.popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, cwd=cli.home,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 180
         while states(cli).get("a") != "running":
@@ -141,8 +142,8 @@ def one_running_one_waiting(cli: Cli) -> Iterator[tuple[str, str]]:
     cli.ok("trigger", "ops", "--logical-date", "2024-03-01")
     cli.ok("trigger", "ops", "--logical-date", "2024-03-02")
     env = {**cli.env, **FAST, "LEDGER_PARALLELISM": "1", "LEDGER_QUEUE_AHEAD": "1", "LEDGER_SHUTDOWN_GRACE": "1"}
-    proc = subprocess.Popen([LEDGER, "scheduler"], env=env, cwd=cli.home,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = launcher.popen([LEDGER, "scheduler"], env=env, cwd=cli.home,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 180
         while sorted(states(cli, run)["a"] for run in ("1", "2")) != ["queued", "running"]:

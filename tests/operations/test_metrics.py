@@ -10,6 +10,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 
+from tests import launcher
 from tests.conftest import LEDGER, Cli
 
 METRICS_DAG = """
@@ -42,8 +43,8 @@ def test_a_running_scheduler_serves_its_metrics(ready_cli: Cli) -> None:
     cli.write_dag("m.py", METRICS_DAG)
     cli.write_dag("broken.py", "import nothing_by_this_name\n")
     port = _free_port()
-    proc = subprocess.Popen([LEDGER, "scheduler", "--metrics-port", str(port)], env=cli.env, cwd=cli.home,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = launcher.popen([LEDGER, "scheduler", "--metrics-port", str(port)], env=cli.env, cwd=cli.home,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/metrics"
 
     def scrape_until(done: Callable[[str], bool]) -> str:

@@ -30,6 +30,7 @@ from ledger.scheduler.loop.scheduling import create_due_runs
 from ledger.services.operations import cancel_run
 from ledger.services.sync import register_dag
 from ledger.store.db import make_engine, make_sessions
+from tests import launcher
 from tests.conftest import LEDGER, Cli, migrated_sessions
 from tests.pgserver import PostgresServer, postgres_available
 from tests.scheduler.fakes import FakeExecutor
@@ -270,8 +271,8 @@ def test_the_scheduler_survives_a_postgresql_restart_during_a_catch_up(cli: Cli)
         cli.ok("db", "upgrade")
         days = 16
         cli.write_dag("cu.py", CATCHUP_DAG.format(days=days))
-        proc = subprocess.Popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:  # until some task instances have succeeded
@@ -310,8 +311,8 @@ def test_the_scheduler_waits_for_a_sqlite_file_another_process_locks_for_10_seco
         conn.execute("ROLLBACK")
         conn.close()
 
-    proc = subprocess.Popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(1.5)
     locker = threading.Thread(target=lock_for_10_seconds)
     locker.start()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ledger.scheduler.runtime.try_report import REPORT
+from tests import launcher
 from tests.conftest import LEDGER, Cli
 from tests.scheduler.test_scheduler_cli import FAST, query, schedule
 
@@ -85,8 +86,8 @@ def a_try_whose_code_ended_and_whose_process_blocks(cli: Cli) -> tuple[subproces
     cli.write_dag("blocks.py", ENDS_THEN_BLOCKS.replace("@TRACE@", repr(str(trace)))
                   .replace("@RELEASE@", repr(str(release))))
     cli.ok("trigger", "blocks", "--logical-date", "2024-03-01")
-    scheduler = subprocess.Popen([LEDGER, "scheduler", "--exit-when-idle"], env={**cli.env, **FAST},
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cli.home)
+    scheduler = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env={**cli.env, **FAST},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cli.home)
     wait_for("the try's code to end and its report to be left beside its log",
              lambda: list((cli.home / "logs").rglob("try_1.log" + REPORT)) != [])
     (log,) = (cli.home / "logs").rglob("try_1.log")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ledger.core.timeline import ChainRun, chain_violations
+from tests import launcher
 from tests.backfill.test_backfill_cli import query as rows_of
 from tests.conftest import LEDGER, Cli
 
@@ -227,8 +228,8 @@ with DAG("long", schedule=None, start_date=START):
     a >> b
 """)
     cli.ok("trigger", "long", "--logical-date", "2024-03-01")
-    proc = subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = launcher.popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     while not query(cli, "SELECT 1 FROM task_try WHERE state = 'running'") and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -253,8 +254,8 @@ with DAG("zz", schedule=None, start_date=START, default_args={"retries": 0}):
 """)
     cli.ok("trigger", "zz", "--logical-date", "2024-03-01")
     env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
-    proc = subprocess.Popen([LEDGER, "scheduler"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = launcher.popen([LEDGER, "scheduler"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True)
     deadline = time.monotonic() + 30
     while not query(cli, "SELECT 1 FROM task_try WHERE state = 'running'") and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -288,8 +289,8 @@ with DAG("catchup", schedule="@daily", start_date=START, end_date=START.add(days
     a >> b
 """)
     env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
-    proc = subprocess.Popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = launcher.popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         done = query(cli, "SELECT count(*) FROM dag_run WHERE state = 'success'")[0][0]

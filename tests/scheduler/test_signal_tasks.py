@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests import launcher
 from tests.conftest import LEDGER, REPO, Cli
 from tests.scheduler.test_scheduler_cli import FAST, query
 
@@ -54,8 +55,8 @@ def running(ready_cli: Cli, tmp_path: Any) -> Iterator[tuple[Cli, Any]]:
     cli.env["SIGNAL_TEST_OUT"] = str(out)
     cli.write_dag("sig.py", DAG_FILE)
     cli.ok("dags", "list")
-    proc = subprocess.Popen([LEDGER, "scheduler", "--parallelism", "3"], env={**cli.env, **FAST},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = launcher.popen([LEDGER, "scheduler", "--parallelism", "3"], env={**cli.env, **FAST},
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         yield cli, out
     finally:
@@ -172,8 +173,8 @@ def test_the_clickstream_example_streams_until_stopped(ready_cli: Cli, tmp_path:
     cli = ready_cli
     cli.write_dag("clickstream.py", (REPO / "examples" / "dags" / "clickstream.py").read_text())
     env = {**cli.env, **FAST, "CLICKSTREAM_BATCH_SECONDS": "0.5"}
-    proc = subprocess.Popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = launcher.popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
     try:
         cli.ok("signal", "send", "clickstream.control", "start")
         wait_for(lambda: len(tries_of(cli, "load_batch")) >= 3, timeout=60)

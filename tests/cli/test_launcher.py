@@ -1,0 +1,115 @@
+"""The scenario tests start `ledger` commands from a warm interpreter (tests/launcher.py, decision 0328): each is
+still the real console script in a process of its own, which sees what the console script started by
+subprocess.Popen sees. CI runs this module both ways (LEDGER_TEST_CLI=subprocess: every command the console
+script's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import launcher
+from tests.conftest import DAILY_DAG, LEDGER, Cli
+from tests.scheduler.test_scheduler_cli import FAST, query
+
+# a DAG file that writes what the process parsing it sees (a DAG file processor, forked by the command)
+PROBE = """
+import json, os, sys
+from pathlib import Path
+
+Path(os.environ["LEDGER_PROBE_TO"]).write_text(json.dumps({
+    "env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv, "orig_argv": sys.orig_argv,
+    "path": sys.path, "executable": sys.executable, "flags": list(sys.flags), "command": os.getppid(),
+    "modules": sorted(m for m in sys.modules if m == "tests" or m.startswith("tests."))}))
+
+import pendulum
+from ledger import DAG, BashTask
+
+with DAG("probe", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+    BashTask("t", bash_command="true")
+"""
+
+
+def probe(cli: Cli, start: Any, name: str, **extra: str) -> tuple[Any, dict[str, Any], str]:
+    """`ledger dags list` of a DAGs folder holding PROBE, started by `start` (launcher.popen or subprocess.Popen)
+    in a working directory of its own: (its handle, what its DAG file processor saw, its output)."""
+    where = cli.home / name
+    (where / "dags").mkdir(parents=True)
+    (where / "dags" / "probe.py").write_text(PROBE)  # a DAGs folder of its own: the file is parsed again
+    env = {**cli.env, "LEDGER_DAGS_FOLDER": str(where / "dags"), "LEDGER_PROBE_TO": str(where / "probe.json"), **extra}
+    with start([LEDGER, "dags", "list"], env=env, cwd=where, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+               text=True) as proc:
+        out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    return proc, json.loads((where / "probe.json").read_text()), out
+
+
+def test_a_warm_command_sees_what_the_console_scripts_process_sees(ready_cli: Cli) -> None:
+    cold_proc, cold, cold_out = probe(ready_cli, subprocess.Popen, "cold")
+    warm_proc, warm, warm_out = probe(ready_cli, launcher.popen, "warm")
+    assert warm_out.replace("/warm/", "/cold/") == cold_out  # each has a folder of its own, named after it
+    assert isinstance(warm_proc, launcher.Launched) != (os.environ.get("LEDGER_TEST_CLI") == "subprocess")
+    assert warm["command"] == warm_proc.pid and cold["command"] == cold_proc.pid  # the pid the test holds
+    assert Path(warm["cwd"]).name == "warm" and Path(cold["cwd"]).name == "cold"
+    for seen in ("env", "argv", "orig_argv", "path", "executable", "flags"):
+        assert json.dumps(warm[seen]).replace("/warm/", "/cold/") == json.dumps(cold[seen]), seen
+    assert warm["modules"] == cold["modules"] == []  # nothing of the tests in the command
+
+
+def test_each_command_has_the_environment_it_is_given_and_no_other(ready_cli: Cli) -> None:
+    """The environment is replaced whole: a LEDGER_* variable one command had is not seen by the next."""
+    _, first, _ = probe(ready_cli, launcher.popen, "first", LEDGER_PROBE_ONLY_HERE="1")
+    _, second, _ = probe(ready_cli, launcher.popen, "second")
+    assert first["env"]["LEDGER_PROBE_ONLY_HERE"] == "1"
+    assert "LEDGER_PROBE_ONLY_HERE" not in second["env"]
+
+
+def test_a_command_whose_environment_differs_beyond_ledgers_variables_runs_the_console_script(
+        ready_cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    same = launcher.popen([LEDGER, "version"], env=ready_cli.env, stdout=subprocess.PIPE)
+    other = launcher.popen([LEDGER, "version"], env={**ready_cli.env, "COLUMNS": "40"}, stdout=subprocess.PIPE)
+    for proc in (same, other):
+        assert proc.communicate(timeout=300)[0].startswith(b"ledger ")
+    expected = subprocess.Popen if os.environ.get("LEDGER_TEST_CLI") == "subprocess" else launcher.Launched
+    assert isinstance(same, expected)
+    assert isinstance(other, subprocess.Popen)
+    monkeypatch.setenv("LEDGER_TEST_CLI", "subprocess")
+    with launcher.popen([LEDGER, "version"], env=ready_cli.env, stdout=subprocess.DEVNULL) as proc:
+        assert isinstance(proc, subprocess.Popen)
+
+
+def test_exit_statuses_and_streams_are_the_commands(ready_cli: Cli) -> None:
+    for args in (["version"], ["nosuchcommand"], ["backfill", "nope", "--start", "2024-03-01", "--end", "x"]):
+        warm = launcher.run([LEDGER, *args], capture_output=True, text=True, env=ready_cli.env, cwd=ready_cli.home,
+                            timeout=300)
+        cold = subprocess.run([LEDGER, *args], capture_output=True, text=True, env=ready_cli.env, cwd=ready_cli.home,
+                              timeout=300)
+        assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr), args
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_to_the_pid_the_test_holds_reaches_the_command(ready_cli: Cli, signum: int) -> None:
+    """`ledger scheduler` (no --exit-when-idle: it runs until stopped) in a session of its own; once it has run a
+    try (its signal handlers are in place), the test signals the pid it holds and sees the status the signal gives
+    the scheduler: 0 after a SIGTERM (it stops), -9 after a SIGKILL; reaped after either."""
+    ready_cli.write_dag("daily.py", DAILY_DAG)
+    ready_cli.ok("trigger", "daily", "--logical-date", "2024-03-01")
+    with launcher.popen([LEDGER, "scheduler"], env={**ready_cli.env, **FAST}, cwd=ready_cli.home,
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
+        deadline = time.monotonic() + 300
+        while not query(ready_cli, "SELECT 1 FROM task_try WHERE state = 'success'"):
+            assert time.monotonic() < deadline and proc.poll() is None, "no try ran"
+            time.sleep(0.1)
+        assert os.getpgid(proc.pid) == proc.pid
+        os.kill(proc.pid, signum)
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == (0 if signum == signal.SIGTERM else -signal.SIGKILL), out
+        with pytest.raises(ProcessLookupError):  # ended and reaped
+            os.kill(proc.pid, 0)

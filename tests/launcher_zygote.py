@@ -1,0 +1,120 @@
+"""The warm side of tests/launcher.py: one interpreter per test process that has imported the CLI's modules and,
+for each command it is sent, forks a child that becomes that command.
+
+Started as a script (`python tests/launcher_zygote.py CONTROL_FD LEDGER`, never imported: nothing of the tests is
+in its modules), by the interpreter of the `ledger` console script's first line. It imports PRELOAD, which opens no
+database, reads no settings and starts no thread, then reads requests on CONTROL_FD (a SOCK_SEQPACKET socket): a
+JSON message {argv, env, cwd, new_session} with four descriptors (the request's own socket, then the command's
+stdin, stdout, stderr). For each it forks; the child takes the descriptors as 0, 1, 2, its own session if asked,
+the working directory, the environment (replaced whole), sys.argv, and runs the console script itself (runpy); it
+exits as that script does. This process writes the child's pid on the request's socket, reaps the child when its
+pidfd says it ended, and writes its wait status there. It ends when CONTROL_FD is closed, or with its parent."""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+# what every forked command shares: the CLI, the command modules the scenario tests run as processes (each
+# builds a rich Console from the environment, which is why tests/launcher.py sends a command here only when its
+# environment differs from this process's in LEDGER_* alone), the store and the ORM they open
+PRELOAD = ("ledger.cli.app", "ledger.cli.env", "ledger.cli.dags", "ledger.cli.trigger", "ledger.cli.backfill",
+           "ledger.cli.scheduler", "ledger.cli.db", "ledger.cli.tasks", "ledger.store.db", "sqlalchemy.orm")
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _receive(control: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    fds = array.array("i")
+    message, ancillary, _, _ = control.recvmsg(1 << 20, socket.CMSG_SPACE(4 * fds.itemsize))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    return (json.loads(message) if message else None), list(fds)
+
+
+def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    """Forks a child per request until `control` closes (None). In a child, returns its request and descriptors."""
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ)
+    running: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, the request's socket)
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is control:
+                request, fds = _receive(control)
+                if request is None:
+                    return None
+                reply, stdio = socket.socket(fileno=fds[0]), fds[1:]
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    for pidfd, (_, other) in running.items():
+                        os.close(pidfd)
+                        other.close()
+                    control.close()
+                    reply.close()
+                    return request, stdio
+                for fd in stdio:
+                    os.close(fd)
+                reply.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+                pidfd = os.pidfd_open(pid)
+                running[pidfd] = (pid, reply)
+                selector.register(pidfd, selectors.EVENT_READ)
+            else:
+                pid, reply = running.pop(key.fd)
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(pid, 0)
+                with contextlib.suppress(OSError):  # the test let go of the command without waiting for it
+                    reply.sendall(json.dumps({"status": status}).encode() + b"\n")
+                reply.close()
+
+
+def become(request: dict[str, Any], stdio: list[int], ledger: str) -> None:
+    """This child is now `ledger ARGV` as the console script would be started: its session, descriptors, working
+    directory, environment and argv, then the script itself."""
+    if request["new_session"]:
+        os.setsid()
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+    for fd in set(stdio):
+        if fd > 2:
+            os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [ledger, *request["argv"]]
+    sys.orig_argv = [sys.executable, ledger, *request["argv"]]
+    runpy.run_path(ledger, run_name="__main__")
+
+
+def main() -> None:
+    control_fd, ledger = int(sys.argv[1]), sys.argv[2]
+    _die_with_parent()
+    sys.path[0] = os.path.dirname(ledger)  # as the console script's: its own folder, not this file's
+    for name in PRELOAD:
+        importlib.import_module(name)
+    assert threading.active_count() == 1, "a preloaded module started a thread: forking it would copy a lock held"
+    child = serve(socket.socket(fileno=control_fd))
+    if child is not None:
+        become(*child, ledger)  # raises SystemExit with the command's status, as the script does
+
+
+if __name__ == "__main__":
+    main()

@@ -33,8 +33,9 @@ def test_external_python_tasks_run_in_the_given_interpreter_or_fail_naming_it(cl
     result = cli.run("dags", "test", "af3_external_python", "--logical-date", "2024-03-05")
     assert result.exit_code == 1, result.output
     out = result.stdout
-    assert f"calling where in {sys.executable}" in out and "returned 'hello from 3'" in out
-    assert "returned 'HELLO FROM 3'" in out
-    assert f"calling dilled in {sys.executable} (dill)" in out and "returned 'hello from 3 read with dill'" in out
+    assert f"calling where in {sys.executable}" in out and "returned 'hello from 3'" in out, out
+    assert "returned 'HELLO FROM 3'" in out, out
+    assert f"calling dilled in {sys.executable} (dill)" in out, out
+    assert "returned 'hello from 3 read with dill'" in out, out
     assert "--- nowhere try 1: failed" in out
     assert "the interpreter /nonexistent/bin/python does not exist or cannot be run on this host" in out

@@ -37,6 +37,7 @@ from ledger.sdk.dag import PythonTask
 from ledger.sdk.spark import SparkTask
 
 CANCEL_GRACE = 5.0  # seconds an in-process try gets to stop after its timeout cancelled its Spark jobs
+CANCEL_AGAIN = 0.5  # seconds between cancels within the grace
 
 
 @dataclass
@@ -118,8 +119,12 @@ def _execute_in_process(plan: Plan, began: float) -> Result:
         return result[0] if result else _NO_OUTCOME
     reason = f"timed out after {float(plan.item.execution_timeout or 0)} s"
     say(f"{reason}: cancelling its Spark jobs")
-    _cancel_spark()
-    thread.join(CANCEL_GRACE)
+    # Cancelled again until the thread ends or the grace passes: a job the task submits after a cancel (one that
+    # was still being planned as the timeout passed) is not cancelled by it.
+    grace_ends = time.monotonic() + CANCEL_GRACE
+    while thread.is_alive() and (left := grace_ends - time.monotonic()) > 0:
+        _cancel_spark()
+        thread.join(min(left, CANCEL_AGAIN))
     if thread.is_alive():
         say(f"the task did not stop within {CANCEL_GRACE:.0f} s of the cancel")
         return "failed", reason, True

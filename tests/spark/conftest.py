@@ -62,6 +62,10 @@ def slow_job(spark, context):
     spark.range(0, 10**13, numPartitions=2).selectExpr("sum(id % 7)").collect()  # hours, unless cancelled
 
 
+def warm_job(spark, context):
+    print("WARM", spark.range(0, 1000, numPartitions=2).selectExpr("sum(id % 7)").collect()[0][0])
+
+
 def executor_memory(spark, context):
     print("EXECUTOR_MEMORY", spark.sparkContext.getConf().get("spark.executor.memory", "unset"))
 
@@ -84,6 +88,7 @@ with DAG("sparky", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, t
     SparkTask("count", count_events, op_kwargs={"path": EVENTS})
     SparkTask("identity", identity)
     SparkTask("slow", slow_job, execution_timeout=timedelta(seconds=3))
+    SparkTask("warm", warm_job)
     SparkTask("stuck", python_loop, execution_timeout=timedelta(seconds=2))
     SparkTask("stopper", stopper)
     SparkTask("static_conf", executor_memory, spark_conf={"spark.executor.memory": "600m"})

@@ -259,6 +259,11 @@ def test_a_python_task_is_still_forked_by_a_worker_that_holds_a_session(
 def test_a_spark_try_past_its_timeout_has_its_jobs_cancelled_and_its_worker_goes_on(
         spark_worker: LocalExecutor, spark_dag: Path) -> None:
     worker_pid = spark_worker._workers[0].process.pid
+    # The worker's session is built and has run the slow job's plan on a few rows first, in a try of its own: the
+    # first job of a JVM (its session, its classes, its generated code) can take longer than the 3 s timeout at
+    # load, and the slow job would begin after its cancel.
+    _, warmed = run_one(spark_worker, spark_item(spark_dag, "warm", ti_id=19))
+    assert warmed.state == "success" and warmed.pid == worker_pid
     slow = spark_item(spark_dag, "slow", ti_id=20, timeout=3.0)
     began = time.monotonic()
     _, finished = run_one(spark_worker, slow)

@@ -1,9 +1,10 @@
 """LocalExecutor: a pool of long-lived worker processes, each forking one child per try.
 
 Workers start on demand (decision 0331): start() starts one, and submit() starts another only when an item
-needs a slot and no worker is idle, up to `parallelism`; a worker that died is replaced the same way, when
-work comes for it. A worker lives until the executor ends, so a try costs a fork, never a fresh interpreter,
-and a scheduler that runs one try at a time has one worker. For each WorkItem
+needs a slot and no worker is idle, up to `parallelism`. A worker that died is replaced the same way, when work
+comes for it, except the last one: the executor always has a worker, started again at once. A worker lives until
+the executor ends, so a try costs a fork, never a fresh interpreter, and a scheduler that runs one try at a time
+has one worker. For each WorkItem
 a worker imports the DAG file (cached per file and mtime, before forking, so the child inherits the
 module), puts the try's code root and LEDGER_* variables in place (the child inherits them too: decision 0313), forks
 a child that runs the try in its own process group, reports "started" with the child's pid
@@ -552,8 +553,8 @@ class LocalExecutor(EndedOnThisHost):
         group, read everything it said before it went (a try may have ended and the next begun since the last
         read), end the try it was running (lost, unless it is the try being stopped). Items that waited behind
         that try never started: those stopped while they waited are reported so; with `replace` the others go to
-        another worker (one started for them if none is idle), else they fail as never started. Nothing else
-        replaces it: the next item that finds no idle worker starts one."""
+        another worker (one started for them if none is idle), else they fail as never started. With `replace`
+        the last worker is replaced at once; any other, by the next item that finds no idle worker."""
         self._stop([worker])
         mine: list[TaskEvent] = []
         worker.dead = False  # (a worker found dead may have said more than was read: read it to the end)
@@ -571,6 +572,8 @@ class LocalExecutor(EndedOnThisHost):
             mine.append(_failure(item, NEVER_STARTED))
         self._retire(worker)
         if replace:
+            if not self._workers:  # the executor always has a worker (start() started it)
+                self._spawn()
             self._hand_over(waiting, mine)
         else:
             mine.extend(_failure(item, f"{NEVER_STARTED_PREFIX}{reason}") for item in waiting)

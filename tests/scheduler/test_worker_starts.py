@@ -3,6 +3,8 @@ slot and no worker is idle, up to parallelism. Real worker processes."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from ledger.scheduler.executors.local import LocalExecutor
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_executors import outcome, run_all, wait_for_event
 from tests.scheduler.test_queue_ahead import drain_until_finished
-from tests.scheduler.test_task_runner import work_item
+from tests.scheduler.test_task_runner import process_gone, wait_for_file, work_item
 
 
 def local(make: MakeExecutor, kind: str, parallelism: int, **kwargs: object) -> LocalExecutor:
@@ -73,3 +75,20 @@ def test_with_queue_ahead_a_new_worker_starts_before_an_item_waits_behind_a_runn
     seen = drain_until_finished(executor, {1, 3, 4, 5})
     assert (seen[1][-1].state, seen[1][-1].reason) == ("failed", "stopped by the test")
     assert all(seen[ti][-1].state == "success" for ti in (3, 4, 5))
+
+
+def test_a_dead_worker_that_is_not_the_last_is_replaced_only_when_an_item_needs_a_worker(
+        make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 2)
+    executor.submit(work_item(dag_file, "sleepy", ti_id=1))  # 60 s, in the worker started with the executor
+    executor.submit(work_item(dag_file, "bash_sleep", ti_id=2))  # in a second one, started for it
+    sleep_pid = int(wait_for_file(dag_file.parent / "sleep.pid"))
+    second = next(w for w in executor._workers if w.item is not None and w.item.ti_id == 2)
+    assert second.process.pid is not None
+    os.kill(second.process.pid, signal.SIGKILL)
+    finished = wait_for_event(executor, "finished")
+    assert (finished.ti_id, finished.state, finished.reason) == (2, "lost", "worker died")
+    assert process_gone(sleep_pid)
+    assert len(executor._workers) == 1 and executor._spawned == 2 and executor.open_slots() == 1
+    events = run_all(executor, [work_item(dag_file, "noop", ti_id=3)])  # the first is busy: a worker starts for it
+    assert outcome(events[3]) == ("success", None) and executor._spawned == 3

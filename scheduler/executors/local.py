@@ -1,6 +1,10 @@
 """LocalExecutor: a pool of long-lived worker processes, each forking one child per try.
 
-A worker is started once, in start(), so a try costs a fork, never a fresh interpreter. For each WorkItem
+Workers start on demand (decision 0331): start() starts one, and submit() starts another only when an item
+needs a slot and no worker is idle, up to `parallelism`. A worker that died is replaced the same way, when work
+comes for it, except the last one: the executor always has a worker, started again at once. A worker lives until
+the executor ends, so a try costs a fork, never a fresh interpreter, and a scheduler that runs one try at a time
+has one worker. For each WorkItem
 a worker imports the DAG file (cached per file and mtime, before forking, so the child inherits the
 module), puts the try's code root and LEDGER_* variables in place (the child inherits them too: decision 0313), forks
 a child that runs the try in its own process group, reports "started" with the child's pid
@@ -37,8 +41,9 @@ group is killed too. A try whose worker died (or whose scheduler died, and its w
 code had ended and left its report (`<log>.report.json`): then it is recorded as the report says, by this executor
 or by the next scheduler's, which adopts it (decision 0298).
 
-start() must be called from a thread that lives as long as the executor (normally the main thread): the
-kernel's parent-death signal fires when the *thread* that started the worker ends.
+start(), submit(), drain() and kill() (each may start a worker) must be called from a thread that lives as long
+as the executor (normally the main thread): the kernel's parent-death signal fires when the *thread* that started
+the worker ends.
 """
 
 from __future__ import annotations
@@ -347,7 +352,7 @@ class _Worker:
 
 
 class LocalExecutor(EndedOnThisHost):
-    """`parallelism` long-lived worker processes; one try at a time each.
+    """Up to `parallelism` long-lived worker processes, started on demand; one try at a time each.
 
     `queue_ahead`: how many more items each worker is sent beyond the one it runs. They wait in the worker,
     which starts the next the moment a try ends, without waiting for the scheduler's next loop; they are
@@ -422,12 +427,12 @@ class LocalExecutor(EndedOnThisHost):
             worker.process.close()
 
     def start(self) -> None:
-        """Start the workers and wait until each is ready (RuntimeError if one cannot start)."""
+        """Start one worker and wait until it is ready (RuntimeError if it cannot start: a worker's interpreter or
+        imports that fail do so here, not under a try); the others start on demand (_worker_for)."""
         if self._started:
             raise RuntimeError("LocalExecutor already started")
         self._ending = False
-        for _ in range(self.parallelism):
-            self._spawn()
+        self._spawn()
         self._started = True
         deadline = time.monotonic() + START_TIMEOUT
         while not all(w.ready for w in self._workers):
@@ -447,20 +452,34 @@ class LocalExecutor(EndedOnThisHost):
 
     # -- the interface --------------------------------------------------------------------------
     def open_slots(self) -> int:
+        """Room in the workers alive, and in those not started yet (a dead one counts until it is buried)."""
         if not self._started or self._ending:
             return 0
-        return sum(self.depth - len(w.items) for w in self._workers if not w.dead and len(w.items) < self.depth)
+        unstarted = max(0, self.parallelism - len(self._workers))
+        return unstarted * self.depth + sum(
+            self.depth - len(w.items) for w in self._workers if not w.dead and len(w.items) < self.depth)
+
+    def _worker_for(self) -> _Worker:
+        """The worker an item goes to: an idle one; else a new one while there are fewer than `parallelism`;
+        else the least loaded of those with room (the item waits in it behind what it runs)."""
+        live = [w for w in self._workers if not w.dead]
+        idle = next((w for w in live if not w.items), None)
+        if idle is not None:
+            return idle
+        if len(self._workers) < self.parallelism:
+            return self._spawn()
+        open_ = [w for w in live if len(w.items) < self.depth]
+        if not open_:
+            raise RuntimeError("no open slot: check open_slots() before submit()")
+        return min(open_, key=lambda w: len(w.items))
 
     def submit(self, item: WorkItem) -> None:
         if not self._started or self._ending:
             raise RuntimeError("LocalExecutor is not accepting work (not started, or ending)")
         if item.ti_id in self.in_flight():
             raise ValueError(f"task instance {item.ti_id} is already in flight")
-        for _ in range(2):  # a worker found dead on send is replaced, and the item goes to the new one
-            open_ = [w for w in self._workers if not w.dead and len(w.items) < self.depth]
-            if not open_:
-                raise RuntimeError("no open slot: check open_slots() before submit()")
-            worker = min(open_, key=lambda w: len(w.items))  # an idle worker first, then the least loaded
+        for _ in range(2):  # a worker found dead on send is buried, and the item goes to another (or a new one)
+            worker = self._worker_for()
             try:
                 worker.conn.send_bytes(dumps(item))
             except (OSError, ValueError):
@@ -532,9 +551,10 @@ class LocalExecutor(EndedOnThisHost):
               target: int | None = None) -> None:
         """A worker died (or is being stopped, to end the try of task instance `target`): kill its try's process
         group, read everything it said before it went (a try may have ended and the next begun since the last
-        read), end the try it was running (lost, unless it is the try being stopped), maybe replace it. Items
-        that waited behind that try never started: those stopped while they waited are reported so; the others
-        go to the replacement (else fail as never started)."""
+        read), end the try it was running (lost, unless it is the try being stopped). Items that waited behind
+        that try never started: those stopped while they waited are reported so; with `replace` the others go to
+        another worker (one started for them if none is idle), else they fail as never started. With `replace`
+        the last worker is replaced at once; any other, by the next item that finds no idle worker."""
         self._stop([worker])
         mine: list[TaskEvent] = []
         worker.dead = False  # (a worker found dead may have said more than was read: read it to the end)
@@ -552,7 +572,8 @@ class LocalExecutor(EndedOnThisHost):
             mine.append(_failure(item, NEVER_STARTED))
         self._retire(worker)
         if replace:
-            self._spawn()
+            if not self._workers:  # the executor always has a worker (start() started it)
+                self._spawn()
             self._hand_over(waiting, mine)
         else:
             mine.extend(_failure(item, f"{NEVER_STARTED_PREFIX}{reason}") for item in waiting)

@@ -152,7 +152,8 @@ def test_a_task_that_exceeds_its_timeout_is_killed_and_failed(make: MakeExecutor
         assert process_gone(item_events[0].pid or 0)
 
 
-def test_a_worker_killed_mid_task_reports_its_try_lost_and_is_replaced(make: MakeExecutor, dag_file: Path) -> None:
+def test_a_worker_killed_mid_task_reports_its_try_lost_and_the_last_worker_is_replaced_at_once(
+        make: MakeExecutor, dag_file: Path) -> None:
     executor = make("local", 2)
     assert isinstance(executor, LocalExecutor)
     workers_before = {w.process.pid for w in executor._workers}
@@ -166,8 +167,8 @@ def test_a_worker_killed_mid_task_reports_its_try_lost_and_is_replaced(make: Mak
     assert (finished.ti_id, finished.state, finished.reason) == (1, "lost", "worker died")
     assert process_gone(sleep_pid) and process_gone(started.pid or 0)
     assert executor.open_slots() == 2 and executor.in_flight() == set()
-    workers_after = {w.process.pid for w in executor._workers}
-    assert len(workers_after) == 2 and workers_after != workers_before
+    workers_after = {w.process.pid for w in executor._workers}  # the executor always has one (decision 0331)
+    assert len(workers_after) == 1 and workers_after != workers_before
     again = work_item(dag_file, "noop", ti_id=2)
     assert outcome(run_all(executor, [again])[2]) == ("success", None)
 

@@ -188,6 +188,41 @@ with DAG("pooled", schedule=None, start_date=START):
     assert cli.json("pools", "list") == [{"name": "narrow", "slots": 1, "used": 0, "description": ""}]
 
 
+def test_a_scheduler_whose_tries_are_ready_one_at_a_time_starts_one_worker(ready_cli: Cli) -> None:
+    """The local executor's workers start on demand (decision 0331): a chain, one try ready at a time, runs every
+    try in a child of one worker, and the scheduler has no other worker (each try counts its worker's siblings)."""
+    cli = ready_cli
+    seen = cli.home / "workers.txt"
+    cli.write_dag("chain.py", HEADER + f"""
+import os
+
+def parent_of(pid):
+    with open(f"/proc/{{pid}}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+def note():
+    worker = os.getppid()
+    scheduler = parent_of(worker)
+    workers = 0
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{{entry}}/cmdline", "rb") as f:
+                is_worker = b"exec_worker_main" in f.read()
+            workers += is_worker and parent_of(entry) == scheduler
+        except OSError:  # (gone meanwhile)
+            pass
+    with open({str(seen)!r}, "a") as f:
+        f.write(f"{{worker}} {{workers}}\\n")
+
+with DAG("chain", schedule="@daily", start_date=START, end_date=START, catchup=True):
+    PythonTask("a", note) >> PythonTask("b", note) >> PythonTask("c", note)
+""")
+    schedule(cli, "--parallelism", "4")
+    assert [r["state"] for r in cli.json("timeline", "chain")] == ["success"]
+    lines = seen.read_text().splitlines()
+    assert len(lines) == 3 and len(set(lines)) == 1 and lines[0].split()[1] == "1", lines
+
+
 def test_max_active_runs_limits_the_runs_running_at_once(ready_cli: Cli) -> None:
     cli = ready_cli
     cli.write_dag("limited.py", HEADER + """

@@ -1,0 +1,94 @@
+"""When the LocalExecutor starts its workers (decision 0331): one at start(), another only when an item needs a
+slot and no worker is idle, up to parallelism. Real worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from ledger.scheduler.executors.local import LocalExecutor
+from tests.scheduler.conftest import MakeExecutor
+from tests.scheduler.test_executors import outcome, run_all, wait_for_event
+from tests.scheduler.test_queue_ahead import drain_until_finished
+from tests.scheduler.test_task_runner import process_gone, wait_for_file, work_item
+
+
+def local(make: MakeExecutor, kind: str, parallelism: int, **kwargs: object) -> LocalExecutor:
+    executor = make(kind, parallelism, **kwargs)
+    assert isinstance(executor, LocalExecutor)
+    return executor
+
+
+def worker_pids(executor: LocalExecutor) -> set[int | None]:
+    return {w.process.pid for w in executor._workers}
+
+
+@pytest.mark.parametrize("kind", ["local", "local_reuse"])
+def test_tries_run_one_at_a_time_all_run_on_the_one_worker_started_with_the_executor(
+        make: MakeExecutor, dag_file: Path, kind: str) -> None:
+    executor = local(make, kind, 4)
+    first = worker_pids(executor)
+    assert len(first) == 1 and executor.open_slots() == 4  # the slots of the workers not started yet count
+    for ti in (1, 2, 3):
+        events = run_all(executor, [work_item(dag_file, "noop", ti_id=ti)])
+        assert outcome(events[ti]) == ("success", None)
+        if kind == "local_reuse":  # the try ran in its worker: its pid is the worker's
+            assert {events[ti][0].pid} == first
+    assert worker_pids(executor) == first and executor._spawned == 1
+
+
+def test_a_worker_starts_only_for_an_item_no_idle_worker_can_take_and_parallelism_bounds_them(
+        make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 2)
+    # each of the two waits for the other to have started: they succeed only side by side, in two workers
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=1))
+    assert executor._spawned == 1 and executor.open_slots() == 1
+    executor.submit(work_item(dag_file, "barrier_b", ti_id=2))
+    assert executor._spawned == 2 and executor.open_slots() == 0
+    with pytest.raises(RuntimeError, match="no open slot"):
+        executor.submit(work_item(dag_file, "noop", ti_id=3))
+    seen = drain_until_finished(executor, {1, 2})
+    assert [seen[ti][-1].state for ti in (1, 2)] == ["success", "success"]
+    both = worker_pids(executor)
+    events = run_all(executor, [work_item(dag_file, "noop", ti_id=ti) for ti in (4, 5, 6, 7)])
+    assert all(outcome(events[ti]) == ("success", None) for ti in (4, 5, 6, 7))
+    assert worker_pids(executor) == both and executor._spawned == 2  # the two idle ones took them
+
+
+def test_with_queue_ahead_a_new_worker_starts_before_an_item_waits_behind_a_running_try(
+        make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 2, queue_ahead=1)
+    assert executor.open_slots() == 4
+    executor.submit(work_item(dag_file, "sleepy", ti_id=1))  # 60 s
+    executor.submit(work_item(dag_file, "noop", ti_id=2))
+    assert executor._spawned == 2 and [len(w.items) for w in executor._workers] == [1, 1]
+    finished = wait_for_event(executor, "finished")  # (the sleepy one runs on)
+    assert (finished.ti_id, finished.state) == (2, "success")
+    executor.submit(work_item(dag_file, "noop", ti_id=3))  # the second worker is idle again: it takes it
+    executor.submit(work_item(dag_file, "noop", ti_id=4))
+    executor.submit(work_item(dag_file, "noop", ti_id=5))  # both busy, both started: it waits in one of them
+    assert executor._spawned == 2 and executor.open_slots() == 0
+    assert executor.kill(1, "stopped by the test")  # (what waits behind it then starts)
+    seen = drain_until_finished(executor, {1, 3, 4, 5})
+    assert (seen[1][-1].state, seen[1][-1].reason) == ("failed", "stopped by the test")
+    assert all(seen[ti][-1].state == "success" for ti in (3, 4, 5))
+
+
+def test_a_dead_worker_that_is_not_the_last_is_replaced_only_when_an_item_needs_a_worker(
+        make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 2)
+    executor.submit(work_item(dag_file, "sleepy", ti_id=1))  # 60 s, in the worker started with the executor
+    executor.submit(work_item(dag_file, "bash_sleep", ti_id=2))  # in a second one, started for it
+    sleep_pid = int(wait_for_file(dag_file.parent / "sleep.pid"))
+    second = next(w for w in executor._workers if w.item is not None and w.item.ti_id == 2)
+    assert second.process.pid is not None
+    os.kill(second.process.pid, signal.SIGKILL)
+    finished = wait_for_event(executor, "finished")
+    assert (finished.ti_id, finished.state, finished.reason) == (2, "lost", "worker died")
+    assert process_gone(sleep_pid)
+    assert len(executor._workers) == 1 and executor._spawned == 2 and executor.open_slots() == 1
+    events = run_all(executor, [work_item(dag_file, "noop", ti_id=3)])  # the first is busy: a worker starts for it
+    assert outcome(events[3]) == ("success", None) and executor._spawned == 3

@@ -386,7 +386,8 @@ class DagRunJob:
         the database holds (on SQLite nobody else can write meanwhile; on PostgreSQL a difference that another
         process's event explains is what the next loop reads again)."""
         found = (self.memory.differences(session) + self.facts.prior_differences(session)
-                 + self.facts.date_differences(session))
+                 + self.facts.date_differences(session)
+                 + self.facts.active_differences(session, self.quiet_mark(session)))
         if found and not self._serial and self.watch.others_since(session, seen):
             return
         if found:

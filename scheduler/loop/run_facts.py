@@ -65,9 +65,8 @@ class RunFacts:
         `slots` is within the candidate's limit: choose() refuses none for its DAG's limit either way, so it
         chooses the same."""
         limits: dict[str, int] = {}
-        for ti, _run, spec in candidates:
-            dag_id = dag_of[ti.run_id]
-            limits[dag_id] = min(limits.get(dag_id, spec.max_active_tasks), spec.max_active_tasks)
+        for dag_id, limit in {(dag_of[ti.run_id], spec.max_active_tasks) for ti, _run, spec in candidates}:
+            limits[dag_id] = min(limits.get(dag_id, limit), limit)
         kept = self.active
         if mark is not None and mark == self.active_mark and all(
                 dag_id in kept and kept[dag_id] + slots <= limit for dag_id, limit in limits.items()):

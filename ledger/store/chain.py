@@ -22,6 +22,7 @@ order its work comes; locking each head as it went would let two schedulers take
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, event, select, update
 from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.sql import visitors
-from sqlalchemy.sql.expression import TableClause
+from sqlalchemy.sql.expression import TableClause, TextClause
 
 from ledger.core.audit import ZERO, TaskRow, body_json, chain_of, event_hash, run_cover, tries_digest
 from ledger.core.states import FINISHED_RUN_STATES
@@ -91,10 +92,17 @@ def _before_a_statement(state: ORMExecuteState) -> None:
 
 def _names_events(statement: Any) -> bool:
     for element in visitors.iterate(statement):
+        if isinstance(element, TextClause):  # plain SQL: the table's name as a word of it
+            if _EVENT_WORD.search(element.text):
+                return True
+            continue
         table = element if isinstance(element, TableClause) else getattr(element, "table", None)
         if isinstance(table, TableClause) and table.name == EVENTS.name:
             return True
     return False
+
+
+_EVENT_WORD = re.compile(rf"\b{EVENTS.name}\b", re.IGNORECASE)
 
 
 def _inserted(session: Session, pending: list[_Pending], ids: list[tuple[Any, ...]]) -> None:

@@ -5,12 +5,13 @@ spent inside the chain's functions over the scheduler process's whole CPU.
 
     python -m benchmarks.chain_cost --runs 200 --repeat 3
 
-Counted as the chain's: noting each event for its chain as it is inserted (ledger/store/chain.py `to_link`) and
+Counted as the chain's: noting each event for its chain as it is recorded (ledger/store/chain.py `to_link`) and
 linking a transaction's events before it commits (`link`: the heads read under lock, the runs' covers read, the
-hashes, the two updates); both include what they call in ledger/core/audit.py. Profiling slows every Python call
-alike, so the share is what is compared; the absolute seconds are the profiler's, not the scheduler's. The
-interleaved A/B against a tree with the chain turned off (`benchmarks.bench_ab --base <such a tree>`) measures the
-same thing in wall-clock CPU, with this machine's noise.
+hashes, the events' inserts, which decision 0327 moved there from `record_many`, and the heads' update); both
+include what they call in ledger/core/audit.py. Profiling slows every Python call alike, so the share is what is
+compared; the absolute seconds are the profiler's, not the scheduler's. The interleaved A/B against a tree with the
+chain turned off (`benchmarks.bench_ab --base <such a tree>`) measures the same thing in wall-clock CPU, with this
+machine's noise.
 """
 
 from __future__ import annotations

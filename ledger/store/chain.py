@@ -1,13 +1,20 @@
 """Linking events into their hash chains (decision 0260), in the transaction that wrote them, as it commits.
 
-`events.record_many` inserts an event at once (so that the transaction reads it back, and its id is known) and
-hands it here with the canonical JSON of its body. When the session commits (ledger/store/commit.py, its first
-step), `link` locks the heads of the chains its events belong to (one `SELECT ... FOR UPDATE` of their
-`event_chain` rows, in the order of their names, so that two transactions never wait for each other's heads in a
-circle), reads what the events report of their runs as the transaction leaves them, and writes each event's
-place, previous hash, covers and hash, and each chain's new head. On PostgreSQL the head row's lock holds the next
+`events.record_many` hands each event here (`to_link`) with the canonical JSON of its body; it is not inserted
+yet. When the session commits (ledger/store/commit.py, its first step), `link` locks the heads of the chains its
+events belong to (one `SELECT ... FOR UPDATE` of their `event_chain` rows, in the order of their names, so that
+two transactions never wait for each other's heads in a circle), reads what the events report of their runs as
+the transaction leaves them, and inserts each event with its place, previous hash, covers and hash, then moves
+each chain's head: one statement per event (decision 0327). On PostgreSQL the head row's lock holds the next
 writer of the chain until this transaction has committed, so that several schedulers keep one chain per DAG; on
 SQLite every writing transaction holds the database's write lock from its start (ledger/store/db.py).
+
+A statement of the session that names the event table (a listing, the events of its runs), run before the
+transaction commits, first writes out the events it has recorded (`write_out`: inserted unlinked), as the ORM
+flushes its pending objects before a query, so that it finds them; `written_ids` does the same, so that their ids
+are known. Those are linked at commit by an update, as every event was before decision 0327. (Hot statements,
+ledger/store/hot.py, do not write them out: the loop's own check for others' events, ledger/store/loop.py
+`events_since`, leaves the transaction's events out anyway.)
 
 Linking at commit, not at insert: a transaction (a scheduler's loop) writes events of several DAGs in whatever
 order its work comes; locking each head as it went would let two schedulers take two heads in opposite orders.
@@ -15,12 +22,15 @@ order its work comes; locking each head as it went would let two schedulers take
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, bindparam, event, select, update
+from sqlalchemy.orm import ORMExecuteState, Session
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.expression import TableClause, TextClause
 
 from ledger.core.audit import ZERO, TaskRow, body_json, chain_of, event_hash, run_cover, tries_digest
 from ledger.core.states import FINISHED_RUN_STATES
@@ -29,7 +39,8 @@ from ledger.store import commit
 from ledger.store.dialects import conflict_insert
 from ledger.store.hot import Hot
 
-PENDING = "ledger.events_to_link"  # session.info key: the events this transaction wrote, not linked yet
+PENDING = "ledger.events_to_link"  # session.info key: the events this transaction recorded, not linked yet
+WRITTEN = "ledger.events_written"  # session.info key: the ids of the events this session inserted
 
 EVENTS = tables.event
 CHAINS = tables.event_chain
@@ -39,22 +50,65 @@ TASKS = tables.task_instance
 FINISHED_RUNS = frozenset(state.value for state in FINISHED_RUN_STATES)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Pending:
-    id: int
+    row: dict[str, Any]  # the event's own columns (at, kind, actor, dag_id, run_id, details)
     chain: str
-    run_id: int | None
     body: str
+    id: int | None = None  # set once inserted: at commit, or before it by write_out
 
 
-def to_link(session: Session, ids: Sequence[int], rows: Sequence[dict[str, Any]]) -> None:
-    """Note events just inserted (ids and their rows, in the same order) for linking when the session commits."""
+def to_link(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    """Note events (their own columns) to be inserted and linked when the session commits."""
     if session.in_nested_transaction():
         raise RuntimeError("events are not recorded inside a savepoint: its rollback would leave a hole in a chain")
     pending = session.info.setdefault(PENDING, [])
-    for i, r in zip(ids, rows, strict=True):
-        pending.append(_Pending(i, chain_of(r["dag_id"]), r["run_id"],
+    for r in rows:
+        pending.append(_Pending(r, chain_of(r["dag_id"]),
                                 body_json(r["at"], r["kind"], r["actor"], r["dag_id"], r["run_id"], r["details"])))
+
+
+def write_out(session: Session) -> None:
+    """Insert the events this transaction recorded and has not inserted yet, unlinked (they are linked as it
+    commits): a read of the event table in the transaction then finds them, and their ids are known."""
+    unwritten = [p for p in session.info.get(PENDING, ()) if p.id is None]
+    if unwritten:
+        _inserted(session, unwritten, _INSERT.rows_of_each(session, [p.row for p in unwritten]))
+
+
+def written_ids(session: Session) -> list[int]:
+    """The ids of the events this session inserted (the recorded ones written out first)."""
+    write_out(session)
+    return list(session.info.get(WRITTEN, []))
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _before_a_statement(state: ORMExecuteState) -> None:
+    """A statement of the session on the event table finds the events its transaction recorded."""
+    pending = state.session.info.get(PENDING)
+    if pending and pending[-1].id is None and _names_events(state.statement):  # (the unwritten ones come last)
+        write_out(state.session)
+
+
+def _names_events(statement: Any) -> bool:
+    for element in visitors.iterate(statement):
+        if isinstance(element, TextClause):  # plain SQL: the table's name as a word of it
+            if _EVENT_WORD.search(element.text):
+                return True
+            continue
+        table = element if isinstance(element, TableClause) else getattr(element, "table", None)
+        if isinstance(table, TableClause) and table.name == EVENTS.name:
+            return True
+    return False
+
+
+_EVENT_WORD = re.compile(rf"\b{EVENTS.name}\b", re.IGNORECASE)
+
+
+def _inserted(session: Session, pending: list[_Pending], ids: list[tuple[Any, ...]]) -> None:
+    for p, (i,) in zip(pending, ids, strict=True):
+        p.id = i
+    session.info.setdefault(WRITTEN, []).extend(p.id for p in pending)
 
 
 _HEADS = Hot(select(CHAINS.c.chain, CHAINS.c.head_hash, CHAINS.c.length)
@@ -66,6 +120,7 @@ _COVERS = Hot(select(RUNS.c.id, RUNS.c.state, RUNS.c.previous_run_id, RUNS.c.ver
               .where(RUNS.c.id.in_(bindparam("ids", expanding=True))))
 _TASKS = Hot(select(TASKS.c.run_id, TASKS.c.task_id, TASKS.c.map_index, TASKS.c.try_number, TASKS.c.state)
              .where(TASKS.c.run_id.in_(bindparam("ids", expanding=True))))
+_INSERT = Hot(EVENTS.insert().returning(EVENTS.c.id, sort_by_parameter_order=True))
 _LINK = Hot(update(EVENTS).where(EVENTS.c.id == bindparam("eid"))
             .values(seq=bindparam("s"), prev_hash=bindparam("p"), covers=bindparam("c", type_=EVENTS.c.covers.type),
                     hash=bindparam("h")))
@@ -107,17 +162,25 @@ def link(session: Session) -> None:
         return
     session.flush()  # the runs as this transaction leaves them
     heads = _lock_heads(session, sorted({p.chain for p in pending}))
-    covers = run_covers(session, sorted({p.run_id for p in pending if p.run_id is not None}))
-    links, moved = [], {}
-    for p in sorted(pending, key=lambda p: p.id):
+    covers = run_covers(session, sorted({r for p in pending if (r := p.row["run_id"]) is not None}))
+    links, inserts, last = [], [], {}
+    for p in pending:  # in the order they were recorded: the written-out ones (with ids) come first
         head = heads[p.chain]
-        cover = None if p.run_id is None else {"run": covers.get(p.run_id)}
+        run_id = p.row["run_id"]
+        cover = None if run_id is None else {"run": covers.get(run_id)}
         h = event_hash(head[0], cover, p.body)
-        links.append({"eid": p.id, "s": head[1] + 1, "p": head[0], "c": cover, "h": h})
+        if p.id is None:
+            inserts.append({**p.row, "seq": head[1] + 1, "prev_hash": head[0], "covers": cover, "hash": h})
+        else:
+            links.append({"eid": p.id, "s": head[1] + 1, "p": head[0], "c": cover, "h": h})
         head[0], head[1] = h, head[1] + 1
-        moved[p.chain] = {"name": p.chain, "i": p.id, "h": h, "n": head[1]}
+        last[p.chain] = p
     _LINK.run(session, links)
-    _MOVE_HEAD.run(session, list(moved.values()))
+    unwritten = [p for p in pending if p.id is None]
+    if unwritten:
+        _inserted(session, unwritten, _INSERT.rows_of_each(session, inserts))
+    _MOVE_HEAD.run(session, [{"name": name, "i": p.id, "h": heads[name][0], "n": heads[name][1]}
+                             for name, p in last.items()])
 
 
 def forget(session: Session) -> None:

@@ -13,7 +13,6 @@ from sqlalchemy.orm import Session
 from ledger.core.mapping import split_label
 from ledger.models import Event, SignalRecord, tables
 from ledger.store import chain
-from ledger.store.hot import Hot
 
 EVENTS = tables.event
 _COLUMNS = ("at", "kind", "actor", "dag_id", "run_id", "details")
@@ -28,23 +27,18 @@ def record(session: Session, kind: str, *, at: datetime, actor: str, dag_id: str
 def record_many(session: Session, rows: list[dict[str, Any]]) -> None:
     """Append events; each row has at, kind, actor and details, and may have dag_id and run_id.
 
-    A Core insert on the table (one cached statement; executemany for several rows): the ORM's bulk
-    insert costs about a millisecond more per call, and events are written in the scheduler's hot loop."""
+    Inserted as the transaction commits, each with its place in its chain and its hash (ledger/store/chain.py); a
+    statement of the session on the event table before then finds them all the same."""
     if rows:
-        rows = [{c: r.get(c) for c in _COLUMNS} for r in rows]
-        ids = [i for (i,) in _INSERT.rows_of_each(session, rows)]
-        session.info.setdefault(WRITTEN, []).extend(ids)
-        chain.to_link(session, ids, rows)  # linked into their chains when the transaction commits
-
-
-_INSERT = Hot(EVENTS.insert().returning(EVENTS.c.id, sort_by_parameter_order=True))
-WRITTEN = "ledger.events_written"  # session.info key: the ids of the events this session appended
+        session.flush()  # (as when events were inserted at once: what the caller changed is written before them)
+        chain.to_link(session, [{c: r.get(c) for c in _COLUMNS} for r in rows])
 
 
 def written_ids(session: Session) -> list[int]:
-    """The ids of the events this session appended: a job tells its own changes from other processes' by
-    them (ledger.store.loop.events_since)."""
-    return list(session.info.get(WRITTEN, []))
+    """The ids of the events this session appended (inside its transaction, they are written out first: read once
+    it has committed, they cost nothing): a job tells its own changes from other processes' by them
+    (ledger.store.loop.events_since)."""
+    return chain.written_ids(session)
 
 
 def listing(session: Session, *, dag_id: str | None = None, run_id: int | None = None,

@@ -237,8 +237,11 @@ class DagRunJob:
                 yield session
                 if run_store.timeline_locked(session):
                     self._timelines += 1  # (only ever makes a kept read be read again: counted before it commits)
-                if not loop and events.written_ids(session):
-                    self.watch.side_transaction()  # the next loop reads the events
+            own = events.written_ids(session)  # (the events are inserted as the transaction commits)
+            if loop and effects.seen is not None:
+                effects.seen = self.watch.loop_done(effects.seen, own)
+            elif own:
+                self.watch.side_transaction()  # the next loop reads the events
         except BaseException:
             self.say = outer
             self.watch.side_transaction()
@@ -347,7 +350,6 @@ class DagRunJob:
         self.effects.task_states.flush(session, now, self.actor)
         if self.settings.verify_memory:
             self._verify_memory(session, seen)
-        self.effects.seen = self.watch.loop_done(session, seen)
         return work, to_call
 
     # -- callbacks -----------------------------------------------------------------------------
@@ -384,7 +386,8 @@ class DagRunJob:
         the database holds (on SQLite nobody else can write meanwhile; on PostgreSQL a difference that another
         process's event explains is what the next loop reads again)."""
         found = (self.memory.differences(session) + self.facts.prior_differences(session)
-                 + self.facts.date_differences(session))
+                 + self.facts.date_differences(session)
+                 + self.facts.active_differences(session, self.quiet_mark(session)))
         if found and not self._serial and self.watch.others_since(session, seen):
             return
         if found:

@@ -13,13 +13,13 @@ came into view is decided again).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from ledger.scheduler.loop.cadence import Cadence
-from ledger.store import events
 from ledger.store import loop as loop_store
 
 
@@ -68,9 +68,11 @@ class OthersWrites:
         told (PostgreSQL, one shared connection)."""
         return self.unquiet if self.versioned else None
 
-    def loop_done(self, session: Session, seen: Seen) -> Seen:
-        """At the end of a loop's transaction: the events it appended are left out of the next loop's check."""
-        return dataclasses.replace(seen, own_events=tuple(events.written_ids(session)))
+    @staticmethod
+    def loop_done(seen: Seen, own: Sequence[int]) -> Seen:
+        """A loop's transaction committed, having appended the events `own`: they are left out of the next loop's
+        check."""
+        return dataclasses.replace(seen, own_events=tuple(own))
 
     def committed(self, seen: Seen) -> int:
         """The loop's transaction committed: what it saw is what the next loop compares with. Returns the newest

@@ -63,11 +63,12 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
     if not candidates or slots <= 0:
         return []
     dates, dag_of = job.facts.dates_of(candidates)
-    active = task_store.active_counts_by_dag(session, list({dag_of[c[0].run_id] for c in candidates}))
+    active = job.facts.active_counts(session, candidates, slots=slots, dag_of=dag_of, mark=job.quiet_mark(session))
     chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, job.facts.pools(session)),
                     active=active, newest_first=job.newest_first, dates=dates, dag_of=dag_of)
     tries = task_store.queue(session, [c[0] for c in chosen], job_id=job.job_id, now=now,
                              versions={c[0].id: c[0].version or c[1].version_hash for c in chosen})
+    job.facts.queued(dag_of[c[0].run_id] for c in chosen)
     for ti, run, _spec in chosen:
         pending = job.memory.settled.get(run.id)
         if pending is not None:

@@ -7,7 +7,10 @@
 - each pool's slots (read again after another process wrote: a pool changes with an event);
 - each held run's prior successful run (`prev_*_success`): read once per run, then kept up to date as the job's own
   runs succeed; read again after another process wrote or runs were created (either may change it);
-- the DAGs paused with --stop-queued (read again every poll_interval).
+- the DAGs paused with --stop-queued (read again every poll_interval);
+- each DAG's task instances queued or running (max_active_tasks), as a bound: what was read, plus the tries the job
+  queued since, while its quiet mark (decision 0309) stays what it was at the read; used instead of a read only where
+  no candidate could be refused for its DAG's limit (decision 0329).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class RunFacts:
     holding: set[str] = field(default_factory=set)  # DAGs paused with --stop-queued
     # run -> (its DAG, its logical date's timestamp, its prior success's (None: it has none), that prior success)
     prior: dict[int, tuple[str, float, float | None, prior_runs.PriorSuccess | None]] = field(default_factory=dict)
+    active: dict[str, int] = field(default_factory=dict)  # DAG -> its task instances queued or running, at most
+    active_mark: Any = None  # the job's quiet mark when `active` was read (None: read it)
 
     def forget(self) -> None:
         """After another process wrote or a transaction failed (a rolled-back run's id may come back with
@@ -48,6 +53,46 @@ class RunFacts:
         self.dag_of.clear()
         self.pool_slots = None
         self.prior.clear()
+        self.active.clear()
+        self.active_mark = None
+
+    def active_counts(self, session: Session, candidates: Iterable[tuple[task_store.TiRow, DagRun, Any]], *,
+                      slots: int, dag_of: Mapping[int, str], mark: Any) -> Mapping[str, int]:
+        """Each candidate's DAG's task instances queued or running, for planner.choose's max_active_tasks. While the
+        job's quiet mark (`mark`; None: PostgreSQL, or a timeline locked) is the one they were read with, nobody
+        else wrote since, and only the job's own queueing (`queued`) adds to them: what was read plus what it queued
+        since is a bound. The bound is returned instead of a read when, for every candidate, it plus the open
+        `slots` is within the candidate's limit: choose() refuses none for its DAG's limit either way, so it
+        chooses the same."""
+        limits: dict[str, int] = {}
+        for dag_id, limit in {(dag_of[ti.run_id], spec.max_active_tasks) for ti, _run, spec in candidates}:
+            limits[dag_id] = min(limits.get(dag_id, limit), limit)
+        kept = self.active
+        if mark is not None and mark == self.active_mark and all(
+                dag_id in kept and kept[dag_id] + slots <= limit for dag_id, limit in limits.items()):
+            return kept
+        counts = task_store.active_counts_by_dag(session, list(limits))
+        if mark is None or mark != self.active_mark:
+            kept.clear()
+        self.active_mark = mark
+        kept.update((dag_id, counts.get(dag_id, 0)) for dag_id in limits)
+        return counts
+
+    def queued(self, dag_ids: Iterable[str]) -> None:
+        """The job queued a try of each of these DAGs' task instances (in the transaction under way: should it fail,
+        the job's quiet mark changes, and the counts are read again)."""
+        for dag_id in dag_ids:
+            if dag_id in self.active:
+                self.active[dag_id] += 1
+
+    def active_differences(self, session: Session, mark: Any) -> list[str]:
+        """Verify mode: where a kept bound of a DAG's task instances queued or running is below what the database
+        says (while the quiet mark it was read with holds)."""
+        if mark is None or mark != self.active_mark or not self.active:
+            return []
+        found = task_store.active_counts_by_dag(session, list(self.active))
+        return [f"DAG {dag_id}: remembered at most {n} task instances queued or running, the database says "
+                f"{found.get(dag_id, 0)}" for dag_id, n in self.active.items() if found.get(dag_id, 0) > n]
 
     def passed_values(self, session: Session, run_ids: set[int]) -> dict[int, dict[str, dict[str, Any]]]:
         """The values each run's tasks passed on: read once per held run, then kept up to date (`pushed`)."""

@@ -57,9 +57,8 @@ def a_scheduler(tmp_path: Path, parts: tuple[Any, Any], **settings: Any) -> Sche
 def in_a_loop(job: SchedulerJob, step: Callable[[Session], Any]) -> Any:
     """`step` inside a loop's transaction, with the loop's look at others' writes before it (DagRunJob's own)."""
     with job.transaction(loop=True) as session:
-        seen = job.effects.seen = job.watch.look(session, job.connection.kept)
+        job.effects.seen = job.watch.look(session, job.connection.kept)
         done = step(session)
-        job.effects.seen = job.watch.loop_done(session, seen)
     return done
 
 

@@ -28,6 +28,7 @@ from ledger.store import runs as run_store
 from ledger.store.db import make_engine, make_sessions
 from ledger.store.loop import set_run_state
 from tests.conftest import copy_migrated
+from tests.statements import statements_on
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
@@ -252,3 +253,42 @@ def test_a_run_whose_task_instances_had_not_finished_records_only_its_row(sessio
     assert last is not None and "tries" not in last.covers["run"]
     tamper(sessions, "UPDATE task_instance SET state = 'success', try_number = 1")
     assert lines(sessions) == []  # nothing recorded of them, nothing to compare
+
+
+def test_an_event_is_inserted_with_its_place_and_hash_not_updated_after_it(sessions: Any) -> None:
+    """Decision 0327: a transaction's events are inserted as it commits, each already linked: no event row is
+    written twice."""
+    ids = history(sessions, days=1)
+    engine = make_engine(sessions.url)
+    try:
+        with statements_on(engine) as seen, make_sessions(engine).begin() as s:
+            for run in s.scalars(select(DagRun).where(DagRun.id.in_(ids))):
+                set_run_state(s, run, RunState.FAILED, now=NOW, actor="test")
+            events.record(s, "pool_set", at=NOW, actor="test", pool="p", slots=3)
+    finally:
+        engine.dispose()
+    assert [q for q in seen if q.startswith("UPDATE event ")] == []
+    inserts = [q for q in seen if q.startswith("INSERT INTO event ")]
+    assert inserts and all("hash" in q for q in inserts)
+    assert lines(sessions) == []
+
+
+def test_events_read_by_the_transaction_that_recorded_them_are_linked_as_it_commits(sessions: Any) -> None:
+    """Events a transaction reads back (plain SQL, a listing) are in the table before it commits, and are linked
+    with the ones it records after the reads, in the order they were recorded."""
+    history(sessions, days=1)
+    with sessions.begin() as s:
+        events.record(s, "signal_action", at=NOW, actor="test", dag_id="daily", n=0)
+        counted = s.execute(text("SELECT count(*) FROM event WHERE kind = 'signal_action'")).scalar_one()
+        events.record(s, "signal_action", at=NOW, actor="test", dag_id="daily", n=1)
+        listed = [e.details["n"] for e in events.listing(s, dag_id="daily", kinds=["signal_action"])]
+        events.record(s, "signal_action", at=NOW, actor="test", dag_id="daily", n=2)
+        ids = events.written_ids(s)
+    assert counted == 1 and listed == [0, 1]
+    with sessions() as s:
+        chain = list(s.scalars(select(Event).where(Event.dag_id == "daily").order_by(Event.seq)))
+        head = s.get(EventChain, "daily")
+    assert [e.details.get("n") for e in chain[-3:]] == [0, 1, 2]
+    assert [e.id for e in chain[-3:]] == ids[-3:] and ids == sorted(ids)
+    assert head is not None and (head.head_id, head.length) == (ids[-1], len(chain))
+    assert lines(sessions) == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 from ledger.scheduler.executors.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
 from ledger.scheduler.loop.metrics import SchedulerMetrics
 from tests.celery_cluster import Cluster, PinnedCelery
+from tests.chaos import faults
 from tests.conftest import LEDGER, Cli
 from tests.scheduler.test_executors import run_all
 from tests.scheduler.test_task_runner import work_item
@@ -290,30 +290,14 @@ def test_bad_worker_and_executor_settings_are_refused_with_one_line(ready_cli: C
 
 
 @pytest.fixture
-def second_host(tmp_path: Path) -> Iterator[tuple[str, str]]:
+def second_host() -> Iterator[tuple[str, str]]:
     """A network namespace joined to this one by a veth pair: (its name, the address this side has on the pair).
-    A process started in it reaches this host only through that address."""
-    if shutil.which("ip") is None:
-        pytest.skip("`ip` (iproute2) is not installed: no network namespace for a second host")
-    name = f"ledger-{os.getpid() % 100000}"
-    subnet = 16 + os.getpid() % 200
-    here, there = f"10.231.{subnet}.1", f"10.231.{subnet}.2"
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"network namespaces are not permitted here ({made.stderr.strip()}): no second host")
-    try:
-        for command in (["ip", "link", "add", f"vh{subnet}", "type", "veth", "peer", "name", f"vn{subnet}"],
-                        ["ip", "link", "set", f"vn{subnet}", "netns", name],
-                        ["ip", "addr", "add", f"{here}/30", "dev", f"vh{subnet}"],
-                        ["ip", "link", "set", f"vh{subnet}", "up"],
-                        ["ip", "netns", "exec", name, "ip", "addr", "add", f"{there}/30", "dev", f"vn{subnet}"],
-                        ["ip", "netns", "exec", name, "ip", "link", "set", f"vn{subnet}", "up"],
-                        ["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"]):
-            subprocess.run(command, check=True, capture_output=True)
-        yield name, here
-    finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
-        subprocess.run(["ip", "link", "del", f"vh{subnet}"], capture_output=True)
+    A process started in it reaches this host only through that address; it is stopped before the namespace goes
+    (tests/chaos/faults.py)."""
+    if (missing := faults.missing_capability("netns")) is not None:
+        pytest.skip(f"no second host: {missing}")
+    with faults.network_namespace(2) as ns:
+        yield ns.name, ns.host
 
 
 def test_a_worker_on_a_second_host_reaches_redis_and_the_ledger_only_through_its_link(

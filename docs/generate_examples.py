@@ -131,13 +131,24 @@ def run_step(home: Path, env: dict[str, str], step: Step) -> str | None:
             found = sorted(home.glob(words[1]))
             output = found[0].read_text() if found else f"cat: {words[1]}: No such file"
             return None if hidden else f"$ cat $LEDGER_HOME/{words[1]}\n{output.rstrip()}"
-        done = subprocess.run([LEDGER, *words], capture_output=True, text=True, env={**env, **extra}, cwd=home,
-                              timeout=600)
+        done = run_ledger(words, env={**env, **extra}, cwd=home)
         shown = "$ " + " ".join([*(f"{k}={v}" for k, v in extra.items()), "ledger", shlex.join(words)])
     if hidden:
         return None
     output = (done.stdout + (done.stderr or "")).rstrip().replace(str(home), "$LEDGER_HOME")
     return "\n".join([shown, *(line.rstrip() for line in output.splitlines())])
+
+
+def run_ledger(words: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`ledger WORDS`, its output captured, forked from the warm interpreter of tests/launcher.py (decision 0328:
+    the console script run as such, in the command's own process) when its environment differs from the first
+    command's in LEDGER_* variables alone, else the console script in a subprocess: most of a scenario's commands
+    would otherwise spend a second each starting an interpreter and importing the CLI."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests import launcher
+
+    return launcher.run([LEDGER, *words], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
 
 
 def example(name: str) -> str:
@@ -490,8 +501,7 @@ def run_spark() -> dict[str, str]:
         shown = [f"LEDGER_DATABASE_URL={url}\nLEDGER_SPARK_REMOTE={remote}"]
         for command in ("db upgrade", "scheduler --exit-when-idle --parallelism 2", "timeline sales_pipeline",
                         "lineage daily_sales --partition 2024-03-05", "tasks logs sales_pipeline 5 clean"):
-            done = subprocess.run([LEDGER, *command.split()], capture_output=True, text=True, env=env, cwd=home,
-                                  timeout=600)
+            done = run_ledger(command.split(), env=env, cwd=home)
             output = (done.stdout + done.stderr).rstrip()
             shown.append(f"$ ledger {command}\n" + "\n".join(x.rstrip() for x in output.splitlines()))
         text = "\n\n".join(shown).replace(str(home), "/tmp/pgdemo/home")

@@ -332,19 +332,41 @@ with DAG("daily", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz
 
 
 # -- the order tests are handed to xdist workers ---------------------------------------------------------------
-# `make test` runs `pytest -n 2 --maxschedchunk 1`: a worker is handed the next test in the order below whenever
-# it runs low (xdist otherwise hands each worker a quarter of its share at once, in collection order). The long
-# tests (real Spark, the docs' scenarios, PostgreSQL restarts: marked slow or spark) come first, the scenarios
-# through the real `ledger` command next and the quick in-process tests last, so that the run does not end with
-# one worker alone on a 3-minute test while the other idles. Each worker still runs its tests in this order.
+# `make test` runs `pytest -n 2 --maxschedchunk 1`: xdist's load scheduler gives each worker two tests, then one
+# more each time one ends (one runs, one waits), in the order below. The tests that took longest in a whole run
+# (`--durations=40`, quiet host) come first, longest first, so that a long test is never handed out near the end,
+# where the other worker would idle while it runs (decision 0333); then the other long tests (real Spark, the docs'
+# scenarios, Chromium, PostgreSQL restarts: marked slow, spark or browser), the scenarios through the real `ledger`
+# command, and the quick in-process tests last. Each worker runs its tests in this order.
+LONGEST_FIRST = (  # node id prefixes, by their longest test (s, quiet host, before decision 0333)
+    "tests/airflow_compare/test_airflow_examples.py",  # 70, 21, 15: the example DAGs' own sleeps
+    "tests/spark/test_example_pipeline.py",  # 68: `make demo`
+    "tests/test_docs.py",  # 41, 22, 14, 12, 12: the guides
+    "tests/test_wheel.py",  # 38 set-up, 20
+    "tests/scheduler/test_celery_executor.py",  # 52 (a worker killed mid-try), 13, 11, 10
+    "tests/chaos/test_fleet_faults.py",  # 27, 23
+    "tests/scheduler/test_fleet_faults_seen.py",  # 23
+    "tests/spark/test_spark_pinned.py",  # 22
+    "tests/spark/test_spark_task.py",  # 18, 15, 10, 10, 10
+    "tests/airflow/test_spark_provider.py",  # 17
+    "tests/signals/test_signal_delivery.py::test_a_storm_of_ten_thousand_signals",  # 17 (PostgreSQL)
+    "tests/test_readme_tour.py",  # 15
+    "tests/web/test_daily_walk.py",  # 15
+    "tests/web/test_browser.py",  # 14
+    "tests/scheduler/test_database_faults.py",  # 12
+    "tests/store/test_migrations.py",  # 12
+    "tests/web/test_views_browser.py",  # 10
+)
 
 
-def _weight(item: pytest.Item) -> int:
-    if item.get_closest_marker("spark") or item.get_closest_marker("slow") or item.path.name == "test_docs.py":
-        return 0
+def _weight(item: pytest.Item) -> tuple[int, int]:
+    known = next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)),
+                 len(LONGEST_FIRST))
+    if any(item.get_closest_marker(m) for m in ("spark", "slow", "browser")) or item.path.name == "test_docs.py":
+        return known, 0
     if item.get_closest_marker("postgres") or item.get_closest_marker("scenario"):
-        return 1
-    return 2
+        return known, 1
+    return known, 2
 
 
 @pytest.hookimpl(wrapper=True)

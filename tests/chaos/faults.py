@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,8 @@ class Namespace:
 @contextlib.contextmanager
 def network_namespace(tag: int) -> Iterator[Namespace]:
     """A namespace named after this process and `tag` (tests run beside other engineers' tests: names and the
-    10.<a>.<b>.0/30 link are this process's own), removed afterwards with its link."""
+    10.<a>.<b>.0/30 link are this process's own), removed afterwards with its link, once the processes still in it
+    are killed (stop_inside)."""
     unique = (os.getpid() * 8 + tag) % 60000
     a, b = 200 + unique // 16384, (unique % 16384) // 64
     c = (unique % 64) * 4
@@ -73,10 +75,36 @@ def network_namespace(tag: int) -> Iterator[Namespace]:
         _ip("netns", "exec", made.name, "ip", "link", "set", "lo", "up")
         yield made
     finally:
+        stop_inside(made.name)
         with contextlib.suppress(RuntimeError):
             _ip("link", "del", made.link)  # (its peer goes with it)
         with contextlib.suppress(RuntimeError):
             _ip("netns", "del", made.name)
+
+
+def stop_inside(namespace: str, within: float = 30.0) -> None:
+    """kill -9 of the process group of every process still in `namespace`, waited for (reaped or a zombie its
+    parent reaps), before the namespace goes. Not SIGTERM: a Celery worker's warm shutdown reads the answer to the
+    BRPOP its consumer sent on a connection a partition left stale (10 s and more after the link was back, in
+    tests/chaos); and once the namespace is gone it waits on its sockets' timeouts."""
+    listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True, timeout=30)
+    pids = [int(pid) for pid in listed.stdout.split()]
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+    deadline = time.monotonic() + within
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Is `pid` running (not gone, not a zombie waiting for its parent to reap it)?"""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
 
 
 @dataclass

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +101,26 @@ def test_a_report_is_left_whole_beside_a_temporary_file_a_process_of_the_same_pi
     assert json.loads(path.read_bytes()) == {"state": "success"}
     assert leftover.read_bytes() == b"half"
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, leftover.name])
+
+
+def test_a_local_report_is_written_in_place_and_one_the_disk_cut_short_is_removed(tmp_path: Path) -> None:
+    path = tmp_path / "logs" / "try_1.log.report.json"
+    try_report.write_in_place(str(path), b'{"state": "success"}')  # its folder is made
+    assert json.loads(path.read_bytes()) == {"state": "success"}
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary name beside it
+    pid = os.fork()
+    if pid == 0:  # a child whose file size limit cuts the write short, as a full disk would
+        code = 1
+        try:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (8, 8))
+            try_report.write_in_place(str(path), b'{"state": "failed", "reason": "a longer report"}')
+        except OSError:
+            code = 0 if not path.exists() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def test_a_finished_event_with_its_report_comes_through_the_workers_pipe_whole() -> None:

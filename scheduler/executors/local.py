@@ -233,6 +233,7 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
     pid = os.getpid()
     inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started", at=time.time(), pid=pid))
     result = in_process.run_in_process(item, plan)
+    try_plan.unsettle()  # (its code ran in this process)
     try_plan.forget_prepared()
     outcome = result.outcome
     inbox.send(_ended(item, outcome, pid, result.report))

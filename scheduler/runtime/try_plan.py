@@ -130,6 +130,7 @@ def load_dag_file(fileloc: str, *, root: str | None = None, timeout: float | Non
     cached = _cache.get(fileloc)
     if cached is not None and cached.key == key:
         return cached.result
+    unsettle()  # (the file's code runs here)
     try:
         with _alarm(timeout):
             if capture is None:
@@ -220,13 +221,36 @@ def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIM
 def settle(plan: Plan) -> None:
     """In a worker process of its own that forks the try next (the LocalExecutor's), before the fork: make this
     process what the try's process starts as, the loaded file's code root and modules active and the try's LEDGER_*
-    variables set, so that the child inherits them instead of making them after the fork (each page a child writes
-    is copied for it: issue 43). The worker's next try, forked or run in the worker, sets its own."""
+    variables set, so that the child inherits them instead of
+    making them after the fork (each page a child writes is copied for it: issue 43). The worker's next try, forked
+    or run in the worker, sets its own. Only the variables that differ from those it set for its last try are
+    written (`_settled_env`), unless something else may have run in this process since (`unsettle`)."""
+    global _settled_env
     if plan.loaded is not None and plan.error is None:
         dagbag.activate(plan.loaded)
     if plan.context is not None:
-        set_environment(plan.context)
+        wanted = plan.context.env()
+        if _settled_env is None:
+            set_environment(plan.context)
+        else:
+            for key in _settled_env.keys() - wanted.keys():
+                os.environ.pop(key, None)
+            for key, value in wanted.items():
+                if _settled_env.get(key) != value:
+                    os.environ[key] = value
+        _settled_env = wanted
     plan.settled = True
+
+
+# the try variables settle() set last in this process (None: not known)
+_settled_env: dict[str, str] | None = None
+
+
+def unsettle() -> None:
+    """Code other than settle() may have changed this process's environment (a try run in it, a DAG file imported):
+    the next settle() sets every try variable again."""
+    global _settled_env
+    _settled_env = None
 
 
 def forget_prepared() -> None:
@@ -234,6 +258,7 @@ def forget_prepared() -> None:
 
 
 def clear_cache() -> None:
+    unsettle()
     _cache.clear()
     _plans.clear()
     _parameters.clear()

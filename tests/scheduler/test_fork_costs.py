@@ -5,6 +5,7 @@ client of remote tries, the Celery runtime, the lease and guard of remote tries.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -12,12 +13,13 @@ import resource
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ledger.scheduler.executors.base import TaskEvent, dumps
-from ledger.scheduler.runtime import task_runner, try_plan, try_process, try_report
+from ledger.scheduler.runtime import dagbag, task_runner, try_plan, try_process, try_report
 from ledger.sdk import secrets
 from ledger.sdk.context import TRY_ENV_KEYS
 from tests.scheduler.test_task_runner import read_log, work_item
@@ -40,14 +42,15 @@ with DAG("demo", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz=
 
 
 @pytest.fixture
-def dag_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def dag_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     try_plan.clear_cache()
     for key in TRY_ENV_KEYS:  # settle() sets them in this process: put back after the test
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
     path = tmp_path / "demo.py"
     path.write_text(SOURCE)
-    return path
+    yield path
+    try_plan.clear_cache()
 
 
 def _refuse(*args: object, **kwargs: object) -> None:
@@ -67,6 +70,33 @@ def test_a_settled_try_runs_with_its_variables_without_setting_them_after_the_fo
     outcome = running.wait(timeout=30)
     assert outcome is not None and outcome.state == "success", read_log(item)
     assert "ds=2024-03-10 task=show run=7" in read_log(item)
+
+
+def test_a_settled_worker_writes_only_the_variables_that_change_and_all_of_them_once_other_code_ran(
+        dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = work_item(dag_file, "show")
+    try_plan.settle(try_plan.prepare(first))
+    mapped = dataclasses.replace(first, ti_id=2, run_id=8, map_index=3)
+    try_plan.settle(try_plan.prepare(mapped))  # the next try: its own values, one variable more
+    assert (os.environ["LEDGER_RUN_ID"], os.environ["LEDGER_MAP_INDEX"]) == ("8", "3")
+    try_plan.settle(try_plan.prepare(first))  # and one less
+    assert os.environ["LEDGER_RUN_ID"] == "7" and "LEDGER_MAP_INDEX" not in os.environ
+    os.environ["LEDGER_TASK_ID"] = "changed by code run in the worker"
+    try_plan.unsettle()  # (as after a try run in the worker, or a DAG file imported)
+    try_plan.settle(try_plan.prepare(first))
+    assert os.environ["LEDGER_TASK_ID"] == "show"
+
+
+def test_activating_the_same_file_again_puts_its_root_first_again_when_sys_path_changed(dag_file: Path) -> None:
+    plan = try_plan.prepare(work_item(dag_file, "show"))
+    assert plan.loaded is not None and plan.loaded.root is not None
+    dagbag.activate(plan.loaded)
+    assert sys.path[0] == plan.loaded.root
+    dagbag.activate(plan.loaded)  # (nothing changed: nothing to do)
+    assert sys.path[0] == plan.loaded.root and sys.path.count(plan.loaded.root) == 1
+    sys.path.insert(0, str(dag_file.parent / "elsewhere"))
+    dagbag.activate(plan.loaded)
+    assert sys.path[:2] == [plan.loaded.root, str(dag_file.parent / "elsewhere")]
 
 
 def test_a_callables_parameters_are_read_by_the_worker_not_by_the_try(

@@ -24,6 +24,7 @@ from typing import Any
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.runtime import dagbag
 from ledger.scheduler.runtime.dagbag import FileResult, load_file
+from ledger.scheduler.runtime.try_logging import capture_logging, output_streams, set_aside
 from ledger.scheduler.runtime.try_outcome import describe_exception, one_line
 from ledger.sdk.context import TaskContext, set_environment
 from ledger.sdk.dag import PythonTask, Task
@@ -132,7 +133,7 @@ def load_dag_file(fileloc: str, *, root: str | None = None, timeout: float | Non
         return cached.result
     unsettle()  # (the file's code runs here)
     try:
-        with _alarm(timeout):
+        with _alarm(timeout), set_aside():  # (its logging is not a try's)
             if capture is None:
                 result = load_file(fileloc, root)
             else:
@@ -220,12 +221,14 @@ def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIM
 
 def settle(plan: Plan) -> None:
     """In a worker process of its own that forks the try next (the LocalExecutor's), before the fork: make this
-    process what the try's process starts as, the loaded file's code root and modules active and the try's LEDGER_*
-    variables set, so that the child inherits them instead of
+    process what the try's process starts as, the loaded file's code root and modules active, the try's LEDGER_*
+    variables set and its logging handler installed (decision 0323), so that the child inherits them instead of
     making them after the fork (each page a child writes is copied for it: issue 43). The worker's next try, forked
     or run in the worker, sets its own. Only the variables that differ from those it set for its last try are
     written (`_settled_env`), unless something else may have run in this process since (`unsettle`)."""
     global _settled_env
+    if _settled_env is None:
+        capture_logging(output_streams()[1])  # the try's logging handler, which its process finds in place
     if plan.loaded is not None and plan.error is None:
         dagbag.activate(plan.loaded)
     if plan.context is not None:
@@ -242,13 +245,13 @@ def settle(plan: Plan) -> None:
     plan.settled = True
 
 
-# the try variables settle() set last in this process (None: not known)
+# the try variables settle() set last in this process, its logging handler installed since (None: not known)
 _settled_env: dict[str, str] | None = None
 
 
 def unsettle() -> None:
-    """Code other than settle() may have changed this process's environment (a try run in it, a DAG file imported):
-    the next settle() sets every try variable again."""
+    """Code other than settle() may have changed this process's environment or its logging (a try run in it, a DAG
+    file imported): the next settle() sets every try variable and installs the try's logging handler again."""
     global _settled_env
     _settled_env = None
 

@@ -32,7 +32,8 @@ from typing import Any, NoReturn
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.runtime import try_report
 from ledger.scheduler.runtime.parent_death import die_with_parent
-from ledger.scheduler.runtime.task_runner import HANDOVER_REASON, log_handler, now_iso, output_streams, run_try
+from ledger.scheduler.runtime.task_runner import HANDOVER_REASON, now_iso, run_try
+from ledger.scheduler.runtime.try_logging import log_handler, output_streams
 from ledger.scheduler.runtime.try_outcome import (
     EXIT_CODES,
     EXIT_FAILED,

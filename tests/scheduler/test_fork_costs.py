@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import pickle
 import resource
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ledger.scheduler.executors.base import TaskEvent, dumps
-from ledger.scheduler.runtime import dagbag, task_runner, try_plan, try_process, try_report
+from ledger.scheduler.runtime import dagbag, task_runner, try_logging, try_plan, try_process, try_report
 from ledger.sdk import secrets
 from ledger.sdk.context import TRY_ENV_KEYS
 from tests.scheduler.test_task_runner import read_log, work_item
@@ -50,6 +51,7 @@ def dag_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path = tmp_path / "demo.py"
     path.write_text(SOURCE)
     yield path
+    try_logging.release_logging()  # (settle() installs the try's logging handler in this process)
     try_plan.clear_cache()
 
 
@@ -85,6 +87,22 @@ def test_a_settled_worker_writes_only_the_variables_that_change_and_all_of_them_
     try_plan.unsettle()  # (as after a try run in the worker, or a DAG file imported)
     try_plan.settle(try_plan.prepare(first))
     assert os.environ["LEDGER_TASK_ID"] == "show"
+
+
+def test_the_worker_installs_the_tries_logging_handler_and_sets_it_aside_while_it_imports_a_dag_file(
+        dag_file: Path, tmp_path: Path) -> None:
+    try_plan.settle(try_plan.prepare(work_item(dag_file, "show")))
+    root = logging.getLogger()
+    handler = try_logging.log_handler(try_logging.output_streams()[1])
+    assert root.handlers.count(handler) == 1 and root.level == logging.INFO
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text(SOURCE.replace("def show(", "import logging\nlogging.getLogger('x').info('info at import')\n"
+                                     "print('printed at import')\n\n\ndef show("))
+    plan = try_plan.prepare(work_item(chatty, "show"))
+    assert "printed at import" in plan.output and "info at import" not in plan.output  # the import's logging is its own
+    assert root.handlers.count(handler) == 1 and root.level == logging.INFO  # back once imported
+    try_plan.settle(plan)
+    assert root.handlers.count(handler) == 1
 
 
 def test_activating_the_same_file_again_puts_its_root_first_again_when_sys_path_changed(dag_file: Path) -> None:

@@ -209,7 +209,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
                 _run_here(inbox, item, plan)
                 continue
             try_plan.settle(plan)  # (this process runs nothing of its own: the child inherits what it sets)
-            running = try_process.fork_try(item, close_fds=[conn.fileno()])
+            running = try_process.fork_try(item, close_fds=[conn.fileno()], same_inputs=try_plan.settled_again())
             _current = running
             try_plan.forget_prepared()
             inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",

@@ -222,11 +222,12 @@ def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIM
 def settle(plan: Plan) -> None:
     """In a worker process of its own that forks the try next (the LocalExecutor's), before the fork: make this
     process what the try's process starts as, the loaded file's code root and modules active, the try's LEDGER_*
-    variables set and its logging handler installed (decision 0323), so that the child inherits them instead of
+    variables set and its logging handler installed (decision 0324), so that the child inherits them instead of
     making them after the fork (each page a child writes is copied for it: issue 43). The worker's next try, forked
     or run in the worker, sets its own. Only the variables that differ from those it set for its last try are
     written (`_settled_env`), unless something else may have run in this process since (`unsettle`)."""
-    global _settled_env
+    global _settled_env, _settled_again
+    _settled_again = _settled_env is not None
     if _settled_env is None:
         capture_logging(output_streams()[1])  # the try's logging handler, which its process finds in place
     if plan.loaded is not None and plan.error is None:
@@ -247,6 +248,13 @@ def settle(plan: Plan) -> None:
 
 # the try variables settle() set last in this process, its logging handler installed since (None: not known)
 _settled_env: dict[str, str] | None = None
+_settled_again = False  # the last settle() found this process as the one before left it
+
+
+def settled_again() -> bool:
+    """Whether the last settle() found this process as the settle() before it left it: only the worker's own loop
+    ran in it since it forked its last try (no DAG file imported, no try run in it)."""
+    return _settled_again
 
 
 def unsettle() -> None:

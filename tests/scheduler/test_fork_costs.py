@@ -77,16 +77,18 @@ def test_a_settled_try_runs_with_its_variables_without_setting_them_after_the_fo
 def test_a_settled_worker_writes_only_the_variables_that_change_and_all_of_them_once_other_code_ran(
         dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = work_item(dag_file, "show")
-    try_plan.settle(try_plan.prepare(first))
+    try_plan.settle(try_plan.prepare(first))  # (the file imported first)
+    assert not try_plan.settled_again()
     mapped = dataclasses.replace(first, ti_id=2, run_id=8, map_index=3)
     try_plan.settle(try_plan.prepare(mapped))  # the next try: its own values, one variable more
+    assert try_plan.settled_again()  # (only the worker's loop ran since: its fork checks the key file alone)
     assert (os.environ["LEDGER_RUN_ID"], os.environ["LEDGER_MAP_INDEX"]) == ("8", "3")
     try_plan.settle(try_plan.prepare(first))  # and one less
     assert os.environ["LEDGER_RUN_ID"] == "7" and "LEDGER_MAP_INDEX" not in os.environ
     os.environ["LEDGER_TASK_ID"] = "changed by code run in the worker"
     try_plan.unsettle()  # (as after a try run in the worker, or a DAG file imported)
     try_plan.settle(try_plan.prepare(first))
-    assert os.environ["LEDGER_TASK_ID"] == "show"
+    assert os.environ["LEDGER_TASK_ID"] == "show" and not try_plan.settled_again()
 
 
 def test_the_worker_installs_the_tries_logging_handler_and_sets_it_aside_while_it_imports_a_dag_file(

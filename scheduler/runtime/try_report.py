@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import uuid
 from dataclasses import dataclass, field, replace
@@ -117,9 +118,24 @@ def build(state: str, reason: str | None, at: float, log_path: str, host: str | 
         outlets=tuple(i for i in writes if isinstance(i, dict) and i.get("outlet")))
 
 
+# The JSON text of a report that left nothing but how it ended (most tries'), as json.dumps writes it: filled in
+# without the json module, whose objects a forked try's process would otherwise touch (and copy) to write it.
+_BARE = ('{"version": %d, "state": "%s", "reason": null, "at": %r, "log_path": "%s", "host": null, "pushed": [], '
+         '"rendered": null, "writes": [], "outlets": [], "log": null}')
+
+
+def _plain(text: str) -> bool:
+    """Whether `text` is a JSON string's content as it stands (json.dumps escapes nothing in it)."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
 def dumps(report: TryReport) -> bytes:
     """A report's JSON text. Its values came through JSON already (try_outputs keeps them so), so the plain encoder
-    takes them; repr() stands for any that did not."""
+    takes them; repr() stands for any that did not. A report of nothing but a state, a time and a plain log path is
+    written from a template, the same text (decision 0323)."""
+    if (report.reason is None and report.host is None and report.log is None and not report.left_anything
+            and _plain(report.state) and _plain(report.log_path) and math.isfinite(report.at)):
+        return (_BARE % (report.version, report.state, float(report.at), report.log_path)).encode()
     data = report.as_json()
     try:
         return json.dumps(data).encode()

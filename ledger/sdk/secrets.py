@@ -62,8 +62,8 @@ def settings_secrets(*, same_inputs: bool = False) -> list[str]:
     global _settings_found
     if same_inputs and _settings_found is not None:
         _inputs, known, identity = _settings_found[0]
-        if known is None or _identity(known) == identity:
-            return list(_settings_found[1])
+        if known is None or (identity is None and not os.access(known, os.F_OK)) or _identity(known) == identity:
+            return list(_settings_found[1])  # (still no key file: found without the exception a stat would make)
     env = os.environ
     inputs = tuple(env.get(name) for name in _SETTINGS_INPUTS)  # (read once: a worker does this before each fork)
     path = _key_file(inputs[3:])

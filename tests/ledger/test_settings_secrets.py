@@ -71,3 +71,10 @@ def test_with_the_same_inputs_only_the_key_file_is_looked_at_again_and_a_new_key
         assert secrets.settings_secrets(same_inputs=True) == [first]
     key_file(home).write_text(f"rotated-key-text,{first}\n", encoding="ascii")  # rotated between two forks
     assert secrets.settings_secrets(same_inputs=True) == ["rotated-key-text", first]
+
+
+def test_with_the_same_inputs_a_key_file_made_after_the_first_look_is_masked(home: Path) -> None:
+    assert secrets.settings_secrets() == []
+    assert secrets.settings_secrets(same_inputs=True) == []  # (still none)
+    made = create_key_file(key_file(home)).strip()
+    assert secrets.settings_secrets(same_inputs=True) == [made]

@@ -237,8 +237,9 @@ def settle(plan: Plan) -> None:
         if _settled_env is None:
             set_environment(plan.context)
         else:
-            for key in _settled_env.keys() - wanted.keys():
-                os.environ.pop(key, None)
+            for key in _settled_env:
+                if key not in wanted:
+                    os.environ.pop(key, None)
             for key, value in wanted.items():
                 if _settled_env.get(key) != value:
                     os.environ[key] = value

@@ -384,9 +384,6 @@ def run_try(item: WorkItem, on_end: Callable[[State, str | None], None] | None =
                 dagbag.activate(plan.loaded)
             if plan.context is not None:  # for good: this process exits after the try (nothing to put back)
                 set_environment(plan.context)
-        elif plan.own_env:  # those of its run and its own, which its worker leaves to it
-            for key, value in plan.own_env.items():
-                os.environ[key] = value
         state, reason = execute_plan(plan)
     except BaseException as exc:  # a bug of ours must still end as a clean failed try
         traceback.print_exc()

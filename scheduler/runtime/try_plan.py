@@ -26,7 +26,7 @@ from ledger.scheduler.runtime import dagbag
 from ledger.scheduler.runtime.dagbag import FileResult, load_file
 from ledger.scheduler.runtime.try_logging import capture_logging, output_streams, set_aside
 from ledger.scheduler.runtime.try_outcome import describe_exception, one_line
-from ledger.sdk.context import TRY_ENV_KEYS, TaskContext
+from ledger.sdk.context import TaskContext, set_environment
 from ledger.sdk.dag import PythonTask, Task
 from ledger.sdk.params import resolve as resolve_params
 from ledger.sdk.spark import SparkTask
@@ -162,7 +162,6 @@ class Plan:
     pass_context: bool = False
     loaded: FileResult | None = None  # the imported DAG file: activated in the try's process before it runs
     settled: bool = False  # the process that forks the try has made itself what the try's process starts as (settle)
-    own_env: dict[str, str] | None = None  # settled: the variables the try's process sets itself (OWN_ENV_KEYS)
 
     @property
     def in_process(self) -> bool:
@@ -220,23 +219,13 @@ def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIM
     return plan
 
 
-# The try variables whose values are new for each run or try (its id and dates, its writes file, the signal that
-# started it): the try's own process sets them, never its worker (decision 0324). glibc's setenv keeps every value a
-# variable was ever given (a pointer getenv handed out may still be in use), so a long-lived worker that set them
-# would grow by each try's values, for as long as it lives.
-OWN_ENV_KEYS = frozenset({"LEDGER_RUN_ID", "LEDGER_LOGICAL_DATE", "LEDGER_DATA_INTERVAL_START",
-                          "LEDGER_DATA_INTERVAL_END", "LEDGER_WRITES_PATH", "LEDGER_SIGNAL_KEY", "LEDGER_SIGNAL_VALUE",
-                          "LEDGER_SIGNAL_VERSION"})
-
-
 def settle(plan: Plan) -> None:
     """In a worker process of its own that forks the try next (the LocalExecutor's), before the fork: make this
     process what the try's process starts as, the loaded file's code root and modules active, the try's LEDGER_*
-    variables set but those of its run and its own (OWN_ENV_KEYS: `plan.own_env`, set by the try's process) and its
-    logging handler installed (decision 0324), so that the child inherits them instead of making them after the
-    fork (each page a child writes is copied for it: issue 43). The worker's next try, forked or run in the worker,
-    sets its own. Only the variables that differ from those it set for its last try are written (`_settled_env`),
-    unless something else may have run in this process since (`unsettle`): then every try variable is."""
+    variables set and its logging handler installed (decision 0324), so that the child inherits them instead of
+    making them after the fork (each page a child writes is copied for it: issue 43). The worker's next try, forked
+    or run in the worker, sets its own. Only the variables that differ from those it set for its last try are
+    written (`_settled_env`), unless something else may have run in this process since (`unsettle`)."""
     global _settled_env, _settled_again
     _settled_again = _settled_env is not None
     if _settled_env is None:
@@ -245,14 +234,15 @@ def settle(plan: Plan) -> None:
         dagbag.activate(plan.loaded)
     if plan.context is not None:
         wanted = plan.context.env()
-        plan.own_env = {key: wanted.pop(key) for key in OWN_ENV_KEYS if key in wanted}
-        last = _settled_env
-        for key in TRY_ENV_KEYS if last is None else last:
-            if key not in wanted and (last is not None or key in os.environ):
-                os.environ.pop(key, None)
-        for key, value in wanted.items():
-            if last is None or last.get(key) != value:
-                os.environ[key] = value
+        if _settled_env is None:
+            set_environment(plan.context)
+        else:
+            for key in _settled_env:
+                if key not in wanted:
+                    os.environ.pop(key, None)
+            for key, value in wanted.items():
+                if _settled_env.get(key) != value:
+                    os.environ[key] = value
         _settled_env = wanted
     plan.settled = True
 

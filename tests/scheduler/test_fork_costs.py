@@ -64,7 +64,7 @@ def test_a_settled_try_runs_with_its_variables_without_setting_them_after_the_fo
     item = work_item(dag_file, "show")
     plan = try_plan.prepare(item)
     try_plan.settle(plan)
-    assert os.environ["LEDGER_TASK_ID"] == "show" and "LEDGER_RUN_ID" not in os.environ  # (the try's own: below)
+    assert os.environ["LEDGER_TASK_ID"] == "show" and os.environ["LEDGER_RUN_ID"] == "7"
     monkeypatch.setattr(task_runner, "set_environment", _refuse)  # the child inherits this module as it is now
     monkeypatch.setattr(task_runner.dagbag, "activate", _refuse)
     running = try_process.fork_try(item)
@@ -79,32 +79,16 @@ def test_a_settled_worker_writes_only_the_variables_that_change_and_all_of_them_
     first = work_item(dag_file, "show")
     try_plan.settle(try_plan.prepare(first))  # (the file imported first)
     assert not try_plan.settled_again()
-    mapped = dataclasses.replace(first, ti_id=2, run_id=8, dag_version="v2", map_index=3)
+    mapped = dataclasses.replace(first, ti_id=2, run_id=8, map_index=3)
     try_plan.settle(try_plan.prepare(mapped))  # the next try: its own values, one variable more
     assert try_plan.settled_again()  # (only the worker's loop ran since: its fork checks the key file alone)
-    assert (os.environ["LEDGER_DAG_VERSION"], os.environ["LEDGER_MAP_INDEX"]) == ("v2", "3")
+    assert (os.environ["LEDGER_RUN_ID"], os.environ["LEDGER_MAP_INDEX"]) == ("8", "3")
     try_plan.settle(try_plan.prepare(first))  # and one less
-    assert os.environ["LEDGER_DAG_VERSION"] == "v1abc" and "LEDGER_MAP_INDEX" not in os.environ
+    assert os.environ["LEDGER_RUN_ID"] == "7" and "LEDGER_MAP_INDEX" not in os.environ
     os.environ["LEDGER_TASK_ID"] = "changed by code run in the worker"
     try_plan.unsettle()  # (as after a try run in the worker, or a DAG file imported)
     try_plan.settle(try_plan.prepare(first))
     assert os.environ["LEDGER_TASK_ID"] == "show" and not try_plan.settled_again()
-
-
-def test_a_worker_holds_none_of_a_runs_or_a_tries_own_variables_and_its_tries_set_them(dag_file: Path) -> None:
-    os.environ["LEDGER_RUN_ID"] = "inherited"  # (from the process that started the worker)
-    for run_id in (7, 8, 9):  # runs of one task, each try with its own dates, id and writes file
-        item = dataclasses.replace(work_item(dag_file, "show"), ti_id=run_id, run_id=run_id,
-                                   log_path=str(dag_file.parent / "logs" / f"try_{run_id}.log"))
-        plan = try_plan.prepare(item)
-        try_plan.settle(plan)  # (glibc keeps every value a variable was given: a worker would grow by each)
-        assert [key for key in try_plan.OWN_ENV_KEYS if key in os.environ] == []
-        assert plan.own_env is not None and plan.own_env["LEDGER_RUN_ID"] == str(run_id)
-        running = try_process.fork_try(item)
-        try_plan.forget_prepared()
-        outcome = running.wait(timeout=30)
-        assert outcome is not None and outcome.state == "success", read_log(item)
-        assert f"task=show run={run_id}" in read_log(item)
 
 
 def test_the_worker_installs_the_tries_logging_handler_and_sets_it_aside_while_it_imports_a_dag_file(

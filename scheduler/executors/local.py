@@ -82,6 +82,9 @@ START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL for a try ended by kill()
 UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker that never said "started" is killed
+# tries a worker runs before it is replaced, once idle (decision 0324): glibc's setenv keeps every value a variable
+# was ever given, and a worker sets each try's LEDGER_* variables before it forks it, so it grows by each try's values
+RECYCLE_AFTER = 10_000
 
 # -- the worker side -------------------------------------------------------------------------------
 
@@ -333,6 +336,7 @@ class _Worker:
     ready: bool = False
     dead: bool = False
     inbox: Any = None  # a select.poll on its pipe (Connection.poll builds a selector on every call)
+    ended: int = 0  # tries it has reported finished
 
     def said_more(self) -> bool:
         """Whether its pipe has a message (or its end) to read now; OSError once the pipe is closed."""
@@ -357,8 +361,9 @@ class LocalExecutor(EndedOnThisHost):
 
     def __init__(self, parallelism: int, *, start_method: StartMethod = "exec",
                  import_timeout: float | None = try_plan.DEFAULT_IMPORT_TIMEOUT,
-                 reuse_workers: bool = False, queue_ahead: int = 0) -> None:
+                 reuse_workers: bool = False, queue_ahead: int = 0, recycle_after: int = RECYCLE_AFTER) -> None:
         super().__init__(parallelism)
+        self.recycle_after = recycle_after  # tries a worker runs before it is replaced once idle
         if queue_ahead < 0:
             raise ValueError("queue_ahead must be 0 or more")
         self.depth = 1 + queue_ahead  # items a worker holds at most
@@ -457,6 +462,9 @@ class LocalExecutor(EndedOnThisHost):
             raise RuntimeError("LocalExecutor is not accepting work (not started, or ending)")
         if item.ti_id in self.in_flight():
             raise ValueError(f"task instance {item.ti_id} is already in flight")
+        for worn in [w for w in self._workers if w.ended >= self.recycle_after and not w.items and not w.dead]:
+            self._retire(worn)  # (idle: nothing of its is lost) its successor takes the item, once it has started
+            self._spawn()
         for _ in range(2):  # a worker found dead on send is replaced, and the item goes to the new one
             open_ = [w for w in self._workers if not w.dead and len(w.items) < self.depth]
             if not open_:
@@ -506,6 +514,7 @@ class LocalExecutor(EndedOnThisHost):
                 worker.pid = message.pid
             else:
                 del worker.items[index]
+                worker.ended += 1
                 if index == 0:
                     worker.pid = None
                     worker.assigned_at = time.monotonic()  # the next item's turn

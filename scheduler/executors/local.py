@@ -1,6 +1,7 @@
 """LocalExecutor: a pool of long-lived worker processes, each forking one child per try.
 
-A worker is started once, in start(), so a try costs a fork, never a fresh interpreter. For each WorkItem
+A worker is started once, in start(), so a try costs a fork, never a fresh interpreter (it is replaced, once idle,
+after RECYCLE_AFTER tries: decision 0324). For each WorkItem
 a worker imports the DAG file (cached per file and mtime, before forking, so the child inherits the
 module), puts the try's code root and LEDGER_* variables in place (the child inherits them too: decision 0313), forks
 a child that runs the try in its own process group, reports "started" with the child's pid

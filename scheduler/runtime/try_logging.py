@@ -3,7 +3,7 @@ that sends the logging of its code (the root logger and named ones, INFO and abo
 lines, with the secrets it read masked.
 
 Both are made once per process that forks tries, before it forks. A LocalExecutor worker also installs the handler
-before each fork (`try_plan.settle`: its child finds it in place, decision 0323); the handler is set aside while the
+before each fork (`try_plan.settle`: its child finds it in place, decision 0324); the handler is set aside while the
 worker imports a DAG file (`set_aside`), whose logging is the worker's own.
 """
 

@@ -86,6 +86,7 @@ UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker th
 # tries a worker runs before it is replaced, once idle (decision 0324): glibc's setenv keeps every value a variable
 # was ever given, and a worker sets each try's LEDGER_* variables before it forks it, so it grows by each try's values
 RECYCLE_AFTER = 10_000
+RETIRE_GRACE = 2.0  # seconds a worker being replaced is given to end by itself before it is killed
 
 # -- the worker side -------------------------------------------------------------------------------
 
@@ -464,8 +465,11 @@ class LocalExecutor(EndedOnThisHost):
         if item.ti_id in self.in_flight():
             raise ValueError(f"task instance {item.ti_id} is already in flight")
         for worn in [w for w in self._workers if w.ended >= self.recycle_after and not w.items and not w.dead]:
-            self._retire(worn)  # (idle: nothing of its is lost) its successor takes the item, once it has started
-            self._spawn()
+            with contextlib.suppress(OSError, ValueError):  # (idle: nothing of its is lost) told to end, as end() does,
+                worn.conn.send(None)  # so that it stops what it runs itself (a SparkSession) before it exits
+            worn.process.join(timeout=RETIRE_GRACE)
+            self._retire(worn)
+            self._spawn()  # its successor takes the item, once it has started
         for _ in range(2):  # a worker found dead on send is replaced, and the item goes to the new one
             open_ = [w for w in self._workers if not w.dead and len(w.items) < self.depth]
             if not open_:

@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> None:
         plan = try_plan.prepare(item, import_timeout=None)
         if hasattr(try_plan, "settle"):  # as the LocalExecutor's worker does (decision 0313)
             try_plan.settle(plan)
-        running = try_process.fork_try(item)
+        same = {"same_inputs": try_plan.settled_again()} if hasattr(try_plan, "settled_again") else {}
+        running = try_process.fork_try(item, **same)  # (as the worker forks it: decision 0324)
         try_plan.forget_prepared()
         outcome = running.wait()
         if outcome is None or outcome.state != "success":

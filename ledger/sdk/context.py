@@ -280,7 +280,8 @@ def set_environment(context: TaskContext, environ: MutableMapping[str, str] | No
                     saved: dict[str, str | None] | None = None) -> None:
     """`environ` (os.environ) holds the try's LEDGER_* variables and none of the others of TRY_ENV_KEYS, for
     good: a forked try's process, which exits after its try, has nothing to put back. `saved` gets what each
-    variable it changed was (None: unset), for `environment` to put back."""
+    variable it changed was (None: unset), for `environment` to put back. A variable that already holds its value is
+    not written again (a LocalExecutor worker sets them before each fork: most stay the same from try to try)."""
     target = os.environ if environ is None else environ
     wanted = context.env()
     for key in TRY_ENV_KEYS:
@@ -289,6 +290,8 @@ def set_environment(context: TaskContext, environ: MutableMapping[str, str] | No
             if saved is not None:
                 saved[key] = value
     for key, value in wanted.items():
+        was = target.get(key)
         if saved is not None:
-            saved[key] = target.get(key)
-        target[key] = value
+            saved[key] = was
+        if was != value:
+            target[key] = value

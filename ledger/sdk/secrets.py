@@ -49,14 +49,21 @@ _SETTINGS_INPUTS = ("LEDGER_FERNET_KEY", "LEDGER_SMTP_PASSWORD", TOKEN_VARIABLE,
 _key_file_found: tuple[tuple[Any, ...], Path | None] | None = None
 
 
-def settings_secrets() -> list[str]:
+def settings_secrets(*, same_inputs: bool = False) -> list[str]:
     """The secrets of ledger's own settings: the Fernet keys (LEDGER_FERNET_KEY and the key file),
     LEDGER_SMTP_PASSWORD and a worker's LEDGER_WORKER_TOKEN.
 
     Worked out once per process and again only when what they come from changes (those variables, the
     folder the settings' home resolves from, the key file's identity and size and time): a worker calls this
-    before it forks a try, so the try's process inherits the answer instead of resolving the settings again."""
+    before it forks a try, so the try's process inherits the answer instead of resolving the settings again.
+    `same_inputs`: the caller knows the variables and the current folder are as they were at this process's last
+    call (a LocalExecutor worker in which only its own loop ran since its last fork: decision 0324), so only the key
+    file is looked at again."""
     global _settings_found
+    if same_inputs and _settings_found is not None:
+        _inputs, known, identity = _settings_found[0]
+        if known is None or (identity is None and not os.access(known, os.F_OK)) or _identity(known) == identity:
+            return list(_settings_found[1])  # (still no key file: found without the exception a stat would make)
     env = os.environ
     inputs = tuple(env.get(name) for name in _SETTINGS_INPUTS)  # (read once: a worker does this before each fork)
     path = _key_file(inputs[3:])

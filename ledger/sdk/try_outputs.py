@@ -17,7 +17,7 @@ from typing import Any
 OTHERS = ".writes.jsonl"  # appended to the try's log path: LEDGER_WRITES_PATH (TaskContext.writes_path)
 
 
-@dataclass
+@dataclass(slots=True)
 class Outputs:
     """One try's notes (made by `begin`, in the process that runs the try)."""
 

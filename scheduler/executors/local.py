@@ -3,8 +3,8 @@
 Workers start on demand (decision 0331): start() starts one, and submit() starts another only when an item
 needs a slot and no worker is idle, up to `parallelism`. A worker that died is replaced the same way, when work
 comes for it, except the last one: the executor always has a worker, started again at once. A worker lives until
-the executor ends, so a try costs a fork, never a fresh interpreter, and a scheduler that runs one try at a time
-has one worker. For each WorkItem
+the executor ends (or, once idle, until it has run RECYCLE_AFTER tries: decision 0324), so a try costs a fork,
+never a fresh interpreter, and a scheduler that runs one try at a time has one worker. For each WorkItem
 a worker imports the DAG file (cached per file and mtime, before forking, so the child inherits the
 module), puts the try's code root and LEDGER_* variables in place (the child inherits them too: decision 0313), forks
 a child that runs the try in its own process group, reports "started" with the child's pid
@@ -87,6 +87,10 @@ START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL for a try ended by kill()
 UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker that never said "started" is killed
+# tries a worker runs before it is replaced, once idle (decision 0324): glibc's setenv keeps every value a variable
+# was ever given, and a worker sets each try's LEDGER_* variables before it forks it, so it grows by each try's values
+RECYCLE_AFTER = 10_000
+RETIRE_GRACE = 2.0  # seconds a worker being replaced is given to end by itself before it is killed
 
 # -- the worker side -------------------------------------------------------------------------------
 
@@ -214,7 +218,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
                 _run_here(inbox, item, plan)
                 continue
             try_plan.settle(plan)  # (this process runs nothing of its own: the child inherits what it sets)
-            running = try_process.fork_try(item, close_fds=[conn.fileno()])
+            running = try_process.fork_try(item, close_fds=[conn.fileno()], same_inputs=try_plan.settled_again())
             _current = running
             try_plan.forget_prepared()
             inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
@@ -238,6 +242,7 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
     pid = os.getpid()
     inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started", at=time.time(), pid=pid))
     result = in_process.run_in_process(item, plan)
+    try_plan.unsettle()  # (its code ran in this process)
     try_plan.forget_prepared()
     outcome = result.outcome
     inbox.send(_ended(item, outcome, pid, result.report))
@@ -337,6 +342,7 @@ class _Worker:
     ready: bool = False
     dead: bool = False
     inbox: Any = None  # a select.poll on its pipe (Connection.poll builds a selector on every call)
+    ended: int = 0  # tries it has reported finished
 
     def said_more(self) -> bool:
         """Whether its pipe has a message (or its end) to read now; OSError once the pipe is closed."""
@@ -361,8 +367,9 @@ class LocalExecutor(EndedOnThisHost):
 
     def __init__(self, parallelism: int, *, start_method: StartMethod = "exec",
                  import_timeout: float | None = try_plan.DEFAULT_IMPORT_TIMEOUT,
-                 reuse_workers: bool = False, queue_ahead: int = 0) -> None:
+                 reuse_workers: bool = False, queue_ahead: int = 0, recycle_after: int = RECYCLE_AFTER) -> None:
         super().__init__(parallelism)
+        self.recycle_after = recycle_after  # tries a worker runs before it is replaced once idle
         if queue_ahead < 0:
             raise ValueError("queue_ahead must be 0 or more")
         self.depth = 1 + queue_ahead  # items a worker holds at most
@@ -478,6 +485,11 @@ class LocalExecutor(EndedOnThisHost):
             raise RuntimeError("LocalExecutor is not accepting work (not started, or ending)")
         if item.ti_id in self.in_flight():
             raise ValueError(f"task instance {item.ti_id} is already in flight")
+        for worn in [w for w in self._workers if w.ended >= self.recycle_after and not w.items and not w.dead]:
+            with contextlib.suppress(OSError, ValueError):  # (idle: nothing of its is lost) told to end, as end() does,
+                worn.conn.send(None)  # so that it stops what it runs itself (a SparkSession) before it exits
+            worn.process.join(timeout=RETIRE_GRACE)
+            self._retire(worn)  # a successor starts on demand, below, when the item finds no idle worker
         for _ in range(2):  # a worker found dead on send is buried, and the item goes to another (or a new one)
             worker = self._worker_for()
             try:
@@ -524,6 +536,7 @@ class LocalExecutor(EndedOnThisHost):
                 worker.pid = message.pid
             else:
                 del worker.items[index]
+                worker.ended += 1
                 if index == 0:
                     worker.pid = None
                     worker.assigned_at = time.monotonic()  # the next item's turn

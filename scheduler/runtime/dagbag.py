@@ -101,6 +101,7 @@ _roots: set[str] = set()  # every code root this process imported from
 # The load whose modules are the only code-root modules in sys.modules (None: unknown). Lets activate()
 # skip its walk of sys.modules when a forked try runs the file its worker loaded last, the common case.
 _active: FileResult | None = None
+_activated_path: list[str] | None = None  # sys.path as activate() last left it
 
 
 def _inside(path: str, root: str) -> bool:
@@ -153,10 +154,12 @@ def code_root(root: str | None, *, keep: bool = False) -> Iterator[None]:
 def activate(result: FileResult) -> None:
     """Make the process import as the loaded file did: its root first on sys.path, the modules it imported
     (and no others from any code root) in sys.modules. For a try's process, before task code runs."""
-    global _active
+    global _active, _activated_path
     if result.root is None:
         return
     airflow_compat.install()  # task code may import `airflow...` when it runs
+    if _active is result and sys.path == _activated_path:  # as the last activation left it: a worker's next try of
+        return  # the same file finds it so (and each path of sys.path made absolute again costs a fork's pages)
     root = os.path.abspath(result.root)
     _roots.add(root)
     sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or ".") not in _roots)]
@@ -164,6 +167,7 @@ def activate(result: FileResult) -> None:
         forget_modules(_roots)
         sys.modules.update(result.modules)
         _active = result
+    _activated_path = list(sys.path)
 
 
 def _files_under(root: str, top: str) -> list[str]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import io
-import logging
 import os
 import signal
 import subprocess
@@ -26,6 +24,7 @@ from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.core.mapping import KWARGS
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.runtime import dagbag
+from ledger.scheduler.runtime.try_logging import capture_logging, output_streams, release_logging
 from ledger.scheduler.runtime.try_outcome import (
     BASH_SKIP_EXIT_CODE,
     NO_RETRY_PREFIX,
@@ -55,21 +54,6 @@ def now_iso() -> str:
 def say(text: str) -> None:
     sys.stdout.write(f"[ledger] {text}\n")
     sys.stdout.flush()
-
-
-_streams: tuple[io.TextIOWrapper, io.TextIOWrapper] | None = None
-
-
-def output_streams() -> tuple[io.TextIOWrapper, io.TextIOWrapper]:
-    """Line-buffered text streams on fd 1 and 2 for tries, made once per forking process and never written
-    to by it (so they hold nothing when a child inherits them)."""
-    global _streams
-    if _streams is None:
-        _streams = tuple(  # type: ignore[assignment]
-            open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-            for fd in (1, 2))
-    assert _streams is not None
-    return _streams
 
 
 def redirect_output(log_path: str) -> None:
@@ -408,54 +392,6 @@ def run_try(item: WorkItem, on_end: Callable[[State, str | None], None] | None =
         on_end(state, masked(reason))
     say_ended(item, state, reason, began, forked=True)
     return state, masked(reason)
-
-
-class _MaskSecrets(logging.Filter):
-    """Secrets the try has read (ledger/sdk/secrets.py) are *** in the log records its code emits."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if secrets.secrets_seen():
-            record.msg = secrets.mask(record.getMessage())
-            record.args = None
-        return True
-
-
-_log_handler: logging.Handler | None = None  # the handler a try's logging goes through now
-_made: logging.StreamHandler[Any] | None = None  # the last one made, kept for the next try on the same stream
-
-
-def log_handler(stream: Any) -> logging.StreamHandler[Any]:
-    """The handler that writes a try's logging to `stream`: made once per stream (a worker makes the one on
-    output_streams()'s stderr before it forks, and each try installs it)."""
-    global _made
-    if _made is None or _made.stream is not stream:
-        _made = logging.StreamHandler(stream)
-        _made.setFormatter(logging.Formatter("[%(asctime)s] {%(name)s} %(levelname)s - %(message)s"))
-        _made.addFilter(_MaskSecrets())
-    return _made
-
-
-def capture_logging() -> None:
-    """Python `logging` from the try's code (the root logger and named ones, INFO and above) goes to the try's
-    log, formatted as Airflow's task log lines, with the secrets it read masked."""
-    global _log_handler
-    root = logging.getLogger()
-    if _log_handler is not None:
-        root.removeHandler(_log_handler)
-    _log_handler = log_handler(sys.stderr)
-    root.addHandler(_log_handler)
-    if root.level == logging.NOTSET or root.level > logging.INFO:
-        root.setLevel(logging.INFO)
-
-
-def release_logging() -> None:
-    """After the try: its handler goes, and the root logger's level is Python's default again (a worker that
-    runs several tries in turn logs nothing of its own into a try's log)."""
-    global _log_handler
-    if _log_handler is not None:
-        logging.getLogger().removeHandler(_log_handler)
-        _log_handler = None
-        logging.getLogger().setLevel(logging.WARNING)
 
 
 def say_started(item: WorkItem, where: str = "", *, forked: bool = False) -> None:

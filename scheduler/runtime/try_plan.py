@@ -24,6 +24,7 @@ from typing import Any
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.runtime import dagbag
 from ledger.scheduler.runtime.dagbag import FileResult, load_file
+from ledger.scheduler.runtime.try_logging import capture_logging, output_streams, set_aside
 from ledger.scheduler.runtime.try_outcome import describe_exception, one_line
 from ledger.sdk.context import TaskContext, set_environment
 from ledger.sdk.dag import PythonTask, Task
@@ -130,8 +131,9 @@ def load_dag_file(fileloc: str, *, root: str | None = None, timeout: float | Non
     cached = _cache.get(fileloc)
     if cached is not None and cached.key == key:
         return cached.result
+    unsettle()  # (the file's code runs here)
     try:
-        with _alarm(timeout):
+        with _alarm(timeout), set_aside():  # (its logging is not a try's)
             if capture is None:
                 result = load_file(fileloc, root)
             else:
@@ -219,14 +221,48 @@ def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIM
 
 def settle(plan: Plan) -> None:
     """In a worker process of its own that forks the try next (the LocalExecutor's), before the fork: make this
-    process what the try's process starts as, the loaded file's code root and modules active and the try's LEDGER_*
-    variables set, so that the child inherits them instead of making them after the fork (each page a child writes
-    is copied for it: issue 43). The worker's next try, forked or run in the worker, sets its own."""
+    process what the try's process starts as, the loaded file's code root and modules active, the try's LEDGER_*
+    variables set and its logging handler installed (decision 0324), so that the child inherits them instead of
+    making them after the fork (each page a child writes is copied for it: issue 43). The worker's next try, forked
+    or run in the worker, sets its own. Only the variables that differ from those it set for its last try are
+    written (`_settled_env`), unless something else may have run in this process since (`unsettle`)."""
+    global _settled_env, _settled_again
+    _settled_again = _settled_env is not None
+    if _settled_env is None:
+        capture_logging(output_streams()[1])  # the try's logging handler, which its process finds in place
     if plan.loaded is not None and plan.error is None:
         dagbag.activate(plan.loaded)
     if plan.context is not None:
-        set_environment(plan.context)
+        wanted = plan.context.env()
+        if _settled_env is None:
+            set_environment(plan.context)
+        else:
+            for key in _settled_env:
+                if key not in wanted:
+                    os.environ.pop(key, None)
+            for key, value in wanted.items():
+                if _settled_env.get(key) != value:
+                    os.environ[key] = value
+        _settled_env = wanted
     plan.settled = True
+
+
+# the try variables settle() set last in this process, its logging handler installed since (None: not known)
+_settled_env: dict[str, str] | None = None
+_settled_again = False  # the last settle() found this process as the one before left it
+
+
+def settled_again() -> bool:
+    """Whether the last settle() found this process as the settle() before it left it: only the worker's own loop
+    ran in it since it forked its last try (no DAG file imported, no try run in it)."""
+    return _settled_again
+
+
+def unsettle() -> None:
+    """Code other than settle() may have changed this process's environment or its logging (a try run in it, a DAG
+    file imported): the next settle() sets every try variable and installs the try's logging handler again."""
+    global _settled_env
+    _settled_env = None
 
 
 def forget_prepared() -> None:
@@ -234,6 +270,7 @@ def forget_prepared() -> None:
 
 
 def clear_cache() -> None:
+    unsettle()
     _cache.clear()
     _plans.clear()
     _parameters.clear()

@@ -32,7 +32,8 @@ from typing import Any, NoReturn
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.runtime import try_report
 from ledger.scheduler.runtime.parent_death import die_with_parent
-from ledger.scheduler.runtime.task_runner import HANDOVER_REASON, log_handler, now_iso, output_streams, run_try
+from ledger.scheduler.runtime.task_runner import HANDOVER_REASON, now_iso, run_try
+from ledger.scheduler.runtime.try_logging import log_handler, output_streams
 from ledger.scheduler.runtime.try_outcome import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -404,9 +405,12 @@ class GroupGuard:
         reap_guards()
 
 
-def fork_try(item: WorkItem, *, close_fds: Iterable[int] = (), drop: try_report.Drop | None = None) -> RunningTry:
+def fork_try(item: WorkItem, *, close_fds: Iterable[int] = (), drop: try_report.Drop | None = None,
+             same_inputs: bool = False) -> RunningTry:
     """Fork a child that runs `run_try(item)` in its own process group; `close_fds` are closed in it. The child
-    leaves its report in `drop` the moment its code has ended (default: the report file beside its log)."""
+    leaves its report in `drop` the moment its code has ended (default: the report file beside its log).
+    `same_inputs`: only this process's own loop ran since it last forked a try (try_plan.settled_again), so the
+    settings' secrets are checked by their key file alone."""
     if drop is None and item.log_path:
         drop = try_report.ReportFile(item.log_path)
     read_fd, write_fd = os.pipe()
@@ -415,7 +419,7 @@ def fork_try(item: WorkItem, *, close_fds: Iterable[int] = (), drop: try_report.
     fds = list(close_fds)
     signals = _signals_to_reset()
     log_handler(output_streams()[1])  # the streams and the logging handler on them: made once, before forking
-    secrets.settings_secrets()  # worked out here while they stay the same: the child inherits them, masks them
+    secrets.settings_secrets(same_inputs=same_inputs)  # worked out here: the child inherits them, masks them
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -2,11 +2,12 @@
 
 The try's process notes what its code passes on (XCom), the templates it rendered, the partitions it wrote and its
 outlets' events in its own memory as they are made (ledger/sdk/try_outputs.py). The moment its code has returned or
-raised, it builds its TryReport from them (`build`) and hands it to its worker through one file written whole (a
-temporary file renamed over): for a Celery try, the worker's outbox file, fsynced, so that the outcome survives the
-worker from that moment (decision 0257); for a local or sequential try, `<log>.report.json`, which the worker reads
-and removes once the process is gone (`ReportFile`), or, when the worker or the scheduler died first, the executor or
-the next scheduler's executor does (decision 0298: a try that left its report is recorded by it). Only then does the
+raised, it builds its TryReport from them (`build`) and hands it to its worker through one file: for a Celery try,
+the worker's outbox file, written whole (a temporary file renamed over) and fsynced, so that the outcome survives the
+worker from that moment (decision 0257); for a local or sequential try, `<log>.report.json`, written in place (a torn
+one is no report: decision 0323), which the worker reads and removes once the process is gone (`ReportFile`), or, when
+the worker or the scheduler died first, the executor or the next scheduler's executor does (decision 0298: a try that
+left its report is recorded by it). Only then does the
 process write its log's outcome line, mask the secrets in its log and exit. The report travels back with the try's
 end (the local worker's pipe, the Celery result) and the job records it through the guarded transitions without
 opening any file (decisions 0241, 0253).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import uuid
 from dataclasses import dataclass, field, replace
@@ -66,8 +68,9 @@ class TryReport:
         if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("state"), str):
             found = data.get("version") if isinstance(data, dict) else type(data).__name__
             raise ReportRefused(f"a try report of version {found!r}; this release reads version {VERSION}")
+        pushed = data.get("pushed")
         return cls(data["state"], data.get("reason"), float(data.get("at") or 0.0), str(data.get("log_path") or ""),
-                   data.get("host"), tuple((str(k), v) for k, v in data.get("pushed") or []), data.get("rendered"),
+                   data.get("host"), tuple((str(k), v) for k, v in pushed) if pushed else (), data.get("rendered"),
                    tuple(data.get("writes") or ()), tuple(data.get("outlets") or ()), data.get("log"))
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -97,7 +100,7 @@ def build(state: str, reason: str | None, at: float, log_path: str, host: str | 
         pushed = [(key, json.loads(text)) for key, text in noted.pushed]
         writes = list(noted.writes)
         rendered = noted.rendered
-    if log_path and os.path.exists(log_path + WRITES):
+    if log_path and os.access(log_path + WRITES, os.F_OK):  # (no exception made when there is none: most tries)
         for line in read_json_lines(log_path + WRITES):
             if isinstance(line, dict) and isinstance(line.get("xcom"), str) and "value" in line:
                 pushed.append((line["xcom"], line["value"]))
@@ -107,15 +110,32 @@ def build(state: str, reason: str | None, at: float, log_path: str, host: str | 
             os.unlink(log_path + WRITES)
     if rendered is not None and secrets.secrets_seen():
         rendered = json.loads(secrets.mask(json.dumps(rendered)))
+    if not writes:  # (most tries)
+        return TryReport(state, reason, at, log_path, host, pushed=tuple(pushed), rendered=rendered)
     return TryReport(
         state, reason, at, log_path, host, pushed=tuple(pushed), rendered=rendered,
         writes=tuple(i for i in writes if isinstance(i, dict) and i.get("dataset") and i.get("partition")),
         outlets=tuple(i for i in writes if isinstance(i, dict) and i.get("outlet")))
 
 
+# The JSON text of a report that left nothing but how it ended (most tries'), as json.dumps writes it: filled in
+# without the json module, whose objects a forked try's process would otherwise touch (and copy) to write it.
+_BARE = ('{"version": %d, "state": "%s", "reason": null, "at": %r, "log_path": "%s", "host": null, "pushed": [], '
+         '"rendered": null, "writes": [], "outlets": [], "log": null}')
+
+
+def _plain(text: str) -> bool:
+    """Whether `text` is a JSON string's content as it stands (json.dumps escapes nothing in it)."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
 def dumps(report: TryReport) -> bytes:
     """A report's JSON text. Its values came through JSON already (try_outputs keeps them so), so the plain encoder
-    takes them; repr() stands for any that did not."""
+    takes them; repr() stands for any that did not. A report of nothing but a state, a time and a plain log path is
+    written from a template, the same text (decision 0323)."""
+    if (report.reason is None and report.host is None and report.log is None and not report.left_anything
+            and _plain(report.state) and _plain(report.log_path) and math.isfinite(report.at)):
+        return (_BARE % (report.version, report.state, float(report.at), report.log_path)).encode()
     data = report.as_json()
     try:
         return json.dumps(data).encode()
@@ -144,6 +164,28 @@ def write_whole(path: str, data: bytes, *, durable: bool) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def write_in_place(path: str, data: bytes) -> None:
+    """Write `path` in place: one open, one write (more only if the kernel takes part of it), no temporary name
+    (decision 0323). For a report's JSON text, which no cut short prefix of is: a file torn by a kill or a full disk
+    reads as no report, as a missing one does (and one torn by a full disk is removed here)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileNotFoundError:  # no folder yet
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, flags, 0o600)
+    try:
+        written = os.write(fd, data)
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
 
 
 def _temporary(folder: str, prefix: str) -> tuple[str, int]:
@@ -180,8 +222,8 @@ class Drop(Protocol):
 
 
 class ReportFile:
-    """A local or sequential try's report: `<log>.report.json`, written whole (not fsynced: the try's worker is
-    on the same host and reads it once the process is gone), removed once read."""
+    """A local or sequential try's report: `<log>.report.json`, written in place (not fsynced: the try's worker is
+    on the same host and reads it once the process is gone; a torn one is none), removed once read."""
 
     def __init__(self, log_path: str) -> None:
         self.log_path = log_path
@@ -189,7 +231,7 @@ class ReportFile:
         self.host: str | None = None
 
     def leave(self, report: TryReport) -> None:
-        write_whole(self.path, dumps(report), durable=False)
+        write_in_place(self.path, dumps(report))
 
     def settle(self) -> None:
         """(Nothing: the worker reads the file once the process is gone.)"""
@@ -197,7 +239,7 @@ class ReportFile:
     def take(self) -> TryReport | None:
         """The report, removed from this host once read whole (a report this release cannot read too)."""
         try:
-            data = json.loads(_read(self.path))
+            data = json.loads(_read(self.path).decode())  # (a str: json.loads would work out a bytes' encoding)
         except (OSError, ValueError):
             return None
         self.remove()

@@ -56,3 +56,25 @@ def test_a_changed_variable_is_seen_at_once(home: Path, monkeypatch: pytest.Monk
     made = create_key_file(key_file(other)).strip()
     monkeypatch.setenv("LEDGER_HOME", str(other))
     assert secrets.settings_secrets() == ["env-key", made, "smtp-secret"]
+
+
+def test_with_the_same_inputs_only_the_key_file_is_looked_at_again_and_a_new_key_is_still_masked(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = create_key_file(key_file(home)).strip()
+    assert secrets.settings_secrets() == [first]
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the variables or the current folder were read again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(secrets, "_key_file", refuse)  # (where the variables and the current folder are read)
+        assert secrets.settings_secrets(same_inputs=True) == [first]
+    key_file(home).write_text(f"rotated-key-text,{first}\n", encoding="ascii")  # rotated between two forks
+    assert secrets.settings_secrets(same_inputs=True) == ["rotated-key-text", first]
+
+
+def test_with_the_same_inputs_a_key_file_made_after_the_first_look_is_masked(home: Path) -> None:
+    assert secrets.settings_secrets() == []
+    assert secrets.settings_secrets(same_inputs=True) == []  # (still none)
+    made = create_key_file(key_file(home)).strip()
+    assert secrets.settings_secrets(same_inputs=True) == [made]

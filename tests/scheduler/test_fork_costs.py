@@ -5,17 +5,22 @@ client of remote tries, the Celery runtime, the lease and guard of remote tries.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import pickle
+import resource
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ledger.scheduler.executors.base import TaskEvent, dumps
-from ledger.scheduler.runtime import task_runner, try_plan, try_process, try_report
+from ledger.scheduler.runtime import dagbag, task_runner, try_logging, try_plan, try_process, try_report
 from ledger.sdk import secrets
 from ledger.sdk.context import TRY_ENV_KEYS
 from tests.scheduler.test_task_runner import read_log, work_item
@@ -38,14 +43,16 @@ with DAG("demo", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz=
 
 
 @pytest.fixture
-def dag_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def dag_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     try_plan.clear_cache()
     for key in TRY_ENV_KEYS:  # settle() sets them in this process: put back after the test
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
     path = tmp_path / "demo.py"
     path.write_text(SOURCE)
-    return path
+    yield path
+    try_logging.release_logging()  # (settle() installs the try's logging handler in this process)
+    try_plan.clear_cache()
 
 
 def _refuse(*args: object, **kwargs: object) -> None:
@@ -65,6 +72,51 @@ def test_a_settled_try_runs_with_its_variables_without_setting_them_after_the_fo
     outcome = running.wait(timeout=30)
     assert outcome is not None and outcome.state == "success", read_log(item)
     assert "ds=2024-03-10 task=show run=7" in read_log(item)
+
+
+def test_a_settled_worker_writes_only_the_variables_that_change_and_all_of_them_once_other_code_ran(
+        dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = work_item(dag_file, "show")
+    try_plan.settle(try_plan.prepare(first))  # (the file imported first)
+    assert not try_plan.settled_again()
+    mapped = dataclasses.replace(first, ti_id=2, run_id=8, map_index=3)
+    try_plan.settle(try_plan.prepare(mapped))  # the next try: its own values, one variable more
+    assert try_plan.settled_again()  # (only the worker's loop ran since: its fork checks the key file alone)
+    assert (os.environ["LEDGER_RUN_ID"], os.environ["LEDGER_MAP_INDEX"]) == ("8", "3")
+    try_plan.settle(try_plan.prepare(first))  # and one less
+    assert os.environ["LEDGER_RUN_ID"] == "7" and "LEDGER_MAP_INDEX" not in os.environ
+    os.environ["LEDGER_TASK_ID"] = "changed by code run in the worker"
+    try_plan.unsettle()  # (as after a try run in the worker, or a DAG file imported)
+    try_plan.settle(try_plan.prepare(first))
+    assert os.environ["LEDGER_TASK_ID"] == "show" and not try_plan.settled_again()
+
+
+def test_the_worker_installs_the_tries_logging_handler_and_sets_it_aside_while_it_imports_a_dag_file(
+        dag_file: Path, tmp_path: Path) -> None:
+    try_plan.settle(try_plan.prepare(work_item(dag_file, "show")))
+    root = logging.getLogger()
+    handler = try_logging.log_handler(try_logging.output_streams()[1])
+    assert root.handlers.count(handler) == 1 and root.level == logging.INFO
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text(SOURCE.replace("def show(", "import logging\nlogging.getLogger('x').info('info at import')\n"
+                                     "print('printed at import')\n\n\ndef show("))
+    plan = try_plan.prepare(work_item(chatty, "show"))
+    assert "printed at import" in plan.output and "info at import" not in plan.output  # the import's logging is its own
+    assert root.handlers.count(handler) == 1 and root.level == logging.INFO  # back once imported
+    try_plan.settle(plan)
+    assert root.handlers.count(handler) == 1
+
+
+def test_activating_the_same_file_again_puts_its_root_first_again_when_sys_path_changed(dag_file: Path) -> None:
+    plan = try_plan.prepare(work_item(dag_file, "show"))
+    assert plan.loaded is not None and plan.loaded.root is not None
+    dagbag.activate(plan.loaded)
+    assert sys.path[0] == plan.loaded.root
+    dagbag.activate(plan.loaded)  # (nothing changed: nothing to do)
+    assert sys.path[0] == plan.loaded.root and sys.path.count(plan.loaded.root) == 1
+    sys.path.insert(0, str(dag_file.parent / "elsewhere"))
+    dagbag.activate(plan.loaded)
+    assert sys.path[:2] == [plan.loaded.root, str(dag_file.parent / "elsewhere")]
 
 
 def test_a_callables_parameters_are_read_by_the_worker_not_by_the_try(
@@ -99,6 +151,26 @@ def test_a_report_is_left_whole_beside_a_temporary_file_a_process_of_the_same_pi
     assert json.loads(path.read_bytes()) == {"state": "success"}
     assert leftover.read_bytes() == b"half"
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, leftover.name])
+
+
+def test_a_local_report_is_written_in_place_and_one_the_disk_cut_short_is_removed(tmp_path: Path) -> None:
+    path = tmp_path / "logs" / "try_1.log.report.json"
+    try_report.write_in_place(str(path), b'{"state": "success"}')  # its folder is made
+    assert json.loads(path.read_bytes()) == {"state": "success"}
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary name beside it
+    pid = os.fork()
+    if pid == 0:  # a child whose file size limit cuts the write short, as a full disk would
+        code = 1
+        try:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (8, 8))
+            try_report.write_in_place(str(path), b'{"state": "failed", "reason": "a longer report"}')
+        except OSError:
+            code = 0 if not path.exists() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def test_a_finished_event_with_its_report_comes_through_the_workers_pipe_whole() -> None:

@@ -162,3 +162,17 @@ def test_a_worker_found_dead_when_sent_an_item_is_read_to_the_end_before_its_tri
     assert [(e.kind, e.state, e.reason) for e in seen[2]] == [("started", None, None),
                                                               ("finished", "lost", "worker died")]  # once
     assert [(e.kind, e.state) for e in seen[3]] == [("started", None), ("finished", "success")]
+
+
+def test_a_worker_that_ran_its_share_of_tries_is_replaced_while_idle_and_loses_nothing(
+        make: MakeExecutor, dag_file: Path) -> None:
+    executor = make("local", 1, recycle_after=2)
+    assert isinstance(executor, LocalExecutor)
+    pids = []
+    for ti in range(1, 6):  # one at a time: the worker is idle whenever the next is submitted
+        executor.submit(work_item(dag_file, "noop", ti_id=ti))
+        pids.append(executor._workers[0].process.pid)
+        seen = drain_until_finished(executor, {ti})
+        assert [(e.kind, e.state) for e in seen[ti]] == [("started", None), ("finished", "success")]
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]  # (a new worker after every two tries)
+    assert len(executor._workers) == 1 and executor.open_slots() == 1

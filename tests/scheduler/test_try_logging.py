@@ -1,5 +1,6 @@
 """A try's Python logging goes to its log through one handler per output stream, made once by the worker
-before it forks (each try only installs it), with the secrets the try read masked; and the values of a task's
+before it forks (a LocalExecutor's worker installs it too, and its tries find it in place), with the secrets the try
+read masked; and the values of a task's
 secret-looking arguments are masked whatever kind of mapping holds them."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ledger.scheduler.runtime import task_runner
+from ledger.scheduler.runtime import try_logging
 from ledger.sdk import secrets
 
 
@@ -21,27 +22,44 @@ from ledger.sdk import secrets
 def stderr(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
     """A stream the test sets as sys.stderr itself (pytest sets its own for each phase of a test)."""
     yield io.StringIO()
-    task_runner.release_logging()
+    try_logging.release_logging()
 
 
 def test_tries_on_the_same_stream_share_one_handler_and_a_new_stream_gets_its_own(
         stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", stderr)
-    made = task_runner.log_handler(stderr)
-    task_runner.capture_logging()
+    made = try_logging.log_handler(stderr)
+    try_logging.capture_logging()
     assert logging.getLogger().handlers.count(made) == 1
-    task_runner.release_logging()
-    task_runner.capture_logging()  # the next try
+    try_logging.release_logging()
+    try_logging.capture_logging()  # the next try
     assert logging.getLogger().handlers.count(made) == 1
     other = io.StringIO()
-    assert task_runner.log_handler(other) is not made and task_runner.log_handler(other).stream is other
+    assert try_logging.log_handler(other) is not made and try_logging.log_handler(other).stream is other
+
+
+def test_a_try_that_finds_its_handler_in_place_changes_nothing_of_the_logging_module(
+        stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    try_logging.capture_logging(stderr)  # the worker, before it forks
+    monkeypatch.setattr(sys, "stderr", stderr)  # the try's process, its output redirected to the same stream
+    root = logging.getLogger()
+    changes: list[str] = []
+    for name in ("addHandler", "removeHandler", "setLevel"):  # (on the instance, for this call alone: pytest's
+        setattr(root, name, lambda *args, name=name: changes.append(name))  # own logging uses them between phases)
+    try:
+        try_logging.capture_logging()
+    finally:
+        for name in ("addHandler", "removeHandler", "setLevel"):
+            delattr(root, name)
+    assert changes == []
+    assert root.handlers.count(try_logging.log_handler(stderr)) == 1 and root.level == logging.INFO
 
 
 def test_the_shared_handler_still_masks_what_the_try_read(stderr: io.StringIO,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", stderr)
     monkeypatch.setattr(secrets, "_seen", set())  # (this process's, for the test alone)
-    task_runner.capture_logging()
+    try_logging.capture_logging()
     secrets.seen("hunter2-token")
     logging.getLogger("task").info("connecting with %s", "hunter2-token")
     assert "connecting with ***" in stderr.getvalue() and "hunter2-token" not in stderr.getvalue()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.scheduler.runtime import try_report
 from ledger.scheduler.runtime.try_report import REPORT, WRITES, ReportFile, ReportRefused, TryReport, build, left_behind
 from ledger.sdk import try_outputs
 from ledger.sdk.context import TaskContext
@@ -157,3 +158,31 @@ def test_a_dead_jobs_try_is_adopted_by_a_local_executor_only_if_it_left_its_whol
     assert executor.find([(ended, True)]) == {}
     assert Path(ended.log_path).read_text().endswith(
         "outcome: success, as the report it left when its code ended says (its worker or job died before it exited)\n")
+
+
+@pytest.mark.parametrize("report", [
+    TryReport("success", None, 1795995395.6266797, "/home/ledger/logs/d/7/t/try_1.log"),
+    TryReport("skipped", None, 0.0, ""),
+    TryReport("failed", None, 1e20, "/logs/a b/try_2.log"),
+])
+def test_a_report_of_nothing_but_its_end_is_the_text_json_writes_and_needs_no_json_module(
+        report: TryReport, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = json.dumps(report.as_json()).encode()
+
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the json module was used")
+
+    monkeypatch.setattr(try_report.json, "dumps", refuse)
+    assert try_report.dumps(report) == expected
+
+
+@pytest.mark.parametrize("report", [
+    TryReport("success", None, 1.0, '/logs/"quoted"/try_1.log'),
+    TryReport("success", None, 1.0, "/logs/\u00e9t\u00e9/try_1.log"),
+    TryReport("success", None, 1.0, "/logs/back\\slash/try_1.log"),
+    TryReport("failed", "exit code 1", 1.0, "/logs/try_1.log"),
+    TryReport("success", None, 1.0, "/logs/try_1.log", pushed=(("return_value", 7),)),
+    TryReport("success", None, float("nan"), "/logs/try_1.log"),
+])
+def test_any_other_report_is_written_by_the_json_module(report: TryReport) -> None:
+    assert try_report.dumps(report) == json.dumps(report.as_json()).encode()

@@ -361,9 +361,10 @@ class DagRunJob:
     def quiet_mark(self, session: Session) -> tuple[int, int] | None:
         """A mark that stays the same while the database holds only what this job wrote and no transaction of the job
         locked a DAG's timeline: a read kept with it is still what the database holds (decision 0309). None: read
-        again (PostgreSQL; this transaction locked a timeline)."""
+        again (PostgreSQL; this transaction locked a timeline; a transaction that is not a loop's, which has not
+        looked for others' writes since the last loop: a START's fast path, SchedulerJob.handle_signals)."""
         quiet = self.watch.quiet_mark()
-        if quiet is None or run_store.timeline_locked(session):
+        if quiet is None or self.effects.seen is None or run_store.timeline_locked(session):
             return None
         return quiet, self._timelines
 

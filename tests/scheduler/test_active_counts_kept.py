@@ -100,3 +100,35 @@ def test_verify_mode_finds_a_kept_bound_below_what_the_database_holds(
                                              "the database says 1"):
         job.loop_once()
     job.shutdown()
+
+
+def test_a_starts_fast_path_counts_what_another_process_made_active_since_the_last_loop(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    from sqlalchemy import select
+
+    from ledger.models import DagRun, TaskInstance
+    from ledger.scheduler.loop.loop_report import LoopReport
+    from ledger.scheduler.loop.queueing import queue_tries
+    from ledger.store import dags as dag_store
+    from ledger.store import tasks as task_store
+
+    _engine, sessions = job_parts
+    job, executor = a_job(tmp_path, job_parts, tasks=30, limit=16, runs=2, parallelism=2, held=1)
+    for _ in range(50):  # until the job keeps a bound with tries in flight
+        job.loop_once()
+        if job.facts.active and job.facts.active_mark is not None and executor.in_flight():
+            break
+    assert job.facts.active_mark is not None and active(sessions) == 2
+    with sessions.begin() as s:  # another process (a backfill, a second scheduler) queues 13 of the other run
+        s.execute(text("UPDATE task_instance SET state = 'queued' WHERE id IN (SELECT ti.id FROM task_instance ti "
+                       "JOIN dag_run r ON r.id = ti.run_id WHERE r.lock_holder IS NULL ORDER BY ti.id LIMIT 13)"))
+    executor.drain()  # the job's two tries ended, their ends not recorded yet: two slots open, 15 active of 16
+    executor._busy.clear()
+    with job.transaction() as s:  # as SchedulerJob.handle_signals queues a START's tries, before the next loop
+        run = s.scalars(select(DagRun).where(DagRun.lock_holder == job.job_id)).one()
+        spec = dag_store.current_spec(s, "wide")
+        waiting = s.scalars(select(TaskInstance).where(TaskInstance.run_id == run.id, TaskInstance.state.is_(None)
+                                                    | (TaskInstance.state == "scheduled")))
+        work = queue_tries(job, s, [(task_store.row_of(ti), run, spec) for ti in waiting], CLOCK_NOW, LoopReport())
+    assert len(work) == 1 and active(sessions) == 16
+    job.shutdown()

@@ -292,3 +292,28 @@ def test_events_read_by_the_transaction_that_recorded_them_are_linked_as_it_comm
     assert [e.id for e in chain[-3:]] == ids[-3:] and ids == sorted(ids)
     assert head is not None and (head.head_id, head.length) == (ids[-1], len(chain))
     assert lines(sessions) == []
+
+
+def test_an_events_details_changed_by_its_caller_after_it_was_recorded_are_stored_as_they_were_hashed(
+        sessions: Any) -> None:
+    history(sessions, days=1)
+    details = {"n": 1, "seen": ["a"]}
+    with sessions.begin() as s:
+        events.record_many(s, [{"at": NOW, "kind": "signal_action", "actor": "test", "dag_id": "daily",
+                                "details": details}])
+        details["seen"].append("b")  # the caller's own dict, reused after the call
+        details["n"] = 2
+    with sessions() as s:
+        last = s.scalars(select(Event).where(Event.dag_id == "daily").order_by(Event.seq.desc())).first()
+    assert last is not None and last.details == {"n": 1, "seen": ["a"]}
+    assert lines(sessions) == []
+
+
+def test_a_read_of_the_event_table_inside_a_savepoint_refuses_to_write_out_recorded_events(sessions: Any) -> None:
+    """A savepoint's rollback would take the written-out rows that the commit then links: a hole in the chain."""
+    history(sessions, days=1)
+    with sessions.begin() as s:
+        events.record(s, "signal_action", at=NOW, actor="test", dag_id="daily", n=0)
+        with pytest.raises(RuntimeError, match="not written out inside a savepoint"), s.begin_nested():
+            s.execute(text("SELECT count(*) FROM event"))
+    assert lines(sessions) == []

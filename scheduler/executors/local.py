@@ -473,9 +473,13 @@ class LocalExecutor(EndedOnThisHost):
         idle = next((w for w in live if not w.items), None)
         if idle is not None:
             return idle
-        if len(self._workers) < self.parallelism:
-            return self._spawn()
         open_ = [w for w in live if len(w.items) < self.depth]
+        if len(self._workers) < self.parallelism:
+            try:
+                return self._spawn()
+            except OSError:  # the host would not start a process (EAGAIN, ENOMEM, EMFILE): a live worker's room
+                if not open_:  # takes the item, or it fails as never started (submit)
+                    raise
         if not open_:
             raise RuntimeError("no open slot: check open_slots() before submit()")
         return min(open_, key=lambda w: len(w.items))
@@ -491,7 +495,11 @@ class LocalExecutor(EndedOnThisHost):
             worn.process.join(timeout=RETIRE_GRACE)
             self._retire(worn)  # a successor starts on demand, below, when the item finds no idle worker
         for _ in range(2):  # a worker found dead on send is buried, and the item goes to another (or a new one)
-            worker = self._worker_for()
+            try:
+                worker = self._worker_for()
+            except OSError as exc:  # no worker could be started for it: it never started, and goes back to the loop
+                self._pending.append(_failure(item, f"{NEVER_STARTED_PREFIX}no worker could be started ({exc})"))
+                return
             try:
                 worker.conn.send_bytes(dumps(item))
             except (OSError, ValueError):

@@ -92,3 +92,23 @@ def test_a_dead_worker_that_is_not_the_last_is_replaced_only_when_an_item_needs_
     assert len(executor._workers) == 1 and executor._spawned == 2 and executor.open_slots() == 1
     events = run_all(executor, [work_item(dag_file, "noop", ti_id=3)])  # the first is busy: a worker starts for it
     assert outcome(events[3]) == ("success", None) and executor._spawned == 3
+
+
+def test_an_item_for_which_no_worker_could_be_started_fails_as_never_started_and_the_executor_goes_on(
+        make: MakeExecutor, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    executor = local(make, "local", 2)
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=1))  # waits for barrier_b: its worker stays busy
+
+    def refused() -> None:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(executor, "_spawn", refused)  # as fork/exec fails when the host has no process to spare
+    executor.submit(work_item(dag_file, "noop", ti_id=2))
+    assert 2 in executor.in_flight()
+    seen = drain_until_finished(executor, {2})
+    assert seen[2][-1].state == "failed"
+    assert seen[2][-1].reason.startswith("never started: no worker could be started")
+    monkeypatch.undo()
+    executor.submit(work_item(dag_file, "barrier_b", ti_id=3))  # a second worker starts for it
+    seen = drain_until_finished(executor, {1, 3})
+    assert [seen[ti][-1].state for ti in (1, 3)] == ["success", "success"] and executor._spawned == 2

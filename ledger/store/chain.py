@@ -22,7 +22,7 @@ order its work comes; locking each head as it went would let two schedulers take
 
 from __future__ import annotations
 
-import json
+import copy
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,18 +58,14 @@ class _Pending:
     body: str
     id: int | None = None  # set once inserted: at commit, or before it by write_out
 
-    def as_hashed(self) -> dict[str, Any]:
-        """The row with its details as they were hashed when recorded (a caller may change its own dict since)."""
-        return {**self.row, "details": json.loads(self.body)["details"]}
-
 
 def to_link(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     """Note events (their own columns) to be inserted and linked when the session commits."""
     if session.in_nested_transaction():
         raise RuntimeError("events are not recorded inside a savepoint: its rollback would leave a hole in a chain")
     pending = session.info.setdefault(PENDING, [])
-    for r in rows:
-        pending.append(_Pending(r, chain_of(r["dag_id"]),
+    for r in rows:  # (the details copied: inserted as they were hashed, whatever the caller does with its own dict)
+        pending.append(_Pending({**r, "details": copy.deepcopy(r["details"])}, chain_of(r["dag_id"]),
                                 body_json(r["at"], r["kind"], r["actor"], r["dag_id"], r["run_id"], r["details"])))
 
 
@@ -81,7 +77,7 @@ def write_out(session: Session) -> None:
         if session.in_nested_transaction():  # the savepoint's rollback would take rows the commit then links
             raise RuntimeError("recorded events are not written out inside a savepoint: read the event table "
                                "before it begins")
-        _inserted(session, unwritten, _INSERT.rows_of_each(session, [p.as_hashed() for p in unwritten]))
+        _inserted(session, unwritten, _INSERT.rows_of_each(session, [p.row for p in unwritten]))
 
 
 def written_ids(session: Session) -> list[int]:
@@ -178,7 +174,7 @@ def link(session: Session) -> None:
         cover = None if run_id is None else {"run": covers.get(run_id)}
         h = event_hash(head[0], cover, p.body)
         if p.id is None:
-            inserts.append({**p.as_hashed(), "seq": head[1] + 1, "prev_hash": head[0], "covers": cover, "hash": h})
+            inserts.append({**p.row, "seq": head[1] + 1, "prev_hash": head[0], "covers": cover, "hash": h})
         else:
             links.append({"eid": p.id, "s": head[1] + 1, "p": head[0], "c": cover, "h": h})
         head[0], head[1] = h, head[1] + 1

@@ -6,10 +6,12 @@ is forked from one interpreter per test process (tests/launcher_zygote.py) that 
 and becomes the command there (its own pid, argv, environment, working directory, stdin, stdout and stderr, the
 console script run as such); the test holds a Popen-like handle (pid, poll, wait, communicate, signals). Only the
 start and the imports are shared: whatever the preloaded modules read from the environment at import time is the
-same for every command, because a command goes to the warm interpreter only when its environment differs from
+same for every command, because a command goes to a warm interpreter only when its environment differs from
 that interpreter's in LEDGER_* variables alone (read when a command runs, never at import) and pytest's
-PYTEST_CURRENT_TEST; any other command, any other Popen argument, and every command under
-LEDGER_TEST_CLI=subprocess run the console script in a subprocess, as before."""
+PYTEST_CURRENT_TEST. A command whose environment differs beyond those gets a warm interpreter started with its
+own (at most MOST per test process, so what a test process runs never depends on which test came first); one
+that has gone is started again. Any other command, any other Popen argument, every command once MOST are running
+and every command under LEDGER_TEST_CLI=subprocess run the console script in a subprocess, as before."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ LEDGER = str(Path(sys.executable).with_name("ledger"))
 ZYGOTE = str(Path(__file__).with_name("launcher_zygote.py"))
 PER_COMMAND = "PYTEST_CURRENT_TEST"  # pytest's, different for each test; nothing reads it at import
 SUPPORTED = {"env", "cwd", "stdin", "stdout", "stderr", "text", "start_new_session"}
+MOST = 6  # warm interpreters per test process, one per environment (a few tests add a variable of their own)
 
 
 def _shared(env: dict[str, str]) -> dict[str, str]:
@@ -60,8 +63,8 @@ class Launcher:
         self.control = ours
         self.lock = threading.Lock()
 
-    def takes(self, env: dict[str, str]) -> bool:
-        return self.process.poll() is None and _shared(env) == self.env
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
     def send(self, request: dict[str, Any], fds: list[int]) -> None:
         with self.lock:
@@ -77,20 +80,28 @@ class Launcher:
             self.process.wait()
 
 
-_launcher: Launcher | None = None
+_launchers: dict[tuple[tuple[str, str], ...], Launcher] = {}  # by the environment shared by their commands
 
 
 def _warm(env: dict[str, str]) -> Launcher | None:
     """The warm interpreter for a command in `env`, started on first use; None: run the console script."""
-    global _launcher
     if os.environ.get("LEDGER_TEST_CLI") == "subprocess":
         return None
-    if _launcher is None:
-        if threading.current_thread() is not threading.main_thread():
-            return None  # the warm interpreter dies with the thread that started it (PR_SET_PDEATHSIG)
-        _launcher = Launcher(env)
-        atexit.register(_launcher.close)
-    return _launcher if _launcher.takes(env) else None
+    key = tuple(sorted(_shared(env).items()))
+    launcher = _launchers.get(key)
+    if launcher is not None and launcher.alive():
+        return launcher
+    if threading.current_thread() is not threading.main_thread():
+        return None  # a warm interpreter dies with the thread that started it (PR_SET_PDEATHSIG)
+    if launcher is not None:  # gone: its commands' handles raise when they next ask; a new one takes its place
+        _launchers.pop(key)
+        atexit.unregister(launcher.close)
+        launcher.close()
+    elif len(_launchers) >= MOST:
+        return None
+    launcher = _launchers[key] = Launcher(env)
+    atexit.register(launcher.close)
+    return launcher
 
 
 def _descriptor(given: Any, inherited: int, opened: list[int], ours: list[tuple[int, str]], name: str) -> int:

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,18 +72,59 @@ def test_each_command_has_the_environment_it_is_given_and_no_other(ready_cli: Cl
     assert "LEDGER_PROBE_ONLY_HERE" not in second["env"]
 
 
-def test_a_command_whose_environment_differs_beyond_ledgers_variables_runs_the_console_script(
-        ready_cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    same = launcher.popen([LEDGER, "version"], env=ready_cli.env, stdout=subprocess.PIPE)
-    other = launcher.popen([LEDGER, "version"], env={**ready_cli.env, "COLUMNS": "40"}, stdout=subprocess.PIPE)
-    for proc in (same, other):
+@pytest.fixture
+def own_launchers(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[Any, launcher.Launcher]]:
+    """This test's warm interpreters, none of the test process's (whatever the tests before it started)."""
+    started: dict[Any, launcher.Launcher] = {}
+    monkeypatch.setattr(launcher, "_launchers", started)
+    yield started
+    for warm in started.values():
+        warm.close()
+
+
+def test_a_command_whose_environment_differs_beyond_ledgers_variables_is_forked_from_one_started_with_it(
+        ready_cli: Cli, own_launchers: dict[Any, launcher.Launcher]) -> None:
+    """The warm interpreter's imports may read any variable but LEDGER_* ones: a command in another environment
+    gets a warm interpreter of its own, started in that environment, and sees what the console script sees."""
+    subprocess_mode = os.environ.get("LEDGER_TEST_CLI") == "subprocess"
+    _, cold, _ = probe(ready_cli, subprocess.Popen, "cold", COLUMNS="40")
+    warm_proc, warm, _ = probe(ready_cli, launcher.popen, "warm", COLUMNS="40")
+    same_proc, _, _ = probe(ready_cli, launcher.popen, "same")
+    assert json.dumps(warm["env"]).replace("/warm/", "/cold/") == json.dumps(cold["env"])
+    assert warm["env"]["COLUMNS"] == "40"
+    for proc in (warm_proc, same_proc):
+        assert isinstance(proc, launcher.Launched) != subprocess_mode
+    assert sorted(dict(key)["COLUMNS"] for key in own_launchers) == ([] if subprocess_mode else ["200", "40"])
+
+
+def test_past_the_most_warm_interpreters_and_under_the_subprocess_switch_the_console_script_runs(
+        ready_cli: Cli, own_launchers: dict[Any, launcher.Launcher], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launcher, "MOST", 1)
+    procs = [launcher.popen([LEDGER, "version"], env={**ready_cli.env, "COLUMNS": columns}, stdout=subprocess.PIPE)
+             for columns in ("40", "41", "40")]
+    for proc in procs:
         assert proc.communicate(timeout=300)[0].startswith(b"ledger ")
     expected = subprocess.Popen if os.environ.get("LEDGER_TEST_CLI") == "subprocess" else launcher.Launched
-    assert isinstance(same, expected)
-    assert isinstance(other, subprocess.Popen)
+    assert [type(proc) for proc in procs] == [expected, subprocess.Popen, expected]
     monkeypatch.setenv("LEDGER_TEST_CLI", "subprocess")
-    with launcher.popen([LEDGER, "version"], env=ready_cli.env, stdout=subprocess.DEVNULL) as proc:
+    with launcher.popen([LEDGER, "version"], env={**ready_cli.env, "COLUMNS": "40"},
+                        stdout=subprocess.DEVNULL) as proc:
         assert isinstance(proc, subprocess.Popen)
+
+
+def test_a_warm_interpreter_that_has_gone_is_started_again(
+        ready_cli: Cli, own_launchers: dict[Any, launcher.Launcher]) -> None:
+    if os.environ.get("LEDGER_TEST_CLI") == "subprocess":
+        pytest.skip("no warm interpreter under LEDGER_TEST_CLI=subprocess")
+    assert launcher.run([LEDGER, "version"], env=ready_cli.env, capture_output=True, timeout=300).returncode == 0
+    (first,) = own_launchers.values()
+    first.process.kill()
+    first.process.wait()
+    with launcher.popen([LEDGER, "version"], env=ready_cli.env, stdout=subprocess.PIPE) as proc:
+        assert proc.communicate(timeout=300)[0].startswith(b"ledger ")
+    assert isinstance(proc, launcher.Launched)
+    (second,) = own_launchers.values()
+    assert second is not first and second.alive()
 
 
 def test_exit_statuses_and_streams_are_the_commands(ready_cli: Cli) -> None:

@@ -5,7 +5,8 @@ report is lost.
 
 The try's code writes its start and end lines, returns 7, and then (as its process writes its log's outcome line)
 flushes a stream it left in sys.stderr, which blocks on opening a FIFO no one writes to: its code has ended, its
-process has not exited, and it stays so until it is killed. The test waits for the report file, never for time."""
+process has not exited, and it stays so until it is killed. The test waits for the report file to read whole (it
+is written in place: it exists a moment before its bytes do), never for time."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.scheduler.runtime.try_report import REPORT
+from ledger.scheduler.runtime.try_report import REPORT, ReportFile
 from tests import launcher
 from tests.conftest import LEDGER, Cli
 from tests.scheduler.test_scheduler_cli import FAST, query, schedule
@@ -88,8 +89,9 @@ def a_try_whose_code_ended_and_whose_process_blocks(cli: Cli) -> tuple[subproces
     cli.ok("trigger", "blocks", "--logical-date", "2024-03-01")
     scheduler = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env={**cli.env, **FAST},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cli.home)
-    wait_for("the try's code to end and its report to be left beside its log",
-             lambda: list((cli.home / "logs").rglob("try_1.log" + REPORT)) != [])
+    # the report is written in place (decision 0323): its file is there a moment before its bytes are
+    wait_for("the try's code to end and its whole report to be left beside its log",
+             lambda: any(ReportFile(str(log)).read() for log in (cli.home / "logs").rglob("try_1.log")))
     (log,) = (cli.home / "logs").rglob("try_1.log")
     assert "outcome:" not in log.read_text()  # its process is still in its end: it has not exited
     assert [words[0] for words in trace_of(trace)] == ["start", "end"]

@@ -214,12 +214,15 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
         inbox.send((READY, os.getpid()))
         while (item := inbox.next_item()) is not None:
             plan = try_plan.prepare(item, import_timeout=import_timeout)
-            _own_signals()
             if try_plan.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
+                _own_signals()
                 _run_here(inbox, item, plan)
                 continue
             try_plan.settle(plan)  # (this process runs nothing of its own: the child inherits what it sets)
-            running = try_process.fork_try(item, close_fds=[conn.fileno()], same_inputs=try_plan.settled_again())
+            same = try_plan.settled_again()  # only this loop ran since the last fork: the signals are as it left them
+            if not same:  # (a DAG file imported, or a try run here, may have changed them)
+                _own_signals()
+            running = try_process.fork_try(item, close_fds=[conn.fileno()], same_inputs=same)
             _current = running
             try_plan.forget_prepared()
             inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",

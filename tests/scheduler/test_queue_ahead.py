@@ -274,3 +274,45 @@ def test_replacing_a_worker_that_ran_its_share_does_not_wait_for_it_to_end(make:
         if not executor.drain():
             multiprocessing.connection.wait(executor.wait_handles(), timeout=0.1)
     assert executor._leaving == [] and len(executor._workers) == 1
+
+
+SIGNAL_DAG = '''
+import signal
+
+import pendulum
+
+from ledger import DAG, PythonTask
+
+@IMPORT@
+
+
+def show():
+    print("SIGUSR1 default", signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
+          "SIGTERM default", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+
+
+with DAG("@DAG@", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    PythonTask("show", show)
+'''
+
+
+def test_a_try_starts_with_default_signals_after_a_dag_file_changed_its_workers_and_the_worker_keeps_its_own(
+        make: MakeExecutor, tmp_path: Path) -> None:
+    plain, changing = tmp_path / "plain_dag.py", tmp_path / "changing_dag.py"
+    plain.write_text(SIGNAL_DAG.replace("@IMPORT@", "").replace("@DAG@", "demo"))
+    changing.write_text(SIGNAL_DAG.replace("@DAG@", "demo").replace(  # (the worker's own, as it imports the file)
+        "@IMPORT@", "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)"))
+    executor = make("local", 1)
+    assert isinstance(executor, LocalExecutor)
+    lines = []
+    for ti, dag_file in enumerate([plain, plain, changing, plain, plain], start=1):
+        item = work_item(dag_file, "show", ti_id=ti, try_number=ti)  # (a log of its own)
+        executor.submit(item)
+        assert _end_of(executor, ti).state == "success"
+        lines.append(next(line for line in Path(item.log_path).read_text().splitlines() if "SIGUSR1" in line))
+    assert all("SIGUSR1 default True SIGTERM default True" in line for line in lines), lines
+    worker = executor._workers[0].process
+    assert worker.pid is not None
+    os.kill(worker.pid, signal.SIGTERM)  # its own handler again, not the file's SIG_IGN: it ends
+    worker.join(timeout=30)
+    assert not worker.is_alive()

@@ -242,7 +242,7 @@ def test_a_worker_kept_busy_by_items_sent_ahead_is_sent_no_more_once_it_ran_its_
     assert [(e.kind, e.state) for e in drain_until_finished(executor, {4})[4]] == [
         ("started", None), ("finished", "success")]
     assert [w.process.pid for w in executor._workers] != [first]
-    assert process_gone(first)
+    assert process_gone(first, within=30)  # (told to end, it exits by itself)
 
 
 def _state(pid: int) -> str | None:

@@ -189,9 +189,9 @@ def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: b
         plan.error = one_line(f"cannot load DAG file of {_where(item)}: {result.error}")
         return plan
     dag = None
-    for found in result.dags:  # (a loop: a generator left by next() raises GeneratorExit in itself as it is closed,
-        if found.dag_id == item.dag_id:  # objects a worker would make before every fork)
-            dag = found
+    for candidate in result.dags:  # (a loop: a generator left by next() raises GeneratorExit in itself as it is
+        if candidate.dag_id == item.dag_id:  # closed, objects a worker would make before every fork)
+            dag = candidate
             break
     if dag is None:
         plan.error = one_line(f"DAG {item.dag_id} is not defined by the code of {_where(item)}")

@@ -206,6 +206,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
     global _current
     if not die_with_parent(parent_pid, signal.SIGTERM):  # the scheduler died before it was armed
         return
+    try_plan.unsettle()  # (a worker forked from a process that settled a plan itself starts afresh)
     _own_signals()
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
@@ -403,7 +404,8 @@ class LocalExecutor(EndedOnThisHost):
         if self.start_method == "fork":
             ctx = multiprocessing.get_context("fork")
             ours, theirs = ctx.Pipe(duplex=True)
-            others = [w.conn.fileno() for w in self._workers if not w.conn.closed]
+            others = [w.conn.fileno() for w in (*self._workers, *(w for w, _ in self._leaving))
+                      if not w.conn.closed]  # (a worker let go and not yet reaped holds its pipe too)
             mp_process = ctx.Process(target=_fork_worker_main,
                                      args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers,
                                            self.depth > 1),

@@ -7,12 +7,14 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ledger.core.errors import ConfigError
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.scheduler.executors import executor_for
+from ledger.scheduler.executors import local as local_executor
 from ledger.scheduler.executors.base import TaskEvent
 from ledger.scheduler.executors.local import LocalExecutor
 from tests.scheduler.conftest import MakeExecutor
@@ -275,6 +277,45 @@ def test_replacing_a_worker_that_ran_its_share_does_not_wait_for_it_to_end(make:
             multiprocessing.connection.wait(executor.wait_handles(), timeout=0.1)
     assert executor._leaving == [] and len(executor._workers) == 1
 
+
+
+def _a_stopped_worker_let_go(executor: LocalExecutor, dag_file: Path) -> tuple[int, Any]:
+    """Item 1 run by the executor's one worker (recycle_after=1), the worker SIGSTOPped (it cannot end), item 2 run
+    by its successor: (the stopped worker's pid, its process handle)."""
+    executor.submit(work_item(dag_file, "noop", ti_id=1))
+    assert drain_until_finished(executor, {1})[1][-1].state == "success"
+    process = executor._workers[0].process
+    assert process.pid is not None
+    os.kill(process.pid, signal.SIGSTOP)
+    os.waitid(os.P_PID, process.pid, os.WSTOPPED | os.WNOWAIT)
+    executor.submit(work_item(dag_file, "noop", ti_id=2))
+    assert drain_until_finished(executor, {2})[2][-1].state == "success"
+    return process.pid, process
+
+
+def test_a_worker_let_go_that_does_not_end_is_killed_once_its_grace_has_passed_and_reaped(
+        make: MakeExecutor, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_executor, "RETIRE_GRACE", 0.0)
+    executor = make("local", 1, recycle_after=1)
+    assert isinstance(executor, LocalExecutor)
+    worn, process = _a_stopped_worker_let_go(executor, dag_file)
+    deadline = time.monotonic() + 30
+    while _state(worn) is not None:
+        assert time.monotonic() < deadline, "the stopped worker was never killed and reaped"
+        if not executor.drain():
+            multiprocessing.connection.wait(executor.wait_handles(), timeout=0.1)
+    assert process.exitcode == -signal.SIGKILL and executor._leaving == []
+
+
+def test_ending_the_executor_ends_a_worker_it_let_go_that_has_not_ended(
+        make: MakeExecutor, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_executor, "RETIRE_GRACE", 3600.0)  # never killed by a drain: left to end()
+    executor = make("local", 1, recycle_after=1)
+    assert isinstance(executor, LocalExecutor)
+    worn, _ = _a_stopped_worker_let_go(executor, dag_file)
+    assert [worker.process.pid for worker, _ in executor._leaving] == [worn]
+    executor.end(0)
+    assert _state(worn) is None and executor._leaving == []
 
 SIGNAL_DAG = '''
 import signal

@@ -186,14 +186,28 @@ def secrets_seen() -> bool:
 
 
 def mask_file(path: str) -> None:
-    """Rewrite a file (a try's or a callback's log) with the secrets read in this process as ***."""
+    """Rewrite a file (a try's or a callback's log) with the secrets read in this process as ***, its line ends
+    read as universal newlines (a CRLF or CR log is rewritten with LF ends, as a text read sees it). A file that
+    holds none of them, byte for byte (most logs: a worker's settings' secrets are seen by every try, and seldom
+    printed), is read as bytes and left alone, without a text decoded or a second copy made (decision 0334); a
+    secret with a line end or a replacement character in it is always looked for in the decoded text, where the
+    file's line ends and undecodable bytes read as they do in its masked form."""
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        data = Path(path).read_bytes()
+        if not any(_only_in_text(secret) or secret.encode("utf-8", "surrogatepass") in data for secret in _seen):
+            return
+        text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
         masked = mask(text)
         if masked != text:
             Path(path).write_text(masked, encoding="utf-8")
     except OSError:
         pass
+
+
+def _only_in_text(secret: str) -> bool:
+    """A secret the bytes of a file may hold in another form than its own UTF-8: a line end (CRLF or CR in the
+    file) or a replacement character (an undecodable byte in the file)."""
+    return "\n" in secret or "\r" in secret or "\ufffd" in secret
 
 
 def _stored(read: Callable[[LedgerClient], T]) -> T | None:

@@ -3,7 +3,8 @@
 Workers start on demand (decision 0331): start() starts one, and submit() starts another only when an item
 needs a slot and no worker is idle, up to `parallelism`. A worker that died is replaced the same way, when work
 comes for it, except the last one: the executor always has a worker, started again at once. A worker lives until
-the executor ends (or, once idle, until it has run RECYCLE_AFTER tries: decision 0324), so a try costs a fork,
+the executor ends (or until it has run RECYCLE_AFTER tries: decision 0324; it is then sent no more items, and once
+idle it is told to end and a successor starts on demand, decision 0332), so a try costs a fork,
 never a fresh interpreter, and a scheduler that runs one try at a time has one worker. For each WorkItem
 a worker imports the DAG file (cached per file and mtime, before forking, so the child inherits the
 module), puts the try's code root and LEDGER_* variables in place (the child inherits them too: decision 0313), forks
@@ -87,10 +88,10 @@ START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL for a try ended by kill()
 UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker that never said "started" is killed
-# tries a worker runs before it is replaced, once idle (decision 0324): glibc's setenv keeps every value a variable
-# was ever given, and a worker sets each try's LEDGER_* variables before it forks it, so it grows by each try's values
+# tries a worker runs before it is replaced (decisions 0324, 0332): glibc's setenv keeps every value a variable was
+# ever given, and a worker sets each try's LEDGER_* variables before it forks it, so it grows by each try's values
 RECYCLE_AFTER = 10_000
-RETIRE_GRACE = 2.0  # seconds a worker being replaced is given to end by itself before it is killed
+RETIRE_GRACE = 2.0  # seconds a worker being replaced is given to end by itself before it is killed (never waited on)
 
 # -- the worker side -------------------------------------------------------------------------------
 
@@ -205,6 +206,7 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
     global _current
     if not die_with_parent(parent_pid, signal.SIGTERM):  # the scheduler died before it was armed
         return
+    try_plan.unsettle()  # (a worker forked from a process that settled a plan itself starts afresh)
     _own_signals()
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
@@ -213,12 +215,15 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
         inbox.send((READY, os.getpid()))
         while (item := inbox.next_item()) is not None:
             plan = try_plan.prepare(item, import_timeout=import_timeout)
-            _own_signals()
             if try_plan.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
+                _own_signals()
                 _run_here(inbox, item, plan)
                 continue
             try_plan.settle(plan)  # (this process runs nothing of its own: the child inherits what it sets)
-            running = try_process.fork_try(item, close_fds=[conn.fileno()], same_inputs=try_plan.settled_again())
+            same = try_plan.settled_again()  # only this loop ran since the last fork: the signals are as it left them
+            if not same:  # (a DAG file imported, or a try run here, may have changed them)
+                _own_signals()
+            running = try_process.fork_try(item, close_fds=[conn.fileno()], same_inputs=same)
             _current = running
             try_plan.forget_prepared()
             inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
@@ -380,6 +385,9 @@ class LocalExecutor(EndedOnThisHost):
         self.start_method: StartMethod = start_method
         self.import_timeout = import_timeout
         self._workers: list[_Worker] = []
+        # workers told to end because they ran their share of tries, each with when to kill it if it has not ended by
+        # then: reaped by _collect, never waited on (decision 0332)
+        self._leaving: list[tuple[_Worker, float]] = []
         self._started = False
         self._ending = False
         self._spawned = 0
@@ -396,7 +404,8 @@ class LocalExecutor(EndedOnThisHost):
         if self.start_method == "fork":
             ctx = multiprocessing.get_context("fork")
             ours, theirs = ctx.Pipe(duplex=True)
-            others = [w.conn.fileno() for w in self._workers if not w.conn.closed]
+            others = [w.conn.fileno() for w in (*self._workers, *(w for w, _ in self._leaving))
+                      if not w.conn.closed]  # (a worker let go and not yet reaped holds its pipe too)
             mp_process = ctx.Process(target=_fork_worker_main,
                                      args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers,
                                            self.depth > 1),
@@ -419,6 +428,28 @@ class LocalExecutor(EndedOnThisHost):
         self._workers.append(worker)
         self._poll = None
         return worker
+
+    def _let_go(self, worker: _Worker) -> None:
+        """An idle worker that ran its share of tries (nothing of its is lost): told to end, as end() does, so that it
+        stops what it runs itself (a SparkSession) before it exits, and left to do so: _collect reaps it, or kills it
+        once RETIRE_GRACE has passed. Nobody waits for it (decision 0332)."""
+        with contextlib.suppress(OSError, ValueError):
+            worker.conn.send(None)
+        with contextlib.suppress(ValueError):
+            self._workers.remove(worker)
+        self._poll = None
+        self._leaving.append((worker, time.monotonic() + RETIRE_GRACE))
+
+    def _reap_leaving(self) -> None:
+        """Reap the workers let go that have ended; SIGKILL those whose grace has passed (reaped on a later call)."""
+        now = time.monotonic()
+        for entry in list(self._leaving):
+            worker, kill_at = entry
+            if not worker.process.is_alive():
+                self._leaving.remove(entry)
+                self._retire(worker)
+            elif now >= kill_at:
+                worker.process.kill()
 
     def _retire(self, worker: _Worker) -> None:
         """Forget a worker: stop it if needed, close its pipe, reap it."""
@@ -463,13 +494,24 @@ class LocalExecutor(EndedOnThisHost):
         if not self._started or self._ending:
             return 0
         unstarted = max(0, self.parallelism - len(self._workers))
-        return unstarted * self.depth + sum(
-            self.depth - len(w.items) for w in self._workers if not w.dead and len(w.items) < self.depth)
+        return unstarted * self.depth + sum(self._room(w) for w in self._workers)
+
+    def _worn(self, worker: _Worker) -> bool:
+        """Whether it has run its share of tries: it is sent no more, and is replaced once idle (decision 0332)."""
+        return worker.ended >= self.recycle_after
+
+    def _room(self, worker: _Worker) -> int:
+        """How many more items it (or, worn and idle, its successor) can take now."""
+        if worker.dead:
+            return 0
+        if self._worn(worker):
+            return 0 if worker.items else self.depth
+        return max(0, self.depth - len(worker.items))
 
     def _worker_for(self) -> _Worker:
         """The worker an item goes to: an idle one; else a new one while there are fewer than `parallelism`;
         else the least loaded of those with room (the item waits in it behind what it runs)."""
-        live = [w for w in self._workers if not w.dead]
+        live = [w for w in self._workers if not w.dead and not self._worn(w)]  # (submit() let the idle worn ones go)
         idle = next((w for w in live if not w.items), None)
         if idle is not None:
             return idle
@@ -489,11 +531,8 @@ class LocalExecutor(EndedOnThisHost):
             raise RuntimeError("LocalExecutor is not accepting work (not started, or ending)")
         if item.ti_id in self.in_flight():
             raise ValueError(f"task instance {item.ti_id} is already in flight")
-        for worn in [w for w in self._workers if w.ended >= self.recycle_after and not w.items and not w.dead]:
-            with contextlib.suppress(OSError, ValueError):  # (idle: nothing of its is lost) told to end, as end() does,
-                worn.conn.send(None)  # so that it stops what it runs itself (a SparkSession) before it exits
-            worn.process.join(timeout=RETIRE_GRACE)
-            self._retire(worn)  # a successor starts on demand, below, when the item finds no idle worker
+        for worn in [w for w in self._workers if self._worn(w) and not w.items and not w.dead]:
+            self._let_go(worn)  # a successor starts on demand, below, when the item finds no idle worker
         for _ in range(2):  # a worker found dead on send is buried, and the item goes to another (or a new one)
             try:
                 worker = self._worker_for()
@@ -602,6 +641,8 @@ class LocalExecutor(EndedOnThisHost):
 
     def _collect(self, timeout: float = 0) -> list[TaskEvent]:
         out, self._pending = self._pending, []
+        if self._leaving:
+            self._reap_leaving()
         if not self._workers:
             return out
         for worker, is_pipe in self._ready(timeout):
@@ -730,6 +771,9 @@ class LocalExecutor(EndedOnThisHost):
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)
         deadline = time.monotonic() + 2.0
+        for worker, _kill_at in self._leaving:  # (told to end already)
+            self._workers.append(worker)
+        self._leaving.clear()
         for worker in self._workers:
             worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
         for worker in list(self._workers):

@@ -185,17 +185,20 @@ def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: b
     buffer = io.StringIO() if capture else None
     result = load_dag_file(item.fileloc, root=item.code_root, timeout=import_timeout, capture=buffer)
     plan = Plan(item, output=buffer.getvalue() if buffer is not None else "", loaded=result)
-    where = f"version {item.dag_version[:12]} ({item.fileloc})"
     if result.error:
-        plan.error = one_line(f"cannot load DAG file of {where}: {result.error}")
+        plan.error = one_line(f"cannot load DAG file of {_where(item)}: {result.error}")
         return plan
-    dag = next((d for d in result.dags if d.dag_id == item.dag_id), None)
+    dag = None
+    for candidate in result.dags:  # (a loop: a generator left by next() raises GeneratorExit in itself as it is
+        if candidate.dag_id == item.dag_id:  # closed, objects a worker would make before every fork)
+            dag = candidate
+            break
     if dag is None:
-        plan.error = one_line(f"DAG {item.dag_id} is not defined by the code of {where}")
+        plan.error = one_line(f"DAG {item.dag_id} is not defined by the code of {_where(item)}")
         return plan
     plan.task = dag.tasks.get(item.task_id)
     if plan.task is None:
-        plan.error = one_line(f"task {item.task_id} is not in the code of {where}")
+        plan.error = one_line(f"task {item.task_id} is not in the code of {_where(item)}")
         return plan
     task_params = getattr(plan.task, "params", None) or {}  # an Airflow operator's own params, over the DAG's
     plan.context = make_context(item, resolve_params({**dag.params, **task_params}, item.conf))
@@ -205,6 +208,10 @@ def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: b
         plan.pass_context = isinstance(plan.task, PythonTask) and "context" not in plan.task.op_kwargs \
             and found is not None and (found.takes_all or "context" in found.names)
     return plan
+
+
+def _where(item: WorkItem) -> str:
+    return f"version {item.dag_version[:12]} ({item.fileloc})"
 
 
 def prepare(item: WorkItem, *, import_timeout: float | None = DEFAULT_IMPORT_TIMEOUT) -> Plan:

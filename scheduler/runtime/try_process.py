@@ -64,9 +64,18 @@ _CHILD_SIGNALS: tuple[tuple[signal.Signals, Any], ...] = (
 )
 
 
-def _signals_to_reset() -> list[tuple[int, Any]]:
-    """Worked out in the forking process: the handlers its child must put back to Python's defaults."""
-    return [(signum, handler) for signum, handler in _CHILD_SIGNALS if signal.getsignal(signum) is not handler]
+_last_reset: list[tuple[int, Any]] | None = None  # what _signals_to_reset found for this process's last fork
+
+
+def _signals_to_reset(*, same: bool = False) -> list[tuple[int, Any]]:
+    """Worked out in the forking process: the handlers its child must put back to Python's defaults. `same`: only
+    the forking process's own loop ran since its last fork, so its handlers are as they were then (each
+    `signal.getsignal` goes through the enum of handlers, on pages the next fork write-protects: decision 0334)."""
+    global _last_reset
+    if not same or _last_reset is None:
+        _last_reset = [(signum, handler) for signum, handler in _CHILD_SIGNALS
+                       if signal.getsignal(signum) is not handler]
+    return _last_reset
 
 
 def _reset_signals(signals: Iterable[tuple[int, Any]]) -> None:
@@ -417,7 +426,7 @@ def fork_try(item: WorkItem, *, close_fds: Iterable[int] = (), drop: try_report.
     os.set_blocking(read_fd, False)
     parent_pid = os.getpid()
     fds = list(close_fds)
-    signals = _signals_to_reset()
+    signals = _signals_to_reset(same=same_inputs)
     log_handler(output_streams()[1])  # the streams and the logging handler on them: made once, before forking
     secrets.settings_secrets(same_inputs=same_inputs)  # worked out here: the child inherits them, masks them
     for stream in (sys.stdout, sys.stderr):

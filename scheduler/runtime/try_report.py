@@ -120,8 +120,11 @@ def build(state: str, reason: str | None, at: float, log_path: str, host: str | 
 
 # The JSON text of a report that left nothing but how it ended (most tries'), as json.dumps writes it: filled in
 # without the json module, whose objects a forked try's process would otherwise touch (and copy) to write it.
-_BARE = ('{"version": %d, "state": "%s", "reason": null, "at": %r, "log_path": "%s", "host": null, "pushed": [], '
-         '"rendered": null, "writes": [], "outlets": [], "log": null}')
+_BARE_AT = '", "reason": null, "at": '
+_BARE_PATH = ', "log_path": "'
+_BARE_TAIL = '", "host": null, "pushed": [], "rendered": null, "writes": [], "outlets": [], "log": null}'
+_BARE = '{"version": %d, "state": "%s' + _BARE_AT + '%r' + _BARE_PATH + '%s' + _BARE_TAIL
+_BARE_HEAD = f'{{"version": {VERSION}, "state": "'  # (a report of this release's version)
 
 
 def _plain(text: str) -> bool:
@@ -141,6 +144,27 @@ def dumps(report: TryReport) -> bytes:
         return json.dumps(data).encode()
     except (TypeError, ValueError):
         return json.dumps(data, default=repr).encode()
+
+
+def from_bare(text: str, log_path: str) -> TryReport | None:
+    """The report `dumps` wrote from its template for the try whose log is `log_path`, read back without the json
+    module, whose objects the worker that forks each try would otherwise touch (and the next fork write-protect)
+    to read it (decision 0334); None for any other text (read it as JSON): the same report as `from_json` gives."""
+    if not text.startswith(_BARE_HEAD) or not _plain(log_path):
+        return None
+    tail = len(_BARE_PATH) + len(log_path) + len(_BARE_TAIL)
+    if not text.endswith(_BARE_TAIL) or text[-tail:] != f"{_BARE_PATH}{log_path}{_BARE_TAIL}":
+        return None
+    state, found, at = text[len(_BARE_HEAD):-tail].partition(_BARE_AT)
+    if not found or not _plain(state):
+        return None
+    try:
+        value = float(at)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or repr(value) != at:  # (what float() reads beyond JSON's numbers: "nan", "1_0")
+        return None
+    return TryReport(state, None, value, log_path)
 
 
 def write_whole(path: str, data: bytes, *, durable: bool) -> None:
@@ -239,10 +263,14 @@ class ReportFile:
     def take(self) -> TryReport | None:
         """The report, removed from this host once read whole (a report this release cannot read too)."""
         try:
-            data = json.loads(_read(self.path).decode())  # (a str: json.loads would work out a bytes' encoding)
+            text = _read(self.path).decode()  # (a str: json.loads would work out a bytes' encoding)
+            bare = from_bare(text, self.log_path)  # (most tries': the template's text, read without json)
+            data = json.loads(text) if bare is None else None
         except (OSError, ValueError):
             return None
         self.remove()
+        if bare is not None:
+            return bare
         try:
             return TryReport.from_json(data)
         except ReportRefused:

@@ -78,3 +78,26 @@ def test_with_the_same_inputs_a_key_file_made_after_the_first_look_is_masked(hom
     assert secrets.settings_secrets(same_inputs=True) == []  # (still none)
     made = create_key_file(key_file(home)).strip()
     assert secrets.settings_secrets(same_inputs=True) == [made]
+
+
+@pytest.mark.parametrize(("content", "seen", "expected"), [
+    (b"nothing to hide\n", ["s3cr3t"], b"nothing to hide\n"),
+    (b"the key s3cr3t, again s3cr3t\n", ["s3cr3t"], b"the key ***, again ***\n"),
+    ("mot de passe: \u00e9t\u00e9-42\n".encode(), ["\u00e9t\u00e9-42"], b"mot de passe: ***\n"),
+    (b"\xff broken s3cr3t\n", ["s3cr3t"], "\ufffd broken ***\n".encode()),
+    (b"\xff broken but nothing else\n", ["s3cr3t"], b"\xff broken but nothing else\n"),  # (not rewritten)
+    (b"a\xffb\n", ["a\ufffdb"], b"***\n"),  # a secret that holds the replacement character matches the text decoded
+    (b"key: line1\r\nline2\r\n", ["line1\nline2"], b"key: ***\n"),  # a PEM key through a terminal (CRLF ends)
+    (b"key: line1\rline2\r", ["line1\nline2"], b"key: ***\n"),  # ... or CR ends
+    (b"s3cr3t\r\n10%\r20%\r", ["s3cr3t"], b"***\n10%\n20%\n"),  # rewritten as a text read sees it: LF ends
+    (b"progress\r\n10%\r20%\r", ["line1\nline2"], b"progress\r\n10%\r20%\r"),  # (not rewritten)
+])
+def test_a_log_is_masked_as_its_text_decoded_reads_and_one_without_a_secret_is_left_as_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, seen: list[str], expected: bytes) -> None:
+    monkeypatch.setattr(secrets, "_seen", set())
+    for secret in seen:
+        secrets.seen(secret)
+    log = tmp_path / "try_1.log"
+    log.write_bytes(content)
+    secrets.mask_file(str(log))
+    assert log.read_bytes() == expected

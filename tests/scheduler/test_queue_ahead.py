@@ -7,12 +7,14 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ledger.core.errors import ConfigError
 from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.scheduler.executors import executor_for
+from ledger.scheduler.executors import local as local_executor
 from ledger.scheduler.executors.base import TaskEvent
 from ledger.scheduler.executors.local import LocalExecutor
 from tests.scheduler.conftest import MakeExecutor
@@ -176,3 +178,182 @@ def test_a_worker_that_ran_its_share_of_tries_is_replaced_while_idle_and_loses_n
         assert [(e.kind, e.state) for e in seen[ti]] == [("started", None), ("finished", "success")]
     assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]  # (a new worker after every two tries)
     assert len(executor._workers) == 1 and executor.open_slots() == 1
+
+
+GATED_DAG = '''
+import os
+import time
+
+import pendulum
+
+from ledger import DAG, PythonTask
+
+
+def gated(context):
+    """Ends once the test makes the file its conf names."""
+    deadline = time.monotonic() + 30
+    while not os.path.exists(context.conf["gate"]):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never opened the gate")
+        time.sleep(0.01)
+
+
+with DAG("demo", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    PythonTask("gated", gated)
+    PythonTask("noop", lambda: None)
+'''
+
+
+def _end_of(executor: LocalExecutor, ti: int, within: float = 30.0) -> TaskEvent:
+    """Drain until the try of `ti` has finished (whatever else the drains bring): its end."""
+    deadline = time.monotonic() + within
+    while True:
+        assert time.monotonic() < deadline, f"{ti} did not finish within {within} s"
+        drained = executor.drain()
+        if not drained:
+            multiprocessing.connection.wait(executor.wait_handles(), timeout=0.5)
+        ended = next((e for e in drained if e.ti_id == ti and e.kind == "finished"), None)
+        if ended is not None:
+            return ended
+
+
+def test_a_worker_kept_busy_by_items_sent_ahead_is_sent_no_more_once_it_ran_its_share_and_then_replaced(
+        make: MakeExecutor, tmp_path: Path) -> None:
+    dag_file = tmp_path / "gated_dag.py"
+    dag_file.write_text(GATED_DAG)
+    executor = make("local", 1, queue_ahead=1, recycle_after=2)
+    assert isinstance(executor, LocalExecutor)
+
+    def gated(ti: int) -> None:
+        executor.submit(work_item(dag_file, "gated", ti_id=ti, conf={"gate": str(tmp_path / f"gate_{ti}")}))
+
+    gated(1)
+    gated(2)
+    first = executor._workers[0].process.pid
+    (tmp_path / "gate_1").touch()
+    assert _end_of(executor, 1).state == "success"
+    gated(3)  # (the worker has always an item: under steady load it is never idle)
+    (tmp_path / "gate_2").touch()
+    assert _end_of(executor, 2).state == "success"
+    assert executor.open_slots() == 0  # two tries run: it takes nothing more, though it holds only one
+    assert executor.in_flight() == {3}
+    (tmp_path / "gate_3").touch()
+    assert _end_of(executor, 3).state == "success"
+    assert executor.open_slots() == 2  # idle: its successor's room
+    executor.submit(work_item(dag_file, "noop", ti_id=4))
+    assert [(e.kind, e.state) for e in drain_until_finished(executor, {4})[4]] == [
+        ("started", None), ("finished", "success")]
+    assert [w.process.pid for w in executor._workers] != [first]
+    assert process_gone(first, within=30)  # (told to end, it exits by itself)
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter (None: there is no such process any more)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def test_replacing_a_worker_that_ran_its_share_does_not_wait_for_it_to_end(make: MakeExecutor, dag_file: Path) -> None:
+    executor = make("local", 1, recycle_after=1)
+    assert isinstance(executor, LocalExecutor)
+    executor.submit(work_item(dag_file, "noop", ti_id=1))
+    assert drain_until_finished(executor, {1})[1][-1].state == "success"
+    worn = executor._workers[0].process.pid
+    assert worn is not None
+    os.kill(worn, signal.SIGSTOP)  # it cannot end now: told to end, it would be waited for, then killed
+    os.waitid(os.P_PID, worn, os.WSTOPPED | os.WNOWAIT)  # (this process started it: returns once it has stopped)
+    try:
+        executor.submit(work_item(dag_file, "noop", ti_id=2))  # goes to its successor
+        assert _state(worn) == "T"  # submit() returned without waiting for it, and did not kill it
+    finally:
+        os.kill(worn, signal.SIGCONT)
+    assert drain_until_finished(executor, {2})[2][-1].state == "success"
+    deadline = time.monotonic() + 30
+    while _state(worn) is not None:  # it ends (or is killed once its grace has passed) and a drain reaps it
+        assert time.monotonic() < deadline, "the worker let go was never reaped"
+        if not executor.drain():
+            multiprocessing.connection.wait(executor.wait_handles(), timeout=0.1)
+    assert executor._leaving == [] and len(executor._workers) == 1
+
+
+
+def _a_stopped_worker_let_go(executor: LocalExecutor, dag_file: Path) -> tuple[int, Any]:
+    """Item 1 run by the executor's one worker (recycle_after=1), the worker SIGSTOPped (it cannot end), item 2 run
+    by its successor: (the stopped worker's pid, its process handle)."""
+    executor.submit(work_item(dag_file, "noop", ti_id=1))
+    assert drain_until_finished(executor, {1})[1][-1].state == "success"
+    process = executor._workers[0].process
+    assert process.pid is not None
+    os.kill(process.pid, signal.SIGSTOP)
+    os.waitid(os.P_PID, process.pid, os.WSTOPPED | os.WNOWAIT)
+    executor.submit(work_item(dag_file, "noop", ti_id=2))
+    assert drain_until_finished(executor, {2})[2][-1].state == "success"
+    return process.pid, process
+
+
+def test_a_worker_let_go_that_does_not_end_is_killed_once_its_grace_has_passed_and_reaped(
+        make: MakeExecutor, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_executor, "RETIRE_GRACE", 0.0)
+    executor = make("local", 1, recycle_after=1)
+    assert isinstance(executor, LocalExecutor)
+    worn, process = _a_stopped_worker_let_go(executor, dag_file)
+    deadline = time.monotonic() + 30
+    while _state(worn) is not None:
+        assert time.monotonic() < deadline, "the stopped worker was never killed and reaped"
+        if not executor.drain():
+            multiprocessing.connection.wait(executor.wait_handles(), timeout=0.1)
+    assert process.exitcode == -signal.SIGKILL and executor._leaving == []
+
+
+def test_ending_the_executor_ends_a_worker_it_let_go_that_has_not_ended(
+        make: MakeExecutor, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_executor, "RETIRE_GRACE", 3600.0)  # never killed by a drain: left to end()
+    executor = make("local", 1, recycle_after=1)
+    assert isinstance(executor, LocalExecutor)
+    worn, _ = _a_stopped_worker_let_go(executor, dag_file)
+    assert [worker.process.pid for worker, _ in executor._leaving] == [worn]
+    executor.end(0)
+    assert _state(worn) is None and executor._leaving == []
+
+SIGNAL_DAG = '''
+import signal
+
+import pendulum
+
+from ledger import DAG, PythonTask
+
+@IMPORT@
+
+
+def show():
+    print("SIGUSR1 default", signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
+          "SIGTERM default", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+
+
+with DAG("@DAG@", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    PythonTask("show", show)
+'''
+
+
+def test_a_try_starts_with_default_signals_after_a_dag_file_changed_its_workers_and_the_worker_keeps_its_own(
+        make: MakeExecutor, tmp_path: Path) -> None:
+    plain, changing = tmp_path / "plain_dag.py", tmp_path / "changing_dag.py"
+    plain.write_text(SIGNAL_DAG.replace("@IMPORT@", "").replace("@DAG@", "demo"))
+    changing.write_text(SIGNAL_DAG.replace("@DAG@", "demo").replace(  # (the worker's own, as it imports the file)
+        "@IMPORT@", "signal.signal(signal.SIGUSR1, signal.SIG_IGN)\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)"))
+    executor = make("local", 1)
+    assert isinstance(executor, LocalExecutor)
+    lines = []
+    for ti, dag_file in enumerate([plain, plain, changing, plain, plain], start=1):
+        item = work_item(dag_file, "show", ti_id=ti, try_number=ti)  # (a log of its own)
+        executor.submit(item)
+        assert _end_of(executor, ti).state == "success"
+        lines.append(next(line for line in Path(item.log_path).read_text().splitlines() if "SIGUSR1" in line))
+    assert all("SIGUSR1 default True SIGTERM default True" in line for line in lines), lines
+    worker = executor._workers[0].process
+    assert worker.pid is not None
+    os.kill(worker.pid, signal.SIGTERM)  # its own handler again, not the file's SIG_IGN: it ends
+    worker.join(timeout=30)
+    assert not worker.is_alive()

@@ -186,3 +186,52 @@ def test_a_report_of_nothing_but_its_end_is_the_text_json_writes_and_needs_no_js
 ])
 def test_any_other_report_is_written_by_the_json_module(report: TryReport) -> None:
     assert try_report.dumps(report) == json.dumps(report.as_json()).encode()
+
+
+@pytest.mark.parametrize("report", [
+    TryReport("success", None, 1795995395.6266797, "/home/ledger/logs/d/7/t/try_1.log"),
+    TryReport("skipped", None, 0.0, "/logs/try_1.log"),
+    TryReport("failed", None, 1e20, "/logs/a b/try_2.log"),
+])
+def test_a_report_file_of_nothing_but_its_end_is_taken_back_without_the_json_module(
+        report: TryReport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "try_1.log"
+    report = TryReport(report.state, None, report.at, str(log))
+    ReportFile(str(log)).leave(report)
+    text = (tmp_path / ("try_1.log" + REPORT)).read_text()
+    assert TryReport.from_json(json.loads(text)) == report
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the json module was used")
+
+    monkeypatch.setattr(try_report.json, "loads", refuse)
+    assert ReportFile(str(log)).take() == report
+    assert not (tmp_path / ("try_1.log" + REPORT)).exists()
+
+
+@pytest.mark.parametrize("report", [
+    TryReport("success", None, 1.0, '/logs/"quoted"/try_1.log'),
+    TryReport("success", None, 1.0, "/logs/\u00e9t\u00e9/try_1.log"),
+    TryReport("failed", "exit code 1", 1.0, "/logs/try_1.log"),
+    TryReport("success", None, 1.0, "/logs/try_1.log", pushed=(("return_value", 7),)),
+    TryReport("success", None, 2.5, "/logs/another_try.log"),  # (its text names another log than the file's)
+])
+def test_any_other_report_file_is_taken_back_as_json_reads_it(report: TryReport, tmp_path: Path) -> None:
+    log = tmp_path / "try_1.log"
+    (tmp_path / ("try_1.log" + REPORT)).write_bytes(try_report.dumps(report))
+    assert try_report.from_bare(try_report.dumps(report).decode(), str(log)) is None
+    assert ReportFile(str(log)).take() == report
+
+
+@pytest.mark.parametrize("at", ["1_0", "nan", "NaN", " 1.0", "1.0e", "01.5"])
+def test_a_text_that_only_looks_like_a_bare_report_is_read_as_json_reads_it(at: str, tmp_path: Path) -> None:
+    log = tmp_path / "try_1.log"
+    text = try_report.dumps(TryReport("success", None, 1.5, str(log))).decode().replace("1.5", at)
+    (tmp_path / ("try_1.log" + REPORT)).write_text(text)
+    assert try_report.from_bare(text, str(log)) is None
+    try:
+        expected: TryReport | None = TryReport.from_json(json.loads(text))
+    except ValueError:
+        expected = None
+    taken = ReportFile(str(log)).take()
+    assert repr(taken) == repr(expected)  # (repr: NaN is not equal to itself)

@@ -71,11 +71,13 @@ class _Form:
 class Hot:
     """A Core statement run on the DB-API cursor on SQLite (see the module's docstring)."""
 
-    def __init__(self, statement: Executable) -> None:
+    def __init__(self, statement: Executable, *, lists: tuple[str, ...] | None = None) -> None:
+        """`lists`: the names of the statement's IN-list parameters where the caller knows them (none in an
+        INSERT's VALUES); otherwise a first compilation finds them."""
         self.statement = statement
         self._forms: dict[tuple[Any, ...], _Form | None] = {}  # None: a shape SQLAlchemy must run (_compile)
         self._dml = isinstance(statement, (Insert, Update))
-        self._lists: tuple[str, ...] | None = None  # the names of its IN-list parameters, once compiled
+        self._lists: tuple[str, ...] | None = lists  # the names of its IN-list parameters, once compiled
 
     def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> int:
         """Execute once per row (executemany); the number of rows it changed, over all parameter rows (what a
@@ -188,7 +190,7 @@ class HotRows:
                 for pairs in names])
             if self.returning:
                 statement = statement.returning(*(self.table.c[name] for name in self.returning))
-            found = self._by_count[count] = (Hot(statement), names)
+            found = self._by_count[count] = (Hot(statement, lists=()), names)
         return found
 
 

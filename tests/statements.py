@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine, event
-from sqlalchemy.orm import Session
 
 from ledger.store import hot
 
@@ -33,16 +32,3 @@ def statements_on(target: Engine | Connection) -> Iterator[list[str]]:
             yield seen
     finally:
         event.remove(target, "before_cursor_execute", sqlalchemys)
-
-
-@contextmanager
-def sqlite_steps(session: Session) -> Iterator[list[str]]:
-    """Inside the block, each statement SQLite runs on the session's connection, as its trace callback tells them
-    (values filled in, whitespace collapsed): an executemany counts once per row, as SQLite runs it once per row."""
-    raw: Any = session.connection().connection.dbapi_connection
-    seen: list[str] = []
-    raw.set_trace_callback(lambda statement: seen.append(" ".join(statement.split())))
-    try:
-        yield seen
-    finally:
-        raw.set_trace_callback(None)

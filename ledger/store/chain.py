@@ -4,9 +4,8 @@
 yet. When the session commits (ledger/store/commit.py, its first step), `link` locks the heads of the chains its
 events belong to (one `SELECT ... FOR UPDATE` of their `event_chain` rows, in the order of their names, so that
 two transactions never wait for each other's heads in a circle), reads what the events report of their runs as
-the transaction leaves them, and inserts its events with their places, previous hashes, covers and hashes, then
-moves each chain's head: one statement for all its events (decisions 0327 and 0335; their ids read back by their
-places in their chains, which tell them apart). On PostgreSQL the head row's lock holds the next
+the transaction leaves them, and inserts each event with its place, previous hash, covers and hash, then moves
+each chain's head: one statement per event (decision 0327). On PostgreSQL the head row's lock holds the next
 writer of the chain until this transaction has committed, so that several schedulers keep one chain per DAG; on
 SQLite every writing transaction holds the database's write lock from its start (ledger/store/db.py).
 
@@ -39,7 +38,7 @@ from ledger.core.states import FINISHED_RUN_STATES
 from ledger.models import tables
 from ledger.store import commit
 from ledger.store.dialects import conflict_insert
-from ledger.store.hot import Hot, HotRows
+from ledger.store.hot import Hot
 
 PENDING = "ledger.events_to_link"  # session.info key: the events this transaction recorded, not linked yet
 WRITTEN = "ledger.events_written"  # session.info key: the ids of the events this session inserted
@@ -126,8 +125,6 @@ _COVERS = Hot(select(RUNS.c.id, RUNS.c.state, RUNS.c.previous_run_id, RUNS.c.ver
 _TASKS = Hot(select(TASKS.c.run_id, TASKS.c.task_id, TASKS.c.map_index, TASKS.c.try_number, TASKS.c.state)
              .where(TASKS.c.run_id.in_(bindparam("ids", expanding=True))))
 _INSERT = Hot(EVENTS.insert().returning(EVENTS.c.id, sort_by_parameter_order=True))
-_INSERT_LINKED = HotRows(EVENTS, ("at", "kind", "actor", "dag_id", "run_id", "details", "seq", "prev_hash", "covers",
-                                   "hash"), returning=("id", "dag_id", "seq"))
 _LINK = Hot(update(EVENTS).where(EVENTS.c.id == bindparam("eid"))
             .values(seq=bindparam("s"), prev_hash=bindparam("p"), covers=bindparam("c", type_=EVENTS.c.covers.type),
                     hash=bindparam("h")))
@@ -184,9 +181,8 @@ def link(session: Session) -> None:
         last[p.chain] = p
     _LINK.run(session, links)
     unwritten = [p for p in pending if p.id is None]
-    if unwritten:  # one statement; its rows told apart by their place in their chains
-        ids = {(dag_id, seq): i for i, dag_id, seq in _INSERT_LINKED.rows(session, inserts)}
-        _inserted(session, unwritten, [(ids[(row["dag_id"], row["seq"])],) for row in inserts])
+    if unwritten:
+        _inserted(session, unwritten, _INSERT.rows_of_each(session, inserts))
     _MOVE_HEAD.run(session, [{"name": name, "i": p.id, "h": heads[name][0], "n": heads[name][1]}
                              for name, p in last.items()])
 

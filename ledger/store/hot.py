@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, exc
+from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.expression import Executable
@@ -71,13 +71,11 @@ class _Form:
 class Hot:
     """A Core statement run on the DB-API cursor on SQLite (see the module's docstring)."""
 
-    def __init__(self, statement: Executable, *, lists: tuple[str, ...] | None = None) -> None:
-        """`lists`: the names of the statement's IN-list parameters where the caller knows them (none in an
-        INSERT's VALUES); otherwise a first compilation finds them."""
+    def __init__(self, statement: Executable) -> None:
         self.statement = statement
         self._forms: dict[tuple[Any, ...], _Form | None] = {}  # None: a shape SQLAlchemy must run (_compile)
         self._dml = isinstance(statement, (Insert, Update))
-        self._lists: tuple[str, ...] | None = lists  # the names of its IN-list parameters, once compiled
+        self._lists: tuple[str, ...] | None = None  # the names of its IN-list parameters, once compiled
 
     def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> int:
         """Execute once per row (executemany); the number of rows it changed, over all parameter rows (what a
@@ -150,48 +148,6 @@ class Hot:
             form = _compile(self.statement, conn, keys if self._dml else (), sample)
         self._forms[shape] = form
         return form
-
-
-class HotRows:
-    """An INSERT of several rows as one statement (`VALUES (...), (...)`), where `Hot.run`'s executemany runs its
-    statement once per row (SQLite steps it anew for each: one statement per row, as counted by its trace). Each
-    row gives every column of `columns`; a column left out takes its scalar default (written into the statement),
-    or, where its default is computed in Python, the statement goes through SQLAlchemy (as Hot does). A form per
-    number of rows, up to `most` (more rows go in several statements), each a Hot statement compiled once: `most`
-    bounds what a long-lived process compiles and keeps."""
-
-    def __init__(self, table: Any, columns: Sequence[str], most: int = 16, returning: Sequence[str] = ()) -> None:
-        self.table, self.columns, self.most, self.returning = table, tuple(columns), most, tuple(returning)
-        self._by_count: dict[int, tuple[Hot, list[tuple[tuple[str, str], ...]]]] = {}
-
-    def run(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> int:
-        return sum(statement.run(session, [params]) for statement, params in self._chunks(rows))
-
-    def rows(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-        """Insert `rows`; the `returning` columns of each row inserted, in no particular order (SQLite does not
-        promise the order of a multi-row insert's RETURNING): return what tells the rows apart."""
-        return [found for statement, params in self._chunks(rows) for found in statement.rows(session, params)]
-
-    def _chunks(self, rows: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Hot, dict[str, Any]]]:
-        for start in range(0, len(rows), self.most):
-            chunk = rows[start:start + self.most]
-            statement, names = self._statement(len(chunk))
-            yield statement, {name: row[column] for row, pairs in zip(chunk, names, strict=True)
-                              for name, column in pairs}
-
-    def _statement(self, count: int) -> tuple[Hot, list[tuple[tuple[str, str], ...]]]:
-        found = self._by_count.get(count)
-        if found is None:
-            names = [tuple((f"{column}_{i}", column) for column in self.columns) for i in range(count)]
-            fixed = {column.name: column.default.arg for column in self.table.columns  # (as the ORM's insert would)
-                     if column.name not in self.columns and column.default is not None and column.default.is_scalar}
-            statement = self.table.insert().values([
-                {**fixed, **{column: bindparam(name, type_=self.table.c[column].type) for name, column in pairs}}
-                for pairs in names])
-            if self.returning:
-                statement = statement.returning(*(self.table.c[name] for name in self.returning))
-            found = self._by_count[count] = (Hot(statement, lists=()), names)
-        return found
 
 
 LONGEST_LIST = 1024

@@ -25,7 +25,7 @@ from ledger.core.timeline import ChainLink, Link, Neighbours, plan_batch, plan_s
 from ledger.core.versions import DagSpec, TaskSpec
 from ledger.models import Dag, DagRun, Event, TaskInstance, TaskTry, UtcDateTime
 from ledger.store import events
-from ledger.store.hot import Hot, HotRows
+from ledger.store.hot import Hot
 from ledger.store.run_reads import run_key
 from ledger.store.transitions import guarded, move_run, move_task, restore_run
 
@@ -226,8 +226,8 @@ def splice_many(session: Session, spec: DagSpec, new: list[NewRun], *, now: date
         conn.execute(update(t).where(t.c.id == bindparam("rid")).values(overridden_by=bindparam("by")),
                      [{"rid": old, "by": ids[i]} for i, old in plan.displaced.items()])
     if spec.tasks:
-        _INSERT_INSTANCES.run(session, [row for rid in ids for row in instance_rows(rid, spec.dag_id,
-                                                                                  spec.tasks.values())])
+        session.execute(insert(TaskInstance), [
+            row for rid in ids for row in instance_rows(rid, spec.dag_id, spec.tasks.values())])
     log = [dict(at=now, kind="run_created", actor=actor, dag_id=spec.dag_id, run_id=ids[i], details={
         "logical_date": dates[i].isoformat(), "run_type": new[i].run_type.value, "version": spec.version_hash,
         "previous_run_id": _str(resolve(plan.new_previous.get(i))), "backfill_id": new[i].backfill_id})
@@ -247,10 +247,6 @@ def splice_many(session: Session, spec: DagSpec, new: list[NewRun], *, now: date
 
 def _str(value: int | None) -> str | None:
     return None if value is None else str(value)
-
-
-_INSERT_INSTANCES = HotRows(TaskInstance.__table__, (  # a run's task instances in one statement
-    "run_id", "dag_id", "task_id", "map_index", "state", "try_number", "max_tries", "priority_weight", "pool"))
 
 
 def instance_rows(run_id: int, dag_id: str, tasks: Iterable[TaskSpec]) -> list[dict[str, Any]]:
@@ -273,7 +269,7 @@ def expanded_at_creation(tasks: Iterable[TaskSpec], dag_id: str, run_id: int, *,
 
 def create_task_instances(session: Session, run: DagRun, spec: DagSpec) -> None:
     if spec.tasks:
-        _INSERT_INSTANCES.run(session, instance_rows(run.id, run.dag_id, spec.tasks.values()))
+        session.execute(insert(TaskInstance), instance_rows(run.id, run.dag_id, spec.tasks.values()))
 
 
 def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: datetime, actor: str,

@@ -52,7 +52,7 @@ from ledger.core.signals import Signal, validate_key, validate_meta, validate_va
 from ledger.models import tables
 from ledger.store import events
 from ledger.store.dialects import conflict_insert
-from ledger.store.hot import Hot, HotRows
+from ledger.store.hot import Hot
 
 CHANNEL = "ledger_signals"
 """The PostgreSQL NOTIFY channel; the payload is the newest signal id of the sending transaction."""
@@ -108,7 +108,7 @@ def _from_row(row: Row[Any]) -> Signal:
 # PostgreSQL and SQLite (3.35 or later, for RETURNING).
 _BUMP_ONE = Hot(text('INSERT INTO signal_key ("key", version) VALUES (:key, :n) ON CONFLICT ("key") DO UPDATE '
                      'SET version = signal_key.version + excluded.version RETURNING "key", version'))
-_INSERT_SIGNALS = HotRows(SIGNALS, ("key", "version", "value", "sender", "sent_at", "meta"))  # one statement
+_INSERT_SIGNALS = Hot(SIGNALS.insert())
 _LOCK_AND_BUMP_ONE = text(  # PostgreSQL: the shared send lock is taken before the row is written
     'INSERT INTO signal_key ("key", version) SELECT :key, :n FROM (SELECT pg_advisory_xact_lock_shared(:lock)) '
     'AS send_lock ON CONFLICT ("key") DO UPDATE SET version = signal_key.version + excluded.version '
@@ -160,7 +160,7 @@ def send_many(session: Session, items: Sequence[Item], *, sender: str, now: date
 
 
 def send_unreturned(session: Session, items: Sequence[Item], *, sender: str, now: datetime) -> None:
-    """send_many without events and without reading the new signals' ids back: the batch is one multi-row insert
+    """send_many without events and without reading the new signals' ids back: the batch is one executemany
     (SQLite cannot return the ids of a multi-row insert in order, so send_many inserts row by row there).
     For the scheduler's task state signals, whose ids nobody asks for, and which it builds itself: keys it
     checked with is_valid_key, task states for values, meta of names and numbers (the insert still refuses meta

@@ -18,7 +18,7 @@ from ledger.core.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.core.states import UNFINISHED_RUN_STATES as UNFINISHED
 from ledger.core.states import StaleState, TaskState
 from ledger.models import DagRun, Pool, TaskInstance, TaskTry, tables
-from ledger.store.hot import Hot, HotRows
+from ledger.store.hot import Hot
 from ledger.store.transitions import guarded, move_task
 
 DEFAULT_POOL = "default_pool"
@@ -163,7 +163,7 @@ _QUEUE = Hot(update(TI_TABLE).where(and_(TI_TABLE.c.id == bindparam("ti"),
              .values(state=TaskState.QUEUED.value, try_number=bindparam("now_try"),
                      queued_at=bindparam("at", type_=TI_TABLE.c.queued_at.type), job_id=bindparam("job"),
                      next_try_at=None, started_at=None, ended_at=None, signal_armed=False))
-_INSERT_TRY = HotRows(TRY_TABLE, ("task_instance_id", "try_number", "state", "job_id", "dag_version"))
+_INSERT_TRY = Hot(TRY_TABLE.insert())
 
 
 def queue(session: Session, tis: list[TiRow], *, job_id: int, now: datetime,

@@ -18,7 +18,7 @@ from ledger.models import Event, SignalKey, SignalRecord
 from ledger.store import events
 from ledger.store import signals as store
 from tests.signals.conftest import Db
-from tests.statements import sqlite_steps, statements_on
+from tests.statements import statements_on
 
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
 
@@ -91,22 +91,6 @@ def test_a_large_batch_over_many_keys_is_stored_with_gap_free_versions(db: Db) -
     # its cost, without a clock: a few round trips on PostgreSQL however many signals; on SQLite (in process) one
     # insert per signal and per event, and nothing read per signal
     assert len(statements) <= (12 if db.dialect == "postgresql" else 2 * len(items) + 5), len(statements)
-
-
-def test_task_state_signals_sent_together_are_stored_by_one_insert(db: Db) -> None:
-    """Decision 0335: a loop's task state signals (no ids read back) are one statement however many they are."""
-    if db.dialect != "sqlite":
-        pytest.skip("counted by SQLite's own trace of the statements it runs")
-    items: list[tuple[str, str, dict[str, Any] | None]] = [
-        ("ledger.task.d.a", "queued", {"dag_id": "d", "try_number": 1}), ("ledger.task.d.b", "success", None),
-        ("ledger.task.d.a", "running", None)]
-    with db.sessions.begin() as s, sqlite_steps(s) as steps:
-        store.send_unreturned(s, items, sender="t", now=NOW)
-    assert len([q for q in steps if q.startswith("INSERT INTO signal ")]) == 1
-    with db.sessions.begin() as s:
-        sent = [(x.key, x.version, x.value, x.meta) for x in store.listing(s)]
-    assert sent == [("ledger.task.d.a", 1, "queued", {"dag_id": "d", "try_number": 1}),
-                    ("ledger.task.d.b", 1, "success", None), ("ledger.task.d.a", 2, "running", None)]
 
 
 def test_listing_by_key_since_a_version_or_an_id(db: Db) -> None:

@@ -28,7 +28,7 @@ from ledger.store import runs as run_store
 from ledger.store.db import make_engine, make_sessions
 from ledger.store.loop import set_run_state
 from tests.conftest import copy_migrated
-from tests.statements import sqlite_steps, statements_on
+from tests.statements import statements_on
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
@@ -270,23 +270,6 @@ def test_an_event_is_inserted_with_its_place_and_hash_not_updated_after_it(sessi
     assert [q for q in seen if q.startswith("UPDATE event ")] == []
     inserts = [q for q in seen if q.startswith("INSERT INTO event ")]
     assert inserts and all("hash" in q for q in inserts)
-    assert lines(sessions) == []
-
-
-def test_a_transactions_events_are_inserted_by_one_statement_as_it_commits(sessions: Any) -> None:
-    """Decision 0335: the events of several runs and chains that one transaction recorded go in together."""
-    if not sessions.url.startswith("sqlite"):
-        pytest.skip("counted by SQLite's own trace of the statements it runs")
-    ids = history(sessions, days=2)
-    with sessions() as s, sqlite_steps(s) as steps:
-        for run in s.scalars(select(DagRun).where(DagRun.id.in_(ids))):
-            set_run_state(s, run, RunState.FAILED, now=NOW, actor="test")
-        events.record(s, "pool_set", at=NOW, actor="test", pool="p", slots=3)
-        s.commit()
-    assert len([q for q in steps if q.startswith("INSERT INTO event ")]) == 1
-    with sessions() as s:
-        assert [e.kind for e in s.scalars(select(Event).order_by(Event.id))][-3:] == [
-            "run_state_changed", "run_state_changed", "pool_set"]
     assert lines(sessions) == []
 
 

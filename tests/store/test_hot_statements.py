@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from ledger.models import Event, Pool
 from ledger.models.base import UtcDateTime
 from ledger.store import events, hot
-from ledger.store.hot import Hot, HotRows
-from tests.statements import sqlite_steps, statements_on
+from ledger.store.hot import Hot
+from tests.statements import statements_on
 
 AT = datetime(2026, 11, 25, 6, 30, tzinfo=UTC)
 EVENTS: Any = Event.__table__
@@ -182,30 +182,3 @@ def test_a_constant_of_the_statement_is_bound_with_its_processor(session: Sessio
     Hot(stamped).run(session, [{"event": ids[0]}])
     found = session.execute(select(Event.details, Event.at).where(Event.id == ids[0])).one()
     assert tuple(found) == ({"fixed": True}, AT + timedelta(days=1))
-
-
-def test_rows_inserted_together_are_one_statement_and_take_their_columns_defaults(session: Session) -> None:
-    with sqlite_steps(session) as steps:
-        assert HotRows(POOLS, ("name", "slots")).run(session, [{"name": f"p{i}", "slots": i} for i in range(3)]) == 3
-    assert [s.split("(")[0] for s in steps] == ["INSERT INTO pool "]
-    found = session.execute(select(Pool.name, Pool.slots, Pool.description).where(Pool.name.like("p_"))
-                            .order_by(Pool.name)).all()
-    assert [tuple(r) for r in found] == [("p0", 0, ""), ("p1", 1, ""), ("p2", 2, "")]
-
-
-def test_more_rows_than_one_statement_takes_go_in_as_many_as_needed(session: Session) -> None:
-    with sqlite_steps(session) as steps:
-        HotRows(POOLS, ("name", "slots"), most=2).run(session, [{"name": f"q{i}", "slots": 1} for i in range(5)])
-    assert len(steps) == 3
-    assert session.execute(select(func.count()).select_from(Pool).where(Pool.name.like("q_"))).scalar_one() == 5
-
-
-def test_rows_inserted_together_return_what_tells_them_apart_and_store_json(session: Session) -> None:
-    insert = HotRows(EVENTS, ("at", "kind", "actor", "details"), returning=("id", "kind"))
-    returned = insert.rows(session, [{"at": AT, "kind": f"k{i}", "actor": "hot", "details": {"i": i}}
-                                     for i in range(3)])
-    ids = {kind: i for i, kind in returned}
-    assert sorted(ids) == ["k0", "k1", "k2"] and len(set(ids.values())) == 3
-    rows = session.execute(select(Event.kind, Event.details).where(Event.id.in_(list(ids.values()))))
-    found = {kind: details for kind, details in rows}
-    assert found == {"k0": {"i": 0}, "k1": {"i": 1}, "k2": {"i": 2}}

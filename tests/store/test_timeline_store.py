@@ -21,7 +21,7 @@ from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
 from tests.conftest import examples
-from tests.statements import sqlite_steps, statements_on
+from tests.statements import statements_on
 
 T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
 
@@ -157,24 +157,6 @@ def test_random_splices_and_overrides_in_the_database_keep_the_invariant(
                 add(session, spec, day, clock, replace=replace)
     with sessions.begin() as session:
         assert chain_violations(chain(session, "prop")) == []
-
-
-def test_a_runs_task_instances_are_inserted_by_one_statement(session: Any, clock: Any) -> None:
-    """Decision 0335: one statement for a run's task instances, and one for those of a batch of runs."""
-    if session.get_bind().dialect.name != "sqlite":
-        pytest.skip("counted by SQLite's own trace of the statements it runs")
-    spec = setup_dag(session, clock, a_dag(tasks=("a", "b", "c")))
-    with sqlite_steps(session) as steps:
-        one = add(session, spec, 0, clock)
-        more = run_store.splice_many(session, spec, [
-            run_store.NewRun(spec.schedule.interval_for(T0.add(days=d)), RunType.BACKFILL) for d in (2, 3, 4)],
-            now=clock.now(), actor="test")
-        session.flush()
-    assert len([q for q in steps if q.startswith("INSERT INTO task_instance ")]) == 2
-    made = session.execute(select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
-                                  TaskInstance.signal_armed).where(TaskInstance.run_id.in_([one.id, *more]))).all()
-    assert sorted((r, t) for r, t, _, _ in made) == sorted((r, t) for r in (one.id, *more) for t in "abc")
-    assert {(state, armed) for _, _, state, armed in made} == {("scheduled", False)}
 
 
 def test_splice_many_fills_gaps_overrides_and_relinks_in_one_pass(session: Any, clock: Any) -> None:

@@ -161,8 +161,11 @@ def test_a_worker_found_dead_when_sent_an_item_is_read_to_the_end_before_its_tri
     executor.submit(work_item(dag_file, "noop", ti_id=3))  # finds the worker dead on send
     seen = drain_until_finished(executor, {1, 2, 3})
     assert [(e.kind, e.state) for e in seen[1]] == [("started", None), ("finished", "success")]  # as it ended
-    assert [(e.kind, e.state, e.reason) for e in seen[2]] == [("started", None, None),
-                                                              ("finished", "lost", "worker died")]  # once
+    # the worker says "started" once its fork returns, while the child may already have made its file: killed in
+    # that moment (a loaded host), the worker never said it; either way the try is judged once, lost
+    assert [(e.kind, e.state, e.reason) for e in seen[2]] in ([("started", None, None),
+                                                               ("finished", "lost", "worker died")],
+                                                              [("finished", "lost", "worker died")])
     assert [(e.kind, e.state) for e in seen[3]] == [("started", None), ("finished", "success")]
 
 

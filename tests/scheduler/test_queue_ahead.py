@@ -184,21 +184,15 @@ def test_a_worker_that_ran_its_share_of_tries_is_replaced_while_idle_and_loses_n
 
 
 GATED_DAG = '''
-import os
-import time
-
 import pendulum
 
 from ledger import DAG, PythonTask
 
 
 def gated(context):
-    """Ends once the test makes the file its conf names."""
-    deadline = time.monotonic() + 30
-    while not os.path.exists(context.conf["gate"]):
-        if time.monotonic() > deadline:
-            raise TimeoutError("the test never opened the gate")
-        time.sleep(0.01)
+    """Ends once the test opens the FIFO its conf names (the open of each side waits for the other's)."""
+    with open(context.conf["gate"], "rb") as gate:
+        gate.read()
 
 
 with DAG("demo", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
@@ -228,19 +222,24 @@ def test_a_worker_kept_busy_by_items_sent_ahead_is_sent_no_more_once_it_ran_its_
     assert isinstance(executor, LocalExecutor)
 
     def gated(ti: int) -> None:
+        os.mkfifo(tmp_path / f"gate_{ti}")
         executor.submit(work_item(dag_file, "gated", ti_id=ti, conf={"gate": str(tmp_path / f"gate_{ti}")}))
+
+    def open_gate(ti: int) -> None:  # returns once try `ti` has begun to wait on it, and lets it end
+        with open(tmp_path / f"gate_{ti}", "wb"):
+            pass
 
     gated(1)
     gated(2)
     first = executor._workers[0].process.pid
-    (tmp_path / "gate_1").touch()
+    open_gate(1)
     assert _end_of(executor, 1).state == "success"
     gated(3)  # (the worker has always an item: under steady load it is never idle)
-    (tmp_path / "gate_2").touch()
+    open_gate(2)
     assert _end_of(executor, 2).state == "success"
     assert executor.open_slots() == 0  # two tries run: it takes nothing more, though it holds only one
     assert executor.in_flight() == {3}
-    (tmp_path / "gate_3").touch()
+    open_gate(3)
     assert _end_of(executor, 3).state == "success"
     assert executor.open_slots() == 2  # idle: its successor's room
     executor.submit(work_item(dag_file, "noop", ti_id=4))

@@ -153,7 +153,7 @@ def from_bare(text: str, log_path: str) -> TryReport | None:
     if not text.startswith(_BARE_HEAD) or not _plain(log_path):
         return None
     tail = len(_BARE_PATH) + len(log_path) + len(_BARE_TAIL)
-    if not text.endswith(_BARE_TAIL) or text[-tail:] != f"{_BARE_PATH}{log_path}{_BARE_TAIL}":
+    if text[-tail:] != f"{_BARE_PATH}{log_path}{_BARE_TAIL}":
         return None
     state, found, at = text[len(_BARE_HEAD):-tail].partition(_BARE_AT)
     if not found or not _plain(state):

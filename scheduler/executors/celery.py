@@ -243,9 +243,15 @@ class CeleryExecutor(Executor):
                 self._kick.set()
 
     def find(self, tries: list[tuple[WorkItem, bool]]) -> dict[int, Any]:
-        """Tries whose message was sent (or that a worker started) by the job that held them before: those Redis
-        knows of by their queued mark, their state or their lease (after a restart of Redis without its data, only a
-        running try's lease is back, put there by its supervisor)."""
+        """Tries whose message was sent (or that a worker started) by the job that held them before. A try recorded
+        started is always followed: that Redis has nothing of it proves nothing (after a restart of Redis without its
+        data, its lease is back only at its supervisor's next renewal), and its lease decides what became of it
+        (_check_leases: a lease missing for its length and a third more is taken, which fences a supervisor that
+        comes back, and the try is lost once no outcome came). A try not recorded started is followed when Redis
+        knows of it (its queued mark, its state or its lease), else it is lost: its message was never sent, or went
+        with Redis's data. When Redis cannot be read nothing is known, so nothing is judged: every try is followed
+        (a started one's lease decides once Redis answers; an unstarted one is sent again after the queued timeout,
+        unless a worker claimed it)."""
         if not self._started or not tries:
             return {}
         tids = [task_id(item.ti_id, item.try_number) for item, _ in tries]
@@ -254,19 +260,21 @@ class CeleryExecutor(Executor):
             for tid in tids:
                 pipe.exists(queued_key(tid), self._meta_key(tid), lease_key(tid))
             counts = pipe.execute()
-        except Exception as exc:  # Redis unreachable: the tries cannot be followed, so they are lost
+        except Exception as exc:
             self._fault("adopt", exc)
-            return {}
-        self._fault("adopt", None)
+            counts = [1] * len(tids)
+        else:
+            self._fault("adopt", None)
         return {item.ti_id: (item, started, tid)
-                for (item, started), tid, count in zip(tries, tids, counts, strict=True) if count}
+                for (item, started), tid, count in zip(tries, tids, counts, strict=True) if count or started}
 
     def follow(self, found: dict[int, Any]) -> None:
         with self._shared.lock:
             for item, started, tid in found.values():
                 if item.ti_id not in self._shared.tries:
-                    self._shared.tries[item.ti_id] = self._by_tid[tid] = _Try(item, tid, sent=True, started=started,
-                                                                              sent_at=self._clock())
+                    now = self._clock()  # (a started try's lease is judged from its adoption on)
+                    self._shared.tries[item.ti_id] = self._by_tid[tid] = _Try(
+                        item, tid, sent=True, started=started, sent_at=now, lease_seen=now if started else None)
 
     def drain(self) -> list[TaskEvent]:
         if self._wake_r >= 0:
@@ -676,7 +684,8 @@ class CeleryExecutor(Executor):
 
     def _unrenewed(self, entry: _Try) -> str:
         length = entry.lease_length or self.config.heartbeat_timeout
-        return f"worker {entry.host} stopped renewing its lease ({length:g} s; the worker or its link to Redis is gone)"
+        who = f"worker {entry.host}" if entry.host else "its worker"
+        return f"{who} stopped renewing its lease ({length:g} s; the worker or its link to Redis is gone)"
 
     def _read_refused(self) -> int:
         """Redeliveries that workers refused: remarks for the job to record."""

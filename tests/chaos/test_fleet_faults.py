@@ -120,6 +120,36 @@ def test_redis_restarted_without_its_data_declares_no_live_worker_dead_and_loses
 
 
 
+def test_a_scheduler_that_takes_over_before_the_supervisors_put_their_leases_back_lets_each_try_run_once(
+        cluster: Cluster) -> None:
+    """Redis restarted without its data while no scheduler runs: its running tries' supervisors put their leases back
+    at their next renewal, and the scheduler that takes over may look before that. The supervisors (the worker's pool
+    processes) are held (SIGSTOP) until it has looked, far less than a lease's length: the tries it could not find
+    must be followed, not recorded lost and run again beside themselves."""
+    trace, go = traced(cluster, 2)
+    cluster.start_webserver()
+    worker = cluster.start_worker("w1")
+    first = start_scheduler(cluster, "scheduler-1")
+    wait_until("two tries run", lambda: running(cluster, 2) and executions(trace) == 2)
+    supervisors = faults.children(worker.pid)
+    for pid in supervisors:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        faults.kill9(first)
+        faults.restart_redis_without_its_data(cluster.redis)
+        second = start_scheduler(cluster, "scheduler-2")
+        wait_until("the new scheduler has looked for both tries",
+                   lambda: len(events(cluster, "try_adopted")) + len(events(cluster, "try_lost")) >= 2)
+    finally:
+        for pid in supervisors:
+            os.kill(pid, signal.SIGCONT)
+    go.touch()
+    assert second.wait(120) == 0, cluster.procs.output(second)
+    assert sorted(states(cluster)) == [("t0", 1, "success"), ("t1", 1, "success")]
+    assert not events(cluster, "try_lost")
+    holds_invariants(cluster, trace)
+
+
 def test_a_partitioned_worker_fences_its_try_before_it_is_declared_lost_and_the_task_runs_once_elsewhere(
         cluster: Cluster) -> None:
     if (missing := faults.missing_capability("netns")) is not None:

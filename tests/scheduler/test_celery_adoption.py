@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import redis
 
 from ledger.scheduler.executors.base import TaskEvent
@@ -27,14 +28,64 @@ def test_a_try_whose_only_trace_in_redis_is_its_lease_is_adopted_not_lost(tmp_pa
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
     executor.start()
     try:
-        found = executor.find([(item, True) for item in items(tmp_path, 9, 10)])
-        assert set(found) == {9}  # (10: no trace at all)
+        found = executor.find([(item, True) for item in items(tmp_path, 9)])
+        assert set(found) == {9}
         assert executor.in_flight() == set()
         executor.follow(found)  # (the job adopted it)
         assert executor.in_flight() == {9}
     finally:
         executor.end(0)
         client.close()
+
+
+def test_a_started_try_redis_knows_nothing_of_is_followed_and_lost_only_once_its_lease_was_taken(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """The scheduler that takes over may look before the supervisor's next renewal has put the lease back (the
+    fleet's chaos test found it: recorded lost at adoption, the try ran on and succeeded, and so did its next try).
+    A started try is followed whatever Redis holds: its missing lease is taken once it has been missing for its
+    length and a third more (a supervisor that comes back finds it taken and kills its try), and the try is lost
+    only once no outcome came after that. An unstarted try Redis knows nothing of was never sent (or its message
+    went with Redis's data): it is lost at once."""
+    now = [1000.0]
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=3.0),
+                              clock=lambda: now[0])
+    client = redis.Redis.from_url(redis_server.url)
+    executor.start()
+    try:
+        started, unstarted = items(tmp_path, 10, 11)
+        found = executor.find([(started, True), (unstarted, False)])
+        assert set(found) == {10}
+        executor.follow(found)
+        lease = lease_key(task_id(10, 1))
+        now[0] += 4.1  # (missing for its length and a third)
+        wait_for("the missing lease taken", lambda: b"stopped renewing its lease" in (client.get(lease) or b""),
+                 within=15.0)  # (a supervisor that renews finds it taken, and kills its try)
+        assert executor.drain() == []  # (an outcome the worker kept may still come)
+        now[0] += 6.1
+        seen: list[TaskEvent] = []
+        wait_for("the try's end", lambda: seen.extend(executor.drain()) or bool(seen), within=15.0)
+        assert [(e.ti_id, e.kind, e.state) for e in seen] == [(10, "finished", "lost")]
+        assert seen[0].reason == "its worker stopped renewing its lease (3 s; the worker or its link to Redis is gone)"
+    finally:
+        executor.end(0)
+        client.close()
+
+
+def test_a_scheduler_that_cannot_read_redis_when_it_takes_over_judges_no_try_and_follows_them_all(
+        tmp_path: Path, redis_server: RedisServer, capfd: pytest.CaptureFixture[str]) -> None:
+    """Nothing is known of the tries while Redis does not answer: none is recorded lost (each may run on)."""
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    try:
+        redis_server.stop()
+        found = executor.find([(item, started) for item, started in zip(items(tmp_path, 12, 13), (True, False),
+                                                                        strict=True)])
+        assert set(found) == {12, 13}
+        said = capfd.readouterr().err
+        assert "celery executor: looking up the tries to adopt in Redis fails (ConnectionError" in said
+    finally:
+        redis_server.start()
+        executor.end(0)
 
 
 def test_a_try_a_worker_claimed_and_died_with_before_saying_it_started_is_lost_by_its_lease_not_resent(

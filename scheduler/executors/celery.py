@@ -70,6 +70,8 @@ LEASE_GRACE = 1 / 3  # share of a lease's length the executor waits beyond it be
 # lease lengths it then waits for an outcome its worker kept (a try that ended while its worker was cut off) before
 # the try is lost (decision 0257)
 OUTCOME_PATIENCE = 2.0
+# the claim a scheduler that takes over puts on an unstarted try it records lost unseen (find)
+LOST_CLAIM = "(lost-at-adoption)"
 LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
 FINISHED = ("SUCCESS", "FAILURE", "REVOKED")
 # how a worker says a try ended (lost: the fleet's fault; up_for_reschedule: a sensor's next check)
@@ -249,9 +251,11 @@ class CeleryExecutor(Executor):
         (_check_leases: a lease missing for its length and a third more is taken, which fences a supervisor that
         comes back, and the try is lost once no outcome came). A try not recorded started is followed when Redis
         knows of it (its queued mark, its state or its lease), else it is lost: its message was never sent, or went
-        with Redis's data. When Redis cannot be read nothing is known, so nothing is judged: every try is followed
-        (a started one's lease decides once Redis answers; an unstarted one is sent again after the queued timeout,
-        unless a worker claimed it)."""
+        with Redis's data. Such a try is claimed here first (LOST_CLAIM), so that a message of it a worker had
+        already taken is refused rather than run beside the next try; one a worker claimed meanwhile is followed.
+        When Redis cannot be read nothing is known, so nothing is judged: every try is followed (a started one's
+        lease decides once Redis answers; an unstarted one is sent again after the queued timeout, unless a worker
+        claimed it)."""
         if not self._started or not tries:
             return {}
         tids = [task_id(item.ti_id, item.try_number) for item, _ in tries]
@@ -260,6 +264,14 @@ class CeleryExecutor(Executor):
             for tid in tids:
                 pipe.exists(queued_key(tid), self._meta_key(tid), lease_key(tid))
             counts = pipe.execute()
+            unknown = [i for i, ((_item, started), count) in enumerate(zip(tries, counts, strict=True))
+                       if not count and not started]
+            if unknown:
+                pipe = self._client.pipeline()
+                for i in unknown:
+                    pipe.set(claim_key(tids[i]), f"{LOST_CLAIM} {os.getpid()}", nx=True, ex=KEEP)
+                for i, ours in zip(unknown, pipe.execute(), strict=True):
+                    counts[i] = 0 if ours else 1  # (not ours: a worker claimed it meanwhile)
         except Exception as exc:
             self._fault("adopt", exc)
             counts = [1] * len(tids)
@@ -695,11 +707,14 @@ class CeleryExecutor(Executor):
         with self._shared.lock:
             for one in raw:
                 data = json.loads(one)
-                self._shared.remarks.append({
-                    "kind": "try_redelivery_refused", "ti_id": data.get("ti_id"),
-                    "try_number": data.get("try_number"), "host": data.get("host"),
-                    "reason": f"a redelivered message for try {data.get('try_number')} was refused by worker "
-                              f"{data.get('host')}: {data.get('claimed_by')} had started it"})
+                tn, host = data.get("try_number"), data.get("host")
+                reason = (f"a message for try {tn} reached worker {host} after the try was recorded lost (the "
+                          f"scheduler that took it over found no trace of it in Redis): refused"
+                          if data.get("claimed_by") == LOST_CLAIM else
+                          f"a redelivered message for try {tn} was refused by worker {host}: "
+                          f"{data.get('claimed_by')} had started it")
+                self._shared.remarks.append({"kind": "try_redelivery_refused", "ti_id": data.get("ti_id"),
+                                             "try_number": tn, "host": host, "reason": reason})
         return len(raw)
 
     def _resend_unclaimed(self) -> int:

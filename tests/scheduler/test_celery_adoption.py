@@ -4,15 +4,16 @@ becomes of a try whose worker claimed it and died before saying it started."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import redis
 
 from ledger.scheduler.executors.base import TaskEvent
-from ledger.scheduler.executors.celery import CeleryExecutor
-from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key, task_id
-from ledger.scheduler.runtime.try_lease import dead_value, lease_key
+from ledger.scheduler.executors.celery import LOST_CLAIM, CeleryExecutor
+from ledger.scheduler.executors.celery_app import REFUSED, CeleryConfig, claim_key, task_id
+from ledger.scheduler.runtime.try_lease import claim_with_lease, dead_value, lease_key
 from tests.celery_cluster import RedisServer
 from tests.scheduler.test_celery_queued_timeout import wait_for
 from tests.scheduler.test_celery_sending import items
@@ -45,16 +46,21 @@ def test_a_started_try_redis_knows_nothing_of_is_followed_and_lost_only_once_its
     A started try is followed whatever Redis holds: its missing lease is taken once it has been missing for its
     length and a third more (a supervisor that comes back finds it taken and kills its try), and the try is lost
     only once no outcome came after that. An unstarted try Redis knows nothing of was never sent (or its message
-    went with Redis's data): it is lost at once."""
+    went with Redis's data): it is lost at once, claimed first so that no worker runs it beside its next try."""
     now = [1000.0]
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=3.0),
                               clock=lambda: now[0])
     client = redis.Redis.from_url(redis_server.url)
     executor.start()
     try:
-        started, unstarted = items(tmp_path, 10, 11)
-        found = executor.find([(started, True), (unstarted, False)])
-        assert set(found) == {10}
+        started, unstarted, claimed = items(tmp_path, 10, 11, 14)
+        client.set(claim_key(task_id(14, 1)), "w2 77aa")  # (a worker claimed it as the scheduler looked)
+        found = executor.find([(started, True), (unstarted, False), (claimed, False)])
+        assert set(found) == {10, 14}
+        # the unstarted try to be lost is claimed first: a message of it a worker had taken is refused, not run
+        holder = claim_with_lease(client, task_id(11, 1), (claim_key(task_id(11, 1)), "w1 5f3a", 60), "running",
+                                  '{"by":"w1 i1"}', 3.0)
+        assert holder is not None and holder.decode().split(" ")[0] == LOST_CLAIM
         executor.follow(found)
         lease = lease_key(task_id(10, 1))
         now[0] += 4.1  # (missing for its length and a third)
@@ -112,6 +118,22 @@ def test_a_try_a_worker_claimed_and_died_with_before_saying_it_started_is_lost_b
         assert [(e.kind, e.state, e.host) for e in seen] == [("started", None, "w1"), ("finished", "lost", "w1")]
         assert seen[1].reason == "its worker's main process (pid 8) died; its processes were killed"
         assert client.llen("nobody") == 1 and executor.remarks() == []  # not sent again
+    finally:
+        executor.end(0)
+        client.close()
+
+
+def test_a_message_of_a_try_lost_unseen_that_a_worker_refused_is_said_as_such(redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    client = redis.Redis.from_url(redis_server.url)
+    executor.start()
+    try:
+        client.rpush(REFUSED, json.dumps({"ti_id": 11, "try_number": 1, "host": "w1", "claimed_by": LOST_CLAIM}))
+        remarks: list[dict[str, object]] = []
+        wait_for("the refusal's remark", lambda: remarks.extend(executor.remarks()) or bool(remarks), within=15.0)
+        assert remarks == [{"kind": "try_redelivery_refused", "ti_id": 11, "try_number": 1, "host": "w1",
+                            "reason": "a message for try 1 reached worker w1 after the try was recorded lost (the "
+                                      "scheduler that took it over found no trace of it in Redis): refused"}]
     finally:
         executor.end(0)
         client.close()

@@ -182,9 +182,9 @@ class Executor(abc.ABC):
     def find(self, tries: list[tuple[WorkItem, bool]]) -> dict[int, Any]:
         """Look for tries another job handed to this executor's kind of workers and that may still run there (its
         job died): (the try's work item, whether it was recorded started). Called outside any transaction; changes
-        nothing. Returns ti id -> what it found of each it could follow (for `follow`); the others are lost.
-        Executors whose tries die with their job find only those that left their whole report on this host as
-        their code ended (`EndedOnThisHost`): their end is that report."""
+        nothing in the database. Returns ti id -> what it found of each it could follow (for `follow`); the others
+        are lost. Executors whose tries die with their job find only those that left their whole report on this
+        host as their code ended (`EndedOnThisHost`): their end is that report."""
         return {}
 
     def follow(self, found: dict[int, Any]) -> None:

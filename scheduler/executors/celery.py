@@ -70,8 +70,8 @@ LEASE_GRACE = 1 / 3  # share of a lease's length the executor waits beyond it be
 # lease lengths it then waits for an outcome its worker kept (a try that ended while its worker was cut off) before
 # the try is lost (decision 0257)
 OUTCOME_PATIENCE = 2.0
-# the claim a scheduler that takes over puts on an unstarted try it records lost unseen (find)
-LOST_CLAIM = "(lost-at-adoption)"
+# the claim a scheduler that takes over puts on a try it finds no trace of in Redis (find)
+ADOPTION_CLAIM = "(adoption)"
 LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
 FINISHED = ("SUCCESS", "FAILURE", "REVOKED")
 # how a worker says a try ended (lost: the fleet's fault; up_for_reschedule: a sensor's next check)
@@ -245,40 +245,39 @@ class CeleryExecutor(Executor):
                 self._kick.set()
 
     def find(self, tries: list[tuple[WorkItem, bool]]) -> dict[int, Any]:
-        """Tries whose message was sent (or that a worker started) by the job that held them before. A try recorded
-        started is always followed: that Redis has nothing of it proves nothing (after a restart of Redis without its
-        data, its lease is back only at its supervisor's next renewal), and its lease decides what became of it
-        (_check_leases: a lease missing for its length and a third more is taken, which fences a supervisor that
-        comes back, and the try is lost once no outcome came). A try not recorded started is followed when Redis
-        knows of it (its queued mark, its state or its lease), else it is lost: its message was never sent, or went
-        with Redis's data. Such a try is claimed here first (LOST_CLAIM), so that a message of it a worker had
-        already taken is refused rather than run beside the next try; one a worker claimed meanwhile is followed.
-        When Redis cannot be read nothing is known, so nothing is judged: every try is followed (a started one's
-        lease decides once Redis answers; an unstarted one is sent again after the queued timeout, unless a worker
-        claimed it)."""
+        """The tries the job that held them before handed to workers: every one is followed, none is judged here,
+        since what Redis holds of a try proves nothing of whether it runs (decision 0336). A try recorded started
+        is followed as started: its lease decides (_check_leases: missing for its length and a third more, counted
+        from the adoption, it is taken, which a supervisor that comes back answers by killing its try; the try is
+        lost once no outcome came after that). After a restart of Redis without its data, the lease is back only at
+        its supervisor's next renewal. A try not recorded started that Redis knows of (its queued mark, state or
+        lease) is followed as sent: its state says when it starts, else the queued timeout sends it again or takes
+        it as started on whoever claimed it (_resend_unclaimed). One Redis knows nothing of may still run (a worker
+        claimed it before the dead job recorded its start, and Redis then lost its data) or never have been sent:
+        it is claimed here (ADOPTION_CLAIM: a message of it a worker took before is refused) and followed as
+        started, so its lease decides. When Redis cannot be read, every try is followed as it was recorded."""
         if not self._started or not tries:
             return {}
         tids = [task_id(item.ti_id, item.try_number) for item, _ in tries]
+        unknown: set[int] = set()
         try:
             pipe = self._client.pipeline()
             for tid in tids:
                 pipe.exists(queued_key(tid), self._meta_key(tid), lease_key(tid))
             counts = pipe.execute()
-            unknown = [i for i, ((_item, started), count) in enumerate(zip(tries, counts, strict=True))
-                       if not count and not started]
+            unknown = {i for i, ((_item, started), count) in enumerate(zip(tries, counts, strict=True))
+                       if not count and not started}
             if unknown:
                 pipe = self._client.pipeline()
-                for i in unknown:
-                    pipe.set(claim_key(tids[i]), f"{LOST_CLAIM} {os.getpid()}", nx=True, ex=KEEP)
-                for i, ours in zip(unknown, pipe.execute(), strict=True):
-                    counts[i] = 0 if ours else 1  # (not ours: a worker claimed it meanwhile)
+                for i in sorted(unknown):  # (a claim already there, a worker's or an earlier look's, is kept)
+                    pipe.set(claim_key(tids[i]), f"{ADOPTION_CLAIM} {os.getpid()}", nx=True, ex=KEEP)
+                pipe.execute()
         except Exception as exc:
             self._fault("adopt", exc)
-            counts = [1] * len(tids)
         else:
             self._fault("adopt", None)
-        return {item.ti_id: (item, started, tid)
-                for (item, started), tid, count in zip(tries, tids, counts, strict=True) if count or started}
+        return {item.ti_id: (item, started or i in unknown, tid)
+                for i, ((item, started), tid) in enumerate(zip(tries, tids, strict=True))}
 
     def follow(self, found: dict[int, Any]) -> None:
         with self._shared.lock:
@@ -708,9 +707,9 @@ class CeleryExecutor(Executor):
             for one in raw:
                 data = json.loads(one)
                 tn, host = data.get("try_number"), data.get("host")
-                reason = (f"a message for try {tn} reached worker {host} after the try was recorded lost (the "
-                          f"scheduler that took it over found no trace of it in Redis): refused"
-                          if data.get("claimed_by") == LOST_CLAIM else
+                reason = (f"a message for try {tn} reached worker {host} after the scheduler that took the try "
+                          f"over had claimed it (it found no trace of it in Redis): refused"
+                          if data.get("claimed_by") == ADOPTION_CLAIM else
                           f"a redelivered message for try {tn} was refused by worker {host}: "
                           f"{data.get('claimed_by')} had started it")
                 self._shared.remarks.append({"kind": "try_redelivery_refused", "ti_id": data.get("ti_id"),
@@ -721,19 +720,34 @@ class CeleryExecutor(Executor):
         """The tries no worker claimed within the queued timeout: their messages sent again, with a remark each. A try
         a worker did claim, though it never said it started (its worker died in between, or Redis lost its state), is
         taken as started on the claimer instead: its lease says what became of it (_check_leases), and a message sent
-        again would only be refused by the claim, or run the same try twice once the claim is gone."""
+        again would only be refused by the claim, or run the same try twice once the claim is gone. So is a try
+        that has a lease though its claim is gone (Redis lost its data; the supervisor put the lease back), and one
+        a scheduler that took it over claimed (ADOPTION_CLAIM); a start is said only of a try whose worker is
+        known."""
         with self._shared.lock:
             late = unclaimed(self._shared.tries.values(), self._clock(), self.config.queued_timeout)
         if not late:
             return 0
-        claims = self._client.mget([claim_key(entry.tid) for entry in late])
-        found = list(zip(late, claims, strict=True))
-        claimed = [(entry, claim.decode(errors="replace").split(" ")[0]) for entry, claim in found if claim]
-        late = [entry for entry, claim in found if not claim]
+        tids = [entry.tid for entry in late]
+        pipe = self._client.pipeline(transaction=False)
+        pipe.mget([claim_key(tid) for tid in tids])
+        pipe.mget([lease_key(tid) for tid in tids])
+        claims, leases = pipe.execute()
+        taken: list[tuple[_Try, str | None]] = []
+        resend: list[_Try] = []
+        for entry, claim, lease in zip(late, claims, leases, strict=True):
+            if claim:
+                holder = claim.decode(errors="replace").split(" ")[0]
+                taken.append((entry, None if holder == ADOPTION_CLAIM else holder))
+            elif lease:  # (held, or said dead or taken: the lease decides)
+                by = json.loads(lease).get("by")
+                taken.append((entry, str(by).split(" ")[0] if by else None))
+            else:
+                resend.append(entry)
         with self._shared.lock:
-            for entry, host in claimed:
+            for entry, host in taken:
                 entry.started, entry.host, entry.lease_seen = True, host, self._clock()
-            for entry in late:
+            for entry in resend:
                 entry.sent_at = None  # (sent again: the sender sets it anew)
                 self._shared.outbox.append(("send", entry))
                 self._shared.remarks.append({
@@ -742,10 +756,10 @@ class CeleryExecutor(Executor):
                     "reason": f"no worker claimed try {entry.item.try_number} within "
                               f"{self.config.queued_timeout:g} s of its message being sent "
                               f"(queue {entry.item.queue!r}): its message is sent again"})
-        if late:
+        if resend:
             self._kick.set()
-        return len(late) + self._publish([TaskEvent(entry.item.ti_id, entry.item.try_number, "started", time.time(),
-                                                    host=host) for entry, host in claimed])
+        return len(resend) + self._publish([TaskEvent(entry.item.ti_id, entry.item.try_number, "started",
+                                                      time.time(), host=host) for entry, host in taken if host])
 
     def _measure(self) -> None:
         """The per-queue gauges: tries sent and not started, tries running."""

@@ -128,8 +128,9 @@ def test_a_scheduler_that_takes_over_before_the_supervisors_put_their_leases_bac
     must be followed, not recorded lost and run again beside themselves."""
     trace, go = traced(cluster, 2)
     cluster.start_webserver()
-    worker = cluster.start_worker("w1")
-    first = start_scheduler(cluster, "scheduler-1")
+    long = {"LEDGER_WORKER_HEARTBEAT_TIMEOUT": "120"}  # (a supervisor held longer than its lease kills its try)
+    worker = cluster.start_worker("w1", **long)
+    first = start_scheduler(cluster, "scheduler-1", **long)
     wait_until("two tries run", lambda: running(cluster, 2) and executions(trace) == 2)
     supervisors = faults.children(worker.pid)
     for pid in supervisors:
@@ -137,7 +138,7 @@ def test_a_scheduler_that_takes_over_before_the_supervisors_put_their_leases_bac
     try:
         faults.kill9(first)
         faults.restart_redis_without_its_data(cluster.redis)
-        second = start_scheduler(cluster, "scheduler-2")
+        second = start_scheduler(cluster, "scheduler-2", **long)
         wait_until("the new scheduler has looked for both tries",
                    lambda: len(events(cluster, "try_adopted")) + len(events(cluster, "try_lost")) >= 2)
     finally:

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from ledger.scheduler.executors.base import TaskEvent
-from ledger.scheduler.executors.celery import LOST_CLAIM, CeleryExecutor
+from ledger.scheduler.executors.celery import ADOPTION_CLAIM, CeleryExecutor
 from ledger.scheduler.executors.celery_app import REFUSED, CeleryConfig, claim_key, task_id
 from ledger.scheduler.runtime.try_lease import claim_with_lease, dead_value, lease_key
 from tests.celery_cluster import RedisServer
@@ -39,39 +39,64 @@ def test_a_try_whose_only_trace_in_redis_is_its_lease_is_adopted_not_lost(tmp_pa
         client.close()
 
 
-def test_a_started_try_redis_knows_nothing_of_is_followed_and_lost_only_once_its_lease_was_taken(
+def test_a_try_redis_knows_nothing_of_is_followed_and_lost_only_once_its_lease_was_taken(
         tmp_path: Path, redis_server: RedisServer) -> None:
     """The scheduler that takes over may look before the supervisor's next renewal has put the lease back (the
-    fleet's chaos test found it: recorded lost at adoption, the try ran on and succeeded, and so did its next try).
-    A started try is followed whatever Redis holds: its missing lease is taken once it has been missing for its
-    length and a third more (a supervisor that comes back finds it taken and kills its try), and the try is lost
-    only once no outcome came after that. An unstarted try Redis knows nothing of was never sent (or its message
-    went with Redis's data): it is lost at once, claimed first so that no worker runs it beside its next try."""
+    fleet's chaos test found it: recorded lost at adoption, the try ran on and succeeded, and so did its next try);
+    a try recorded queued may run too (its worker claimed it before the dead job recorded its start, and Redis then
+    lost its data). Each is followed whatever Redis holds: its missing lease is taken once it has been missing for
+    its length and a third more (a supervisor that comes back finds it taken and kills its try), and the try is
+    lost only once no outcome came after that. The queued one is claimed first, so that a message of it a worker
+    took before is refused; a claim already there stays."""
     now = [1000.0]
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=3.0),
                               clock=lambda: now[0])
     client = redis.Redis.from_url(redis_server.url)
     executor.start()
     try:
-        started, unstarted, claimed = items(tmp_path, 10, 11, 14)
+        started, queued, claimed = items(tmp_path, 10, 11, 14)
         client.set(claim_key(task_id(14, 1)), "w2 77aa")  # (a worker claimed it as the scheduler looked)
-        found = executor.find([(started, True), (unstarted, False), (claimed, False)])
-        assert set(found) == {10, 14}
-        # the unstarted try to be lost is claimed first: a message of it a worker had taken is refused, not run
+        found = executor.find([(started, True), (queued, False), (claimed, False)])
+        assert {ti: was_started for ti, (_item, was_started, _tid) in found.items()} == {10: True, 11: True, 14: True}
         holder = claim_with_lease(client, task_id(11, 1), (claim_key(task_id(11, 1)), "w1 5f3a", 60), "running",
                                   '{"by":"w1 i1"}', 3.0)
-        assert holder is not None and holder.decode().split(" ")[0] == LOST_CLAIM
-        executor.follow(found)
-        lease = lease_key(task_id(10, 1))
+        assert holder is not None and holder.decode().split(" ")[0] == ADOPTION_CLAIM  # refused
+        assert client.get(claim_key(task_id(14, 1))) == b"w2 77aa"
+        executor.follow({ti: found[ti] for ti in (10, 11)})
         now[0] += 4.1  # (missing for its length and a third)
-        wait_for("the missing lease taken", lambda: b"stopped renewing its lease" in (client.get(lease) or b""),
-                 within=15.0)  # (a supervisor that renews finds it taken, and kills its try)
+        leases = [lease_key(task_id(ti, 1)) for ti in (10, 11)]
+        wait_for("the missing leases taken", lambda: all(b"stopped renewing its lease" in (client.get(key) or b"")
+                                                         for key in leases), within=15.0)
         assert executor.drain() == []  # (an outcome the worker kept may still come)
         now[0] += 6.1
         seen: list[TaskEvent] = []
-        wait_for("the try's end", lambda: seen.extend(executor.drain()) or bool(seen), within=15.0)
-        assert [(e.ti_id, e.kind, e.state) for e in seen] == [(10, "finished", "lost")]
-        assert seen[0].reason == "its worker stopped renewing its lease (3 s; the worker or its link to Redis is gone)"
+        wait_for("the tries' ends", lambda: seen.extend(executor.drain()) or len(seen) >= 2, within=15.0)
+        assert sorted((e.ti_id, e.kind, e.state) for e in seen) == [(10, "finished", "lost"), (11, "finished", "lost")]
+        assert {e.reason for e in seen} == {
+            "its worker stopped renewing its lease (3 s; the worker or its link to Redis is gone)"}
+    finally:
+        executor.end(0)
+        client.close()
+
+
+def test_a_try_past_the_queued_timeout_whose_lease_is_held_though_its_claim_is_gone_is_taken_as_started_not_resent(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """Redis lost its data while the try ran: its supervisor put the lease back, its claim and state are gone. Sent
+    again, the message would be claimed anew and run the try a second time."""
+    now = [1000.0]
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600,
+                                              queued_timeout=30.0), clock=lambda: now[0])
+    client = redis.Redis.from_url(redis_server.url)
+    executor.start()
+    try:
+        (item,) = items(tmp_path, 15)
+        executor.submit_all([item])
+        client.set(lease_key(task_id(15, 1)), '{"by":"w3 i2","pool":8,"pgid":9,"ms":600000}')
+        now[0] += 30.0
+        seen: list[TaskEvent] = []
+        wait_for("the try taken as started", lambda: seen.extend(executor.drain()) or bool(seen), within=15.0)
+        assert [(e.kind, e.host) for e in seen] == [("started", "w3")]
+        assert client.llen("nobody") == 1 and executor.remarks() == []  # not sent again
     finally:
         executor.end(0)
         client.close()
@@ -123,17 +148,18 @@ def test_a_try_a_worker_claimed_and_died_with_before_saying_it_started_is_lost_b
         client.close()
 
 
-def test_a_message_of_a_try_lost_unseen_that_a_worker_refused_is_said_as_such(redis_server: RedisServer) -> None:
+def test_a_message_of_a_try_claimed_at_adoption_that_a_worker_refused_is_said_as_such(
+        redis_server: RedisServer) -> None:
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
     client = redis.Redis.from_url(redis_server.url)
     executor.start()
     try:
-        client.rpush(REFUSED, json.dumps({"ti_id": 11, "try_number": 1, "host": "w1", "claimed_by": LOST_CLAIM}))
+        client.rpush(REFUSED, json.dumps({"ti_id": 11, "try_number": 1, "host": "w1", "claimed_by": ADOPTION_CLAIM}))
         remarks: list[dict[str, object]] = []
         wait_for("the refusal's remark", lambda: remarks.extend(executor.remarks()) or bool(remarks), within=15.0)
         assert remarks == [{"kind": "try_redelivery_refused", "ti_id": 11, "try_number": 1, "host": "w1",
-                            "reason": "a message for try 1 reached worker w1 after the try was recorded lost (the "
-                                      "scheduler that took it over found no trace of it in Redis): refused"}]
+                            "reason": "a message for try 1 reached worker w1 after the scheduler that took the try "
+                                      "over had claimed it (it found no trace of it in Redis): refused"}]
     finally:
         executor.end(0)
         client.close()

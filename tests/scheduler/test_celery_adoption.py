@@ -4,8 +4,11 @@ becomes of a try whose worker claimed it and died before saying it started."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -17,6 +20,20 @@ from ledger.scheduler.runtime.try_lease import claim_with_lease, dead_value, lea
 from tests.celery_cluster import RedisServer
 from tests.scheduler.test_celery_queued_timeout import wait_for
 from tests.scheduler.test_celery_sending import items
+
+
+@contextlib.contextmanager
+def past_queued_timeout(redis_server: RedisServer, now: list[float]) -> Iterator[tuple[CeleryExecutor, Any]]:
+    """A started executor whose queued timeout (30 s) is reached by moving `now`, and a client of its Redis."""
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600,
+                                              queued_timeout=30.0), clock=lambda: now[0])
+    client = redis.Redis.from_url(redis_server.url)
+    executor.start()
+    try:
+        yield executor, client
+    finally:
+        executor.end(0)
+        client.close()
 
 
 def test_a_try_whose_only_trace_in_redis_is_its_lease_is_adopted_not_lost(tmp_path: Path,
@@ -84,11 +101,7 @@ def test_a_try_past_the_queued_timeout_whose_lease_is_held_though_its_claim_is_g
     """Redis lost its data while the try ran: its supervisor put the lease back, its claim and state are gone. Sent
     again, the message would be claimed anew and run the try a second time."""
     now = [1000.0]
-    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600,
-                                              queued_timeout=30.0), clock=lambda: now[0])
-    client = redis.Redis.from_url(redis_server.url)
-    executor.start()
-    try:
+    with past_queued_timeout(redis_server, now) as (executor, client):
         (item,) = items(tmp_path, 15)
         executor.submit_all([item])
         client.set(lease_key(task_id(15, 1)), '{"by":"w3 i2","pool":8,"pgid":9,"ms":600000}')
@@ -97,9 +110,6 @@ def test_a_try_past_the_queued_timeout_whose_lease_is_held_though_its_claim_is_g
         wait_for("the try taken as started", lambda: seen.extend(executor.drain()) or bool(seen), within=15.0)
         assert [(e.kind, e.host) for e in seen] == [("started", "w3")]
         assert client.llen("nobody") == 1 and executor.remarks() == []  # not sent again
-    finally:
-        executor.end(0)
-        client.close()
 
 
 def test_a_scheduler_that_cannot_read_redis_when_it_takes_over_judges_no_try_and_follows_them_all(
@@ -126,11 +136,7 @@ def test_a_try_a_worker_claimed_and_died_with_before_saying_it_started_is_lost_b
     twice once the claim is gone. Past the queued timeout the claimed try is taken as started on the claimer, and
     its lease says what became of it."""
     now = [1000.0]
-    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600,
-                                              queued_timeout=30.0), clock=lambda: now[0])
-    client = redis.Redis.from_url(redis_server.url)
-    executor.start()
-    try:
+    with past_queued_timeout(redis_server, now) as (executor, client):
         (item,) = items(tmp_path, 12)
         executor.submit_all([item])
         tid = task_id(12, 1)
@@ -143,9 +149,6 @@ def test_a_try_a_worker_claimed_and_died_with_before_saying_it_started_is_lost_b
         assert [(e.kind, e.state, e.host) for e in seen] == [("started", None, "w1"), ("finished", "lost", "w1")]
         assert seen[1].reason == "its worker's main process (pid 8) died; its processes were killed"
         assert client.llen("nobody") == 1 and executor.remarks() == []  # not sent again
-    finally:
-        executor.end(0)
-        client.close()
 
 
 def test_a_message_of_a_try_claimed_at_adoption_that_a_worker_refused_is_said_as_such(

@@ -385,8 +385,8 @@ class CeleryExecutor(Executor):
                 if ends and now < min(next_poll + FALLBACK_INTERVAL, next_check + WORKER_CHECK_INTERVAL):
                     continue  # the job works on the ends: the reader waits for more rather than take the CPU from it
                     # (its other work waits for a quiet moment, at most one more of its intervals)
-                if now >= next_poll:
-                    urgent += self._poll()
+                if now >= next_poll:  # (an end read here, one whose publication was missed, wakes the job at once too)
+                    starts_since = self._wake(self._poll(), starts_since)
                     next_poll = now + FALLBACK_INTERVAL
                 if now >= next_check:
                     urgent += self._check_leases() + self._read_refused() + self._resend_unclaimed()
@@ -402,8 +402,8 @@ class CeleryExecutor(Executor):
                         subscription.close()
                 subscription = None
                 self._stop.wait(0.5)
-            self._measure()
             starts_since = self._wake(urgent, starts_since)
+            self._measure()
         if subscription is not None:
             with contextlib.suppress(Exception):
                 subscription.close()

@@ -128,12 +128,9 @@ def test_an_end_read_while_redis_fails_the_logs_round_trip_is_reported_once_it_a
         executor.end(0)
 
 
-def test_an_end_wakes_the_job_before_the_reader_does_any_other_work(tmp_path: Path, redis_server: RedisServer) -> None:
-    """The reader wakes the job's loop as soon as it reads a try's end: its other work (here its gauges, held from the
-    moment the end was read until the test has seen the job woken) waits."""
-    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url))
-    executor.start()
-    release, real = threading.Event(), executor._measure
+def _held_until_woken(executor: CeleryExecutor, release: threading.Event) -> None:
+    """The reader's gauges (its other work) held from the moment a try's end was read until `release`."""
+    real = executor._measure
 
     def held() -> None:
         if any(entry.done for entry in list(executor._shared.tries.values())):  # the end was read
@@ -141,15 +138,35 @@ def test_an_end_wakes_the_job_before_the_reader_does_any_other_work(tmp_path: Pa
         real()
 
     executor._measure = held  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("published", [True, False], ids=["published", "read-by-the-fallback"])
+def test_an_end_wakes_the_job_before_the_reader_does_any_other_work(tmp_path: Path, redis_server: RedisServer,
+                                                                    published: bool) -> None:
+    """The reader wakes the job's loop as soon as it reads a try's end: its other work (here its gauges, held from the
+    moment the end was read until the test has seen the job woken) waits. So does an end whose publication the
+    reader missed (stored before it subscribed, or while Redis restarted), read by its fallback read of every state:
+    the test stores that one without publishing it."""
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url))
+    executor.start()
+    release = threading.Event()
+    _held_until_woken(executor, release)
+    client = redis.Redis.from_url(redis_server.url)
     try:
         (item,) = items(tmp_path, 6)
         executor.submit_all([item])
         report = TryReport("success", None, time.time(), host="w1").as_json()
-        executor._app.backend.store_result(task_id(6, 1), {"state": "success", "host": "w1", "pid": 7,
-                                                           "at": time.time(), "report": report}, "SUCCESS")
+        result = {"state": "success", "host": "w1", "pid": 7, "at": time.time(), "report": report}
+        backend = executor._app.backend
+        if published:
+            backend.store_result(task_id(6, 1), result, "SUCCESS")
+        else:
+            client.set(backend.get_key_for_task(task_id(6, 1)),
+                       backend.encode({"status": "SUCCESS", "result": result, "task_id": task_id(6, 1)}))
         woken, _, _ = select.select(executor.wait_handles(), [], [], 30.0)
         assert woken, "the job's loop was not woken for the try's end"
         assert [(e.kind, e.state) for e in executor.drain()] == [("started", None), ("finished", "success")]
     finally:
         release.set()
         executor.end(0)
+        client.close()

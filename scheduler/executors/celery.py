@@ -280,10 +280,10 @@ class CeleryExecutor(Executor):
                 for i, ((item, started), tid) in enumerate(zip(tries, tids, strict=True))}
 
     def follow(self, found: dict[int, Any]) -> None:
+        now = self._clock()  # (a started try's lease is judged from its adoption on)
         with self._shared.lock:
             for item, started, tid in found.values():
                 if item.ti_id not in self._shared.tries:
-                    now = self._clock()  # (a started try's lease is judged from its adoption on)
                     self._shared.tries[item.ti_id] = self._by_tid[tid] = _Try(
                         item, tid, sent=True, started=started, sent_at=now, lease_seen=now if started else None)
 

@@ -695,8 +695,10 @@ class CeleryExecutor(Executor):
 
     def _unrenewed(self, entry: _Try) -> str:
         length = entry.lease_length or self.config.heartbeat_timeout
-        who = f"worker {entry.host}" if entry.host else "its worker"
-        return f"{who} stopped renewing its lease ({length:g} s; the worker or its link to Redis is gone)"
+        if entry.host is None:  # (adopted or claimed, no worker known to hold it: it may never have been sent)
+            return (f"no worker held its lease within {length:g} s and a third of this scheduler taking it over (its "
+                    f"message was never sent or went with Redis's data, or its worker or its link to Redis is gone)")
+        return f"worker {entry.host} stopped renewing its lease ({length:g} s; the worker or its link to Redis is gone)"
 
     def _read_refused(self) -> int:
         """Redeliveries that workers refused: remarks for the job to record."""

@@ -4,10 +4,10 @@ no try runs twice; and the decisions it makes compare times of its own clock."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -295,35 +295,48 @@ def test_the_scheduler_survives_a_postgresql_restart_during_a_catch_up(cli: Cli)
         server.stop()
 
 
+GATED_DAG = """
+    import pendulum
+    from ledger import DAG, BashTask
+
+    with DAG("cu", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+             end_date=pendulum.datetime(2024, 1, {days}, tz="UTC"), catchup=True, max_active_runs=4) as dag:
+        first = BashTask("first", "touch {started}; while [ ! -e {go} ]; do sleep 0.05; done")
+        second = BashTask("second", "sleep 0.2")
+        first >> second
+"""
+
+
 @pytest.mark.slow
 def test_the_scheduler_waits_for_a_sqlite_file_another_process_locks_for_10_seconds(ready_cli: Cli) -> None:
+    """The lock is taken while tries the scheduler must record are running (a try says so with a file), and those
+    tries end while it is held: the scheduler waits for the file, then finishes the catch-up, each try run once."""
     cli = ready_cli
     days = 6
-    cli.write_dag("cu.py", CATCHUP_DAG.format(days=days))
+    started, go = cli.home / "first-started", cli.home / "go"
+    cli.write_dag("cu.py", GATED_DAG.format(days=days, started=shlex.quote(str(started)), go=shlex.quote(str(go))))
     cli.ok("dags", "list")
-    holder = threading.Event()
-
-    def lock_for_10_seconds() -> None:
-        conn = sqlite3.connect(str(cli.home / "ledger.db"), isolation_level=None)
-        conn.execute("BEGIN EXCLUSIVE")
-        holder.set()
-        time.sleep(10)
-        conn.execute("ROLLBACK")
-        conn.close()
-
     proc = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(1.5)
-    locker = threading.Thread(target=lock_for_10_seconds)
-    locker.start()
+    conn = sqlite3.connect(str(cli.home / "ledger.db"), isolation_level=None)
     try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), "no try of `first` started"
+        conn.execute("BEGIN EXCLUSIVE")
+        go.touch()  # the running tries end while the file is locked: their ends wait to be written
+        time.sleep(10)
+        still_running = proc.poll() is None
+        conn.execute("ROLLBACK")
         out, _ = proc.communicate(timeout=240)
     finally:
-        locker.join()
+        conn.close()
+        go.touch()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert holder.is_set()
+    assert still_running, out  # it waited for the lock, neither finishing without writing nor giving up
     assert proc.returncode == 0, out
     assert_every_task_ran_once(cli, days)
 

@@ -319,6 +319,28 @@ def test_ending_the_executor_ends_a_worker_it_let_go_that_has_not_ended(
     executor.end(0)
     assert _state(worn) is None and executor._leaving == []
 
+
+@pytest.mark.parametrize("start_method", ["exec", "fork"])
+def test_the_successor_of_a_worker_let_go_holds_none_of_its_pipe(make: MakeExecutor, dag_file: Path,
+                                                                    start_method: str) -> None:
+    """A worker let go and not yet ended still has its pipe: its successor, started meanwhile, must not hold the
+    scheduler's end of it (a forked successor would, unless it closes it), or the worker let go would never see
+    its pipe close."""
+    executor = make("local", 1, recycle_after=1, start_method=start_method)
+    assert isinstance(executor, LocalExecutor)
+    worn, _ = _a_stopped_worker_let_go(executor, dag_file)
+    try:
+        ((leaving, _kill_at),) = executor._leaving
+        successor = executor._workers[0].process.pid
+        assert successor is not None and successor != worn
+        ours = os.fstat(leaving.conn.fileno()).st_ino  # the scheduler's end of the stopped worker's pipe
+        folder = Path(f"/proc/{successor}/fd")
+        held = {os.stat(folder / fd).st_ino for fd in os.listdir(folder) if (folder / fd).exists()}
+        assert held and ours not in held
+    finally:
+        os.kill(worn, signal.SIGCONT)
+
+
 SIGNAL_DAG = '''
 import signal
 

@@ -25,7 +25,7 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m compileall -q $(BYTECODE)
-	$(BIN)/python -m pytest -n 2 --maxschedchunk 1 --durations=40
+	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=40
 	LEDGER_TEST_CLI=subprocess $(BIN)/python -m pytest -q tests/cli/test_launcher.py tests/cli/test_cli_harness.py
 
 test-quick: install

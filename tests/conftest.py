@@ -335,13 +335,13 @@ with DAG("daily", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz
 # `make test` runs `pytest -n 2 --dist loadscope --no-loadscope-reorder`: xdist's loadscope scheduler hands out a
 # module's tests together, as one unit, and gives a worker the next unit when it has two tests or fewer left; the
 # units go out in the order below (`--no-loadscope-reorder`: not by their number of tests). A module's own fixtures
-# (a Redis server and its worker, Chromium, a web ledger built by a real scheduler run, the wheel) are then built
-# once, not once on each worker that runs one of its tests (decision 0337). The modules that held the tests that
-# took longest in a whole run (`--durations=40`, quiet host) come first, longest first, so that a long one is never
-# handed out near the end, where the other worker would idle while it runs (decision 0333); then the other long
-# tests (real Spark, the docs' scenarios, Chromium, PostgreSQL restarts: marked slow, spark or browser), the
-# scenarios through the real `ledger` command, and the quick in-process tests last. A module goes where its first
-# test in this order puts it.
+# (`scope="module"`: a Redis server and its worker, Chromium, a ledger built by a real scheduler run, the wheel) are
+# then built once, not on each worker that runs one of its tests (decision 0337); what a session builds still is.
+# The modules that held the tests that took longest in a whole run (`--durations=40`, quiet host) come first,
+# longest first, so that a long one is never handed out near the end, where the other worker would idle while it
+# runs (decision 0333); then the other long tests (real Spark, the docs' scenarios, Chromium, PostgreSQL restarts:
+# marked slow, spark or browser), the scenarios through the real `ledger` command, and the quick in-process tests
+# last. A module goes where its first test in this order puts it.
 LONGEST_FIRST = (  # node id prefixes, by their longest test (s, quiet host, before decision 0333)
     "tests/airflow_compare/test_airflow_examples.py",  # 70, 21, 15: the example DAGs' own sleeps
     "tests/spark/test_example_pipeline.py",  # 68: `make demo`

@@ -1,4 +1,4 @@
-"""The order `make test` hands tests to its two workers (tests/conftest.py, decision 0333)."""
+"""The order `make test` hands modules to its two workers (tests/conftest.py, decisions 0333 and 0337)."""
 
 from __future__ import annotations
 

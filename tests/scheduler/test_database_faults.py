@@ -316,14 +316,16 @@ def test_the_scheduler_waits_for_a_sqlite_file_another_process_locks_for_10_seco
     started, go = cli.home / "first-started", cli.home / "go"
     cli.write_dag("cu.py", GATED_DAG.format(days=days, started=shlex.quote(str(started)), go=shlex.quote(str(go))))
     cli.ok("dags", "list")
+    conn = sqlite3.connect(str(cli.home / "ledger.db"), isolation_level=None, timeout=60)  # (the scheduler writes)
     proc = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    conn = sqlite3.connect(str(cli.home / "ledger.db"), isolation_level=None)
     try:
         deadline = time.monotonic() + 120
         while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert started.exists(), "no try of `first` started"
+        if not started.exists():
+            ended = proc.poll() is not None
+            pytest.fail("no try of `first` started: " + (proc.communicate()[0] if ended else "(still running)"))
         conn.execute("BEGIN EXCLUSIVE")
         go.touch()  # the running tries end while the file is locked: their ends wait to be written
         time.sleep(10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.connection
 import os
 import signal
@@ -322,10 +323,12 @@ def test_ending_the_executor_ends_a_worker_it_let_go_that_has_not_ended(
 
 @pytest.mark.parametrize("start_method", ["exec", "fork"])
 def test_the_successor_of_a_worker_let_go_holds_none_of_its_pipe(make: MakeExecutor, dag_file: Path,
-                                                                    start_method: str) -> None:
+                                                                    start_method: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker let go and not yet ended still has its pipe: its successor, started meanwhile, must not hold the
     scheduler's end of it (a forked successor would, unless it closes it), or the worker let go would never see
     its pipe close."""
+    monkeypatch.setattr(local_executor, "RETIRE_GRACE", 3600.0)  # the stopped worker stays, however slow the host
     executor = make("local", 1, recycle_after=1, start_method=start_method)
     assert isinstance(executor, LocalExecutor)
     worn, _ = _a_stopped_worker_let_go(executor, dag_file)
@@ -333,12 +336,17 @@ def test_the_successor_of_a_worker_let_go_holds_none_of_its_pipe(make: MakeExecu
         ((leaving, _kill_at),) = executor._leaving
         successor = executor._workers[0].process.pid
         assert successor is not None and successor != worn
-        ours = os.fstat(leaving.conn.fileno()).st_ino  # the scheduler's end of the stopped worker's pipe
+        ours = os.fstat(leaving.conn.fileno())  # the scheduler's end of the stopped worker's pipe
         folder = Path(f"/proc/{successor}/fd")
-        held = {os.stat(folder / fd).st_ino for fd in os.listdir(folder) if (folder / fd).exists()}
-        assert held and ours not in held
+        held = set()
+        for fd in os.listdir(folder):
+            with contextlib.suppress(FileNotFoundError):  # (an fd closed while this looks)
+                found = os.stat(folder / fd)
+                held.add((found.st_dev, found.st_ino))
+        assert (ours.st_dev, ours.st_ino) not in held
     finally:
-        os.kill(worn, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worn, signal.SIGCONT)
 
 
 SIGNAL_DAG = '''

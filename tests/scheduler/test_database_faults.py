@@ -34,6 +34,7 @@ from tests import launcher
 from tests.conftest import LEDGER, Cli, migrated_sessions
 from tests.pgserver import PostgresServer, postgres_available
 from tests.scheduler.fakes import FakeExecutor
+from tests.scheduler.test_task_runner import wait_for_file
 
 # -- which errors are transient ---------------------------------------------------------------------------
 
@@ -295,16 +296,10 @@ def test_the_scheduler_survives_a_postgresql_restart_during_a_catch_up(cli: Cli)
         server.stop()
 
 
-GATED_DAG = """
-    import pendulum
-    from ledger import DAG, BashTask
-
-    with DAG("cu", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
-             end_date=pendulum.datetime(2024, 1, {days}, tz="UTC"), catchup=True, max_active_runs=4) as dag:
-        first = BashTask("first", "touch {started}; while [ ! -e {go} ]; do sleep 0.05; done")
-        second = BashTask("second", "sleep 0.2")
-        first >> second
-"""
+# `first`'s tries say they started (a file), then wait for the file the test writes once it holds the lock
+GATED_DAG = CATCHUP_DAG.replace(
+    'BashTask("first", "sleep 0.2")',
+    'BashTask("first", "echo started > {started}; while [ ! -e {go} ]; do sleep 0.05; done")')
 
 
 @pytest.mark.slow
@@ -320,15 +315,10 @@ def test_the_scheduler_waits_for_a_sqlite_file_another_process_locks_for_10_seco
     proc = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env=cli.env, cwd=cli.home,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not started.exists():
-            ended = proc.poll() is not None
-            pytest.fail("no try of `first` started: " + (proc.communicate()[0] if ended else "(still running)"))
+        wait_for_file(started, within=120)  # a try of `first` runs: the scheduler has its end to record
         conn.execute("BEGIN EXCLUSIVE")
         go.touch()  # the running tries end while the file is locked: their ends wait to be written
-        time.sleep(10)
+        time.sleep(10)  # the fault itself: a lock held for 10 s (nothing is waited for here)
         still_running = proc.poll() is None
         conn.execute("ROLLBACK")
         out, _ = proc.communicate(timeout=240)

@@ -51,6 +51,11 @@ def held_until_released(cli: Cli) -> str:
     return f'while [ ! -f "{cli.home / "release"}" ]; do sleep 0.2; done'
 
 
+def release(cli: Cli) -> None:
+    """Lets the tries held_until_released end, and the later ones run at once."""
+    (cli.home / "release").touch()
+
+
 def printed(cli: Cli, log: str) -> str:
     return (cli.home / log).read_text()
 
@@ -68,7 +73,7 @@ def test_a_backfill_waits_for_max_active_runs_says_why_and_finishes(each_db_cli:
     second = start_backfill(cli, 5, 5, log="bf2.log")
     wait_until(lambda: "waiting: max_active_runs 1 reached by run 1 of backfill 1" in printed(cli, "bf2.log"),
                what="the second backfill saying why it waits")
-    (cli.home / "release").touch()
+    release(cli)
     assert first.wait(timeout=300) == 0, printed(cli, "bf.log")
     assert second.wait(timeout=300) == 0, printed(cli, "bf2.log")
     assert "backfill 2 success" in printed(cli, "bf2.log")
@@ -90,7 +95,7 @@ def test_two_overlapping_backfills_at_once_leave_each_date_to_one_of_them_say_so
     second = start_backfill(cli, 4, 7, log="bf2.log")
     wait_until(lambda: "waiting: max_active_runs 2 reached" in printed(cli, "bf2.log"),
                what="the second backfill created and waiting")
-    (cli.home / "release").touch()
+    release(cli)
     assert first.wait(timeout=300) == 0, printed(cli, "bf.log")
     assert second.wait(timeout=300) == 0, printed(cli, "bf2.log")
     shown = printed(cli, "bf2.log")
@@ -114,11 +119,12 @@ def test_an_interrupted_backfill_releases_its_locks_says_how_to_resume_and_resum
     locks and ends, the backfill is `interrupted` (not `running`), the exit status is 128 + the signal and one
     line on stderr says how to resume; `backfill resume` then finishes it without running anything twice."""
     cli = ready_cli
-    cli.write_dag("d.py", dag_source(command="sleep 1", max_active_runs=1))
+    cli.write_dag("d.py", dag_source(command=held_until_released(cli), max_active_runs=1))
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 3, errors="bf.err")
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     (os.killpg if signum == signal.SIGINT else os.kill)(proc.pid, signum)
+    release(cli)  # the try that runs ends within the grace period the signal began
     assert proc.wait(timeout=120) == status, printed(cli, "bf.log") + printed(cli, "bf.err")
     (line,) = printed(cli, "bf.err").splitlines()
     assert line.startswith("backfill 1 interrupted with ") and "`ledger backfill resume 1` finishes them" in line
@@ -143,24 +149,27 @@ LONG_LEASE = {"LEDGER_LOCK_TIMEOUT": "3600"}
 """A lock timeout far longer than a test: what takes over the runs of a killed backfill within the test can only
 be the same-host check that its process is gone, not the lease running out."""
 
-NO_RETRIES_DAG = """
+def no_retries_dag(cli: Cli) -> str:
+    """Task `a` held until the test releases it (held_until_released), then `b`; no retries, one run at a time."""
+    return f"""
 import pendulum
 from ledger import DAG, BashTask
 
 with DAG("d", schedule="@daily", start_date=pendulum.datetime(2024, 3, 1, tz="UTC"), max_active_runs=1,
-         default_args={"retries": 0}) as dag:
-    BashTask("a", "sleep 1") >> BashTask("b", "true")
+         default_args={{"retries": 0}}) as dag:
+    BashTask("a", {held_until_released(cli)!r}) >> BashTask("b", "true")
 """
 
 
 def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(each_db_cli: Cli) -> None:
     cli = each_db_cli
-    cli.write_dag("d.py", NO_RETRIES_DAG)
+    cli.write_dag("d.py", no_retries_dag(cli))
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 4)
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    release(cli)  # the next tries run at once
     assert [r["state"] for r in cli.json("backfill", "list")] == ["running"]  # nothing was left to mark it
     # (with LONG_LEASE, a resume that waited for the dead job's lease would run into its timeout)
     resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST, **LONG_LEASE)
@@ -174,12 +183,13 @@ def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(each_db_cl
 
 def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(each_db_cli: Cli) -> None:
     cli = each_db_cli
-    cli.write_dag("d.py", NO_RETRIES_DAG)
+    cli.write_dag("d.py", no_retries_dag(cli))
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 4)
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    release(cli)  # the next tries run at once
     again = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-04", "--yes", timeout=180,
                     **FAST, **LONG_LEASE)
     assert again.exit_code == 0, again.output
@@ -254,12 +264,13 @@ def test_a_backfill_interrupted_with_adopted_runs_left_says_which_backfill_resum
     """Adopted runs stay their backfill's (`backfill_id`): interrupted, the adopting backfill counts them with its
     own and says that `backfill resume` of their backfill finishes them; resuming both finishes everything."""
     cli = ready_cli
-    cli.write_dag("d.py", dag_source(command="sleep 1", max_active_runs=1))
+    cli.write_dag("d.py", dag_source(command=held_until_released(cli), max_active_runs=1))
     cli.ok("dags", "pause", "d")
     cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--submit", "--yes")
     proc = start_backfill(cli, 1, 3, errors="bf.err")  # adopts runs 1 and 2, creates run 3
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGINT)
+    release(cli)
     assert proc.wait(timeout=120) == 130, printed(cli, "bf.log") + printed(cli, "bf.err")
     assert "backfill 2 created: 1 new, 0 override, 2 adopted, 0 skip" in printed(cli, "bf.log")
     left = dict(query(cli, "SELECT backfill_id, count(*) FROM dag_run WHERE state IN ('queued', 'running') "
@@ -367,11 +378,12 @@ def test_backfill_list_and_show_keep_the_history_of_an_overridden_backfill(ready
 def test_on_postgresql_an_interrupted_backfill_is_resumed_and_a_second_one_waits_its_turn(
         cli: Cli, migrated_postgres_url: str) -> None:
     cli.env["LEDGER_DATABASE_URL"] = migrated_postgres_url
-    cli.write_dag("d.py", NO_RETRIES_DAG)
+    cli.write_dag("d.py", no_retries_dag(cli))
     cli.ok("dags", "pause", "d")
     proc = start_backfill(cli, 1, 3)
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGINT)
+    release(cli)
     assert proc.wait(timeout=120) == 130, (cli.home / "bf.log").read_text()
     second = start_backfill(cli, 4, 4, log="bf2.log")  # waits: max_active_runs 1, and the first resumes
     resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST)

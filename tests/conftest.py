@@ -29,10 +29,12 @@ REPO = Path(__file__).resolve().parent.parent
 # every job the tests run, in process or as a command, checks its memory of held runs against the database after
 # each loop (scheduler/loop/memory.py); the tests that count a loop's statements turn it off for themselves
 os.environ["LEDGER_VERIFY_MEMORY"] = "1"
-# the JVMs the tests start (each Spark session a try or a worker opens, the Spark Connect server, spark-submit) compile
-# with C1 alone and collect with the serial collector: a session that runs a few small jobs takes about a third less
-# CPU (decision 0339); SPARK_SUBMIT_OPTS set by whoever runs the suite is kept
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# the JVMs the tests start through spark-submit (each Spark session a try or a worker opens, the Spark Connect server,
+# Airflow's SparkSubmitOperator; the launcher's JVM before each) compile with C1 alone and collect with the serial
+# collector: a session that runs a few small jobs takes about a third less CPU (decision 0339); a value set by
+# whoever runs the suite is kept
+for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):
+    os.environ.setdefault(_variable, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 LEDGER = launcher.LEDGER
 # Hypothesis's defaults time each example (a 200 ms deadline) and fail a test whose inputs come slowly: both are the
 # machine's load, not the rule under test. The property tests run without either; a test may still set its own.

@@ -109,6 +109,11 @@ def become(request: dict[str, Any], stdio: list[int], ledger: str) -> None:
     os.environ.update(request["env"])
     sys.argv = [ledger, *request["argv"]]
     sys.orig_argv = [sys.executable, ledger, *request["argv"]]
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:  # preloaded: what multiprocessing took from this process when imported is the command's
+        process.ORIGINAL_DIR = os.path.abspath(request["cwd"])  # (its working directory when it started)
+        process.current_process().authkey = os.urandom(32)  # (a fresh one per process)
+        sys.modules.pop("__mp_main__", None)  # (this file's module; the command's own `__main__` is runpy's)
     runpy.run_path(ledger, run_name="__main__")
 
 
@@ -121,8 +126,9 @@ def main() -> None:
     assert threading.active_count() == 1, "a preloaded module started a thread: forking it would copy a lock held"
     # what is loaded now goes to the collector's permanent generation (gc.freeze, Python's advice for a process
     # that forks without exec): a command's collections, the last one at its exit included, no longer walk these
-    # objects, and so neither spend the CPU nor write the pages they share with this process (0.25 s of a
-    # command's 0.4 s before, measured in docs/benchmarks.md)
+    # objects, and so neither spend the CPU nor write the pages they share with this process (docs/benchmarks.md,
+    # "Seventh pass": eight commands of a scenario 1.9 s of CPU with the preloads and the freeze, 4.1 s without)
+    gc.collect()  # (frozen garbage would never be freed)
     gc.freeze()
     child = serve(socket.socket(fileno=control_fd))
     if child is not None:

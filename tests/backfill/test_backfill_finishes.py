@@ -48,7 +48,8 @@ def start_backfill(cli: Cli, start: int, end: int, *args: str, log: str = "bf.lo
 def held_until_released(cli: Cli) -> str:
     """A task command that runs until the test creates the file `release` in LEDGER_HOME: what a scenario
     must see while tries run does not depend on how fast the machine starts processes."""
-    return f'while [ ! -f "{cli.home / "release"}" ]; do sleep 0.2; done'
+    # (at most 2 minutes: a test that fails before it releases them leaves nothing running long)
+    return f'for i in $(seq 600); do [ -f "{cli.home / "release"}" ] && exit 0; sleep 0.2; done; exit 1'
 
 
 def release(cli: Cli) -> None:
@@ -149,6 +150,7 @@ LONG_LEASE = {"LEDGER_LOCK_TIMEOUT": "3600"}
 """A lock timeout far longer than a test: what takes over the runs of a killed backfill within the test can only
 be the same-host check that its process is gone, not the lease running out."""
 
+
 def no_retries_dag(cli: Cli) -> str:
     """Task `a` held until the test releases it (held_until_released), then `b`; no retries, one run at a time."""
     return f"""
@@ -169,7 +171,7 @@ def test_resume_takes_over_the_runs_of_a_backfill_killed_with_sigkill(each_db_cl
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    release(cli)  # the next tries run at once
+    release(cli)  # the next tries run at once (and the killed try's command, in a group of its own, ends)
     assert [r["state"] for r in cli.json("backfill", "list")] == ["running"]  # nothing was left to mark it
     # (with LONG_LEASE, a resume that waited for the dead job's lease would run into its timeout)
     resumed = cli.run("backfill", "resume", "1", timeout=180, **FAST, **LONG_LEASE)
@@ -189,7 +191,7 @@ def test_running_the_same_command_again_adopts_the_runs_of_a_killed_backfill(eac
     wait_until(lambda: running_tries(cli) > 0, what="a running try")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    release(cli)  # the next tries run at once
+    release(cli)  # the next tries run at once (and the killed try's command, in a group of its own, ends)
     again = cli.run("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-04", "--yes", timeout=180,
                     **FAST, **LONG_LEASE)
     assert again.exit_code == 0, again.output

@@ -25,10 +25,13 @@ PROBE = """
 import json, os, sys
 from pathlib import Path
 
+process = sys.modules["multiprocessing.process"]  # (the DAG file processor forks with multiprocessing)
 Path(os.environ["LEDGER_PROBE_TO"]).write_text(json.dumps({
     "env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv, "orig_argv": sys.orig_argv,
     "path": sys.path, "executable": sys.executable, "flags": list(sys.flags), "command": os.getppid(),
-    "modules": sorted(m for m in sys.modules if m == "tests" or m.startswith("tests."))}))
+    "modules": sorted(m for m in sys.modules if m == "tests" or m.startswith("tests.")),
+    "mp_dir": process.ORIGINAL_DIR, "mp_key": process.current_process().authkey.hex(),
+    "mp_main": getattr(sys.modules.get("__mp_main__"), "__file__", None)}))
 
 import pendulum
 from ledger import DAG, BashTask
@@ -59,6 +62,8 @@ def test_a_warm_command_sees_what_the_console_scripts_process_sees(ready_cli: Cl
     assert isinstance(warm_proc, launcher.Launched) != (os.environ.get("LEDGER_TEST_CLI") == "subprocess")
     assert warm["command"] == warm_proc.pid and cold["command"] == cold_proc.pid  # the pid the test holds
     assert Path(warm["cwd"]).name == "warm" and Path(cold["cwd"]).name == "cold"
+    assert Path(warm["mp_dir"]).name == "warm" and Path(cold["mp_dir"]).name == "cold"  # multiprocessing's too
+    assert "launcher_zygote" not in str(warm["mp_main"])  # the warm interpreter's script is not the command's
     for seen in ("env", "argv", "orig_argv", "path", "executable", "flags"):
         assert json.dumps(warm[seen]).replace("/warm/", "/cold/") == json.dumps(cold[seen]), seen
     assert warm["modules"] == cold["modules"] == []  # nothing of the tests in the command
@@ -70,6 +75,7 @@ def test_each_command_has_the_environment_it_is_given_and_no_other(ready_cli: Cl
     _, second, _ = probe(ready_cli, launcher.popen, "second")
     assert first["env"]["LEDGER_PROBE_ONLY_HERE"] == "1"
     assert "LEDGER_PROBE_ONLY_HERE" not in second["env"]
+    assert first["mp_key"] != second["mp_key"]  # multiprocessing's authentication key is each command's own
 
 
 @pytest.fixture

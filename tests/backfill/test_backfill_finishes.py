@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 
 from tests import launcher
-from tests.backfill.test_backfill_cli import FAST, dag_source, fails_on, live_by_date, query, timeline, wait_until
+from tests.backfill.test_backfill_cli import (
+    FAST,
+    dag_source,
+    fails_on,
+    held_until,
+    live_by_date,
+    query,
+    timeline,
+    wait_until,
+)
 from tests.conftest import LEDGER, Cli
 
 
@@ -48,8 +57,7 @@ def start_backfill(cli: Cli, start: int, end: int, *args: str, log: str = "bf.lo
 def held_until_released(cli: Cli) -> str:
     """A task command that runs until the test creates the file `release` in LEDGER_HOME: what a scenario
     must see while tries run does not depend on how fast the machine starts processes."""
-    # (at most 2 minutes: a test that fails before it releases them leaves nothing running long)
-    return f'for i in $(seq 600); do [ -f "{cli.home / "release"}" ] && exit 0; sleep 0.2; done; exit 1'
+    return held_until(cli.home / "release")
 
 
 def release(cli: Cli) -> None:

@@ -24,6 +24,7 @@ import pytest
 
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.executors.celery import CeleryExecutor
+from tests import launcher
 from tests.conftest import LEDGER, REPO, _clean_env, copy_migrated
 from tests.scheduler.test_task_runner import write_dag_file
 
@@ -131,7 +132,7 @@ class Processes:
     def start(self, name: str, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
         path = self.folder / f"{name}.log"
         out: IO[bytes] = open(path, "ab")  # noqa: SIM115 (the child writes to it)
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+        proc = launcher.popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
         out.close()
         self.started.append(proc)
         self.logs[proc.pid] = path

@@ -10,8 +10,9 @@ same for every command, because a command goes to a warm interpreter only when i
 that interpreter's in LEDGER_* variables alone (read when a command runs, never at import) and pytest's
 PYTEST_CURRENT_TEST. A command whose environment differs beyond those gets a warm interpreter started with its
 own (at most MOST per test process, so what a test process runs never depends on which test came first); one
-that has gone is started again. Any other command, any other Popen argument, every command once MOST are running
-and every command under LEDGER_TEST_CLI=subprocess run the console script in a subprocess, as before."""
+that has gone is started again. Any other command, any other Popen argument, a command `_starts_cold` names,
+every command once MOST are running and every command under LEDGER_TEST_CLI=subprocess run the console script in a
+subprocess, as before."""
 
 from __future__ import annotations
 
@@ -41,6 +42,13 @@ MOST = 6  # warm interpreters per test process, one per environment (a few tests
 def _shared(env: dict[str, str]) -> dict[str, str]:
     """The part of an environment the warm interpreter's imports may have read."""
     return {k: v for k, v in env.items() if not k.startswith("LEDGER_") and k != PER_COMMAND}
+
+
+def _starts_cold(args: list[str]) -> bool:
+    """A command that must import a module itself: `ledger worker --metrics-port` puts prometheus_client in its
+    multiprocess mode before it first imports it, and the warm interpreter has imported it (the scheduler's
+    metrics)."""
+    return args[1:2] == ["worker"] and "--metrics-port" in args
 
 
 def _interpreter() -> str:
@@ -245,7 +253,8 @@ def popen(args: list[str], **kwargs: Any) -> Any:
     """subprocess.Popen(args, **kwargs) for `[LEDGER, ...]`: a Launched from the warm interpreter when it may run
     the command (see the module's docstring), else the console script in a subprocess."""
     env = kwargs.get("env")
-    launcher = None if env is None or args[:1] != [LEDGER] or set(kwargs) - SUPPORTED else _warm(env)
+    cold = env is None or args[:1] != [LEDGER] or bool(set(kwargs) - SUPPORTED) or _starts_cold(args)
+    launcher = None if cold else _warm(env)
     if launcher is None:
         return subprocess.Popen(args, **kwargs)
     return Launched(launcher, list(args), **kwargs)

@@ -31,14 +31,17 @@ from typing import Any
 # builds a rich Console from the environment, which is why tests/launcher.py sends a command here only when its
 # environment differs from this process's in LEDGER_* alone), the store and the ORM they open; then what those
 # commands import once they run: the pydantic modules typer builds each parameter with (about 0.1 s of CPU per
-# command), the DAG file processor, the scheduler's and the backfill's loops with the local executor, alembic
+# command), the DAG file processor, the scheduler's and the backfill's loops with the local executor, alembic;
+# then the long-running processes of the fleet's scenarios: `ledger worker` with Celery, `ledger webserver`
 PRELOAD = ("ledger.cli.app", "ledger.cli.env", "ledger.cli.dags", "ledger.cli.trigger", "ledger.cli.backfill",
            "ledger.cli.scheduler", "ledger.cli.db", "ledger.cli.tasks", "ledger.cli.events", "ledger.cli.runs",
            "ledger.cli.timeline", "ledger.store.db", "sqlalchemy.orm",
            "pydantic.type_adapter", "pydantic.functional_validators", "pydantic.fields",
            "ledger.scheduler.parsing.dag_processing", "ledger.scheduler.loop.scheduler_job", "ledger.backfill.job",
            "ledger.scheduler.executors.local", "ledger.scheduler.runtime.task_runner", "alembic.command",
-           "alembic.config", "alembic.runtime.migration")
+           "alembic.config", "alembic.runtime.migration",
+           "ledger.cli.worker", "ledger.scheduler.runtime.celery_worker", "celery.apps.worker",
+           "ledger.cli.webserver", "ledger.web.app", "uvicorn")
 PR_SET_PDEATHSIG = 1
 
 

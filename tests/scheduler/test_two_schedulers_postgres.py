@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests import launcher
 from tests.conftest import LEDGER, Cli
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -39,7 +40,7 @@ def test_two_schedulers_and_an_operator_racing_on_postgresql_leave_a_true_record
     cli.env["LEDGER_DATABASE_URL"] = migrated_postgres_url
     cli.write_dag("race.py", DAG_FILE)
     cli.ok("dags", "list")
-    schedulers = [subprocess.Popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
+    schedulers = [launcher.popen([LEDGER, "scheduler"], env={**cli.env, **FAST}, cwd=cli.home, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
                   for _ in range(2)]
     try:

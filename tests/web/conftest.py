@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from ledger.infra.config import load_settings
 from ledger.web.app import create_app
+from tests import launcher
 from tests.conftest import LEDGER, REPO, Cli, _clean_env, copy_migrated
 
 FAST = {"LEDGER_POLL_INTERVAL": "0.2", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}
@@ -198,7 +199,7 @@ def served(cli: Cli, *options: str, path: str = "/login", context: ssl.SSLContex
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
-    proc = subprocess.Popen([LEDGER, "webserver", "--port", str(port), *options], env=cli.env, cwd=cli.home,
+    proc = launcher.popen([LEDGER, "webserver", "--port", str(port), *options], env=cli.env, cwd=cli.home,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"{'https' if context else 'http'}://127.0.0.1:{port}"
     try:

@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tests import launcher
 from tests.conftest import LEDGER, Cli, _clean_env, copy_migrated
 from tests.web.cdp import Browser, Tab
 from tests.web.conftest import PASSWORD, served
@@ -77,7 +78,7 @@ def build_daily(home: Path, template: Path) -> Cli:
 def day(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> Iterator[tuple[Cli, str]]:
     """The ledger, a real webserver on it and a real scheduler running beside it."""
     cli = build_daily(tmp_path_factory.mktemp("daily-walk") / "home", migrated_sqlite)
-    scheduler = subprocess.Popen([LEDGER, "scheduler"], env=cli.env, cwd=cli.home, stdout=subprocess.DEVNULL,
+    scheduler = launcher.popen([LEDGER, "scheduler"], env=cli.env, cwd=cli.home, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
     try:
         with served(cli) as base:

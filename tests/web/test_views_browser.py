@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests import launcher
 from tests.conftest import LEDGER, Cli
 from tests.web.cdp import Browser, Tab
 from tests.web.test_browser import ARTIFACTS, chromium_or_skip, fetch, webserver
@@ -129,7 +130,7 @@ def test_a_running_trys_log_is_followed_until_the_try_ends(views_server: str, vi
     created = re.search(r"created manual run (\d+) of slow", views_home.ok("trigger", "slow"))
     assert created is not None
     run_id = created.group(1)
-    scheduler = subprocess.Popen([LEDGER, "scheduler", "--exit-when-idle"], env=views_home.env, cwd=views_home.home,
+    scheduler = launcher.popen([LEDGER, "scheduler", "--exit-when-idle"], env=views_home.env, cwd=views_home.home,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         api = f"{views_server}/api/v1/runs/{run_id}/tasks/tick/tries/1/log"

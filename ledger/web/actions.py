@@ -39,9 +39,11 @@ from ledger.web.render import render
 api = APIRouter(prefix="/api/v1", tags=["actions"])
 pages = APIRouter(include_in_schema=False)
 
-# how long a silent job keeps its runs, as the scheduler's LEDGER_LOCK_TIMEOUT says (a backfill plan adopts the
-# runs of a backfill whose job has been silent longer)
-STALE_AFTER = setting("LEDGER_LOCK_TIMEOUT") or 30.0
+
+def stale_after() -> float:
+    """How long a silent job keeps its runs, as the scheduler's LEDGER_LOCK_TIMEOUT says (a backfill plan adopts the
+    runs of a backfill whose job has been silent longer); read once, when the application is made."""
+    return float(setting("LEDGER_LOCK_TIMEOUT") or 30.0)
 
 
 @contextmanager
@@ -197,7 +199,7 @@ def _plan(request: Request, body: BackfillBody) -> tuple[list[PlanItem], Any]:
                                           backwards=body.backwards, conf=body.conf,
                                           max_active_runs=body.max_active_runs, submit=True,
                                           requested_by=identity.name)
-        _spec, plan = operations.plan_backfill(session, req, now=now(), stale_after=STALE_AFTER)
+        _spec, plan = operations.plan_backfill(session, req, now=now(), stale_after=request.app.state.stale_after)
     return plan, req
 
 
@@ -209,7 +211,8 @@ def _submit(request: Request, body: BackfillBody, digest: str | None) -> tuple[i
     if digest is not None and forms.plan_digest(plan_json(plan)) != digest:
         return None, plan
     with writing(request) as session:
-        created = operations.submit_backfill(session, req, plan, now=now(), actor=actor, stale_after=STALE_AFTER)
+        created = operations.submit_backfill(session, req, plan, now=now(), actor=actor,
+                                             stale_after=request.app.state.stale_after)
     return created.backfill_id, created.plan
 
 
@@ -217,7 +220,7 @@ def _cancel_backfill(request: Request, backfill_id: int) -> dict[str, Any]:
     actor = acting(request, "cancelling a backfill")
     with writing(request) as session:
         ended, in_flight = operations.stop_backfill(session, backfill_id, now=now(), actor=actor,
-                                                    stale_after=STALE_AFTER)
+                                                    stale_after=request.app.state.stale_after)
     return {"backfill_id": str(backfill_id), "state": "cancelled", "runs_ended": [str(r) for r in ended],
             "runs_being_stopped": in_flight}
 

@@ -75,6 +75,7 @@ def create_app(settings: Settings, *, token: str | None = None, hosts: frozenset
                   openapi_url="/api/openapi.json", lifespan=_started)
     app.state.reader = Reader(settings)
     app.state.settings = settings
+    app.state.stale_after = actions.stale_after()
     compile_templates()
 
     @app.exception_handler(LedgerError)

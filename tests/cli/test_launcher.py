@@ -161,3 +161,43 @@ def test_a_signal_to_the_pid_the_test_holds_reaches_the_command(ready_cli: Cli, 
         assert proc.returncode == (0 if signum == signal.SIGTERM else -signal.SIGKILL), out
         with pytest.raises(ProcessLookupError):  # ended and reaped
             os.kill(proc.pid, 0)
+
+
+# imports the warm interpreter's PRELOAD in a fresh interpreter, recording each environment variable read meanwhile
+RECORD_READS = """
+import json, os, runpy, sys
+read = set()
+kind = type(os.environ)
+plain_get, plain_iter = kind.__getitem__, kind.__iter__
+def getitem(self, key):
+    read.add(key)
+    return plain_get(self, key)
+def iterate(self):
+    caller = sys._getframe(1)  # a copy of the whole environment, by the first caller outside the mapping's code
+    while caller.f_globals["__name__"] in ("_collections_abc", "collections.abc", "os"):
+        caller = caller.f_back
+    read.add("copied by " + caller.f_globals["__name__"])
+    return plain_iter(self)
+zygote = runpy.run_path(sys.argv[1], run_name="preload")  # (defines PRELOAD; main() runs only as __main__)
+kind.__getitem__, kind.__iter__ = getitem, iterate
+import importlib
+for name in zygote["PRELOAD"]:
+    importlib.import_module(name)
+kind.__getitem__, kind.__iter__ = plain_get, plain_iter
+print(json.dumps(sorted(read)))
+"""
+
+
+def test_the_warm_interpreters_modules_read_no_ledger_variable_when_imported() -> None:
+    """The rule tests/launcher.py rests on: a command forked from a warm interpreter sees its own LEDGER_*
+    variables only if no preloaded module read one (or copied the environment) when it was imported."""
+    done = subprocess.run([launcher._interpreter(), "-c", RECORD_READS, launcher.ZYGOTE], capture_output=True,
+                          text=True, timeout=300, env={k: v for k, v in os.environ.items()
+                                                      if not k.startswith("LEDGER_")})
+    assert done.returncode == 0, done.stderr
+    read = json.loads(done.stdout)
+    assert [name for name in read if name.startswith("LEDGER_")] == []
+    # copies of the whole environment: croniter asks platform.architecture(), which passes its copy to `file`;
+    # wsgiref keeps one as the base of its servers' request environments (prometheus_client's metrics server)
+    assert [name for name in read if name.startswith("copied by ")] == ["copied by platform",
+                                                                      "copied by wsgiref.handlers"]

@@ -146,18 +146,26 @@ class Processes:
         """kill -9 of the process and everything in its process group (a worker's pool and its tries)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        with contextlib.suppress(RuntimeError):  # (a warm interpreter gone before it could tell the status)
+            proc.wait(10)
+
+    @staticmethod
+    def _running(proc: subprocess.Popen[bytes]) -> bool:
+        try:
+            return proc.poll() is None
+        except RuntimeError:  # its warm interpreter has gone (tests/launcher.py): its group may still run
+            return True
 
     def stop_all(self) -> None:
         for proc in self.started:
-            if proc.poll() is None:
+            if self._running(proc):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
         for proc in self.started:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            except (subprocess.TimeoutExpired, RuntimeError):
                 self.kill9(proc)
         for proc in self.started:  # what a process left in its group
             with contextlib.suppress(ProcessLookupError):

@@ -48,7 +48,7 @@ def _starts_cold(args: list[str]) -> bool:
     """A command that must import a module itself: `ledger worker --metrics-port` puts prometheus_client in its
     multiprocess mode before it first imports it, and the warm interpreter has imported it (the scheduler's
     metrics)."""
-    return args[1:2] == ["worker"] and "--metrics-port" in args
+    return args[1:2] == ["worker"] and any(a == "--metrics-port" or a.startswith("--metrics-port=") for a in args)
 
 
 def _interpreter() -> str:

@@ -5,10 +5,11 @@ Started as a script (`python tests/launcher_zygote.py CONTROL_FD LEDGER`, never 
 in its modules), by the interpreter of the `ledger` console script's first line. It imports PRELOAD, which opens no
 database, reads no settings and starts no thread, then reads requests on CONTROL_FD (a SOCK_SEQPACKET socket): a
 JSON message {argv, env, cwd, new_session} with four descriptors (the request's own socket, then the command's
-stdin, stdout, stderr). For each it forks; the child takes the descriptors as 0, 1, 2, its own session if asked,
-the working directory, the environment (replaced whole), sys.argv, and runs the console script itself (runpy); it
-exits as that script does. This process writes the child's pid on the request's socket, reaps the child when its
-pidfd says it ended, and writes its wait status there. It ends when CONTROL_FD is closed, or with its parent."""
+stdin, stdout, stderr). For each it forks; the child makes its own session if asked (before its pid is reported),
+takes the descriptors as 0, 1, 2, the working directory, the environment (replaced whole), sys.argv, and runs the
+console script itself (runpy); it exits as that script does. This process writes the child's pid on the request's
+socket, reaps the child when its pidfd says it ended, and writes its wait status there. It ends when CONTROL_FD is
+closed, or with its parent."""
 
 from __future__ import annotations
 
@@ -72,8 +73,13 @@ def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
                 reply, stdio = socket.socket(fileno=fds[0]), fds[1:]
                 sys.stdout.flush()
                 sys.stderr.flush()
+                settled, in_place = os.pipe()  # closed by the child once it is in its own session
                 pid = os.fork()
                 if pid == 0:
+                    os.close(settled)
+                    if request["new_session"]:  # before the test holds the pid: a signal to the group reaches it
+                        os.setsid()
+                    os.close(in_place)
                     selector.close()
                     for pidfd, (_, other) in running.items():
                         os.close(pidfd)
@@ -81,6 +87,9 @@ def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
                     control.close()
                     reply.close()
                     return request, stdio
+                os.close(in_place)
+                os.read(settled, 1)  # the end of the pipe: the child's setsid() is done (or the child has gone)
+                os.close(settled)
                 for fd in stdio:
                     os.close(fd)
                 reply.sendall(json.dumps({"pid": pid}).encode() + b"\n")
@@ -99,9 +108,7 @@ def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
 
 def become(request: dict[str, Any], stdio: list[int], ledger: str) -> None:
     """This child is now `ledger ARGV` as the console script would be started: its session, descriptors, working
-    directory, environment and argv, then the script itself."""
-    if request["new_session"]:
-        os.setsid()
+    directory, environment and argv, then the script itself (its session is made in `serve`)."""
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
     for fd in set(stdio):
@@ -112,11 +119,12 @@ def become(request: dict[str, Any], stdio: list[int], ledger: str) -> None:
     os.environ.update(request["env"])
     sys.argv = [ledger, *request["argv"]]
     sys.orig_argv = [sys.executable, ledger, *request["argv"]]
-    process = sys.modules.get("multiprocessing.process")
-    if process is not None:  # preloaded: what multiprocessing took from this process when imported is the command's
-        process.ORIGINAL_DIR = os.path.abspath(request["cwd"])  # (its working directory when it started)
-        process.current_process().authkey = os.urandom(32)  # (a fresh one per process)
-        sys.modules.pop("__mp_main__", None)  # (this file's module; the command's own `__main__` is runpy's)
+    for name in ("multiprocessing.process", "billiard.process"):  # (billiard: Celery's copy of multiprocessing)
+        process = sys.modules.get(name)
+        if process is not None:  # preloaded: what it took from this process when imported is the command's
+            process.ORIGINAL_DIR = os.path.abspath(request["cwd"])  # (its working directory when it started)
+            process.current_process().authkey = os.urandom(32)  # (a fresh one per process)
+    sys.modules.pop("__mp_main__", None)  # (this file's module; the command's own `__main__` is runpy's)
     runpy.run_path(ledger, run_name="__main__")
 
 

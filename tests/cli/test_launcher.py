@@ -26,12 +26,15 @@ import json, os, sys
 from pathlib import Path
 
 process = sys.modules["multiprocessing.process"]  # (the DAG file processor forks with multiprocessing)
+billiard = sys.modules.get("billiard.process")  # (Celery's copy of it, if the command's process has it)
 Path(os.environ["LEDGER_PROBE_TO"]).write_text(json.dumps({
     "env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv, "orig_argv": sys.orig_argv,
     "path": sys.path, "executable": sys.executable, "flags": list(sys.flags), "command": os.getppid(),
     "modules": sorted(m for m in sys.modules if m == "tests" or m.startswith("tests.")),
     "mp_dir": process.ORIGINAL_DIR, "mp_key": process.current_process().authkey.hex(),
-    "mp_main": getattr(sys.modules.get("__mp_main__"), "__file__", None)}))
+    "mp_main": getattr(sys.modules.get("__mp_main__"), "__file__", None),
+    "billiard_dir": billiard and billiard.ORIGINAL_DIR,
+    "billiard_key": billiard and billiard.current_process().authkey.hex()}))
 
 import pendulum
 from ledger import DAG, BashTask
@@ -63,6 +66,8 @@ def test_a_warm_command_sees_what_the_console_scripts_process_sees(ready_cli: Cl
     assert warm["command"] == warm_proc.pid and cold["command"] == cold_proc.pid  # the pid the test holds
     assert Path(warm["cwd"]).name == "warm" and Path(cold["cwd"]).name == "cold"
     assert Path(warm["mp_dir"]).name == "warm" and Path(cold["mp_dir"]).name == "cold"  # multiprocessing's too
+    for seen, folder in ((warm, "warm"), (cold, "cold")):  # and Celery's copy of it, where the process has one
+        assert seen["billiard_dir"] is None or Path(seen["billiard_dir"]).name == folder
     assert "launcher_zygote" not in str(warm["mp_main"])  # the warm interpreter's script is not the command's
     for seen in ("env", "argv", "orig_argv", "path", "executable", "flags"):
         assert json.dumps(warm[seen]).replace("/warm/", "/cold/") == json.dumps(cold[seen]), seen
@@ -76,6 +81,7 @@ def test_each_command_has_the_environment_it_is_given_and_no_other(ready_cli: Cl
     assert first["env"]["LEDGER_PROBE_ONLY_HERE"] == "1"
     assert "LEDGER_PROBE_ONLY_HERE" not in second["env"]
     assert first["mp_key"] != second["mp_key"]  # multiprocessing's authentication key is each command's own
+    assert first["billiard_key"] is None or first["billiard_key"] != second["billiard_key"]
 
 
 @pytest.fixture
@@ -144,13 +150,15 @@ def test_exit_statuses_and_streams_are_the_commands(ready_cli: Cli) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_a_signal_to_the_pid_the_test_holds_reaches_the_command(ready_cli: Cli, signum: int) -> None:
-    """`ledger scheduler` (no --exit-when-idle: it runs until stopped) in a session of its own; once it has run a
-    try (its signal handlers are in place), the test signals the pid it holds and sees the status the signal gives
-    the scheduler: 0 after a SIGTERM (it stops), -9 after a SIGKILL; reaped after either."""
+    """`ledger scheduler` (no --exit-when-idle: it runs until stopped) in a session of its own, made before `popen`
+    returns; once it has run a try (its signal handlers are in place), the test signals the pid it holds and sees
+    the status the signal gives the scheduler: 0 after a SIGTERM (it stops), -9 after a SIGKILL; reaped after
+    either."""
     ready_cli.write_dag("daily.py", DAILY_DAG)
     ready_cli.ok("trigger", "daily", "--logical-date", "2024-03-01")
     with launcher.popen([LEDGER, "scheduler"], env={**ready_cli.env, **FAST}, cwd=ready_cli.home,
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
+        assert os.getpgid(proc.pid) == proc.pid  # its own group from the moment the test holds its pid
         deadline = time.monotonic() + 300
         while not query(ready_cli, "SELECT 1 FROM task_try WHERE state = 'success'"):
             assert time.monotonic() < deadline and proc.poll() is None, "no try ran"

@@ -72,9 +72,10 @@ def test_a_stopped_lease_does_not_wait_for_its_guard_to_exit_and_the_guard_is_re
 
 
 def test_the_worker_command_loads_no_database_layer_so_each_try_forks_a_smaller_process() -> None:
-    # `ledger worker`'s module, as its CLI loads it: its pool processes fork every try, and what they hold is copied
+    # `ledger worker`'s modules, as its CLI loads them (the Celery worker's when the command runs): its pool
+    # processes fork every try, and what they hold is copied
     found = subprocess.run(
-        [sys.executable, "-c", "import sys, ledger.cli.app, ledger.cli.worker; "
+        [sys.executable, "-c", "import sys, ledger.cli.app, ledger.cli.worker, ledger.scheduler.runtime.celery_worker; "
                                "print(sorted(m for m in ('sqlalchemy', 'ledger.store', 'ledger.services', 'pydantic') "
                                "if m in sys.modules))"],
         capture_output=True, text=True, check=True, timeout=120)

@@ -73,13 +73,15 @@ def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
                 reply, stdio = socket.socket(fileno=fds[0]), fds[1:]
                 sys.stdout.flush()
                 sys.stderr.flush()
-                settled, in_place = os.pipe()  # closed by the child once it is in its own session
+                # a session asked for is made before the test holds the pid (a signal to the group reaches it):
+                # the child closes this pipe once it has one
+                settled = os.pipe() if request["new_session"] else None
                 pid = os.fork()
                 if pid == 0:
-                    os.close(settled)
-                    if request["new_session"]:  # before the test holds the pid: a signal to the group reaches it
+                    if settled is not None:
                         os.setsid()
-                    os.close(in_place)
+                        os.close(settled[0])
+                        os.close(settled[1])
                     selector.close()
                     for pidfd, (_, other) in running.items():
                         os.close(pidfd)
@@ -87,9 +89,10 @@ def serve(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
                     control.close()
                     reply.close()
                     return request, stdio
-                os.close(in_place)
-                os.read(settled, 1)  # the end of the pipe: the child's setsid() is done (or the child has gone)
-                os.close(settled)
+                if settled is not None:
+                    os.close(settled[1])
+                    os.read(settled[0], 1)  # the end of the pipe: the child's setsid() is done (or it has gone)
+                    os.close(settled[0])
                 for fd in stdio:
                     os.close(fd)
                 reply.sendall(json.dumps({"pid": pid}).encode() + b"\n")

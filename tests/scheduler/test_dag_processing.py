@@ -107,9 +107,11 @@ def test_broken_files_are_recorded_as_errors_with_readable_messages_while_good_f
     (dags / "syntax.py").write_text("import pendulum\ndef broken(:\n")
     (dags / "hangs.py").write_text("import time; time.sleep(600)\n")
     (dags / "raises.py").write_text("x = 1\nraise RuntimeError('the warehouse is closed')\n")
-    manager = managers(dags, file_timeout=2)
-
-    results = by_file(manager.parse_all(timeout=30))
+    manager = managers(dags, file_timeout=60)
+    # the hang is cut short only once the other three are in, so that their imports never race the timeout
+    got = poll_until(manager, lambda rs: all(has(name)(rs) for name in ("good.py", "syntax.py", "raises.py")))
+    manager.file_timeout = 2
+    results = by_file(got + poll_until(manager, has("hangs.py")))
 
     assert [d.dag_id for d in results["good.py"].dags] == ["good"] and results["good.py"].error is None
     assert results["syntax.py"].error == f"{dags / 'syntax.py'}:2: SyntaxError: invalid syntax"
@@ -141,6 +143,7 @@ def test_a_file_that_hangs_is_killed_its_processor_replaced_and_its_error_cleare
     assert not alive(pid)
     assert len(manager.processor_pids) == 1 and manager.processor_pids != [pid]
 
+    manager.file_timeout = 60  # the fixed file's import, in a processor just forked, must not race a 1 s timeout
     hangs.write_text(dag_source("fixed"))
     results = poll_until(manager, has("hangs.py", ok=True))
     clock.advance(minutes=1)

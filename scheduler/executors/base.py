@@ -160,6 +160,12 @@ class Executor(abc.ABC):
     def wait_handles(self) -> list[Any]:
         """Objects that become readable when events arrive (for multiprocessing.connection.wait)."""
 
+    def holds_events(self) -> bool:
+        """Whether drain() has events this process made itself (an adopted try's end, a worker found dead as an item
+        was sent to it, what a kill read from a worker): no handle of wait_handles() becomes readable for them, so
+        the job must drain them before it sleeps on those handles."""
+        return False
+
     @abc.abstractmethod
     def in_flight(self) -> set[int]:
         """ti ids submitted and not yet reported finished."""
@@ -214,6 +220,9 @@ class EndedOnThisHost(Executor):
     each one's end, that report, in `_pending`, the events its next drain() hands over."""
 
     _pending: list[TaskEvent]
+
+    def holds_events(self) -> bool:
+        return bool(self._pending)
 
     def find(self, tries: list[tuple[WorkItem, bool]]) -> dict[int, Any]:
         """The tries that left their whole report (read, left in place); the others are lost."""

@@ -84,6 +84,8 @@ def run_started(job: Job, *, num_runs: int | None = None, exit_when_idle: bool =
 def sleep(job: Job, report: LoopReport) -> None:
     if report.loops_again(job.executor.open_slots(), executor_wakes=bool(job.executor.wait_handles())):
         return
+    if job.executor.holds_events():  # events no handle announces: the next loop drains them now, not after a poll
+        return
     timeout = job.settings.poll_interval
     if job.callbacks.processes.running:  # callback processes are polled: look again soon
         timeout = min(timeout, 0.1)

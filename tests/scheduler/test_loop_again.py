@@ -13,8 +13,11 @@ import pytest
 from ledger.infra.clock import FixedClock
 from ledger.scheduler.loop import life_cycle
 from ledger.scheduler.loop.loop_report import LoopReport
+from ledger.scheduler.runtime.try_report import ReportFile, TryReport
+from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_database_faults import a_job, job_parts  # noqa: F401  (a fixture)
 from tests.scheduler.test_held_starts import CLOCK, SteppedExecutor, try_of
+from tests.scheduler.test_task_runner import work_item
 
 
 class WakingExecutor(SteppedExecutor):
@@ -84,6 +87,48 @@ def test_without_handles_to_wake_the_sleep_a_loop_that_fills_the_slot_loops_agai
     life_cycle.sleep(job, report)
     assert wakeup.sleeps == 0  # its next events are drained by the next loop, not after a poll interval
     job.shutdown()
+
+
+class HoldingExecutor(WakingExecutor):
+    """A WakingExecutor that says it holds events no handle announces (as the local executor does once it has made
+    one itself: an adopted try's end, a worker found dead as an item was sent to it)."""
+
+    held = False
+
+    def holds_events(self) -> bool:
+        return self.held
+
+
+def test_a_loop_that_fills_the_slot_loops_again_at_once_while_its_executor_holds_events_no_handle_announces(
+        tmp_path: Path, job_parts: tuple[Any, Any]) -> None:  # noqa: F811
+    engine, sessions = job_parts
+    executor = HoldingExecutor(parallelism=1)
+    job = a_job(tmp_path, engine, sessions, FixedClock(CLOCK), executor, started_write_delay=60.0)
+    job.wakeup = wakeup = CountedWakeup()
+    job.loop_once()  # the run starts, a is queued
+    executor.finish(executor.submitted[0])
+    report = job.loop_once()  # a's end recorded, b queued in the slot a freed
+    assert report.queued == 1 and executor.open_slots() == 0
+    executor.held = True
+    life_cycle.sleep(job, report)
+    assert wakeup.sleeps == 0  # drained by the next loop, not after a poll interval
+    executor.held = False
+    life_cycle.sleep(job, report)
+    assert wakeup.sleeps == 1
+    job.shutdown()
+
+
+def test_a_local_executor_holds_the_end_of_a_try_it_adopted_until_it_is_drained(
+        make: MakeExecutor, dag_file: Path) -> None:
+    executor = make("local", 1)
+    ended = work_item(dag_file, "returns", ti_id=1, try_number=1)
+    Path(ended.log_path).parent.mkdir(parents=True, exist_ok=True)
+    ReportFile(ended.log_path).leave(TryReport("success", None, 5.0, ended.log_path))
+    assert not executor.holds_events()
+    executor.follow(executor.find([(ended, True)]))
+    assert executor.holds_events()
+    assert [e.kind for e in executor.drain()] == ["finished"]
+    assert not executor.holds_events()
 
 
 def test_a_loop_that_leaves_a_slot_open_loops_again_at_once(

@@ -117,7 +117,7 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
     from ledger.services.backfill_create import create_confirmed, plan_json
 
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
-                      executor=executor_for(settings), clock=env.clock,
+                      executor=executor_for(settings, batch=True), clock=env.clock,
                       actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
                       newest_first=request.backwards)
     executing = not request.submit
@@ -298,7 +298,7 @@ def resume(backfill_id: BackfillId,
         settings = SchedulerSettings.from_env(parallelism=parallelism, max_held_runs=row.max_active_runs)
         newest_first = row.backwards
     job = BackfillJob(sessions=env.sessions, engine=env.engine, settings=settings,
-                      executor=executor_for(settings), clock=env.clock,
+                      executor=executor_for(settings, batch=True), clock=env.clock,
                       actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
                       newest_first=newest_first)
     job.start()

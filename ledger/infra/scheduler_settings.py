@@ -57,7 +57,8 @@ class SchedulerSettings:
     queue_ahead: int = field(default=-1, metadata=_help(
         'LocalExecutor: work items each worker is sent beyond the try it runs, so that it starts its next try'
         ' the moment one ends instead of waiting for the loop (docs/scheduler.md, "Queueing ahead"); 0: only '
-        'idle workers get work; -1 (auto): 1 with reuse_workers, 0 when each try forks.'))
+        'idle workers get work; -1 (auto): 1 with reuse_workers or in `ledger backfill`, 0 when the scheduler\'s '
+        'tries fork.'))
     started_write_delay: float = field(default=0.25, metadata=_help(
         "A try's start is written with the next transaction the loop needs anyway, at most this many seconds "
         'later, instead of in a transaction of its own while every worker is busy (0: at once); see '
@@ -73,13 +74,15 @@ class SchedulerSettings:
                        "with the database and stop on any difference (scheduler/loop/memory.py): on in the test "
                        "suite's scenarios; it costs a read per loop."))
 
-    def items_ahead(self) -> int:
+    def items_ahead(self, *, batch: bool = False) -> int:
         """queue_ahead, with auto (-1) resolved: a worker that runs tries itself finishes one in well under a
-        loop, so it is sent one more; a try that forks takes longer than a loop, and an item sent ahead
-        would only wait behind it (measured in docs/benchmarks.md)."""
+        loop, so it is sent one more; so is a worker of a `batch` job (`ledger backfill`: what counts is when the
+        whole backfill ends, not how soon a downstream task follows its upstream, decision 0341). The
+        scheduler's forked tries get none: a downstream task would wait behind an item sent ahead for as long
+        as that try runs (docs/benchmarks.md)."""
         if self.queue_ahead >= 0:
             return self.queue_ahead
-        return 1 if self.reuse_workers else 0
+        return 1 if self.reuse_workers or batch else 0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> SchedulerSettings:

@@ -29,10 +29,10 @@ def make_executor(name: str, parallelism: int, *, reuse_workers: bool = False, q
     raise ValueError(f"unknown executor {name!r}: choose one of {', '.join(EXECUTORS)}")
 
 
-def executor_for(settings: SchedulerSettings) -> Executor:
-    """The executor a job's settings describe."""
+def executor_for(settings: SchedulerSettings, *, batch: bool = False) -> Executor:
+    """The executor a job's settings describe (`batch`: for a backfill's own job, SchedulerSettings.items_ahead)."""
     return make_executor(settings.executor, settings.parallelism, reuse_workers=settings.reuse_workers,
-                         queue_ahead=settings.items_ahead())
+                         queue_ahead=settings.items_ahead(batch=batch))
 
 
 __all__ = ["EXECUTORS", "Executor", "TaskEvent", "WorkItem", "executor_for", "make_executor"]

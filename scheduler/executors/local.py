@@ -83,6 +83,10 @@ StartMethod = Literal["exec", "fork"]
 
 READY = "ready"
 CANCEL = "cancel"  # (CANCEL, ti id): take an item sent ahead out before it starts
+# (WITHDRAW, ti id): give an item that waits back, for a worker that fell idle (decision 0341); answered
+# (WITHDRAWN, ti id) if it had not started, else not at all (its "started" comes instead)
+WITHDRAW = "withdraw"
+WITHDRAWN = "withdrawn"
 NEVER_STARTED = f"{NEVER_STARTED_PREFIX}cancelled while it waited for its worker"
 START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
@@ -191,6 +195,14 @@ class _Inbox:
                 if found is not None:
                     with contextlib.suppress(OSError, ValueError):  # (the scheduler is gone: so is this worker)
                         self.send(_failure(found, NEVER_STARTED))
+            elif isinstance(message, tuple) and len(message) == 2 and message[0] == WITHDRAW:
+                with self._changed:
+                    found = next((item for item in self._waiting if item.ti_id == message[1]), None)
+                    if found is not None:  # one already taken has started: its "started" answers instead
+                        self._waiting.remove(found)
+                if found is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        self.send((WITHDRAWN, found.ti_id))
             else:  # None: the executor ends this worker
                 with self._changed:
                     self._open = False
@@ -379,6 +391,8 @@ class LocalExecutor(EndedOnThisHost):
             raise ValueError("queue_ahead must be 0 or more")
         self.depth = 1 + queue_ahead  # items a worker holds at most
         self._cancelled: set[tuple[int, int]] = set()  # (ti id, try number) sent a CANCEL while it waited
+        self._withdrawing: set[tuple[int, int]] = set()  # (ti id, try number) sent a WITHDRAW while it waited
+        self._withdrawn: list[WorkItem] = []  # given back by their workers, not yet placed again (_collect)
         self.reuse_workers = reuse_workers  # Python tries run in their worker process: no fork, no isolation
         if start_method not in ("exec", "fork"):
             raise ValueError(f"unknown start_method {start_method!r}: use 'exec' or 'fork'")
@@ -531,6 +545,10 @@ class LocalExecutor(EndedOnThisHost):
             raise RuntimeError("LocalExecutor is not accepting work (not started, or ending)")
         if item.ti_id in self.in_flight():
             raise ValueError(f"task instance {item.ti_id} is already in flight")
+        self._place(item)
+
+    def _place(self, item: WorkItem) -> None:
+        """Send an item to the worker _worker_for() picks (one started for it if need be)."""
         for worn in [w for w in self._workers if self._worn(w) and not w.items and not w.dead]:
             self._let_go(worn)  # a successor starts on demand, below, when the item finds no idle worker
         for _ in range(2):  # a worker found dead on send is buried, and the item goes to another (or a new one)
@@ -551,6 +569,37 @@ class LocalExecutor(EndedOnThisHost):
             worker.items.append(item)
             return
         raise RuntimeError("could not hand the work item to a worker")
+
+    def submit_all(self, items: list[WorkItem]) -> None:
+        """submit() each item; then a worker the loop left idle takes an item that waits behind another try."""
+        for item in items:
+            self.submit(item)
+        self._rebalance()
+
+    def _rebalance(self) -> None:
+        """A worker left idle once the loop has handed out its work takes an item that waits behind another
+        worker's try (decision 0341): without this, an item sent ahead would wait out a long try while a worker
+        sat idle. The item is asked back (WITHDRAW); once its worker gives it back, the next _collect places it
+        again, on an idle worker. An item that started meanwhile is not given back and runs where it is."""
+        if self.depth == 1 or not self._started or self._ending:
+            return
+        idle = sum(1 for w in self._workers if not w.dead and not w.items and not self._worn(w))
+        idle += max(0, self.parallelism - len(self._workers))
+        for worker in self._workers:
+            if idle <= 0:
+                return
+            if worker.dead:
+                continue
+            waiting = next((item for item in worker.items[1:] if (item.ti_id, item.try_number) not in
+                            self._withdrawing | self._cancelled), None)
+            if waiting is None:
+                continue
+            try:
+                worker.conn.send((WITHDRAW, waiting.ti_id))
+            except (OSError, ValueError):  # (its death is found by the next drain)
+                continue
+            self._withdrawing.add((waiting.ti_id, waiting.try_number))
+            idle -= 1
 
     def _hand_over(self, items: list[WorkItem], out: list[TaskEvent]) -> None:
         """Items that waited in a worker that died and never started (all it said was read first, and a worker
@@ -575,6 +624,8 @@ class LocalExecutor(EndedOnThisHost):
             if not isinstance(message, TaskEvent):
                 if isinstance(message, tuple) and message and message[0] == READY:
                     worker.ready = True
+                elif isinstance(message, tuple) and len(message) == 2 and message[0] == WITHDRAWN:
+                    self._given_back(worker, message[1], out)
                 continue
             index = next((i for i, item in enumerate(worker.items) if item.ti_id == message.ti_id), None)
             if index is None:
@@ -582,12 +633,27 @@ class LocalExecutor(EndedOnThisHost):
             if message.kind == "started":
                 worker.pid = message.pid
             else:
+                self._withdrawing.discard((message.ti_id, message.try_number))
                 del worker.items[index]
                 worker.ended += 1
                 if index == 0:
                     worker.pid = None
                     worker.assigned_at = time.monotonic()  # the next item's turn
             out.append(message)
+
+    def _given_back(self, worker: _Worker, ti_id: int, out: list[TaskEvent]) -> None:
+        """A worker gave back an item that waited in it (WITHDRAW): placed again by _collect, or, stopped
+        meanwhile, reported never started."""
+        index = next((i for i, item in enumerate(worker.items) if item.ti_id == ti_id), None)
+        if index is None or index == 0:
+            return  # (not one it holds: a late answer; the first cannot have been given back)
+        item = worker.items.pop(index)
+        key = (item.ti_id, item.try_number)
+        self._withdrawing.discard(key)
+        if key in self._cancelled:  # a kill() found it waiting: it ends as the worker's own cancel would end it
+            out.append(_failure(item, NEVER_STARTED))
+        else:
+            self._withdrawn.append(item)
 
     @staticmethod
     def _stop(workers: list[_Worker]) -> None:
@@ -622,6 +688,7 @@ class LocalExecutor(EndedOnThisHost):
         worker.dead = True
         head, waiting = worker.item, worker.items[1:]
         worker.items = []
+        self._withdrawing.difference_update((item.ti_id, item.try_number) for item in waiting)
         if head is not None:  # its end: the report it left as its code ended, whatever became of its process
             ended = ended_by_report(head, worker.pid) if worker.pid is not None else None
             why = reason if target is None or head.ti_id == target else f"worker stopped to end another try ({reason})"
@@ -653,6 +720,16 @@ class LocalExecutor(EndedOnThisHost):
             if not worker.process.is_alive():
                 self._read(worker, out)
                 worker.dead = True
+        if self._withdrawn:  # given back for a worker that fell idle: placed again (an idle worker comes first)
+            moving, self._withdrawn = self._withdrawn, []
+            if self._ending:
+                out.extend(_failure(item, f"{NEVER_STARTED_PREFIX}stopped by shutdown") for item in moving)
+            else:
+                for item in moving:
+                    try:
+                        self._place(item)  # (one no worker could be started for fails as never started there)
+                    except RuntimeError as exc:
+                        out.append(_failure(item, f"{NEVER_STARTED_PREFIX}no worker could take it ({exc})"))
         for worker in list(self._workers):  # a try cancelled while it waited, that its worker had started already
             head = worker.item
             key = (head.ti_id, head.try_number) if head is not None else None
@@ -701,10 +778,14 @@ class LocalExecutor(EndedOnThisHost):
     def kill(self, ti_id: int, reason: str) -> bool:
         """SIGTERM the try's process group (SIGKILL after KILL_GRACE if anything is left); a try that runs in
         its worker (Spark) or has not started yet takes its worker down with it, and the worker is replaced."""
+        if self._take_back(ti_id, reason):
+            return True
         worker = next((w for w in self._workers if any(item.ti_id == ti_id for item in w.items)), None)
         if worker is None:
             return False
         self._read(worker, self._pending)  # what it said so far: the try may have ended, the next one begun
+        if self._take_back(ti_id, reason):  # (what it said was that it gave the item back)
+            return True
         item = next((item for item in worker.items if item.ti_id == ti_id), None)
         if item is None:
             return True  # it ended meanwhile: its outcome comes with the next drain()
@@ -722,6 +803,15 @@ class LocalExecutor(EndedOnThisHost):
             try_process.kill_group(worker.pid, signal.SIGTERM)
         else:
             self._bury(worker, reason, self._pending, replace=not self._ending, target=ti_id)
+        return True
+
+    def _take_back(self, ti_id: int, reason: str) -> bool:
+        """Whether the try to kill is an item its worker gave back and nothing placed again yet: it never starts."""
+        item = next((item for item in self._withdrawn if item.ti_id == ti_id), None)
+        if item is None:
+            return False
+        self._withdrawn.remove(item)
+        self._pending.append(_failure(item, f"{NEVER_STARTED_PREFIX}{reason}"))
         return True
 
     def _as_killed(self, event: TaskEvent) -> TaskEvent:
@@ -748,7 +838,7 @@ class LocalExecutor(EndedOnThisHost):
         return handles
 
     def in_flight(self) -> set[int]:
-        return {item.ti_id for w in self._workers for item in w.items} | {
+        return {item.ti_id for w in self._workers for item in w.items} | {item.ti_id for item in self._withdrawn} | {
             event.ti_id for event in self._pending if event.kind == "finished"}
 
     def end(self, grace: float) -> list[TaskEvent]:

@@ -34,7 +34,7 @@ def drain_until_finished(executor: LocalExecutor, ti_ids: set[int], within: floa
     """Drain, submitting nothing, until each of these tries has finished: the events per ti id, in order."""
     seen: dict[int, list[TaskEvent]] = {ti: [] for ti in ti_ids}
     deadline = time.monotonic() + within
-    while not all(events and events[-1].kind == "finished" for events in seen.values()):
+    while not all(seen[ti] and seen[ti][-1].kind == "finished" for ti in ti_ids):
         assert time.monotonic() < deadline, f"not finished within {within} s: {seen}"
         drained = executor.drain()
         if not drained:
@@ -115,11 +115,83 @@ def test_at_shutdown_what_still_waits_when_the_grace_ends_is_failed_as_never_sta
                      2: ("finished", "failed", "never started: stopped by shutdown")}
 
 
-def test_queue_ahead_is_one_with_reused_workers_and_none_with_a_fork_per_try_unless_set() -> None:
+def loop_until_finished(executor: LocalExecutor, ti_ids: set[int], within: float = 15.0) -> dict[int, list[TaskEvent]]:
+    """As a scheduler loop with nothing more to queue does: drain, then hand over no new work (submit_all([])),
+    until each of these tries has finished."""
+    seen: dict[int, list[TaskEvent]] = {ti: [] for ti in ti_ids}
+    deadline = time.monotonic() + within
+    while not all(seen[ti] and seen[ti][-1].kind == "finished" for ti in ti_ids):
+        assert time.monotonic() < deadline, f"not finished within {within} s: {seen}"
+        drained = executor.drain()
+        executor.submit_all([])
+        if not drained:
+            multiprocessing.connection.wait(executor.wait_handles(), timeout=0.5)
+        for event in drained:
+            seen.setdefault(event.ti_id, []).append(event)
+    return seen
+
+
+def appears(path: Path, within: float = 15.0) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear within {within} s"
+        time.sleep(0.01)
+
+
+def holding(executor: LocalExecutor, ti_id: int) -> Any:
+    return next(w for w in executor._workers if any(item.ti_id == ti_id for item in w.items))
+
+
+@pytest.mark.parametrize("kind", ["local", "local_reuse"])
+def test_an_item_waiting_behind_a_long_try_moves_to_a_worker_that_fell_idle(
+        make: MakeExecutor, dag_file: Path, kind: str) -> None:
+    executor = local(make, kind, 2, ahead=1)
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=1))  # runs until the test writes b.started
+    for ti in (2, 3, 4):  # the other worker takes 2; then 3 and 4 wait, one behind each worker's try
+        executor.submit(work_item(dag_file, "noop", ti_id=ti))
+    assert executor.open_slots() == 0 and len({id(holding(executor, ti)) for ti in (1, 2, 3, 4)}) == 2
+    appears(dag_file.parent / "a.started")
+    seen = loop_until_finished(executor, {2, 3, 4})  # the one behind the long try moved to the idle worker
+    assert all([(e.kind, e.state) for e in seen[ti]] == [("started", None), ("finished", "success")]
+               for ti in (2, 3, 4)), seen
+    assert executor.in_flight() == {1} and executor.open_slots() == 3
+    (dag_file.parent / "b.started").touch()
+    assert loop_until_finished(executor, {1})[1][-1].state == "success"
+
+
+def test_an_item_stopped_as_its_worker_gives_it_back_never_starts(make: MakeExecutor, dag_file: Path) -> None:
+    executor = local(make, "local", 2, ahead=1)
+    executor.submit(work_item(dag_file, "sleepy", ti_id=1))  # 60 s
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=2))  # until the test writes b.started
+    for ti in (3, 4):  # one waits behind each (a log of its own: try number ti)
+        executor.submit(work_item(dag_file, "noop", ti_id=ti, try_number=ti))
+    behind_sleepy = next(ti for ti in (3, 4) if holding(executor, ti) is holding(executor, 1))
+    appears(dag_file.parent / "a.started")
+    (dag_file.parent / "b.started").touch()  # the barrier's worker ends it and the item behind it, then idles
+    other = 7 - behind_sleepy
+    assert drain_until_finished(executor, {2, other})[other][-1].state == "success"  # (nothing asked back yet)
+    sleepy_worker = holding(executor, 1)
+    deadline = time.monotonic() + 15
+    while True:  # the scheduler's loop asked for the item behind the sleepy try; wait until its worker answered
+        executor.submit_all([])
+        if multiprocessing.connection.wait([sleepy_worker.conn], timeout=0.5):
+            break
+        assert time.monotonic() < deadline, "the worker of the sleepy try never answered"
+    assert executor.kill(behind_sleepy, "stopped by signal 7")  # reads the answer: the item was given back
+    assert [(e.ti_id, e.state, e.reason) for e in executor.drain()] == [
+        (behind_sleepy, "failed", "never started: stopped by signal 7")]  # (its try number: behind_sleepy)
+    assert executor.in_flight() == {1}
+    assert not Path(work_item(dag_file, "noop", ti_id=behind_sleepy, try_number=behind_sleepy).log_path).exists()
+    assert Path(work_item(dag_file, "noop", ti_id=other, try_number=other).log_path).exists()  # (where logs go)
+
+
+def test_queue_ahead_is_one_with_reused_workers_or_in_a_backfill_and_none_with_a_fork_per_try_unless_set() -> None:
     assert SchedulerSettings.from_env({}).items_ahead() == 0
     assert SchedulerSettings.from_env({"LEDGER_REUSE_WORKERS": "true"}).items_ahead() == 1
     assert SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "3"}).items_ahead() == 3
     assert SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "0", "LEDGER_REUSE_WORKERS": "1"}).items_ahead() == 0
+    assert SchedulerSettings.from_env({}).items_ahead(batch=True) == 1  # `ledger backfill`'s own job
+    assert SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "0"}).items_ahead(batch=True) == 0
     built = executor_for(SchedulerSettings.from_env({"LEDGER_QUEUE_AHEAD": "2"}))
     assert isinstance(built, LocalExecutor) and built.depth == 3
     with pytest.raises(ConfigError, match="queue_ahead must be 0 or more"):

@@ -508,7 +508,8 @@ class LocalExecutor(EndedOnThisHost):
         if not self._started or self._ending:
             return 0
         unstarted = max(0, self.parallelism - len(self._workers))
-        return unstarted * self.depth + sum(self._room(w) for w in self._workers)
+        # (an item given back and not placed again yet still holds the room it leaves in its worker)
+        return max(0, unstarted * self.depth + sum(self._room(w) for w in self._workers) - len(self._withdrawn))
 
     def _worn(self, worker: _Worker) -> bool:
         """Whether it has run its share of tries: it is sent no more, and is replaced once idle (decision 0332)."""
@@ -585,6 +586,8 @@ class LocalExecutor(EndedOnThisHost):
             return
         idle = sum(1 for w in self._workers if not w.dead and not w.items and not self._worn(w))
         idle += max(0, self.parallelism - len(self._workers))
+        idle -= len(self._withdrawn) + sum(  # an idle worker already has an item coming, asked back or given back
+            1 for w in self._workers for item in w.items[1:] if (item.ti_id, item.try_number) in self._withdrawing)
         for worker in self._workers:
             if idle <= 0:
                 return
@@ -631,7 +634,8 @@ class LocalExecutor(EndedOnThisHost):
             if index is None:
                 continue  # a late message about a try already given up on
             if message.kind == "started":
-                worker.pid = message.pid
+                if index == 0:  # (a worker starts its items in order: only the first can start)
+                    worker.pid = message.pid
             else:
                 self._withdrawing.discard((message.ti_id, message.try_number))
                 del worker.items[index]
@@ -645,9 +649,14 @@ class LocalExecutor(EndedOnThisHost):
         """A worker gave back an item that waited in it (WITHDRAW): placed again by _collect, or, stopped
         meanwhile, reported never started."""
         index = next((i for i, item in enumerate(worker.items) if item.ti_id == ti_id), None)
-        if index is None or index == 0:
-            return  # (not one it holds: a late answer; the first cannot have been given back)
+        if index is None:
+            return  # (not one it holds: a late answer)
+        # a worker never starts an item it gave back; it may be the first by now (the try before it ended and was
+        # read first, while the worker gave this one back before taking it): the worker is then idle
         item = worker.items.pop(index)
+        if index == 0:
+            worker.pid = None
+            worker.assigned_at = time.monotonic()  # (the next item's turn, if any)
         key = (item.ti_id, item.try_number)
         self._withdrawing.discard(key)
         if key in self._cancelled:  # a kill() found it waiting: it ends as the worker's own cancel would end it
@@ -684,9 +693,12 @@ class LocalExecutor(EndedOnThisHost):
         self._stop([worker])
         mine: list[TaskEvent] = []
         worker.dead = False  # (a worker found dead may have said more than was read: read it to the end)
+        given_back = len(self._withdrawn)
         self._read(worker, mine)
         worker.dead = True
         head, waiting = worker.item, worker.items[1:]
+        waiting += self._withdrawn[given_back:]  # (it gave them back before it went: they wait as the others do)
+        del self._withdrawn[given_back:]
         worker.items = []
         self._withdrawing.difference_update((item.ti_id, item.try_number) for item in waiting)
         if head is not None:  # its end: the report it left as its code ended, whatever became of its process
@@ -837,6 +849,9 @@ class LocalExecutor(EndedOnThisHost):
                 handles.append(worker.process.sentinel)
         return handles
 
+    def holds_events(self) -> bool:
+        return bool(self._pending or self._withdrawn)  # (a given-back item is placed by the next drain)
+
     def in_flight(self) -> set[int]:
         return {item.ti_id for w in self._workers for item in w.items} | {item.ti_id for item in self._withdrawn} | {
             event.ti_id for event in self._pending if event.kind == "finished"}
@@ -857,6 +872,8 @@ class LocalExecutor(EndedOnThisHost):
         self._stop(busy)
         for worker in busy:
             self._bury(worker, "stopped by shutdown", events, replace=False)
+        events.extend(_failure(item, f"{NEVER_STARTED_PREFIX}stopped by shutdown") for item in self._withdrawn)
+        self._withdrawn.clear()
         for worker in self._workers:
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)

@@ -185,6 +185,65 @@ def test_an_item_stopped_as_its_worker_gives_it_back_never_starts(make: MakeExec
     assert Path(work_item(dag_file, "noop", ti_id=other, try_number=other).log_path).exists()  # (where logs go)
 
 
+class StillProcess:
+    """A worker process that is never started: what a worker says is written by the test to the other end of its
+    pipe, in the order the test chooses (the order two of the worker's threads may send it in)."""
+
+    pid = None
+    sentinel = -1
+    exitcode = None
+
+    def is_alive(self) -> bool:
+        return False
+
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+    def join(self, timeout: float | None = None) -> None: ...
+    def close(self) -> None: ...
+
+
+def a_scripted_worker(executor: LocalExecutor, items: list[Any]) -> tuple[Any, Any]:
+    """A worker of `executor` holding `items` (its first one's "started" not read: no pid, which a stop would kill),
+    and the worker's end of its pipe."""
+    ours, theirs = multiprocessing.connection.Pipe(duplex=True)
+    worker = local_executor._Worker(StillProcess(), ours, items=list(items))  # type: ignore[arg-type]
+    executor._workers.append(worker)
+    executor._started = True
+    return worker, theirs
+
+
+def test_an_item_given_back_after_the_try_before_it_ended_leaves_its_worker_idle(dag_file: Path) -> None:
+    """The worker's main thread reported its try's end, then its inbox thread gave the next item back before the
+    main thread took it: read in that order, the item is the first by then, and it is still given back."""
+    executor = LocalExecutor(2, queue_ahead=1)
+    running, waiting = work_item(dag_file, "noop", ti_id=1), work_item(dag_file, "noop", ti_id=2, try_number=2)
+    worker, theirs = a_scripted_worker(executor, [running, waiting])
+    executor._withdrawing.add((2, 2))
+    theirs.send(TaskEvent(1, 1, "started", time.time(), pid=111))
+    theirs.send(TaskEvent(1, 1, "finished", time.time(), "success", pid=111))
+    theirs.send((local_executor.WITHDRAWN, 2))
+    out: list[TaskEvent] = []
+    executor._read(worker, out)
+    assert [(e.ti_id, e.kind) for e in out] == [(1, "started"), (1, "finished")]
+    assert worker.items == [] and worker.pid is None  # idle: it never starts an item it gave back
+    assert executor._withdrawn == [waiting] and executor.in_flight() == {2} and executor.holds_events()
+    executor._retire(worker)
+
+
+def test_an_item_given_back_by_a_worker_stopped_at_shutdown_is_failed_as_never_started(dag_file: Path) -> None:
+    executor = LocalExecutor(2, queue_ahead=1)
+    running, waiting = work_item(dag_file, "sleepy", ti_id=1), work_item(dag_file, "noop", ti_id=2, try_number=2)
+    worker, theirs = a_scripted_worker(executor, [running, waiting])
+    executor._withdrawing.add((2, 2))
+    theirs.send((local_executor.WITHDRAWN, 2))  # its answer arrives as the worker is stopped
+    events: list[TaskEvent] = []
+    executor._bury(worker, "stopped by shutdown", events, replace=False)
+    assert {e.ti_id: (e.kind, e.state, e.reason) for e in events} == {
+        1: ("finished", "lost", "stopped by shutdown"),
+        2: ("finished", "failed", "never started: stopped by shutdown")}
+    assert executor._withdrawn == [] and executor.in_flight() == set()
+
+
 def test_queue_ahead_is_one_with_reused_workers_or_in_a_backfill_and_none_with_a_fork_per_try_unless_set() -> None:
     assert SchedulerSettings.from_env({}).items_ahead() == 0
     assert SchedulerSettings.from_env({"LEDGER_REUSE_WORKERS": "true"}).items_ahead() == 1

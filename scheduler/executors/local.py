@@ -701,8 +701,9 @@ class LocalExecutor(EndedOnThisHost):
         del self._withdrawn[given_back:]
         worker.items = []
         self._withdrawing.difference_update((item.ti_id, item.try_number) for item in waiting)
-        if head is not None:  # its end: the report it left as its code ended, whatever became of its process
-            ended = ended_by_report(head, worker.pid) if worker.pid is not None else None
+        if head is not None:  # its end: the report it left as its code ended, whatever became of its process (its
+            # "started" may never have been sent: on a loaded host a child can run to its end before its worker says it)
+            ended = ended_by_report(head, worker.pid)
             why = reason if target is None or head.ti_id == target else f"worker stopped to end another try ({reason})"
             mine.append(ended or _failure(head, why, worker.pid, lost=target is None or head.ti_id != target,
                                           ran=worker.pid is not None))

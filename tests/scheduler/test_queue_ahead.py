@@ -18,6 +18,7 @@ from ledger.scheduler.executors import executor_for
 from ledger.scheduler.executors import local as local_executor
 from ledger.scheduler.executors.base import TaskEvent
 from ledger.scheduler.executors.local import LocalExecutor
+from ledger.scheduler.runtime.try_report import ReportFile, TryReport
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_executors import wait_for_event
 from tests.scheduler.test_task_runner import process_gone, wait_for_file, work_item
@@ -242,6 +243,20 @@ def test_an_item_given_back_by_a_worker_stopped_at_shutdown_is_failed_as_never_s
         1: ("finished", "lost", "stopped by shutdown"),
         2: ("finished", "failed", "never started: stopped by shutdown")}
     assert executor._withdrawn == [] and executor.in_flight() == set()
+
+
+def test_a_try_whose_worker_died_before_saying_it_started_is_recorded_by_the_report_it_left(dag_file: Path) -> None:
+    """On a loaded host a child can run its code to the end and leave its report before its worker has said it
+    started it; the worker then dies (kill -9) without a word. The report says how the try ended (decision 0298)."""
+    executor = LocalExecutor(1)
+    item = work_item(dag_file, "returns", ti_id=1)
+    worker, _theirs = a_scripted_worker(executor, [item])
+    Path(item.log_path).parent.mkdir(parents=True, exist_ok=True)
+    ReportFile(item.log_path).leave(TryReport("success", None, 5.0, item.log_path, pushed=(("return_value", 7),)))
+    events: list[TaskEvent] = []
+    executor._bury(worker, "worker died", events, replace=False)
+    assert [(e.ti_id, e.kind, e.state, e.at) for e in events] == [(1, "finished", "success", 5.0)]
+    assert events[0].report is not None and events[0].report.pushed == (("return_value", 7),)
 
 
 def test_queue_ahead_is_one_with_reused_workers_or_in_a_backfill_and_none_with_a_fork_per_try_unless_set() -> None:

@@ -246,7 +246,8 @@ with DAG("good", schedule="@daily", start_date=START, end_date=START, catchup=Tr
     cli.write_dag("syntax.py", "this is not python\n")
     cli.write_dag("hangs.py", "import time\ntime.sleep(600)\n")
     cli.write_dag("raises.py", "raise ValueError('no config')\n")
-    schedule(cli, LEDGER_DAG_FILE_PROCESSOR_TIMEOUT="2")
+    # (the good files' imports, in processors just forked, must end within it however loaded the host: 5 s)
+    schedule(cli, LEDGER_DAG_FILE_PROCESSOR_TIMEOUT="5")
     assert [r["state"] for r in cli.json("timeline", "good")] == ["success"]
     errors = {Path(e["file"]).name: e["error"] for e in cli.json("dags", "errors")}
     assert set(errors) == {"syntax.py", "hangs.py", "raises.py"}

@@ -105,13 +105,17 @@ class TaskEvent:
     report: TryReport | None = None
 
 
-def ended_by_report(item: WorkItem, pid: int | None = None) -> TaskEvent | None:
+def ended_by_report(item: WorkItem, pid: int | None = None, *, not_before: float = 0.0) -> TaskEvent | None:
     """The end of a try that ran on this host and left its whole report beside its log (`<log>.report.json`) as its
     code ended, whatever became of its process afterwards (killed with its worker or its job): the report, taken (so
     that the try is recorded by it once), says how it ended. None: it left none (it never started, or was killed
-    before its code ended): it is lost (decision 0298)."""
+    before its code ended): it is lost (decision 0298). A report that says it ended before `not_before` (when the
+    executor asking started) is not this try's: one left by a database the same home had before, whose run ids
+    began again at 1; it is taken and ignored."""
     left = ReportFile(item.log_path).take() if item.log_path else None
-    return _ended_by(item, left, pid) if left is not None and left.state in EXIT_CODES else None
+    if left is None or left.state not in EXIT_CODES or left.at < not_before:
+        return None
+    return _ended_by(item, left, pid)
 
 
 def _ended_by(item: WorkItem, left: TryReport, pid: int | None) -> TaskEvent:

@@ -187,22 +187,16 @@ class _Inbox:
                 with self._changed:
                     self._waiting.append(message)
                     self._changed.notify()
-            elif isinstance(message, tuple) and len(message) == 2 and message[0] == CANCEL:
-                with self._changed:
-                    found = next((item for item in self._waiting if item.ti_id == message[1]), None)
-                    if found is not None:  # one already taken has started: the executor stops it as it runs
-                        self._waiting.remove(found)
-                if found is not None:
-                    with contextlib.suppress(OSError, ValueError):  # (the scheduler is gone: so is this worker)
-                        self.send(_failure(found, NEVER_STARTED))
-            elif isinstance(message, tuple) and len(message) == 2 and message[0] == WITHDRAW:
+            elif isinstance(message, tuple) and len(message) == 2 and message[0] in (CANCEL, WITHDRAW):
+                # answered under the lock the main thread takes its next item with: the answer goes out before the
+                # "started" of any item behind this one (the executor reads them in that order)
                 with self._changed:
                     found = next((item for item in self._waiting if item.ti_id == message[1]), None)
                     if found is not None:  # one already taken has started: its "started" answers instead
                         self._waiting.remove(found)
-                if found is not None:
-                    with contextlib.suppress(OSError, ValueError):
-                        self.send((WITHDRAWN, found.ti_id))
+                        with contextlib.suppress(OSError, ValueError):  # (the scheduler is gone: so is this worker)
+                            self.send(_failure(found, NEVER_STARTED) if message[0] == CANCEL
+                                      else (WITHDRAWN, found.ti_id))
             else:  # None: the executor ends this worker
                 with self._changed:
                     self._open = False
@@ -393,6 +387,8 @@ class LocalExecutor(EndedOnThisHost):
         self._cancelled: set[tuple[int, int]] = set()  # (ti id, try number) sent a CANCEL while it waited
         self._withdrawing: set[tuple[int, int]] = set()  # (ti id, try number) sent a WITHDRAW while it waited
         self._withdrawn: list[WorkItem] = []  # given back by their workers, not yet placed again (_collect)
+        self._spawn_failing = False  # the last worker start failed (the host would not start a process)
+        self._started_wall = 0.0  # time.time() at start(): a report older than it is not one of this executor's tries
         self.reuse_workers = reuse_workers  # Python tries run in their worker process: no fork, no isolation
         if start_method not in ("exec", "fork"):
             raise ValueError(f"unknown start_method {start_method!r}: use 'exec' or 'fork'")
@@ -484,6 +480,7 @@ class LocalExecutor(EndedOnThisHost):
         if self._started:
             raise RuntimeError("LocalExecutor already started")
         self._ending = False
+        self._started_wall = time.time()
         self._spawn()
         self._started = True
         deadline = time.monotonic() + START_TIMEOUT
@@ -533,10 +530,14 @@ class LocalExecutor(EndedOnThisHost):
         open_ = [w for w in live if len(w.items) < self.depth]
         if len(self._workers) < self.parallelism:
             try:
-                return self._spawn()
+                worker = self._spawn()
             except OSError:  # the host would not start a process (EAGAIN, ENOMEM, EMFILE): a live worker's room
+                self._spawn_failing = True  # (until a worker starts: _rebalance counts no slot without a worker)
                 if not open_:  # takes the item, or it fails as never started (submit)
                     raise
+            else:
+                self._spawn_failing = False
+                return worker
         if not open_:
             raise RuntimeError("no open slot: check open_slots() before submit()")
         return min(open_, key=lambda w: len(w.items))
@@ -585,9 +586,11 @@ class LocalExecutor(EndedOnThisHost):
         if self.depth == 1 or not self._started or self._ending:
             return
         idle = sum(1 for w in self._workers if not w.dead and not w.items and not self._worn(w))
-        idle += max(0, self.parallelism - len(self._workers))
+        if not self._spawn_failing:  # (else an item asked back would only come back to the worker it left)
+            idle += max(0, self.parallelism - len(self._workers))
         idle -= len(self._withdrawn) + sum(  # an idle worker already has an item coming, asked back or given back
-            1 for w in self._workers for item in w.items[1:] if (item.ti_id, item.try_number) in self._withdrawing)
+            1 for w in self._workers for i, item in enumerate(w.items)
+            if (item.ti_id, item.try_number) in self._withdrawing and (i > 0 or w.pid is None))
         for worker in self._workers:
             if idle <= 0:
                 return
@@ -703,7 +706,7 @@ class LocalExecutor(EndedOnThisHost):
         self._withdrawing.difference_update((item.ti_id, item.try_number) for item in waiting)
         if head is not None:  # its end: the report it left as its code ended, whatever became of its process (its
             # "started" may never have been sent: on a loaded host a child can run to its end before its worker says it)
-            ended = ended_by_report(head, worker.pid)
+            ended = ended_by_report(head, worker.pid, not_before=self._started_wall)
             why = reason if target is None or head.ti_id == target else f"worker stopped to end another try ({reason})"
             mine.append(ended or _failure(head, why, worker.pid, lost=target is None or head.ti_id != target,
                                           ran=worker.pid is not None))

@@ -6,6 +6,7 @@ import contextlib
 import multiprocessing.connection
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from ledger.scheduler.executors import executor_for
 from ledger.scheduler.executors import local as local_executor
 from ledger.scheduler.executors.base import TaskEvent
 from ledger.scheduler.executors.local import LocalExecutor
-from ledger.scheduler.runtime.try_report import ReportFile, TryReport
+from ledger.scheduler.runtime.try_report import REPORT, ReportFile, TryReport
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_executors import wait_for_event
 from tests.scheduler.test_task_runner import process_gone, wait_for_file, work_item
@@ -257,6 +258,88 @@ def test_a_try_whose_worker_died_before_saying_it_started_is_recorded_by_the_rep
     executor._bury(worker, "worker died", events, replace=False)
     assert [(e.ti_id, e.kind, e.state, e.at) for e in events] == [(1, "finished", "success", 5.0)]
     assert events[0].report is not None and events[0].report.pushed == (("return_value", 7),)
+
+
+def test_a_report_older_than_the_executor_is_not_taken_for_the_try_of_a_worker_that_died(dag_file: Path) -> None:
+    """A home whose database was made again (run ids begin at 1 again) can hold a report an earlier database's try
+    left at the same log path: it says nothing of this try, which never ran, and is lost."""
+    executor = LocalExecutor(1)
+    item = work_item(dag_file, "returns", ti_id=1)
+    worker, _theirs = a_scripted_worker(executor, [item])
+    executor._started_wall = time.time()
+    Path(item.log_path).parent.mkdir(parents=True, exist_ok=True)
+    ReportFile(item.log_path).leave(TryReport("success", None, executor._started_wall - 86400, item.log_path))
+    events: list[TaskEvent] = []
+    executor._bury(worker, "worker died", events, replace=False)
+    assert [(e.ti_id, e.state, e.reason) for e in events] == [(1, "lost", "worker died")]
+    assert not Path(item.log_path + REPORT).exists()  # (taken, and left behind no more)
+
+
+def test_an_item_is_not_asked_back_for_a_slot_no_worker_could_be_started_for(
+        dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the host will not start a process, an item asked back for a worker slot without a worker would come
+    back to the worker it left, and be asked back again at every loop: it stays where it waits."""
+    executor = LocalExecutor(2, queue_ahead=1)
+    running, waiting = work_item(dag_file, "sleepy", ti_id=1), work_item(dag_file, "noop", ti_id=2, try_number=2)
+    worker, theirs = a_scripted_worker(executor, [running, waiting])
+    worker.pid = None
+
+    def no_process() -> Any:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(executor, "_spawn", no_process)
+    executor.submit_all([work_item(dag_file, "noop", ti_id=3, try_number=3)])  # no room, and no worker starts
+    assert executor.holds_events() and [(e.ti_id, e.reason) for e in executor._pending] == [
+        (3, "never started: no worker could be started ([Errno 11] Resource temporarily unavailable)")]
+    executor.submit_all([])
+    assert not theirs.poll(0)  # nothing asked back
+    monkeypatch.undo()
+    executor._spawn_failing = False  # (a worker started since: as _worker_for records it)
+    executor.submit_all([])
+    assert theirs.recv() == (local_executor.WITHDRAW, 2)
+    executor._retire(worker)
+
+
+def test_a_worker_answers_for_an_item_it_gives_back_before_it_says_it_started_the_one_behind_it(
+        monkeypatch: pytest.MonkeyPatch, dag_file: Path) -> None:
+    """With two items waiting behind a try, the inbox thread's answer for the first (given back) must reach the
+    executor before the main thread's "started" of the second, or the executor would take that start for another
+    item's. The answer is held back here until the main thread has had its chance to take the second."""
+    ours, theirs = multiprocessing.connection.Pipe(duplex=True)
+    answer_may_go = threading.Event()
+    real_send = local_executor._Inbox.send
+
+    def held_send(self: Any, message: object) -> None:
+        if isinstance(message, tuple) and message[0] == local_executor.WITHDRAWN:
+            answer_may_go.wait(30)
+        real_send(self, message)
+
+    monkeypatch.setattr(local_executor._Inbox, "send", held_send)
+    inbox = local_executor._Inbox(ours, threaded=True)
+    first, second = work_item(dag_file, "noop", ti_id=2), work_item(dag_file, "noop", ti_id=3)
+    theirs.send(first)
+    theirs.send(second)
+    theirs.send((local_executor.WITHDRAW, 2))
+    took: list[Any] = []
+
+    def main_thread() -> None:  # as the worker's loop: take the next item, say it started
+        item = inbox.next_item()
+        took.append(item)
+        inbox.send(TaskEvent(item.ti_id, item.try_number, "started", time.time(), pid=7))
+
+    deadline = time.monotonic() + 15
+    while inbox._waiting and inbox._waiting[0].ti_id == 2:  # until the inbox thread has read the WITHDRAW
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    taker = threading.Thread(target=main_thread)
+    taker.start()
+    taker.join(0.5)  # (without the lock held for the answer, the start goes out now)
+    answer_may_go.set()
+    taker.join(15)
+    assert [item.ti_id for item in took] == [3]
+    said = [theirs.recv(), theirs.recv()]
+    assert said[0] == (local_executor.WITHDRAWN, 2) and isinstance(said[1], TaskEvent) and said[1].ti_id == 3
+    ours.close()
 
 
 def test_queue_ahead_is_one_with_reused_workers_or_in_a_backfill_and_none_with_a_fork_per_try_unless_set() -> None:

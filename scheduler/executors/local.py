@@ -574,8 +574,7 @@ class LocalExecutor(EndedOnThisHost):
 
     def submit_all(self, items: list[WorkItem]) -> None:
         """submit() each item; then a worker the loop left idle takes an item that waits behind another try."""
-        for item in items:
-            self.submit(item)
+        super().submit_all(items)
         self._rebalance()
 
     def _rebalance(self) -> None:
@@ -727,6 +726,7 @@ class LocalExecutor(EndedOnThisHost):
         if self._leaving:
             self._reap_leaving()
         if not self._workers:
+            self._place_given_back(out)  # (holds_events() counts them: a drain must not leave them)
             return out
         for worker, is_pipe in self._ready(timeout):
             self._read(worker, out)  # for a sentinel too: what it said before it died comes first
@@ -736,16 +736,7 @@ class LocalExecutor(EndedOnThisHost):
             if not worker.process.is_alive():
                 self._read(worker, out)
                 worker.dead = True
-        if self._withdrawn:  # given back for a worker that fell idle: placed again (an idle worker comes first)
-            moving, self._withdrawn = self._withdrawn, []
-            if self._ending:
-                out.extend(_failure(item, f"{NEVER_STARTED_PREFIX}stopped by shutdown") for item in moving)
-            else:
-                for item in moving:
-                    try:
-                        self._place(item)  # (one no worker could be started for fails as never started there)
-                    except RuntimeError as exc:
-                        out.append(_failure(item, f"{NEVER_STARTED_PREFIX}no worker could take it ({exc})"))
+        self._place_given_back(out)
         for worker in list(self._workers):  # a try cancelled while it waited, that its worker had started already
             head = worker.item
             key = (head.ti_id, head.try_number) if head is not None else None
@@ -767,6 +758,19 @@ class LocalExecutor(EndedOnThisHost):
                 self._bury(worker, f"worker unresponsive for {limit:.0f} s before starting the try", out,
                            replace=not self._ending)
         return [self._as_killed(ev) for ev in out]
+
+    def _place_given_back(self, out: list[TaskEvent]) -> None:
+        """Items given back for a worker that fell idle: placed again (an idle worker comes first); while the
+        executor ends, failed as never started."""
+        moving, self._withdrawn = self._withdrawn, []
+        for item in moving:
+            if self._ending:
+                out.append(_failure(item, f"{NEVER_STARTED_PREFIX}stopped by shutdown"))
+                continue
+            try:
+                self._place(item)  # (one no worker could be started for fails as never started there)
+            except RuntimeError as exc:
+                out.append(_failure(item, f"{NEVER_STARTED_PREFIX}no worker could take it ({exc})"))
 
     def _ready(self, timeout: float) -> list[tuple[_Worker, bool]]:
         """(worker, whether it is its pipe, else its process ended) for each pipe and sentinel ready within
@@ -876,8 +880,7 @@ class LocalExecutor(EndedOnThisHost):
         self._stop(busy)
         for worker in busy:
             self._bury(worker, "stopped by shutdown", events, replace=False)
-        events.extend(_failure(item, f"{NEVER_STARTED_PREFIX}stopped by shutdown") for item in self._withdrawn)
-        self._withdrawn.clear()
+        self._place_given_back(events)  # (ending: each fails as never started)
         for worker in self._workers:
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)

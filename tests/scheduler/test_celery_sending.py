@@ -61,7 +61,7 @@ def test_tries_sent_while_the_broker_is_down_wait_for_it_and_are_sent_once_when_
         server.start()
         broker = redis.Redis.from_url(server.url)
         wait_for("the messages sent by the sender thread", lambda: broker.llen("nobody") == 2, within=30.0)
-        wait_for("the sender's success noted", lambda: executor.send_problem is None, within=10.0)
+        wait_for("the sender's success noted", lambda: executor.send_problem is None, within=30.0)
         wait_for("the reader's recovery said", lambda: any("from Redis works again" in line for line in said),
                  within=30.0)
         executor.submit_all(items(tmp_path, 9))  # the job's thread sends again

@@ -117,7 +117,9 @@ def wait_for(condition: Any, timeout: float = 30, what: str = "condition") -> No
         time.sleep(0.05)
 
 
-def test_a_listener_in_another_process_hears_a_cli_signal_within_a_second(db: Db) -> None:
+def test_a_listener_in_another_process_is_woken_by_a_cli_signal_not_by_its_poll(db: Db) -> None:
+    """Its poll is 60 s: each signal heard in under half of that was rung in. How soon it hears one is
+    benchmarks/signal_latency.py's measure, not a bound here, where the machine's load would decide it."""
     cli = Cli(home=db.home, env=db.env())
     with listener(db, "waker", ["wake.up"], "--poll", "60") as proc:  # only a ring can wake it early
         cli.ok("signal", "send", "wake.up", "warm-up")
@@ -126,10 +128,10 @@ def test_a_listener_in_another_process_hears_a_cli_signal_within_a_second(db: Db
             assert len(list(doorbell_folder(db.home).glob("*.sock"))) == 1
         for n in range(3):
             cli.ok("signal", "send", "wake.up", f"now {n}")
-            [got] = proc.take(1, timeout=5)
+            [got] = proc.take(1, timeout=30)
             latency = got["received"] - datetime.fromisoformat(got["sent_at"]).timestamp()
             assert got["value"] == f"now {n}" and got["version"] == n + 2
-            assert latency < 1.0, f"heard after {latency:.2f} s"
+            assert latency < 30, f"heard after {latency:.2f} s"
         proc.stop()
         assert proc.proc.returncode == 0, proc.errors()
     if db.dialect == "sqlite":  # a listener that ends removes its doorbell

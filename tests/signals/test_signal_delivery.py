@@ -118,12 +118,15 @@ def wait_for(condition: Any, timeout: float = 30, what: str = "condition") -> No
 
 
 def test_a_listener_in_another_process_is_woken_by_a_cli_signal_not_by_its_poll(db: Db) -> None:
-    """Its poll is 60 s: each signal heard in under half of that was rung in. How soon it hears one is
-    benchmarks/signal_latency.py's measure, not a bound here, where the machine's load would decide it."""
+    """Its poll is 600 s, counted from its last wake: a signal heard within 30 s of its send, seconds after the
+    signal before it was heard, was rung in. How soon it hears one is benchmarks/signal_latency.py's measure,
+    not a bound here, where the machine's load would decide it."""
     cli = Cli(home=db.home, env=db.env())
-    with listener(db, "waker", ["wake.up"], "--poll", "60") as proc:  # only a ring can wake it early
+    with listener(db, "waker", ["wake.up"], "--poll", "600") as proc:  # only a ring can wake it early
         cli.ok("signal", "send", "wake.up", "warm-up")
-        assert [s["value"] for s in proc.take(1)] == ["warm-up"]  # it is in its loop, its doorbell open
+        [first] = proc.take(1)
+        assert first["value"] == "warm-up"  # it is in its loop, its doorbell open
+        heard = first["received"]
         if db.dialect == "sqlite":
             assert len(list(doorbell_folder(db.home).glob("*.sock"))) == 1
         for n in range(3):
@@ -131,7 +134,8 @@ def test_a_listener_in_another_process_is_woken_by_a_cli_signal_not_by_its_poll(
             [got] = proc.take(1, timeout=30)
             latency = got["received"] - datetime.fromisoformat(got["sent_at"]).timestamp()
             assert got["value"] == f"now {n}" and got["version"] == n + 2
-            assert latency < 30, f"heard after {latency:.2f} s"
+            assert latency < 30 and got["received"] - heard < 600, f"heard after {latency:.2f} s"
+            heard = got["received"]
         proc.stop()
         assert proc.proc.returncode == 0, proc.errors()
     if db.dialect == "sqlite":  # a listener that ends removes its doorbell

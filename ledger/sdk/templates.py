@@ -35,12 +35,14 @@ import random
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from functools import cache
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
-import jinja2.nativetypes
 import pendulum
+
+if TYPE_CHECKING:
+    import jinja2
 
 
 class TemplateError(ValueError):
@@ -201,14 +203,29 @@ def prior_success_names(prior: Sequence[str | None] | None) -> dict[str, pendulu
             for name, value in zip(PRIOR_SUCCESS_NAMES, values, strict=True)}
 
 
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
-_ENV.filters.update({
-    "ds": lambda d: pendulum.instance(d).format("YYYY-MM-DD"),
-    "ds_nodash": lambda d: pendulum.instance(d).format("YYYYMMDD"),
-    "ts": lambda d: pendulum.instance(d).isoformat(),
-    "ts_nodash": lambda d: pendulum.instance(d).format("YYYYMMDDTHHmmss"),
-    "ts_nodash_with_tz": lambda d: pendulum.instance(d).format("YYYYMMDDTHHmmssZZ"),
-})
+@cache
+def _default_environment() -> jinja2.Environment:
+    """ledger's Jinja environment, made on the first template rendered: jinja2 is imported only then. A process
+    that forks tries (a LocalExecutor worker) holds no jinja2 until a task it plans has a template (`preload`), so
+    each fork of a try that renders nothing copies about 5 MB fewer pages (issue 43)."""
+    import jinja2
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env.filters.update({
+        "ds": lambda d: pendulum.instance(d).format("YYYY-MM-DD"),
+        "ds_nodash": lambda d: pendulum.instance(d).format("YYYYMMDD"),
+        "ts": lambda d: pendulum.instance(d).isoformat(),
+        "ts_nodash": lambda d: pendulum.instance(d).format("YYYYMMDDTHHmmss"),
+        "ts_nodash_with_tz": lambda d: pendulum.instance(d).format("YYYYMMDDTHHmmssZZ"),
+    })
+    return env
+
+
+def preload(task: Any) -> None:
+    """Before forking a try of `task`: make the Jinja environment here if one of its template fields has a
+    template, so that the try's process inherits it rather than importing jinja2 itself."""
+    if any(has_template(getattr(task, name, None)) for name in getattr(task, "template_fields", ())):
+        _default_environment()
 
 
 def has_template(value: Any) -> bool:
@@ -228,12 +245,14 @@ def environment(filters: Mapping[str, Any] | None, native: bool = False,
     filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow); `native`: a DAG's
     render_template_as_native_obj, a template gives a Python value (`{{ [1, 2] }}` a list), as Airflow's;
     `options`: a DAG's jinja_environment_kwargs (and template_undefined as `undefined`), over ledger's."""
+    import jinja2.nativetypes
+
     if not filters and not native and not options:
-        return _ENV
+        return _default_environment()
     settings = {"undefined": jinja2.StrictUndefined, "autoescape": False, "keep_trailing_newline": True,
                 **(options or {})}
     env: jinja2.Environment = (jinja2.nativetypes.NativeEnvironment if native else jinja2.Environment)(**settings)
-    env.filters = {**_ENV.filters, **(filters or {})}
+    env.filters = {**_default_environment().filters, **(filters or {})}
     return env
 
 
@@ -245,6 +264,8 @@ def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping
     if filters is None:
         filters = getattr(dag, "user_defined_filters", None)
     native = bool(getattr(dag, "render_template_as_native_obj", False))
+    if not has_template(value):  # (no environment made, and jinja2 not imported, for a value with nothing to render)
+        return _render(value, names, field, None)
     return _render(value, names, field, environment(filters, native, getattr(dag, "jinja_options", None)))
 
 
@@ -262,12 +283,15 @@ def literal(value: Any) -> LiteralValue:
     return LiteralValue(value)
 
 
-def _render(value: Any, names: Mapping[str, Any], field: str, env: jinja2.Environment) -> Any:
+def _render(value: Any, names: Mapping[str, Any], field: str, env: jinja2.Environment | None) -> Any:
     if isinstance(value, LiteralValue):
         return value.value
     if isinstance(value, str):
         if "{{" not in value and "{%" not in value:
             return value
+        assert env is not None  # (render() makes one for a value with a template in it)
+        import jinja2
+
         try:
             return env.from_string(value).render(**names)
         except TemplateError as exc:

@@ -26,6 +26,7 @@ from ledger.scheduler.runtime import dagbag
 from ledger.scheduler.runtime.dagbag import FileResult, load_file
 from ledger.scheduler.runtime.try_logging import capture_logging, output_streams, set_aside
 from ledger.scheduler.runtime.try_outcome import describe_exception, one_line
+from ledger.sdk import templates
 from ledger.sdk.context import TaskContext, set_environment
 from ledger.sdk.dag import PythonTask, Task
 from ledger.sdk.params import resolve as resolve_params
@@ -200,6 +201,7 @@ def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: b
     if plan.task is None:
         plan.error = one_line(f"task {item.task_id} is not in the code of {_where(item)}")
         return plan
+    templates.preload(plan.task)  # (the child inherits the Jinja environment its templates need, if any)
     task_params = getattr(plan.task, "params", None) or {}  # an Airflow operator's own params, over the DAG's
     plan.context = make_context(item, resolve_params({**dag.params, **task_params}, item.conf))
     fn = getattr(plan.task, "python_callable", None)  # a PythonTask's or a PythonSensor's

@@ -222,10 +222,28 @@ def _default_environment() -> jinja2.Environment:
 
 
 def preload(task: Any) -> None:
-    """Before forking a try of `task`: make the Jinja environment here if one of its template fields has a
-    template, so that the try's process inherits it rather than importing jinja2 itself."""
-    if any(has_template(getattr(task, name, None)) for name in getattr(task, "template_fields", ())):
+    """Before forking a try of `task`: make the Jinja environment here, and import what a DAG's own settings make
+    its templates need, if the try will render (a template in one of its template fields or in the literal lists it
+    is expanded over, or Jinja settings of its DAG's, which `render` applies to every value), so that the try's
+    process inherits them rather than importing jinja2 itself. A template that appears only as the try runs (a
+    value passed on by another task, one a callable renders by itself) is still rendered: its process imports
+    jinja2 then."""
+    dag = getattr(task, "dag", None)
+    native = bool(getattr(dag, "render_template_as_native_obj", False))
+    fields = (getattr(task, name, None) for name in getattr(task, "template_fields", ()))
+    if _has_settings(dag) or any(has_template(value) for value in fields) \
+            or any(has_template(source) for _arg, source in getattr(task, "expand_args", ())):
         _default_environment()
+        if native:
+            import jinja2.nativetypes  # noqa: F401  (its NativeEnvironment, which environment() makes per render)
+
+
+def _has_settings(dag: Any) -> bool:
+    """Whether a DAG has Jinja settings of its own (user_defined_filters, render_template_as_native_obj,
+    jinja_environment_kwargs or template_undefined): its environment is made for every value rendered, which holds
+    a template or not, so that a setting Jinja refuses fails the try whatever the value."""
+    return bool(getattr(dag, "user_defined_filters", None) or getattr(dag, "render_template_as_native_obj", False)
+                or getattr(dag, "jinja_options", None))
 
 
 def has_template(value: Any) -> bool:
@@ -245,13 +263,18 @@ def environment(filters: Mapping[str, Any] | None, native: bool = False,
     filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow); `native`: a DAG's
     render_template_as_native_obj, a template gives a Python value (`{{ [1, 2] }}` a list), as Airflow's;
     `options`: a DAG's jinja_environment_kwargs (and template_undefined as `undefined`), over ledger's."""
-    import jinja2.nativetypes
-
     if not filters and not native and not options:
         return _default_environment()
+    import jinja2
+
     settings = {"undefined": jinja2.StrictUndefined, "autoescape": False, "keep_trailing_newline": True,
                 **(options or {})}
-    env: jinja2.Environment = (jinja2.nativetypes.NativeEnvironment if native else jinja2.Environment)(**settings)
+    if native:
+        import jinja2.nativetypes
+
+        env: jinja2.Environment = jinja2.nativetypes.NativeEnvironment(**settings)
+    else:
+        env = jinja2.Environment(**settings)
     env.filters = {**_default_environment().filters, **(filters or {})}
     return env
 
@@ -264,9 +287,10 @@ def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping
     if filters is None:
         filters = getattr(dag, "user_defined_filters", None)
     native = bool(getattr(dag, "render_template_as_native_obj", False))
-    if not has_template(value):  # (no environment made, and jinja2 not imported, for a value with nothing to render)
-        return _render(value, names, field, None)
-    return _render(value, names, field, environment(filters, native, getattr(dag, "jinja_options", None)))
+    options = getattr(dag, "jinja_options", None)
+    if not filters and not native and not options and not has_template(value):
+        return _render(value, names, field, None)  # (ledger's environment: nothing to render, jinja2 not imported)
+    return _render(value, names, field, environment(filters, native, options))
 
 
 class LiteralValue:

@@ -215,19 +215,39 @@ def test_the_local_worker_runs_a_try_without_loading_the_http_client_or_the_remo
     assert [name for name in NOT_LOADED if name in found["modules"]] == []
 
 
+
 TEMPLATED = '''
+import sys
+
 import pendulum
 
 from ledger import DAG, PythonTask
 
 
 def show(day):
-    print(f"day={day}")
+    print(f"day={day} jinja={sorted(name for name in sys.modules if name.startswith('jinja2'))}")
 
 
 with DAG("demo", schedule="@daily", start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
     PythonTask("plain", show, op_kwargs={"day": "no template"})
     PythonTask("templated", show, op_kwargs={"day": "{{ ds }}"})
+'''
+
+NATIVE = '''
+import sys
+
+import pendulum
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+
+
+def show(day):
+    print(f"day={day} jinja={sorted(name for name in sys.modules if name.startswith('jinja2'))}")
+
+
+with DAG("native", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+         render_template_as_native_obj=True):
+    PythonOperator(task_id="listed", python_callable=show, op_kwargs={"day": "{{ [ds] }}"})
 '''
 
 JINJA_PROBE = """
@@ -237,15 +257,16 @@ from pathlib import Path
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.runtime import try_plan, try_process
 
-dag, logs = Path(sys.argv[1]), Path(sys.argv[2])
+folder, logs = Path(sys.argv[1]), Path(sys.argv[2])
 now = datetime(2024, 3, 10, tzinfo=UTC)
 seen = {}
-for n, task in enumerate(("plain", "templated"), start=1):
-    item = WorkItem(ti_id=n, run_id=7, dag_id="demo", task_id=task, try_number=1, fileloc=str(dag), logical_date=now,
+for n, (dag_id, task) in enumerate((("demo", "plain"), ("demo", "templated"), ("native", "listed")), start=1):
+    dag = folder / f"{dag_id}.py"
+    item = WorkItem(ti_id=n, run_id=7, dag_id=dag_id, task_id=task, try_number=1, fileloc=str(dag), logical_date=now,
                     data_interval_start=now, data_interval_end=now, dag_version="v1", run_type="manual",
                     log_path=str(logs / f"try_{n}.log"))
     try_plan.settle(try_plan.prepare(item))
-    before_fork = "jinja2" in sys.modules
+    before_fork = sorted(name for name in sys.modules if name.startswith("jinja2"))
     outcome = try_process.fork_try(item).wait(timeout=30)
     seen[task] = {"state": outcome and outcome.state, "jinja2_before_fork": before_fork}
 print(json.dumps(seen))
@@ -254,13 +275,20 @@ print(json.dumps(seen))
 
 def test_a_worker_imports_jinja_only_once_a_task_it_plans_has_a_template_and_before_forking_its_try(
         tmp_path: Path) -> None:
-    dag = tmp_path / "demo.py"
-    dag.write_text(TEMPLATED)
-    done = subprocess.run([sys.executable, "-c", JINJA_PROBE, str(dag), str(tmp_path / "logs")], capture_output=True,
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "dags" / "demo.py").write_text(TEMPLATED)
+    (tmp_path / "dags" / "native.py").write_text(NATIVE)
+    done = subprocess.run([sys.executable, "-c", JINJA_PROBE, str(tmp_path / "dags"), str(tmp_path / "logs")],
+                          capture_output=True,
                           text=True, timeout=120, check=False, env={**os.environ, "LEDGER_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == {
-        "plain": {"state": "success", "jinja2_before_fork": False},  # nothing to render: no jinja2 to copy per fork
-        "templated": {"state": "success", "jinja2_before_fork": True}}  # the try inherits it, imports nothing
-    assert "day=no template" in (tmp_path / "logs" / "try_1.log").read_text()
-    assert "day=2024-03-10" in (tmp_path / "logs" / "try_2.log").read_text()
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert {task: found["state"] for task, found in seen.items()} == {
+        "plain": "success", "templated": "success", "listed": "success"}
+    assert seen["plain"]["jinja2_before_fork"] == []  # nothing to render: no jinja2 to share with each fork
+    assert "jinja2" in seen["templated"]["jinja2_before_fork"]
+    assert "jinja2.nativetypes" in seen["listed"]["jinja2_before_fork"]
+    logs = [(tmp_path / "logs" / f"try_{n}.log").read_text() for n in (1, 2, 3)]
+    for log, found, day in zip(logs, seen.values(), ("no template", "2024-03-10", "['2024-03-10']"), strict=True):
+        # the try rendered what it had to with what its worker held: it imported no part of jinja2 itself
+        assert f"day={day} jinja={found['jinja2_before_fork']}" in log

@@ -229,12 +229,11 @@ def preload(task: Any) -> None:
     value passed on by another task, one a callable renders by itself) is still rendered: its process imports
     jinja2 then."""
     dag = getattr(task, "dag", None)
-    native = bool(getattr(dag, "render_template_as_native_obj", False))
     fields = (getattr(task, name, None) for name in getattr(task, "template_fields", ()))
     if _has_settings(dag) or any(has_template(value) for value in fields) \
             or any(has_template(source) for _arg, source in getattr(task, "expand_args", ())):
         _default_environment()
-        if native:
+        if getattr(dag, "render_template_as_native_obj", False):
             import jinja2.nativetypes  # noqa: F401  (its NativeEnvironment, which environment() makes per render)
 
 

@@ -215,7 +215,6 @@ def test_the_local_worker_runs_a_try_without_loading_the_http_client_or_the_remo
     assert [name for name in NOT_LOADED if name in found["modules"]] == []
 
 
-
 TEMPLATED = '''
 import sys
 
@@ -279,8 +278,8 @@ def test_a_worker_imports_jinja_only_once_a_task_it_plans_has_a_template_and_bef
     (tmp_path / "dags" / "demo.py").write_text(TEMPLATED)
     (tmp_path / "dags" / "native.py").write_text(NATIVE)
     done = subprocess.run([sys.executable, "-c", JINJA_PROBE, str(tmp_path / "dags"), str(tmp_path / "logs")],
-                          capture_output=True,
-                          text=True, timeout=120, check=False, env={**os.environ, "LEDGER_HOME": str(tmp_path)})
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "LEDGER_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.splitlines()[-1])
     assert {task: found["state"] for task, found in seen.items()} == {

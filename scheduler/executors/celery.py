@@ -531,12 +531,12 @@ class CeleryExecutor(Executor):
                     tails.append((entry, *tail))
                 if tail is None or tail[0] != entry.log_bytes:  # (the rest of its log came with its outcome: read
                     logs.append(entry)  # only what was sent before it, if this host lacks any of it)
-        ended = self._claimed_again(ended)
-        urgent = self._publish(new)  # (the starts, whatever becomes of the logs' round trip)
+        urgent = self._publish(new)  # (the starts, whatever becomes of the round trips for the ends)
         try:
+            ended = self._claimed_again(ended)
             self._append_logs(logs)
-        except Exception:  # Redis failed the logs' round trip: the ends are taken again from the next read of states
-            for entry, _status, _result in ended:
+        except Exception:  # Redis failed the claims' or the logs' round trip: the ends are taken again from the next
+            for entry, _status, _result in ended:  # read of states (none is left marked done and never recorded)
                 entry.done, entry.seen = False, None
             raise
         for entry, at, data in tails:
@@ -679,13 +679,15 @@ class CeleryExecutor(Executor):
         if not doubtful:
             return 0
         states = self._client.mget([self._meta_key(entry.tid) for entry, _ in doubtful])  # (read after the leases)
+        # (one whose state changed ended as its lease did: the next read of states takes its outcome)
+        lost = [(entry, data) for (entry, data), state in zip(doubtful, states, strict=True)
+                if state is None or state == entry.seen]
+        # their logs as far as they were sent, in one round trip before any is marked done: a Redis error here
+        # leaves them all to the next check, none marked done and never recorded
+        self._append_logs([entry for entry, _data in lost])
         new = []
-        for (entry, data), state in zip(doubtful, states, strict=True):
-            if state is not None and state != entry.seen:
-                continue  # it ended as the lease did: the next read of states takes its outcome
+        for entry, data in lost:
             reason = str(data.get("dead") or data.get("taken"))
-            # its log as far as it was sent, and then why it ended
-            self._append_logs([entry])
             entry.done = True
             if self._metrics is not None:
                 self._metrics.queue_lost.labels(entry.item.queue).inc()

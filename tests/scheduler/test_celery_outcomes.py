@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +21,11 @@ from typing import Any
 import pytest
 import redis
 
+from ledger.scheduler.executors.base import TaskEvent
 from ledger.scheduler.executors.celery import LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
 from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key, log_key
 from ledger.scheduler.runtime import try_outbox
-from ledger.scheduler.runtime.try_lease import TryLease, lease_key, taken_value
+from ledger.scheduler.runtime.try_lease import TryLease, dead_value, lease_key, taken_value
 from ledger.scheduler.runtime.try_process import RunningTry
 from ledger.scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import Cluster, RedisServer, free_port
@@ -208,6 +210,68 @@ def test_a_try_whose_workers_task_raised_is_lost_with_its_claim_taken_so_no_rede
     finally:
         executor.end(0)
 
+
+
+def test_a_raised_workers_end_read_while_redis_fails_the_claims_round_trip_is_recorded_lost_once_it_answers(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    real, failed = executor._claimed_again, []
+
+    def blip(ended: list) -> list:  # the first round trip for a raised try's claim fails, as in a Redis restart
+        if any(status == "FAILURE" for _entry, status, _result in ended) and not failed:
+            failed.append(True)
+            raise redis.ConnectionError("connection reset")
+        return real(ended)
+
+    executor._claimed_again = blip  # type: ignore[method-assign]
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 12)
+        executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))
+        seen = ended_tries(executor, {12})
+        assert failed and [(e.kind, e.state) for e in seen if e.kind == "finished"] == [("finished", "lost")]
+        assert backend.get(claim_key(tid)) == b"scheduler lost"
+        assert executor.in_flight() == set()
+    finally:
+        executor.end(0)
+
+
+def test_tries_whose_leases_say_dead_while_redis_fails_their_logs_round_trip_are_each_recorded_lost_once(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    real, failed = executor._append_logs, []
+
+    def blip(entries: list) -> None:  # the leases' check's first round trip for the second try's log fails
+        if sys._getframe(1).f_code.co_name == "_check_leases" and any(e.item.ti_id == 14 for e in entries) \
+                and not failed:
+            failed.append(True)
+            raise redis.ConnectionError("connection reset")
+        real(entries)
+
+    executor._append_logs = blip  # type: ignore[method-assign]
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tids = [started_try(executor, tmp_path, ti) for ti in (13, 14)]
+        wait_for("both starts read", lambda: all(t.started for t in list(executor._by_tid.values())), within=30.0)
+        died = dead_value("the pool process running it (pid 9) died; its processes were killed")
+        backend.mset({lease_key(tid): died for tid in tids})  # (one write: one check sees both)
+        seen = ended_tries(executor, {13, 14})
+        assert failed
+        assert sorted((e.ti_id, e.state) for e in seen if e.kind == "finished") == [(13, "lost"), (14, "lost")]
+        assert executor.in_flight() == set()
+    finally:
+        executor.end(0)
+
+
+def ended_tries(executor: CeleryExecutor, ti_ids: set[int]) -> list[TaskEvent]:
+    """The executor's events until each of `ti_ids` has ended, and those of the next drain (an end reported twice
+    would be in them)."""
+    seen: list[TaskEvent] = []
+    wait_for("the tries' ends", lambda: seen.extend(executor.drain())
+             or {e.ti_id for e in seen if e.kind == "finished"} >= ti_ids, within=30.0)
+    return seen + executor.drain()
 
 # A Python try that writes its end line, returns, and then (as its process writes its log's outcome line) flushes a
 # stream its code left in sys.stderr, which blocks on opening a FIFO no one writes to: its code has ended, its process

@@ -366,8 +366,10 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             raise
         drop.forked()
         try_plan.forget_prepared()
-        _guard(lease, settings, task, tid, item, running, incarnation)
         try:
+            # a guard that cannot be forked (a pids or file limit reached) kills the try below: never a try left
+            # running with no guard and no lease renewed, to be recorded lost and run again while it still runs
+            _guard(lease, settings, task, tid, item, running, incarnation)
             # started when its process was forked (as the LocalExecutor says), not when its lease and guard were ready
             said = _say_started(task, settings, incarnation, running.pid, running.started_at)
             while (end := _end_of(running, drop, LOG_SHIP_INTERVAL)) is None:

@@ -379,7 +379,13 @@ class GroupGuard:
         reap_guards()
         read_fd, self._write_fd = os.pipe()
         os.set_inheritable(self._write_fd, False)
-        self.pid = os.fork()
+        try:
+            self.pid = os.fork()
+        except OSError:  # (a pids limit reached: the caller kills the try; no pipe is left open)
+            os.close(read_fd)
+            os.close(self._write_fd)
+            self._write_fd = -1
+            raise
         if self.pid == 0:  # the guard
             code = 0
             try:

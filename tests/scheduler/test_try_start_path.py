@@ -7,6 +7,7 @@ for the try's exit to a thread (decision 0326)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from ledger.infra.workers import running_key
@@ -46,6 +48,18 @@ def test_a_claim_takes_the_try_its_running_entry_and_its_lease_together_and_a_se
     assert client.get(lease_key(tid)) == mine.encode()
     assert client.smembers(running_key("w2")) == set()
 
+
+
+def test_a_guard_that_cannot_be_forked_raises_and_leaves_no_pipe_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused() -> int:  # (a pids limit reached)
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    before = sorted(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(try_process.os, "fork", refused)
+    with pytest.raises(BlockingIOError):
+        try_process.GroupGuard(os.getpid())
+    monkeypatch.undo()
+    assert sorted(os.listdir("/proc/self/fd")) == before
 
 def test_a_stopped_lease_does_not_wait_for_its_guard_to_exit_and_the_guard_is_reaped_once_it_has() -> None:
     group = subprocess.Popen(["sleep", "600"], start_new_session=True)  # the try's process group, left alone

@@ -73,6 +73,7 @@ OUTCOME_PATIENCE = 2.0
 # the claim a scheduler that takes over puts on a try it finds no trace of in Redis (find)
 ADOPTION_CLAIM = "(adoption)"
 LOG_INTERVAL = 0.5  # seconds between two reads of a running try's log (a worker sends it this often)
+SCHEDULER_CLAIM = "scheduler lost"  # a raised try's claim as the scheduler takes it: no delivery runs it then
 FINISHED = ("SUCCESS", "FAILURE", "REVOKED")
 # how a worker says a try ended (lost: the fleet's fault; up_for_reschedule: a sensor's next check)
 ENDS = ("success", "failed", "skipped", "lost", "up_for_reschedule")
@@ -556,12 +557,14 @@ class CeleryExecutor(Executor):
             return ended
         pipe = self._client.pipeline(transaction=False)
         for entry, _status, _result in raised:
-            pipe.set(claim_key(entry.tid), "scheduler lost", nx=True, ex=KEEP)
+            pipe.set(claim_key(entry.tid), SCHEDULER_CLAIM, nx=True, ex=KEEP)
             pipe.get(claim_key(entry.tid))
         replies = pipe.execute()
         running = set()
         for (entry, _status, _result), took, holder in zip(raised, replies[::2], replies[1::2], strict=True):
-            if not took:  # a worker claimed it: it runs there
+            # (its claim already the scheduler's: taken by a round trip whose reply was lost, or before a later one
+            # of the same read failed)
+            if not took and holder != SCHEDULER_CLAIM.encode():  # a worker claimed it: it runs there
                 running.add(entry.tid)
                 entry.done, entry.started = False, True
                 entry.host = (holder or b"").decode(errors="replace").split(" ")[0] or entry.host

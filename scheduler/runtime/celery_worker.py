@@ -366,19 +366,24 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             raise
         drop.forked()
         try_plan.forget_prepared()
+        guarded = False
         try:
             # a guard that cannot be forked (a pids or file limit reached) kills the try below: never a try left
             # running with no guard and no lease renewed, to be recorded lost and run again while it still runs
             _guard(lease, settings, task, tid, item, running, incarnation)
+            guarded = True
             # started when its process was forked (as the LocalExecutor says), not when its lease and guard were ready
             said = _say_started(task, settings, incarnation, running.pid, running.started_at)
             while (end := _end_of(running, drop, LOG_SHIP_INTERVAL)) is None:
                 said = said or _say_started(task, settings, incarnation, running.pid, running.started_at)
                 shipper.ship()
                 take_api_faults()
-        except BaseException:  # this pool process is being stopped (a revoke, a warm shutdown's end): the try is
-            running.kill_unless_exited()  # killed, and its lease and guard go with it
-            running.wait()
+        except BaseException as exc:  # this pool process is being stopped (a revoke, a warm shutdown's end), or the
+            running.kill_unless_exited()  # try's guard could not be made: the try is killed, its lease and guard
+            running.wait()  # go with it
+            if not guarded:  # (its lease says so: lost at the scheduler's next look, not once the lease has ended)
+                lease.end(f"worker {settings.name} could not start its guard ({one_line(describe_exception(exc))}); "
+                          f"its processes were killed")
             lease.stop()
             raise
         finally:

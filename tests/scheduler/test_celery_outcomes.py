@@ -211,7 +211,6 @@ def test_a_try_whose_workers_task_raised_is_lost_with_its_claim_taken_so_no_rede
         executor.end(0)
 
 
-
 def test_a_raised_workers_end_read_while_redis_fails_the_claims_round_trip_is_recorded_lost_once_it_answers(
         tmp_path: Path, redis_server: RedisServer) -> None:
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
@@ -233,6 +232,24 @@ def test_a_raised_workers_end_read_while_redis_fails_the_claims_round_trip_is_re
         assert failed and [(e.kind, e.state) for e in seen if e.kind == "finished"] == [("finished", "lost")]
         assert backend.get(claim_key(tid)) == b"scheduler lost"
         assert executor.in_flight() == set()
+    finally:
+        executor.end(0)
+
+
+def test_a_raised_workers_end_whose_claim_the_scheduler_took_before_is_recorded_lost_at_once(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    try:
+        tid = started_try(executor, tmp_path, 15)
+        # the scheduler's claim already there: a round trip that took it lost its reply (or a later one of the
+        # same read failed), and the end is read again
+        backend.set(claim_key(tid), "scheduler lost")
+        executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))
+        ended = finished(executor)
+        assert (ended.state, ended.host) == ("lost", "w1")
+        assert ended.reason is not None and "the worker's task raised" in ended.reason
     finally:
         executor.end(0)
 
@@ -272,6 +289,7 @@ def ended_tries(executor: CeleryExecutor, ti_ids: set[int]) -> list[TaskEvent]:
     wait_for("the tries' ends", lambda: seen.extend(executor.drain())
              or {e.ti_id for e in seen if e.kind == "finished"} >= ti_ids, within=30.0)
     return seen + executor.drain()
+
 
 # A Python try that writes its end line, returns, and then (as its process writes its log's outcome line) flushes a
 # stream its code left in sys.stderr, which blocks on opening a FIFO no one writes to: its code has ended, its process

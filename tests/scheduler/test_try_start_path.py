@@ -49,17 +49,28 @@ def test_a_claim_takes_the_try_its_running_entry_and_its_lease_together_and_a_se
     assert client.smembers(running_key("w2")) == set()
 
 
-
 def test_a_guard_that_cannot_be_forked_raises_and_leaves_no_pipe_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[int] = []
+    real_pipe = os.pipe
+
+    def pipe() -> tuple[int, int]:
+        ends = real_pipe()
+        made.extend(ends)
+        return ends
+
     def refused() -> int:  # (a pids limit reached)
         raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
 
-    before = sorted(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(try_process.os, "pipe", pipe)
     monkeypatch.setattr(try_process.os, "fork", refused)
     with pytest.raises(BlockingIOError):
         try_process.GroupGuard(os.getpid())
     monkeypatch.undo()
-    assert sorted(os.listdir("/proc/self/fd")) == before
+    assert len(made) == 2
+    for fd in made:  # (closed, and nothing in this process opened one since)
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
 
 def test_a_stopped_lease_does_not_wait_for_its_guard_to_exit_and_the_guard_is_reaped_once_it_has() -> None:
     group = subprocess.Popen(["sleep", "600"], start_new_session=True)  # the try's process group, left alone

@@ -384,7 +384,6 @@ class GroupGuard:
         except OSError:  # (a pids limit reached: the caller kills the try; no pipe is left open)
             os.close(read_fd)
             os.close(self._write_fd)
-            self._write_fd = -1
             raise
         if self.pid == 0:  # the guard
             code = 0

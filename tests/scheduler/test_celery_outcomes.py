@@ -176,12 +176,21 @@ def test_a_taken_lease_whose_try_sends_no_outcome_within_the_patience_is_lost(
         assert (ended.state, ended.reason) == ("lost", REASON)
 
 
-def test_a_try_whose_workers_task_raised_but_a_redelivery_claimed_runs_there_and_is_not_recorded_lost(
-        tmp_path: Path, redis_server: RedisServer) -> None:
+@contextlib.contextmanager
+def an_executor(redis_server: RedisServer) -> Iterator[tuple[CeleryExecutor, Any]]:
+    """A started CeleryExecutor on `redis_server` (leases of 600 s: none ends by itself within a test) and a client
+    of that Redis."""
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
     executor.start()
-    backend = redis.Redis.from_url(redis_server.url)
     try:
+        yield executor, redis.Redis.from_url(redis_server.url)
+    finally:
+        executor.end(0)
+
+
+def test_a_try_whose_workers_task_raised_but_a_redelivery_claimed_runs_there_and_is_not_recorded_lost(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    with an_executor(redis_server) as (executor, backend):
         tid = started_try(executor, tmp_path, 10)
         backend.set(claim_key(tid), "w2 another-delivery")  # its message came back and w2 claimed it
         executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))  # the first one
@@ -192,56 +201,41 @@ def test_a_try_whose_workers_task_raised_but_a_redelivery_claimed_runs_there_and
                                                  "report": report}, "SUCCESS")
         ended = finished(executor)
         assert (ended.state, ended.host) == ("success", "w2")
-    finally:
-        executor.end(0)
 
 
 def test_a_try_whose_workers_task_raised_is_lost_with_its_claim_taken_so_no_redelivery_runs_it(
         tmp_path: Path, redis_server: RedisServer) -> None:
-    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
-    executor.start()
-    backend = redis.Redis.from_url(redis_server.url)
-    try:
+    with an_executor(redis_server) as (executor, backend):
         tid = started_try(executor, tmp_path, 11)
         executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))
         ended = finished(executor)
         assert ended.state == "lost"
         assert backend.get(claim_key(tid)) == b"scheduler lost"
-    finally:
-        executor.end(0)
 
 
 def test_a_raised_workers_end_read_while_redis_fails_the_claims_round_trip_is_recorded_lost_once_it_answers(
         tmp_path: Path, redis_server: RedisServer) -> None:
-    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
-    real, failed = executor._claimed_again, []
+    with an_executor(redis_server) as (executor, backend):
+        real, failed = executor._claimed_again, []
 
-    def blip(ended: list) -> list:  # the first round trip for a raised try's claim fails, as in a Redis restart
-        if any(status == "FAILURE" for _entry, status, _result in ended) and not failed:
-            failed.append(True)
-            raise redis.ConnectionError("connection reset")
-        return real(ended)
+        def blip(ended: list) -> list:  # the first round trip for a raised try's claim fails, as in a Redis restart
+            if any(status == "FAILURE" for _entry, status, _result in ended) and not failed:
+                failed.append(True)
+                raise redis.ConnectionError("connection reset")
+            return real(ended)
 
-    executor._claimed_again = blip  # type: ignore[method-assign]
-    executor.start()
-    backend = redis.Redis.from_url(redis_server.url)
-    try:
+        executor._claimed_again = blip  # type: ignore[method-assign]  (before the try exists: nothing raised yet)
         tid = started_try(executor, tmp_path, 12)
         executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))
         seen = ended_tries(executor, {12})
         assert failed and [(e.kind, e.state) for e in seen if e.kind == "finished"] == [("finished", "lost")]
         assert backend.get(claim_key(tid)) == b"scheduler lost"
         assert executor.in_flight() == set()
-    finally:
-        executor.end(0)
 
 
 def test_a_raised_workers_end_whose_claim_the_scheduler_took_before_is_recorded_lost_at_once(
         tmp_path: Path, redis_server: RedisServer) -> None:
-    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
-    executor.start()
-    backend = redis.Redis.from_url(redis_server.url)
-    try:
+    with an_executor(redis_server) as (executor, backend):
         tid = started_try(executor, tmp_path, 15)
         # the scheduler's claim already there: a round trip that took it lost its reply (or a later one of the
         # same read failed), and the end is read again
@@ -250,26 +244,21 @@ def test_a_raised_workers_end_whose_claim_the_scheduler_took_before_is_recorded_
         ended = finished(executor)
         assert (ended.state, ended.host) == ("lost", "w1")
         assert ended.reason is not None and "the worker's task raised" in ended.reason
-    finally:
-        executor.end(0)
 
 
 def test_tries_whose_leases_say_dead_while_redis_fails_their_logs_round_trip_are_each_recorded_lost_once(
         tmp_path: Path, redis_server: RedisServer) -> None:
-    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
-    real, failed = executor._append_logs, []
+    with an_executor(redis_server) as (executor, backend):
+        real, failed = executor._append_logs, []
 
-    def blip(entries: list) -> None:  # the leases' check's first round trip for the second try's log fails
-        if sys._getframe(1).f_code.co_name == "_check_leases" and any(e.item.ti_id == 14 for e in entries) \
-                and not failed:
-            failed.append(True)
-            raise redis.ConnectionError("connection reset")
-        real(entries)
+        def blip(entries: list) -> None:  # the leases' check's first round trip for the second try's log fails
+            if sys._getframe(1).f_code.co_name == "_check_leases" and any(e.item.ti_id == 14 for e in entries) \
+                    and not failed:
+                failed.append(True)
+                raise redis.ConnectionError("connection reset")
+            real(entries)
 
-    executor._append_logs = blip  # type: ignore[method-assign]
-    executor.start()
-    backend = redis.Redis.from_url(redis_server.url)
-    try:
+        executor._append_logs = blip  # type: ignore[method-assign]  (before any lease says dead)
         tids = [started_try(executor, tmp_path, ti) for ti in (13, 14)]
         wait_for("both starts read", lambda: all(t.started for t in list(executor._by_tid.values())), within=30.0)
         died = dead_value("the pool process running it (pid 9) died; its processes were killed")
@@ -278,8 +267,6 @@ def test_tries_whose_leases_say_dead_while_redis_fails_their_logs_round_trip_are
         assert failed
         assert sorted((e.ti_id, e.state) for e in seen if e.kind == "finished") == [(13, "lost"), (14, "lost")]
         assert executor.in_flight() == set()
-    finally:
-        executor.end(0)
 
 
 def ended_tries(executor: CeleryExecutor, ti_ids: set[int]) -> list[TaskEvent]:

@@ -21,12 +21,17 @@ demo: install
 	$(BIN)/python -m compileall -q $(BYTECODE)
 	$(BIN)/python examples/demo.py
 
+# mypy (about 25 s of one core) runs beside the suite, whose two workers leave about a fifth of two cores idle
+# while their tests wait for processes; its report follows the suite's, and either failing fails the target. The
+# launcher's tests run both ways within the suite (tests/cli/conftest.py). Decision 0343.
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy
 	$(BIN)/python -m compileall -q $(BYTECODE)
-	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=40
-	LEDGER_TEST_CLI=subprocess $(BIN)/python -m pytest -q tests/cli/test_launcher.py tests/cli/test_cli_harness.py
+	@report=$$(mktemp); $(BIN)/mypy > $$report 2>&1 & checker=$$!; \
+	echo "$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=40  (and $(BIN)/mypy beside it)"; \
+	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=40; suite=$$?; \
+	wait $$checker; types=$$?; echo "$(BIN)/mypy"; cat $$report; rm -f $$report; \
+	test $$suite -eq 0 && test $$types -eq 0
 
 test-quick: install
 	$(BIN)/python -m pytest -n 2 -m 'not slow and not postgres and not spark and not browser and not scenario' \

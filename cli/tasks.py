@@ -24,6 +24,7 @@ from ledger.services import log_store
 from ledger.services.log_store import TryRef
 from ledger.store import dags as dag_store
 from ledger.store import events, run_reads, try_logs
+from ledger.store import identity as identity_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
 from ledger.store import xcom as xcom_store
@@ -80,7 +81,8 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     active = {s.value for s in ACTIVE_TASK_STATES}
     with env.reading() as session:  # (its kept row, if it ran on another host and has ended)
         kept = try_logs.find(session, r.id, task_id, index, n)
-    ref = TryRef(dag_id, r.id, task_id, n, ti.id, index)
+        database = identity_store.read(session).of(ti.id)
+    ref = TryRef(dag_id, r.id, task_id, n, ti.id, index, database)
     source = log_store.locate(env.settings.logs_folder, ref, kept, ended=state not in active)
     if source is None and not (follow and state in active):
         raise InvalidInput(f"no log for try {n} of {name!r} in run {r.id} (expected {path}; a try that ran on "

@@ -11,6 +11,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ledger.core.errors import ConfigError
@@ -44,10 +45,27 @@ def lease_key(tid: str) -> str:
     return f"ledger:lease:{tid}"
 
 
-def task_id(ti_id: int, try_number: int) -> str:
+def task_id(ti_id: int, try_number: int, database: str = "") -> str:
     """The Celery task id of a try: the same in every process, so a job that takes a run over finds its tries, and
-    a reader finds a running try's log."""
-    return f"ledger-{ti_id}-{try_number}"
+    a reader finds a running try's log. `database`: the identity of the database the try is recorded in
+    (DatabaseIdentity.of), so that a database made again against the same Redis, whose ids start at 1 again, never
+    takes another's keys (its claims, states, leases, logs) for its own tries (decision 0344); '' for a task
+    instance made before databases had an identity."""
+    return f"ledger-{database}-{ti_id}-{try_number}" if database else f"ledger-{ti_id}-{try_number}"
+
+
+@dataclass(frozen=True)
+class DatabaseIdentity:
+    """A database's identity (its `database_identity` row: made once, by the migration that made the table) and
+    the newest task instance made before it (0 for a database made with it): those keep the task ids they had, so
+    that a job adopting their tries after the upgrade finds them under the same keys."""
+
+    identity: str
+    legacy_through: int = 0
+
+    def of(self, ti_id: int) -> str:
+        """What task_id() is given for a try of task instance `ti_id`."""
+        return "" if ti_id <= self.legacy_through else self.identity
 
 
 def log_key(tid: str) -> str:

@@ -249,6 +249,13 @@ dataset_tally = Table(  # ledger.models.dataset.DatasetTally
 )
 
 
+database_identity = Table(  # one row, made by migration 0015; read by ledger/store/identity.py (no mapped class)
+    "database_identity", metadata,
+    Column("identity", String(32), primary_key=True),  # random: in the task ids of this database's tries
+    Column("legacy_through", Integer, nullable=False),  # task instances up to this id keep the task ids of before
+)
+
+
 event = Table(  # ledger.models.event.Event
     "event", metadata,
     Column("id", Integer, primary_key=True),

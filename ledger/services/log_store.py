@@ -106,6 +106,7 @@ class TryRef:
     try_number: int
     ti_id: int
     map_index: int = NOT_MAPPED
+    database: str = ""  # what its task id carries of the database's identity (DatabaseIdentity.of)
 
     @property
     def relative(self) -> str:
@@ -140,7 +141,7 @@ def live_source(ref: TryRef) -> RedisSource | None:
     client = _redis_clients.get(url)
     if client is None:  # (one per process and URL: its connection pool serves every request of a webserver)
         client = _redis_clients[url] = redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0)
-    key = log_key(task_id(ref.ti_id, ref.try_number))
+    key = log_key(task_id(ref.ti_id, ref.try_number, ref.database))
     try:
         if not client.exists(key):
             return None

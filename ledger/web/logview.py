@@ -17,6 +17,7 @@ from ledger.core.mapping import split_label
 from ledger.infra.logs import log_path
 from ledger.services import log_store
 from ledger.services.log_store import FileSource, LogSource, TryRef
+from ledger.store import identity as identity_store
 from ledger.store import try_logs
 
 CHUNK = 1024 * 1024  # a page of log: the last CHUNK bytes first
@@ -146,7 +147,8 @@ def try_ref(session: Session, run: dict[str, Any], label: str, try_number: int) 
     if found is None:
         raise NotFound(f"run {run['run_id']} has no task {label!r}")
     ti_id, kept = found
-    return TryRef(run["dag_id"], int(run["run_id"]), name, try_number, ti_id, index), kept
+    database = identity_store.read(session).of(ti_id)
+    return TryRef(run["dag_id"], int(run["run_id"]), name, try_number, ti_id, index, database), kept
 
 
 def source_of(logs: Path, found: tuple[TryRef, str | None], the_try: dict[str, Any]) -> LogSource | None:

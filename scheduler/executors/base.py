@@ -52,6 +52,7 @@ class WorkItem:
     triggering_events: dict[str, list[dict[str, Any]]] | None = None
     # the events of the task's inlets the try reads, by inlet (`dataset:KEY`, `alias:NAME`): context.inlet_events
     inlet_events: dict[str, list[dict[str, Any]]] | None = None
+    database: str = ""  # what its task id carries of the database's identity (ledger/infra/workers.py task_id)
 
 
 def utc_datetime(year: int, month: int, day: int, hour: int, minute: int, second: int, microsecond: int) -> datetime:

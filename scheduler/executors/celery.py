@@ -237,7 +237,7 @@ class CeleryExecutor(Executor):
                         raise ValueError(f"task instance {item.ti_id} is already in flight")
                     if len(self._shared.tries) >= self.parallelism:
                         raise RuntimeError("no open slot: check open_slots() before submit()")
-                    entry = _Try(item, task_id(item.ti_id, item.try_number))
+                    entry = _Try(item, task_id(item.ti_id, item.try_number, item.database))
                     self._shared.tries[item.ti_id] = entry
                     self._by_tid[entry.tid] = entry
                     self._shared.outbox.append(("send", entry))
@@ -259,7 +259,7 @@ class CeleryExecutor(Executor):
         started, so its lease decides. When Redis cannot be read, every try is followed as it was recorded."""
         if not self._started or not tries:
             return {}
-        tids = [task_id(item.ti_id, item.try_number) for item, _ in tries]
+        tids = [task_id(item.ti_id, item.try_number, item.database) for item, _ in tries]
         unknown: set[int] = set()
         try:
             pipe = self._client.pipeline()

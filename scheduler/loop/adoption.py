@@ -27,6 +27,7 @@ from ledger.infra.logs import log_file
 from ledger.scheduler.executors.base import Executor, WorkItem
 from ledger.store import dags as dag_store
 from ledger.store import events
+from ledger.store import identity as identity_store
 from ledger.store import tasks as task_store
 
 
@@ -56,6 +57,7 @@ def offer(session: Session, orphans: list[tuple[int, int, int]], *, logs: str
     """In the transaction that took the orphans' runs over: (the tries to offer the executor, the orphans that
     cannot be offered: their task is gone from their version, lost now)."""
     rows = {r.ti_id: r for r in task_store.adoptable(session, [ti for ti, _tn, _run in orphans])}
+    identity = identity_store.read(session)
     offers: list[Offer] = []
     for ti, tn, _run in orphans:
         row = rows.get(ti)
@@ -69,7 +71,8 @@ def offer(session: Session, orphans: list[tuple[int, int, int]], *, logs: str
             ti_id=ti, run_id=row.run_id, dag_id=row.dag_id, task_id=row.task_id, try_number=tn, fileloc="",
             logical_date=row.logical_date, data_interval_start=row.data_interval_start,
             data_interval_end=row.data_interval_end, dag_version=row.version_hash, run_type=row.run_type,
-            log_path=path, map_index=row.map_index, queue=task.queue, priority_weight=row.priority_weight)
+            log_path=path, map_index=row.map_index, queue=task.queue, priority_weight=row.priority_weight,
+            database=identity.of(ti))
         offers.append(Offer(item, row.state == TaskState.RUNNING, dict(
             run_id=row.run_id, dag_id=row.dag_id, task_id=row.task_id, retry_delay=task.delay_after(tn),
             dag_version=row.version_hash, log_path=path, started=row.state == TaskState.RUNNING,

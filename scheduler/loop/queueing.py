@@ -111,5 +111,6 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
         work.append(work_item(
             gives, task, ti_id=ti.id, try_number=tries[ti.id], map_index=ti.map_index, log_path=path,
             xcom=passed.get(run.id, {}), inlet_events=inlets.get(ti.id), priority_weight=ti.priority_weight,
-            signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None))
+            signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None,
+            database=job.facts.database(session, ti.id)))
     return work

@@ -8,6 +8,7 @@
 - each held run's prior successful run (`prev_*_success`): read once per run, then kept up to date as the job's own
   runs succeed; read again after another process wrote or runs were created (either may change it);
 - the DAGs paused with --stop-queued (read again every poll_interval);
+- the database's identity, which its tries' task ids carry (it never changes: decision 0344);
 - each DAG's task instances queued or running (max_active_tasks), as a bound: what was read, plus the tries the job
   queued since, while its quiet mark (decision 0309) stays what it was at the read; used instead of a read only where
   no candidate could be refused for its DAG's limit (decision 0329).
@@ -21,8 +22,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ledger.infra.workers import DatabaseIdentity
 from ledger.models import DagRun
 from ledger.scheduler.loop.cadence import Cadence
+from ledger.store import identity as identity_store
 from ledger.store import loop as loop_store
 from ledger.store import prior_runs
 from ledger.store import tasks as task_store
@@ -45,6 +48,7 @@ class RunFacts:
     prior: dict[int, tuple[str, float, float | None, prior_runs.PriorSuccess | None]] = field(default_factory=dict)
     active: dict[str, int] = field(default_factory=dict)  # DAG -> its task instances queued or running, at most
     active_mark: Any = None  # the job's quiet mark when `active` was read (None: read it)
+    identity: DatabaseIdentity | None = None  # the database's (None: read it)
 
     def forget(self) -> None:
         """After another process wrote or a transaction failed (a rolled-back run's id may come back with
@@ -183,6 +187,12 @@ class RunFacts:
         if found is None:
             found = self.filelocs[dag_id] = loop_store.dag_fileloc(session, dag_id)
         return found
+
+    def database(self, session: Session, ti_id: int) -> str:
+        """What the task id of a try of task instance `ti_id` carries of the database's identity."""
+        if self.identity is None:
+            self.identity = identity_store.read(session)
+        return self.identity.of(ti_id)
 
     def pools(self, session: Session, *, read: bool = False) -> dict[str, int]:
         """Each pool's slots (`read`: read them again in this transaction)."""

@@ -37,10 +37,11 @@ class RunGives:
 
 def work_item(run: RunGives, task: TaskSpec, *, ti_id: int, try_number: int, map_index: int, log_path: str,
               xcom: dict[str, dict[str, Any]], inlet_events: dict[str, list[dict[str, Any]]] | None,
-              priority_weight: int = 1, signal: dict[str, Any] | None = None) -> WorkItem:
+              priority_weight: int = 1, signal: dict[str, Any] | None = None, database: str = "") -> WorkItem:
     """The work item of one try of `task` in `run`. `xcom`: the run's passed-on values as tries read them
     (ledger.sdk.xcom.pull_view); `inlet_events`: what the try is given of the task's inlets
-    (ledger.sdk.datasets.given_inlets; None when it has none)."""
+    (ledger.sdk.datasets.given_inlets; None when it has none); `database`: what its task id carries of the
+    database's identity (DatabaseIdentity.of)."""
     return WorkItem(
         ti_id=ti_id, run_id=run.run_id, dag_id=run.dag_id, task_id=task.task_id, try_number=try_number,
         fileloc=run.fileloc, code_root=run.code_root, code_captured=run.code_captured,
@@ -49,4 +50,4 @@ def work_item(run: RunGives, task: TaskSpec, *, ti_id: int, try_number: int, map
         log_path=log_path, map_index=map_index, queue=task.queue, execution_timeout=task.execution_timeout,
         conf=dict(run.conf), priority_weight=priority_weight, xcom=xcom, prev_interval=run.prev_interval,
         prev_success=run.prev_success, triggering_events=run.triggering_events, inlet_events=inlet_events,
-        signal=signal)
+        signal=signal, database=database)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from ledger.infra.workers import DatabaseIdentity
 from ledger.scheduler.executors.celery_app import task_id
 from ledger.scheduler.runtime.try_lease import lease_key
 from tests.celery_cluster import Cluster
@@ -27,6 +28,13 @@ from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import ledger, query, tries, wait_until, write_dag
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def first_task_ids(cluster: Cluster) -> list[str]:
+    """The Celery task ids of the first tries of the cluster's task instances, as its scheduler names them."""
+    (row,) = query(cluster, "SELECT identity, legacy_through FROM database_identity")
+    identity = DatabaseIdentity(*row)
+    return [task_id(ti, 1, identity.of(ti)) for (ti,) in query(cluster, "SELECT id FROM task_instance")]
 
 
 def traced(cluster: Cluster, tasks: int, dag_id: str = "chaos", **kw: object) -> tuple[Path, Path]:
@@ -107,7 +115,7 @@ def test_redis_restarted_without_its_data_declares_no_live_worker_dead_and_loses
     wait_until("four tries run", lambda: running(cluster, 4) and executions(trace) == 4)
     faults.restart_redis_without_its_data(cluster.redis)
     client = redis.Redis.from_url(cluster.redis.url)
-    leases = [lease_key(task_id(ti, 1)) for (ti,) in query(cluster, "SELECT id FROM task_instance")]
+    leases = [lease_key(tid) for tid in first_task_ids(cluster)]
     wait_until("the tries' supervisors hold their leases again", lambda: client.exists(*leases) == 4)
     wait_until("the workers beat again", lambda: client.exists("ledger:worker:w1", "ledger:worker:w2") == 2)
     client.close()
@@ -175,7 +183,8 @@ def test_a_partitioned_worker_fences_its_try_before_it_is_declared_lost_and_the_
         wait_until("try 2 runs on the other worker", lambda: executions(trace) == 2)
         ns.heal()
         client = redis.Redis.from_url(cluster.redis.url)
-        kept = f"celery-task-meta-{task_id(first_ti(cluster), 1)}"
+        (tid,) = first_task_ids(cluster)  # (the DAG's one task instance)
+        kept = f"celery-task-meta-{tid}"
         wait_until("the partitioned worker stores the outcome it kept: it killed its try",
                    lambda: b"killed it: its lease could not be renewed within 4 s (Redis unreachable)"
                    in (client.get(kept) or b""))
@@ -186,11 +195,6 @@ def test_a_partitioned_worker_fences_its_try_before_it_is_declared_lost_and_the_
     (lost,) = events(cluster, "try_lost")
     assert "worker wp stopped renewing its lease (4 s" in str(lost["details"]["reason"])  # type: ignore[index]
     holds_invariants(cluster, trace)
-
-
-def first_ti(cluster: Cluster) -> int:
-    (ti,), = query(cluster, "SELECT id FROM task_instance WHERE task_id = 't0'")
-    return int(ti)
 
 
 @pytest.fixture
@@ -223,7 +227,7 @@ def test_a_full_disk_on_the_schedulers_host_makes_it_wait_and_say_so_and_records
     assert "database or disk is full" in cluster.procs.output(scheduler)
     go.touch()  # the tries end while the disk is full
     client = redis.Redis.from_url(cluster.redis.url)
-    metas = [f"celery-task-meta-{task_id(ti, 1)}" for (ti,) in query(cluster, "SELECT id FROM task_instance")]
+    metas = [f"celery-task-meta-{tid}" for tid in first_task_ids(cluster)]
     wait_until("the tries' outcomes are stored", lambda: all(b'"success"' in (client.get(m) or b"") for m in metas))
     client.close()
     seen = cluster.procs.output(scheduler).count(full)

@@ -138,3 +138,31 @@ def test_a_0007_database_with_task_instances_upgrades_to_mapped_instances(ready_
     cli.ok("trigger", "mapped", "--logical-date", "2024-03-01")
     cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
     assert "0" in cli.ok("tasks", "logs", "mapped", "4", "m", "--map-index", "0")
+
+
+def test_a_database_upgraded_to_0015_keeps_the_task_ids_of_its_task_instances_and_gives_new_ones_its_identity(
+        ready_cli: Any) -> None:
+    """Tries a worker may still run through the upgrade are found under the task ids they were sent with; the
+    task instances made after carry the database's identity (decision 0344)."""
+    import sqlite3
+
+    from ledger.infra.workers import DatabaseIdentity, task_id
+
+    cli = ready_cli
+    cli.write_dag("full.py", FULL_DAG)
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
+    out = cli.ok("db", "downgrade", "0014")
+    assert "dropping the database's identity" in out and "to 0014" in out, out
+    cli.ok("db", "upgrade")
+    cli.ok("trigger", "full", "--logical-date", "2024-03-02", "--replace")
+    db = sqlite3.connect(cli.home / "ledger.db")
+    try:
+        [(identity, legacy_through)] = db.execute("SELECT identity, legacy_through FROM database_identity").fetchall()
+        ids = [ti for (ti,) in db.execute("SELECT id FROM task_instance ORDER BY id")]
+    finally:
+        db.close()
+    assert legacy_through == 6 and ids == [1, 2, 3, 4, 5, 6, 7, 8]  # three runs of two tasks, then the replacement
+    assert len(identity) == 8 and int(identity, 16) >= 0
+    names = [task_id(ti, 1, DatabaseIdentity(identity, legacy_through).of(ti)) for ti in ids]
+    assert names[:6] == [f"ledger-{ti}-1" for ti in range(1, 7)]
+    assert names[6:] == [f"ledger-{identity}-7-1", f"ledger-{identity}-8-1"]

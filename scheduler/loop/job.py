@@ -143,10 +143,6 @@ class DagRunJob:
         """Look for runs to claim in the next loop (runs were created, or one another job held may be free)."""
         self.claims.soon()
 
-    def dag_files_changed(self) -> None:
-        """DAG files were parsed again: where each DAG's file is, is read again when needed."""
-        self.facts.filelocs.clear()
-
     # -- hooks for subclasses ------------------------------------------------------------------
     def refresh_dags(self) -> bool:
         return False
@@ -356,7 +352,7 @@ class DagRunJob:
     def _locate(self, session: Session, dag_id: str, version: str) -> tuple[str, str | None]:
         """Where a version's code is on this host: (the DAG file, the snapshot's root, or None: the DAGs folder)."""
         code = self.code_cache().locate(session, dag_id, version)
-        return (code.fileloc, code.root) if code is not None else (self._dag_file(session, dag_id), None)
+        return (code.fileloc, code.root) if code is not None else (self.facts.dag_file(session, dag_id), None)
 
     def quiet_mark(self, session: Session) -> tuple[int, int] | None:
         """A mark that stays the same while the database holds only what this job wrote and no transaction of the job
@@ -399,6 +395,3 @@ class DagRunJob:
         if self._code is None:
             self._code = CodeCache(self.home / "code")
         return self._code
-
-    def _dag_file(self, session: Session, dag_id: str) -> str:
-        return self.facts.dag_file(session, dag_id)

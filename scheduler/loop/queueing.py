@@ -103,7 +103,7 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
             run_id=run.id, dag_id=run.dag_id, logical_date=run.logical_date,
             data_interval_start=run.data_interval_start, data_interval_end=run.data_interval_end,
             dag_version=version, run_type=run.run_type,
-            fileloc=code.fileloc if code is not None else job._dag_file(session, run.dag_id),
+            fileloc=code.fileloc if code is not None else job.facts.dag_file(session, run.dag_id),
             code_root=code.root if code is not None else None,
             code_captured=code.captured if code is not None else False, conf=run.conf or {},
             prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,

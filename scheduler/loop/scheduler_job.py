@@ -86,7 +86,7 @@ class SchedulerJob(DagRunJob):
         self._unsynced = []
         if self.manager.folder_error is not None:
             self.say(f"warning: {self.manager.folder_error}; its DAGs stay as they were")
-        self.dag_files_changed()
+        self.facts.filelocs.clear()  # (DAG files were parsed again: each DAG's file is read again when needed)
         self._reads.forget()
         self._scheduling.soon()
         self._index_cadence.soon()

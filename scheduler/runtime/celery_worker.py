@@ -85,6 +85,8 @@ DEFAULT_FETCH_PATIENCE = 30.0
 LOG_SHIP_INTERVAL = 0.5  # seconds between two chunks of a running try's log sent to the result backend
 LOG_CHUNK = 256 * 1024
 LOG_WITH_OUTCOME = 64 * 1024  # at most this much of a try's log not sent yet is sent with its outcome (decision 0316)
+EXIT_RETIRED = 70  # a pool process exits with this once it has delivered a Spark try after which it must not run
+# another (its JVM died, or the try's thread would not stop): Celery starts a new pool process in its place
 
 
 @dataclass(frozen=True)
@@ -351,8 +353,11 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             here = in_process.run_in_process(item, plan)
             lease.finished()
             try_plan.forget_prepared()
-            return _deliver(task, _result(settings, item, here.outcome, os.getpid(), left=here.report), shipper,
-                            lease, item.log_path)
+            delivered = _deliver(task, _result(settings, item, here.outcome, os.getpid(), left=here.report), shipper,
+                                 lease, item.log_path)
+            if here.retire:  # its outcome is stored (SUCCESS, which Celery never overwrites): this process goes
+                _retire(settings, tid)
+            return delivered
         lease = _lease(settings, tid, lease_held, claimed_at)
         box = try_outbox.folder(settings.home, settings.name)
         # its process leaves its report in the outbox the moment its code has ended (decision 0253), and says so once
@@ -516,6 +521,16 @@ _lease_redis: Any = None
 def _store(task: Any) -> Callable[[str, dict[str, Any]], None]:
     """Store a try's outcome as its SUCCESS state (the result backend's own call, as update_state makes it)."""
     return lambda tid, result: task.backend.store_result(tid, result, "SUCCESS")
+
+
+def _retire(settings: WorkerSettings, tid: str) -> None:
+    """End this pool process after a try whose outcome is stored and after which it must run no other: its Spark
+    session's JVM died (every later Spark try here would fail) or the try's thread would not stop (decision 0345).
+    Celery's pool starts another process in its place; the state Celery then stores for the task
+    (WorkerLostError) does not replace the outcome stored as its SUCCESS."""
+    print(f"ledger worker {settings.name}: pool process {os.getpid()} ends after try {tid} (its Spark session's JVM "
+          f"died, or the try's code would not stop); Celery starts another in its place", flush=True)
+    os._exit(EXIT_RETIRED)
 
 
 def _deliver(task: Any, result: dict[str, Any], shipper: _LogShipper, lease: TryLease | None,

@@ -376,3 +376,56 @@ def test_a_spark_task_runs_on_the_worker_of_its_queue(cluster: Cluster) -> None:
     assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "sp")] == [(1, "success", "sparky")]
     log = (cluster.home / "logs" / "sp" / "run_1" / "count" / "try_1.log").read_text()
     assert "Spark session started" in log and "\ncounted 10\n" in log, log
+
+
+JVM_DIES = """
+import os
+import signal
+from datetime import timedelta
+
+import pendulum
+from ledger import DAG
+from ledger.sdk.spark import SparkTask
+
+def jvm_of(spark):
+    return int(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getName()
+               .split("@")[0])
+
+def dies(spark, context):
+    jvm = jvm_of(spark)
+    print("JVM", jvm, "try", context.try_number)
+    if context.try_number == 1:  # the driver's JVM killed mid-try, as the kernel's OOM killer kills it
+        os.kill(jvm, signal.SIGKILL)
+        spark.range(10).count()
+
+def after(spark, context):
+    print("JVM", jvm_of(spark), "after")
+
+with DAG("jvm", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    SparkTask("dies", dies, queue="spark", retries=1, retry_delay=timedelta(0)) >> SparkTask(
+        "after", after, queue="spark")
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_pool_process_whose_jvm_died_is_replaced_and_the_next_spark_tries_get_a_new_one(cluster: Cluster) -> None:
+    write_dag(cluster, "jvm.py", JVM_DIES)
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", "jvm").returncode == 0
+    cluster.start_webserver()
+    worker = cluster.start_worker("sparky", queues="spark", concurrency=1)
+    done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [(t, n, s) for t, _r, n, s, _h in tries(cluster, "jvm")] == [
+        ("after", 1, "success"), ("dies", 1, "failed"), ("dies", 2, "success")]
+    logs = cluster.home / "logs" / "jvm" / "run_1"
+    first, second, after = ((logs / task / f"try_{n}.log").read_text() for task, n in (
+        ("dies", 1), ("dies", 2), ("after", 1)))
+    assert "the worker's Spark driver (JVM) is gone: this worker will be replaced" in first, first
+    jvms = [int(line.split()[1]) for log in (first, second, after) for line in log.splitlines()
+            if line.startswith("JVM ")]
+    assert len(jvms) == 3 and jvms[0] != jvms[1] == jvms[2], jvms  # a new JVM, kept for the tries after
+    said = cluster.procs.output(worker)
+    assert "ends after try" in said and "Celery starts another in its place" in said, said

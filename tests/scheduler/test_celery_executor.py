@@ -362,17 +362,24 @@ with DAG("sp", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")
 """
 
 
+def run_on_a_spark_worker(cluster: Cluster, dag_id: str, source: str) -> subprocess.Popen[bytes]:
+    """The DAG triggered once and run by the scheduler to its end on worker `sparky` (one pool process, queue
+    `spark`), which is returned."""
+    write_dag(cluster, f"{dag_id}.py", source)
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", dag_id).returncode == 0
+    cluster.start_webserver()
+    worker = cluster.start_worker("sparky", queues="spark", concurrency=1)
+    done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return worker
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_spark_task_runs_on_the_worker_of_its_queue(cluster: Cluster) -> None:
-    write_dag(cluster, "sp.py", SPARK)
-    assert ledger(cluster, "dags", "list").returncode == 0
-    assert ledger(cluster, "trigger", "sp").returncode == 0
-    cluster.start_webserver()
-    cluster.start_worker("sparky", queues="spark", concurrency=1)
-    done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
-    assert done.returncode == 0, done.stdout + done.stderr
+    run_on_a_spark_worker(cluster, "sp", SPARK)
     assert [(n, s, h) for _t, _r, n, s, h in tries(cluster, "sp")] == [(1, "success", "sparky")]
     log = (cluster.home / "logs" / "sp" / "run_1" / "count" / "try_1.log").read_text()
     assert "Spark session started" in log and "\ncounted 10\n" in log, log
@@ -411,13 +418,7 @@ with DAG("jvm", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_pool_process_whose_jvm_died_is_replaced_and_the_next_spark_tries_get_a_new_one(cluster: Cluster) -> None:
-    write_dag(cluster, "jvm.py", JVM_DIES)
-    assert ledger(cluster, "dags", "list").returncode == 0
-    assert ledger(cluster, "trigger", "jvm").returncode == 0
-    cluster.start_webserver()
-    worker = cluster.start_worker("sparky", queues="spark", concurrency=1)
-    done = ledger(cluster, "scheduler", "--executor", "celery", "--exit-when-idle")
-    assert done.returncode == 0, done.stdout + done.stderr
+    worker = run_on_a_spark_worker(cluster, "jvm", JVM_DIES)
     assert [(t, n, s) for t, _r, n, s, _h in tries(cluster, "jvm")] == [
         ("after", 1, "success"), ("dies", 1, "failed"), ("dies", 2, "success")]
     logs = cluster.home / "logs" / "jvm" / "run_1"

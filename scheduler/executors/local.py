@@ -256,7 +256,8 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
     try_plan.unsettle()  # (its code ran in this process)
     try_plan.forget_prepared()
     outcome = result.outcome
-    inbox.send(_ended(item, outcome, pid, result.report))
+    inbox.send(_failure(item, outcome.reason or "", pid, lost=True) if result.lost
+               else _ended(item, outcome, pid, result.report))
     if result.retire:
         os._exit(EXIT_RETIRED)
 

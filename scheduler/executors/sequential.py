@@ -55,20 +55,21 @@ class SequentialExecutor(EndedOnThisHost):
             running.wait()
             raise
         assert outcome is not None
-        pid, left = running.pid, running.report
+        pid, left, lost = running.pid, running.report, False
         if running.handed_over:  # a Spark try: run here, with this process's SparkSession
             self._pending.pop()
             pid = os.getpid()
             self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
                                            at=time.time(), pid=pid))
-            outcome, left = self._run_here(item)
+            outcome, left, lost = self._run_here(item)
+        state = "lost" if lost else outcome.state
         self._pending.append(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished",
-                                       at=outcome.at, state=outcome.state, pid=pid, reason=outcome.reason,
-                                       report=try_report.of_try(left, item.log_path, outcome.state, outcome.reason,
+                                       at=outcome.at, state=state, pid=pid, reason=outcome.reason,
+                                       report=try_report.of_try(left, item.log_path, state, outcome.reason,
                                                                 outcome.at)))
 
     @staticmethod
-    def _run_here(item: WorkItem) -> tuple[try_outcome.Outcome, try_report.TryReport | None]:
+    def _run_here(item: WorkItem) -> tuple[try_outcome.Outcome, try_report.TryReport | None, bool]:
         plan = try_plan.prepare(item)
         try:
             result = in_process.run_in_process(item, plan)
@@ -76,7 +77,7 @@ class SequentialExecutor(EndedOnThisHost):
             try_plan.forget_prepared()
         if result.retire:  # its thread goes on in the background; the next Spark try gets a new session
             in_process.give_up_in_process()
-        return result.outcome, result.report
+        return result.outcome, result.report, result.lost
 
     def drain(self) -> list[TaskEvent]:
         events, self._pending = self._pending, []

@@ -353,8 +353,8 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             here = in_process.run_in_process(item, plan)
             lease.finished()
             try_plan.forget_prepared()
-            delivered = _deliver(task, _result(settings, item, here.outcome, os.getpid(), left=here.report), shipper,
-                                 lease, item.log_path)
+            delivered = _deliver(task, _result(settings, item, here.outcome, os.getpid(), left=here.report,
+                                               state="lost" if here.lost else None), shipper, lease, item.log_path)
             if here.retire:  # its outcome is stored (SUCCESS, which Celery never overwrites): this process goes
                 _retire(settings, tid)
             return delivered

@@ -4,8 +4,10 @@ Spark tries always: a JVM-backed SparkSession cannot be shared with forked child
 plan)` runs them with the session that process keeps (scheduler/runtime/spark_session.py): fd 0/1/2 go to the try's
 log for the duration, the task runs in a thread so that the execution timeout can cancel its Spark jobs,
 and a try whose task still does not stop, or whose session's JVM died, says `retire` (a LocalExecutor
-worker then exits, to be replaced). With LEDGER_REUSE_WORKERS, Python tries too: in a thread, and a try
-past its execution timeout fails at once and says `retire` (a thread cannot be stopped).
+worker then exits, to be replaced). A Spark try that finds the JVM of the process's session dead before its code
+runs (killed while the process was idle) is `lost`: the fault is the worker's, and no retry is spent. With
+LEDGER_REUSE_WORKERS, Python tries too: in a thread, and a try past its execution timeout fails at once and says
+`retire` (a thread cannot be stopped).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ledger.sdk.context import TaskContext, environment
 from ledger.sdk.dag import PythonTask
 from ledger.sdk.spark import SparkTask
 
+JVM_GONE = "the worker's Spark driver (JVM) died before this try's code ran: this worker will be replaced"
 CANCEL_GRACE = 5.0  # seconds an in-process try gets to stop after its timeout cancelled its Spark jobs
 CANCEL_AGAIN = 0.5  # seconds between cancels within the grace
 
@@ -48,6 +51,17 @@ class InProcessResult:
     # worker's Python task ran past its timeout.
     retire: bool = False
     report: TryReport | None = None  # what the try left, built as its code ended (scheduler/runtime/try_report.py)
+    # Its code never ran: the JVM of this process's session had died since its last try. The worker's fault, not
+    # the try's: recorded lost (no retry spent), and the process retires (a new one starts a new JVM).
+    lost: bool = False
+
+
+def _jvm_gone(plan: Plan) -> bool:
+    """Whether this is a Spark try and the JVM of the session this process keeps has died since its last try."""
+    if plan.error is not None or not isinstance(plan.task, SparkTask):
+        return False
+    module = sys.modules.get("ledger.scheduler.runtime.spark_session")
+    return module is not None and bool(module.driver_lost())
 
 
 def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None, bool]:
@@ -152,7 +166,7 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
     the session."""
     saved = save_output()
     began = time.monotonic()
-    retire = False
+    retire = lost = False
     state: State
     reason: str | None
     report = None
@@ -165,16 +179,21 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
             if plan.loaded is not None and plan.error is None:
                 dagbag.activate(plan.loaded)
             with environment(plan.context):  # put back after the try: this process runs others
-                state, reason, retire = _execute_in_process(plan, began)
+                if _jvm_gone(plan):
+                    state, reason, retire, lost = "failed", JVM_GONE, True, True
+                    say(reason)
+                else:
+                    state, reason, retire = _execute_in_process(plan, began)
         except Exception as exc:  # a bug of ours must still end as a clean failed try
             traceback.print_exc()
             state, reason = "failed", describe_exception(exc)
         try_outputs.end()
-        report = build(state, masked(reason), time.time(), item.log_path, outputs=notes)
-        say_ended(item, state, reason, began)
+        report = build("lost" if lost else state, masked(reason), time.time(), item.log_path, outputs=notes)
+        say_ended(item, "lost" if lost else state, reason, began)
     finally:
         restore_output(saved)
-    return InProcessResult(Outcome(state, masked(reason), report.at if report else time.time()), retire, report)
+    return InProcessResult(Outcome(state, masked(reason), report.at if report else time.time()), retire, report,
+                           lost)
 
 
 def end_in_process() -> None:

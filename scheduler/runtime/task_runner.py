@@ -18,7 +18,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from ledger.core.errors import FailWithoutRetry, RescheduleTask, SkipTask
 from ledger.core.mapping import KWARGS
@@ -405,7 +405,8 @@ def say_started(item: WorkItem, where: str = "", *, forked: bool = False) -> Non
     say(code_line(item))
 
 
-def say_ended(item: WorkItem, state: State, reason: str | None, began: float, *, forked: bool = False) -> None:
+def say_ended(item: WorkItem, state: State | Literal["lost"], reason: str | None, began: float, *,
+              forked: bool = False) -> None:
     """The foot of a try's log (after the tracebacks of a forked try's code): its outcome and how long it took; then
     the secrets it read are masked there. `forked`: in a try's own process, which exits next (its logging is not
     put back)."""

@@ -325,21 +325,24 @@ def _jvm_pid(executor: LocalExecutor, dag_file: Path, ti_id: int) -> int:
 
 
 @pytest.mark.slow
-def test_a_worker_whose_jvm_died_fails_the_try_and_is_replaced(spark_worker: LocalExecutor,
-                                                              spark_dag: Path) -> None:
+def test_a_try_that_finds_its_workers_jvm_dead_is_lost_and_the_next_runs_on_a_new_worker_and_jvm(
+        spark_worker: LocalExecutor, spark_dag: Path) -> None:
     worker_pid = spark_worker._workers[0].process.pid
     jvm_pid = _jvm_pid(spark_worker, spark_dag, ti_id=45)
-    os.kill(jvm_pid, signal.SIGKILL)
+    os.kill(jvm_pid, signal.SIGKILL)  # while the worker is idle (the kernel's OOM killer, say)
     assert process_gone(jvm_pid, within=20)
     item = spark_item(spark_dag, "identity", ti_id=46)
     _, finished = run_one(spark_worker, item)
-    assert finished.state == "failed" and (finished.reason or "").startswith(
-        "the worker's Spark driver (JVM) is gone"), finished.reason
+    # its code never ran: the worker's fault, not the task's (lost: no retry spent)
+    assert (finished.state, finished.reason) == ("lost", "the worker's Spark driver (JVM) died before this try's "
+                                                         "code ran: this worker will be replaced")
+    assert "IDENTITY" not in log_of(item) and "outcome: lost" in log_of(item), log_of(item)
     deadline = time.monotonic() + 20
     while spark_worker._workers[0].process.pid == worker_pid or not spark_worker._workers[0].ready:
         assert time.monotonic() < deadline, "the worker was not replaced"
         spark_worker.drain()
         time.sleep(0.1)
+    assert _jvm_pid(spark_worker, spark_dag, ti_id=47) != jvm_pid  # the next try: a new worker, a new JVM
 
 
 def test_ending_the_executor_stops_the_workers_session_and_its_jvm(

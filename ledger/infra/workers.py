@@ -45,7 +45,7 @@ def lease_key(tid: str) -> str:
     return f"ledger:lease:{tid}"
 
 
-def task_id(ti_id: int, try_number: int, database: str = "") -> str:
+def task_id(ti_id: int, try_number: int, database: str) -> str:
     """The Celery task id of a try: the same in every process, so a job that takes a run over finds its tries, and
     a reader finds a running try's log. `database`: the identity of the database the try is recorded in
     (DatabaseIdentity.of), so that a database made again against the same Redis, whose ids start at 1 again, never

@@ -21,8 +21,8 @@ down_revision = '0014'
 branch_labels = None
 depends_on = None
 
-DROPS = ("the database's identity (table database_identity; upgrading again makes a new one, and the tries of the "
-         "task instances there by then keep the task ids they had)")
+DROPS = ("the database's identity (table database_identity; upgrading again makes a new one, and the task instances "
+         "there by then get Celery task ids without an identity)")
 """What the downgrade drops, as `ledger db downgrade` says it."""
 
 

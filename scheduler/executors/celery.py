@@ -720,7 +720,8 @@ class CeleryExecutor(Executor):
                           f"a redelivered message for try {tn} was refused by worker {host}: "
                           f"{data.get('claimed_by')} had started it")
                 self._shared.remarks.append({"kind": "try_redelivery_refused", "ti_id": data.get("ti_id"),
-                                             "try_number": tn, "host": host, "reason": reason})
+                                             "try_number": tn, "host": host, "reason": reason,
+                                             "celery_task_id": data.get("task_id")})
         return len(raw)
 
     def _resend_unclaimed(self) -> int:

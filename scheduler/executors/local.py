@@ -135,11 +135,14 @@ def _failure(item: WorkItem, reason: str, pid: int | None = None, *, lost: bool 
                      reason=reason, report=try_report.left_behind(item.log_path, state, reason, at) if ran else None)
 
 
-def _ended(item: WorkItem, outcome: Outcome, pid: int, left: try_report.TryReport | None) -> TaskEvent:
-    """The end of a try as its worker saw it, with the report its process left (scheduler/runtime/try_report.py)."""
+def _ended(item: WorkItem, outcome: Outcome, pid: int, left: try_report.TryReport | None, *,
+           lost: bool = False) -> TaskEvent:
+    """The end of a try as its worker saw it, with the report its process left (scheduler/runtime/try_report.py);
+    `lost`: its code never ran, through the worker's fault (in_process.InProcessResult.lost)."""
+    state = "lost" if lost else outcome.state
     return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
-                     state=outcome.state, pid=pid, reason=outcome.reason,
-                     report=try_report.of_try(left, item.log_path, outcome.state, outcome.reason, outcome.at))
+                     state=state, pid=pid, reason=outcome.reason,
+                     report=try_report.of_try(left, item.log_path, state, outcome.reason, outcome.at))
 
 
 class _Inbox:
@@ -256,8 +259,7 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
     try_plan.unsettle()  # (its code ran in this process)
     try_plan.forget_prepared()
     outcome = result.outcome
-    inbox.send(_failure(item, outcome.reason or "", pid, lost=True) if result.lost
-               else _ended(item, outcome, pid, result.report))
+    inbox.send(_ended(item, outcome, pid, result.report, lost=result.lost))
     if result.retire:
         os._exit(EXIT_RETIRED)
 

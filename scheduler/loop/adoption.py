@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from ledger.core.states import TaskState
 from ledger.infra.logs import log_file
+from ledger.infra.workers import task_id as celery_task_id
 from ledger.scheduler.executors.base import Executor, WorkItem
 from ledger.store import dags as dag_store
 from ledger.store import events
@@ -121,10 +122,15 @@ def settle(session: Session, looked: Looked, *, job_id: int, actor: str, now: da
 
 
 def record_remarks(session: Session, executor: Executor, *, actor: str, now: datetime) -> None:
-    """The executor's remarks about tries (a worker refused a redelivered message) as events."""
+    """The executor's remarks about tries (a worker refused a redelivered message) as events. A remark about a try
+    of another database (one whose Celery task id is not what this database names the try: workers share the list
+    of refusals in Redis) is not this database's to record."""
     remarks = executor.remarks()
     if not remarks:
         return
+    identity = identity_store.read(session)
+    remarks = [r for r in remarks if r.get("celery_task_id") is None or not isinstance(r.get("ti_id"), int)
+               or r["celery_task_id"] == celery_task_id(r["ti_id"], r.get("try_number") or 0, identity.of(r["ti_id"]))]
     found = task_store.subjects(session, [r["ti_id"] for r in remarks if isinstance(r.get("ti_id"), int)])
     rows = []
     for remark in remarks:

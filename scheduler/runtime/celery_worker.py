@@ -312,7 +312,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                                   settings.celery.heartbeat_timeout)
         if holder is not None and holder.decode() != mine:  # (mine: a retry whose first reply was lost)
             client.rpush(REFUSED, dumps({"ti_id": payload["ti_id"], "try_number": payload["try_number"],
-                                         "host": settings.name, "at": time.time(),
+                                         "task_id": tid, "host": settings.name, "at": time.time(),
                                          "claimed_by": holder.decode().split(" ")[0] or None}))
             raise Ignore()  # Celery leaves the try's result as the first delivery writes it
     except redis_errors() as exc:  # (Celery stores the error if it can: the scheduler records the try lost)
@@ -322,6 +322,10 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
     faults.works("claim", f"ledger worker {settings.name}: claiming tries in Redis works again")
     path = log_file(str(settings.home / "logs"), payload["dag_id"], payload["run_id"], payload["task_id"],
                     payload["try_number"], payload.get("map_index", -1))
+    # the claim makes this the only delivery that writes the try's log here: a file already there is another try's
+    # that had the same path (a database made again numbers its runs from 1 again), not to be shipped as this one's
+    with contextlib.suppress(FileNotFoundError):
+        os.truncate(path, 0)
     shipper = _LogShipper(client, tid, path, settings.name, running_set)
     try:
         try:

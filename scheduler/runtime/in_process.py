@@ -18,6 +18,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.runtime import dagbag
@@ -56,18 +57,19 @@ class InProcessResult:
     lost: bool = False
 
 
-def _jvm_gone(plan: Plan) -> bool:
-    """Whether this is a Spark try and the JVM of the session this process keeps has died since its last try."""
-    if plan.error is not None or not isinstance(plan.task, SparkTask):
-        return False
-    module = sys.modules.get("ledger.scheduler.runtime.spark_session")
-    return module is not None and bool(module.driver_lost())
+Result = tuple[State | Literal["lost"], str | None, bool]  # (state, reason, retire); lost: its code never ran
+_NO_OUTCOME: Result = ("failed", "the try ended without an outcome", False)
 
 
-def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None, bool]:
-    """(state, reason, retire) of a Spark try, run in this thread with this process's session."""
+def _run_spark(task: SparkTask, context: TaskContext) -> Result:
+    """(state, reason, retire) of a Spark try, run in this thread with this process's session: `lost` when the
+    session's JVM died since this process's last try, before the try's code runs (checked in this thread, so that a
+    JVM that does not answer is bounded by the execution timeout)."""
     from ledger.scheduler.runtime import spark_session
 
+    if spark_session.driver_lost():
+        say(JVM_GONE)
+        return "lost", JVM_GONE, True
     try:
         with spark_session.session(task.spark_conf, say=say) as spark:
             state, reason = call_task(task.run, (spark, context), {})
@@ -79,10 +81,6 @@ def _run_spark(task: SparkTask, context: TaskContext) -> tuple[State, str | None
         reason = one_line(str(exc))
         say(reason)
         return "failed", reason, isinstance(exc, spark_session.DriverLost)
-
-
-Result = tuple[State, str | None, bool]  # (state, reason, retire)
-_NO_OUTCOME: Result = ("failed", "the try ended without an outcome", False)
 
 
 def _in_thread(plan: Plan, began: float, work: Callable[[], Result],
@@ -179,11 +177,9 @@ def run_in_process(item: WorkItem, plan: Plan | None = None) -> InProcessResult:
             if plan.loaded is not None and plan.error is None:
                 dagbag.activate(plan.loaded)
             with environment(plan.context):  # put back after the try: this process runs others
-                if _jvm_gone(plan):
-                    state, reason, retire, lost = "failed", JVM_GONE, True, True
-                    say(reason)
-                else:
-                    state, reason, retire = _execute_in_process(plan, began)
+                ended, reason, retire = _execute_in_process(plan, began)
+            lost = ended == "lost"
+            state = "failed" if ended == "lost" else ended
         except Exception as exc:  # a bug of ours must still end as a clean failed try
             traceback.print_exc()
             state, reason = "failed", describe_exception(exc)

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from ledger import DAG, BashTask
 from ledger.infra.clock import FixedClock
 from ledger.infra.scheduler_settings import SchedulerSettings
+from ledger.infra.workers import task_id
 from ledger.models import Event, Job, TaskInstance, TaskTry
 from ledger.scheduler.executors.base import WorkItem
 from ledger.scheduler.loop import adoption
@@ -23,6 +24,7 @@ from ledger.scheduler.loop.job import DagRunJob
 from ledger.services.operations import trigger_dag
 from ledger.services.sync import register_dag
 from ledger.store import events as event_store
+from ledger.store import identity as identity_store
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_held_starts import SteppedExecutor
 
@@ -47,6 +49,18 @@ def test_a_refused_redelivery_is_recorded_as_an_event_once(session: Session) -> 
     rows = event_store.listing(session, kinds=["try_redelivery_refused"])
     assert len(rows) == 1
     assert rows[0].details["host"] == "w2" and "w1 had started it" in rows[0].details["reason"]
+
+
+def test_a_refusal_of_another_databases_try_is_not_recorded_here(session: Session) -> None:
+    """Workers share the list of refusals in Redis: one whose Celery task id is not what this database names the
+    try (a database made again against the same Redis, whose ids start at 1 again) is another's (decision 0344)."""
+    identity = identity_store.read(session)
+    ours = task_id(999, 1, identity.of(999))
+    refused = {"kind": "try_redelivery_refused", "ti_id": 999, "try_number": 1, "host": "w2", "reason": "refused"}
+    executor = Remarking([{**refused, "celery_task_id": "ledger-xxxxxxxx-999-1"}, {**refused, "celery_task_id": ours}])
+    adoption.record_remarks(session, executor, actor="scheduler:1@test", now=NOW)
+    rows = event_store.listing(session, kinds=["try_redelivery_refused"])
+    assert [row.details["celery_task_id"] for row in rows] == [ours]
 
 
 class Finding(FakeExecutor):

@@ -42,7 +42,7 @@ def test_a_try_whose_only_trace_in_redis_is_its_lease_is_adopted_not_lost(tmp_pa
     puts the lease back at its next renewal. A scheduler that takes over then must follow the try (it runs), not
     leave it to be recorded lost and run again beside itself."""
     client = redis.Redis.from_url(redis_server.url)
-    client.set(lease_key(task_id(9, 1)), '{"by":"w1 i1","pool":8,"pgid":9,"ms":3000}')
+    client.set(lease_key(task_id(9, 1, "")), '{"by":"w1 i1","pool":8,"pgid":9,"ms":3000}')
     executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
     executor.start()
     try:
@@ -72,16 +72,16 @@ def test_a_try_redis_knows_nothing_of_is_followed_and_lost_only_once_its_lease_w
     executor.start()
     try:
         started, queued, claimed = items(tmp_path, 10, 11, 14)
-        client.set(claim_key(task_id(14, 1)), "w2 77aa")  # (a worker claimed it as the scheduler looked)
+        client.set(claim_key(task_id(14, 1, "")), "w2 77aa")  # (a worker claimed it as the scheduler looked)
         found = executor.find([(started, True), (queued, False), (claimed, False)])
         assert {ti: was_started for ti, (_item, was_started, _tid) in found.items()} == {10: True, 11: True, 14: True}
-        holder = claim_with_lease(client, task_id(11, 1), (claim_key(task_id(11, 1)), "w1 5f3a", 60), "running",
+        holder = claim_with_lease(client, task_id(11, 1, ""), (claim_key(task_id(11, 1, "")), "w1 5f3a", 60), "running",
                                   '{"by":"w1 i1"}', 3.0)
         assert holder is not None and holder.decode().split(" ")[0] == ADOPTION_CLAIM  # refused
-        assert client.get(claim_key(task_id(14, 1))) == b"w2 77aa"
+        assert client.get(claim_key(task_id(14, 1, ""))) == b"w2 77aa"
         executor.follow({ti: found[ti] for ti in (10, 11)})
         now[0] += 4.1  # (missing for its length and a third)
-        leases = [lease_key(task_id(ti, 1)) for ti in (10, 11)]
+        leases = [lease_key(task_id(ti, 1, "")) for ti in (10, 11)]
         wait_for("the missing leases taken", lambda: all(b"no worker held its lease" in (client.get(key) or b"")
                                                          for key in leases), within=15.0)
         assert executor.drain() == []  # (an outcome the worker kept may still come)
@@ -105,7 +105,7 @@ def test_a_try_past_the_queued_timeout_whose_lease_is_held_though_its_claim_is_g
     with past_queued_timeout(redis_server, now) as (executor, client):
         (item,) = items(tmp_path, 15)
         executor.submit_all([item])
-        client.set(lease_key(task_id(15, 1)), '{"by":"w3 i2","pool":8,"pgid":9,"ms":600000}')
+        client.set(lease_key(task_id(15, 1, "")), '{"by":"w3 i2","pool":8,"pgid":9,"ms":600000}')
         now[0] += 30.0
         seen: list[TaskEvent] = []
         wait_for("the try taken as started", lambda: seen.extend(executor.drain()) or bool(seen), within=15.0)
@@ -140,7 +140,7 @@ def test_a_try_a_worker_claimed_and_died_with_before_saying_it_started_is_lost_b
     with past_queued_timeout(redis_server, now) as (executor, client):
         (item,) = items(tmp_path, 12)
         executor.submit_all([item])
-        tid = task_id(12, 1)
+        tid = task_id(12, 1, "")
         client.set(claim_key(tid), "w1 5f3a")
         client.set(lease_key(tid), dead_value("its worker's main process (pid 8) died; its processes were killed"))
         now[0] += 30.0
@@ -163,7 +163,8 @@ def test_a_message_of_a_try_claimed_at_adoption_that_a_worker_refused_is_said_as
         wait_for("the refusal's remark", lambda: remarks.extend(executor.remarks()) or bool(remarks), within=15.0)
         assert remarks == [{"kind": "try_redelivery_refused", "ti_id": 11, "try_number": 1, "host": "w1",
                             "reason": "a message for try 1 reached worker w1 after the scheduler that took the try "
-                                      "over had claimed it (it found no trace of it in Redis): refused"}]
+                                      "over had claimed it (it found no trace of it in Redis): refused",
+                            "celery_task_id": None}]  # (a worker that did not name the task id)
     finally:
         executor.end(0)
         client.close()

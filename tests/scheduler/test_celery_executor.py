@@ -265,12 +265,12 @@ def test_a_redelivered_message_for_a_try_that_started_is_refused_and_reported(
         assert [e.kind for e in events[41]] == ["started", "finished"] and events[41][-1].state == "success"
         assert events[41][-1].host == "contract"
         again = make_app(executor.config)  # the same message once more, as a broker redelivers it
-        again.send_task(TASK_NAME, args=[item_to_json(item)], task_id=task_id(41, 1), queue="default")
+        again.send_task(TASK_NAME, args=[item_to_json(item)], task_id=task_id(41, 1, ""), queue="default")
         remarks: list[dict[str, Any]] = []
         wait_until("the refusal", lambda: bool(remarks.extend(executor.remarks()) or remarks), within=30)
         assert remarks == [{"kind": "try_redelivery_refused", "ti_id": 41, "try_number": 1, "host": "contract",
                             "reason": "a redelivered message for try 1 was refused by worker contract: contract had "
-                                      "started it"}]
+                                      "started it", "celery_task_id": task_id(41, 1, "")}]
         assert executor.drain() == []  # the try's outcome stands as its one run wrote it
         log = Path(item.log_path).read_text()
         assert log.count("outcome: success") == 1

@@ -274,7 +274,7 @@ def started_try(executor: CeleryExecutor, tmp_path: Path, ti_id: int) -> str:
     """A try submitted (to a queue no worker serves) and reported started by worker w1, as a worker does."""
     (item,) = items(tmp_path, ti_id)
     executor.submit_all([item])
-    tid = task_id(ti_id, 1)
+    tid = task_id(ti_id, 1, "")
     executor._app.backend.store_result(tid, {"host": "w1", "pid": 7, "at": time.time()}, "STARTED")
     return tid
 

@@ -21,7 +21,7 @@ BROKER = "redis://127.0.0.1:1/0"
 
 def a_try(tmp_path: Path, ti_id: int, **state: object) -> _Try:
     item = work_item(tmp_path / "dag.py", "t", ti_id=ti_id)
-    return _Try(item, task_id(ti_id, 1), **state)  # type: ignore[arg-type]
+    return _Try(item, task_id(ti_id, 1, ""), **state)  # type: ignore[arg-type]
 
 
 def test_only_tries_sent_long_enough_ago_and_never_started_are_unclaimed(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def test_a_loops_tries_are_sent_and_marked_queued_before_submit_all_returns(
     try:
         executor.submit_all(items(tmp_path, 1, 2, 3))
         assert broker.llen("nobody") == 3  # (no wait: written by this thread, in one batch)
-        assert all(broker.exists(queued_key(task_id(ti, 1))) for ti in (1, 2, 3))
+        assert all(broker.exists(queued_key(task_id(ti, 1, ""))) for ti in (1, 2, 3))
         assert executor.in_flight() == {1, 2, 3} and executor.send_problem is None
     finally:
         executor.end(0)
@@ -109,7 +109,7 @@ def test_an_end_read_while_redis_fails_the_logs_round_trip_is_reported_once_it_a
     try:
         (item,) = items(tmp_path, 5)
         executor.submit_all([item])
-        tid = task_id(5, 1)
+        tid = task_id(5, 1, "")
         backend.set(worker_key("w1"), json.dumps({"incarnation": "i1"}))
         backend.set(log_key(tid), b"hello from the worker\n")
         store = executor._app.backend  # (what a worker stores: its start, then its outcome)
@@ -159,10 +159,10 @@ def test_an_end_wakes_the_job_before_the_reader_does_any_other_work(tmp_path: Pa
         result = {"state": "success", "host": "w1", "pid": 7, "at": time.time(), "report": report}
         backend = executor._app.backend
         if published:
-            backend.store_result(task_id(6, 1), result, "SUCCESS")
+            backend.store_result(task_id(6, 1, ""), result, "SUCCESS")
         else:
-            client.set(backend.get_key_for_task(task_id(6, 1)),
-                       backend.encode({"status": "SUCCESS", "result": result, "task_id": task_id(6, 1)}))
+            client.set(backend.get_key_for_task(task_id(6, 1, "")),
+                       backend.encode({"status": "SUCCESS", "result": result, "task_id": task_id(6, 1, "")}))
         woken, _, _ = select.select(executor.wait_handles(), [], [], 30.0)
         assert woken, "the job's loop was not woken for the try's end"
         assert [(e.kind, e.state) for e in executor.drain()] == [("started", None), ("finished", "success")]

@@ -273,8 +273,8 @@ def celery_demo(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path)
         copy_migrated(migrated_sqlite, home / "ledger.db")
         write_dag_file(root)  # (its module-level code writes beside it, in `root`)
         (home / "dags" / "demo_dag.py").write_text((root / "demo_dag.py").read_text())
-        listed = subprocess.run([LEDGER, "dags", "list", "--json"], env=_clean_env(home), capture_output=True,
-                                text=True, check=True, cwd=home)
+        listed = launcher.run([LEDGER, "dags", "list", "--json"], env=_clean_env(home), capture_output=True,
+                              text=True, check=True, cwd=home)
         version = next(d["version"] for d in json.loads(listed.stdout) if d["dag_id"] == "demo")
         cluster.start_webserver()
         cluster.start_worker("contract", concurrency=2)

@@ -9,10 +9,11 @@ start and the imports are shared: whatever the preloaded modules read from the e
 same for every command, because a command goes to a warm interpreter only when its environment differs from
 that interpreter's in LEDGER_* variables alone (read when a command runs, never at import) and pytest's
 PYTEST_CURRENT_TEST. A command whose environment differs beyond those gets a warm interpreter started with its
-own (at most MOST per test process, so what a test process runs never depends on which test came first); one
-that has gone is started again. Any other command, any other Popen argument, a command `_starts_cold` names,
-every command once MOST are running and every command under LEDGER_TEST_CLI=subprocess run the console script in a
-subprocess, as before."""
+own. At most MOST run per test process: past them, the least recently used one whose commands have all ended is
+closed to make room, so whether a command is forked never depends on which tests ran before in the process (only
+on the commands of its own test still running); one that has gone is started again. Any other command, any other
+Popen argument, a command `_starts_cold` names, a command in a new environment while MOST warm interpreters each
+run one, and every command under LEDGER_TEST_CLI=subprocess run the console script in a subprocess, as before."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,9 +72,17 @@ class Launcher:
                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         self.control = ours
         self.lock = threading.Lock()
+        self.commands: weakref.WeakSet[Launched] = weakref.WeakSet()  # the handles of the commands it forked
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def idle(self) -> bool:
+        """No command of its runs (or none whose handle a test still holds): closing it stops nothing."""
+        try:
+            return all(command.poll() is not None for command in list(self.commands))
+        except RuntimeError:  # gone, and its commands' statuses with it
+            return True
 
     def send(self, request: dict[str, Any], fds: list[int]) -> None:
         with self.lock:
@@ -88,7 +98,14 @@ class Launcher:
             self.process.wait()
 
 
-_launchers: dict[tuple[tuple[str, str], ...], Launcher] = {}  # by the environment shared by their commands
+# by the environment shared by their commands, the least recently used first
+_launchers: dict[tuple[tuple[str, str], ...], Launcher] = {}
+
+
+def _close(key: tuple[tuple[str, str], ...]) -> None:
+    launcher = _launchers.pop(key)
+    atexit.unregister(launcher.close)
+    launcher.close()
 
 
 def _warm(env: dict[str, str]) -> Launcher | None:
@@ -98,15 +115,17 @@ def _warm(env: dict[str, str]) -> Launcher | None:
     key = tuple(sorted(_shared(env).items()))
     launcher = _launchers.get(key)
     if launcher is not None and launcher.alive():
+        _launchers[key] = _launchers.pop(key)  # (now the most recently used)
         return launcher
     if threading.current_thread() is not threading.main_thread():
         return None  # a warm interpreter dies with the thread that started it (PR_SET_PDEATHSIG)
     if launcher is not None:  # gone: its commands' handles raise when they next ask; a new one takes its place
-        _launchers.pop(key)
-        atexit.unregister(launcher.close)
-        launcher.close()
+        _close(key)
     elif len(_launchers) >= MOST:
-        return None
+        unused = next((k for k, warm in _launchers.items() if warm.idle()), None)
+        if unused is None:
+            return None
+        _close(unused)
     launcher = _launchers[key] = Launcher(env)
     atexit.register(launcher.close)
     return launcher
@@ -163,6 +182,7 @@ class Launched:
         if not started:
             raise RuntimeError("the warm interpreter of tests/launcher.py is gone")
         self.pid: int = json.loads(started)["pid"]
+        launcher.commands.add(self)
 
     def _ended(self, timeout: float | None) -> bool:
         if self.returncode is not None:

@@ -109,19 +109,53 @@ def test_a_command_whose_environment_differs_beyond_ledgers_variables_is_forked_
     assert sorted(dict(key)["COLUMNS"] for key in own_launchers) == ([] if subprocess_mode else ["200", "40"])
 
 
+def held(cli: Cli, columns: str) -> Any:
+    """`ledger users create` in an environment of its own (COLUMNS), running until the test writes its password."""
+    return launcher.popen([LEDGER, "users", "create", f"held{columns}"], env={**cli.env, "COLUMNS": columns},
+                          cwd=cli.home, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def release(proc: Any) -> None:
+    out, _ = proc.communicate(b"a password\n", timeout=300)
+    assert proc.returncode == 0, out
+
+
+def version(cli: Cli, columns: str) -> Any:
+    with launcher.popen([LEDGER, "version"], env={**cli.env, "COLUMNS": columns}, stdout=subprocess.PIPE) as proc:
+        assert proc.communicate(timeout=300)[0].startswith(b"ledger ")
+    return proc
+
+
 def test_past_the_most_warm_interpreters_and_under_the_subprocess_switch_the_console_script_runs(
         ready_cli: Cli, own_launchers: dict[Any, launcher.Launcher], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command in a new environment while each warm interpreter runs one runs the console script."""
     monkeypatch.setattr(launcher, "MOST", 1)
-    procs = [launcher.popen([LEDGER, "version"], env={**ready_cli.env, "COLUMNS": columns}, stdout=subprocess.PIPE)
-             for columns in ("40", "41", "40")]
-    for proc in procs:
-        assert proc.communicate(timeout=300)[0].startswith(b"ledger ")
+    running = held(ready_cli, "40")
+    procs = [running, version(ready_cli, "41"), version(ready_cli, "40")]
+    release(running)
     expected = subprocess.Popen if os.environ.get("LEDGER_TEST_CLI") == "subprocess" else launcher.Launched
     assert [type(proc) for proc in procs] == [expected, subprocess.Popen, expected]
     monkeypatch.setenv("LEDGER_TEST_CLI", "subprocess")
     with launcher.popen([LEDGER, "version"], env={**ready_cli.env, "COLUMNS": "40"},
                         stdout=subprocess.DEVNULL) as proc:
         assert isinstance(proc, subprocess.Popen)
+
+
+def test_past_the_most_warm_interpreters_the_least_recently_used_idle_one_makes_room(
+        ready_cli: Cli, own_launchers: dict[Any, launcher.Launcher], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which commands are forked never depends on the tests before: a warm interpreter whose commands have all
+    ended is closed for a command in a new environment, the least recently used idle one first."""
+    if os.environ.get("LEDGER_TEST_CLI") == "subprocess":
+        pytest.skip("no warm interpreter under LEDGER_TEST_CLI=subprocess")
+    monkeypatch.setattr(launcher, "MOST", 2)
+    for columns in ("40", "41", "40", "42"):  # 41 was used least recently when 42 came
+        assert isinstance(version(ready_cli, columns), launcher.Launched), columns
+    assert [dict(key)["COLUMNS"] for key in own_launchers] == ["40", "42"]
+    running = held(ready_cli, "40")  # 40 is busy (and the most recently used): 42 makes room for 43
+    assert isinstance(running, launcher.Launched)
+    assert isinstance(version(ready_cli, "43"), launcher.Launched)
+    assert [dict(key)["COLUMNS"] for key in own_launchers] == ["40", "43"]
+    release(running)
 
 
 def test_a_warm_interpreter_that_has_gone_is_started_again(

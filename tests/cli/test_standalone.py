@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import launcher
 from tests.celery_cluster import require_redis
 from tests.conftest import LEDGER, _clean_env
 
@@ -86,7 +87,7 @@ class Standalone:
         return {m.group(1): int(m.group(2)) for m in found if m}
 
     def ledger(self, *args: str) -> str:
-        done = subprocess.run([LEDGER, *args], env=self.env, capture_output=True, text=True, timeout=WITHIN)
+        done = launcher.run([LEDGER, *args], env=self.env, capture_output=True, text=True, timeout=WITHIN)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 

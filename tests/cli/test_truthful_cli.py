@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy
 
 from ledger.store.db import make_read_engine
+from tests import launcher
 from tests.conftest import DAILY_DAG, LEDGER, Cli
 
 ENDING_DAG = """
@@ -102,8 +103,8 @@ def test_unsupported_database_urls_are_one_line(cli: Cli, url: str, text: str) -
 
 
 def cli_fails_env(cli: Cli, url: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([LEDGER, "events"], capture_output=True, text=True, cwd=cli.home,
-                          env={**cli.env, "LEDGER_DATABASE_URL": url}, timeout=60)
+    done = launcher.run([LEDGER, "events"], capture_output=True, text=True, cwd=cli.home,
+                        env={**cli.env, "LEDGER_DATABASE_URL": url}, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
     return done

@@ -20,6 +20,7 @@ import pytest
 
 from ledger.scheduler.executors.celery_app import TASK_NAME, CeleryConfig, item_to_json, make_app, task_id
 from ledger.scheduler.loop.metrics import SchedulerMetrics
+from tests import launcher
 from tests.celery_cluster import Cluster, PinnedCelery
 from tests.chaos import faults
 from tests.conftest import LEDGER, Cli
@@ -35,8 +36,8 @@ def query(cluster: Cluster, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def ledger(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([LEDGER, *args], env=cluster.scheduler_env(**env), cwd=cluster.home, capture_output=True,
-                          text=True, timeout=120)
+    return launcher.run([LEDGER, *args], env=cluster.scheduler_env(**env), cwd=cluster.home, capture_output=True,
+                        text=True, timeout=120)
 
 
 def write_dag(cluster: Cluster, name: str, source: str) -> None:

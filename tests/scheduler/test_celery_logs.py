@@ -5,12 +5,12 @@ in a LEDGER_HOME of their own (not the scheduler's logs folder) that reach only 
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests import launcher
 from tests.celery_cluster import BROKER, Cluster, _env, free_port, wait_for_port
 from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import ledger, start_scheduler, tries, wait_until, write_dag
@@ -71,8 +71,8 @@ def test_a_running_remote_trys_log_is_read_from_another_home_and_its_variables_c
     env = reader_env(cluster, elsewhere)
     follow = cluster.procs.start("follow", [LEDGER, "tasks", "logs", "waits", "1", "wait", "--follow"], env, elsewhere)
     wait_until("the log followed from the other home", lambda: "\nwaiting\n" in cluster.procs.output(follow))
-    once = subprocess.run([LEDGER, "tasks", "logs", "waits", "1", "wait"], env=env, cwd=elsewhere,
-                          capture_output=True, text=True, timeout=60)
+    once = launcher.run([LEDGER, "tasks", "logs", "waits", "1", "wait"], env=env, cwd=elsewhere,
+                        capture_output=True, text=True, timeout=60)
     assert once.returncode == 0 and "try 1/1: running" in once.stdout and "\nwaiting\n" in once.stdout, once
     assert "greeting hello to bob at db.example 5432\n" in once.stdout  # served by the API to the worker's try
     assert "missing fallback\n" in once.stdout
@@ -96,8 +96,8 @@ def test_a_running_remote_trys_log_is_read_from_another_home_and_its_variables_c
     assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "waits")] == [(1, "success")]
     after = json.loads(read(f"http://127.0.0.1:{port}/api/v1/runs/1/tasks/wait/tries/1/log"))
     assert after["ended"] is True and "\nreleased\n" in after["text"]  # (kept in the database now)
-    kept = subprocess.run([LEDGER, "tasks", "logs", "waits", "1", "wait"], env=env, cwd=elsewhere,
-                          capture_output=True, text=True, timeout=60)  # from the database now
+    kept = launcher.run([LEDGER, "tasks", "logs", "waits", "1", "wait"], env=env, cwd=elsewhere,
+                        capture_output=True, text=True, timeout=60)  # from the database now
     assert kept.returncode == 0 and "outcome: success" in kept.stdout, kept
     # the secrets the try read are masked in what was kept, here and on the scheduler's host, as for local tries
     local = (cluster.home / "logs" / "waits" / "run_1" / "wait" / "try_1.log").read_text()

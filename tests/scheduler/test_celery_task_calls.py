@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import launcher
 from tests.celery_cluster import Cluster
 from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import wait_until
@@ -67,8 +68,8 @@ def query(cluster: Cluster, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def ledger(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([LEDGER, *args], env=cluster.scheduler_env(), cwd=cluster.home, capture_output=True,
-                          text=True, timeout=120)
+    return launcher.run([LEDGER, *args], env=cluster.scheduler_env(), cwd=cluster.home, capture_output=True,
+                        text=True, timeout=120)
 
 
 def as_json(cluster: Cluster, *args: str) -> Any:

@@ -20,6 +20,7 @@ import pytest
 from ledger.scheduler.loop import remote_logs
 from ledger.scheduler.runtime.try_report import TryReport
 from ledger.services.log_store import RemoteLogStore
+from tests import launcher
 from tests.celery_cluster import Cluster, free_port, wait_for_port
 from tests.conftest import LEDGER
 from tests.scheduler.test_celery_executor import SLOW, ledger, tries, write_dag
@@ -86,8 +87,8 @@ def test_a_remote_trys_log_goes_to_the_store_and_every_reader_reads_it_there(
     env = {k: v for k, v in cluster.scheduler_env().items() if not k.startswith("LEDGER_CELERY")}
     env.update(LEDGER_HOME=str(elsewhere), LEDGER_DATABASE_URL=f"sqlite:///{cluster.home / 'ledger.db'}",
                **s3_server.env())
-    read = subprocess.run([LEDGER, "tasks", "logs", "far", "1", "t0"], env=env, cwd=elsewhere, capture_output=True,
-                          text=True, timeout=60)
+    read = launcher.run([LEDGER, "tasks", "logs", "far", "1", "t0"], env=env, cwd=elsewhere, capture_output=True,
+                        text=True, timeout=60)
     assert read.returncode == 0 and read.stdout.endswith(stored.decode()), read.stdout + read.stderr
     port = free_port()
     web = cluster.procs.start("reader-web", [LEDGER, "webserver", "--port", str(port)], env, elsewhere)
@@ -97,8 +98,8 @@ def test_a_remote_trys_log_goes_to_the_store_and_every_reader_reads_it_there(
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/runs/1/tasks/t0/tries/1/log", timeout=30) as f:
         assert "from s3://logs/ledger/far/run_1/t0/try_1.log" in f.read().decode()
     without = {k: v for k, v in env.items() if not k.startswith("LEDGER_REMOTE_LOGS")}
-    missing = subprocess.run([LEDGER, "tasks", "logs", "far", "1", "t0"], env=without, cwd=elsewhere,
-                             capture_output=True, text=True, timeout=60)
+    missing = launcher.run([LEDGER, "tasks", "logs", "far", "1", "t0"], env=without, cwd=elsewhere,
+                           capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no log for try 1 of 't0' in run 1" in missing.stderr, missing.stderr
     assert "Traceback" not in missing.stderr
 

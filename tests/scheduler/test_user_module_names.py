@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import launcher
 from tests.celery_cluster import Cluster
 from tests.conftest import LEDGER, Cli
 
@@ -69,8 +70,8 @@ def test_a_dags_folders_helpers_named_like_ledgers_folders_are_the_users_on_a_ce
     write_helpers(cluster.home / "dags", "module")
 
     def ledger(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([LEDGER, *args], env=cluster.scheduler_env(), cwd=cluster.home, capture_output=True,
-                              text=True, timeout=120)
+        done = launcher.run([LEDGER, *args], env=cluster.scheduler_env(), cwd=cluster.home, capture_output=True,
+                            text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 

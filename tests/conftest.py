@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from ledger.infra.clock import FixedClock
 from ledger.store.db import alembic_config, make_engine, make_sessions
-from tests import launcher
+from tests import jvm_archive, launcher
 from tests.pgserver import PostgresServer, postgres_server, postgres_url  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,10 +31,24 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ["LEDGER_VERIFY_MEMORY"] = "1"
 # the JVMs the tests start through spark-submit (each Spark session a try or a worker opens, the Spark Connect server,
 # Airflow's SparkSubmitOperator; the launcher's JVM before each) compile with C1 alone and collect with the serial
-# collector: a session that runs a few small jobs takes about a third less CPU (decision 0339); a value set by
-# whoever runs the suite is kept
-for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS"):
-    os.environ.setdefault(_variable, "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# collector (decision 0339), and map Spark's classes from this machine's class-data archive once it is made
+# (tests/jvm_archive.py, decision 0347): a session that runs a few small jobs takes about a third less CPU with the
+# first, about half with both; a value set by whoever runs the suite is kept
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+JVM_ARCHIVES = jvm_archive.folder()
+JVM_VARIABLES = {variable: job for variable, job in (("SPARK_SUBMIT_OPTS", "submit"),
+                                                     ("SPARK_LAUNCHER_OPTS", "launcher"))
+                 if variable not in os.environ}  # (not set by whoever runs the suite)
+
+
+def _jvm_options() -> bool:
+    """Sets the JVMs' options; whether they name the archives."""
+    for variable, job in JVM_VARIABLES.items():
+        os.environ[variable] = jvm_archive.options(JVM_OPTIONS, job, JVM_ARCHIVES)
+    return jvm_archive.ready(JVM_ARCHIVES)
+
+
+_JVM_ARCHIVED = [_jvm_options()]
 LEDGER = launcher.LEDGER
 # Hypothesis's defaults time each example (a 200 ms deadline) and fail a test whose inputs come slowly: both are the
 # machine's load, not the rule under test. The property tests run without either; a test may still set its own.
@@ -410,6 +424,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "postgres_server" in uses:  # a real PostgreSQL server, whichever fixture starts it
             item.add_marker(pytest.mark.postgres)
     items.sort(key=_weight)  # stable: collection order within each weight
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if not _JVM_ARCHIVED[0] and jvm_archive.ready(JVM_ARCHIVES):  # made meanwhile: the next JVMs map them
+        _JVM_ARCHIVED[0] = _jvm_options()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A run that will start a JVM makes the machine's class-data archives in the background if they are missing."""
+    if any(item.get_closest_marker("spark") for item in session.items):
+        jvm_archive.start(JVM_ARCHIVES, JVM_OPTIONS)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])])

@@ -11,6 +11,8 @@ import pytest
 
 from tests import jvm_archive
 
+pytestmark = pytest.mark.scenario  # (starts java)
+
 
 def test_the_archives_folder_changes_with_pysparks_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("java") is None:

@@ -266,13 +266,14 @@ class CeleryExecutor(Executor):
             for tid in tids:
                 pipe.exists(queued_key(tid), self._meta_key(tid), lease_key(tid))
             counts = pipe.execute()
-            unknown = {i for i, ((_item, started), count) in enumerate(zip(tries, counts, strict=True))
+            nothing = {i for i, ((_item, started), count) in enumerate(zip(tries, counts, strict=True))
                        if not count and not started}
-            if unknown:
+            if nothing:
                 pipe = self._client.pipeline()
-                for i in sorted(unknown):  # (a claim already there, a worker's or an earlier look's, is kept)
+                for i in sorted(nothing):  # (a claim already there, a worker's or an earlier look's, is kept)
                     pipe.set(claim_key(tids[i]), f"{ADOPTION_CLAIM} {os.getpid()}", nx=True, ex=KEEP)
                 pipe.execute()
+            unknown = nothing  # (only once claimed: one whose claim failed is followed as recorded, as sent)
         except Exception as exc:
             self._fault("adopt", exc)
         else:
@@ -550,9 +551,12 @@ class CeleryExecutor(Executor):
         once no delivery of its message can start it any more: the executor takes the try's claim first. Its
         message, unacknowledged when the worker's connection broke, comes back to the queue, and a worker that
         claimed it meanwhile runs the try: that one is taken as started there, and its lease decides (decision
-        0257)."""
+        0257). A revoked try is judged the same way (decision 0348): revoked before a worker claimed it, it never
+        ran and ends now; claimed, its pool process was killed by the revocation while the try ran or while its
+        outcome was being stored, and the try's guard says which: the outcome it kept (a try whose code had ended is
+        recorded as it ended, though a stop was asked for) or a dead lease."""
         raised = [(entry, status, result) for entry, status, result in ended
-                  if status == "FAILURE" and entry.killed is None]
+                  if (status == "FAILURE" and entry.killed is None) or status == "REVOKED"]
         if not raised:
             return ended
         pipe = self._client.pipeline(transaction=False)
@@ -690,12 +694,16 @@ class CeleryExecutor(Executor):
         self._append_logs([entry for entry, _data in lost])
         new = []
         for entry, data in lost:
-            reason = str(data.get("dead") or data.get("taken"))
             entry.done = True
-            if self._metrics is not None:
-                self._metrics.queue_lost.labels(entry.item.queue).inc()
-            new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), "lost",
-                                 reason=reason, host=entry.host, report=self._without_report(entry, "lost", reason)))
+            state: Literal["failed", "lost"]
+            if entry.killed is not None:  # (its pool process killed by the revocation: ended as _finished ends one)
+                state, reason = "failed", entry.killed
+            else:
+                state, reason = "lost", str(data.get("dead") or data.get("taken"))
+                if self._metrics is not None:
+                    self._metrics.queue_lost.labels(entry.item.queue).inc()
+            new.append(TaskEvent(entry.item.ti_id, entry.item.try_number, "finished", time.time(), state,
+                                 reason=reason, host=entry.host, report=self._without_report(entry, state, reason)))
         return self._publish(new)
 
     def _unrenewed(self, entry: _Try) -> str:

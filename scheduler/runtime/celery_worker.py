@@ -354,7 +354,13 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                 lease.stop()
                 raise
             lease.start()
-            here = in_process.run_in_process(item, plan)
+            try:
+                here = in_process.run_in_process(item, plan)
+            except BaseException as exc:  # this pool process is being stopped: the try ends with it (decision 0348)
+                lease.end(f"on worker {settings.name}, the pool process running it (pid {os.getpid()}) was stopped "
+                          f"({_stopped_by(exc)})")
+                lease.stop()
+                raise
             lease.finished()
             try_plan.forget_prepared()
             delivered = _deliver(task, _result(settings, item, here.outcome, os.getpid(), left=here.report,
@@ -387,12 +393,18 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                 said = said or _say_started(task, settings, incarnation, running.pid, running.started_at)
                 shipper.ship()
                 take_api_faults()
-        except BaseException as exc:  # this pool process is being stopped (a revoke, a warm shutdown's end), or the
-            running.kill_unless_exited()  # try's guard could not be made: the try is killed, its lease and guard
-            running.wait()  # go with it
+        except BaseException as exc:  # this pool process is being stopped (a revocation: billiard turns its SIGTERM
+            running.kill_unless_exited()  # into SystemExit; a cold shutdown), or the try's guard could not be made:
+            outcome = running.wait()  # the try is killed, its lease and guard go with it
             if not guarded:  # (its lease says so: lost at the scheduler's next look, not once the lease has ended)
                 lease.end(f"worker {settings.name} could not start its guard ({one_line(describe_exception(exc))}); "
                           f"its processes were killed")
+            else:  # what its guard would say (decision 0348): an outcome it kept as its code ended, else its death
+                with contextlib.suppress(Exception):
+                    _settle(client, task, settings, tid, item, running.pid, incarnation,
+                            (outcome.state, outcome.reason) if outcome is not None and not running.killed() else None,
+                            lease.value, f"on worker {settings.name}, the pool process running it (pid {os.getpid()}) "
+                                         f"was stopped ({_stopped_by(exc)}); its processes were killed")
             lease.stop()
             raise
         finally:
@@ -463,30 +475,47 @@ def _guard(lease: TryLease, settings: WorkerSettings, task: Any, tid: str, item:
     left there, its state in its result pipe), the guard stores that outcome (kept in the outbox first); else it says
     in the lease that the try is dead."""
     main, url, me, name = _main_pid(), settings.celery.backend_url, os.getpid(), settings.name
-    box = try_outbox.folder(settings.home, name)
 
     def after(message: bytes) -> None:  # (in the guard, once the try's group is killed)
         import redis
 
         client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
-        ended = try_process.decode_message(message)
-        kept = try_outbox.kept_one(box, tid)  # its report, left as its code ended, or what the pool process kept
-        if kept is None and ended is not None:  # (its process wrote its state but left no report: a full disk)
-            result = try_outbox.result_of(try_report.left_behind(item.log_path, ended[0], ended[1], time.time(),
-                                                                 name), running.pid, name)
-            kept = try_outbox.keep(box, tid, result, item.log_path, incarnation), {
-                "tid": tid, "result": result, "log": item.log_path}
-        if kept is not None:  # delivered here, or by the worker's next beat (its next incarnation's)
-            with contextlib.suppress(Exception):
-                try_outbox.deliver(*kept, client, _store(task))
-            return
         who = (f"its worker's main process (pid {main}) died, and with it" if not _alive(main) else "")
-        end_lease(client, tid, lease.value, f"{who or 'on worker ' + name + ','} the pool process running it (pid "
-                                            f"{me}) died; its processes were killed")
+        _settle(client, task, settings, tid, item, running.pid, incarnation, try_process.decode_message(message),
+                lease.value, f"{who or 'on worker ' + name + ','} the pool process running it (pid {me}) died; its "
+                             f"processes were killed")
 
     lease.fence_with(running.kill_unless_exited)
     lease.guard = try_process.GroupGuard(running.pid, after, running.result_fd)
     lease.start()
+
+
+def _settle(client: Any, task: Any, settings: WorkerSettings, tid: str, item: WorkItem, pid: int, incarnation: str,
+            ended: tuple[str, str | None] | None, lease_value: str, dead: str) -> None:
+    """What becomes of a try whose supervisor cannot see it to its end (its pool process died, or is being stopped),
+    once its process group is killed: the outcome it kept as its code ended (or, when it could leave no report, the
+    state it wrote as it ended: `ended`) is delivered, kept in the outbox should Redis not take it (the worker's beat,
+    or its next incarnation's, delivers it then); else its lease says it is dead (`dead`), so the scheduler records
+    its end at once, not once the lease has run out."""
+    box = try_outbox.folder(settings.home, settings.name)
+    kept = try_outbox.kept_one(box, tid)  # its report, left as its code ended, or what the pool process kept
+    if kept is None and ended is not None:  # (its process wrote its state but left no report: a full disk)
+        result = try_outbox.result_of(try_report.left_behind(item.log_path, ended[0], ended[1], time.time(),
+                                                             settings.name), pid, settings.name)
+        kept = try_outbox.keep(box, tid, result, item.log_path, incarnation), {
+            "tid": tid, "result": result, "log": item.log_path}
+    if kept is not None:
+        with contextlib.suppress(Exception):
+            try_outbox.deliver(*kept, client, _store(task))
+        return
+    end_lease(client, tid, lease_value, dead)
+
+
+def _stopped_by(exc: BaseException) -> str:
+    """Why a pool process unwinds from a try, as its lease says it."""
+    if isinstance(exc, SystemExit):
+        return "SIGTERM: a revocation, or its worker's shutdown"
+    return one_line(describe_exception(exc))
 
 
 def _main_pid() -> int:

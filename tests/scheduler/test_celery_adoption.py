@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,45 @@ def test_a_scheduler_that_cannot_read_redis_when_it_takes_over_judges_no_try_and
         assert "celery executor: looking up the tries to adopt in Redis fails (ConnectionError" in said
     finally:
         redis_server.start()
+        executor.end(0)
+
+
+class ClaimsRoundTripFails:
+    """The executor's Redis client, whose second pipeline made by the test's thread fails as it is sent (Redis
+    dropped between find()'s look and its claims)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.owner, self.made = client, threading.get_ident(), 0
+
+    def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+        pipe = self.client.pipeline(*args, **kwargs)
+        if threading.get_ident() == self.owner:
+            self.made += 1
+            if self.made == 2:
+                def fail() -> None:
+                    raise redis.ConnectionError("connection reset")
+                pipe.execute = fail
+        return pipe
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_try_redis_knows_nothing_of_whose_claim_could_not_be_written_is_followed_as_recorded_not_as_started(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """Followed as started without its claim, it would be lost by its lease while a worker could still take its
+    message and run it beside its next try; followed as sent (as recorded), the queued timeout reads its claim
+    before it sends it again or takes it as started."""
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600))
+    executor.start()
+    try:
+        flaky = ClaimsRoundTripFails(executor._client)
+        executor._client = flaky
+        found = executor.find([(item, False) for item in items(tmp_path, 16)])
+        assert flaky.made == 2
+        assert {ti: was_started for ti, (_item, was_started, _tid) in found.items()} == {16: False}
+        assert redis.Redis.from_url(redis_server.url).get(claim_key(task_id(16, 1, ""))) is None
+    finally:
         executor.end(0)
 
 

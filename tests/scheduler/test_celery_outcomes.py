@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import sys
 import types
@@ -132,6 +133,19 @@ def test_a_lease_that_cannot_be_renewed_never_fences_a_try_that_has_exited(tmp_p
     assert outcome.state == "success" and not running.killed()
 
 
+def store_success(executor: CeleryExecutor, tid: str, host: str) -> None:
+    """The try's success stored as its worker (or its guard, or its worker's beat) delivers it."""
+    report = TryReport("success", None, 1.0, "x", host).as_json()
+    executor._app.backend.store_result(tid, {"state": "success", "host": host, "pid": 9, "at": 1.0, "report": report},
+                                       "SUCCESS")
+
+
+def state_read(executor: CeleryExecutor, status: bytes) -> None:
+    """Wait until the executor has read every try's state as `status`."""
+    wait_for(f"{status.decode()} read", lambda: all(t.seen is not None and status in t.seen
+                                                    for t in executor._by_tid.values()), within=30.0)
+
+
 REASON = "worker w1 stopped renewing its lease (3 s; the worker or its link to Redis is gone)"
 
 
@@ -161,9 +175,7 @@ def test_a_missing_lease_is_taken_and_an_outcome_delivered_after_it_is_recorded_
         tmp_path: Path, redis_server: RedisServer) -> None:
     with a_taken_lease(tmp_path, redis_server, 8) as (executor, _clock, tid):
         assert not [e for e in executor.drain() if e.kind == "finished"]
-        report = TryReport("success", None, 1.0, "x", "w1").as_json()
-        executor._app.backend.store_result(tid, {"state": "success", "host": "w1", "pid": 9, "at": 1.0,
-                                                 "report": report}, "SUCCESS")
+        store_success(executor, tid, "w1")
         ended = finished(executor)
         assert (ended.state, ended.host) == ("success", "w1")
 
@@ -194,11 +206,8 @@ def test_a_try_whose_workers_task_raised_but_a_redelivery_claimed_runs_there_and
         tid = started_try(executor, tmp_path, 10)
         backend.set(claim_key(tid), "w2 another-delivery")  # its message came back and w2 claimed it
         executor._app.backend.mark_as_failure(tid, redis.ConnectionError("Connection refused"))  # the first one
-        wait_for("the failure read", lambda: all(t.seen is not None and b"FAILURE" in t.seen
-                                                 for t in executor._by_tid.values()), within=30.0)
-        report = TryReport("success", None, 1.0, "x", "w2").as_json()
-        executor._app.backend.store_result(tid, {"state": "success", "host": "w2", "pid": 9, "at": 1.0,
-                                                 "report": report}, "SUCCESS")
+        state_read(executor, b"FAILURE")
+        store_success(executor, tid, "w2")
         ended = finished(executor)
         assert (ended.state, ended.host) == ("success", "w2")
 
@@ -244,6 +253,48 @@ def test_a_raised_workers_end_whose_claim_the_scheduler_took_before_is_recorded_
         ended = finished(executor)
         assert (ended.state, ended.host) == ("lost", "w1")
         assert ended.reason is not None and "the worker's task raised" in ended.reason
+
+
+def a_stopped_try_revoked(executor: CeleryExecutor, backend: Any, tmp_path: Path, ti_id: int, *,
+                          claimed: bool) -> str:
+    """A started try the job asked to stop, whose revocation Celery has recorded (REVOKED, read by the executor):
+    `claimed`, a worker had claimed it (its pool process was killed by the revocation); else it never reached one."""
+    tid = started_try(executor, tmp_path, ti_id)
+    if claimed:
+        backend.set(claim_key(tid), "w1 i1")
+    assert executor.kill(ti_id, "stopped by signal 9")
+    executor._app.backend.mark_as_revoked(tid, "terminated" if claimed else "revoked")
+    state_read(executor, b"REVOKED")
+    return tid
+
+
+def test_a_try_whose_code_succeeded_as_a_stop_killed_its_pool_process_is_recorded_success(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    with an_executor(redis_server) as (executor, backend):
+        tid = a_stopped_try_revoked(executor, backend, tmp_path, 16, claimed=True)
+        assert not [e for e in executor.drain() if e.kind == "finished"]  # the guard's word is awaited
+        # the try's guard found the outcome its process kept and stores it over Celery's REVOKED
+        store_success(executor, tid, "w1")
+        ended = finished(executor)
+        assert (ended.state, ended.host) == ("success", "w1")
+
+
+def test_a_stopped_try_whose_guard_says_it_died_running_ends_with_the_stops_reason(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    with an_executor(redis_server) as (executor, backend):
+        tid = a_stopped_try_revoked(executor, backend, tmp_path, 17, claimed=True)
+        backend.set(lease_key(tid), dead_value("the pool process running it (pid 9) died; its processes were killed"))
+        ended = finished(executor)
+        assert (ended.state, ended.reason) == ("failed", "stopped by signal 9")
+
+
+def test_a_stopped_try_revoked_before_a_worker_claimed_it_ends_at_once_and_no_delivery_runs_it(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    with an_executor(redis_server) as (executor, backend):
+        tid = a_stopped_try_revoked(executor, backend, tmp_path, 18, claimed=False)
+        ended = finished(executor)
+        assert (ended.state, ended.reason) == ("failed", "stopped by signal 9")
+        assert backend.get(claim_key(tid)) == b"scheduler lost"
 
 
 def test_tries_whose_leases_say_dead_while_redis_fails_their_logs_round_trip_are_each_recorded_lost_once(
@@ -376,3 +427,32 @@ def test_the_rest_of_a_log_sent_with_its_outcome_ends_the_recorded_log_without_b
         assert ended.report.log == (sent_before + rest).decode()
     finally:
         executor.end(0)
+
+
+def test_a_stop_that_reaches_a_try_after_its_code_ended_on_a_real_worker_leaves_it_recorded_as_it_ended(
+        cluster: Cluster) -> None:
+    """The operator's STOP signal while the try's code has ended and its process has not exited: the revocation's
+    SIGTERM stops the pool process, which delivers the outcome the try left (decision 0348); before, Celery's
+    REVOKED was read as the stop's failure, and the task instance ended stopped though its code had succeeded."""
+    trace, release = cluster.home.parent / "trace", cluster.home.parent / "release"
+    trace.touch()
+    os.mkfifo(release)
+    source = ENDS_THEN_BLOCKS.replace("@TRACE@", repr(str(trace))).replace("@RELEASE@", repr(str(release)))
+    write_dag(cluster, "traced.py", source.replace('PythonTask("t0", ends)',
+                                                   'PythonTask("t0", ends, signals={"traced.control": "STOP"})'))
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", "traced").returncode == 0
+    cluster.start_webserver()
+    cluster.start_worker("w1", **PATIENT)
+    scheduler = start_scheduler(cluster, **PATIENT)
+    box = try_outbox.folder(cluster.home.parent / "worker-w1", "w1")
+    wait_until("the try's code ended and its process left its outcome in the outbox",
+               lambda: ran(trace) == {"t0": [("start", "1"), ("end", "1")]} and try_outbox.kept(box) != [])
+    sent = ledger(cluster, "signal", "send", "traced.control", "stop")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "success")]
+    assert ran(trace) == {"t0": [("start", "1"), ("end", "1")]}  # its code ran once
+    actions = json.loads(ledger(cluster, "events", "--dag", "traced", "--kind", "signal_action", "--json").stdout)
+    assert [e["details"].get("action") for e in actions] == ["STOP"]
+    assert try_outbox.kept(box) == []

@@ -95,6 +95,7 @@ class _Try:
     lease_length: float = 0.0  # seconds, as the lease says
     lease_seen: float | None = None  # the executor's clock when its lease was last seen held (or it started)
     killed: str | None = None  # why kill() ended it
+    revoked_at: float | None = None  # the executor's clock when its revocation was last sent
     done: bool = False
 
 
@@ -319,7 +320,7 @@ class CeleryExecutor(Executor):
             if entry is None or entry.done:
                 return entry is not None
             if entry.killed is None:
-                entry.killed = reason
+                entry.killed, entry.revoked_at = reason, self._clock()
                 self._shared.outbox.append(("revoke", entry))
         self._kick.set()
         return True
@@ -568,7 +569,9 @@ class CeleryExecutor(Executor):
         for (entry, _status, _result), took, holder in zip(raised, replies[::2], replies[1::2], strict=True):
             # (its claim already the scheduler's: taken by a round trip whose reply was lost, or before a later one
             # of the same read failed)
-            if not took and holder != SCHEDULER_CLAIM.encode():  # a worker claimed it: it runs there
+            # a worker claimed it: it runs there (an adopting scheduler's claim refuses every delivery: it never ran)
+            if not took and holder != SCHEDULER_CLAIM.encode() and not (holder or b"").startswith(
+                    ADOPTION_CLAIM.encode()):
                 running.add(entry.tid)
                 entry.done, entry.started = False, True
                 entry.host = (holder or b"").decode(errors="replace").split(" ")[0] or entry.host
@@ -668,6 +671,12 @@ class CeleryExecutor(Executor):
                 entry.lease_seen = now
             if lease is not None and lease == entry.lease:
                 entry.lease_seen = now
+                if entry.revoked_at is not None and now - entry.revoked_at >= (entry.lease_length or
+                                                                               self.config.heartbeat_timeout):
+                    entry.revoked_at = now  # revoked, and still renewed a lease length later: its worker missed the
+                    with self._shared.lock:  # broadcast (a worker's control connection lost it): sent again
+                        self._shared.outbox.append(("revoke", entry))
+                    self._kick.set()
                 continue
             data = json.loads(lease) if lease is not None else None
             if data is not None and "by" in data:  # (the first look at this lease)

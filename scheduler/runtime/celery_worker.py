@@ -327,6 +327,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
     with contextlib.suppress(FileNotFoundError):
         os.truncate(path, 0)
     shipper = _LogShipper(client, tid, path, settings.name, running_set)
+    handed = False  # (the try's end is another's to say from then on: its guard's, the outbox's or its lease's)
     try:
         try:
             root, fileloc, captured = fetch_code_patiently(settings, payload["dag_id"], payload["dag_version"])
@@ -340,6 +341,7 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
             # the fleet's fault, not the task's: lost (no retry spent); a version the webserver refuses: failed
             state = "lost" if isinstance(exc, CodeFetchError) and exc.fleet else "failed"
+            handed = True  # (kept in the outbox before anything else)
             return _deliver(task, _result(settings, item, Outcome("failed", reason, time.time()), os.getpid(),
                                           state=state), shipper, None, path)
         plan = try_plan.prepare(item)
@@ -354,17 +356,22 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                 lease.stop()
                 raise
             lease.start()
+            handed = True
+            result = None
             try:
                 here = in_process.run_in_process(item, plan)
-            except BaseException as exc:  # this pool process is being stopped: the try ends with it (decision 0348)
-                lease.end(f"on worker {settings.name}, the pool process running it (pid {os.getpid()}) was stopped "
-                          f"({_stopped_by(exc)})")
+                result = _result(settings, item, here.outcome, os.getpid(), left=here.report,
+                                 state="lost" if here.lost else None)
+                lease.finished()
+                try_plan.forget_prepared()
+            except BaseException as exc:  # this pool process is being stopped: the try ends with it (decision 0348),
+                with contextlib.suppress(Exception):  # or, its code ended, it is recorded as it ended
+                    _settle(client, task, settings, tid, item.log_path, incarnation, result, lease.value,
+                            f"on worker {settings.name}, the pool process running it (pid {os.getpid()}) was "
+                            f"stopped ({_stopped_by(exc)})")
                 lease.stop()
                 raise
-            lease.finished()
-            try_plan.forget_prepared()
-            delivered = _deliver(task, _result(settings, item, here.outcome, os.getpid(), left=here.report,
-                                               state="lost" if here.lost else None), shipper, lease, item.log_path)
+            delivered = _deliver(task, result, shipper, lease, item.log_path)
             if here.retire:  # its outcome is stored (SUCCESS, which Celery never overwrites): this process goes
                 _retire(settings, tid)
             return delivered
@@ -379,14 +386,14 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             drop.close()
             lease.stop()
             raise
-        drop.forked()
-        try_plan.forget_prepared()
         guarded = False
         try:
+            drop.forked()
+            try_plan.forget_prepared()
             # a guard that cannot be forked (a pids or file limit reached) kills the try below: never a try left
             # running with no guard and no lease renewed, to be recorded lost and run again while it still runs
             _guard(lease, settings, task, tid, item, running, incarnation)
-            guarded = True
+            guarded = handed = True
             # started when its process was forked (as the LocalExecutor says), not when its lease and guard were ready
             said = _say_started(task, settings, incarnation, running.pid, running.started_at)
             while (end := _end_of(running, drop, LOG_SHIP_INTERVAL)) is None:
@@ -395,16 +402,16 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
                 take_api_faults()
         except BaseException as exc:  # this pool process is being stopped (a revocation: billiard turns its SIGTERM
             running.kill_unless_exited()  # into SystemExit; a cold shutdown), or the try's guard could not be made:
-            outcome = running.wait()  # the try is killed, its lease and guard go with it
+            running.wait()  # the try is killed, its lease and guard go with it
             if not guarded:  # (its lease says so: lost at the scheduler's next look, not once the lease has ended)
                 lease.end(f"worker {settings.name} could not start its guard ({one_line(describe_exception(exc))}); "
                           f"its processes were killed")
             else:  # what its guard would say (decision 0348): an outcome it kept as its code ended, else its death
                 with contextlib.suppress(Exception):
-                    _settle(client, task, settings, tid, item, running.pid, incarnation,
-                            (outcome.state, outcome.reason) if outcome is not None and not running.killed() else None,
-                            lease.value, f"on worker {settings.name}, the pool process running it (pid {os.getpid()}) "
-                                         f"was stopped ({_stopped_by(exc)}); its processes were killed")
+                    _settle(client, task, settings, tid, item.log_path, incarnation,
+                            _left(settings, item.log_path, running.pid, running.said()), lease.value,
+                            f"on worker {settings.name}, the pool process running it (pid {os.getpid()}) was stopped "
+                            f"({_stopped_by(exc)}); its processes were killed")
             lease.stop()
             raise
         finally:
@@ -432,6 +439,12 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             return _deliver(task, _result(settings, item, outcome, running.pid, state="lost", reason=why), shipper,
                             lease, item.log_path)
         return _deliver(task, _result(settings, item, outcome, running.pid), shipper, lease, item.log_path)
+    except BaseException as exc:
+        if not handed:  # stopped (or failed) before its code ran or its guard was made: its lease says so at once
+            with contextlib.suppress(Exception):
+                end_lease(client, tid, lease_held, f"on worker {settings.name}, the pool process that claimed it "
+                                                   f"(pid {os.getpid()}) ended before the try ran ({_stopped_by(exc)})")
+        raise
     finally:
         if shipper.running_set is not None:  # (not delivered: no store took it out)
             with contextlib.suppress(Exception):
@@ -481,34 +494,49 @@ def _guard(lease: TryLease, settings: WorkerSettings, task: Any, tid: str, item:
 
         client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
         who = (f"its worker's main process (pid {main}) died, and with it" if not _alive(main) else "")
-        _settle(client, task, settings, tid, item, running.pid, incarnation, try_process.decode_message(message),
-                lease.value, f"{who or 'on worker ' + name + ','} the pool process running it (pid {me}) died; its "
-                             f"processes were killed")
+        _settle(client, task, settings, tid, item.log_path, incarnation,
+                _left(settings, item.log_path, running.pid, try_process.decode_message(message)), lease.value,
+                f"{who or 'on worker ' + name + ','} the pool process running it (pid {me}) died; its processes were "
+                f"killed")
 
     lease.fence_with(running.kill_unless_exited)
     lease.guard = try_process.GroupGuard(running.pid, after, running.result_fd)
     lease.start()
 
 
-def _settle(client: Any, task: Any, settings: WorkerSettings, tid: str, item: WorkItem, pid: int, incarnation: str,
-            ended: tuple[str, str | None] | None, lease_value: str, dead: str) -> None:
+def _settle(client: Any, task: Any, settings: WorkerSettings, tid: str, log_path: str, incarnation: str,
+            ended: dict[str, Any] | None, lease_value: str, dead: str) -> None:
     """What becomes of a try whose supervisor cannot see it to its end (its pool process died, or is being stopped),
-    once its process group is killed: the outcome it kept as its code ended (or, when it could leave no report, the
-    state it wrote as it ended: `ended`) is delivered, kept in the outbox should Redis not take it (the worker's beat,
-    or its next incarnation's, delivers it then); else its lease says it is dead (`dead`), so the scheduler records
-    its end at once, not once the lease has run out."""
+    once its processes are killed: the outcome kept in the outbox as its code ended (else `ended`, the result of how
+    it ended as far as its supervisor knows, kept here first) is delivered; kept on disk, it is delivered by the
+    worker's beat (or its next incarnation's) should Redis not take it now. With no outcome, or one Redis did not take
+    and no disk kept, its lease says it is dead (`dead`), so the scheduler records its end at once, not once the lease
+    has run out."""
     box = try_outbox.folder(settings.home, settings.name)
     kept = try_outbox.kept_one(box, tid)  # its report, left as its code ended, or what the pool process kept
-    if kept is None and ended is not None:  # (its process wrote its state but left no report: a full disk)
-        result = try_outbox.result_of(try_report.left_behind(item.log_path, ended[0], ended[1], time.time(),
-                                                             settings.name), pid, settings.name)
-        kept = try_outbox.keep(box, tid, result, item.log_path, incarnation), {
-            "tid": tid, "result": result, "log": item.log_path}
+    if kept is None and ended is not None:
+        entry = {"tid": tid, "result": ended, "log": log_path}
+        try:
+            kept = try_outbox.keep(box, tid, ended, log_path, incarnation), entry
+        except OSError:  # (a full disk: delivered from memory, or not at all)
+            kept = box / f"{tid}.json", entry
     if kept is not None:
-        with contextlib.suppress(Exception):
+        try:
             try_outbox.deliver(*kept, client, _store(task))
-        return
+            return
+        except Exception:
+            if kept[0].exists():  # (kept on disk: the worker's beat delivers it once Redis answers)
+                return
     end_lease(client, tid, lease_value, dead)
+
+
+def _left(settings: WorkerSettings, log_path: str, pid: int,
+          said: tuple[str, str | None] | None) -> dict[str, Any] | None:
+    """The result of a try that left no report but wrote its state as it ended (`said`: its result pipe's)."""
+    if said is None:
+        return None
+    return try_outbox.result_of(try_report.left_behind(log_path, said[0], said[1], time.time(), settings.name), pid,
+                                settings.name)
 
 
 def _stopped_by(exc: BaseException) -> str:

@@ -296,6 +296,11 @@ class RunningTry:
         with contextlib.suppress(OSError), open(self.item.log_path, "a", encoding="utf-8") as log:
             log.write(f"[ledger] {text}\n")
 
+    def said(self) -> tuple[State, str | None] | None:
+        """The state the try's process wrote to its result pipe as it ended (None: none: it did not end by itself),
+        once it has ended."""
+        return decode_message(self._buffer)
+
     def _decode(self) -> tuple[State, str | None] | None:
         self.handed_over = handed_over(self._buffer)
         return decode_message(self._buffer)

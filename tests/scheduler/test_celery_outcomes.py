@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from ledger.scheduler.executors.base import TaskEvent
-from ledger.scheduler.executors.celery import LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
+from ledger.scheduler.executors.celery import ADOPTION_CLAIM, LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
 from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key, log_key
 from ledger.scheduler.runtime import try_outbox
 from ledger.scheduler.runtime.try_lease import TryLease, dead_value, lease_key, taken_value
@@ -256,14 +256,14 @@ def test_a_raised_workers_end_whose_claim_the_scheduler_took_before_is_recorded_
 
 
 def a_stopped_try_revoked(executor: CeleryExecutor, backend: Any, tmp_path: Path, ti_id: int, *,
-                          claimed: bool) -> str:
-    """A started try the job asked to stop, whose revocation Celery has recorded (REVOKED, read by the executor):
-    `claimed`, a worker had claimed it (its pool process was killed by the revocation); else it never reached one."""
+                          claim: str | None) -> str:
+    """A started try the job asked to stop, whose revocation Celery has recorded (REVOKED, read by the executor),
+    with `claim` (a worker's: its pool process was killed by the revocation; None: no worker ever took it)."""
     tid = started_try(executor, tmp_path, ti_id)
-    if claimed:
-        backend.set(claim_key(tid), "w1 i1")
+    if claim is not None:
+        backend.set(claim_key(tid), claim)
     assert executor.kill(ti_id, "stopped by signal 9")
-    executor._app.backend.mark_as_revoked(tid, "terminated" if claimed else "revoked")
+    executor._app.backend.mark_as_revoked(tid, "terminated" if claim else "revoked")
     state_read(executor, b"REVOKED")
     return tid
 
@@ -271,7 +271,7 @@ def a_stopped_try_revoked(executor: CeleryExecutor, backend: Any, tmp_path: Path
 def test_a_try_whose_code_succeeded_as_a_stop_killed_its_pool_process_is_recorded_success(
         tmp_path: Path, redis_server: RedisServer) -> None:
     with an_executor(redis_server) as (executor, backend):
-        tid = a_stopped_try_revoked(executor, backend, tmp_path, 16, claimed=True)
+        tid = a_stopped_try_revoked(executor, backend, tmp_path, 16, claim="w1 i1")
         assert not [e for e in executor.drain() if e.kind == "finished"]  # the guard's word is awaited
         # the try's guard found the outcome its process kept and stores it over Celery's REVOKED
         store_success(executor, tid, "w1")
@@ -282,19 +282,46 @@ def test_a_try_whose_code_succeeded_as_a_stop_killed_its_pool_process_is_recorde
 def test_a_stopped_try_whose_guard_says_it_died_running_ends_with_the_stops_reason(
         tmp_path: Path, redis_server: RedisServer) -> None:
     with an_executor(redis_server) as (executor, backend):
-        tid = a_stopped_try_revoked(executor, backend, tmp_path, 17, claimed=True)
+        tid = a_stopped_try_revoked(executor, backend, tmp_path, 17, claim="w1 i1")
         backend.set(lease_key(tid), dead_value("the pool process running it (pid 9) died; its processes were killed"))
         ended = finished(executor)
         assert (ended.state, ended.reason) == ("failed", "stopped by signal 9")
 
 
+@pytest.mark.parametrize("claim", [None, f"{ADOPTION_CLAIM} 4242"])
 def test_a_stopped_try_revoked_before_a_worker_claimed_it_ends_at_once_and_no_delivery_runs_it(
-        tmp_path: Path, redis_server: RedisServer) -> None:
+        tmp_path: Path, redis_server: RedisServer, claim: str | None) -> None:
+    """No claim, or the claim of a scheduler that adopted the try (which every delivery is refused by)."""
     with an_executor(redis_server) as (executor, backend):
-        tid = a_stopped_try_revoked(executor, backend, tmp_path, 18, claimed=False)
+        tid = a_stopped_try_revoked(executor, backend, tmp_path, 18, claim=claim)
         ended = finished(executor)
         assert (ended.state, ended.reason) == ("failed", "stopped by signal 9")
-        assert backend.get(claim_key(tid)) == b"scheduler lost"
+        assert backend.get(claim_key(tid)) == (claim or "scheduler lost").encode()
+
+
+def test_a_stopped_try_whose_lease_is_still_renewed_a_lease_length_after_its_revocation_is_revoked_again(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """Its worker missed the broadcast (its control connection dropped it): without a second one the try would run
+    to its end though a stop was asked for."""
+    clock = FakeClock()
+    executor = CeleryExecutor(2, CeleryConfig(redis_server.url, redis_server.url, heartbeat_timeout=600), clock=clock)
+    executor.start()
+    backend = redis.Redis.from_url(redis_server.url)
+    revoked: list[list[str]] = []
+    executor._app.control.revoke = lambda tids, **_options: revoked.append(list(tids))  # type: ignore[method-assign]
+    try:
+        tid = started_try(executor, tmp_path, 19)
+        backend.set(lease_key(tid), '{"by":"w1 i1","pool":8,"pgid":null,"ms":3000}')  # (held: renewed throughout)
+        wait_for("the lease seen held", lambda: any(t.lease is not None for t in executor._by_tid.values()),
+                 within=30.0)
+        assert executor.kill(19, "stopped by signal 9")
+        wait_for("the revocation sent", lambda: revoked == [[tid]], within=30.0)
+        clock.now += 2.9
+        assert [e.kind for e in executor.drain()] == ["started"] and revoked == [[tid]]
+        clock.now += 0.2  # a lease length (3 s) after the revocation, its lease still held
+        wait_for("the revocation sent again", lambda: revoked == [[tid], [tid]], within=30.0)
+    finally:
+        executor.end(0)
 
 
 def test_tries_whose_leases_say_dead_while_redis_fails_their_logs_round_trip_are_each_recorded_lost_once(
@@ -456,3 +483,42 @@ def test_a_stop_that_reaches_a_try_after_its_code_ended_on_a_real_worker_leaves_
     actions = json.loads(ledger(cluster, "events", "--dag", "traced", "--kind", "signal_action", "--json").stdout)
     assert [e["details"].get("action") for e in actions] == ["STOP"]
     assert try_outbox.kept(box) == []
+
+
+
+BLOCKED = """
+import pendulum
+from ledger import DAG, PythonTask
+
+RAN = @RAN@
+
+
+def ran(context):
+    open(RAN, "w").close()
+
+
+with DAG("blocked", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")) as dag:
+    PythonTask("t0", ran, signals={"blocked.control": "STOP"})
+"""
+
+
+def test_a_stop_that_reaches_a_pool_process_before_the_trys_code_ran_is_recorded_at_once(cluster: Cluster) -> None:
+    """The pool process has claimed the try and waits for its code (the webserver is down: it asks again with
+    back-off) when the revocation's SIGTERM comes: no guard exists yet, and nothing ran. Its lease says so as the
+    process unwinds (decision 0348), so the stop is recorded at the scheduler's next look at the leases, not once the
+    lease has run out (three lease lengths and more: this test's scheduler would not end within its wait)."""
+    ran_file = cluster.home.parent / "ran"
+    write_dag(cluster, "blocked.py", BLOCKED.replace("@RAN@", repr(str(ran_file))))
+    assert ledger(cluster, "dags", "list").returncode == 0
+    assert ledger(cluster, "trigger", "blocked").returncode == 0
+    cluster.start_worker("w1", LEDGER_WORKER_CODE_FETCH_PATIENCE="600", **PATIENT)  # (no webserver to give code)
+    scheduler = start_scheduler(cluster, **PATIENT)
+    backend = redis.Redis.from_url(cluster.redis.url)
+    wait_until("the pool process claims the try", lambda: any(backend.scan_iter("ledger:claim:*")))
+    sent = ledger(cluster, "signal", "send", "blocked.control", "stop")
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert scheduler.wait(60) == 0, cluster.procs.output(scheduler)
+    assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "blocked")] == [(1, "stopped")]
+    assert not ran_file.exists()
+    leases = [json.loads(backend.get(key) or b"{}") for key in backend.scan_iter("ledger:lease:*")]
+    assert [lease.get("dead", "").split(" ended before ")[-1][:9] for lease in leases] == ["the try r"]

@@ -25,7 +25,8 @@ class SchedulerSettings:
     poll_interval: float = field(default=1.0, metadata=_help('Longest sleep between loops when nothing wakes the job.'))
     heartbeat_interval: float = field(default=2.0, metadata=_help("How often the job row's heartbeat is written."))
     lock_timeout: float = field(default=30.0, metadata=_help(
-        'A holder silent for this long loses its run locks to others.'))
+        'A holder silent for this long loses its run locks to others; its local tries are killed after two thirds '
+        'of it without a heartbeat.'))
     max_held_runs: int = field(default=64, metadata=_help('Runs one job locks at most at a time.'))
     shutdown_grace: float = field(default=30.0, metadata=_help(
         'Seconds running tries get to finish on SIGTERM/SIGINT.'))
@@ -127,3 +128,7 @@ class SchedulerSettings:
                      "db_max_outage", "callback_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
+        if self.lock_timeout < 3 * self.heartbeat_interval:  # (decision 0349)
+            raise ConfigError(f"lock_timeout ({self.lock_timeout:g} s) must be at least three times heartbeat_interval "
+                              f"({self.heartbeat_interval:g} s): a job's local tries are killed once it has written "
+                              f"no heartbeat for two thirds of lock_timeout")

@@ -156,6 +156,11 @@ class Executor(abc.ABC):
         for item in items:
             self.submit(item)
 
+    def hold_until(self, deadline: float) -> None:  # noqa: B027 (does nothing unless an executor needs it)
+        """The job has written a heartbeat: the tries it runs on this host may run until `deadline`
+        (time.monotonic()), after which another job may take its runs (decision 0349). Executors whose tries do not
+        run on the job's word alone (a remote try holds a lease of its own) ignore it."""
+
     @abc.abstractmethod
     def drain(self) -> list[TaskEvent]:
         """Events that happened since the last call, without blocking (also runs housekeeping:

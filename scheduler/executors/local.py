@@ -42,6 +42,10 @@ group is killed too. A try whose worker died (or whose scheduler died, and its w
 code had ended and left its report (`<log>.report.json`): then it is recorded as the report says, by this executor
 or by the next scheduler's, which adopts it (decision 0298).
 
+A job that falls silent does not keep its tries running (decision 0349): each heartbeat it commits moves a deadline
+its workers share (local_hold.py, hold_until()); past it, a worker starts nothing and kills the try it runs, which is
+lost unless its code had ended, since another scheduler may take the job's runs once its lock times out.
+
 start(), submit(), drain() and kill() (each may start a worker) must be called from a thread that lives as long
 as the executor (normally the main thread): the kernel's parent-death signal fires when the *thread* that started
 the worker ends.
@@ -67,6 +71,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
+from ledger.scheduler.executors import local_hold
 from ledger.scheduler.executors.base import (
     NEVER_STARTED_PREFIX,
     EndedOnThisHost,
@@ -90,6 +95,12 @@ WITHDRAWN = "withdrawn"
 NEVER_STARTED = f"{NEVER_STARTED_PREFIX}cancelled while it waited for its worker"
 START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
+EXIT_SILENT_JOB = 71  # a worker exits with this when its job fell silent while a try ran in the worker's process
+# a try its worker would not start, or killed, because the job had written no heartbeat for too long (decision 0349)
+SILENT_JOB = ("its scheduler wrote no heartbeat for two thirds of LEDGER_LOCK_TIMEOUT, after which another "
+              "scheduler may take its run")
+SILENT_JOB_KILLED = f"killed by its worker: {SILENT_JOB}"
+SILENT_JOB_NEVER_STARTED = f"{NEVER_STARTED_PREFIX}{SILENT_JOB}"
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL for a try ended by kill()
 UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker that never said "started" is killed
 # tries a worker runs before it is replaced (decisions 0324, 0332): glibc's setenv keeps every value a variable was
@@ -208,13 +219,16 @@ class _Inbox:
 
 
 def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reuse: bool = False,
-           ahead: bool = False) -> None:
+           ahead: bool = False, hold_fd: int = -1) -> None:
     """A worker's life: receive WorkItems, run each in a forked child (or, for Spark tries and with `reuse`
     for Python tries, in this process), report started and finished. `ahead`: the executor sends items ahead
-    of the running try (see _Inbox)."""
+    of the running try (see _Inbox). `hold_fd`: the job's deadline (local_hold: past it, this worker starts no
+    try and kills the one it runs)."""
     global _current
     if not die_with_parent(parent_pid, signal.SIGTERM):  # the scheduler died before it was armed
         return
+    hold = local_hold.Hold.attach(hold_fd) if hold_fd >= 0 else None
+    fence: _InProcessFence | None = None  # (made for the first try that runs in this process)
     try_plan.unsettle()  # (a worker forked from a process that settled a plan itself starts afresh)
     _own_signals()
     with contextlib.suppress(ValueError, OSError):
@@ -223,10 +237,15 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
     try:
         inbox.send((READY, os.getpid()))
         while (item := inbox.next_item()) is not None:
+            if hold is not None and hold.passed():  # its job has been silent too long: nothing starts on its word
+                inbox.send(_failure(item, SILENT_JOB_NEVER_STARTED))
+                continue
             plan = try_plan.prepare(item, import_timeout=import_timeout)
             if try_plan.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
                 _own_signals()
-                _run_here(inbox, item, plan)
+                if fence is None and hold is not None:
+                    fence = _InProcessFence(hold)
+                _run_here(inbox, item, plan, fence)
                 continue
             try_plan.settle(plan)  # (this process runs nothing of its own: the child inherits what it sets)
             same = try_plan.settled_again()  # only this loop ran since the last fork: the signals are as it left them
@@ -237,9 +256,11 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
             try_plan.forget_prepared()
             inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
                                  at=running.started_at, pid=running.pid))
-            outcome = running.wait()
-            assert outcome is not None
+            outcome = running.wait() if hold is None else _wait_held(running, hold)
             _current = None
+            if outcome is None:  # killed: its job fell silent (its code had not ended, or it left no report)
+                inbox.send(_failure(item, SILENT_JOB_KILLED, running.pid, lost=True, ran=True))
+                continue
             inbox.send(_ended(item, outcome, running.pid, running.report))
     except (EOFError, OSError):
         return  # the scheduler's end of the pipe is gone
@@ -249,13 +270,52 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
         in_process.end_in_process()  # stop the worker's SparkSession, if it has one
 
 
-def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
+def _wait_held(running: try_process.RunningTry, hold: local_hold.Hold) -> Outcome | None:
+    """Wait for the try's end, looking at the job's deadline meanwhile: once it has passed, the try is killed (unless
+    it has exited) and None returned, unless its code had ended and left its report (its outcome stands)."""
+    while (outcome := running.wait(local_hold.LOOK_EVERY)) is None:
+        if hold.passed() and running.kill_unless_exited():
+            outcome = running.wait()
+            assert outcome is not None
+            return outcome if running.report is not None else None
+    return outcome
+
+
+class _InProcessFence:
+    """(In a worker that runs tries in its own process: Spark, reused workers.) A thread that looks at the job's
+    deadline while such a try runs: past it, the worker exits and the try with it, and the executor buries the worker
+    and records the try lost, as it does any whose worker died. A try whose code ends in the same instant may be
+    recorded lost too: such tries leave no report file to be recorded by."""
+
+    def __init__(self, hold: local_hold.Hold) -> None:
+        self.hold = hold
+        self.busy = False
+        self.lock = threading.Lock()
+        threading.Thread(target=self._watch, name="ledger-worker-hold", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(local_hold.LOOK_EVERY)
+            with self.lock:
+                if self.busy and self.hold.passed():
+                    os._exit(EXIT_SILENT_JOB)
+
+    def run(self, item: WorkItem, plan: try_plan.Plan) -> in_process.InProcessResult:
+        self.busy = True
+        try:
+            return in_process.run_in_process(item, plan)
+        finally:
+            with self.lock:
+                self.busy = False
+
+
+def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan, fence: _InProcessFence | None = None) -> None:
     """Run a try in the worker process itself, reporting it like a forked one (with the worker's pid).
     A try that would not stop after its timeout, or whose JVM died, takes the worker down with it once
-    reported: the executor replaces it."""
+    reported: the executor replaces it; so does a job that falls silent while it runs (`fence`)."""
     pid = os.getpid()
     inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started", at=time.time(), pid=pid))
-    result = in_process.run_in_process(item, plan)
+    result = fence.run(item, plan) if fence is not None else in_process.run_in_process(item, plan)
     try_plan.unsettle()  # (its code ran in this process)
     try_plan.forget_prepared()
     outcome = result.outcome
@@ -265,20 +325,21 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan) -> None:
 
 
 def _fork_worker_main(conn: Connection, parent_pid: int, close_fds: list[int], import_timeout: float | None,
-                      reuse: bool, ahead: bool) -> None:
+                      reuse: bool, ahead: bool, hold_fd: int) -> None:
     for fd in close_fds:  # the scheduler's ends of the other workers' pipes
         with contextlib.suppress(OSError):
             os.close(fd)
-    _serve(conn, parent_pid, import_timeout, reuse, ahead)
+    _serve(conn, parent_pid, import_timeout, reuse, ahead, os.dup(hold_fd))
 
 
 def exec_worker_main(argv: list[str]) -> None:
     """Entry point of an "exec" worker: argv = [fd, parent pid, import timeout or "", "reuse" or "",
-    "ahead" or ""]."""
+    "ahead" or "", the job's deadline's fd or ""]."""
     fd, parent_pid, timeout = int(argv[0]), int(argv[1]), argv[2]
     reuse = len(argv) > 3 and argv[3] == "reuse"
     ahead = len(argv) > 4 and argv[4] == "ahead"
-    _serve(Connection(fd), parent_pid, float(timeout) if timeout else None, reuse, ahead)
+    hold_fd = int(argv[5]) if len(argv) > 5 and argv[5] else -1
+    _serve(Connection(fd), parent_pid, float(timeout) if timeout else None, reuse, ahead, hold_fd)
 
 
 _PATH_VARIABLE = "LEDGER_WORKER_SYS_PATH"
@@ -409,6 +470,7 @@ class LocalExecutor(EndedOnThisHost):
         self._pending: list[TaskEvent] = []  # events made here (a worker ended to stop its try)
         self._poll: Any = None  # a select.poll over every worker's pipe and sentinel (None: the workers changed)
         self._polled: dict[int, tuple[_Worker, bool]] = {}  # its fds -> (worker, whether it is the pipe)
+        self._hold = local_hold.Hold.make()  # the job's deadline its workers keep (hold_until; decision 0349)
 
     # -- workers --------------------------------------------------------------------------------
     def _spawn(self) -> _Worker:
@@ -421,7 +483,7 @@ class LocalExecutor(EndedOnThisHost):
                       if not w.conn.closed]  # (a worker let go and not yet reaped holds its pipe too)
             mp_process = ctx.Process(target=_fork_worker_main,
                                      args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers,
-                                           self.depth > 1),
+                                           self.depth > 1, self._hold.fd),
                                      name=f"ledger-worker-{self._spawned}", daemon=True)
             mp_process.start()
             theirs.close()
@@ -432,9 +494,10 @@ class LocalExecutor(EndedOnThisHost):
                 timeout = "" if self.import_timeout is None else repr(float(self.import_timeout))
                 flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()  # -X, -W, -O...
                 argv = [sys.executable, *flags, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout,
-                        "reuse" if self.reuse_workers else "", "ahead" if self.depth > 1 else ""]
+                        "reuse" if self.reuse_workers else "", "ahead" if self.depth > 1 else "", str(self._hold.fd)]
                 env = {**os.environ, _PATH_VARIABLE: json.dumps(sys.path)}  # the worker imports as we do
-                popen = subprocess.Popen(argv, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, env=env)
+                popen = subprocess.Popen(argv, pass_fds=[child.fileno(), self._hold.fd], stdin=subprocess.DEVNULL,
+                                         env=env)
                 ours = Connection(mine.detach())
             process = _ExecProcess(popen)
         worker = _Worker(process, ours)
@@ -503,6 +566,9 @@ class LocalExecutor(EndedOnThisHost):
                     self._read(worker, [])
 
     # -- the interface --------------------------------------------------------------------------
+    def hold_until(self, deadline: float) -> None:
+        self._hold.until(deadline)
+
     def open_slots(self) -> int:
         """Room in the workers alive, and in those not started yet (a dead one counts until it is buried)."""
         if not self._started or self._ending:
@@ -756,7 +822,9 @@ class LocalExecutor(EndedOnThisHost):
         limit = (self.import_timeout or try_plan.DEFAULT_IMPORT_TIMEOUT) + UNRESPONSIVE_MARGIN
         for worker in list(self._workers):
             if worker.dead:
-                self._bury(worker, "worker died", out, replace=not self._ending)
+                worker.process.join(timeout=1.0)  # (its pipe closed as it exited: its exit code says why it went)
+                silent = worker.process.exitcode == EXIT_SILENT_JOB
+                self._bury(worker, SILENT_JOB_KILLED if silent else "worker died", out, replace=not self._ending)
             elif worker.item is not None and worker.pid is None and now - worker.assigned_at > limit:
                 self._bury(worker, f"worker unresponsive for {limit:.0f} s before starting the try", out,
                            replace=not self._ending)

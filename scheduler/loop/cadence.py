@@ -9,7 +9,11 @@ when something asked for it (`soon`: runs were created, a lock was released, DAG
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+
+from ledger.scheduler.executors.local_hold import fence_after
 
 
 @dataclass
@@ -33,3 +37,35 @@ class Cadence:
     def since_done(self) -> float:
         """Seconds since the step was last done (as far as it is known: inf when never)."""
         return time.monotonic() - (self.next_at - self.interval) if self.next_at else float("inf")
+
+
+@dataclass
+class Heartbeat(Cadence):
+    """The job's heartbeat, written in a loop's transaction when due. Once it has committed, nobody takes the job's
+    runs before LEDGER_LOCK_TIMEOUT has passed from the time it wrote, so the job's tries on this host may run until
+    fence_after(lock_timeout) past the moment that time was read, and no longer (decision 0349,
+    scheduler/executors/local_hold.py)."""
+
+    lock_timeout: float = float("inf")
+    began: float = 0.0  # time.monotonic() just before the transaction under way read its time
+    unheld: float | None = None  # `began` of a heartbeat written in the transaction under way
+
+    def read_time(self, now: Callable[[], datetime]) -> datetime:
+        """The time a transaction writes (a heartbeat, should it write one), read just after its mark."""
+        self.began, self.unheld = time.monotonic(), None
+        return now()
+
+    def done(self) -> None:
+        super().done()
+        self.unheld = self.began
+
+    def committed(self, hold_until: Callable[[float], None]) -> None:
+        """The transaction committed: its heartbeat, if it wrote one, holds the tries a while more."""
+        if self.unheld is not None:
+            hold_until(self.unheld + fence_after(self.lock_timeout))
+            self.unheld = None
+
+    def started(self, hold_until: Callable[[float], None]) -> None:
+        """The job's row, written at its start (its time read with read_time), is its first heartbeat."""
+        self.done()
+        self.committed(hold_until)

@@ -50,7 +50,7 @@ from ledger.scheduler.callbacks.pending import CallbackRequests
 from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
 from ledger.scheduler.loop import adoption, life_cycle, outcome_recording, run_processing
 from ledger.scheduler.loop.after_commit import tell_log
-from ledger.scheduler.loop.cadence import Cadence
+from ledger.scheduler.loop.cadence import Cadence, Heartbeat
 from ledger.scheduler.loop.claims import RunClaims
 from ledger.scheduler.loop.code_cache import CodeCache
 from ledger.scheduler.loop.effects import Effects
@@ -103,7 +103,7 @@ class DagRunJob:
     effects: Effects = field(default_factory=Effects)  # what the transaction under way changes, once committed
     doorbells: bool = False  # a committed transaction sent task-state signals: ring the doorbells
     callbacks: CallbackRequests = field(init=False)  # requested, claimed, run and recorded on their own cadence
-    heartbeat: Cadence = field(init=False)
+    heartbeat: Heartbeat = field(init=False)
     connection: JobConnection = field(init=False)
     _inflight: dict[int, InFlight] = field(default_factory=dict)  # the tries handed to the executor, by ti id
     _unrecorded: list[TaskEvent] = field(default_factory=list)  # drained, not yet committed (a fault rolled back)
@@ -123,7 +123,7 @@ class DagRunJob:
         # checkout its own connection (a single-connection pool, as for `:memory:`, does not)
         self.watch = OthersWrites(Cadence(s.poll_interval),
                                   versioned=self._serial and not shares_one_connection(self.engine))
-        self.heartbeat = Cadence(s.heartbeat_interval)
+        self.heartbeat = Heartbeat(s.heartbeat_interval, lock_timeout=s.lock_timeout)
         self.callbacks = CallbackRequests(s, self.logs_folder, self.metrics,
                                           say=lambda line: self.say(line))  # (the say of the moment: see transaction)
 
@@ -184,8 +184,8 @@ class DagRunJob:
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        with self.sessions.begin() as session:
-            job = job_store.start_job(session, self.job_type, now=self.clock.now())
+        with self.sessions.begin() as session:  # (the job's row is its first heartbeat)
+            job = job_store.start_job(session, self.job_type, now=self.heartbeat.read_time(self.clock.now))
             self.job_id = job.id
         self.actor = f"{self.job_type.lower()}:{self.job_id}@{socket.gethostname()}"
         if self.wakeup is None:
@@ -194,7 +194,7 @@ class DagRunJob:
         self.executor.use_metrics(self.metrics)
         self.executor.use_say(lambda line: self.say(line))  # (the say of the moment: see transaction)
         self.executor.start()
-        self.heartbeat.done()  # (started: its first heartbeat is due after heartbeat_interval)
+        self.heartbeat.started(self.executor.hold_until)  # (its next is due after heartbeat_interval)
 
     def install_signal_handlers(self) -> None:
         def stop(signum: int, _frame: Any) -> None:
@@ -301,8 +301,9 @@ class DagRunJob:
             # the clock is read once the transaction holds the database (on SQLite, its write lock): what it writes
             # is then stamped after every commit it can see (a backfill's cancel that committed while it waited: the
             # runs it ends for it must end after the cancel, backfill_store.restore_after_cancel)
-            now = self.clock.now()
+            now = self.heartbeat.read_time(self.clock.now)
             work, to_call = self._loop_transaction(session, drained, looked, now, report)
+        self.heartbeat.committed(self.executor.hold_until)  # (tries run on its word: decision 0349)
         del self._offered[:len(looked.offers)]
         self._unrecorded = []
         self._held_since = None

@@ -86,7 +86,9 @@ def sleep(job: Job, report: LoopReport) -> None:
         return
     if job.executor.holds_events():  # events no handle announces: the next loop drains them now, not after a poll
         return
-    timeout = job.settings.poll_interval
+    # (a heartbeat comes due however long the poll interval: past two thirds of the lock timeout without one, its
+    # local tries are killed, decision 0349)
+    timeout = min(job.settings.poll_interval, max(0.0, job.heartbeat.next_at - time.monotonic()))
     if job.callbacks.processes.running:  # callback processes are polled: look again soon
         timeout = min(timeout, 0.1)
     if report.retry_at is not None:

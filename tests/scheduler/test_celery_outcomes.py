@@ -31,6 +31,7 @@ from ledger.scheduler.runtime.try_process import RunningTry
 from ledger.scheduler.runtime.try_report import TryReport
 from tests.celery_cluster import Cluster, RedisServer, free_port
 from tests.chaos.faults import children
+from tests.scheduler.slow_stream import SLOW_STREAM
 from tests.scheduler.test_celery_executor import ledger, tries, wait_until, write_dag
 from tests.scheduler.test_celery_faults import (
     FakeClock,
@@ -369,21 +370,7 @@ from ledger import DAG, PythonTask
 TRACE, RELEASE = @TRACE@, @RELEASE@
 
 
-class SlowStream:
-    def __init__(self, stream):
-        self.stream = stream
-
-    def write(self, text):
-        return self.stream.write(text)
-
-    def flush(self):
-        with open(RELEASE) as fifo:  # (until a writer opens it)
-            fifo.read()
-        self.stream.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
-
+""" + SLOW_STREAM + """
 
 def ends(context):
     with open(TRACE, "a") as trace:

@@ -21,6 +21,7 @@ import pytest
 from ledger.scheduler.runtime.try_report import REPORT, ReportFile
 from tests import launcher
 from tests.conftest import LEDGER, Cli
+from tests.scheduler.slow_stream import SLOW_STREAM
 from tests.scheduler.test_scheduler_cli import FAST, query, schedule
 
 pytestmark = pytest.mark.timeout(240)
@@ -35,21 +36,7 @@ from ledger import DAG, PythonTask
 TRACE, RELEASE = @TRACE@, @RELEASE@
 
 
-class SlowStream:
-    def __init__(self, stream):
-        self.stream = stream
-
-    def write(self, text):
-        return self.stream.write(text)
-
-    def flush(self):
-        with open(RELEASE) as fifo:  # (until a writer opens it)
-            fifo.read()
-        self.stream.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
-
+""" + SLOW_STREAM + """
 
 def ends(context):
     with open(TRACE, "a") as trace:

@@ -289,7 +289,7 @@ with DAG("zz", schedule=None, start_date=START, default_args={"retries": 0}):
     BashTask("slow", 'if [ "$LEDGER_TRY_NUMBER" = 1 ]; then sleep 60; fi')
 """)
     cli.ok("trigger", "zz", "--logical-date", "2024-03-01")
-    env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
+    env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "10"}
     proc = launcher.popen([LEDGER, "scheduler"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                           start_new_session=True)
     deadline = time.monotonic() + 30
@@ -297,7 +297,7 @@ with DAG("zz", schedule=None, start_date=START, default_args={"retries": 0}):
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    schedule(cli, timeout=120, LEDGER_LOCK_TIMEOUT="2")
+    schedule(cli, timeout=120, LEDGER_LOCK_TIMEOUT="10")
     (lost,) = cli.json("events", "--dag", "zz", "--kind", "try_lost")
     assert (lost["dag_id"], str(lost["run_id"]), lost["details"]["task_id"]) == ("zz", "1", "slow")
     assert lost["details"]["try_number"] == 1 and lost["details"]["state"] == "scheduled"
@@ -324,7 +324,7 @@ with DAG("catchup", schedule="@daily", start_date=START, end_date=START.add(days
     b = BashTask("b", "sleep 0.2")
     a >> b
 """)
-    env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "2"}
+    env = {**cli.env, **FAST, "LEDGER_LOCK_TIMEOUT": "10"}
     proc = launcher.popen([LEDGER, "scheduler", "--parallelism", "2"], env=env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
@@ -338,7 +338,7 @@ with DAG("catchup", schedule="@daily", start_date=START, end_date=START.add(days
     time.sleep(0.5)
     # the killed scheduler's workers died with it: nothing of it still runs
     assert query(cli, "SELECT count(*) FROM dag_run WHERE state = 'success'")[0][0] < 10
-    schedule(cli, timeout=180, LEDGER_LOCK_TIMEOUT="2")
+    schedule(cli, timeout=180, LEDGER_LOCK_TIMEOUT="10")
     runs = assert_chain(cli, "catchup")
     assert [r["state"] for r in runs] == ["success"] * 10
     assert_each_try_ran_once(cli)

@@ -767,6 +767,8 @@ class LocalExecutor(EndedOnThisHost):
         given_back = len(self._withdrawn)
         self._read(worker, mine)
         worker.dead = True
+        if worker.pid is not None and worker.pid != worker.process.pid:  # a try whose start was read only now: what
+            try_process.kill_group(worker.pid)  # it started in its group goes too (its own process died with it)
         head, waiting = worker.item, worker.items[1:]
         waiting += self._withdrawn[given_back:]  # (it gave them back before it went: they wait as the others do)
         del self._withdrawn[given_back:]

@@ -24,6 +24,7 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
+import http.client
 import json
 import os
 import select
@@ -152,7 +153,7 @@ def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
                              f"HTTP {exc.code} {one_line(exc.read().decode('utf-8', 'replace'), 200)}",
                              fleet=exc.code >= 500 or exc.code in (408, 429)) from None
-    except (OSError, ValueError) as exc:  # refused, reset, timed out; a reply cut short
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, reset, timed out; a reply cut short
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
                              f"{exc}", fleet=True) from None
     pool_faults().works("code", f"ledger worker {settings.name}: the webserver gives code again ({settings.api_url})")

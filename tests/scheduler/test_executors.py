@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing.connection
 import os
 import signal
 import statistics
@@ -171,6 +172,30 @@ def test_a_worker_killed_mid_task_reports_its_try_lost_and_the_last_worker_is_re
     assert len(workers_after) == 1 and workers_after != workers_before
     again = work_item(dag_file, "noop", ti_id=2)
     assert outcome(run_all(executor, [again])[2]) == ("success", None)
+
+
+def test_a_worker_found_dead_as_an_item_is_sent_to_it_takes_down_what_its_unread_try_started(
+        make: MakeExecutor, dag_file: Path) -> None:
+    """Its try's start was never read (the worker died before the next drain): the pid that names the try's process
+    group is learnt from what the worker said last, and the group is killed (the background `sleep 60` a BashTask
+    started would otherwise run on beside the try's next attempt)."""
+    executor = make("local", 1, queue_ahead=1)
+    assert isinstance(executor, LocalExecutor)
+    executor.submit(work_item(dag_file, "bash_sleep", ti_id=1))
+    sleep_pid = int(wait_for_file(dag_file.parent / "sleep.pid"))
+    (worker,) = executor._workers
+    assert worker.process.pid is not None
+    assert worker.conn.poll(30)  # its "started" waits in the pipe, unread
+    os.kill(worker.process.pid, signal.SIGKILL)
+    assert process_gone(worker.process.pid)
+    executor.submit(work_item(dag_file, "noop", ti_id=2))  # (sent to the dead worker: it is buried then)
+    assert process_gone(sleep_pid), "what the dead worker's try started ran on"
+    ends: dict[int, tuple[str | None, str | None]] = {}
+    deadline = time.monotonic() + 30
+    while len(ends) < 2 and time.monotonic() < deadline:
+        ends.update((e.ti_id, (e.state, e.reason)) for e in executor.drain() if e.kind == "finished")
+        multiprocessing.connection.wait(executor.wait_handles(), timeout=0.2)
+    assert ends == {1: ("lost", "worker died"), 2: ("success", None)}
 
 
 def test_the_local_executor_runs_up_to_parallelism_tries_at_once(make: MakeExecutor, dag_file: Path) -> None:

@@ -128,7 +128,7 @@ class SchedulerSettings:
                      "db_max_outage", "callback_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
-        if self.lock_timeout < 3 * self.heartbeat_interval:  # (decision 0349)
-            raise ConfigError(f"lock_timeout ({self.lock_timeout:g} s) must be at least three times heartbeat_interval "
+        if self.lock_timeout < 6 * self.heartbeat_interval:  # (decision 0349)
+            raise ConfigError(f"lock_timeout ({self.lock_timeout:g} s) must be at least six times heartbeat_interval "
                               f"({self.heartbeat_interval:g} s): a job's local tries are killed once it has written "
                               f"no heartbeat for two thirds of lock_timeout")

@@ -237,10 +237,11 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
     try:
         inbox.send((READY, os.getpid()))
         while (item := inbox.next_item()) is not None:
+            plan = try_plan.prepare(item, import_timeout=import_timeout)
             if hold is not None and hold.passed():  # its job has been silent too long: nothing starts on its word
+                try_plan.forget_prepared()
                 inbox.send(_failure(item, SILENT_JOB_NEVER_STARTED))
                 continue
-            plan = try_plan.prepare(item, import_timeout=import_timeout)
             if try_plan.runs_in_process(plan, reuse=reuse):  # Spark (this worker's session), reused Python
                 _own_signals()
                 if fence is None and hold is not None:
@@ -824,8 +825,8 @@ class LocalExecutor(EndedOnThisHost):
         limit = (self.import_timeout or try_plan.DEFAULT_IMPORT_TIMEOUT) + UNRESPONSIVE_MARGIN
         for worker in list(self._workers):
             if worker.dead:
-                worker.process.join(timeout=1.0)  # (its pipe closed as it exited: its exit code says why it went)
-                silent = worker.process.exitcode == EXIT_SILENT_JOB
+                worker.process.join(timeout=1.0)  # (its pipe closed as it exited: its exit code says why it went,
+                silent = worker.process.exitcode == EXIT_SILENT_JOB and self._hold.passed()  # if the deadline agrees)
                 self._bury(worker, SILENT_JOB_KILLED if silent else "worker died", out, replace=not self._ending)
             elif worker.item is not None and worker.pid is None and now - worker.assigned_at > limit:
                 self._bury(worker, f"worker unresponsive for {limit:.0f} s before starting the try", out,

@@ -8,9 +8,10 @@ the heartbeat's time was read. Its workers read the deadline before they start a
 worker starts nothing and kills the try it runs, which is recorded lost (no retry spent) by whichever job holds the
 run by then. A worker does this on its own, so it holds while the job's process cannot run at all.
 
-The deadline is a time on CLOCK_MONOTONIC, the same clock in every process of the host, kept in eight bytes of shared
-memory (a memfd the executor makes and each worker maps). A job that never sets it (a test, a benchmark) leaves it
-at infinity: nothing is ever fenced.
+The deadline is a time on CLOCK_BOOTTIME (`now()`: the same clock in every process of the host, which unlike
+CLOCK_MONOTONIC counts the time the host was suspended, as the clocks takers judge by do), kept in eight bytes of
+shared memory (a memfd the executor makes and each worker maps read-only). A job that never sets it (a test, a
+benchmark) leaves it at infinity: nothing is ever fenced.
 """
 
 from __future__ import annotations
@@ -25,8 +26,14 @@ import time
 import weakref
 
 _FORMAT = struct.Struct("d")
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 FENCE_SHARE = 2 / 3  # of the lock timeout: the rest is the margin for the worker's look, the kill and clock skew
 LOOK_EVERY = 0.5  # seconds between two looks at the deadline by a worker whose try runs
+
+
+def now() -> float:
+    """The clock deadlines are on (seconds)."""
+    return time.clock_gettime(_CLOCK)
 
 
 def fence_after(lock_timeout: float) -> float:
@@ -58,15 +65,21 @@ class Hold:
 
     @classmethod
     def attach(cls, fd: int) -> Hold:
-        """(In a worker.) Map the deadline read-only and close the fd: the tries it forks inherit no descriptor."""
+        """(In a worker.) Map the deadline read-only, through a descriptor opened read-only (the mapping keeps one,
+        which the tries it forks inherit: they cannot write the deadline through it), and close `fd`."""
         try:
-            return cls(fd, writer=False)
+            reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # (no /proc: the descriptor as given)
+            reader = os.dup(fd)
+        try:
+            return cls(reader, writer=False)
         finally:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            for one in (fd, reader):  # (the mapping holds its own)
+                with contextlib.suppress(OSError):
+                    os.close(one)
 
     def until(self, deadline: float) -> None:
-        """Tries may run until `deadline` (time.monotonic())."""
+        """Tries may run until `deadline` (now())."""
         self._map[:_FORMAT.size] = _FORMAT.pack(deadline)
 
     def deadline(self) -> float:
@@ -77,7 +90,7 @@ class Hold:
         return first
 
     def passed(self) -> bool:
-        return time.monotonic() >= self.deadline()
+        return now() >= self.deadline()
 
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ledger.scheduler.executors.local_hold import fence_after
+from ledger.scheduler.executors import local_hold
 
 
 @dataclass
@@ -43,16 +43,19 @@ class Cadence:
 class Heartbeat(Cadence):
     """The job's heartbeat, written in a loop's transaction when due. Once it has committed, nobody takes the job's
     runs before LEDGER_LOCK_TIMEOUT has passed from the time it wrote, so the job's tries on this host may run until
-    fence_after(lock_timeout) past the moment that time was read, and no longer (decision 0349,
+    local_hold.fence_after(lock_timeout) past the moment that time was read, and no longer (decision 0349,
     scheduler/executors/local_hold.py)."""
 
     lock_timeout: float = float("inf")
-    began: float = 0.0  # time.monotonic() just before the transaction under way read its time
+    began: float = 0.0  # local_hold.now() just before the transaction under way read its time
     unheld: float | None = None  # `began` of a heartbeat written in the transaction under way
 
     def read_time(self, now: Callable[[], datetime]) -> datetime:
-        """The time a transaction writes (a heartbeat, should it write one), read just after its mark."""
-        self.began, self.unheld = time.monotonic(), None
+        """The time a transaction writes (a heartbeat, should it write one), read just after its mark. A heartbeat
+        the last transaction wrote and did not commit (rolled back) is due again at once."""
+        if self.unheld is not None:
+            self.asked = True
+        self.began, self.unheld = local_hold.now(), None
         return now()
 
     def done(self) -> None:
@@ -62,7 +65,7 @@ class Heartbeat(Cadence):
     def committed(self, hold_until: Callable[[float], None]) -> None:
         """The transaction committed: its heartbeat, if it wrote one, holds the tries a while more."""
         if self.unheld is not None:
-            hold_until(self.unheld + fence_after(self.lock_timeout))
+            hold_until(self.unheld + local_hold.fence_after(self.lock_timeout))
             self.unheld = None
 
     def started(self, hold_until: Callable[[float], None]) -> None:

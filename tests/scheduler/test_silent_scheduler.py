@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +54,27 @@ with DAG("silent", schedule=None, start_date=START, default_args={"retries": 0})
 """
 
 
+def stop_outside_a_transaction(pid: int, database: Path) -> None:
+    """SIGSTOP the process (the scheduler the operator sees), at a moment it holds no write transaction on the SQLite
+    file: stopped inside one, it would hold the database's write lock, and nobody could write at all (on SQLite a
+    frozen writer freezes the database; no scheduler can take its runs then). Stopped inside one, it is continued and
+    stopped again."""
+    for _ in range(1000):
+        os.kill(pid, signal.SIGSTOP)
+        wait_for("the scheduler to stop", lambda: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                 == "T")
+        probe = sqlite3.connect(database, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:  # (it holds the write lock: let it end that transaction)
+            os.kill(pid, signal.SIGCONT)
+        finally:
+            probe.close()
+    raise AssertionError("the scheduler was inside a write transaction at each of 1000 stops")
+
+
 def stale_for(cli: Cli) -> float:
     """Seconds since the heartbeat of the job that holds the run (by the database's clock, as a taker reads it)."""
     ((age,),) = query(cli, "SELECT (julianday('now') - julianday(job.latest_heartbeat)) * 86400 FROM dag_run "
@@ -58,9 +82,9 @@ def stale_for(cli: Cli) -> float:
     return float(age)
 
 
-def test_a_scheduler_stopped_with_sigstop_has_its_try_killed_before_another_scheduler_runs_the_task_again(
-        ready_cli: Cli) -> None:
-    cli = ready_cli
+def a_scheduler_running_try_1(cli: Cli) -> tuple[Any, Path, Path]:
+    """`ledger scheduler` (FAST, the 3 s lock timeout) running try 1 of `silent.waits`: (the scheduler, the trace,
+    the file that lets the try end)."""
     trace, go = cli.home / "trace", cli.home / "go"
     trace.touch()
     cli.write_dag("silent.py", WAITS.replace("@TRACE@", repr(str(trace))).replace("@GO@", repr(str(go))))
@@ -69,8 +93,20 @@ def test_a_scheduler_stopped_with_sigstop_has_its_try_killed_before_another_sche
                            stderr=subprocess.PIPE, cwd=cli.home)
     try:
         wait_for("try 1 to start", lambda: [w[0] for w in trace_of(trace)] == ["start"])
+    except BaseException:
+        first.kill()
+        first.wait(30)
+        raise
+    return first, trace, go
+
+
+def test_a_scheduler_stopped_with_sigstop_has_its_try_killed_before_another_scheduler_runs_the_task_again(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    first, trace, go = a_scheduler_running_try_1(cli)
+    try:
         try_pid = int(trace_of(trace)[0][2])
-        os.kill(first.pid, signal.SIGSTOP)  # the scheduler the operator sees; its worker and try run on
+        stop_outside_a_transaction(first.pid, cli.home / "ledger.db")  # its worker and try run on
         # its worker kills the try by itself, the scheduler being stopped (without the fence it would run until `go`)
         assert process_gone(try_pid, within=60), "the silent scheduler's try ran on"
         go.write_text("")
@@ -96,3 +132,25 @@ def test_a_scheduler_stopped_with_sigstop_has_its_try_killed_before_another_sche
     (log,) = (cli.home / "logs").rglob("try_1.log")
     assert "Traceback" not in log.read_text()
 
+
+
+def test_a_scheduler_stopping_gracefully_beats_on_and_its_try_runs_to_its_end_within_the_grace(
+        ready_cli: Cli) -> None:
+    """SIGTERM: no loop runs while the scheduler waits for its running try (LEDGER_SHUTDOWN_GRACE, 30 s), but it still
+    holds its run: it keeps writing its heartbeat, so neither another scheduler nor its own worker's fence (two
+    thirds of the 3 s lock timeout) ends the try."""
+    cli = ready_cli
+    first, trace, go = a_scheduler_running_try_1(cli)
+    try:
+        ((asked,),) = query(cli, "SELECT julianday('now')")
+        first.send_signal(signal.SIGTERM)
+        wait_for("a heartbeat written well past where the fence would have been",
+                 lambda: query(cli, "SELECT (julianday(latest_heartbeat) - ?) * 86400 FROM job", asked)[0][0] > 3.0)
+        go.write_text("")
+        assert first.wait(60) in (0, 143), first.stderr.read().decode() if first.stderr else ""
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(30)
+    assert trace_of(trace) == [["start", "1", trace_of(trace)[0][2]], ["end", "1"]]
+    assert query(cli, "SELECT try_number, state FROM task_try") == [(1, "success")]

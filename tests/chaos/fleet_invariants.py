@@ -1,8 +1,9 @@
 """The invariants of a fleet's run, checked after it from what the tries wrote down (tests/chaos/traced.py) and what
 the database records (the tries table, the runs, the event log), whatever faults were injected:
 
-1. no task instance's executions overlap (an execution saw no earlier one alive, and none started before an earlier
-   one's end);
+1. no task instance's executions overlap (an execution saw no earlier one alive whose code had not ended, and none
+   started before an earlier one's end: an earlier process still making its report durable and exiting after its
+   end line, which a worker allows once the outcome is delivered (decision 0315), is no overlap);
 2. a try runs once (one start per try number), and at most one of a task instance's executions succeeded;
 3. every run ends, and every task instance and try with it;
 4. a try that ran to its end is recorded as its outcome (its end line's), and one recorded success ran to its end;
@@ -71,7 +72,9 @@ def read_trace(trace: Path) -> tuple[dict[tuple[str, str, datetime], list[Execut
             continue
         key = (words[1], words[2], _moment(words[3]))
         if words[0] == "alive":
-            alive.append(line)
+            seen = open_ones.get((key, int(words[6]), int(words[5])))
+            if seen is None or seen.ended is None:  # (one whose code had ended, its end line written, was only
+                alive.append(line)  # finishing its report and exiting, as a worker lets it: decision 0315)
         elif words[0] == "start":
             run = Execution(int(words[4]), int(words[5]), float(words[6]), words[7])
             by_ti[key].append(run)

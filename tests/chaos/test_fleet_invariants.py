@@ -50,12 +50,20 @@ def test_a_lost_try_then_a_success_holds_every_invariant(tmp_path: Path) -> None
 
 
 def test_overlapping_executions_and_a_try_run_twice_are_found(tmp_path: Path) -> None:
-    broken = made(tmp_path, start(1, 7, 1.0) + start(1, 8, 2.0) + end(1, 8, 3.0) + end(1, 7, 4.0)
-                  + f"alive d t {DATE} 1 7 1\n", ["success"])
+    broken = made(tmp_path, start(1, 7, 1.0) + f"alive d t {DATE} 1 7 1\n" + start(1, 8, 2.0) + end(1, 8, 3.0)
+                  + end(1, 7, 4.0), ["success"])  # (the second saw the first alive as it started: before its start)
     assert "d.t of run 1: try 1 ran 2 times" in broken
     assert "d.t of run 1: try 1 started before try 1 ended" in broken
     assert "d.t of run 1: more than one execution succeeded" in broken
     assert any(b.startswith("an execution started while an earlier one of its task instance was alive") for b in broken)
+
+
+def test_a_retry_that_starts_while_its_failed_try_only_finishes_its_exit_is_no_overlap(tmp_path: Path) -> None:
+    """The worker delivers a try's outcome while its process makes its report durable and exits (decision 0315): a
+    retry can start before that process is gone, its code having ended (its end line is written)."""
+    assert made(tmp_path, start(1, 7, 1.0) + end(1, 7, 2.0, "failed") + f"alive d t {DATE} 2 7 1\n"
+                + start(2, 8, 3.0) + end(2, 8, 4.0), ["failed", "success"],
+                events=(("task_failed", 1, "the first try fails"),)) == []
 
 
 def test_a_try_that_ran_to_its_end_recorded_otherwise_and_a_retry_spent_on_a_fault_are_found(tmp_path: Path) -> None:

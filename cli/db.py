@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from ledger.cli.env import open_env
+from ledger.cli.env import Env, open_env
 from ledger.cli.options import usage_error
 from ledger.core.errors import DatabaseNotReady, InvalidInput
 from ledger.migrations.code_guard import ACTOR, FORCE, NOW, CodeLoss, code_loss
@@ -49,6 +49,23 @@ def upgrade(revision: Annotated[str, typer.Option(help="Target revision.")] = "h
         out.print(f"{where} is already at revision {after}")
     else:
         out.print(f"upgraded {where} from {before or 'empty'} to {after}")
+    if before is None and after is not None and after >= "0015":  # a database just made, with its identity
+        _claim_logs(env)
+
+
+def _claim_logs(env: Env) -> None:
+    """A new database's logs folder: one an earlier database in this LEDGER_HOME wrote is moved aside (decision
+    0350), so that the new database's first tries, whose ids start at 1 again, do not write after the old ones."""
+    from ledger.infra.logs import claim_folder
+    from ledger.store import identity as identity_store
+
+    if not env.settings.logs_folder.is_dir():
+        return  # (the first job marks the folder it makes)
+    with env.sessions.begin() as session:
+        identity = identity_store.read(session).identity
+    moved = claim_folder(env.settings.logs_folder, identity, new_database=True)
+    if moved is not None:
+        out.print(f"moved the logs of an earlier database from {env.settings.logs_folder} to {moved}", soft_wrap=True)
 
 
 @app.command()

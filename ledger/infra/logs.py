@@ -19,3 +19,52 @@ def log_file(logs: str, dag_id: str, run_id: int, task_id: str, try_number: int,
     if map_index < 0:
         return os.path.join(logs, dag_id, f"run_{run_id}", task_id, f"try_{try_number}.log")
     return os.path.join(logs, dag_id, f"run_{run_id}", task_id, f"map_{map_index}", f"try_{try_number}.log")
+
+
+MARK = ".database"  # in the logs folder: the identity of the database whose tries' logs it holds
+
+
+def claim_folder(logs: Path, identity: str, *, new_database: bool = False) -> Path | None:
+    """Make `logs` the folder of the database `identity` (decision 0350). Its paths name runs and tries by their
+    ids, which a database made again in the same LEDGER_HOME starts at 1 again: the folder an earlier database
+    wrote (its mark another identity; or no mark, when `new_database` says the database was just made) is moved
+    aside whole, to `logs.<its identity>` (or `logs.before-<identity>`), so that no try's log begins with another
+    database's try's. Returns where it went; None when the folder is already this database's or is new (a folder
+    without a mark and a database that is not new, as after an upgrade to 0015, is taken as the database's own).
+    Held under a lock beside the folder: two jobs starting together move it once."""
+    import fcntl
+
+    mark = logs / MARK
+    try:
+        if mark.read_text().strip() == identity:
+            return None  # (every start of a job after the first: one read)
+    except FileNotFoundError:
+        pass
+    logs.parent.mkdir(parents=True, exist_ok=True)
+    with open(logs.parent / f".{logs.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            held = mark.read_text().strip()
+        except FileNotFoundError:
+            held = None
+        if held == identity:
+            return None
+        moved: Path | None = None
+        if held is not None or (new_database and logs.is_dir() and any(logs.iterdir())):
+            moved = _free_name(logs.with_name(f"{logs.name}.{held}" if held else f"{logs.name}.before-{identity}"))
+            logs.rename(moved)
+        logs.mkdir(exist_ok=True)
+        partial = logs / f"{MARK}.{os.getpid()}"
+        partial.write_text(identity + "\n")
+        partial.replace(mark)
+        return moved
+
+
+def _free_name(path: Path) -> Path:
+    """`path`, or `path.2`, `path.3`, ...: the first that does not exist."""
+    n = 1
+    candidate = path
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.{n}")
+    return candidate

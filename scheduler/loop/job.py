@@ -185,8 +185,9 @@ class DagRunJob:
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
         with self.sessions.begin() as session:  # (the job's row is its first heartbeat)
-            job = job_store.start_job(session, self.job_type, now=self.heartbeat.read_time(self.clock.now))
-            self.job_id = job.id
+            self.job_id = job_store.start_job(session, self.job_type, now=self.heartbeat.read_time(self.clock.now)).id
+            identity = self.facts.identity_of(session).identity
+        life_cycle.claim_logs(self, identity)
         self.actor = f"{self.job_type.lower()}:{self.job_id}@{socket.gethostname()}"
         if self.wakeup is None:
             self.wakeup = DatabaseWakeup(self.engine, doorbell=open_doorbell(self.engine, self.home)) \

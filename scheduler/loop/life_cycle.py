@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ledger.core.states import StaleState
+from ledger.infra.logs import claim_folder
 from ledger.scheduler.executors.base import TaskEvent
 from ledger.scheduler.loop import outcome_recording
 from ledger.scheduler.loop.faults import first_line, is_transient
@@ -28,6 +29,14 @@ from ledger.store import tasks as task_store
 Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
 # (even for types) would make a cycle
 
+
+
+def claim_logs(job: Job, identity: str) -> None:
+    """The job's logs folder made its database's (ledger/infra/logs.py, decision 0350), as it starts: the folder an
+    earlier database in the same LEDGER_HOME wrote is moved aside, said in one line."""
+    moved = claim_folder(job.logs_folder, identity)
+    if moved is not None:
+        job.say(f"moved the logs of an earlier database from {job.logs_folder} to {moved}")
 
 
 def run_started(job: Job, *, num_runs: int | None = None, exit_when_idle: bool = False) -> None:

@@ -190,9 +190,13 @@ class RunFacts:
 
     def database(self, session: Session, ti_id: int) -> str:
         """What the task id of a try of task instance `ti_id` carries of the database's identity."""
+        return self.identity_of(session).of(ti_id)
+
+    def identity_of(self, session: Session) -> DatabaseIdentity:
+        """The database's identity (read once: it never changes)."""
         if self.identity is None:
             self.identity = identity_store.read(session)
-        return self.identity.of(ti_id)
+        return self.identity
 
     def pools(self, session: Session, *, read: bool = False) -> dict[str, int]:
         """Each pool's slots (`read`: read them again in this transaction)."""

@@ -507,6 +507,7 @@ class CeleryExecutor(Executor):
         now = time.monotonic()
         logs = []
         tails: list[tuple[_Try, int, bytes]] = []  # the rest of a log that came with its try's outcome
+        revoked_first: list[_Try] = []  # first seen revoked: no start known yet
         for entry, raw in states:
             if raw is None or raw == entry.seen or entry.done:
                 if logs_due and entry.started and not entry.done and now >= entry.next_log:
@@ -517,7 +518,9 @@ class CeleryExecutor(Executor):
             status, result = meta.get("status"), meta.get("result") or {}
             if status == "FAILURE" and _worker_lost(result):
                 status = "STARTED"  # its pool process died: the lease says when the try is dead (_check_leases)
-            if status == "STARTED" or (status in FINISHED and not entry.started):
+            if status == "REVOKED" and not entry.started:
+                revoked_first.append(entry)  # (started, and where, only once its claim says: _claimed_again)
+            elif status == "STARTED" or (status in FINISHED and not entry.started):
                 info = result if isinstance(result, dict) else {}
                 entry.host = info.get("host") or entry.host
                 if not entry.started:
@@ -537,6 +540,10 @@ class CeleryExecutor(Executor):
         urgent = self._publish(new)  # (the starts, whatever becomes of the round trips for the ends)
         try:
             ended = self._claimed_again(ended)
+            # a try first seen revoked started on the worker whose claim it holds; one whose claim the executor took
+            # never started anywhere, and is recorded as it ended, without a start
+            urgent += self._publish([TaskEvent(entry.item.ti_id, entry.item.try_number, "started", time.time(),
+                                               host=entry.host) for entry in revoked_first if entry.started])
             self._append_logs(logs)
         except Exception:  # Redis failed the claims' or the logs' round trip: the ends are taken again from the next
             for entry, _status, _result in ended:  # read of states (none is left marked done and never recorded)

@@ -24,7 +24,7 @@ import redis
 
 from ledger.scheduler.executors.base import TaskEvent
 from ledger.scheduler.executors.celery import ADOPTION_CLAIM, LEASE_GRACE, OUTCOME_PATIENCE, CeleryExecutor
-from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key, log_key
+from ledger.scheduler.executors.celery_app import CeleryConfig, claim_key, log_key, task_id
 from ledger.scheduler.runtime import try_outbox
 from ledger.scheduler.runtime.try_lease import TryLease, dead_value, lease_key, taken_value
 from ledger.scheduler.runtime.try_process import RunningTry
@@ -45,6 +45,7 @@ from tests.scheduler.test_celery_faults import (
     traced_dag,
 )
 from tests.scheduler.test_celery_queued_timeout import wait_for
+from tests.scheduler.test_celery_sending import items
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -298,6 +299,39 @@ def test_a_stopped_try_revoked_before_a_worker_claimed_it_ends_at_once_and_no_de
         ended = finished(executor)
         assert (ended.state, ended.reason) == ("failed", "stopped by signal 9")
         assert backend.get(claim_key(tid)) == (claim or "scheduler lost").encode()
+
+
+@pytest.mark.parametrize("claim", [None, "w2 i1"])
+def test_a_try_first_seen_revoked_is_started_only_where_a_worker_claimed_it(
+        tmp_path: Path, redis_server: RedisServer, claim: str | None) -> None:
+    """Its STARTED state never read (the stop came before the first read): claimed by worker w2, it started there
+    and its guard decides its end; with no claim it never started anywhere and ends without a start."""
+    with an_executor(redis_server) as (executor, backend):
+        (item,) = items(tmp_path, 20)
+        executor.submit_all([item])
+        tid = task_id(20, 1, "")
+        if claim is not None:
+            backend.set(claim_key(tid), claim)
+        assert executor.kill(20, "stopped by signal 9")
+        executor._app.backend.mark_as_revoked(tid, "terminated" if claim else "revoked")
+        state_read(executor, b"REVOKED")
+        if claim is None:
+            seen = wait_for_events(executor, "finished")
+            assert [(e.kind, e.state, e.reason) for e in seen] == [("finished", "failed", "stopped by signal 9")]
+            return
+        seen = wait_for_events(executor, "started")
+        assert [(e.kind, e.host) for e in seen] == [("started", "w2")]
+        store_success(executor, tid, "w2")
+        ended = finished(executor)
+        assert (ended.state, ended.host) == ("success", "w2")
+
+
+def wait_for_events(executor: CeleryExecutor, kind: str) -> list[TaskEvent]:
+    """The events drained until one of `kind` is among them."""
+    seen: list[TaskEvent] = []
+    wait_for(f"a {kind} event", lambda: seen.extend(executor.drain()) or any(e.kind == kind for e in seen),
+             within=15.0)
+    return seen
 
 
 def test_a_stopped_try_whose_lease_is_still_renewed_a_lease_length_after_its_revocation_is_revoked_again(

@@ -49,6 +49,17 @@ def lock_timeline(session: Session, dag_id: str) -> None:
     session.execute(select(Dag.dag_id).where(Dag.dag_id == dag_id).with_for_update())
 
 
+def newest_run_id(session: Session, dag_id: str) -> int:
+    """The id of the DAG's newest run (0: it has none): what a form that creates runs was shown against."""
+    return session.scalar(select(func.max(DagRun.id)).where(DagRun.dag_id == dag_id)) or 0
+
+
+def created_by_since(session: Session, dag_id: str, actor: str, after_run_id: int) -> int | None:
+    """The newest run of the DAG `actor` created after run `after_run_id` (its `run_created` event), or None."""
+    return session.scalar(select(func.max(Event.run_id)).where(
+        Event.dag_id == dag_id, Event.kind == "run_created", Event.actor == actor, Event.run_id > after_run_id))
+
+
 def timeline_locked(session: Session) -> bool:
     """Whether this session's transaction locked a DAG's timeline so far (it may have changed its runs)."""
     return bool(session.info.get(TIMELINE_LOCKED))

@@ -71,9 +71,17 @@ def acting(request: Request, what: str) -> str:
 # --- the operations, shared by the API and the pages ---------------------------------------------------------
 
 def _trigger(request: Request, dag_id: str, logical_date: str | None, conf: dict[str, Any] | None,
-             replace: bool) -> dict[str, Any]:
+             replace: bool, seen: int | None = None) -> dict[str, Any]:
+    """Trigger a run; `seen`: the DAG's newest run when the form was shown. A form sent again (a double click, a
+    refresh of the answer) finds the run its user made since then, triggers nothing and says which (`again`): a
+    second run, or one that overrides the first, would stay in the timeline for good."""
     actor = acting(request, "triggering a run")
     with writing(request) as session:
+        if seen is not None:
+            run_store.lock_timeline(session, dag_id)  # (two sends at once: the second waits, then finds the first)
+            again = run_store.created_by_since(session, dag_id, actor, seen)
+            if again is not None:
+                return {"run_id": str(again), "dag_id": dag_id, "again": True}
         run, existing = operations.trigger_dag(session, dag_id, logical_date, conf, replace=replace, now=now(),
                                                actor=actor)
         return {"run_id": str(run.id), "dag_id": dag_id, "logical_date": run.logical_date.isoformat(),
@@ -92,11 +100,18 @@ def _cancel_run(request: Request, run_id: int, reason: str | None) -> dict[str, 
                                                       actor=actor, reason=reason))
 
 
-def _mark_run(request: Request, run_id: int, state: str, reason: str | None) -> dict[str, Any]:
+def _mark_run(request: Request, run_id: int, state: str, reason: str | None,
+              shown: str | None = None) -> dict[str, Any]:
+    """Mark a run; `shown`: the state the page showed it in. A run that has moved since (it succeeded while the
+    operator read the page) is not marked: the mark was decided on what the page showed."""
     actor = acting(request, "marking a run")
     with writing(request) as session:
-        return _outcome(run_id, operations.mark_run(session, run_store.get(session, run_id), RunState(state),
-                                                    now=now(), actor=actor, reason=reason))
+        run = run_store.get(session, run_id)
+        if shown and run.state != shown:
+            raise TimelineConflict(f"run {run_id} is {run.state} now, not {shown} as the page showed it; nothing "
+                                   "was marked: look at the run again")
+        return _outcome(run_id, operations.mark_run(session, run, RunState(state), now=now(), actor=actor,
+                                                    reason=reason))
 
 
 @dataclass(frozen=True)
@@ -156,15 +171,20 @@ def _clear(request: Request, run_id: int, tasks: list[str] | None, downstream: b
     with writing(request) as session:
         run = run_store.get(session, run_id)
         if digest is not None:
-            rows, _version = _clear_rows(session, run, tasks, downstream, on_latest_version)
-            if forms.plan_digest(rows) != digest:
-                return {"run_id": str(run_id), "cleared": None, "would_clear": rows}
+            rows, version = _clear_rows(session, run, tasks, downstream, on_latest_version)
+            if _clear_digest(rows, version) != digest:
+                return {"run_id": str(run_id), "cleared": None, "would_clear": rows, "version": version}
         done = operations.clear_tasks(session, run, tasks or None, downstream=downstream,
                                       on_latest_version=on_latest_version, now=now(), actor=actor)
         moved = None if done.moved is None else {"from": done.moved[0], "to": done.moved[1],
                                                  "added": done.moved[2], "removed": done.moved[3]}
         return {"run_id": str(run_id), "cleared": sorted(done.cleared), "state": run.state, "moved": moved,
                 "version": done.version, "run_version": run.version_hash}
+
+
+def _clear_digest(rows: list[dict[str, str]], version: str) -> str:
+    """What a clear's confirmation covers: the task instances it re-runs and the version their tries run."""
+    return forms.plan_digest({"rows": rows, "version": version})
 
 
 def _pause(request: Request, dag_id: str, paused: bool, stop_queued: bool) -> dict[str, Any]:
@@ -445,8 +465,9 @@ def _dag_actions_page(request: Request, dag_id: str, *, kept: dict[str, str] | N
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id)
         spec = dag_store.current_spec(session, dag_id)
+        seen = run_store.newest_run_id(session, dag_id)
     return HTMLResponse(render("dag_actions.html", dag=documents.dag_json(dag), fields=forms.param_fields(spec.params),
-                               timezone=spec.timezone, kept=kept, problem=problem, problem_in=problem_in),
+                               timezone=spec.timezone, kept=kept, problem=problem, problem_in=problem_in, seen=seen),
                         400 if problem else 200)
 
 
@@ -463,12 +484,21 @@ def trigger_form(request: Request, dag_id: str, form: Form) -> Response:
         params = dag_store.current_spec(session, dag_id).params
     try:
         done = _trigger(request, dag_id, form.get("logical_date", "").strip() or None,
-                        forms.conf_from_form(params, form), form.get("replace") == "on")
+                        forms.conf_from_form(params, form), form.get("replace") == "on", _seen(form))
     except (InvalidInput, TimelineConflict) as e:  # said above the form, what was typed kept
         return _dag_actions_page(request, dag_id, kept=form, problem=str(e), problem_in="trigger")
+    if done.get("again"):
+        return back_to(f"/runs/{done['run_id']}", f"run {done['run_id']} of {dag_id} was triggered from this form "
+                                                  "already: nothing more was triggered")
     replaced = f", replacing run {done['overridden_run_id']}" if done["overridden_run_id"] else ""
     return back_to(f"/runs/{done['run_id']}", f"triggered run {done['run_id']} of {dag_id} at "
                                               f"{done['logical_date']}{replaced}; it is {done['state']}")
+
+
+def _seen(form: dict[str, str]) -> int | None:
+    """The newest run the form was shown against (None: a form without it, as an older page sends)."""
+    seen = form.get("seen", "")
+    return int(seen) if seen.isdigit() else None
 
 
 @pages.post("/dags/{dag_id}/pause")
@@ -557,7 +587,7 @@ def mark_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     state = form.get("state", "")
     if state not in ("success", "failed"):
         raise InvalidInput(f"a run can be marked success or failed, not {state!r}")
-    done = _mark_run(request, run_id, state, _reason(form))
+    done = _mark_run(request, run_id, state, _reason(form), form.get("from") or None)
     return back_to(f"/runs/{run_id}", f"marked run {run_id} {state} ({_tasks_said(done['tasks_set'])} set "
                                       f"{state}); it is {done['state']}")
 
@@ -566,11 +596,10 @@ FAILED_STATES = (TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value)
 
 
 def _clear_page(request: Request, run_id: int, tasks: list[str], downstream: bool, on_latest_version: bool, *,
-                rows: list[dict[str, str]] | None = None, changed: bool = False,
+                rows: list[dict[str, str]] | None = None, version: str | None = None, changed: bool = False,
                 problem: str | None = None, back: str | None = None) -> HTMLResponse:
-    """The clear's choice (tasks, downstream, version) and the task instances it would re-run, to confirm; a
-    problem with the choice is said on the page, the choice kept."""
-    version = None
+    """The clear's choice (tasks, downstream, version) and the task instances it would re-run, to confirm (with the
+    version their tries would run); a problem with the choice is said on the page, the choice kept."""
     with session_of(request) as session:
         doc = documents.run_document(session, run_id)
         if tasks and rows is None and problem is None:
@@ -583,7 +612,8 @@ def _clear_page(request: Request, run_id: int, tasks: list[str], downstream: boo
     return HTMLResponse(render("clear_tasks.html", run=doc, all_tasks=[t["task_id"] for t in doc["graph"]["tasks"]],
                                chosen=set(tasks), downstream=downstream, on_latest_version=on_latest_version,
                                rows=rows, version=version, changed=changed, problem=problem,
-                               digest=forms.plan_digest(rows) if rows is not None else None, back=back), status)
+                               digest=_clear_digest(rows, version or "") if rows is not None else None, back=back),
+                        status)
 
 
 @pages.get("/runs/{run_id}/clear", response_class=HTMLResponse)
@@ -622,8 +652,8 @@ def clear_form(request: Request, run_id: IdInUrl, form: Form) -> Response:
     except (InvalidInput, TimelineConflict) as e:  # said on the page, the choice kept
         return _clear_page(request, run_id, tasks, downstream, latest, problem=str(e), back=back)
     if done["cleared"] is None:  # the run changed since the list was shown: show the new one
-        return _clear_page(request, run_id, tasks, downstream, latest, rows=done["would_clear"], changed=True,
-                           back=back)
+        return _clear_page(request, run_id, tasks, downstream, latest, rows=done["would_clear"],
+                           version=done["version"], changed=True, back=back)
     stays = "" if done["version"] == done["run_version"] else \
         f" on version {done['version'][:12]} (the run stays on {done['run_version'][:12]})"
     moved = f"; the run moved to version {done['moved']['to'][:12]}" if done["moved"] else ""

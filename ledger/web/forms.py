@@ -60,7 +60,7 @@ def conf_from_form(params: Mapping[str, Mapping[str, Any]], form: Mapping[str, s
     return conf or None
 
 
-def plan_digest(rows: list[dict[str, Any]]) -> str:
+def plan_digest(rows: Any) -> str:
     """A fingerprint of a plan (its JSON rows): the plan confirmed must be the plan shown."""
     return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:32]
 

@@ -14,7 +14,7 @@ from ledger.core.backfill_cancel import CancelledRun, Fate, fate, restores
 from ledger.core.backfill_state import FINISHED, agreed_state
 from ledger.core.errors import NotFound
 from ledger.core.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
-from ledger.models import Backfill, Dag, DagRun, Job, Pool, TaskInstance
+from ledger.models import Backfill, Dag, DagRun, Event, Job, Pool, TaskInstance
 from ledger.store import events
 from ledger.store.dags import chunks
 from ledger.store.transitions import move_backfill
@@ -92,10 +92,39 @@ def _refinish(session: Session, row: Backfill, *, now: datetime, actor: str, ado
     return row.state
 
 
+# what an operator does to a run that opens it again or sets its end (ledger.services.operations)
+REOPENING = ("tasks_cleared", "tasks_marked", "run_marked")
+
+
+def reopened_since(session: Session, cancels: dict[int, datetime]) -> set[int]:
+    """Of these runs (each with the time its backfill was cancelled), those an operator cleared or marked since:
+    the operator's, no longer the cancel's (decision 0356)."""
+    if not cancels:
+        return set()
+    latest = session.execute(select(Event.run_id, func.max(Event.at)).where(
+        Event.run_id.in_(list(cancels)), Event.kind.in_(REOPENING)).group_by(Event.run_id)).tuples().all()
+    return {run_id for run_id, at in latest if run_id is not None and at is not None and at >= cancels[run_id]}
+
+
+def under_cancel(session: Session, runs: Collection[DagRun]) -> set[int]:
+    """Of these runs, those a cancel of their backfill still governs: the backfill is cancelled and no operator
+    cleared or marked the run since (a run re-run by hand after the cancel runs as any run)."""
+    backfills = {r.backfill_id for r in runs if r.backfill_id is not None}
+    if not backfills:
+        return set()
+    cancelled = dict(session.execute(select(Backfill.id, Backfill.ended_at).where(
+        Backfill.id.in_(backfills), Backfill.state == BackfillState.CANCELLED.value)).tuples().all())
+    if not cancelled:
+        return set()
+    governed = {r.id: cancelled[r.backfill_id] for r in runs if r.backfill_id in cancelled}
+    cancels = {run_id: at for run_id, at in governed.items() if at is not None}
+    return set(governed) - reopened_since(session, cancels)
+
+
 def restore_after_cancel(session: Session, row: Backfill, *, now: datetime, actor: str) -> list[int]:
     """Each run of the cancelled backfill that the cancel ended without success (failed since the cancel, its lock
-    released) gives its date back to the run it displaced, when ledger.core.backfill_cancel says so. Returns the
-    runs restored."""
+    released, and no operator cleared or marked it since) gives its date back to the run it displaced, when
+    ledger.core.backfill_cancel says so. Returns the runs restored."""
     from ledger.store import runs as run_store
 
     if row.ended_at is None:
@@ -103,6 +132,8 @@ def restore_after_cancel(session: Session, row: Backfill, *, now: datetime, acto
     ended = list(session.scalars(select(DagRun).where(
         DagRun.backfill_id == row.id, DagRun.state == RunState.FAILED.value, DagRun.lock_holder.is_(None),
         DagRun.ended_at >= row.ended_at).order_by(DagRun.logical_date)))
+    reopened = reopened_since(session, {r.id: row.ended_at for r in ended})
+    ended = [r for r in ended if r.id not in reopened]
     displaced = run_store.displaced_by(session, [r.id for r in ended])
     restored = []
     for run in ended:
@@ -138,18 +169,24 @@ class History:
 
 def history_of(session: Session, backfill_id: int) -> History:
     """Counts over every run the backfill created; a run overridden after it finished still counts as the
-    success or failure it was (its task instances keep their states)."""
+    success or failure it was: the state its `run_overridden` event says it had (a run a cancel stopped, whose
+    date went back to the run it had replaced, ended failed), else what its task instances say."""
     runs = dict(session.execute(select(DagRun.state, func.count()).where(DagRun.backfill_id == backfill_id)
                                 .group_by(DagRun.state)).tuples().all())
     ended_then_overridden = select(DagRun.id).where(DagRun.backfill_id == backfill_id,
                                                     DagRun.state == RunState.OVERRIDDEN.value,
                                                     DagRun.ended_at.is_not(None))
-    failed_later = session.scalar(select(func.count(func.distinct(TaskInstance.run_id))).where(
-        TaskInstance.run_id.in_(ended_then_overridden),
-        TaskInstance.state.in_([TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value]))) or 0
-    ended_later = session.scalar(select(func.count()).select_from(ended_then_overridden.subquery())) or 0
+    was: dict[int, str | None] = {run_id: None for run_id in session.scalars(ended_then_overridden)}
+    for run_id, details in session.execute(select(Event.run_id, Event.details).where(
+            Event.kind == "run_overridden", Event.run_id.in_(ended_then_overridden)).order_by(Event.id)):
+        was[run_id] = (details or {}).get("state_before")  # (the last override: a run restored and replaced again)
+    unsaid = [run_id for run_id, state in was.items() if state not in (RunState.SUCCESS.value, RunState.FAILED.value)]
+    failed_later = sum(1 for state in was.values() if state == RunState.FAILED.value) + (session.scalar(
+        select(func.count(func.distinct(TaskInstance.run_id))).where(
+            TaskInstance.run_id.in_(unsaid),
+            TaskInstance.state.in_([TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value]))) or 0 if unsaid else 0)
     return History(sum(runs.values()), runs.get(RunState.OVERRIDDEN.value, 0),
-                   runs.get(RunState.SUCCESS.value, 0) + ended_later - failed_later,
+                   runs.get(RunState.SUCCESS.value, 0) + len(was) - failed_later,
                    runs.get(RunState.FAILED.value, 0) + failed_later,
                    sum(runs.get(state, 0) for state in UNFINISHED_RUN_STATES))
 

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ledger.core.states import UNFINISHED_RUN_STATES as UNFINISHED
-from ledger.core.states import BackfillState, RunState
-from ledger.models import Backfill, Dag, DagRun, Event
+from ledger.core.states import RunState
+from ledger.models import Dag, DagRun, Event
 from ledger.store import events
 from ledger.store.hot import Hot
 from ledger.store.transitions import guarded
@@ -39,13 +39,6 @@ def held_run_ids(session: Session, job_id: int, *, limit: int, newest_first: boo
 def runs_by_id(session: Session, run_ids: Iterable[int]) -> dict[int, DagRun]:
     ids = list(run_ids)
     return {r.id: r for r in session.scalars(_RUNS, {"ids": ids})} if ids else {}
-
-
-def cancelled_backfills(session: Session, backfill_ids: set[int]) -> set[int]:
-    if not backfill_ids:
-        return set()
-    return set(session.scalars(select(Backfill.id).where(Backfill.id.in_(backfill_ids),
-                                                         Backfill.state == BackfillState.CANCELLED.value)))
 
 
 def running_runs_by_dag(session: Session, dag_ids: set[str]) -> dict[str, int]:

@@ -30,7 +30,7 @@ from ledger.store import jobs as job_store
 from ledger.store import loop as loop_store
 from ledger.store import runs as run_store
 from ledger.store import tasks as task_store
-from ledger.store.backfills import backfill_room
+from ledger.store.backfills import backfill_room, under_cancel
 
 Job = Any  # a DagRunJob (scheduler/loop/job.py), which imports this module: typed there; importing it here
 # (even for types) would make a cycle
@@ -220,8 +220,7 @@ def _read_held(job: Job, session: Session, run_ids: list[int]) -> list[HeldRun]:
     if not run_ids:
         return []
     runs = loop_store.runs_by_id(session, run_ids)
-    cancelled = loop_store.cancelled_backfills(
-        session, {r.backfill_id for r in runs.values() if r.backfill_id is not None})
+    cancelled = under_cancel(session, list(runs.values()))
     tis = task_store.rows_for_runs(session, list(runs))
     specs = {r.id: dag_store.spec(session, r.dag_id, r.version_hash) for r in runs.values()}
     previous = task_store.previous_states(
@@ -233,7 +232,7 @@ def _read_held(job: Job, session: Session, run_ids: list[int]) -> list[HeldRun]:
     job.facts.remember_intervals(runs.values())  # the next runs' prev_data_interval_*
     return [HeldRun(run, specs[run.id], tis.get(run.id, {}),  # (each run's own dict, which _picture_task updates)
                     PreviousRun(previous.get(run.previous_run_id, {})) if run.previous_run_id is not None
-                    else None, backfill_cancelled=run.backfill_id in cancelled, held_queued=run.dag_id in holding)
+                    else None, backfill_cancelled=run.id in cancelled, held_queued=run.dag_id in holding)
             for run in runs.values()]
 
 

@@ -733,3 +733,44 @@ def test_a_depends_on_past_task_failing_part_way_stops_the_backfill_naming_the_f
     said = schedule(cli)
     assert (f"left waiting: d {D(3)} run {live[D(3)]['run_id']} (running): depends_on_past: its previous run "
             f"{failed} (backfill) failed") in said, said
+
+
+def _finished_before_the_cancel(cli: Cli, run_id: str, state: str) -> None:
+    """The run ended `state` (its tasks too, one try each) before the backfill was cancelled."""
+    with db(cli) as conn:
+        conn.execute("UPDATE task_instance SET state = ?, try_number = 1, max_tries = 1 WHERE run_id = ?",
+                     (state, int(run_id)))
+        conn.execute("UPDATE dag_run SET state = ?, started_at = created_at, ended_at = created_at WHERE id = ?",
+                     (state, int(run_id)))
+
+
+@pytest.mark.parametrize("ended, act", [("failed", ("tasks", "clear", "d", "{run}")),
+                                        ("success", ("runs", "mark-failed", "{run}"))])
+def test_a_run_the_cancel_kept_and_an_operator_reruns_or_marks_later_is_the_operators_not_the_cancels(
+        ready_cli: Cli, ended: str, act: tuple[str, ...]) -> None:
+    """Run 4 of the backfill had finished when the backfill was cancelled (kept as it was). Cleared later, it runs
+    (the cancel skipped its tasks at once and gave the date back to the run it had replaced); marked failed later,
+    it stays the live run of its date (the cancel's restore took it)."""
+    cli = ready_cli
+    cli.write_dag("d.py", dag_source(end=2))
+    schedule(cli)  # runs 1 and 2 succeed
+    out = json.loads(cli.ok("backfill", "d", "--start", "2024-03-01", "--end", "2024-03-02", "--reprocess",
+                            "completed", "--submit", "--yes", "--json"))
+    kept = live_by_date(timeline(cli))[D(1)]["run_id"]
+    _finished_before_the_cancel(cli, kept, ended)
+    said = cli.ok("backfill", "cancel", out["backfill_id"])
+    assert f"keeps run {kept} ({ended}): it had finished" in said
+    (row,) = cli.json("backfill", "list")  # the run the cancel stopped before it started gave its date back: failed
+    assert (row["succeeded"], row["failed"], row["overridden_later"]) == (int(ended == "success"),
+                                                                          int(ended == "failed") + 1, 1)
+    cli.ok(*[part.format(run=kept) for part in act])
+    schedule(cli)
+    live = live_by_date(timeline(cli))
+    assert live[D(1)]["run_id"] == kept
+    if act[0] == "tasks":
+        assert live[D(1)]["state"] == "success"
+        assert task_states(cli, kept) == {"a": ("success", 2), "b": ("success", 2)}
+    else:
+        assert live[D(1)]["state"] == "failed"
+    overridden = [e for e in cli.json("events", "--kind", "run_overridden") if str(e["run_id"]) == str(kept)]
+    assert overridden == []

@@ -81,8 +81,8 @@ def logs(dag_id: DagId, run: RunArg, task_id: Annotated[str, typer.Argument(help
     active = {s.value for s in ACTIVE_TASK_STATES}
     with env.reading() as session:  # (its kept row, if it ran on another host and has ended)
         kept = try_logs.find(session, r.id, task_id, index, n)
-        database = identity_store.read(session).of(ti.id)
-    ref = TryRef(dag_id, r.id, task_id, n, ti.id, index, database)
+        identity = identity_store.read(session)
+    ref = TryRef(dag_id, r.id, task_id, n, ti.id, index, identity.of(ti.id), identity.identity)
     source = log_store.locate(env.settings.logs_folder, ref, kept, ended=state not in active)
     if source is None and not (follow and state in active):
         raise InvalidInput(f"no log for try {n} of {name!r} in run {r.id} (expected {path}; a try that ran on "

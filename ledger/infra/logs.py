@@ -60,6 +60,19 @@ def claim_folder(logs: Path, identity: str, *, new_database: bool = False) -> Pa
         return moved
 
 
+def holds_logs_of(logs: Path, identity: str) -> bool:
+    """Whether the folder's files are the logs of database `identity`: its mark names it, or it has no mark (a
+    folder no job of a marked database has claimed yet: as claim_folder takes it). A reader on a host where no job
+    has started since the database was made again (a PostgreSQL database made again from another host; a
+    webserver's host) finds the earlier database's folder there, marked with its identity: not this try's log."""
+    if not identity:
+        return True
+    try:
+        return (logs / MARK).read_text().strip() == identity
+    except FileNotFoundError:
+        return True
+
+
 def _free_name(path: Path) -> Path:
     """`path`, or `path.2`, `path.3`, ...: the first that does not exist."""
     n = 1

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from ledger.core.errors import ConfigError
 from ledger.core.mapping import NOT_MAPPED
-from ledger.infra.logs import log_file
+from ledger.infra.logs import holds_logs_of, log_file
 from ledger.infra.workers import backend_url, log_key, redacted, task_id
 
 REMOTE_LOGS_VARIABLE = "LEDGER_REMOTE_LOGS"  # s3://bucket/prefix
@@ -107,6 +107,13 @@ class TryRef:
     ti_id: int
     map_index: int = NOT_MAPPED
     database: str = ""  # what its task id carries of the database's identity (DatabaseIdentity.of)
+    identity: str = ""  # the database's identity, which a logs folder holding its logs is marked with
+
+    def own_file(self, logs: Path) -> Path | None:
+        """Its log file in this host's logs folder, when there is one and the folder holds this database's logs
+        (ledger/infra/logs.py, decision 0350)."""
+        path = logs / self.relative
+        return path if path.is_file() and holds_logs_of(logs, self.identity) else None
 
     @property
     def relative(self) -> str:
@@ -117,8 +124,8 @@ class TryRef:
 def locate(logs: Path, ref: TryRef, kept: str | None, *, ended: bool) -> LogSource | None:
     """Where the try's log is for this host (see the module's text for the order); None: nowhere yet. `kept`: the
     try's `try_log` row, read by the caller. ConfigError when a configured store cannot be read."""
-    path = logs / ref.relative
-    if path.is_file():
+    path = ref.own_file(logs)
+    if path is not None:
         return FileSource(path)
     if kept is not None:
         return TextSource(kept.encode(), "the database")

@@ -147,8 +147,9 @@ def try_ref(session: Session, run: dict[str, Any], label: str, try_number: int) 
     if found is None:
         raise NotFound(f"run {run['run_id']} has no task {label!r}")
     ti_id, kept = found
-    database = identity_store.read(session).of(ti_id)
-    return TryRef(run["dag_id"], int(run["run_id"]), name, try_number, ti_id, index, database), kept
+    identity = identity_store.read(session)
+    return TryRef(run["dag_id"], int(run["run_id"]), name, try_number, ti_id, index, identity.of(ti_id),
+                  identity.identity), kept
 
 
 def source_of(logs: Path, found: tuple[TryRef, str | None], the_try: dict[str, Any]) -> LogSource | None:

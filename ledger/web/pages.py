@@ -312,7 +312,7 @@ def log_download(request: Request, run_id: str, task_id: str, try_number: int) -
         found = logview.try_ref(session, doc, task_id, try_number)
     name, index = split_label(task_id)
     filename = f"{doc['dag_id']}_run{doc['run_id']}_{name}{f'_{index}' if index >= 0 else ''}_try{try_number}.log"
-    if path.is_file():
+    if found[0].own_file(request.app.state.settings.logs_folder) is not None:
         return FileResponse(path, media_type="text/plain; charset=utf-8", filename=filename)
     source = logview.source_of(request.app.state.settings.logs_folder, found, the_try)
     if source is None:

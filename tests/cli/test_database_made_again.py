@@ -60,3 +60,23 @@ def test_a_scheduler_moves_aside_the_logs_of_a_database_made_again_elsewhere(cli
     assert f"moved the logs of an earlier database from {cli.home / 'logs'} to {aside}" in said
     assert "first-database" in (aside / "daily" / "run_1" / "a" / "try_1.log").read_text()
 
+
+
+def test_a_reader_never_takes_an_earlier_databases_log_file_for_a_try_of_this_one(cli: Cli, tmp_path: Path) -> None:
+    """The database made again and run from another host: on this host no job has started since, so its logs
+    folder is still the earlier database's; `ledger tasks logs` here says the try's log is not here rather than
+    show the earlier database's try of the same ids."""
+    database = tmp_path / "shared.db"
+    url = f"sqlite:///{database}"
+    cli.ok("db", "upgrade", LEDGER_DATABASE_URL=url)
+    assert "first-database" in _run_once(cli, "first-database", LEDGER_DATABASE_URL=url)[1]
+    database.unlink()
+    other_home = tmp_path / "other-host"
+    other_home.mkdir()
+    there = {"LEDGER_DATABASE_URL": url, "LEDGER_HOME": str(other_home), "LEDGER_DAGS_FOLDER": str(cli.dags)}
+    cli.ok("db", "upgrade", **there)
+    assert "second-database" in _run_once(cli, "second-database", **there)[1]
+    here = cli.run("tasks", "logs", "daily", "1", "a", LEDGER_DATABASE_URL=url)
+    assert "first-database" not in here.stdout
+    assert here.exit_code != 0 and "no log for try 1 of 'a' in run 1" in here.stderr
+    assert _moved(cli.home) == []  # a reader moves nothing

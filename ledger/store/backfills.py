@@ -14,7 +14,7 @@ from ledger.core.backfill_cancel import CancelledRun, Fate, fate, restores
 from ledger.core.backfill_state import FINISHED, agreed_state
 from ledger.core.errors import NotFound
 from ledger.core.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
-from ledger.models import Backfill, Dag, DagRun, Event, Job, Pool, TaskInstance
+from ledger.models import Backfill, Dag, DagRun, Event, Job, Pool, TaskInstance, TaskTry
 from ledger.store import events
 from ledger.store.dags import chunks
 from ledger.store.transitions import move_backfill
@@ -135,10 +135,12 @@ def restore_after_cancel(session: Session, row: Backfill, *, now: datetime, acto
     reopened = reopened_since(session, {r.id: row.ended_at for r in ended})
     ended = [r for r in ended if r.id not in reopened]
     displaced = run_store.displaced_by(session, [r.id for r in ended])
+    ran = runs_that_ran(session, [r.id for r in ended])
     restored = []
     for run in ended:
         d = displaced.get(run.id)
-        if d is None or restores(CancelledRun(run.id, run.logical_date, run.state, d), run.state) is None:
+        if d is None or restores(CancelledRun(run.id, run.logical_date, run.state, d, run.id in ran),
+                                 run.state) is None:
             continue
         run_store.restore_displaced(session, run, d, now=now, actor=actor,
                                     reason=f"backfill {row.id} cancelled before run {run.id} finished")
@@ -152,7 +154,18 @@ def cancel_preview(session: Session, backfill_id: int) -> list[Fate]:
 
     runs = runs_of(session, backfill_id)
     displaced = run_store.displaced_by(session, [r.id for r in runs])
-    return [fate(CancelledRun(r.id, r.logical_date, r.state, displaced.get(r.id))) for r in runs]
+    ran = runs_that_ran(session, [r.id for r in runs])
+    return [fate(CancelledRun(r.id, r.logical_date, r.state, displaced.get(r.id), r.id in ran)) for r in runs]
+
+
+def runs_that_ran(session: Session, run_ids: list[int]) -> set[int]:
+    """Of these runs, those a try of which has started (its code may have written the date's data)."""
+    found: set[int] = set()
+    for part in chunks(run_ids):
+        found.update(session.scalars(select(TaskInstance.run_id).distinct().join(
+            TaskTry, TaskTry.task_instance_id == TaskInstance.id).where(
+            TaskInstance.run_id.in_(part), TaskTry.started_at.is_not(None))))
+    return found
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""Cancelling a backfill never turns good history red (decision 0210): a date whose new run the cancel stops gets
-back the finished run the backfill had replaced there, recorded as an event, the stopped run kept as history; one
-live run per date, nothing deleted, the chain intact. The cancel says what becomes of each date before it acts."""
+"""Cancelling a backfill gives a date back only what nothing new touched (decisions 0210, 0357): a date whose new run
+the cancel stops before any of its tries started gets back the finished run the backfill had replaced there,
+recorded as an event, the stopped run kept as history; a date where a try of the new run had started keeps the new
+run, ending as its tasks did, so the timeline names the code that last ran there. One live run per date, nothing
+deleted, the chain intact. The cancel says what becomes of each date before it acts."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from tests.backfill.test_backfill_cli import (
     schedule,
     start_scheduler,
     stop_scheduler,
+    task_states,
     timeline,
     wait_until,
 )
@@ -66,10 +69,29 @@ def test_cancelling_a_reprocess_completed_backfill_before_it_ran_gives_each_date
     assert live_by_date(timeline(cli)) == live
 
 
-def test_a_scheduler_holding_the_backfill_gives_the_dates_back_once_it_has_stopped_their_runs(
+def in_flight_stays_the_rest_come_back(cli: Cli, backfill_id: int, before: dict[str, dict[str, Any]],
+                                       said: str | None) -> None:
+    """The backfill's first date (its run's task a ran through the cancel) keeps the backfill's run, failed (task b
+    skipped); the two dates whose runs had not started get their green runs back."""
+    runs = timeline(cli)
+    live = live_by_date(runs)
+    mine = [r for r in runs if r["backfill_id"] == str(backfill_id)]
+    first = next(r for r in mine if r["logical_date"] == D(1))
+    assert (live[D(1)]["run_id"], live[D(1)]["state"]) == (first["run_id"], "failed")
+    assert task_states(cli, first["run_id"]) == {"a": ("success", 1), "b": ("skipped", 0)}
+    assert {d: (r["run_id"], r["state"]) for d, r in live.items() if d != D(1)} == {
+        d: (r["run_id"], "success") for d, r in before.items() if d != D(1)}
+    assert len(runs) == 6 and [r["state"] for r in mine if r["logical_date"] != D(1)] == ["overridden"] * 2
+    if said is not None:
+        assert f"run {first['run_id']} stops and stays, ending as its tasks did: its tries ran" in said, said
+        assert said.count("is live again") == 2, said
+
+
+def test_a_scheduler_holding_the_backfill_gives_back_the_dates_whose_runs_had_not_started(
         ready_cli: Cli) -> None:
-    """The run in flight when the cancel lands finishes its try, then its other task is skipped: it failed, so its
-    date too gets the green run back. The test holds task a of the new runs on a file it writes itself."""
+    """The run in flight when the cancel lands finishes its try, then its other task is skipped: it ran, so its date
+    keeps it (failed); the other dates get their green runs back. The test holds task a of the new runs on a file
+    it writes itself."""
     cli = ready_cli
     gate = cli.home / "go"
     before = green_history(cli, command=f'[ "$LEDGER_RUN_TYPE" != backfill ] || until [ -f {gate} ]; do sleep 0.05; '
@@ -84,7 +106,6 @@ def test_a_scheduler_holding_the_backfill_gives_the_dates_back_once_it_has_stopp
 
         wait_until(task_running, what="the scheduler to run task a of the backfill's first run")
         said = cli.ok("backfill", "cancel", str(backfill_id))
-        assert "is live again" in said
         gate.write_text("go")
 
         def settled() -> bool:
@@ -95,11 +116,7 @@ def test_a_scheduler_holding_the_backfill_gives_the_dates_back_once_it_has_stopp
         wait_until(settled, what="every run of the backfill to end")
     finally:
         stop_scheduler(proc, cli)
-    runs = timeline(cli)
-    assert {d: (r["run_id"], r["state"]) for d, r in live_by_date(runs).items()} == {
-        d: (r["run_id"], "success") for d, r in before.items()}
-    assert len(runs) == 6
-    assert {r["state"] for r in runs if r["backfill_id"] == str(backfill_id)} == {"overridden"}
+    in_flight_stays_the_rest_come_back(cli, backfill_id, before, said)
 
 
 def test_the_web_confirmation_shows_what_becomes_of_each_date_before_the_cancel(ready_cli: Cli) -> None:
@@ -124,7 +141,8 @@ def test_the_web_confirmation_shows_what_becomes_of_each_date_before_the_cancel(
     assert cli.json("backfill", "show", str(backfill_id))["state"] == "running"
 
 
-def test_the_backfill_command_executing_it_gives_the_dates_back_when_it_is_cancelled(ready_cli: Cli) -> None:
+def test_the_backfill_command_executing_it_gives_back_the_dates_whose_runs_had_not_started_when_cancelled(
+        ready_cli: Cli) -> None:
     """The same when the backfill command itself runs the runs (its job ends them as it stops)."""
     import subprocess
 
@@ -152,7 +170,4 @@ def test_the_backfill_command_executing_it_gives_the_dates_back_when_it_is_cance
             proc.kill()
             proc.wait()
     assert "Traceback" not in out, out
-    runs = timeline(cli)
-    assert {d: (r["run_id"], r["state"]) for d, r in live_by_date(runs).items()} == {
-        d: (r["run_id"], "success") for d, r in before.items()}
-    assert {r["state"] for r in runs if r["backfill_id"] == "1"} == {"overridden"} and len(runs) == 6
+    in_flight_stays_the_rest_come_back(cli, 1, before, None)

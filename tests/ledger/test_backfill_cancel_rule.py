@@ -30,3 +30,12 @@ def test_a_date_whose_new_run_never_finished_gets_its_finished_displaced_run_bac
 def test_a_run_that_had_finished_or_was_overridden_later_stays_as_it_is(state: str) -> None:
     f = fate(CancelledRun(2, DAY, state, Displaced(1, "success")))
     assert f.restores is None and ("keeps run 2" in f.says or "overridden later" in f.says)
+
+
+@pytest.mark.parametrize("ended_in", ["failed", "success"])
+def test_a_date_whose_new_run_had_a_try_started_keeps_the_new_run_whatever_it_displaced(ended_in: str) -> None:
+    """Its code may have written the date's data: the timeline must name it, not the run before."""
+    run = CancelledRun(2, DAY, "running", Displaced(1, "success"), ran=True)
+    assert restores(run, ended_in) is None
+    f = fate(run)
+    assert f.restores is None and "stops and stays" in f.says and "run 1, which it replaced, stays overridden" in f.says

@@ -3,10 +3,11 @@
 ledger/airflow_compat/flow.py).
 
 Every operator takes Airflow's BaseOperator arguments. Those ledger acts on go to ledger's Task (retries,
-trigger_rule, pool, callbacks, ...); `owner`, `doc_md` (and doc, doc_rst...), `task_display_name`, `params` (the
-task's params, over the DAG's) and `sla` (the DAG's deadline: ledger/airflow_compat/dag.py) are kept in the
-version; the others ledger has no use for (queue, executor_config, weight_rule, ...) are accepted and listed in
-the task's `ignored_args`. An argument Airflow does not know either is refused, as Airflow refuses it.
+trigger_rule, pool, queue, callbacks, ...), the operator's own over its task groups' and its DAG's default_args, as
+in Airflow; `owner`, `doc_md` (and doc, doc_rst...), `task_display_name`, `params` (the task's params, over the
+DAG's) and `sla` (the DAG's deadline: ledger/airflow_compat/dag.py) are kept in the version; the others ledger has
+no use for (executor_config, weight_rule, ...) are accepted and listed in the task's `ignored_args`. An argument
+Airflow does not know either is refused, as Airflow refuses it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ledger.sdk.xcom import RETURN_KEY, XComRef, resolve
 
 # Airflow's BaseOperator arguments that ledger's Task takes as they are
 LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
-                    "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
+                    "queue", "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
                     "on_failure_callback", "on_success_callback", "on_retry_callback", "email", "email_on_failure",
                     "email_on_retry", "signals", "outlets", "inlets")
 # Airflow's BaseOperator arguments ledger keeps for people (shown by `ledger dags show`) or acts on in this module
@@ -42,7 +43,7 @@ KEPT_TASK_ARGS = ("owner", "doc", "doc_md", "doc_rst", "doc_json", "doc_yaml", "
                   "multiple_outputs", "do_xcom_push", "task_group", "default_args", "retry_policy",
                   "pre_execute", "post_execute")
 # Airflow's BaseOperator arguments accepted and not acted on
-IGNORED_TASK_ARGS = ("queue", "pool_slots", "executor_config", "weight_rule", "run_as_user", "resources",
+IGNORED_TASK_ARGS = ("pool_slots", "executor_config", "weight_rule", "run_as_user", "resources",
                      "max_active_tis_per_dag", "max_active_tis_per_dagrun", "task_concurrency", "executor",
                      "on_execute_callback", "on_skipped_callback", "map_index_template",
                      "show_return_value_in_logs", "wait_for_past_depends_before_skipping", "email_on_success",

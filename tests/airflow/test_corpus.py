@@ -239,7 +239,8 @@ def test_trigger_dag_run_and_a_template_file_under_the_scheduler_a_refused_impor
 
 def test_branch_and_sensor_subclasses_get_airflows_context_and_take_its_arguments(corpus: Corpus) -> None:
     dag = corpus.dag("af2_flow_operators.py", "af2_flow_operators")
-    assert dag.tasks["on_day"].ignored_args == ("queue",) and dag.tasks["on_day"].owner == "data"  # type: ignore[attr-defined]
+    assert dag.tasks["on_day"].queue == "sensors" and dag.tasks["on_day"].owner == "data"  # type: ignore[attr-defined]
+    assert dag.tasks["on_day"].ignored_args == ()  # type: ignore[attr-defined]
     assert dag.tasks["pick"].owner == "flow" and dag.tasks["ready"].ignored_args == ("executor_config",)  # type: ignore[attr-defined]
     assert dag.tasks["make_cluster"].is_setup and dag.tasks["delete_cluster"].is_teardown
     ran = corpus.run("af2_flow_operators.py", "af2_flow_operators", at="2024-03-01T00:00")

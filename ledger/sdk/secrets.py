@@ -250,8 +250,21 @@ def find_connection(conn_id: str) -> ConnectionInfo:
         return ConnectionInfo.from_uri(conn_id, raw)
 
 
+class VariableNotSet(KeyError):
+    """A variable neither the environment nor the ledger has, asked for without a default. A KeyError, as
+    Airflow's Variable.get raises, so that a DAG file's `except KeyError:` catches it (and so a LookupError)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"variable {key!r} is not set (LEDGER_VAR_{key.upper()}, or ledger variables set)")
+        self.key = key
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # the message itself, not KeyError's repr of it
+
+
 class Variable:
-    """`Variable.get("name")`, as in Airflow: LEDGER_VAR_<NAME> first, then the ledger."""
+    """`Variable.get("name")`, as in Airflow: LEDGER_VAR_<NAME> first, then the ledger; VariableNotSet (a
+    KeyError) when neither has it and no default is given."""
 
     _MISSING: Any = object()
 
@@ -263,7 +276,7 @@ class Variable:
         if raw is None:
             if default_var is not Variable._MISSING:
                 return default_var
-            raise LookupError(f"variable {key!r} is not set (LEDGER_VAR_{key.upper()}, or ledger variables set)")
+            raise VariableNotSet(key)
         if sensitive(key):
             seen(raw)
         return json.loads(raw) if deserialize_json else raw

@@ -4,9 +4,10 @@
   password and extra, are encrypted with Fernet (the `cryptography` library; the keys and their rotation:
   ledger/infra/fernet.py).
 * Read in tasks with `Variable.get("name")` / `get_connection("id")`, and in templates with
-  `{{ var.value.name }}` / `{{ conn.id.host }}`: the environment first (`LEDGER_VAR_<NAME>`,
-  `LEDGER_CONN_<ID>` as a URI), then the ledger through the client of task code (ledger/sdk/ledger_client.py):
-  the database where the try has it, ledger's webserver on a Celery worker, which has none.
+  `{{ var.value.name }}` / `{{ conn.id.host }}`: the environment first (`LEDGER_VAR_<NAME>`, then Airflow's
+  `AIRFLOW_VAR_<NAME>`; `LEDGER_CONN_<ID>` as a URI), then the ledger through the client of task code
+  (ledger/sdk/ledger_client.py): the database where the try has it, ledger's webserver on a Celery worker, which
+  has none.
 * Every secret a try reads (a connection's password; a variable whose name says it is one, see
   ledger/core/secret_names.py) is masked: the try's log and its rendered templates are rewritten with `***` in
   its place when the try ends. Commands that show values a try passed on (`ledger tasks xcom`) mask every secret
@@ -250,12 +251,28 @@ def find_connection(conn_id: str) -> ConnectionInfo:
         return ConnectionInfo.from_uri(conn_id, raw)
 
 
+VARIABLE_PREFIXES = ("LEDGER_VAR_", "AIRFLOW_VAR_")  # the environment's variables, read in this order
+
+
+def variable_names(key: str) -> list[str]:
+    """The environment variables that hold the variable `key`, in the order they are read: ledger's, then
+    Airflow's (Airflow's environment secrets backend, which it reads before its metastore), each with the key
+    upper-cased."""
+    return [prefix + key.upper() for prefix in VARIABLE_PREFIXES]
+
+
+def variable_from_environment(key: str) -> str | None:
+    """The variable `key` as this process's environment holds it (variable_names); None: it does not."""
+    return next((os.environ[name] for name in variable_names(key) if name in os.environ), None)
+
+
 class VariableNotSet(KeyError):
     """A variable neither the environment nor the ledger has, asked for without a default. A KeyError, as
     Airflow's Variable.get raises, so that a DAG file's `except KeyError:` catches it (and so a LookupError)."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"variable {key!r} is not set (LEDGER_VAR_{key.upper()}, or ledger variables set)")
+        super().__init__(f"variable {key!r} is not set ({', '.join(variable_names(key))}, or ledger variables "
+                         "set)")
         self.key = key
 
     def __str__(self) -> str:
@@ -263,14 +280,14 @@ class VariableNotSet(KeyError):
 
 
 class Variable:
-    """`Variable.get("name")`, as in Airflow: LEDGER_VAR_<NAME> first, then the ledger; VariableNotSet (a
-    KeyError) when neither has it and no default is given."""
+    """`Variable.get("name")`, as in Airflow: the environment first (LEDGER_VAR_<NAME>, then AIRFLOW_VAR_<NAME>),
+    then the ledger; VariableNotSet (a KeyError) when none has it and no default is given."""
 
     _MISSING: Any = object()
 
     @staticmethod
     def get(key: str, default_var: Any = _MISSING, deserialize_json: bool = False) -> Any:
-        raw = os.environ.get(f"LEDGER_VAR_{key.upper()}")
+        raw = variable_from_environment(key)
         if raw is None:
             raw = _stored(lambda ledger: ledger.variable(key))
         if raw is None:

@@ -8,7 +8,7 @@ Names: ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start, data_int
 prev_data_interval_start, prev_data_interval_end (of the previous run in the chain; None for the first),
 run_id, run_type, try_number, dag_version, dag, task, ti (ti.xcom_pull(task_ids=...)), params, conf,
 var (var.value.NAME, var.json.NAME:
-LEDGER_VAR_<NAME> or `ledger variables`), conn (conn.NAME.host ...: LEDGER_CONN_<NAME> or
+LEDGER_VAR_<NAME>, AIRFLOW_VAR_<NAME> or `ledger variables`), conn (conn.NAME.host ...: LEDGER_CONN_<NAME> or
 `ledger connections`), macros.ds_add, macros.ds_format,
 macros.datetime, macros.timedelta.
 
@@ -93,7 +93,8 @@ _NO_DEFAULT: Any = object()
 
 
 class _Variables:
-    """`var.value.NAME` (text) and `var.json.NAME` (parsed): LEDGER_VAR_<NAME>, then the database."""
+    """`var.value.NAME` (text) and `var.json.NAME` (parsed), as Variable.get reads them: LEDGER_VAR_<NAME>, then
+    AIRFLOW_VAR_<NAME>, then the ledger."""
 
     def __init__(self, as_json: bool = False) -> None:
         self._json = as_json

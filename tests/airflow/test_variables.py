@@ -44,10 +44,30 @@ def test_a_missing_variable_without_a_default_is_a_key_error_naming_where_it_was
         stored: dict[str, str]) -> None:
     with pytest.raises(KeyError) as raised:
         Variable.get("target_table")
-    assert str(raised.value) == ("variable 'target_table' is not set (LEDGER_VAR_TARGET_TABLE, or ledger "
-                                 "variables set)")
+    assert str(raised.value) == ("variable 'target_table' is not set (LEDGER_VAR_TARGET_TABLE, "
+                                 "AIRFLOW_VAR_TARGET_TABLE, or ledger variables set)")
     assert isinstance(raised.value, LookupError)  # ledger's callers that catch LookupError still do
     assert Variable.get("target_table", default_var=None) is None
+
+
+def test_airflow_var_in_the_environment_is_read_before_the_stored_variable_and_after_ledger_var(
+        stored: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    stored.update(from_env="stored", both="stored", cfg='{"n": 1}')
+    monkeypatch.setenv("AIRFLOW_VAR_FROM_ENV", "envval")  # the key upper-cased, as Airflow names it
+    monkeypatch.setenv("AIRFLOW_VAR_BOTH", "airflow's")
+    monkeypatch.setenv("LEDGER_VAR_BOTH", "ledger's")
+    monkeypatch.setenv("AIRFLOW_VAR_CFG", '{"n": 2}')
+    assert Variable.get("from_env") == Variable.get("from_env", default_var="unset") == "envval"
+    assert Variable.get("both") == "ledger's"
+    assert Variable.get("cfg", deserialize_json=True) == {"n": 2}
+
+
+def test_a_secret_variable_read_from_airflow_var_is_masked_in_the_tries_log(
+        stored: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_VAR_API_TOKEN", "tok-from-env")
+    monkeypatch.setattr(secrets, "_seen", set())
+    assert Variable.get("api_token") == "tok-from-env"
+    assert secrets.mask("calling with tok-from-env") == "calling with ***"
 
 
 FALLBACK = """

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ledger.core.errors import LedgerError
+from ledger.core.errors import InvalidInput, LedgerError
 from ledger.core.secret_names import sensitive
 from ledger.infra.config import load_settings
 from ledger.infra.fernet import key_file, parse_keys
@@ -239,8 +239,8 @@ def get_connection(conn_id: str) -> ConnectionInfo:
 
 
 def find_connection(conn_id: str) -> ConnectionInfo:
-    """A connection as Airflow's providers read it: ledger's (get_connection), then an AIRFLOW_CONN_<ID> variable (a
-    URI). LookupError naming all three when none has it."""
+    """A connection as Airflow's providers and templates (`{{ conn.ID }}`) read it: ledger's (get_connection), then
+    an AIRFLOW_CONN_<ID> variable (airflow_connection). LookupError naming all three when none has it."""
     try:
         return get_connection(conn_id)
     except LookupError:
@@ -248,7 +248,42 @@ def find_connection(conn_id: str) -> ConnectionInfo:
         if raw is None:
             raise LookupError(f"connection {conn_id!r} is not defined (LEDGER_CONN_{conn_id.upper()}, ledger "
                               f"connections add, or AIRFLOW_CONN_{conn_id.upper()})") from None
+        info = airflow_connection(conn_id, raw)
+        seen(info.password)
+        return info
+
+
+AIRFLOW_JSON_FIELDS = ("conn_type", "host", "port", "login", "password", "schema", "extra", "description")
+
+
+def airflow_connection(conn_id: str, raw: str) -> ConnectionInfo:
+    """An AIRFLOW_CONN_<ID> value as Airflow reads it: a URI, or (Airflow 2.3+) a JSON object of the connection's
+    fields (`conn_type`, `host`, `port`, `login`, `password`, `schema`, `description`, and `extra` as an object or
+    a string; Airflow's Connection.from_json).
+    InvalidInput in one line that does not echo the value (it may hold a password) when it is neither."""
+    if not raw.lstrip().startswith("{"):
         return ConnectionInfo.from_uri(conn_id, raw)
+    where = f"connection {conn_id!r} (AIRFLOW_CONN_{conn_id.upper()})"
+    try:
+        fields = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{where}: its JSON does not parse ({exc.msg}, at character {exc.pos})") from None
+    unknown = sorted(set(fields) - set(AIRFLOW_JSON_FIELDS)) if isinstance(fields, dict) else []
+    if not isinstance(fields, dict) or unknown:
+        raise InvalidInput(f"{where}: its JSON must be an object of the fields {', '.join(AIRFLOW_JSON_FIELDS)}"
+                           + (f", not {', '.join(unknown)}" if unknown else ""))
+    port, extra = fields.get("port"), fields.get("extra")
+    try:
+        port = int(port) if port not in (None, "") else None
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{where}: its port is not a number") from None
+
+    def text(name: str) -> str | None:
+        value = fields.get(name)
+        return None if value is None else str(value)
+
+    return ConnectionInfo(conn_id, text("conn_type") or "", text("host"), port, text("login"), text("password"),
+                          text("schema"), json.dumps(extra) if isinstance(extra, dict) else text("extra"))
 
 
 VARIABLE_PREFIXES = ("LEDGER_VAR_", "AIRFLOW_VAR_")  # the environment's variables, read in this order

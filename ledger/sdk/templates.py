@@ -8,8 +8,8 @@ Names: ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start, data_int
 prev_data_interval_start, prev_data_interval_end (of the previous run in the chain; None for the first),
 run_id, run_type, try_number, dag_version, dag, task, ti (ti.xcom_pull(task_ids=...)), params, conf,
 var (var.value.NAME, var.json.NAME:
-LEDGER_VAR_<NAME>, AIRFLOW_VAR_<NAME> or `ledger variables`), conn (conn.NAME.host ...: LEDGER_CONN_<NAME> or
-`ledger connections`), macros.ds_add, macros.ds_format,
+LEDGER_VAR_<NAME>, AIRFLOW_VAR_<NAME> or `ledger variables`), conn (conn.NAME.host ...: LEDGER_CONN_<NAME>,
+`ledger connections` or AIRFLOW_CONN_<NAME>), macros.ds_add, macros.ds_format,
 macros.datetime, macros.timedelta.
 
 Airflow's other names are there too (Airflow's "Templates reference"): ts_nodash_with_tz,
@@ -120,12 +120,16 @@ class _Vars:
 
 
 class _Connections:
+    """`conn.ID.host` ...: the connection as Airflow's providers find it (find_connection): LEDGER_CONN_<ID>, the
+    ledger, then AIRFLOW_CONN_<ID>."""
+
     def __getattr__(self, name: str) -> Any:
-        from ledger.sdk.secrets import get_connection
+        from ledger.core.errors import InvalidInput
+        from ledger.sdk.secrets import find_connection
 
         try:
-            return get_connection(name)
-        except LookupError as exc:
+            return find_connection(name)
+        except (LookupError, InvalidInput) as exc:  # (InvalidInput: a value that is neither a URI nor JSON)
             raise TemplateError(str(exc).strip('"')) from None
 
 

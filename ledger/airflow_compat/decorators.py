@@ -8,12 +8,14 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import shutil
 import subprocess
 import sys
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ledger.airflow_compat.bash import AIRFLOW_SKIP_EXIT_CODE, inherits_environment, skip_exit_codes
 from ledger.airflow_compat.flow import BranchPythonOperator, PythonSensor, ShortCircuitOperator
 from ledger.airflow_compat.operators import PythonOperator, TaskGroup, get_current_context
 from ledger.airflow_compat.virtualenv import (
@@ -24,6 +26,7 @@ from ledger.airflow_compat.virtualenv import (
 )
 from ledger.core.errors import DagDefinitionError, SkipTask
 from ledger.sdk import dag as ledger_dag
+from ledger.sdk.context import current
 from ledger.sdk.mapped_groups import expand_group
 from ledger.sdk.templates import render
 from ledger.sdk.xcom import refs_in
@@ -98,21 +101,26 @@ class BranchExternalPythonTaskFunction(TaskFunction):
 BASH_ENV = "__ledger_bash_env__"  # the op_kwargs key of a @task.bash's env that holds other tasks' values
 
 
-def _run_bash_command(command: str, cwd: str | None, env: Mapping[str, str] | None) -> str | None:
-    """Run a @task.bash function's command as Airflow does: exit 99 skips, another non-zero fails; the last
-    line of its output is the value passed on."""
+def _run_bash_command(command: str, cwd: str | None, env: Mapping[str, str] | None, *,
+                      skip_codes: tuple[int, ...] = (AIRFLOW_SKIP_EXIT_CODE,), inherit: bool = True) -> str | None:
+    """Run a @task.bash function's command as Airflow runs a BashOperator's (ledger/airflow_compat/bash.py): an
+    exit code among `skip_codes` skips, another non-zero fails; in the try's environment with `env` over it, or
+    (`inherit` False) in `env` and the try's LEDGER_* variables alone. The last line of its output is the value
+    passed on."""
     print(f"[ledger] running: bash -c {command!r}", flush=True)
-    process = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, cwd=cwd, env={**os.environ, **(env or {})}, text=True,
-                               errors="backslashreplace")
+    context = current()
+    base = os.environ if inherit else context[0].env() if context is not None else {}
+    argv = ["bash" if inherit else shutil.which("bash") or "bash", "-c", command]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               cwd=cwd, env={**base, **(env or {})}, text=True, errors="backslashreplace")
     last = None
     assert process.stdout is not None
     for line in process.stdout:
         sys.stdout.write(line)
         last = line.rstrip("\n")
     code = process.wait()
-    if code == 99:
-        raise SkipTask("Bash command returned exit code 99")
+    if code in skip_codes:
+        raise SkipTask(f"Bash command returned exit code {code}")
     if code != 0:
         raise RuntimeError(f"Bash command failed. The command returned a non-zero exit code {code}.")
     return last
@@ -125,6 +133,8 @@ class BashTaskFunction(TaskFunction):
         func = self.func
         cwd, env = self.task_kwargs.get("cwd"), self.task_kwargs.get("env")
         processor = self.task_kwargs.get("output_processor")
+        skip_codes = skip_exit_codes(self.task_id, self.task_kwargs.get("skip_on_exit_code", AIRFLOW_SKIP_EXIT_CODE))
+        inherit = inherits_environment(env, bool(self.task_kwargs.get("append_env", False)))
 
         @functools.wraps(func)
         def run_bash(*args: Any, **kwargs: Any) -> Any:
@@ -134,14 +144,15 @@ class BashTaskFunction(TaskFunction):
                 raise TypeError(f"a @task.bash function must return a non-empty command, not {command!r}")
             context = get_current_context()
             command = render(command, context, field="bash_command")
-            last = _run_bash_command(command, cwd, render(given, context, field="env") if given else None)
+            last = _run_bash_command(command, cwd, render(given, context, field="env") if given else None,
+                                     skip_codes=skip_codes, inherit=inherit)
             return processor(last) if processor is not None else last  # Airflow's output_processor
 
         return run_bash
 
     def _make(self, **args: Any) -> Any:
         kwargs = {k: v for k, v in self.task_kwargs.items()
-                  if k not in ("cwd", "env", "append_env", "output_processor")}
+                  if k not in ("cwd", "env", "append_env", "output_processor", "skip_on_exit_code")}
         task_id = _free_task_id(self.task_id, kwargs.get("dag"))
         env = self.task_kwargs.get("env")
         if env and refs_in(env):  # `env={"N": other["count"]}`: runs after `other`, and gets its value

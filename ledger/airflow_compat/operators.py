@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from ledger.airflow_compat import NO_STATE_STORES, STATE_STORE_NAMES
+from ledger.airflow_compat.bash import AIRFLOW_SKIP_EXIT_CODE, inherits_environment, skip_exit_codes
 from ledger.airflow_compat.callbacks import airflow_callbacks
 from ledger.airflow_compat.dag import delays_in_seconds
 from ledger.airflow_compat.retry_policy import RetryPolicy, check_policy, decide
@@ -278,25 +279,34 @@ class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
 
 
 class BashOperator(AirflowArgs, ledger_dag.BashTask):
-    """Airflow's BashOperator: ledger's BashTask with Airflow's arguments (`append_env` is how ledger always
-    runs it: the try's environment with `env` over it; exit code 99 skips, Airflow's default); the last line of
-    its output is passed on unless do_xcom_push=False (through `output_processor` when given). A bash_command
-    ending with `.sh` or `.bash` is a script file beside the DAG file, rendered and run (template_file)."""
+    """Airflow's BashOperator: ledger's BashTask with Airflow's arguments. `skip_on_exit_code` (99 unless given)
+    names the exit codes that skip it; with `env`, the command runs in `env` alone unless `append_env=True`
+    (ledger/airflow_compat/bash.py). The last line of its output is passed on unless do_xcom_push=False (through
+    `output_processor` when given). A bash_command ending with `.sh` or `.bash` is a script file beside the DAG
+    file, rendered and run (template_file)."""
 
     template_ext: ClassVar[Sequence[str]] = (".sh", ".bash")
 
     def __init__(self, *, task_id: str | None = None, bash_command: Any = None, env: dict[str, str] | None = None,
-                 cwd: str | None = None, append_env: bool = True, output_encoding: str = "utf-8",
-                 skip_on_exit_code: Any = 99, output_processor: Callable[[str], Any] | None = None,
-                 **kwargs: Any) -> None:
+                 cwd: str | None = None, append_env: bool = False, output_encoding: str = "utf-8",
+                 skip_on_exit_code: Any = AIRFLOW_SKIP_EXIT_CODE,
+                 output_processor: Callable[[str], Any] | None = None, **kwargs: Any) -> None:
         # a command ending with .sh or .bash names a script file whose text is rendered and run, as Airflow's
         bash_command = template_file(str(task_id), "bash_command", bash_command, self.template_ext, _frame_folder())
+        skip_codes = skip_exit_codes(task_id, skip_on_exit_code)
         _make(self, ledger_dag.BashTask, task_id, kwargs, {"bash_command": bash_command, "env": env, "cwd": cwd})
+        self.skip_exit_codes = skip_codes  # (the task runner reads these two)
+        self.inherit_env = inherits_environment(env, append_env)
+        self.append_env = bool(append_env)
         self.push_last_line = self.do_xcom_push  # as Airflow's: the last line of its output is passed on
         self.output_processor = output_processor  # ... through this function first, when given
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), **self.airflow_settings()}
+        """Also `skip_on_exit_code` and `append_env` when given other than Airflow's defaults."""
+        given = {**({"skip_on_exit_code": list(self.skip_exit_codes)}
+                    if self.skip_exit_codes != (AIRFLOW_SKIP_EXIT_CODE,) else {}),
+                 **({"append_env": True} if self.append_env else {})}
+        return {**super().settings(), **self.airflow_settings(), **given}
 
 
 class BaseOperator(AirflowArgs, ledger_dag.Task):

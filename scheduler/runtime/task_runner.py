@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -261,18 +262,26 @@ def _mapped_values(task: Task) -> str:
 
 
 def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
-    env = {**os.environ, **context.env(), **task.env}
+    """Run a BashTask's command: in the try's environment with the LEDGER_* variables and the task's `env` over
+    it (an Airflow BashOperator given `env` without `append_env`: the try's environment is left out, as Airflow
+    leaves it out: `inherit_env`); an exit code among the task's `skip_exit_codes` (99 unless it says otherwise)
+    skips it, another non-zero one fails it. Airflow's BashOperator's rules: ledger/airflow_compat/bash.py."""
+    inherit = getattr(task, "inherit_env", True)
+    env = {**(os.environ if inherit else {}), **context.env(), **task.env}
+    # (without the try's PATH, bash is found where the try's PATH finds it, as Airflow finds it)
+    argv = ["bash" if inherit else shutil.which("bash") or "bash", "-c", task.bash_command]
     say(f"running: bash -c {task.bash_command!r}" + (f" in {task.cwd}" if task.cwd else ""))
     last: list[str] = []
     try:
         if getattr(task, "push_last_line", False):  # Airflow's BashOperator: its last output line is passed on
-            code = _call_keeping_last_line(task, env, last)
+            code = _call_keeping_last_line(argv, task.cwd, env, last)
         else:
-            code = subprocess.call(["bash", "-c", task.bash_command], env=env, cwd=task.cwd,
-                                   stdin=subprocess.DEVNULL)
+            code = subprocess.call(argv, env=env, cwd=task.cwd, stdin=subprocess.DEVNULL)
     except OSError as exc:
         traceback.print_exc()
         return "failed", describe_exception(exc)
+    if code in getattr(task, "skip_exit_codes", (BASH_SKIP_EXIT_CODE,)):  # (first: 0 may be one, as in Airflow)
+        return "skipped", f"exit code {code}"
     if code == 0:
         if last:
             processor = getattr(task, "output_processor", None)  # Airflow's BashOperator(output_processor=...)
@@ -281,8 +290,6 @@ def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
             except XComError as exc:
                 return "failed", one_line(f"return value: {exc}")
         return "success", None
-    if code == BASH_SKIP_EXIT_CODE:
-        return "skipped", f"exit code {BASH_SKIP_EXIT_CODE}"
     if code < 0:
         try:
             return "failed", f"killed by signal {signal.Signals(-code).name}"
@@ -291,11 +298,11 @@ def _run_bash(task: BashTask, context: TaskContext) -> tuple[State, str | None]:
     return "failed", f"exit code {code}"
 
 
-def _call_keeping_last_line(task: BashTask, env: dict[str, str], last: list[str]) -> int:
+def _call_keeping_last_line(argv: list[str], cwd: str | None, env: dict[str, str], last: list[str]) -> int:
     """Run the command with its output (stdout and stderr, as they come) copied to the log line by line; the
     last line goes into `last`."""
-    process = subprocess.Popen(["bash", "-c", task.bash_command], env=env, cwd=task.cwd, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
     assert process.stdout is not None
     for raw in process.stdout:
         sys.stdout.buffer.write(raw)

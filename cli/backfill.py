@@ -18,7 +18,7 @@ from ledger.cli.env import actor_name, open_env, parse_conf, print_json
 from ledger.cli.options import BackfillId, DagId, DagsFolder, Json, Parallelism, checked_date, usage_error, within_range
 from ledger.core.dates import iso, parse_user_date
 from ledger.core.errors import InvalidInput
-from ledger.core.states import ACTIVE_TASK_STATES
+from ledger.core.states import ACTIVE_TASK_STATES, RunState
 from ledger.services.documents import backfill_document, backfills_document
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
@@ -371,9 +371,11 @@ def cancel(backfill_id: BackfillId, dry_run: Annotated[bool, typer.Option(
         return
     with env.transaction() as session:  # what becomes of each date is read in the transaction that cancels
         fates = backfill_store.cancel_preview(session, backfill_id)
-        failed, unfinished = stop_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
-                                           stale_after=SchedulerSettings.from_env().lock_timeout)
+        failed, _unfinished = stop_backfill(session, backfill_id, now=env.clock.now(), actor=env.actor,
+                                            stale_after=SchedulerSettings.from_env().lock_timeout)
+        left = backfill_store.unfinished_by_state(session, backfill_id)  # (held by live jobs, which end them)
     for f in fates:
         out.print(f"{iso(f.logical_date)}: {f.says}")
-    out.print(f"backfill {backfill_id} cancelled: {len(failed)} run(s) will not run"
-              + (f"; {unfinished} in flight are being stopped by their job" if unfinished else ""))
+    running, queued = left.get(RunState.RUNNING.value, 0), left.get(RunState.QUEUED.value, 0)
+    out.print(f"backfill {backfill_id} cancelled: {len(failed) + queued} run(s) will not run"
+              + (f"; {running} running run(s) are being stopped by their job" if running else ""))

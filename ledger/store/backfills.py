@@ -204,6 +204,13 @@ def history_of(session: Session, backfill_id: int) -> History:
                    sum(runs.get(state, 0) for state in UNFINISHED_RUN_STATES))
 
 
+def unfinished_by_state(session: Session, backfill_id: int) -> dict[str, int]:
+    """How many of the backfill's runs are queued and how many running ({state: count})."""
+    return dict(session.execute(select(DagRun.state, func.count()).where(
+        DagRun.backfill_id == backfill_id, DagRun.state.in_([s.value for s in UNFINISHED_RUN_STATES]))
+        .group_by(DagRun.state)).tuples().all())
+
+
 def backfill_room(session: Session, backfill_ids: set[int]) -> dict[int, int]:
     """For each of these backfills given its own max_active_runs: how many more of its runs may be running (its
     limit less its runs running now, held by any job)."""

@@ -47,7 +47,8 @@ def test_templates_render_airflows_names_and_refuse_undefined_ones(monkeypatch: 
     assert render("no template", n, field="f") == "no template" and render(5, n, field="f") == 5
     with pytest.raises(TemplateError, match="template error in bash_command: 'nope' is undefined"):
         render("echo {{ nope }}", n, field="bash_command")
-    with pytest.raises(TemplateError, match=r"variable .missing. is not set \(LEDGER_VAR_MISSING, AIRFLOW_VAR_MISSING, or ledger"):
+    with pytest.raises(TemplateError,
+                       match=r"variable .missing. is not set \(LEDGER_VAR_MISSING, AIRFLOW_VAR_MISSING, or ledger"):
         render("{{ var.value.missing }}", n, field="f")
     assert render("{{ prev_data_interval_start }}", names(prev_interval=None), field="f") == "None"
 

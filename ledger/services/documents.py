@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from ledger.core.backfill_state import agreed_state
 from ledger.core.dataset_rules import schedule_summary
 from ledger.core.dates import iso, iso_raw, parse_user_date
-from ledger.core.errors import InvalidInput, NotFound
+from ledger.core.errors import DagNotFound, InvalidInput, NotFound
 from ledger.core.mapping import NOT_MAPPED, label, split_label
 from ledger.core.schedule import DataInterval, next_scheduled
 from ledger.core.states import RunState, RunType
@@ -50,7 +50,10 @@ def runs_list_document(session: Session, *, states: Iterable[str] = (), run_type
                        dag_id: str | None = None, start: str | None = None, end: str | None = None,
                        before: int | None = None, limit: int = 100) -> tuple[list[Doc], int | None]:
     """`ledger runs list`: runs of every DAG, newest first, filtered by state, type, DAG and logical date (dates in
-    UTC; an end given as a date includes that day); (the runs, the `before` of the next older page or None)."""
+    UTC; an end given as a date includes that day); (the runs, the `before` of the next older page or None). A DAG
+    that was never registered is refused (DagNotFound): a misspelled filter must not read as "no runs match"."""
+    if dag_id is not None and dag_store.find(session, dag_id) is None:
+        raise DagNotFound(dag_id)
     states, run_types = sorted(set(states)), sorted(set(run_types))
     for given, known, what in ((states, RunState, "--state"), (run_types, RunType, "--type")):
         wrong = [v for v in given if v not in {k.value for k in known}]

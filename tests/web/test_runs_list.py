@@ -39,3 +39,19 @@ def test_the_homes_state_counts_link_to_the_runs_of_that_state(ledger_home: Cli,
     assert shown == ids(ledger_home.json("runs", "list", "--state", "overridden", "--json"))
     assert 'value="overridden" checked' in page.text
     assert client.get("/runs", params={"state": "nope"}).status_code == 400
+
+
+def test_the_runs_of_a_dag_never_registered_are_refused_in_one_line_not_listed_as_none(
+        ledger_home: Cli, client: TestClient) -> None:
+    """A misspelled `--dag` or `?dag=` is a 404 and one line, as `/events?dag=` is: an empty list would read as
+    "no failed runs". A known DAG still lists its runs."""
+    refused = ledger_home.fails("runs", "list", "--dag", "wbe", "--state", "failed")
+    assert refused.stderr.strip() == "Error: no DAG named 'wbe'; run `ledger dags list` to see known DAGs"
+    page = client.get("/runs", params={"dag": "wbe", "state": "failed"})
+    assert page.status_code == 404
+    assert re.findall(r'<p class="error">([^<]*)</p>', page.text) == [
+        "no DAG named &#39;wbe&#39;; run `ledger dags list` to see known DAGs"]
+    assert "no runs match" not in page.text
+    assert ids(ledger_home.json("runs", "list", "--dag", "web")) == [
+        r["run_id"] for r in ledger_home.json("runs", "list") if r["dag_id"] == "web"]
+    assert re.findall(r'<tr><td><a href="/runs/(\d+)">', client.get("/runs", params={"dag": "web"}).text)

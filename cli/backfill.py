@@ -284,7 +284,7 @@ def resume(backfill_id: BackfillId,
     """Finish an interrupted backfill (or one whose process died): take over its unfinished runs (at once
     when their job's process is gone on this host, after the lock timeout otherwise) and run them here."""
     from ledger.backfill.job import BackfillJob
-    from ledger.core.states import BackfillState
+    from ledger.core.backfill_state import resumable
     from ledger.infra.scheduler_settings import SchedulerSettings
     from ledger.scheduler.executors import executor_for
     from ledger.services.operations import resume_backfill
@@ -293,7 +293,7 @@ def resume(backfill_id: BackfillId,
     env.actor = actor_name("backfill")
     with env.transaction() as session:
         row = backfill_store.get(session, backfill_id)
-        if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
+        if not resumable(row.state, by_job=True):
             raise InvalidInput(f"backfill {backfill_id} is {row.state}: there is nothing to resume")
         settings = SchedulerSettings.from_env(parallelism=parallelism, max_held_runs=row.max_active_runs)
         newest_first = row.backwards

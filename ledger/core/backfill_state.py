@@ -15,6 +15,8 @@ from __future__ import annotations
 from ledger.core.states import BackfillState
 
 FINISHED = frozenset({BackfillState.SUCCESS.value, BackfillState.FAILED.value})
+# the stored states a backfill can be cancelled in (`ledger backfill cancel`, the web's cancel): still in progress
+CANCELLABLE = frozenset({BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value})
 
 
 def agreed_state(stored: str, *, unfinished: int, failed: int) -> str:
@@ -24,3 +26,12 @@ def agreed_state(stored: str, *, unfinished: int, failed: int) -> str:
     if unfinished:
         return BackfillState.RUNNING.value
     return (BackfillState.FAILED if failed else BackfillState.SUCCESS).value
+
+
+def resumable(stored: str, *, by_job: bool) -> bool:
+    """Whether a backfill stored as `stored` can be taken up again: by a backfill job of its own (`ledger backfill
+    resume`: running or interrupted, the job adopts the runs of one whose job is gone), or handed to the scheduler
+    (the web view: only interrupted; a running backfill's runs are its job's or already the scheduler's)."""
+    if by_job:
+        return stored in CANCELLABLE
+    return stored == BackfillState.INTERRUPTED.value

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from ledger.core import strict_json
 from ledger.core.backfill_plan import Action, PlanItem, Reprocess
+from ledger.core.backfill_state import CANCELLABLE, resumable
 from ledger.core.dates import check_within_dag, iso, parse_user_date
 from ledger.core.dependencies import TiState, decide
 from ledger.core.errors import InvalidInput, NotFound, TimelineConflict
@@ -458,7 +459,7 @@ def cancel_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     cancelled_state). Finished runs stay as they are. A date whose run so ended without success gets back the run
     it displaced (ledger.core.backfill_cancel, decision 0210). Returns the ids of the runs ended."""
     row = backfill_store.get(session, backfill_id)
-    if row.state in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
+    if row.state in CANCELLABLE:
         move_backfill(row, BackfillState.CANCELLED, ended_at=now)
         events.record(session, "backfill_cancelled", at=now, actor=actor, dag_id=row.dag_id,
                       backfill_id=backfill_id)
@@ -509,7 +510,7 @@ def stop_backfill(session: Session, backfill_id: int, *, now: datetime, actor: s
     """`ledger backfill cancel`: refused unless the backfill is running or interrupted; then cancel_backfill.
     Returns (the runs ended, how many runs in flight their jobs are stopping)."""
     row = backfill_store.get(session, backfill_id)
-    if row.state not in (BackfillState.RUNNING.value, BackfillState.INTERRUPTED.value):
+    if row.state not in CANCELLABLE:
         raise InvalidInput(f"backfill {backfill_id} is already {row.state}")
     failed = cancel_backfill(session, backfill_id, now=now, actor=actor, stale_after=stale_after)
     return failed, backfill_store.history_of(session, backfill_id).unfinished
@@ -520,9 +521,7 @@ def resume_backfill(session: Session, backfill_id: int, *, now: datetime, actor:
     (`ledger backfill resume`), or None to leave them to the scheduler (the web view), which then requires the
     backfill to be interrupted. Returns its DAG id."""
     row = backfill_store.get(session, backfill_id)
-    allowed = (BackfillState.INTERRUPTED.value,) if job_id is None else (BackfillState.RUNNING.value,
-                                                                         BackfillState.INTERRUPTED.value)
-    if row.state not in allowed:
+    if not resumable(row.state, by_job=job_id is not None):
         raise InvalidInput(f"backfill {backfill_id} is {row.state}: there is nothing to resume")
     move_backfill(row, BackfillState.RUNNING)
     events.record(session, "backfill_resumed", at=now, actor=actor, dag_id=row.dag_id, backfill_id=backfill_id,

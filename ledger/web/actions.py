@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session, sessionmaker
 
 from ledger.core.backfill_plan import PlanItem
+from ledger.core.backfill_state import CANCELLABLE, resumable
 from ledger.core.errors import InvalidInput, LedgerError, TimelineConflict
 from ledger.core.mapping import label
 from ledger.core.states import RunState, TaskState
@@ -704,10 +705,13 @@ def mark_task_form(request: Request, run_id: IdInUrl, task: str, form: Form) -> 
 
 @pages.get("/backfills/{backfill_id}/actions", response_class=HTMLResponse)
 def backfill_actions(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
+    """Cancel (with what it does to each date) and resume, each offered only where the service would do it
+    (ledger.core.backfill_state: CANCELLABLE, resumable by the scheduler)."""
     _operator_page(request, "acting on a backfill")
     with session_of(request) as session:
         row = backfill_store.get(session, backfill_id)
-        b = {"backfill_id": str(row.id), "dag_id": row.dag_id, "state": row.state}
+        b = {"backfill_id": str(row.id), "dag_id": row.dag_id, "state": row.state,
+             "cancellable": row.state in CANCELLABLE, "resumable": resumable(row.state, by_job=False)}
         fates = [{"logical_date": f.logical_date, "run_id": str(f.run_id), "says": f.says,
                   "restores": None if f.restores is None else str(f.restores)}
                  for f in backfill_store.cancel_preview(session, backfill_id)]

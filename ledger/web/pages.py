@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
+from ledger.core.dates import MAX_YEAR, MIN_YEAR
 from ledger.core.errors import ConfigError, InvalidInput, LedgerError, NotFound
 from ledger.core.mapping import split_label
 from ledger.core.states import RunState, RunType
@@ -157,9 +158,12 @@ def _grid_detail(session: Any, dag_id: str, run_id: int, task_id: str) -> dict[s
 
 
 @router.get("/dags/{dag_id}/calendar", response_class=HTMLResponse)
-def calendar(request: Request, dag_id: str, year: Annotated[int | None, Query(ge=1, le=9998)] = None) -> HTMLResponse:
+def calendar(request: Request, dag_id: str, year: int | None = None) -> HTMLResponse:
     """A year of the DAG's live runs by day (in the zone the page shows: the DAG's unless the viewer chose another),
-    each day in its runs' most urgent state; by default the year of its last run."""
+    each day in its runs' most urgent state; by default the year of its last run. A year is one a typed date may
+    name (MIN_YEAR to MAX_YEAR): the year's first instant in a zone east of UTC is in the year before."""
+    if year is not None and not MIN_YEAR <= year <= MAX_YEAR:
+        raise InvalidInput(f"year {year} is out of range; give a year between {MIN_YEAR} and {MAX_YEAR}")
     with session_of(request) as session:
         dag = dag_store.get(session, dag_id, active_only=False)
         zone = ZoneInfo(shown_zone(dag.timezone))

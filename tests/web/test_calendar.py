@@ -47,3 +47,16 @@ def test_a_day_shows_its_most_urgent_state_and_links_the_timeline_of_that_day() 
     assert leap.href == "/dags/d?start=2024-02-29&end=2024-02-29"
     first = march.weeks[0][4]
     assert first is not None and (first.state, first.href) == ("running", "/runs/9")
+
+
+def test_a_year_beyond_what_dates_allow_is_refused_in_one_line(views_client: TestClient) -> None:
+    """Year 1 in Europe/Berlin starts before year 1 in UTC, which no date can hold: the years a typed date may name
+    (1000 to 9000) are the calendar's, and the others a 400 with one line, not a server error."""
+    for year in (1, 999, 9001):
+        page = views_client.get("/dags/berlin/calendar", params={"year": year})
+        assert page.status_code == 400
+        assert re.findall(r'<p class="error">([^<]*)</p>', page.text) == [
+            f"year {year} is out of range; give a year between 1000 and 9000"]
+    for year in (1000, 9000):
+        page = views_client.get("/dags/berlin/calendar", params={"year": year})
+        assert page.status_code == 200 and f"calendar of berlin: {year}" in text_of(page.text)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -110,6 +110,15 @@ def get(session: Session, dag_id: str, *, active_only: bool = True) -> Dag:
 def find(session: Session, dag_id: str) -> Dag | None:
     """The DAG row, active or not (None: never registered)."""
     return session.get(Dag, dag_id)
+
+
+def timezones(session: Session, dag_ids: Collection[str]) -> dict[str, str]:
+    """The time zone of each of these DAGs that has a row, active or not (a page of runs of several DAGs prints
+    each DAG's dates in its own zone)."""
+    if not dag_ids:
+        return {}
+    stmt = select(Dag.dag_id, Dag.timezone).where(Dag.dag_id.in_(sorted(dag_ids)))
+    return {dag_id: zone for dag_id, zone in session.execute(stmt).tuples()}
 
 
 def schedulable(session: Session, dag_ids: list[str] | None = None) -> list[tuple[str, str, str]]:

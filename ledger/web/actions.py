@@ -534,14 +534,18 @@ def _backfill_body(dag_id: str, form: dict[str, str]) -> BackfillBody:
                         max_active_runs=int(raw_max) if raw_max else None)
 
 
-def _plan_page(dag_id: str, form: dict[str, str], plan: list[PlanItem], changed: bool) -> HTMLResponse:
+def _plan_page(request: Request, dag_id: str, form: dict[str, str], plan: list[PlanItem],
+               changed: bool) -> HTMLResponse:
+    """The plan to confirm, its dates in the DAG's time zone (as the viewer chose), as the dates were typed."""
+    with session_of(request) as session:
+        tz = dag_store.get(session, dag_id, active_only=False).timezone
     rows = plan_json(plan)
     kept = {k: v for k, v in form.items() if k in ("start", "end", "reprocess", "backwards", "conf",
                                                   "max_active_runs")}
     counts = {a: sum(1 for r in rows if r["action"] == a) for a in ("new", "override", "skip")}
     todo = any(r["action"] != "skip" or r["adopts_backfill"] is not None for r in rows)
     return show("backfill_plan.html", dag_id=dag_id, rows=rows, kept=kept, digest=forms.plan_digest(rows),
-                 counts=counts, todo=todo, changed=changed)
+                 counts=counts, todo=todo, changed=changed, tz=tz)
 
 
 @pages.post("/dags/{dag_id}/backfill/plan", response_class=HTMLResponse)
@@ -551,14 +555,14 @@ def backfill_plan_form(request: Request, dag_id: str, form: Form) -> HTMLRespons
         plan, _req = _plan(request, _backfill_body(dag_id, form))
     except InvalidInput as e:  # said above the form, what was typed kept
         return _dag_actions_page(request, dag_id, kept=form, problem=str(e), problem_in="backfill")
-    return _plan_page(dag_id, form, plan, changed=False)
+    return _plan_page(request, dag_id, form, plan, changed=False)
 
 
 @pages.post("/dags/{dag_id}/backfill")
 def backfill_form(request: Request, dag_id: str, form: Form) -> Response:
     backfill_id, plan = _submit(request, _backfill_body(dag_id, form), form.get("digest", ""))
     if backfill_id is None:  # the ledger changed since the plan was shown: show the new one
-        return _plan_page(dag_id, form, plan, changed=True)
+        return _plan_page(request, dag_id, form, plan, changed=True)
     return back_to(f"/backfills/{backfill_id}", f"created backfill {backfill_id} of {dag_id}: "
                                                 f"{sum(1 for p in plan if p.action.value != 'skip')} run(s) to run")
 
@@ -715,7 +719,8 @@ def backfill_actions(request: Request, backfill_id: IdInUrl) -> HTMLResponse:
         fates = [{"logical_date": f.logical_date, "run_id": str(f.run_id), "says": f.says,
                   "restores": None if f.restores is None else str(f.restores)}
                  for f in backfill_store.cancel_preview(session, backfill_id)]
-    return show("backfill_actions.html", b=b, fates=fates)
+        tz = dag_store.get(session, row.dag_id, active_only=False).timezone
+    return show("backfill_actions.html", b=b, fates=fates, tz=tz)
 
 
 @pages.post("/backfills/{backfill_id}/cancel")

@@ -236,9 +236,10 @@ def runs(request: Request, state: Annotated[list[str] | None, Query()] = None,
         found, older = documents.runs_list_document(session, states=state or [], run_types=type or [],
                                                     dag_id=dag or None, start=start or None, end=end or None,
                                                     before=before, limit=limit)
+        zones = dag_store.timezones(session, {r["dag_id"] for r in found})
     following = str(request.url.include_query_params(before=older)) if older is not None else None
     first = str(request.url.remove_query_params("before")) if before is not None else None
-    return _page(request, "runs.html", fragment="runs_live.html", runs=found, states=set(state or []),
+    return _page(request, "runs.html", fragment="runs_live.html", runs=found, zones=zones, states=set(state or []),
                  types=set(type or []), dag=dag or "", start=start or "", end=end or "", following=following,
                  first=first, all_states=[s.value for s in RunState], all_types=[t.value for t in RunType])
 
@@ -397,9 +398,11 @@ def dataset(request: Request, dataset: str, partition: str | None = None) -> HTM
 
 @router.get("/backfills", response_class=HTMLResponse)
 def backfills(request: Request) -> HTMLResponse:
+    """Every backfill, newest first, each one's dates in its DAG's time zone (as the viewer chose)."""
     with session_of(request) as session:
         rows = documents.backfills_document(session)
-    return _page(request, "backfills.html", fragment="backfills_live.html", backfills=rows)
+        zones = dag_store.timezones(session, {b["dag_id"] for b in rows})
+    return _page(request, "backfills.html", fragment="backfills_live.html", backfills=rows, zones=zones)
 
 
 @router.get("/workers", response_class=HTMLResponse)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from contextvars import ContextVar
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
-from zoneinfo import available_timezones
+from zoneinfo import ZoneInfo, available_timezones
 
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
@@ -70,6 +70,18 @@ def when(value: str | datetime | None, timezone: str | None = None) -> str:
     return local_text(value, "UTC").replace("+00:00", "Z")
 
 
+def until(value: str | datetime | None, timezone: str | None = None) -> str:
+    """The end of a range: a day's last instant in the zone shown (how an end typed as a bare date is kept: that
+    whole day) as that day's date, as it was typed (`2024-03-05`); any other end as `when` prints it."""
+    if not value:
+        return ""
+    moment = (datetime.fromisoformat(value) if isinstance(value, str) else value).astimezone(
+        ZoneInfo(shown_zone(timezone)))
+    if (moment + timedelta(microseconds=1)).date() != moment.date():
+        return moment.date().isoformat()
+    return when(value, timezone)
+
+
 def clock(value: datetime, timezone: str) -> str:
     """The time of day of `value` in the zone the page shows (`07:05:09`): plain text, for SVG labels."""
     return local_text(value, shown_zone(timezone))[11:19]
@@ -112,7 +124,7 @@ def readable(details: dict[str, Any] | None) -> Markup:
 
 
 ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
-ENV.filters.update(short=short, when=when, as_json=as_json, readable=readable, ansi=ansi_html, clock=clock)
+ENV.filters.update(short=short, when=when, until=until, as_json=as_json, readable=readable, ansi=ansi_html, clock=clock)
 ENV.globals.update(duration=duration, seconds=seconds_text, chosen_zone=chosen_zone.get, here=here.get)
 
 

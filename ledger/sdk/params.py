@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ledger.core.errors import DagDefinitionError
@@ -55,10 +55,10 @@ class Param:
 
     def problem(self, value: Any) -> str | None:
         """Why `value` does not fit, or None."""
-        if self.types and not any(_fits(value, t) for t in self.types):
+        if not of_types(value, self.types):
             return f"is not of type {' or '.join(self.types)}"
         if self.enum is not None and value not in self.enum:
-            return f"is not one of {self.enum}"
+            return f"is not one of {as_json(self.enum)}"
         return _schema_problem(self.schema, value)
 
     def describe(self) -> dict[str, Any]:
@@ -118,6 +118,16 @@ def _fits(value: Any, type_name: str) -> bool:
     return isinstance(value, _TYPES[type_name])
 
 
+def of_types(value: Any, types: Sequence[str]) -> bool:
+    """Whether `value` is of one of these JSON types (of any, when none is named)."""
+    return not types or any(_fits(value, t) for t in types)
+
+
+def as_json(value: Any) -> str:
+    """A conf value as the person typed it, in a refusal: JSON (`"7"`, `true`, `null`), not Python's repr."""
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
 def as_params(given: Mapping[str, Any] | None, *, where: str) -> dict[str, Param]:
     out = {}
     for name, value in dict.items(given) if isinstance(given, dict) else (given or {}).items():
@@ -148,7 +158,7 @@ def check_conf(params: Mapping[str, Param], conf: Mapping[str, Any] | None, *, d
         if name in conf:
             problem = param.problem(conf[name])
             if problem:
-                raise ValueError(f"--conf {name}={conf[name]!r} {problem} (param {name!r} of DAG {dag_id!r})")
+                raise ValueError(f"--conf {name}={as_json(conf[name])} {problem} (param {name!r} of DAG {dag_id!r})")
         elif param.required:
             raise ValueError(f"--conf must give {name!r}: param {name!r} of DAG {dag_id!r} has no default")
 

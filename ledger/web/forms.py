@@ -12,6 +12,7 @@ from urllib.parse import quote, unquote
 
 from ledger.core import strict_json
 from ledger.core.errors import InvalidInput
+from ledger.sdk.params import of_types
 
 PARAM_PREFIX = "param."
 
@@ -32,16 +33,18 @@ def param_fields(params: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]
 
 
 def _value(text: str, types: list[str]) -> Any:
-    """A field's text as the param's value: text for a string-only param, else JSON (`3`, `true`, `[1, 2]`),
-    falling back to the text itself when the param takes strings."""
+    """A field's text as the param's value: text for a string-only param, else JSON (`3`, `true`, `[1, 2]`). The
+    text itself when the param takes strings and its JSON is not a value the param takes, or is not JSON at all:
+    `20240301` typed for a `["null", "string"]` param is a batch id, not a number it would refuse."""
     if types == ["string"]:
         return text
     try:
-        return strict_json.loads(text, "the value")
+        value = strict_json.loads(text, "the value")
     except InvalidInput:
         if not types or "string" in types:
             return text
         raise InvalidInput(f"{text[:80]!r} is not valid JSON for a param of type {' or '.join(types)}") from None
+    return text if "string" in types and not of_types(value, types) else value
 
 
 def conf_from_form(params: Mapping[str, Mapping[str, Any]], form: Mapping[str, str]) -> dict[str, Any] | None:

@@ -57,11 +57,11 @@ def test_params_take_types_from_defaults_and_conf_is_checked_against_them() -> N
     params = as_params({"days": 7, "mode": Param("full", enum=["full", "delta"]), "day": Param(type="string")},
                        where="DAG 'p'")
     check_conf(params, {"days": 3, "day": "2024-03-01"}, dag_id="p")
-    with pytest.raises(ValueError, match=r"--conf days='7' is not of type integer"):
+    with pytest.raises(ValueError, match=r'--conf days="7" is not of type integer'):
         check_conf(params, {"days": "7", "day": "x"}, dag_id="p")
-    with pytest.raises(ValueError, match=r"--conf days=True is not of type integer"):
+    with pytest.raises(ValueError, match=r"--conf days=true is not of type integer"):
         check_conf(params, {"days": True, "day": "x"}, dag_id="p")
-    with pytest.raises(ValueError, match=r"is not one of \['full', 'delta'\]"):
+    with pytest.raises(ValueError, match=r'is not one of \["full", "delta"\]'):
         check_conf(params, {"mode": "weekly", "day": "x"}, dag_id="p")
     with pytest.raises(ValueError, match="--conf must give 'day'"):
         check_conf(params, {}, dag_id="p")
@@ -138,7 +138,7 @@ def test_values_templates_and_params_through_the_cli(ready_cli: Cli) -> None:
     cli.write_dag("flow.py", FLOW_DAG)
     before = dump(cli)
     refused = cli.fails("trigger", "flow", "--logical-date", "2024-03-02", "--conf", '{"days": "seven"}')
-    assert "--conf days='seven' is not of type integer (param 'days' of DAG 'flow')" in refused.stderr
+    assert "--conf days=\"seven\" is not of type integer (param 'days' of DAG 'flow')" in refused.stderr
     assert dump(cli) == before  # refused: nothing changed, not even the new version
     cli.ok("trigger", "flow", "--logical-date", "2024-03-01")
     cli.ok("trigger", "flow", "--logical-date", "2024-03-02", "--conf", '{"mode": "delta"}')

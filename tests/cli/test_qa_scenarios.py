@@ -42,7 +42,7 @@ def test_the_test_loop_checks_conf_against_params_as_trigger_does(cli: Cli) -> N
     cli.write_dag("p.py", PARAMS_DAG)
     for command in (("tasks", "test", "p", "a"), ("dags", "test", "p")):
         refused = cli.fails(*command, "--conf", '{"days": "seven"}')
-        assert refused.stderr == "Error: --conf days='seven' is not of type integer (param 'days' of DAG 'p')\n"
+        assert refused.stderr == "Error: --conf days=\"seven\" is not of type integer (param 'days' of DAG 'p')\n"
         assert refused.stdout == ""
         assert "days=3" in cli.ok(*command, "--conf", '{"days": 3}')
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.core.errors import InvalidInput
+from ledger.sdk.params import check_conf, from_description
 from ledger.services.users import Role, allows
 from ledger.web import auth, forms
 
@@ -62,6 +63,28 @@ def test_a_trigger_form_gives_each_filled_param_its_type_and_leaves_the_rest_to_
         forms.conf_from_form(PARAMS, {"param.n": "three"})
     with pytest.raises(InvalidInput, match="must be a JSON object"):
         forms.conf_from_form(PARAMS, {"conf": "[1]"})
+
+
+@pytest.mark.parametrize(("typed", "value"), [
+    ("20240301", "20240301"), ("true", "true"), ("[1]", "[1]"), ("abc", "abc"),  # JSON it does not take: the text
+    ('"20240301"', "20240301"), ("null", None)])  # JSON it takes: that value
+def test_a_param_that_takes_strings_keeps_the_text_whose_json_it_would_refuse(typed: str, value: object) -> None:
+    """The optional string idiom, `type=["null", "string"]`: a batch id or a date stamp typed in the form is a
+    string, not a number the param refuses."""
+    params = {"batch": {"default": None, "type": ["null", "string"]}}
+    assert forms.conf_from_form(params, {"param.batch": typed}) == {"batch": value}
+    assert forms.conf_from_form({"n": {"type": ["integer", "string"]}}, {"param.n": "3"}) == {"n": 3}
+
+
+def test_a_conf_refused_by_a_param_shows_its_value_as_json() -> None:
+    params = from_description({"n": {"default": 1, "type": ["integer"]}, "mode": {"enum": ["full", "delta"]}})
+    for conf, says in (({"n": True}, "--conf n=true is not of type integer"),
+                       ({"n": "7"}, '--conf n="7" is not of type integer'),
+                       ({"n": None}, "--conf n=null is not of type integer"),
+                       ({"mode": "weekly"}, '--conf mode="weekly" is not one of ["full", "delta"]')):
+        with pytest.raises(ValueError) as refused:
+            check_conf(params, {"mode": "full", **conf}, dag_id="d")
+        assert str(refused.value).startswith(f"{says} (param "), refused.value
 
 
 def test_the_form_fields_show_each_param_with_its_default_and_choices() -> None:

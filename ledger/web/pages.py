@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.datastructures import URL
 
 from ledger.core.dates import MAX_YEAR, MIN_YEAR
 from ledger.core.errors import ConfigError, InvalidInput, LedgerError, NotFound
@@ -43,6 +44,12 @@ SIGNALS_SCANNED = 20_000  # signal ids a signals page looks through for the ones
 def _live(request: Request) -> bool:
     """A request of static/live.js for the part of the page that changes."""
     return request.headers.get("x-ledger-live") == "1"
+
+
+def _relative(url: URL) -> str:
+    """A link to `url` on this server as its path and query only: the browser keeps the scheme and host it used,
+    which behind a proxy that ends TLS are not the ones the server sees."""
+    return url.path + (f"?{url.query}" if url.query else "")
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
@@ -134,8 +141,8 @@ def grid(request: Request, dag_id: str, before: Annotated[int | None, Query(ge=1
         detail=lambda r, t: url([*kept, *folds, ("run", str(r)), ("task", t)], "#detail"),
         toggle=lambda g: url([*kept, *[f for f in folds if f[1] != g], *([] if g in folded else [("fold", g)]),
                               *picked]))
-    older = str(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
-    newest = str(request.url.remove_query_params("before")) if before is not None else None
+    older = _relative(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
+    newest = _relative(request.url.remove_query_params("before")) if before is not None else None
     closed = url([*kept, *folds]) if detail is not None else None
     return _page(request, "grid.html", fragment="grid_live.html", dag=documents.dag_json(dag), columns=columns,
                  rows=rows, older=older, newest=newest, failed=failed, date=date or "", detail=detail,
@@ -192,8 +199,8 @@ def task_durations(request: Request, dag_id: str, before: Annotated[int | None, 
         structure = json.loads(dag_store.version(session, dag_id, dag.current_version or "").structure)
     order = [t["task_id"] for layer in views.graph_layers(structure["tasks"]) for t in layer]
     series, width = views.durations(page, spans, order, now())
-    older = str(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
-    newest = str(request.url.remove_query_params("before")) if before is not None else None
+    older = _relative(request.url.include_query_params(before=page[-1].id)) if len(runs) > limit else None
+    newest = _relative(request.url.remove_query_params("before")) if before is not None else None
     return _page(request, "durations.html", dag=documents.dag_json(dag), series=series, width=width,
                  height=views.CHART_HEIGHT, runs=len(page), older=older, newest=newest)
 
@@ -217,8 +224,8 @@ def timeline(request: Request, dag_id: str, start: str | None = None, end: str |
     page, older = views.cut_page(runs, limit)
     groups = views.group_timeline(page, older)
     marks, changes, spans = views.strip(groups)
-    following = str(request.url.include_query_params(cursor=page[-1]["run_id"])) if older else None
-    first = str(request.url.remove_query_params("cursor")) if cursor is not None else None
+    following = _relative(request.url.include_query_params(cursor=page[-1]["run_id"])) if older else None
+    first = _relative(request.url.remove_query_params("cursor")) if cursor is not None else None
     return _page(request, "timeline.html", fragment="timeline_live.html", dag=documents.dag_json(dag),
                  groups=groups, marks=marks, changes=changes, spans=spans, versions=versions,
                  backfills=views.backfills_of(groups), start=start or "", end=end or "", following=following,
@@ -237,8 +244,8 @@ def runs(request: Request, state: Annotated[list[str] | None, Query()] = None,
                                                     dag_id=dag or None, start=start or None, end=end or None,
                                                     before=before, limit=limit)
         zones = dag_store.timezones(session, {r["dag_id"] for r in found})
-    following = str(request.url.include_query_params(before=older)) if older is not None else None
-    first = str(request.url.remove_query_params("before")) if before is not None else None
+    following = _relative(request.url.include_query_params(before=older)) if older is not None else None
+    first = _relative(request.url.remove_query_params("before")) if before is not None else None
     return _page(request, "runs.html", fragment="runs_live.html", runs=found, zones=zones, states=set(state or []),
                  types=set(type or []), dag=dag or "", start=start or "", end=end or "", following=following,
                  first=first, all_states=[s.value for s in RunState], all_types=[t.value for t in RunType])
@@ -446,7 +453,7 @@ def events(request: Request, dag: str | None = None, run: str | None = None, kin
     older = None
     if len(rows) == limit:
         keys = event_store.page_keys(rows, before=before, before_signal=before_signal)
-        older = str(request.url.include_query_params(
+        older = _relative(request.url.include_query_params(
             **{k: v for k, v in zip(("before", "before_signal"), keys, strict=True) if v is not None}))
     return _page(request, "events.html", events=list(reversed(rows)), dag=dag or "", run=run or "",
                  kind=kind or "", limit=limit, task_signals=task_signals, older=older,
@@ -464,6 +471,6 @@ def signals(request: Request, key: str | None = None, before: Annotated[int | No
             session, key, before=before, limit=limit,
             hide_prefix=None if task_signals else event_store.TASK_STATE_PREFIX, scan=SIGNALS_SCANNED)
     found = [s.as_json() for s in signals]
-    older = str(request.url.include_query_params(before=older_key)) if older_key is not None else None
+    older = _relative(request.url.include_query_params(before=older_key)) if older_key is not None else None
     return _page(request, "signals.html", signals=found, key=key or "", older=older, task_signals=task_signals,
                  paged=before is not None)

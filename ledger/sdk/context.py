@@ -59,15 +59,20 @@ class TaskContext:
                   dag_id: str | None = None, include_prior_dates: bool = False, map_indexes: Any = None,
                   default: Any = None) -> Any:
         """The value `task_ids` passed on under `key` in this run (`default`, None unless given, when it passed
-        none); a list of task ids gives a list of values. Without task_ids: this task's own. Airflow's other
-        arguments are taken: `dag_id` must be this run's DAG (values of other runs are not pulled), and
-        `include_prior_dates` and `map_indexes` change nothing (a mapped task's value is the list of its
-        instances')."""
+        none); a list of task ids gives a list of values. Without task_ids: this task's own. A mapped task's value
+        is the list of its instances' values; `map_indexes` (an index or a list of them) picks from it, as
+        Airflow's does. `dag_id` must be this run's DAG, and `include_prior_dates=True` is refused: a try pulls the
+        values of its own run only, and a pull that quietly found nothing in earlier runs would read as "no value"
+        (the watermark idiom would start from scratch on every run)."""
         if dag_id is not None and dag_id != self.dag_id:
             raise ValueError(f"xcom_pull: a try pulls the values of its own run only, not of DAG {dag_id!r}")
+        if include_prior_dates:
+            raise ValueError("xcom_pull: include_prior_dates=True is not supported: a try pulls the values of its own "
+                             "run only; keep a value that outlives runs in a Variable or in the data itself "
+                             "(docs/from-airflow.md)")
         if isinstance(task_ids, (list, tuple)):
-            return [self.xcom_values.get(t, {}).get(key, default) for t in task_ids]
-        return self.xcom_values.get(task_ids or self.task_id, {}).get(key, default)
+            return [_pick(self.xcom_values.get(t, {}).get(key, default), map_indexes) for t in task_ids]
+        return _pick(self.xcom_values.get(task_ids or self.task_id, {}).get(key, default), map_indexes)
 
     @property
     def writes_path(self) -> str | None:
@@ -295,3 +300,13 @@ def set_environment(context: TaskContext, environ: MutableMapping[str, str] | No
             saved[key] = was
         if was != value:
             target[key] = value
+
+
+def _pick(value: Any, map_indexes: Any) -> Any:
+    """A mapped task's value (the list of its instances' values) narrowed to `map_indexes`: one index gives that
+    instance's value (None past the end), a list of indexes the list of theirs; None leaves it whole."""
+    if map_indexes is None or not isinstance(value, list):
+        return value
+    if isinstance(map_indexes, int):
+        return value[map_indexes] if 0 <= map_indexes < len(value) else None
+    return [value[i] if 0 <= i < len(value) else None for i in map_indexes]

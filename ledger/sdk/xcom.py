@@ -206,12 +206,16 @@ def replace_leaves(value: Any, swap: Callable[[Any], Any]) -> Any:
 
 
 def resolve(value: Any, values: dict[str, dict[str, Any]]) -> Any:
-    """`value` with every XComRef in it (also inside lists, tuples and dicts) replaced by the value it stands for."""
+    """`value` with every XComRef in it (also inside lists, tuples and dicts) replaced by the value it stands for.
+    A task's return value that is not there (the task was skipped, or ended without one, and this task's trigger
+    rule let it run) is None, as Airflow's TaskFlow passes it; another key that is not there is MissingValue."""
     def one(item: Any) -> Any:
         if not isinstance(item, XComRef):
             return item
         found = values.get(item.task_id, {})
         if item.key not in found:
+            if item.key == RETURN_KEY:
+                return None
             raise MissingValue(f"task {item.task_id!r} passed no value {item.key!r} in this run")
         return found[item.key]
 

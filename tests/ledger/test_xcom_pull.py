@@ -30,3 +30,14 @@ def test_a_pull_of_earlier_runs_values_is_refused_in_one_line() -> None:
                                          "own run only"):
         ti.xcom_pull(task_ids="load", key="watermark", include_prior_dates=True)
     assert ti.xcom_pull(task_ids="load", key="watermark", include_prior_dates=False) == "2024-03-09"
+
+
+def test_a_return_value_a_skipped_upstream_never_passed_is_none_another_key_is_missing() -> None:
+    """Branch-then-join with TaskFlow values: the join's trigger rule lets it run after a skipped branch, and it
+    gets None for that branch's value, as Airflow's TaskFlow gives it."""
+    from ledger.sdk.xcom import MissingValue, XComRef, resolve
+
+    values: dict[str, dict[str, object]] = {"other": {"return_value": 1}}
+    assert resolve([XComRef("maybe"), XComRef("other")], values) == [None, 1]
+    with pytest.raises(MissingValue, match="task 'maybe' passed no value 'rows' in this run"):
+        resolve({"rows": XComRef("maybe", "rows")}, values)

@@ -421,7 +421,7 @@ def get_current_context() -> AirflowContext:
         data_interval_end=context.data_interval_end, prev_interval=context.prev_interval, run_id=context.run_id,
         prev_success=context.prev_success, run_type=context.run_type, try_number=context.try_number,
         dag_version=context.dag_version, dag=getattr(task, "dag", None), task=task, params=context.params,
-        conf=context.conf, ti=context)
+        conf=context.conf, ti=context, run_started=context.run_started)
     return airflow_context(context, names)
 
 

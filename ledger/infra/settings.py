@@ -88,6 +88,9 @@ VARIABLES: tuple[Variable, ...] = (
              "Host names the server answers to, comma-separated (DNS rebinding guard)."),
     Variable("LEDGER_WEB_SECURE_COOKIES", "bool", "false (true with --tls-cert)", "webserver",
              "Mark session cookies Secure (behind a TLS proxy)."),
+    Variable("LEDGER_WEB_BASE_URL", "url", "", "tries, callbacks",
+             "The web view's address as people open it (Airflow's [webserver] base_url): an Airflow task "
+             "instance's log_url links to its try's log page there; unset, log_url is None."),
     # Celery workers
     Variable("LEDGER_CELERY_BROKER_URL", "url", "", "scheduler (celery), worker",
              "The Celery broker (redis://HOST:PORT/DB or amqp://...)."),

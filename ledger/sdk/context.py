@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +42,43 @@ class TaskContext:
     triggering_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # the events of the task's inlets the try was given, by inlet (`dataset:KEY`, `alias:NAME`): see inlet_events
     inlet_dataset_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # how many tries the task instance may have in all (the ledger's max_tries: its retries plus one); None: unknown
+    tries_allowed: int | None = None
+    start_date: datetime | None = None  # when this try's task began in its process (set as it begins)
+    run_started: str | None = None  # when the run started (ISO), if it has
+    operator: str | None = None  # the class name of the task (Airflow's ti.operator)
+
+    # Airflow's TaskInstance attributes, as far as a running try knows them
+    @property
+    def execution_date(self) -> datetime:
+        """Airflow's deprecated name of the logical date."""
+        return self.logical_date
+
+    @property
+    def max_tries(self) -> int | None:
+        """Airflow's max_tries: the last try number that may still be retried (the tries allowed less one)."""
+        return None if self.tries_allowed is None else self.tries_allowed - 1
+
+    @property
+    def end_date(self) -> None:
+        """None: the try has not ended while its task runs (as in Airflow before it ends)."""
+        return None
+
+    @property
+    def duration(self) -> None:
+        """None: the try has not ended while its task runs (as in Airflow before it ends)."""
+        return None
+
+    @property
+    def hostname(self) -> str:
+        """The host this try runs on."""
+        return socket.gethostname()
+
+    @property
+    def log_url(self) -> str | None:
+        """The web view's page of this try's log (LEDGER_WEB_BASE_URL; unset: None)."""
+        return log_url(int(self.run_id) if self.run_id.isdigit() else None, self.task_id, self.map_index,
+                       self.try_number)
 
     def xcom_push(self, key: str, value: Any) -> None:
         """Pass `value` on under `key` (JSON, at most 64 KiB: else XComError, and the try fails)."""
@@ -142,6 +180,21 @@ class TaskContext:
             **({"LEDGER_SIGNAL_KEY": str(self.signal["key"]), "LEDGER_SIGNAL_VALUE": str(self.signal["value"]),
                 "LEDGER_SIGNAL_VERSION": str(self.signal["version"])} if self.signal else {}),
         }
+
+
+def log_url(run_id: int | None, task_id: str, map_index: int, try_number: int) -> str | None:
+    """The address of a try's log page in the web view, under LEDGER_WEB_BASE_URL (Airflow's [webserver] base_url):
+    None when it is unset, or for a run the ledger does not hold (`ledger dags test`'s, id 0)."""
+    from urllib.parse import quote
+
+    from ledger.core.mapping import label
+    from ledger.infra.settings import value
+
+    base = value("LEDGER_WEB_BASE_URL")
+    if not base or not run_id:
+        return None
+    return (f"{str(base).rstrip('/')}/runs/{run_id}/tasks/{quote(label(task_id, map_index), safe='')}"
+            f"/tries/{try_number}/log")
 
 
 def push_return(task: Any, context: TaskContext, value: Any) -> None:

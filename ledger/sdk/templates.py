@@ -14,9 +14,10 @@ macros.datetime, macros.timedelta.
 
 Airflow's other names are there too (Airflow's "Templates reference"): ts_nodash_with_tz,
 task_instance_key_str (`dag__task__YYYYMMDD`), dag_run (conf, run_id, run_type, logical_date, data interval,
-dag_id, external_trigger), map_index_template, expanded_ti_count, test_mode, exception, inlets, outlets,
-triggering_dataset_events, inlet_events, outlet_events (ledger/sdk/datasets.py), and Airflow 2's deprecated date
-names (execution_date, next_ds, prev_ds,
+dag_id, external_trigger, id, state, start_date, end_date), ti's Airflow attributes (start_date, end_date, duration,
+hostname, max_tries, log_url, operator, execution_date: ledger/sdk/context.py), map_index_template,
+expanded_ti_count, test_mode, exception, inlets, outlets, triggering_dataset_events, inlet_events,
+outlet_events (ledger/sdk/datasets.py), and Airflow 2's deprecated date names (execution_date, next_ds, prev_ds,
 yesterday_ds, tomorrow_ds and their _nodash forms, next_execution_date, prev_execution_date);
 prev_data_interval_start_success, prev_data_interval_end_success, prev_start_date_success and
 prev_end_date_success come from the run's prior successful run (ledger/store/prior_runs.py; None when there is
@@ -160,7 +161,10 @@ def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetim
                    prev_interval: tuple[str, str] | None, run_id: str, run_type: str, try_number: int,
                    dag_version: str, dag: Any, task: Any, params: Mapping[str, Any],
                    conf: Mapping[str, Any], ti: Any = None,
-                   prev_success: Sequence[str | None] | None = None) -> dict[str, Any]:
+                   prev_success: Sequence[str | None] | None = None, run_started: str | None = None,
+                   run_ended: str | None = None, run_state: str = "running") -> dict[str, Any]:
+    """The names templates and Airflow's context give. `run_started`, `run_ended`: the run's start and end (ISO;
+    None: not known, or not yet), `run_state`: its state (a try runs in a running run), for `dag_run`."""
     when = pendulum.instance(logical_date).in_timezone("UTC")
     start, end = pendulum.instance(data_interval_start), pendulum.instance(data_interval_end)
     dag_id = str(getattr(dag, "dag_id", ""))
@@ -181,7 +185,10 @@ def template_names(*, logical_date: dt.datetime, data_interval_start: dt.datetim
         "map_index_template": None,
         "dag_run": SimpleNamespace(conf=dict(conf), run_id=run_id, run_type=run_type, logical_date=when,
                                    execution_date=when, data_interval_start=start, data_interval_end=end,
-                                   dag_id=dag_id, external_trigger=run_type == "manual"),
+                                   dag_id=dag_id, external_trigger=run_type == "manual",
+                                   id=int(run_id) if run_id.isdigit() and int(run_id) else None, state=run_state,
+                                   start_date=pendulum.parse(run_started) if run_started else None,
+                                   end_date=pendulum.parse(run_ended) if run_ended else None),
         "macros": _UserMacros(user_macros) if user_macros else _Macros(),
     } | {
         "ds": when.format("YYYY-MM-DD"), "ds_nodash": when.format("YYYYMMDD"), "ts": when.isoformat(),

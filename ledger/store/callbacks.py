@@ -28,7 +28,9 @@ def run_context(run: DagRun) -> dict[str, Any]:
     return {"dag_id": run.dag_id, "run_id": run.id, "run_type": run.run_type, "dag_version": run.version_hash,
             "logical_date": run.logical_date.isoformat(), "data_interval_start": run.data_interval_start.isoformat(),
             "data_interval_end": run.data_interval_end.isoformat(), "conf": dict(run.conf or {}),
-            "task_id": None, "try_number": None, "state": run.state, "reason": None}
+            "task_id": None, "try_number": None, "state": run.state, "reason": None, "run_state": run.state,
+            "run_started": run.started_at.isoformat() if run.started_at is not None else None,
+            "run_ended": run.ended_at.isoformat() if run.ended_at is not None else None}
 
 
 def request(session: Session, *, kind: str, dag_id: str, run_id: int, dag_version: str,

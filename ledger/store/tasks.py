@@ -323,6 +323,21 @@ def subjects(session: Session, ti_ids: list[int]) -> dict[int, tuple[str, int, s
     return {r.id: (r.dag_id, r.run_id, r.task_id, r.map_index) for r in rows}
 
 
+def try_facts(session: Session, ti_id: int, try_number: int) -> dict[str, Any]:
+    """What a callback hears of one try (as JSON): its map index, when it started and ended (ISO, None when it
+    did not), its host, and the tries its task instance may have in all (empty: no such try)."""
+    session.flush()
+    row = session.execute(select(TaskInstance.map_index, TaskInstance.max_tries, TaskTry.started_at,
+                                 TaskTry.ended_at, TaskTry.hostname)
+                          .join(TaskTry, TaskTry.task_instance_id == TaskInstance.id)
+                          .where(TaskInstance.id == ti_id, TaskTry.try_number == try_number)).first()
+    if row is None:
+        return {}
+    return {"map_index": row.map_index, "max_tries": row.max_tries,
+            "start_date": row.started_at.isoformat() if row.started_at is not None else None,
+            "end_date": row.ended_at.isoformat() if row.ended_at is not None else None, "hostname": row.hostname}
+
+
 def instance(session: Session, run_id: int, task_id: str, map_index: int = NOT_MAPPED) -> TaskInstance | None:
     """The task instance of `task_id` (instance `map_index` of a mapped task) in run `run_id` (None: the run's
     version has no such task, or it has no such instance)."""

@@ -161,7 +161,8 @@ class CallbackRequests:
                     session, kind=kind, dag_id=run.dag_id, run_id=run.id, dag_version=run.version_hash,
                     described=list(described), now=o.decided_at or o.at, task_id=task_id, try_number=o.try_number,
                     context={**callback_store.run_context(run), "task_id": task_id, "try_number": o.try_number,
-                             "state": st.value, "reason": o.reason, "log_path": info.log_path if info else None})
+                             "state": st.value, "reason": o.reason, "log_path": info.log_path if info else None,
+                             "try": task_store.try_facts(session, o.ti_id, o.try_number)})
 
     def request_run(self, session: Session, run: DagRun, kind: str, now: datetime, **context: Any) -> None:
         """Request the run callbacks of `kind` (run_success, run_failure, deadline_missed) its version declares."""

@@ -53,6 +53,8 @@ class WorkItem:
     # the events of the task's inlets the try reads, by inlet (`dataset:KEY`, `alias:NAME`): context.inlet_events
     inlet_events: dict[str, list[dict[str, Any]]] | None = None
     database: str = ""  # what its task id carries of the database's identity (ledger/infra/workers.py task_id)
+    max_tries: int | None = None  # how many tries its task instance may have in all (templates' ti.max_tries)
+    run_started: str | None = None  # when its run started (ISO; templates' dag_run.start_date)
 
 
 def utc_datetime(year: int, month: int, day: int, hour: int, minute: int, second: int, microsecond: int) -> datetime:

@@ -107,10 +107,11 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
             code_root=code.root if code is not None else None,
             code_captured=code.captured if code is not None else False, conf=run.conf or {},
             prev_interval=previous.get(run.previous_run_id) if run.previous_run_id is not None else None,
-            prev_success=prior.get(run.id), triggering_events=triggering.get(run.id))
+            prev_success=prior.get(run.id), triggering_events=triggering.get(run.id),
+            started=run.started_at.isoformat() if run.started_at is not None else None)
         work.append(work_item(
             gives, task, ti_id=ti.id, try_number=tries[ti.id], map_index=ti.map_index, log_path=path,
             xcom=passed.get(run.id, {}), inlet_events=inlets.get(ti.id), priority_weight=ti.priority_weight,
             signal=signals[ti.signal_id].as_json() if ti.armed and ti.signal_id in signals else None,
-            database=job.facts.database(session, ti.id)))
+            database=job.facts.database(session, ti.id), max_tries=ti.max_tries))
     return work

@@ -212,7 +212,8 @@ def _template_names(task: Task, context: TaskContext) -> dict[str, Any]:
         logical_date=context.logical_date, data_interval_start=context.data_interval_start,
         data_interval_end=context.data_interval_end, prev_interval=context.prev_interval, run_id=context.run_id,
         prev_success=context.prev_success, run_type=context.run_type, try_number=context.try_number,
-        dag_version=context.dag_version, dag=task.dag, task=task, params=context.params, conf=context.conf, ti=context)
+        dag_version=context.dag_version, dag=task.dag, task=task, params=context.params, conf=context.conf, ti=context,
+        run_started=context.run_started)
 
 
 def _render(plan: Plan, task: Task) -> Task:
@@ -320,6 +321,7 @@ def execute_plan(plan: Plan) -> tuple[State, str | None]:
         say(reason)
         return "failed", reason
     context = plan.context
+    object.__setattr__(context, "start_date", datetime.now(UTC))  # (Airflow's ti.start_date: the try begins)
     try:
         instance = plan.task.for_instance(plan.item.map_index, context.xcom_values)
     except (MissingValue, ValueError, IndexError) as exc:

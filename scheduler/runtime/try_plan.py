@@ -203,7 +203,8 @@ def make_plan(item: WorkItem, *, import_timeout: float | None = None, capture: b
         return plan
     templates.preload(plan.task)  # (the child inherits the Jinja environment its templates need, if any)
     task_params = getattr(plan.task, "params", None) or {}  # an Airflow operator's own params, over the DAG's
-    plan.context = make_context(item, resolve_params({**dag.params, **task_params}, item.conf))
+    plan.context = make_context(item, resolve_params({**dag.params, **task_params}, item.conf),
+                                operator=type(plan.task).__name__)
     fn = getattr(plan.task, "python_callable", None)  # a PythonTask's or a PythonSensor's
     if callable(fn):
         found = parameters(fn)  # (worked out here, in the worker that forks the try: the child inherits it)
@@ -293,7 +294,7 @@ def code_line(item: WorkItem) -> str:
     return f"version {item.dag_version}: code {item.code_root}{note}"
 
 
-def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskContext:
+def make_context(item: WorkItem, params: dict[str, Any] | None = None, operator: str | None = None) -> TaskContext:
     return TaskContext(
         dag_id=item.dag_id,
         task_id=item.task_id,
@@ -316,6 +317,9 @@ def make_context(item: WorkItem, params: dict[str, Any] | None = None) -> TaskCo
         map_index=item.map_index,
         triggering_dataset_events=dict(item.triggering_events or {}),
         inlet_dataset_events=dict(item.inlet_events or {}),
+        tries_allowed=item.max_tries,
+        run_started=item.run_started,
+        operator=operator,
     )
 
 

@@ -62,14 +62,20 @@ def _frame_folder() -> str | None:
     return None
 
 
-def template_file(task_id: str, field: str, value: Any, exts: Sequence[str], folder: str | None) -> Any:
+def operator_dag(kwargs: Mapping[str, Any]) -> Any:
+    """The DAG an operator made with `kwargs` joins: its `dag=`, else the DAG being defined (`with DAG`); None
+    when there is none."""
+    return kwargs.get("dag") or (ledger_dag._context_stack[-1] if ledger_dag._context_stack else None)
+
+
+def template_file(task_id: str, field: str, value: Any, exts: Sequence[str], folder: str | None,
+                  dag: Any = None) -> Any:
     """A templated string ending with one of `exts` is the name of a file whose text is the template instead, as
-    Airflow reads it: looked for in the DAG file's folder, then in the DAG's `template_searchpath` folders. A file
-    of the DAGs folder is part of the DAG's code (a version keeps it with the DAG file); the text read is the task's
-    field either way. Other values are returned as they are."""
+    Airflow reads it: looked for in the DAG file's folder, then in the `template_searchpath` folders of `dag` (the
+    operator's: operator_dag). A file of the DAGs folder is part of the DAG's code (a version keeps it with the DAG
+    file); the text read is the task's field either way. Other values are returned as they are."""
     if not isinstance(value, str) or not exts or not value.endswith(tuple(exts)):
         return value  # (a space after "run.sh " makes it a command: Airflow's way to run a script as it is)
-    dag = ledger_dag._context_stack[-1] if ledger_dag._context_stack else None
     folders = [folder or ".", *getattr(dag, "template_searchpath", ())]
     paths = [os.path.join(f, value.strip()) for f in folders]
     path = next((p for p in paths if os.path.isfile(p)), paths[0])
@@ -77,9 +83,8 @@ def template_file(task_id: str, field: str, value: Any, exts: Sequence[str], fol
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as exc:
-        where = f" (looked in {', '.join(folders)})" if len(folders) > 1 else ""
         raise DagDefinitionError(f"task {task_id!r}: cannot read the template file {value!r} of {field}: "
-                                 f"{exc.strerror}{where}") from None
+                                 f"{exc.strerror} (looked in {', '.join(folders)})") from None
     ledger_dag.read_files.append(path)
     return text
 
@@ -269,7 +274,7 @@ class PythonOperator(AirflowArgs, ledger_dag.PythonTask):
         if templates_exts and templates_dict:  # Airflow's templates_exts: those values name template files
             folder = _frame_folder()
             templates_dict = {k: template_file(str(task_id), f"templates_dict[{k!r}]", v, list(templates_exts),
-                                               folder) for k, v in templates_dict.items()}
+                                               folder, operator_dag(kwargs)) for k, v in templates_dict.items()}
         _make(self, ledger_dag.PythonTask, task_id, kwargs,
               {"python_callable": python_callable, "op_args": op_args or (), "op_kwargs": op_kwargs,
                "templates_dict": templates_dict})
@@ -292,7 +297,8 @@ class BashOperator(AirflowArgs, ledger_dag.BashTask):
                  skip_on_exit_code: Any = AIRFLOW_SKIP_EXIT_CODE,
                  output_processor: Callable[[str], Any] | None = None, **kwargs: Any) -> None:
         # a command ending with .sh or .bash names a script file whose text is rendered and run, as Airflow's
-        bash_command = template_file(str(task_id), "bash_command", bash_command, self.template_ext, _frame_folder())
+        bash_command = template_file(str(task_id), "bash_command", bash_command, self.template_ext, _frame_folder(),
+                                     operator_dag(kwargs))
         skip_codes = skip_exit_codes(task_id, skip_on_exit_code)
         _make(self, ledger_dag.BashTask, task_id, kwargs, {"bash_command": bash_command, "env": env, "cwd": cwd})
         self.skip_exit_codes = skip_codes  # (the task runner reads these two)
@@ -344,7 +350,7 @@ class BaseOperator(AirflowArgs, ledger_dag.Task):
         for name in self.template_fields:
             value = getattr(self, name, None)
             ledger_dag.after_values(self, value)
-            setattr(self, name, template_file(self.task_id, name, value, self.template_ext, folder))
+            setattr(self, name, template_file(self.task_id, name, value, self.template_ext, folder, self.dag))
 
     def execute(self, context: Mapping[str, Any]) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define execute(self, context)")

@@ -21,7 +21,13 @@ from typing import Any, ClassVar
 
 from ledger.airflow_compat.connection_lookup import connection
 from ledger.airflow_compat.graph import AirflowException, AirflowNotFoundException
-from ledger.airflow_compat.operators import BaseOperator, _frame_folder, get_current_context, template_file
+from ledger.airflow_compat.operators import (
+    BaseOperator,
+    _frame_folder,
+    get_current_context,
+    operator_dag,
+    template_file,
+)
 from ledger.airflow_compat.sql import split_sql
 from ledger.core.errors import DagDefinitionError
 from ledger.infra.settings import value as setting
@@ -110,7 +116,8 @@ class SparkSqlOperator(SparkTask):
             raise DagDefinitionError(f"task {task_id!r}: conn_id={conn_id!r}: SparkSqlOperator runs in ledger's "
                                      "SparkSession (LEDGER_SPARK_MASTER); drop conn_id")
         pairs = dict(p.split("=", 1) for p in conf.split(",") if "=" in p) if isinstance(conf, str) else conf
-        self.sql = template_file(task_id, "sql", sql, self.template_ext, _frame_folder())  # a file's text
+        self.sql = template_file(task_id, "sql", sql, self.template_ext, _frame_folder(),  # a file's text
+                                 operator_dag(task_args))
         self.name = name
         super().__init__(task_id, _run_sql, spark_conf=pairs, **task_args)
 

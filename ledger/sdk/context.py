@@ -163,12 +163,20 @@ class TaskContext:
 
     def env(self) -> dict[str, str]:
         """The LEDGER_* environment variables of the try's process, whatever the task's kind (Python, Bash,
-        Spark: see `environment`), dates ISO-8601 in UTC; a BashTask's command inherits them."""
+        Spark: see `environment`), dates ISO-8601 in UTC; a BashTask's command inherits them. Airflow's
+        AIRFLOW_CTX_* names of the same facts are there too (scripts a DAG calls read them, as under Airflow)."""
+        logical = _iso(self.logical_date)
         return {
+            "AIRFLOW_CTX_DAG_ID": self.dag_id,
+            "AIRFLOW_CTX_TASK_ID": self.task_id,
+            "AIRFLOW_CTX_EXECUTION_DATE": logical,
+            "AIRFLOW_CTX_LOGICAL_DATE": logical,
+            "AIRFLOW_CTX_TRY_NUMBER": str(self.try_number),
+            "AIRFLOW_CTX_DAG_RUN_ID": self.run_id,
             "LEDGER_DAG_ID": self.dag_id,
             "LEDGER_TASK_ID": self.task_id,
             "LEDGER_RUN_ID": self.run_id,
-            "LEDGER_LOGICAL_DATE": _iso(self.logical_date),
+            "LEDGER_LOGICAL_DATE": logical,
             "LEDGER_DATA_INTERVAL_START": _iso(self.data_interval_start),
             "LEDGER_DATA_INTERVAL_END": _iso(self.data_interval_end),
             "LEDGER_TRY_NUMBER": str(self.try_number),
@@ -305,7 +313,9 @@ class OutletEvent:
 
 
 # every variable TaskContext.env() may set (the optional ones only when they apply)
-TRY_ENV_KEYS = ("LEDGER_DAG_ID", "LEDGER_TASK_ID", "LEDGER_RUN_ID", "LEDGER_LOGICAL_DATE", "LEDGER_DATA_INTERVAL_START",
+TRY_ENV_KEYS = ("AIRFLOW_CTX_DAG_ID", "AIRFLOW_CTX_TASK_ID", "AIRFLOW_CTX_EXECUTION_DATE", "AIRFLOW_CTX_LOGICAL_DATE",
+                "AIRFLOW_CTX_TRY_NUMBER", "AIRFLOW_CTX_DAG_RUN_ID",
+                "LEDGER_DAG_ID", "LEDGER_TASK_ID", "LEDGER_RUN_ID", "LEDGER_LOGICAL_DATE", "LEDGER_DATA_INTERVAL_START",
                 "LEDGER_DATA_INTERVAL_END", "LEDGER_TRY_NUMBER", "LEDGER_DAG_VERSION", "LEDGER_RUN_TYPE",
                 "LEDGER_MAP_INDEX", "LEDGER_WRITES_PATH", "LEDGER_CODE_DIR", "LEDGER_SIGNAL_KEY",
                 "LEDGER_SIGNAL_VALUE", "LEDGER_SIGNAL_VERSION")

@@ -143,3 +143,14 @@ def test_a_spark_try_sees_them_in_its_workers_process(dag_file: Path, monkeypatc
     assert result.outcome.state == "success", read_log(item)
     assert _promised(item) <= set(read_log(item).splitlines())
     assert dict(os.environ) == before
+
+
+def test_a_try_has_airflows_context_variables_beside_ledgers() -> None:
+    """Scripts a DAG from Airflow calls read AIRFLOW_CTX_*; they name the same facts as LEDGER_*."""
+    env = CONTEXT.env()
+    assert {k: env[k] for k in env if k.startswith("AIRFLOW_CTX_")} == {
+        "AIRFLOW_CTX_DAG_ID": env["LEDGER_DAG_ID"], "AIRFLOW_CTX_TASK_ID": env["LEDGER_TASK_ID"],
+        "AIRFLOW_CTX_DAG_RUN_ID": env["LEDGER_RUN_ID"], "AIRFLOW_CTX_TRY_NUMBER": env["LEDGER_TRY_NUMBER"],
+        "AIRFLOW_CTX_EXECUTION_DATE": env["LEDGER_LOGICAL_DATE"],
+        "AIRFLOW_CTX_LOGICAL_DATE": env["LEDGER_LOGICAL_DATE"]}
+    assert env["AIRFLOW_CTX_EXECUTION_DATE"] == "2024-03-10T00:00:00+00:00"

@@ -215,6 +215,10 @@ def prior_success_names(prior: Sequence[str | None] | None) -> dict[str, pendulu
             for name, value in zip(PRIOR_SUCCESS_NAMES, values, strict=True)}
 
 
+# Airflow's: `{% do list.append(x) %}` (a DAG's jinja_environment_kwargs may replace it)
+EXTENSIONS = ("jinja2.ext.do",)
+
+
 @cache
 def _default_environment() -> jinja2.Environment:
     """ledger's Jinja environment, made on the first template rendered: jinja2 is imported only then. A process
@@ -222,7 +226,8 @@ def _default_environment() -> jinja2.Environment:
     forks of tries that render nothing share about 1.6 MB less with them (decision 0342)."""
     import jinja2
 
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
+                             extensions=list(EXTENSIONS))
     env.filters.update({
         "ds": lambda d: pendulum.instance(d).format("YYYY-MM-DD"),
         "ds_nodash": lambda d: pendulum.instance(d).format("YYYYMMDD"),
@@ -279,7 +284,7 @@ def environment(filters: Mapping[str, Any] | None, native: bool = False,
     import jinja2
 
     settings = {"undefined": jinja2.StrictUndefined, "autoescape": False, "keep_trailing_newline": True,
-                **(options or {})}
+                "extensions": list(EXTENSIONS), **(options or {})}
     if native:
         import jinja2.nativetypes
 

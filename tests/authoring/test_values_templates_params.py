@@ -53,6 +53,14 @@ def test_templates_render_airflows_names_and_refuse_undefined_ones(monkeypatch: 
     assert render("{{ prev_data_interval_start }}", names(prev_interval=None), field="f") == "None"
 
 
+def test_templates_take_airflows_do_statement() -> None:
+    """`{% do %}` (Jinja's `do` extension, which Airflow's environment loads) in the default environment and in one
+    a DAG's filters or native rendering make."""
+    template = "{% set parts = [] %}{% do parts.append(ds) %}{% do parts.append(params.days) %}{{ parts|join('/') }}"
+    assert render(template, names(), field="f") == "2024-03-05/3"
+    assert render(template, names(), field="f", filters={"shout": str.upper}) == "2024-03-05/3"
+
+
 def test_params_take_types_from_defaults_and_conf_is_checked_against_them() -> None:
     params = as_params({"days": 7, "mode": Param("full", enum=["full", "delta"]), "day": Param(type="string")},
                        where="DAG 'p'")

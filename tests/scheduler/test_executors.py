@@ -185,7 +185,12 @@ def test_a_worker_found_dead_as_an_item_is_sent_to_it_takes_down_what_its_unread
     sleep_pid = int(wait_for_file(dag_file.parent / "sleep.pid"))
     (worker,) = executor._workers
     assert worker.process.pid is not None
-    assert worker.conn.poll(30)  # its "started" waits in the pipe, unread
+    # its "started" waits in the pipe, unread: a message larger than the worker's READY (which may be there too,
+    # unread); the try's process writing sleep.pid does not order it before the worker's send
+    deadline = time.monotonic() + 30
+    while _unread_bytes(worker.conn) < 100 and time.monotonic() < deadline:
+        worker.conn.poll(0.05)
+    assert _unread_bytes(worker.conn) >= 100
     os.kill(worker.process.pid, signal.SIGKILL)
     assert process_gone(worker.process.pid)
     executor.submit(work_item(dag_file, "noop", ti_id=2))  # (sent to the dead worker: it is buried then)
@@ -196,6 +201,17 @@ def test_a_worker_found_dead_as_an_item_is_sent_to_it_takes_down_what_its_unread
         ends.update((e.ti_id, (e.state, e.reason)) for e in executor.drain() if e.kind == "finished")
         multiprocessing.connection.wait(executor.wait_handles(), timeout=0.2)
     assert ends == {1: ("lost", "worker died"), 2: ("success", None)}
+
+
+def _unread_bytes(conn: multiprocessing.connection.Connection) -> int:
+    """How many bytes wait unread in a pipe connection (FIONREAD)."""
+    import array
+    import fcntl
+    import termios
+
+    count = array.array("i", [0])
+    fcntl.ioctl(conn.fileno(), termios.FIONREAD, count, True)
+    return count[0]
 
 
 def test_the_local_executor_runs_up_to_parallelism_tries_at_once(make: MakeExecutor, dag_file: Path) -> None:

@@ -35,18 +35,12 @@ def claim_folder(logs: Path, identity: str, *, new_database: bool = False) -> Pa
     import fcntl
 
     mark = logs / MARK
-    try:
-        if mark.read_text().strip() == identity:
-            return None  # (every start of a job after the first: one read)
-    except FileNotFoundError:
-        pass
+    if _held_by(logs) == identity:
+        return None  # (every start of a job after the first: one read)
     logs.parent.mkdir(parents=True, exist_ok=True)
     with open(logs.parent / f".{logs.name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            held = mark.read_text().strip()
-        except FileNotFoundError:
-            held = None
+        held = _held_by(logs)
         if held == identity:
             return None
         moved: Path | None = None
@@ -65,12 +59,16 @@ def holds_logs_of(logs: Path, identity: str) -> bool:
     folder no job of a marked database has claimed yet: as claim_folder takes it). A reader on a host where no job
     has started since the database was made again (a PostgreSQL database made again from another host; a
     webserver's host) finds the earlier database's folder there, marked with its identity: not this try's log."""
-    if not identity:
-        return True
+    held = _held_by(logs) if identity else None
+    return held is None or held == identity
+
+
+def _held_by(logs: Path) -> str | None:
+    """The identity the folder's mark names (None: no mark)."""
     try:
-        return (logs / MARK).read_text().strip() == identity
+        return (logs / MARK).read_text().strip()
     except FileNotFoundError:
-        return True
+        return None
 
 
 def _free_name(path: Path) -> Path:

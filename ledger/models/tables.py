@@ -469,6 +469,13 @@ api_token = Table(  # ledger.models.user.ApiToken
 )
 
 
+ended_session = Table(  # a web session signed out before its cookie expired (ledger/store/users.py; no mapped class)
+    "ended_session", metadata,
+    Column("digest", String(64), primary_key=True),  # SHA-256 of the session cookie
+    Column("expires_at", UtcDateTime, nullable=False, index=True),  # when the cookie would have expired anyway
+)
+
+
 xcom = Table(  # ledger.models.xcom.XCom
     "xcom", metadata,
     Column("id", Integer, primary_key=True),

@@ -1,13 +1,16 @@
-"""Web users and their API tokens (tables web_user, api_token)."""
+"""Web users, their API tokens and the sessions they signed out of (tables web_user, api_token, ended_session)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select
+import sqlalchemy as sa
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from ledger.models import ApiToken, WebUser
+from ledger.models import ApiToken, WebUser, tables
+
+ENDED = tables.ended_session
 
 
 def find(session: Session, username: str) -> WebUser | None:
@@ -68,3 +71,14 @@ def by_token(session: Session, sha256: str) -> WebUser | None:
     """The user whose token has this SHA-256."""
     return session.scalars(select(WebUser).join(ApiToken, ApiToken.user_id == WebUser.id)
                            .where(ApiToken.token_sha256 == sha256)).first()
+
+
+def end_session(session: Session, digest: str, *, expires_at: datetime, now: datetime) -> None:
+    """Keep a signed-out session's cookie (its SHA-256) until it would have expired; forget those past it."""
+    session.execute(sa.delete(ENDED).where(ENDED.c.expires_at < now))
+    if session.scalar(select(ENDED.c.digest).where(ENDED.c.digest == digest)) is None:
+        session.execute(insert(ENDED).values(digest=digest, expires_at=expires_at))
+
+
+def session_ended(session: Session, digest: str) -> bool:
+    return session.scalar(select(ENDED.c.digest).where(ENDED.c.digest == digest)) is not None

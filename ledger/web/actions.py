@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, cast
 from urllib.parse import parse_qsl
 
+import pendulum
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +32,7 @@ from ledger.services.users import Role
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
+from ledger.store import users as user_store
 from ledger.store.db import make_engine, make_sessions
 from ledger.web import auth, forms
 from ledger.web.guard import guard_of, identity_of
@@ -450,6 +452,13 @@ def login(request: Request, form: Form) -> Response:
 
 @pages.post("/logout")
 def logout(request: Request, form: Form) -> Response:
+    """Signing out ends the session on the server too (decision 0352): a copy of its cookie signs nobody in."""
+    cookie = request.cookies.get(auth.SESSION_COOKIE)
+    if cookie is not None:
+        with writing(request) as session:
+            if guard_of(request).signer.user_of(session, cookie) is not None:
+                user_store.end_session(session, auth.cookie_digest(cookie),
+                                       expires_at=pendulum.from_timestamp(auth.expires_at(cookie)), now=now())
     response = back_to("/login")
     for name in (auth.SESSION_COOKIE, auth.TOKEN_COOKIE):
         response.delete_cookie(name, path="/")

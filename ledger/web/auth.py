@@ -5,9 +5,12 @@ shared LEDGER_WEB_TOKEN, CSRF tokens for forms, and roles (ledger/services/users
   LEDGER_WEB_TOKEN set, only with that token. Nobody can act: acting needs a user.
 - With users defined, every page and API call needs a signed-in session (cookie `ledger_session`) or a user's
   API token (`Authorization: Bearer ldg_...`); the shared token still reads.
-- A session cookie is `USER_ID.ISSUED.SIGNATURE`: an HMAC over the user's id, when it was issued and the user's
-  password hash, with the server's secret (LEDGER_WEB_SECRET, or random per process: then a restart signs
-  everyone out). Deleting a user, or changing its password, ends its sessions; its role is read at each request.
+- A session cookie is `USER_ID.ISSUED.NONCE.SIGNATURE`: an HMAC over the user's id, when it was issued, a random
+  nonce and the user's password hash, with the server's secret (LEDGER_WEB_SECRET, or random per process: then a
+  restart signs everyone out). Deleting a user, or changing its password, ends its sessions; its role is read at
+  each request.
+  Signing out ends that session on the server too: its cookie's SHA-256 is kept (table ended_session) until
+  the cookie would have expired, and a copy of it signs nobody in (decision 0352).
 - A form carries the value of the `ledger_csrf` cookie in its hidden `csrf` field; a POST whose field does not
   match is refused (403). The write API with a session cookie needs the same value in `X-Ledger-CSRF`.
 """
@@ -98,29 +101,46 @@ class Signer:
     def __init__(self, secret: str | None = None) -> None:
         self.key = (secret or os.environ.get(SECRET_VARIABLE) or secrets.token_hex(32)).encode()
 
-    def _sign(self, user_id: int, issued: int, password_hash: str) -> str:
-        return hmac.new(self.key, f"{user_id}.{issued}.{password_hash}".encode(), hashlib.sha256).hexdigest()
+    def _sign(self, user_id: int, issued: int, nonce: str, password_hash: str) -> str:
+        return hmac.new(self.key, f"{user_id}.{issued}.{nonce}.{password_hash}".encode(), hashlib.sha256).hexdigest()
 
     def cookie(self, user_id: int, password_hash: str, *, now: float | None = None) -> str:
-        issued = int(time.time() if now is None else now)
-        return f"{user_id}.{issued}.{self._sign(user_id, issued, password_hash)}"
+        """A new session's cookie; its nonce makes it its own, even beside another signed in the same second."""
+        issued, nonce = int(time.time() if now is None else now), secrets.token_hex(8)
+        return f"{user_id}.{issued}.{nonce}.{self._sign(user_id, issued, nonce, password_hash)}"
 
     def user_of(self, session: Session, cookie: str, *, now: float | None = None) -> Identity | None:
-        """The signed-in user of a session cookie, or None (forged, expired, or its user gone or changed)."""
-        return self.check(cookie, lambda user_id: user_store.by_id(session, user_id), now=now)
+        """The signed-in user of a session cookie, or None (forged, expired, signed out, or its user gone or
+        changed)."""
+        return self.check(cookie, lambda user_id: user_store.by_id(session, user_id), now=now,
+                          ended=lambda digest: user_store.session_ended(session, digest))
 
-    def check(self, cookie: str, lookup: Callable[[int], Any], *, now: float | None = None) -> Identity | None:
-        """user_of with the user looked up by `lookup` (an id -> the user or None)."""
+    def check(self, cookie: str, lookup: Callable[[int], Any], *, now: float | None = None,
+              ended: Callable[[str], bool] | None = None) -> Identity | None:
+        """user_of with the user looked up by `lookup` (an id -> the user or None) and signed-out sessions by
+        `ended` (a cookie's digest -> whether its session was signed out; None: none was)."""
         parts = cookie.split(".")
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or len(parts[0]) > 18:
+        if len(parts) != 4 or not parts[0].isdigit() or not parts[1].isdigit() or len(parts[0]) > 18:
             return None
         user_id, issued = int(parts[0]), int(parts[1])
         if (time.time() if now is None else now) - issued > SESSION_SECONDS:
             return None
         user = lookup(user_id)
-        if user is None or not hmac.compare_digest(parts[2], self._sign(user_id, issued, user.password_hash)):
+        if user is None or not hmac.compare_digest(parts[3], self._sign(user_id, issued, parts[2], user.password_hash)):
+            return None
+        if ended is not None and ended(cookie_digest(cookie)):
             return None
         return Identity(f"web:{user.username}", user.role, by_cookie=True)
+
+
+def cookie_digest(cookie: str) -> str:
+    """What is kept of a signed-out session's cookie: never the cookie itself."""
+    return hashlib.sha256(cookie.encode()).hexdigest()
+
+
+def expires_at(cookie: str) -> float:
+    """When a well-formed session cookie expires (the epoch seconds of its issue plus SESSION_SECONDS)."""
+    return int(cookie.split(".")[1]) + SESSION_SECONDS
 
 
 def identify(session: Session, signer: Signer, *, bearer: str | None, cookie: str | None,

@@ -177,6 +177,19 @@ def test_a_deleted_user_is_signed_out(ops: Cli, web: TestClient) -> None:
     assert web.get("/api/v1/dags").status_code == 401
 
 
+def test_signing_out_ends_the_session_for_every_copy_of_its_cookie(ops: Cli, web: TestClient) -> None:
+    signed_in(web, "op")
+    copied = web.cookies["ledger_session"]  # what another tab, a proxy's log or a shared machine's history keeps
+    assert web.get("/api/v1/dags").status_code == 200
+    out = web.post("/logout", data={"csrf": web.cookies["ledger_csrf"]}, follow_redirects=False)
+    assert out.status_code == 303 and out.headers["location"] == "/login"
+    web.cookies.set("ledger_session", copied)
+    assert web.get("/api/v1/dags").status_code == 401
+    assert web.get("/runs/1", follow_redirects=False).headers["location"] == "/login?next=%2Fruns%2F1"
+    signed_in(web, "op")  # signing in again makes a session of its own
+    assert web.get("/api/v1/dags").status_code == 200
+
+
 def test_the_guard_refuses_a_foreign_host_answers_head_and_sets_headers(web: TestClient) -> None:
     signed_in(web, "vi")
     foreign = web.get("/api/v1/dags", headers={"Host": "attacker.example"})

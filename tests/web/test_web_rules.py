@@ -53,6 +53,17 @@ def test_a_session_cookie_holds_while_signed_unexpired_and_its_user_unchanged() 
     assert identify(signer, "garbage", user, 1060.0) is None
 
 
+def test_a_signed_out_sessions_cookie_signs_nobody_in_and_only_its_digest_is_kept() -> None:
+    signer, user = auth.Signer("k" * 32), User("hash-1")
+    cookie, other = (signer.cookie(user.id, user.password_hash, now=1000.0) for _ in range(2))  # one second
+    ended = {auth.cookie_digest(cookie)}
+    assert cookie not in ended and all(len(d) == 64 for d in ended)
+    lookup = lambda user_id: user  # noqa: E731
+    assert signer.check(cookie, lookup, now=1060.0, ended=ended.__contains__) is None
+    assert other != cookie and signer.check(other, lookup, now=1060.0, ended=ended.__contains__) is not None
+    assert auth.expires_at(cookie) == 1000 + auth.SESSION_SECONDS
+
+
 def test_a_trigger_form_gives_each_filled_param_its_type_and_leaves_the_rest_to_defaults() -> None:
     assert forms.conf_from_form(PARAMS, {"param.who": "", "param.n": ""}) is None
     assert forms.conf_from_form(PARAMS, {"param.who": "42", "param.n": "3", "param.mode": "delta"}) == \

@@ -76,12 +76,15 @@ def identity_of(request: Request) -> auth.Identity:
 async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
     g = guard_of(request)
     assert g.hosts is not None
+    # A worker names the webserver as its network does (`http://webserver:8793`), and its request is answered on
+    # its token alone: the Host check keeps a browser's DNS-rebound page from reading as a loopback visitor, and
+    # such a page holds no worker's token (decision 0358).
+    if request.url.path.startswith(WORKER_PREFIX) and (g.worker_token is not None or g.token is not None):
+        return _headers(request, await _for_a_worker(g, request, call_next))
     if not auth.host_allowed(request.headers.get("host"), g.hosts):
         response = error(request, 400, f"the Host header {request.headers.get('host', '')!r} is not one this "
                                        f"server answers to; name it in {auth.HOSTS_VARIABLE}")
         return _headers(request, response)
-    if request.url.path.startswith(WORKER_PREFIX) and (g.worker_token is not None or g.token is not None):
-        return _headers(request, await _for_a_worker(g, request, call_next))
     head = request.method == "HEAD"
     if head:
         request.scope["method"] = "GET"

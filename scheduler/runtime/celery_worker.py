@@ -105,9 +105,11 @@ class WorkerSettings:
 
 
 class CodeFetchError(Exception):
-    def __init__(self, message: str, *, fleet: bool = False) -> None:
+    """A try's code could not be had: the fleet's fault, never the task's (its try ends lost, no retry spent)."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
-        self.fleet = fleet  # the webserver could not be reached or was failing: the fleet's fault, not the task's
+        self.transient = transient  # the webserver could not be reached or was failing: asking again may help
 
 
 def fetch_code_patiently(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str, str, bool]:
@@ -120,7 +122,7 @@ def fetch_code_patiently(settings: WorkerSettings, dag_id: str, version: str) ->
         try:
             return fetch_code(settings, dag_id, version)
         except CodeFetchError as exc:
-            if not exc.fleet:
+            if not exc.transient:  # (a refusal, a version it does not know: the same answer again)
                 raise
             faults.failed("code", f"ledger worker {settings.name}: {{error}}; asking again with back-off for up to "
                                   f"{settings.fetch_patience:g} s per try", str(exc))
@@ -152,10 +154,10 @@ def fetch_code(settings: WorkerSettings, dag_id: str, version: str) -> tuple[str
     except urllib.error.HTTPError as exc:
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
                              f"HTTP {exc.code} {one_line(exc.read().decode('utf-8', 'replace'), 200)}",
-                             fleet=exc.code >= 500 or exc.code in (408, 429)) from None
+                             transient=exc.code >= 500 or exc.code in (408, 429)) from None
     except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, reset, timed out; a reply cut short
         raise CodeFetchError(f"cannot fetch the code of {dag_id} version {version[:12]} from {settings.api_url}: "
-                             f"{exc}", fleet=True) from None
+                             f"{exc}", transient=True) from None
     pool_faults().works("code", f"ledger worker {settings.name}: the webserver gives code again ({settings.api_url})")
     files = {path: base64.b64decode(text) for path, text in data["files"].items()}
     for path, content in files.items():
@@ -340,8 +342,9 @@ def run_message(task: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
             with open(path, "a", encoding="utf-8") as log:
                 log.write(f"[ledger] worker {settings.name}: {reason}\n")
             task.update_state(state="STARTED", meta=_started(settings, incarnation, os.getpid()))
-            # the fleet's fault, not the task's: lost (no retry spent); a version the webserver refuses: failed
-            state = "lost" if isinstance(exc, CodeFetchError) and exc.fleet else "failed"
+            # code that could not be fetched is the fleet's fault, not the task's: lost (no retry spent; the job
+            # fails the task after LEDGER_MAX_LOST_TRIES in a row); a work item it cannot read: failed
+            state = "lost" if isinstance(exc, CodeFetchError) else "failed"
             handed = True  # (kept in the outbox before anything else)
             return _deliver(task, _result(settings, item, Outcome("failed", reason, time.time()), os.getpid(),
                                           state=state), shipper, None, path)

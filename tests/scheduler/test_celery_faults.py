@@ -207,6 +207,19 @@ def test_code_the_webserver_cannot_give_makes_tries_lost_not_failed_and_spends_n
     assert "2 tries lost in a row (LEDGER_MAX_LOST_TRIES), so the task fails" in reasons[1]
 
 
+def test_code_the_webserver_refuses_makes_tries_lost_at_once_not_failed(cluster: Cluster) -> None:
+    trace = traced_dag(cluster, 1, "true")
+    cluster.start_webserver()
+    worker = cluster.start_worker("w1", LEDGER_WORKER_TOKEN="not-the-workers-token")  # an operator's typo: 401
+    scheduler = start_scheduler(cluster, LEDGER_MAX_LOST_TRIES="2")
+    assert scheduler.wait(120) == 0, cluster.procs.output(scheduler)
+    assert [(n, s) for _t, _r, n, s, _h in tries(cluster, "traced")] == [(1, "lost"), (2, "lost")]
+    assert trace.read_text() == ""
+    reasons = lost_reasons(cluster)
+    assert len(reasons) == 2 and all("cannot fetch the code of traced" in r and "HTTP 401" in r for r in reasons)
+    assert "asking again" not in cluster.procs.output(worker)  # the same answer again would not help
+
+
 def test_a_try_whose_webserver_comes_back_within_the_patience_runs_as_its_first_try(cluster: Cluster) -> None:
     trace = traced_dag(cluster, 1, "true")
     port = free_port()

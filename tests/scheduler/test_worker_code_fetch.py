@@ -41,6 +41,9 @@ def webserver() -> Iterator[tuple[str, list[bytes]]]:
             with conn:
                 conn.recv(65536)
                 body = replies.pop(0) if replies else WHOLE
+                if body.startswith(b"HTTP/"):  # a whole reply of the test's
+                    conn.sendall(body)
+                    continue
                 length = len(WHOLE) if body != WHOLE else len(body)  # (short: less than it says)
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                              + str(length).encode() + b"\r\nConnection: close\r\n\r\n" + body)
@@ -71,7 +74,7 @@ def test_a_reply_cut_short_is_the_fleets_fault(tmp_path: Path, webserver: tuple[
     replies.append(WHOLE[:20])
     with pytest.raises(CodeFetchError) as raised:
         fetch_code(settings(tmp_path, url, 0.0), "d", "v1")
-    assert raised.value.fleet and "cannot fetch the code of d version v1" in str(raised.value)
+    assert raised.value.transient and "cannot fetch the code of d version v1" in str(raised.value)
 
 
 def test_a_reply_cut_short_is_asked_again_within_the_patience(tmp_path: Path, webserver: tuple[str, list[bytes]],
@@ -83,3 +86,15 @@ def test_a_reply_cut_short_is_asked_again_within_the_patience(tmp_path: Path, we
     assert replies == []
     assert [line.split(": ")[0] for line in said] == ["ledger worker w1", "ledger worker w1"]  # asked again; works
     assert "asking again with back-off" in said[0] and "gives code again" in said[1]
+
+
+def test_a_refusal_is_not_asked_again_and_is_the_fleets_fault_too(tmp_path: Path, webserver: tuple[str, list[bytes]],
+                                                                  said: list[str]) -> None:
+    url, replies = webserver
+    refusal = b'{"message": "a worker\'s token is needed"}'
+    replies.append(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: "
+                   + str(len(refusal)).encode() + b"\r\nConnection: close\r\n\r\n" + refusal)
+    with pytest.raises(CodeFetchError) as raised:
+        fetch_code_patiently(settings(tmp_path, url, 30.0), "d", "v1")
+    assert not raised.value.transient and "HTTP 401" in str(raised.value) and "token is needed" in str(raised.value)
+    assert said == []  # not asked again: the same answer would come

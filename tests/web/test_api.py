@@ -158,6 +158,12 @@ def test_a_workers_token_reads_a_versions_code_and_nothing_else(ledger_home: Cli
         assert c.get("/", headers=as_worker, follow_redirects=False).status_code == 303  # (to sign in)
         missing = c.get("/api/v1/worker/code/web/" + "0" * 64, headers=as_worker)
         assert missing.status_code == 404 and "no version" in missing.json()["message"]
+        # a worker names the webserver as its network does (compose's `http://webserver:8793`): its token decides
+        fleet = {**as_worker, "Host": "webserver:8793"}
+        assert c.get(code, headers=fleet).status_code == 200
+        assert c.get(code, headers={"Host": "webserver:8793"}).status_code == 401
+        assert c.get("/api/v1/dags", headers={"Authorization": "Bearer s3cret", "Host": "webserver:8793"}
+                     ).status_code == 400  # everything else keeps the Host check
 
 
 def test_the_webserver_refuses_another_address_without_a_token_and_a_missing_database(ledger_home: Cli,

@@ -18,6 +18,7 @@ from ledger.store.db import (
     ensure_ready,
     head_revision,
     make_engine,
+    newer_than_this_ledger,
     sqlite_file_missing,
 )
 
@@ -36,6 +37,9 @@ def upgrade(revision: Annotated[str, typer.Option(help="Target revision.")] = "h
     if sqlite_file_missing(env.settings.database_url):  # the one command that creates the database
         make_engine(env.settings.database_url, create=True).dispose()
     before = current_revision(env.engine)
+    newer = newer_than_this_ledger(describe_database(env.settings.database_url), before)
+    if newer is not None:
+        raise DatabaseNotReady(newer)
     from alembic import command  # here: every other command starts faster without alembic (0.14 s of imports)
     from alembic.util.exc import CommandError
 

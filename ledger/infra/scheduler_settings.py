@@ -3,6 +3,7 @@ metadata says what it does: docs/settings.md is generated from it (through ledge
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -102,6 +103,8 @@ class SchedulerSettings:
                 values[f.name] = kind(raw)
             except ValueError:
                 raise ConfigError(f"LEDGER_{f.name.upper()}={raw!r} is not a valid {kind.__name__}") from None
+            if kind is float and not math.isfinite(values[f.name]):
+                raise ConfigError(f"LEDGER_{f.name.upper()}={raw!r} is not a finite number of seconds")
         values.update({k: v for k, v in overrides.items() if v is not None})  # a given option wins
         settings = replace(cls(), **values)
         settings.check()

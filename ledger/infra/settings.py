@@ -46,7 +46,9 @@ class Variable:
                 number: float = int(raw) if self.kind == "int" else float(raw)
             except ValueError:
                 raise ConfigError(f"{self.name}={raw!r} is not a valid {self.kind}") from None
-            if math.isnan(number) or (self.minimum is not None and number < self.minimum):
+            if not math.isfinite(number):
+                raise ConfigError(f"{self.name}={raw!r} is not a finite number")
+            if self.minimum is not None and number < self.minimum:
                 raise ConfigError(f"{self.name}={raw!r}: must be a number of at least {self.minimum:g}")
             return number
         if self.kind == "path":

@@ -39,7 +39,11 @@ def make_engine(url: str, *, create: bool = False, **kwargs: Any) -> Engine:
         kwargs.setdefault("pool_pre_ping", True)
         return create_engine(url, **kwargs)
     if create and parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(parsed.database).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file where a folder should be, a folder that cannot be written
+            raise DatabaseNotReady(f"cannot make the database's folder {folder}: {exc.strerror or exc}") from None
     engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, **kwargs)
 
     @event.listens_for(engine, "connect")
@@ -177,6 +181,13 @@ def ensure_ready(url: str, engine: Engine) -> None:
         hint = "it has no ledger schema" if not tables else "it has tables but no ledger schema version"
         raise DatabaseNotReady(f"the database at {where} is not initialised ({hint}); run `ledger db upgrade`")
     if current != head:
-        raise DatabaseNotReady(
-            f"the database at {where} is at revision {current}, not {head}; run `ledger db upgrade`"
-        )
+        raise DatabaseNotReady(newer_than_this_ledger(where, current) or
+                               f"the database at {where} is at revision {current}, not {head}; run `ledger db upgrade`")
+
+
+def newer_than_this_ledger(where: str, current: str | None) -> str | None:
+    """What to say of a database a newer ledger upgraded past this one's newest migration (None: it is not)."""
+    if current is None or current <= HEAD:  # (revisions are four digits: their order is the strings')
+        return None
+    return (f"the database at {where} is at revision {current}, newer than this ledger's {HEAD}: run a ledger that "
+            f"knows {current}, or downgrade the database with it (`ledger db downgrade {HEAD}`)")

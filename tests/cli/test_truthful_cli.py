@@ -131,6 +131,26 @@ def test_ledger_home_that_is_a_file_is_one_line(tmp_path: Path, cli: Cli) -> Non
     assert "is a file, not a folder" in cli.fails("events").stderr
 
 
+def test_db_upgrade_where_the_databases_folder_cannot_be_made_is_one_line(tmp_path: Path, cli: Cli) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    cli.env["LEDGER_DATABASE_URL"] = f"sqlite:///{a_file / 'sub' / 'ledger.db'}"
+    assert f"cannot make the database's folder {a_file / 'sub'}" in cli.fails("db", "upgrade").stderr
+    assert a_file.read_text() == "not a folder"
+
+
+def test_a_database_a_newer_ledger_upgraded_is_named_so_and_not_upgraded(ready_cli: Cli) -> None:
+    db = sqlite3.connect(str(ready_cli.home / "ledger.db"))
+    with db:
+        db.execute("UPDATE alembic_version SET version_num = '9999'")
+    db.close()
+    for args in (("db", "check"), ("db", "upgrade"), ("events",)):
+        said = ready_cli.fails(*args).stderr
+        assert "revision 9999, newer than this ledger's" in said and "run `ledger db upgrade`" not in said, said
+    assert sqlite3.connect(str(ready_cli.home / "ledger.db")).execute(
+        "SELECT version_num FROM alembic_version").fetchall() == [("9999",)]
+
+
 def test_a_command_without_a_database_creates_nothing(tmp_path: Path, cli: Cli) -> None:
     home = tmp_path / "fresh" / "home"
     cli.env["LEDGER_HOME"] = str(home)

@@ -6,6 +6,7 @@ import pytest
 
 from ledger.core.errors import ConfigError
 from ledger.infra.scheduler_settings import SchedulerSettings
+from ledger.infra.settings import bad_values, variables
 
 
 def test_an_option_given_wins_over_the_same_setting_in_the_environment() -> None:
@@ -26,7 +27,7 @@ def test_a_bad_value_in_the_environment_is_refused_with_its_name() -> None:
 
 def test_the_started_write_delay_stays_under_the_heartbeat_interval() -> None:
     assert SchedulerSettings.from_env({"LEDGER_STARTED_WRITE_DELAY": "0"}).started_write_delay == 0
-    for bad in ("-1", "nan", "2", "60"):  # the heartbeat interval is 2 s by default
+    for bad in ("-1", "2", "60"):  # the heartbeat interval is 2 s by default
         with pytest.raises(ConfigError, match="started_write_delay"):
             SchedulerSettings.from_env({"LEDGER_STARTED_WRITE_DELAY": bad})
 
@@ -40,3 +41,12 @@ def test_a_lock_timeout_that_a_healthy_jobs_heartbeats_would_not_keep_is_refused
         SchedulerSettings.from_env({"LEDGER_LOCK_TIMEOUT": "11.5"})
     assert SchedulerSettings.from_env({"LEDGER_LOCK_TIMEOUT": "3", "LEDGER_HEARTBEAT_INTERVAL": "0.5"}).lock_timeout \
         == 3
+
+
+@pytest.mark.parametrize("raw", ["nan", "NaN", "inf", "-inf"])
+def test_a_number_that_is_not_finite_is_refused_in_one_line_by_both_readers(raw: str) -> None:
+    with pytest.raises(ConfigError, match=f"LEDGER_LOCK_TIMEOUT='{raw}' is not a finite number"):
+        SchedulerSettings.from_env({"LEDGER_LOCK_TIMEOUT": raw})
+    poll = variables()["LEDGER_POLL_INTERVAL"]  # (a float without a minimum: the startup check's reader)
+    assert poll.minimum is None
+    assert bad_values({"LEDGER_POLL_INTERVAL": raw}) == [f"LEDGER_POLL_INTERVAL='{raw}' is not a finite number"]

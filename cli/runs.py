@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ledger.cli.env import open_env, print_json
-from ledger.cli.options import Json, Reason, RunId, checked_date, id_parser, reason_text, within_range
+from ledger.cli.options import (
+    Json,
+    Reason,
+    RunId,
+    checked_date,
+    form_checked,
+    id_parser,
+    reason_text,
+    within_range,
+)
 from ledger.core.mapping import label
 from ledger.services.run_document import run_document
 
@@ -50,7 +59,7 @@ def list_runs(
     from ledger.services.documents import runs_list_document
 
     env = open_env()
-    with env.reading() as session:
+    with env.reading() as session, form_checked():  # (an unknown state or type, a backwards range: exit 2)
         rows, older = runs_list_document(session, states=state or [], run_types=run_type or [], dag_id=dag,
                                          start=start, end=end, before=before, limit=limit)
     if as_json:

@@ -16,8 +16,11 @@ class DatabaseNotReady(LedgerError):
 
 
 class DagNotFound(LedgerError, LookupError):
-    def __init__(self, dag_id: str) -> None:
-        super().__init__(f"no DAG named {dag_id!r}; run `ledger dags list` to see known DAGs")
+    def __init__(self, dag_id: str, *, broken_files: int = 0) -> None:
+        """`broken_files`: how many DAG files failed to import (the DAG may be in one of them)."""
+        hint = (f"; {broken_files} DAG file{'s' if broken_files != 1 else ''} failed to import: see `ledger dags "
+                f"errors`" if broken_files else "")
+        super().__init__(f"no DAG named {dag_id!r}; run `ledger dags list` to see known DAGs{hint}")
         self.dag_id = dag_id
 
 

@@ -244,16 +244,22 @@ def mark_tasks(session: Session, run: DagRun, spec: DagSpec, task_ids: list[str]
     return out
 
 
-def trigger(session: Session, spec: DagSpec, at: DateTime, conf: dict[str, Any] | None, *, replace: bool,
-            now: datetime, actor: str) -> tuple[DagRun, DagRun | None]:
-    """Create a manual run (queued) of the interval containing `at` and splice it into the timeline; with
-    `replace`, it overrides the live run at that date. Returns (the new run, the run it overrode or None)."""
+def _check_conf(spec: DagSpec, conf: dict[str, Any] | None) -> None:
+    """A run's conf as every run of the DAG gets it checked (a trigger's, a backfill's): JSON, and what the DAG's
+    params accept; InvalidInput, in one line, otherwise."""
     if conf is not None:
         strict_json.check(conf, "conf")
     try:
         check_conf(from_description(spec.params), conf, dag_id=spec.dag_id)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
+
+
+def trigger(session: Session, spec: DagSpec, at: DateTime, conf: dict[str, Any] | None, *, replace: bool,
+            now: datetime, actor: str) -> tuple[DagRun, DagRun | None]:
+    """Create a manual run (queued) of the interval containing `at` and splice it into the timeline; with
+    `replace`, it overrides the live run at that date. Returns (the new run, the run it overrode or None)."""
+    _check_conf(spec, conf)
     interval = spec.schedule.interval_for(at)
     existing = run_store.live_at(session, spec.dag_id, interval.logical_date)
     run = run_store.splice(session, spec, run_store.NewRun(interval, RunType.MANUAL, conf), now=now, actor=actor,
@@ -542,8 +548,7 @@ def backfill_request(spec: DagSpec, start: str, end: str, *, reprocess: str = "n
         raise InvalidInput(f"the range is backwards: --end {end} is before --start {start}")
     if max_active_runs is not None and max_active_runs < 1:
         raise InvalidInput(f"--max-active-runs must be 1 or more, not {max_active_runs}")
-    if conf is not None:
-        strict_json.check(conf, "conf")
+    _check_conf(spec, conf)
     return BackfillRequest(dag_id=spec.dag_id, start=first, end=last, reprocess=Reprocess(reprocess),
                            backwards=backwards, conf=conf, max_active_runs=max_active_runs, submit=submit,
                            requested_by=requested_by, downstream=downstream)

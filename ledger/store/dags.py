@@ -103,7 +103,8 @@ def import_errors(session: Session) -> list[ImportError_]:
 def get(session: Session, dag_id: str, *, active_only: bool = True) -> Dag:
     dag = session.get(Dag, dag_id)
     if dag is None or (active_only and not dag.is_active) or dag.current_version is None:
-        raise DagNotFound(dag_id)
+        raise DagNotFound(dag_id, broken_files=int(session.scalar(select(func.count()).select_from(ImportError_))
+                                                   or 0))
     return dag
 
 

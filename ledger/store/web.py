@@ -17,6 +17,12 @@ from ledger.models import DagRun, DagVersion, TaskInstance, TaskTry
 from ledger.store.runs import TIMELINE_COLUMNS, _raw
 
 
+def _one_more(limit: int) -> int:
+    """A page's rows and one more (to tell whether another page follows), within a 64-bit integer: a limit of
+    2**63 - 1, the largest a command takes, asks for every row."""
+    return min(limit, 2**63 - 2) + 1
+
+
 def versions_of_tries(session: Session, run_ids: list[int]) -> dict[int, int]:
     """Run id -> how many DAG versions its tries ran, for those of the runs whose tries ran more than one (a part
     of it cleared on a later version): one grouped query over the page's runs."""
@@ -55,7 +61,7 @@ def timeline_page(session: Session, dag_id: str, *, start: datetime | None = Non
                 and_(DagRun.logical_date == logical, or_(
                     DagRun.created_at > created, and_(DagRun.created_at == created, DagRun.id > run_id)))))
     order = [c.desc() for c in key] if newest_first else list(key)
-    return list(session.connection().execute(stmt.order_by(*order).limit(limit + 1)))
+    return list(session.connection().execute(stmt.order_by(*order).limit(_one_more(limit))))
 
 
 def latest_states(session: Session, dag_id: str, n: int = 5) -> list[tuple[int, str]]:
@@ -96,7 +102,7 @@ def grid_runs(session: Session, dag_id: str, *, limit: int, before: int | None =
         if at is None:
             raise InvalidInput(f"run {before} is not a run of DAG {dag_id!r}")
         stmt = stmt.where(or_(DagRun.logical_date < at[0], and_(DagRun.logical_date == at[0], DagRun.id < at[1])))
-    return list(session.scalars(stmt.order_by(DagRun.logical_date.desc(), DagRun.id.desc()).limit(limit + 1)))
+    return list(session.scalars(stmt.order_by(DagRun.logical_date.desc(), DagRun.id.desc()).limit(_one_more(limit))))
 
 
 def grid_cells(session: Session, run_ids: list[int]) -> list[tuple[int, str, int, str, int]]:
@@ -139,7 +145,7 @@ def runs_across(session: Session, *, states: list[str], run_types: list[str], da
         stmt = stmt.where(DagRun.logical_date <= end)
     if before is not None:
         stmt = stmt.where(DagRun.id < before)
-    return list(session.scalars(stmt.order_by(DagRun.id.desc()).limit(limit + 1)))
+    return list(session.scalars(stmt.order_by(DagRun.id.desc()).limit(_one_more(limit))))
 
 
 def run_state_counts(session: Session) -> dict[str, dict[str, int]]:

@@ -127,6 +127,8 @@ def test_broken_dag_files_are_recorded_and_do_not_stop_the_others(ready_cli: Cli
     assert "cyclic" in errors["cycle.py"] and "cycle" in errors["cycle.py"]
     assert "naive" in errors["naive.py"]
     assert "61 * * * *" in errors["badcron.py"]
+    refused = cli.fails("trigger", "badcron").stderr  # its DAG is in a file that failed: says where to look
+    assert "no DAG named 'badcron'" in refused and "5 DAG files failed to import: see `ledger dags errors`" in refused
     (cli.dags / "syntax.py").unlink()
     assert "syntax.py" not in json.dumps(cli.json("dags", "errors"))
 

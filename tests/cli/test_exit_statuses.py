@@ -73,6 +73,13 @@ def test_an_id_or_count_beyond_64_bits_is_a_usage_error_never_a_traceback(ready_
     assert str(2**63 - 1) in result.stderr, result.stderr  # the message names the largest number taken
 
 
+def test_the_largest_limit_a_listing_takes_lists_everything(ready_cli: Cli) -> None:
+    ready_cli.write_dag("daily_sales.py", DAILY_SALES)
+    ready_cli.ok("trigger", "daily_sales", "--logical-date", "2024-03-01")
+    (run,) = ready_cli.json("runs", "list", "--limit", str(2**63 - 1))
+    assert run["dag_id"] == "daily_sales"
+
+
 @pytest.mark.parametrize("args", [
     pytest.param(("runs", "show", "abc"), id="non-integer-run"),
     pytest.param(("runs", "show", "0"), id="run-0"),
@@ -101,6 +108,9 @@ def test_an_unknown_event_kind_is_a_usage_error_that_names_the_kinds(ready_cli: 
     pytest.param(("scheduler", "--executor", "kubernetes"), id="executor"),
     pytest.param(("signal", "send", "bad key", "v"), id="signal-key"),
     pytest.param(("dags", "test", "daily_sales", "--replace"), id="replace-without-record"),
+    pytest.param(("runs", "list", "--state", "bogus"), id="runs-state"),
+    pytest.param(("runs", "list", "--type", "bogus"), id="runs-type"),
+    pytest.param(("runs", "list", "--start", "2024-03-03", "--end", "2024-03-01"), id="runs-backwards"),
 ])
 def test_usage_errors_exit_2_and_change_nothing(ready_cli: Cli, args: tuple[str, ...]) -> None:
     ready_cli.write_dag("daily_sales.py", DAILY_SALES)

@@ -47,6 +47,26 @@ def test_the_test_loop_checks_conf_against_params_as_trigger_does(cli: Cli) -> N
         assert "days=3" in cli.ok(*command, "--conf", '{"days": 3}')
 
 
+DAILY_PARAMS_DAG = PARAMS_DAG.replace(
+    'schedule=None', 'schedule="@daily", end_date=pendulum.datetime(2024, 3, 3, tz="UTC")')
+
+
+def test_a_backfill_checks_conf_against_params_as_trigger_does(ready_cli: Cli) -> None:
+    """A backfill's runs get their conf checked as a triggered run's is (Airflow checks params at every run's
+    creation): a wrong type is one line and no run, backfill or event is made, dry run or not."""
+    cli = ready_cli
+    cli.write_dag("p.py", DAILY_PARAMS_DAG)
+    cli.ok("dags", "list")
+    before = dump(cli)
+    for extra in ((), ("--dry-run",), ("--submit", "--yes")):
+        refused = cli.fails("backfill", "p", "--start", "2024-03-01", "--end", "2024-03-02", *extra,
+                            "--conf", '{"days": "seven"}')
+        assert refused.stderr == "Error: --conf days=\"seven\" is not of type integer (param 'days' of DAG 'p')\n"
+    assert dump(cli) == before
+    assert "2 new" in cli.ok("backfill", "p", "--start", "2024-03-01", "--end", "2024-03-02", "--dry-run",
+                             "--conf", '{"days": 3}')
+
+
 def test_the_test_loop_prints_the_version_the_scheduler_registers(ready_cli: Cli) -> None:
     """`dags test` imports every DAG file in one process: a file imported before the DAG's own was taken for a
     helper module of it, so the test printed a version (`not registered`) that no parse of the file makes."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pendulum
 
-from ledger.core.errors import DagDefinitionError, RescheduleTask, SensorTimeout, SkipTask
+from ledger.core.errors import DagDefinitionError, FailWithoutRetry, RescheduleTask, SensorTimeout, SkipTask
 from ledger.infra.clock import Clock, SystemClock
 from ledger.sdk.branching import WeekDay, branch_task, decorator, short_circuit_task
 from ledger.sdk.dag import Task, _as_ref, _callable_definition, _jsonable, after_values
@@ -151,7 +151,8 @@ class BaseSensor(Task):
         return {**super().settings(), "sensor": {
             "mode": self.mode, "poke_interval": self.timing.poke_interval, "timeout": self.timing.timeout,
             "soft_fail": self.soft_fail, "exponential_backoff": self.timing.exponential_backoff,
-            "max_wait": self.timing.max_wait, "deferrable": self.deferrable}}
+            "max_wait": self.timing.max_wait, "deferrable": self.deferrable,
+            **({"silent_fail": True} if self.silent_fail else {})}}  # (absent when off: versions stay as they were)
 
     def poke(self, context: TaskContext) -> bool | PokeReturnValue:
         raise NotImplementedError(f"{type(self).__name__} must define poke(context)")
@@ -186,7 +187,16 @@ def check_until_done(sensor: BaseSensor, context: TaskContext,
 
     while True:
         checks += 1
-        result = check(context)
+        try:
+            result = check(context)
+        except (SkipTask, FailWithoutRetry, RescheduleTask):  # what a check says of the task itself
+            raise
+        except Exception as exc:
+            if not sensor.silent_fail:
+                raise
+            print(f"[ledger] sensor check {checks}: {type(exc).__name__}: {exc}; silent_fail counts it as not yet",
+                  flush=True)
+            result = False
         now = sensor.clock.now()
         waited = (now - first).total_seconds()
         if result:

@@ -123,3 +123,36 @@ def test_a_deferred_time_sensor_is_checked_again_when_its_time_comes() -> None:
         check_until_done(made, context(), made.poke)
     assert raised.value.at == START.add(seconds=5, microseconds=1)
 
+
+
+def checks(*answers: bool | Exception) -> Any:
+    """A poke giving each answer in turn, raising those that are exceptions."""
+    left = iter(answers)
+
+    def poke(ctx: TaskContext) -> bool:
+        answer = next(left)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return poke
+
+
+def test_with_silent_fail_a_check_that_raises_counts_as_not_yet_and_the_sensor_checks_again() -> None:
+    made, _clock, slept = sensor([], poke_interval=30, silent_fail=True)
+    made.poke = checks(False, ConnectionError("the bucket did not answer"), True)  # type: ignore[method-assign]
+    assert check_until_done(made, context(), made.poke) is None
+    assert slept == [30, 30]
+    assert made.settings()["sensor"]["silent_fail"] is True
+
+
+def test_without_silent_fail_a_check_that_raises_fails_the_try_and_silent_fail_never_hides_a_skip() -> None:
+    made, _clock, _slept = sensor([], poke_interval=30)
+    made.poke = checks(ConnectionError("down"))  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        check_until_done(made, context(), made.poke)
+    assert "silent_fail" not in made.settings()["sensor"]  # (a version made without it is the same version)
+    quiet, _clock, _slept = sensor([], poke_interval=30, silent_fail=True)
+    quiet.poke = checks(SkipTask("nothing to wait for"))  # type: ignore[method-assign]
+    with pytest.raises(SkipTask):
+        check_until_done(quiet, context(), quiet.poke)

@@ -72,16 +72,19 @@ def rewritten(spec: DagSpec, plan: Sequence[PlanItem]) -> dict[str, list[str]]:
 
 
 def plan_downstream(session: Session, spec: DagSpec, plan: Sequence[PlanItem]) -> list[dict[str, Any]]:
-    """Every consumer DAG and date the backfill re-runs, in dependency order, with the live run each overrides."""
-    specs = [dag_store.spec(session, dag_id, version) for dag_id, version, _ in dag_store.schedulable(session)
-             if dag_id != spec.dag_id]
+    """Every consumer DAG and date the backfill re-runs, in dependency order, with the live run each overrides; a
+    paused consumer's are there too, marked `paused` (the scheduler makes them once the DAG is unpaused)."""
+    specs = [dag_store.spec(session, dag_id, version)
+             for dag_id, version, _ in dag_store.schedulable(session, paused=True) if dag_id != spec.dag_id]
     items = downstream_plan(rewritten(spec, plan), consumers(specs))
-    live = {dag_id: dataset_store.live_runs(session, dag_id) for dag_id in {i.dag_id for i in items}}
-    return [item_json(i, live[i.dag_id].get(i.logical_date)) for i in items]
+    dag_ids = {i.dag_id for i in items}
+    live = {dag_id: dataset_store.live_runs(session, dag_id) for dag_id in dag_ids}
+    paused = dag_store.paused_ids(session, dag_ids)
+    return [item_json(i, live[i.dag_id].get(i.logical_date), paused=i.dag_id in paused) for i in items]
 
 
-def item_json(i: DownstreamItem, run: tuple[int, int | None] | None) -> dict[str, Any]:
+def item_json(i: DownstreamItem, run: tuple[int, int | None] | None, *, paused: bool = False) -> dict[str, Any]:
     return {"dag_id": i.dag_id, "partition": i.partition, "logical_date": i.logical_date.isoformat(),
             "depth": i.depth, "because": {"dataset": i.because[0], "partition": i.because[1]},
             "action": "override" if run is not None else "new",
-            "replaces_run_id": None if run is None else str(run[0])}
+            "replaces_run_id": None if run is None else str(run[0]), "paused": paused}

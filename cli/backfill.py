@@ -261,10 +261,12 @@ def _show_plan(dag_id: str, rows: list[dict[str, Any]], below: list[dict[str, An
                  title="downstream re-runs (made by the scheduler as the rewrites are written)", title_justify="left")
     for r in below:
         down.add_row(str(r["depth"]), r["dag_id"], r["logical_date"],
-                     Text(r["action"], style=ACTION_STYLE[r["action"]]),
+                     Text(r["action"] + (" once unpaused" if r["paused"] else ""), style=ACTION_STYLE[r["action"]]),
                      f"{r['because']['dataset']} {r['because']['partition']} rewritten", r["replaces_run_id"] or "")
     out.print(down)
-    out.print(f"{len(below)} downstream run(s) in {len({r['dag_id'] for r in below})} DAG(s)")
+    waiting = sum(1 for r in below if r["paused"])
+    out.print(f"{len(below)} downstream run(s) in {len({r['dag_id'] for r in below})} DAG(s)"
+              + (f", {waiting} of them in paused DAGs: made once the DAG is unpaused" if waiting else ""))
 
 
 def _counts(rows: list[dict[str, Any]]) -> str:

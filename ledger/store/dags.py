@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -122,15 +122,26 @@ def timezones(session: Session, dag_ids: Collection[str]) -> dict[str, str]:
     return {dag_id: zone for dag_id, zone in session.execute(stmt).tuples()}
 
 
-def schedulable(session: Session, dag_ids: list[str] | None = None) -> list[tuple[str, str, str]]:
+def schedulable(session: Session, dag_ids: list[str] | None = None, *,
+                paused: bool = False) -> list[tuple[str, str, str]]:
     """(dag_id, current version, fileloc) of the active, unpaused DAGs that have a version (of `dag_ids`, or
-    all)."""
+    all); `paused`: the paused ones too."""
     stmt = select(Dag.dag_id, Dag.current_version, Dag.fileloc).where(
-        Dag.is_active.is_(True), Dag.is_paused.is_(False), Dag.current_version.is_not(None))
+        Dag.is_active.is_(True), Dag.current_version.is_not(None))
+    if not paused:
+        stmt = stmt.where(Dag.is_paused.is_(False))
     if dag_ids is not None:
         stmt = stmt.where(Dag.dag_id.in_(dag_ids))
     return [(dag_id, version, fileloc) for dag_id, version, fileloc in session.execute(stmt).tuples()
             if version is not None]
+
+
+def paused_ids(session: Session, dag_ids: Iterable[str]) -> set[str]:
+    """Those of `dag_ids` that are paused."""
+    wanted = sorted(set(dag_ids))
+    if not wanted:
+        return set()
+    return set(session.scalars(select(Dag.dag_id).where(Dag.dag_id.in_(wanted), Dag.is_paused.is_(True))))
 
 
 def listing(session: Session, *, include_inactive: bool = False) -> list[Dag]:

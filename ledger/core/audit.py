@@ -9,10 +9,15 @@ An event's hash is the sha256 of the UTF-8 text
 where the body is {"actor", "at", "dag_id", "details", "kind", "run_id"} (`at` as 2024-03-10T12:00:00.000000Z)
 and `covers` is what the event's transaction left of the rows it reports: {"run": RUN} for an event about a run
 (RUN: {"id", "state", "previous", "version", "code"}: the run's state, previous run, version hash and the key of
-that version's code snapshot; and "tries", the tries_digest of its task instances' last tries and outcomes, once
-every one has finished), {"runs": {id: RUN}} for the genesis event of a chain (the runs as they were when
-verified history began), null otherwise. Canonical JSON: keys sorted, no spaces, not ASCII-escaped. The first
-event of a chain follows ZERO.
+that version's code snapshot; once its task instances are settled (tasks_recorded: a finished run's all finished,
+an overridden run's none in flight) also "tries", "try_rows" and "writes", the digests of its task instances' last
+tries and outcomes, of its tries' rows (number, state, the version each ran) and of its lineage writes),
+{"runs": {id: RUN}} for the genesis event of a chain (the runs as they were when verified history began), null
+otherwise. Canonical JSON: keys sorted, no spaces, not ASCII-escaped. The first event of a chain follows ZERO.
+
+The facts of a run's row that no cover holds (its logical date and data interval, its type and backfill, its
+conf, the run that overrode it) are checked against the events that state them (decision 0353): `run_created`,
+`run_overridden`, `run_restored` (recorded_facts, fact_breaks).
 """
 
 from __future__ import annotations
@@ -23,12 +28,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger.core.states import FINISHED_TASK_STATES
+from ledger.core.states import ACTIVE_TASK_STATES, FINISHED_RUN_STATES, FINISHED_TASK_STATES, RunState
 from ledger.core.versions import canonical_json
 
 ZERO = "0" * 64
 """What the first event of a chain follows."""
 FINISHED_TASKS = frozenset(state.value for state in FINISHED_TASK_STATES)
+IN_FLIGHT_TASKS = frozenset(state.value for state in ACTIVE_TASK_STATES)
+FINISHED_RUNS = frozenset(state.value for state in FINISHED_RUN_STATES)
+OVERRIDDEN = RunState.OVERRIDDEN.value
 GLOBAL_CHAIN = ""
 """The chain of the events with no DAG (users, pools, variables...)."""
 GENESIS = "audit_started"
@@ -59,27 +67,58 @@ def event_hash(prev: str, covers: Any, body: str) -> str:
 
 
 def run_cover(run_id: int, state: str, previous: int | None, version: str, code: str | None,
-              tries: str | None = None) -> dict[str, Any]:
-    """What an event records of the run it reports; with `tries` (tries_digest) when its task instances' outcomes
-    are recorded too."""
-    cover = {"id": run_id, "state": state, "previous": previous, "version": version, "code": code}
-    if tries is not None:
-        cover["tries"] = tries
+              tries: str | None = None, try_rows: str | None = None, writes: str | None = None) -> dict[str, Any]:
+    """What an event records of the run it reports; with `tries` (tries_digest), `try_rows` and `writes`
+    (rows_digest) when its task instances are recorded too (tasks_recorded)."""
+    cover: dict[str, Any] = {"id": run_id, "state": state, "previous": previous, "version": version, "code": code}
+    for key, digest in (("tries", tries), ("try_rows", try_rows), ("writes", writes)):
+        if digest is not None:
+            cover[key] = digest
     return cover
 
 
 TaskRow = tuple[str, int, int, str]
 """A task instance as the chain covers it: (task_id, map_index, try_number, state): its last try and its outcome."""
+TryRow = tuple[str, int, int, str, str | None]
+"""A try as the chain covers it: (task_id, map_index, try_number, state, dag_version): the version whose code it
+ran."""
+WriteRow = tuple[str, int, str, str, str, str, int | None, str | None]
+"""A lineage write as the chain covers it: (task_id, try_number, dataset, partition, dag_version, try_state, rows,
+path)."""
+
+
+def tasks_recorded(run_state: str, task_states: Iterable[str]) -> bool:
+    """Whether an event about a run in `run_state` records its task instances, tries and lineage writes: once
+    nothing but an action that writes an event about the run (a clear, a mark, a restore) can change them again.
+    A finished run (success, failed) whose task instances have all finished; an overridden run (history a backfill
+    or a cancel rewrote: no job holds it, nothing schedules it) whose task instances have no try in flight."""
+    if run_state in FINISHED_RUNS:
+        return all(s in FINISHED_TASKS for s in task_states)
+    if run_state == OVERRIDDEN:
+        return not any(s in IN_FLIGHT_TASKS for s in task_states)
+    return False
 
 
 def tries_digest(rows: Iterable[TaskRow], *, only_finished: bool = True) -> str | None:
     """The sha256 of the canonical JSON of a run's task instances (sorted [task_id, map_index, try_number, state]
-    lists). An event records it only once every task instance has finished (`only_finished`): from then on only an
-    action that writes an event (a clear, a mark) changes them. None: some has not finished."""
+    lists). `only_finished`: None when some has not finished (what an event of a finished run records)."""
     listed = sorted([str(t), int(m), int(n), str(s)] for t, m, n, s in rows)
     if only_finished and any(s not in FINISHED_TASKS for _t, _m, _n, s in listed):
         return None
     return hashlib.sha256(canonical_json(listed).encode()).hexdigest()
+
+
+def rows_digest(rows: Iterable[Sequence[Any]]) -> str:
+    """The sha256 of the canonical JSON of a list of rows (each a list of strings, integers and nulls, a column
+    of one kind), sorted by their values column by column, a null after any value: `try_rows` (TryRow) and
+    `writes` (WriteRow) of a run cover."""
+    listed = sorted((list(r) for r in rows), key=lambda r: [(v is None, v) for v in r])
+    return hashlib.sha256(canonical_json(listed).encode()).hexdigest()
+
+
+def conf_digest(conf: Any) -> str | None:
+    """The sha256 of the canonical JSON of a run's conf (None: it has none), as its `run_created` event states it."""
+    return None if conf is None else hashlib.sha256(canonical_json(conf).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -195,10 +234,16 @@ def last_covers(events: Iterable[ChainedEvent]) -> dict[int, tuple[int, dict[str
     return found
 
 
+_COVERED = {"tries": "its task instances' tries or outcomes", "try_rows": "its tries' states or versions",
+            "writes": "its lineage writes"}
+
+
 def run_breaks(chain: str, recorded: Mapping[int, tuple[int, dict[str, Any] | None]],
                runs: Mapping[int, dict[str, Any]]) -> list[Break]:
-    """Each run whose row (`runs`: run id -> run_cover of the row now) is not what the last event about it
-    recorded (last_covers), that no event reports, or that an event reports and that is gone."""
+    """Each run whose row (`runs`: run id -> run_cover of the row now, with every digest) is not what the last
+    event about it recorded (last_covers), that no event reports, or that an event reports and that is gone. Only
+    what the event recorded is compared: an event from before its run's task instances were settled, or from
+    before the chains covered them, vouches for what it holds."""
     out: list[Break] = []
     for run_id in sorted(set(runs) | set(recorded)):
         now = runs.get(run_id)
@@ -210,12 +255,116 @@ def run_breaks(chain: str, recorded: Mapping[int, tuple[int, dict[str, Any] | No
         if event_id is None:
             out.append(Break(chain, f"run {run_id} ({now['state']}) has no event: it was written outside ledger"))
             continue
-        if then is not None and "tries" not in then:  # recorded before its task instances had finished (or before
-            now = {k: v for k, v in now.items() if k != "tries"}  # the chains covered them): its run row alone
+        if then is not None:
+            now = {k: v for k, v in now.items() if k in then or k not in _COVERED}
         if now != then:
-            changed = ", ".join(("its task instances' tries or outcomes" if k == "tries" else
+            changed = ", ".join((_COVERED[k] if k in _COVERED else
                                  f"{k} {None if then is None else then.get(k)!r} -> {now.get(k)!r}") for k in now
                                 if then is None or then.get(k) != now.get(k))
             out.append(Break(chain, f"run {run_id} is not what its last event ({event_id}) recorded ({changed}): "
                                     "no event explains it"))
+    return out
+
+
+# -- the facts of a run's row that events state (decision 0353) ----------------------------------------------
+
+CREATED = "run_created"
+FACTS = ("logical_date", "data_interval_start", "data_interval_end", "run_type", "backfill_id", "conf_sha256",
+         "overridden_by")
+"""What a run's row says of where its date came from, as run_facts gives it and events state it."""
+_INSTANTS = ("logical_date", "data_interval_start", "data_interval_end")
+_UNKNOWN = object()
+
+
+def run_facts(logical_date: datetime | str, data_interval_start: datetime | str, data_interval_end: datetime | str,
+              run_type: str, backfill_id: int | None, conf: Any, overridden_by: int | None) -> dict[str, Any]:
+    """A run's row as fact_breaks compares it with the events: instants as timestamp(), its conf by conf_digest."""
+    instants = {k: _instant(v) for k, v in zip(_INSTANTS, (logical_date, data_interval_start, data_interval_end),
+                                               strict=True)}
+    return {**{k: None if v is _UNKNOWN else v for k, v in instants.items()}, "run_type": run_type,
+            "backfill_id": backfill_id, "conf_sha256": conf_digest(conf), "overridden_by": overridden_by}
+
+
+def created_details(logical_date: datetime, data_interval_start: datetime, data_interval_end: datetime,
+                    run_type: str, version: str, previous_run_id: int | None, backfill_id: int | None,
+                    conf: Any) -> dict[str, Any]:
+    """The details of a `run_created` event: the facts of the new run's row that nothing else records."""
+    return {"logical_date": logical_date.isoformat(), "data_interval_start": data_interval_start.isoformat(),
+            "data_interval_end": data_interval_end.isoformat(), "run_type": run_type, "version": version,
+            "previous_run_id": None if previous_run_id is None else str(previous_run_id),
+            "backfill_id": backfill_id, "conf_sha256": conf_digest(conf)}
+
+
+def _instant(value: Any) -> Any:
+    """A date as timestamp() gives it (an ISO text in any offset, or a datetime); anything else: _UNKNOWN."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return _UNKNOWN
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        return _UNKNOWN
+    return timestamp(value)
+
+
+def _run_id(value: Any) -> Any:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return int(value) if isinstance(value, str) and value.isdigit() else _UNKNOWN
+
+
+Recorded = dict[int, dict[str, tuple[int, str, Any]]]
+"""run id -> fact -> (id of the last event that stated it, that event's kind, what it stated)."""
+
+
+def recorded_facts(events: Iterable[ChainedEvent]) -> Recorded:
+    """What the events (in chain order) state of their runs' facts: a `run_created` event the date, data interval,
+    type, backfill and conf digest it gives (an event recorded before it gave some of them states the others) and
+    that the run was overridden by no run; a `run_overridden` event the run that overrode it; a `run_restored`
+    event that none did. A value the event gives in no known form states nothing."""
+    found: Recorded = {}
+    for e in events:
+        details = e.details if isinstance(e.details, dict) else {}
+        if e.run_id is None or e.kind not in (CREATED, "run_overridden", "run_restored"):
+            continue
+        facts = found.setdefault(e.run_id, {})
+        stated: dict[str, Any] = {}
+        if e.kind == CREATED:
+            stated = {k: _instant(details[k]) for k in _INSTANTS if k in details}
+            if isinstance(details.get("run_type"), str):
+                stated["run_type"] = details["run_type"]
+            if "backfill_id" in details:
+                stated["backfill_id"] = _run_id(details["backfill_id"])
+            if "conf_sha256" in details:
+                stated["conf_sha256"] = details["conf_sha256"]
+            stated["overridden_by"] = None
+        elif e.kind == "run_overridden":
+            stated["overridden_by"] = _run_id(details.get("overridden_by"))
+        else:
+            stated["overridden_by"] = None
+        for k, v in stated.items():
+            if v is _UNKNOWN:
+                facts.pop(k, None)
+            else:
+                facts[k] = (e.id, e.kind, v)
+    return found
+
+
+def _shown(value: Any) -> str:
+    return repr(value[:12] + "...") if isinstance(value, str) and len(value) == 64 else repr(value)
+
+
+def fact_breaks(chain: str, recorded: Recorded, runs: Mapping[int, Mapping[str, Any]]) -> list[Break]:
+    """Each run (`runs`: run id -> run_facts of its row now) with a fact that is not what the last event stating
+    it recorded: one line per run and event."""
+    out: list[Break] = []
+    for run_id in sorted(runs):
+        by_event: dict[tuple[int, str], list[str]] = {}
+        for k, (event_id, kind, then) in sorted(recorded.get(run_id, {}).items(), key=lambda i: FACTS.index(i[0])):
+            now = runs[run_id].get(k, then)
+            if now != then:
+                by_event.setdefault((event_id, kind), []).append(f"{k} {_shown(then)} -> {_shown(now)}")
+        out += [Break(chain, f"run {run_id} is not what event {event_id} ({kind}) recorded of it "
+                             f"({', '.join(changed)}): no event explains it")
+                for (event_id, kind), changed in sorted(by_event.items())]
     return out

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ledger.core.audit import (
+    FACTS,
     GENESIS,
     Break,
     ChainedEvent,
@@ -27,7 +28,10 @@ from ledger.core.audit import (
     TaskRow,
     chain_breaks,
     chain_of,
+    fact_breaks,
     last_covers,
+    recorded_facts,
+    rows_digest,
     run_breaks,
     tries_digest,
 )
@@ -38,6 +42,10 @@ from ledger.infra.code import parse_bundle, sha256_bytes, snapshot_key
 from ledger.store import audit as audit_store
 
 FORMAT = "ledger-audit-export/1"
+TRY_COLUMNS = ("task_id", "map_index", "try_number", "state", "dag_version")
+"""An export's `try_rows` entries, in the order of a run cover's `try_rows` digest (ledger.core.audit.TryRow)."""
+WRITE_COLUMNS = ("task_id", "try_number", "dataset", "partition", "dag_version", "try_state", "rows", "path")
+"""An export's `writes` entries, in the order of a run cover's `writes` digest (ledger.core.audit.WriteRow)."""
 
 
 @dataclass
@@ -77,11 +85,13 @@ def verify(session: Session, dag_ids: list[str] | None = None, *, since: int | N
         if chain == "":
             continue
         recorded = last_covers(events)
-        runs = audit_store.runs(session, chain)
+        now = audit_store.runs(session, chain)
+        runs = now.covers
         if since is not None:  # the runs the events from `since` on report
             runs = {k: v for k, v in runs.items() if k in recorded}
         report.runs += len(runs)
         report.breaks += run_breaks(chain, recorded, runs)
+        report.breaks += fact_breaks(chain, recorded_facts(events), now.facts)
     whole = dag_ids is None
     versions = audit_store.versions(session) if whole else [v for d in dag_ids or [] for v in
                                                             audit_store.versions(session, d)]
@@ -164,6 +174,8 @@ def export(session: Session, dag_id: str, start: datetime, end: datetime, *, key
     runs = audit_store.runs_in_range(session, dag_id, start, end)
     ids = {r["id"] for r in runs}
     first = audit_store.first_place(session, dag_id, sorted(ids))
+    if not ids:  # a range with no runs: the head's own event, so that the file still ends at the head it pins
+        first = head.length
     events: list[dict[str, Any]] = []
     for e in audit_store.chain_events(session, dag_id):
         if e.kind == GENESIS and isinstance(e.covers, dict) and ids & {int(k) for k in e.covers.get("runs", {})}:
@@ -181,6 +193,7 @@ def export(session: Session, dag_id: str, start: datetime, end: datetime, *, key
         "format": FORMAT, "dag_id": dag_id, "start": start.isoformat(), "end": end.isoformat(),
         "head": {"hash": head.hash, "id": head.id, "length": head.length},
         "events": events, "runs": runs, "tries": audit_store.tries(session, sorted(ids)),
+        "try_rows": audit_store.try_rows(session, sorted(ids)), "writes": audit_store.writes(session, sorted(ids)),
         "versions": versions, "bundles": bundles, "blobs": blobs}
     if key is not None:
         doc["signature"] = sign(doc, key)
@@ -276,14 +289,16 @@ def _verify_bundle(doc: Mapping[str, Any], trusted_key: str | None) -> Report:
     report = Report(chains=1, events=len(events), runs=len(doc["runs"]), blobs=len(doc["blobs"]))
     report.breaks += chain_breaks(chain, events, Head(h["hash"], h["id"], h["length"]), whole=False,
                                   stubs=frozenset(stubs))
-    tasks: dict[int, list[TaskRow]] = {}
-    for t in doc.get("tries") or []:
-        tasks.setdefault(int(t["run_id"]), []).append((t["task_id"], t["map_index"], t["try_number"], t["state"]))
-    runs = {int(r["id"]): {**{k: r[k] for k in ("id", "state", "previous", "version", "code")},
-                           "tries": tries_digest(tasks.get(int(r["id"]), []), only_finished=False)}
-            for r in doc["runs"]}
+    runs = _bundle_covers(doc)
+    reported = {e.run_id: e for e in events if e.id not in stubs and e.run_id is not None}
+    report.breaks += [Break(chain, f"run {run_id} is not in the export, but event {reported[run_id].id} "
+                                   f"({reported[run_id].kind}) reports it: it was removed")
+                      for run_id in sorted(set(reported) - set(runs))]
+    # (the genesis event's snapshot holds the DAG's runs outside the range too: only those in the export count)
     recorded = {k: v for k, v in last_covers(events).items() if k in runs}
     report.breaks += run_breaks(chain, recorded, runs)
+    report.breaks += fact_breaks(chain, recorded_facts(events),
+                                 {int(r["id"]): {k: r[k] for k in FACTS if k in r} for r in doc["runs"]})
     versions, bundles = doc["versions"], dict(doc["bundles"])
     report.breaks += version_breaks(versions, bundles)
     for sha, text in doc["blobs"].items():
@@ -298,6 +313,24 @@ def _verify_bundle(doc: Mapping[str, Any], trusted_key: str | None) -> Report:
     if signature is not None:
         report.breaks.append(signature)
     return report
+
+
+def _bundle_covers(doc: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """Each run of an export as an event would record it, its digests from the export's task instances, tries and
+    lineage writes (an export written before it held tries and writes gives no digest of them)."""
+    tasks: dict[int, list[TaskRow]] = {}
+    for t in doc.get("tries") or []:
+        tasks.setdefault(int(t["run_id"]), []).append((t["task_id"], t["map_index"], t["try_number"], t["state"]))
+    held: dict[str, dict[int, list[list[Any]]]] = {}
+    for key, columns in (("try_rows", TRY_COLUMNS), ("writes", WRITE_COLUMNS)):
+        if key in doc:
+            held[key] = {}
+            for row in doc[key]:
+                held[key].setdefault(int(row["run_id"]), []).append([row[c] for c in columns])
+    return {int(r["id"]): {**{k: r[k] for k in ("id", "state", "previous", "version", "code")},
+                           "tries": tries_digest(tasks.get(int(r["id"]), []), only_finished=False),
+                           **{key: rows_digest(by_run.get(int(r["id"]), [])) for key, by_run in held.items()}}
+            for r in doc["runs"]}
 
 
 def write_bundle(doc: Mapping[str, Any], path: Path) -> None:

@@ -4,14 +4,39 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from ledger.core.audit import GLOBAL_CHAIN, ChainedEvent, Head, TaskRow, chain_of, run_cover, timestamp, tries_digest
-from ledger.models import CodeBlob, CodeBundle, Dag, DagRun, DagVersion, Event, EventChain, TaskInstance
+from ledger.core.audit import (
+    GLOBAL_CHAIN,
+    ChainedEvent,
+    Head,
+    TaskRow,
+    TryRow,
+    WriteRow,
+    chain_of,
+    rows_digest,
+    run_cover,
+    run_facts,
+    timestamp,
+    tries_digest,
+)
+from ledger.models import (
+    CodeBlob,
+    CodeBundle,
+    Dag,
+    DagRun,
+    DagVersion,
+    Event,
+    EventChain,
+    LineageWrite,
+    TaskInstance,
+    TaskTry,
+)
 
 BATCH = 2000
 
@@ -68,32 +93,66 @@ def events_by_id(session: Session, ids: list[int]) -> list[ChainedEvent]:
     return found
 
 
+_FACTS = (DagRun.logical_date, DagRun.data_interval_start, DagRun.data_interval_end, DagRun.run_type,
+          DagRun.backfill_id, DagRun.conf, DagRun.overridden_by)
+
+
 def _runs_stmt() -> Any:
-    return (select(DagRun.id, DagRun.state, DagRun.previous_run_id, DagRun.version_hash, DagVersion.code_snapshot)
+    return (select(DagRun.id, DagRun.state, DagRun.previous_run_id, DagRun.version_hash, DagVersion.code_snapshot,
+                   *_FACTS)
             .outerjoin(DagVersion, and_(DagVersion.dag_id == DagRun.dag_id,
                                         DagVersion.version_hash == DagRun.version_hash)))
 
 
-def runs(session: Session, dag_id: str) -> dict[int, dict[str, Any]]:
-    """Each run of the DAG as an event would record it now (ledger.core.audit.run_cover), with the digest of its
-    task instances (compared only with an event that recorded one)."""
+@dataclass(frozen=True)
+class RunRows:
+    """A DAG's runs as `verify` compares them: each as an event would record it now (run_cover, with every digest:
+    compared only with an event that recorded one), and the facts of its row events state (run_facts)."""
+
+    covers: dict[int, dict[str, Any]]
+    facts: dict[int, dict[str, Any]]
+
+
+def runs(session: Session, dag_id: str) -> RunRows:
+    """Each run of the DAG, its task instances, tries and lineage writes."""
     tasks: dict[int, list[TaskRow]] = {}
     for run_id, task_id, map_index, try_number, state in session.execute(
             select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index, TaskInstance.try_number,
                    TaskInstance.state).where(TaskInstance.dag_id == dag_id).execution_options(yield_per=BATCH)):
         tasks.setdefault(run_id, []).append((task_id, map_index, try_number, state))
-    rows = session.execute(_runs_stmt().where(DagRun.dag_id == dag_id).execution_options(yield_per=BATCH))
-    return {run_id: run_cover(run_id, state, previous, version, code,
-                              tries=tries_digest(tasks.get(run_id, []), only_finished=False))
-            for run_id, state, previous, version, code in rows}
+    tries: dict[int, list[TryRow]] = {}
+    for run_id, *row in session.execute(
+            select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index, TaskTry.try_number,
+                   TaskTry.state, TaskTry.dag_version).join(TaskTry, TaskTry.task_instance_id == TaskInstance.id)
+            .where(TaskInstance.dag_id == dag_id).execution_options(yield_per=BATCH)):
+        tries.setdefault(run_id, []).append((row[0], row[1], row[2], row[3], row[4]))
+    writes: dict[int, list[WriteRow]] = {}
+    for run_id, *row in session.execute(
+            select(LineageWrite.run_id, *_WRITE_COLUMNS).where(LineageWrite.dag_id == dag_id)
+            .execution_options(yield_per=BATCH)):
+        writes.setdefault(run_id, []).append((row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]))
+    found = RunRows({}, {})
+    for run in session.execute(_runs_stmt().where(DagRun.dag_id == dag_id).execution_options(yield_per=BATCH)):
+        run_id, state, previous, version, code, *facts = run
+        found.covers[run_id] = run_cover(run_id, state, previous, version, code,
+                                         tries=tries_digest(tasks.get(run_id, []), only_finished=False),
+                                         try_rows=rows_digest(tries.get(run_id, [])),
+                                         writes=rows_digest(writes.get(run_id, [])))
+        found.facts[run_id] = run_facts(*facts)
+    return found
+
+
+_WRITE_COLUMNS = (LineageWrite.task_id, LineageWrite.try_number, LineageWrite.dataset, LineageWrite.partition,
+                  LineageWrite.dag_version, LineageWrite.try_state, LineageWrite.rows, LineageWrite.path)
 
 
 def runs_in_range(session: Session, dag_id: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """The DAG's runs (overridden ones too) with a logical date in [start, end], as an export holds them."""
-    rows = session.execute(_runs_stmt().add_columns(DagRun.logical_date, DagRun.run_type)
-                           .where(DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end)
+    """The DAG's runs (overridden ones too) with a logical date in [start, end], as an export holds them: as an
+    event records them, and the facts of their rows (run_facts)."""
+    rows = session.execute(_runs_stmt().where(DagRun.dag_id == dag_id, DagRun.logical_date >= start,
+                                              DagRun.logical_date <= end)
                            .order_by(DagRun.logical_date, DagRun.id))
-    return [{**run_cover(*row[:5]), "logical_date": timestamp(row[5]), "run_type": row[6]} for row in rows]
+    return [{**run_cover(*row[:5]), **run_facts(*row[5:])} for row in rows]
 
 
 def tries(session: Session, run_ids: list[int]) -> list[dict[str, Any]]:
@@ -106,6 +165,33 @@ def tries(session: Session, run_ids: list[int]) -> list[dict[str, Any]]:
                              TaskInstance.try_number, TaskInstance.state)
                       .where(TaskInstance.run_id.in_(run_ids[i:i + BATCH]))
                       .order_by(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index))]
+    return found
+
+
+def try_rows(session: Session, run_ids: list[int]) -> list[dict[str, Any]]:
+    """The tries of these runs: each one's number, state and the version whose code it ran."""
+    found = []
+    for i in range(0, len(run_ids), BATCH):
+        found += [{"run_id": r, "task_id": t, "map_index": m, "try_number": n, "state": s, "dag_version": v}
+                  for r, t, m, n, s, v in session.execute(
+                      select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index, TaskTry.try_number,
+                             TaskTry.state, TaskTry.dag_version)
+                      .join(TaskTry, TaskTry.task_instance_id == TaskInstance.id)
+                      .where(TaskInstance.run_id.in_(run_ids[i:i + BATCH]))
+                      .order_by(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index,
+                                TaskTry.try_number))]
+    return found
+
+
+def writes(session: Session, run_ids: list[int]) -> list[dict[str, Any]]:
+    """The lineage writes of these runs."""
+    names = ("task_id", "try_number", "dataset", "partition", "dag_version", "try_state", "rows", "path")
+    found = []
+    for i in range(0, len(run_ids), BATCH):
+        found += [{"run_id": row[0], **dict(zip(names, row[1:], strict=True))}
+                  for row in session.execute(select(LineageWrite.run_id, *_WRITE_COLUMNS)
+                                             .where(LineageWrite.run_id.in_(run_ids[i:i + BATCH]))
+                                             .order_by(LineageWrite.run_id, LineageWrite.id))]
     return found
 
 

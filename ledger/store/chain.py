@@ -33,8 +33,21 @@ from sqlalchemy.orm import ORMExecuteState, Session
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.expression import TableClause, TextClause
 
-from ledger.core.audit import ZERO, TaskRow, body_json, chain_of, event_hash, run_cover, tries_digest
-from ledger.core.states import FINISHED_RUN_STATES
+from ledger.core.audit import (
+    FINISHED_RUNS,
+    OVERRIDDEN,
+    ZERO,
+    TaskRow,
+    TryRow,
+    WriteRow,
+    body_json,
+    chain_of,
+    event_hash,
+    rows_digest,
+    run_cover,
+    tasks_recorded,
+    tries_digest,
+)
 from ledger.models import tables
 from ledger.store import commit
 from ledger.store.dialects import conflict_insert
@@ -48,7 +61,8 @@ CHAINS = tables.event_chain
 RUNS = tables.dag_run
 VERSIONS = tables.dag_version
 TASKS = tables.task_instance
-FINISHED_RUNS = frozenset(state.value for state in FINISHED_RUN_STATES)
+TRIES = tables.task_try
+WRITES = tables.lineage_write
 
 
 @dataclass(slots=True)
@@ -122,8 +136,13 @@ _COVERS = Hot(select(RUNS.c.id, RUNS.c.state, RUNS.c.previous_run_id, RUNS.c.ver
               .select_from(RUNS.outerjoin(VERSIONS, and_(VERSIONS.c.dag_id == RUNS.c.dag_id,
                                                          VERSIONS.c.version_hash == RUNS.c.version_hash)))
               .where(RUNS.c.id.in_(bindparam("ids", expanding=True))))
-_TASKS = Hot(select(TASKS.c.run_id, TASKS.c.task_id, TASKS.c.map_index, TASKS.c.try_number, TASKS.c.state)
+_TASKS = Hot(select(TASKS.c.run_id, TASKS.c.task_id, TASKS.c.map_index, TASKS.c.try_number, TASKS.c.state,
+                    TRIES.c.try_number, TRIES.c.state, TRIES.c.dag_version)
+             .select_from(TASKS.outerjoin(TRIES, TRIES.c.task_instance_id == TASKS.c.id))
              .where(TASKS.c.run_id.in_(bindparam("ids", expanding=True))))
+_WRITES = Hot(select(WRITES.c.run_id, WRITES.c.task_id, WRITES.c.try_number, WRITES.c.dataset, WRITES.c.partition,
+                     WRITES.c.dag_version, WRITES.c.try_state, WRITES.c.rows, WRITES.c.path)
+              .where(WRITES.c.run_id.in_(bindparam("ids", expanding=True))))
 _INSERT = Hot(EVENTS.insert().returning(EVENTS.c.id, sort_by_parameter_order=True))
 _LINK = Hot(update(EVENTS).where(EVENTS.c.id == bindparam("eid"))
             .values(seq=bindparam("s"), prev_hash=bindparam("p"), covers=bindparam("c", type_=EVENTS.c.covers.type),
@@ -134,17 +153,31 @@ _MOVE_HEAD = Hot(update(CHAINS).where(CHAINS.c.chain == bindparam("name"))
 
 def run_covers(session: Session, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """What an event about each of these runs records of it (ledger.core.audit.run_cover), as the rows are now: a
-    finished run's task instances too, once all of them have finished."""
+    finished or overridden run's task instances, tries and lineage writes too, once they are settled
+    (tasks_recorded). One statement for the runs, one for the task instances with their tries and one for the
+    lineage writes, those two only when the transaction reports a finished or overridden run."""
     if not run_ids:
         return {}
     rows = _COVERS.rows(session, {"ids": list(run_ids)})
-    finished = [row[0] for row in rows if row[1] in FINISHED_RUNS]
-    tasks: dict[int, list[TaskRow]] = {run_id: [] for run_id in finished}
-    if finished:
-        for run_id, *task in _TASKS.rows(session, {"ids": finished}):
-            tasks[run_id].append((task[0], task[1], task[2], task[3]))
-    return {run_id: run_cover(run_id, state, previous, version, code,
-                              tries=tries_digest(tasks[run_id]) if run_id in tasks else None)
+    ended = {row[0]: row[1] for row in rows if row[1] in FINISHED_RUNS or row[1] == OVERRIDDEN}
+    tasks: dict[int, dict[tuple[str, int], TaskRow]] = {run_id: {} for run_id in ended}
+    tries: dict[int, list[TryRow]] = {run_id: [] for run_id in ended}
+    writes: dict[int, list[WriteRow]] = {}
+    if ended:
+        for run_id, task_id, map_index, try_number, state, number, try_state, version in _TASKS.rows(
+                session, {"ids": list(ended)}):
+            tasks[run_id][(task_id, map_index)] = (task_id, map_index, try_number, state)
+            if number is not None:
+                tries[run_id].append((task_id, map_index, number, try_state, version))
+        settled = [r for r in ended if tasks_recorded(ended[r], (t[3] for t in tasks[r].values()))]
+        if settled:
+            writes = {run_id: [] for run_id in settled}
+            for run_id, *write in _WRITES.rows(session, {"ids": settled}):
+                writes[run_id].append((write[0], write[1], write[2], write[3], write[4], write[5], write[6],
+                                       write[7]))
+    return {run_id: run_cover(run_id, state, previous, version, code, *(
+                (tries_digest(tasks[run_id].values(), only_finished=False), rows_digest(tries[run_id]),
+                 rows_digest(writes[run_id])) if run_id in writes else ()))
             for run_id, state, previous, version, code in rows}
 
 

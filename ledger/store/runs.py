@@ -16,6 +16,7 @@ from sqlalchemy import and_, bindparam, func, insert, select, type_coerce, updat
 from sqlalchemy.orm import Session
 from sqlalchemy.types import NullType
 
+from ledger.core.audit import created_details
 from ledger.core.backfill_cancel import Displaced
 from ledger.core.errors import RunNotFound, TimelineConflict
 from ledger.core.mapping import NOT_MAPPED, source_text
@@ -118,9 +119,9 @@ def splice(session: Session, spec: DagSpec, new: NewRun, *, now: datetime, actor
     if plan.relink is not None:
         session.execute(update(DagRun).where(DagRun.id == plan.relink).values(previous_run_id=run.id))
     create_task_instances(session, run, spec)
-    rows = [dict(at=now, kind="run_created", actor=actor, dag_id=spec.dag_id, run_id=run.id, details={
-        "logical_date": at.isoformat(), "run_type": run.run_type, "version": spec.version_hash,
-        "previous_run_id": _str(plan.previous), "backfill_id": new.backfill_id}),
+    rows = [dict(at=now, kind="run_created", actor=actor, dag_id=spec.dag_id, run_id=run.id, details=created_details(
+        at, new.interval.start, new.interval.end, run.run_type, spec.version_hash, plan.previous, new.backfill_id,
+        new.conf)),
         *expanded_at_creation(spec.tasks.values(), spec.dag_id, run.id, now=now, actor=actor)]
     if plan.relink is not None:
         rows.append(dict(at=now, kind="run_spliced", actor=actor, dag_id=spec.dag_id, run_id=plan.relink,
@@ -239,10 +240,9 @@ def splice_many(session: Session, spec: DagSpec, new: list[NewRun], *, now: date
     if spec.tasks:
         session.execute(insert(TaskInstance), [
             row for rid in ids for row in instance_rows(rid, spec.dag_id, spec.tasks.values())])
-    log = [dict(at=now, kind="run_created", actor=actor, dag_id=spec.dag_id, run_id=ids[i], details={
-        "logical_date": dates[i].isoformat(), "run_type": new[i].run_type.value, "version": spec.version_hash,
-        "previous_run_id": _str(resolve(plan.new_previous.get(i))), "backfill_id": new[i].backfill_id})
-        for i in range(len(new))]
+    log = [dict(at=now, kind="run_created", actor=actor, dag_id=spec.dag_id, run_id=ids[i], details=created_details(
+        dates[i], new[i].interval.start, new[i].interval.end, new[i].run_type.value, spec.version_hash,
+        resolve(plan.new_previous.get(i)), new[i].backfill_id, new[i].conf)) for i in range(len(new))]
     log += [e for rid in ids for e in expanded_at_creation(spec.tasks.values(), spec.dag_id, rid, now=now,
                                                           actor=actor)]
     current = {link.run_id: link.previous for link in window}

@@ -39,7 +39,10 @@ READS_KEPT_IN_MEMORY = ("SELECT dag_run.id FROM dag_run WHERE dag_run.lock_holde
                         "task_instance.signal_request IS NOT NULL",  # signal requests on the job's tries
                         "task_instance.max_tries, task_instance.state FROM task_instance WHERE task_instance.id IN")
 AUDIT_COVER_READ = ("SELECT task_instance.run_id, task_instance.task_id, task_instance.map_index, "
-                    "task_instance.try_number, task_instance.state FROM task_instance WHERE task_instance.run_id IN")
+                    "task_instance.try_number, task_instance.state, task_try.try_number AS try_number_1, "
+                    "task_try.state AS state_1, task_try.dag_version FROM task_instance LEFT OUTER JOIN task_try ON "
+                    "task_try.task_instance_id = task_instance.id WHERE task_instance.run_id IN")
+AUDIT_WRITES_READ = "FROM lineage_write WHERE lineage_write.run_id IN"  # (decision 0353)
 
 
 class KillableExecutor(SteppedExecutor):
@@ -111,10 +114,12 @@ def test_a_run_whose_try_ended_is_decided_from_the_jobs_picture(
     job.loop_once()  # b succeeded: the run succeeds
     assert states(job_parts[1]) == {"a": ("success", 1), "b": ("success", 1)}
     assert run_state(job_parts[1]) == "success"
-    # the event of the run's end covers its tries' outcomes for the audit chain (ledger/store/chain.py): read once, in
-    # the transaction that records it, as the database holds them; no other read of the run's task instances
+    # the event of the run's end covers its tries' outcomes and lineage writes for the audit chain
+    # (ledger/store/chain.py): each read once, in the transaction that records it, as the database holds them; no
+    # other read of the run's task instances
     covers = [s for s in statements if AUDIT_COVER_READ in s]
     assert len(covers) == 1, covers
+    assert len([s for s in statements if AUDIT_WRITES_READ in s]) == 1
     assert not [s for s in statements
                 if AUDIT_COVER_READ not in s and any(read in s for read in READS_OF_RUNS + READS_KEPT_IN_MEMORY)]
     job.shutdown()

@@ -317,3 +317,106 @@ def test_a_read_of_the_event_table_inside_a_savepoint_refuses_to_write_out_recor
         with pytest.raises(RuntimeError, match="not written out inside a savepoint"), s.begin_nested():
             s.execute(text("SELECT count(*) FROM event"))
     assert lines(sessions) == []
+
+
+def with_tries(sessions: Any, ids: list[int]) -> None:
+    """Each run's task instance finished (try 1 on version v1, success) with its try's row and a lineage write, in
+    the transaction that records the run's end again."""
+    with sessions.begin() as s:
+        s.execute(text("UPDATE task_instance SET state = 'success', try_number = 1"))
+        s.execute(text("INSERT INTO task_try (task_instance_id, try_number, state, dag_version) "
+                       "SELECT id, 1, 'success', 'v1' FROM task_instance"))
+        s.execute(text("INSERT INTO lineage_write (dataset, partition, run_id, dag_id, task_id, try_number, "
+                       "dag_version, try_state, rows, written_at, recorded_at) SELECT 'sales', 'p', run_id, dag_id, "
+                       "task_id, 1, 'v1', 'success', 10, '2024-03-10 12:00:00', '2024-03-10 12:00:00' "
+                       "FROM task_instance"))
+        for run in s.scalars(select(DagRun).where(DagRun.id.in_(ids))):
+            events.record(s, "run_marked", at=NOW, actor="test", dag_id=run.dag_id, run_id=run.id)
+
+
+def override(sessions: Any, run_id: int) -> None:
+    """A manual run at the date of `run_id` that replaces it (a backfill's reprocess does the same)."""
+    with sessions.begin() as s:
+        old = s.get(DagRun, run_id)
+        assert old is not None
+        spec = dag_store.current_spec(s, old.dag_id)
+        run_store.splice(s, spec, run_store.NewRun(spec.schedule.interval_for(old.logical_date), RunType.MANUAL),
+                         now=NOW, actor="test", replace=True)
+
+
+def test_an_overridden_runs_task_instances_are_covered_though_they_never_ran(sessions: Any) -> None:
+    """Decision 0353: the run_overridden event records the displaced run's task instances when none is in flight
+    (here still scheduled: the run was displaced before it ran them)."""
+    ids = history(sessions, days=1)
+    override(sessions, ids[0])
+    with sessions() as s:
+        last = s.scalars(select(Event).where(Event.run_id == ids[0]).order_by(Event.seq.desc())).first()
+    assert last is not None and last.kind == "run_overridden" and len(last.covers["run"]["tries"]) == 64
+    assert lines(sessions) == []
+    tamper(sessions, "UPDATE task_instance SET state = 'success', try_number = 1 WHERE run_id = :id", id=ids[0])
+    assert lines(sessions) == [f"daily: run {ids[0]} is not what its last event ({last.id}) recorded (its task "
+                               "instances' tries or outcomes): no event explains it"]
+
+
+def the_old_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events recorded as they were before decision 0353: covers with the task instances' digest of a finished run
+    only (no try rows, no lineage writes, nothing of an overridden run's), run_created details with no data interval
+    and no conf digest."""
+    from ledger.core import audit as core
+    from ledger.store import chain
+
+    def old_cover(run_id: int, state: str, previous: int | None, version: str, code: str | None,
+                  tries: str | None = None, try_rows: str | None = None, writes: str | None = None) -> Any:
+        return core.run_cover(run_id, state, previous, version, code,
+                              tries=tries if state in ("success", "failed") else None)
+
+    def old_details(logical_date: Any, start: Any, end: Any, run_type: str, version: str, previous: int | None,
+                    backfill_id: int | None, conf: Any) -> dict[str, Any]:
+        return {"logical_date": logical_date.isoformat(), "run_type": run_type, "version": version,
+                "previous_run_id": None if previous is None else str(previous), "backfill_id": backfill_id}
+
+    monkeypatch.setattr(chain, "run_cover", old_cover)
+    monkeypatch.setattr(run_store, "created_details", old_details)
+
+
+def test_a_history_recorded_before_decision_0353_verifies_and_is_checked_for_what_it_recorded(
+        sessions: Any) -> None:
+    with pytest.MonkeyPatch.context() as old:
+        the_old_way(old)
+        ids = history(sessions, days=3)
+        with_tries(sessions, ids)
+        override(sessions, ids[2])
+    with sessions() as s:
+        created = s.scalars(select(Event).where(Event.kind == "run_created", Event.run_id == ids[0])).one()
+        overridden = s.scalars(select(Event).where(Event.kind == "run_overridden")).one()
+    assert "data_interval_start" not in created.details and "try_rows" not in overridden.covers["run"]
+    assert "tries" not in overridden.covers["run"]
+    assert lines(sessions) == []  # no false alarm: each event is checked against what it recorded
+    tamper(sessions, "UPDATE task_try SET dag_version = 'deadbeef'")
+    tamper(sessions, "UPDATE dag_run SET data_interval_start = '2024-01-01 00:00:00.000000'")
+    tamper(sessions, "UPDATE lineage_write SET rows = 999")
+    assert lines(sessions) == []  # recorded by none of those events: nothing to compare
+    tamper(sessions, "UPDATE dag_run SET logical_date = '2025-01-01 00:00:00.000000' WHERE id = :id", id=ids[0])
+    tamper(sessions, "UPDATE dag_run SET overridden_by = NULL WHERE id = :id", id=ids[2])
+    assert lines(sessions) == [
+        f"daily: run {ids[0]} is not what event {created.id} (run_created) recorded of it (logical_date "
+        "'2024-03-01T00:00:00.000000Z' -> '2025-01-01T00:00:00.000000Z'): no event explains it",
+        f"daily: run {ids[2]} is not what event {overridden.id} (run_overridden) recorded of it (overridden_by "
+        f"{overridden.details['overridden_by']} -> None): no event explains it"]
+
+
+def test_a_finished_runs_tries_and_lineage_writes_are_covered(sessions: Any) -> None:
+    ids = history(sessions, days=2)
+    with_tries(sessions, ids)
+    with sessions() as s:
+        last = {i: s.scalars(select(Event.id).where(Event.run_id == i).order_by(Event.seq.desc())).first()
+                for i in ids}
+    assert lines(sessions) == []
+    tamper(sessions, "UPDATE task_try SET dag_version = 'deadbeef' WHERE task_instance_id IN "
+                     "(SELECT id FROM task_instance WHERE run_id = :id)", id=ids[0])
+    tamper(sessions, "UPDATE lineage_write SET rows = 999 WHERE run_id = :id", id=ids[1])
+    assert lines(sessions) == [
+        f"daily: run {ids[0]} is not what its last event ({last[ids[0]]}) recorded (its tries' states or "
+        "versions): no event explains it",
+        f"daily: run {ids[1]} is not what its last event ({last[ids[1]]}) recorded (its lineage writes): no event "
+        "explains it"]

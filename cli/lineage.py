@@ -26,7 +26,8 @@ def lineage(
 ) -> None:
     """Which run (task, try, DAG version) produced each partition of a dataset, and what it replaced.
 
-    Lists the current write of every partition first, then the earlier writes, overridden runs included.
+    Lists the current write of every partition first, then the earlier writes, overridden runs included: the writes
+    tasks recorded, and the dataset events of their outlets (`-`: an unpartitioned dataset's).
     With --stale: the stale consumer runs instead (of every DAG, or of the DAGs scheduled on DATASET)."""
     env = open_env()
     if stale:
@@ -45,13 +46,15 @@ def lineage(
         cur = p["current"]
         earlier = [w for w in p["history"] if w is not cur]
         table.add_row(
-            p["partition"],
-            f"run {cur['run_id']} ({cur['run_type']}) {cur['task_id']} try {cur['try_number']}" if cur else "-",
+            p["partition"] or "-",
+            f"run {cur['run_id']} ({cur['run_type']}) {cur['task_id']} try {cur['try_number']}"
+            + (f", event {cur['event_id']}" if cur["event_id"] else "") if cur else "-",
             cur["dag_version"][:8] if cur else "-", str(cur["rows"]) if cur and cur["rows"] is not None else "",
             cur["written_at"][:19] if cur else "",
             "; ".join(f"run {w['run_id']} v {w['dag_version'][:8]}"
                       + (f", {w['rows']} rows" if w["rows"] is not None else "")
                       + (f", try {w['try_number']} {w['try_state']}" if w["try_state"] != "success" else "")
+                      + (f", try {w['try_number']}, event {w['event_id']}" if w["event_id"] else "")
                       + f" ({w['run_state']}"
                       + (f" by {w['overridden_by']}" if w["overridden_by"] else "") + ")" for w in earlier) or "-")
     out.print(table)

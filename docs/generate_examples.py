@@ -373,6 +373,14 @@ DATASETS: list[tuple[str, list[Step]]] = [
                          "| select(.logical_date | startswith(\"2024-03-02\")) | .run_id'); "
                          "ledger runs show $RUN --json | jq '.inlets_read'; ledger tasks logs report $RUN report "
                          "| grep reading"]),
+    ("datasets-clear", ["@sh ledger tasks clear clean $(ledger timeline clean --json | jq -r '.[] "
+                        "| select(.state == \"success\") | select(.logical_date | startswith(\"2024-03-03\")) "
+                        "| .run_id')", "# scheduler --exit-when-idle", "lineage --stale"]),
+    ("datasets-current", ["@sh ledger tasks clear report $(ledger timeline report --json | jq -r '.[] "
+                          "| select(.state == \"success\") | select(.logical_date | startswith(\"2024-03-03\")) "
+                          "| .run_id')", "# scheduler --exit-when-idle", "lineage --stale",
+                          "datasets show sales_clean --limit 2"]),
+    ("datasets-lineage", ["lineage sales_clean --partition 2024-03-03"]),
 ]
 
 

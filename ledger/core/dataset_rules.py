@@ -211,9 +211,42 @@ class Consumed:
 
 
 @dataclass(frozen=True, slots=True)
+class TryRead:
+    """An event of a partition that a try of a consumer run read of its task's inlets (its `inlets_read`)."""
+
+    run_id: int
+    task: tuple[str, int]  # (task id, map index)
+    try_number: int
+    event: EventRow
+
+
+def what_runs_read(consumed: Iterable[Consumed], reads: Iterable[TryRead]) -> list[Consumed]:
+    """What each consumer run read of each partition: what the latest tries of its tasks read of it, where a try
+    recorded its reads of that partition; else the event the run consumed when it was made. A re-run of a task
+    (a clear) that reads the newest event makes its run current again; a task whose latest try holds an older
+    event keeps the run stale. Unpartitioned events are as consumed (a newer one is never a rewrite)."""
+    reads = list(reads)
+    latest: dict[tuple[int, tuple[str, int]], int] = {}
+    for r in reads:
+        latest[(r.run_id, r.task)] = max(latest.get((r.run_id, r.task), 0), r.try_number)
+    by_tries: dict[tuple[int, str, str], set[EventRow]] = {}
+    for r in reads:
+        if r.event.partition is not None and r.try_number == latest[(r.run_id, r.task)]:
+            by_tries.setdefault((r.run_id, r.event.dataset, r.event.partition), set()).add(r.event)
+    found = [c for c in consumed
+             if c.event.partition is None or (c.run_id, c.event.dataset, c.event.partition) not in by_tries]
+    found += [Consumed(run_id, e) for (run_id, _d, _p), evs in by_tries.items() for e in sorted(evs, key=_id)]
+    return sorted(found, key=lambda c: (c.run_id, c.event.id))
+
+
+def _id(e: EventRow) -> int:
+    return e.id
+
+
+@dataclass(frozen=True, slots=True)
 class Stale:
-    """A consumer run that read a partition since rewritten: `read` is the event it consumed, `by` the newest
-    event of that partition (the write that made it stale)."""
+    """A consumer run that read a partition since rewritten: `read` is the event it read (what_runs_read), `by`
+    the newest event of that partition (the write that made it stale)."""
 
     run_id: int
     read: EventRow
@@ -221,8 +254,8 @@ class Stale:
 
 
 def stale_runs(consumed: Iterable[Consumed], latest: Mapping[tuple[str, str], EventRow]) -> list[Stale]:
-    """The runs that consumed a partition's event when a newer one of that partition exists; a run stale on
-    several inputs is listed once, with its newest cause."""
+    """The runs that read a partition's event when a newer one of that partition exists (`consumed`: what they
+    read, what_runs_read); a run stale on several inputs is listed once, with its newest cause."""
     found: dict[int, Stale] = {}
     for c in consumed:
         e = c.event

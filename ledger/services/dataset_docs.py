@@ -92,10 +92,10 @@ def partition_matrix(session: Session, key: str, consumers: list[str], parts: Ti
     latest = {p: e for (_d, p), e in dataset_store.latest_partitions(session, [key]).items()}
     read: dict[str, dict[str, int]] = {}
     for dag_id in consumers:
-        for c in dataset_store.consumed_by_live_runs(session, dag_id):
+        for c in dataset_store.read_by_live_runs(session, dag_id):
             if c.event.dataset == key and c.event.partition is not None:
                 seen = read.setdefault(dag_id, {})
-                seen[c.event.partition] = max(seen.get(c.event.partition, 0), c.event.id)
+                seen[c.event.partition] = min(seen.get(c.event.partition, c.event.id), c.event.id)
     rows = []
     for part in sorted(latest, key=lambda p: _start(parts, p)):
         e = latest[part]
@@ -138,7 +138,7 @@ def stale_of(session: Session, spec: DagSpec) -> dict[int, Any]:
     inputs = _inputs(spec)
     if not inputs:
         return {}
-    consumed: list[Consumed] = dataset_store.consumed_by_live_runs(session, spec.dag_id)
+    consumed: list[Consumed] = dataset_store.read_by_live_runs(session, spec.dag_id)
     if not consumed:
         return {}
     return {s.run_id: s for s in stale_runs(consumed, dataset_store.latest_partitions(session, inputs))}

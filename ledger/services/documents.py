@@ -292,24 +292,44 @@ def next_runs_document(session: Session, dag_id: str, *, now: pendulum.DateTime,
 
 
 def write_json(row: Any) -> Doc:
+    """A write a try recorded (lineage_write), as `ledger lineage --json` lists it (`source`: write)."""
     w = row[0]
-    return {"run_id": str(w.run_id), "dag_id": w.dag_id, "task_id": w.task_id, "try_number": w.try_number,
-            "try_state": w.try_state, "dag_version": w.dag_version, "run_type": row.run_type,
-            "run_state": row.run_state, "overridden_by": id_text(row.overridden_by),
+    return {"source": "write", "event_id": None, "run_id": str(w.run_id), "dag_id": w.dag_id,
+            "task_id": w.task_id, "try_number": w.try_number, "try_state": w.try_state, "dag_version": w.dag_version,
+            "run_type": row.run_type, "run_state": row.run_state, "overridden_by": id_text(row.overridden_by),
             "logical_date": iso(row.logical_date), "rows": w.rows, "path": w.path, "written_at": iso(w.written_at)}
 
 
+def event_write_json(row: Any) -> Doc:
+    """A dataset event of a producer's successful try, as `ledger lineage --json` lists it (`source`: event)."""
+    e = row[0]
+    return {"source": "event", "event_id": str(e.id), "run_id": str(e.run_id), "dag_id": e.dag_id,
+            "task_id": e.task_id, "try_number": e.try_number, "try_state": "success", "dag_version": row.dag_version,
+            "run_type": row.run_type, "run_state": row.run_state, "overridden_by": id_text(row.overridden_by),
+            "logical_date": iso(row.logical_date), "rows": None, "path": None, "written_at": iso(e.created_at)}
+
+
 def lineage_document(session: Session, dataset: str, partition: str | None = None) -> list[Doc]:
-    """`ledger lineage DATASET [--partition P] --json`: per partition, the current write and every write."""
-    rows = lineage_store.history(session, dataset, partition)
-    if not rows:
+    """`ledger lineage DATASET [--partition P] --json`: per partition, the current write and every write, oldest
+    first: the writes tries recorded, and the dataset events of producers' tries (those of a try that recorded
+    writes of the dataset are its writes, already listed). An unpartitioned dataset's events have partition null."""
+    writes = lineage_store.history(session, dataset, partition)
+    wrote = {(w[0].run_id, w[0].task_id, w[0].try_number) for w in writes}
+    events = [e for e in lineage_store.event_history(session, dataset, partition)
+              if (e[0].run_id, e[0].task_id, e[0].try_number) not in wrote]
+    if not writes and not events:
         known = lineage_store.datasets(session)
-        what = f"partition {partition!r} of " if partition else ""
+        if partition is not None and dataset in known:
+            raise NotFound(f"no recorded write of partition {partition!r} of dataset {dataset!r}; "
+                           f"`ledger lineage {dataset}` lists its partitions")
         hint = f"; known datasets: {', '.join(known)}" if known else "; no task has recorded a write yet"
+        what = f"partition {partition!r} of " if partition else ""
         raise NotFound(f"no recorded write of {what}dataset {dataset!r}{hint}")
-    parts: dict[str, list[Doc]] = {}
-    for row in rows:
-        parts.setdefault(row[0].partition, []).append(write_json(row))
+    parts: dict[str | None, list[Doc]] = {}
+    found = [(w[0].partition, w[0].written_at, write_json(w)) for w in writes] + [
+        (e[0].partition, e[0].created_at, event_write_json(e)) for e in events]
+    for part, _at, doc in sorted(found, key=lambda f: (f[0] or "", f[1])):  # (stable: writes by id, then events)
+        parts.setdefault(part, []).append(doc)
     result = []
     for name, history in parts.items():
         ok = [w for w in history if w["try_state"] == "success"]

@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import func, insert, or_, select
 from sqlalchemy.orm import Session
 
-from ledger.core.dataset_rules import Consumed, EventRow
+from ledger.core.dataset_rules import Consumed, EventRow, TryRead, what_runs_read
 from ledger.core.states import RunState
-from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent
+from ledger.models import Backfill, DagRun, DatasetConsumed, DatasetEvent, Event
 from ledger.store import dataset_tally
 from ledger.store.run_reads import consumed_of as consumed_of  # read through the tables, for the run's document
 from ledger.store.run_reads import writers_of as writers_of
@@ -95,6 +95,25 @@ def consumed_by_live_runs(session: Session, dag_id: str) -> list[Consumed]:
         DatasetEvent, DatasetEvent.id == DatasetConsumed.event_id).join(
         DagRun, DagRun.id == DatasetConsumed.run_id).where(DatasetConsumed.dag_id == dag_id, LIVE))
     return [Consumed(run_id, _row(e)) for run_id, e in rows.tuples()]
+
+
+def read_by_live_runs(session: Session, dag_id: str) -> list[Consumed]:
+    """What the live runs of `dag_id` read of each partition (ledger.core.dataset_rules.what_runs_read): the events
+    their tasks' latest tries read of their inlets, else the events the runs consumed when they were made. Two
+    statements besides consumed_by_live_runs: the runs' `inlets_read` events, and the partition events they name."""
+    consumed = consumed_by_live_runs(session, dag_id)
+    tried: list[tuple[int, tuple[str, int], int, int]] = []
+    for run_id, d in session.execute(select(Event.run_id, Event.details).join(DagRun, DagRun.id == Event.run_id).where(
+            DagRun.dag_id == dag_id, LIVE, Event.kind == "inlets_read")).tuples():
+        task = (str(d.get("task_id")), int(d.get("map_index", -1)))
+        tried += [(run_id, task, int(d.get("try_number") or 0), int(r["event_id"])) for r in d.get("read", [])
+                  if r.get("partition") is not None]
+    if not tried:
+        return consumed
+    rows = {e.id: _row(e) for e in session.scalars(select(DatasetEvent).where(
+        DatasetEvent.id.in_(sorted({t[3] for t in tried}))))}
+    return what_runs_read(consumed, [TryRead(run_id, task, number, rows[event_id])
+                                     for run_id, task, number, event_id in tried if event_id in rows])
 
 
 def live_runs(session: Session, dag_id: str) -> dict[datetime, tuple[int, int | None]]:

@@ -1,14 +1,15 @@
-"""Lineage: which try of which run (and DAG version) wrote each partition of a dataset."""
+"""Lineage: which try of which run (and DAG version) wrote each partition of a dataset, by the writes tries
+recorded (lineage_write) and the dataset events of producers' successful tries (dataset_event)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select, union
 from sqlalchemy.orm import Session
 
-from ledger.models import DagRun, LineageWrite
+from ledger.models import DagRun, DatasetEvent, LineageWrite, TaskInstance, TaskTry
 from ledger.store import dataset_tally
 
 
@@ -45,5 +46,22 @@ def history(session: Session, dataset: str, partition: str | None = None) -> lis
     return list(session.execute(stmt))
 
 
+def event_history(session: Session, dataset: str, partition: str | None = None) -> list[Any]:
+    """Every dataset event of a dataset (optionally one partition), oldest first, with its run's state and the DAG
+    version its try ran (the run's when the try names none)."""
+    version = (select(TaskTry.dag_version).join(TaskInstance, TaskInstance.id == TaskTry.task_instance_id)
+               .where(TaskInstance.run_id == DatasetEvent.run_id, TaskInstance.task_id == DatasetEvent.task_id,
+                      TaskTry.try_number == DatasetEvent.try_number).limit(1).scalar_subquery())
+    stmt = (select(DatasetEvent, DagRun.state.label("run_state"), DagRun.overridden_by, DagRun.run_type,
+                   DagRun.logical_date, func.coalesce(version, DagRun.version_hash).label("dag_version"))
+            .join(DagRun, DagRun.id == DatasetEvent.run_id)
+            .where(DatasetEvent.dataset == dataset).order_by(DatasetEvent.id))
+    if partition is not None:
+        stmt = stmt.where(DatasetEvent.partition == partition)
+    return list(session.execute(stmt))
+
+
 def datasets(session: Session) -> list[str]:
-    return list(session.scalars(select(LineageWrite.dataset).distinct().order_by(LineageWrite.dataset)))
+    """The datasets with a recorded write or a dataset event."""
+    names = union(select(LineageWrite.dataset), select(DatasetEvent.dataset)).subquery()
+    return list(session.scalars(select(names.c.dataset).order_by(names.c.dataset)))

@@ -218,9 +218,9 @@ def partition_matrix(session: Session, d: Dataset, *, limit: int) -> list[dict[s
     read: dict[str, dict[str, int]] = {}
     for dag_id in d.scheduled:
         seen = read.setdefault(dag_id, {})
-        for c in dataset_store.consumed_by_live_runs(session, dag_id):
+        for c in dataset_store.read_by_live_runs(session, dag_id):
             if c.event.dataset == d.key and c.event.partition is not None:
-                seen[c.event.partition] = max(seen.get(c.event.partition, 0), c.event.id)
+                seen[c.event.partition] = min(seen.get(c.event.partition, c.event.id), c.event.id)
     rows = []
     for e in events:
         cells = {}

@@ -240,7 +240,7 @@ def _partitions_to_run(session: Session, spec: DagSpec, cond: Mapping[str, Any],
             todo[interval.start] = (part, interval, False)
     rerun_all = spec.datasets is not None and spec.datasets.get("on_upstream_rewrite") == "rerun"
     by_run = {run_id: at for at, (run_id, _holder) in live.items()}
-    reads = dataset_store.consumed_by_live_runs(session, spec.dag_id)
+    reads = dataset_store.read_by_live_runs(session, spec.dag_id)
     waiting = False
     echoes: list[Echo] = []
     for s in stale_runs(reads, latest):

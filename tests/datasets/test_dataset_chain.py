@@ -141,6 +141,64 @@ def test_upstream_rewrites_mark_consumer_runs_stale_and_downstream_reruns_them_i
     assert cause["written_by"]["run_id"] == clean_rerun
 
 
+READING = CHAIN.replace('BashTask("report", "true")', 'BashTask("report", "true", inlets=[CLEAN])')
+
+
+def matrix(cli: Cli, dataset: str) -> dict[str, dict[str, str]]:
+    return {r["partition"]: r["consumers"] for r in cli.json("datasets", "show", dataset)["matrix"]}
+
+
+def test_a_cleared_consumer_run_that_reads_the_rewritten_partition_is_current_again(ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", READING)
+    schedule(cli)
+    cli.ok("tasks", "clear", "clean", live(cli, "clean")["2024-03-03"]["run_id"])  # rewrites sales_clean 03-03
+    schedule(cli)
+    report = live(cli, "report")["2024-03-03"]["run_id"]
+    (stale,) = cli.json("lineage", "--stale")
+    assert (stale["dag_id"], stale["run_id"]) == ("report", report)
+    newest = stale["stale_because"]["event_id"]
+    assert stale["read"]["event_id"] != newest
+    assert matrix(cli, "sales_clean")["2024-03-03"] == {"report": "stale"}
+    assert live(cli, "report")["2024-03-03"]["stale"] is True
+    cli.ok("tasks", "clear", "report", report)  # the re-run reads the newest event of its partition
+    schedule(cli)
+    read = cli.json("runs", "show", report)["inlets_read"]
+    assert [(r["try_number"], r["event_id"]) for r in read] == [(1, stale["read"]["event_id"]), (2, newest)]
+    assert cli.json("lineage", "--stale") == []
+    assert matrix(cli, "sales_clean")["2024-03-03"] == {"report": "current"}
+    assert live(cli, "report")["2024-03-03"]["stale"] is False
+    (page,) = web_text(cli, "/datasets/sales_clean")
+    assert "stale" not in page, page
+    assert len(timeline(cli, "report")) == 3  # current, so nothing re-runs it
+
+
+def test_lineage_of_a_dataset_written_through_outlets_names_each_partitions_run_try_and_version(
+        ready_cli: Cli) -> None:
+    cli = ready_cli
+    cli.write_dag("chain.py", CHAIN)
+    schedule(cli)
+    clean = live(cli, "clean")["2024-03-02"]["run_id"]
+    cli.ok("tasks", "clear", "clean", clean)
+    schedule(cli)
+    (part,) = cli.json("lineage", "sales_clean", "--partition", "2024-03-02")
+    first, second = part["history"]
+    assert part["current"] == second
+    assert [(w["source"], w["run_id"], w["task_id"], w["try_number"]) for w in (first, second)] == [
+        ("event", clean, "clean", 1), ("event", clean, "clean", 2)]
+    assert second["event_id"] == cli.json("datasets", "show", "sales_clean")["matrix"][1]["event_id"]
+    assert second["dag_version"] == cli.json("dags", "versions", "clean")[-1]["version"]
+    assert [p["partition"] for p in cli.json("lineage", "sales_clean")] == ["2024-03-01", "2024-03-02", "2024-03-03"]
+    assert f"run {clean} v " in cli.ok("lineage", "sales_clean")  # the earlier write, and the try it came from
+    # a dataset whose tries record writes too lists each write once, with its rows
+    raw = cli.json("lineage", "sales_raw", "--partition", "2024-03-02")
+    assert [(w["source"], w["rows"]) for w in raw[0]["history"]] == [("write", 10)]
+    missing = cli.fails("lineage", "sales_clean", "--partition", "2024-04-01").stderr
+    assert "no recorded write of partition '2024-04-01' of dataset 'sales_clean'; `ledger lineage sales_clean`" \
+        in missing
+    assert "known datasets: sales_clean, sales_raw" in cli.fails("lineage", "nope").stderr
+
+
 AIRFLOW_STYLE = """
 import pendulum
 from ledger import DAG, BashTask, PythonTask, Dataset, DatasetAlias, DatasetOrTimeSchedule

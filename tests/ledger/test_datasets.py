@@ -12,12 +12,14 @@ from ledger.core.dataset_rules import (
     Consumed,
     Consumer,
     EventRow,
+    TryRead,
     downstream_plan,
     met,
     ready_partitions,
     stale_runs,
     trigger_interval,
     unpartitioned_trigger,
+    what_runs_read,
 )
 from ledger.core.errors import DagDefinitionError
 from ledger.core.versions import canonical_json
@@ -97,6 +99,21 @@ def test_a_run_is_stale_when_a_newer_event_of_a_partition_it_read_exists() -> No
                 Consumed(12, ev(4, "a", None))]  # an unpartitioned event is never a rewrite
     found = stale_runs(consumed, latest)
     assert [(s.run_id, s.by.id) for s in found] == [(10, 7)]  # listed once, with its newest cause
+
+
+def test_what_a_run_read_is_what_its_tasks_latest_tries_read_else_what_it_consumed() -> None:
+    latest = {("a", "p1"): ev(5, "a", "p1"), ("a", "p2"): ev(6, "a", "p2")}
+    consumed = [Consumed(10, ev(1, "a", "p1")), Consumed(11, ev(2, "a", "p2")), Consumed(12, ev(3, "a", "p1")),
+                Consumed(12, ev(4, "b", None))]
+    reads = [TryRead(10, ("t", -1), 1, ev(1, "a", "p1")), TryRead(10, ("t", -1), 2, ev(5, "a", "p1")),  # cleared
+             TryRead(11, ("t", -1), 1, ev(6, "a", "p2")),  # its try was queued after the rewrite
+             TryRead(12, ("t", -1), 2, ev(5, "a", "p1")), TryRead(12, ("u", -1), 1, ev(3, "a", "p1"))]
+    read = what_runs_read(consumed, reads)
+    assert [(c.run_id, c.event.id) for c in read] == [(10, 5), (11, 6), (12, 3), (12, 4), (12, 5)]
+    # the re-runs are current again; run 12 still has a task whose latest try read the old event
+    assert [(s.run_id, s.read.id, s.by.id) for s in stale_runs(read, latest)] == [(12, 3, 5)]
+    assert [s.run_id for s in stale_runs(consumed, latest)] == [10, 11, 12]  # by what they consumed alone
+    assert what_runs_read(consumed, []) == sorted(consumed, key=lambda c: (c.run_id, c.event.id))
 
 
 def test_the_downstream_plan_is_in_dependency_order_and_a_diamond_runs_the_join_last() -> None:

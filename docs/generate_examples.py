@@ -381,6 +381,10 @@ DATASETS: list[tuple[str, list[Step]]] = [
                           "| .run_id')", "# scheduler --exit-when-idle", "lineage --stale",
                           "datasets show sales_clean --limit 2"]),
     ("datasets-lineage", ["lineage sales_clean --partition 2024-03-03"]),
+    ("datasets-manual", ["trigger report --logical-date 2024-03-01 --replace", "# scheduler --exit-when-idle",
+                         "@sh ledger timeline report --json | jq -r '.[] | select(.run_type == \"manual\") "
+                         "| .run_id' | xargs ledger runs show --json | jq '.consumed[] | {dataset, partition, "
+                         "event_id, cause}'"]),
 ]
 
 

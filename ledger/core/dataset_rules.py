@@ -149,6 +149,17 @@ def partitioning_of(cond: Mapping[str, Any]) -> TimePartitions | None:
     return partitions_from(cond.get("partitions"))
 
 
+def manual_partition(cond: Mapping[str, Any], at: dt.datetime) -> tuple[str, DataInterval] | None:
+    """The partition a manual run at `at` of a DAG scheduled on partitioned datasets (and on no time schedule) is a
+    run of: the one holding `at`, its key and interval, as the scheduler's run of that partition has them. None
+    when the condition is unpartitioned (a manual run keeps its [at, at] interval, as in Airflow)."""
+    parts = partitioning_of(cond)
+    if parts is None:
+        return None
+    interval = parts.interval(pendulum.instance(at).in_timezone("UTC").isoformat())
+    return parts.key(interval.start), interval
+
+
 def describe(cond: Mapping[str, Any]) -> str:
     """`a & (b | c)`, for people."""
     if "all" in cond or "any" in cond:

@@ -22,11 +22,13 @@ from sqlalchemy.orm import Session
 from ledger.core import strict_json
 from ledger.core.backfill_plan import Action, PlanItem, Reprocess
 from ledger.core.backfill_state import CANCELLABLE, resumable
+from ledger.core.dataset_rules import leaf_keys, manual_partition
 from ledger.core.dates import check_within_dag, iso, parse_user_date
 from ledger.core.dependencies import TiState, decide
 from ledger.core.errors import InvalidInput, NotFound, TimelineConflict
 from ledger.core.flow import teardowns_left_to_run, with_setups_and_teardowns
 from ledger.core.mapping import NOT_MAPPED, label, source_tasks, split_label
+from ledger.core.schedule import NoSchedule
 from ledger.core.states import ACTIVE_TASK_STATES as ACTIVE
 from ledger.core.states import FINISHED_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, RunType, TaskState
 from ledger.core.versions import DagSpec, reachable
@@ -37,6 +39,7 @@ from ledger.sdk.params import check_conf, from_description
 from ledger.services.backfill_create import BackfillRequest, Created, create_confirmed, make_plan
 from ledger.store import backfills as backfill_store
 from ledger.store import dags as dag_store
+from ledger.store import datasets as dataset_store
 from ledger.store import events, run_reads
 from ledger.store import jobs as job_store
 from ledger.store import pools as pool_store
@@ -258,12 +261,21 @@ def _check_conf(spec: DagSpec, conf: dict[str, Any] | None) -> None:
 def trigger(session: Session, spec: DagSpec, at: DateTime, conf: dict[str, Any] | None, *, replace: bool,
             now: datetime, actor: str) -> tuple[DagRun, DagRun | None]:
     """Create a manual run (queued) of the interval containing `at` and splice it into the timeline; with
-    `replace`, it overrides the live run at that date. Returns (the new run, the run it overrode or None)."""
+    `replace`, it overrides the live run at that date. Returns (the new run, the run it overrode or None). A DAG
+    scheduled on partitioned datasets alone gets the run of the partition holding `at` (its logical date and
+    interval), which consumes that partition's newest events, as the scheduler's run of it does."""
     _check_conf(spec, conf)
-    interval = spec.schedule.interval_for(at)
+    cond = spec.datasets["condition"] if spec.datasets is not None and isinstance(spec.schedule, NoSchedule) else None
+    part = manual_partition(cond, at) if cond is not None else None
+    interval = part[1] if part is not None else spec.schedule.interval_for(at)
     existing = run_store.live_at(session, spec.dag_id, interval.logical_date)
     run = run_store.splice(session, spec, run_store.NewRun(interval, RunType.MANUAL, conf), now=now, actor=actor,
                            replace=replace)
+    if cond is not None and part is not None:  # it reads the partition as the scheduler's run of it: newest events
+        inputs = [k.split(":", 1)[1] for k in leaf_keys(cond) if k.startswith("dataset:")]
+        dataset_store.record_consumed(session, [
+            {"run_id": run.id, "dag_id": spec.dag_id, "event_id": e.id, "cause": False}
+            for e in dataset_store.newest_of_partition(session, inputs, part[0])])
     return run, existing
 
 

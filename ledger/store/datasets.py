@@ -116,6 +116,17 @@ def read_by_live_runs(session: Session, dag_id: str) -> list[Consumed]:
                                      for run_id, task, number, event_id in tried if event_id in rows])
 
 
+def newest_of_partition(session: Session, datasets: Sequence[str], partition: str) -> list[EventRow]:
+    """The newest event of `partition` of each of `datasets` that has one."""
+    if not datasets:
+        return []
+    newest = (select(func.max(DatasetEvent.id)).where(DatasetEvent.dataset.in_(list(datasets)),
+                                                      DatasetEvent.partition == partition)
+              .group_by(DatasetEvent.dataset))
+    return [_row(e) for e in session.scalars(select(DatasetEvent).where(DatasetEvent.id.in_(newest))
+                                             .order_by(DatasetEvent.id))]
+
+
 def live_runs(session: Session, dag_id: str) -> dict[datetime, tuple[int, int | None]]:
     """logical date -> (run id, the job holding it) of the live runs of `dag_id`."""
     return {d: (i, h) for i, d, h in session.execute(select(DagRun.id, DagRun.logical_date, DagRun.lock_holder)

@@ -144,14 +144,19 @@ def test_upstream_rewrites_mark_consumer_runs_stale_and_downstream_reruns_them_i
 READING = CHAIN.replace('BashTask("report", "true")', 'BashTask("report", "true", inlets=[CLEAN])')
 
 
+def caught_up(cli: Cli, dag_file: str) -> Cli:
+    """`cli` with the chain of `dag_file` written and caught up by a scheduler."""
+    cli.write_dag("chain.py", dag_file)
+    schedule(cli)
+    return cli
+
+
 def matrix(cli: Cli, dataset: str) -> dict[str, dict[str, str]]:
     return {r["partition"]: r["consumers"] for r in cli.json("datasets", "show", dataset)["matrix"]}
 
 
 def test_a_cleared_consumer_run_that_reads_the_rewritten_partition_is_current_again(ready_cli: Cli) -> None:
-    cli = ready_cli
-    cli.write_dag("chain.py", READING)
-    schedule(cli)
+    cli = caught_up(ready_cli, READING)
     cli.ok("tasks", "clear", "clean", live(cli, "clean")["2024-03-03"]["run_id"])  # rewrites sales_clean 03-03
     schedule(cli)
     report = live(cli, "report")["2024-03-03"]["run_id"]
@@ -175,9 +180,7 @@ def test_a_cleared_consumer_run_that_reads_the_rewritten_partition_is_current_ag
 
 def test_lineage_of_a_dataset_written_through_outlets_names_each_partitions_run_try_and_version(
         ready_cli: Cli) -> None:
-    cli = ready_cli
-    cli.write_dag("chain.py", CHAIN)
-    schedule(cli)
+    cli = caught_up(ready_cli, CHAIN)
     clean = live(cli, "clean")["2024-03-02"]["run_id"]
     cli.ok("tasks", "clear", "clean", clean)
     schedule(cli)
@@ -197,6 +200,24 @@ def test_lineage_of_a_dataset_written_through_outlets_names_each_partitions_run_
     assert "no recorded write of partition '2024-04-01' of dataset 'sales_clean'; `ledger lineage sales_clean`" \
         in missing
     assert "known datasets: sales_clean, sales_raw" in cli.fails("lineage", "nope").stderr
+
+
+def test_a_manual_run_replacing_a_consumer_run_is_the_partitions_run_and_goes_stale_on_a_rewrite(
+        ready_cli: Cli) -> None:
+    cli = caught_up(ready_cli, CHAIN)
+    old = live(cli, "report")["2024-03-02"]["run_id"]
+    out = cli.ok("trigger", "report", "--logical-date", "2024-03-02", "--replace")
+    assert "(interval 2024-03-02T00:00:00+00:00 to 2024-03-03T00:00:00+00:00)" in out
+    schedule(cli)
+    manual = live(cli, "report")["2024-03-02"]
+    assert (manual["run_type"], manual["state"]) == ("manual", "success") and manual["run_id"] != old
+    (consumed,) = cli.json("runs", "show", manual["run_id"])["consumed"]
+    assert (consumed["dataset"], consumed["partition"], consumed["cause"]) == ("sales_clean", "2024-03-02", False)
+    assert matrix(cli, "sales_clean")["2024-03-02"] == {"report": "current"}
+    cli.ok("tasks", "clear", "clean", live(cli, "clean")["2024-03-02"]["run_id"])  # a rewrite of its partition
+    schedule(cli)
+    assert [s["run_id"] for s in cli.json("lineage", "--stale")] == [manual["run_id"]]
+    assert matrix(cli, "sales_clean")["2024-03-02"] == {"report": "stale"}
 
 
 AIRFLOW_STYLE = """

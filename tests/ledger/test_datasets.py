@@ -14,6 +14,7 @@ from ledger.core.dataset_rules import (
     EventRow,
     TryRead,
     downstream_plan,
+    manual_partition,
     met,
     ready_partitions,
     stale_runs,
@@ -114,6 +115,16 @@ def test_what_a_run_read_is_what_its_tasks_latest_tries_read_else_what_it_consum
     assert [(s.run_id, s.read.id, s.by.id) for s in stale_runs(read, latest)] == [(12, 3, 5)]
     assert [s.run_id for s in stale_runs(consumed, latest)] == [10, 11, 12]  # by what they consumed alone
     assert what_runs_read(consumed, []) == sorted(consumed, key=lambda c: (c.run_id, c.event.id))
+
+
+def test_a_manual_run_of_a_partition_consumer_is_the_run_of_the_partition_holding_its_date() -> None:
+    cond = {"all": [{"dataset": "a", "partitions": {"every": "daily", "timezone": "Europe/Berlin"}}]}
+    found = manual_partition(cond, datetime(2024, 3, 2, 5, tzinfo=UTC))  # 06:00 in Berlin
+    assert found is not None
+    key, interval = found
+    assert (key, interval.start, interval.end) == (
+        "2024-03-02", datetime(2024, 3, 1, 23, tzinfo=UTC), datetime(2024, 3, 2, 23, tzinfo=UTC))
+    assert manual_partition({"dataset": "b"}, T0) is None  # unpartitioned: [d, d], as in Airflow
 
 
 def test_the_downstream_plan_is_in_dependency_order_and_a_diamond_runs_the_join_last() -> None:

@@ -19,6 +19,10 @@ app = typer.Typer(no_args_is_help=True, help="Verify that the history was not ed
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+TAMPERED = 3
+"""The exit status of a verify that found a break: apart from 1 (refused: an unknown DAG, the database down), so
+that a job running it tells an edited history from a misspelt name (docs/cli-reference.md, "Exit statuses")."""
+
 
 @app.command()
 def verify(
@@ -34,7 +38,8 @@ def verify(
 ) -> None:
     """Recompute the events' hash chains and the rows they cover; print the first break of each, one line each.
 
-    Exit 0 only when everything verifies."""
+    Exit 0 when everything verifies; 3 when something does not (the history was edited past
+    ledger); 1 when the check is refused (an unknown DAG, no such file, the database down)."""
     from ledger.services import audit
 
     if bundle is not None:
@@ -51,7 +56,7 @@ def verify(
         out.print(b.line(), markup=False)
     if not report.ok:
         err.print(f"{len(report.breaks)} break(s); {report.summary()}", markup=False)
-        raise typer.Exit(1)
+        raise typer.Exit(TAMPERED)
     out.print(report.summary(), markup=False)
 
 

@@ -32,11 +32,13 @@ def commands(group: Any, path: list[str]) -> list[list[str]]:
 
 # The one rule for exit statuses: (status, meaning, examples). The examples in backticks that start with `ledger`
 # are run by tests/cli/test_exit_statuses.py on a ledger holding the DAG daily_sales and its run 1, cancelled:
-# each must exit with its row's status.
+# each must exit with its row's status (those of 3 after the test has edited run 1's state with sqlite3).
 EXIT_RULE = """A command that fails prints one line on stderr, starting with `Error:`, and changes nothing. The rule:
 if the command line alone shows the mistake, whatever the ledger holds, it is a usage error (2); if it takes
 the ledger's contents to refuse it, it is a refusal (1). So a malformed or out-of-range run id is 2 and a
-well-formed one that does not exist is 1; a backwards date range is 2 and a date before the DAG's start is 1."""
+well-formed one that does not exist is 1; a backwards date range is 2 and a date before the DAG's start is 1.
+`ledger audit verify` that finds the history edited is neither: it exits 3, so that a job running it tells an
+edited ledger from a misspelt DAG name (1)."""
 EXIT_STATUSES = [
     ("0", "Done (a listing may be empty).", ["`ledger runs show 1`", "`ledger events --kind run_cancelled`"]),
     ("1", "Refused or failed: the command line is well formed, but the ledger refuses it for what it holds (an "
@@ -56,6 +58,9 @@ EXIT_STATUSES = [
       "`ledger backfill daily_sales --start 2024-03-01 --end 2024-03-02 --reprocess bogus`",
       "`ledger trigger daily_sales --conf '[1]'`", "`ledger dags show daily_sales --file x`",
       "`ledger users create ada --role boss`", "`ledger nosuchcommand`"]),
+    ("3", "Tampering found: `audit verify` (or `audit verify --bundle`) ran and something does not verify, one "
+          "line per break on stdout (the history was edited past ledger).",
+     ["`ledger audit verify daily_sales` (after `UPDATE dag_run SET state = 'success'` made with sqlite3)"]),
     ("128 + N", "Interrupted by signal N, with how to resume: a backfill stopped by Ctrl-C (130) or SIGTERM (143).",
      []),
 ]

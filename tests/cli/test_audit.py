@@ -1,6 +1,7 @@
 """`ledger audit` through the real command: a real scheduler's history verifies; an export of it is checked with no
 database, by `ledger audit verify --bundle` and by the script docs/concepts.md gives (run with no ledger on its
-path), signed with LEDGER_AUDIT_KEY; a changed export fails both; bad input is one line and a non-zero exit."""
+path), signed with LEDGER_AUDIT_KEY; a changed export fails both, exit 3 (a break found); bad input is one line
+and exit 1 (refused), so that a job running verify tells an edited history from a misspelt name."""
 
 from __future__ import annotations
 
@@ -66,24 +67,24 @@ def test_a_real_history_verifies_and_its_signed_export_is_checked_without_a_data
     doc["runs"][0]["state"] = "failed"  # the file changed after it went out
     export.write_text(json.dumps(doc))
     refused = history.run("audit", "verify", "--bundle", str(export), "--key", public)
-    assert refused.exit_code == 1
+    assert refused.exit_code == 3
     assert re.match(r"daily: run \d+ is not what its last event \(\d+\) recorded \(state 'success' -> 'failed'\)",
                     refused.stdout), refused.output
     checked = check_without_ledger(script, export)
-    assert checked.returncode == 1 and "is not what its last event recorded" in checked.stdout
+    assert checked.returncode == 3 and "is not what its last event recorded" in checked.stdout
 
     doc["runs"][0]["state"] = "success"
     doc["head"]["hash"] = "0" * 64  # a rewritten chain's head: the signature no longer holds
     export.write_text(json.dumps(doc))
     refused = history.run("audit", "verify", "--bundle", str(export))
-    assert refused.exit_code == 1 and "the signature of the export's head does not hold" in refused.stdout
+    assert refused.exit_code == 3 and "the signature of the export's head does not hold" in refused.stdout
 
 
 def test_a_state_changed_in_the_database_fails_verify_naming_the_run(history: Cli) -> None:
     with sqlite3.connect(history.home / "ledger.db") as db:
         db.execute("UPDATE dag_run SET state = 'failed' WHERE id = 2")
     refused = history.run("audit", "verify", "daily")
-    assert refused.exit_code == 1
+    assert refused.exit_code == 3
     assert refused.stdout.splitlines()[0].startswith("daily: run 2 is not what its last event (")
     assert refused.stderr.startswith("1 break(s); verified: 1 chain(s)")
 
@@ -135,5 +136,5 @@ def test_an_upgrade_chains_the_history_it_finds_and_a_downgrade_says_what_it_dro
     with sqlite3.connect(history.home / "ledger.db") as db:  # verified history begins there: a change after it
         db.execute("UPDATE dag_run SET state = 'success' WHERE id = 2")
     refused = history.run("audit", "verify")
-    assert refused.exit_code == 1 and refused.stdout.startswith(
+    assert refused.exit_code == 3 and refused.stdout.startswith(
         f"daily: run 2 is not what its last event ({started[0]['id']}) recorded (state 'failed' -> 'success')")

@@ -65,7 +65,7 @@ def tampered(cli: Cli, *statements: str) -> list[str]:
             for sql in statements:
                 db.execute(sql)
         refused = cli.run("audit", "verify", "daily")
-        assert refused.exit_code == 1, refused.output
+        assert refused.exit_code == 3, refused.output
         assert refused.stderr.startswith(f"{len(refused.stdout.splitlines())} break(s); verified: 1 chain(s)")
         return refused.stdout.splitlines()
     finally:
@@ -136,22 +136,22 @@ def test_an_export_with_a_run_removed_or_a_date_edited_fails_both_checks(history
     removed = dict(doc, runs=[r for r in doc["runs"] if r["id"] != 3])
     path.write_text(json.dumps(removed))
     refused = history.run("audit", "verify", "--bundle", str(path))
-    assert refused.exit_code == 1
+    assert refused.exit_code == 3
     assert re.fullmatch(r"daily: run 3 is not in the export, but event \d+ \(\w+\) reports it: it was removed",
                         refused.stdout.strip()), refused.stdout
     checked = check_without_ledger(script, path)
-    assert checked.returncode == 1 and re.match(r"run 3 is not in the export, but event \d+ reports it",
+    assert checked.returncode == 3 and re.match(r"run 3 is not in the export, but event \d+ reports it",
                                                 checked.stdout), checked.stdout
 
     doc["runs"][2]["logical_date"] = "2024-01-09T00:00:00.000000Z"
     path.write_text(json.dumps(doc))
     refused = history.run("audit", "verify", "--bundle", str(path))
-    assert refused.exit_code == 1
+    assert refused.exit_code == 3
     assert re.fullmatch(r"daily: run 3 is not what event \d+ \(run_created\) recorded of it \(logical_date "
                         r"'2024-01-03T00:00:00.000000Z' -> '2024-01-09T00:00:00.000000Z'\): no event explains it",
                         refused.stdout.strip()), refused.stdout
     checked = check_without_ledger(script, path)
-    assert checked.returncode == 1 and checked.stdout.strip() == "run 3's logical_date is not what its events recorded"
+    assert checked.returncode == 3 and checked.stdout.strip() == "run 3's logical_date is not what its events recorded"
 
 
 def test_an_export_of_a_range_with_no_runs_verifies_stating_no_runs(history: Cli, tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
 """Exit statuses by one rule (docs/cli-reference.md, "Exit statuses"): 2 for a command line that is wrong whatever
-the ledger holds (ids out of range included: never a traceback), 1 for what the ledger refuses or a failure."""
+the ledger holds (ids out of range included: never a traceback), 1 for what the ledger refuses or a failure, 3 for
+a history `audit verify` finds edited."""
 
 from __future__ import annotations
 
 import re
 import shlex
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ def table_examples() -> list[tuple[int, str]]:
     rows = [line for line in section.splitlines() if re.match(r"\| \d+ \|", line)]
     found = [(int(row.split("|")[1]), command) for row in rows
              for command in re.findall(r"`(ledger [^`]+)`", row.split("|")[3])]
-    assert {status for status, _ in found} == {0, 1, 2}, found
+    assert {status for status, _ in found} == {0, 1, 2, 3}, found
     return found
 
 
@@ -36,13 +38,19 @@ def test_each_example_of_the_exit_status_table_exits_with_its_status(ready_cli: 
     cli.ok("trigger", "daily_sales", "--logical-date", "2024-03-01")
     cli.ok("runs", "cancel", "1")
     before = dump(cli)
-    for status, command in table_examples():
+    examples = table_examples()
+    for status, command in [e for e in examples if e[0] != 3]:
         args = shlex.split(command)[1:]
         result = cli.run(*args) if status == 0 else cli.fails(*args)  # fails: one line on stderr, no traceback
         assert result.exit_code == status, (command, result.exit_code, result.output)
         if status == 2:
             assert result.stderr.startswith("Error: ledger") and "--help`)" in result.stderr, result.stderr
     assert dump(cli) == before  # the refusals and usage errors changed nothing
+    with sqlite3.connect(cli.home / "ledger.db") as db:  # the edit the examples of 3 assume, made past ledger
+        db.execute("UPDATE dag_run SET state = 'success' WHERE id = 1")
+    for command in [command for status, command in examples if status == 3]:
+        result = cli.fails(*shlex.split(command)[1:])  # the breaks on stdout, their count on stderr
+        assert result.exit_code == 3 and result.stdout.startswith("daily_sales: run 1 is not what"), result.output
 
 
 ID_COMMANDS = [

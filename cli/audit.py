@@ -52,7 +52,7 @@ def verify(
         env = open_env()
         with env.reading() as session:
             report = audit.verify(session, dags, since=since)
-    for b in report.breaks:
+    for b in report.notices + report.breaks:
         out.print(b.line(), markup=False)
     if not report.ok:
         err.print(f"{len(report.breaks)} break(s); {report.summary()}", markup=False)

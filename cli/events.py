@@ -30,7 +30,7 @@ EVENT_KINDS = frozenset({
     "variable_deleted", "variable_set", "version_registered", "version_reverted", "code_dropped",
     "fernet_key_rotated", "dataset_triggered", "dataset_rerun", "dataset_rerun_refused", "user_created",
     "user_deleted", "user_role_set", "api_token_created", "api_token_revoked", "inlets_read", "try_resent",
-    "audit_started",
+    "audit_started", "audit_stopped",
 })
 
 

@@ -41,6 +41,8 @@ GLOBAL_CHAIN = ""
 """The chain of the events with no DAG (users, pools, variables...)."""
 GENESIS = "audit_started"
 """The event that says where a chain's verified history begins (written by the migration that made the chains)."""
+STOPPED = "audit_stopped"
+"""The event a downgrade below the chains writes in each chain it drops: the head the chain had (decision 0359)."""
 
 
 def chain_of(dag_id: str | None) -> str:
@@ -219,6 +221,25 @@ def chain_breaks(chain: str, events: Sequence[ChainedEvent], head: Head | None, 
     if whole and len(events) != head.length:
         return [Break(chain, f"the chain has {len(events)} events but its head counts {head.length}")]
     return []
+
+
+def restart_notice(chain: str, events: Sequence[ChainedEvent]) -> Break | None:
+    """One line when verified history of the chain (its events in chain order) begins after events that were
+    chained as found, unchecked: at its last genesis event, unless that is the chain's first (decision 0359). It
+    names what shows the chain was dropped before: the `audit_stopped` event of a downgrade, or an earlier
+    genesis event."""
+    starts = [e for e in events if e.kind == GENESIS and e.seq is not None]
+    if not starts or starts[-1].seq == 1:
+        return None
+    start, place = starts[-1], starts[-1].seq or 0
+    what = (f"chain restarted at event {start.id} ({GENESIS}): history before it was not verified "
+            f"({place - 1} event(s))")
+    stops = [e for e in events if e.kind == STOPPED and e.seq is not None and e.seq < place]
+    if stops:
+        what += f"; `ledger db downgrade` dropped the chain at event {stops[-1].id} ({STOPPED})"
+    elif len(starts) > 1:
+        what += f"; it had started before, at event {starts[-2].id}"
+    return Break(chain, what)
 
 
 def last_covers(events: Iterable[ChainedEvent]) -> dict[int, tuple[int, dict[str, Any] | None]]:

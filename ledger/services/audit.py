@@ -31,6 +31,7 @@ from ledger.core.audit import (
     fact_breaks,
     last_covers,
     recorded_facts,
+    restart_notice,
     rows_digest,
     run_breaks,
     tries_digest,
@@ -55,6 +56,9 @@ class Report:
     runs: int = 0
     blobs: int = 0
     breaks: list[Break] = field(default_factory=list)
+    notices: list[Break] = field(default_factory=list)
+    """What verifies but is worth saying (a chain whose verified history begins after unchecked events): not a
+    break."""
 
     @property
     def ok(self) -> bool:
@@ -82,6 +86,7 @@ def verify(session: Session, dag_ids: list[str] | None = None, *, since: int | N
         report.chains += 1
         report.events += len(events)
         report.breaks += chain_breaks(chain, events, audit_store.head(session, chain), whole=since is None)
+        report.notices += _notice(chain, events)
         if chain == "":
             continue
         recorded = last_covers(events)
@@ -111,6 +116,11 @@ def verify(session: Session, dag_ids: list[str] | None = None, *, since: int | N
             report.breaks.append(_blob_changed(sha))
     report.blobs = blobs
     return report
+
+
+def _notice(chain: str, events: list[ChainedEvent]) -> list[Break]:
+    found = restart_notice(chain, events)
+    return [] if found is None else [found]
 
 
 def _blob_changed(sha: str) -> Break:
@@ -289,6 +299,7 @@ def _verify_bundle(doc: Mapping[str, Any], trusted_key: str | None) -> Report:
     report = Report(chains=1, events=len(events), runs=len(doc["runs"]), blobs=len(doc["blobs"]))
     report.breaks += chain_breaks(chain, events, Head(h["hash"], h["id"], h["length"]), whole=False,
                                   stubs=frozenset(stubs))
+    report.notices += _notice(chain, events)
     runs = _bundle_covers(doc)
     reported = {e.run_id: e for e in events if e.id not in stubs and e.run_id is not None}
     report.breaks += [Break(chain, f"run {run_id} is not in the export, but event {reported[run_id].id} "

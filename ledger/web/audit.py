@@ -26,7 +26,8 @@ def _verified(request: Request, dag_id: list[str] | None, since: int | None) -> 
     auth.need(identity_of(request), Role.ADMIN, "verifying the history")
     with session_of(request) as session:
         report = audit.verify(session, dag_id or None, since=since)
-    return {"ok": report.ok, "breaks": [b.line() for b in report.breaks], "chains": report.chains,
+    return {"ok": report.ok, "breaks": [b.line() for b in report.breaks],
+            "notices": [b.line() for b in report.notices], "chains": report.chains,
             "events": report.events, "runs": report.runs, "blobs": report.blobs, "summary": report.summary()}
 
 

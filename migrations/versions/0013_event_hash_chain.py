@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context, op
 
-from ledger.core.audit import GENESIS, ZERO, body_json, chain_of, event_hash, run_cover, timestamp
+from ledger.core.audit import GENESIS, STOPPED, ZERO, body_json, chain_of, event_hash, run_cover, timestamp
 from ledger.migrations.code_guard import ACTOR, NOW
 from ledger.models.base import UtcDateTime
 
@@ -24,13 +24,17 @@ branch_labels = None
 depends_on = None
 
 DROPS = ("the events' hash chains (columns seq, prev_hash, covers and hash of event, table event_chain); the events "
-         "themselves stay, `audit_started` ones included")
+         "stay, and each chain gets an `audit_stopped` event naming its head")
 """What the downgrade drops, as `ledger db downgrade` says it."""
 
 _EVENT = sa.table("event", sa.column("id", sa.Integer), sa.column("at", UtcDateTime(timezone=True)),
                   sa.column("kind", sa.String), sa.column("actor", sa.String), sa.column("dag_id", sa.String),
                   sa.column("run_id", sa.Integer), sa.column("details", sa.JSON), sa.column("seq", sa.Integer),
                   sa.column("prev_hash", sa.String), sa.column("covers", sa.JSON), sa.column("hash", sa.String))
+_UNCHAINED = sa.table("event", sa.column("at", UtcDateTime(timezone=True)), sa.column("kind", sa.String),
+                      sa.column("actor", sa.String), sa.column("dag_id", sa.String), sa.column("run_id", sa.Integer),
+                      sa.column("details", sa.JSON))
+"""The event table below this migration."""
 _CHAIN = sa.table("event_chain", sa.column("chain", sa.String), sa.column("head_id", sa.Integer),
                   sa.column("head_hash", sa.String), sa.column("length", sa.Integer))
 _RUN = sa.table("dag_run", sa.column("id", sa.Integer), sa.column("dag_id", sa.String), sa.column("state", sa.String),
@@ -92,9 +96,21 @@ def _chain_the_history(conn: Any) -> None:
 
 
 def downgrade() -> None:
+    conn = op.get_bind()
+    heads = conn.execute(sa.select(_CHAIN.c.chain, _CHAIN.c.head_id, _CHAIN.c.head_hash, _CHAIN.c.length)
+                         .order_by(_CHAIN.c.chain)).all()
     op.drop_table('event_chain')
     with op.batch_alter_table('event', schema=None) as batch_op:
         batch_op.drop_column('hash')
         batch_op.drop_column('covers')
         batch_op.drop_column('prev_hash')
         batch_op.drop_column('seq')
+    # the trace of the drop (decision 0359): upgrading again chains it with the history, and verify names it
+    attributes: dict[str, Any] = context.config.attributes
+    at = attributes.get(NOW) or datetime.now(UTC)
+    actor = attributes.get(ACTOR) or "ledger db downgrade"
+    if heads:
+        conn.execute(sa.insert(_UNCHAINED), [
+            {"at": at, "kind": STOPPED, "actor": actor, "dag_id": None if chain == "" else chain, "run_id": None,
+             "details": {"head_id": head_id, "head_hash": head_hash, "length": length}}
+            for chain, head_id, head_hash, length in heads])

@@ -130,11 +130,18 @@ def test_an_upgrade_chains_the_history_it_finds_and_a_downgrade_says_what_it_dro
         db.execute("INSERT INTO event (at, kind, actor, dag_id, run_id, details) "
                    "VALUES ('2024-03-10 12:00:00', 'run_marked', 'operator', 'daily', 2, '{}')")
     history.ok("db", "upgrade")
-    assert history.ok("audit", "verify").startswith("verified: 1 chain(s)")  # no event without a DAG yet
+    (stopped,) = history.json("events", "--kind", "audit_stopped")  # the downgrade's trace, naming the head it had
+    assert stopped["dag_id"] == "daily" and len(stopped["details"]["head_hash"]) == 64, stopped
     started = history.json("events", "--kind", "audit_started")
     assert [(e["dag_id"], e["details"]["runs_before"]) for e in started] == [("daily", 4)]
+    said = history.ok("audit", "verify").splitlines()  # clean, but not silent: one line for the restarted chain
+    assert said[0] == (f"daily: chain restarted at event {started[0]['id']} (audit_started): history before it was "
+                       f"not verified ({started[0]['details']['events_before']} event(s)); `ledger db downgrade` "
+                       f"dropped the chain at event {stopped['id']} (audit_stopped)"), said
+    assert said[1].startswith("verified: 1 chain(s)") and len(said) == 2  # no event without a DAG yet
     with sqlite3.connect(history.home / "ledger.db") as db:  # verified history begins there: a change after it
         db.execute("UPDATE dag_run SET state = 'success' WHERE id = 2")
     refused = history.run("audit", "verify")
-    assert refused.exit_code == 3 and refused.stdout.startswith(
+    assert refused.exit_code == 3 and refused.stdout.splitlines()[0] == said[0]  # the notice, then the break
+    assert refused.stdout.splitlines()[1].startswith(
         f"daily: run 2 is not what its last event ({started[0]['id']}) recorded (state 'failed' -> 'success')")

@@ -1,6 +1,7 @@
 """The audit chain's pure rules (ledger/core/audit.py, decision 0353): when an event records a run's task instances,
 tries and lineage writes; which facts of a run's row the events state, and the breaks when the row says otherwise;
-an event recorded before the covers held something vouches for what it holds and nothing more."""
+an event recorded before the covers held something vouches for what it holds and nothing more; a chain whose
+verified history begins after unchecked events says so (decision 0359)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ledger.core.audit import (
     created_details,
     fact_breaks,
     recorded_facts,
+    restart_notice,
     rows_digest,
     run_breaks,
     run_cover,
@@ -23,7 +25,7 @@ from ledger.core.audit import (
 DAY = datetime(2024, 1, 3, tzinfo=UTC)
 
 
-def event(i: int, kind: str, run_id: int, **details: Any) -> ChainedEvent:
+def event(i: int, kind: str, run_id: int | None, **details: Any) -> ChainedEvent:
     return ChainedEvent(i, i, "2024-03-10T12:00:00.000000Z", kind, "test", "daily", run_id, details, None, None, None)
 
 
@@ -96,3 +98,20 @@ def test_an_event_from_before_the_details_held_a_fact_states_only_those_it_holds
     assert len(fact_breaks("daily", recorded, {3: facts(logical_date=DAY + timedelta(1))})) == 1
     unreadable = event(1, "run_created", 3, logical_date="someday", run_type="backfill")
     assert fact_breaks("daily", recorded_facts([unreadable]), {3: facts()}) == []
+
+
+def test_a_chain_whose_verified_history_begins_after_unchecked_events_says_so_in_one_line() -> None:
+    def genesis(i: int) -> ChainedEvent:
+        return ChainedEvent(i, i, "2024-03-10T12:00:00.000000Z", "audit_started", "db", "daily", None, {}, None,
+                            None, None)
+
+    assert restart_notice("daily", [genesis(1), event(2, "run_created", 3)]) is None  # nothing before it
+    assert restart_notice("daily", [event(1, "run_created", 3)]) is None  # a chain made by ledger from its start
+    upgraded = restart_notice("daily", [event(1, "run_created", 3), event(2, "run_marked", 3), genesis(3)])
+    assert upgraded is not None and upgraded.line() == ("daily: chain restarted at event 3 (audit_started): "
+                                                        "history before it was not verified (2 event(s))")
+    twice = restart_notice("daily", [genesis(1), event(2, "run_marked", 3), genesis(3), event(4, "run_marked", 3)])
+    assert twice is not None and twice.what.endswith("(2 event(s)); it had started before, at event 1")
+    dropped = restart_notice("daily", [genesis(1), event(2, "audit_stopped", None), genesis(3)])
+    assert dropped is not None and dropped.what.endswith("; `ledger db downgrade` dropped the chain at event 2 "
+                                                         "(audit_stopped)")

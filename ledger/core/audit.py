@@ -175,33 +175,40 @@ class Break:
         return f"{chain_name(self.chain)}: {self.what}"
 
 
-def _about(e: ChainedEvent) -> str:
-    return f"event {e.id} ({e.kind})"
+def _about(e: ChainedEvent, stubs: frozenset[int] = frozenset()) -> str:
+    return f"event {e.id} ({'given by its hash only' if e.id in stubs else e.kind})"
 
 
 def chain_breaks(chain: str, events: Sequence[ChainedEvent], head: Head | None, *, whole: bool = True,
                  stubs: frozenset[int] = frozenset()) -> list[Break]:
     """The first break of one chain, its events in chain order (seq): an event whose content no longer gives its
     hash (edited), one with no hash (written outside ledger), one that does not follow the one before it (one
-    deleted between them, or one inserted), a chain that does not end at its head. `whole`: the events start at
+    deleted between them, one inserted, or two out of order: it follows one that comes after it), a chain that
+    does not end at its head. `whole`: the events start at
     the chain's beginning (else at --since: the first one's link is taken as it is). `stubs`: ids of events
     given by their hashes only (an export's events outside its range): their links are checked, not their
     content."""
     previous: ChainedEvent | None = None
     seen: dict[str, ChainedEvent] = {}
-    for e in events:
+    place_of = {e.hash: place for place, e in enumerate(events) if e.hash is not None}
+    for place, e in enumerate(events):
+        about = _about(e, stubs)
         if e.hash is None or e.prev_hash is None:
-            return [Break(chain, f"{_about(e)} has no hash: it was written outside ledger")]
+            return [Break(chain, f"{about} has no hash: it was written outside ledger")]
         if e.id not in stubs and e.recomputed() != e.hash:
-            return [Break(chain, f"{_about(e)} was edited: its content no longer gives its hash")]
+            return [Break(chain, f"{about} was edited: its content no longer gives its hash")]
         expected = previous.hash if previous is not None else (ZERO if whole else e.prev_hash)
         if e.prev_hash != expected:
             after = f"event {previous.id}" if previous is not None else "the chain's start"
             if e.prev_hash in seen:
                 other = seen[e.prev_hash]
-                return [Break(chain, f"{_about(e)} follows event {other.id}, not {after}: an event was inserted "
+                return [Break(chain, f"{about} follows event {other.id}, not {after}: an event was inserted "
                                      "before it")]
-            return [Break(chain, f"{_about(e)} does not follow {after}: the event between them was deleted")]
+            if place_of.get(e.prev_hash, -1) > place:
+                ahead = events[place_of[e.prev_hash]]
+                return [Break(chain, f"{about} follows event {ahead.id}, which comes after it (seq {ahead.seq}), "
+                                     f"not {after}: the events are out of order")]
+            return [Break(chain, f"{about} does not follow {after}: the event between them was deleted")]
         assert e.hash is not None
         seen[e.hash] = e
         previous = e

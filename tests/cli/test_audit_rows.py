@@ -161,3 +161,26 @@ def test_an_export_of_a_range_with_no_runs_verifies_stating_no_runs(history: Cli
         "verified: 1 chain(s), 1 event(s), 0 run(s), 0 code blob(s)"
     checked = check_without_ledger(docs_script(tmp_path), path)
     assert checked.returncode == 0 and checked.stdout.startswith("ok: "), checked.stdout
+
+
+def test_two_events_whose_places_were_swapped_are_named_out_of_order_not_deleted(history: Cli) -> None:
+    with sqlite3.connect(history.home / "ledger.db") as db:
+        (a, sa), (b, sb) = db.execute("SELECT id, seq FROM event WHERE dag_id = 'daily' ORDER BY seq "
+                                      "LIMIT 2 OFFSET 5").fetchall()
+    said = tampered(history, f"UPDATE event SET seq = {sb} WHERE id = {a}",
+                    f"UPDATE event SET seq = {sa} WHERE id = {b}")
+    assert re.fullmatch(rf"daily: event {b} \(\w+\) follows event {a}, which comes after it \(seq {sb}\), not event "
+                        rf"\d+: the events are out of order", said[0]), said
+
+
+def test_an_event_given_by_its_hash_only_is_named_as_such_when_its_link_breaks(history: Cli, tmp_path: Path) -> None:
+    path, doc = export(history, tmp_path, "2024-01-03", "2024-01-03")  # run 3: the events about 4 and 5 are stubs
+    stubs = [i for i, e in enumerate(doc["events"]) if "kind" not in e]
+    place = next(i for i in stubs if i > 1 and i - 1 not in stubs)  # a stub after a full event, not the first
+    stub, gone = doc["events"][place], doc["events"].pop(place - 1)
+    path.write_text(json.dumps(doc))
+    refused = history.run("audit", "verify", "--bundle", str(path))
+    assert refused.exit_code == 3
+    assert refused.stdout.splitlines()[0].startswith(
+        f"daily: event {stub['id']} (given by its hash only) does not follow event "), refused.stdout
+    assert gone["id"] < stub["id"]

@@ -184,10 +184,9 @@ def chain_breaks(chain: str, events: Sequence[ChainedEvent], head: Head | None, 
     """The first break of one chain, its events in chain order (seq): an event whose content no longer gives its
     hash (edited), one with no hash (written outside ledger), one that does not follow the one before it (one
     deleted between them, one inserted, or two out of order: it follows one that comes after it), a chain that
-    does not end at its head. `whole`: the events start at
-    the chain's beginning (else at --since: the first one's link is taken as it is). `stubs`: ids of events
-    given by their hashes only (an export's events outside its range): their links are checked, not their
-    content."""
+    does not end at its head. `whole`: the events start at the chain's beginning (else at --since: the first
+    one's link is taken as it is). `stubs`: ids of events given by their hashes only (an export's events outside
+    its range): their links are checked, not their content."""
     previous: ChainedEvent | None = None
     seen: dict[str, ChainedEvent] = {}
     place_of = {e.hash: place for place, e in enumerate(events) if e.hash is not None}

@@ -224,8 +224,26 @@ def chain_breaks(chain: str, events: Sequence[ChainedEvent], head: Head | None, 
             return [Break(chain, f"the chain ends at event {previous.id} but its head is event {head.id}: "
                                  "events at its end were deleted")]
         return [Break(chain, f"event {previous.id} is past the chain's head (event {head.id}): it was inserted")]
+    if head.id is not None and previous.id != head.id:
+        return [Break(chain, f"the chain ends at event {previous.id} but its head names event {head.id}: the "
+                             "event's id was changed")]
     if whole and len(events) != head.length:
         return [Break(chain, f"the chain has {len(events)} events but its head counts {head.length}")]
+    return []
+
+
+def id_order_breaks(chain: str, events: Sequence[ChainedEvent]) -> list[Break]:
+    """The first event of a chain (its events in chain order) whose id is not above the id of the one before it.
+    Where writers take turns (SQLite: a writing transaction holds the database's lock from its start), ids grow
+    with places; the hashes do not cover ids, and `ledger events` lists and cites events by id (decision 0359)."""
+    previous: ChainedEvent | None = None
+    for e in events:
+        if e.seq is None:
+            break
+        if previous is not None and e.id <= previous.id:
+            return [Break(chain, f"{_about(e)} comes after event {previous.id} in the chain (seq {previous.seq}, "
+                                 f"then {e.seq}) but has a lower id: the events' ids were changed")]
+        previous = e
     return []
 
 

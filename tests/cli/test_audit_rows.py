@@ -184,3 +184,22 @@ def test_an_event_given_by_its_hash_only_is_named_as_such_when_its_link_breaks(h
     assert refused.stdout.splitlines()[0].startswith(
         f"daily: event {stub['id']} (given by its hash only) does not follow event "), refused.stdout
     assert gone["id"] < stub["id"]
+
+
+def swap_ids(a: int, b: int) -> tuple[str, ...]:
+    return (f"UPDATE event SET id = -1 WHERE id = {a}", f"UPDATE event SET id = {a} WHERE id = {b}",
+            f"UPDATE event SET id = {b} WHERE id = -1")
+
+
+def test_two_events_whose_ids_were_swapped_are_named(history: Cli) -> None:
+    """The id is what `ledger events` lists and cites by; the hashes do not cover it, the order of places does."""
+    with sqlite3.connect(history.home / "ledger.db") as db:
+        (a, sa), (b, sb) = db.execute("SELECT id, seq FROM event WHERE dag_id = 'daily' ORDER BY seq "
+                                      "LIMIT 2 OFFSET 5").fetchall()
+        (head,) = db.execute("SELECT head_id FROM event_chain WHERE chain = 'daily'").fetchone()
+    said = tampered(history, *swap_ids(a, b))
+    assert re.fullmatch(rf"daily: event {a} \(\w+\) comes after event {b} in the chain \(seq {sa}, then {sb}\) but "
+                        r"has a lower id: the events' ids were changed", said[0]), said
+    said = tampered(history, *swap_ids(head, head - 1))  # the head's own event
+    assert said[0] == (f"daily: the chain ends at event {head - 1} but its head names event {head}: the event's id "
+                       "was changed"), said

@@ -18,6 +18,9 @@ set but the scratch home:
   celery      the same with `--executor celery` (benchmarks/celery_cluster.py: a redis-server, the webserver and
               two `ledger worker`s of 2 slots, all run with the tree's code): TI/s, the scheduler's CPU per TI (the
               process alone, and with the processes it starts), lag p50. Not run unless named (--only celery).
+  statements  the scheduler benchmark with the scheduler process counting its SQL statements
+              (benchmarks/statement_count): statements per TI, which the machine's load moves little. Not run
+              unless named (--only statements).
 
 The machine is shared and noisy, so: one warm-up round per side and benchmark (discarded), then --pairs pairs in
 alternating order (A B, B A, A B, ...) so that drift in the background load hits both sides alike. Printed: one
@@ -100,8 +103,15 @@ def celery_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]:
             "sched_tree_cpu_ms_per_ti": found["sched_tree_cpu_ms_per_ti"], "lag_p50_ms": found["lag_p50_ms"]}
 
 
+def statements_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]:
+    found = scheduler_throughput.one_round(workdir, args.runs, 2, {}, keep_output=False, timeout=args.timeout,
+                                           statements=True)
+    return {"ti_per_s": found["ti_per_s"], "statements_per_ti": found["statements_per_ti"]}
+
+
 BENCHMARKS: dict[str, Callable[[Path, argparse.Namespace], dict[str, float]]] = {
-    "backfill": backfill_round, "scheduler": scheduler_round, "celery": celery_round}
+    "backfill": backfill_round, "scheduler": scheduler_round, "celery": celery_round,
+    "statements": statements_round}
 
 
 def run_side(tree: Path, scratch: Path, name: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:

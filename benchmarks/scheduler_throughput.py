@@ -25,7 +25,8 @@ and, to tell fixed cost from steady state: startup_s (scheduler start to the fir
 exec_ti_per_s (N*5 / (last try's end - first try's start)); and the machine's physical baseline, measured
 just before each repeat: fork_exit_ms (a warm interpreter forks a child that exits, and reaps it) and
 sqlite_commit_us (one small SQLite transaction, WAL, synchronous=NORMAL).
-Prints one JSON line with the medians (`--each` also prints one line per repeat).
+Prints one JSON line with the medians (`--each` also prints one line per repeat). `--statements` adds
+statements_per_ti: the SQL statements the scheduler process ran per task instance (benchmarks/statement_count).
 
     python -m benchmarks.scheduler_throughput --executor celery --runs 100 --repeat 1
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import tempfile
 import textwrap
@@ -57,6 +59,7 @@ from benchmarks._common import (
 )
 
 TASKS = ["a", "b", "c", "d", "e"]
+STATEMENT_COUNT = Path(__file__).resolve().parent / "statement_count"  # its sitecustomize counts (--statements)
 EDGES = list(zip(TASKS, TASKS[1:], strict=False))
 DAG_ID = "bench_throughput"
 
@@ -139,7 +142,8 @@ def check_and_measure(db: Path, runs: int) -> dict[str, Any]:
 
 
 def one_round(workdir: Path, runs: int, parallelism: int, extra_env: dict[str, str],
-              keep_output: bool, timeout: float | None = None, executor: str = "local") -> dict[str, Any]:
+              keep_output: bool, timeout: float | None = None, executor: str = "local",
+              statements: bool = False) -> dict[str, Any]:
     home = workdir / "home"
     home.mkdir(parents=True)
     db_upgrade(home)
@@ -149,13 +153,21 @@ def one_round(workdir: Path, runs: int, parallelism: int, extra_env: dict[str, s
 
         with celery_cluster(workdir, home, workers=2, concurrency=parallelism) as broker:
             return _scheduled(workdir, home, runs, parallelism, {**extra_env, **broker}, keep_output, timeout,
-                              executor, parallelism=2 * parallelism)
-    return _scheduled(workdir, home, runs, parallelism, extra_env, keep_output, timeout, executor)
+                              executor, parallelism=2 * parallelism, statements=statements)
+    return _scheduled(workdir, home, runs, parallelism, extra_env, keep_output, timeout, executor,
+                      statements=statements)
 
 
 def _scheduled(workdir: Path, home: Path, runs: int, workers: int, extra_env: dict[str, str], keep_output: bool,
-               timeout: float | None, executor: str, *, parallelism: int | None = None) -> dict[str, Any]:
+               timeout: float | None, executor: str, *, parallelism: int | None = None,
+               statements: bool = False) -> dict[str, Any]:
     parallelism = parallelism or workers
+    if statements:  # the scheduler counts its statements (benchmarks/statement_count/sitecustomize.py)
+        counted = workdir / "statements"
+        counted.mkdir()
+        extra_env = {**extra_env, "BENCH_STATEMENTS_OUT": str(counted),
+                     "PYTHONPATH": os.pathsep.join(p for p in (str(STATEMENT_COUNT), os.environ.get("PYTHONPATH"))
+                                                   if p)}
     log = (workdir / "scheduler.out").open("wb")
     cmd = [*ledger_command(), "scheduler", "--exit-when-idle", "--parallelism", str(parallelism),
            "--executor", executor]
@@ -195,6 +207,8 @@ def _scheduled(workdir: Path, home: Path, runs: int, workers: int, extra_env: di
         "load_before": load,
         **baseline,
     }
+    if statements:
+        result["statements_per_ti"] = sum(int(f.read_text()) for f in counted.iterdir()) / tis
     if keep_output:
         result["home"] = str(home)
     return result
@@ -214,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--executor", choices=("local", "celery"), default="local",
                         help="celery: each repeat runs the LocalExecutor and then the CeleryExecutor with two local "
                              "workers of --parallelism each")
+    parser.add_argument("--statements", action="store_true",
+                        help="count the SQL statements the scheduler process runs (statements_per_ti; counting "
+                             "costs CPU, so its other numbers are not comparable with a run without it)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -227,7 +244,8 @@ def main(argv: list[str] | None = None) -> None:
             for name in executors:
                 rounds = by_executor[name]
                 rounds.append(one_round(base / f"round{i}-{name}", args.runs, args.parallelism, extra_env,
-                                        keep_output=args.keep is not None, timeout=args.timeout, executor=name))
+                                        keep_output=args.keep is not None, timeout=args.timeout, executor=name,
+                                        statements=args.statements))
                 if args.each:
                     print(json.dumps({"benchmark": "scheduler_throughput_round", "round": i, "executor": name,
                                       **{k: (round(v, 4) if isinstance(v, float) else v)
@@ -245,6 +263,8 @@ def report(args: argparse.Namespace, executor: str, rounds: list[dict[str, Any]]
                         ("startup_s", 3), ("exec_ti_per_s", 1), ("sched_cpu_ms_per_ti", 3),
                         ("sched_tree_cpu_ms_per_ti", 3), ("fork_exit_ms", 3), ("sqlite_commit_us", 1)):
         out.update(summarise(rounds, key, digits))
+    if args.statements:
+        out.update(summarise(rounds, "statements_per_ti", 2))
     out["sched_rss_peak_mb"] = round(max(r["sched_rss_peak_mb"] for r in rounds), 1)
     out["load_before"] = [r["load_before"] for r in rounds]
     out["lag_max_ms"] = round(max(r["lag_max_ms"] for r in rounds), 2)

@@ -13,6 +13,7 @@ from enum import StrEnum
 import pendulum
 from pendulum import DateTime
 
+from ledger.core.dataset_rules import leaf_keys
 from ledger.core.errors import InvalidInput
 from ledger.core.schedule import DataInterval
 from ledger.core.states import UNFINISHED_RUN_STATES
@@ -149,6 +150,11 @@ def backfill_intervals(spec: DagSpec, start: DateTime, end: DateTime, *, now: da
         hint = f"; the last one that has ended is {local(ended[-1].logical_date, spec)}" if ended else ""
         raise InvalidInput(f"the range reaches past the last interval that has ended: the interval at "
                            f"{local(open_ones[0].logical_date, spec)} ends {local(open_ones[0].end, spec)}{hint}")
+    if not intervals and spec.datasets is not None:
+        read = ", ".join(k.split(":", 1)[1] for k in leaf_keys(spec.datasets["condition"]) if k.startswith("dataset:"))
+        raise InvalidInput(f"DAG {spec.dag_id!r} is scheduled on datasets ({read}), not on a time schedule: its runs "
+                           f"follow its upstream's writes; re-run them with `ledger backfill <producer> ... "
+                           f"--downstream`, or one date with `ledger trigger {spec.dag_id} --logical-date D --replace`")
     if not intervals:
         raise InvalidInput(f"DAG {spec.dag_id!r} has no scheduled interval between {local(start, spec)} and "
                            f"{local(end, spec)} (schedule {spec.schedule.summary()})")

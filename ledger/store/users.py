@@ -76,7 +76,7 @@ def by_token(session: Session, sha256: str) -> WebUser | None:
 def end_session(session: Session, digest: str, *, expires_at: datetime, now: datetime) -> None:
     """Keep a signed-out session's cookie (its SHA-256) until it would have expired; forget those past it."""
     session.execute(sa.delete(ENDED).where(ENDED.c.expires_at < now))
-    if session.scalar(select(ENDED.c.digest).where(ENDED.c.digest == digest)) is None:
+    if not session_ended(session, digest):
         session.execute(insert(ENDED).values(digest=digest, expires_at=expires_at))
 
 

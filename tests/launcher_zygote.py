@@ -7,13 +7,15 @@ database, reads no settings and starts no thread, then reads requests on CONTROL
 JSON message {argv, env, cwd, new_session} with four descriptors (the request's own socket, then the command's
 stdin, stdout, stderr). For each it forks; the child makes its own session if asked (before its pid is reported),
 takes the descriptors as 0, 1, 2, the working directory, the environment (replaced whole), sys.argv, and runs the
-console script itself (runpy); it exits as that script does. This process writes the child's pid on the request's
+console script itself (runpy); it exits with that script's status and streams, without the interpreter's
+teardown of its modules (_end_without_teardown, decision 0360). This process writes the child's pid on the request's
 socket, reaps the child when its pidfd says it ended, and writes its wait status there. It ends when CONTROL_FD is
 closed, or with its parent."""
 
 from __future__ import annotations
 
 import array
+import atexit
 import contextlib
 import ctypes
 import gc
@@ -44,6 +46,40 @@ PRELOAD = ("ledger.cli.app", "ledger.cli.env", "ledger.cli.dags", "ledger.cli.tr
            "ledger.cli.worker", "ledger.scheduler.runtime.celery_worker", "celery.apps.worker",
            "ledger.cli.webserver", "ledger.web.app", "uvicorn")
 PR_SET_PDEATHSIG = 1
+# in a command's process: how its script ended (None: it returned), for _end_without_teardown
+_ENDED: list[BaseException | None] = []
+
+
+def _end_without_teardown() -> None:
+    """The last exit callback of a command's process (registered before any module is loaded, and callbacks run last
+    registered first): what the console script's process does at exit up to here is done (its non-daemon threads
+    joined, every other exit callback run: logging's, multiprocessing's, the command's own); what follows in
+    Python's finalization is the teardown of every module, which in a process forked from this warm one writes to
+    nearly every page it shares with it and has each copied (about 16,000 page faults and 0.1 s of CPU for `ledger
+    version`: docs/benchmarks.md, "Tenth pass"). So the process flushes its standard streams and ends here with the
+    status the interpreter would have given it (decision 0360). The warm interpreter itself (no _ENDED) ends as
+    usual."""
+    if not _ENDED:
+        return
+    ended = _ENDED[0]
+    status = 0
+    if isinstance(ended, KeyboardInterrupt):  # as the interpreter reports one: killed by SIGINT
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    if isinstance(ended, SystemExit):
+        code = ended.code
+        status = 0 if code is None else code if isinstance(code, int) else 1
+    elif ended is not None:
+        status = 1  # (its traceback is printed)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # as the interpreter: a stream that cannot be flushed at exit makes the status 120
+            status = 120
+    os._exit(status & 0xFF)
 
 
 def _die_with_parent() -> None:
@@ -128,10 +164,16 @@ def become(request: dict[str, Any], stdio: list[int], ledger: str) -> None:
             process.ORIGINAL_DIR = os.path.abspath(request["cwd"])  # (its working directory when it started)
             process.current_process().authkey = os.urandom(32)  # (a fresh one per process)
     sys.modules.pop("__mp_main__", None)  # (this file's module; the command's own `__main__` is runpy's)
-    runpy.run_path(ledger, run_name="__main__")
+    try:
+        runpy.run_path(ledger, run_name="__main__")
+    except BaseException as ended:
+        _ENDED.append(ended)
+        raise
+    _ENDED.append(None)
 
 
 def main() -> None:
+    atexit.register(_end_without_teardown)  # before any module is loaded: the last callback to run
     control_fd, ledger = int(sys.argv[1]), sys.argv[2]
     _die_with_parent()
     sys.path[0] = os.path.dirname(ledger)  # as the console script's: its own folder, not this file's

@@ -174,7 +174,10 @@ def test_a_warm_interpreter_that_has_gone_is_started_again(
 
 
 def test_exit_statuses_and_streams_are_the_commands(ready_cli: Cli) -> None:
-    for args in (["version"], ["nosuchcommand"], ["backfill", "nope", "--start", "2024-03-01", "--end", "x"]):
+    """A warm command ends without the interpreter's teardown (decision 0360): its status, and what it wrote to
+    block-buffered pipes (the help, longer than one line), are still the console script's."""
+    for args in (["version"], ["nosuchcommand"], ["backfill", "nope", "--start", "2024-03-01", "--end", "x"],
+                 ["--help"], ["runs", "list"]):
         warm = launcher.run([LEDGER, *args], capture_output=True, text=True, env=ready_cli.env, cwd=ready_cli.home,
                             timeout=300)
         cold = subprocess.run([LEDGER, *args], capture_output=True, text=True, env=ready_cli.env, cwd=ready_cli.home,

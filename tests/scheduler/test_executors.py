@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing.connection
 import os
+import select
 import signal
 import statistics
 import subprocess
@@ -193,6 +194,9 @@ def test_a_worker_found_dead_as_an_item_is_sent_to_it_takes_down_what_its_unread
     assert _unread_bytes(worker.conn) >= 100
     os.kill(worker.process.pid, signal.SIGKILL)
     assert process_gone(worker.process.pid)
+    # its end of the pipe closed: the process is a zombie once its first thread has exited, and its other threads
+    # may hold its descriptors a moment longer, in which a send to it would still succeed
+    assert _hung_up(worker.conn), "the dead worker's end of the pipe stayed open"
     executor.submit(work_item(dag_file, "noop", ti_id=2))  # (sent to the dead worker: it is buried then)
     assert process_gone(sleep_pid), "what the dead worker's try started ran on"
     ends: dict[int, tuple[str | None, str | None]] = {}
@@ -201,6 +205,17 @@ def test_a_worker_found_dead_as_an_item_is_sent_to_it_takes_down_what_its_unread
         ends.update((e.ti_id, (e.state, e.reason)) for e in executor.drain() if e.kind == "finished")
         multiprocessing.connection.wait(executor.wait_handles(), timeout=0.2)
     assert ends == {1: ("lost", "worker died"), 2: ("success", None)}
+
+
+def _hung_up(conn: multiprocessing.connection.Connection, within: float = 30.0) -> bool:
+    """True once the other end of a pipe connection has closed (POLLHUP), whatever waits unread in it."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if any(events & select.POLLHUP for _, events in poller.poll(50)):
+            return True
+    return False
 
 
 def _unread_bytes(conn: multiprocessing.connection.Connection) -> int:

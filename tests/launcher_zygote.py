@@ -56,29 +56,26 @@ def _end_without_teardown() -> None:
     joined, every other exit callback run: logging's, multiprocessing's, the command's own); what follows in
     Python's finalization is the teardown of every module, which in a process forked from this warm one writes to
     nearly every page it shares with it and has each copied (about 16,000 page faults and 0.1 s of CPU for `ledger
-    version`: docs/benchmarks.md, "Tenth pass"). So the process flushes its standard streams and ends here with the
-    status the interpreter would have given it (decision 0360). The warm interpreter itself (no _ENDED) ends as
-    usual."""
+    version`: docs/benchmarks.md, "A warm command's teardown"). So the process flushes its standard streams and
+    ends here with the status the interpreter would have given it (decision 0360). The warm interpreter itself (no
+    _ENDED) ends as usual."""
     if not _ENDED:
         return
     ended = _ENDED[0]
-    status = 0
-    if isinstance(ended, KeyboardInterrupt):  # as the interpreter reports one: killed by SIGINT
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
     if isinstance(ended, SystemExit):
         code = ended.code
         status = 0 if code is None else code if isinstance(code, int) else 1
-    elif ended is not None:
-        status = 1  # (its traceback is printed)
+    else:
+        status = 0 if ended is None else 1  # (an exception's traceback is printed)
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
                 stream.flush()
         except Exception:  # as the interpreter: a stream that cannot be flushed at exit makes the status 120
             status = 120
+    if isinstance(ended, KeyboardInterrupt):  # as the interpreter reports one: killed by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     os._exit(status & 0xFF)
 
 

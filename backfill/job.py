@@ -106,6 +106,8 @@ class BackfillJob(DagRunJob):
 
     def shutdown(self) -> None:
         super().shutdown()
+        if not self.backfill_id:  # stopped before its backfill was created or taken over: it has none to finish
+            return
         now = self.clock.now()
         with self.sessions.begin() as session:
             if self.cancelled:

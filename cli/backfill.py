@@ -122,7 +122,7 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
                       newest_first=request.backwards)
     executing = not request.submit
     if executing:
-        job.start()
+        _start(job)
     try:
         with env.transaction() as session:
             created = create_confirmed(session, spec, request, shown, now=env.clock.now(),
@@ -148,6 +148,17 @@ def _run(env: Any, settings: Any, spec: Any, request: Any, shown: Any, as_json: 
          else out.print(f"backfill {backfill_id} submitted: the scheduler will run its runs"))
         return
     _execute(env, job, backfill_id, plan_json(plan), as_json)
+
+
+def _start(job: Any) -> None:
+    """Start the backfill's job and wait for its executor: a worker that cannot start says so before the backfill's
+    runs are created or taken over (decision 0361)."""
+    job.start()
+    try:
+        job.executor.ready()
+    except BaseException:
+        job.shutdown()
+        raise
 
 
 def _execute(env: Any, job: Any, backfill_id: int, plan_rows: list[dict[str, Any]] | None, as_json: bool) -> None:
@@ -303,7 +314,7 @@ def resume(backfill_id: BackfillId,
                       executor=executor_for(settings, batch=True), clock=env.clock,
                       actor=env.actor, logs_folder=env.settings.logs_folder, say=lambda _line: None,
                       newest_first=newest_first)
-    job.start()
+    _start(job)
     try:
         with env.transaction() as session:
             resume_backfill(session, backfill_id, now=env.clock.now(), actor=job.actor, job_id=job.job_id)

@@ -30,6 +30,10 @@ class RunNotFound(LedgerError, LookupError):
         self.run = run
 
 
+class WorkerNotStarted(LedgerError, RuntimeError):
+    """An executor's worker process could not start (its interpreter or its imports failed): nothing was run."""
+
+
 class DagDefinitionError(LedgerError):
     """A DAG file defines an invalid DAG (cycle, duplicate task, naive start_date, bad schedule...)."""
 

@@ -146,6 +146,10 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def start(self) -> None: ...
 
+    def ready(self) -> None:  # noqa: B027 (nothing to wait for unless an executor's start() returns early)
+        """Wait until what start() started can take work (RuntimeError if it cannot start). An executor whose
+        start() returns before that (the LocalExecutor's) waits by itself at its first submit() or drain()."""
+
     @abc.abstractmethod
     def open_slots(self) -> int:
         """How many more work items can be submitted now."""

@@ -1,6 +1,7 @@
 """LocalExecutor: a pool of long-lived worker processes, each forking one child per try.
 
-Workers start on demand (decision 0331): start() starts one, and submit() starts another only when an item
+Workers start on demand (decision 0331): start() starts one (and returns at once: the first submit() or drain()
+waits until it is ready, decision 0361), and submit() starts another only when an item
 needs a slot and no worker is idle, up to `parallelism`. A worker that died is replaced the same way, when work
 comes for it, except the last one: the executor always has a worker, started again at once. A worker lives until
 the executor ends (or until it has run RECYCLE_AFTER tries: decision 0324; it is then sent no more items, and once
@@ -71,6 +72,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
+from ledger.core.errors import WorkerNotStarted
 from ledger.scheduler.executors import local_hold
 from ledger.scheduler.executors.base import (
     NEVER_STARTED_PREFIX,
@@ -464,6 +466,7 @@ class LocalExecutor(EndedOnThisHost):
         # then: reaped by _collect, never waited on (decision 0332)
         self._leaving: list[tuple[_Worker, float]] = []
         self._started = False
+        self._first_pending = False  # start() started a worker whose readiness nobody has waited for yet
         self._ending = False
         self._spawned = 0
         # (ti id, try number) -> (kill()'s reason, when to SIGKILL what is left of it)
@@ -542,23 +545,36 @@ class LocalExecutor(EndedOnThisHost):
             worker.process.close()
 
     def start(self) -> None:
-        """Start one worker and wait until it is ready (RuntimeError if it cannot start: a worker's interpreter or
-        imports that fail do so here, not under a try); the others start on demand (_worker_for)."""
+        """Start one worker, without waiting for it: the job goes on with its own start (its DAG files parsed and
+        synced) while the worker's interpreter starts (decision 0361). The first submit() or drain() waits until it
+        is ready, and raises RuntimeError if it cannot start: a worker's interpreter or imports that fail do so
+        there, before the job's first loop hands it any work, not under a try. The others start on demand
+        (_worker_for)."""
         if self._started:
             raise RuntimeError("LocalExecutor already started")
         self._ending = False
         self._started_wall = time.time()
         self._spawn()
         self._started = True
+        self._first_pending = True
+
+    def ready(self) -> None:
+        """Wait until the worker start() started is ready, once (WorkerNotStarted, a RuntimeError, with every worker
+        stopped, if it cannot start)."""
+        if not self._first_pending:
+            return
+        self._first_pending = False
         deadline = time.monotonic() + START_TIMEOUT
         while not all(w.ready for w in self._workers):
             remaining = deadline - time.monotonic()
             failed = next((w for w in self._workers if w.dead or not w.process.is_alive()), None)
             if failed is not None or remaining <= 0:
+                if failed is not None:  # (its pipe closes as it exits: its status comes a moment later)
+                    failed.process.join(timeout=1)
                 why = (f"exited with code {failed.process.exitcode}" if failed is not None
                        else f"was not ready within {START_TIMEOUT:.0f} s")
                 self.end(0)
-                raise RuntimeError(f"a LocalExecutor worker {why}")
+                raise WorkerNotStarted(f"a LocalExecutor worker {why} as it started: no try was run")
             pending = [w for w in self._workers if not w.ready]
             handles = [w.conn for w in pending] + [w.process.sentinel for w in pending if w.process.sentinel >= 0]
             for handle in multiprocessing.connection.wait(handles, timeout=min(remaining, 0.1)):
@@ -617,6 +633,7 @@ class LocalExecutor(EndedOnThisHost):
             raise RuntimeError("LocalExecutor is not accepting work (not started, or ending)")
         if item.ti_id in self.in_flight():
             raise ValueError(f"task instance {item.ti_id} is already in flight")
+        self.ready()
         self._place(item)
 
     def _place(self, item: WorkItem) -> None:
@@ -867,6 +884,7 @@ class LocalExecutor(EndedOnThisHost):
     def drain(self) -> list[TaskEvent]:
         if not self._started:
             return []
+        self.ready()
         return self._collect(0)
 
     def kill(self, ti_id: int, reason: str) -> bool:
@@ -941,6 +959,7 @@ class LocalExecutor(EndedOnThisHost):
     def end(self, grace: float) -> list[TaskEvent]:
         if not self._started:
             return []
+        self._first_pending = False  # (a worker not ready yet has nothing to finish: it is told to end, as the others)
         self._ending = True
         events: list[TaskEvent] = []
         until = time.monotonic() + max(0.0, grace)

@@ -1,5 +1,6 @@
-"""When the LocalExecutor starts its workers (decision 0331): one at start(), another only when an item needs a
-slot and no worker is idle, up to parallelism. Real worker processes."""
+"""When the LocalExecutor starts its workers (decision 0331): one at start(), waited for at the first submit() or
+drain() (decision 0361), another only when an item needs a slot and no worker is idle, up to parallelism. Real
+worker processes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.core.errors import WorkerNotStarted
 from ledger.scheduler.executors.local import LocalExecutor
 from tests.scheduler.conftest import MakeExecutor
 from tests.scheduler.test_executors import outcome, run_all, wait_for_event
@@ -112,3 +114,55 @@ def test_an_item_for_which_no_worker_could_be_started_fails_as_never_started_and
     executor.submit(work_item(dag_file, "barrier_b", ti_id=3))  # a second worker starts for it
     seen = drain_until_finished(executor, {1, 3})
     assert [seen[ti][-1].state for ti in (1, 3)] == ["success", "success"] and executor._spawned == 2
+
+
+def hold_workers_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> None:
+    """Workers started from now on run a sitecustomize that waits, as their interpreter starts, until the file
+    WORKER_GATE names exists (if set), then exits with WORKER_EXIT (if set). Only workers: they alone are started
+    with the executor's sys.path variable."""
+    hook = tmp_path / "worker_hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, time\n"
+        "if 'LEDGER_WORKER_SYS_PATH' in os.environ:\n"
+        "    gate = os.environ.get('WORKER_GATE')\n"
+        "    while gate and not os.path.exists(gate):\n"
+        "        time.sleep(0.01)\n"
+        "    if os.environ.get('WORKER_EXIT'):\n"
+        "        os._exit(int(os.environ['WORKER_EXIT']))\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_start_returns_before_its_worker_is_ready_and_the_first_drain_waits_for_it(
+        tmp_path: Path, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = tmp_path / "gate"
+    hold_workers_at_start(tmp_path, monkeypatch, WORKER_GATE=str(gate))
+    executor = LocalExecutor(2)
+    executor.start()  # returns while its worker is held at its interpreter's start
+    try:
+        assert [w.ready for w in executor._workers] == [False] and executor.open_slots() == 2
+        gate.write_text("")
+        assert executor.drain() == []  # waited until the worker said it is ready
+        assert [w.ready for w in executor._workers] == [True]
+        events = run_all(executor, [work_item(dag_file, "noop", ti_id=1)])
+        assert outcome(events[1]) == ("success", None) and executor._spawned == 1
+    finally:
+        executor.end(0)
+
+
+@pytest.mark.parametrize("first", ["drain", "submit"])
+def test_a_worker_that_cannot_start_fails_the_first_drain_or_submit_runs_nothing_and_ends_the_executor(
+        tmp_path: Path, dag_file: Path, monkeypatch: pytest.MonkeyPatch, first: str) -> None:
+    hold_workers_at_start(tmp_path, monkeypatch, WORKER_EXIT="3")
+    executor = LocalExecutor(2)
+    executor.start()
+    try:
+        with pytest.raises(WorkerNotStarted, match="worker exited with code 3 as it started: no try was run"):
+            executor.drain() if first == "drain" else executor.submit(work_item(dag_file, "noop", ti_id=1))
+        assert executor.in_flight() == set() and executor.open_slots() == 0 and executor._workers == []
+        with pytest.raises(RuntimeError, match="not accepting work"):
+            executor.submit(work_item(dag_file, "noop", ti_id=2))
+    finally:
+        executor.end(0)

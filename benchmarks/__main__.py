@@ -43,6 +43,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     # the audit chain: verifying one DAG's chain, and the chain's share of the scheduler's profiled CPU
     "audit_verify": (["--events", "100000"], ["--events", "10000"]),
     "chain_cost": (["--runs", "200"], ["--runs", "40"]),
+    # a fork and reap by the forking process's size (bare, a LocalExecutor worker, the scheduler): issue 43's bound
+    "fork_cost": (["--forks", "400"], ["--forks", "100"]),
 }
 
 

@@ -31,7 +31,8 @@ class RunNotFound(LedgerError, LookupError):
 
 
 class WorkerNotStarted(LedgerError, RuntimeError):
-    """An executor's worker process could not start (its interpreter or its imports failed): nothing was run."""
+    """An executor's worker process could not start (its interpreter or its imports failed, it was killed, or it was
+    not ready in time): nothing was run."""
 
 
 class DagDefinitionError(LedgerError):

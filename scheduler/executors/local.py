@@ -95,7 +95,7 @@ CANCEL = "cancel"  # (CANCEL, ti id): take an item sent ahead out before it star
 WITHDRAW = "withdraw"
 WITHDRAWN = "withdrawn"
 NEVER_STARTED = f"{NEVER_STARTED_PREFIX}cancelled while it waited for its worker"
-START_TIMEOUT = 60.0  # seconds for start() to see every worker ready
+START_TIMEOUT = 60.0  # seconds for ready() to see the first worker ready
 EXIT_RETIRED = 70  # a worker exits with this after a Spark try that would not stop, or whose JVM died
 EXIT_SILENT_JOB = 71  # a worker exits with this when its job fell silent while a try ran in the worker's process
 # a try its worker would not start, or killed, because the job had written no heartbeat for too long (decision 0349)
@@ -156,6 +156,15 @@ def _ended(item: WorkItem, outcome: Outcome, pid: int, left: try_report.TryRepor
     return TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="finished", at=outcome.at,
                      state=state, pid=pid, reason=outcome.reason,
                      report=try_report.of_try(left, item.log_path, state, outcome.reason, outcome.at))
+
+
+def _ended_how(code: int | None) -> str:
+    """How a worker's process ended, from its exit status (negative: the signal that killed it)."""
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 class _Inbox:
@@ -546,10 +555,10 @@ class LocalExecutor(EndedOnThisHost):
 
     def start(self) -> None:
         """Start one worker, without waiting for it: the job goes on with its own start (its DAG files parsed and
-        synced) while the worker's interpreter starts (decision 0361). The first submit() or drain() waits until it
-        is ready, and raises RuntimeError if it cannot start: a worker's interpreter or imports that fail do so
-        there, before the job's first loop hands it any work, not under a try. The others start on demand
-        (_worker_for)."""
+        synced) while the worker's interpreter starts (decision 0361). ready(), which the job's first loop calls and
+        the first submit() or drain() does, waits until it is ready, and raises WorkerNotStarted (a RuntimeError)
+        if it cannot start: a worker's interpreter or imports that fail do so there, before the job hands it any
+        work, not under a try. The others start on demand (_worker_for)."""
         if self._started:
             raise RuntimeError("LocalExecutor already started")
         self._ending = False
@@ -560,27 +569,33 @@ class LocalExecutor(EndedOnThisHost):
 
     def ready(self) -> None:
         """Wait until the worker start() started is ready, once (WorkerNotStarted, a RuntimeError, with every worker
-        stopped, if it cannot start)."""
+        stopped, if it cannot start). A worker that said it is ready and died since is not this executor's failure:
+        the next drain buries and replaces it, as any worker that dies."""
         if not self._first_pending:
             return
         self._first_pending = False
         deadline = time.monotonic() + START_TIMEOUT
-        while not all(w.ready for w in self._workers):
+        while True:
+            pending = [w for w in self._workers if not w.ready]
+            for worker in pending:
+                self._read(worker, [])  # (what it said so far: a worker not ready yet holds no item)
+            pending = [w for w in pending if not w.ready]
+            if not pending:
+                return
             remaining = deadline - time.monotonic()
-            failed = next((w for w in self._workers if w.dead or not w.process.is_alive()), None)
+            failed = next((w for w in pending if w.dead or not w.process.is_alive()), None)
+            if failed is not None:  # its pipe closes as it exits: what it said before is all there by its end
+                failed.process.join(timeout=1)
+                self._read(failed, [])
+                if failed.ready:
+                    continue
             if failed is not None or remaining <= 0:
-                if failed is not None:  # (its pipe closes as it exits: its status comes a moment later)
-                    failed.process.join(timeout=1)
-                why = (f"exited with code {failed.process.exitcode}" if failed is not None
+                why = (_ended_how(failed.process.exitcode) if failed is not None
                        else f"was not ready within {START_TIMEOUT:.0f} s")
                 self.end(0)
                 raise WorkerNotStarted(f"a LocalExecutor worker {why} as it started: no try was run")
-            pending = [w for w in self._workers if not w.ready]
             handles = [w.conn for w in pending] + [w.process.sentinel for w in pending if w.process.sentinel >= 0]
-            for handle in multiprocessing.connection.wait(handles, timeout=min(remaining, 0.1)):
-                worker = next(w for w in pending if handle is w.conn or handle == w.process.sentinel)
-                if handle is worker.conn:
-                    self._read(worker, [])
+            multiprocessing.connection.wait(handles, timeout=min(remaining, 0.1))
 
     # -- the interface --------------------------------------------------------------------------
     def hold_until(self, deadline: float) -> None:

@@ -290,6 +290,9 @@ class DagRunJob:
     def _loop_once(self) -> LoopReport:
         report = LoopReport()
         self.refresh_dags()
+        # (once: the executor's first worker started while the DAGs folder was read; one that cannot start stops the
+        # job here, before anything of the loop is written, decision 0361)
+        self.executor.ready()
         self.executor.submit_all(self.handle_signals(report))  # a signal's START reaches a worker before the rest
         drained = self._unrecorded + self.executor.drain()
         self._unrecorded = drained  # until the transaction that records them commits

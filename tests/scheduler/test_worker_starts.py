@@ -4,6 +4,7 @@ worker processes."""
 
 from __future__ import annotations
 
+import multiprocessing.connection
 import os
 import signal
 from pathlib import Path
@@ -164,5 +165,34 @@ def test_a_worker_that_cannot_start_fails_the_first_drain_or_submit_runs_nothing
         assert executor.in_flight() == set() and executor.open_slots() == 0 and executor._workers == []
         with pytest.raises(RuntimeError, match="not accepting work"):
             executor.submit(work_item(dag_file, "noop", ti_id=2))
+    finally:
+        executor.end(0)
+
+
+def test_a_worker_killed_before_it_is_ready_is_reported_by_its_signal(
+        tmp_path: Path, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hold_workers_at_start(tmp_path, monkeypatch, WORKER_GATE=str(tmp_path / "never"))
+    executor = LocalExecutor(2)
+    executor.start()
+    try:
+        os.kill(executor._workers[0].process.pid, signal.SIGKILL)  # as the kernel's OOM killer or an operator would
+        with pytest.raises(WorkerNotStarted, match="worker was killed by SIGKILL as it started: no try was run"):
+            executor.drain()
+    finally:
+        executor.end(0)
+
+
+def test_a_worker_that_said_it_is_ready_and_died_before_the_first_drain_is_replaced_not_reported(
+        dag_file: Path) -> None:
+    executor = LocalExecutor(2)
+    executor.start()
+    try:
+        (first,) = executor._workers
+        multiprocessing.connection.wait([first.conn])  # its READY waits in the pipe, read by nobody yet
+        os.kill(first.process.pid, signal.SIGKILL)
+        first.process.join()
+        assert executor.drain() == []  # buried, and replaced at once: the executor always has a worker
+        events = run_all(executor, [work_item(dag_file, "noop", ti_id=1)])
+        assert outcome(events[1]) == ("success", None) and executor._spawned == 2
     finally:
         executor.end(0)

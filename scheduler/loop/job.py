@@ -290,9 +290,7 @@ class DagRunJob:
     def _loop_once(self) -> LoopReport:
         report = LoopReport()
         self.refresh_dags()
-        # (once: the executor's first worker started while the DAGs folder was read; one that cannot start stops the
-        # job here, before anything of the loop is written, decision 0361)
-        self.executor.ready()
+        self.executor.ready()  # (once: its first worker started as the DAGs folder was read, decision 0361)
         self.executor.submit_all(self.handle_signals(report))  # a signal's START reaches a worker before the rest
         drained = self._unrecorded + self.executor.drain()
         self._unrecorded = drained  # until the transaction that records them commits
@@ -302,9 +300,8 @@ class DagRunJob:
         drained = outcome_recording.with_reports_kept(self, drained)
         looked = adoption.find(self.executor, self._offered[:])  # (I/O: before the transaction that settles them)
         with self.transaction(loop=True) as session:
-            # the clock is read once the transaction holds the database (on SQLite, its write lock): what it writes
-            # is then stamped after every commit it can see (a backfill's cancel that committed while it waited: the
-            # runs it ends for it must end after the cancel, backfill_store.restore_after_cancel)
+            # the clock is read once the transaction holds the database (SQLite: its write lock), so what it writes is
+            # stamped after every commit it can see (a cancel committed meanwhile: backfill_store.restore_after_cancel)
             now = self.heartbeat.read_time(self.clock.now)
             work, to_call = self._loop_transaction(session, drained, looked, now, report)
         self.heartbeat.committed(self.executor.hold_until)  # (tries run on its word: decision 0349)

@@ -118,17 +118,16 @@ def test_an_item_for_which_no_worker_could_be_started_fails_as_never_started_and
 
 
 def hold_workers_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> None:
-    """Workers started from now on run a sitecustomize that waits, as their interpreter starts, until the file
-    WORKER_GATE names exists (if set), then exits with WORKER_EXIT (if set). Only workers: they alone are started
-    with the executor's sys.path variable."""
+    """Workers started from now on run a sitecustomize that waits, as their interpreter starts, until the test opens
+    the FIFO WORKER_GATE names for writing (if set: `release`), then exits with WORKER_EXIT (if set). Only workers:
+    they alone are started with the executor's sys.path variable."""
     hook = tmp_path / "worker_hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import os, time\n"
+        "import os\n"
         "if 'LEDGER_WORKER_SYS_PATH' in os.environ:\n"
-        "    gate = os.environ.get('WORKER_GATE')\n"
-        "    while gate and not os.path.exists(gate):\n"
-        "        time.sleep(0.01)\n"
+        "    if os.environ.get('WORKER_GATE'):  # (opening a FIFO to read waits for its writer)\n"
+        "        os.close(os.open(os.environ['WORKER_GATE'], os.O_RDONLY))\n"
         "    if os.environ.get('WORKER_EXIT'):\n"
         "        os._exit(int(os.environ['WORKER_EXIT']))\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p))
@@ -136,15 +135,26 @@ def hold_workers_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env
         monkeypatch.setenv(name, value)
 
 
+def gate_at(path: Path) -> Path:
+    """A FIFO for WORKER_GATE: a worker held by it goes on once `release(path)` opens it for writing."""
+    os.mkfifo(path)
+    return path
+
+
+def release(gate: Path) -> None:
+    """Open the gate's FIFO for writing: returns once the held worker has opened it to read, which lets it go on."""
+    os.close(os.open(gate, os.O_WRONLY))
+
+
 def test_start_returns_before_its_worker_is_ready_and_the_first_drain_waits_for_it(
         tmp_path: Path, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gate = tmp_path / "gate"
+    gate = gate_at(tmp_path / "gate")
     hold_workers_at_start(tmp_path, monkeypatch, WORKER_GATE=str(gate))
     executor = LocalExecutor(2)
     executor.start()  # returns while its worker is held at its interpreter's start
     try:
         assert [w.ready for w in executor._workers] == [False] and executor.open_slots() == 2
-        gate.write_text("")
+        release(gate)
         assert executor.drain() == []  # waited until the worker said it is ready
         assert [w.ready for w in executor._workers] == [True]
         events = run_all(executor, [work_item(dag_file, "noop", ti_id=1)])
@@ -171,7 +181,7 @@ def test_a_worker_that_cannot_start_fails_the_first_drain_or_submit_runs_nothing
 
 def test_a_worker_killed_before_it_is_ready_is_reported_by_its_signal(
         tmp_path: Path, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    hold_workers_at_start(tmp_path, monkeypatch, WORKER_GATE=str(tmp_path / "never"))
+    hold_workers_at_start(tmp_path, monkeypatch, WORKER_GATE=str(gate_at(tmp_path / "never")))
     executor = LocalExecutor(2)
     executor.start()
     try:

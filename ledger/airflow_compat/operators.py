@@ -38,14 +38,16 @@ from ledger.sdk.xcom import RETURN_KEY, XComRef, resolve
 LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
                     "queue", "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
                     "on_failure_callback", "on_success_callback", "on_retry_callback", "email", "email_on_failure",
-                    "email_on_retry", "signals", "outlets", "inlets")
+                    "email_on_retry", "signals", "outlets", "inlets", "max_active_tis_per_dag",
+                    "max_active_tis_per_dagrun")
+# Airflow 2's name for max_active_tis_per_dag, taken when that is not given (as Airflow takes it)
+TASK_CONCURRENCY = "task_concurrency"
 # Airflow's BaseOperator arguments ledger keeps for people (shown by `ledger dags show`) or acts on in this module
 KEPT_TASK_ARGS = ("owner", "doc", "doc_md", "doc_rst", "doc_json", "doc_yaml", "task_display_name", "params", "sla",
                   "multiple_outputs", "do_xcom_push", "task_group", "default_args", "retry_policy",
                   "pre_execute", "post_execute")
 # Airflow's BaseOperator arguments accepted and not acted on
-IGNORED_TASK_ARGS = ("pool_slots", "executor_config", "weight_rule", "run_as_user", "resources",
-                     "max_active_tis_per_dag", "max_active_tis_per_dagrun", "task_concurrency", "executor",
+IGNORED_TASK_ARGS = ("pool_slots", "executor_config", "weight_rule", "run_as_user", "resources", "executor",
                      "on_execute_callback", "on_skipped_callback", "map_index_template",
                      "show_return_value_in_logs", "wait_for_past_depends_before_skipping", "email_on_success",
                      "ignore_first_depends_on_past", "allow_nested_operators", "logger_name", "ui_color",
@@ -121,11 +123,14 @@ class AirflowArgs:
             raise DagDefinitionError(f"{cls_name} needs a task_id")
         dag = kwargs.get("dag") or (ledger_dag._context_stack[-1] if ledger_dag._context_stack else None)
         defaults = dict(getattr(dag, "airflow_default_args", None) or {})
-        unknown = sorted(set(kwargs) - set(LEDGER_TASK_ARGS) - set(KEPT_TASK_ARGS) - set(IGNORED_TASK_ARGS))
+        unknown = sorted(set(kwargs) - set(LEDGER_TASK_ARGS) - set(KEPT_TASK_ARGS) - set(IGNORED_TASK_ARGS)
+                         - {TASK_CONCURRENCY})
         if unknown:
             raise DagDefinitionError(f"task {task_id!r}: invalid arguments were passed to {cls_name}: "
                                      f"{', '.join(unknown)}")
         ledger_args = {k: v for k, v in kwargs.items() if k in LEDGER_TASK_ARGS}
+        if kwargs.get(TASK_CONCURRENCY) and not ledger_args.get("max_active_tis_per_dag"):
+            ledger_args["max_active_tis_per_dag"] = kwargs[TASK_CONCURRENCY]
         # default_args of the enclosing task groups and of the operator itself, over the DAG's (which ledger's
         # Task applies itself), as Airflow takes them
         groups = [g for g in ledger_dag._group_stack if g.dag is dag] if dag is not None else []

@@ -192,6 +192,10 @@ class TaskSpec:
     outlets: tuple[Mapping[str, Any], ...] = ()  # the datasets and aliases it writes (ledger/sdk/datasets.py)
     inlets: tuple[Mapping[str, Any], ...] = ()  # the datasets and aliases it reads (context.inlet_events)
     queue: str = "default"  # the Celery queue its tries go to (ledger.sdk.dag.DEFAULT_QUEUE)
+    # at most this many of its task instances queued or running at once: over all the DAG's runs (Airflow's
+    # max_active_tis_per_dag), and within one run (max_active_tis_per_dagrun: a mapped task's instances); None: no limit
+    max_active_tis_per_dag: int | None = None
+    max_active_tis_per_dagrun: int | None = None
 
     @property
     def mapped(self) -> bool:
@@ -234,6 +238,9 @@ class DagSpec:
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> default, type, enum
     # scheduled on datasets: {"condition": JSON condition, "on_upstream_rewrite": "mark" | "rerun"}
     datasets: Mapping[str, Any] | None = None
+    # the tasks with a max_active_tis_per_dag or max_active_tis_per_dagrun: task id -> (per DAG, per run), None where
+    # not declared (empty for most DAGs: the loop looks no further)
+    task_limits: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
 
     def and_downstream(self, task_ids: Iterable[str]) -> set[str]:
         """The tasks and everything downstream of them."""
@@ -301,9 +308,13 @@ def spec_from_json(version_hash: str, text: str, *, timetables: Timetables) -> D
             fail_dagrun=t.get("on_failure_fail_dagrun", False), sensor=t.get("sensor"),
             marker=t.get("definition") if t["kind"] == "external_task_marker" else None,
             outlets=tuple(t.get("outlets", ())), inlets=tuple(t.get("inlets", ())), queue=t.get("queue", "default"),
+            max_active_tis_per_dag=t.get("max_active_tis_per_dag"),
+            max_active_tis_per_dagrun=t.get("max_active_tis_per_dagrun"),
         )
         for t in data["tasks"]
     }
+    limits = {tid: (t.max_active_tis_per_dag, t.max_active_tis_per_dagrun) for tid, t in tasks.items()
+              if t.max_active_tis_per_dag is not None or t.max_active_tis_per_dagrun is not None}
     return DagSpec(
         dag_id=data["dag_id"], version_hash=version_hash,
         schedule=schedule_from_description(data["schedule"], timezone=data["timezone"], start_date=start,
@@ -312,4 +323,5 @@ def spec_from_json(version_hash: str, text: str, *, timetables: Timetables) -> D
         max_active_runs=data["max_active_runs"], max_active_tasks=data["max_active_tasks"], tasks=tasks,
         dagrun_timeout=data.get("dagrun_timeout"), deadline=data.get("deadline"),
         callbacks=data.get("callbacks", EMPTY), params=data.get("params", EMPTY), datasets=data.get("datasets"),
+        task_limits=limits,
     )

@@ -46,7 +46,8 @@ DAG_CALLBACKS = {"on_failure_callback": "run_failure", "on_success_callback": "r
                  "on_deadline_missed": "deadline_missed"}
 TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
                   "queue", "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
-                  *TASK_CALLBACKS, "email", "email_on_failure", "email_on_retry")
+                  *TASK_CALLBACKS, "email", "email_on_failure", "email_on_retry", "max_active_tis_per_dag",
+                  "max_active_tis_per_dagrun")
 DEFAULT_QUEUE = "default"  # the queue of a task that names none (Airflow's default_queue)
 # Airflow default_args keys that ledger accepts, so that an Airflow DAG loads, but does not act on (yet): the
 # version records them and `ledger dags show` lists them as ignored, so nobody believes they took effect
@@ -148,6 +149,8 @@ class Task:
         email_on_retry: bool | None = None,
         outlets: Sequence[Any] | None = None,
         inlets: Sequence[Any] | None = None,
+        max_active_tis_per_dag: int | None = None,
+        max_active_tis_per_dagrun: int | None = None,
     ) -> None:
         if not task_id or not isinstance(task_id, str):
             raise DagDefinitionError("a task needs a non-empty string task_id")
@@ -169,7 +172,8 @@ class Task:
                  "retry_exponential_backoff": retry_exponential_backoff, "max_retry_delay": max_retry_delay,
                  "on_failure_callback": on_failure_callback, "on_success_callback": on_success_callback,
                  "on_retry_callback": on_retry_callback, "email": email, "email_on_failure": email_on_failure,
-                 "email_on_retry": email_on_retry}
+                 "email_on_retry": email_on_retry, "max_active_tis_per_dag": max_active_tis_per_dag,
+                 "max_active_tis_per_dagrun": max_active_tis_per_dagrun}
         merged = {**dag.default_args, **{k: v for k, v in given.items() if v is not None}}
         self.retries: int = int(merged.get("retries", 0))
         found = merged.get("retry_delay")
@@ -184,6 +188,9 @@ class Task:
         self.execution_timeout: timedelta | None = merged.get("execution_timeout")
         self.retry_exponential_backoff: bool = bool(merged.get("retry_exponential_backoff", False))
         self.max_retry_delay: timedelta | None = merged.get("max_retry_delay")
+        # at most this many task instances of this task queued or running at once, over the DAG's runs / in one run
+        self.max_active_tis_per_dag: int | None = merged.get("max_active_tis_per_dag")
+        self.max_active_tis_per_dagrun: int | None = merged.get("max_active_tis_per_dagrun")
         if self.wait_for_downstream:
             self.depends_on_past = True  # as in Airflow: waiting for downstream implies depending on the past
         where = f"task {task_id!r}"
@@ -227,6 +234,10 @@ class Task:
             not isinstance(self.execution_timeout, timedelta) or self.execution_timeout.total_seconds() <= 0
         ):
             raise DagDefinitionError(f"{where}: execution_timeout must be a positive timedelta")
+        for name in ("max_active_tis_per_dag", "max_active_tis_per_dagrun"):
+            limit = getattr(self, name)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+                raise DagDefinitionError(f"{where}: {name} must be a whole number >= 1, not {limit!r}")
 
     # -- what defines this task, for the DAG version ------------------------------------------
     def definition(self) -> dict[str, Any]:
@@ -259,6 +270,10 @@ class Task:
             **({"mapped_group": self.mapped_group} if self.mapped_group is not None else {}),
             **({"outlets": [o.to_json() for o in self.outlets]} if self.outlets else {}),
             **({"inlets": [o.to_json() for o in self.inlets]} if self.inlets else {}),
+            **({"max_active_tis_per_dag": self.max_active_tis_per_dag}
+               if self.max_active_tis_per_dag is not None else {}),
+            **({"max_active_tis_per_dagrun": self.max_active_tis_per_dagrun}
+               if self.max_active_tis_per_dagrun is not None else {}),
         }
 
     # -- setup and teardown (ledger/core/flow.py) ----------------------------------------------------

@@ -307,8 +307,40 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
             stalled.append(run.id)  # no other reason given, and nothing of it queued or running: a pool?
             out.append((run.id, "", False))
     full = full_pools(session, stalled)
+    full.update((run_id, why) for run_id, why in task_limits_reached(
+        session, {run_id: specs[run_id] for run_id in stalled if run_id not in full}).items())
     return [(run_id, why or full[run_id], blocked) for run_id, why, blocked in out
             if why or run_id in full]
+
+
+def task_limits_reached(session: Session, specs: dict[int, Any]) -> dict[int, str]:
+    """Why each of these running runs (run id -> its version's spec), with nothing queued or running, waits on a
+    task's max_active_tis_per_dag: a task instance of it that is scheduled belongs to a task whose instances
+    queued or running in other runs are at that limit. A run left out is not so. Nothing is read for runs whose
+    version declares no such limit."""
+    from ledger.store.tasks import active_counts_by_task
+
+    limited = {run_id: spec for run_id, spec in specs.items()
+               if any(per_dag is not None for per_dag, _per_run in spec.task_limits.values())}
+    if not limited:
+        return {}
+    waiting: dict[int, list[str]] = {}
+    for chunk in chunks(sorted(limited)):
+        for run_id, task_id in session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
+                TaskInstance.run_id.in_(chunk), TaskInstance.state == TaskState.SCHEDULED.value)
+                .order_by(TaskInstance.task_id).distinct()):
+            if limited[run_id].task_limits.get(task_id, (None, None))[0] is not None:
+                waiting.setdefault(run_id, []).append(task_id)
+    counts = active_counts_by_task(session, {(limited[r].dag_id, t) for r, tasks in waiting.items() for t in tasks})
+    out: dict[int, str] = {}
+    for run_id, tasks in waiting.items():
+        spec = limited[run_id]
+        for task_id in tasks:
+            limit = spec.task_limits[task_id][0]
+            if counts.get((spec.dag_id, task_id), 0) >= limit:
+                out[run_id] = f"task {task_id}'s max_active_tis_per_dag {limit} reached"
+                break
+    return out
 
 
 def _held_by_the_past(session: Session, run_id: int, previous_id: int, tasks: list[str]) -> bool:

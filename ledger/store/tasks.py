@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -121,6 +121,40 @@ def active_counts_by_dag(session: Session, dag_ids: list[str]) -> dict[str, int]
     if not dag_ids:
         return {}
     return dict(_ACTIVE_BY_DAG.rows(session, {"dag_ids": list(dag_ids)}))
+
+
+_ACTIVE_BY_TASK = Hot(select(TaskInstance.dag_id, TaskInstance.task_id, func.count())
+                      .where(TaskInstance.state.in_(ACTIVE),
+                             TaskInstance.dag_id.in_(bindparam("dag_ids", expanding=True)),
+                             TaskInstance.task_id.in_(bindparam("task_ids", expanding=True)))
+                      .group_by(TaskInstance.dag_id, TaskInstance.task_id))
+_ACTIVE_IN_RUNS = Hot(select(TaskInstance.run_id, TaskInstance.task_id, func.count())
+                      .where(TaskInstance.state.in_(ACTIVE),
+                             TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)),
+                             TaskInstance.task_id.in_(bindparam("task_ids", expanding=True)))
+                      .group_by(TaskInstance.run_id, TaskInstance.task_id))
+
+
+def active_counts_by_task(session: Session, tasks: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """(dag id, task id) -> its task instances queued or running now, over all runs, of the tasks given."""
+    wanted = set(tasks)
+    if not wanted:
+        return {}
+    session.flush()
+    rows = _ACTIVE_BY_TASK.rows(session, {"dag_ids": sorted({d for d, _ in wanted}),
+                                          "task_ids": sorted({t for _, t in wanted})})
+    return {(d, t): n for d, t, n in rows if (d, t) in wanted}
+
+
+def active_counts_in_runs(session: Session, tasks: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """(run id, task id) -> the task's instances queued or running now in that run, of the pairs given."""
+    wanted = set(tasks)
+    if not wanted:
+        return {}
+    session.flush()
+    rows = _ACTIVE_IN_RUNS.rows(session, {"run_ids": sorted({r for r, _ in wanted}),
+                                          "task_ids": sorted({t for _, t in wanted})})
+    return {(r, t): n for r, t, n in rows if (r, t) in wanted}
 
 
 _POOL_SLOTS = select(Pool.name, Pool.slots)

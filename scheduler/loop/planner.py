@@ -7,7 +7,8 @@ running task instances per DAG, pool room, running runs per DAG); these function
 * `plan_runs`: which queued runs start (within max_active_runs), which task instances are marked (skipped,
   upstream_failed...) by the rules of ledger.core.dependencies, which runs finish and how, which task instances
   are ready, and when the earliest retry comes due;
-* `choose`: which ready task instances get a slot now (parallelism, max_active_tasks, pools), highest
+* `choose`: which ready task instances get a slot now (parallelism, max_active_tasks, pools, the tasks'
+  max_active_tis_per_dag and max_active_tis_per_dagrun), highest
   priority first, then oldest logical date (newest first for backwards backfills).
 
 The job applies the plan in its transaction. Property tests drive these functions directly
@@ -169,13 +170,17 @@ def _due_times(h: HeldRun, plan: RunsPlan, now: datetime) -> bool:
 
 def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, int],
            pool_room: Mapping[str, int], newest_first: bool = False,
-           dates: Mapping[int, float] | None = None, dag_of: Mapping[int, str] | None = None) -> list[Candidate]:
+           dates: Mapping[int, float] | None = None, dag_of: Mapping[int, str] | None = None,
+           task_room: Mapping[tuple[str, str], int] | None = None,
+           run_task_room: Mapping[tuple[int, str], int] | None = None) -> list[Candidate]:
     """The candidates that get a slot now: highest priority_weight first, then by logical date (oldest first,
     or newest first), then task instance id; each within the open `slots`, its DAG's max_active_tasks
     (`active`: task instances of each DAG queued or running now) and its pool's room (a pool missing from
     `pool_room` is not limited). `dates`: run id -> its logical date's timestamp, for every candidate's run,
     when the caller keeps them (a job sorts every candidate each loop: reading each run's date costs more), and
-    `dag_of`: run id -> its DAG, likewise."""
+    `dag_of`: run id -> its DAG, likewise. `task_room`: (DAG, task) -> how many more of the task's instances may be
+    queued (its max_active_tis_per_dag less those queued or running now); `run_task_room`: (run id, task) -> the
+    same within one run (max_active_tis_per_dagrun); a task missing from them is not limited."""
     if slots <= 0:
         return []
     sign = -1 if newest_first else 1
@@ -186,6 +191,9 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
         ordered = sorted(candidates, key=lambda c: (-c[0].priority_weight, sign * dates[c[0].run_id], c[0].id))
     active = dict(active)
     room = dict(pool_room)
+    # (None when no candidate's task is limited: the usual case costs one test per candidate)
+    tasks_room = dict(task_room or {}) if task_room or run_task_room else None
+    runs_room = dict(run_task_room or {})
     chosen: list[Candidate] = []
     for ti, run, spec in ordered:
         if len(chosen) >= slots:
@@ -195,6 +203,14 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
             continue
         if ti.pool in room and room[ti.pool] <= 0:
             continue
+        if tasks_room is not None:
+            per_dag, per_run = (dag_id, ti.task_id), (ti.run_id, ti.task_id)
+            if tasks_room.get(per_dag, 1) <= 0 or runs_room.get(per_run, 1) <= 0:
+                continue
+            if per_dag in tasks_room:
+                tasks_room[per_dag] -= 1
+            if per_run in runs_room:
+                runs_room[per_run] -= 1
         chosen.append((ti, run, spec))
         active[dag_id] = active.get(dag_id, 0) + 1
         if ti.pool in room:

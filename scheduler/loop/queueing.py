@@ -1,6 +1,7 @@
-"""Queueing tries: the ready task instances that parallelism, max_active_tasks and pools let through get their
-next try number (a guarded write) and a WorkItem with everything the try needs (its code, values passed on, its
-signal, dataset events, templates' dates); the job follows each in its `inflight` record until it ends."""
+"""Queueing tries: the ready task instances that parallelism, max_active_tasks, pools and their tasks' own limits
+(max_active_tis_per_dag, max_active_tis_per_dagrun) let through get their next try number (a guarded write) and a
+WorkItem with everything the try needs (its code, values passed on, its signal, dataset events, templates' dates);
+the job follows each in its `inflight` record until it ends."""
 
 from __future__ import annotations
 
@@ -49,6 +50,34 @@ class InFlight:
         return label(self.task_id, self.map_index)
 
 
+def task_rooms(session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
+               dag_of: Mapping[int, str]) -> tuple[dict[tuple[str, str], int], dict[tuple[int, str], int]]:
+    """For planner.choose: how many more instances of each candidate's task may be queued, over its DAG's runs
+    (max_active_tis_per_dag) and within its run (max_active_tis_per_dagrun), read from what every job has queued
+    or running now; only for tasks that declare a limit (none read otherwise). A task whose versions differ in
+    its limit takes the lowest."""
+    per_dag: dict[tuple[str, str], int] = {}
+    per_run: dict[tuple[int, str], int] = {}
+    for ti, _run, spec in candidates:
+        limits = spec.task_limits.get(ti.task_id) if spec.task_limits else None
+        if limits is None:
+            continue
+        dag_limit, run_limit = limits
+        if dag_limit is not None:
+            key = (dag_of[ti.run_id], ti.task_id)
+            per_dag[key] = min(per_dag.get(key, dag_limit), dag_limit)
+        if run_limit is not None:
+            pair = (ti.run_id, ti.task_id)
+            per_run[pair] = min(per_run.get(pair, run_limit), run_limit)
+    if per_dag:
+        counts = task_store.active_counts_by_task(session, per_dag)
+        per_dag = {key: limit - counts.get(key, 0) for key, limit in per_dag.items()}
+    if per_run:
+        in_runs = task_store.active_counts_in_runs(session, per_run)
+        per_run = {pair: limit - in_runs.get(pair, 0) for pair, limit in per_run.items()}
+    return per_dag, per_run
+
+
 def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
                 now: datetime, report: LoopReport, known: Mapping[int, Signal] | None = None,
                 read_pools: bool = False) -> list[WorkItem]:
@@ -64,8 +93,10 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
         return []
     dates, dag_of = job.facts.dates_of(candidates)
     active = job.facts.active_counts(session, candidates, slots=slots, dag_of=dag_of, mark=job.quiet_mark(session))
+    task_room, run_task_room = task_rooms(session, candidates, dag_of)
     chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, job.facts.pools(session)),
-                    active=active, newest_first=job.newest_first, dates=dates, dag_of=dag_of)
+                    active=active, newest_first=job.newest_first, dates=dates, dag_of=dag_of,
+                    task_room=task_room, run_task_room=run_task_room)
     tries = task_store.queue(session, [c[0] for c in chosen], job_id=job.job_id, now=now,
                              versions={c[0].id: c[0].version or c[1].version_hash for c in chosen})
     job.facts.queued(dag_of[c[0].run_id] for c in chosen)

@@ -4,7 +4,6 @@ queued since, and it counts again when another process wrote or when the bound c
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +12,11 @@ import pytest
 from sqlalchemy import text
 
 from ledger import DAG, BashTask
-from ledger.infra.scheduler_settings import SchedulerSettings
 from ledger.scheduler.loop.job import DagRunJob
 from ledger.scheduler.loop.memory import MemoryMismatch
-from ledger.scheduler.loop.scheduling import create_due_runs
-from ledger.services.sync import register_dag
 from tests.scheduler.fakes import FakeExecutor
 from tests.scheduler.test_database_faults import job_parts  # noqa: F401  (a fixture)
+from tests.scheduler.test_task_limits import started_job
 from tests.statements import statements_on
 
 CLOCK_NOW = pendulum.datetime(2024, 3, 10, 12, tz="UTC")
@@ -30,27 +27,13 @@ def a_job(tmp_path: Path, parts: tuple[Any, Any], *, tasks: int, limit: int, run
           held: int, verify: bool = False) -> tuple[DagRunJob, FakeExecutor]:
     """`runs` due runs of a daily DAG of `tasks` independent tasks with max_active_tasks `limit`, and a started job
     that holds `held` of them, with `parallelism` slots (each try ends in the loop after it was queued)."""
-    from ledger.infra.clock import FixedClock
-
-    engine, sessions = parts
-    clock = FixedClock(CLOCK_NOW)
     start = pendulum.datetime(2024, 3, 1, tz="UTC")
     with DAG("wide", schedule="@daily", start_date=start, end_date=start.add(days=runs - 1), catchup=True,
              max_active_tasks=limit) as dag:
         for n in range(tasks):
             BashTask(f"t{n}", "true")
-    dag.fileloc = str(tmp_path / "wide.py")
-    with sessions.begin() as session:
-        register_dag(session, dag, now=clock.now(), actor="test")
-        assert len(create_due_runs(session, now=clock.now(), actor="test")) == runs
-    (tmp_path / "logs").mkdir()
-    executor = FakeExecutor(parallelism=parallelism)
-    job = DagRunJob(sessions=sessions, engine=engine, executor=executor, clock=clock,
-                    settings=replace(SchedulerSettings(), max_held_runs=held, poll_interval=600.0,
-                                     verify_memory=verify),
-                    actor="test", logs_folder=tmp_path / "logs", say=lambda _line: None)
-    job.start()
-    return job, executor
+    return started_job(tmp_path, parts, dag, runs=runs, parallelism=parallelism, max_held_runs=held,
+                       verify_memory=verify)
 
 
 def active(sessions: Any) -> int:

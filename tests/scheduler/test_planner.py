@@ -109,6 +109,39 @@ def test_choose_picks_the_same_with_the_runs_dates_and_dags_given_as_without(
     assert choose(candidates, dates=dates, dag_of=dag_of, **limits) == choose(candidates, **limits)
 
 
+limited_rows = st.lists(st.tuples(st.sampled_from(["d0", "d1"]), st.sampled_from(["a", "b"]),
+                                  st.integers(0, 2)),  # run (of its DAG)
+                        max_size=12)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(rows=limited_rows, slots=st.integers(0, 8),
+       task_room=st.dictionaries(st.tuples(st.sampled_from(["d0", "d1"]), st.sampled_from(["a", "b"])),
+                                 st.integers(-1, 3)),
+       run_task_room=st.dictionaries(st.tuples(st.integers(0, 5), st.sampled_from(["a", "b"])), st.integers(-1, 3)))
+def test_choose_keeps_each_task_within_its_room_over_the_dag_and_in_each_run(
+        rows: list[tuple[str, str, int]], slots: int, task_room: dict[tuple[str, str], int],
+        run_task_room: dict[tuple[int, str], int]) -> None:
+    candidates = []
+    for i, (dag_id, task_id, run) in enumerate(rows):
+        run_id = run + (3 if dag_id == "d1" else 0)
+        ti = TiRow(i + 1, run_id, task_id, TaskState.SCHEDULED, 0, 1, None, 1, "default_pool", None, map_index=i)
+        candidates.append((ti, Run(run_id, dag_id, DAY0 + timedelta(days=run)), Limits(100)))
+    chosen = choose(candidates, slots=slots, active={}, pool_room={}, task_room=task_room,
+                    run_task_room=run_task_room)
+    per_task = {k: sum(1 for c in chosen if (c[1].dag_id, c[0].task_id) == k) for k in task_room}
+    per_run = {k: sum(1 for c in chosen if (c[0].run_id, c[0].task_id) == k) for k in run_task_room}
+    assert len(chosen) <= slots
+    assert all(per_task[k] == 0 or per_task[k] <= room for k, room in task_room.items())
+    assert all(per_run[k] == 0 or per_run[k] <= room for k, room in run_task_room.items())
+    chosen_ids = {c[0].id for c in chosen}
+    for ti, run, _limits in candidates:  # maximal: each one left out has no room under some limit, or no slot
+        if ti.id not in chosen_ids:
+            dag_key, run_key = (run.dag_id, ti.task_id), (ti.run_id, ti.task_id)
+            assert len(chosen) >= slots or (dag_key in task_room and per_task[dag_key] >= task_room[dag_key]) \
+                or (run_key in run_task_room and per_run[run_key] >= run_task_room[run_key])
+
+
 def test_choose_gives_nothing_without_a_slot() -> None:
     candidates = make_candidates([(1, "d0", "default_pool", 0)], {"d0": 4, "d1": 4, "d2": 4})
     assert choose(candidates, slots=0, active={}, pool_room={}) == []

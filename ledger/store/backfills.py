@@ -258,6 +258,7 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
     holding: dict[str, bool] = {}
     running_of: dict[tuple[str, int], list[Any]] = {}
     room: dict[int, int] = {}  # backfill id -> how many more of its runs may run (its own max_active_runs)
+    asked: set[int] = set()  # the backfills whose room was read
     stalled: list[int] = []
     specs = {run.id: dag_store.spec(session, run.dag_id, run.version_hash) for run in runs}
     # the previous runs, read only for the runs whose version has a depends_on_past task (no other reason reads them)
@@ -288,7 +289,8 @@ def _reasons(session: Session, runs: list[DagRun], job_id: int) -> list[tuple[in
                 out.append((run.id, f"max_active_runs {spec.max_active_runs} reached by run {first.id}{whose}",
                             False))
             elif run.backfill_id is not None:
-                if run.backfill_id not in room:
+                if run.backfill_id not in asked:  # once per backfill: one without a limit of its own has no row
+                    asked.add(run.backfill_id)
                     room.update(backfill_room(session, {run.backfill_id}))
                 if room.get(run.backfill_id, 1) <= 0:
                     out.append((run.id, f"backfill {run.backfill_id}'s max_active_runs reached", False))

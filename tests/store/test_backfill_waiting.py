@@ -95,6 +95,29 @@ def test_the_statements_it_takes_do_not_grow_with_the_backfills_runs(session: An
         assert len(statements) - setup <= 12, statements[setup:]
 
 
+def test_queued_runs_under_the_dags_limit_read_their_backfills_room_once(session: Any, clock: Any) -> None:
+    """Runs queued behind the job's held runs (not behind max_active_runs) ask whether their backfill has room
+    under a max_active_runs of its own: once per backfill, also when it has none (a backfill of 1,000 dates read
+    it once per queued run, every half second it stood still: a fifth of its throughput)."""
+    from datetime import timedelta
+
+    backfill_id, _mine, _theirs = a_backfill_run(session, clock, pool_slots=2)
+    with DAG("bf", schedule="@daily", start_date=T0, max_active_runs=100) as dag:
+        BashTask("load", "true", pool="db")
+    dag.fileloc = "/dags/bf.py"
+    register_dag(session, dag, now=clock.now(), actor="test")
+    spec = dag_store.current_spec(session, "bf")
+    for day in range(1, 30):
+        run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0 + timedelta(days=day)),
+                                                         RunType.BACKFILL, backfill_id=backfill_id),
+                         now=clock.now(), actor="test")
+    session.flush()
+    with statements_on(session.connection()) as statements:
+        assert backfills.waiting_reasons(session, backfill_id, job_id=1) == []  # nothing holds them back
+    rooms = [s for s in statements if "max_active_runs" in s and s.startswith("SELECT backfill.id")]
+    assert len(rooms) == 1, rooms
+
+
 def test_without_a_depends_on_past_task_it_does_not_read_the_runs_previous_runs(session: Any, clock: Any) -> None:
     """The previous runs say why a depends_on_past task waits, and nothing else: a backfill whose DAG has none
     (the common case) does not read them each time it stands still."""

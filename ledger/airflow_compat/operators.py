@@ -54,6 +54,20 @@ IGNORED_TASK_ARGS = ("pool_slots", "executor_config", "weight_rule", "run_as_use
                      "ui_fgcolor", "start_date", "end_date")
 
 
+_LIMITS = ("max_active_tis_per_dag", "max_active_tis_per_dagrun")
+
+
+def _task_concurrency(kwargs: Mapping[str, Any], defaults: Mapping[str, Any]) -> Any:
+    """Airflow 2's `task_concurrency` when it is to be taken as max_active_tis_per_dag: it is given (on the operator,
+    else in a default_args) and max_active_tis_per_dag is not (on the operator, else in a default_args), as Airflow
+    applies default_args first and then falls back to it. None otherwise."""
+    def given(name: str) -> Any:
+        return kwargs[name] if name in kwargs else defaults.get(name)
+
+    concurrency = given(TASK_CONCURRENCY)
+    return concurrency if concurrency and not given("max_active_tis_per_dag") else None
+
+
 def _frame_folder() -> str | None:
     """The folder of the DAG file being imported (the frame of its module), for template files."""
     frame = sys._getframe(1)
@@ -129,8 +143,6 @@ class AirflowArgs:
             raise DagDefinitionError(f"task {task_id!r}: invalid arguments were passed to {cls_name}: "
                                      f"{', '.join(unknown)}")
         ledger_args = {k: v for k, v in kwargs.items() if k in LEDGER_TASK_ARGS}
-        if kwargs.get(TASK_CONCURRENCY) and not ledger_args.get("max_active_tis_per_dag"):
-            ledger_args["max_active_tis_per_dag"] = kwargs[TASK_CONCURRENCY]
         # default_args of the enclosing task groups and of the operator itself, over the DAG's (which ledger's
         # Task applies itself), as Airflow takes them
         groups = [g for g in ledger_dag._group_stack if g.dag is dag] if dag is not None else []
@@ -142,11 +154,17 @@ class AirflowArgs:
             if key in LEDGER_TASK_ARGS and key != "dag" and key not in ledger_args:
                 ledger_args[key] = value
         defaults.update(extra)
+        took = _task_concurrency(kwargs, defaults)
+        if took is not None:
+            ledger_args["max_active_tis_per_dag"] = took
         kept = {k: v for k, v in kwargs.items() if k in KEPT_TASK_ARGS}
         for key in ("owner", "sla", "retry_policy"):
             if key not in kept and key in defaults:
                 kept[key] = defaults[key]
-        kept["ignored"] = tuple(sorted(k for k in kwargs if k in IGNORED_TASK_ARGS))
+        # (a limit given as None, and a task_concurrency not taken, are listed as ignored, as they always were: a DAG
+        # that passes them keeps its version hash)
+        kept["ignored"] = tuple(sorted(k for k in kwargs if k in IGNORED_TASK_ARGS or (
+            k in _LIMITS and kwargs[k] is None) or (k == TASK_CONCURRENCY and took is None)))
         return delays_in_seconds(ledger_args), kept
 
     def keep(self, kept: Mapping[str, Any]) -> None:

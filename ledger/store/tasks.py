@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, text, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
@@ -135,12 +135,22 @@ _ACTIVE_IN_RUNS = Hot(select(TaskInstance.run_id, TaskInstance.task_id, func.cou
                       .group_by(TaskInstance.run_id, TaskInstance.task_id))
 
 
+TASK_LIMIT_LOCKS = 7343  # PostgreSQL advisory locks (class, hashtext(DAG.task)): a task's max_active_tis_per_dag
+_LOCK_TASK = text("SELECT pg_advisory_xact_lock(:class, hashtext(:key))")
+
+
 def active_counts_by_task(session: Session, tasks: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """(dag id, task id) -> its task instances queued or running now, over all runs, of the tasks given."""
+    """(dag id, task id) -> its task instances queued or running now, over all runs, of the tasks given. On
+    PostgreSQL each task's lock is taken first, until the transaction ends: two jobs queueing the same task take
+    turns, and the second counts what the first queued (its read at READ COMMITTED comes after the first's commit).
+    SQLite needs none: its transactions begin with BEGIN IMMEDIATE, so they take turns from their first read."""
     wanted = set(tasks)
     if not wanted:
         return {}
     session.flush()
+    if session.get_bind().dialect.name == "postgresql":
+        for dag_id, task_id in sorted(wanted):  # (in one order: two jobs wanting two tasks cannot deadlock)
+            session.execute(_LOCK_TASK, {"class": TASK_LIMIT_LOCKS, "key": f"{dag_id}.{task_id}"})
     rows = _ACTIVE_BY_TASK.rows(session, {"dag_ids": sorted({d for d, _ in wanted}),
                                           "task_ids": sorted({t for _, t in wanted})})
     return {(d, t): n for d, t, n in rows if (d, t) in wanted}

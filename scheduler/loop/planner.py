@@ -17,7 +17,7 @@ The job applies the plan in its transaction. Property tests drive these function
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -172,7 +172,8 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
            pool_room: Mapping[str, int], newest_first: bool = False,
            dates: Mapping[int, float] | None = None, dag_of: Mapping[int, str] | None = None,
            task_room: Mapping[tuple[str, str], int] | None = None,
-           run_task_room: Mapping[tuple[int, str], int] | None = None) -> list[Candidate]:
+           run_task_room: Mapping[tuple[int, str], int] | None = None,
+           limited: Container[int] | None = None) -> list[Candidate]:
     """The candidates that get a slot now: highest priority_weight first, then by logical date (oldest first,
     or newest first), then task instance id; each within the open `slots`, its DAG's max_active_tasks
     (`active`: task instances of each DAG queued or running now) and its pool's room (a pool missing from
@@ -180,7 +181,9 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
     when the caller keeps them (a job sorts every candidate each loop: reading each run's date costs more), and
     `dag_of`: run id -> its DAG, likewise. `task_room`: (DAG, task) -> how many more of the task's instances may be
     queued (its max_active_tis_per_dag less those queued or running now); `run_task_room`: (run id, task) -> the
-    same within one run (max_active_tis_per_dagrun); a task missing from them is not limited."""
+    same within one run (max_active_tis_per_dagrun); a task missing from them is not limited. `limited`: the ids of
+    the candidates those limits hold back (their version declares them; None: every candidate of a task in them);
+    any other candidate chosen still takes from its task's room, as it will be queued or running too."""
     if slots <= 0:
         return []
     sign = -1 if newest_first else 1
@@ -205,7 +208,8 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
             continue
         if tasks_room is not None:
             per_dag, per_run = (dag_id, ti.task_id), (ti.run_id, ti.task_id)
-            if tasks_room.get(per_dag, 1) <= 0 or runs_room.get(per_run, 1) <= 0:
+            if (limited is None or ti.id in limited) and (
+                    tasks_room.get(per_dag, 1) <= 0 or runs_room.get(per_run, 1) <= 0):
                 continue
             if per_dag in tasks_room:
                 tasks_room[per_dag] -= 1

@@ -24,6 +24,7 @@ from ledger.scheduler.loop.loop_report import LoopReport
 from ledger.scheduler.loop.planner import choose
 from ledger.scheduler.runtime.try_item import RunGives, work_item
 from ledger.sdk.xcom import pull_view
+from ledger.store import dags as dag_store
 from ledger.store import signals as signal_store
 from ledger.store import tasks as task_store
 
@@ -51,17 +52,22 @@ class InFlight:
 
 
 def task_rooms(session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
-               dag_of: Mapping[int, str]) -> tuple[dict[tuple[str, str], int], dict[tuple[int, str], int]]:
+               dag_of: Mapping[int, str]) -> tuple[dict[tuple[str, str], int], dict[tuple[int, str], int], set[int]]:
     """For planner.choose: how many more instances of each candidate's task may be queued, over its DAG's runs
     (max_active_tis_per_dag) and within its run (max_active_tis_per_dagrun), read from what every job has queued
-    or running now; only for tasks that declare a limit (none read otherwise). A task whose versions differ in
-    its limit takes the lowest."""
+    or running now, and the candidates they hold back; only for tasks whose version declares a limit (nothing is
+    read otherwise). A candidate's version is its task instance's own when it has one (cleared to run the latest,
+    decision 0271), else its run's; a task whose versions differ in its limit takes the lowest."""
     per_dag: dict[tuple[str, str], int] = {}
     per_run: dict[tuple[int, str], int] = {}
+    limited: set[int] = set()
     for ti, _run, spec in candidates:
+        if ti.version is not None and ti.version != spec.version_hash:
+            spec = dag_store.spec(session, dag_of[ti.run_id], ti.version)
         limits = spec.task_limits.get(ti.task_id) if spec.task_limits else None
         if limits is None:
             continue
+        limited.add(ti.id)
         dag_limit, run_limit = limits
         if dag_limit is not None:
             key = (dag_of[ti.run_id], ti.task_id)
@@ -75,7 +81,7 @@ def task_rooms(session: Session, candidates: list[tuple[task_store.TiRow, DagRun
     if per_run:
         in_runs = task_store.active_counts_in_runs(session, per_run)
         per_run = {pair: limit - in_runs.get(pair, 0) for pair, limit in per_run.items()}
-    return per_dag, per_run
+    return per_dag, per_run, limited
 
 
 def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.TiRow, DagRun, DagSpec]],
@@ -93,10 +99,10 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
         return []
     dates, dag_of = job.facts.dates_of(candidates)
     active = job.facts.active_counts(session, candidates, slots=slots, dag_of=dag_of, mark=job.quiet_mark(session))
-    task_room, run_task_room = task_rooms(session, candidates, dag_of)
+    task_room, run_task_room, limited = task_rooms(session, candidates, dag_of)
     chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, job.facts.pools(session)),
                     active=active, newest_first=job.newest_first, dates=dates, dag_of=dag_of,
-                    task_room=task_room, run_task_room=run_task_room)
+                    task_room=task_room, run_task_room=run_task_room, limited=limited)
     tries = task_store.queue(session, [c[0] for c in chosen], job_id=job.job_id, now=now,
                              versions={c[0].id: c[0].version or c[1].version_hash for c in chosen})
     job.facts.queued(dag_of[c[0].run_id] for c in chosen)

@@ -1,6 +1,7 @@
 """Airflow's per-task concurrency limits reach ledger's scheduler: `max_active_tis_per_dag` (or Airflow 2's
-`task_concurrency`, taken when the other is not given, as Airflow takes it) and `max_active_tis_per_dagrun`, on an
-operator, a `@task`, a mapped task's `.partial()` and in default_args; `pool_slots` stays accepted and ignored."""
+`task_concurrency`, taken when no max_active_tis_per_dag is given on the operator or in a default_args, as Airflow
+takes it) and `max_active_tis_per_dagrun`, on an operator, a `@task`, a mapped task's `.partial()` and in
+default_args; `pool_slots` stays accepted and ignored, and so does a limit given as None."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from airflow.operators.bash import BashOperator
 with DAG("limits", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule="@daily",
          default_args={"max_active_tis_per_dag": 4}):
     BashOperator(task_id="own", bash_command="echo 1", max_active_tis_per_dag=1)
-    BashOperator(task_id="old_name", bash_command="echo 1", task_concurrency=2)
+    BashOperator(task_id="old_name", bash_command="echo 1", task_concurrency=2)  # the DAG's default comes first
     BashOperator(task_id="both", bash_command="echo 1", task_concurrency=2, max_active_tis_per_dag=3)
     BashOperator(task_id="from_defaults", bash_command="echo 1", pool_slots=2)
 
@@ -33,26 +34,42 @@ with DAG("limits", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule=
 
     each.expand(x=[1, 2, 3])
     BashOperator.partial(task_id="mapped_op", max_active_tis_per_dagrun=1).expand(bash_command=["true", "true"])
+
+with DAG("old_names", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule="@daily",
+         default_args={"task_concurrency": 3}):
+    BashOperator(task_id="from_defaults", bash_command="echo 1")
+    BashOperator(task_id="own_old_name", bash_command="echo 1", task_concurrency=1)
+    BashOperator(task_id="new_name_wins", bash_command="echo 1", task_concurrency=1, max_active_tis_per_dag=2)
+    BashOperator(task_id="none_given", bash_command="echo 1", task_concurrency=None, max_active_tis_per_dag=None,
+                 max_active_tis_per_dagrun=None)
 """
 
 
 @pytest.fixture
-def dag(tmp_path: Path) -> Iterator[DAG]:
+def dags(tmp_path: Path) -> Iterator[dict[str, DAG]]:
     (tmp_path / "limits.py").write_text(LIMITS)
     loaded = load_file(str(tmp_path / "limits.py"), str(tmp_path))
     assert loaded.error is None, loaded.error
-    [found] = loaded.dags
-    yield found
+    yield {d.dag_id: d for d in loaded.dags}
     for name in [n for n in sys.modules if n == "airflow" or n.startswith("airflow.")]:
         del sys.modules[name]
 
 
-def test_the_tasks_limits_are_taken_as_airflow_takes_them(dag: DAG) -> None:
-    spec = read_spec(*version_of(dag))
-    assert spec.task_limits == {"own": (1, None), "old_name": (2, None), "both": (3, None),
-                                "from_defaults": (4, None), "each": (4, 2), "mapped_op": (4, 1)}
+def test_the_tasks_limits_are_taken_as_airflow_takes_them(dags: dict[str, DAG]) -> None:
+    assert read_spec(*version_of(dags["limits"])).task_limits == {
+        "own": (1, None), "old_name": (4, None), "both": (3, None), "from_defaults": (4, None), "each": (4, 2),
+        "mapped_op": (4, 1)}
+    assert read_spec(*version_of(dags["old_names"])).task_limits == {
+        "from_defaults": (3, None), "own_old_name": (1, None), "new_name_wins": (2, None)}
 
 
-def test_pool_slots_is_still_listed_as_ignored(dag: DAG) -> None:
-    assert dag.tasks["from_defaults"].ignored_args == ("pool_slots",)  # type: ignore[attr-defined]
-    assert dag.tasks["old_name"].ignored_args == ()  # type: ignore[attr-defined]
+def test_what_does_not_act_is_listed_as_ignored(dags: dict[str, DAG]) -> None:
+    ignored = {tid: t.ignored_args for tid, t in dags["limits"].tasks.items()}  # type: ignore[attr-defined]
+    assert ignored["from_defaults"] == ("pool_slots",)
+    assert ignored["old_name"] == ("task_concurrency",)  # max_active_tis_per_dag came from the DAG's default_args
+    assert ignored["own"] == ()
+    old_names = {tid: t.ignored_args for tid, t in dags["old_names"].tasks.items()}  # type: ignore[attr-defined]
+    assert old_names["own_old_name"] == () and old_names["new_name_wins"] == ("task_concurrency",)
+    # given as None, they act as before they were supported: listed, so the version's hash is the one it was
+    assert old_names["none_given"] == ("max_active_tis_per_dag", "max_active_tis_per_dagrun", "task_concurrency")
+    assert dags["old_names"].ignored_args == []  # the DAG's task_concurrency acts

@@ -142,6 +142,19 @@ def test_choose_keeps_each_task_within_its_room_over_the_dag_and_in_each_run(
                 or (run_key in run_task_room and per_run[run_key] >= run_task_room[run_key])
 
 
+def test_a_candidate_whose_version_has_no_limit_is_not_held_back_but_takes_from_the_tasks_room() -> None:
+    """Two versions of one task side by side: the run pinned to the limited one waits; the other's instance runs,
+    and counts against the limit like any instance queued or running."""
+    old_version = TiRow(1, 101, "load", TaskState.SCHEDULED, 0, 1, None, 1, "default_pool", None)
+    limited = TiRow(2, 102, "load", TaskState.SCHEDULED, 0, 1, None, 1, "default_pool", None)
+    candidates: list[Any] = [(old_version, Run(101, "d0", DAY0), Limits(16)),
+                             (limited, Run(102, "d0", DAY0 + timedelta(days=1)), Limits(16))]
+    no_room = choose(candidates, slots=4, active={}, pool_room={}, task_room={("d0", "load"): 0}, limited={2})
+    assert [c[0].id for c in no_room] == [1]
+    one_left = choose(candidates, slots=4, active={}, pool_room={}, task_room={("d0", "load"): 1}, limited={2})
+    assert [c[0].id for c in one_left] == [1]  # the unlimited one, first by date, took the last room
+
+
 def test_choose_gives_nothing_without_a_slot() -> None:
     candidates = make_candidates([(1, "d0", "default_pool", 0)], {"d0": 4, "d1": 4, "d2": 4})
     assert choose(candidates, slots=0, active={}, pool_room={}) == []

@@ -16,12 +16,16 @@ from tests.statements import statements_on
 from tests.store.test_timeline_store import T0
 
 
-def a_backfill_run(session: Any, clock: Any, *, pool_slots: int | None) -> tuple[int, Any, Any]:
+def a_backfill_run(session: Any, clock: Any, *, pool_slots: int | None, limit: int | None = None,
+                   theirs_of: str = "other") -> tuple[int, Any, Any]:
     """A backfill whose one run is running with its task `load` (pool `db`) scheduled, and a manual run of
-    another DAG whose task holds a slot of `db`. Returns the backfill id and the two runs."""
+    another DAG (`theirs_of`: or of the backfill's own DAG "bf", the next day) whose `load` is running and holds a
+    slot of `db`. `limit`: bf's `load`'s max_active_tis_per_dag. Returns the backfill id and the two runs."""
+    from datetime import timedelta
+
     for dag_id in ("bf", "other"):
         with DAG(dag_id, schedule="@daily", start_date=T0) as dag:
-            BashTask("load", "true", pool="db")
+            BashTask("load", "true", pool="db", max_active_tis_per_dag=limit if dag_id == "bf" else None)
         dag.fileloc = f"/dags/{dag_id}.py"
         register_dag(session, dag, now=clock.now(), actor="test")
     if pool_slots is not None:
@@ -33,8 +37,9 @@ def a_backfill_run(session: Any, clock: Any, *, pool_slots: int | None) -> tuple
     spec = dag_store.current_spec(session, "bf")
     mine = run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0), RunType.BACKFILL,
                                                             backfill_id=row.id), now=clock.now(), actor="test")
-    other_spec = dag_store.current_spec(session, "other")
-    theirs = run_store.splice(session, other_spec, run_store.NewRun(other_spec.schedule.interval_for(T0),
+    other_spec = dag_store.current_spec(session, theirs_of)
+    when = T0 + timedelta(days=1) if theirs_of == "bf" else T0
+    theirs = run_store.splice(session, other_spec, run_store.NewRun(other_spec.schedule.interval_for(when),
                                                                     RunType.MANUAL), now=clock.now(), actor="test")
     session.flush()
     mine.state = theirs.state = RunState.RUNNING.value
@@ -116,6 +121,16 @@ def test_queued_runs_under_the_dags_limit_read_their_backfills_room_once(session
         assert backfills.waiting_reasons(session, backfill_id, job_id=1) == []  # nothing holds them back
     rooms = [s for s in statements if "max_active_runs" in s and s.startswith("SELECT backfill.id")]
     assert len(rooms) == 1, rooms
+
+
+def test_a_running_run_whose_task_is_at_its_max_active_tis_per_dag_says_so(session: Any, clock: Any) -> None:
+    backfill_id, mine, theirs = a_backfill_run(session, clock, pool_slots=None, limit=1, theirs_of="bf")
+    assert backfills.waiting_reasons(session, backfill_id, job_id=1) == [
+        (mine.id, "task load's max_active_tis_per_dag 1 reached", False)]
+    for ti in run_store.task_instances(session, theirs.id):
+        ti.state = TaskState.SUCCESS.value
+    session.flush()
+    assert backfills.waiting_reasons(session, backfill_id, job_id=1) == []  # room again: nothing holds it
 
 
 def test_without_a_depends_on_past_task_it_does_not_read_the_runs_previous_runs(session: Any, clock: Any) -> None:

@@ -1,0 +1,85 @@
+"""A task's instances queued or running, counted for its max_active_tis_per_dag: on PostgreSQL two jobs that queue the
+same task take turns (the second counts what the first queued once it has committed), so two schedulers cannot each
+find room for the last instance; SQLite's transactions take turns from their first statement already."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pendulum
+import pytest
+from sqlalchemy import text
+
+from ledger import DAG, BashTask
+from ledger.core.states import RunType, TaskState
+from ledger.infra.clock import FixedClock
+from ledger.services.sync import register_dag
+from ledger.store import dags as dag_store
+from ledger.store import runs as run_store
+from ledger.store import tasks as task_store
+from tests.conftest import sessions_on
+
+T0 = pendulum.datetime(2024, 3, 1, tz="UTC")
+LOAD = ("d", "load")
+
+
+def two_runs(sessions: Any) -> list[int]:
+    """DAG d (task load, max_active_tis_per_dag=1) with two runs; the ids of their `load` task instances."""
+    clock = FixedClock(pendulum.datetime(2024, 3, 10, tz="UTC"))
+    with sessions.begin() as session:
+        with DAG("d", schedule="@daily", start_date=T0) as dag:
+            BashTask("load", "true", max_active_tis_per_dag=1)
+        dag.fileloc = "/dags/d.py"
+        register_dag(session, dag, now=clock.now(), actor="test")
+        spec = dag_store.current_spec(session, "d")
+        runs = [run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0.add(days=n)),
+                                                                 RunType.SCHEDULED), now=clock.now(), actor="test")
+                for n in range(2)]
+        session.flush()
+        return [ti.id for run in runs for ti in run_store.task_instances(session, run.id)]
+
+
+@pytest.mark.postgres
+def test_a_second_job_counts_the_task_only_once_the_first_has_committed_what_it_queued(
+        migrated_postgres_url: str) -> None:
+    engine, sessions = sessions_on(migrated_postgres_url)
+    try:
+        first_ti, _second_ti = two_runs(sessions)
+        first = sessions()
+        first.begin()
+        assert task_store.active_counts_by_task(first, [LOAD]) == {}  # room for one: the first job takes it
+        first.execute(text("UPDATE task_instance SET state = :q WHERE id = :i"),
+                      {"q": TaskState.QUEUED.value, "i": first_ti})
+        counted: list[dict[tuple[str, str], int]] = []
+        done = threading.Event()
+
+        def second_job() -> None:
+            with sessions.begin() as second:
+                counted.append(task_store.active_counts_by_task(second, [LOAD]))
+            done.set()
+
+        threading.Thread(target=second_job, daemon=True).start()
+        deadline = time.monotonic() + 60
+        with engine.connect() as watcher:  # until the second job waits on the task's lock
+            while not watcher.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                           "AND NOT granted")).scalar_one():
+                assert not done.is_set(), f"the second job counted without waiting: {counted}"
+                assert time.monotonic() < deadline, "the second job never asked for the task's lock"
+                time.sleep(0.01)
+        first.commit()
+        first.close()
+        assert done.wait(60)
+        assert counted == [{LOAD: 1}]  # no room left: it queues no second `load`
+    finally:
+        engine.dispose()
+
+
+def test_on_sqlite_the_count_takes_no_lock_statement(sqlite_sessions: Any) -> None:
+    from tests.statements import statements_on
+
+    two_runs(sqlite_sessions)
+    with sqlite_sessions.begin() as session, statements_on(session.connection()) as statements:
+        assert task_store.active_counts_by_task(session, [LOAD]) == {}
+    assert not [s for s in statements if "advisory" in s]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +14,7 @@ from ledger.core.backfill_cancel import CancelledRun, Fate, fate, restores
 from ledger.core.backfill_state import FINISHED, agreed_state
 from ledger.core.errors import NotFound
 from ledger.core.states import ACTIVE_TASK_STATES, UNFINISHED_RUN_STATES, BackfillState, RunState, TaskState
+from ledger.core.versions import DagSpec
 from ledger.models import Backfill, Dag, DagRun, Event, Job, Pool, TaskInstance, TaskTry
 from ledger.store import events
 from ledger.store.dags import chunks
@@ -323,7 +324,7 @@ def _reasons(session: Session, runs: Sequence[Any], job_id: int) -> list[tuple[i
             if why or run_id in full]
 
 
-def task_limits_reached(session: Session, specs: dict[int, Any]) -> dict[int, str]:
+def task_limits_reached(session: Session, specs: Mapping[int, DagSpec]) -> dict[int, str]:
     """Why each of these running runs (run id -> its version's spec), with nothing queued or running, waits on a
     task's max_active_tis_per_dag: a task instance of it that is scheduled belongs to a task whose instances
     queued or running in other runs are at that limit. A run left out is not so. Nothing is read for runs whose
@@ -341,13 +342,14 @@ def task_limits_reached(session: Session, specs: dict[int, Any]) -> dict[int, st
                 .order_by(TaskInstance.task_id).distinct()):
             if limited[run_id].task_limits.get(task_id, (None, None))[0] is not None:
                 waiting.setdefault(run_id, []).append(task_id)
-    counts = active_counts_by_task(session, {(limited[r].dag_id, t) for r, tasks in waiting.items() for t in tasks})
+    counts = active_counts_by_task(session, {(limited[r].dag_id, t) for r, tasks in waiting.items() for t in tasks},
+                                   lock=False)
     out: dict[int, str] = {}
     for run_id, tasks in waiting.items():
         spec = limited[run_id]
         for task_id in tasks:
             limit = spec.task_limits[task_id][0]
-            if counts.get((spec.dag_id, task_id), 0) >= limit:
+            if limit is not None and counts.get((spec.dag_id, task_id), 0) >= limit:
                 out[run_id] = f"task {task_id}'s max_active_tis_per_dag {limit} reached"
                 break
     return out

@@ -139,16 +139,18 @@ TASK_LIMIT_LOCKS = 7343  # PostgreSQL advisory locks (class, hashtext(DAG.task))
 _LOCK_TASK = text("SELECT pg_advisory_xact_lock(:class, hashtext(:key))")
 
 
-def active_counts_by_task(session: Session, tasks: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+def active_counts_by_task(session: Session, tasks: Iterable[tuple[str, str]], *,
+                          lock: bool = True) -> dict[tuple[str, str], int]:
     """(dag id, task id) -> its task instances queued or running now, over all runs, of the tasks given. On
-    PostgreSQL each task's lock is taken first, until the transaction ends: two jobs queueing the same task take
-    turns, and the second counts what the first queued (its read at READ COMMITTED comes after the first's commit).
-    SQLite needs none: its transactions begin with BEGIN IMMEDIATE, so they take turns from their first read."""
+    PostgreSQL each task's lock is taken first (unless `lock` is false: a read that queues nothing), until the
+    transaction ends: two jobs queueing the same task take turns, and the second counts what the first queued (its
+    read at READ COMMITTED comes after the first's commit). SQLite needs none: its transactions begin with BEGIN
+    IMMEDIATE, so they take turns from their first read."""
     wanted = set(tasks)
     if not wanted:
         return {}
     session.flush()
-    if session.get_bind().dialect.name == "postgresql":
+    if lock and session.get_bind().dialect.name == "postgresql":
         for dag_id, task_id in sorted(wanted):  # (in one order: two jobs wanting two tasks cannot deadlock)
             session.execute(_LOCK_TASK, {"class": TASK_LIMIT_LOCKS, "key": f"{dag_id}.{task_id}"})
     rows = _ACTIVE_BY_TASK.rows(session, {"dag_ids": sorted({d for d, _ in wanted}),

@@ -49,6 +49,18 @@ def a_backfill_run(session: Any, clock: Any, *, pool_slots: int | None, limit: i
     return row.id, mine, theirs
 
 
+def more_runs(session: Any, clock: Any, backfill_id: int, *, days: int) -> None:
+    """`days` more queued runs of the backfill, on the days after T0, of bf's current version."""
+    from datetime import timedelta
+
+    spec = dag_store.current_spec(session, "bf")
+    for day in range(1, days + 1):
+        run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0 + timedelta(days=day)),
+                                                         RunType.BACKFILL, backfill_id=backfill_id),
+                         now=clock.now(), actor="test")
+    session.flush()
+
+
 def test_a_running_backfill_run_whose_pool_is_full_says_which_pool_and_who_holds_it(session: Any,
                                                                                      clock: Any) -> None:
     backfill_id, mine, theirs = a_backfill_run(session, clock, pool_slots=1)
@@ -104,19 +116,13 @@ def test_queued_runs_under_the_dags_limit_read_their_backfills_room_once(session
     """Runs queued behind the job's held runs (not behind max_active_runs) ask whether their backfill has room
     under a max_active_runs of its own: once per backfill, also when it has none (a backfill of 1,000 dates read
     it once per queued run, every half second it stood still: a fifth of its throughput)."""
-    from datetime import timedelta
 
     backfill_id, _mine, _theirs = a_backfill_run(session, clock, pool_slots=2)
     with DAG("bf", schedule="@daily", start_date=T0, max_active_runs=100) as dag:
         BashTask("load", "true", pool="db")
     dag.fileloc = "/dags/bf.py"
     register_dag(session, dag, now=clock.now(), actor="test")
-    spec = dag_store.current_spec(session, "bf")
-    for day in range(1, 30):
-        run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0 + timedelta(days=day)),
-                                                         RunType.BACKFILL, backfill_id=backfill_id),
-                         now=clock.now(), actor="test")
-    session.flush()
+    more_runs(session, clock, backfill_id, days=29)
     with statements_on(session.connection()) as statements:
         assert backfills.waiting_reasons(session, backfill_id, job_id=1) == []  # nothing holds them back
     rooms = [s for s in statements if "max_active_runs" in s and s.startswith("SELECT backfill.id")]
@@ -136,15 +142,9 @@ def test_a_running_run_whose_task_is_at_its_max_active_tis_per_dag_says_so(sessi
 def test_without_a_depends_on_past_task_it_does_not_read_the_runs_previous_runs(session: Any, clock: Any) -> None:
     """The previous runs say why a depends_on_past task waits, and nothing else: a backfill whose DAG has none
     (the common case) does not read them each time it stands still."""
-    from datetime import timedelta
 
     backfill_id, _mine, _theirs = a_backfill_run(session, clock, pool_slots=1)
-    spec = dag_store.current_spec(session, "bf")
-    for day in range(1, 4):
-        run_store.splice(session, spec, run_store.NewRun(spec.schedule.interval_for(T0 + timedelta(days=day)),
-                                                         RunType.BACKFILL, backfill_id=backfill_id),
-                         now=clock.now(), actor="test")
-    session.flush()
+    more_runs(session, clock, backfill_id, days=3)
     with statements_on(session.connection()) as statements:
         backfills.waiting_reasons(session, backfill_id, job_id=1)
     by_id = [s for s in statements if s.startswith("SELECT dag_run.") and "WHERE dag_run.id IN" in s]

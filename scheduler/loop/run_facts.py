@@ -100,7 +100,7 @@ class RunFacts:
 
     def passed_values(self, session: Session, run_ids: set[int]) -> dict[int, dict[str, dict[str, Any]]]:
         """The values each run's tasks passed on: read once per held run, then kept up to date (`pushed`)."""
-        missing = run_ids - set(self.values)
+        missing = {i for i in run_ids if i not in self.values}  # (not a set of every kept run's id, every loop)
         if missing:
             self.values.update(xcom_store.values_for_runs(session, missing))
         return {i: self.values[i] for i in run_ids}
@@ -125,7 +125,7 @@ class RunFacts:
             self.intervals[r.id] = (r.data_interval_start.isoformat(), r.data_interval_end.isoformat())
 
     def run_intervals(self, session: Session, run_ids: set[int]) -> dict[int, tuple[str, str]]:
-        missing = run_ids - set(self.intervals)
+        missing = {i for i in run_ids if i not in self.intervals}
         if missing:
             self.intervals.update(loop_store.intervals(session, missing))
         return {i: self.intervals[i] for i in run_ids if i in self.intervals}

@@ -117,9 +117,13 @@ _ACTIVE_BY_DAG = Hot(select(TaskInstance.dag_id, func.count())
                      .group_by(TaskInstance.dag_id))
 
 
-def active_counts_by_dag(session: Session, dag_ids: list[str]) -> dict[str, int]:
+def active_counts_by_dag(session: Session, dag_ids: list[str], *, lock: bool = False) -> dict[str, int]:
+    """DAG id -> its task instances queued or running now (max_active_tasks), of the DAGs given. `lock`: a job about
+    to queue takes each DAG's lock first on PostgreSQL (take_limit_locks)."""
     if not dag_ids:
         return {}
+    if lock:
+        take_limit_locks(session, DAG_LIMIT_LOCKS, dag_ids)
     return dict(_ACTIVE_BY_DAG.rows(session, {"dag_ids": list(dag_ids)}))
 
 
@@ -135,24 +139,38 @@ _ACTIVE_IN_RUNS = Hot(select(TaskInstance.run_id, TaskInstance.task_id, func.cou
                       .group_by(TaskInstance.run_id, TaskInstance.task_id))
 
 
-TASK_LIMIT_LOCKS = 7343  # PostgreSQL advisory locks (class, hashtext(DAG.task)): a task's max_active_tis_per_dag
-_LOCK_TASK = text("SELECT pg_advisory_xact_lock(:class, hashtext(:key))")
+# PostgreSQL transaction-level advisory locks (class, hashtext(key)) a job takes before it counts what a limit allows
+# (decision 0363). Every job takes them in this order, DAGs, then tasks, then pools, each class's keys sorted, so two
+# jobs cannot deadlock on them.
+DAG_LIMIT_LOCKS = 7341  # key: the DAG id (its max_active_tasks)
+TASK_LIMIT_LOCKS = 7343  # key: "DAG.task" (the task's max_active_tis_per_dag)
+POOL_LOCKS = 7345  # key: the pool's name (its slots)
+_LOCKS = {c: text(f"SELECT pg_advisory_xact_lock({c}, hashtext(:key))")
+          for c in (DAG_LIMIT_LOCKS, TASK_LIMIT_LOCKS, POOL_LOCKS)}
+
+
+def take_limit_locks(session: Session, lock_class: int, keys: Iterable[str]) -> None:
+    """On PostgreSQL, the locks of `lock_class` on `keys` (in sorted order), held until the transaction ends: two jobs
+    counting the same DAG, task or pool take turns, and the second counts what the first queued (its read at READ
+    COMMITTED comes after the first's commit). SQLite needs none: its transactions begin with BEGIN IMMEDIATE, so
+    they take turns from their first statement."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    session.flush()
+    for key in sorted(set(keys)):
+        session.execute(_LOCKS[lock_class], {"key": key})
 
 
 def active_counts_by_task(session: Session, tasks: Iterable[tuple[str, str]], *,
                           lock: bool = True) -> dict[tuple[str, str], int]:
-    """(dag id, task id) -> its task instances queued or running now, over all runs, of the tasks given. On
-    PostgreSQL each task's lock is taken first (unless `lock` is false: a read that queues nothing), until the
-    transaction ends: two jobs queueing the same task take turns, and the second counts what the first queued (its
-    read at READ COMMITTED comes after the first's commit). SQLite needs none: its transactions begin with BEGIN
-    IMMEDIATE, so they take turns from their first read."""
+    """(dag id, task id) -> its task instances queued or running now, over all runs, of the tasks given. Each task's
+    lock is taken first (take_limit_locks), unless `lock` is false: a read that queues nothing."""
     wanted = set(tasks)
     if not wanted:
         return {}
     session.flush()
-    if lock and session.get_bind().dialect.name == "postgresql":
-        for dag_id, task_id in sorted(wanted):  # (in one order: two jobs wanting two tasks cannot deadlock)
-            session.execute(_LOCK_TASK, {"class": TASK_LIMIT_LOCKS, "key": f"{dag_id}.{task_id}"})
+    if lock:
+        take_limit_locks(session, TASK_LIMIT_LOCKS, (f"{dag_id}.{task_id}" for dag_id, task_id in wanted))
     rows = _ACTIVE_BY_TASK.rows(session, {"dag_ids": sorted({d for d, _ in wanted}),
                                           "task_ids": sorted({t for _, t in wanted})})
     return {(d, t): n for d, t, n in rows if (d, t) in wanted}
@@ -180,12 +198,14 @@ def pool_slots(session: Session) -> dict[str, int]:
     return dict(session.connection().execute(_POOL_SLOTS).tuples().all())
 
 
-def pool_room(session: Session, slots: Mapping[str, int]) -> dict[str, int]:
+def pool_room(session: Session, slots: Mapping[str, int], *, lock: bool = False) -> dict[str, int]:
     """Free slots per pool, of the pools given with their slots (pool_slots): slots less the task instances
-    queued or running in it."""
+    queued or running in it. `lock`: a job about to queue takes each pool's lock first (take_limit_locks)."""
     if not slots:
         return {}
     session.flush()
+    if lock:
+        take_limit_locks(session, POOL_LOCKS, slots)
     used = dict(session.connection().execute(_POOL_USE, {"pools": list(slots)}).tuples().all())
     return {name: n - used.get(name, 0) for name, n in slots.items()}
 

@@ -100,7 +100,10 @@ def queue_tries(job: Job, session: Session, candidates: list[tuple[task_store.Ti
     dates, dag_of = job.facts.dates_of(candidates)
     active = job.facts.active_counts(session, candidates, slots=slots, dag_of=dag_of, mark=job.quiet_mark(session))
     task_room, run_task_room, limited = task_rooms(session, candidates, dag_of)
-    chosen = choose(candidates, slots=slots, pool_room=task_store.pool_room(session, job.facts.pools(session)),
+    pools = job.facts.pools(session)  # (the limits' locks in their order: DAGs, tasks, then pools; decision 0363)
+    pool_room = task_store.pool_room(session, {p: pools[p] for p in {c[0].pool for c in candidates} if p in pools},
+                                     lock=True)
+    chosen = choose(candidates, slots=slots, pool_room=pool_room,
                     active=active, newest_first=job.newest_first, dates=dates, dag_of=dag_of,
                     task_room=task_room, run_task_room=run_task_room, limited=limited)
     tries = task_store.queue(session, [c[0] for c in chosen], job_id=job.job_id, now=now,

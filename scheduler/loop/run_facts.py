@@ -75,7 +75,7 @@ class RunFacts:
         if mark is not None and mark == self.active_mark and all(
                 dag_id in kept and kept[dag_id] + slots <= limit for dag_id, limit in limits.items()):
             return kept
-        counts = task_store.active_counts_by_dag(session, list(limits))
+        counts = task_store.active_counts_by_dag(session, list(limits), lock=True)  # (it queues next)
         if mark is None or mark != self.active_mark:
             kept.clear()
         self.active_mark = mark

@@ -134,3 +134,31 @@ def test_a_limit_that_is_not_a_whole_number_of_at_least_one_is_refused(value: An
     with DAG("d", schedule="@daily", start_date=START), \
             pytest.raises(DagDefinitionError, match="max_active_tis_per_dag must be a whole number >= 1"):
         BashTask("a", "true", max_active_tis_per_dag=value)
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_job_takes_the_limits_locks_in_one_order_before_it_queues(
+        tmp_path: Path, migrated_postgres_url: str) -> None:
+    from ledger.models import Pool
+    from tests.conftest import sessions_on
+    from tests.statements import statements_on
+
+    engine, sessions = sessions_on(migrated_postgres_url)
+    try:
+        with sessions.begin() as session:
+            session.add(Pool(name="p", slots=4, description=""))
+        with DAG("locks", schedule="@daily", start_date=START, end_date=START.add(days=1), catchup=True,
+                 max_active_runs=2) as dag:
+            BashTask("load", "true", max_active_tis_per_dag=1, pool="p")
+        job, executor = started_job(tmp_path, (engine, sessions), dag, runs=2, parallelism=4)
+        with statements_on(engine) as statements:
+            job.loop_once()
+        job.shutdown()
+        assert len(executor.submitted) == 1  # max_active_tis_per_dag
+        classes = [s.split("pg_advisory_xact_lock(")[1].split(",")[0] for s in statements
+                   if "pg_advisory_xact_lock(734" in s]
+        assert classes == ["7341", "7343", "7345"]  # the DAG's, the task's, the pool's: every job in this order
+        queued = next(i for i, s in enumerate(statements) if s.startswith("UPDATE task_instance SET state"))
+        assert max(i for i, s in enumerate(statements) if "pg_advisory_xact_lock(734" in s) < queued
+    finally:
+        engine.dispose()

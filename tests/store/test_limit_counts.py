@@ -1,6 +1,8 @@
-"""A task's instances queued or running, counted for its max_active_tis_per_dag: on PostgreSQL two jobs that queue the
-same task take turns (the second counts what the first queued once it has committed), so two schedulers cannot each
-find room for the last instance; SQLite's transactions take turns from their first statement already."""
+"""What a limit allows, counted by a job about to queue: a DAG's task instances queued or running (max_active_tasks),
+a task's (max_active_tis_per_dag) and a pool's (its slots). On PostgreSQL two jobs that count the same DAG, task or pool
+take turns (the second counts what the first queued once it has committed), so two schedulers cannot each find room
+for the last instance; SQLite's transactions take turns from their first statement already (decision 0363)."""
+
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from sqlalchemy import text
 from ledger import DAG, BashTask
 from ledger.core.states import RunType, TaskState
 from ledger.infra.clock import FixedClock
+from ledger.models import Pool
 from ledger.services.sync import register_dag
 from ledger.store import dags as dag_store
 from ledger.store import runs as run_store
@@ -26,11 +29,13 @@ LOAD = ("d", "load")
 
 
 def two_runs(sessions: Any) -> list[int]:
-    """DAG d (task load, max_active_tis_per_dag=1) with two runs; the ids of their `load` task instances."""
+    """DAG d (task load, max_active_tis_per_dag=1, in pool p of one slot) with two runs; the ids of their `load` task
+    instances."""
     clock = FixedClock(pendulum.datetime(2024, 3, 10, tz="UTC"))
     with sessions.begin() as session:
         with DAG("d", schedule="@daily", start_date=T0) as dag:
-            BashTask("load", "true", max_active_tis_per_dag=1)
+            BashTask("load", "true", max_active_tis_per_dag=1, pool="p")
+        session.add(Pool(name="p", slots=1, description=""))
         dag.fileloc = "/dags/d.py"
         register_dag(session, dag, now=clock.now(), actor="test")
         spec = dag_store.current_spec(session, "d")
@@ -41,44 +46,56 @@ def two_runs(sessions: Any) -> list[int]:
         return [ti.id for run in runs for ti in run_store.task_instances(session, run.id)]
 
 
+# each count as a job about to queue makes it, and what it finds once the first job's `load` is queued
+COUNTS = {
+    "a DAG's max_active_tasks": (lambda s: task_store.active_counts_by_dag(s, ["d"], lock=True), {"d": 1}),
+    "a task's max_active_tis_per_dag": (lambda s: task_store.active_counts_by_task(s, [LOAD]), {LOAD: 1}),
+    "a pool's slots": (lambda s: task_store.pool_room(s, {"p": 1}, lock=True), {"p": 0}),
+}
+
+
 @pytest.mark.postgres
-def test_a_second_job_counts_the_task_only_once_the_first_has_committed_what_it_queued(
-        migrated_postgres_url: str) -> None:
+@pytest.mark.parametrize("limit", list(COUNTS))
+def test_a_second_job_counts_only_once_the_first_has_committed_what_it_queued(
+        migrated_postgres_url: str, limit: str) -> None:
+    count, after = COUNTS[limit]
     engine, sessions = sessions_on(migrated_postgres_url)
     try:
         first_ti, _second_ti = two_runs(sessions)
         first = sessions()
         first.begin()
-        assert task_store.active_counts_by_task(first, [LOAD]) == {}  # room for one: the first job takes it
+        assert count(first) != after  # room for one: the first job takes it
         first.execute(text("UPDATE task_instance SET state = :q WHERE id = :i"),
                       {"q": TaskState.QUEUED.value, "i": first_ti})
-        counted: list[dict[tuple[str, str], int]] = []
+        counted: list[Any] = []
         done = threading.Event()
 
         def second_job() -> None:
             with sessions.begin() as second:
-                counted.append(task_store.active_counts_by_task(second, [LOAD]))
+                counted.append(count(second))
             done.set()
 
         threading.Thread(target=second_job, daemon=True).start()
         deadline = time.monotonic() + 60
-        with engine.connect() as watcher:  # until the second job waits on the task's lock
+        with engine.connect() as watcher:  # until the second job waits on the lock
             while not watcher.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
                                            "AND NOT granted")).scalar_one():
                 assert not done.wait(0.01), f"the second job counted without waiting: {counted}"
-                assert time.monotonic() < deadline, "the second job never asked for the task's lock"
+                assert time.monotonic() < deadline, "the second job never asked for the lock"
         first.commit()
         first.close()
         assert done.wait(60)
-        assert counted == [{LOAD: 1}]  # no room left: it queues no second `load`
+        assert counted == [after]  # no room left: it queues no second `load`
     finally:
         engine.dispose()
 
 
-def test_on_sqlite_the_count_takes_no_lock_statement(sqlite_sessions: Any) -> None:
+def test_on_sqlite_the_counts_take_no_lock_statement(sqlite_sessions: Any) -> None:
     from tests.statements import statements_on
 
     two_runs(sqlite_sessions)
     with sqlite_sessions.begin() as session, statements_on(session.connection()) as statements:
-        assert task_store.active_counts_by_task(session, [LOAD]) == {}
+        for count, _after in COUNTS.values():
+            count(session)
+    assert len(statements) == len(COUNTS)
     assert not [s for s in statements if "advisory" in s]

@@ -3,7 +3,6 @@ a task's (max_active_tis_per_dag) and a pool's (its slots). On PostgreSQL two jo
 take turns (the second counts what the first queued once it has committed), so two schedulers cannot each find room
 for the last instance; SQLite's transactions take turns from their first statement already (decision 0363)."""
 
-
 from __future__ import annotations
 
 import threading

@@ -140,25 +140,28 @@ _ACTIVE_IN_RUNS = Hot(select(TaskInstance.run_id, TaskInstance.task_id, func.cou
 
 
 # PostgreSQL transaction-level advisory locks (class, hashtext(key)) a job takes before it counts what a limit allows
-# (decision 0363). Every job takes them in this order, DAGs, then tasks, then pools, each class's keys sorted, so two
-# jobs cannot deadlock on them.
+# (decision 0363). Every job takes them in this order, DAGs, then tasks, then pools, each class's locks in the order of
+# their hashes, so two jobs cannot deadlock on them.
 DAG_LIMIT_LOCKS = 7341  # key: the DAG id (its max_active_tasks)
 TASK_LIMIT_LOCKS = 7343  # key: "DAG.task" (the task's max_active_tis_per_dag)
 POOL_LOCKS = 7345  # key: the pool's name (its slots)
-_LOCKS = {c: text(f"SELECT pg_advisory_xact_lock({c}, hashtext(:key))")
+# one statement per class, in the order of the keys' hashes (what is locked): two keys whose hashes collide are one
+# lock, and an order of the keys themselves could then differ from the locks' order between two jobs
+_LOCKS = {c: text(f"SELECT pg_advisory_xact_lock({c}, h) FROM (SELECT DISTINCT hashtext(k) AS h "
+                  f"FROM unnest(CAST(:keys AS text[])) AS k ORDER BY h) AS ordered")
           for c in (DAG_LIMIT_LOCKS, TASK_LIMIT_LOCKS, POOL_LOCKS)}
 
 
 def take_limit_locks(session: Session, lock_class: int, keys: Iterable[str]) -> None:
-    """On PostgreSQL, the locks of `lock_class` on `keys` (in sorted order), held until the transaction ends: two jobs
-    counting the same DAG, task or pool take turns, and the second counts what the first queued (its read at READ
-    COMMITTED comes after the first's commit). SQLite needs none: its transactions begin with BEGIN IMMEDIATE, so
-    they take turns from their first statement."""
-    if session.get_bind().dialect.name != "postgresql":
+    """On PostgreSQL, the locks of `lock_class` on `keys` (in the order of their hashes), held until the transaction
+    ends: two jobs counting the same DAG, task or pool take turns, and the second counts what the first queued (its
+    read at READ COMMITTED comes after the first's commit). SQLite needs none: its transactions begin with BEGIN
+    IMMEDIATE, so they take turns from their first statement."""
+    wanted = sorted(set(keys))
+    if not wanted or session.get_bind().dialect.name != "postgresql":
         return
     session.flush()
-    for key in sorted(set(keys)):
-        session.execute(_LOCKS[lock_class], {"key": key})
+    session.execute(_LOCKS[lock_class], {"keys": wanted})
 
 
 def active_counts_by_task(session: Session, tasks: Iterable[tuple[str, str]], *,

@@ -98,3 +98,47 @@ def test_on_sqlite_the_counts_take_no_lock_statement(sqlite_sessions: Any) -> No
             count(session)
     assert len(statements) == len(COUNTS)
     assert not [s for s in statements if "advisory" in s]
+
+
+@pytest.mark.postgres
+def test_a_jobs_locks_are_taken_in_the_order_of_their_hashes_so_colliding_keys_cannot_deadlock(
+        migrated_postgres_url: str) -> None:
+    """Two DAG ids whose hashes collide are one lock. A job wanting `b` and `c`, where `c` collides with `a` held by
+    another, asks for the lower hash first: it waits holding nothing (in the keys' own order it would hold `b`'s lock
+    while waiting for `c`'s, and a holder of `a` that then wants `b` would deadlock with it)."""
+    engine, sessions = sessions_on(migrated_postgres_url)
+    try:
+        def hashed(key: str) -> int:
+            with engine.connect() as conn:
+                return int(conn.execute(text("SELECT hashtext(:k)"), {"k": key}).scalar_one())
+
+        a, c = "dag_147806", "dag_241156"
+        assert hashed(a) == hashed(c)
+        b = next(k for k in (f"dag_2{n}" for n in range(1000)) if k < c and hashed(k) > hashed(a))
+        first = sessions()
+        first.begin()
+        task_store.take_limit_locks(first, task_store.DAG_LIMIT_LOCKS, [a])
+        done = threading.Event()
+
+        def second_job() -> None:
+            with sessions.begin() as second:
+                task_store.take_limit_locks(second, task_store.DAG_LIMIT_LOCKS, [b, c])
+            done.set()
+
+        threading.Thread(target=second_job, daemon=True).start()
+        deadline = time.monotonic() + 60
+        mine = first.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        with engine.connect() as watcher:
+            while not watcher.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                           "AND NOT granted")).scalar_one():
+                assert not done.wait(0.01), "the second job took the lock held by the first"
+                assert time.monotonic() < deadline, "the second job never asked for the lock"
+            held = watcher.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                        "AND pid <> :me"), {"me": mine}).scalar_one()
+        assert held == 0  # it waits for the lower hash first, holding nothing
+        task_store.take_limit_locks(first, task_store.DAG_LIMIT_LOCKS, [b])  # (no deadlock: b's lock is free)
+        first.commit()
+        first.close()
+        assert done.wait(60)
+    finally:
+        engine.dispose()

@@ -342,8 +342,7 @@ def task_limits_reached(session: Session, specs: Mapping[int, DagSpec]) -> dict[
                 .order_by(TaskInstance.task_id).distinct()):
             if limited[run_id].task_limits.get(task_id, (None, None))[0] is not None:
                 waiting.setdefault(run_id, []).append(task_id)
-    counts = active_counts_by_task(session, {(limited[r].dag_id, t) for r, tasks in waiting.items() for t in tasks},
-                                   lock=False)
+    counts = active_counts_by_task(session, {(limited[r].dag_id, t) for r, tasks in waiting.items() for t in tasks})
     out: dict[int, str] = {}
     for run_id, tasks in waiting.items():
         spec = limited[run_id]

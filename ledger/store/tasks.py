@@ -165,9 +165,9 @@ def take_limit_locks(session: Session, lock_class: int, keys: Iterable[str]) -> 
 
 
 def active_counts_by_task(session: Session, tasks: Iterable[tuple[str, str]], *,
-                          lock: bool = True) -> dict[tuple[str, str], int]:
-    """(dag id, task id) -> its task instances queued or running now, over all runs, of the tasks given. Each task's
-    lock is taken first (take_limit_locks), unless `lock` is false: a read that queues nothing."""
+                          lock: bool = False) -> dict[tuple[str, str], int]:
+    """(dag id, task id) -> its task instances queued or running now, over all runs, of the tasks given. `lock`: a job
+    about to queue takes each task's lock first on PostgreSQL (take_limit_locks)."""
     wanted = set(tasks)
     if not wanted:
         return {}

@@ -76,7 +76,7 @@ def task_rooms(session: Session, candidates: list[tuple[task_store.TiRow, DagRun
             pair = (ti.run_id, ti.task_id)
             per_run[pair] = min(per_run.get(pair, run_limit), run_limit)
     if per_dag:
-        counts = task_store.active_counts_by_task(session, per_dag)
+        counts = task_store.active_counts_by_task(session, per_dag, lock=True)  # (it queues next)
         per_dag = {key: limit - counts.get(key, 0) for key, limit in per_dag.items()}
     if per_run:
         in_runs = task_store.active_counts_in_runs(session, per_run)

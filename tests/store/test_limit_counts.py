@@ -48,7 +48,7 @@ def two_runs(sessions: Any) -> list[int]:
 # each count as a job about to queue makes it, and what it finds once the first job's `load` is queued
 COUNTS = {
     "a DAG's max_active_tasks": (lambda s: task_store.active_counts_by_dag(s, ["d"], lock=True), {"d": 1}),
-    "a task's max_active_tis_per_dag": (lambda s: task_store.active_counts_by_task(s, [LOAD]), {LOAD: 1}),
+    "a task's max_active_tis_per_dag": (lambda s: task_store.active_counts_by_task(s, [LOAD], lock=True), {LOAD: 1}),
     "a pool's slots": (lambda s: task_store.pool_room(s, {"p": 1}, lock=True), {"p": 0}),
 }
 

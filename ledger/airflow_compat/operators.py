@@ -39,7 +39,7 @@ LEDGER_TASK_ARGS = ("dag", "retries", "retry_delay", "depends_on_past", "wait_fo
                     "queue", "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
                     "on_failure_callback", "on_success_callback", "on_retry_callback", "email", "email_on_failure",
                     "email_on_retry", "signals", "outlets", "inlets", "max_active_tis_per_dag",
-                    "max_active_tis_per_dagrun")
+                    "max_active_tis_per_dagrun", "pool_slots")
 # Airflow 2's name for max_active_tis_per_dag, taken when that is not given (as Airflow takes it)
 TASK_CONCURRENCY = "task_concurrency"
 # Airflow's BaseOperator arguments ledger keeps for people (shown by `ledger dags show`) or acts on in this module
@@ -47,7 +47,7 @@ KEPT_TASK_ARGS = ("owner", "doc", "doc_md", "doc_rst", "doc_json", "doc_yaml", "
                   "multiple_outputs", "do_xcom_push", "task_group", "default_args", "retry_policy",
                   "pre_execute", "post_execute")
 # Airflow's BaseOperator arguments accepted and not acted on
-IGNORED_TASK_ARGS = ("pool_slots", "executor_config", "weight_rule", "run_as_user", "resources", "executor",
+IGNORED_TASK_ARGS = ("executor_config", "weight_rule", "run_as_user", "resources", "executor",
                      "on_execute_callback", "on_skipped_callback", "map_index_template",
                      "show_return_value_in_logs", "wait_for_past_depends_before_skipping", "email_on_success",
                      "ignore_first_depends_on_past", "allow_nested_operators", "logger_name", "ui_color",

@@ -196,6 +196,7 @@ class TaskSpec:
     # max_active_tis_per_dag), and within one run (max_active_tis_per_dagrun: a mapped task's instances); None: no limit
     max_active_tis_per_dag: int | None = None
     max_active_tis_per_dagrun: int | None = None
+    pool_slots: int = 1  # the slots of its pool each of its instances takes while queued or running
 
     @property
     def mapped(self) -> bool:
@@ -309,7 +310,7 @@ def spec_from_json(version_hash: str, text: str, *, timetables: Timetables) -> D
             marker=t.get("definition") if t["kind"] == "external_task_marker" else None,
             outlets=tuple(t.get("outlets", ())), inlets=tuple(t.get("inlets", ())), queue=t.get("queue", "default"),
             max_active_tis_per_dag=t.get("max_active_tis_per_dag"),
-            max_active_tis_per_dagrun=t.get("max_active_tis_per_dagrun"),
+            max_active_tis_per_dagrun=t.get("max_active_tis_per_dagrun"), pool_slots=t.get("pool_slots", 1),
         )
         for t in data["tasks"]
     }

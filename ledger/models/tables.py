@@ -400,6 +400,8 @@ task_instance = Table(  # ledger.models.task_instance.TaskInstance
     Column("max_tries", Integer, default=0, nullable=False),
     Column("priority_weight", Integer, default=1, nullable=False),
     Column("pool", String(250), default="default_pool", nullable=False),
+    # the slots of its pool it takes while queued or running (Airflow's pool_slots; decision 0364)
+    Column("pool_slots", Integer, default=1, server_default=text("1"), nullable=False),
     Column("queued_at", UtcDateTime),
     Column("started_at", UtcDateTime),
     Column("ended_at", UtcDateTime),

@@ -24,6 +24,7 @@ class TaskInstance(Base):
     max_tries: Mapped[int]
     priority_weight: Mapped[int]
     pool: Mapped[str]
+    pool_slots: Mapped[int]
     queued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]

@@ -47,7 +47,7 @@ DAG_CALLBACKS = {"on_failure_callback": "run_failure", "on_success_callback": "r
 TASK_ARGUMENTS = ("retries", "retry_delay", "depends_on_past", "wait_for_downstream", "trigger_rule", "pool",
                   "queue", "priority_weight", "execution_timeout", "retry_exponential_backoff", "max_retry_delay",
                   *TASK_CALLBACKS, "email", "email_on_failure", "email_on_retry", "max_active_tis_per_dag",
-                  "max_active_tis_per_dagrun")
+                  "max_active_tis_per_dagrun", "pool_slots")
 DEFAULT_QUEUE = "default"  # the queue of a task that names none (Airflow's default_queue)
 # Airflow default_args keys that ledger accepts, so that an Airflow DAG loads, but does not act on (yet): the
 # version records them and `ledger dags show` lists them as ignored, so nobody believes they took effect
@@ -135,6 +135,7 @@ class Task:
         wait_for_downstream: bool | None = None,
         trigger_rule: str | None = None,
         pool: str | None = None,
+        pool_slots: int | None = None,
         queue: str | None = None,
         priority_weight: int | None = None,
         execution_timeout: timedelta | None = None,
@@ -168,7 +169,8 @@ class Task:
         self.task_id = task_id
         given = {"retries": retries, "retry_delay": retry_delay, "depends_on_past": depends_on_past,
                  "wait_for_downstream": wait_for_downstream, "trigger_rule": trigger_rule, "pool": pool,
-                 "queue": queue, "priority_weight": priority_weight, "execution_timeout": execution_timeout,
+                 "pool_slots": pool_slots, "queue": queue, "priority_weight": priority_weight,
+                 "execution_timeout": execution_timeout,
                  "retry_exponential_backoff": retry_exponential_backoff, "max_retry_delay": max_retry_delay,
                  "on_failure_callback": on_failure_callback, "on_success_callback": on_success_callback,
                  "on_retry_callback": on_retry_callback, "email": email, "email_on_failure": email_on_failure,
@@ -182,6 +184,8 @@ class Task:
         self.wait_for_downstream: bool = bool(merged.get("wait_for_downstream", False))
         self.trigger_rule: str = merged.get("trigger_rule") or "all_success"
         self.pool: str = merged.get("pool") or "default_pool"
+        # the slots of its pool each of its task instances takes while queued or running (Airflow's pool_slots)
+        self.pool_slots: int = merged.get("pool_slots", 1)
         # the Celery queue its tries are sent to (a worker listens on some queues: `ledger worker --queues`)
         self.queue: str = merged.get("queue") or DEFAULT_QUEUE
         self.priority_weight: int = int(merged.get("priority_weight", 1))
@@ -234,6 +238,8 @@ class Task:
             not isinstance(self.execution_timeout, timedelta) or self.execution_timeout.total_seconds() <= 0
         ):
             raise DagDefinitionError(f"{where}: execution_timeout must be a positive timedelta")
+        if isinstance(self.pool_slots, bool) or not isinstance(self.pool_slots, int) or self.pool_slots < 1:
+            raise DagDefinitionError(f"{where}: pool_slots must be a whole number >= 1, not {self.pool_slots!r}")
         for name in ("max_active_tis_per_dag", "max_active_tis_per_dagrun"):
             limit = getattr(self, name)
             if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -252,6 +258,8 @@ class Task:
             "wait_for_downstream": self.wait_for_downstream,
             "trigger_rule": self.trigger_rule,
             "pool": self.pool,
+            # only when not the default, so that versions of DAGs that take one slot keep their hashes
+            **({"pool_slots": self.pool_slots} if self.pool_slots != 1 else {}),
             "priority_weight": self.priority_weight,
             "execution_timeout": self.execution_timeout.total_seconds() if self.execution_timeout else None,
             # only when declared, so that versions of DAGs without signals keep their hashes

@@ -422,8 +422,10 @@ def clear_tasks(session: Session, run: DagRun, task_ids: list[str] | None, *, do
         if ti.map_index >= 0 and ti.state == TaskState.REMOVED:  # past the end of its task's list: stays out
             continue
         if ti.state in CLEARABLE:
-            task_store.rearm(ti, latest.tasks[ti.task_id].retries, arm=False)
+            task = latest.tasks[ti.task_id]
+            task_store.rearm(ti, task.retries, arm=False)
             ti.dag_version = own_version
+            ti.pool, ti.pool_slots = task.pool, task.pool_slots  # (the version its next try runs says them)
             if ti.task_id in again:
                 ti.map_index = NOT_MAPPED
             out.cleared.append(label(ti.task_id, ti.map_index))

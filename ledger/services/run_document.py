@@ -81,7 +81,8 @@ def run_document(db: Reader, run_id: int | str) -> Doc:
         {"task_id": ti.task_id, "map_index": ti.map_index, "label": label(ti.task_id, ti.map_index),
          "state": ti.state, "try_number": ti.try_number, "max_tries": ti.max_tries,
          "started_at": iso(ti.started_at), "ended_at": iso(ti.ended_at), "pool": ti.pool,
-         "priority_weight": ti.priority_weight, "tries": tries.get(label(ti.task_id, ti.map_index), []),
+         "pool_slots": ti.pool_slots, "priority_weight": ti.priority_weight,
+         "tries": tries.get(label(ti.task_id, ti.map_index), []),
          # the version its next tries run: its run's, unless a partial clear gave it the latest (decision 0271)
          "dag_version": ti.dag_version or r.version_hash}
         for ti in instances

@@ -384,31 +384,51 @@ def _holds_queued(session: Session, seen: dict[str, bool], dag_id: str) -> bool:
 
 def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
     """Why each of these running runs, with nothing queued or running, waits on a pool: a task instance of it
-    that is scheduled needs a pool whose slots are all taken (by whom, first). A run left out is not so: what
-    holds it is not a pool (upstream tasks, a retry delay, a signal). One query for the runs, one for the
-    pools, one per full pool wanted."""
-    wanted: dict[int, set[str]] = {}
+    that is scheduled needs more of its pool's slots (its pool_slots) than are free (by whom they are taken,
+    first), or than the pool has. A run left out is not so: what holds it is not a pool (upstream tasks, a retry
+    delay, a signal). One query for the runs, one for the pools, one for the slots in use, one per full pool."""
+    wanted: dict[int, list[tuple[str, int, str]]] = {}
     for chunk in chunks(list(run_ids)):
-        for run_id, pool in session.execute(select(TaskInstance.run_id, TaskInstance.pool).where(
-                TaskInstance.run_id.in_(chunk), TaskInstance.state == TaskState.SCHEDULED.value).distinct()):
-            wanted.setdefault(run_id, set()).add(pool)
+        for run_id, pool, needs, task_id in session.execute(
+                select(TaskInstance.run_id, TaskInstance.pool, TaskInstance.pool_slots, TaskInstance.task_id).where(
+                    TaskInstance.run_id.in_(chunk), TaskInstance.state == TaskState.SCHEDULED.value).distinct()):
+            wanted.setdefault(run_id, []).append((pool, needs, task_id))
     if not wanted:
         return {}
-    names = set().union(*wanted.values())
+    names = {pool for needs in wanted.values() for pool, _n, _t in needs}
     slots = {p.name: p.slots for p in session.scalars(select(Pool).where(Pool.name.in_(names)))}
-    why_full: dict[str, str | None] = {}
-    for name in sorted(n for n in names if n in slots):  # a pool that is not defined does not limit
-        if slots[name] == 0:
-            why_full[name] = f"pool {name} has 0 slots (ledger pools set {name} N)"
-            continue
-        holders = session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
-            TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE_TASK_STATES)).order_by(TaskInstance.id)
-            .limit(slots[name])).all()
-        why_full[name] = f"pool {name}: all {slots[name]} slot(s) in use (first by run {holders[0][0]}, task " \
-                         f"{holders[0][1]})" if len(holders) >= slots[name] else None
+    if not slots:  # a pool that is not defined does not limit
+        return {}
+    used = dict(session.execute(select(TaskInstance.pool, func.sum(TaskInstance.pool_slots)).where(
+        TaskInstance.pool.in_(slots), TaskInstance.state.in_(ACTIVE_TASK_STATES)).group_by(TaskInstance.pool)
+        ).tuples().all())
+    first: dict[str, str] = {}
+
+    def first_holder(name: str) -> str:
+        if name not in first:
+            run_id, task_id = session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
+                TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE_TASK_STATES)).order_by(TaskInstance.id)
+                .limit(1)).one()
+            first[name] = f"first by run {run_id}, task {task_id}"
+        return first[name]
+
+    def why(name: str, needs: int, task_id: str) -> str | None:
+        total, taken = slots[name], used.get(name, 0)
+        if total == 0:
+            return f"pool {name} has 0 slots (ledger pools set {name} N)"
+        if needs > total:
+            return f"task {task_id} needs {needs} slots of pool {name}, which has {total} (ledger pools set {name} N)"
+        if total - taken >= needs:
+            return None
+        if needs == 1:
+            return f"pool {name}: all {total} slot(s) in use ({first_holder(name)})"
+        return f"pool {name}: {max(total - taken, 0)} of {total} slot(s) free, task {task_id} needs {needs} " \
+               f"({first_holder(name)})"
+
     out: dict[int, str] = {}
-    for run_id, pools in wanted.items():
-        full = next((why_full[n] for n in sorted(pools) if why_full.get(n)), None)
+    for run_id, needs in wanted.items():
+        full = next((w for pool, n, task_id in sorted(needs) if pool in slots and (w := why(pool, n, task_id))),
+                    None)
         if full is not None:
             out[run_id] = full
     return out

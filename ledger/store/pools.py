@@ -12,9 +12,9 @@ from ledger.models import Pool, TaskInstance
 
 
 def pool_rows(session: Session) -> list[dict[str, Any]]:
-    """Every pool with its slots and how many task instances hold one now."""
-    in_use = (select(TaskInstance.pool, func.count()).where(TaskInstance.state.in_(ACTIVE_TASK_STATES))
-              .group_by(TaskInstance.pool))
+    """Every pool with its slots and how many of them the task instances queued or running now take."""
+    in_use = (select(TaskInstance.pool, func.sum(TaskInstance.pool_slots))
+              .where(TaskInstance.state.in_(ACTIVE_TASK_STATES)).group_by(TaskInstance.pool))
     used = dict(session.execute(in_use).tuples().all())
     return [{"name": p.name, "slots": p.slots, "used": used.get(p.name, 0), "description": p.description}
             for p in session.scalars(select(Pool).order_by(Pool.name))]

@@ -266,7 +266,7 @@ def instance_rows(run_id: int, dag_id: str, tasks: Iterable[TaskSpec]) -> list[d
     the scheduler expands it (ledger/core/mapping.py)."""
     return [{"run_id": run_id, "dag_id": dag_id, "task_id": t.task_id, "map_index": i,
              "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": t.retries + 1,
-             "priority_weight": t.priority_weight, "pool": t.pool}
+             "priority_weight": t.priority_weight, "pool": t.pool, "pool_slots": t.pool_slots}
             for t in tasks for i in (range(t.literal_count) if t.literal_count else [NOT_MAPPED])]
 
 
@@ -288,8 +288,8 @@ def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: dateti
     """Move a run to another version of its DAG (its next tries run that version's code), recorded as a
     `run_version_changed` event. Tasks new in `spec` get task instances, and a `removed` task instance whose
     task is in `spec` again is scheduled again (as Airflow's verify_integrity restores it); task instances of
-    tasks it lacks become `removed` (kept, with their tries). Kept task instances take `spec`'s pool and
-    priority weight, and its retries when they have not run yet. Returns (tasks added, tasks removed)."""
+    tasks it lacks become `removed` (kept, with their tries). Kept task instances take `spec`'s pool, pool
+    slots and priority weight, and its retries when they have not run yet. Returns (tasks added, tasks removed)."""
     before = run.version_hash
     tis = task_instances(session, run.id)
     have = {ti.task_id for ti in tis}
@@ -303,7 +303,7 @@ def move_to_version(session: Session, run: DagRun, spec: DagSpec, *, now: dateti
         task = spec.tasks.get(ti.task_id)
         if task is None:
             continue
-        ti.pool, ti.priority_weight = task.pool, task.priority_weight
+        ti.pool, ti.pool_slots, ti.priority_weight = task.pool, task.pool_slots, task.priority_weight
         if ti.dag_version == spec.version_hash:  # cleared on this version before: now its run's own
             ti.dag_version = None
         if ti.task_id in returning:

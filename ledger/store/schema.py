@@ -4,4 +4,4 @@ A test (tests/store/test_migrations.py) keeps this equal to the head of migratio
 every new migration.
 """
 
-HEAD = "0016"
+HEAD = "0017"

@@ -42,6 +42,7 @@ class TiRow:
     signal_id: int | None = None  # the signal that armed it (a signal-driven task)
     map_index: int = NOT_MAPPED  # a mapped task's instance number (ledger/core/mapping.py)
     version: str | None = None  # the DAG version its tries run when not its run's (decision 0271)
+    pool_slots: int = 1  # the slots of its pool it takes while queued or running
 
     @property
     def label(self) -> str:
@@ -52,25 +53,26 @@ class TiRow:
         """This row in another state (positional: dataclasses.replace costs several times more in the loop)."""
         return TiRow(self.id, self.run_id, self.task_id, state, self.try_number, self.max_tries, self.next_try_at,
                      self.priority_weight, self.pool, self.job_id, self.armed, self.signal_id, self.map_index,
-                     self.version)
+                     self.version, self.pool_slots)
 
     def queued(self, try_number: int, job_id: int) -> TiRow:
         """This row as `queue` writes it: queued for try `try_number` by job `job_id`, its START used up."""
         return TiRow(self.id, self.run_id, self.task_id, TaskState.QUEUED, try_number, self.max_tries, None,
-                     self.priority_weight, self.pool, job_id, False, self.signal_id, self.map_index, self.version)
+                     self.priority_weight, self.pool, job_id, False, self.signal_id, self.map_index, self.version,
+                     self.pool_slots)
 
 
 def row_of(ti: TaskInstance) -> TiRow:
     return TiRow(ti.id, ti.run_id, ti.task_id, TaskState(ti.state), ti.try_number, ti.max_tries, ti.next_try_at,
                  ti.priority_weight, ti.pool, ti.job_id, bool(ti.signal_armed), ti.signal_id, ti.map_index,
-                 ti.dag_version)
+                 ti.dag_version, ti.pool_slots)
 
 
 _TI_ROWS = select(TaskInstance.id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state,
                   TaskInstance.try_number, TaskInstance.max_tries, TaskInstance.next_try_at,
                   TaskInstance.priority_weight, TaskInstance.pool, TaskInstance.job_id,
                   TaskInstance.signal_armed, TaskInstance.signal_id, TaskInstance.map_index,
-                  TaskInstance.dag_version).where(
+                  TaskInstance.dag_version, TaskInstance.pool_slots).where(
     TaskInstance.run_id.in_(bindparam("run_ids", expanding=True)))
 # Statements the loop runs every time are built once: building and keying a statement costs more than
 # executing it on SQLite (see docs/decisions/, 40).
@@ -83,12 +85,12 @@ def rows_for_runs(session: Session, run_ids: list[int]) -> dict[int, dict[str, T
         return out
     states = _STATES
     for (ti_id, run_id, task_id, state, try_number, max_tries, next_try_at, priority_weight, pool, job_id, armed,
-         signal_id, map_index, version) in _TI_ROWS_HOT.rows(session, {"run_ids": list(run_ids)}):
+         signal_id, map_index, version, pool_slots) in _TI_ROWS_HOT.rows(session, {"run_ids": list(run_ids)}):
         if isinstance(next_try_at, str):  # (SQLite's text, on the driver's cursor: as SQLAlchemy would read it)
             next_try_at = _read_utc(next_try_at)
         out[run_id][label(task_id, map_index)] = TiRow(
             ti_id, run_id, task_id, states.get(state) or TaskState(state), try_number, max_tries, next_try_at,
-            priority_weight, pool, job_id, bool(armed), signal_id, map_index, version)
+            priority_weight, pool, job_id, bool(armed), signal_id, map_index, version, pool_slots)
     return out
 
 
@@ -191,7 +193,7 @@ def active_counts_in_runs(session: Session, tasks: Iterable[tuple[int, str]]) ->
 
 
 _POOL_SLOTS = select(Pool.name, Pool.slots)
-_POOL_USE = (select(TaskInstance.pool, func.count())
+_POOL_USE = (select(TaskInstance.pool, func.sum(TaskInstance.pool_slots))
              .where(TaskInstance.state.in_(ACTIVE), TaskInstance.pool.in_(bindparam("pools", expanding=True)))
              .group_by(TaskInstance.pool))
 
@@ -202,8 +204,9 @@ def pool_slots(session: Session) -> dict[str, int]:
 
 
 def pool_room(session: Session, slots: Mapping[str, int], *, lock: bool = False) -> dict[str, int]:
-    """Free slots per pool, of the pools given with their slots (pool_slots): slots less the task instances
-    queued or running in it. `lock`: a job about to queue takes each pool's lock first (take_limit_locks)."""
+    """Free slots per pool, of the pools given with their slots (pool_slots): slots less those the task instances
+    queued or running in it take (each its pool_slots). `lock`: a job about to queue takes each pool's lock first
+    (take_limit_locks)."""
     if not slots:
         return {}
     session.flush()
@@ -440,7 +443,7 @@ def expand(session: Session, ti: TiRow, dag_id: str, count: int) -> None:
         session.execute(insert(TaskInstance), [
             {"run_id": ti.run_id, "dag_id": dag_id, "task_id": ti.task_id, "map_index": i,
              "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": retries + 1,
-             "priority_weight": ti.priority_weight, "pool": ti.pool}
+             "priority_weight": ti.priority_weight, "pool": ti.pool, "pool_slots": ti.pool_slots}
             for i in missing])
 
 

@@ -176,11 +176,13 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
            limited: Container[int] | None = None) -> list[Candidate]:
     """The candidates that get a slot now: highest priority_weight first, then by logical date (oldest first,
     or newest first), then task instance id; each within the open `slots`, its DAG's max_active_tasks
-    (`active`: task instances of each DAG queued or running now) and its pool's room (a pool missing from
-    `pool_room` is not limited). `dates`: run id -> its logical date's timestamp, for every candidate's run,
-    when the caller keeps them (a job sorts every candidate each loop: reading each run's date costs more), and
-    `dag_of`: run id -> its DAG, likewise. `task_room`: (DAG, task) -> how many more of the task's instances may be
-    queued (its max_active_tis_per_dag less those queued or running now); `run_task_room`: (run id, task) -> the
+    (`active`: task instances of each DAG queued or running now) and its pool's room: its free slots, of which
+    the instance takes its pool_slots (a pool missing from `pool_room` is not limited; an instance that needs more
+    slots than are free waits, and one that needs fewer, after it, may take them, as in Airflow). `dates`: run id
+    -> its logical date's timestamp, for every candidate's run, when the caller keeps them (a job sorts every
+    candidate each loop: reading each run's date costs more), and `dag_of`: run id -> its DAG, likewise.
+    `task_room`: (DAG, task) -> how many more of the task's instances may be queued (its max_active_tis_per_dag less
+    those queued or running now); `run_task_room`: (run id, task) -> the
     same within one run (max_active_tis_per_dagrun); a task missing from them is not limited. `limited`: the ids of
     the candidates those limits hold back (their version declares them; None: every candidate of a task in them);
     any other candidate chosen still takes from its task's room, as it will be queued or running too."""
@@ -204,7 +206,7 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
         dag_id = dag_of[ti.run_id] if dag_of is not None else run.dag_id
         if active.get(dag_id, 0) >= spec.max_active_tasks:
             continue
-        if ti.pool in room and room[ti.pool] <= 0:
+        if ti.pool in room and room[ti.pool] < ti.pool_slots:  # (a later one that takes fewer slots may fit)
             continue
         if tasks_room is not None:
             per_dag, per_run = (dag_id, ti.task_id), (ti.run_id, ti.task_id)
@@ -218,5 +220,5 @@ def choose(candidates: Iterable[Candidate], *, slots: int, active: Mapping[str, 
         chosen.append((ti, run, spec))
         active[dag_id] = active.get(dag_id, 0) + 1
         if ti.pool in room:
-            room[ti.pool] -= 1
+            room[ti.pool] -= ti.pool_slots
     return chosen

@@ -1,7 +1,8 @@
 """Airflow's per-task concurrency limits reach ledger's scheduler: `max_active_tis_per_dag` (or Airflow 2's
 `task_concurrency`, taken when no max_active_tis_per_dag is given on the operator or in a default_args, as Airflow
 takes it) and `max_active_tis_per_dagrun`, on an operator, a `@task`, a mapped task's `.partial()` and in
-default_args; `pool_slots` stays accepted and ignored, and so does a limit given as None."""
+default_args, and `pool_slots` (the slots of its pool each instance takes); a limit given as None stays accepted and
+ignored."""
 
 from __future__ import annotations
 
@@ -63,9 +64,19 @@ def test_the_tasks_limits_are_taken_as_airflow_takes_them(dags: dict[str, DAG]) 
         "from_defaults": (3, None), "own_old_name": (1, None), "new_name_wins": (2, None)}
 
 
+def test_pool_slots_is_taken_and_a_version_that_takes_one_slot_keeps_its_hash(dags: dict[str, DAG]) -> None:
+    tasks = read_spec(*version_of(dags["limits"])).tasks
+    assert tasks["from_defaults"].pool_slots == 2 and tasks["own"].pool_slots == 1
+    hash_before = version_of(dags["old_names"])[0]
+    dags["old_names"].tasks["from_defaults"].pool_slots = 1  # as if given: pool_slots=1 is what every task took
+    assert version_of(dags["old_names"])[0] == hash_before
+    dags["old_names"].tasks["from_defaults"].pool_slots = 3
+    assert version_of(dags["old_names"])[0] != hash_before
+
+
 def test_what_does_not_act_is_listed_as_ignored(dags: dict[str, DAG]) -> None:
     ignored = {tid: t.ignored_args for tid, t in dags["limits"].tasks.items()}  # type: ignore[attr-defined]
-    assert ignored["from_defaults"] == ("pool_slots",)
+    assert ignored["from_defaults"] == ()
     assert ignored["old_name"] == ("task_concurrency",)  # max_active_tis_per_dag came from the DAG's default_args
     assert ignored["own"] == ()
     old_names = {tid: t.ignored_args for tid, t in dags["old_names"].tasks.items()}  # type: ignore[attr-defined]

@@ -44,14 +44,16 @@ class Limits:
 candidate_rows = st.lists(st.tuples(st.integers(1, 3),  # priority weight
                                     st.sampled_from(["d0", "d1", "d2"]),
                                     st.sampled_from(["default_pool", "p1", "p2"]),
-                                    st.integers(0, 5)),  # logical day
+                                    st.integers(0, 5),  # logical day
+                                    st.sampled_from([1, 1, 2, 3])),  # the pool's slots it takes
                           max_size=14)
 
 
-def make_candidates(rows: list[tuple[int, str, str, int]], caps: dict[str, int]) -> list[Any]:
+def make_candidates(rows: list[tuple[int, str, str, int, int]], caps: dict[str, int]) -> list[Any]:
     out = []
-    for i, (priority, dag_id, pool, day) in enumerate(rows):
-        ti = TiRow(i + 1, 100 + i, f"t{i}", TaskState.SCHEDULED, 0, 1, None, priority, pool, None)
+    for i, (priority, dag_id, pool, day, pool_slots) in enumerate(rows):
+        ti = TiRow(i + 1, 100 + i, f"t{i}", TaskState.SCHEDULED, 0, 1, None, priority, pool, None,
+                   pool_slots=pool_slots)
         out.append((ti, Run(100 + i, dag_id, DAY0 + timedelta(days=day)), Limits(caps[dag_id])))
     return out
 
@@ -63,13 +65,13 @@ def make_candidates(rows: list[tuple[int, str, str, int]], caps: dict[str, int])
        room=st.fixed_dictionaries({"p1": st.integers(0, 3), "p2": st.integers(0, 3)}),
        newest_first=st.booleans())
 def test_choose_fills_free_slots_within_every_limit_in_priority_order(
-        rows: list[tuple[int, str, str, int]], slots: int, caps: dict[str, int], active: dict[str, int],
+        rows: list[tuple[int, str, str, int, int]], slots: int, caps: dict[str, int], active: dict[str, int],
         room: dict[str, int], newest_first: bool) -> None:
     candidates = make_candidates(rows, caps)
     chosen = choose(candidates, slots=slots, active=active, pool_room=room, newest_first=newest_first)
     chosen_ids = {c[0].id for c in chosen}
     per_dag = {d: sum(1 for c in chosen if c[1].dag_id == d) for d in caps}
-    per_pool = {p: sum(1 for c in chosen if c[0].pool == p) for p in room}
+    per_pool = {p: sum(c[0].pool_slots for c in chosen if c[0].pool == p) for p in room}  # the slots they take
     # within every limit
     assert len(chosen) <= slots
     for d in caps:
@@ -80,7 +82,7 @@ def test_choose_fills_free_slots_within_every_limit_in_priority_order(
 
     def blocked(c: Any) -> bool:  # what keeps an unchosen candidate out, at the end
         return (len(chosen) >= slots or active[c[1].dag_id] + per_dag[c[1].dag_id] >= caps[c[1].dag_id]
-                or (c[0].pool in room and per_pool[c[0].pool] >= room[c[0].pool]))
+                or (c[0].pool in room and per_pool[c[0].pool] + c[0].pool_slots > room[c[0].pool]))
 
     # maximal: nothing left out that would still fit
     assert all(blocked(c) for c in candidates if c[0].id not in chosen_ids)
@@ -95,13 +97,13 @@ def test_choose_fills_free_slots_within_every_limit_in_priority_order(
         if c[0].id in chosen_ids or worst_chosen is None or rank(c) > worst_chosen:
             continue
         d, p = c[1].dag_id, c[0].pool
-        assert active[d] + per_dag[d] >= caps[d] or (p in room and per_pool[p] >= room[p])
+        assert active[d] + per_dag[d] >= caps[d] or (p in room and per_pool[p] + c[0].pool_slots > room[p])
 
 
 @settings(max_examples=examples(200), deadline=None)
 @given(rows=candidate_rows, slots=st.integers(0, 6), newest_first=st.booleans())
 def test_choose_picks_the_same_with_the_runs_dates_and_dags_given_as_without(
-        rows: list[tuple[int, str, str, int]], slots: int, newest_first: bool) -> None:
+        rows: list[tuple[int, str, str, int, int]], slots: int, newest_first: bool) -> None:
     candidates = make_candidates(rows, {"d0": 2, "d1": 1, "d2": 3})
     dates = {c[1].id: c[1].logical_date.timestamp() for c in candidates}
     dag_of = {c[1].id: c[1].dag_id for c in candidates}
@@ -155,8 +157,18 @@ def test_a_candidate_whose_version_has_no_limit_is_not_held_back_but_takes_from_
     assert [c[0].id for c in one_left] == [1]  # the unlimited one, first by date, took the last room
 
 
+def test_an_instance_that_needs_more_pool_slots_than_are_free_waits_and_one_after_it_that_fits_goes() -> None:
+    """Airflow's pool_slots: a pool with 3 free slots has room for a 2-slot instance; the next 2-slot one waits (1
+    free), and a 1-slot one ranked after it takes that slot. One that needs more than are free never goes."""
+    rows = [(3, "d0", "p1", 0, 2), (2, "d0", "p1", 0, 2), (1, "d0", "p1", 0, 1), (1, "d0", "p2", 1, 4)]
+    candidates = make_candidates(rows, {"d0": 10, "d1": 10, "d2": 10})
+    chosen = choose(candidates, slots=10, active={}, pool_room={"p1": 3, "p2": 3})
+    assert [c[0].id for c in chosen] == [1, 3]
+    assert choose(candidates[1:], slots=10, active={}, pool_room={"p1": 1, "p2": 3}) == [candidates[2]]
+
+
 def test_choose_gives_nothing_without_a_slot() -> None:
-    candidates = make_candidates([(1, "d0", "default_pool", 0)], {"d0": 4, "d1": 4, "d2": 4})
+    candidates = make_candidates([(1, "d0", "default_pool", 0, 1)], {"d0": 4, "d1": 4, "d2": 4})
     assert choose(candidates, slots=0, active={}, pool_room={}) == []
 
 

@@ -166,3 +166,23 @@ def test_a_database_upgraded_to_0015_keeps_the_task_ids_of_its_task_instances_an
     names = [task_id(ti, 1, DatabaseIdentity(identity, legacy_through).of(ti)) for ti in ids]
     assert names[:6] == [f"ledger-{ti}-1" for ti in range(1, 7)]
     assert names[6:] == [f"ledger-{identity}-7-1", f"ledger-{identity}-8-1"]
+
+
+def test_a_database_upgraded_to_0017_gives_each_task_instance_one_pool_slot(ready_cli: Any) -> None:
+    """Task instances made before pool_slots existed take one slot of their pool each, as they took before."""
+    import sqlite3
+
+    cli = ready_cli
+    cli.write_dag("full.py", FULL_DAG)
+    cli.ok("scheduler", "--exit-when-idle", LEDGER_POLL_INTERVAL="0.2")
+    out = cli.ok("db", "downgrade", "0016")
+    assert "each task instance's pool slots" in out and "to 0016" in out, out
+    cli.ok("db", "upgrade")
+    db = sqlite3.connect(cli.home / "ledger.db")
+    try:
+        slots = [n for (n,) in db.execute("SELECT pool_slots FROM task_instance ORDER BY id")]
+    finally:
+        db.close()
+    assert slots == [1] * 6  # three runs of two tasks
+    shown = cli.json("runs", "show", "1")
+    assert {t["pool_slots"] for t in shown["task_instances"]} == {1}

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -274,17 +276,19 @@ def has_template(value: Any) -> bool:
 
 
 def environment(filters: Mapping[str, Any] | None, native: bool = False,
-                options: Mapping[str, Any] | None = None) -> jinja2.Environment:
+                options: Mapping[str, Any] | None = None, folders: Sequence[str] = ()) -> jinja2.Environment:
     """The Jinja environment templates render in: with a DAG's user_defined_filters over the built-in ones (a
     filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow); `native`: a DAG's
     render_template_as_native_obj, a template gives a Python value (`{{ [1, 2] }}` a list), as Airflow's;
-    `options`: a DAG's jinja_environment_kwargs (and template_undefined as `undefined`), over ledger's."""
-    if not filters and not native and not options:
+    `options`: a DAG's jinja_environment_kwargs (and template_undefined as `undefined`), over ledger's; `folders`:
+    where `{% include %}`, `{% import %}` and `{% extends %}` find the files they name (template_folders)."""
+    if not filters and not native and not options and not folders:
         return _default_environment()
     import jinja2
 
     settings = {"undefined": jinja2.StrictUndefined, "autoescape": False, "keep_trailing_newline": True,
-                "extensions": list(EXTENSIONS), **(options or {})}
+                "extensions": list(EXTENSIONS), **({"loader": jinja2.FileSystemLoader(list(folders))} if folders
+                                                   else {}), **(options or {})}
     if native:
         import jinja2.nativetypes
 
@@ -306,7 +310,75 @@ def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping
     options = getattr(dag, "jinja_options", None)
     if not filters and not native and not options and not has_template(value):
         return _render(value, names, field, None)  # (ledger's environment: nothing to render, jinja2 not imported)
-    return _render(value, names, field, environment(filters, native, options))
+    folders = template_folders(dag) if names_files(value) else ()
+    return _render(value, names, field, environment(filters, native, options, folders))
+
+
+# a tag that reads another template file: {% include "x.sql" %}, {% import "m.j2" as m %}, {% from ... %},
+# {% extends ... %}
+_FILE_TAG = re.compile(r"{%[-+]?\s*(?:include|import|from|extends)\b")
+
+
+def names_files(value: Any) -> bool:
+    """Whether `value` (a string, or lists and dicts of them) has a tag that reads another template file."""
+    if isinstance(value, str):
+        return "{%" in value and _FILE_TAG.search(value) is not None
+    if isinstance(value, (list, tuple)):
+        return any(names_files(v) for v in value)
+    if isinstance(value, dict):
+        return any(names_files(v) for v in value.values())
+    return False
+
+
+def template_folders(dag: Any, fileloc: str | None = None) -> list[str]:
+    """Where a DAG's templates find the files they include, as Airflow's DAG.get_template_env looks: the DAG file's
+    folder (in a try, the folder of its version's stored code; `fileloc`: the DAG file's path, when the DAG does not
+    know it yet), then the DAG's template_searchpath."""
+    fileloc = fileloc or getattr(dag, "fileloc", None)
+    return [*([os.path.dirname(fileloc)] if fileloc else []), *getattr(dag, "template_searchpath", ())]
+
+
+def included_files(dag: Any, fileloc: str | None = None) -> list[str]:
+    """The files that the templates of `dag`'s tasks include, import or extend (and those they include in turn),
+    found as a try's render finds them (template_folders): the DAG's code, which a version keeps with the DAG file
+    when they are in the DAGs folder. A name given by an expression, or a file found nowhere, is left to the try
+    (whose render fails, naming it)."""
+    texts = [text for task in getattr(dag, "tasks", {}).values()
+             for name in getattr(task, "template_fields", ()) for text in _strings(getattr(task, name, None))
+             if names_files(text)]
+    if not texts:
+        return []
+    import jinja2
+    import jinja2.meta
+
+    env = environment(None, folders=template_folders(dag, fileloc))
+    found: list[str] = []
+    while texts:
+        try:
+            names = jinja2.meta.find_referenced_templates(env.parse(texts.pop()))
+        except jinja2.TemplateSyntaxError:
+            continue  # (the try's render says what is wrong)
+        for name in names:
+            if name is None:
+                continue
+            try:
+                source, path, _uptodate = env.loader.get_source(env, name)  # type: ignore[union-attr]
+            except jinja2.TemplateNotFound:
+                continue
+            if path is not None and path not in found:
+                found.append(path)
+                texts.append(source)
+    return found
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
 
 
 class LiteralValue:
@@ -336,6 +408,11 @@ def _render(value: Any, names: Mapping[str, Any], field: str, env: jinja2.Enviro
             return env.from_string(value).render(**names)
         except TemplateError as exc:
             raise TemplateError(f"template error in {field}: {exc}") from None
+        except jinja2.TemplateNotFound as exc:
+            folders = getattr(env.loader, "searchpath", None)
+            where = f"looked in {', '.join(folders)}" if folders else "no folder to look in"
+            raise TemplateError(f"template error in {field}: the template file {exc.name!r} is not found "
+                                f"({where})") from None
         except jinja2.TemplateError as exc:
             raise TemplateError(f"template error in {field}: {exc.message or type(exc).__name__}") from None
     if isinstance(value, list):

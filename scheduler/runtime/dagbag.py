@@ -25,6 +25,7 @@ from ledger.core.errors import DagDefinitionError
 from ledger.infra.code import CodeFile, CodeManifest, file_digest, helper_paths, sha256_bytes, wanted_file
 from ledger.sdk import dag as dag_module
 from ledger.sdk.dag import DAG, DAG_MODULE_PREFIX
+from ledger.sdk.templates import included_files
 from ledger.sdk.timetables import home_problem
 
 
@@ -245,6 +246,10 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
                               and any(_inside(p, root) for p in _module_paths(m))}
         imported = {f for m in result.modules.values() if (f := getattr(m, "__file__", None))}
         imported |= {os.path.abspath(f) for f in dag_module.read_files if _inside(os.path.abspath(f), root)}
+        # the template files its templates include (a version keeps them with its code, as it keeps template files)
+        imported |= {os.path.abspath(f) for value in [*vars(module).values(), *dag_module.created]
+                     if isinstance(value, DAG) for f in included_files(value, fileloc)
+                     if _inside(os.path.abspath(f), root)}
         result.code = capture_code(fileloc, root, imported)
         _active = result  # code_root() forgot every other code root's modules
         seen: set[int] = set()

@@ -406,10 +406,10 @@ def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
 
     def first_holder(name: str) -> str:
         if name not in first:
-            run_id, task_id = session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
+            holder = session.execute(select(TaskInstance.run_id, TaskInstance.task_id).where(
                 TaskInstance.pool == name, TaskInstance.state.in_(ACTIVE_TASK_STATES)).order_by(TaskInstance.id)
-                .limit(1)).one()
-            first[name] = f"first by run {run_id}, task {task_id}"
+                .limit(1)).first()  # (none when the last one ended since the slots were counted)
+            first[name] = "" if holder is None else f" (first by run {holder[0]}, task {holder[1]})"
         return first[name]
 
     def why(name: str, needs: int, task_id: str) -> str | None:
@@ -421,9 +421,9 @@ def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
         if total - taken >= needs:
             return None
         if needs == 1:
-            return f"pool {name}: all {total} slot(s) in use ({first_holder(name)})"
-        return f"pool {name}: {max(total - taken, 0)} of {total} slot(s) free, task {task_id} needs {needs} " \
-               f"({first_holder(name)})"
+            return f"pool {name}: all {total} slot(s) in use{first_holder(name)}"
+        return f"pool {name}: {max(total - taken, 0)} of {total} slot(s) free, task {task_id} needs {needs}" \
+               f"{first_holder(name)}"
 
     out: dict[int, str] = {}
     for run_id, needs in wanted.items():

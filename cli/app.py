@@ -21,7 +21,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("dags", ".dags:app", "Inspect the DAGs of the DAGs folder and their versions."),
     ("runs", ".runs:app", "Inspect DAG runs."),
     ("tasks", ".tasks:app", "Inspect and re-run task instances."),
-    ("pools", ".pools:app", "Pools limit how many task instances run at once across DAGs."),
+    ("pools", ".pools:app", "Pools limit the task instances that run at once across DAGs (each takes its pool_slots)."),
     ("backfill", ".backfill:app", "Rewrite a DAG's history: `ledger backfill DAG --start A --end B` (short for "
      "`ledger backfill create ...`), `ledger backfill list`, `ledger backfill cancel ID`."),
     ("datasets", ".datasets:app", "Datasets: which tasks write them, which DAGs run on them, their events."),

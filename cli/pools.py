@@ -20,7 +20,8 @@ Name = Annotated[str, typer.Argument(help="The pool name.", show_default=False)]
 
 
 @app.command("set", context_settings={"ignore_unknown_options": True})  # `-1` is a (bad) number, not an option
-def set_(name: Name, slots: Annotated[int, typer.Argument(help="How many task instances may run at once.")],
+def set_(name: Name, slots: Annotated[int, typer.Argument(
+        help="How many slots its task instances may take at once (each takes its pool_slots, default 1).")],
          description: Annotated[str, typer.Option(help="What the pool is for.")] = "") -> None:
     """Create a pool or change its slots. Tasks name their pool with `pool=`; a pool that is not
     defined does not limit anything."""

@@ -170,8 +170,9 @@ class DAG(ledger_dag.DAG):
         ledger_args = delays_in_seconds({k: v for k, v in given_args.items() if k in ledger_dag.TASK_ARGUMENTS})
         # (task_concurrency acts through each operator, ledger/airflow_compat/operators.py, unless a
         # max_active_tis_per_dag is given beside it)
-        ignored = sorted(k for k in given_args if k not in ledger_dag.TASK_ARGUMENTS and not (
-            k == "task_concurrency" and given_args[k] and not given_args.get("max_active_tis_per_dag")))
+        ignored = sorted(k for k in given_args if (k not in ledger_dag.TASK_ARGUMENTS and not (
+            k == "task_concurrency" and given_args[k] and not given_args.get("max_active_tis_per_dag"))) or (
+            k == "pool_slots" and given_args[k] in (None, 1)))  # (as before it acted: the version keeps its hash)
         super().__init__(
             dag_id, schedule=schedule, start_date=start_date, end_date=end_date, catchup=bool(catchup),
             default_args=ledger_args, description=description or "", tags=tags or (), params=params,

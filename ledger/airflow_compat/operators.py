@@ -55,6 +55,9 @@ IGNORED_TASK_ARGS = ("executor_config", "weight_rule", "run_as_user", "resources
 
 
 _LIMITS = ("max_active_tis_per_dag", "max_active_tis_per_dagrun")
+# given as 1 (every instance took one slot) or None, pool_slots is listed as ignored, as it was before it acted: the
+# version of such a DAG file keeps its hash (decision 0364)
+POOL_SLOTS = "pool_slots"
 
 
 def _task_concurrency(kwargs: Mapping[str, Any], defaults: Mapping[str, Any]) -> Any:
@@ -164,7 +167,8 @@ class AirflowArgs:
         # (a limit given as None, and a task_concurrency not taken, are listed as ignored, as they always were: a DAG
         # that passes them keeps its version hash)
         kept["ignored"] = tuple(sorted(k for k in kwargs if k in IGNORED_TASK_ARGS or (
-            k in _LIMITS and kwargs[k] is None) or (k == TASK_CONCURRENCY and took is None)))
+            k in _LIMITS and kwargs[k] is None) or (k == TASK_CONCURRENCY and took is None) or (
+            k == POOL_SLOTS and kwargs[k] in (None, 1))))
         return delays_in_seconds(ledger_args), kept
 
     def keep(self, kept: Mapping[str, Any]) -> None:

@@ -185,7 +185,7 @@ class Task:
         self.trigger_rule: str = merged.get("trigger_rule") or "all_success"
         self.pool: str = merged.get("pool") or "default_pool"
         # the slots of its pool each of its task instances takes while queued or running (Airflow's pool_slots)
-        self.pool_slots: int = merged.get("pool_slots", 1)
+        self.pool_slots: int = 1 if merged.get("pool_slots") is None else merged["pool_slots"]
         # the Celery queue its tries are sent to (a worker listens on some queues: `ledger worker --queues`)
         self.queue: str = merged.get("queue") or DEFAULT_QUEUE
         self.priority_weight: int = int(merged.get("priority_weight", 1))
@@ -238,7 +238,8 @@ class Task:
             not isinstance(self.execution_timeout, timedelta) or self.execution_timeout.total_seconds() <= 0
         ):
             raise DagDefinitionError(f"{where}: execution_timeout must be a positive timedelta")
-        if isinstance(self.pool_slots, bool) or not isinstance(self.pool_slots, int) or self.pool_slots < 1:
+        slots = self.pool_slots
+        if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots < 2**31:
             raise DagDefinitionError(f"{where}: pool_slots must be a whole number >= 1, not {self.pool_slots!r}")
         for name in ("max_active_tis_per_dag", "max_active_tis_per_dagrun"):
             limit = getattr(self, name)

@@ -276,19 +276,20 @@ def has_template(value: Any) -> bool:
 
 
 def environment(filters: Mapping[str, Any] | None, native: bool = False,
-                options: Mapping[str, Any] | None = None, folders: Sequence[str] = ()) -> jinja2.Environment:
+                options: Mapping[str, Any] | None = None, folders: Sequence[str] | None = None) -> jinja2.Environment:
     """The Jinja environment templates render in: with a DAG's user_defined_filters over the built-in ones (a
     filter of the DAG's named as one of Jinja's, `first`, is the DAG's, as in Airflow); `native`: a DAG's
     render_template_as_native_obj, a template gives a Python value (`{{ [1, 2] }}` a list), as Airflow's;
     `options`: a DAG's jinja_environment_kwargs (and template_undefined as `undefined`), over ledger's; `folders`:
-    where `{% include %}`, `{% import %}` and `{% extends %}` find the files they name (template_folders)."""
-    if not filters and not native and not options and not folders:
+    where `{% include %}`, `{% import %}` and `{% extends %}` find the files they name (template_folders; None: no
+    loader, as for a template that names no file)."""
+    if not filters and not native and not options and folders is None:
         return _default_environment()
     import jinja2
 
     settings = {"undefined": jinja2.StrictUndefined, "autoescape": False, "keep_trailing_newline": True,
-                "extensions": list(EXTENSIONS), **({"loader": jinja2.FileSystemLoader(list(folders))} if folders
-                                                   else {}), **(options or {})}
+                "extensions": list(EXTENSIONS), **({"loader": jinja2.FileSystemLoader(list(folders))}
+                                                   if folders is not None else {}), **(options or {})}
     if native:
         import jinja2.nativetypes
 
@@ -310,7 +311,7 @@ def render(value: Any, names: Mapping[str, Any], *, field: str, filters: Mapping
     options = getattr(dag, "jinja_options", None)
     if not filters and not native and not options and not has_template(value):
         return _render(value, names, field, None)  # (ledger's environment: nothing to render, jinja2 not imported)
-    folders = template_folders(dag) if names_files(value) else ()
+    folders = template_folders(dag) if names_files(value) else None
     return _render(value, names, field, environment(filters, native, options, folders))
 
 
@@ -344,14 +345,16 @@ def included_files(dag: Any, fileloc: str | None = None) -> list[str]:
     when they are in the DAGs folder. A name given by an expression, or a file found nowhere, is left to the try
     (whose render fails, naming it)."""
     texts = [text for task in getattr(dag, "tasks", {}).values()
-             for name in getattr(task, "template_fields", ()) for text in _strings(getattr(task, name, None))
-             if names_files(text)]
+             for value in [*(getattr(task, name, None) for name in getattr(task, "template_fields", ())),
+                           *(source for _arg, source in getattr(task, "expand_args", ()))]  # (a mapped task's lists)
+             for text in _strings(value) if names_files(text)]
     if not texts:
         return []
     import jinja2
     import jinja2.meta
 
-    env = environment(None, folders=template_folders(dag, fileloc))
+    # (with the DAG's own Jinja settings: a template may need an extension it enables to parse)
+    env = environment(None, options=getattr(dag, "jinja_options", None), folders=template_folders(dag, fileloc))
     found: list[str] = []
     while texts:
         try:
@@ -363,7 +366,7 @@ def included_files(dag: Any, fileloc: str | None = None) -> list[str]:
                 continue
             try:
                 source, path, _uptodate = env.loader.get_source(env, name)  # type: ignore[union-attr]
-            except jinja2.TemplateNotFound:
+            except (jinja2.TemplateNotFound, OSError, UnicodeDecodeError):  # (the try's render says what is wrong)
                 continue
             if path is not None and path not in found:
                 found.append(path)
@@ -408,11 +411,13 @@ def _render(value: Any, names: Mapping[str, Any], field: str, env: jinja2.Enviro
             return env.from_string(value).render(**names)
         except TemplateError as exc:
             raise TemplateError(f"template error in {field}: {exc}") from None
-        except jinja2.TemplateNotFound as exc:
+        except jinja2.TemplateNotFound as exc:  # (and TemplatesNotFound: none of a list of names)
             folders = getattr(env.loader, "searchpath", None)
             where = f"looked in {', '.join(folders)}" if folders else "no folder to look in"
-            raise TemplateError(f"template error in {field}: the template file {exc.name!r} is not found "
-                                f"({where})") from None
+            files = getattr(exc, "templates", None) or [exc.name]
+            which = f"the template file {files[0]!r} is" if len(files) == 1 else \
+                f"none of the template files {', '.join(repr(f) for f in files)} is"
+            raise TemplateError(f"template error in {field}: {which} not found ({where})") from None
         except jinja2.TemplateError as exc:
             raise TemplateError(f"template error in {field}: {exc.message or type(exc).__name__}") from None
     if isinstance(value, list):

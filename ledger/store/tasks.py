@@ -429,7 +429,8 @@ def expand(session: Session, ti: TiRow, dag_id: str, count: int) -> None:
     """A mapped task's unexpanded instance (map_index -1) becomes instance 0 of `count`; instances 1..count-1
     are made like it (scheduled, no try yet), or, for a task expanded again after a clear, its `removed`
     instances below `count` come back (scheduled, with fresh tries); those at or past `count` stay removed.
-    No row is deleted: nothing an instance recorded is lost."""
+    No row is deleted: nothing an instance recorded is lost. Each instance takes the waiting row's pool, pool slots
+    and the version its tries run (a clear onto the latest version gave it them: decision 0271)."""
     session.execute(update(TaskInstance).where(TaskInstance.id == ti.id, TaskInstance.map_index == NOT_MAPPED)
                     .values(map_index=0))
     retries = ti.max_tries - ti.try_number - 1  # what the waiting row was given, by its run or by a clear
@@ -438,12 +439,14 @@ def expand(session: Session, ti: TiRow, dag_id: str, count: int) -> None:
     for i, row in have.items():
         if i < count and row.state == TaskState.REMOVED.value:
             rearm(row, retries, arm=False)
+            row.pool, row.pool_slots, row.dag_version = ti.pool, ti.pool_slots, ti.version
     missing = [i for i in range(1, count) if i not in have]
     if missing:
         session.execute(insert(TaskInstance), [
             {"run_id": ti.run_id, "dag_id": dag_id, "task_id": ti.task_id, "map_index": i,
              "state": TaskState.SCHEDULED.value, "try_number": 0, "max_tries": retries + 1,
-             "priority_weight": ti.priority_weight, "pool": ti.pool, "pool_slots": ti.pool_slots}
+             "priority_weight": ti.priority_weight, "pool": ti.pool, "pool_slots": ti.pool_slots,
+             "dag_version": ti.version}
             for i in missing])
 
 

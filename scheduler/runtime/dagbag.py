@@ -203,15 +203,17 @@ def _code_file(root: str, rel: str) -> CodeFile:
     return CodeFile(rel, sha, digest)
 
 
-def capture_code(fileloc: str, root: str, imported: Iterable[str]) -> CodeManifest:
+def capture_code(fileloc: str, root: str, imported: Iterable[str], kept: Iterable[str] = ()) -> CodeManifest:
     """The manifest of a DAG file's code: the file, and the files of `root` its import needed
-    (`imported`: the files of modules it imported from `root`)."""
+    (`imported`: the files of modules it imported from `root`, and those it read); `kept`: files of them kept
+    whatever their suffix (template files its templates include: a try renders them)."""
     entry_rel = Path(fileloc).relative_to(root).as_posix()
     rels = [Path(p).relative_to(root).as_posix() for p in imported]
+    kept_rels = {Path(p).relative_to(root).as_posix() for p in kept}
     tops = {Path(r).parts[0] for r in rels if len(Path(r).parts) > 1}
     needed = helper_paths(rels, {top: _files_under(root, top) for top in tops})
     support = [_code_file(root, rel) for rel in sorted(needed)
-               if rel != entry_rel and wanted_file(rel) and (Path(root) / rel).is_file()]
+               if rel != entry_rel and (wanted_file(rel) or rel in kept_rels) and (Path(root) / rel).is_file()]
     return CodeManifest.build(CodeFile.of(entry_rel, Path(fileloc).read_bytes()), support)
 
 
@@ -246,11 +248,12 @@ def load_file(fileloc: str, root: str | None = None) -> FileResult:
                               and any(_inside(p, root) for p in _module_paths(m))}
         imported = {f for m in result.modules.values() if (f := getattr(m, "__file__", None))}
         imported |= {os.path.abspath(f) for f in dag_module.read_files if _inside(os.path.abspath(f), root)}
-        # the template files its templates include (a version keeps them with its code, as it keeps template files)
-        imported |= {os.path.abspath(f) for value in [*vars(module).values(), *dag_module.created]
-                     if isinstance(value, DAG) for f in included_files(value, fileloc)
-                     if _inside(os.path.abspath(f), root)}
-        result.code = capture_code(fileloc, root, imported)
+        # the template files its templates include (a version keeps them with its code, as it keeps template files,
+        # whatever their suffix)
+        includes = {os.path.abspath(f) for value in [*vars(module).values(), *dag_module.created]
+                    if isinstance(value, DAG) for f in included_files(value, fileloc)
+                    if _inside(os.path.abspath(f), root)}
+        result.code = capture_code(fileloc, root, imported | includes, kept=includes)
         _active = result  # code_root() forgot every other code root's modules
         seen: set[int] = set()
         # DAGs bound to module names, and DAGs made in a `with DAG(...):` block without a name

@@ -84,3 +84,42 @@ def test_what_does_not_act_is_listed_as_ignored(dags: dict[str, DAG]) -> None:
     # given as None, they act as before they were supported: listed, so the version's hash is the one it was
     assert old_names["none_given"] == ("max_active_tis_per_dag", "max_active_tis_per_dagrun", "task_concurrency")
     assert dags["old_names"].ignored_args == []  # the DAG's task_concurrency acts
+
+
+SLOTS_AS_BEFORE = """\
+import pendulum
+from airflow import DAG
+from airflow.decorators import task
+from airflow.operators.bash import BashOperator
+
+with DAG("slots_one", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule="@daily",
+         default_args={"pool_slots": 1}):
+    BashOperator(task_id="one", bash_command="echo 1", pool_slots=1)
+    BashOperator(task_id="none", bash_command="echo 1", pool_slots=None)
+
+    @task(pool_slots=1)
+    def flow():
+        return 1
+
+    flow()
+
+with DAG("slots_none", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule="@daily",
+         default_args={"pool_slots": None}):
+    BashOperator(task_id="plain", bash_command="echo 1")
+"""
+
+
+def test_a_dag_file_whose_pool_slots_change_nothing_keeps_the_version_hash_it_had_before_they_acted(
+        tmp_path: Path) -> None:
+    """pool_slots given as 1 or None (on an operator, in default_args, on @task) is listed as ignored, as it was
+    before pool_slots acted (decision 0364): the hashes below are the ones `024f402` gave this file."""
+    (tmp_path / "slots.py").write_text(SLOTS_AS_BEFORE)
+    try:
+        loaded = load_file(str(tmp_path / "slots.py"), str(tmp_path))
+        assert loaded.error is None, loaded.error
+        hashes = {d.dag_id: version_of(d)[0] for d in loaded.dags}
+    finally:
+        for name in [n for n in sys.modules if n == "airflow" or n.startswith("airflow.")]:
+            del sys.modules[name]
+    assert hashes == {"slots_one": "1a679d34f612d8980dc47fe312747ce0e97375df203d753773d884a0b9f7ede1",
+                      "slots_none": "8600b95a940f3913cf9267480efb04fdeef986f79c04b7580996a4a2d9d0e45a"}

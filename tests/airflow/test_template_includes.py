@@ -22,18 +22,20 @@ with DAG("reports", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), schedule
     SqlPrinter(task_id="daily", sql="sql/daily.sql")
     BashOperator(task_id="inline", bash_command="echo {% include 'shared/where.sql' %}")
     BashOperator(task_id="macro", bash_command="{% import 'macros/days.j2' as m %}echo {{ m.day(ds) }}")
+    BashOperator.partial(task_id="each").expand(bash_command=["echo {% include 'parts/one.jinja' %}"])
 """
 
 
 def write_dags(dags: Path) -> None:
     """sql/daily.sql, a template file, includes shared/where.sql; folders of their own, which no template file names
     and no module imports (so the DAG's code holds them only as what its templates include)."""
-    for folder in ("sql", "shared", "macros"):
+    for folder in ("sql", "shared", "macros", "parts"):
         (dags / folder).mkdir(parents=True)
     (dags / "reports.py").write_text(DAG_FILE)
     (dags / "sql" / "daily.sql").write_text("SELECT count(*) FROM sales {% include 'shared/where.sql' %}")
     (dags / "shared" / "where.sql").write_text("WHERE day = '{{ ds }}'")
     (dags / "macros" / "days.j2").write_text("{% macro day(d) %}day-{{ d }}{% endmacro %}")
+    (dags / "parts" / "one.jinja").write_text("part-{{ ds }}")  # (a suffix the code keeps only as an include)
 
 
 @pytest.fixture
@@ -50,7 +52,7 @@ def test_the_files_a_template_includes_are_the_dags_code(dags: Path) -> None:
     assert loaded.error is None, loaded.error
     assert loaded.code is not None
     kept = set(loaded.code.files())
-    assert {"sql/daily.sql", "shared/where.sql", "macros/days.j2"} <= kept
+    assert {"sql/daily.sql", "shared/where.sql", "macros/days.j2", "parts/one.jinja"} <= kept
     before = version_of(loaded.dags[0])[0]
     (dags / "shared" / "where.sql").write_text("WHERE day = '{{ ds }}' AND shop = 1")  # an included file changes
     again = load_file(str(dags / "reports.py"), str(dags))
@@ -64,12 +66,17 @@ def test_a_try_renders_what_its_templates_include(ready_cli: Cli) -> None:
     cli.ok("trigger", "reports", "--logical-date", "2024-03-01")
     cli.ok("scheduler", "--exit-when-idle")
     shown = cli.json("runs", "show", "1")
-    assert {t["task_id"]: t["state"] for t in shown["task_instances"]} == {
-        "daily": "success", "inline": "success", "macro": "success"}
+    assert {t["label"]: t["state"] for t in shown["task_instances"]} == {
+        "daily": "success", "inline": "success", "macro": "success", "each[0]": "success"}
     assert "SELECT count(*) FROM sales WHERE day = '2024-03-01'" in cli.ok("tasks", "logs", "reports", "1", "daily")
     assert "WHERE day = 2024-03-01" in cli.ok("tasks", "logs", "reports", "1", "inline")
     assert "day-2024-03-01" in cli.ok("tasks", "logs", "reports", "1", "macro")
-
+    assert "part-2024-03-01" in cli.ok("tasks", "logs", "reports", "1", "each", "--map-index", "0")
+    # the included file changes (a new version); run 1 cleared on its own version renders that version's copy
+    (cli.dags / "shared" / "where.sql").write_text("WHERE day = 'changed'")
+    cli.ok("tasks", "clear", "reports", "1", "-t", "inline")
+    cli.ok("scheduler", "--exit-when-idle")
+    assert "WHERE day = 2024-03-01" in cli.ok("tasks", "logs", "reports", "1", "inline", "--try", "2")
 
 def test_an_include_found_nowhere_fails_the_try_naming_the_folders(ready_cli: Cli) -> None:
     cli = ready_cli

@@ -5,6 +5,7 @@ every task instance one slot."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from ledger.sdk.describe import version_of
 from ledger.store import pools as pool_store
 from ledger.store import tasks as task_store
 from ledger.store.backfills import full_pools
+from tests.conftest import Cli
 from tests.scheduler.test_database_faults import job_parts  # noqa: F401  (a fixture)
 from tests.scheduler.test_task_limits import START, started_job
 
@@ -115,3 +117,62 @@ def test_pool_slots_is_in_the_version_only_when_not_one_and_a_bad_one_is_refused
         with DAG("d", schedule="@daily", start_date=START), \
                 pytest.raises(DagDefinitionError, match="pool_slots must be a whole number >= 1"):
             BashTask("a", "true", pool_slots=bad)
+
+
+FAN = """
+import pendulum
+from ledger import DAG, task
+
+with DAG("fan", schedule=None, start_date=pendulum.datetime(2024, 3, 1, tz="UTC")) as dag:
+    @task
+    def files():
+        return ["a", "b", "c"]
+
+    @task(pool="db", pool_slots=SLOTS)
+    def load(name):
+        print("loading", name)
+
+    @task
+    def other():  # (not downstream of files: a clear of files and what follows it is a partial one)
+        return 1
+
+    load.expand(name=files())
+    other()
+"""
+
+
+def slots_of(cli: Cli, run: str) -> dict[str, tuple[int, str | None]]:
+    """label -> (its pool slots, the version its next tries run when not its run's) of the run's instances."""
+    shown = cli.json("runs", "show", run)
+    with sqlite3.connect(cli.home / "ledger.db") as db:
+        rows = dict(((t, m), (s, v)) for t, m, s, v in db.execute(
+            "SELECT task_id, map_index, pool_slots, dag_version FROM task_instance WHERE run_id = ?", (int(run),)))
+    return {t["label"]: rows[(t["task_id"], t["map_index"])] for t in shown["task_instances"]}
+
+
+def test_instances_take_the_slots_of_the_version_their_next_tries_run(ready_cli: Cli) -> None:
+    """A clear onto the latest version gives the cleared instances its pool slots (and its version), the mapped ones
+    made again by the expansion after it too; a whole run moved to the latest version takes them all."""
+    cli = ready_cli
+    cli.ok("pools", "set", "db", "4")
+    cli.write_dag("fan.py", FAN.replace("SLOTS", "1"))
+    cli.ok("trigger", "fan", "--logical-date", "2024-03-01")
+    cli.ok("trigger", "fan", "--logical-date", "2024-03-02")
+    cli.ok("scheduler", "--exit-when-idle")
+    assert {s for s, _v in slots_of(cli, "1").values()} == {1}
+    cli.write_dag("fan.py", FAN.replace("SLOTS", "2"))  # a new version: each load takes 2 slots
+    cli.ok("dags", "list")
+    latest = next(v["version"] for v in cli.json("dags", "versions", "fan") if v["current"])
+    cli.ok("tasks", "clear", "fan", "1", "-t", "files", "--downstream", "--on-latest-version")
+    cli.ok("tasks", "clear", "fan", "2", "--on-latest-version")  # the whole run moves
+    cli.ok("scheduler", "--exit-when-idle")
+    partial = slots_of(cli, "1")
+    assert partial["files"][0] == 1  # (it takes one slot of its own pool)
+    assert {label: s for label, (s, _v) in partial.items() if label.startswith("load")} == {
+        "load[0]": 2, "load[1]": 2, "load[2]": 2}
+    # the cleared ones run the latest version, the others their run's
+    assert {label: v for label, (_s, v) in partial.items()} == {
+        "files": latest, "load[0]": latest, "load[1]": latest, "load[2]": latest, "other": None}
+    moved = slots_of(cli, "2")
+    assert {label: s for label, (s, _v) in moved.items() if label.startswith("load")} == {
+        "load[0]": 2, "load[1]": 2, "load[2]": 2}

@@ -34,6 +34,17 @@ def states(session: Any, run_id: int) -> dict[str, tuple[str, str, int, int]]:
             for ti in run_store.task_instances(session, run_id)}
 
 
+def test_a_run_moved_to_another_version_takes_its_pools_and_pool_slots(session: Any, clock: Any) -> None:
+    a = version(session, clock, {"b": {}, "p": {"pool": "db"}})
+    run = run_store.splice(session, a, run_store.NewRun(a.schedule.interval_for(T0), RunType.MANUAL),
+                           now=clock.now(), actor="test")
+    session.flush()
+    b = version(session, clock, {"b": {"pool": "db", "pool_slots": 3}, "p": {"pool": "db", "pool_slots": 2}})
+    run_store.move_to_version(session, run, b, now=clock.now(), actor="test", reason="r")
+    assert {ti.task_id: (ti.pool, ti.pool_slots) for ti in run_store.task_instances(session, run.id)} == {
+        "b": ("db", 3), "p": ("db", 2)}
+
+
 def test_a_task_that_comes_back_in_the_version_a_run_moves_to_runs_again(session: Any, clock: Any) -> None:
     a = version(session, clock, {"b": {}, "p": {}})
     run = run_store.splice(session, a, run_store.NewRun(a.schedule.interval_for(T0), RunType.MANUAL),

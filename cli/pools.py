@@ -13,7 +13,8 @@ from ledger.cli.options import MAX_ID, Json
 from ledger.services.operations import delete_pool, set_pool
 from ledger.store import pools as pool_store
 
-app = typer.Typer(help="Pools limit how many task instances run at once across DAGs.", no_args_is_help=True)
+app = typer.Typer(help="Pools limit the task instances that run at once across DAGs (each takes its pool_slots).",
+                  no_args_is_help=True)
 out = Console(highlight=False)
 
 Name = Annotated[str, typer.Argument(help="The pool name.", show_default=False)]

@@ -322,13 +322,7 @@ _FILE_TAG = re.compile(r"{%[-+]?\s*(?:include|import|from|extends)\b")
 
 def names_files(value: Any) -> bool:
     """Whether `value` (a string, or lists and dicts of them) has a tag that reads another template file."""
-    if isinstance(value, str):
-        return "{%" in value and _FILE_TAG.search(value) is not None
-    if isinstance(value, (list, tuple)):
-        return any(names_files(v) for v in value)
-    if isinstance(value, dict):
-        return any(names_files(v) for v in value.values())
-    return False
+    return any("{%" in text and _FILE_TAG.search(text) is not None for text in _strings(value))
 
 
 def template_folders(dag: Any, fileloc: str | None = None) -> list[str]:

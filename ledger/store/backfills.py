@@ -18,6 +18,7 @@ from ledger.core.versions import DagSpec
 from ledger.models import Backfill, Dag, DagRun, Event, Job, Pool, TaskInstance, TaskTry
 from ledger.store import events
 from ledger.store.dags import chunks
+from ledger.store.tasks import pool_room
 from ledger.store.transitions import move_backfill
 
 
@@ -386,7 +387,8 @@ def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
     """Why each of these running runs, with nothing queued or running, waits on a pool: a task instance of it
     that is scheduled needs more of its pool's slots (its pool_slots) than are free (by whom they are taken,
     first), or than the pool has. A run left out is not so: what holds it is not a pool (upstream tasks, a retry
-    delay, a signal). One query for the runs, one for the pools, one for the slots in use, one per full pool."""
+    delay, a signal). One query for the runs, one for the pools, one for the slots in use (pool_room), one per full
+    pool."""
     wanted: dict[int, list[tuple[str, int, str]]] = {}
     for chunk in chunks(list(run_ids)):
         for run_id, pool, needs, task_id in session.execute(
@@ -399,9 +401,7 @@ def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
     slots = {p.name: p.slots for p in session.scalars(select(Pool).where(Pool.name.in_(names)))}
     if not slots:  # a pool that is not defined does not limit
         return {}
-    used = dict(session.execute(select(TaskInstance.pool, func.sum(TaskInstance.pool_slots)).where(
-        TaskInstance.pool.in_(slots), TaskInstance.state.in_(ACTIVE_TASK_STATES)).group_by(TaskInstance.pool)
-        ).tuples().all())
+    free = pool_room(session, slots)
     first: dict[str, str] = {}
 
     def first_holder(name: str) -> str:
@@ -413,16 +413,16 @@ def full_pools(session: Session, run_ids: Collection[int]) -> dict[int, str]:
         return first[name]
 
     def why(name: str, needs: int, task_id: str) -> str | None:
-        total, taken = slots[name], used.get(name, 0)
+        total = slots[name]
         if total == 0:
             return f"pool {name} has 0 slots (ledger pools set {name} N)"
         if needs > total:
             return f"task {task_id} needs {needs} slots of pool {name}, which has {total} (ledger pools set {name} N)"
-        if total - taken >= needs:
+        if free[name] >= needs:
             return None
         if needs == 1:
             return f"pool {name}: all {total} slot(s) in use{first_holder(name)}"
-        return f"pool {name}: {max(total - taken, 0)} of {total} slot(s) free, task {task_id} needs {needs}" \
+        return f"pool {name}: {max(free[name], 0)} of {total} slot(s) free, task {task_id} needs {needs}" \
                f"{first_holder(name)}"
 
     out: dict[int, str] = {}

@@ -90,7 +90,8 @@ def backfill_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]:
 
 
 def scheduler_round(workdir: Path, args: argparse.Namespace) -> dict[str, float]:
-    found = scheduler_throughput.one_round(workdir, args.runs, 2, {}, keep_output=False, timeout=args.timeout)
+    found = scheduler_throughput.one_round(workdir, args.runs, args.parallelism, {}, keep_output=False,
+                                           timeout=args.timeout)
     return {"ti_per_s": found["ti_per_s"], "sched_cpu_ms_per_ti": found["sched_cpu_ms_per_ti"],
             "workers_cpu_ms_per_ti": found["workers_cpu_ms_per_ti"],
             "tries_cpu_ms_per_ti": found["tries_cpu_ms_per_ti"]}
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=3, help="A/B pairs per benchmark, after one warm-up per side")
     parser.add_argument("--dates", type=int, default=300, help="backfill: daily dates (x 5 tasks)")
     parser.add_argument("--runs", type=int, default=200, help="scheduler: due runs (x 5 tasks)")
+    parser.add_argument("--parallelism", type=int, default=2,
+                        help="scheduler: `ledger scheduler --parallelism` (2, as scheduler_throughput runs it; the "
+                             "setting's default is 4)")
     parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append", help="run only this benchmark")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", action="store_true", help="also print the summary as one JSON line")

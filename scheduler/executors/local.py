@@ -82,6 +82,7 @@ from ledger.scheduler.executors.base import (
     dumps,
     ended_by_report,
 )
+from ledger.scheduler.executors.try_pid import TryPid
 from ledger.scheduler.runtime import in_process, try_plan, try_process, try_report
 from ledger.scheduler.runtime.parent_death import die_with_parent
 from ledger.scheduler.runtime.try_outcome import Outcome
@@ -109,6 +110,9 @@ UNRESPONSIVE_MARGIN = 30.0  # seconds past the import timeout before a worker th
 # ever given, and a worker sets each try's LEDGER_* variables before it forks it, so it grows by each try's values
 RECYCLE_AFTER = 10_000
 RETIRE_GRACE = 2.0  # seconds a worker being replaced is given to end by itself before it is killed (never waited on)
+# a forked try that ends within this many seconds has its start told with its end, in one message: the job wakes
+# once for it, not twice (decision 0366); a longer one's start is told once this has passed
+SAY_STARTED_AFTER = 0.05
 
 # -- the worker side -------------------------------------------------------------------------------
 
@@ -230,15 +234,17 @@ class _Inbox:
 
 
 def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reuse: bool = False,
-           ahead: bool = False, hold_fd: int = -1) -> None:
+           ahead: bool = False, hold_fd: int = -1, told_fd: int = -1) -> None:
     """A worker's life: receive WorkItems, run each in a forked child (or, for Spark tries and with `reuse`
     for Python tries, in this process), report started and finished. `ahead`: the executor sends items ahead
     of the running try (see _Inbox). `hold_fd`: the job's deadline (local_hold: past it, this worker starts no
-    try and kills the one it runs)."""
+    try and kills the one it runs). `told_fd`: where it writes the pid of the try it forks, for the executor to
+    read before it hears the start (try_pid.py)."""
     global _current
     if not die_with_parent(parent_pid, signal.SIGTERM):  # the scheduler died before it was armed
         return
     hold = local_hold.Hold.attach(hold_fd) if hold_fd >= 0 else None
+    told = TryPid.attach(told_fd) if told_fd >= 0 else None
     fence: _InProcessFence | None = None  # (made for the first try that runs in this process)
     try_plan.unsettle()  # (a worker forked from a process that settled a plan itself starts afresh)
     _own_signals()
@@ -264,12 +270,24 @@ def _serve(conn: Connection, parent_pid: int, import_timeout: float | None, reus
             if not same:  # (a DAG file imported, or a try run here, may have changed them)
                 _own_signals()
             running = try_process.fork_try(item, close_fds=[conn.fileno()], same_inputs=same)
+            if told is not None:  # before anything else: the executor may bury this worker before it says more
+                told.tell(running.pid)
             _current = running
             try_plan.forget_prepared()
-            inbox.send(TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
-                                 at=running.started_at, pid=running.pid))
+            started = TaskEvent(ti_id=item.ti_id, try_number=item.try_number, kind="started",
+                                at=running.started_at, pid=running.pid)
+            outcome = running.wait(SAY_STARTED_AFTER)  # a short try's start is told with its end (decision 0366)
+            if outcome is not None:
+                _current = None
+                if told is not None:
+                    told.tell(0)
+                inbox.send([started, _ended(item, outcome, running.pid, running.report)])
+                continue
+            inbox.send(started)
             outcome = running.wait() if hold is None else _wait_held(running, hold)
             _current = None
+            if told is not None:
+                told.tell(0)
             if outcome is None:  # killed: its job fell silent (its code had not ended, or it left no report)
                 inbox.send(_failure(item, SILENT_JOB_KILLED, running.pid, lost=True, ran=True))
                 continue
@@ -337,21 +355,22 @@ def _run_here(inbox: _Inbox, item: WorkItem, plan: try_plan.Plan, fence: _InProc
 
 
 def _fork_worker_main(conn: Connection, parent_pid: int, close_fds: list[int], import_timeout: float | None,
-                      reuse: bool, ahead: bool, hold_fd: int) -> None:
+                      reuse: bool, ahead: bool, hold_fd: int, told_fd: int) -> None:
     for fd in close_fds:  # the scheduler's ends of the other workers' pipes
         with contextlib.suppress(OSError):
             os.close(fd)
-    _serve(conn, parent_pid, import_timeout, reuse, ahead, os.dup(hold_fd))
+    _serve(conn, parent_pid, import_timeout, reuse, ahead, os.dup(hold_fd), told_fd)
 
 
 def exec_worker_main(argv: list[str]) -> None:
     """Entry point of an "exec" worker: argv = [fd, parent pid, import timeout or "", "reuse" or "",
-    "ahead" or "", the job's deadline's fd or ""]."""
+    "ahead" or "", the job's deadline's fd or "", the fd of its tries' pid or ""]."""
     fd, parent_pid, timeout = int(argv[0]), int(argv[1]), argv[2]
     reuse = len(argv) > 3 and argv[3] == "reuse"
     ahead = len(argv) > 4 and argv[4] == "ahead"
     hold_fd = int(argv[5]) if len(argv) > 5 and argv[5] else -1
-    _serve(Connection(fd), parent_pid, float(timeout) if timeout else None, reuse, ahead, hold_fd)
+    told_fd = int(argv[6]) if len(argv) > 6 and argv[6] else -1
+    _serve(Connection(fd), parent_pid, float(timeout) if timeout else None, reuse, ahead, hold_fd, told_fd)
 
 
 _PATH_VARIABLE = "LEDGER_WORKER_SYS_PATH"
@@ -430,6 +449,7 @@ class _Worker:
     dead: bool = False
     inbox: Any = None  # a select.poll on its pipe (Connection.poll builds a selector on every call)
     ended: int = 0  # tries it has reported finished
+    told: TryPid | None = None  # the pid of the try it forked, written as it forks it (try_pid.py)
 
     def said_more(self) -> bool:
         """Whether its pipe has a message (or its end) to read now; OSError once the pipe is closed."""
@@ -489,6 +509,7 @@ class LocalExecutor(EndedOnThisHost):
     def _spawn(self) -> _Worker:
         self._spawned += 1
         process: _Process
+        told_fd = TryPid.make_fd()
         if self.start_method == "fork":
             ctx = multiprocessing.get_context("fork")
             ours, theirs = ctx.Pipe(duplex=True)
@@ -496,7 +517,7 @@ class LocalExecutor(EndedOnThisHost):
                       if not w.conn.closed]  # (a worker let go and not yet reaped holds its pipe too)
             mp_process = ctx.Process(target=_fork_worker_main,
                                      args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers,
-                                           self.depth > 1, self._hold.fd),
+                                           self.depth > 1, self._hold.fd, told_fd),
                                      name=f"ledger-worker-{self._spawned}", daemon=True)
             mp_process.start()
             theirs.close()
@@ -507,13 +528,18 @@ class LocalExecutor(EndedOnThisHost):
                 timeout = "" if self.import_timeout is None else repr(float(self.import_timeout))
                 flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()  # -X, -W, -O...
                 argv = [sys.executable, *flags, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout,
-                        "reuse" if self.reuse_workers else "", "ahead" if self.depth > 1 else "", str(self._hold.fd)]
+                        "reuse" if self.reuse_workers else "", "ahead" if self.depth > 1 else "", str(self._hold.fd),
+                        str(told_fd)]
                 env = {**os.environ, _PATH_VARIABLE: json.dumps(sys.path)}  # the worker imports as we do
-                popen = subprocess.Popen(argv, pass_fds=[child.fileno(), self._hold.fd], stdin=subprocess.DEVNULL,
-                                         env=env)
+                popen = subprocess.Popen(argv, pass_fds=[child.fileno(), self._hold.fd, told_fd],
+                                         stdin=subprocess.DEVNULL, env=env)
                 ours = Connection(mine.detach())
             process = _ExecProcess(popen)
-        worker = _Worker(process, ours)
+        try:
+            told = TryPid(told_fd)
+        finally:
+            os.close(told_fd)  # (the worker has its own; the mapping keeps what it needs)
+        worker = _Worker(process, ours, told=told)
         self._workers.append(worker)
         self._poll = None
         return worker
@@ -552,6 +578,8 @@ class LocalExecutor(EndedOnThisHost):
         worker.process.join(timeout=1)
         with contextlib.suppress(ValueError):
             worker.process.close()
+        if worker.told is not None:
+            worker.told.close()
 
     def start(self) -> None:
         """Start one worker, without waiting for it: the job goes on with its own start (its DAG files parsed and
@@ -728,26 +756,34 @@ class LocalExecutor(EndedOnThisHost):
             except (EOFError, OSError):
                 worker.dead = True
                 return
+            if isinstance(message, list):  # a short try's start and end, told together
+                for event in message:
+                    self._took(worker, event, out)
+                continue
             if not isinstance(message, TaskEvent):
                 if isinstance(message, tuple) and message and message[0] == READY:
                     worker.ready = True
                 elif isinstance(message, tuple) and len(message) == 2 and message[0] == WITHDRAWN:
                     self._given_back(worker, message[1], out)
                 continue
-            index = next((i for i, item in enumerate(worker.items) if item.ti_id == message.ti_id), None)
-            if index is None:
-                continue  # a late message about a try already given up on
-            if message.kind == "started":
-                if index == 0:  # (a worker starts its items in order: only the first can start)
-                    worker.pid = message.pid
-            else:
-                self._withdrawing.discard((message.ti_id, message.try_number))
-                del worker.items[index]
-                worker.ended += 1
-                if index == 0:
-                    worker.pid = None
-                    worker.assigned_at = time.monotonic()  # the next item's turn
-            out.append(message)
+            self._took(worker, message, out)
+
+    def _took(self, worker: _Worker, message: TaskEvent, out: list[TaskEvent]) -> None:
+        """A try's start or end its worker told."""
+        index = next((i for i, item in enumerate(worker.items) if item.ti_id == message.ti_id), None)
+        if index is None:
+            return  # a late message about a try already given up on
+        if message.kind == "started":
+            if index == 0:  # (a worker starts its items in order: only the first can start)
+                worker.pid = message.pid
+        else:
+            self._withdrawing.discard((message.ti_id, message.try_number))
+            del worker.items[index]
+            worker.ended += 1
+            if index == 0:
+                worker.pid = None
+                worker.assigned_at = time.monotonic()  # the next item's turn
+        out.append(message)
 
     def _given_back(self, worker: _Worker, ti_id: int, out: list[TaskEvent]) -> None:
         """A worker gave back an item that waited in it (WITHDRAW): placed again by _collect, or, stopped
@@ -800,9 +836,11 @@ class LocalExecutor(EndedOnThisHost):
         given_back = len(self._withdrawn)
         self._read(worker, mine)
         worker.dead = True
+        head, waiting = worker.item, worker.items[1:]
+        if head is not None and worker.pid is None and worker.told is not None:  # a try it forked and had not told
+            worker.pid = worker.told.pid()  # of yet (decision 0366): the pid it wrote as it forked it
         if worker.pid is not None and worker.pid != worker.process.pid:  # a try whose start was read only now: what
             try_process.kill_group(worker.pid)  # it started in its group goes too (its own process died with it)
-        head, waiting = worker.item, worker.items[1:]
         waiting += self._withdrawn[given_back:]  # (it gave them back before it went: they wait as the others do)
         del self._withdrawn[given_back:]
         worker.items = []

@@ -52,12 +52,7 @@ class Hold:
     @classmethod
     def make(cls) -> Hold:
         """A new deadline at infinity (the executor's side); its fd is passed to the workers it starts."""
-        if hasattr(os, "memfd_create"):
-            fd = os.memfd_create("ledger-hold", os.MFD_CLOEXEC)
-        else:  # (no memfd: an unlinked file serves the same)
-            fd, path = tempfile.mkstemp(prefix="ledger-hold-")
-            os.unlink(path)
-        os.ftruncate(fd, _FORMAT.size)
+        fd = shared_memory("ledger-hold", _FORMAT.size)
         hold = cls(fd, writer=True)
         hold.until(math.inf)
         weakref.finalize(hold, _close_fd, fd)  # (its workers hold their own mappings)
@@ -92,6 +87,18 @@ class Hold:
     def passed(self) -> bool:
         return now() >= self.deadline()
 
+
+
+def shared_memory(name: str, size: int) -> int:
+    """A descriptor of `size` bytes of memory (zeros) that processes which map it share: a memfd, or where there is
+    none an unlinked file. Closed on exec unless passed on."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    else:
+        fd, path = tempfile.mkstemp(prefix=f"{name}-")
+        os.unlink(path)
+    os.ftruncate(fd, size)
+    return fd
 
 
 def _close_fd(fd: int) -> None:

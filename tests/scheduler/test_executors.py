@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.scheduler.executors import local as local_executor
 from ledger.scheduler.executors import make_executor
 from ledger.scheduler.executors.base import Executor, TaskEvent, WorkItem
 from ledger.scheduler.executors.local import LocalExecutor
@@ -207,6 +208,13 @@ def test_a_worker_found_dead_as_an_item_is_sent_to_it_takes_down_what_its_unread
     assert ends == {1: ("lost", "worker died"), 2: ("success", None)}
 
 
+def _wait_until_made(path: Path, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} was not made within {within} s"
+        time.sleep(0.01)
+
+
 def _hung_up(conn: multiprocessing.connection.Connection, within: float = 30.0) -> bool:
     """True once the other end of a pipe connection has closed (POLLHUP), whatever waits unread in it."""
     poller = select.poll()
@@ -296,6 +304,7 @@ import json, sys, time
 sys.path.insert(0, {repo!r})
 from tests.scheduler.test_task_runner import work_item
 from pathlib import Path
+from ledger.scheduler.executors import local as local_executor
 from ledger.scheduler.executors.local import LocalExecutor
 
 executor = LocalExecutor(2, start_method={method!r})
@@ -346,6 +355,63 @@ def test_a_changed_dag_file_is_imported_again_by_the_workers(make: MakeExecutor,
     third = work_item(dag_file, "hello", ti_id=3, try_number=3)
     run_all(executor, [third])
     assert (dag_file.parent / "imports.txt").read_text().count("imported") == 2  # once per version
+
+
+def test_a_try_that_ends_while_its_worker_waits_to_tell_its_start_is_told_start_and_end_at_once(
+        make: MakeExecutor, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decision 0366: the worker tells a short try's start with its end. Here the wait is long (the workers are forked
+    from this process, so they see it) and the try ends when the test says: until then the executor hears nothing,
+    then both in one drain, in order, with the try's own pid and times."""
+    monkeypatch.setattr(local_executor, "SAY_STARTED_AFTER", 120.0)
+    executor = make("local", 1, start_method="fork")
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=1))
+    _wait_until_made(dag_file.parent / "a.started")  # the try runs, blocked until the test writes b.started
+    (worker,) = executor._workers  # type: ignore[attr-defined]
+    assert executor.drain() == [] and worker.pid is None  # its start is not told while it runs (within 120 s)
+    (dag_file.parent / "b.started").touch()
+    deadline = time.monotonic() + 30
+    drained: list[TaskEvent] = []
+    while not drained and time.monotonic() < deadline:
+        multiprocessing.connection.wait(executor.wait_handles(), timeout=0.2)
+        drained = executor.drain()
+    assert [(e.ti_id, e.kind, e.state) for e in drained] == [(1, "started", None), (1, "finished", "success")]
+    started, finished = drained
+    assert started.pid == finished.pid and started.pid not in (None, worker.process.pid)
+    assert started.at <= finished.at
+    assert executor.open_slots() == 1 and executor.in_flight() == set()
+
+
+def test_a_worker_killed_before_it_told_its_trys_start_takes_down_what_the_try_started(
+        make: MakeExecutor, dag_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decision 0366: the executor has not heard of the try's process (its worker waits to tell the start with the
+    end), yet burying the worker kills the try's process group (the `sleep 60 &` a BashTask started): the pid the
+    worker wrote as it forked the try (scheduler/executors/try_pid.py)."""
+    monkeypatch.setattr(local_executor, "SAY_STARTED_AFTER", 120.0)
+    executor = make("local", 1, start_method="fork")
+    executor.submit(work_item(dag_file, "bash_sleep", ti_id=1))
+    sleep_pid = int(wait_for_file(dag_file.parent / "sleep.pid"))
+    (worker,) = executor._workers  # type: ignore[attr-defined]
+    assert executor.drain() == [] and worker.pid is None  # (nothing told yet)
+    worker_pid = worker.process.pid
+    assert worker_pid is not None
+    os.kill(worker_pid, signal.SIGKILL)
+    finished = wait_for_event(executor, "finished")
+    assert (finished.ti_id, finished.state, finished.reason) == (1, "lost", "worker died")
+    assert finished.pid is not None and finished.pid != worker_pid  # the try's own, from the slot
+    assert process_gone(sleep_pid), "what the try started ran on after its worker was buried"
+
+
+def test_a_try_that_runs_on_has_its_start_told_before_it_ends(make: MakeExecutor, dag_file: Path) -> None:
+    """The other side of decision 0366: a try still running after the worker's short wait has its start told on its
+    own (its pid known, so a stop kills its group alone), and its end later."""
+    executor = make("local", 1)
+    executor.submit(work_item(dag_file, "barrier_a", ti_id=1))
+    started = wait_for_event(executor, "started")  # the try cannot end before the test writes b.started
+    (worker,) = executor._workers  # type: ignore[attr-defined]
+    assert (started.ti_id, worker.pid) == (1, started.pid) and started.pid != worker.process.pid
+    (dag_file.parent / "b.started").touch()
+    finished = wait_for_event(executor, "finished")
+    assert (finished.ti_id, finished.state, finished.pid) == (1, "success", started.pid)
 
 
 def test_the_local_executor_can_also_fork_its_workers_from_the_scheduler(make: MakeExecutor,

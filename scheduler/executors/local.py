@@ -510,31 +510,35 @@ class LocalExecutor(EndedOnThisHost):
         self._spawned += 1
         process: _Process
         told_fd = TryPid.make_fd()
-        if self.start_method == "fork":
-            ctx = multiprocessing.get_context("fork")
-            ours, theirs = ctx.Pipe(duplex=True)
-            others = [w.conn.fileno() for w in (*self._workers, *(w for w, _ in self._leaving))
-                      if not w.conn.closed]  # (a worker let go and not yet reaped holds its pipe too)
-            mp_process = ctx.Process(target=_fork_worker_main,
-                                     args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers,
-                                           self.depth > 1, self._hold.fd, told_fd),
-                                     name=f"ledger-worker-{self._spawned}", daemon=True)
-            mp_process.start()
-            theirs.close()
-            process = mp_process  # type: ignore[assignment]
-        else:
-            mine, child = socket.socketpair()
-            with mine, child:
-                timeout = "" if self.import_timeout is None else repr(float(self.import_timeout))
-                flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()  # -X, -W, -O...
-                argv = [sys.executable, *flags, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout,
-                        "reuse" if self.reuse_workers else "", "ahead" if self.depth > 1 else "", str(self._hold.fd),
-                        str(told_fd)]
-                env = {**os.environ, _PATH_VARIABLE: json.dumps(sys.path)}  # the worker imports as we do
-                popen = subprocess.Popen(argv, pass_fds=[child.fileno(), self._hold.fd, told_fd],
-                                         stdin=subprocess.DEVNULL, env=env)
-                ours = Connection(mine.detach())
-            process = _ExecProcess(popen)
+        try:
+            if self.start_method == "fork":
+                ctx = multiprocessing.get_context("fork")
+                ours, theirs = ctx.Pipe(duplex=True)
+                others = [w.conn.fileno() for w in (*self._workers, *(w for w, _ in self._leaving))
+                          if not w.conn.closed]  # (a worker let go and not yet reaped holds its pipe too)
+                mp_process = ctx.Process(target=_fork_worker_main,
+                                         args=(theirs, os.getpid(), others, self.import_timeout, self.reuse_workers,
+                                               self.depth > 1, self._hold.fd, told_fd),
+                                         name=f"ledger-worker-{self._spawned}", daemon=True)
+                mp_process.start()
+                theirs.close()
+                process = mp_process  # type: ignore[assignment]
+            else:
+                mine, child = socket.socketpair()
+                with mine, child:
+                    timeout = "" if self.import_timeout is None else repr(float(self.import_timeout))
+                    flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()  # -X, -W, -O...
+                    argv = [sys.executable, *flags, "-c", _BOOT, str(child.fileno()), str(os.getpid()), timeout,
+                            "reuse" if self.reuse_workers else "", "ahead" if self.depth > 1 else "",
+                            str(self._hold.fd), str(told_fd)]
+                    env = {**os.environ, _PATH_VARIABLE: json.dumps(sys.path)}  # the worker imports as we do
+                    popen = subprocess.Popen(argv, pass_fds=[child.fileno(), self._hold.fd, told_fd],
+                                             stdin=subprocess.DEVNULL, env=env)
+                    ours = Connection(mine.detach())
+                process = _ExecProcess(popen)
+        except BaseException:  # (no worker started: its slot goes)
+            os.close(told_fd)
+            raise
         try:
             told = TryPid(told_fd)
         finally:

@@ -7,7 +7,7 @@ with `kill -9`, the host's OOM killer) before it heard the start reads the pid h
 started in its process group (a `sleep 60 &` in a BashTask), as it does for a try whose start it heard. The try's
 own process dies with its worker (its parent-death signal).
 
-Sixteen bytes of a memfd the executor makes for each worker; the worker maps them writable, the executor reads them.
+Sixteen bytes of a memfd the executor makes for each worker; the worker maps them writable, the executor read-only.
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ _FORMAT = struct.Struct("qq")  # the pid and its complement: a write cut short r
 
 
 class TryPid:
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, writer: bool = False) -> None:
+        """The slot behind `fd`, mapped to be written (the worker) or only read (the executor: so are the copies of
+        it that workers forked from the executor's process inherit)."""
         self._map: mmap.mmap | None = mmap.mmap(fd, _FORMAT.size, mmap.MAP_SHARED,
-                                                mmap.PROT_READ | mmap.PROT_WRITE)
+                                                mmap.PROT_READ | (mmap.PROT_WRITE if writer else 0))
 
     @staticmethod
     def make_fd() -> int:
@@ -37,7 +39,7 @@ class TryPid:
     def attach(cls, fd: int) -> TryPid:
         """(In a worker.) Map the slot and close `fd` (the mapping keeps what it needs)."""
         try:
-            return cls(fd)
+            return cls(fd, writer=True)
         finally:
             with contextlib.suppress(OSError):
                 os.close(fd)

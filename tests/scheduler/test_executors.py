@@ -304,7 +304,6 @@ import json, sys, time
 sys.path.insert(0, {repo!r})
 from tests.scheduler.test_task_runner import work_item
 from pathlib import Path
-from ledger.scheduler.executors import local as local_executor
 from ledger.scheduler.executors.local import LocalExecutor
 
 executor = LocalExecutor(2, start_method={method!r})
